@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs what alloclab needs on a fresh Debian machine, into .venv beside this script's repo.
+#   bash scripts/install.sh          # the tool: compilers, allocator libraries, Python package
+#   bash scripts/install.sh --test   # the same plus the test dependencies
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+
+# Debian packages: a compiler for the native workloads and probe, the static libc for the
+# "statically linked" verification case, and the allocators the demo compares.
+PKGS="gcc make libc6-dev python3 python3-venv python3-pip libjemalloc2 libmimalloc2.0 libtcmalloc-minimal4"
+missing=""
+for p in $PKGS; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"; done
+if [ -n "$missing" ]; then
+  echo "installing Debian packages:$missing"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $missing >/dev/null
+fi
+
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+.venv/bin/python -m pip install -q --upgrade pip >/dev/null
+if [ "${1:-}" = "--test" ]; then
+  .venv/bin/python -m pip install -q -e '.[test]'
+else
+  .venv/bin/python -m pip install -q -e .
+fi
+echo "alloclab installed: $(.venv/bin/alloclab --help >/dev/null && echo .venv/bin/alloclab)"

@@ -1,0 +1,122 @@
+"""The `alloclab` command line (click + rich). Verbs live in alloclab.commands; this file wires
+them up and turns every UserError or usage mistake into one line on stderr with exit code 2."""
+from __future__ import annotations
+
+import sys
+from datetime import timedelta, timezone
+from pathlib import Path
+
+import click
+from rich.console import Console
+
+from .errors import UserError
+
+# Not a terminal (logs, CI): wide enough that the summary table does not wrap.
+console = Console() if sys.stdout.isatty() else Console(width=160)
+PathArg = click.Path(path_type=Path)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+def app() -> None:
+    """Measure which memory allocator your long-running program should run on, with evidence."""
+
+
+@app.command()
+@click.argument("experiment", type=PathArg)
+@click.option("-o", "--output", type=PathArg, help="Run directory (default runs/<time>-<name>).")
+@click.option("--until-significant", is_flag=True, help="Stop once the best group beats the baseline significantly.")
+@click.option("--max-duration", help="Stop after this long, e.g. 30m.")
+@click.option("--stable-for", default="60s", show_default=True, help="With --until-significant: how long the leader must hold.")
+@click.option("--no-report", is_flag=True, help="Skip the report at the end.")
+def run(experiment: Path, output: Path | None, until_significant: bool, max_duration: str | None, stable_for: str,
+        no_report: bool) -> None:
+    """Run an experiment: every group x replica started together, sampled, verified, stored, reported."""
+    from .commands.run import run_command
+    sys.exit(run_command(experiment, output, until_significant, max_duration, stable_for, no_report, console))
+
+
+@app.command()
+@click.argument("run_dir", metavar="RUN", type=PathArg)
+@click.option("-o", "--output", type=PathArg, help="Where to write (default: the run directory).")
+@click.option("--metric", help="rss, pss, uss or anon (default: the run's).")
+def report(run_dir: Path, output: Path | None, metric: str | None) -> None:
+    """Analyse a run: write report.md, summary.csv/json and charts; print the summary table."""
+    from . import analysis, report as rep
+    from .config import METRICS
+    from .store import Store
+    if metric and metric not in METRICS:
+        raise UserError(f"--metric {metric!r} is not known", f"use one of: {', '.join(METRICS)}")
+    path = rep.write_report(run_dir, output, metric)
+    store = Store.open(run_dir, readonly=True)
+    rep.print_summary(analysis.analyse(store, metric), console)
+    console.print(f"report: {path}")
+
+
+@app.command()
+@click.argument("run_dir", metavar="RUN", type=PathArg)
+@click.option("--csv", "csv_dir", type=PathArg, required=True, help="Directory for memory.csv, events.csv, diagnostics.csv.")
+def export(run_dir: Path, csv_dir: Path) -> None:
+    """Export a run as CSV in the 1AEO TorUtils layout (plus alloclab's extra columns)."""
+    from .torutils import export_csv
+    for p in export_csv(run_dir, csv_dir):
+        console.print(f"wrote {p}")
+
+
+@app.group("import")
+def import_group() -> None:
+    """Read other tools' data into an alloclab run."""
+
+
+@import_group.command("torutils")
+@click.argument("folder", type=PathArg)
+@click.option("-o", "--output", type=PathArg, required=True, help="New run directory.")
+@click.option("--naive-utc-offset", type=float, default=0.0, show_default=True,
+              help="Hours east of UTC for timestamps written without an offset.")
+@click.option("--baseline", help="Baseline group (default: the glibc one).")
+def import_torutils(folder: Path, output: Path, naive_utc_offset: float, baseline: str | None) -> None:
+    """Import a TorUtils memory experiment (memory CSV, group lists, events) as a run."""
+    from .torutils import import_torutils as do_import
+    out = do_import(folder, output, timezone(timedelta(hours=naive_utc_offset)), baseline)
+    console.print(f"imported into {out}; next: alloclab report {out}")
+
+
+@app.command()
+@click.option("-o", "--output", type=PathArg, help="Where the demo's experiment and run go (default runs/demo).")
+@click.option("--seconds", type=int, default=150, show_default=True, help="Total length of the comparison.")
+def demo(output: Path | None, seconds: int) -> None:
+    """A real, short comparison on this machine, with a report at the end."""
+    from .commands.demo import demo_command
+    sys.exit(demo_command(output, seconds, console))
+
+
+@app.command("workloads")
+def workloads_list() -> None:
+    """List the built-in workload models and their parameters."""
+    from rich.table import Table
+    from .workloads import describe
+    t = Table("name", "what it models", "parameters (defaults)")
+    for row in describe():
+        t.add_row(*row)
+    console.print(t)
+
+
+def main() -> None:
+    try:
+        app.main(standalone_mode=False)
+    except UserError as exc:
+        print(f"alloclab: error: {exc}", file=sys.stderr)
+        sys.exit(2)
+    except click.UsageError as exc:
+        if type(exc).__name__ == "NoArgsIsHelpError" and exc.ctx:   # bare `alloclab`: show the help
+            click.echo(exc.ctx.get_help())
+            sys.exit(0)
+        hint = f" — see `{exc.ctx.command_path} --help`" if exc.ctx else ""
+        print(f"alloclab: error: {exc.format_message()}{hint}", file=sys.stderr)
+        sys.exit(2)
+    except click.Abort:
+        sys.exit(130)
+    sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,287 @@
+"""Turns an Analysis into report.md, summary.json/csv and PNG charts, and the terminal table."""
+from __future__ import annotations
+
+import csv
+import json
+import math
+from dataclasses import asdict
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+
+from .analysis import RULES, STATUS_ORDER, Analysis, analyse
+from .store import Store
+
+STATUS_RULES = {
+    "Unverified": "the process did not map the group's allocator (or mapped another): excluded from statistics",
+    "Too short": f"fewer than {RULES['min_steady_samples']} samples after warm-up",
+    "Bloating": f"Growing, and by at least {RULES['bloating_share_per_h']:.0%} of its level per hour",
+    "Growing": f"Theil–Sen slope's 95% CI above zero, ≥ {RULES['growing_min_mb_per_h']} MB/h, and growth over the "
+               f"window > {RULES['flat_max_growth_share']:.0%} of the level",
+    "Ratcheting": f"not Growing, but never gave memory back (no drop ≥ {RULES['release_min_mb']} MB and "
+                  f"≥ {RULES['release_min_share']:.0%} of the level in {RULES['ratchet_min_samples']}+ samples) "
+                  "and ends at its peak: the early sign of long-run growth",
+    "Variable": f"interquartile range of the steady window > {RULES['variable_iqr_share']:.0%} of its median",
+    "Flat": "none of the above",
+}
+
+
+def _f(x: float | None, fmt: str = ".1f", dash: str = "–") -> str:
+    return dash if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, fmt)
+
+
+def summary_rows(a: Analysis) -> list[dict]:
+    """One dict per group: the figures of the summary table (also written as CSV/JSON)."""
+    rows = []
+    for g in a.groups:
+        c = g.comparison
+        rows.append({
+            "group": g.name, "allocator": g.allocator, "version": g.version, "baseline": g.is_baseline,
+            "replicas": g.replicas, "verified": g.verified,
+            "steady_mean_mb": g.steady_mean_mb, "steady_median_mb": g.steady_median_mb,
+            "peak_mb": g.peak_mb, "final_mb": g.final_mb, "growth_mb_per_h": g.growth_mb_h,
+            "ratio_to_baseline": c.ratio if c else None,
+            "ratio_ci_low": c.ratio_ci[0] if c and c.ratio_ci else None,
+            "ratio_ci_high": c.ratio_ci[1] if c and c.ratio_ci else None,
+            "p_holm": c.p_holm if c else None, "cliffs_delta": c.cliffs_delta if c else None,
+            "rank": c.rank if c else None, "idle_released_share": g.idle_released_share,
+            "release_events": g.release_events, "frag_overhead_mb": g.frag_overhead_mb,
+            "ops_per_s": g.ops_per_s, "cpu_us_per_op": g.cpu_us_per_op, "status": g.status,
+        })
+    return rows
+
+
+def _ratio_cell(row: dict) -> str:
+    if row["baseline"]:
+        return "baseline"
+    if row["ratio_to_baseline"] is None:
+        return "–"
+    ci = f" [{row['ratio_ci_low']:.2f}–{row['ratio_ci_high']:.2f}]" if row["ratio_ci_low"] is not None else ""
+    return f"{row['ratio_to_baseline']:.2f}×{ci}"
+
+
+def _allocator_cell(row: dict) -> str:
+    return f"{row['allocator']} {row['version']}" if row["version"] else str(row["allocator"])
+
+
+TABLE_HEADERS = ["group", "allocator", "verified", "steady mean MB", "steady median MB", "peak MB", "final MB",
+                 "growth MB/h", "vs baseline [95% CI]", "p (Holm)", "rank", "status"]
+
+
+def table_cells(row: dict) -> list[str]:
+    verified = f"{row['verified']}/{row['replicas']}" if row["verified"] or row["status"] == "Unverified" \
+        else f"n/a ({row['replicas']})"   # imported data: nobody checked
+    return [row["group"], _allocator_cell(row), verified, _f(row["steady_mean_mb"]),
+            _f(row["steady_median_mb"]), _f(row["peak_mb"]), _f(row["final_mb"]), _f(row["growth_mb_per_h"], "+.2f"),
+            _ratio_cell(row), _f(row["p_holm"], ".3g"), _f(row["rank"], "d"), row["status"]]
+
+
+TERMINAL_COLUMNS = ["group", "allocator", "verified", "steady median MB", "peak MB", "growth MB/h",
+                    "vs baseline [95% CI]", "p (Holm)", "rank", "status"]
+
+
+def print_summary(a: Analysis, console) -> None:
+    """The report's summary table, narrowed to fit a terminal."""
+    from rich.table import Table
+    table = Table(title=f"steady-state {a.metric.upper()} by group (baseline: {a.baseline})")
+    keep = [TABLE_HEADERS.index(h) for h in TERMINAL_COLUMNS]
+    short = {"steady median MB": "median MB", "growth MB/h": "MB/h", "vs baseline [95% CI]": "× baseline [95% CI]",
+             "p (Holm)": "p Holm"}
+    for h in TERMINAL_COLUMNS:
+        table.add_column(short.get(h, h), justify="left" if h in ("group", "allocator", "status") else "right")
+    for row in summary_rows(a):
+        cells = table_cells(row)
+        table.add_row(*(cells[i] for i in keep))
+    console.print(table)
+    for name, text in a.warnings:
+        console.print(f"[yellow]warning[/yellow] {name}: {text}")
+    console.print(a.recommendation.replace("**", ""))
+
+
+def _md_table(headers: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    lines += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def _when(t: str | None) -> str:
+    try:
+        return datetime.fromtimestamp(float(t), timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    except (TypeError, ValueError):
+        return "–"
+
+
+def write_report(run: str | Path, out_dir: Path | None = None, metric: str | None = None) -> Path:
+    """Analyse a run and write report.md, summary.{csv,json}, replicas.csv and charts/*.png."""
+    store = Store.open(run, readonly=True)
+    a = analyse(store, metric)
+    out = Path(out_dir) if out_dir else store.run_dir
+    (out / "charts").mkdir(parents=True, exist_ok=True)
+    rows = summary_rows(a)
+    (out / "summary.json").write_text(json.dumps({"metric": a.metric, "baseline": a.baseline, "groups": rows,
+                                                   "warnings": [{"name": n, "text": t} for n, t in a.warnings],
+                                                   "recommendation": a.recommendation}, indent=2))
+    with open(out / "summary.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]) if rows else ["group"])
+        w.writeheader()
+        w.writerows(rows)
+    with open(out / "replicas.csv", "w", newline="") as f:
+        reps = [asdict(r) for r in a.replicas]
+        w = csv.DictWriter(f, fieldnames=list(reps[0]) if reps else ["name"])
+        w.writeheader()
+        w.writerows(reps)
+    charts = draw_charts(store, a, out / "charts")
+    meta = store.meta()
+    md = [f"# alloclab report: {meta.get('name', store.run_dir.name)}", ""]
+    md.append(_md_table(["", ""], [
+        ["source", meta.get("source", "run")], ["host", meta.get("host", "–")], ["kernel", meta.get("kernel", "–")],
+        ["glibc", meta.get("glibc", "–")], ["CPU", f"{meta.get('cpu', '–')} ({meta.get('ncpu', '?')} cores)"],
+        ["alloclab", meta.get("alloclab_version", "–")], ["started", _when(meta.get("started_at"))],
+        ["ended", _when(meta.get("ended_at"))], ["end reason", meta.get("end_reason", "–")],
+        ["interval", f"{meta.get('interval', '–')} s"], ["metric", a.metric.upper()], ["seed", meta.get("seed", "–")],
+        ["phases", meta.get("phases", "–")], ["cgroups", meta.get("cgroups", "–")]]))
+    md += ["", "## Recommendation", "", a.recommendation, "", "## Summary", "",
+           _md_table(TABLE_HEADERS, [table_cells(r) for r in rows]), ""]
+    extra = [[r["group"], _f(r["idle_released_share"], ".0%"), _f(r["release_events"], ".0f"),
+              _f(r["frag_overhead_mb"]), _f(r["ops_per_s"], ",.0f"), _f(r["cpu_us_per_op"], ".3f"),
+              _f(r["cliffs_delta"], "+.2f")] for r in rows]
+    md += [_md_table(["group", "idle release", "release events", "frag. overhead MB", "ops/s", "CPU µs/op", "Cliff's δ"], extra), ""]
+    md += ["## Warnings", ""]
+    md += [f"- **{n}**: {t}" for n, t in a.warnings] or ["- none"]
+    md += ["", "## Charts", ""] + [f"![{c.stem}](charts/{c.name})" for c in charts]
+    md += ["", "## Groups", ""]
+    grows = store.query("SELECT name, allocator, kind, family, version, library_path, library_sha256, env_json FROM groups ORDER BY id")
+    md.append(_md_table(["group", "asked for", "kind", "reports itself as", "library", "sha256", "env"],
+                        [[g["name"], g["allocator"], g["kind"] or "–", f"{g['family'] or ''} {g['version'] or ''}".strip() or "–",
+                          g["library_path"] or "–", (g["library_sha256"] or "–")[:16], g["env_json"] or "{}"] for g in grows]))
+    md += ["", "## Replicas", ""]
+    verify = {r["name"]: r["verify_detail"] for r in store.query("SELECT name, verify_detail FROM replicas")}
+    md.append(_md_table(["replica", "group", "verified", "steady MB", "peak MB", "final MB", "slope MB/h [95% CI]",
+                         "release events", "status", "verification"],
+                        [[r.name, r.group, {True: "yes", False: "**no**", None: "?"}[r.verified], _f(r.steady_mb),
+                          _f(r.peak_mb), _f(r.final_mb),
+                          f"{_f(r.slope_mb_h, '+.2f')} [{_f(r.slope_lo, '+.2f')}, {_f(r.slope_hi, '+.2f')}]",
+                          r.release_events, r.status, verify.get(r.name) or "–"] for r in a.replicas]))
+    md += ["", "## How the status words are decided", ""]
+    md += [f"- **{w}**: {STATUS_RULES[w]}" for w in STATUS_ORDER]
+    md += ["", "Steady state is the post-warm-up part of the load phase (the configured warm-up, or where the series first "
+           "reaches 90% of its late level). Replicas are the statistical units: group ratios carry bootstrap 95% "
+           "intervals, p-values come from a permutation test on replica levels with Holm correction across groups, and "
+           "groups share a rank unless significantly apart. See docs/analysis.md.", ""]
+    (out / "report.md").write_text("\n".join(md))
+    store.conn.close()
+    return out / "report.md"
+
+
+# ---- charts -------------------------------------------------------------------------------------
+
+def _time_unit(span_s: float) -> tuple[str, float]:
+    for name, sec in (("days", 86400), ("hours", 3600), ("minutes", 60)):
+        if span_s >= 3 * sec:
+            return name, sec
+    return "seconds", 1.0
+
+
+def draw_charts(store: Store, a: Analysis, out: Path) -> list[Path]:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    series = [s for s in a.series if len(s.t)]
+    if not series:
+        return []
+    t0 = min(s.t[0] for s in series)
+    unit, scale = _time_unit(max(s.t[-1] for s in series) - t0)
+    groups = [g.name for g in a.groups]
+    colors = {g: plt.cm.tab10(i % 10) for i, g in enumerate(groups)}
+    paths = []
+    label = f"{a.metric.upper()} (MB)"
+
+    # 1. median and interquartile band per group over time, events as vertical lines
+    fig, ax = plt.subplots(figsize=(10, 5.5))
+    for g in groups:
+        ss = [s for s in series if s.group == g and s.verified is not False]
+        if not ss:
+            continue
+        lo, hi = min(s.t[0] for s in ss), max(s.t[-1] for s in ss)
+        grid = np.linspace(lo, hi, 300)
+        stack = np.vstack([np.where((grid >= s.t[0]) & (grid <= s.t[-1]), np.interp(grid, s.t, s.mb), np.nan) for s in ss])
+        with np.errstate(all="ignore"):
+            import warnings
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
+                med = np.nanmedian(stack, axis=0)
+                q1, q3 = np.nanpercentile(stack, [25, 75], axis=0)
+        x = (grid - t0) / scale
+        ax.plot(x, med, color=colors[g], label=f"{g} (n={len(ss)})", lw=1.8)
+        ax.fill_between(x, q1, q3, color=colors[g], alpha=0.2)
+    for e in store.query("SELECT t, kind, description FROM events WHERE kind NOT IN ('start', 'end', 'replica_end')"):
+        if e["kind"] == "phase":
+            ax.axvline((e["t"] - t0) / scale, color="grey", ls=":", lw=0.8)
+        else:
+            ax.axvline((e["t"] - t0) / scale, color="black", ls="--", lw=0.6, alpha=0.5)
+    ax.set_xlabel(f"time since start ({unit})")
+    ax.set_ylabel(label)
+    ax.set_title("Memory over time: median and interquartile range over replicas (dotted: phases, dashed: events)")
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    paths.append(_save(fig, out / "timeseries.png"))
+
+    # 2. distribution of steady-state level per replica, by group
+    fig, ax = plt.subplots(figsize=(max(6, 1.3 * len(groups) + 2), 5))
+    data = [[r.steady_mean_mb for r in a.replicas if r.group == g and r.steady_mean_mb is not None and r.verified is not False]
+            for g in groups]
+    ax.boxplot([d if d else [np.nan] for d in data], showfliers=False)
+    ax.set_xticks(range(1, len(groups) + 1), groups, rotation=20)
+    rng = np.random.default_rng(0)
+    for i, (g, d) in enumerate(zip(groups, data), 1):
+        ax.scatter(i + rng.uniform(-0.12, 0.12, len(d)), d, color=colors[g], zorder=3, s=18)
+    ax.set_ylabel(f"steady {label}")
+    ax.set_title("Steady-state memory per replica")
+    ax.grid(alpha=0.3, axis="y")
+    paths.append(_save(fig, out / "distribution.png"))
+
+    # 3. per-replica trajectories, one panel per group
+    cols = min(3, len(groups))
+    rows = math.ceil(len(groups) / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.2 * rows), sharey=True, squeeze=False)
+    for ax, g in zip(axes.flat, groups):
+        for s in series:
+            if s.group == g:
+                ax.plot((s.t - t0) / scale, s.mb, lw=0.8, color=colors[g] if s.verified is not False else "red",
+                        alpha=0.8)
+        ax.set_title(g, fontsize=9)
+        ax.grid(alpha=0.3)
+    for ax in axes.flat[len(groups):]:
+        ax.axis("off")
+    fig.supxlabel(f"time since start ({unit})")
+    fig.supylabel(label)
+    fig.suptitle("Per-replica trajectories (red: unverified)")
+    paths.append(_save(fig, out / "trajectories.png"))
+
+    # 4. fragmentation: memory against live requested bytes, where the workload reports them
+    with_live = [s for s in series if np.any(~np.isnan(s.live_mb))]
+    if with_live:
+        fig, ax = plt.subplots(figsize=(10, 5))
+        for s in with_live:
+            ax.plot((s.t - t0) / scale, s.mb, color=colors[s.group], lw=0.9, alpha=0.8)
+            ax.plot((s.t - t0) / scale, s.live_mb, color=colors[s.group], lw=0.8, ls="--", alpha=0.6)
+        for g in groups:
+            ax.plot([], [], color=colors[g], label=g)
+        ax.plot([], [], color="black", ls="--", label="live requested bytes")
+        ax.set_xlabel(f"time since start ({unit})")
+        ax.set_ylabel("MB")
+        ax.set_title(f"{a.metric.upper()} (solid) against live requested bytes (dashed): the gap is allocator overhead")
+        ax.legend(fontsize=8)
+        ax.grid(alpha=0.3)
+        paths.append(_save(fig, out / "fragmentation.png"))
+    return paths
+
+
+def _save(fig, path: Path) -> Path:
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    import matplotlib.pyplot as plt
+    plt.close(fig)
+    return path

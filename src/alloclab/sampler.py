@@ -1,0 +1,243 @@
+"""Reads memory and CPU of whole process trees from /proc and cgroups, in cost tiers.
+
+Cheap tier (every interval): /proc/PID/stat and /proc/PID/statm, a few microseconds each.
+Full tier: /proc/PID/smaps_rollup (PSS, USS, anonymous, swap), which costs the kernel a walk of
+the page tables (~3 ms for a 500 MB process), so it runs only while its CPU time stays under a
+budget (a share of one core); processes take turns, stalest first. Each figure is stored with
+the tier it came from.
+A process is identified by (pid, start time in clock ticks), so a reused pid is a new process.
+"""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+PAGE_KB = os.sysconf("SC_PAGE_SIZE") // 1024
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+SMAPS_FIELDS = {"Rss": "rss_kb", "Pss": "pss_kb", "Anonymous": "anon_kb", "Swap": "swap_kb",
+                "Private_Clean": "uss_kb", "Private_Dirty": "uss_kb"}
+
+
+@dataclass(frozen=True)
+class ProcStat:
+    pid: int
+    ppid: int
+    comm: str
+    start_ticks: int
+    utime_s: float
+    stime_s: float
+    minflt: int
+    majflt: int
+    threads: int
+
+
+def read_stat(pid: int) -> ProcStat | None:
+    """Parse /proc/PID/stat; None if the process is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            raw = f.read().decode(errors="replace")
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return None
+    # comm may contain spaces and parentheses: it ends at the last ')'.
+    lpar, rpar = raw.find("("), raw.rfind(")")
+    rest = raw[rpar + 2:].split()
+    return ProcStat(pid=pid, ppid=int(rest[1]), comm=raw[lpar + 1:rpar], start_ticks=int(rest[19]),
+                    utime_s=int(rest[11]) / CLK_TCK, stime_s=int(rest[12]) / CLK_TCK,
+                    minflt=int(rest[7]), majflt=int(rest[9]), threads=int(rest[17]))
+
+
+def read_statm(pid: int) -> tuple[int, int] | None:
+    """(virtual size, resident) in kB from /proc/PID/statm; None if gone."""
+    try:
+        with open(f"/proc/{pid}/statm", "rb") as f:
+            fields = f.read().split()
+        return int(fields[0]) * PAGE_KB, int(fields[1]) * PAGE_KB
+    except (FileNotFoundError, ProcessLookupError, PermissionError, IndexError):
+        return None
+
+
+def read_smaps_rollup(pid: int) -> dict[str, int] | None:
+    """RSS, PSS, USS (private clean + dirty), anonymous and swap in kB; None if gone."""
+    out = dict.fromkeys(set(SMAPS_FIELDS.values()), 0)
+    try:
+        with open(f"/proc/{pid}/smaps_rollup", "rb") as f:
+            for line in f:
+                key, _, rest = line.partition(b":")
+                name = SMAPS_FIELDS.get(key.decode())
+                if name:
+                    out[name] += int(rest.split()[0])
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return None
+    return out
+
+
+def read_cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return " ".join(a.decode(errors="replace") for a in f.read().split(b"\0") if a)
+    except OSError:
+        return ""
+
+
+def all_parents() -> dict[int, int]:
+    """pid -> ppid for every process on the host (one pass over /proc)."""
+    out: dict[int, int] = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            st = read_stat(int(name))
+            if st:
+                out[st.pid] = st.ppid
+    return out
+
+
+def descendants(root: int, parents: dict[int, int]) -> list[int]:
+    """root and every process below it, from a pid -> ppid map."""
+    children: dict[int, list[int]] = {}
+    for pid, ppid in parents.items():
+        children.setdefault(ppid, []).append(pid)
+    out, todo = [], [root] if root in parents else []
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        todo.extend(children.get(pid, ()))
+    return sorted(out)
+
+
+def read_meminfo() -> dict[str, int]:
+    want = {"MemTotal": "mem_total_kb", "MemAvailable": "mem_available_kb",
+            "SwapTotal": "swap_total_kb", "SwapFree": "swap_free_kb"}
+    out = {}
+    with open("/proc/meminfo") as f:
+        for line in f:
+            key, _, rest = line.partition(":")
+            if key in want:
+                out[want[key]] = int(rest.split()[0])
+    return out
+
+
+# ---- cgroups ------------------------------------------------------------------------------------
+
+class Cgroup:
+    """One replica's memory cgroup (v2 or v1 memory controller) under alloclab's own cgroup."""
+
+    def __init__(self, path: Path, version: int):
+        self.path, self.version = path, version
+
+    @property
+    def procs_file(self) -> str:
+        return str(self.path / "cgroup.procs")
+
+    def procs(self) -> list[int]:
+        try:
+            return sorted({int(x) for x in (self.path / "cgroup.procs").read_text().split()})
+        except OSError:
+            return []
+
+    def _read_int(self, name: str) -> int | None:
+        try:
+            return int((self.path / name).read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            return None
+
+    def usage_kb(self) -> int | None:
+        v = self._read_int("memory.current" if self.version == 2 else "memory.usage_in_bytes")
+        return None if v is None else v // 1024
+
+    def peak_kb(self) -> int | None:
+        v = self._read_int("memory.peak" if self.version == 2 else "memory.max_usage_in_bytes")
+        return None if v is None else v // 1024
+
+    def remove(self) -> None:
+        try:
+            self.path.rmdir()
+        except OSError:
+            pass
+
+
+def _own_cgroup_dirs() -> list[tuple[Path, int]]:
+    """Candidate parent dirs for replica cgroups: v2 unified first, then v1 memory."""
+    out = []
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return out
+    for line in lines:
+        hid, controllers, rel = line.split(":", 2)
+        if hid == "0" and controllers == "":
+            for mount in ("/sys/fs/cgroup", "/sys/fs/cgroup/unified"):
+                base = Path(mount + rel)
+                ctl = Path(mount) / "cgroup.controllers"
+                if ctl.exists() and "memory" in ctl.read_text().split():
+                    out.insert(0, (base, 2))
+        elif "memory" in controllers.split(","):
+            out.append((Path("/sys/fs/cgroup/memory" + rel), 1))
+    return out
+
+
+def make_cgroup(name: str) -> tuple[Cgroup | None, str]:
+    """Create a memory cgroup for one replica; (None, reason) when the kernel will not let us."""
+    reasons = []
+    for parent, version in _own_cgroup_dirs():
+        path = parent / name
+        try:
+            path.mkdir(exist_ok=True)
+        except OSError as exc:
+            reasons.append(f"v{version} {parent}: {exc.strerror}")
+            continue
+        if version == 2 and not (path / "memory.current").exists():
+            path.rmdir()
+            reasons.append(f"v2 {parent}: memory controller not delegated")
+            continue
+        return Cgroup(path, version), ""
+    return None, "; ".join(reasons) or "no writable memory cgroup hierarchy"
+
+
+# ---- the tiered sampler -------------------------------------------------------------------------
+
+@dataclass
+class ProcReading:
+    stat: ProcStat
+    vmsize_kb: int
+    rss_kb: int
+    full: dict[str, int] | None      # smaps_rollup figures, when the full tier ran this time
+
+
+@dataclass
+class SmapsBudget:
+    """Lets the full tier spend at most `share` of one core, measured, over the run."""
+    share: float
+    started: float = field(default_factory=time.monotonic)
+    spent: float = 0.0
+    grace: float = 0.05              # seconds allowed up front so the first interval gets a full read
+    last_full: dict[tuple[int, int], float] = field(default_factory=dict)
+
+    def allowed(self) -> bool:
+        return self.spent <= self.share * (time.monotonic() - self.started) + self.grace
+
+    def order(self, keys: list[tuple[int, int]]) -> list[tuple[int, int]]:
+        """Stalest full reading first, so every process gets its turn."""
+        return sorted(keys, key=lambda k: self.last_full.get(k, -1.0))
+
+
+def sample_processes(pids: list[int], budget: SmapsBudget) -> list[ProcReading]:
+    """Cheap tier for every pid, full tier in stalest-first order while the budget allows."""
+    readings = []
+    for pid in pids:
+        st = read_stat(pid)
+        statm = read_statm(pid) if st else None
+        if st and statm is not None:
+            readings.append(ProcReading(st, statm[0], statm[1], None))
+    by_key = {(r.stat.pid, r.stat.start_ticks): r for r in readings}
+    for key in budget.order(list(by_key)):
+        if not budget.allowed():
+            break
+        t0 = time.thread_time()
+        full = read_smaps_rollup(key[0])
+        budget.spent += time.thread_time() - t0
+        if full is not None:
+            by_key[key].full = full
+            by_key[key].rss_kb = full["rss_kb"]
+            budget.last_full[key] = time.monotonic()
+    return readings

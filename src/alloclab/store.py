@@ -1,0 +1,143 @@
+"""One SQLite file per run (WAL): metadata, groups, replicas, processes, samples, events.
+
+Samples are committed every interval, so `kill -9` of alloclab loses at most one interval and
+leaves a file any SQLite reader opens. Times are Unix seconds (REAL). Every table the analysis
+reads is described in docs/store.md.
+"""
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any, Iterable
+
+from .errors import UserError
+
+SCHEMA_VERSION = 1
+DB_NAME = "run.db"
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT);
+CREATE TABLE IF NOT EXISTS groups(
+    id INTEGER PRIMARY KEY, name TEXT UNIQUE NOT NULL, allocator TEXT NOT NULL, kind TEXT,
+    library_path TEXT, library_sha256 TEXT, family TEXT, version TEXT,
+    env_json TEXT, command_json TEXT, is_baseline INTEGER DEFAULT 0);
+CREATE TABLE IF NOT EXISTS replicas(
+    id INTEGER PRIMARY KEY, group_id INTEGER NOT NULL REFERENCES groups(id), idx INTEGER,
+    name TEXT UNIQUE NOT NULL, workdir TEXT, start_order INTEGER, started_at REAL, ended_at REAL,
+    exit_code INTEGER, root_pid INTEGER, cgroup TEXT,
+    verified INTEGER, verify_detail TEXT);
+CREATE TABLE IF NOT EXISTS processes(
+    id INTEGER PRIMARY KEY, replica_id INTEGER NOT NULL REFERENCES replicas(id),
+    pid INTEGER, start_ticks INTEGER, ppid INTEGER, comm TEXT, cmdline TEXT,
+    first_seen REAL, last_seen REAL, verified INTEGER, verify_detail TEXT, mapped_allocator TEXT,
+    UNIQUE(pid, start_ticks));
+CREATE TABLE IF NOT EXISTS verifications(
+    t REAL, process_id INTEGER REFERENCES processes(id), verified INTEGER, detail TEXT,
+    mapped_allocator TEXT);
+CREATE TABLE IF NOT EXISTS process_samples(
+    t REAL NOT NULL, process_id INTEGER NOT NULL REFERENCES processes(id), tier TEXT NOT NULL,
+    rss_kb INTEGER, pss_kb INTEGER, uss_kb INTEGER, anon_kb INTEGER, swap_kb INTEGER,
+    cpu_user_s REAL, cpu_sys_s REAL, minflt INTEGER, majflt INTEGER, threads INTEGER);
+CREATE TABLE IF NOT EXISTS samples(
+    t REAL NOT NULL, replica_id INTEGER NOT NULL REFERENCES replicas(id), phase TEXT,
+    nprocs INTEGER, rss_kb INTEGER, pss_kb INTEGER, uss_kb INTEGER, anon_kb INTEGER, swap_kb INTEGER,
+    cpu_s REAL, cgroup_kb INTEGER, cgroup_peak_kb INTEGER, live_bytes INTEGER, ops INTEGER,
+    tier TEXT, vmsize_kb INTEGER, hwm_kb INTEGER);
+CREATE INDEX IF NOT EXISTS samples_by_replica ON samples(replica_id, t);
+CREATE TABLE IF NOT EXISTS host_samples(
+    t REAL NOT NULL, mem_total_kb INTEGER, mem_available_kb INTEGER, swap_total_kb INTEGER,
+    swap_free_kb INTEGER, load1 REAL, sampler_cpu_s REAL);
+CREATE TABLE IF NOT EXISTS events(
+    id INTEGER PRIMARY KEY, t REAL NOT NULL, kind TEXT NOT NULL, replica_id INTEGER,
+    group_name TEXT, description TEXT);
+"""
+
+
+def resolve_run(arg: str | Path) -> Path:
+    """A run directory or its run.db -> path of run.db; UserError if it is not a run."""
+    p = Path(arg)
+    db = p / DB_NAME if p.is_dir() else p
+    if not db.exists():
+        raise UserError(f"{arg} is not an alloclab run (no {DB_NAME})", "give a directory made by `alloclab run` or `alloclab import`")
+    return db
+
+
+class Store:
+    def __init__(self, conn: sqlite3.Connection, path: Path):
+        conn.row_factory = sqlite3.Row
+        self.conn, self.path = conn, path
+
+    # ---- open / create ----
+    @classmethod
+    def create(cls, path: Path) -> "Store":
+        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")   # WAL+NORMAL survives a killed process
+        conn.executescript(SCHEMA)
+        store = cls(conn, path)
+        store.set_meta(schema_version=SCHEMA_VERSION)
+        return store
+
+    @classmethod
+    def open(cls, arg: str | Path, readonly: bool = False) -> "Store":
+        db = resolve_run(arg)
+        try:
+            # readonly is advisory: a read-only handle cannot recover the WAL index of a store whose
+            # writer was killed, and recovering it is exactly what a crashed run needs.
+            conn = sqlite3.connect(db, isolation_level=None, check_same_thread=False)
+            version = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        except sqlite3.DatabaseError:
+            raise UserError(f"{db} is not an alloclab run store", "give a run made by `alloclab run` or `alloclab import`") from None
+        if version is None:
+            raise UserError(f"{db} has no schema version", "it was not written by alloclab")
+        if int(version[0]) > SCHEMA_VERSION:
+            raise UserError(f"{db} has schema {version[0]}, newer than this alloclab ({SCHEMA_VERSION})", "upgrade alloclab")
+        return cls(conn, db)
+
+    @property
+    def run_dir(self) -> Path:
+        return self.path.parent
+
+    # ---- transactions: one per sampling interval ----
+    def begin(self) -> None:
+        self.conn.execute("BEGIN")
+
+    def commit(self) -> None:
+        if self.conn.in_transaction:
+            self.conn.execute("COMMIT")
+
+    def close(self) -> None:
+        self.commit()
+        self.conn.close()
+
+    # ---- metadata ----
+    def set_meta(self, **items: Any) -> None:
+        for k, v in items.items():
+            value = v if isinstance(v, str) else json.dumps(v)
+            self.conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (k, value))
+
+    def meta(self) -> dict[str, str]:
+        return {r[0]: r[1] for r in self.conn.execute("SELECT key, value FROM meta")}
+
+    # ---- writes ----
+    def insert(self, table: str, **row: Any) -> int:
+        cols = ", ".join(row)
+        marks = ", ".join("?" for _ in row)
+        return self.conn.execute(f"INSERT INTO {table}({cols}) VALUES ({marks})", tuple(row.values())).lastrowid
+
+    def insert_many(self, table: str, columns: tuple[str, ...], rows: Iterable[tuple]) -> None:
+        marks = ", ".join("?" for _ in columns)
+        self.conn.executemany(f"INSERT INTO {table}({', '.join(columns)}) VALUES ({marks})", rows)
+
+    def update(self, table: str, row_id: int, **values: Any) -> None:
+        sets = ", ".join(f"{k} = ?" for k in values)
+        self.conn.execute(f"UPDATE {table} SET {sets} WHERE id = ?", (*values.values(), row_id))
+
+    def event(self, t: float, kind: str, description: str, replica_id: int | None = None,
+              group_name: str | None = None) -> None:
+        self.insert("events", t=t, kind=kind, description=description, replica_id=replica_id, group_name=group_name)
+
+    # ---- reads ----
+    def query(self, sql: str, params: tuple = ()) -> list[sqlite3.Row]:
+        return self.conn.execute(sql, params).fetchall()

@@ -1,0 +1,88 @@
+"""Built-in workload models (native programs in alloclab/native) and their side channel.
+
+A workload is named in an experiment's [workload] table; this module turns it into an argv for
+the runner, with the phase durations and the seed passed on, and reads the stats file each
+workload publishes (see native/alloclab_stats.h for the layout and its sequence lock).
+"""
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from . import native
+from .config import Experiment
+from .errors import UserError
+
+STATS_FORMAT = struct.Struct("<QIIQQQQQQ")    # mirrors struct alloclab_stats
+STATS_MAGIC = 0x3154415453434C41
+PHASE_NAMES = {0: "warmup", 1: "load", 2: "idle", 3: "done"}
+
+
+@dataclass(frozen=True)
+class StatsSnapshot:
+    phase: str
+    ops: int
+    live_bytes: int
+    peak_live_bytes: int
+    updated_ns: int
+
+
+def read_stats(path: Path) -> StatsSnapshot | None:
+    """A consistent snapshot of a workload's stats file, or None (absent, torn or not ours)."""
+    for _ in range(3):
+        try:
+            raw = path.read_bytes()
+        except OSError:
+            return None
+        if len(raw) < STATS_FORMAT.size:
+            return None
+        magic, version, phase, seq, ops, live, peak, updated, seq_end = STATS_FORMAT.unpack_from(raw)
+        if magic != STATS_MAGIC or version != 1:
+            return None
+        if seq % 2 == 0 and seq == seq_end:
+            return StatsSnapshot(PHASE_NAMES.get(phase, "load"), ops, live, peak, updated)
+    return None
+
+
+@dataclass(frozen=True)
+class Model:
+    program: str
+    summary: str
+    defaults: dict[str, Any]
+
+
+MODELS: dict[str, Model] = {
+    "frag": Model("frag", "churning heap with scattered long-lived survivors and transient large buffers; "
+                  "frees 99% of survivors before idling", {"threads": 4, "mb": 64}),
+}
+
+
+def command_for(exp: Experiment) -> tuple[str, ...]:
+    """argv of the experiment's [workload], with phases and seed passed on.
+
+    Replica i of every group gets the same seed, so groups are compared on identical operation
+    sequences while replicas within a group differ. The workload idles past the planned end; the
+    runner stops it."""
+    wl = exp.workload
+    assert wl is not None
+    model = MODELS.get(wl.name)
+    if model is None:
+        raise UserError(f"unknown workload {wl.name!r}", f"use one of: {', '.join(sorted(MODELS))}")
+    params = dict(model.defaults)
+    for key, value in wl.params.items():
+        if key not in model.defaults and key != "seed":
+            raise UserError(f"workload {wl.name} has no parameter {key!r}",
+                            f"use one of: {', '.join(sorted(model.defaults)) or '(none)'}")
+        params[key] = value
+    load = exp.phases.load if exp.phases.load is not None else 60.0
+    argv = [str(native.program(model.program)), "--load", f"{exp.phases.warmup + load:g}",
+            "--idle", f"{exp.phases.idle + 3600:g}", "--seed", str(params.pop("seed", "{seed}"))]
+    for key, value in params.items():
+        argv += [f"--{key}", str(value)]
+    return tuple(argv)
+
+
+def describe() -> list[tuple[str, str, str]]:
+    return [(name, m.summary, ", ".join(f"{k}={v}" for k, v in m.defaults.items())) for name, m in MODELS.items()]

@@ -1,0 +1,48 @@
+"""Shared fixtures: real allocator libraries from Debian's packages, the built native programs,
+and a helper to run the real `alloclab` CLI."""
+from __future__ import annotations
+
+import glob
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+DATASETS = (REPO.parent / "shared" / "datasets" / "1aeo-torutils").resolve()
+
+
+def system_lib(soname: str) -> str:
+    found = sorted(glob.glob(f"/usr/lib/*/{soname}"))
+    if not found:
+        pytest.fail(f"{soname} missing: run scripts/install.sh --test")
+    return found[0]
+
+
+@pytest.fixture(scope="session")
+def jemalloc() -> str:
+    return system_lib("libjemalloc.so.2")
+
+
+@pytest.fixture(scope="session")
+def mimalloc() -> str:
+    return system_lib("libmimalloc.so.2")
+
+
+@pytest.fixture(scope="session")
+def native_dir() -> Path:
+    from alloclab import native
+    return native.build_dir()
+
+
+def run_cli(*args: str, cwd: Path | None = None, timeout: float = 300, env: dict | None = None) -> subprocess.CompletedProcess:
+    """The real CLI in a child process, as a user would run it."""
+    return subprocess.run([sys.executable, "-m", "alloclab", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, **(env or {})})
+
+
+@pytest.fixture
+def cli():
+    return run_cli

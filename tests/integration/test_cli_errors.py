@@ -1,0 +1,101 @@
+"""Every bad input: one line naming the problem and the fix, exit code 2, no traceback, no run."""
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_cli
+
+BASE = """
+name = "bad"
+command = ["/bin/sleep", "1"]
+[[group]]
+name = "a"
+allocator = "glibc"
+"""
+
+
+def check_one_line_error(proc, *needles):
+    assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    for n in needles:
+        assert n in lines[0], lines[0]
+
+
+@pytest.mark.parametrize("text,needles", [
+    (BASE.replace('name = "bad"', 'name = "bad"\ncolour = "red"'), ["unknown key 'colour'", "use one of"]),
+    (BASE.replace('command = ["/bin/sleep", "1"]', 'command = ["/bin/sleep", "1"]\nreplicas = "3"'), ["replicas must be a int"]),
+    (BASE.replace('command = ["/bin/sleep", "1"]', 'command = ["/bin/sleep", "1"]\ninterval = "0s"'), ["longer than zero"]),
+    (BASE + '[phases]\nload = "-5m"\n', ["is not a duration"]),
+    (BASE.replace('allocator = "glibc"', 'allocator = "/nonexistent/libfoo.so"'), ["not found"]),
+    (BASE.replace('"/bin/sleep"', '"{tmp}/data.txt"'), ["not executable", "chmod +x"]),
+    (BASE.replace('"/bin/sleep"', '"{tmp}/data.sh"'), ["neither a program nor a script"]),
+    (BASE.replace('"/bin/sleep"', '"./missing-program"'), ["not found"]),
+    (BASE.replace('allocator = "glibc"', 'allocator = "nosuch@1.0"'), ["nosuch@1.0"]),
+])
+def test_bad_experiment_files(tmp_path, text, needles):
+    (tmp_path / "data.txt").write_text("plain text")
+    (tmp_path / "data.sh").write_text("no shebang")
+    (tmp_path / "data.sh").chmod(0o755)
+    exp = tmp_path / "exp.toml"
+    exp.write_text(text.replace("{tmp}", str(tmp_path)))
+    out = tmp_path / "run"
+    proc = run_cli("run", str(exp), "-o", str(out))
+    check_one_line_error(proc, *needles)
+    assert not out.exists() or not any(out.iterdir())      # no half-written run
+
+
+def test_unreadable_library(tmp_path, jemalloc):
+    if os.geteuid() == 0:
+        lib = tmp_path / "d"
+        lib.mkdir()
+        lib.chmod(0o755)
+        exp = tmp_path / "exp.toml"
+        exp.write_text(BASE.replace('allocator = "glibc"', f'allocator = "{lib}"'))
+        check_one_line_error(run_cli("run", str(exp), "-o", str(tmp_path / "run")), "not a readable file")
+    else:
+        pytest.skip("root reads everything")
+
+
+def test_missing_experiment_file(tmp_path):
+    check_one_line_error(run_cli("run", str(tmp_path / "nope.toml")), "does not exist")
+
+
+def test_unwritable_output_dir(tmp_path):
+    exp = tmp_path / "exp.toml"
+    exp.write_text(BASE)
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    check_one_line_error(run_cli("run", str(exp), "-o", str(blocker / "run")), "cannot write to output directory")
+
+
+def test_output_dir_not_empty(tmp_path):
+    exp = tmp_path / "exp.toml"
+    exp.write_text(BASE)
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "precious.txt").write_text("keep me")
+    check_one_line_error(run_cli("run", str(exp), "-o", str(out)), "not empty")
+    assert (out / "precious.txt").read_text() == "keep me"
+
+
+@pytest.mark.parametrize("verb", [["report"], ["export", "--csv", "/tmp/alloclab-x"]])
+def test_not_a_run(tmp_path, verb):
+    check_one_line_error(run_cli(verb[0], str(tmp_path), *verb[1:]), "is not an alloclab run")
+
+
+def test_garbage_store(tmp_path):
+    (tmp_path / "run.db").write_bytes(b"this is not sqlite" * 100)
+    check_one_line_error(run_cli("report", str(tmp_path)), "not an alloclab run store")
+
+
+def test_unknown_option_is_one_line(tmp_path):
+    check_one_line_error(run_cli("run", "--frobnicate", "x.toml"), "No such option")
+
+
+@pytest.mark.parametrize("verb", [[], ["run"], ["report"], ["export"], ["import", "torutils"], ["demo"], ["workloads"]])
+def test_every_command_has_help(verb):
+    proc = run_cli(*verb, "--help")
+    assert proc.returncode == 0 and "Usage" in proc.stdout

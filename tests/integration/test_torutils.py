@@ -1,0 +1,75 @@
+"""Import of the real 1AEO TorUtils data, and export in the same layout."""
+import csv
+from collections import Counter
+from datetime import datetime, timezone
+
+import pytest
+
+from alloclab.store import Store
+from alloclab.torutils import MEMORY_COLUMNS, export_csv, import_torutils
+from tests.conftest import DATASETS
+
+
+def _relay_rows(path):
+    with open(path, newline="") as f:
+        return [r for r in csv.DictReader(f) if r["type"] == "relay"]
+
+
+def test_five_way_import(tmp_path):
+    src = DATASETS / "5way-2026-01"
+    run = import_torutils(src, tmp_path / "run")
+    store = Store.open(run)
+    rows = _relay_rows(src / "memory.csv")
+    listed = {}
+    for f in (src / "groups").glob("group_*.txt"):
+        if "historical" not in f.name:
+            for nick in f.read_text().split():
+                listed[nick] = f.name.split("_")[1]
+    assert store.query("SELECT COUNT(*) FROM samples")[0][0] == sum(1 for r in rows if r["nickname"] in listed)
+    per_group = dict(store.query("SELECT g.name, COUNT(*) FROM replicas r JOIN groups g ON g.id = r.group_id GROUP BY g.name"))
+    assert per_group == dict(Counter(listed.values())) == {"A": 20, "B": 80, "C": 60, "D": 20, "E": 20}
+    lo, hi = store.query("SELECT MIN(t), MAX(t) FROM samples")[0]
+    stamps = sorted(r["timestamp"] for r in rows)
+    assert lo == datetime.fromisoformat(stamps[0]).replace(tzinfo=timezone.utc).timestamp()
+    assert hi == datetime.fromisoformat(stamps[-1]).replace(tzinfo=timezone.utc).timestamp()
+    labels = {r["name"]: (r["family"], r["version"]) for r in store.query("SELECT name, family, version FROM groups")}
+    assert labels["A"] == ("mimalloc", "3.0.1") and labels["E"] == ("glibc", None)
+    assert store.meta()["baseline"] == "E"
+    assert store.query("SELECT COUNT(*) FROM events")[0][0] == 12
+
+
+def test_co_unified_import_uses_the_group_column(tmp_path):
+    src = DATASETS / "co-unified-2025-12"
+    run = import_torutils(src, tmp_path / "run")
+    store = Store.open(run)
+    rows = _relay_rows(src / "memory_measurements.csv")
+    # rows without a group are other relays on the host, or a relay before it joined a group
+    # (group I's relays ran glibc before 2026-01-02): they are left out, not guessed
+    assert store.query("SELECT COUNT(*) FROM samples")[0][0] == sum(1 for r in rows if r["rss_kb"] and r["group"])
+    groups = dict(store.query("SELECT g.name, COUNT(*) FROM replicas r JOIN groups g ON g.id = r.group_id GROUP BY g.name"))
+    want = Counter()
+    seen = set()
+    for r in rows:
+        if r["group"] and r["nickname"] not in seen:
+            seen.add(r["nickname"])
+            want[r["group"]] += 1
+    assert groups == dict(want)
+    assert store.meta()["baseline"] == "Z"          # the glibc control group
+
+
+def test_export_round_trips_through_import(tmp_path):
+    run = import_torutils(DATASETS / "co-guard-2025-09", tmp_path / "run")
+    out = tmp_path / "csv"
+    export_csv(run, out)
+    header = (out / "memory.csv").read_text().splitlines()[0].split(",")
+    assert header[:len(MEMORY_COLUMNS)] == MEMORY_COLUMNS and "pss_kb" in header and "live_bytes" in header
+    again = import_torutils(out, tmp_path / "again")
+    a, b = Store.open(run), Store.open(again)
+    q = "SELECT r.name, s.t, s.rss_kb FROM samples s JOIN replicas r ON r.id = s.replica_id ORDER BY r.name, s.t"
+    assert [tuple(x) for x in a.query(q)] == [tuple(x) for x in b.query(q)]
+
+
+def test_not_a_torutils_folder(tmp_path):
+    from alloclab.errors import UserError
+    with pytest.raises(UserError, match="no memory CSV"):
+        import_torutils(tmp_path, tmp_path / "run")

@@ -1,0 +1,80 @@
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from alloclab import sampler
+
+
+def test_read_stat_of_self():
+    st = sampler.read_stat(os.getpid())
+    assert st.pid == os.getpid() and st.ppid == os.getppid()
+    assert st.threads >= 1 and st.start_ticks > 0
+
+
+def test_comm_with_spaces_and_parentheses(tmp_path):
+    weird = tmp_path / "a b) c"
+    os.symlink("/bin/sleep", weird)
+    p = subprocess.Popen([str(weird), "5"])
+    try:
+        time.sleep(0.2)
+        st = sampler.read_stat(p.pid)
+        assert st.comm == "a b) c" and st.ppid == os.getpid()
+    finally:
+        p.kill()
+        p.wait()
+
+
+def test_gone_process_reads_none():
+    p = subprocess.Popen(["/bin/true"])
+    p.wait()
+    assert sampler.read_stat(p.pid) is None
+    assert sampler.read_statm(p.pid) is None
+    assert sampler.read_smaps_rollup(p.pid) is None
+
+
+def test_descendants_follow_the_whole_tree():
+    # sh -> (sleep, sh -> sleep): four processes in one tree
+    p = subprocess.Popen(["/bin/sh", "-c", "sleep 5 & /bin/sh -c 'sleep 5 & wait' & wait"], start_new_session=True)
+    try:
+        tree: list[int] = []
+        deadline = time.time() + 5
+        while time.time() < deadline and len(tree) < 4:
+            tree = sampler.descendants(p.pid, sampler.all_parents())
+            time.sleep(0.05)
+        assert len(tree) == 4 and p.pid in tree
+        assert sampler.descendants(p.pid, {}) == []
+    finally:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+
+
+def test_smaps_rollup_sees_memory_being_touched():
+    code = "import time; b = bytearray(64 << 20); b[::4096] = b'x' * len(b[::4096]); print('ok', flush=True); time.sleep(5)"
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "ok"
+        full = sampler.read_smaps_rollup(p.pid)
+        vms, rss = sampler.read_statm(p.pid)
+        assert full["anon_kb"] >= 64 * 1024 and full["uss_kb"] >= 64 * 1024
+        assert full["pss_kb"] <= full["rss_kb"] and abs(full["rss_kb"] - rss) < 4096 and vms >= rss
+    finally:
+        p.kill()
+        p.wait()
+
+
+def test_budget_limits_the_full_tier():
+    budget = sampler.SmapsBudget(share=1e-6, grace=0.0)
+    budget.spent = 1.0                       # already over any budget
+    readings = sampler.sample_processes([os.getpid()], budget)
+    assert len(readings) == 1 and readings[0].full is None and readings[0].rss_kb > 0
+    generous = sampler.SmapsBudget(share=1.0)
+    readings = sampler.sample_processes([os.getpid()], generous)
+    assert readings[0].full is not None and generous.spent > 0
+
+
+def test_budget_takes_turns_stalest_first():
+    b = sampler.SmapsBudget(share=1.0)
+    b.last_full = {(1, 1): 5.0, (2, 2): 1.0}
+    assert b.order([(1, 1), (2, 2), (3, 3)]) == [(3, 3), (2, 2), (1, 1)]

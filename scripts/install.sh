@@ -9,7 +9,9 @@ SUDO=""
 
 # Debian packages: a compiler for the native workloads and probe, the static libc for the
 # "statically linked" verification case, and the allocators the demo compares.
-PKGS="gcc make libc6-dev python3 python3-venv python3-pip libjemalloc2 libmimalloc2.0 libtcmalloc-minimal4"
+PKGS="gcc g++ make cmake dpkg-dev libc6-dev python3 python3-venv python3-pip libjemalloc2 libmimalloc2.0 libtcmalloc-minimal4 libunwind8"
+# crates are fetched with cargo: a Rust toolchain already on the machine will do, else Debian's
+command -v cargo >/dev/null || PKGS="$PKGS cargo"
 missing=""
 for p in $PKGS; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"; done
 if [ -n "$missing" ]; then

@@ -88,13 +88,17 @@ def probe(library: str | None, env: dict[str, str] | None = None) -> dict:
 
 
 def normalise_version(family: str | None, raw: str | None) -> str | None:
-    """The library's own answer as a dotted version: mimalloc 209 -> 2.0.9, 30600 -> 3.6.0;
+    """The library's own answer as a dotted version: mimalloc 209 -> 2.0.9, 3208 -> 3.2.8, 30600 -> 3.6.0;
     jemalloc "5.3.0-0-g54ea..." -> 5.3.0; gperftools "gperftools 2.10" -> 2.10."""
     if not raw:
         return raw
     if family == "mimalloc" and raw.isdigit():
-        v = int(raw)
-        return f"{v // 10000}.{v // 100 % 100}.{v % 100}" if v >= 10000 else f"{v // 100}.{v // 10 % 10}.{v % 10}"
+        v = int(raw)   # three encodings over the years: 209, 3208, 30302
+        if v >= 10000:
+            return f"{v // 10000}.{v // 100 % 100}.{v % 100}"
+        if v >= 1000:
+            return f"{v // 1000}.{v // 100 % 10}.{v % 100}"
+        return f"{v // 100}.{v // 10 % 10}.{v % 10}"
     m = re.search(r"(\d+\.\d+(?:\.\d+)?)", raw)
     return m.group(1) if m else raw
 
@@ -106,8 +110,8 @@ def resolve(request: str, base_dir: Path = Path("."), env: dict[str, str] | None
     if request == "glibc":
         info = probe(None)
         return AllocatorSpec(kind="glibc", request=request, family="glibc", version=info.get("glibc"))
-    if "/" not in request and "@" in request or request in _catalog_families():
-        from . import catalog  # provisioning: builds on demand, returns the cached library
+    if "/" not in request and "@" in request:
+        from . import catalog  # provisioning: builds on demand, returns the verified cached library
         path = catalog.library_for(request)
     else:
         path = (base_dir / request) if not os.path.isabs(request) else Path(request)
@@ -127,10 +131,6 @@ def resolve(request: str, base_dir: Path = Path("."), env: dict[str, str] | None
     return AllocatorSpec(kind="preload", request=request, path=str(path), sha256=sha256_file(path),
                          dev=st.st_dev, inode=st.st_ino, family=info.get("family"),
                          version=normalise_version(info.get("family"), info.get("version")))
-
-
-def _catalog_families() -> set[str]:
-    return set()
 
 
 # ---- verification of live processes -------------------------------------------------------------

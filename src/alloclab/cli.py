@@ -89,6 +89,52 @@ def demo(output: Path | None, seconds: int) -> None:
     sys.exit(demo_command(output, seconds, console))
 
 
+@app.group("allocators")
+def allocators_group() -> None:
+    """The allocator catalog: pinned builds with provenance, verified before use."""
+
+
+@allocators_group.command("list")
+def allocators_list() -> None:
+    """Every catalog id, its sources, and whether it is built."""
+    from .commands.allocators import list_command
+    list_command(console)
+
+
+@allocators_group.command("build")
+@click.argument("ids", nargs=-1, required=True)
+@click.option("--force", is_flag=True, help="Rebuild even if cached.")
+@click.option("-j", "--jobs", type=int, default=2, show_default=True, help="Builds at once.")
+def allocators_build(ids: tuple[str, ...], force: bool, jobs: int) -> None:
+    """Fetch, build and verify catalog ids (e.g. mimalloc@2.0.9+secure jemalloc@5.2.1)."""
+    from .commands.allocators import build_command
+    build_command(list(ids), force, jobs, console)
+
+
+@allocators_group.command("verify")
+@click.argument("allocator_id", metavar="ID")
+def allocators_verify(allocator_id: str) -> None:
+    """Re-check a build: bytes unchanged, safe to preload, reports the right version."""
+    from .commands.allocators import verify_command
+    verify_command(allocator_id, console)
+
+
+@allocators_group.command("show")
+@click.argument("allocator_id", metavar="ID")
+def allocators_show(allocator_id: str) -> None:
+    """Sources and provenance of one id."""
+    from .commands.allocators import show_command
+    show_command(allocator_id, console)
+
+
+@allocators_group.command("path")
+@click.argument("allocator_id", metavar="ID")
+def allocators_path(allocator_id: str) -> None:
+    """Print the verified library path of a built id."""
+    from .commands.allocators import path_command
+    click.echo(path_command(allocator_id))
+
+
 @app.command("workloads")
 def workloads_list() -> None:
     """List the built-in workload models and their parameters."""

@@ -23,7 +23,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Callable
 
-from . import __version__, allocators, sampler, workloads
+from . import __version__, allocators, sampler, tunables, workloads
 from .allocators import AllocatorSpec
 from .config import Experiment, Group
 from .errors import UserError
@@ -97,6 +97,15 @@ def _resolve_program(argv0: str, base_dir: Path) -> str:
     return path
 
 
+def _provenance(spec: AllocatorSpec) -> str | None:
+    """The catalog's provenance record of a catalog id, stored with the run."""
+    if spec.kind != "preload" or "@" not in spec.request or "/" in spec.request:
+        return None
+    from . import catalog
+    build = catalog.find_build(spec.request)
+    return json.dumps(build.provenance, sort_keys=True) if build else None
+
+
 def host_metadata() -> dict:
     cpu = ""
     try:
@@ -120,6 +129,9 @@ class Runner:
         self.max_duration = max_duration or exp.max_duration
         self.stop_reason: str | None = None
         self.specs = {g.name: allocators.resolve(g.allocator, exp.base_dir, g.env) for g in exp.groups}
+        for g in exp.groups:
+            if self.specs[g.name].kind != "bundled":
+                tunables.validate(g.env, self.specs[g.name].family, self.specs[g.name].path, g.name)
         self.templates = {g.name: self._template(g) for g in exp.groups}
         self.run_dir = self._make_run_dir(run_dir or default_run_dir(exp))
         self.store = Store.create(self.run_dir / DB_NAME)
@@ -166,7 +178,7 @@ class Runner:
                 "groups", name=g.name, allocator=g.allocator, kind=spec.kind, library_path=spec.path,
                 library_sha256=spec.sha256, family=spec.family, version=spec.version,
                 env_json=json.dumps(g.env), command_json=json.dumps(list(self.templates[g.name])),
-                is_baseline=int(g.name == exp.baseline))
+                is_baseline=int(g.name == exp.baseline), provenance_json=_provenance(spec))
         notes = []
         for n, (gname, idx) in enumerate(order):
             g = exp.group(gname)

@@ -21,7 +21,7 @@ CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT);
 CREATE TABLE IF NOT EXISTS groups(
     id INTEGER PRIMARY KEY, name TEXT UNIQUE NOT NULL, allocator TEXT NOT NULL, kind TEXT,
     library_path TEXT, library_sha256 TEXT, family TEXT, version TEXT,
-    env_json TEXT, command_json TEXT, is_baseline INTEGER DEFAULT 0);
+    env_json TEXT, command_json TEXT, is_baseline INTEGER DEFAULT 0, provenance_json TEXT);
 CREATE TABLE IF NOT EXISTS replicas(
     id INTEGER PRIMARY KEY, group_id INTEGER NOT NULL REFERENCES groups(id), idx INTEGER,
     name TEXT UNIQUE NOT NULL, workdir TEXT, start_order INTEGER, started_at REAL, ended_at REAL,

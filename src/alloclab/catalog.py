@@ -1,0 +1,457 @@
+"""Provisioning: pinned allocator builds by catalog id, cached by content, with provenance.
+
+The catalog (data/catalog.toml) names each id's sources. `build(id)` fetches the first source
+that works (Debian package from the machine's own mirror, Debian source, crate, PyPI wheel),
+builds it with a named recipe, proves with the probe that the result is the allocator and version
+the id promises (and secure, for +secure), and stores it under
+<cache>/allocators/builds/<id>/<key>/ with provenance.json. The key is a hash of everything that
+went in (download hashes, recipe, flags, compiler), so identical inputs share one entry. A file
+lock per id makes concurrent builds of one id wait for each other instead of racing.
+"""
+from __future__ import annotations
+
+import fcntl
+import glob
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+import tomllib
+import zipfile
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any, Callable
+
+from . import native
+from .errors import UserError
+
+CATALOG_FILE = Path(__file__).parent / "data" / "catalog.toml"
+ID_RE = re.compile(r"^(?P<family>[a-z]+)@(?P<version>\d+(?:\.\d+)*)(?:\+(?P<variant>[a-z]+))?$")
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Entry:
+    id: str
+    family: str
+    version: str
+    variant: str | None
+    sources: tuple[dict, ...]
+    notes: str = ""
+
+
+@cache
+def entries() -> dict[str, Entry]:
+    data = tomllib.loads(CATALOG_FILE.read_text())
+    out = {}
+    for a in data["allocator"]:
+        m = ID_RE.match(a["id"])
+        assert m, a["id"]
+        out[a["id"]] = Entry(a["id"], m["family"], m["version"], m["variant"], tuple(a["sources"]), a.get("notes", ""))
+    return out
+
+
+def families() -> set[str]:
+    return {e.family for e in entries().values()} | {"glibc"}
+
+
+def entry(allocator_id: str) -> Entry:
+    known = entries()
+    if allocator_id in known:
+        return known[allocator_id]
+    m = ID_RE.match(allocator_id)
+    if not m:
+        raise UserError(f"{allocator_id!r} is not a catalog id",
+                        "write family@version[+variant], e.g. mimalloc@2.0.9 or jemalloc@5.3.0+... (alloclab allocators list)")
+    same = sorted(i for i in known if i.startswith(m["family"] + "@"))
+    if not same:
+        raise UserError(f"unknown allocator family {m['family']!r}", f"use one of: {', '.join(sorted(families()))}")
+    raise UserError(f"{allocator_id} is not in the catalog", f"known {m['family']} ids: {', '.join(same)}")
+
+
+# ---- cache --------------------------------------------------------------------------------------
+
+def cache_dir() -> Path:
+    return native.cache_root() / "allocators"
+
+
+def _safe(allocator_id: str) -> str:
+    return allocator_id.replace("@", "-").replace("+", "-")
+
+
+@dataclass
+class Build:
+    path: Path                 # the library
+    provenance: dict[str, Any]
+
+    @property
+    def dir(self) -> Path:
+        return self.path.parent
+
+
+def find_build(allocator_id: str) -> Build | None:
+    """The newest complete build of an id in the cache, if any."""
+    found = []
+    for prov in glob.glob(str(cache_dir() / "builds" / _safe(allocator_id) / "*" / "provenance.json")):
+        data = json.loads(Path(prov).read_text())
+        found.append((data.get("built_at", 0), Build(Path(prov).parent / data["library"], data)))
+    return max(found, key=lambda x: x[0])[1] if found else None
+
+
+def sha256_file(path: Path) -> str:
+    from .allocators import sha256_file as digest
+    return digest(path)
+
+
+def _run(cmd: list[str], log: Path, cwd: Path | None = None, env: dict | None = None, what: str = "") -> str:
+    with open(log, "a") as f:
+        f.write(f"$ {' '.join(cmd)}\n")
+        f.flush()
+        proc = subprocess.run(cmd, cwd=cwd, env={**os.environ, **(env or {})}, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True)
+        f.write(proc.stdout)
+    if proc.returncode != 0:
+        tail = " | ".join(proc.stdout.strip().splitlines()[-2:])[:300]
+        raise SourceFailed(f"{what or cmd[0]} failed: {tail} (log: {log})")
+    return proc.stdout
+
+
+class SourceFailed(Exception):
+    """One source could not be fetched or built; the next one is tried."""
+
+
+# ---- Debian: a private APT configuration that reuses the machine's own mirror ---------------------
+
+def system_mirror() -> tuple[str, str]:
+    """(URI, keyring) of the machine's main Debian archive, from its own apt sources."""
+    entries_found: list[tuple[str, str, list[str]]] = []
+    for f in sorted(glob.glob("/etc/apt/sources.list.d/*.sources")):
+        for stanza in Path(f).read_text().split("\n\n"):
+            fields = {}
+            for line in stanza.splitlines():
+                if ":" in line and not line.startswith("#"):
+                    k, v = line.split(":", 1)
+                    fields[k.strip().lower()] = v.strip()
+            if "deb" in fields.get("types", "").split() and fields.get("uris"):
+                entries_found.append((fields["uris"].split()[0], fields.get("signed-by", ""), fields.get("suites", "").split()))
+    for f in ["/etc/apt/sources.list", *sorted(glob.glob("/etc/apt/sources.list.d/*.list"))]:
+        if os.path.exists(f):
+            for line in Path(f).read_text().splitlines():
+                m = re.match(r"^deb\s+(?:\[(?P<opts>[^\]]*)\]\s+)?(?P<uri>\S+)\s+(?P<suite>\S+)", line)
+                if m:
+                    key = re.search(r"signed-by=(\S+)", m["opts"] or "")
+                    entries_found.append((m["uri"], key.group(1) if key else "", [m["suite"]]))
+    for uri, key, suites in entries_found:
+        if "security" not in uri and not any("security" in s for s in suites) and "debian" in uri:
+            return uri.rstrip("/"), key or "/usr/share/keyrings/debian-archive-keyring.gpg"
+    raise UserError("no Debian archive found in this machine's apt sources",
+                    "Debian-package sources need a Debian system with a configured mirror")
+
+
+def _apt_env(suite: str, log: Path) -> dict[str, str]:
+    """APT_CONFIG for one suite (deb + deb-src), updated at most once a day; the system's own
+    apt configuration and sources are never touched."""
+    uri, key = system_mirror()
+    root = cache_dir() / "apt" / suite
+    for sub in ("lists/partial", "cache/archives/partial", "parts"):
+        (root / sub).mkdir(parents=True, exist_ok=True)
+    (root / "status").touch()
+    (root / "sources.list").write_text(f"deb [signed-by={key}] {uri} {suite} main\n"
+                                       f"deb-src [signed-by={key}] {uri} {suite} main\n")
+    (root / "apt.conf").write_text("\n".join([
+        f'Dir::Etc::SourceList "{root}/sources.list";', f'Dir::Etc::SourceParts "{root}/parts";',
+        f'Dir::State::Lists "{root}/lists";', f'Dir::State::status "{root}/status";', f'Dir::Cache "{root}/cache";',
+        'Acquire::Languages "none";', 'APT::Sandbox::User "root";', ""]))
+    env = {"APT_CONFIG": str(root / "apt.conf")}
+    stamp = root / "updated"
+    with open(root / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not stamp.exists() or time.time() - stamp.stat().st_mtime > 86400:
+            _run(["apt-get", "update", "-qq"], log, env=env, what=f"apt-get update ({suite})")
+            stamp.touch()
+    return env
+
+
+def _download_dir() -> Path:
+    d = cache_dir() / "downloads"
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def fetch_debian_binary(src: dict, work: Path, log: Path) -> tuple[Path, dict]:
+    env = _apt_env(src["suite"], log)
+    dl = work / "deb"
+    dl.mkdir()
+    _run(["apt-get", "download", "-qq", f"{src['package']}={src['version']}"], log, cwd=dl, env=env,
+         what=f"apt-get download {src['package']}={src['version']} ({src['suite']})")
+    deb = next(dl.glob("*.deb"))
+    _run(["dpkg-deb", "-x", str(deb), str(work / "root")], log, what="dpkg-deb -x")
+    return work / "root", {"kind": "debian-binary", "suite": src["suite"], "package": src["package"],
+                           "package_version": src["version"], "file": deb.name, "sha256": sha256_file(deb)}
+
+
+def fetch_debian_source(src: dict, work: Path, log: Path) -> tuple[Path, dict]:
+    env = _apt_env(src["suite"], log)
+    dl = work / "src"
+    dl.mkdir()
+    _run(["apt-get", "source", "--download-only", "-qq", f"{src['package']}={src['version']}"], log, cwd=dl, env=env,
+         what=f"apt-get source {src['package']}={src['version']} ({src['suite']})")
+    dsc = next(dl.glob("*.dsc"))
+    _run(["dpkg-source", "-x", str(dsc), str(work / "tree")], log, what="dpkg-source -x")
+    files = {p.name: sha256_file(p) for p in sorted(dl.iterdir()) if p.is_file()}
+    return work / "tree", {"kind": "debian-source", "suite": src["suite"], "package": src["package"],
+                           "package_version": src["version"], "files": files, "sha256": sha256_file(dsc)}
+
+
+def fetch_crate(src: dict, work: Path, log: Path) -> tuple[Path, dict]:
+    """Fetch one crate through cargo the ordinary way: a throw-away project pinned to =VERSION."""
+    if shutil.which("cargo") is None:
+        raise SourceFailed("cargo is not installed (needed for crate sources)")
+    proj = work / "fetch"
+    proj.mkdir()
+    (proj / "lib.rs").write_text("")
+    (proj / "Cargo.toml").write_text(
+        f'[package]\nname = "alloclab-fetch"\nversion = "0.0.0"\nedition = "2021"\n[lib]\npath = "lib.rs"\n'
+        f'[dependencies]\n{src["crate"]} = {{ version = "={src["version"]}", default-features = false }}\n')
+    _run(["cargo", "fetch", "--quiet"], log, cwd=proj, what=f"cargo fetch {src['crate']} {src['version']}")
+    lock = tomllib.loads((proj / "Cargo.lock").read_text())
+    pkg = next(p for p in lock["package"] if p["name"] == src["crate"])
+    cargo_home = Path(os.environ.get("CARGO_HOME", os.path.expanduser("~/.cargo")))
+    matches = glob.glob(str(cargo_home / "registry" / "src" / "*" / f"{src['crate']}-{pkg['version']}"))
+    if not matches:
+        raise SourceFailed(f"cargo fetched {src['crate']} but its sources are not under {cargo_home}")
+    crate_file = glob.glob(str(cargo_home / "registry" / "cache" / "*" / f"{src['crate']}-{pkg['version']}.crate"))
+    if crate_file and sha256_file(Path(crate_file[0])) != pkg["checksum"]:
+        raise SourceFailed(f"{src['crate']} {pkg['version']}: .crate does not match the registry checksum")
+    tree = work / "tree"
+    shutil.copytree(matches[0], tree)
+    return tree, {"kind": "crate", "crate": src["crate"], "crate_version": pkg["version"], "sha256": pkg["checksum"]}
+
+
+def fetch_pypi_wheel(src: dict, work: Path, log: Path) -> tuple[Path, dict]:
+    import sys
+    dl = work / "wheel"
+    _run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:", "-d", str(dl),
+          f"{src['package']}=={src['version']}"], log, what=f"pip download {src['package']}=={src['version']}")
+    wheel = next(dl.glob("*.whl"))
+    with zipfile.ZipFile(wheel) as z:
+        z.extractall(work / "root")
+    return work / "root", {"kind": "pypi-wheel", "package": src["package"], "package_version": src["version"],
+                           "file": wheel.name, "sha256": sha256_file(wheel)}
+
+
+def fetch_upstream_git(src: dict, work: Path, log: Path) -> tuple[Path, dict]:
+    raise SourceFailed(f"upstream {src['project']} tag {src['tag']} needs a git host, which these machines cannot reach")
+
+
+FETCHERS = {"debian-binary": fetch_debian_binary, "debian-source": fetch_debian_source, "crate": fetch_crate,
+            "pypi-wheel": fetch_pypi_wheel, "upstream-git": fetch_upstream_git}
+
+
+# ---- recipes: source tree -> one preloadable shared library --------------------------------------
+
+def _find_library(root: Path, pattern: str) -> Path:
+    hits = sorted(p for p in root.rglob(pattern) if p.is_file() and not p.is_symlink())
+    if not hits:
+        raise SourceFailed(f"no file matching {pattern} in the download")
+    return hits[0]
+
+
+MIMALLOC_FLAGS = ["-O3", "-DNDEBUG", "-DMI_MALLOC_OVERRIDE", "-DMI_SHARED_LIB", "-DMI_SHARED_LIB_EXPORT", "-fPIC", "-shared", "-fvisibility=hidden",
+                  "-ftls-model=initial-exec", "-fno-builtin-malloc", "-std=gnu11"]
+
+
+def recipe_prebuilt(tree: Path, src: dict, out: Path, log: Path) -> tuple[Path, list[str]]:
+    lib = _find_library(tree, src["library"])
+    dest = out / lib.name
+    shutil.copy2(lib, dest)
+    return dest, []
+
+
+def recipe_mimalloc_unity(tree: Path, src: dict, out: Path, log: Path) -> tuple[Path, list[str]]:
+    """mimalloc's own single-translation-unit build (src/static.c), the flags of its CMake release build."""
+    base = tree / src.get("subdir", "")
+    flags = MIMALLOC_FLAGS + (["-DMI_SECURE=4"] if src.get("secure") else [])
+    dest = out / ("libmimalloc-secure.so" if src.get("secure") else "libmimalloc.so")
+    _run(["gcc", *flags, f"-I{base / 'include'}", str(base / "src" / "static.c"), "-o", str(dest), "-lpthread"], log,
+         what="gcc mimalloc src/static.c")
+    return dest, flags
+
+
+def recipe_jemalloc_configure(tree: Path, src: dict, out: Path, log: Path) -> tuple[Path, list[str]]:
+    base = tree / src.get("subdir", "")
+    if src.get("configure_dir"):
+        for f in ("configure", "VERSION"):
+            if (tree / src["configure_dir"] / f).exists():
+                shutil.copy2(tree / src["configure_dir"] / f, base / f)
+    configure = base / "configure"
+    if not configure.exists():
+        raise SourceFailed("no pre-generated configure script in the jemalloc sources")
+    configure.chmod(0o755)
+    flags = ["--disable-cxx", "--disable-static", "--enable-shared"]
+    if not (base / "VERSION").exists():
+        flags.append(f"--with-version={src.get('version_string', '0.0.0-0-g0')}")
+    _run([str(configure), *flags], log, cwd=base, env={"CFLAGS": "-O2 -g"}, what="jemalloc configure")
+    _run(["make", f"-j{os.cpu_count() or 2}", "build_lib_shared"], log, cwd=base, what="jemalloc make")
+    lib = _find_library(base / "lib", "libjemalloc.so.*")
+    dest = out / "libjemalloc.so.2"
+    shutil.copy2(lib, dest)
+    return dest, flags
+
+
+def recipe_rpmalloc_gcc(tree: Path, src: dict, out: Path, log: Path) -> tuple[Path, list[str]]:
+    base = tree / src.get("subdir", "")
+    flags = ["-O2", "-fPIC", "-shared", "-DENABLE_OVERRIDE=1", "-DENABLE_PRELOAD=1", "-DNDEBUG"]
+    source = _find_library(base, "rpmalloc.c")
+    dest = out / "librpmalloc.so"
+    _run(["gcc", *flags, str(source), "-o", str(dest), "-lpthread"], log, what="gcc rpmalloc.c")
+    return dest, flags
+
+
+def recipe_snmalloc_cmake(tree: Path, src: dict, out: Path, log: Path) -> tuple[Path, list[str]]:
+    base = tree / src.get("subdir", "")
+    build = tree / "_build"
+    flags = ["-DCMAKE_BUILD_TYPE=Release", "-DSNMALLOC_BUILD_TESTING=OFF", "-DSNMALLOC_HEADER_ONLY_LIBRARY=OFF"]
+    _run(["cmake", "-S", str(base), "-B", str(build), *flags], log, what="snmalloc cmake")
+    _run(["cmake", "--build", str(build), "--target", "snmallocshim", "-j", str(os.cpu_count() or 2)], log,
+         what="snmalloc build")
+    lib = _find_library(build, "libsnmallocshim.so")
+    dest = out / "libsnmallocshim.so"
+    shutil.copy2(lib, dest)
+    return dest, flags
+
+
+RECIPES = {"prebuilt": recipe_prebuilt, "mimalloc-unity": recipe_mimalloc_unity,
+           "jemalloc-configure": recipe_jemalloc_configure, "rpmalloc-gcc": recipe_rpmalloc_gcc,
+           "snmalloc-cmake": recipe_snmalloc_cmake}
+
+
+# ---- build, verify, use ---------------------------------------------------------------------------
+
+def _compiler() -> str:
+    try:
+        return subprocess.run(["gcc", "--version"], capture_output=True, text=True).stdout.splitlines()[0]
+    except (OSError, IndexError):
+        return "unknown"
+
+
+def build(allocator_id: str, progress: Progress = lambda s: None, force: bool = False) -> Build:
+    """Fetch, build and verify one id (or return the cached build)."""
+    e = entry(allocator_id)
+    lock_dir = cache_dir() / "locks"
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    with open(lock_dir / f"{_safe(allocator_id)}.lock", "w") as lock:
+        progress("waiting for another build of this id")
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        existing = find_build(allocator_id)
+        if existing and not force:
+            progress("cached")
+            return existing
+        failures = []
+        for src in e.sources:
+            try:
+                return _build_from(e, src, progress)
+            except SourceFailed as exc:
+                failures.append(f"{src['kind']}: {exc}")
+        raise UserError(f"could not provision {allocator_id}: " + "; ".join(failures),
+                        "check the registries are reachable and the build tools installed (gcc, make, cmake, cargo)")
+
+
+def _build_from(e: Entry, src: dict, progress: Progress) -> Build:
+    builds = cache_dir() / "builds" / _safe(e.id)
+    builds.mkdir(parents=True, exist_ok=True)
+    started = time.time()
+    with tempfile.TemporaryDirectory(dir=builds, prefix=".tmp-") as tmp:
+        work = Path(tmp)
+        log = work / "build.log"
+        out = work / "out"
+        out.mkdir()
+        progress(f"fetching ({src['kind']})")
+        tree, origin = FETCHERS[src["kind"]](src, work, log)
+        recipe = src.get("recipe", "prebuilt")
+        progress(f"building ({recipe})")
+        lib, flags = RECIPES[recipe](tree, src, out, log)
+        progress("verifying")
+        reported = verify_library(e, lib)
+        provenance = {
+            "id": e.id, "family": e.family, "version": e.version, "variant": e.variant, "notes": e.notes,
+            "source": origin, "recipe": recipe, "flags": flags, "compiler": _compiler() if recipe != "prebuilt" else None,
+            "library": lib.name, "library_sha256": sha256_file(lib), "reported": reported,
+            "built_at": time.time(), "build_seconds": round(time.time() - started, 1),
+        }
+        key = hashlib.sha256(json.dumps([origin.get("sha256"), recipe, flags, provenance["compiler"]],
+                                        sort_keys=True).encode()).hexdigest()[:16]
+        final = builds / key
+        shutil.copy2(log, out / "build.log")
+        (out / "provenance.json").write_text(json.dumps(provenance, indent=2, sort_keys=True))
+        for p in out.iterdir():
+            p.chmod(0o644)
+        out.chmod(0o755)
+        if final.exists():
+            shutil.rmtree(final)
+        os.rename(out, final)
+    return Build(final / lib.name, provenance)
+
+
+def verify_library(e: Entry, lib: Path) -> dict:
+    """Prove the library is what the id says: malloc resolves to it, its own version call
+    answers the catalog version, and a +secure build reports a secure level above zero."""
+    from .allocators import normalise_version, probe
+    info = probe(str(lib), {"MIMALLOC_VERBOSE": "1"} if e.family == "mimalloc" else None)
+    served = os.path.realpath(info.get("malloc_file") or "")
+    if served != os.path.realpath(lib):
+        raise SourceFailed(f"malloc resolves to {served}, not to the built library")
+    if info.get("family") != e.family:
+        raise SourceFailed(f"the library answers as {info.get('family')}, not {e.family}")
+    version = normalise_version(e.family, info.get("version"))
+    if version is not None and version != e.version:
+        raise SourceFailed(f"the library reports version {version}, the catalog says {e.version}")
+    if version is None and e.family in ("mimalloc", "jemalloc", "tcmalloc"):
+        raise SourceFailed(f"{e.family} did not report its version")
+    secure = None
+    if e.family == "mimalloc":
+        m = re.search(r"secure level: (\d+)", info.get("stderr", ""))
+        secure = int(m.group(1)) if m else None
+        if e.variant == "secure" and not secure:
+            raise SourceFailed(f"built as +secure but reports secure level {secure}")
+        if e.variant != "secure" and secure:
+            raise SourceFailed(f"reports secure level {secure} but the id is not +secure")
+    return {"family": info.get("family"), "version": version, "raw_version": info.get("version"),
+            "secure_level": secure, "malloc_resolves_to": os.path.basename(served)}
+
+
+def verify(allocator_id: str) -> dict:
+    """Re-verify a cached build: bytes unchanged since the build, safe to preload, still answers right."""
+    b = find_build(allocator_id)
+    if b is None:
+        raise UserError(f"{allocator_id} is not built", f"run: alloclab allocators build {allocator_id}")
+    check_integrity(b)
+    try:
+        return verify_library(entry(allocator_id), b.path)
+    except SourceFailed as exc:
+        raise UserError(f"{allocator_id} failed verification: {exc}", "rebuild it: alloclab allocators build --force ID") from None
+
+
+def check_integrity(b: Build) -> None:
+    from .allocators import check_preload_safe
+    if not b.path.exists():
+        raise UserError(f"the build of {b.provenance['id']} lost its library ({b.path})", "rebuild it with --force")
+    check_preload_safe(b.path)
+    actual = sha256_file(b.path)
+    if actual != b.provenance["library_sha256"]:
+        raise UserError(f"{b.path} changed after it was built (sha256 {actual[:12]}… ≠ {b.provenance['library_sha256'][:12]}…)",
+                        f"do not preload it; rebuild: alloclab allocators build --force {b.provenance['id']}")
+
+
+def library_for(allocator_id: str, progress: Progress = lambda s: None) -> Path:
+    """The verified library of a catalog id, built on demand. Used by experiments."""
+    if allocator_id.startswith("glibc@"):
+        raise UserError("glibc is the system's", 'write allocator = "glibc"')
+    b = find_build(allocator_id) or build(allocator_id, progress)
+    check_integrity(b)
+    return b.path

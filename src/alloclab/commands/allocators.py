@@ -1,0 +1,73 @@
+"""`alloclab allocators ...`: the catalog, builds with provenance, verification."""
+from __future__ import annotations
+
+import json
+from concurrent.futures import ThreadPoolExecutor
+
+from rich.console import Console
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from .. import catalog
+from ..errors import UserError
+
+
+def list_command(console: Console) -> None:
+    t = Table("id", "sources", "built", "reports itself as", "notes")
+    for e in catalog.entries().values():
+        b = catalog.find_build(e.id)
+        reported = ""
+        if b:
+            r = b.provenance["reported"]
+            reported = f"{r['family']} {r['version'] or '(no version call)'}" + (f", secure {r['secure_level']}" if r.get("secure_level") else "")
+        t.add_row(e.id, ", ".join(s["kind"] for s in e.sources), f"yes ({b.provenance['source']['kind']})" if b else "no",
+                  reported, e.notes)
+    t.add_row("glibc", "the system's", "yes", "", "")
+    console.print(t)
+
+
+def build_command(ids: list[str], force: bool, jobs: int, console: Console) -> None:
+    for i in ids:
+        catalog.entry(i)                      # unknown ids fail before anything starts
+    failures: list[str] = []
+    with Progress(SpinnerColumn(), TextColumn("{task.fields[id]:<24}"), TextColumn("{task.description}"),
+                  TimeElapsedColumn(), console=console) as progress:
+        tasks = {i: progress.add_task("queued", id=i, total=1) for i in ids}
+
+        def one(i: str) -> None:
+            try:
+                b = catalog.build(i, lambda step: progress.update(tasks[i], description=step), force=force)
+                r = b.provenance["reported"]
+                progress.update(tasks[i], completed=1,
+                                description=f"[green]ok[/green] {r['family']} {r['version'] or ''} → {b.path}")
+            except UserError as exc:
+                failures.append(str(exc))
+                progress.update(tasks[i], completed=1, description=f"[red]failed[/red] {exc.problem}")
+
+        with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+            list(pool.map(one, ids))
+    if failures:
+        raise UserError(f"{len(failures)} of {len(ids)} builds failed: {failures[0]}", "see the build logs named above")
+
+
+def verify_command(allocator_id: str, console: Console) -> None:
+    r = catalog.verify(allocator_id)
+    secure = f", secure level {r['secure_level']}" if r.get("secure_level") is not None else ""
+    console.print(f"{allocator_id}: verified — malloc resolves to {r['malloc_resolves_to']}, "
+                  f"the library reports {r['family']} {r['version'] or '(no version call)'}{secure}; sha256 unchanged")
+
+
+def show_command(allocator_id: str, console: Console) -> None:
+    e = catalog.entry(allocator_id)
+    b = catalog.find_build(allocator_id)
+    console.print_json(json.dumps({"id": e.id, "sources": list(e.sources), "notes": e.notes,
+                                   "build": {"path": str(b.path), **b.provenance} if b else None}))
+
+
+def path_command(allocator_id: str) -> str:
+    catalog.entry(allocator_id)
+    b = catalog.find_build(allocator_id)
+    if b is None:
+        raise UserError(f"{allocator_id} is not built", f"run: alloclab allocators build {allocator_id}")
+    catalog.check_integrity(b)
+    return str(b.path)

@@ -27,7 +27,7 @@ RULES = {
     "warmup_max_share": 0.5,          # ... but never drops more than half of the window
     "flat_max_growth_share": 0.05,    # growth over the window below 5% of the level counts as flat
     "growing_min_mb_per_h": 1.0,      # and a slope below 1 MB/h never counts as growing
-    "bloating_share_per_h": 0.25,     # growth of 25% of the level per hour or more: "Bloating"
+    "bloating_window_share": 0.25,    # Growing by 25% of the level or more within the window: "Bloating"
     "variable_iqr_share": 0.25,       # IQR above 25% of the median in the steady window: "Variable"
     "release_min_mb": 1.0,            # a drop between samples of at least 1 MB ...
     "release_min_share": 0.01,        # ... and 1% of the level counts as a release event
@@ -225,7 +225,7 @@ def classify(r: ReplicaStats) -> str:
     growth_share = (r.slope_mb_h or 0) * r.window_h / level
     growing = (r.slope_lo is not None and r.slope_lo > 0 and growth_share > RULES["flat_max_growth_share"]
                and (r.slope_mb_h or 0) >= RULES["growing_min_mb_per_h"])
-    if growing and (r.slope_mb_h or 0) / level >= RULES["bloating_share_per_h"]:
+    if growing and growth_share >= RULES["bloating_window_share"]:
         return "Bloating"
     if growing:
         return "Growing"
@@ -571,6 +571,8 @@ def recommend(a: Analysis) -> str:
     if best.status in ("Growing", "Bloating", "Ratcheting"):
         parts.append(f"Caution: {best.name} is *{best.status}* — its memory may keep climbing in a longer run.")
     trade = []
+    if best.name == a.baseline:
+        base = None            # no trade-off of the baseline against itself
     if base and best.ops_per_s and base.ops_per_s:
         trade.append(f"throughput {best.ops_per_s / base.ops_per_s:.2f}× baseline")
     if base and best.cpu_us_per_op and base.cpu_us_per_op:

@@ -81,10 +81,10 @@ def import_torutils(folder: Path, output: Path, naive_utc_offset: float, baselin
 
 
 @app.command()
-@click.option("-o", "--output", type=PathArg, help="Where the demo's experiment and run go (default runs/demo).")
-@click.option("--seconds", type=int, default=150, show_default=True, help="Total length of the comparison.")
+@click.option("-o", "--output", type=PathArg, help="Where the demo's experiments and runs go (default runs/demo-<time>).")
+@click.option("--seconds", type=int, default=270, show_default=True, help="Total length of both comparisons.")
 def demo(output: Path | None, seconds: int) -> None:
-    """A real, short comparison on this machine, with a report at the end."""
+    """Real, short comparisons on this machine (tor-dircache, worker-pool), with reports at the end."""
     from .commands.demo import demo_command
     sys.exit(demo_command(output, seconds, console))
 

@@ -16,7 +16,7 @@ from .store import Store
 STATUS_RULES = {
     "Unverified": "the process did not map the group's allocator (or mapped another): excluded from statistics",
     "Too short": f"fewer than {RULES['min_steady_samples']} samples after warm-up",
-    "Bloating": f"Growing, and by at least {RULES['bloating_share_per_h']:.0%} of its level per hour",
+    "Bloating": f"Growing, and by at least {RULES['bloating_window_share']:.0%} of its level within the analysed window",
     "Growing": f"Theil–Sen slope's 95% CI above zero, ≥ {RULES['growing_min_mb_per_h']} MB/h, and growth over the "
                f"window > {RULES['flat_max_growth_share']:.0%} of the level",
     "Ratcheting": f"not Growing, but never gave memory back (no drop ≥ {RULES['release_min_mb']} MB and "

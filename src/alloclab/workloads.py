@@ -51,11 +51,26 @@ class Model:
     program: str
     summary: str
     defaults: dict[str, Any]
+    fixed: tuple[str, ...] = ()      # arguments always passed (e.g. which stress pattern)
 
 
 MODELS: dict[str, Model] = {
-    "frag": Model("frag", "churning heap with scattered long-lived survivors and transient large buffers; "
-                  "frees 99% of survivors before idling", {"threads": 4, "mb": 64}),
+    "tor-dircache": Model(
+        "tor_dircache", "a Tor relay's directory cache: hourly consensuses, diffs and compression in worker threads "
+        "handed to the main loop, descriptor churn, spooled client connections (see native/tor_dircache.c)",
+        {"hour": 6, "tph": 30, "workers": 2, "relays": 7000, "doc_kb": 2400, "keep": 6, "clients": 200, "churn": 0.1}),
+    "worker-pool": Model(
+        "worker_pool", "a multi-threaded bundler (rolldown/vite): imbalanced parse/transform/codegen phases in a "
+        "persistent pool, sparse survivors, several builds, then idle", {"threads": 4, "modules": 1500, "builds": 0,
+                                                                          "gap": 1.0, "survive": 0.05}),
+    "larson": Model("stressors", "server simulation: threads inherit and replace each other's objects",
+                    {"threads": 4, "slots": 20000, "rounds": 200}, ("--pattern", "larson")),
+    "xmalloc": Model("stressors", "producer/consumer: every free happens in another thread",
+                     {"threads": 4, "slots": 20000, "rounds": 200}, ("--pattern", "xmalloc")),
+    "sawtooth": Model("stressors", "retain to --mb, drain to 5%, repeat every --period seconds",
+                      {"mb": 64, "period": 10}, ("--pattern", "sawtooth")),
+    "frag": Model("frag", "the demo: churning heap with scattered long-lived survivors and transient large buffers; "
+                  "frees 99% of survivors before idling (time-driven, not op-deterministic)", {"threads": 4, "mb": 64}),
 }
 
 
@@ -67,20 +82,25 @@ def command_for(exp: Experiment) -> tuple[str, ...]:
     runner stops it."""
     wl = exp.workload
     assert wl is not None
+    if wl.name == "trace":
+        from . import trace
+        return trace.replay_command(exp)
     model = MODELS.get(wl.name)
     if model is None:
-        raise UserError(f"unknown workload {wl.name!r}", f"use one of: {', '.join(sorted(MODELS))}")
+        raise UserError(f"unknown workload {wl.name!r}", f"use one of: {', '.join(sorted(MODELS))}, or trace = \"file\"")
     params = dict(model.defaults)
     for key, value in wl.params.items():
         if key not in model.defaults and key != "seed":
             raise UserError(f"workload {wl.name} has no parameter {key!r}",
                             f"use one of: {', '.join(sorted(model.defaults)) or '(none)'}")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            raise UserError(f"workload {wl.name}: {key} = {value!r} must be a non-negative number", "fix the value")
         params[key] = value
     load = exp.phases.load if exp.phases.load is not None else 60.0
-    argv = [str(native.program(model.program)), "--load", f"{exp.phases.warmup + load:g}",
+    argv = [str(native.program(model.program)), *model.fixed, "--load", f"{exp.phases.warmup + load:g}",
             "--idle", f"{exp.phases.idle + 3600:g}", "--seed", str(params.pop("seed", "{seed}"))]
     for key, value in params.items():
-        argv += [f"--{key}", str(value)]
+        argv += [f"--{key.replace('_', '-')}", str(value)]
     return tuple(argv)
 
 

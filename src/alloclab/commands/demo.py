@@ -1,39 +1,46 @@
-"""`alloclab demo`: the README's main job — a real, short comparison with a report at the end."""
+"""`alloclab demo`: the README's main job — real, short comparisons with a report at the end.
+
+Two experiments on the built-in models (docs/workloads.md): tor-dircache, then worker-pool, each
+under glibc, jemalloc 5.3.0, mimalloc 2.0.9, 3.0.1 and the newest 3.x in the catalog. The
+allocators are provisioned first (Debian packages from the machine's own mirror, cached).
+"""
 from __future__ import annotations
 
-import glob
+from datetime import datetime
 from pathlib import Path
 
 from rich.console import Console
 
+from .. import catalog
 from ..errors import UserError
 from .run import run_command
 
-DEMO_FILE = Path(__file__).resolve().parent.parent / "data" / "demo.toml"
-
-
-def system_library(soname: str, package: str) -> str:
-    found = sorted(glob.glob(f"/usr/lib/*/{soname}")) + sorted(glob.glob(f"/usr/lib/{soname}"))
-    if not found:
-        raise UserError(f"{soname} is not installed", f"install it: apt-get install {package} (or run scripts/install.sh)")
-    return found[0]
+DATA = Path(__file__).resolve().parent.parent / "data"
+DEMOS = (("tor-dircache", "demo-tor.toml", 0.55), ("worker-pool", "demo-pool.toml", 0.45))
+ALLOCATORS = ("jemalloc@5.3.0", "mimalloc@2.0.9", "mimalloc@3.0.1", "mimalloc@3.6.1")
 
 
 def demo_command(output: Path | None, seconds: int, console: Console) -> int:
-    if seconds < 30:
-        raise UserError(f"--seconds {seconds} is too short for a comparison", "give at least 30 seconds")
-    warmup, idle = max(5, seconds // 10), max(10, seconds // 4)
-    text = DEMO_FILE.read_text().format(
-        warmup=f"{warmup}s", load=f"{seconds - warmup - idle}s", idle=f"{idle}s",
-        jemalloc=system_library("libjemalloc.so.2", "libjemalloc2"),
-        mimalloc=system_library("libmimalloc.so.2", "libmimalloc2.0"))
-    out = output or Path("runs") / "demo"
+    if seconds < 60:
+        raise UserError(f"--seconds {seconds} is too short for two comparisons", "give at least 60 seconds")
+    out = output or Path("runs") / f"demo-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
     if out.exists() and any(out.iterdir()):
-        from datetime import datetime
-        out = Path(f"{out}-{datetime.now().strftime('%Y%m%d-%H%M%S')}")
-    out.mkdir(parents=True, exist_ok=True)
-    exp_file = out / "experiment.toml"
-    exp_file.write_text(text)
-    console.print(f"demo experiment: {exp_file}")
-    run_dir = out / "run"
-    return run_command(exp_file, run_dir, False, None, "60s", False, console)
+        raise UserError(f"output directory {out} already exists and is not empty", "choose another with -o")
+    console.print("provisioning allocators: " + ", ".join(ALLOCATORS))
+    for allocator_id in ALLOCATORS:
+        b = catalog.library_for(allocator_id, lambda step, i=allocator_id: console.print(f"  {i}: {step}"))
+        console.print(f"  {allocator_id}: {b}")
+    code = 0
+    for label, template, share in DEMOS:
+        total = int(seconds * share)
+        warmup, idle = max(5, total // 8), max(10, total // 5)
+        text = (DATA / template).read_text().format(warmup=f"{warmup}s", load=f"{total - warmup - idle}s", idle=f"{idle}s")
+        (out / label).mkdir(parents=True, exist_ok=True)
+        exp_file = out / label / "experiment.toml"
+        exp_file.write_text(text)
+        console.rule(f"demo: {label} ({total} s)")
+        code = run_command(exp_file, out / label / "run", False, None, "60s", False, console) or code
+        if code == 130:
+            break
+    console.print(f"demo reports: {out}/*/run/report.md")
+    return code

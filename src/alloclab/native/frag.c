@@ -78,7 +78,6 @@ int main(int argc, char **argv) {
             if (i % 100) { wl_free(ws[t].keep[i].p, ws[t].keep[i].n); ws[t].keep[i].p = NULL; }
     wl_sleep(idle);
     wl_stop_publisher();
-    printf("frag: ops=%llu live=%llu peak=%llu\n", (unsigned long long)atomic_load(&wl_ops),
-           (unsigned long long)atomic_load(&wl_live_bytes), (unsigned long long)atomic_load(&wl_peak_bytes));
+    wl_report("frag");
     return 0;
 }

@@ -1,6 +1,8 @@
 /* wl_common.c — see wl_common.h. */
 #include "wl_common.h"
+#include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -10,8 +12,26 @@
 #include <time.h>
 #include <unistd.h>
 
-_Atomic uint64_t wl_live_bytes, wl_peak_bytes, wl_ops;
+_Atomic uint64_t wl_live_bytes, wl_peak_bytes, wl_ops, wl_digest;
 _Atomic uint32_t wl_phase;
+
+static long publishes, crash_after = -1, fds_at_start = -1;
+
+/* Open file descriptors of this process (for the leak check printed by wl_report). */
+static long count_fds(void) {
+    DIR *d = opendir("/proc/self/fd");
+    if (!d) return -1;
+    long n = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) n += e->d_name[0] != '.';
+    closedir(d);
+    return n - 1;   /* the directory stream itself */
+}
+
+static void account_growth(uint64_t n) {
+    uint64_t live = atomic_fetch_add_explicit(&wl_live_bytes, n, memory_order_relaxed) + n;
+    uint64_t peak = atomic_load_explicit(&wl_peak_bytes, memory_order_relaxed);
+    while (live > peak && !atomic_compare_exchange_weak(&wl_peak_bytes, &peak, live)) {}
+}
 
 size_t wl_logsize(wl_rng *r, size_t lo, size_t hi) {
     double u = (double)(wl_next(r) >> 11) / 9007199254740992.0;
@@ -35,17 +55,43 @@ void wl_sleep(double seconds) {
 void *wl_alloc(size_t n) {
     void *p = malloc(n);
     if (!p) { fprintf(stderr, "workload: out of memory allocating %zu bytes\n", n); abort(); }
-    memset(p, 0xA5, n < 4096 ? n : 4096);   /* touch it, as real programs do */
-    uint64_t live = atomic_fetch_add_explicit(&wl_live_bytes, n, memory_order_relaxed) + n;
-    uint64_t peak = atomic_load_explicit(&wl_peak_bytes, memory_order_relaxed);
-    while (live > peak && !atomic_compare_exchange_weak(&wl_peak_bytes, &peak, live)) {}
+    memset(p, 0xA5, n);                      /* use it all, as real programs do: RSS follows */
+    account_growth(n);
+    wl_note(1, n);
     return p;
+}
+
+void *wl_realloc(void *p, size_t old, size_t n) {
+    void *q = realloc(p, n);
+    if (!q) { fprintf(stderr, "workload: out of memory reallocating %zu bytes\n", n); abort(); }
+    if (n > old) {
+        memset((char *)q + old, 0x5A, n - old);
+        account_growth(n - old);
+    } else {
+        atomic_fetch_sub_explicit(&wl_live_bytes, old - n, memory_order_relaxed);
+    }
+    wl_note(3, n);
+    return q;
 }
 
 void wl_free(void *p, size_t n) {
     if (!p) return;
     free(p);
     atomic_fetch_sub_explicit(&wl_live_bytes, n, memory_order_relaxed);
+    wl_note(2, n);
+}
+
+void wl_report(const char *name) {
+    printf("%s: fds start=%ld end=%ld\n", name, fds_at_start, count_fds());
+    printf("%s: ops=%llu live=%llu peak=%llu digest=%016llx\n", name, (unsigned long long)atomic_load(&wl_ops),
+           (unsigned long long)atomic_load(&wl_live_bytes), (unsigned long long)atomic_load(&wl_peak_bytes),
+           (unsigned long long)atomic_load(&wl_digest));
+    fflush(stdout);
+}
+
+void wl_sleep_until(double deadline) {
+    double now = wl_now();
+    if (deadline > now) wl_sleep(deadline - now);
 }
 
 struct alloclab_stats *alloclab_stats_open(void) {
@@ -78,6 +124,7 @@ void alloclab_stats_publish(struct alloclab_stats *s, uint32_t phase, uint64_t o
 }
 
 static struct alloclab_stats *channel;
+
 static pthread_t publisher;
 static _Atomic int publisher_run;
 static pthread_mutex_t publish_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -85,6 +132,12 @@ static pthread_mutex_t publish_lock = PTHREAD_MUTEX_INITIALIZER;
 void wl_publish(uint32_t phase) {
     pthread_mutex_lock(&publish_lock);    /* the channel has one writer at a time */
     if (!channel) channel = alloclab_stats_open();
+    if (channel && crash_after >= 0 && ++publishes > crash_after) {
+        /* fault injection for tests (ALLOCLAB_STATS_CRASH_AFTER=N): die in the middle of a write */
+        __atomic_store_n(&channel->seq, channel->seq + 1, __ATOMIC_RELEASE);
+        channel->live_bytes = 0xdeadbeef;
+        raise(SIGKILL);
+    }
     atomic_store(&wl_phase, phase);
     alloclab_stats_publish(channel, phase, atomic_load(&wl_ops), atomic_load(&wl_live_bytes),
                            atomic_load(&wl_peak_bytes));
@@ -101,6 +154,9 @@ static void *publisher_main(void *arg) {
 }
 
 void wl_start_publisher(void) {
+    const char *crash = getenv("ALLOCLAB_STATS_CRASH_AFTER");
+    if (crash && *crash) crash_after = atol(crash);
+    fds_at_start = count_fds();
     atomic_store(&publisher_run, 1);
     wl_publish(WL_WARMUP);
     pthread_create(&publisher, NULL, publisher_main, NULL);

@@ -25,7 +25,22 @@ void wl_sleep(double seconds);
 /* Exact accounting of live requested bytes (atomic: threads allocate and free). */
 extern _Atomic uint64_t wl_live_bytes, wl_peak_bytes, wl_ops;
 void *wl_alloc(size_t n);            /* malloc + account; aborts on OOM */
+void *wl_realloc(void *p, size_t old, size_t n);   /* realloc + account */
 void wl_free(void *p, size_t n);     /* free + account */
+
+/* Operation digest: the sum of a hash of every (operation, size), so the same seed gives the same
+ * digest whatever order threads happened to interleave in. Printed at exit for determinism tests. */
+extern _Atomic uint64_t wl_digest;
+static inline void wl_note(uint64_t op, uint64_t size) {
+    uint64_t z = (op << 56) ^ size ^ 0x9e3779b97f4a7c15ULL;
+    z = (z ^ (z >> 31)) * 0xbf58476d1ce4e5b9ULL;
+    atomic_fetch_add_explicit(&wl_digest, z ^ (z >> 29), memory_order_relaxed);
+}
+/* Print the closing line every workload prints: ops, live bytes, peak, digest. */
+void wl_report(const char *name);
+
+/* Phase-paced loop helper: sleep until `deadline` (monotonic seconds) if it is in the future. */
+void wl_sleep_until(double deadline);
 static inline void wl_count_ops(uint64_t n) { atomic_fetch_add_explicit(&wl_ops, n, memory_order_relaxed); }
 
 /* Phases: warm-up and load are decided by the workload's own clock (--load, --idle seconds). */

@@ -135,6 +135,67 @@ def allocators_path(allocator_id: str) -> None:
     click.echo(path_command(allocator_id))
 
 
+@app.group("trace")
+def trace_group() -> None:
+    """Record a program's allocations once; replay them under any allocator, timing kept."""
+
+
+@trace_group.command("record", context_settings={"ignore_unknown_options": True})
+@click.option("-o", "--output", type=PathArg, required=True, help="Trace file to write.")
+@click.option("--under", "allocator", help="Allocator to record under (catalog id or path; default glibc).")
+@click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
+def trace_record(output: Path, allocator: str | None, command: tuple[str, ...]) -> None:
+    """Run COMMAND with the recorder preloaded: alloclab trace record -o app.trace -- CMD ARGS"""
+    from .trace import record
+    r = record(output, list(command), allocator)
+    console.print(f"recorded {r['events']:,} events from {r['threads']} threads over {r['duration_s']:.2f} s into "
+                  f"{output} ({r['bytes']:,} bytes, {r['bytes_per_event']:.2f} bytes/event); program exit code {r['exit_code']}")
+
+
+@trace_group.command("replay")
+@click.argument("trace_file", metavar="TRACE", type=PathArg)
+@click.option("--speed", type=float, default=1.0, show_default=True, help="Time scale: 2 = twice as fast, 0 = no waiting.")
+@click.option("--under", "allocator", help="Allocator to replay under (catalog id or path; default glibc).")
+def trace_replay(trace_file: Path, speed: float, allocator: str | None) -> None:
+    """Replay a trace: one thread per recorded thread, cross-thread frees in order, gaps honoured."""
+    from .trace import replay
+    if speed < 0:
+        raise UserError(f"--speed {speed} is negative", "give 0 (no waiting) or a positive factor")
+    lib = None
+    if allocator and allocator != "glibc":
+        from .allocators import resolve
+        lib = resolve(allocator).path
+    r = replay(trace_file, speed, lib)
+    console.print(f"replayed {r['operations']:,} operations on {r['threads']} threads in {r['seconds']:.3f} s: "
+                  f"{r['ops_per_s']:,.0f} ops/s; live at the end {r['live_bytes_end'] / 1048576:.1f} MB")
+
+
+@trace_group.command("info")
+@click.argument("trace_file", metavar="TRACE", type=PathArg)
+@click.option("--chart", type=PathArg, help="Also draw the live-bytes curve and size histogram to this PNG.")
+@click.option("--json", "as_json", is_flag=True, help="Print the raw figures as JSON.")
+def trace_info(trace_file: Path, chart: Path | None, as_json: bool) -> None:
+    """Operations, threads, duration, size histogram and live-bytes curve of a trace."""
+    import json as _json
+    from rich.table import Table
+    from .trace import info, write_chart
+    d = info(trace_file)
+    if as_json:
+        click.echo(_json.dumps(d))
+        return
+    t = Table("", "", title=str(trace_file))
+    for k in ("threads", "events", "duration_s", "malloc", "calloc", "realloc", "memalign", "free", "thread_exits",
+              "untracked_frees", "objects"):
+        t.add_row(k.replace("_", " "), f"{d[k]:,}" if isinstance(d[k], int) else f"{d[k]:.3f}")
+    t.add_row("peak live", f"{d['peak_live_bytes'] / 1048576:.2f} MB")
+    t.add_row("live at the end", f"{d['final_live_bytes'] / 1048576:.2f} MB")
+    hist = d["size_histogram_log2"]
+    t.add_row("sizes", ", ".join(f"{1 << i}-{(1 << (i + 1)) - 1} B: {h:,}" for i, h in enumerate(hist) if h))
+    console.print(t)
+    if chart:
+        console.print(f"chart: {write_chart(d, chart)}")
+
+
 @app.command("workloads")
 def workloads_list() -> None:
     """List the built-in workload models and their parameters."""

@@ -102,6 +102,22 @@ static void prepare(trace_data *t) {
     size_t seq_cap = 0;
     for (size_t g = 0; g < k; g++) {
         trace_event *e = &t->threads[keys[g].thread].ev[keys[g].idx];
+        uint32_t probe;
+        if ((e->op == OP_FREE || e->op == OP_REALLOC) && !(table_cap && table_take(e->ptr, &probe) && (table_put(e->ptr, probe), 1))) {
+            /* Freed in the same clock tick as another thread allocated it (a hand-off): put the
+             * allocation first. */
+            for (size_t j = g + 1; j < k && keys[j].ts == keys[g].ts; j++) {
+                trace_event *a = &t->threads[keys[j].thread].ev[keys[j].idx];
+                uint64_t made = a->op == OP_REALLOC ? a->new_ptr : a->ptr;
+                if (a->op != OP_FREE && a->op != OP_THREAD_EXIT && made == e->ptr) {
+                    order_key moved = keys[j];
+                    memmove(&keys[g + 1], &keys[g], (j - g) * sizeof *keys);
+                    keys[g] = moved;
+                    e = &t->threads[keys[g].thread].ev[keys[g].idx];
+                    break;
+                }
+            }
+        }
         rop r = {e->ts, e->size, 0, 0, e->align, keys[g].thread, e->op};
         uint32_t obj;
         if (e->op == OP_MALLOC || e->op == OP_CALLOC || e->op == OP_MEMALIGN ||

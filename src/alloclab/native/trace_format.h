@@ -4,15 +4,22 @@
  *
  *   file   := header block*
  *   header := 64 bytes: magic "ALCTRACE", u32 version, u32 flags, u64 start_realtime_ns,
- *             u64 start_monotonic_ns, u32 pid, u32 reserved, 24 zero bytes (all little-endian)
+ *             u64 start_monotonic_ns, u32 pid, u32 tick_ns (timestamp unit), 24 zero bytes
+ *             (all little-endian)
  *   block  := 32-byte block header + payload (zstd frame when flags & TRACE_ZSTD, else raw)
  *             header: u32 magic "BLK1", u32 payload_len, u32 raw_len, u32 thread, u32 events,
- *                     u32 reserved, u64 first_ts (ns since start_monotonic_ns)
- *   event  := op byte, varint ts delta (ns since the previous event of the block, first from
- *             first_ts), then by op:
+ *                     u32 reserved, u64 first_ts (ticks since start_monotonic_ns)
+ *   payload (after decompression) := four columns, each u32 length + bytes, in this order:
+ *             ops (one byte per event), timestamps (varint tick delta from the previous event of
+ *             the block, the first from first_ts), sizes (varints: alignment then size for
+ *             MEMALIGN, size for MALLOC/CALLOC/REALLOC), pointers (svarints as below).
+ *             Like data side by side compresses far better than interleaved rows.
+ *   event  := op, ts delta, then by op:
  *             MALLOC, CALLOC  varint size, svarint ptr delta
  *             FREE            svarint ptr delta
  *             REALLOC         svarint old-ptr delta, varint size, svarint new-ptr delta (to old)
+ *             (the recorder writes rows in its per-thread buffer and splits them into the columns
+ *             when it writes a block)
  *             MEMALIGN        varint alignment, varint size, svarint ptr delta
  *             THREAD_EXIT     nothing
  *   Pointers are stored >> 4 as zigzag deltas from the previous pointer of the block.
@@ -32,7 +39,10 @@
 #define TRACE_HEADER_SIZE 64
 #define TRACE_BLOCK_MAGIC 0x314b4c42u /* "BLK1" */
 #define TRACE_BLOCK_HEADER_SIZE 32
-#define TRACE_MAX_RAW_BLOCK (4u << 20)
+#define TRACE_MAX_RAW_BLOCK (8u << 20)
+/* Timestamps are stored in ticks of 32 ns: finer than any allocator's timing matters, and 5 bits
+ * of noise less per event on disk. */
+#define TRACE_TICK_NS 32u
 
 enum trace_op { OP_MALLOC = 1, OP_FREE = 2, OP_CALLOC = 3, OP_REALLOC = 4, OP_MEMALIGN = 5, OP_THREAD_EXIT = 6 };
 

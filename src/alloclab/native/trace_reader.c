@@ -27,11 +27,24 @@ static trace_thread *thread_for(trace_data *t, uint32_t id) {
     return &t->threads[t->nthreads++];
 }
 
+typedef struct { const uint8_t *p, *end; } column;
+
 static int decode_block(trace_data *t, const uint8_t *raw, size_t raw_len, uint32_t thread, uint32_t events,
                         uint64_t first_ts, size_t offset) {
     trace_thread *th = thread_for(t, thread);
     if (!th) return fail(t, "block at byte %zu: too many threads", offset);
-    if (events > raw_len) return fail(t, "block at byte %zu: %u events cannot fit in %zu bytes", offset, events, raw_len);
+    column col[4];
+    const uint8_t *p = raw, *end = raw + raw_len;
+    for (int c = 0; c < 4; c++) {                 /* ops, times, sizes, pointers */
+        if (end - p < 4) return fail(t, "block at byte %zu: column %d is cut short", offset, c);
+        uint32_t n = get_u32(p);
+        p += 4;
+        if (n > (size_t)(end - p)) return fail(t, "block at byte %zu: column %d longer than the block", offset, c);
+        col[c] = (column){p, p + n};
+        p += n;
+    }
+    if (p != end) return fail(t, "block at byte %zu: %zu stray bytes after the columns", offset, (size_t)(end - p));
+    if ((size_t)(col[0].end - col[0].p) != events) return fail(t, "block at byte %zu: %u events but %zu operations", offset, events, (size_t)(col[0].end - col[0].p));
     if (th->n + events > th->cap) {
         size_t cap = (th->n + events) * 2;
         trace_event *ev = realloc(th->ev, cap * sizeof *ev);
@@ -39,43 +52,41 @@ static int decode_block(trace_data *t, const uint8_t *raw, size_t raw_len, uint3
         th->ev = ev;
         th->cap = cap;
     }
-    const uint8_t *p = raw, *end = raw + raw_len;
     uint64_t ts = first_ts, last_ptr = 0, v;
     int64_t d;
     for (uint32_t i = 0; i < events; i++) {
         trace_event e = {0};
-        if (p >= end) return fail(t, "block at byte %zu: ends after %u of %u events", offset, i, events);
-        e.op = *p++;
+        e.op = *col[0].p++;
         e.thread = thread;
         if (e.op < OP_MALLOC || e.op > OP_THREAD_EXIT) return fail(t, "block at byte %zu: unknown operation %u", offset, e.op);
-        if (!(p = get_varint(p, end, &v))) goto truncated;
+        if (!(col[1].p = get_varint(col[1].p, col[1].end, &v))) goto truncated;
         if (v > UINT64_MAX - ts) return fail(t, "block at byte %zu: timestamp overflow", offset);
         ts += v;
-        e.ts = ts;
+        if (ts > UINT64_MAX / t->tick_ns) return fail(t, "block at byte %zu: timestamp overflow", offset);
+        e.ts = ts * t->tick_ns;
         if (e.op == OP_MEMALIGN) {
-            if (!(p = get_varint(p, end, &v))) goto truncated;
+            if (!(col[2].p = get_varint(col[2].p, col[2].end, &v))) goto truncated;
             if (v == 0 || v > (1u << 30) || (v & (v - 1))) return fail(t, "block at byte %zu: alignment %llu is not a power of two", offset, (unsigned long long)v);
             e.align = (uint32_t)v;
         }
-        if (e.op == OP_MALLOC || e.op == OP_CALLOC || e.op == OP_MEMALIGN) {
-            if (!(p = get_varint(p, end, &e.size))) goto truncated;
+        if (e.op != OP_FREE && e.op != OP_THREAD_EXIT) {
+            if (!(col[2].p = get_varint(col[2].p, col[2].end, &e.size))) goto truncated;
             if (e.size > (1ull << 40)) return fail(t, "block at byte %zu: implausible size %llu", offset, (unsigned long long)e.size);
         }
         if (e.op != OP_THREAD_EXIT) {
-            if (!(p = get_svarint(p, end, &d))) goto truncated;
+            if (!(col[3].p = get_svarint(col[3].p, col[3].end, &d))) goto truncated;
             last_ptr += (uint64_t)d;
             e.ptr = last_ptr;
         }
         if (e.op == OP_REALLOC) {
-            if (!(p = get_varint(p, end, &e.size))) goto truncated;
-            if (e.size > (1ull << 40)) return fail(t, "block at byte %zu: implausible size %llu", offset, (unsigned long long)e.size);
-            if (!(p = get_svarint(p, end, &d))) goto truncated;
+            if (!(col[3].p = get_svarint(col[3].p, col[3].end, &d))) goto truncated;
             last_ptr += (uint64_t)d;
             e.new_ptr = last_ptr;
         }
         th->ev[th->n++] = e;
     }
-    if (p != end) return fail(t, "block at byte %zu: %zu bytes left after its %u events", offset, (size_t)(end - p), events);
+    for (int c = 1; c < 4; c++)
+        if (col[c].p != col[c].end) return fail(t, "block at byte %zu: column %d has bytes left after its events", offset, c);
     t->nevents += events;
     return 0;
 truncated:
@@ -90,6 +101,8 @@ int trace_parse(const uint8_t *buf, size_t n, trace_data *t) {
     if (version != TRACE_VERSION) return fail(t, "trace format version %u; this alloclab reads version %u", version, TRACE_VERSION);
     t->start_realtime_ns = get_u64(buf + 16);
     t->pid = get_u32(buf + 32);
+    t->tick_ns = get_u32(buf + 36);
+    if (t->tick_ns == 0 || t->tick_ns > 1000000) return fail(t, "corrupt header: timestamp unit %u ns", t->tick_ns);
     size_t at = TRACE_HEADER_SIZE;
     uint8_t *raw = NULL;
     while (at < n) {

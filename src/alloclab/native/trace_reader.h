@@ -13,7 +13,7 @@ typedef struct {
 
 typedef struct {
     uint64_t start_realtime_ns;
-    uint32_t pid;
+    uint32_t pid, tick_ns;       /* event timestamps are converted to ns while reading */
     trace_thread *threads;
     uint32_t nthreads;
     size_t nevents;

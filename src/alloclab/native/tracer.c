@@ -57,6 +57,7 @@ static _Atomic uint32_t next_thread;
 static pthread_mutex_t write_lock = PTHREAD_MUTEX_INITIALIZER;
 static tbuf *all_buffers;
 static pthread_key_t exit_key;
+static int level = 3;           /* zstd level ($ALLOCLAB_TRACE_LEVEL): 3 measured best bytes/CPU here */
 static TLS tbuf *mine;
 static TLS int busy;            /* inside our own code: do not record */
 
@@ -105,18 +106,56 @@ static void write_all(const uint8_t *p, size_t n) {
     }
 }
 
+/* Split the row-encoded events into the four columns of the format (ops, times, sizes, pointers). */
+static size_t to_columns(const tbuf *b, uint8_t *out) {
+    const uint8_t *p = b->data, *end = b->data + b->len;
+    uint8_t *col[4];
+    size_t n[4] = {0};
+    size_t cap = b->len;                     /* no column is longer than all the rows */
+    for (int c = 0; c < 4; c++) col[c] = out + 4 * (size_t)(c + 1) + cap * (size_t)c;
+    while (p < end) {
+        uint8_t op = *p++;
+        const uint8_t *q;
+        uint64_t v;
+        int64_t d;
+        col[0][n[0]++] = op;
+        q = get_varint(p, end, &v); memcpy(col[1] + n[1], p, (size_t)(q - p)); n[1] += (size_t)(q - p); p = q;
+        if (op == OP_MEMALIGN) { q = get_varint(p, end, &v); memcpy(col[2] + n[2], p, (size_t)(q - p)); n[2] += (size_t)(q - p); p = q; }
+        if (op == OP_MALLOC || op == OP_CALLOC || op == OP_MEMALIGN) {
+            q = get_varint(p, end, &v); memcpy(col[2] + n[2], p, (size_t)(q - p)); n[2] += (size_t)(q - p); p = q;
+        }
+        if (op != OP_THREAD_EXIT) { q = get_svarint(p, end, &d); memcpy(col[3] + n[3], p, (size_t)(q - p)); n[3] += (size_t)(q - p); p = q; }
+        if (op == OP_REALLOC) {
+            q = get_varint(p, end, &v); memcpy(col[2] + n[2], p, (size_t)(q - p)); n[2] += (size_t)(q - p); p = q;
+            q = get_svarint(p, end, &d); memcpy(col[3] + n[3], p, (size_t)(q - p)); n[3] += (size_t)(q - p); p = q;
+        }
+    }
+    size_t at = 0;                           /* pack: length, bytes, length, bytes ... */
+    for (int c = 0; c < 4; c++) {
+        put_u32(out + at, (uint32_t)n[c]);
+        memmove(out + at + 4, col[c], n[c]);
+        at += 4 + n[c];
+    }
+    return at;
+}
+
 static void flush_buffer(tbuf *b) {
     if (!b->events || out_fd < 0) { b->len = 0; b->events = 0; return; }
-    size_t bound = ZSTD_compressBound(b->len);
+    size_t cols_cap = 4 * b->len + 16;
+    uint8_t *cols = mmap(NULL, cols_cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (cols == MAP_FAILED) return;
+    size_t raw_len = to_columns(b, cols);
+    size_t bound = ZSTD_compressBound(raw_len);
     uint8_t *z = mmap(NULL, bound + TRACE_BLOCK_HEADER_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (z == MAP_FAILED) return;
-    size_t zn = ZSTD_compress(z + TRACE_BLOCK_HEADER_SIZE, bound, b->data, b->len, 1);
+    if (z == MAP_FAILED) { munmap(cols, cols_cap); return; }
+    size_t zn = ZSTD_compress(z + TRACE_BLOCK_HEADER_SIZE, bound, cols, raw_len, level);
+    munmap(cols, cols_cap);
     if (!ZSTD_isError(zn)) {
         uint8_t *h = z;
         memset(h, 0, TRACE_BLOCK_HEADER_SIZE);
         put_u32(h, TRACE_BLOCK_MAGIC);
         put_u32(h + 4, (uint32_t)zn);
-        put_u32(h + 8, (uint32_t)b->len);
+        put_u32(h + 8, (uint32_t)raw_len);
         put_u32(h + 12, b->thread);
         put_u32(h + 16, b->events);
         put_u64(h + 24, b->first_ts);
@@ -133,7 +172,7 @@ static void thread_done(void *arg) {
     tbuf *b = arg;
     if (!b || !atomic_load(&enabled)) return;
     busy++;
-    uint64_t ts = now_ns() - start_mono;
+    uint64_t ts = (now_ns() - start_mono) / TRACE_TICK_NS;
     if (!b->events) { b->first_ts = b->last_ts = ts; b->last_ptr = 0; }
     uint8_t *p = b->data + b->len;
     *p++ = OP_THREAD_EXIT;
@@ -171,7 +210,7 @@ static void record(uint8_t op, uint64_t ts, uint64_t size, const void *ptr, cons
     tbuf *b = buffer();
     if (b) {
         atomic_store_explicit(&b->writing, 1, memory_order_relaxed);
-        ts -= start_mono;
+        ts = (ts - start_mono) / TRACE_TICK_NS;
         if (!b->events) { b->first_ts = b->last_ts = ts; b->last_ptr = 0; }
         uint8_t *p = b->data + b->len;
         *p++ = op;
@@ -202,6 +241,8 @@ __attribute__((constructor)) static void tracer_init(void) {
     if (!real_malloc) resolve();
     const char *path = getenv("ALLOCLAB_TRACE_FILE");
     if (!path || !*path) return;
+    const char *lvl = getenv("ALLOCLAB_TRACE_LEVEL");
+    if (lvl && *lvl) level = atoi(lvl);
     out_fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (out_fd < 0) return;
     struct timespec rt;
@@ -214,6 +255,7 @@ __attribute__((constructor)) static void tracer_init(void) {
     put_u64(h + 16, (uint64_t)rt.tv_sec * 1000000000ull + (uint64_t)rt.tv_nsec);
     put_u64(h + 24, start_mono);
     put_u32(h + 32, (uint32_t)getpid());
+    put_u32(h + 36, TRACE_TICK_NS);
     write_all(h, sizeof h);
     pthread_key_create(&exit_key, thread_done);
     pthread_atfork(NULL, NULL, at_fork_child);

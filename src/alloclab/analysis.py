@@ -23,7 +23,8 @@ from .store import Store
 # Every threshold that turns numbers into words lives here (see docs/analysis.md).
 RULES = {
     "min_steady_samples": 8,          # fewer post-warm-up samples: "Too short"
-    "warmup_fraction": 0.9,           # warm-up ends when the series first reaches 90% of its late level
+    "warmup_steepness": 3.0,          # a start 3x steeper than the second half is a warm-up ...
+    "warmup_fraction": 0.9,           # ... which ends when the series first reaches 90% of its late level
     "warmup_max_share": 0.5,          # ... but never drops more than half of the window
     "flat_max_growth_share": 0.05,    # growth over the window below 5% of the level counts as flat
     "growing_min_mb_per_h": 1.0,      # and a slope below 1 MB/h never counts as growing
@@ -66,7 +67,8 @@ class ReplicaStats:
     name: str
     group: str
     verified: bool | None
-    n_samples: int
+    n_samples: int                    # steady (post-warm-up) samples
+    total_samples: int = 0
     steady_mb: float | None = None
     steady_mean_mb: float | None = None
     peak_mb: float | None = None
@@ -198,12 +200,19 @@ def theil_sen(t_h: np.ndarray, y: np.ndarray, max_points: int = 400) -> tuple[fl
 
 
 def detect_warmup(t: np.ndarray, y: np.ndarray) -> int:
-    """Index of the first steady sample: where the series first reaches 90% of its late level."""
+    """Index of the first steady sample. A warm-up is a start much steeper than the rest (a ramp
+    that flattens); it ends where the series first reaches 90% of its late level. A series that
+    grows at one pace throughout has no warm-up: its growth is the finding, not a start-up effect."""
     n = len(y)
-    if n < 4:
+    if n < 8:
         return 0
-    late = float(np.median(y[n // 2:]))
-    reached = np.nonzero(y >= RULES["warmup_fraction"] * late)[0]
+    head = max(3, n // 5)
+    early = np.polyfit(t[:head] - t[0], y[:head], 1)[0]
+    late = theil_sen(t[n // 2:] - t[0], y[n // 2:])[0]
+    if early <= 0 or early < RULES["warmup_steepness"] * max(late, 0.0):
+        return 0
+    late_level = float(np.median(y[n // 2:]))
+    reached = np.nonzero(y >= RULES["warmup_fraction"] * late_level)[0]
     first = int(reached[0]) if len(reached) else 0
     return min(first, int(n * RULES["warmup_max_share"]))
 
@@ -229,7 +238,7 @@ def classify(r: ReplicaStats) -> str:
         return "Bloating"
     if growing:
         return "Growing"
-    if r.release_events == 0 and r.n_samples >= RULES["ratchet_min_samples"] and \
+    if r.release_events == 0 and r.total_samples >= RULES["ratchet_min_samples"] and \
             r.final_mb is not None and r.peak_mb is not None and r.final_mb >= 0.99 * r.peak_mb:
         return "Ratcheting"
     if (r.iqr_share or 0) > RULES["variable_iqr_share"]:
@@ -253,6 +262,7 @@ def replica_stats(s: Series) -> ReplicaStats:
         start = detect_warmup(lt, ly)
     st, sy = lt[start:], ly[start:]
     r.n_samples = len(sy)
+    r.total_samples = int(np.sum(~np.isnan(s.mb)))
     r.peak_mb = float(np.nanmax(s.mb))
     r.final_mb = float(s.mb[~np.isnan(s.mb)][-1])
     if len(sy):
@@ -373,20 +383,21 @@ def compare_groups(levels: dict[str, np.ndarray], baseline: str, seed: int = 0) 
 
 
 def _rank(levels: dict[str, np.ndarray], comps: dict[str, GroupComparison], rng: np.random.Generator) -> None:
-    """Rank by mean level; a group shares the rank of the one above unless significantly larger."""
+    """Rank by mean level. Each rank is led by its smallest group; a later group opens a new rank
+    only if it is significantly larger than that leader (permutation test, Bonferroni over the
+    comparisons), so "tied" always means "not shown different from the rank's leader"."""
     names = sorted((n for n in levels if len(levels[n])), key=lambda n: levels[n].mean())
     if not names:
         return
-    pairs = list(zip(names, names[1:]))
-    raw = [permutation_test(levels[b], levels[a], rng)[0] if len(levels[a]) >= 2 and len(levels[b]) >= 2 else 1.0
-           for a, b in pairs]
-    adjusted = holm(raw) if raw else []
-    rank = 1
-    comps[names[0]].rank = 1
-    for i, (a, b) in enumerate(pairs, 1):
-        if adjusted[i - 1] < RULES["alpha"]:
-            rank = i + 1
-        comps[b].rank = rank
+    factor = max(1, len(names) - 1)
+    leader, rank = names[0], 1
+    comps[leader].rank = 1
+    for i, name in enumerate(names[1:], 2):
+        a, b = levels[name], levels[leader]
+        p = permutation_test(a, b, rng)[0] if len(a) >= 2 and len(b) >= 2 else 1.0
+        if min(1.0, p * factor) < RULES["alpha"]:
+            leader, rank = name, i
+        comps[name].rank = rank
 
 
 def _median(values: Iterable[float | None]) -> float | None:

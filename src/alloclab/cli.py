@@ -196,6 +196,79 @@ def trace_info(trace_file: Path, chart: Path | None, as_json: bool) -> None:
         console.print(f"chart: {write_chart(d, chart)}")
 
 
+@app.group("fleet")
+def fleet_group() -> None:
+    """Experiments on live systemd services, and a safe rollout of the winner."""
+
+
+def _fleet_options(f):
+    f = click.option("--root", type=PathArg, default=Path("/"), show_default=True,
+                     help="Write drop-ins and state under this root instead of /.")(f)
+    f = click.option("--systemctl", type=click.Choice(["auto", "systemd", "local"]), default="auto", show_default=True,
+                     help="systemd, or 'local': real processes started from unit files under --root (no systemd).")(f)
+    return f
+
+
+@fleet_group.command("plan")
+@click.option("--units", "units_glob", required=True, help="Unit glob, e.g. 'tor@*'.")
+@click.option("--groups", type=PathArg, required=True, help="Experiment file whose [[group]]s to assign.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("-o", "--output", type=PathArg, default=Path("fleet-plan.json"), show_default=True)
+@_fleet_options
+def fleet_plan(units_glob, groups, seed, output, root, systemctl) -> None:
+    """Assign matching units to groups at random, stratified by memory and uptime; save the plan."""
+    from .commands.fleet import plan_command
+    plan_command(units_glob, groups, seed, output, root, systemctl, console)
+
+
+@fleet_group.command("apply")
+@click.argument("plan", type=PathArg)
+@click.option("--batch", type=int, default=5, show_default=True, help="Units restarted at once.")
+@click.option("--dry-run", is_flag=True, help="Show every file and command; change nothing.")
+@_fleet_options
+def fleet_apply(plan, batch, dry_run, root, systemctl) -> None:
+    """Write drop-ins, restart in batches, verify each unit maps its allocator; stop at the first failure."""
+    from .commands.fleet import apply_command
+    if batch < 1:
+        raise UserError(f"--batch {batch} must be at least 1", "give how many units may restart at once")
+    apply_command(plan, batch, dry_run, root, systemctl, console)
+
+
+@fleet_group.command("collect")
+@click.option("--plan", "plan_file", type=PathArg, required=True)
+@click.option("-o", "--output", type=PathArg, required=True, help="Run directory (resumed if it exists).")
+@click.option("--interval", default="60s", show_default=True)
+@click.option("--duration", help="Stop after this long (default: until stopped).")
+@click.option("--install", is_flag=True, help="Write a systemd unit that runs this collector, and stop.")
+@_fleet_options
+def fleet_collect(plan_file, output, interval, duration, install, root, systemctl) -> None:
+    """Sample every planned unit (memory, processes, allocator verification) into a run store."""
+    from .commands.fleet import collect_command
+    collect_command(plan_file, output, interval, duration, install, root, systemctl, console)
+
+
+@fleet_group.command("deploy")
+@click.argument("allocator")
+@click.option("--units", "units_glob", required=True)
+@click.option("--batch", type=int, default=5, show_default=True)
+@click.option("--dry-run", is_flag=True)
+@click.option("-o", "--output", type=PathArg, default=Path("fleet-deploy.json"), show_default=True)
+@_fleet_options
+def fleet_deploy(allocator, units_glob, batch, dry_run, output, root, systemctl) -> None:
+    """Roll one allocator out to every matching unit, the same careful way as apply."""
+    from .commands.fleet import deploy_command
+    deploy_command(allocator, units_glob, batch, dry_run, output, root, systemctl, console)
+
+
+@fleet_group.command("rollback")
+@click.option("--batch", type=int, default=5, show_default=True)
+@_fleet_options
+def fleet_rollback(batch, root, systemctl) -> None:
+    """Restore the drop-ins from before the last apply, byte for byte, and restart."""
+    from .commands.fleet import rollback_command
+    rollback_command(batch, root, systemctl, console)
+
+
 @app.command("workloads")
 def workloads_list() -> None:
     """List the built-in workload models and their parameters."""

@@ -77,7 +77,7 @@ def table_cells(row: dict) -> list[str]:
             _ratio_cell(row), _f(row["p_holm"], ".3g"), _f(row["rank"], "d"), row["status"]]
 
 
-TERMINAL_COLUMNS = ["group", "allocator", "verified", "steady median MB", "peak MB", "growth MB/h",
+TERMINAL_COLUMNS = ["group", "allocator", "verified", "steady median MB", "peak MB", "final MB", "growth MB/h",
                     "vs baseline [95% CI]", "p (Holm)", "rank", "status"]
 
 

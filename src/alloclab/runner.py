@@ -34,13 +34,25 @@ VERIFY_MIN_AGE = 0.2          # seconds: a younger process may not have exec'd /
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
-@dataclass
-class Replica:
+@dataclass(kw_only=True)
+class Tracked:
+    """What the recorder keeps per sampled unit (a replica, or a fleet's service)."""
     id: int
     name: str
+    group_name: str
+    spec: AllocatorSpec
+    processes: dict[tuple[int, int], int] = field(default_factory=dict)   # (pid, start) -> process row id
+    verified_at: dict[tuple[int, int], float] = field(default_factory=dict)
+    verdicts: dict[tuple[int, int], bool | None] = field(default_factory=dict)
+    details: dict[tuple[int, int], str] = field(default_factory=dict)
+    state: bool | None = None         # verified? (None: not yet known)
+    last_metric_kb: int | None = None
+
+
+@dataclass(kw_only=True)
+class Replica(Tracked):
     idx: int
     group: Group
-    spec: AllocatorSpec
     argv: list[str]
     env: dict[str, str]
     workdir: Path
@@ -49,13 +61,7 @@ class Replica:
     cgroup: sampler.Cgroup | None = None
     popen: subprocess.Popen | None = None
     load_popen: subprocess.Popen | None = None
-    processes: dict[tuple[int, int], int] = field(default_factory=dict)   # (pid, start) -> process row id
-    verified_at: dict[tuple[int, int], float] = field(default_factory=dict)
-    verdicts: dict[tuple[int, int], bool | None] = field(default_factory=dict)
-    details: dict[tuple[int, int], str] = field(default_factory=dict)
-    state: bool | None = None         # replica verified? (None: not yet known)
     exited_at: float | None = None
-    last_metric_kb: int | None = None
 
     @property
     def stats_path(self) -> Path:
@@ -118,6 +124,90 @@ def host_metadata() -> dict:
             "python": platform.python_version()}
 
 
+class Recorder:
+    """Stores what one sampling tick saw: new processes, their verification (with history, so a
+    changed allocator is seen), a row per process and a row per replica. Used by the runner and by
+    the fleet collector."""
+
+    SAMPLE_COLUMNS = ("t", "replica_id", "phase", "nprocs", "rss_kb", "pss_kb", "uss_kb", "anon_kb", "swap_kb", "cpu_s",
+                      "cgroup_kb", "cgroup_peak_kb", "live_bytes", "ops", "tier", "vmsize_kb")
+    PROCESS_COLUMNS = ("t", "process_id", "tier", "rss_kb", "pss_kb", "uss_kb", "anon_kb", "swap_kb", "cpu_user_s",
+                       "cpu_sys_s", "minflt", "majflt", "threads")
+
+    def __init__(self, store: Store, verify_every: float, metric: str):
+        self.store, self.verify_every, self.metric = store, verify_every, metric
+        self.proc_rows: list[tuple] = []
+        self.replica_rows: list[tuple] = []
+
+    def verify(self, r: Tracked, key: tuple[int, int], proc_id: int, now: float) -> None:
+        try:
+            verdict = allocators.verify_process(key[0], r.spec)
+        except OSError:
+            return
+        previous = r.verdicts.get(key, "unset")
+        r.verdicts[key] = verdict.verified
+        r.details[key] = verdict.detail
+        r.verified_at[key] = now
+        if previous != verdict.verified:
+            self.store.insert("verifications", t=now, process_id=proc_id, verified=verdict.verified,
+                              detail=verdict.detail, mapped_allocator=verdict.mapped_allocator)
+            self.store.update("processes", proc_id, verified=verdict.verified, verify_detail=verdict.detail,
+                              mapped_allocator=verdict.mapped_allocator)
+            if previous is True and verdict.verified is not True:
+                self.store.event(now, "allocator_changed", f"pid {key[0]}: {verdict.detail}", r.id, r.group_name)
+        states = list(r.verdicts.values())
+        state = False if False in states else (None if None in states else True)
+        if state != r.state:
+            r.state = state
+            detail = "; ".join(sorted({r.details[k] for k, v in r.verdicts.items() if v is state}))
+            self.store.update("replicas", r.id, verified=state, verify_detail=detail)
+            if state is False:
+                self.store.event(now, "unverified", f"{r.name}: {detail}", r.id, r.group_name)
+
+    def process_id(self, r: Tracked, rd: sampler.ProcReading, now: float) -> int:
+        key = (rd.stat.pid, rd.stat.start_ticks)
+        proc_id = r.processes.get(key)
+        if proc_id is None:
+            found = self.store.query("SELECT id FROM processes WHERE pid = ? AND start_ticks = ?", key)
+            proc_id = found[0][0] if found else self.store.insert(
+                "processes", replica_id=r.id, pid=key[0], start_ticks=key[1], ppid=rd.stat.ppid, comm=rd.stat.comm,
+                cmdline=sampler.read_cmdline(key[0]), first_seen=now, last_seen=now)
+            r.processes[key] = proc_id
+        return proc_id
+
+    def observe(self, r: Tracked, readings: list[sampler.ProcReading], now: float, phase: str,
+                cgroup: sampler.Cgroup | None = None, stats=None) -> None:
+        for rd in readings:
+            key = (rd.stat.pid, rd.stat.start_ticks)
+            proc_id = self.process_id(r, rd, now)
+            if _process_age(rd.stat.start_ticks) >= VERIFY_MIN_AGE and \
+                    now - r.verified_at.get(key, -1e18) >= self.verify_every:
+                self.verify(r, key, proc_id, now)
+            f = rd.full or {}
+            self.proc_rows.append((now, proc_id, "full" if rd.full else "cheap", rd.rss_kb, f.get("pss_kb"),
+                                   f.get("uss_kb"), f.get("anon_kb"), f.get("swap_kb"), rd.stat.utime_s,
+                                   rd.stat.stime_s, rd.stat.minflt, rd.stat.majflt, rd.stat.threads))
+            self.store.conn.execute("UPDATE processes SET last_seen=? WHERE id=?", (now, proc_id))
+        full = bool(readings) and all(rd.full for rd in readings)
+        total = lambda k: sum(rd.full[k] for rd in readings) if full else None  # noqa: E731
+        row = (now, r.id, phase, len(readings), sum(rd.rss_kb for rd in readings), total("pss_kb"),
+               total("uss_kb"), total("anon_kb"), total("swap_kb"),
+               sum(rd.stat.utime_s + rd.stat.stime_s for rd in readings),
+               cgroup.usage_kb() if cgroup else None, cgroup.peak_kb() if cgroup else None,
+               stats.live_bytes if stats else None, stats.ops if stats else None, "full" if full else "cheap",
+               sum(rd.vmsize_kb for rd in readings))
+        self.replica_rows.append(row)
+        value = row[self.SAMPLE_COLUMNS.index(self.metric + "_kb")]
+        r.last_metric_kb = value if value is not None else r.last_metric_kb
+
+    def flush(self, now: float) -> None:
+        self.store.insert_many("process_samples", self.PROCESS_COLUMNS, self.proc_rows)
+        self.store.insert_many("samples", self.SAMPLE_COLUMNS, self.replica_rows)
+        self.proc_rows, self.replica_rows = [], []
+        mem = sampler.read_meminfo()
+        self.store.insert("host_samples", t=now, load1=os.getloadavg()[0], sampler_cpu_s=time.process_time(), **mem)
+
+
 class Runner:
     def __init__(self, exp: Experiment, run_dir: Path | None = None,
                  on_tick: Callable[["Runner", float, str], None] | None = None,
@@ -135,6 +225,7 @@ class Runner:
         self.templates = {g.name: self._template(g) for g in exp.groups}
         self.run_dir = self._make_run_dir(run_dir or default_run_dir(exp))
         self.store = Store.create(self.run_dir / DB_NAME)
+        self.recorder = Recorder(self.store, exp.verify_every, exp.metric)
         self.replicas: list[Replica] = []
         self.budget = sampler.SmapsBudget(exp.smaps_budget)
         self.started_mono = 0.0
@@ -201,7 +292,8 @@ class Runner:
                 notes.append(why)
             rid = st.insert("replicas", group_id=group_ids[gname], idx=idx, name=name, workdir=str(workdir),
                             start_order=n, cgroup=str(cg.path) if cg else None)
-            self.replicas.append(Replica(rid, name, idx, g, spec, argv, env, workdir, log_dir, port, cg))
+            self.replicas.append(Replica(id=rid, name=name, group_name=gname, spec=spec, idx=idx, group=g, argv=argv,
+                                         env=env, workdir=workdir, log_dir=log_dir, port=port, cgroup=cg))
         self.cgroup_note = f"no per-replica memory cgroup ({notes[0]}); cgroup figures are left empty" if notes else ""
         st.set_meta(cgroups="none: " + notes[0] if notes else "per replica")
         st.commit()
@@ -287,33 +379,7 @@ class Runner:
         return "already exited"
 
     # ---- one sampling tick ----
-    def _verify(self, r: Replica, key: tuple[int, int], proc_id: int, now: float) -> None:
-        try:
-            verdict = allocators.verify_process(key[0], r.spec)
-        except OSError:
-            return
-        previous = r.verdicts.get(key, "unset")
-        r.verdicts[key] = verdict.verified
-        r.details[key] = verdict.detail
-        r.verified_at[key] = now
-        if previous != verdict.verified:
-            self.store.insert("verifications", t=now, process_id=proc_id, verified=verdict.verified,
-                              detail=verdict.detail, mapped_allocator=verdict.mapped_allocator)
-            self.store.update("processes", proc_id, verified=verdict.verified, verify_detail=verdict.detail,
-                              mapped_allocator=verdict.mapped_allocator)
-            if previous is True and verdict.verified is not True:
-                self.store.event(now, "allocator_changed", f"pid {key[0]}: {verdict.detail}", r.id, r.group.name)
-        states = list(r.verdicts.values())
-        state = False if False in states else (None if None in states else True)
-        if state != r.state:
-            r.state = state
-            detail = "; ".join(sorted({r.details[k] for k, v in r.verdicts.items() if v is state}))
-            self.store.update("replicas", r.id, verified=state, verify_detail=detail)
-            if state is False:
-                self.store.event(now, "unverified", f"{r.name}: {detail}", r.id, r.group.name)
-
     def _sample(self, now: float, phase: str, parents: dict[int, int] | None) -> None:
-        proc_rows, replica_rows = [], []
         for r in self.replicas:
             if r.cgroup:
                 pids = r.cgroup.procs()
@@ -323,42 +389,8 @@ class Runner:
             readings = sampler.sample_processes(pids, self.budget)
             if not readings and not r.alive:
                 continue
-            for rd in readings:
-                key = (rd.stat.pid, rd.stat.start_ticks)
-                proc_id = r.processes.get(key)
-                if proc_id is None:
-                    proc_id = self.store.insert("processes", replica_id=r.id, pid=key[0], start_ticks=key[1],
-                                                ppid=rd.stat.ppid, comm=rd.stat.comm,
-                                                cmdline=sampler.read_cmdline(key[0]), first_seen=now, last_seen=now)
-                    r.processes[key] = proc_id
-                age = _process_age(rd.stat.start_ticks)
-                if age >= VERIFY_MIN_AGE and now - r.verified_at.get(key, -1e18) >= self.exp.verify_every:
-                    self._verify(r, key, proc_id, now)
-                f = rd.full or {}
-                proc_rows.append((now, proc_id, "full" if rd.full else "cheap", rd.rss_kb, f.get("pss_kb"),
-                                  f.get("uss_kb"), f.get("anon_kb"), f.get("swap_kb"), rd.stat.utime_s,
-                                  rd.stat.stime_s, rd.stat.minflt, rd.stat.majflt, rd.stat.threads))
-                self.store.conn.execute("UPDATE processes SET last_seen=? WHERE id=?", (now, proc_id))
-            full = bool(readings) and all(rd.full for rd in readings)
-            total = lambda k: sum(rd.full[k] for rd in readings) if full else None  # noqa: E731
-            stats = workloads.read_stats(r.stats_path)
-            row = (now, r.id, phase, len(readings), sum(rd.rss_kb for rd in readings), total("pss_kb"),
-                   total("uss_kb"), total("anon_kb"), total("swap_kb"),
-                   sum(rd.stat.utime_s + rd.stat.stime_s for rd in readings),
-                   r.cgroup.usage_kb() if r.cgroup else None, r.cgroup.peak_kb() if r.cgroup else None,
-                   stats.live_bytes if stats else None, stats.ops if stats else None, "full" if full else "cheap",
-                   sum(rd.vmsize_kb for rd in readings))
-            replica_rows.append(row)
-            metric_index = {"rss": 4, "pss": 5, "uss": 6, "anon": 7}[self.exp.metric]
-            r.last_metric_kb = row[metric_index] if row[metric_index] is not None else r.last_metric_kb
-        self.store.insert_many("process_samples", ("t", "process_id", "tier", "rss_kb", "pss_kb", "uss_kb", "anon_kb",
-                                                   "swap_kb", "cpu_user_s", "cpu_sys_s", "minflt", "majflt", "threads"),
-                               proc_rows)
-        self.store.insert_many("samples", ("t", "replica_id", "phase", "nprocs", "rss_kb", "pss_kb", "uss_kb",
-                                           "anon_kb", "swap_kb", "cpu_s", "cgroup_kb", "cgroup_peak_kb",
-                                           "live_bytes", "ops", "tier", "vmsize_kb"), replica_rows)
-        mem = sampler.read_meminfo()
-        self.store.insert("host_samples", t=now, load1=os.getloadavg()[0], sampler_cpu_s=time.process_time(), **mem)
+            self.recorder.observe(r, readings, now, phase, r.cgroup, workloads.read_stats(r.stats_path))
+        self.recorder.flush(now)
 
     def _reap(self, now: float, planned_end: float | None) -> None:
         for r in self.replicas:

@@ -58,7 +58,8 @@ MODELS: dict[str, Model] = {
     "tor-dircache": Model(
         "tor_dircache", "a Tor relay's directory cache: hourly consensuses, diffs and compression in worker threads "
         "handed to the main loop, descriptor churn, spooled client connections (see native/tor_dircache.c)",
-        {"hour": 6, "tph": 30, "workers": 2, "relays": 7000, "doc_kb": 2400, "keep": 6, "clients": 200, "churn": 0.1}),
+        {"hour": 6, "tph": 20, "workers": 2, "relays": 7000, "doc_kb": 2400, "keep": 3, "clients": 1000,
+         "circuits": 1000, "churn": 0.1}),
     "worker-pool": Model(
         "worker_pool", "a multi-threaded bundler (rolldown/vite): imbalanced parse/transform/codegen phases in a "
         "persistent pool, sparse survivors, several builds, then idle", {"threads": 4, "modules": 1500, "builds": 0,

@@ -197,3 +197,58 @@ def test_ctrl_c_stops_cleanly_and_keeps_data(tmp_path, native_dir, jemalloc, mim
     assert meta["end_reason"] == "interrupted"
     assert db.execute("SELECT COUNT(*) FROM replicas WHERE ended_at IS NULL").fetchone()[0] == 0
     assert (out / "report.md").exists()
+
+
+def test_two_groups_with_the_same_allocator_are_not_different(tmp_path, native_dir):
+    exp = tmp_path / "same.toml"
+    exp.write_text(f"""
+name = "same"
+command = ["{native_dir / 'frag'}", "--load", "30", "--mb", "8", "--threads", "1", "--seed", "{{seed}}"]
+replicas = 4
+interval = "0.5s"
+[phases]
+warmup = "1s"
+load = "5s"
+[[group]]
+name = "a"
+allocator = "glibc"
+[[group]]
+name = "b"
+allocator = "glibc"
+""")
+    proc = run_cli("run", str(exp), "-o", str(tmp_path / "run"))
+    assert proc.returncode == 0, proc.stderr
+    summary = {g["group"]: g for g in json.loads((tmp_path / "run" / "summary.json").read_text())["groups"]}
+    assert summary["b"]["p_holm"] >= 0.05
+    assert summary["a"]["rank"] == summary["b"]["rank"] == 1
+    assert "not** significant" in (tmp_path / "run" / "report.md").read_text() or \
+        "baseline **a** used the least" in (tmp_path / "run" / "report.md").read_text()
+
+
+def test_until_significant_stops_early_and_says_why(tmp_path, native_dir):
+    exp = tmp_path / "seq.toml"
+    frag = native_dir / "frag"
+    exp.write_text(f"""
+name = "seq"
+replicas = 5
+interval = "0.5s"
+[phases]
+load = "120s"
+[[group]]
+name = "big"
+allocator = "glibc"
+command = ["{frag}", "--load", "300", "--mb", "48", "--threads", "1", "--seed", "{{seed}}"]
+[[group]]
+name = "small"
+allocator = "glibc"
+command = ["{frag}", "--load", "300", "--mb", "4", "--threads", "1", "--seed", "{{seed}}"]
+""")
+    started = time.time()
+    proc = run_cli("run", str(exp), "-o", str(tmp_path / "run"), "--until-significant", "--stable-for", "4s",
+                   "--max-duration", "100s")
+    assert proc.returncode == 0, proc.stderr
+    assert time.time() - started < 80
+    db = sqlite3.connect(tmp_path / "run" / "run.db")
+    reason = dict(db.execute("SELECT key, value FROM meta").fetchall())["end_reason"]
+    assert reason.startswith("stopped early: small significantly below baseline big"), reason
+    assert db.execute("SELECT COUNT(*) FROM events WHERE kind = 'sequential_stop'").fetchone()[0] == 1

@@ -33,7 +33,7 @@ def demo_command(output: Path | None, seconds: int, console: Console) -> int:
     code = 0
     for label, template, share in DEMOS:
         total = int(seconds * share)
-        warmup, idle = max(5, total // 8), max(10, total // 5)
+        warmup, idle = max(10, total // 5), max(10, total // 5)   # warm-up covers the models' ramp
         text = (DATA / template).read_text().format(warmup=f"{warmup}s", load=f"{total - warmup - idle}s", idle=f"{idle}s")
         (out / label).mkdir(parents=True, exist_ok=True)
         exp_file = out / label / "experiment.toml"

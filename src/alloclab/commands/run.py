@@ -91,7 +91,7 @@ def run_command(experiment: Path, output: Path | None, until_significant: bool, 
     stop = None
     if until_significant:
         stable = parse_duration(stable_for, "--stable-for")
-        stop = SignificanceStop(stable, every=max(10 * exp.interval, 10.0))
+        stop = SignificanceStop(stable, every=max(10 * exp.interval, 5.0))
     runner = Runner(exp, output, stop_check=stop, max_duration=limit)
     planned = exp.phases.total
     if runner.max_duration is not None:

@@ -304,9 +304,9 @@ static uint64_t walk_live(descriptor *d, long relays) {
 int main(int argc, char **argv) {
     double load = wl_opt_double(argc, argv, "--load", 60), idle = wl_opt_double(argc, argv, "--idle", 0);
     double hour_s = wl_opt_double(argc, argv, "--hour", 6);
-    long tph = wl_opt_long(argc, argv, "--tph", 30), workers = wl_opt_long(argc, argv, "--workers", 2);
+    long tph = wl_opt_long(argc, argv, "--tph", 20), workers = wl_opt_long(argc, argv, "--workers", 2);
     long relays = wl_opt_long(argc, argv, "--relays", 7000), doc_kb = wl_opt_long(argc, argv, "--doc-kb", 2400);
-    long keep = wl_opt_long(argc, argv, "--keep", 6), clients = wl_opt_long(argc, argv, "--clients", 3000);
+    long keep = wl_opt_long(argc, argv, "--keep", 3), clients = wl_opt_long(argc, argv, "--clients", 1000);
     long ncirc = wl_opt_long(argc, argv, "--circuits", 1500);
     double churn = wl_opt_double(argc, argv, "--churn", 0.1);
     int verify = (int)wl_opt_long(argc, argv, "--verify-live", 0);

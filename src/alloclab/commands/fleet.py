@@ -1,0 +1,55 @@
+"""`alloclab fleet ...`: experiments on live systemd services and a careful rollout."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from .. import fleet
+from ..config import parse_duration
+
+
+def plan_command(units_glob: str, groups: Path, seed: int, out: Path, root: Path, systemctl: str | None, console: Console) -> None:
+    units = fleet.units_from(systemctl, root)
+    plan = fleet.make_plan(units, units_glob, groups, seed, out)
+    t = Table("unit", "group", "memory MB", "uptime h", title=f"plan {out} (seed {seed})")
+    for a in plan.assignments:
+        t.add_row(a["unit"], a["group"], f"{a['memory_kb'] / 1024:.1f}", f"{a['uptime_s'] / 3600:.2f}")
+    console.print(t)
+    balance = Table("group", "units", "mean memory MB", "mean uptime h", title="balance")
+    for g in plan.data["groups"]:
+        mine = [a for a in plan.assignments if a["group"] == g["name"]]
+        n = max(1, len(mine))
+        balance.add_row(g["name"], str(len(mine)), f"{sum(a['memory_kb'] for a in mine) / n / 1024:.1f}",
+                        f"{sum(a['uptime_s'] for a in mine) / n / 3600:.2f}")
+    console.print(balance)
+
+
+def apply_command(plan_file: Path, batch: int, dry_run: bool, root: Path, systemctl: str | None, console: Console) -> None:
+    units = fleet.units_from(systemctl, root)
+    result = fleet.apply_plan(units, fleet.load_plan(plan_file), batch, dry_run, console.print)
+    if not dry_run:
+        console.print(f"applied to {result['units']} units in {result['batches']} batches; backup in {result['generation']}")
+
+
+def collect_command(plan_file: Path, run: Path, interval: str, duration: str | None, install: bool, root: Path,
+                    systemctl: str | None, console: Console) -> None:
+    units = fleet.units_from(systemctl, root)
+    plan = fleet.load_plan(plan_file)
+    if install:
+        path = fleet.install_collector(units, plan_file, run, interval)
+        console.print(f"wrote {path}; start it with: systemctl enable --now alloclab-collector.service")
+        return
+    fleet.collect(units, plan, run, parse_duration(interval, "--interval"),
+                  parse_duration(duration, "--duration") if duration else None, console.print)
+
+
+def deploy_command(allocator: str, units_glob: str, batch: int, dry_run: bool, out: Path, root: Path,
+                   systemctl: str | None, console: Console) -> None:
+    units = fleet.units_from(systemctl, root)
+    fleet.deploy(units, allocator, units_glob, batch, dry_run, out, console.print)
+
+
+def rollback_command(batch: int, root: Path, systemctl: str | None, console: Console) -> None:
+    fleet.rollback(fleet.units_from(systemctl, root), batch, console.print)

@@ -1,0 +1,515 @@
+"""Fleet mode: allocator experiments on live systemd services, and a careful rollout.
+
+Life cycle: `plan` (pick units by glob, assign them to groups at random, stratified by memory and
+uptime, seeded) -> `apply` (one drop-in per unit, reload, restart in batches, verify each unit's
+new main process maps its group's allocator, stop at the first failure) -> `collect` (sample the
+units into a run store, resumable) -> `deploy` the winner the same way -> `rollback` restores the
+previous drop-ins byte for byte.
+
+systemd is reached only through the `Units` seam. `Systemd` drives the real systemctl; `LocalUnits`
+stands in where systemd cannot be PID 1 (tests, these machines): each unit is a real process
+started from a unit file under the root, with the Environment= lines of its drop-ins.
+"""
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import json
+import os
+import random
+import re
+import shlex
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from . import allocators, sampler, tunables
+from .config import load_experiment
+from .errors import UserError
+
+DROPIN_NAME = "50-alloclab.conf"
+UNIT_NAME = re.compile(r"^[A-Za-z0-9:_.\\-]+(@[A-Za-z0-9:_.\\-]*)?\.service$")
+
+
+def validate_unit(name: str) -> str:
+    """systemd unit name rules (unit names, escaped instance names); .service only."""
+    if not name.endswith(".service"):
+        name += ".service"
+    if len(name) > 255 or not UNIT_NAME.match(name) or "/" in name or name.startswith(".") or ".." in name:
+        raise UserError(f"{name!r} is not a valid systemd service name",
+                        "use letters, digits and :_.-\\ (escape others with systemd-escape), one @ for instances")
+    return name
+
+
+# ---- the seam ---------------------------------------------------------------------------------------
+
+class Units(Protocol):
+    root: Path
+
+    def list_units(self) -> list[str]: ...
+    def main_pid(self, unit: str) -> int | None: ...
+    def pids(self, unit: str) -> list[int]: ...
+    def is_active(self, unit: str) -> bool: ...
+    def daemon_reload(self) -> None: ...
+    def restart(self, unit: str) -> None: ...
+
+
+class Systemd:
+    """The real thing: systemctl, drop-ins under ROOT/etc/systemd/system."""
+
+    def __init__(self, root: Path = Path("/")):
+        self.root = root
+
+    def _ctl(self, *args: str) -> str:
+        proc = subprocess.run(["systemctl", *args], capture_output=True, text=True)
+        if proc.returncode not in (0, 3):          # 3: inactive, for is-active
+            raise UserError(f"systemctl {' '.join(args)} failed: {proc.stderr.strip()[:200]}", "check the unit and your rights")
+        return proc.stdout
+
+    def list_units(self) -> list[str]:
+        out = self._ctl("list-units", "--type=service", "--all", "--no-legend", "--plain")
+        return sorted(line.split()[0] for line in out.splitlines() if line.strip())
+
+    def main_pid(self, unit: str) -> int | None:
+        pid = int(self._ctl("show", "-p", "MainPID", "--value", unit).strip() or 0)
+        return pid or None
+
+    def pids(self, unit: str) -> list[int]:
+        cg = self._ctl("show", "-p", "ControlGroup", "--value", unit).strip()
+        for base in ("/sys/fs/cgroup", "/sys/fs/cgroup/unified", "/sys/fs/cgroup/systemd"):
+            procs = Path(base + cg) / "cgroup.procs"
+            if cg and procs.exists():
+                return sorted(int(x) for x in procs.read_text().split())
+        pid = self.main_pid(unit)
+        return sampler.descendants(pid, sampler.all_parents()) if pid else []
+
+    def is_active(self, unit: str) -> bool:
+        return self._ctl("is-active", unit).strip() == "active"
+
+    def daemon_reload(self) -> None:
+        self._ctl("daemon-reload")
+
+    def restart(self, unit: str) -> None:
+        self._ctl("restart", unit)
+
+
+class LocalUnits:
+    """Stand-in for systemd: unit files ROOT/etc/systemd/system/NAME.service with ExecStart= (and
+    optional Environment=); drop-ins in NAME.service.d/*.conf are applied on restart; a unit is a
+    real process in its own session; its pid lives in ROOT/run/alloclab-units/NAME.pid."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.unit_dir = root / "etc" / "systemd" / "system"
+        self.run_dir = root / "run" / "alloclab-units"
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.log: list[tuple[float, str, str]] = []     # (time, action, unit): restart order for tests
+
+    def list_units(self) -> list[str]:
+        return sorted(p.name for p in self.unit_dir.glob("*.service") if p.is_file())
+
+    def _settings(self, unit: str) -> tuple[list[str], dict[str, str]]:
+        files = [self.unit_dir / unit] + sorted((self.unit_dir / f"{unit}.d").glob("*.conf"))
+        argv: list[str] = []
+        env: dict[str, str] = {}
+        for f in files:
+            for line in f.read_text().splitlines():
+                key, _, value = line.strip().partition("=")
+                if key == "ExecStart":
+                    argv = shlex.split(value)
+                elif key == "Environment":
+                    for item in shlex.split(value):
+                        k, _, v = item.partition("=")
+                        env[k] = v
+                elif key == "UnsetEnvironment":
+                    for k in value.split():
+                        env.pop(k, None)
+        return argv, env
+
+    def main_pid(self, unit: str) -> int | None:
+        try:
+            pid = int((self.run_dir / f"{unit}.pid").read_text())
+        except (OSError, ValueError):
+            return None
+        st = sampler.read_stat(pid)
+        return pid if st and os.path.exists(f"/proc/{pid}") and _state(pid) not in ("Z", "X") else None
+
+    def pids(self, unit: str) -> list[int]:
+        pid = self.main_pid(unit)
+        return sampler.descendants(pid, sampler.all_parents()) if pid else []
+
+    def is_active(self, unit: str) -> bool:
+        return self.main_pid(unit) is not None
+
+    def daemon_reload(self) -> None:
+        self.log.append((time.time(), "daemon-reload", ""))
+
+    def stop(self, unit: str) -> None:
+        pid = self.main_pid(unit)
+        if pid:
+            try:
+                os.killpg(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            for _ in range(100):
+                if not os.path.exists(f"/proc/{pid}") or _state(pid) in ("Z", "X"):
+                    break
+                time.sleep(0.02)
+            else:
+                os.killpg(pid, signal.SIGKILL)
+
+    def restart(self, unit: str) -> None:
+        self.log.append((time.time(), "restart", unit))
+        self.stop(unit)
+        argv, env = self._settings(unit)
+        if not argv:
+            raise UserError(f"unit {unit} has no ExecStart", "fix the unit file")
+        base = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+        p = subprocess.Popen(argv, env={**base, **env}, start_new_session=True, stdin=subprocess.DEVNULL,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        (self.run_dir / f"{unit}.pid").write_text(str(p.pid))
+
+
+def _state(pid: int) -> str:
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+        return raw[raw.rfind(")") + 2]
+    except (OSError, IndexError):
+        return "X"
+
+
+def units_from(spec: str | None, root: Path) -> Units:
+    """--systemctl: "systemd" (default where systemd runs) or "local" (the stand-in)."""
+    if spec in (None, "auto"):
+        spec = "systemd" if Path("/run/systemd/system").is_dir() else "local"
+    if spec == "systemd":
+        return Systemd(root)
+    if spec == "local":
+        return LocalUnits(root)
+    raise UserError(f"--systemctl {spec!r} is not known", "use systemd or local")
+
+
+# ---- plan -------------------------------------------------------------------------------------------
+
+@dataclass
+class Plan:
+    path: Path
+    data: dict
+
+    @property
+    def assignments(self) -> list[dict]:
+        return self.data["assignments"]
+
+
+def _unit_facts(units: Units, unit: str) -> dict:
+    pid = units.main_pid(unit)
+    rss = sum((sampler.read_statm(p) or (0, 0))[1] for p in units.pids(unit)) if pid else 0
+    uptime = 0.0
+    if pid:
+        st = sampler.read_stat(pid)
+        with open("/proc/uptime") as f:
+            uptime = float(f.read().split()[0]) - st.start_ticks / sampler.CLK_TCK if st else 0.0
+    return {"unit": unit, "memory_kb": rss, "uptime_s": round(uptime, 1), "main_pid": pid}
+
+
+def make_plan(units: Units, pattern: str, groups_file: Path, seed: int, out: Path) -> Plan:
+    exp = load_experiment(groups_file)
+    present = units.list_units()
+    glob = pattern if pattern.endswith(".service") or pattern.endswith("*") else pattern + ".service"
+    chosen = [validate_unit(u) for u in present if fnmatch.fnmatchcase(u, glob) or fnmatch.fnmatchcase(u, glob + ".service")]
+    if not chosen:
+        raise UserError(f"no unit matches {pattern!r}", f"units present: {', '.join(present[:10]) or 'none'}")
+    groups = []
+    for g in exp.groups:
+        spec = allocators.resolve(g.allocator, exp.base_dir, g.env)
+        if spec.kind == "bundled":
+            raise UserError(f"group {g.name}: fleet mode preloads libraries; 'bundled' does not apply", "use glibc, a path or a catalog id")
+        tunables.validate(g.env, spec.family, spec.path, g.name)
+        groups.append({"name": g.name, "allocator": g.allocator, "kind": spec.kind, "library": spec.path,
+                       "sha256": spec.sha256, "family": spec.family, "version": spec.version, "env": g.env})
+    facts = [_unit_facts(units, u) for u in chosen]
+    # stratify: rank by memory (then uptime); each consecutive block of len(groups) units gets
+    # every group once, in a seeded random order, so groups start with similar memory and age
+    rng = random.Random(seed)
+    facts.sort(key=lambda f: (f["memory_kb"], f["uptime_s"], f["unit"]))
+    for start in range(0, len(facts), len(groups)):
+        block = facts[start:start + len(groups)]
+        names = [g["name"] for g in groups]
+        rng.shuffle(names)
+        for f, name in zip(block, names):
+            f["group"] = name
+    data = {"version": 1, "created": time.time(), "seed": seed, "pattern": pattern, "groups": groups,
+            "assignments": sorted(facts, key=lambda f: f["unit"]), "units": sorted(chosen),
+            "experiment": groups_file.read_text(), "name": exp.name}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(data, indent=2))
+    return Plan(out, data)
+
+
+def load_plan(path: Path) -> Plan:
+    try:
+        data = json.loads(path.read_text())
+        assert data.get("version") == 1 and data["assignments"]
+    except (OSError, ValueError, AssertionError, KeyError):
+        raise UserError(f"{path} is not an alloclab fleet plan", "make one with: alloclab fleet plan") from None
+    return Plan(path, data)
+
+
+# ---- apply / deploy / rollback ----------------------------------------------------------------------
+
+def dropin_path(root: Path, unit: str) -> Path:
+    return root / "etc" / "systemd" / "system" / f"{validate_unit(unit)}.d" / DROPIN_NAME
+
+
+def dropin_text(group: dict, plan_id: str) -> str:
+    lines = [f"# Written by alloclab fleet (plan {plan_id}, group {group['name']}: {group['allocator']}).",
+             "# Remove with: alloclab fleet rollback", "[Service]"]
+    if group["library"]:
+        lines.append(f'Environment="LD_PRELOAD={group["library"]}"')
+    else:
+        lines.append("UnsetEnvironment=LD_PRELOAD")
+    for k, v in sorted(group["env"].items()):
+        lines.append(f'Environment="{k}={v}"')
+    return "\n".join(lines) + "\n"
+
+
+def state_dir(root: Path) -> Path:
+    return root / "var" / "lib" / "alloclab" / "fleet"
+
+
+def _check_library(group: dict) -> None:
+    if group["library"]:
+        lib = Path(group["library"])
+        if not lib.exists():
+            raise UserError(f"group {group['name']}: {lib} is gone", "rebuild it or make a new plan")
+        allocators.check_preload_safe(lib)
+        if allocators.sha256_file(lib) != group["sha256"]:
+            raise UserError(f"group {group['name']}: {lib} changed since the plan was made", "make a new plan")
+
+
+def apply_plan(units: Units, plan: Plan, batch: int, dry_run: bool, say=print, timeout: float = 30.0) -> dict:
+    """Write drop-ins, reload, restart in batches, verify each batch; stop at the first failure."""
+    root = units.root
+    present = set(units.list_units())
+    missing = [u for u in plan.data["units"] if u not in present]
+    if missing:
+        raise UserError(f"the plan no longer matches the units present: {', '.join(missing[:5])} missing",
+                        "make a new plan with: alloclab fleet plan")
+    groups = {g["name"]: g for g in plan.data["groups"]}
+    for g in groups.values():
+        _check_library(g)
+    plan_id = hashlib.sha256(plan.path.read_bytes()).hexdigest()[:12]
+    writes = [(a["unit"], dropin_path(root, a["unit"]), dropin_text(groups[a["group"]], plan_id)) for a in plan.assignments]
+    batches = [writes[i:i + batch] for i in range(0, len(writes), batch)]
+    if dry_run:
+        for unit, path, text in writes:
+            say(f"would write {path}:\n" + "".join(f"    {ln}\n" for ln in text.splitlines()))
+        say("would run: systemctl daemon-reload")
+        for i, b in enumerate(batches, 1):
+            say(f"batch {i}: systemctl restart {' '.join(u for u, _, _ in b)}, then check active and allocator mapped")
+        return {"dry_run": True, "units": len(writes), "batches": len(batches)}
+    # back up what is there (or that nothing is), byte for byte, before touching anything
+    generation = state_dir(root) / "applied" / time.strftime("%Y%m%d-%H%M%S")
+    n = 0
+    while generation.exists():
+        n += 1
+        generation = generation.with_name(f"{generation.name.split('.')[0]}.{n}")
+    (generation / "backup").mkdir(parents=True)
+    manifest = {"plan": str(plan.path), "plan_id": plan_id, "units": {}}
+    for unit, path, _ in writes:
+        backup = generation / "backup" / unit
+        if path.exists():
+            backup.write_bytes(path.read_bytes())
+            manifest["units"][unit] = {"dropin": str(path), "had_file": True, "dir_existed": True}
+        else:
+            manifest["units"][unit] = {"dropin": str(path), "had_file": False, "dir_existed": path.parent.exists()}
+    (generation / "manifest.json").write_text(json.dumps(manifest, indent=2))
+    for unit, path, text in writes:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    units.daemon_reload()
+    done: list[str] = []
+    for i, b in enumerate(batches, 1):
+        for unit, _, _ in b:
+            units.restart(unit)
+        for unit, _, _ in b:
+            problem = _verify_unit(units, unit, groups[_group_of(plan, unit)], timeout)
+            if problem:
+                say(f"batch {i}: {unit}: {problem}; stopping here ({len(done)} units done, "
+                    f"{len(writes) - len(done) - len(b)} not restarted)")
+                raise UserError(f"{unit} failed verification after restart: {problem}",
+                                f"fix it, or undo everything with: alloclab fleet rollback --root {root}")
+            done.append(unit)
+        say(f"batch {i}/{len(batches)}: {', '.join(u for u, _, _ in b)} active and verified")
+    return {"dry_run": False, "units": len(done), "batches": len(batches), "generation": str(generation)}
+
+
+def _group_of(plan: Plan, unit: str) -> str:
+    return next(a["group"] for a in plan.assignments if a["unit"] == unit)
+
+
+def _verify_unit(units: Units, unit: str, group: dict, timeout: float) -> str | None:
+    deadline = time.monotonic() + timeout
+    while not units.is_active(unit):
+        if time.monotonic() > deadline:
+            return f"not active {timeout:g}s after restart"
+        time.sleep(0.1)
+    spec = allocators.AllocatorSpec(kind=group["kind"], request=group["allocator"], path=group["library"],
+                                    sha256=group["sha256"], family=group["family"], version=group["version"],
+                                    **_dev_inode(group["library"]))
+    time.sleep(0.2)                      # let the new process map its libraries
+    pid = units.main_pid(unit)
+    if pid is None:
+        return "no main process after restart"
+    try:
+        verdict = allocators.verify_process(pid, spec)
+    except OSError as exc:
+        return f"cannot read its maps ({exc.strerror})"
+    return None if verdict.verified else verdict.detail
+
+
+def _dev_inode(library: str | None) -> dict:
+    if not library:
+        return {}
+    st = os.stat(library)
+    return {"dev": st.st_dev, "inode": st.st_ino}
+
+
+def deploy(units: Units, allocator: str, pattern: str, batch: int, dry_run: bool, out: Path, say=print,
+           env: dict[str, str] | None = None) -> dict:
+    """Roll one allocator out to every matching unit: a one-group plan, applied carefully."""
+    groups_file = out.with_suffix(".toml")
+    env_line = "".join(f'\nenv = {{ {", ".join(f"{k} = {json.dumps(v)}" for k, v in (env or {}).items())} }}' if env else "")
+    groups_file.write_text(f'name = "deploy"\ncommand = ["/bin/true"]\n[[group]]\nname = "deploy"\nallocator = {json.dumps(allocator)}{env_line}\n')
+    plan = make_plan(units, pattern, groups_file, 0, out)
+    return apply_plan(units, plan, batch, dry_run, say)
+
+
+def rollback(units: Units, batch: int, say=print) -> dict:
+    """Undo the newest apply: restore each drop-in byte for byte (or remove what it created)."""
+    applied = sorted(m for m in (state_dir(units.root) / "applied").glob("*/manifest.json")
+                     if not m.parent.name.endswith(".rolled-back"))
+    if not applied:
+        raise UserError(f"nothing to roll back under {units.root}", "no alloclab fleet apply was recorded there")
+    gen = applied[-1].parent
+    manifest = json.loads(applied[-1].read_text())
+    for unit, m in manifest["units"].items():
+        path = Path(m["dropin"])
+        if m["had_file"]:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes((gen / "backup" / unit).read_bytes())
+        else:
+            path.unlink(missing_ok=True)
+            if not m["dir_existed"] and path.parent.exists() and not any(path.parent.iterdir()):
+                path.parent.rmdir()
+    units.daemon_reload()
+    names = list(manifest["units"])
+    for i in range(0, len(names), batch):
+        for unit in names[i:i + batch]:
+            units.restart(unit)
+        for unit in names[i:i + batch]:
+            deadline = time.monotonic() + 30
+            while not units.is_active(unit) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            if not units.is_active(unit):
+                raise UserError(f"{unit} is not active after rollback", "check it with systemctl status")
+    gen.rename(gen.with_name(gen.name + ".rolled-back"))
+    say(f"rolled back {len(names)} units to their drop-ins before {gen.name}")
+    return {"units": len(names), "generation": str(gen)}
+
+
+# ---- collect ------------------------------------------------------------------------------------------
+
+def install_collector(units: Units, plan: Path, run: Path, interval: str) -> Path:
+    """A systemd unit that runs the collector (it resumes the same run after restarts)."""
+    import sys
+    unit = units.root / "etc" / "systemd" / "system" / "alloclab-collector.service"
+    unit.parent.mkdir(parents=True, exist_ok=True)
+    unit.write_text("[Unit]\nDescription=alloclab fleet collector\nAfter=network.target\n\n[Service]\n"
+                    f"ExecStart={sys.executable} -m alloclab fleet collect --plan {plan.resolve()} -o {run.resolve()} "
+                    f"--interval {interval} --root {units.root}\nRestart=always\nRestartSec=5\n\n"
+                    "[Install]\nWantedBy=multi-user.target\n")
+    units.daemon_reload()
+    return unit
+
+
+def collect(units: Units, plan: Plan, run: Path, interval: float, duration: float | None, say=print,
+            smaps_budget: float = 0.02, verify_every: float = 300.0) -> dict:
+    """Sample every unit of the plan into RUN until stopped (or for `duration` seconds). A run that
+    exists is resumed: same groups and replicas, a `collector_resumed` event marks the gap."""
+    from .runner import Recorder, Tracked, host_metadata
+    from .store import DB_NAME, Store
+    groups = {g["name"]: g for g in plan.data["groups"]}
+    resumed = (run / DB_NAME).exists()
+    if resumed:
+        store = Store.open(run)
+        if store.meta().get("source") != "fleet":
+            raise UserError(f"{run} is not a fleet run", "give a new directory or the collector's own run")
+    else:
+        run.mkdir(parents=True, exist_ok=True)
+        store = Store.create(run / DB_NAME)
+    store.begin()
+    last = store.query("SELECT MAX(t) FROM samples")[0][0]
+    if resumed:
+        store.event(time.time(), "collector_resumed", f"collector restarted; no samples for {time.time() - (last or time.time()):.0f} s")
+    else:
+        store.set_meta(name=plan.data["name"], source="fleet", metric="rss", interval=interval, seed=plan.data["seed"],
+                       baseline=plan.data["groups"][0]["name"], experiment=plan.data["experiment"], plan=str(plan.path),
+                       started_at=time.time(), **host_metadata())
+        for g in plan.data["groups"]:
+            store.insert("groups", name=g["name"], allocator=g["allocator"], kind=g["kind"], library_path=g["library"],
+                         library_sha256=g["sha256"], family=g["family"], version=g["version"], env_json=json.dumps(g["env"]),
+                         command_json="[]", is_baseline=int(g["name"] == plan.data["groups"][0]["name"]))
+        gid = {r["name"]: r["id"] for r in store.query("SELECT id, name FROM groups")}
+        for i, a in enumerate(plan.assignments):
+            store.insert("replicas", group_id=gid[a["group"]], idx=i, name=a["unit"], start_order=i, started_at=time.time())
+    store.commit()
+    recorder = Recorder(store, verify_every, "rss")
+    tracked = {}
+    for row in store.query("SELECT r.id, r.name, g.name AS grp FROM replicas r JOIN groups g ON g.id = r.group_id"):
+        g = groups[row["grp"]]
+        spec = allocators.AllocatorSpec(kind=g["kind"], request=g["allocator"], path=g["library"], sha256=g["sha256"],
+                                        family=g["family"], version=g["version"], **_dev_inode(g["library"]))
+        tracked[row["name"]] = Tracked(id=row["id"], name=row["name"], group_name=row["grp"], spec=spec)
+    # each unit's main process identity, kept in the store so a resumed collector sees restarts
+    mains = {u: tuple(v) for u, v in json.loads(store.meta().get("fleet_main_processes", "{}")).items()}
+    budget = sampler.SmapsBudget(smaps_budget)
+    stop = {"now": False}
+    previous = signal.signal(signal.SIGTERM, lambda *a: stop.update(now=True))
+    started, ticks = time.monotonic(), 0
+    try:
+        while not stop["now"] and (duration is None or time.monotonic() - started < duration):
+            now = time.time()
+            if last is not None and now <= last:       # never two samples at one time, even across restarts
+                time.sleep(0.01)
+                continue
+            store.begin()
+            for unit, t in tracked.items():
+                pid = units.main_pid(unit)
+                st = sampler.read_stat(pid) if pid else None
+                ident = (pid, st.start_ticks) if st else None
+                if ident and mains.get(unit) and mains[unit] != ident:
+                    store.event(now, "process_restart", f"{unit}: main process {mains[unit][0]} -> {pid}", t.id, t.group_name)
+                if ident:
+                    mains[unit] = ident
+                readings = sampler.sample_processes(units.pids(unit), budget)
+                recorder.observe(t, readings, now, "load")
+            recorder.flush(now)
+            store.set_meta(fleet_main_processes=mains)
+            store.commit()
+            last = now
+            ticks += 1
+            time.sleep(max(0.0, interval - (time.time() - now)))
+    except KeyboardInterrupt:
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        store.set_meta(ended_at=time.time(), end_reason="collector stopped")
+        store.close()
+    say(f"collected {ticks} rounds of {len(tracked)} units into {run}")
+    return {"ticks": ticks, "resumed": resumed}

@@ -1,0 +1,193 @@
+"""Fleet mode against real processes standing in for systemd units (the LocalUnits seam), with
+real drop-in files under a temporary root."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from alloclab import fleet
+from alloclab.errors import UserError
+from tests.conftest import run_cli
+
+NAMES = ["tor@alpha", "tor@bravo", "tor@charlie", "tor@delta", "tor@echo", "tor@foxtrot"]
+
+
+@pytest.fixture
+def root(tmp_path, native_dir, jemalloc, mimalloc):
+    r = tmp_path / "root"
+    units = r / "etc" / "systemd" / "system"
+    units.mkdir(parents=True)
+    for i, name in enumerate(NAMES):
+        (units / f"{name}.service").write_text(
+            f"[Service]\nExecStart={native_dir / 'stressors'} --pattern sawtooth --load 3600 --period 1 --mb {2 + i}\n")
+    (units / "other.service").write_text("[Service]\nExecStart=/bin/sleep 3600\n")
+    (tmp_path / "groups.toml").write_text(f"""
+name = "relays"
+command = ["/bin/true"]
+[[group]]
+name = "glibc"
+allocator = "glibc"
+[[group]]
+name = "jemalloc"
+allocator = "{jemalloc}"
+env = {{ MALLOC_CONF = "background_thread:true" }}
+[[group]]
+name = "mimalloc"
+allocator = "{mimalloc}"
+""")
+    local = fleet.LocalUnits(r)
+    for name in NAMES:                      # the services are running before alloclab arrives
+        local.restart(f"{name}.service")
+    yield r
+    for pidfile in (r / "run" / "alloclab-units").glob("*.pid"):
+        try:
+            os.killpg(int(pidfile.read_text()), signal.SIGKILL)
+        except (ProcessLookupError, ValueError):
+            pass
+
+
+def make_plan(root: Path, seed: int = 3) -> fleet.Plan:
+    return fleet.make_plan(fleet.LocalUnits(root), "tor@*", root.parent / "groups.toml", seed, root.parent / "plan.json")
+
+
+def test_plan_is_seeded_stratified_and_saved(root):
+    plan = make_plan(root)
+    assert sorted(a["unit"] for a in plan.assignments) == sorted(f"{n}.service" for n in NAMES)
+    per_group = {g: sum(a["group"] == g for a in plan.assignments) for g in ("glibc", "jemalloc", "mimalloc")}
+    assert per_group == {"glibc": 2, "jemalloc": 2, "mimalloc": 2}
+    # stratified: the two smallest units are in different groups, and so on
+    by_memory = sorted(plan.assignments, key=lambda a: (a["memory_kb"], a["uptime_s"], a["unit"]))
+    for block in (by_memory[0:3], by_memory[3:6]):
+        assert len({a["group"] for a in block}) == 3
+    assert json.loads((root.parent / "plan.json").read_text())["seed"] == 3
+    again = make_plan(root)
+    assert [a["group"] for a in again.assignments] == [a["group"] for a in plan.assignments]
+
+
+def test_dry_run_writes_nothing(root):
+    plan = make_plan(root)
+    said = []
+    fleet.apply_plan(fleet.LocalUnits(root), plan, batch=2, dry_run=True, say=said.append)
+    text = "\n".join(said)
+    assert "LD_PRELOAD=" in text and "daemon-reload" in text and text.count("batch ") == 3
+    assert not list(root.rglob(fleet.DROPIN_NAME))
+
+
+def test_apply_writes_dropins_restarts_in_batches_and_verifies(root, jemalloc):
+    plan = make_plan(root)
+    units = fleet.LocalUnits(root)
+    old_pids = {u: units.main_pid(u) for u in plan.data["units"]}
+    result = fleet.apply_plan(units, plan, batch=2, dry_run=False, say=lambda s: None)
+    assert result["units"] == 6 and result["batches"] == 3
+    for a in plan.assignments:
+        text = fleet.dropin_path(root, a["unit"]).read_text()
+        if a["group"] == "jemalloc":
+            assert f'Environment="LD_PRELOAD={jemalloc}"' in text and 'MALLOC_CONF=background_thread:true' in text
+        if a["group"] == "glibc":
+            assert "UnsetEnvironment=LD_PRELOAD" in text and "LD_PRELOAD=" not in text
+        assert units.main_pid(a["unit"]) != old_pids[a["unit"]]          # restarted
+    restarts = [(t, u) for t, what, u in units.log if what == "restart"]
+    assert [u for _, u in restarts] == [a["unit"] for a in plan.assignments]     # plan order
+    times = [t for t, _ in restarts]
+    within = [times[1] - times[0], times[3] - times[2], times[5] - times[4]]
+    between = [times[2] - times[1], times[4] - times[3]]
+    assert max(within) < min(between)          # a batch restarts together, the next waits for verification
+    assert not (root / "etc" / "systemd" / "system" / "other.service.d").exists()   # nothing outside the plan
+
+
+def test_apply_stops_at_the_first_failed_verification(root, native_dir):
+    plan = make_plan(root)
+    bad = next(a for a in plan.assignments if a["group"] != "glibc")
+    unit_file = root / "etc" / "systemd" / "system" / bad["unit"]
+    unit_file.write_text(f"[Service]\nExecStart={native_dir / 'frag-static'} --load 3600 --mb 2\n")   # LD_PRELOAD cannot reach it
+    units = fleet.LocalUnits(root)
+    with pytest.raises(UserError, match="statically linked"):
+        fleet.apply_plan(units, plan, batch=2, dry_run=False, say=lambda s: None)
+    order = [a["unit"] for a in plan.assignments]
+    failed_batch = order.index(bad["unit"]) // 2
+    restarted = [u for _, what, u in units.log if what == "restart"]
+    assert restarted == order[: (failed_batch + 1) * 2]                  # later batches untouched
+
+
+def test_rollback_restores_bytes_and_removes_what_apply_made(root):
+    plan = make_plan(root)
+    keep = plan.assignments[0]["unit"]
+    existing = fleet.dropin_path(root, keep)
+    existing.parent.mkdir(parents=True)
+    original = b"# hand-written by the operator\n[Service]\nEnvironment=\"FOO=bar baz\"\n\n"
+    existing.write_bytes(original)
+    units = fleet.LocalUnits(root)
+    fleet.apply_plan(units, plan, batch=3, dry_run=False, say=lambda s: None)
+    assert existing.read_bytes() != original
+    fleet.rollback(units, batch=3, say=lambda s: None)
+    assert existing.read_bytes() == original
+    for a in plan.assignments[1:]:
+        assert not fleet.dropin_path(root, a["unit"]).exists()
+        assert not fleet.dropin_path(root, a["unit"]).parent.exists()
+    assert all(units.is_active(u) for u in plan.data["units"])
+    with pytest.raises(UserError, match="nothing to roll back"):
+        fleet.rollback(units, batch=3, say=lambda s: None)
+
+
+def test_a_plan_that_no_longer_matches_is_refused(root):
+    plan = make_plan(root)
+    (root / "etc" / "systemd" / "system" / "tor@echo.service").unlink()
+    with pytest.raises(UserError, match="no longer matches"):
+        fleet.apply_plan(fleet.LocalUnits(root), plan, batch=2, dry_run=False, say=lambda s: None)
+
+
+@pytest.mark.parametrize("bad", ["../etc/passwd", "tor@a b", "x/y", ".hidden", "a" * 300])
+def test_unit_names_are_validated(bad):
+    with pytest.raises(UserError, match="not a valid systemd service name"):
+        fleet.validate_unit(bad)
+    assert fleet.validate_unit("tor@relay\\x2d1") == "tor@relay\\x2d1.service"
+
+
+def test_collector_resumes_after_kill_without_duplicates(root):
+    plan = make_plan(root)
+    fleet.apply_plan(fleet.LocalUnits(root), plan, batch=6, dry_run=False, say=lambda s: None)
+    run = root.parent / "fleet-run"
+    args = [sys.executable, "-m", "alloclab", "fleet", "collect", "--plan", str(root.parent / "plan.json"), "-o", str(run),
+            "--interval", "0.3s", "--root", str(root), "--systemctl", "local"]
+    p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        try:
+            if sqlite3.connect(run / "run.db").execute("SELECT COUNT(DISTINCT t) FROM samples").fetchone()[0] >= 4:
+                break
+        except sqlite3.OperationalError:
+            pass
+        time.sleep(0.2)
+    p.kill()
+    p.wait()
+    fleet.LocalUnits(root).restart(plan.assignments[0]["unit"])          # a unit restarts while nobody watches
+    again = subprocess.run(args + ["--duration", "2s"], capture_output=True, text=True, timeout=60)
+    assert again.returncode == 0, again.stderr
+    db = sqlite3.connect(run / "run.db")
+    dupes = db.execute("SELECT COUNT(*) FROM (SELECT replica_id, t FROM samples GROUP BY replica_id, t HAVING COUNT(*) > 1)").fetchone()[0]
+    assert dupes == 0
+    kinds = [k for (k,) in db.execute("SELECT kind FROM events")]
+    assert "collector_resumed" in kinds and "process_restart" in kinds
+    assert db.execute("SELECT COUNT(*) FROM replicas WHERE verified = 1").fetchone()[0] == 6
+    rep = run_cli("report", str(run))
+    assert rep.returncode == 0, rep.stderr
+
+
+def test_cli_plan_apply_dry_run(root):
+    out = root.parent / "cli-plan.json"
+    p = run_cli("fleet", "plan", "--units", "tor@*", "--groups", str(root.parent / "groups.toml"), "-o", str(out),
+                "--root", str(root), "--systemctl", "local")
+    assert p.returncode == 0, p.stderr
+    d = run_cli("fleet", "apply", str(out), "--dry-run", "--root", str(root), "--systemctl", "local")
+    assert d.returncode == 0 and "would write" in d.stdout
+    bad = run_cli("fleet", "plan", "--units", "nomatch@*", "--groups", str(root.parent / "groups.toml"),
+                  "--root", str(root), "--systemctl", "local")
+    assert bad.returncode == 2 and "no unit matches" in bad.stderr

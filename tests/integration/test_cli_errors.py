@@ -33,7 +33,7 @@ def check_one_line_error(proc, *needles):
     (BASE.replace('"/bin/sleep"', '"{tmp}/data.txt"'), ["not executable", "chmod +x"]),
     (BASE.replace('"/bin/sleep"', '"{tmp}/data.sh"'), ["neither a program nor a script"]),
     (BASE.replace('"/bin/sleep"', '"./missing-program"'), ["not found"]),
-    (BASE.replace('allocator = "glibc"', 'allocator = "nosuch@1.0"'), ["nosuch@1.0"]),
+    (BASE.replace('allocator = "glibc"', 'allocator = "nosuch@1.0"'), ["unknown allocator family 'nosuch'", "mimalloc"]),
 ])
 def test_bad_experiment_files(tmp_path, text, needles):
     (tmp_path / "data.txt").write_text("plain text")

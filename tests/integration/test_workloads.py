@@ -47,7 +47,7 @@ def test_same_seed_same_operations(native_dir, name):
     assert field(a, "ops") == field(b, "ops")
 
 
-@pytest.mark.parametrize("name", list(QUICK))
+@pytest.mark.parametrize("name", DETERMINISTIC)
 def test_live_bytes_are_exact(native_dir, name):
     """The running counter equals a fresh walk over everything the workload still holds."""
     out = run_workload(native_dir, name, "--verify-live", "1")

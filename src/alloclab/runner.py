@@ -47,6 +47,7 @@ class Tracked:
     details: dict[tuple[int, int], str] = field(default_factory=dict)
     state: bool | None = None         # verified? (None: not yet known)
     last_metric_kb: int | None = None
+    current: set[tuple[int, int]] = field(default_factory=set)           # processes seen last tick
 
 
 @dataclass(kw_only=True)
@@ -177,6 +178,10 @@ class Recorder:
 
     def observe(self, r: Tracked, readings: list[sampler.ProcReading], now: float, phase: str,
                 cgroup: sampler.Cgroup | None = None, stats=None) -> None:
+        seen = {(rd.stat.pid, rd.stat.start_ticks) for rd in readings}
+        for pid, _ in r.current - seen:      # gone since last tick: close its cached /proc files
+            sampler.forget(pid)
+        r.current = seen
         for rd in readings:
             key = (rd.stat.pid, rd.stat.start_ticks)
             proc_id = self.process_id(r, rd, now)

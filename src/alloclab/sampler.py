@@ -9,7 +9,9 @@ A process is identified by (pid, start time in clock ticks), so a reused pid is 
 """
 from __future__ import annotations
 
+import errno
 import os
+import resource
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,43 +35,86 @@ class ProcStat:
     threads: int
 
 
+_open_files: dict[str, int] = {}        # /proc path -> open descriptor, reused across ticks
+# at most half the descriptors the process may open: the rest stay free for everything else
+MAX_OPEN_FILES = max(32, min(4096, resource.getrlimit(resource.RLIMIT_NOFILE)[0] // 2))
+
+
+def _read(path: str) -> bytes | None:
+    """Read a small /proc file. Descriptors stay open between ticks and are re-read with pread:
+    open and close cost more than the kernel's work on these files. A descriptor of a process
+    that has exited fails with ESRCH and is dropped (so a reused pid is opened afresh)."""
+    fd = _open_files.get(path)
+    if fd is not None:
+        try:
+            data = os.pread(fd, 4096, 0)
+            if data:
+                return data
+        except OSError:
+            pass
+        os.close(fd)
+        del _open_files[path]
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno != errno.EMFILE or not _open_files:
+            return None
+        for victim in list(_open_files)[: len(_open_files) // 2 + 1]:   # out of descriptors: make room
+            os.close(_open_files.pop(victim))
+        return _read(path)
+    try:
+        data = os.pread(fd, 4096, 0)
+    except OSError:
+        os.close(fd)
+        return None
+    if len(_open_files) >= MAX_OPEN_FILES:          # bounded: drop the oldest
+        old_path, old_fd = next(iter(_open_files.items()))
+        os.close(old_fd)
+        del _open_files[old_path]
+    _open_files[path] = fd
+    return data or None
+
+
+def forget(pid: int) -> None:
+    """Close the cached descriptors of a process that is gone."""
+    for name in ("stat", "statm", "smaps_rollup"):
+        fd = _open_files.pop(f"/proc/{pid}/{name}", None)
+        if fd is not None:
+            os.close(fd)
+
+
 def read_stat(pid: int) -> ProcStat | None:
     """Parse /proc/PID/stat; None if the process is gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            raw = f.read().decode(errors="replace")
-    except (FileNotFoundError, ProcessLookupError, PermissionError):
+    raw = _read(f"/proc/{pid}/stat")
+    if not raw:
         return None
     # comm may contain spaces and parentheses: it ends at the last ')'.
-    lpar, rpar = raw.find("("), raw.rfind(")")
+    rpar = raw.rfind(b")")
     rest = raw[rpar + 2:].split()
-    return ProcStat(pid=pid, ppid=int(rest[1]), comm=raw[lpar + 1:rpar], start_ticks=int(rest[19]),
-                    utime_s=int(rest[11]) / CLK_TCK, stime_s=int(rest[12]) / CLK_TCK,
-                    minflt=int(rest[7]), majflt=int(rest[9]), threads=int(rest[17]))
+    return ProcStat(pid, int(rest[1]), raw[raw.find(b"(") + 1:rpar].decode(errors="replace"), int(rest[19]),
+                    int(rest[11]) / CLK_TCK, int(rest[12]) / CLK_TCK, int(rest[7]), int(rest[9]), int(rest[17]))
 
 
 def read_statm(pid: int) -> tuple[int, int] | None:
     """(virtual size, resident) in kB from /proc/PID/statm; None if gone."""
-    try:
-        with open(f"/proc/{pid}/statm", "rb") as f:
-            fields = f.read().split()
-        return int(fields[0]) * PAGE_KB, int(fields[1]) * PAGE_KB
-    except (FileNotFoundError, ProcessLookupError, PermissionError, IndexError):
+    raw = _read(f"/proc/{pid}/statm")
+    if not raw:
         return None
+    size, resident = raw.split(None, 2)[:2]
+    return int(size) * PAGE_KB, int(resident) * PAGE_KB
 
 
 def read_smaps_rollup(pid: int) -> dict[str, int] | None:
     """RSS, PSS, USS (private clean + dirty), anonymous and swap in kB; None if gone."""
-    out = dict.fromkeys(set(SMAPS_FIELDS.values()), 0)
-    try:
-        with open(f"/proc/{pid}/smaps_rollup", "rb") as f:
-            for line in f:
-                key, _, rest = line.partition(b":")
-                name = SMAPS_FIELDS.get(key.decode())
-                if name:
-                    out[name] += int(rest.split()[0])
-    except (FileNotFoundError, ProcessLookupError, PermissionError):
+    raw = _read(f"/proc/{pid}/smaps_rollup")
+    if not raw:
         return None
+    out = dict.fromkeys(set(SMAPS_FIELDS.values()), 0)
+    for line in raw.splitlines():
+        key, _, rest = line.partition(b":")
+        name = SMAPS_FIELDS.get(key.decode())
+        if name:
+            out[name] += int(rest.split()[0])
     return out
 
 

@@ -7,6 +7,8 @@
  *            through a queue to consumers that free them (every free is cross-thread).
  *  sawtooth  retain/drain: the live set grows to --mb with churn, then drains to 5%, repeatedly
  *            (--period seconds a tooth): does memory come back after each drain?
+ *  loop      the tight loop of allocator benchmarks: each of --threads threads does --rounds x
+ *            --slots malloc/free pairs of 16-64 B (for recorder overhead measurements).
  *
  * Options: --pattern larson|xmalloc|sawtooth --load S --idle S --seed N --threads N --slots N
  *          --rounds N --mb N --period S --verify-live 1
@@ -107,6 +109,28 @@ static int run_xmalloc(int verify) {
     return 0;
 }
 
+/* ---- loop ---- */
+static void *loop_thread(void *arg) {
+    wl_rng r = {seed ^ (uint64_t)(intptr_t)arg};
+    long n = rounds * slots;
+    for (long i = 0; i < n; i++) {
+        size_t sz = 16 + wl_below(&r, 49);
+        void *p = malloc(sz);               /* raw malloc: this pattern measures call overhead */
+        if (!p) abort();
+        *(volatile char *)p = 1;
+        free(p);
+    }
+    wl_count_ops((uint64_t)n);
+    return NULL;
+}
+
+static int run_loop(void) {
+    pthread_t *t = calloc((size_t)nthreads, sizeof *t);
+    for (long i = 0; i < nthreads; i++) pthread_create(&t[i], NULL, loop_thread, (void *)(intptr_t)i);
+    for (long i = 0; i < nthreads; i++) pthread_join(t[i], NULL);
+    return 0;
+}
+
 /* ---- sawtooth ---- */
 static int run_sawtooth(int verify) {
     wl_rng r = {seed};
@@ -156,7 +180,8 @@ int main(int argc, char **argv) {
     if (strcmp(pattern, "larson") == 0) rc = run_larson(verify);
     else if (strcmp(pattern, "xmalloc") == 0) rc = run_xmalloc(verify);
     else if (strcmp(pattern, "sawtooth") == 0) rc = run_sawtooth(verify);
-    else { fprintf(stderr, "stressors: unknown --pattern %s (larson, xmalloc, sawtooth)\n", pattern); return 2; }
+    else if (strcmp(pattern, "loop") == 0) rc = run_loop();
+    else { fprintf(stderr, "stressors: unknown --pattern %s (larson, xmalloc, sawtooth, loop)\n", pattern); return 2; }
     atomic_store(&wl_phase, WL_IDLE);
     wl_sleep(idle);
     wl_stop_publisher();

@@ -1,0 +1,75 @@
+"""Trace recorder and replayer: recording slowdown (vs uninstrumented and vs heaptrack), bytes per
+event on disk, and replay speed against the same operations issued directly in a loop.
+
+    python benchmarks/trace_overhead.py [--repeat 3]
+
+heaptrack comes from Debian (apt-get install heaptrack); without it that column is empty.
+Wall times are medians of --repeat runs, side by side in one session; compare ratios, not seconds.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from alloclab import native, trace
+
+PROGRAMS = {
+    # name: argv after the program path
+    "loop-1thread (20M malloc/free)": ("stressors", ["--pattern", "loop", "--threads", "1", "--rounds", "1000", "--slots", "20000"]),
+    "loop-4threads (20M malloc/free)": ("stressors", ["--pattern", "loop", "--threads", "4", "--rounds", "250", "--slots", "20000"]),
+    "worker-pool (4 threads, mixed sizes)": ("worker_pool", ["--builds", "4", "--modules", "1500", "--gap", "0", "--threads", "4"]),
+    "frag (2 threads, churn)": ("frag", ["--load", "3", "--mb", "32", "--threads", "2"]),
+    "tor-dircache (main + 2 workers)": ("tor_dircache", ["--load", "4", "--hour", "0.5"]),
+}
+
+
+def wall(cmd: list[str], env: dict | None = None) -> float:
+    t = time.perf_counter()
+    subprocess.run(cmd, env={**os.environ, **(env or {})}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+    return time.perf_counter() - t
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args()
+    tracer = str(native.program("liballoclab_trace.so"))
+    heaptrack = shutil.which("heaptrack")
+    out = {}
+    with tempfile.TemporaryDirectory() as d:
+        for name, (prog, argv) in PROGRAMS.items():
+            cmd = [str(native.program(prog)), *argv]
+            path = Path(d) / "t.trace"
+            plain, recorded, heap = [], [], []
+            for _ in range(args.repeat):
+                plain.append(wall(cmd))
+                recorded.append(wall(cmd, {"LD_PRELOAD": tracer, "ALLOCLAB_TRACE_FILE": str(path)}))
+                if heaptrack and "frag" not in name and "tor" not in name:
+                    heap.append(wall([heaptrack, "-o", str(Path(d) / "h"), *cmd]))
+                    for f in Path(d).glob("h*"):
+                        f.unlink()
+            info = trace.info(path, points=2)
+            direct = trace.replay(path, speed=0, direct=True)
+            threaded = trace.replay(path, speed=0)
+            row = {
+                "events": info["events"], "bytes_per_event": round(path.stat().st_size / info["events"], 2),
+                "plain_s": round(statistics.median(plain), 3),
+                "record_slowdown": round(statistics.median(recorded) / statistics.median(plain), 2),
+                "heaptrack_slowdown": round(statistics.median(heap) / statistics.median(plain), 1) if heap else None,
+                "replay_ops_per_s": round(threaded["ops_per_s"]), "direct_ops_per_s": round(direct["ops_per_s"]),
+                "replay_vs_direct": round(threaded["ops_per_s"] / direct["ops_per_s"], 2),
+            }
+            out[name] = row
+            print(json.dumps({name: row}), flush=True)
+    print(json.dumps(out, indent=2))
+
+
+if __name__ == "__main__":
+    main()

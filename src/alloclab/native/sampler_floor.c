@@ -1,0 +1,54 @@
+/* sampler_floor — benchmark helper: the cost floor of sampling, a plain C loop that reads the same
+ * /proc files alloclab reads (stat + statm for the cheap tier, smaps_rollup for the full tier) and
+ * pulls one number out of each. Prints CPU microseconds per process-sample for both tiers.
+ *   sampler_floor ROUNDS PID...
+ */
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static double cpu_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static long read_first_number(const char *path, const char *after) {
+    static char buf[8192];
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) return -1;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) return -1;
+    buf[n] = 0;
+    const char *p = after ? strstr(buf, after) : buf;
+    return p ? strtol(p + (after ? strlen(after) : 0), NULL, 10) : -1;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 3) { fprintf(stderr, "usage: sampler_floor ROUNDS PID...\n"); return 2; }
+    int rounds = atoi(argv[1]), n = argc - 2;
+    char path[64];
+    long sink = 0;
+    double t0 = cpu_now();
+    for (int r = 0; r < rounds; r++)
+        for (int i = 0; i < n; i++) {
+            snprintf(path, sizeof path, "/proc/%s/stat", argv[2 + i]);
+            sink += read_first_number(path, ") ");
+            snprintf(path, sizeof path, "/proc/%s/statm", argv[2 + i]);
+            sink += read_first_number(path, NULL);
+        }
+    double cheap = (cpu_now() - t0) / rounds / n * 1e6;
+    t0 = cpu_now();
+    for (int r = 0; r < rounds; r++)
+        for (int i = 0; i < n; i++) {
+            snprintf(path, sizeof path, "/proc/%s/smaps_rollup", argv[2 + i]);
+            sink += read_first_number(path, "Pss:");
+        }
+    double full = (cpu_now() - t0) / rounds / n * 1e6;
+    printf("{\"cheap_us\": %.3f, \"full_us\": %.3f, \"sink\": %ld}\n", cheap, full, sink & 1);
+    return 0;
+}

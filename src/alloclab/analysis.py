@@ -478,9 +478,13 @@ def _fmt_time(t: float) -> str:
 
 
 def _level_shifts(store: Store, series: list[Series]) -> list[str]:
-    # restarts are expected to move the level; other events (migrations, config changes) should not
+    """Replicas whose level moved by 30%+ right at a recorded non-restart event (a migration, a
+    config change): the samples on either side differ, the move persists, and no restart lies
+    between those samples to explain it."""
     events = store.query("SELECT t, group_name FROM events WHERE kind NOT IN "
                          "('phase', 'start', 'end', 'replica_end', 'restart', 'process_restart', 'note')")
+    restarts = [r[0] for r in store.query("SELECT t FROM events WHERE kind IN ('restart', 'process_restart')")]
+    share = RULES["level_shift_share"]
     out = []
     for s in series:
         rows = store.query("SELECT t, rss_kb FROM samples WHERE replica_id = ? ORDER BY t", (s.replica_id,))
@@ -492,11 +496,12 @@ def _level_shifts(store: Store, series: list[Series]) -> list[str]:
             if not _event_applies(e[1], s.group):
                 continue
             i = int(np.searchsorted(t, e[0]))
-            if 3 <= i <= len(t) - 3:
-                before, after = np.median(y[i - 3:i]), np.median(y[i:i + 3])
-                if before > 0 and abs(after - before) / before > RULES["level_shift_share"]:
-                    out.append(s.name)
-                    break
+            if not 3 <= i <= len(t) - 3 or any(t[i - 1] < r <= t[i] for r in restarts):
+                continue
+            before, after = np.median(y[i - 3:i]), np.median(y[i:i + 3])
+            if y[i - 1] > 0 and before > 0 and abs(y[i] - y[i - 1]) / y[i - 1] > share and abs(after - before) / before > share:
+                out.append(s.name)
+                break
     return out
 
 

@@ -1,4 +1,5 @@
 """Resolution and verification against real libraries in real processes."""
+import contextlib
 import os
 import shutil
 import stat
@@ -56,51 +57,43 @@ def test_missing_library(tmp_path):
         allocators.resolve(str(tmp_path / "nope.so"))
 
 
-def _running(argv, env=None):
+@contextlib.contextmanager
+def running(argv, env=None):
+    """A real process, given a moment to map its libraries; killed afterwards."""
     p = subprocess.Popen(argv, env={**os.environ, **(env or {})})
     time.sleep(0.3)
-    return p
+    try:
+        yield p.pid
+    finally:
+        p.kill()
+        p.wait()
+
+
+def frag(native_dir, static=False):
+    return [str(native_dir / ("frag-static" if static else "frag")), "--load", "3", "--mb", "4"]
 
 
 def test_verify_preloaded_process(jemalloc, native_dir):
     spec = allocators.resolve(jemalloc)
-    p = _running([str(native_dir / "frag"), "--load", "3", "--mb", "4"], {"LD_PRELOAD": jemalloc})
-    try:
-        v = allocators.verify_process(p.pid, spec)
-        assert v.verified is True and "libjemalloc" in v.mapped_allocator
-    finally:
-        p.kill()
-        p.wait()
+    with running(frag(native_dir), {"LD_PRELOAD": jemalloc}) as pid:
+        v = allocators.verify_process(pid, spec)
+    assert v.verified is True and "libjemalloc" in v.mapped_allocator
 
 
 def test_static_binary_is_unverified(jemalloc, native_dir):
     spec = allocators.resolve(jemalloc)
-    p = _running([str(native_dir / "frag-static"), "--load", "3", "--mb", "4"], {"LD_PRELOAD": jemalloc})
-    try:
-        v = allocators.verify_process(p.pid, spec)
-        assert v.verified is False and "statically linked" in v.detail
-    finally:
-        p.kill()
-        p.wait()
+    with running(frag(native_dir, static=True), {"LD_PRELOAD": jemalloc}) as pid:
+        v = allocators.verify_process(pid, spec)
+    assert v.verified is False and "statically linked" in v.detail
 
 
 def test_glibc_group_notices_a_foreign_allocator(mimalloc, native_dir):
-    spec = allocators.resolve("glibc")
-    p = _running([str(native_dir / "frag"), "--load", "3", "--mb", "4"], {"LD_PRELOAD": mimalloc})
-    try:
-        v = allocators.verify_process(p.pid, spec)
-        assert v.verified is False and "libmimalloc" in v.detail
-    finally:
-        p.kill()
-        p.wait()
+    with running(frag(native_dir), {"LD_PRELOAD": mimalloc}) as pid:
+        v = allocators.verify_process(pid, allocators.resolve("glibc"))
+    assert v.verified is False and "libmimalloc" in v.detail
 
 
-def test_bundled_detection(mimalloc, native_dir):
-    spec = allocators.resolve("bundled")
-    p = _running([str(native_dir / "frag"), "--load", "3", "--mb", "4"])
-    try:
-        v = allocators.verify_process(p.pid, spec)
-        assert v.verified is None and "could not verify" in v.detail
-    finally:
-        p.kill()
-        p.wait()
+def test_bundled_detection(native_dir):
+    with running(frag(native_dir)) as pid:
+        v = allocators.verify_process(pid, allocators.resolve("bundled"))
+    assert v.verified is None and "could not verify" in v.detail

@@ -62,50 +62,45 @@ static uint64_t seed;
 static uint64_t bytes_written;    /* what went to the consensus cache on disk */
 
 /* ---- workers (cpuworker.c): compression and diff jobs ---- */
+
+/* An output that grows as results come: `want` bytes copied from `in` in steps of lo..lo+span,
+ * the buffer doubled by realloc from `cap` as needed, then shrunk to fit (as Tor does). */
+static blob grow_output(wl_rng *r, blob in, size_t want, size_t cap, size_t lo, size_t span) {
+    size_t used = 0;
+    char *out = wl_alloc(cap);
+    while (used < want) {
+        size_t step = lo + wl_below(r, span);
+        if (used + step > want) step = want - used;
+        if (step > in.n) step = in.n;
+        while (used + step > cap) { out = wl_realloc(out, cap, cap * 2); cap *= 2; }
+        memcpy(out + used, in.p + wl_below(r, in.n - step + 1), step);
+        used += step;
+    }
+    return (blob){wl_realloc(out, cap, used), used};
+}
+
 static void do_compress(job *j) {
     wl_rng r = {seed ^ j->id};
     size_t state_n = codec_state[j->codec];
-    char *state = wl_alloc(state_n);
-    size_t target = (size_t)((double)j->in.n * codec_ratio[j->codec]) + wl_below(&r, 4096) + 64;
-    size_t cap = 8192, used = 0;
-    char *out = wl_alloc(cap);
-    while (used < target) {
-        size_t step = 4096 + wl_below(&r, 12288);
-        if (used + step > target) step = target - used;
-        while (used + step > cap) { out = wl_realloc(out, cap, cap * 2); cap *= 2; }
-        memcpy(out + used, j->in.p + wl_below(&r, j->in.n > step ? j->in.n - step : 1), step < j->in.n ? step : j->in.n);
-        state[(used / 64) % state_n] ^= 1;
-        used += step;
-    }
-    out = wl_realloc(out, cap, used);
+    char *state = wl_alloc(state_n);                   /* codec context, written in full */
+    size_t want = (size_t)((double)j->in.n * codec_ratio[j->codec]) + wl_below(&r, 4096) + 64;
+    j->out = grow_output(&r, j->in, want, 8192, 4096, 12288);
     wl_free(state, state_n);
-    j->out = (blob){out, used};
     wl_count_ops(1);
 }
 
 static void do_diff(job *j) {
     wl_rng r = {seed ^ j->id};
     size_t idx_a = (j->base.n / 96 + 1) * 16, idx_b = (j->in.n / 96 + 1) * 16;
-    char *ia = wl_alloc(idx_a), *ib = wl_alloc(idx_b);
+    char *ia = wl_alloc(idx_a), *ib = wl_alloc(idx_b);   /* line index of both bodies */
     enum { CHUNK = 64 << 10 };
-    size_t nscratch = 2 + (j->in.n >> 18);
-    objvec scratch = {0};
-    for (size_t i = 0; i < nscratch; i++) ov_alloc(&scratch, CHUNK);
+    objvec scratch = {0};                                /* memarea chunks while matching */
+    for (size_t i = 0; i < 2 + (j->in.n >> 18); i++) ov_alloc(&scratch, CHUNK);
     size_t want = (size_t)((double)j->in.n * (0.03 + 0.02 * j->age)) + wl_below(&r, 8192) + 64;
-    size_t cap = 16384, used = 0;
-    char *out = wl_alloc(cap);
-    while (used < want) {
-        size_t step = 200 + wl_below(&r, 2000);
-        if (used + step > want) step = want - used;
-        while (used + step > cap) { out = wl_realloc(out, cap, cap * 2); cap *= 2; }
-        memcpy(out + used, j->in.p + wl_below(&r, j->in.n - step), step);
-        used += step;
-    }
-    out = wl_realloc(out, cap, used);
+    j->out = grow_output(&r, j->in, want, 16384, 200, 2000);
     ov_clear(&scratch);
     wl_free(ia, idx_a);
     wl_free(ib, idx_b);
-    j->out = (blob){out, used};
     wl_count_ops(1);
 }
 

@@ -378,14 +378,16 @@ def compare_groups(levels: dict[str, np.ndarray], baseline: str, seed: int = 0) 
     for n, p in zip(tested, holm([out[n].p_raw for n in tested])):
         out[n].p_holm = p
         out[n].significant = p < RULES["alpha"]
-    _rank(levels, out, rng)
+    _rank(levels, out, baseline, rng)
     return out
 
 
-def _rank(levels: dict[str, np.ndarray], comps: dict[str, GroupComparison], rng: np.random.Generator) -> None:
+def _rank(levels: dict[str, np.ndarray], comps: dict[str, GroupComparison], baseline: str,
+          rng: np.random.Generator) -> None:
     """Rank by mean level. Each rank is led by its smallest group; a later group opens a new rank
     only if it is significantly larger than that leader (permutation test, Bonferroni over the
-    comparisons), so "tied" always means "not shown different from the rank's leader"."""
+    comparisons; against the baseline, the Holm-adjusted test of the baseline table), so "tied"
+    always means "not shown different from the rank's leader"."""
     names = sorted((n for n in levels if len(levels[n])), key=lambda n: levels[n].mean())
     if not names:
         return
@@ -393,9 +395,14 @@ def _rank(levels: dict[str, np.ndarray], comps: dict[str, GroupComparison], rng:
     leader, rank = names[0], 1
     comps[leader].rank = 1
     for i, name in enumerate(names[1:], 2):
-        a, b = levels[name], levels[leader]
-        p = permutation_test(a, b, rng)[0] if len(a) >= 2 and len(b) >= 2 else 1.0
-        if min(1.0, p * factor) < RULES["alpha"]:
+        other = leader if name == baseline else name if leader == baseline else None
+        if other is not None and comps[other].p_holm is not None:
+            p_adj = comps[other].p_holm          # the same test the baseline table shows: one verdict
+        else:
+            a, b = levels[name], levels[leader]
+            p = permutation_test(a, b, rng)[0] if len(a) >= 2 and len(b) >= 2 else 1.0
+            p_adj = min(1.0, p * factor)
+        if p_adj < RULES["alpha"]:
             leader, rank = name, i
         comps[name].rank = rank
 

@@ -13,6 +13,7 @@ import os
 import re
 import stat
 import subprocess
+import sys
 from dataclasses import dataclass, asdict
 from pathlib import Path
 
@@ -112,7 +113,8 @@ def resolve(request: str, base_dir: Path = Path("."), env: dict[str, str] | None
         return AllocatorSpec(kind="glibc", request=request, family="glibc", version=info.get("glibc"))
     if "/" not in request and "@" in request:
         from . import catalog  # provisioning: builds on demand, returns the verified cached library
-        path = catalog.library_for(request)
+        path = catalog.library_for(request, lambda step: print(f"alloclab: provisioning {request}: {step}",
+                                                               file=sys.stderr, flush=True))
     else:
         path = (base_dir / request) if not os.path.isabs(request) else Path(request)
     path = Path(os.path.realpath(path))

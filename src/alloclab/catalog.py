@@ -346,8 +346,11 @@ def build(allocator_id: str, progress: Progress = lambda s: None, force: bool = 
     lock_dir = cache_dir() / "locks"
     lock_dir.mkdir(parents=True, exist_ok=True)
     with open(lock_dir / f"{_safe(allocator_id)}.lock", "w") as lock:
-        progress("waiting for another build of this id")
-        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            progress("waiting for another build of this id")
+            fcntl.flock(lock, fcntl.LOCK_EX)
         existing = find_build(allocator_id)
         if existing and not force:
             progress("cached")

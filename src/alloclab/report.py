@@ -249,15 +249,16 @@ def draw_charts(store: Store, a: Analysis, out: Path) -> list[Path]:
     for ax, g in zip(axes.flat, groups):
         for s in series:
             if s.group == g:
-                ax.plot((s.t - t0) / scale, s.mb, lw=0.8, color=colors[g] if s.verified is not False else "red",
-                        alpha=0.8)
+                unverified = s.verified is False
+                ax.plot((s.t - t0) / scale, s.mb, lw=0.8, color="black" if unverified else colors[g],
+                        ls="--" if unverified else "-", alpha=0.8)
         ax.set_title(g, fontsize=9)
         ax.grid(alpha=0.3)
     for ax in axes.flat[len(groups):]:
         ax.axis("off")
     fig.supxlabel(f"time since start ({unit})")
     fig.supylabel(label)
-    fig.suptitle("Per-replica trajectories (red: unverified)")
+    fig.suptitle("Per-replica trajectories (black dashed: unverified, excluded from statistics)")
     paths.append(_save(fig, out / "trajectories.png"))
 
     # 4. fragmentation: memory against live requested bytes, where the workload reports them

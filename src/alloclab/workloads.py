@@ -57,7 +57,8 @@ class Model:
 MODELS: dict[str, Model] = {
     "tor-dircache": Model(
         "tor_dircache", "a Tor relay's directory cache: hourly consensuses, diffs and compression in worker threads "
-        "handed to the main loop, descriptor churn, spooled client connections (see native/tor_dircache.c)",
+        "handed to the main loop, descriptor churn, spooled directory connections, circuit cell queues "
+        "(see native/tor_dircache.c)",
         {"hour": 6, "tph": 20, "workers": 2, "relays": 7000, "doc_kb": 2400, "keep": 3, "clients": 1000,
          "circuits": 1000, "churn": 0.1}),
     "worker-pool": Model(

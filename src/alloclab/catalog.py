@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from . import native
+from .allocators import check_preload_safe, normalise_version, probe, sha256_file
 from .errors import UserError
 
 CATALOG_FILE = Path(__file__).parent / "data" / "catalog.toml"
@@ -101,11 +102,6 @@ def find_build(allocator_id: str) -> Build | None:
         data = json.loads(Path(prov).read_text())
         found.append((data.get("built_at", 0), Build(Path(prov).parent / data["library"], data)))
     return max(found, key=lambda x: x[0])[1] if found else None
-
-
-def sha256_file(path: Path) -> str:
-    from .allocators import sha256_file as digest
-    return digest(path)
 
 
 def _run(cmd: list[str], log: Path, cwd: Path | None = None, env: dict | None = None, what: str = "") -> str:
@@ -404,7 +400,6 @@ def _build_from(e: Entry, src: dict, progress: Progress) -> Build:
 def verify_library(e: Entry, lib: Path) -> dict:
     """Prove the library is what the id says: malloc resolves to it, its own version call
     answers the catalog version, and a +secure build reports a secure level above zero."""
-    from .allocators import normalise_version, probe
     info = probe(str(lib), {"MIMALLOC_VERBOSE": "1"} if e.family == "mimalloc" else None)
     served = os.path.realpath(info.get("malloc_file") or "")
     if served != os.path.realpath(lib):
@@ -441,7 +436,6 @@ def verify(allocator_id: str) -> dict:
 
 
 def check_integrity(b: Build) -> None:
-    from .allocators import check_preload_safe
     if not b.path.exists():
         raise UserError(f"the build of {b.provenance['id']} lost its library ({b.path})", "rebuild it with --force")
     check_preload_safe(b.path)

@@ -41,14 +41,12 @@ def run(experiment: Path, output: Path | None, until_significant: bool, max_dura
 @click.option("--metric", help="rss, pss, uss or anon (default: the run's).")
 def report(run_dir: Path, output: Path | None, metric: str | None) -> None:
     """Analyse a run: write report.md, summary.csv/json and charts; print the summary table."""
-    from . import analysis, report as rep
+    from . import report as rep
     from .config import METRICS
-    from .store import Store
     if metric and metric not in METRICS:
         raise UserError(f"--metric {metric!r} is not known", f"use one of: {', '.join(METRICS)}")
-    path = rep.write_report(run_dir, output, metric)
-    store = Store.open(run_dir, readonly=True)
-    rep.print_summary(analysis.analyse(store, metric), console)
+    path, analysed = rep.write_report(run_dir, output, metric)
+    rep.print_summary(analysed, console)
     console.print(f"report: {path}")
 
 

@@ -112,9 +112,10 @@ def _when(t: str | None) -> str:
         return "–"
 
 
-def write_report(run: str | Path, out_dir: Path | None = None, metric: str | None = None) -> Path:
-    """Analyse a run and write report.md, summary.{csv,json}, replicas.csv and charts/*.png."""
-    store = Store.open(run, readonly=True)
+def write_report(run: str | Path, out_dir: Path | None = None, metric: str | None = None) -> tuple[Path, Analysis]:
+    """Analyse a run and write report.md, summary.{csv,json}, replicas.csv and charts/*.png;
+    returns the report's path and the analysis (for the terminal summary)."""
+    store = Store.open(run)
     a = analyse(store, metric)
     out = Path(out_dir) if out_dir else store.run_dir
     (out / "charts").mkdir(parents=True, exist_ok=True)
@@ -171,7 +172,7 @@ def write_report(run: str | Path, out_dir: Path | None = None, metric: str | Non
            "groups share a rank unless significantly apart. See docs/analysis.md.", ""]
     (out / "report.md").write_text("\n".join(md))
     store.conn.close()
-    return out / "report.md"
+    return out / "report.md", a
 
 
 # ---- charts -------------------------------------------------------------------------------------

@@ -185,8 +185,8 @@ class Recorder:
         for rd in readings:
             key = (rd.stat.pid, rd.stat.start_ticks)
             proc_id = self.process_id(r, rd, now)
-            if _process_age(rd.stat.start_ticks) >= VERIFY_MIN_AGE and \
-                    now - r.verified_at.get(key, -1e18) >= self.verify_every:
+            if now - r.verified_at.get(key, -1e18) >= self.verify_every and \
+                    _process_age(rd.stat.start_ticks) >= VERIFY_MIN_AGE:
                 self.verify(r, key, proc_id, now)
             f = rd.full or {}
             self.proc_rows.append((now, proc_id, "full" if rd.full else "cheap", rd.rss_kb, f.get("pss_kb"),

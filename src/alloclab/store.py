@@ -80,10 +80,10 @@ class Store:
         return store
 
     @classmethod
-    def open(cls, arg: str | Path, readonly: bool = False) -> "Store":
+    def open(cls, arg: str | Path) -> "Store":
         db = resolve_run(arg)
         try:
-            # readonly is advisory: a read-only handle cannot recover the WAL index of a store whose
+            # Not opened read-only: a read-only handle cannot recover the WAL index of a store whose
             # writer was killed, and recovering it is exactly what a crashed run needs.
             conn = sqlite3.connect(db, isolation_level=None, check_same_thread=False)
             version = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()

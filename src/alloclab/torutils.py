@@ -35,7 +35,7 @@ def _iso(t: float) -> str:
 # ---- export -------------------------------------------------------------------------------------
 
 def export_csv(run: str | Path, out_dir: Path) -> list[Path]:
-    store = Store.open(run, readonly=True)
+    store = Store.open(run)
     meta = store.meta()
     host = meta.get("host", "")
     try:

@@ -104,10 +104,7 @@ def run_command(experiment: Path, output: Path | None, until_significant: bool, 
         result = runner.run()
     console.print(f"run ended: {result.end_reason}; data in {result.run_dir}")
     if not no_report:
-        path = report.write_report(result.run_dir)
-        from ..store import Store
-        store = Store.open(result.run_dir, readonly=True)
-        report.print_summary(analysis.analyse(store), console)
-        store.conn.close()
+        path, analysed = report.write_report(result.run_dir)
+        report.print_summary(analysed, console)
         console.print(f"report: {path}")
     return 130 if result.interrupted else 0

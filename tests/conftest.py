@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-DATASETS = (REPO.parent / "shared" / "datasets" / "1aeo-torutils").resolve()
+DATASETS = REPO / "tests" / "data" / "1aeo-torutils"   # copied in, see tests/data/README.md
 
 
 def system_lib(soname: str) -> str:

@@ -13,7 +13,7 @@ from typing import Any, Iterable
 
 from .errors import UserError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 DB_NAME = "run.db"
 
 SCHEMA = """
@@ -38,12 +38,13 @@ CREATE TABLE IF NOT EXISTS verifications(
 CREATE TABLE IF NOT EXISTS process_samples(
     t REAL NOT NULL, process_id INTEGER NOT NULL REFERENCES processes(id), tier TEXT NOT NULL,
     rss_kb INTEGER, pss_kb INTEGER, uss_kb INTEGER, anon_kb INTEGER, swap_kb INTEGER,
-    cpu_user_s REAL, cpu_sys_s REAL, minflt INTEGER, majflt INTEGER, threads INTEGER);
+    cpu_user_s REAL, cpu_sys_s REAL, minflt INTEGER, majflt INTEGER, threads INTEGER,
+    lazyfree_kb INTEGER);
 CREATE TABLE IF NOT EXISTS samples(
     t REAL NOT NULL, replica_id INTEGER NOT NULL REFERENCES replicas(id), phase TEXT,
     nprocs INTEGER, rss_kb INTEGER, pss_kb INTEGER, uss_kb INTEGER, anon_kb INTEGER, swap_kb INTEGER,
     cpu_s REAL, cgroup_kb INTEGER, cgroup_peak_kb INTEGER, live_bytes INTEGER, ops INTEGER,
-    tier TEXT, vmsize_kb INTEGER, hwm_kb INTEGER);
+    tier TEXT, vmsize_kb INTEGER, hwm_kb INTEGER, lazyfree_kb INTEGER);
 CREATE INDEX IF NOT EXISTS samples_by_replica ON samples(replica_id, t);
 CREATE TABLE IF NOT EXISTS host_samples(
     t REAL NOT NULL, mem_total_kb INTEGER, mem_available_kb INTEGER, swap_total_kb INTEGER,
@@ -51,7 +52,17 @@ CREATE TABLE IF NOT EXISTS host_samples(
 CREATE TABLE IF NOT EXISTS events(
     id INTEGER PRIMARY KEY, t REAL NOT NULL, kind TEXT NOT NULL, replica_id INTEGER,
     group_name TEXT, description TEXT);
+-- imported data: every group list a replica appears in (current or historical), as evidence
+-- for when it changed allocator
+CREATE TABLE IF NOT EXISTS memberships(
+    replica_id INTEGER NOT NULL REFERENCES replicas(id), group_name TEXT NOT NULL,
+    list_kind TEXT NOT NULL, source TEXT);
 """
+# Columns added after schema 1: a store written by an older alloclab gets them (NULL) on open.
+MIGRATIONS = {
+    2: ["ALTER TABLE samples ADD COLUMN lazyfree_kb INTEGER",
+        "ALTER TABLE process_samples ADD COLUMN lazyfree_kb INTEGER"],
+}
 
 
 def resolve_run(arg: str | Path) -> Path:
@@ -93,6 +104,12 @@ class Store:
             raise UserError(f"{db} has no schema version", "it was not written by alloclab")
         if int(version[0]) > SCHEMA_VERSION:
             raise UserError(f"{db} has schema {version[0]}, newer than this alloclab ({SCHEMA_VERSION})", "upgrade alloclab")
+        if int(version[0]) < SCHEMA_VERSION:
+            for v in range(int(version[0]) + 1, SCHEMA_VERSION + 1):
+                for stmt in MIGRATIONS.get(v, []):
+                    conn.execute(stmt)
+            conn.executescript(SCHEMA)
+            conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
         return cls(conn, db)
 
     @property

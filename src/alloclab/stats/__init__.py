@@ -1,0 +1,47 @@
+"""Pure statistics for alloclab verdicts: numpy arrays in, dataclasses out (no store, no I/O).
+
+Public API (stable; the analysis package calls these):
+
+growth.py
+    growth(t_s, y, *, level=None, seed=0) -> Growth | None
+        Change over a steady window (Theil–Sen slope × window, MB and share of level) with a 95%
+        interval that survives autocorrelation (non-overlapping batch means whose length comes from
+        the series' own autocorrelation time, t-interval on the batch-mean trend). A rate per hour
+        only where the window supports one (RULES["rate_min_window_s"], RULES["rate_min_blocks"]).
+status.py
+    RULES, STATUS_ORDER, release_events(t_s, y, level) -> Releases,
+    classify(t_s, y, *, verified=True, growth=None, seed=0) -> StatusCall (its .word is the status word)
+compare.py
+    compare_to_baseline(levels, baseline, *, alpha=0.05, margin=0.05, seed=0) -> dict[str, Comparison]
+        Welch t on log levels (replicas are the units), Holm across comparisons to the baseline,
+        geometric-mean-ratio intervals at each comparison's Holm level (interval excludes 1 ⇔
+        significant), equivalence (interval inside [1/(1+m), 1+m]), replicas needed for 80% power,
+        exact permutation p on log levels as a cross-check.
+    letters(levels, *, alpha=0.05) -> dict[str, str]   compact letter display, Holm over all pairs
+    design_min_p(replicas, baseline=None, *, method="welch") -> float
+    design_warning(replicas, baseline=None, *, alpha=0.05) -> str | None
+sequential.py
+    SequentialTest(alpha=0.05, n_comparisons=1, *, max_looks=None, first_look_s=None)
+        .update(levels_by_group, baseline, *, elapsed_s=None) -> SequentialDecision
+        Group-sequential test with Bonferroni alpha spending over looks (valid under any
+        dependence between looks, hence for repeated looks at the same drifting replicas).
+checks.py
+    identical_series(a_t, a_y, b_t, b_y) -> SeriesMatch   (truthy when one process was sampled twice)
+calibration.py
+    simulators of realistic memory series (AR(1) noise, replica effects, restarts, level shifts,
+    sinusoids, staircases, slow growth) used by benchmarks/calibration.py and the unit tests.
+
+Changes from the brief: classify takes the steady window's arrays and returns a StatusCall (word
+plus the evidence behind it) rather than a bare string; growth takes an optional `level`.
+"""
+from .growth import Growth, growth
+from .status import RULES, STATUS_ORDER, Releases, StatusCall, classify, release_events
+from .compare import Comparison, compare_to_baseline, letters, design_min_p, design_warning
+from .sequential import SequentialDecision, SequentialTest
+from .checks import SeriesMatch, identical_series
+
+__all__ = [
+    "Growth", "growth", "RULES", "STATUS_ORDER", "Releases", "StatusCall", "classify", "release_events",
+    "Comparison", "compare_to_baseline", "letters", "design_min_p", "design_warning",
+    "SequentialDecision", "SequentialTest", "SeriesMatch", "identical_series",
+]

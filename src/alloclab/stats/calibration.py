@@ -1,0 +1,2 @@
+"""Simulators of realistic memory series for calibration (benchmarks/calibration.py, tests)."""
+from __future__ import annotations

@@ -1,0 +1,42 @@
+"""Every threshold that turns numbers into words, in one table (documented in docs/analysis.md).
+
+No threshold counts samples where the meaning is a duration: windows and quiet spans are in
+seconds, changes in MB or shares of the level, so a series sampled every second and the same
+series sampled every 15 minutes get the same word.
+"""
+from __future__ import annotations
+
+RULES: dict[str, float] = {
+    # -- windows
+    "min_samples": 8,                 # fewer steady samples: "Too short" (nothing can be estimated)
+    "min_window_s": 60.0,             # a steady window shorter than a minute: "Too short"
+    # -- growth (stats.growth)
+    "growth_max_points": 512,         # longer series are averaged into this many equal time bins
+    "growth_block_tau": 4.0,          # a batch is at least this many autocorrelation times long ...
+    "growth_min_blocks": 4,           # ... and the trend needs this many batches for an interval
+    "growth_max_blocks": 24,
+    "rate_min_window_s": 6 * 3600.0,  # a rate per hour only over ≥ 6 h ...
+    "rate_min_blocks": 8,             # ... resting on ≥ 8 independent batches
+    # -- status words (stats.status)
+    "flat_max_growth_share": 0.05,    # Growing needs a change > 5% of the level over the window ...
+    "growing_min_change_mb": 1.0,     # ... and ≥ 1 MB, with its 95% interval above zero
+    "bloating_window_share": 0.25,    # Growing by ≥ 25% of the level within the window: "Bloating"
+    "variable_iqr_share": 0.25,       # IQR above 25% of the median in the steady window: "Variable"
+    "release_min_mb": 1.0,            # a release: a fall from the running peak of ≥ 1 MB ...
+    "release_min_share": 0.01,        # ... and ≥ 1% of the level ...
+    "release_noise_k": 6.0,           # ... and ≥ 6 × the sample-to-sample noise (robust estimate)
+    "ratchet_min_climb_share": 0.02,  # Ratcheting: climbed ≥ 2% of the level ...
+    "ratchet_min_quiet_s": 600.0,     # ... with no release for ≥ 10 minutes ...
+    "ratchet_min_quiet_share": 0.5,   # ... and over ≥ half of the steady window, up to its end,
+    "ratchet_max_drawdown": 0.25,     # ... never falling back by more than 25% of that climb
+    # -- comparisons (stats.compare)
+    "alpha": 0.05,                    # family-wise error rate (Holm)
+    "equivalence_margin": 0.05,       # equivalent: ratio interval inside [1/1.05, 1.05]
+    "power_target": 0.80,             # "replicas needed" is for 80% power
+    "permutation_exact_limit": 20000, # exact permutation p up to this many splits, else sampled
+    "permutation_samples": 20000,
+    # -- identical-series check (stats.checks)
+    "identical_min_shared": 20,       # need ≥ 20 shared timestamps ...
+    "identical_min_share": 0.9,       # ... equal at ≥ 90% of them ...
+    "identical_min_distinct": 3,      # ... with ≥ 3 distinct equal values (moving together)
+}

@@ -12,6 +12,8 @@ SUDO=""
 PKGS="gcc g++ make cmake dpkg-dev libc6-dev libzstd-dev python3 python3-venv python3-pip libjemalloc2 libmimalloc2.0 libtcmalloc-minimal4 libunwind8"
 # crates are fetched with cargo: a Rust toolchain already on the machine will do, else Debian's
 command -v cargo >/dev/null || PKGS="$PKGS cargo"
+# the tests check every generated unit file with systemd's own parser (systemd-analyze verify)
+[ "${1:-}" = "--test" ] && PKGS="$PKGS systemd"
 missing=""
 for p in $PKGS; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"; done
 if [ -n "$missing" ]; then

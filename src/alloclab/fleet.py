@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from . import allocators, sampler, tunables
+from . import allocators, sampler, tunables, unitfile
 from .config import load_experiment
 from .errors import UserError
 
@@ -112,20 +112,22 @@ class LocalUnits:
         return sorted(p.name for p in self.unit_dir.glob("*.service") if p.is_file())
 
     def _settings(self, unit: str) -> tuple[list[str], dict[str, str]]:
+        """ExecStart= and the environment, read with systemd's quoting rules (unitfile.split_words)."""
         files = [self.unit_dir / unit] + sorted((self.unit_dir / f"{unit}.d").glob("*.conf"))
         argv: list[str] = []
         env: dict[str, str] = {}
         for f in files:
-            for line in f.read_text().splitlines():
-                key, _, value = line.strip().partition("=")
+            for section, key, value in unitfile.settings(f.read_text()):
+                if section != "Service":
+                    continue
                 if key == "ExecStart":
-                    argv = shlex.split(value)
+                    argv = unitfile.split_words(value, command=True)
                 elif key == "Environment":
-                    for item in shlex.split(value):
+                    for item in unitfile.split_words(value):
                         k, _, v = item.partition("=")
                         env[k] = v
                 elif key == "UnsetEnvironment":
-                    for k in value.split():
+                    for k in unitfile.split_words(value):
                         env.pop(k, None)
         return argv, env
 
@@ -182,7 +184,9 @@ def _state(pid: int) -> str:
 
 
 def units_from(spec: str | None, root: Path) -> Units:
-    """--systemctl: "systemd" (default where systemd runs) or "local" (the stand-in)."""
+    """--systemctl: "systemd" (default where systemd runs) or "local" (the stand-in). The root is
+    made absolute here, so every path stored in a manifest is absolute."""
+    root = Path(root).resolve()
     if spec in (None, "auto"):
         spec = "systemd" if Path("/run/systemd/system").is_dir() else "local"
     if spec == "systemd":
@@ -230,6 +234,7 @@ def make_plan(units: Units, pattern: str, groups_file: Path, seed: int, out: Pat
         tunables.validate(g.env, spec.family, spec.path, g.name)
         groups.append({"name": g.name, "allocator": g.allocator, "kind": spec.kind, "library": spec.path,
                        "sha256": spec.sha256, "family": spec.family, "version": spec.version, "env": g.env})
+        check_group(groups[-1], str(groups_file))
     facts = [_unit_facts(units, u) for u in chosen]
     # stratify: rank by memory (then uptime); each consecutive block of len(groups) units gets
     # every group once, in a seeded random order, so groups start with similar memory and age
@@ -253,9 +258,48 @@ def load_plan(path: Path) -> Plan:
     try:
         data = json.loads(path.read_text())
         assert data.get("version") == 1 and data["assignments"]
-    except (OSError, ValueError, AssertionError, KeyError):
+    except (OSError, ValueError, AssertionError, KeyError, AttributeError):
         raise UserError(f"{path} is not an alloclab fleet plan", "make one with: alloclab fleet plan") from None
+    check_plan(data, path)
     return Plan(path, data)
+
+
+GROUP_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+@-]{0,63}$")
+
+
+def check_group(g: dict, where: str) -> None:
+    """Every value of a plan's group that ends up in a unit file, checked before anything is written."""
+    if not isinstance(g, dict) or not isinstance(g.get("name"), str) or not GROUP_NAME.match(g["name"]):
+        raise UserError(f"{where}: group name {g.get('name') if isinstance(g, dict) else g!r} is not valid",
+                        "use letters, digits and _.+@- (at most 64)")
+    what = f"{where}: group {g['name']}"
+    for key in ("allocator", "kind"):
+        if not isinstance(g.get(key), str):
+            raise UserError(f"{what}: {key} must be a string", "make a new plan with: alloclab fleet plan")
+        unitfile.check_value(g[key], f"{what}: {key}")
+    if g.get("library") is not None:
+        unitfile.check_preload_path(g["library"], f"{what}: library")
+        if not (isinstance(g.get("sha256"), str) and re.fullmatch(r"[0-9a-f]{64}", g["sha256"])):
+            raise UserError(f"{what}: the library has no sha256", "make a new plan with: alloclab fleet plan")
+    unitfile.check_env(g.get("env", {}), what)
+    if "LD_PRELOAD" in g.get("env", {}):
+        raise UserError(f"{what}: env sets LD_PRELOAD", "name the library with allocator = \"...\" instead")
+
+
+def check_plan(data: dict, path: Path) -> None:
+    """A plan is read back from disk, so it is checked again in full: units, groups, assignments."""
+    try:
+        groups = data["groups"]
+        for g in groups:
+            check_group(g, str(path))
+        names = {g["name"] for g in groups}
+        units = [validate_unit(u) for u in data["units"]]
+        for a in data["assignments"]:
+            if a["unit"] not in units or a["group"] not in names:
+                raise UserError(f"{path}: assignment {a['unit']!r} -> {a['group']!r} names an unknown unit or group",
+                                "make a new plan with: alloclab fleet plan")
+    except (KeyError, TypeError, AttributeError):
+        raise UserError(f"{path} is not a complete alloclab fleet plan", "make a new plan with: alloclab fleet plan") from None
 
 
 # ---- apply / deploy / rollback ----------------------------------------------------------------------
@@ -265,14 +309,17 @@ def dropin_path(root: Path, unit: str) -> Path:
 
 
 def dropin_text(group: dict, plan_id: str) -> str:
-    lines = [f"# Written by alloclab fleet (plan {plan_id}, group {group['name']}: {group['allocator']}).",
+    """The drop-in for one unit. Every value goes through unitfile, which refuses or escapes
+    whatever systemd would read as more than a value (docs/security.md)."""
+    check_group(group, f"plan {plan_id}")
+    lines = [unitfile.comment_line(f"Written by alloclab fleet (plan {plan_id}, group {group['name']}: {group['allocator']})."),
              "# Remove with: alloclab fleet rollback", "[Service]"]
     if group["library"]:
-        lines.append(f'Environment="LD_PRELOAD={group["library"]}"')
+        lines.append(unitfile.environment_line("LD_PRELOAD", group["library"], f"group {group['name']}"))
     else:
         lines.append("UnsetEnvironment=LD_PRELOAD")
     for k, v in sorted(group["env"].items()):
-        lines.append(f'Environment="{k}={v}"')
+        lines.append(unitfile.environment_line(k, v, f"group {group['name']}"))
     return "\n".join(lines) + "\n"
 
 
@@ -384,7 +431,8 @@ def deploy(units: Units, allocator: str, pattern: str, batch: int, dry_run: bool
            env: dict[str, str] | None = None) -> dict:
     """Roll one allocator out to every matching unit: a one-group plan, applied carefully."""
     groups_file = out.with_suffix(".toml")
-    env_line = "".join(f'\nenv = {{ {", ".join(f"{k} = {json.dumps(v)}" for k, v in (env or {}).items())} }}' if env else "")
+    unitfile.check_env(env or {}, "deploy")
+    env_line = "".join(f'\nenv = {{ {", ".join(f"{json.dumps(k)} = {json.dumps(v)}" for k, v in (env or {}).items())} }}' if env else "")
     groups_file.write_text(f'name = "deploy"\ncommand = ["/bin/true"]\n[[group]]\nname = "deploy"\nallocator = {json.dumps(allocator)}{env_line}\n')
     plan = make_plan(units, pattern, groups_file, 0, out)
     return apply_plan(units, plan, batch, dry_run, say)
@@ -426,14 +474,19 @@ def rollback(units: Units, batch: int, say=print) -> dict:
 # ---- collect ------------------------------------------------------------------------------------------
 
 def install_collector(units: Units, plan: Path, run: Path, interval: str) -> Path:
-    """A systemd unit that runs the collector (it resumes the same run after restarts)."""
+    """A systemd unit that runs the collector (it resumes the same run after restarts). The
+    interval is parsed and written back in seconds; paths are absolute and quoted."""
     import sys
+    from .config import parse_duration
+    seconds = parse_duration(interval, "--interval")
+    argv = [sys.executable, "-m", "alloclab", "fleet", "collect", "--plan", str(plan.resolve()), "-o", str(run.resolve()),
+            "--interval", f"{seconds:g}s", "--root", str(units.root.resolve())]
     unit = units.root / "etc" / "systemd" / "system" / "alloclab-collector.service"
+    text = ("[Unit]\nDescription=alloclab fleet collector\nAfter=network.target\n\n[Service]\n"
+            + unitfile.exec_line("ExecStart", argv, "collector command")
+            + "\nRestart=always\nRestartSec=5\n\n[Install]\nWantedBy=multi-user.target\n")
     unit.parent.mkdir(parents=True, exist_ok=True)
-    unit.write_text("[Unit]\nDescription=alloclab fleet collector\nAfter=network.target\n\n[Service]\n"
-                    f"ExecStart={sys.executable} -m alloclab fleet collect --plan {plan.resolve()} -o {run.resolve()} "
-                    f"--interval {interval} --root {units.root}\nRestart=always\nRestartSec=5\n\n"
-                    "[Install]\nWantedBy=multi-user.target\n")
+    unit.write_text(text)
     units.daemon_reload()
     return unit
 

@@ -1,6 +1,25 @@
-"""Status words of one replica's steady window."""
+"""Status words of one replica's steady window.
+
+Rules, in STATUS_ORDER order (thresholds in RULES, see docs/analysis.md):
+- Unverified: the replica did not run the group's allocator.
+- Too short: fewer than min_samples samples or a window shorter than min_window_s.
+- Bloating: growing (below) by ≥ bloating_window_share of the level within the window.
+- Ratcheting: climbing in steps without ever giving back: the release-free span that ends the
+  window lasts ≥ ratchet_min_quiet_s and ≥ ratchet_min_quiet_share of the window, the series
+  climbs ≥ ratchet_min_climb_share of the level over it, never falls back by more than
+  ratchet_max_drawdown of that climb, and half of the rise happens within
+  ratchet_step_time_share of the time. A flat series does not climb; a sinusoid gives back; an
+  autocorrelated wander falls back about as much as it climbs; a smooth leak climbs evenly (it
+  is Growing); a tor-dircache staircase does none of these. Checked before Growing because it
+  is the more specific diagnosis (STATUS_ORDER, the severity order, is unchanged).
+- Growing: the change over the window (growth()) has a 95% interval above zero, is
+  > flat_max_growth_share of the level and ≥ growing_min_change_mb.
+- Variable: IQR > variable_iqr_share of the median.
+- Flat: none of the above.
+"""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -14,10 +33,10 @@ STATUS_ORDER = ["Unverified", "Too short", "Bloating", "Growing", "Ratcheting", 
 @dataclass(frozen=True)
 class Releases:
     count: int                 # release events in the window
-    largest_mb: float          # the largest fall from a running peak
+    largest_mb: float          # the largest fall from a running peak (counted or not)
     threshold_mb: float        # the fall that counts as a release here
-    last_release_s: float | None   # time (from window start) of the last release, None if none
-    quiet_s: float             # time from the last release (or window start) to the window end
+    last_release_s: float | None   # time (from window start) of the last release's trough, None if none
+    quiet_s: float             # time from the last release's trough (or window start) to the window end
 
 
 @dataclass(frozen=True)
@@ -29,16 +48,117 @@ class StatusCall:
     iqr_share: float | None
 
 
+def noise_mb(y: np.ndarray) -> float:
+    """Robust sample-to-sample noise: MAD of first differences / √2 (steps and drops are outliers
+    among the differences and barely move it)."""
+    if len(y) < 3:
+        return 0.0
+    d = np.diff(y)
+    return float(1.4826 * np.median(np.abs(d - np.median(d))) / math.sqrt(2))
+
+
 def release_events(t_s: np.ndarray, y: np.ndarray, level: float) -> Releases:
-    """Release events in a window: falls from the running peak (since the previous release) of at
-    least max(RULES release_min_mb, release_min_share × level, release_noise_k × noise), where
-    noise is a robust estimate of the sample-to-sample noise. A fall counts however many samples
-    it spans, so the count does not depend on the sampling interval."""
-    raise NotImplementedError
+    """Release events in a window: falls from the running peak of at least
+    max(release_min_mb, release_min_share × level, release_noise_k × noise). A release lasts
+    until the series climbs back by that threshold above its trough, so a fall spread over many
+    samples is one event and the count does not depend on the sampling interval."""
+    t_s, y = np.asarray(t_s, dtype=float), np.asarray(y, dtype=float)
+    thr = max(RULES["release_min_mb"], RULES["release_min_share"] * level, RULES["release_noise_k"] * noise_mb(y))
+    if len(y) == 0:
+        return Releases(0, 0.0, thr, None, 0.0)
+    tl, yl = t_s.tolist(), y.tolist()
+    peak, trough, in_release = yl[0], yl[0], False
+    count, largest, last_t = 0, 0.0, None
+    for ti, yi in zip(tl, yl):
+        if in_release:
+            if yi < trough:
+                trough, last_t = yi, ti
+                largest = max(largest, release_peak - trough)
+            elif yi >= trough + thr:
+                in_release, peak = False, yi
+            continue
+        if yi > peak:
+            peak = yi
+        largest = max(largest, peak - yi)
+        if peak - yi >= thr:
+            count += 1
+            in_release, release_peak, trough, last_t = True, peak, yi, ti
+    start, end = tl[0], tl[-1]
+    last = None if last_t is None else last_t - start
+    return Releases(count, float(largest), float(thr), last, float(end - (start if last_t is None else last_t)))
+
+
+def step_time_share(t: np.ndarray, y: np.ndarray, bins: int = 50) -> float:
+    """Share of the span's time in which the series made half of its rise, fastest rises first:
+    ~0.5 for a steady climb, near 0 for a staircase. Computed on the running peak of per-bin
+    medians over `bins` equal shares of the span (denoised, and the same whatever the sampling
+    interval)."""
+    span = float(t[-1] - t[0])
+    if span <= 0 or len(t) < 3:
+        return 1.0
+    b = min(bins, len(t))
+    idx = np.minimum(((t - t[0]) / span * b).astype(int), b - 1)
+    med = np.array([np.median(y[idx == k]) for k in range(b) if np.any(idx == k)])
+    peak = np.maximum.accumulate(med)
+    rise = np.sort(np.diff(peak))[::-1]
+    total = float(peak[-1] - peak[0])
+    if total <= 0:
+        return 1.0
+    k = int(np.searchsorted(np.cumsum(rise), 0.5 * total))
+    return float((k + 1) / max(len(med) - 1, 1))
+
+
+def _ratchet(t: np.ndarray, y: np.ndarray, level: float, rel: Releases) -> tuple[bool, str]:
+    window = float(t[-1] - t[0])
+    need = max(RULES["ratchet_min_quiet_s"], RULES["ratchet_min_quiet_share"] * window)
+    if rel.quiet_s < need:
+        return False, f"released memory {rel.count} time(s); quiet for {rel.quiet_s:.0f} s of {window:.0f} s"
+    span = t >= t[-1] - rel.quiet_s
+    ts, ys = t[span], y[span]
+    edge = 0.1 * (ts[-1] - ts[0])
+    start = float(np.median(ys[ts <= ts[0] + edge]))
+    end = float(np.median(ys[ts >= ts[-1] - edge]))
+    climb = end - start
+    drawdown = float(np.max(np.maximum.accumulate(ys) - ys))
+    if climb < max(RULES["ratchet_min_climb_share"] * level, rel.threshold_mb):
+        return False, f"climbed {climb:+.1f} MB over its release-free span"
+    if drawdown > RULES["ratchet_max_drawdown"] * climb:
+        return False, f"climbed {climb:.1f} MB but fell back {drawdown:.1f} MB on the way"
+    steps = step_time_share(ts, ys)
+    if steps > RULES["ratchet_step_time_share"]:
+        return False, (f"climbed {climb:.1f} MB steadily (half of the rise took {steps:.0%} of the time): "
+                       "a smooth climb, not steps")
+    return True, (f"climbed {climb:.1f} MB ({climb / level:.1%}) over {rel.quiet_s:.0f} s without a release "
+                  f"(largest fall back {drawdown:.1f} MB)")
 
 
 def classify(t_s: np.ndarray, y: np.ndarray, *, verified: bool | None = True,
              growth: Growth | None = None, seed: int = 0) -> StatusCall:
-    """The status word of one replica from its steady window (t_s seconds, y MB). Rules in
-    STATUS_ORDER order; see RULES and docs/analysis.md."""
-    raise NotImplementedError
+    """The status word of one replica from its steady window (t_s seconds, y MB)."""
+    if verified is False:
+        return StatusCall("Unverified", "did not run the group's allocator", None, None, None)
+    t_s, y = np.asarray(t_s, dtype=float), np.asarray(y, dtype=float)
+    ok = np.isfinite(t_s) & np.isfinite(y)
+    t_s, y = t_s[ok], y[ok]
+    window = float(t_s[-1] - t_s[0]) if len(t_s) else 0.0
+    if len(y) < RULES["min_samples"] or window < RULES["min_window_s"]:
+        return StatusCall("Too short", f"{len(y)} steady samples over {window:.0f} s", None, None, None)
+    level = float(np.median(y))
+    g = growth if growth is not None else _growth(t_s, y, level=level, seed=seed)
+    q1, q3 = np.percentile(y, [25, 75])
+    iqr = float((q3 - q1) / level) if level > 0 else None
+    rel = release_events(t_s, y, level)
+    growing = bool(g is not None and g.significant and g.change_mb > 0 and g.change_share > RULES["flat_max_growth_share"] \
+            and g.change_mb >= RULES["growing_min_change_mb"])
+    grew = (f"grew {g.change_mb:.1f} MB ({g.change_share:.1%}) over {window:.0f} s, 95% interval "
+            f"{g.change_lo:.1f}–{g.change_hi:.1f} MB") if growing else ""
+    if growing and g.change_share >= RULES["bloating_window_share"]:
+        return StatusCall("Bloating", grew, g, rel, iqr)
+    ratchet, why = _ratchet(t_s, y, level, rel)
+    if ratchet:
+        return StatusCall("Ratcheting", why, g, rel, iqr)
+    if growing:
+        return StatusCall("Growing", grew, g, rel, iqr)
+    if iqr is not None and iqr > RULES["variable_iqr_share"]:
+        return StatusCall("Variable", f"interquartile range {iqr:.0%} of the median", g, rel, iqr)
+    return StatusCall("Flat", why, g, rel, iqr)

@@ -11,18 +11,20 @@ from pathlib import Path
 import numpy as np
 
 from .analysis import RULES, STATUS_ORDER, Analysis, analyse
+from .stats import RULES as STATS_RULES
+from .analysis.windows import fmt_time
 from .store import Store
 
 STATUS_RULES = {
     "Unverified": "the process did not map the group's allocator (or mapped another): excluded from statistics",
-    "Too short": f"fewer than {RULES['min_steady_samples']} samples after warm-up",
-    "Bloating": f"Growing, and by at least {RULES['bloating_window_share']:.0%} of its level within the analysed window",
-    "Growing": f"Theil–Sen slope's 95% CI above zero, ≥ {RULES['growing_min_mb_per_h']} MB/h, and growth over the "
-               f"window > {RULES['flat_max_growth_share']:.0%} of the level",
-    "Ratcheting": f"not Growing, but never gave memory back (no drop ≥ {RULES['release_min_mb']} MB and "
-                  f"≥ {RULES['release_min_share']:.0%} of the level in {RULES['ratchet_min_samples']}+ samples) "
-                  "and ends at its peak: the early sign of long-run growth",
-    "Variable": f"interquartile range of the steady window > {RULES['variable_iqr_share']:.0%} of its median",
+    "Too short": f"fewer than {STATS_RULES['min_samples']:.0f} steady samples or a window under {STATS_RULES['min_window_s']:.0f} s",
+    "Bloating": f"Growing, and by at least {STATS_RULES['bloating_window_share']:.0%} of its level within the analysed window",
+    "Growing": f"the change over the window (Theil–Sen × window) has a 95% interval above zero that survives "
+               f"autocorrelation, is ≥ {STATS_RULES['growing_min_change_mb']:.0f} MB and > {STATS_RULES['flat_max_growth_share']:.0%} of the level",
+    "Ratcheting": f"not Growing, but climbed ≥ {STATS_RULES['ratchet_min_climb_share']:.0%} of its level with no release for "
+                  f"≥ {STATS_RULES['ratchet_min_quiet_s'] / 60:.0f} min and ≥ {STATS_RULES['ratchet_min_quiet_share']:.0%} of the steady window, "
+                  "up to its end: the early sign of long-run growth",
+    "Variable": f"interquartile range of the steady window > {STATS_RULES['variable_iqr_share']:.0%} of its median",
     "Flat": "none of the above",
 }
 
@@ -39,11 +41,16 @@ def summary_rows(a: Analysis) -> list[dict]:
         rows.append({
             "group": g.name, "allocator": g.allocator, "version": g.version, "baseline": g.is_baseline,
             "replicas": g.replicas, "verified": g.verified,
+            "level_mb": g.level_mb, "published_mb": g.published_mb,
             "steady_mean_mb": g.steady_mean_mb, "steady_median_mb": g.steady_median_mb,
-            "peak_mb": g.peak_mb, "final_mb": g.final_mb, "growth_mb_per_h": g.growth_mb_h,
+            "peak_mb": g.peak_mb, "final_mb": g.final_mb, "change_mb": g.change_mb, "change_share": g.change_share,
+            "window_h": g.window_h, "growth_mb_per_h": g.growth_mb_h,
+            "footprint_mb": g.footprint_mb, "lazyfree_share": g.lazyfree_share,
             "ratio_to_baseline": c.ratio if c else None,
             "ratio_ci_low": c.ratio_ci[0] if c and c.ratio_ci else None,
             "ratio_ci_high": c.ratio_ci[1] if c and c.ratio_ci else None,
+            "ci_level": c.ci_level if c else None, "comparison": c.status if c else None,
+            "letters": c.letters if c else None, "replicas_needed": c.replicas_needed if c else None,
             "p_holm": c.p_holm if c else None, "cliffs_delta": c.cliffs_delta if c else None,
             "rank": c.rank if c else None, "idle_released_share": g.idle_released_share,
             "release_events": g.release_events, "frag_overhead_mb": g.frag_overhead_mb,
@@ -58,45 +65,55 @@ def _ratio_cell(row: dict) -> str:
     if row["ratio_to_baseline"] is None:
         return "–"
     ci = f" [{row['ratio_ci_low']:.2f}–{row['ratio_ci_high']:.2f}]" if row["ratio_ci_low"] is not None else ""
-    return f"{row['ratio_to_baseline']:.2f}×{ci}"
+    tag = " (untestable)" if row["comparison"] == "untestable" else " (equivalent)" if row["comparison"] == "equivalent" else ""
+    return f"{row['ratio_to_baseline']:.2f}×{ci}{tag}"
+
+
+def _growth_cell(row: dict) -> str:
+    """Change over the window in MB and % of level with the window's length; a rate only where supported."""
+    if row["change_mb"] is None:
+        return "–"
+    h = row["window_h"] or 0
+    span = f"{h / 24:.1f} d" if h >= 72 else f"{h:.1f} h" if h >= 1 else f"{h * 60:.0f} min"
+    rate = f", {row['growth_mb_per_h']:+.2f} MB/h" if row["growth_mb_per_h"] is not None else ""
+    return f"{row['change_mb']:+.0f} MB ({_f(row['change_share'], '+.0%')}) / {span}{rate}"
 
 
 def _allocator_cell(row: dict) -> str:
     return f"{row['allocator']} {row['version']}" if row["version"] else str(row["allocator"])
 
 
-TABLE_HEADERS = ["group", "allocator", "verified", "steady mean MB", "steady median MB", "peak MB", "final MB",
-                 "growth MB/h", "vs baseline [95% CI]", "p (Holm)", "rank", "status"]
+TABLE_HEADERS = ["group", "allocator", "verified", "level MB", "footprint MB", "steady median MB", "peak MB", "final MB",
+                 "change over window", "vs baseline [CI]", "p (Holm)", "letters", "status"]
 
 
 def table_cells(row: dict) -> list[str]:
     verified = f"{row['verified']}/{row['replicas']}" if row["verified"] or row["status"] == "Unverified" \
         else f"n/a ({row['replicas']})"   # imported data: nobody checked
-    return [row["group"], _allocator_cell(row), verified, _f(row["steady_mean_mb"]),
-            _f(row["steady_median_mb"]), _f(row["peak_mb"]), _f(row["final_mb"]), _f(row["growth_mb_per_h"], "+.2f"),
-            _ratio_cell(row), _f(row["p_holm"], ".3g"), _f(row["rank"], "d"), row["status"]]
+    return [row["group"], _allocator_cell(row), verified, _f(row["level_mb"]), _f(row["footprint_mb"]),
+            _f(row["steady_median_mb"]), _f(row["peak_mb"]), _f(row["final_mb"]), _growth_cell(row),
+            _ratio_cell(row), _f(row["p_holm"], ".3g"), row["letters"] or "–", row["status"]]
 
 
-TERMINAL_COLUMNS = ["group", "allocator", "verified", "steady median MB", "peak MB", "final MB", "growth MB/h",
-                    "vs baseline [95% CI]", "p (Holm)", "rank", "status"]
+TERMINAL_COLUMNS = ["group", "allocator", "verified", "level MB", "final MB", "change over window",
+                    "vs baseline [CI]", "p (Holm)", "letters", "status"]
 
 
 def print_summary(a: Analysis, console) -> None:
     """The report's summary table, narrowed to fit a terminal."""
     from rich.table import Table
-    table = Table(title=f"steady-state {a.metric.upper()} by group (baseline: {a.baseline})")
+    table = Table(title=f"{a.metric.upper()} by group (baseline: {a.baseline}; {a.level_basis})")
     keep = [TABLE_HEADERS.index(h) for h in TERMINAL_COLUMNS]
-    short = {"steady median MB": "median MB", "growth MB/h": "MB/h", "vs baseline [95% CI]": "× baseline [95% CI]",
-             "p (Holm)": "p Holm"}
+    short = {"change over window": "change", "vs baseline [CI]": "× baseline [CI]", "p (Holm)": "p Holm"}
     for h in TERMINAL_COLUMNS:
         table.add_column(short.get(h, h), justify="left" if h in ("group", "allocator", "status") else "right")
     for row in summary_rows(a):
         cells = table_cells(row)
         table.add_row(*(cells[i] for i in keep))
     console.print(table)
-    for name, text in a.warnings:
-        console.print(f"[yellow]warning[/yellow] {name}: {text}")
-    console.print(a.recommendation.replace("**", ""))
+    for w in a.warnings:
+        console.print(f"[yellow]warning[/yellow] {w.kind} ({w.severity}): {w.message}")
+    console.print(a.recommendation.text().replace("**", "").replace("*", ""))
 
 
 def _md_table(headers: list[str], rows: list[list[str]]) -> str:
@@ -121,8 +138,10 @@ def write_report(run: str | Path, out_dir: Path | None = None, metric: str | Non
     (out / "charts").mkdir(parents=True, exist_ok=True)
     rows = summary_rows(a)
     (out / "summary.json").write_text(json.dumps({"metric": a.metric, "baseline": a.baseline, "groups": rows,
-                                                   "warnings": [{"name": n, "text": t} for n, t in a.warnings],
-                                                   "recommendation": a.recommendation}, indent=2))
+                                                   "basis": a.level_basis,
+                                                   "window": {"start": a.window.start, "end": a.window.end} if a.window else None,
+                                                   "warnings": [w.as_dict() for w in a.warnings],
+                                                   "recommendation": a.recommendation.as_dict()}, indent=2, default=str))
     with open(out / "summary.csv", "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0]) if rows else ["group"])
         w.writeheader()
@@ -142,37 +161,88 @@ def write_report(run: str | Path, out_dir: Path | None = None, metric: str | Non
         ["ended", _when(meta.get("ended_at"))], ["end reason", meta.get("end_reason", "–")],
         ["interval", f"{meta.get('interval', '–')} s"], ["metric", a.metric.upper()], ["seed", meta.get("seed", "–")],
         ["phases", meta.get("phases", "–")], ["cgroups", meta.get("cgroups", "–")]]))
-    md += ["", "## Recommendation", "", a.recommendation, "", "## Summary", "",
+    md += ["", "## Recommendation", "", a.recommendation.text(), "", "## Summary", "",
+           f"Figures: {a.level_basis}. "
+           + (f"Comparable window: {a.window.basis}. " if a.window else "")
+           + "Ratio intervals are at each comparison's Holm level (they exclude 1 exactly when the adjusted p is "
+             "below 0.05); groups sharing a letter are not shown different. " + (a.metric_note or ""), "",
            _md_table(TABLE_HEADERS, [table_cells(r) for r in rows]), ""]
+    md += _published_section(a) + _age_section(a) + _segments_section(a)
     extra = [[r["group"], _f(r["idle_released_share"], ".0%"), _f(r["release_events"], ".0f"),
               _f(r["frag_overhead_mb"]), _f(r["ops_per_s"], ",.0f"), _f(r["cpu_us_per_op"], ".3f"),
               _f(r["cliffs_delta"], "+.2f")] for r in rows]
     md += [_md_table(["group", "idle release", "release events", "frag. overhead MB", "ops/s", "CPU µs/op", "Cliff's δ"], extra), ""]
     md += ["## Warnings", ""]
-    md += [f"- **{n}**: {t}" for n, t in a.warnings] or ["- none"]
+    md += [f"- **{w.kind}** ({w.severity}): {w.message}" for w in a.warnings] or ["- none"]
     md += ["", "## Charts", ""] + [f"![{c.stem}](charts/{c.name})" for c in charts]
     md += ["", "## Groups", ""]
-    grows = store.query("SELECT name, allocator, kind, family, version, library_path, library_sha256, env_json FROM groups ORDER BY id")
+    grows = store.groups()
     md.append(_md_table(["group", "asked for", "kind", "reports itself as", "library", "sha256", "env"],
                         [[g["name"], g["allocator"], g["kind"] or "–", f"{g['family'] or ''} {g['version'] or ''}".strip() or "–",
                           g["library_path"] or "–", (g["library_sha256"] or "–")[:16], g["env_json"] or "{}"] for g in grows]))
     md += ["", "## Replicas", ""]
-    verify = {r["name"]: r["verify_detail"] for r in store.query("SELECT name, verify_detail FROM replicas")}
-    md.append(_md_table(["replica", "group", "verified", "steady MB", "peak MB", "final MB", "slope MB/h [95% CI]",
+    verify = {r["name"]: r["verify_detail"] for r in store.replicas()}
+    md.append(_md_table(["replica", "group", "verified", "steady MB", "peak MB", "final MB", "change [95% CI]",
                          "release events", "status", "verification"],
                         [[r.name, r.group, {True: "yes", False: "**no**", None: "?"}[r.verified], _f(r.steady_mb),
                           _f(r.peak_mb), _f(r.final_mb),
-                          f"{_f(r.slope_mb_h, '+.2f')} [{_f(r.slope_lo, '+.2f')}, {_f(r.slope_hi, '+.2f')}]",
+                          f"{_f(r.change_mb, '+.0f')} MB [{_f(r.change_lo, '+.0f')}, {_f(r.change_hi, '+.0f')}]",
                           r.release_events, r.status, verify.get(r.name) or "–"] for r in a.replicas]))
     md += ["", "## How the status words are decided", ""]
     md += [f"- **{w}**: {STATUS_RULES[w]}" for w in STATUS_ORDER]
-    md += ["", "Steady state is the post-warm-up part of the load phase (the configured warm-up, or where the series first "
-           "reaches 90% of its late level). Replicas are the statistical units: group ratios carry bootstrap 95% "
-           "intervals, p-values come from a permutation test on replica levels with Holm correction across groups, and "
-           "groups share a rank unless significantly apart. See docs/analysis.md.", ""]
+    md += ["", "Steady state is the post-warm-up part of the replica's last process on its group's allocator. Replicas "
+           "are the statistical units: Welch's t on log levels, Holm across the comparisons to the baseline, "
+           "geometric-mean ratio intervals at each comparison's Holm level, a compact letter display instead of ranks, "
+           "and a group with one replica is untestable. See docs/analysis.md.", ""]
     (out / "report.md").write_text("\n".join(md))
     store.conn.close()
     return out / "report.md", a
+
+
+def _published_section(a: Analysis) -> list[str]:
+    differing = [f for f in a.end_figures.values() if f.differs or f.why]
+    if not differing:
+        return []
+    md = ["## Published-style against clean figures", "",
+          "Published style: every replica listed for the group, whatever ran at the time. Clean: only replicas on the "
+          "group's allocator throughout the comparable window. The verdict uses the clean figures.", ""]
+    md.append(_md_table(["group", "published-style MB (n)", "clean MB (n)", "why they differ"],
+                        [[f.group, f"{_f(f.published_mb)} ({len(f.published)})", f"{_f(f.clean_mb)} ({len(f.clean)})",
+                          "; ".join(f.why[:12]) + (" …" if len(f.why) > 12 else "")] for f in differing]))
+    return md + [""]
+
+
+def _age_section(a: Analysis) -> list[str]:
+    t = a.ages
+    if t is None or not t.points:
+        return []
+    md = [f"## By process age on the treatment ({t.unit} {' / '.join(f'{p:g}' for p in t.points)})", "",
+          f"Median {a.metric.upper()} MB (replicas) at each age since the replica's last process on its group's allocator "
+          "started; clean segments only. Matched age, where the summary above compares at one calendar time.", ""]
+    md.append(_md_table(["group"] + [f"{t.unit} {p:g}" for p in t.points],
+                        [[g] + [f"{v:.0f} ({n})" if v is not None else "–" for v, n in cells] for g, cells in t.cells.items()]))
+    return md + [""]
+
+
+def _segments_section(a: Analysis) -> list[str]:
+    md = []
+    if a.label_mapping:
+        md += ["## Event labels", "", _md_table(["label in events file", "taken to mean", "evidence"],
+               [[m.label, ", ".join(m.groups) or "no group", m.evidence] for m in a.label_mapping.values()]), ""]
+    cut = [s for s in a.series if len(s.segments) > 1 or (s.segments and s.segments[0].group != s.group)]
+    if cut:
+        md += ["## Segments", "", f"{len(cut)} replicas are cut where the allocator serving them changed or the process "
+               "restarted; only segments on the group's own allocator enter its figures; spans of unknown allocator are "
+               "excluded.", ""]
+        rows = []
+        for s in cut[:60]:
+            rows.append([s.name, s.group, "<br>".join(f"{fmt_time(g.start)} → {fmt_time(g.end)}: {g.label} ({g.reason})"
+                                                       for g in s.segments)])
+        md.append(_md_table(["replica", "group", "segments"], rows))
+        if len(cut) > 60:
+            md.append(f"\n… and {len(cut) - 60} more (replicas.csv)")
+        md.append("")
+    return md
 
 
 # ---- charts -------------------------------------------------------------------------------------
@@ -217,7 +287,7 @@ def draw_charts(store: Store, a: Analysis, out: Path) -> list[Path]:
         x = (grid - t0) / scale
         ax.plot(x, med, color=colors[g], label=f"{g} (n={len(ss)})", lw=1.8)
         ax.fill_between(x, q1, q3, color=colors[g], alpha=0.2)
-    for e in store.query("SELECT t, kind, description FROM events WHERE kind NOT IN ('start', 'end', 'replica_end')"):
+    for e in store.events(exclude=("start", "end", "replica_end")):
         if e["kind"] == "phase":
             ax.axvline((e["t"] - t0) / scale, color="grey", ls=":", lw=0.8)
         else:

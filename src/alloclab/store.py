@@ -158,3 +158,66 @@ class Store:
     # ---- reads ----
     def query(self, sql: str, params: tuple = ()) -> list[sqlite3.Row]:
         return self.conn.execute(sql, params).fetchall()
+
+    # ---- read API: the only SQL the analysis and reporters depend on ----
+    def groups(self) -> list[dict]:
+        return [dict(r) for r in self.query("SELECT * FROM groups ORDER BY id")]
+
+    def replicas(self) -> list[dict]:
+        """Every replica with its group's name as `group` (ordered by group, then index)."""
+        return [dict(r) for r in self.query(
+            "SELECT r.*, g.name AS \"group\" FROM replicas r JOIN groups g ON g.id = r.group_id ORDER BY g.id, r.idx, r.name")]
+
+    def series(self, replica_id: int, columns: Iterable[str], not_null: str | None = None) -> dict[str, list]:
+        """Columns of `samples` for one replica in time order, as lists (column -> values);
+        `not_null` keeps only the rows where that column has a value."""
+        cols = ["t", *[c for c in columns if c != "t"]]
+        known = set(self._columns("samples"))
+        bad = [c for c in cols + ([not_null] if not_null else []) if c not in known]
+        if bad:
+            raise ValueError(f"not a samples column: {', '.join(bad)}")
+        where = f" AND {not_null} IS NOT NULL" if not_null else ""
+        rows = self.query(f"SELECT {', '.join(cols)} FROM samples WHERE replica_id = ?{where} ORDER BY t", (replica_id,))
+        return {c: [r[i] for r in rows] for i, c in enumerate(cols)}
+
+    def events(self, kinds: Iterable[str] | None = None, exclude: Iterable[str] | None = None) -> list[dict]:
+        """Events in time order, optionally only of `kinds` or without `exclude`."""
+        sql, params = "SELECT * FROM events", []
+        conds = []
+        if kinds is not None:
+            kinds = list(kinds)
+            conds.append(f"kind IN ({', '.join('?' for _ in kinds)})")
+            params += kinds
+        if exclude is not None:
+            exclude = list(exclude)
+            conds.append(f"kind NOT IN ({', '.join('?' for _ in exclude)})")
+            params += exclude
+        if conds:
+            sql += " WHERE " + " AND ".join(conds)
+        return [dict(r) for r in self.query(sql + " ORDER BY t, id", tuple(params))]
+
+    def verifications(self) -> list[dict]:
+        """Every verification with its process's replica, in time order."""
+        return [dict(r) for r in self.query(
+            "SELECT v.t, v.process_id, v.verified, v.detail, v.mapped_allocator, p.replica_id, p.pid, "
+            "p.first_seen, p.last_seen FROM verifications v JOIN processes p ON p.id = v.process_id ORDER BY v.t")]
+
+    def memberships(self) -> list[dict]:
+        """Imported group lists: replica, group name, 'current' or 'historical', source file."""
+        return [dict(r) for r in self.query(
+            "SELECT m.replica_id, r.name AS replica, m.group_name, m.list_kind, m.source FROM memberships m "
+            "JOIN replicas r ON r.id = m.replica_id ORDER BY m.replica_id, m.list_kind, m.group_name")]
+
+    def host_summary(self) -> dict[str, float | None]:
+        """Extremes of the host samples: lowest available-memory share, most swap used (kB), highest load."""
+        r = self.query("SELECT MIN(mem_available_kb * 1.0 / mem_total_kb), MAX(swap_total_kb - swap_free_kb), "
+                       "MAX(load1), COUNT(*) FROM host_samples")[0]
+        return {"min_available_share": r[0], "max_swap_used_kb": r[1], "max_load1": r[2], "samples": r[3]}
+
+    def column_has_values(self, column: str) -> bool:
+        if column not in self._columns("samples"):
+            return False
+        return bool(self.query(f"SELECT 1 FROM samples WHERE {column} IS NOT NULL LIMIT 1"))
+
+    def _columns(self, table: str) -> list[str]:
+        return [r[1] for r in self.query(f"PRAGMA table_info({table})")]

@@ -126,6 +126,29 @@ def _read_group_lists(folder: Path) -> tuple[dict[str, str], dict[str, tuple[str
     return assignment, labels, seen_in
 
 
+def _list_memberships(folder: Path) -> dict[str, list[tuple[str, str, str]]]:
+    """nickname -> (group, 'current' | 'historical', list file) for every list it appears in:
+    the evidence analysis uses to tell when a relay changed allocator."""
+    out: dict[str, list[tuple[str, str, str]]] = {}
+    for f in sorted(folder.glob("group_*.txt")):
+        m = _GROUP_FILE.match(f.name)
+        if m:
+            kind = "historical" if m.group(4) else "current"
+            for nick in (ln.strip() for ln in f.read_text().splitlines()):
+                if nick and not nick.startswith("#"):
+                    out.setdefault(nick, []).append((m.group(1), kind, f.name))
+    return out
+
+
+def _default_baseline(groups: list[str], labels: dict[str, tuple[str, str | None]]) -> str:
+    """The glibc group, else the one its experiment calls the control: never a treatment by accident."""
+    for want in ("glibc", "control"):
+        found = [g for g in groups if want in (labels.get(g, ("",))[0] or "").lower()]
+        if found:
+            return found[0]
+    return groups[0] if groups else ""
+
+
 def _group_labels_from_config(folder: Path) -> dict[str, tuple[str, str | None]]:
     """group -> (allocator family, version) from experiment.json / relay_config.csv, where present."""
     labels: dict[str, tuple[str, str | None]] = {}
@@ -156,8 +179,10 @@ def import_torutils(folder: Path, out: Path, naive_tz: timezone = timezone.utc, 
         rows = [r for r in reader if r["type"] == "relay"]
         has_group_column = "group" in (reader.fieldnames or ())
     assignment, labels, seen_in = ({}, {}, {})
+    memberships: dict[str, list[tuple[str, str, str]]] = {}
     if (folder / "groups").is_dir():
         assignment, labels, seen_in = _read_group_lists(folder / "groups")
+        memberships = _list_memberships(folder / "groups")
     labels.update({k: v for k, v in _group_labels_from_config(folder).items() if k not in labels})
     if not has_group_column and not assignment:
         raise UserError(f"{folder} has neither a group column nor groups/ lists", "add groups/group_<L>_<allocator>.txt files")
@@ -185,7 +210,7 @@ def import_torutils(folder: Path, out: Path, naive_tz: timezone = timezone.utc, 
     store = Store.create(out / DB_NAME)
     store.begin()
     groups = sorted(set(group_of.values()))
-    base = baseline or next((g for g in groups if labels.get(g, ("",))[0] == "glibc"), groups[0] if groups else "")
+    base = baseline or _default_baseline(groups, labels)
     if base not in groups:
         raise UserError(f"baseline {base!r} is not a group of this data", f"use one of: {', '.join(groups)}")
     all_t = [s[0] for ss in samples.values() for s in ss]
@@ -206,6 +231,8 @@ def import_torutils(folder: Path, out: Path, naive_tz: timezone = timezone.utc, 
                            verified=None, verify_detail="imported: allocator not verified by alloclab")
         store.insert_many("samples", ("t", "replica_id", "phase", "nprocs", "rss_kb", "vmsize_kb", "hwm_kb", "tier"),
                           [(t, rid, "load", 1, rss, vms, hwm, "imported") for t, rss, vms, hwm in ss])
+        for group_name, kind, source in memberships.get(nick, [(group_of[nick], "current", memory.name)]):
+            store.insert("memberships", replica_id=rid, group_name=group_name, list_kind=kind, source=source)
     events = folder / "events.csv"
     if events.exists():
         with open(events, newline="") as f:

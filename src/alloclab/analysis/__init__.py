@@ -1,0 +1,168 @@
+"""Statistics and verdicts, the same for fresh runs and imported data.
+
+One module per job: `load` (store -> series, segments by the allocator that really ran, event
+labels mapped by evidence), `windows` (the comparable window, levels at its end, published-style
+beside clean figures, the process-age table), `replica` (per-replica estimators on clean spans),
+`compare` (groups against the baseline via alloclab.stats), `warnings` (typed confounds) and
+`verdict` (the structured recommendation). Thresholds: `rules.RULES` (docs/analysis.md).
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Iterable
+
+import numpy as np
+
+from ..store import Store
+from .compare import GroupComparison, compare_groups
+from .load import METRIC_COLUMN, LabelMapping, Segment, Series, is_imported, load
+from .replica import ReplicaStats, classify, detect_warmup, release_events, replica_stats, theil_sen
+from .rules import RULES, STATUS_ORDER
+from .verdict import Recommendation, recommend
+from .warnings import Warning, collect
+from .windows import AgeTable, EndFigure, Window, age_table, end_figures, level_at, treatment_window
+
+__all__ = ["analyse", "Analysis", "GroupSummary", "GroupComparison", "ReplicaStats", "Series", "Segment", "Warning",
+           "Recommendation", "RULES", "STATUS_ORDER", "METRIC_COLUMN", "classify", "replica_stats", "theil_sen",
+           "detect_warmup", "release_events", "compare_groups"]
+
+
+@dataclass
+class GroupSummary:
+    name: str
+    allocator: str
+    version: str | None
+    is_baseline: bool
+    replicas: int
+    verified: int
+    usable: int                        # replicas whose level enters the comparison
+    level_mb: float | None             # the headline level (see Analysis.level_basis)
+    steady_mean_mb: float | None
+    steady_median_mb: float | None
+    peak_mb: float | None
+    final_mb: float | None
+    change_mb: float | None            # median change over the replicas' steady windows
+    change_share: float | None
+    window_h: float | None
+    growth_mb_h: float | None          # median rate, only where every window supports one
+    footprint_mb: float | None         # steady level minus LazyFree (None: LazyFree not sampled)
+    lazyfree_share: float | None
+    idle_released_share: float | None
+    release_events: float | None
+    frag_overhead_mb: float | None
+    ops_per_s: float | None
+    cpu_us_per_op: float | None
+    status: str
+    comparison: GroupComparison | None = None
+    published_mb: float | None = None  # published-style figure (every listed replica), imported data
+
+
+@dataclass
+class Analysis:
+    metric: str
+    baseline: str
+    replicas: list[ReplicaStats]
+    groups: list[GroupSummary]
+    warnings: list[Warning] = field(default_factory=list)
+    recommendation: Recommendation | None = None
+    series: list[Series] = field(default_factory=list)
+    window: Window | None = None
+    end_figures: dict[str, EndFigure] = field(default_factory=dict)
+    ages: AgeTable | None = None
+    label_mapping: dict[str, LabelMapping] = field(default_factory=dict)
+    level_basis: str = ""
+    metric_note: str | None = None
+
+    def group(self, name: str) -> GroupSummary:
+        return next(g for g in self.groups if g.name == name)
+
+    def warning(self, kind: str) -> list[Warning]:
+        return [w for w in self.warnings if w.kind == kind]
+
+
+def _median(values: Iterable[float | None]) -> float | None:
+    v = [x for x in values if x is not None and not math.isnan(x)]
+    return float(np.median(v)) if v else None
+
+
+def _group_status(words: list[str], verified: int) -> str:
+    if verified == 0:
+        return "Unverified"
+    if not words:
+        return "Too short"
+    counts = {w: words.count(w) for w in set(words)}
+    top = max(counts.values())
+    return min((w for w, c in counts.items() if c == top), key=STATUS_ORDER.index)
+
+
+def analyse(store: Store, metric: str | None = None) -> Analysis:
+    meta = store.meta()
+    metric = metric or meta.get("metric", "rss")
+    groups = store.groups()
+    names = [g["name"] for g in groups]
+    baseline = next((g["name"] for g in groups if g["is_baseline"]), names[0] if names else "")
+    imported = is_imported(store)
+    phases = json.loads(meta.get("phases", "{}") or "{}") if meta.get("phases", "").startswith("{") else {}
+    series, mapping = load(store, metric)
+    reps = [replica_stats(s, idle_configured=bool(phases.get("idle"))) for s in series]
+    window = treatment_window(series, names)
+    listed: dict[str, set[str]] = {}
+    for m in store.memberships():
+        listed.setdefault(m["group_name"], set()).add(m["replica"])
+    figures = end_figures(series, names, window, listed) if window else {}
+    # the level each replica enters the comparison with
+    levels: dict[str, np.ndarray] = {}
+    if imported and window:
+        span = RULES["end_span_share"] * (window.end - window.start)
+        by = {s.name: s for s in series}
+        for g in names:
+            vals = [level_at(by[n], window.end, span) for n in figures[g].clean]
+            levels[g] = np.array([v for v in vals if v is not None])
+        basis = f"level at the end of the comparable window, {window.hours / 24:.1f} days, {_fmt_span(window)}"
+    else:
+        for g in names:
+            levels[g] = np.array([r.steady_mean_mb for r in reps if r.group == g and r.verified is not False
+                                  and r.steady_mean_mb is not None])
+        basis = "steady mean over the load phase after warm-up"
+    comps = compare_groups(levels, baseline, seed=int(meta.get("seed", "0") or 0))
+    summaries = []
+    for g in groups:
+        rs = [r for r in reps if r.group == g["name"]]
+        ok = [r for r in rs if r.verified is not False and r.steady_mb is not None]
+        rates = [r.slope_mb_h for r in ok]
+        lv = levels[g["name"]]
+        fig = figures.get(g["name"])
+        summaries.append(GroupSummary(
+            name=g["name"], allocator=g["family"] or g["allocator"], version=g["version"], is_baseline=bool(g["is_baseline"]),
+            replicas=len(rs), verified=sum(1 for r in rs if r.verified is True), usable=len(lv),
+            level_mb=(fig.clean_mb if imported and fig else (float(np.mean(lv)) if len(lv) else None)),
+            steady_mean_mb=_median(r.steady_mean_mb for r in ok) if imported else (float(np.mean(lv)) if len(lv) else None),
+            steady_median_mb=_median(r.steady_mb for r in ok), peak_mb=_median(r.peak_mb for r in ok),
+            final_mb=_median(r.final_mb for r in ok), change_mb=_median(r.change_mb for r in ok),
+            change_share=_median(r.change_share for r in ok), window_h=_median(r.window_h for r in ok),
+            growth_mb_h=_median(rates) if rates and all(x is not None for x in rates) else None,
+            footprint_mb=_median(r.footprint_mb for r in ok), lazyfree_share=_median(r.lazyfree_share for r in ok),
+            idle_released_share=_median(r.idle_released_share for r in ok),
+            release_events=_median(float(r.release_events) for r in ok),
+            frag_overhead_mb=_median(r.frag_overhead_mb for r in ok), ops_per_s=_median(r.ops_per_s for r in ok),
+            cpu_us_per_op=_median(r.cpu_us_per_op for r in ok),
+            status=_group_status([r.status for r in ok], len([r for r in rs if r.verified is not False])),
+            comparison=comps.get(g["name"]), published_mb=fig.published_mb if fig else None))
+    a = Analysis(metric, baseline, reps, summaries, series=series, window=window, end_figures=figures,
+                 ages=age_table(series, names), label_mapping=mapping, level_basis=basis)
+    lazy = [g for g in summaries if g.lazyfree_share is not None]
+    if lazy:
+        a.metric_note = (f"The verdict uses {metric.upper()}; the footprint ({metric.upper()} − LazyFree) is shown beside it "
+                         f"(LazyFree up to {max(g.lazyfree_share for g in lazy):.1%} of {metric.upper()}).")
+    else:
+        a.metric_note = f"The verdict uses {metric.upper()} (LazyFree was not sampled, so no footprint is shown)."
+    a.warnings = collect(store, series, reps, window, figures, mapping, names, imported)
+    a.recommendation = recommend(a)
+    return a
+
+
+def _fmt_span(w: Window) -> str:
+    from .windows import fmt_time
+    return f"{fmt_time(w.start)} to {fmt_time(w.end)}"

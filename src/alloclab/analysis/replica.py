@@ -1,0 +1,196 @@
+"""Per-replica estimators on the replica's clean span (its last process on its group's allocator):
+warm-up exclusion, steady level, growth over the window (MB and % of level, a rate only where the
+window supports it), peak, final, idle release, release events, fragmentation overhead, throughput,
+and the status word."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats as sps
+
+from .. import stats
+from .load import Series
+from .rules import RULES
+
+@dataclass
+class ReplicaStats:
+    name: str
+    group: str
+    verified: bool | None
+    n_samples: int                    # steady (post-warm-up) samples
+    total_samples: int = 0
+    steady_mb: float | None = None
+    steady_mean_mb: float | None = None
+    peak_mb: float | None = None
+    final_mb: float | None = None
+    slope_mb_h: float | None = None
+    slope_lo: float | None = None
+    slope_hi: float | None = None
+    warmup_end_s: float | None = None
+    window_h: float = 0.0
+    iqr_share: float | None = None
+    end_of_load_mb: float | None = None
+    idle_final_mb: float | None = None
+    idle_released_share: float | None = None
+    idle_half_release_s: float | None = None
+    release_events: int = 0
+    largest_release_mb: float = 0.0
+    frag_overhead_mb: float | None = None
+    frag_ratio: float | None = None
+    ops_per_s: float | None = None
+    cpu_us_per_op: float | None = None
+    status: str = "Too short"
+
+
+    window_start: float | None = None     # the span analysed (Unix s)
+    window_end: float | None = None
+    change_mb: float | None = None        # level at the end minus level at the start of the steady window
+    change_share: float | None = None     # ... as a share of the steady level
+    change_lo: float | None = None        # 95% interval of the change (autocorrelation-robust, stats.growth)
+    change_hi: float | None = None
+    status_reason: str = ""
+    slope_lo_ts: float | None = None      # Theil–Sen lower bound (MB/h), the fallback when growth has no interval
+    rate_supported: bool = False          # the window is long enough for a rate (RULES rate_min_*)
+    lazyfree_share: float | None = None   # median LazyFree / metric over the steady window (None: not sampled)
+    footprint_mb: float | None = None     # steady level minus LazyFree (pages the kernel may take back)
+
+
+# ---- per replica --------------------------------------------------------------------------------
+
+def theil_sen(t_h: np.ndarray, y: np.ndarray, max_points: int = 400) -> tuple[float, float, float]:
+    """Median-of-pairwise-slopes (Theil–Sen) with its 95% interval; thinned evenly for long series."""
+    if len(t_h) > max_points:
+        idx = np.linspace(0, len(t_h) - 1, max_points).round().astype(int)
+        t_h, y = t_h[idx], y[idx]
+    res = sps.theilslopes(y, t_h, alpha=0.95)
+    return float(res.slope), float(res.low_slope), float(res.high_slope)
+
+
+def detect_warmup(t: np.ndarray, y: np.ndarray) -> int:
+    """Index of the first steady sample. A warm-up is a start much steeper than the rest (a ramp
+    that flattens); it ends where the series first reaches 90% of its late level. A series that
+    grows at one pace throughout has no warm-up: its growth is the finding, not a start-up effect."""
+    n = len(y)
+    if n < 8:
+        return 0
+    head = max(3, n // 5)
+    early = np.polyfit(t[:head] - t[0], y[:head], 1)[0]
+    late = theil_sen(t[n // 2:] - t[0], y[n // 2:])[0]
+    if early <= 0 or early < RULES["warmup_steepness"] * max(late, 0.0):
+        return 0
+    late_level = float(np.median(y[n // 2:]))
+    reached = np.nonzero(y >= RULES["warmup_fraction"] * late_level)[0]
+    first = int(reached[0]) if len(reached) else 0
+    return min(first, int(n * RULES["warmup_max_share"]))
+
+
+def release_events(y: np.ndarray, level: float) -> tuple[int, float]:
+    drops = -np.diff(y)
+    threshold = max(RULES["release_min_mb"], RULES["release_min_share"] * level)
+    events = drops[drops >= threshold]
+    return int(len(events)), float(events.max()) if len(events) else 0.0
+
+
+def classify(r: ReplicaStats) -> str:
+    """Fallback status word while stats.classify is unavailable; the rules are RULES, in this order."""
+    if r.verified is False:
+        return "Unverified"
+    if r.steady_mb is None or r.n_samples < RULES["min_steady_samples"]:
+        return "Too short"
+    lo = r.change_lo
+    if lo is None and r.slope_lo_ts is not None:        # too few batches: Theil–Sen interval over the window
+        lo = r.slope_lo_ts * r.window_h
+    growing = (lo is not None and lo > 0 and (r.change_share or 0) > RULES["flat_max_growth_share"]
+               and (r.change_mb or 0) >= RULES["growing_min_change_mb"])
+    if growing and (r.change_share or 0) >= RULES["bloating_window_share"]:
+        return "Bloating"
+    if growing:
+        return "Growing"
+    if (r.iqr_share or 0) > RULES["variable_iqr_share"]:
+        return "Variable"
+    return "Flat"
+
+
+
+def _view(s: Series, start: float, end: float) -> Series:
+    m = (s.t >= start) & (s.t <= end)
+    return Series(s.replica_id, s.name, s.group, s.verified, s.t[m], s.mb[m], s.phase[m], s.live_mb[m], s.ops[m],
+                  s.cpu_s[m], s.lazyfree_mb[m], s.segments, s.exit_code, s.ended_at)
+
+
+def replica_stats(s: Series, idle_configured: bool = False) -> ReplicaStats:
+    """Statistics of the replica's clean span (none: the replica ends off its group's allocator).
+    Samples with no recorded phase count as load; idle release is measured only when the run
+    configured an idle phase (no phase is invented)."""
+    clean = s.clean
+    r = ReplicaStats(s.name, s.group, s.verified, 0)
+    if clean is None or not len(s.t):
+        r.status = classify(r)
+        return r
+    s = _view(s, clean.start, clean.end)
+    ok = ~np.isnan(s.mb)
+    load = np.array([p in ("warmup", "load", None) for p in s.phase]) & ok
+    idle = np.array([p == "idle" for p in s.phase]) & ok if idle_configured else np.zeros(len(s.t), bool)
+    lt, ly = s.t[load], s.mb[load]
+    if np.any(s.phase == "warmup"):
+        steady = np.array([p != "warmup" for p in s.phase[load]])
+        start = int(np.argmax(steady)) if steady.any() else len(ly)
+    else:
+        start = detect_warmup(lt, ly)
+    st, sy = lt[start:], ly[start:]
+    r.n_samples = len(sy)
+    r.total_samples = int(ok.sum())
+    r.window_start, r.window_end = float(s.t[0]), float(s.t[-1])
+    r.peak_mb = float(np.nanmax(s.mb))
+    r.final_mb = float(s.mb[ok][-1])
+    if len(sy):
+        r.warmup_end_s = float(st[0] - s.t[0])
+        r.steady_mb = float(np.median(sy))
+        r.steady_mean_mb = float(np.mean(sy))
+        q1, q3 = np.percentile(sy, [25, 75])
+        r.iqr_share = float((q3 - q1) / r.steady_mb) if r.steady_mb > 0 else None
+        r.window_h = float((st[-1] - st[0]) / 3600)
+        lf = s.lazyfree_mb[load][start:]
+        if np.any(~np.isnan(lf)) and r.steady_mb > 0:
+            r.lazyfree_share = float(np.nanmedian(lf / sy))
+            r.footprint_mb = float(np.nanmedian(sy - lf))
+    g = stats.growth(st, sy, level=r.steady_mb) if len(sy) >= 3 and r.window_h > 0 else None
+    if g is not None:
+        r.change_mb, r.change_lo, r.change_hi, r.change_share = g.change_mb, g.change_lo, g.change_hi, g.change_share
+        r.rate_supported = g.rate_mb_h is not None
+        r.slope_mb_h, r.slope_lo, r.slope_hi = g.rate_mb_h, g.rate_lo, g.rate_hi     # only where supported
+    if g is not None and g.change_lo is None and len(sy) >= 3:
+        r.slope_lo_ts = theil_sen((st - st[0]) / 3600, sy)[1]
+    r.release_events, r.largest_release_mb = release_events(sy, r.steady_mb or 0.0)   # steady window only
+    if idle.any() and len(ly):
+        r.end_of_load_mb = float(np.median(ly[-3:]))
+        iy, it = s.mb[idle], s.t[idle]
+        r.idle_final_mb = float(np.median(iy[-3:]))
+        released = r.end_of_load_mb - r.idle_final_mb
+        r.idle_released_share = float(max(0.0, released) / r.end_of_load_mb) if r.end_of_load_mb > 0 else None
+        if released > 0:
+            half = np.nonzero(iy <= r.end_of_load_mb - released / 2)[0]
+            r.idle_half_release_s = float(it[half[0]] - it[0]) if len(half) else None
+    live = s.live_mb[load][start:]
+    good = ~np.isnan(live)
+    if good.sum() >= 3:
+        r.frag_overhead_mb = float(np.median(sy[good] - live[good]))
+        pos = live[good] > 0
+        r.frag_ratio = float(np.median(sy[good][pos] / live[good][pos])) if pos.any() else None
+    ops, ot, cpu = s.ops[load], s.t[load], s.cpu_s[load]
+    good = ~np.isnan(ops)
+    if good.sum() >= 2:
+        d_ops, d_t = ops[good][-1] - ops[good][0], ot[good][-1] - ot[good][0]
+        if d_t > 0 and d_ops > 0:
+            r.ops_per_s = float(d_ops / d_t)
+            d_cpu = cpu[good][-1] - cpu[good][0]
+            r.cpu_us_per_op = float(d_cpu / d_ops * 1e6) if not math.isnan(d_cpu) else None
+    try:
+        call = stats.classify(st, sy, verified=r.verified, growth=g) if len(sy) else None
+        r.status, r.status_reason = (call.word, call.reason) if call else (classify(r), "")
+    except NotImplementedError:
+        r.status = classify(r)
+    return r
+

@@ -1,0 +1,40 @@
+"""Every threshold that turns numbers into words (documented in docs/analysis.md)."""
+from __future__ import annotations
+
+RULES = {
+    "min_steady_samples": 8,          # fewer post-warm-up samples: "Too short"
+    "warmup_steepness": 3.0,          # a start 3x steeper than the second half is a warm-up ...
+    "warmup_fraction": 0.9,           # ... which ends when the series first reaches 90% of its late level
+    "warmup_max_share": 0.5,          # ... but never drops more than half of the window
+    "flat_max_growth_share": 0.05,    # growth over the window below 5% of the level counts as flat
+    "growing_min_change_mb": 1.0,     # and a change below 1 MB never counts as growing
+    "bloating_window_share": 0.25,    # Growing by 25% of the level or more within the window: "Bloating"
+    "variable_iqr_share": 0.25,       # IQR above 25% of the median in the steady window: "Variable"
+    "release_min_mb": 1.0,            # a drop between samples of at least 1 MB ...
+    "release_min_share": 0.01,        # ... and 1% of the level counts as a release event
+    "ratchet_min_samples": 20,        # ratcheting needs this many samples with no release at all
+    "alpha": 0.05,                    # family-wise error rate (Holm)
+    "equivalence_margin": 0.05,       # "equivalent": ratio interval inside [1/1.05, 1.05]
+    "bootstrap_resamples": 5000,
+    "permutation_exact_limit": 50000, # above this many splits, sample permutations instead
+    "permutation_samples": 20000,
+    "min_replicas": 3,                # fewer per group: a confound warning
+    "level_shift_share": 0.3,         # a level change of 30% around an event: allocator changed?
+    "restart_drop_share": 0.3,        # a restart event counts when memory drops by 30% or more there
+    "start_skew_intervals": 3,        # replicas whose analysed data start further apart: started apart
+    # segments (analysis/load.py)
+    "segment_step_share": 0.3,        # a step of 30%+ between the samples around an event confirms it
+    "unexplained_drop_share": 0.5,    # a drop of 50%+ with no event: an unrecorded process restart
+    # windows (analysis/windows.py)
+    "end_span_share": 0.05,           # a level "at time T": median of the samples in the last 5% of the window
+    "published_differs_share": 0.02,  # published-style and clean figures further apart: show both, say why
+    "rate_min_window_h": 6.0,         # a growth rate per hour/day only over a window this long ...
+    "rate_min_samples": 10,           # ... with this many samples; shorter: change over the window only
+    # warnings (analysis/warnings.py)
+    "identical_min_share": 0.5,       # equal at half the shared timestamps (and 3+ distinct values): one process twice
+    "identical_min_points": 5,        # ... and at least this many of them
+    "lazyfree_material_share": 0.05,  # LazyFree above 5% of RSS: RSS overstates what the allocator holds
+    "age_skew_share": 0.25,           # replicas' process ages at the window start differ by > 25% of the window
+    "cpu_saturated_load_per_core": 1.5,
+}
+STATUS_ORDER = ["Unverified", "Too short", "Bloating", "Growing", "Ratcheting", "Variable", "Flat"]

@@ -1,0 +1,155 @@
+"""Comparable windows: when every group runs its treatment, which replicas are clean there, each
+group's level at the window's end, a published-style figure beside the clean one, and the
+per-group table at regular process ages ("day 1 / 3 / 5 / 7 / 9")."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .load import Series
+from .rules import RULES
+
+
+@dataclass
+class Window:
+    start: float
+    end: float
+    group_starts: dict[str, float]          # when each group's last replica began its treatment
+    basis: str                              # plain words: why this window
+
+    @property
+    def hours(self) -> float:
+        return (self.end - self.start) / 3600
+
+
+@dataclass
+class EndFigure:
+    group: str
+    clean: list[str]                        # replicas on the group's allocator throughout the window
+    clean_mb: float | None                  # median level at the window's end over them
+    published: list[str]                    # every replica listed for the group (any list), as published
+    published_mb: float | None
+    differs: bool = False
+    why: list[str] = field(default_factory=list)   # "keithsweat: jemalloc (D) at the end"
+
+
+@dataclass
+class AgeTable:
+    unit: str                               # "day", "hour" or "minute"
+    points: list[float]                     # ages in that unit
+    cells: dict[str, list[tuple[float | None, int]]]   # group -> (median MB, replicas) per point
+
+
+def treatment_window(series: list[Series], groups: list[str]) -> Window | None:
+    """The span in which every group with clean data runs its treatment: from the latest group
+    start (a group starts when its last clean replica began its final stretch on the group's
+    allocator) to the earliest group end."""
+    starts, ends = {}, {}
+    for g in groups:
+        ss = [s for s in series if s.group == g and s.clean is not None]
+        if ss:
+            starts[g] = max(s.treatment_start for s in ss)
+            ends[g] = max(s.clean.end for s in ss)     # replicas ending earlier drop out, by name
+    if not starts:
+        return None
+    start, end = max(starts.values()), min(ends.values())
+    last = max(starts, key=starts.get)
+    basis = (f"all groups run their treatment from {fmt_time(start)} (when {last}'s last replica started it) "
+             f"to {fmt_time(end)}")
+    if end <= start:            # no overlap: fall back to each group's own clean data (said so)
+        start, end = min(starts.values()), max(ends.values())
+        basis = "the groups never run their treatments at the same time: each group's own clean span is used"
+    return Window(start, end, starts, basis)
+
+
+def level_at(s: Series, t: float, span: float, clean_only: bool = True) -> float | None:
+    """The replica's level at time t: median of its samples in [t - span, t] (at least the last
+    sample at or before t), only from the segment covering t when clean_only."""
+    lo = t - span
+    if clean_only:
+        seg = next((g for g in s.segments if g.start <= t <= g.end or (g.start <= t and g is s.segments[-1])), None)
+        if seg is None or seg.group != s.group:
+            return None
+        lo = max(lo, seg.start)
+    m = (s.t >= lo) & (s.t <= t) & ~np.isnan(s.mb)
+    if not m.any():
+        before = np.nonzero((s.t <= t) & ~np.isnan(s.mb))[0]
+        if not len(before) or (clean_only and s.t[before[-1]] < lo):
+            return None
+        return float(s.mb[before[-1]])
+    return float(np.median(s.mb[m]))
+
+
+def clean_in_window(s: Series, w: Window) -> bool:
+    """On the group's allocator from the window's start to its end (restarts allowed)."""
+    ts = s.treatment_start
+    return s.clean is not None and ts is not None and ts <= w.start + 1 and s.clean.end >= w.end - 1
+
+
+def end_figures(series: list[Series], groups: list[str], w: Window, listed: dict[str, set[str]]) -> dict[str, EndFigure]:
+    span = RULES["end_span_share"] * (w.end - w.start)
+    by_name = {s.name: s for s in series}
+    out = {}
+    for g in groups:
+        clean = [s for s in series if s.group == g and clean_in_window(s, w)]
+        vals = [v for s in clean if (v := level_at(s, w.end, span)) is not None]
+        pub_names = sorted(listed.get(g, set()) | {s.name for s in series if s.group == g})
+        pub_vals, why = [], []
+        for n in pub_names:
+            s = by_name.get(n)
+            if s is None:
+                continue
+            v = level_at(s, w.end, span, clean_only=False)
+            if v is None:
+                continue
+            pub_vals.append(v)
+            if s not in clean:
+                seg = next((x for x in reversed(s.segments) if x.start <= w.end), None)
+                on = seg.label if seg else "no data"
+                if s.group != g:
+                    why.append(f"{n}: listed for {g} but in {s.group}'s current list, running {on} at the end")
+                elif s.treatment_start is None or s.treatment_start > w.start:
+                    why.append(f"{n}: on {g}'s allocator only from "
+                               f"{fmt_time(s.treatment_start) if s.treatment_start else 'never'}")
+                else:
+                    why.append(f"{n}: running {on} at the end")
+        fig = EndFigure(g, [s.name for s in clean], float(np.median(vals)) if vals else None, pub_names,
+                        float(np.median(pub_vals)) if pub_vals else None)
+        if fig.clean_mb and fig.published_mb:
+            fig.differs = abs(fig.published_mb / fig.clean_mb - 1) > RULES["published_differs_share"] and bool(why)
+        fig.why = why
+        out[g] = fig
+    return out
+
+
+def age_table(series: list[Series], groups: list[str]) -> AgeTable:
+    """Median level per group at regular process ages on the treatment (time since the replica's
+    last process on its group's allocator started), from clean segments only."""
+    ages = [s.clean.end - s.clean.start for s in series if s.clean is not None]
+    longest = max(ages, default=0.0)
+    unit, sec = next(((u, x) for u, x in (("day", 86400), ("hour", 3600), ("minute", 60)) if longest >= 3 * x),
+                     ("second", 1.0))
+    n_max = int(longest // sec)
+    points = [float(p) for p in range(1, n_max + 1, 2)][:9]
+    cells: dict[str, list[tuple[float | None, int]]] = {}
+    for g in groups:
+        row = []
+        for p in points:
+            vals = []
+            for s in series:
+                c = s.clean
+                if s.group != g or c is None or c.end - c.start < p * sec:
+                    continue
+                m = (s.t >= c.start) & (s.t <= c.end) & ~np.isnan(s.mb)
+                vals.append(float(np.interp(c.start + p * sec, s.t[m], s.mb[m])))
+            row.append((float(np.median(vals)) if vals else None, len(vals)))
+        cells[g] = row
+    return AgeTable(unit, points, cells)
+
+
+def fmt_time(t: float | None) -> str:
+    import datetime as dt
+    if t is None:
+        return "–"
+    return dt.datetime.fromtimestamp(t, dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")

@@ -1,2 +1,79 @@
-"""Simulators of realistic memory series for calibration (benchmarks/calibration.py, tests)."""
+"""Simulators of realistic memory series, for calibration (benchmarks/calibration.py) and tests.
+
+All series are (n_series, n_samples) arrays in MB sampled at times t (seconds). Noise is AR(1)
+(the discrete-time form of the slowly mean-reverting wander of real RSS) with a *marginal*
+standard deviation given as a share of the level, so phi changes the autocorrelation and not the
+amplitude. Replica effects are lognormal (a coefficient of variation between replicas).
+"""
 from __future__ import annotations
+
+import numpy as np
+from scipy.signal import lfilter
+
+
+def times(window_s: float, interval_s: float) -> np.ndarray:
+    return np.arange(0.0, window_s + interval_s / 2, interval_s)
+
+
+def ar1(rng: np.random.Generator, n_series: int, n: int, phi: float, sd: float = 1.0) -> np.ndarray:
+    """Stationary AR(1) noise with marginal standard deviation sd."""
+    e = rng.normal(size=(n_series, n))
+    e[:, 0] /= np.sqrt(max(1 - phi ** 2, 1e-12))
+    return lfilter([1.0], [1.0, -phi], e, axis=1) * sd * np.sqrt(1 - phi ** 2)
+
+
+def flat(rng, n_series, t, *, level=100.0, sd_share=0.02, phi=0.95) -> np.ndarray:
+    return level * (1 + ar1(rng, n_series, len(t), phi, sd_share))
+
+
+def growing(rng, n_series, t, *, share=0.10, level=100.0, sd_share=0.02, phi=0.95) -> np.ndarray:
+    """A true linear growth of `share` of the level over the window, plus AR(1) noise."""
+    ramp = share * (t - t[0]) / (t[-1] - t[0])
+    return level * (1 + ramp[None, :] + ar1(rng, n_series, len(t), phi, sd_share))
+
+
+def sinusoid(rng, n_series, t, *, amplitude_share=0.03, period_s=3600.0, level=100.0,
+             sd_share=0.002, phi=0.5) -> np.ndarray:
+    phase = rng.uniform(0, 2 * np.pi, size=(n_series, 1))
+    wave = amplitude_share * np.sin(2 * np.pi * t[None, :] / period_s + phase)
+    return level * (1 + wave + ar1(rng, n_series, len(t), phi, sd_share))
+
+
+def staircase(rng, n_series, t, *, climb_share=0.08, steps=6, level=100.0, sd_share=0.002,
+              phi=0.5) -> np.ndarray:
+    """tor-dircache-like ratchet: the level jumps up at random times (uneven step sizes) and
+    never comes down; small noise between the steps."""
+    out = np.empty((n_series, len(t)))
+    for i in range(n_series):
+        at = np.sort(rng.uniform(t[0], t[-1] * 0.9, steps))
+        size = rng.dirichlet(np.ones(steps)) * climb_share
+        out[i] = np.sum(size[:, None] * (t[None, :] >= at[:, None]), axis=0)
+    return level * (1 + out + ar1(rng, n_series, len(t), phi, sd_share))
+
+
+def restarts(rng, n_series, t, *, low_share=0.4, regrow_s=1800.0, level=100.0, sd_share=0.01,
+             phi=0.9) -> np.ndarray:
+    """One restart at a random time: memory drops to low_share of the level, then regrows
+    exponentially with time constant regrow_s."""
+    at = rng.uniform(t[0] + 0.2 * (t[-1] - t[0]), t[-1] * 0.8, size=(n_series, 1))
+    since = t[None, :] - at
+    shape = np.where(since < 0, 1.0, 1 - (1 - low_share) * np.exp(-np.maximum(since, 0) / regrow_s))
+    return level * (shape + ar1(rng, n_series, len(t), phi, sd_share))
+
+
+def level_shift(rng, n_series, t, *, shift_share=0.3, level=100.0, sd_share=0.01, phi=0.9) -> np.ndarray:
+    at = rng.uniform(t[0] + 0.2 * (t[-1] - t[0]), t[-1] * 0.8, size=(n_series, 1))
+    return level * (1 + shift_share * (t[None, :] >= at) + ar1(rng, n_series, len(t), phi, sd_share))
+
+
+def replica_levels(rng, n_sims: int, n: int, ratio: float = 1.0, cv: float = 0.05, *,
+                   dist: str = "lognormal", level: float = 100.0) -> np.ndarray:
+    """(n_sims, n) per-replica steady levels with geometric mean level × ratio: lognormal with
+    log-sd ≈ cv, or 'heavy' (t with 4 degrees of freedom on the log scale, same scale)."""
+    if dist == "lognormal":
+        z = rng.normal(size=(n_sims, n))
+    elif dist == "heavy":
+        z = rng.standard_t(4, size=(n_sims, n)) / np.sqrt(2.0)
+    else:
+        raise ValueError(dist)
+    return level * ratio * np.exp(cv * z)

@@ -1,9 +1,24 @@
-"""Sequential stopping with a guaranteed false-stop rate."""
+"""Sequential stopping with a guaranteed false-stop rate.
+
+Why alpha spending with a union bound rather than an e-process: the looks are repeated looks at
+the *same* replicas, whose levels drift as the run goes on; they are not new independent samples,
+so the martingale arguments behind mixture-SPRTs and e-processes do not apply. What does hold is
+that each look's Welch-log test (Holm across the groups) is valid at its own level when, at that
+moment, the replicas' log levels are independent within groups with a common mean under the null.
+Testing look k at alpha_k with Σ alpha_k ≤ alpha then bounds the probability of *any* false stop
+by alpha under arbitrary dependence between looks and under optional stopping (Bonferroni over
+looks). Looks are cheap to make and costly to spend, so with elapsed time they are spent only at
+doublings of the elapsed time (the information in a level grows with the window, not with the
+number of peeks). Calibrated in benchmarks/calibration.py.
+"""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import math
+from dataclasses import dataclass
 
 import numpy as np
+
+from .compare import compare_to_baseline
 
 
 @dataclass(frozen=True)
@@ -17,17 +32,69 @@ class SequentialDecision:
 
 
 class SequentialTest:
-    """Group-sequential test of "some group differs from the baseline" with Bonferroni alpha
-    spending over looks: look k is tested (Holm across n_comparisons) at alpha_k, with
-    Σ alpha_k ≤ alpha. With max_looks, alpha_k = alpha / max_looks; otherwise
-    alpha_k = alpha / (k (k + 1)). With elapsed_s given to update(), looks are spent only at
-    doublings of the elapsed time from first_look_s (updates in between return the last
-    decision's evidence without spending alpha)."""
+    """Group-sequential test of "a group differs from the baseline" with Bonferroni alpha
+    spending over looks: look k is tested (Holm across the groups, n_comparisons of them) at
+    alpha_k, with Σ alpha_k ≤ alpha. With max_looks (known from a maximum duration:
+    floor(log2(max_duration / first_look_s)) + 1), alpha_k = alpha · 2^(k−1) / (2^max_looks − 1),
+    proportional to the look's elapsed time (levels get more precise as the window grows, so the
+    late looks get most of alpha), and no test after the last; otherwise alpha_k = alpha / (k (k + 1)), which sums to alpha over an
+    unbounded run. With elapsed_s given to update(), a look is spent at the first update at or
+    after first_look_s × 2^(k−1) (first_look_s defaults to the elapsed time of the first update);
+    updates in between return "continue" with the last look's p-values and spend nothing. Without
+    elapsed_s every update is a look."""
 
     def __init__(self, alpha: float = 0.05, n_comparisons: int = 1, *, max_looks: int | None = None,
                  first_look_s: float | None = None) -> None:
-        raise NotImplementedError
+        if not 0 < alpha < 1:
+            raise ValueError("alpha must be between 0 and 1")
+        self.alpha, self.n_comparisons, self.max_looks = alpha, max(1, int(n_comparisons)), max_looks
+        self.first_look_s = first_look_s
+        self.looks = 0
+        self.spent = 0.0
+        self._last: dict[str, float] = {}
+
+    def alpha_at(self, k: int) -> float:
+        if self.max_looks is not None:      # share proportional to the look's elapsed time
+            return self.alpha * 2 ** (k - 1) / (2 ** self.max_looks - 1) if k <= self.max_looks else 0.0
+        return self.alpha / (k * (k + 1))
+
+    def _due(self, elapsed_s: float | None) -> bool:
+        if elapsed_s is None:
+            return True
+        if self.first_look_s is None:
+            self.first_look_s = max(float(elapsed_s), 1e-9)
+        return elapsed_s >= self.first_look_s * 2 ** self.looks
 
     def update(self, levels_by_group: dict[str, np.ndarray], baseline: str, *,
                elapsed_s: float | None = None) -> SequentialDecision:
-        raise NotImplementedError
+        due = self._due(elapsed_s)
+        if not due:         # cheap: nothing is computed or spent between looks
+            return SequentialDecision(False, None, dict(self._last), 0.0, 0, "between looks: no test spent")
+        k = self.looks + 1
+        level = self.alpha_at(k)
+        comps = compare_to_baseline(levels_by_group, baseline, alpha=level if level > 0 else self.alpha)
+        # Holm at this look's level over n_comparisons (at least the groups present)
+        evidence = {g: c.p_adj for g, c in comps.items() if c.p_adj is not None}
+        m_present = max(1, len(evidence))
+        if self.n_comparisons > m_present:     # groups not yet testable still count in the family
+            evidence = {g: min(1.0, p * self.n_comparisons / m_present) for g, p in evidence.items()}
+        self._last = evidence
+        if level <= 0:
+            return SequentialDecision(False, None, evidence, 0.0, 0, "all planned looks spent")
+        self.looks += 1
+        self.spent += level
+        geo = {g: c.geo_mean_mb for g, c in comps.items() if c.geo_mean_mb is not None}
+        shown = {g for g, p in evidence.items() if p < level}
+        if not geo or baseline not in geo:
+            return SequentialDecision(False, None, evidence, level, self.looks, "no baseline data yet")
+        best = min(geo, key=geo.get)
+        if best != baseline and best in shown and geo[best] < geo[baseline]:
+            return SequentialDecision(True, best, evidence, level, self.looks,
+                                      f"{best} below {baseline} at look {self.looks} "
+                                      f"(adjusted p {evidence[best]:.3g} < {level:.3g})")
+        others = [g for g in geo if g != baseline]
+        if best == baseline and others and all(g in shown for g in others):
+            return SequentialDecision(True, baseline, evidence, level, self.looks,
+                                      f"every group above {baseline} at look {self.looks} (boundary {level:.3g})")
+        return SequentialDecision(False, None, evidence, level, self.looks,
+                                  f"look {self.looks}: no group shown below the baseline at {level:.3g}")

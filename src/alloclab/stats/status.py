@@ -48,22 +48,49 @@ class StatusCall:
     iqr_share: float | None
 
 
-def noise_mb(y: np.ndarray) -> float:
-    """Robust sample-to-sample noise: MAD of first differences / √2 (steps and drops are outliers
-    among the differences and barely move it)."""
-    if len(y) < 3:
+def bin_medians(t: np.ndarray, y: np.ndarray, bins: int = 50) -> tuple[np.ndarray, np.ndarray]:
+    """Per-bin medians over `bins` equal shares of the span (fewer when there are few samples:
+    at least 4 samples a bin on average). The same time resolution whatever the sampling interval."""
+    span = float(t[-1] - t[0]) if len(t) else 0.0
+    b = max(1, min(bins, len(t) // 4))
+    if span <= 0:
+        return np.zeros(1, dtype=int), np.array([float(np.median(y))])
+    idx = np.minimum(((t - t[0]) / span * b).astype(int), b - 1)
+    med = np.full(b, np.nan)
+    order = np.argsort(idx, kind="stable")
+    bounds = np.searchsorted(idx[order], np.arange(b + 1))
+    for k in range(b):
+        if bounds[k + 1] > bounds[k]:
+            med[k] = np.median(y[order[bounds[k]:bounds[k + 1]]])
+    return idx, med
+
+
+def noise_mb(t: np.ndarray, y: np.ndarray) -> float:
+    """Robust short-term noise: MAD of the deviations from the median of each sample's time bin
+    (1/50 of the window), so steps and slow trends are not noise."""
+    if len(y) < 8:
         return 0.0
-    d = np.diff(y)
-    return float(1.4826 * np.median(np.abs(d - np.median(d))) / math.sqrt(2))
+    idx, med = bin_medians(t, y)
+    dev = y - med[idx]
+    return float(1.4826 * np.median(np.abs(dev - np.median(dev))))
+
+
+def release_threshold(t: np.ndarray, y: np.ndarray, level: float) -> float:
+    """max(release_min_mb, release_min_share × level, release_noise_k × noise × extreme factor):
+    the range of n noisy samples grows like 2·√(2 ln n) noise SDs, so the noise part scales with
+    that (a fall must exceed what noise alone produces in a window of this many samples)."""
+    n = max(len(y), 2)
+    noise = noise_mb(t, y) * RULES["release_noise_k"] * (2 * math.sqrt(2 * math.log(n)) + 1) / 3
+    return max(RULES["release_min_mb"], RULES["release_min_share"] * level, noise)
 
 
 def release_events(t_s: np.ndarray, y: np.ndarray, level: float) -> Releases:
-    """Release events in a window: falls from the running peak of at least
-    max(release_min_mb, release_min_share × level, release_noise_k × noise). A release lasts
+    """Release events in a window: falls from the running peak of at least release_threshold()
+    (1 MB, 1% of the level, and well beyond what the noise alone produces). A release lasts
     until the series climbs back by that threshold above its trough, so a fall spread over many
     samples is one event and the count does not depend on the sampling interval."""
     t_s, y = np.asarray(t_s, dtype=float), np.asarray(y, dtype=float)
-    thr = max(RULES["release_min_mb"], RULES["release_min_share"] * level, RULES["release_noise_k"] * noise_mb(y))
+    thr = release_threshold(t_s, y, level)
     if len(y) == 0:
         return Releases(0, 0.0, thr, None, 0.0)
     tl, yl = t_s.tolist(), y.tolist()
@@ -88,17 +115,14 @@ def release_events(t_s: np.ndarray, y: np.ndarray, level: float) -> Releases:
     return Releases(count, float(largest), float(thr), last, float(end - (start if last_t is None else last_t)))
 
 
-def step_time_share(t: np.ndarray, y: np.ndarray, bins: int = 50) -> float:
+def step_time_share(t: np.ndarray, y: np.ndarray) -> float:
     """Share of the span's time in which the series made half of its rise, fastest rises first:
-    ~0.5 for a steady climb, near 0 for a staircase. Computed on the running peak of per-bin
-    medians over `bins` equal shares of the span (denoised, and the same whatever the sampling
-    interval)."""
-    span = float(t[-1] - t[0])
-    if span <= 0 or len(t) < 3:
+    ~0.5 for a steady climb, near 0 for a staircase. Computed on the running peak of the bin
+    medians (denoised, and the same whatever the sampling interval)."""
+    if len(t) < 3 or t[-1] <= t[0]:
         return 1.0
-    b = min(bins, len(t))
-    idx = np.minimum(((t - t[0]) / span * b).astype(int), b - 1)
-    med = np.array([np.median(y[idx == k]) for k in range(b) if np.any(idx == k)])
+    _, med = bin_medians(t, y)
+    med = med[np.isfinite(med)]
     peak = np.maximum.accumulate(med)
     rise = np.sort(np.diff(peak))[::-1]
     total = float(peak[-1] - peak[0])
@@ -119,7 +143,9 @@ def _ratchet(t: np.ndarray, y: np.ndarray, level: float, rel: Releases) -> tuple
     start = float(np.median(ys[ts <= ts[0] + edge]))
     end = float(np.median(ys[ts >= ts[-1] - edge]))
     climb = end - start
-    drawdown = float(np.max(np.maximum.accumulate(ys) - ys))
+    _, med = bin_medians(ts, ys)
+    med = med[np.isfinite(med)]
+    drawdown = float(np.max(np.maximum.accumulate(med) - med))
     if climb < max(RULES["ratchet_min_climb_share"] * level, rel.threshold_mb):
         return False, f"climbed {climb:+.1f} MB over its release-free span"
     if drawdown > RULES["ratchet_max_drawdown"] * climb:

@@ -26,7 +26,7 @@ def app() -> None:
 @click.option("-o", "--output", type=PathArg, help="Run directory (default runs/<time>-<name>).")
 @click.option("--until-significant", is_flag=True, help="Stop once the best group beats the baseline significantly.")
 @click.option("--max-duration", help="Stop after this long, e.g. 30m.")
-@click.option("--stable-for", default="60s", show_default=True, help="With --until-significant: how long the leader must hold.")
+@click.option("--stable-for", default="60s", show_default=True, help="With --until-significant: time of the first look (later looks at doublings of it).")
 @click.option("--no-report", is_flag=True, help="Skip the report at the end.")
 def run(experiment: Path, output: Path | None, until_significant: bool, max_duration: str | None, stable_for: str,
         no_report: bool) -> None:

@@ -38,23 +38,29 @@ def _names(xs: list[str], k: int = 8) -> str:
 
 
 def identical_pairs(series: list[Series]) -> list[tuple[str, str, int, int]]:
-    """Pairs sampled as one process: equal at a large share of shared timestamps (stats.checks,
-    or the fallback rule RULES identical_min_share/_points with 3+ distinct equal values)."""
+    """Pairs sampled as one process: stats.identical_series over the whole series (equal at a
+    large share of shared timestamps), or for part of the run: equal at RULES
+    identical_min_points or more *consecutive* shared timestamps taking 3+ distinct values
+    (a pgrep prefix match that started mid-run). Two processes coincide at scattered timestamps
+    by chance, never along a moving run."""
     out = []
-    for a, b in itertools.combinations([s for s in series if len(s.t) >= RULES["identical_min_points"]], 2):
+    k = RULES["identical_min_points"]
+    for a, b in itertools.combinations([s for s in series if len(s.t) >= k], 2):
         _, ia, ib = np.intersect1d(a.t, b.t, return_indices=True)
-        if len(ia) < RULES["identical_min_points"]:
+        if len(ia) < k:
             continue
-        try:
-            m = stats.identical_series(a.t, a.mb, b.t, b.mb)
-            hit, equal = bool(m), m.equal
-        except NotImplementedError:
-            same = a.mb[ia] == b.mb[ib]
-            equal = int(same.sum())
-            hit = equal >= RULES["identical_min_points"] and equal >= RULES["identical_min_share"] * len(ia) \
-                and len(np.unique(a.mb[ia][same])) >= 3
+        m = stats.identical_series(a.t, a.mb, b.t, b.mb)
+        same = a.mb[ia] == b.mb[ib]
+        hit = bool(m)
+        if not hit and same.sum() >= k:
+            run, best_vals = 0, 0
+            for i, eq in enumerate(same):
+                run = run + 1 if eq else 0
+                if run >= k:
+                    best_vals = max(best_vals, len(np.unique(a.mb[ia][i - run + 1:i + 1])))
+            hit = best_vals >= 3
         if hit:
-            out.append((a.name, b.name, equal, len(ia)))
+            out.append((a.name, b.name, int(same.sum()), len(ia)))
     return out
 
 

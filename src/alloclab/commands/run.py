@@ -9,7 +9,9 @@ from rich.live import Live
 from rich.panel import Panel
 from rich.table import Table
 
-from .. import analysis, report
+import numpy as np
+
+from .. import analysis, report, stats
 from ..config import Experiment, load_experiment, parse_duration
 from ..runner import Runner
 
@@ -55,43 +57,52 @@ class Progress:
 
 
 class SignificanceStop:
-    """--until-significant: stop once the best group beats the baseline significantly and has
-    stayed the best for `stable_for` seconds. Checked every `every` seconds."""
+    """--until-significant: a group-sequential test (stats.SequentialTest, Bonferroni alpha
+    spending over looks at doublings of the elapsed time from `first_look`), so stopping early
+    keeps the family-wise false-stop rate at alpha however long the run goes on. Between looks
+    nothing is analysed or spent; `every` only bounds how often the clock is checked."""
 
-    def __init__(self, stable_for: float, every: float):
-        self.stable_for, self.every = stable_for, every
+    def __init__(self, first_look: float, every: float, n_comparisons: int):
+        self.every = every
         self.last_check = 0.0
-        self.leader: str | None = None
-        self.leader_since = 0.0
+        self.test = stats.SequentialTest(alpha=analysis.RULES["alpha"], n_comparisons=n_comparisons,
+                                         first_look_s=first_look)
 
     def __call__(self, runner: Runner, elapsed: float) -> str | None:
-        if elapsed - self.last_check < self.every:
+        if elapsed - self.last_check < self.every or elapsed < (self.test.first_look_s or 0) * 2 ** self.test.looks:
             return None
         self.last_check = elapsed
         a = analysis.analyse(runner.store)
-        usable = [g for g in a.groups if g.steady_mean_mb is not None and g.name != a.baseline
-                  and g.comparison and g.comparison.significant and g.comparison.ratio is not None and g.comparison.ratio < 1]
-        leader = min(usable, key=lambda g: g.steady_mean_mb).name if usable else None
-        if leader != self.leader:
-            self.leader, self.leader_since = leader, elapsed
+        levels = {g.name: np.array([r.steady_mean_mb for r in a.replicas if r.group == g.name and r.verified is not False
+                                    and r.steady_mean_mb is not None]) for g in a.groups}
+        d = self.test.update(levels, a.baseline, elapsed_s=elapsed)
+        if not d.stop:
             return None
-        if leader and elapsed - self.leader_since >= self.stable_for:
-            c = a.group(leader).comparison
-            reason = (f"stopped early: {leader} significantly below baseline {a.baseline} "
-                      f"({c.ratio:.2f}×, Holm p = {c.p_holm:.3g}) and the leader for {self.stable_for:g}s")
-            runner.store.event(time.time(), "sequential_stop", reason)
-            return reason
-        return None
+        reason = (f"stopped early at look {d.look}: {d.reason} (sequential test, total false-stop rate "
+                  f"≤ {self.test.alpha:g})")
+        runner.store.event(time.time(), "sequential_stop", reason)
+        return reason
+
+
+def design_check(exp: Experiment, console: Console) -> None:
+    """Before the run: say when this design (groups × replicas) cannot give a significant result."""
+    counts = {g.name: exp.replicas for g in exp.groups}
+    text = stats.design_warning(counts, exp.baseline, alpha=analysis.RULES["alpha"])
+    if text:
+        w = analysis.Warning("design-cannot-show-difference", "caution", [], sorted(counts), text,
+                             {"replicas": counts, "min_p": stats.design_min_p(counts, exp.baseline)})
+        console.print(f"[yellow]warning[/yellow] {w.kind}: {w.message}")
 
 
 def run_command(experiment: Path, output: Path | None, until_significant: bool, max_duration: str | None,
                 stable_for: str, no_report: bool, console: Console) -> int:
     exp = load_experiment(experiment)
     limit = parse_duration(max_duration, "--max-duration") if max_duration else None
+    design_check(exp, Console(stderr=True))
     stop = None
     if until_significant:
-        stable = parse_duration(stable_for, "--stable-for")
-        stop = SignificanceStop(stable, every=max(10 * exp.interval, 5.0))
+        first = max(parse_duration(stable_for, "--stable-for"), exp.phases.warmup + 10 * exp.interval)
+        stop = SignificanceStop(first, every=max(10 * exp.interval, 5.0), n_comparisons=max(1, len(exp.groups) - 1))
     runner = Runner(exp, output, stop_check=stop, max_duration=limit)
     planned = exp.phases.total
     if runner.max_duration is not None:

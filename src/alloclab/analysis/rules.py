@@ -26,7 +26,7 @@ RULES = {
     "segment_step_share": 0.3,        # a step of 30%+ between the samples around an event confirms it
     "unexplained_drop_share": 0.5,    # a drop of 50%+ with no event: an unrecorded process restart
     # windows (analysis/windows.py)
-    "end_span_share": 0.05,           # a level "at time T": median of the samples in the last 5% of the window
+    "end_span_share": 0.0,            # a level "at time T": its last sample at or before T (a share > 0: median over that share of the window)
     "published_differs_share": 0.02,  # published-style and clean figures further apart: show both, say why
     "rate_min_window_h": 6.0,         # a growth rate per hour/day only over a window this long ...
     "rate_min_samples": 10,           # ... with this many samples; shorter: change over the window only

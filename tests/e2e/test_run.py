@@ -3,6 +3,7 @@ verification and the report are checked against independent computations."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import sqlite3
@@ -113,8 +114,9 @@ def test_report_table_equals_independent_sql(finished_run):
         assert summary[group]["steady_mean_mb"] == pytest.approx(sum(means) / len(means), rel=1e-9)
         assert summary[group]["peak_mb"] == pytest.approx(median(peaks[rid] for g, rid, _, _ in per_replica if g == group))
         assert summary[group]["verified"] == 2
-    base = summary["glibc"]["steady_mean_mb"]
-    assert summary["mimalloc"]["ratio_to_baseline"] == pytest.approx(summary["mimalloc"]["steady_mean_mb"] / base)
+    # the ratio is of geometric means (the comparison runs on log levels)
+    logmean = lambda g: sum(math.log(m) for gg, _, m, _ in per_replica if gg == g) / 2  # noqa: E731
+    assert summary["mimalloc"]["ratio_to_baseline"] == pytest.approx(math.exp(logmean("mimalloc") - logmean("glibc")))
     assert summary["static"]["status"] == "Unverified" and summary["static"]["steady_mean_mb"] is None
     for chart in ("timeseries", "distribution", "trajectories", "fragmentation"):
         assert (run / "charts" / f"{chart}.png").stat().st_size > 10_000
@@ -250,5 +252,5 @@ command = ["{frag}", "--load", "300", "--mb", "4", "--threads", "1", "--seed", "
     assert time.time() - started < 80
     db = sqlite3.connect(tmp_path / "run" / "run.db")
     reason = dict(db.execute("SELECT key, value FROM meta").fetchall())["end_reason"]
-    assert reason.startswith("stopped early: small significantly below baseline big"), reason
+    assert reason.startswith("stopped early at look") and "small below big" in reason, reason
     assert db.execute("SELECT COUNT(*) FROM events WHERE kind = 'sequential_stop'").fetchone()[0] == 1

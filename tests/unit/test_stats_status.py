@@ -1,0 +1,58 @@
+"""stats.status: words re-based on the steady window and on durations, not sample counts."""
+import numpy as np
+
+from alloclab.stats import RULES, STATUS_ORDER, classify, release_events
+from alloclab.stats import calibration as sim
+
+
+def words(t, ys):
+    return [classify(t, y).word for y in ys]
+
+
+def test_a_staircase_that_never_releases_is_ratcheting_at_any_sampling_interval():
+    rng = np.random.default_rng(21)
+    for window, dt in ((3600.0, 1.0), (9 * 86400.0, 900.0)):
+        t = sim.times(window, dt)
+        ws = words(t, sim.staircase(rng, 40, t, climb_share=0.08, steps=6))
+        assert ws.count("Ratcheting") >= 34, (window, dt, ws)
+
+
+def test_sinusoids_flat_and_constant_series_are_not_ratcheting():
+    rng = np.random.default_rng(22)
+    t = sim.times(6 * 3600.0, 30.0)
+    ws = words(t, sim.sinusoid(rng, 100, t, amplitude_share=0.03, period_s=5400.0))
+    ws += words(t, sim.flat(rng, 100, t, phi=0.95, sd_share=0.02))
+    assert ws.count("Ratcheting") <= 0.05 * len(ws)
+    assert sum(w in ("Growing", "Bloating") for w in ws) <= 0.05 * len(ws)
+    assert classify(t, np.full(len(t), 100.0)).word == "Flat"
+
+
+def test_a_smooth_leak_is_growing_and_a_big_one_bloating():
+    t = sim.times(6 * 3600.0, 60.0)
+    rng = np.random.default_rng(23)
+    assert classify(t, 100 + 10 * t / t[-1] + rng.normal(0, 0.3, len(t))).word == "Growing"
+    assert classify(t, 100 + 40 * t / t[-1] + rng.normal(0, 0.3, len(t))).word == "Bloating"
+
+
+def test_a_slow_release_is_one_event_whatever_the_sampling_interval():
+    fine = np.arange(0, 3600, 1.0)
+    y = np.where(fine < 1800, 100.0, np.maximum(90.0, 100 - (fine - 1800) / 30))   # 10 MB over 5 min
+    coarse = fine[::300]
+    assert release_events(fine, y, 100.0).count == 1
+    assert release_events(coarse, y[::300], 100.0).count == 1
+    assert release_events(fine, np.full(len(fine), 100.0), 100.0).count == 0
+
+
+def test_too_short_and_unverified():
+    assert classify(np.arange(5.0), np.ones(5)).word == "Too short"
+    assert classify(np.arange(0, 30, 1.0), np.ones(30)).word == "Too short"     # 30 s < min_window_s
+    assert classify(np.arange(100.0), np.ones(100), verified=False).word == "Unverified"
+    assert set(STATUS_ORDER) >= {"Flat", "Ratcheting", "Growing", "Bloating", "Variable"}
+    assert RULES["ratchet_min_quiet_s"] > 0
+
+
+def test_variable():
+    t = np.arange(0, 3600, 10.0)
+    y = np.where((t // 300) % 2 == 0, 60.0, 140.0)
+    call = classify(t, y)
+    assert call.word == "Variable", call

@@ -272,12 +272,14 @@ def draw_charts(store: Store, a: Analysis, out: Path) -> list[Path]:
     # 1. median and interquartile band per group over time, events as vertical lines
     fig, ax = plt.subplots(figsize=(10, 5.5))
     for g in groups:
-        ss = [s for s in series if s.group == g and s.verified is not False]
+        # each replica from when it began its final stretch on the group's allocator: no mixed spans
+        ss = [s for s in series if s.group == g and s.verified is not False and s.treatment_start is not None]
         if not ss:
             continue
-        lo, hi = min(s.t[0] for s in ss), max(s.t[-1] for s in ss)
+        lo, hi = min(s.treatment_start for s in ss), max(s.t[-1] for s in ss)
         grid = np.linspace(lo, hi, 300)
-        stack = np.vstack([np.where((grid >= s.t[0]) & (grid <= s.t[-1]), np.interp(grid, s.t, s.mb), np.nan) for s in ss])
+        stack = np.vstack([np.where((grid >= s.treatment_start) & (grid <= s.t[-1]), np.interp(grid, s.t, s.mb), np.nan)
+                           for s in ss])
         with np.errstate(all="ignore"):
             import warnings
             with warnings.catch_warnings():
@@ -294,7 +296,7 @@ def draw_charts(store: Store, a: Analysis, out: Path) -> list[Path]:
             ax.axvline((e["t"] - t0) / scale, color="black", ls="--", lw=0.6, alpha=0.5)
     ax.set_xlabel(f"time since start ({unit})")
     ax.set_ylabel(label)
-    ax.set_title("Memory over time: median and interquartile range over replicas (dotted: phases, dashed: events)")
+    ax.set_title("Memory over time on each group's own allocator: median and IQR over replicas\n(dotted: phases, dashed: events)")
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
     paths.append(_save(fig, out / "timeseries.png"))
@@ -321,15 +323,18 @@ def draw_charts(store: Store, a: Analysis, out: Path) -> list[Path]:
         for s in series:
             if s.group == g:
                 unverified = s.verified is False
-                ax.plot((s.t - t0) / scale, s.mb, lw=0.8, color="black" if unverified else colors[g],
-                        ls="--" if unverified else "-", alpha=0.8)
+                for seg in s.segments or []:
+                    m = (s.t >= seg.start) & (s.t <= seg.end)
+                    other = unverified or seg.group != g      # another or an unknown allocator: not the group's data
+                    ax.plot((s.t[m] - t0) / scale, s.mb[m], lw=0.8, color="black" if other else colors[g],
+                            ls="--" if other else "-", alpha=0.5 if other else 0.8)
         ax.set_title(g, fontsize=9)
         ax.grid(alpha=0.3)
     for ax in axes.flat[len(groups):]:
         ax.axis("off")
     fig.supxlabel(f"time since start ({unit})")
     fig.supylabel(label)
-    fig.suptitle("Per-replica trajectories (black dashed: unverified, excluded from statistics)")
+    fig.suptitle("Per-replica trajectories (black dashed: unverified or another/unknown allocator, excluded)")
     paths.append(_save(fig, out / "trajectories.png"))
 
     # 4. fragmentation: memory against live requested bytes, where the workload reports them

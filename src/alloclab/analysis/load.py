@@ -268,6 +268,8 @@ def segments_imported(store: Store, series: list[Series], mapping: dict[str, Lab
                     continue
                 if moved_from:
                     owner = moved_from.pop(0)
+                elif own and original and source is not None and source != s.group:
+                    pass                                           # relays moved in from `source`; it was already here
                 elif own:
                     owner = source if source != owner else None   # this group's allocator started here
                 elif original:

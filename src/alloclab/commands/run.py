@@ -13,6 +13,8 @@ from .. import analysis, report
 from ..config import Experiment, load_experiment, parse_duration
 from ..runner import Runner
 
+EXIT_CUT_SHORT = 3      # the run could not go on (disk full); its data so far is kept (docs/store.md)
+
 
 def _clock(seconds: float) -> str:
     seconds = int(seconds)
@@ -102,6 +104,12 @@ def run_command(experiment: Path, output: Path | None, until_significant: bool, 
     with Progress(err, exp, planned) as progress:
         runner.on_tick = progress.tick
         result = runner.run()
+    if result.cut_short == "disk-full":
+        # one line, no report: writing it would need the space that ran out
+        err.print(f"alloclab: error: the disk holding {result.run_dir} is full: sampling stopped, replicas stopped, "
+                  f"the run is marked cut short (disk-full) — free space, then `alloclab report {result.run_dir}`",
+                  markup=False, highlight=False, soft_wrap=True)
+        return EXIT_CUT_SHORT
     console.print(f"run ended: {result.end_reason}; data in {result.run_dir}")
     if not no_report:
         path, analysed = report.write_report(result.run_dir)

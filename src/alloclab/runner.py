@@ -673,3 +673,127 @@ def _process_age(start_ticks: int) -> float:
     with open("/proc/uptime") as f:
         uptime = float(f.read().split()[0])
     return uptime - start_ticks / sampler.CLK_TCK
+
+
+# ---- resuming a run whose alloclab died ------------------------------------------------------------
+
+@dataclass
+class ResumeResult:
+    run_dir: Path
+    end_reason: str
+    survivors: int            # processes of the run found alive when resuming
+    sampled_ticks: int
+    interrupted: bool
+
+
+def resume(run: Path, grace: float = 5.0, on_tick: Callable[[int, int], None] | None = None) -> ResumeResult:
+    """`alloclab run --resume RUN`: a run cut short (alloclab killed, disk full) goes on being
+    sampled while any of its processes survive — until its planned end, until they all exit, or
+    until interrupted — then they are ended and the run is closed. With the watchdog nothing
+    survives, so this closes the run cleanly: end reason kept (or 'killed' when nothing recorded
+    one), end time = the last sample, a 'resumed' event, leftover cgroups removed."""
+    from .config import Phases
+    from .store import CUT_SHORT_REASONS
+    store = Store.open(run)
+    meta = store.meta()
+    if meta.get("source") != "run":
+        store.close()
+        raise UserError(f"{run} was not made by `alloclab run`", "--resume continues runs of `alloclab run` only")
+    runner_id = json.loads(meta.get("runner", "null"))
+    if runner_id and sampler.is_alive(tuple(runner_id)) and "alloclab" in sampler.read_cmdline(runner_id[0]):
+        store.close()
+        raise UserError(f"{run} is still being recorded by alloclab (pid {runner_id[0]})",
+                        f"wait for it to end, or stop it: kill -INT {runner_id[0]}")
+    if meta.get("end_reason") and meta["end_reason"] not in CUT_SHORT_REASONS:
+        store.close()
+        raise UserError(f"{run} ended normally ({meta['end_reason']}); there is nothing to resume",
+                        f"see its report: alloclab report {run}")
+    cgroups = [sampler.Cgroup(Path(row["cgroup"]), 1 if row["cgroup"].startswith("/sys/fs/cgroup/memory/") else 2)
+               for row in store.query("SELECT cgroup FROM replicas WHERE cgroup IS NOT NULL") if Path(row["cgroup"]).is_dir()]
+    finder = reaper.RunProcesses(meta.get("run_token", ""), cgroups, exclude={os.getpid()})
+    finder.identities = {(row["pid"], row["start_ticks"]) for row in store.query("SELECT pid, start_ticks FROM processes")}
+    survivors = finder.find() if meta.get("run_token") else set()
+    now = time.time()
+    store.begin()
+    store.event(now, "resumed", f"alloclab run --resume: {len(survivors)} processes of the run still alive")
+    store.commit()
+    ticks, interrupted = 0, False
+    if survivors:
+        ticks, interrupted = _sample_survivors(store, meta, finder, Phases(**json.loads(meta.get("phases", "{}"))), on_tick)
+        reaper.sweep(finder.find, grace)
+    leaked = [c for c in cgroups if not c.remove(wait=5.0)]
+    if not store.mark_cut_short("killed", time.time(), "alloclab died during the run (found by run --resume)"):
+        store.begin()
+        store.set_meta(ended_at=max(float(meta.get("ended_at") or 0), store.query("SELECT MAX(t) FROM samples")[0][0] or 0))
+        store.commit()
+    if leaked:
+        store.begin()
+        store.event(time.time(), "cgroup_leaked", "could not remove " + ", ".join(str(c.path) for c in leaked))
+        store.commit()
+    reason = store.meta().get("end_reason", "killed")
+    store.close()
+    return ResumeResult(store.run_dir, reason, len(survivors), ticks, interrupted)
+
+
+def _sample_survivors(store: Store, meta: dict, finder: reaper.RunProcesses, phases, on_tick) -> tuple[int, bool]:
+    """Sample what survived, replica by replica (known by cgroup, recorded process identity or the
+    ALLOCLAB_REPLICA in its environment), every interval, until the planned end or none is left."""
+    replicas: dict[str, Tracked] = {}
+    cgroup_of: dict[str, sampler.Cgroup] = {}
+    for row in store.query("SELECT r.id, r.name, r.cgroup, g.name AS grp, g.kind, g.allocator, g.library_path, g.family, "
+                           "g.version, g.library_sha256 FROM replicas r JOIN groups g ON g.id = r.group_id"):
+        spec = AllocatorSpec(kind=row["kind"], request=row["allocator"], path=row["library_path"],
+                             sha256=row["library_sha256"], family=row["family"], version=row["version"])
+        t = Tracked(id=row["id"], name=row["name"], group_name=row["grp"], spec=spec)
+        for p in store.query("SELECT id, pid, start_ticks FROM processes WHERE replica_id = ?", (row["id"],)):
+            t.processes[(p["pid"], p["start_ticks"])] = p["id"]
+        replicas[row["name"]] = t
+        if row["cgroup"] and Path(row["cgroup"]).is_dir():
+            cgroup_of[row["name"]] = next(c for c in finder.cgroups if str(c.path) == row["cgroup"])
+    interval = float(meta.get("interval", "1"))
+    started = float(meta.get("started_at") or time.time())
+    planned_end = started + phases.total if phases.total is not None else None
+    recorder = Recorder(store, float("inf"), meta.get("metric", "rss"))   # verdicts were recorded before
+    budget = sampler.SmapsBudget(float(meta.get("smaps_budget", "0.02")))
+    stop = {"now": False}
+    previous = {s: signal.signal(s, lambda *a: stop.update(now=True)) for s in (signal.SIGINT, signal.SIGTERM)}
+    ticks = 0
+    marked: dict[tuple[int, int], str | None] = {}
+    try:
+        while not stop["now"] and (planned_end is None or time.time() < planned_end):
+            now = time.time()
+            procs = sampler.all_processes()
+            token = finder.token
+            by_env: dict[str, set[tuple[int, int]]] = {}
+            for st in procs.values():
+                if st.identity not in marked:        # each process's environment is read once
+                    marks = sampler.environ_marks(st.pid, (reaper.TOKEN_VAR.encode(), b"ALLOCLAB_REPLICA"))
+                    mine = marks.get(reaper.TOKEN_VAR.encode()) == token
+                    marked[st.identity] = marks.get(b"ALLOCLAB_REPLICA", b"").decode() if mine else None
+                if marked[st.identity] is not None:
+                    by_env.setdefault(marked[st.identity], set()).add(st.identity)
+            store.begin()
+            seen = 0
+            for name, t in replicas.items():
+                if name in cgroup_of:
+                    pids, expected = cgroup_of[name].procs(), None
+                else:
+                    pids = sampler.tree(set(t.processes) | by_env.get(name, set()), procs)
+                    expected = {pid: procs[pid].start_ticks for pid in pids}
+                readings = sampler.sample_processes(pids, budget, expected)
+                if readings:
+                    seen += len(readings)
+                    recorder.observe(t, readings, now, phases.at(now - started), cgroup_of.get(name))
+                    finder.identities |= set(t.processes)
+            recorder.flush(now)
+            store.commit()
+            ticks += 1
+            if on_tick:
+                on_tick(ticks, seen)
+            if not seen:
+                break
+            time.sleep(max(0.0, interval - (time.time() - now)))
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+    return ticks, stop["now"]

@@ -11,7 +11,7 @@ from rich.table import Table
 
 from .. import analysis, report
 from ..config import Experiment, load_experiment, parse_duration
-from ..runner import Runner
+from ..runner import Runner, resume
 
 EXIT_CUT_SHORT = 3      # the run could not go on (disk full); its data so far is kept (docs/store.md)
 
@@ -111,6 +111,23 @@ def run_command(experiment: Path, output: Path | None, until_significant: bool, 
                   markup=False, highlight=False, soft_wrap=True)
         return EXIT_CUT_SHORT
     console.print(f"run ended: {result.end_reason}; data in {result.run_dir}")
+    if not no_report:
+        path, analysed = report.write_report(result.run_dir)
+        report.print_summary(analysed, console)
+        console.print(f"report: {path}")
+    return 130 if result.interrupted else 0
+
+
+def resume_command(run: Path, no_report: bool, console: Console) -> int:
+    """--resume RUN: see runner.resume (and docs/store.md, "Cut short and resumed runs")."""
+    err = Console(stderr=True)
+    result = resume(run, on_tick=lambda ticks, n: err.print(f"resumed: tick {ticks}, {n} processes sampled")
+                    if ticks % 10 == 1 else None)
+    if result.survivors:
+        console.print(f"resumed {result.run_dir}: {result.survivors} processes had survived; sampled {result.sampled_ticks} "
+                      f"more intervals, then ended them")
+    else:
+        console.print(f"no process of {result.run_dir} survived; the run is closed (end reason: {result.end_reason})")
     if not no_report:
         path, analysed = report.write_report(result.run_dir)
         report.print_summary(analysed, console)

@@ -22,16 +22,26 @@ def app() -> None:
 
 
 @app.command()
-@click.argument("experiment", type=PathArg)
+@click.argument("experiment", type=PathArg, required=False)
 @click.option("-o", "--output", type=PathArg, help="Run directory (default runs/<time>-<name>).")
 @click.option("--until-significant", is_flag=True, help="Stop once the best group beats the baseline significantly.")
 @click.option("--max-duration", help="Stop after this long, e.g. 30m.")
 @click.option("--stable-for", default="60s", show_default=True, help="With --until-significant: time of the first look (later looks at doublings of it).")
 @click.option("--no-report", is_flag=True, help="Skip the report at the end.")
-def run(experiment: Path, output: Path | None, until_significant: bool, max_duration: str | None, stable_for: str,
-        no_report: bool) -> None:
-    """Run an experiment: every group x replica started together, sampled, verified, stored, reported."""
-    from .commands.run import run_command
+@click.option("--resume", "resume_run", type=PathArg, metavar="RUN",
+              help="Continue a run whose alloclab died: sample what survives, else close it (end reason, report).")
+def run(experiment: Path | None, output: Path | None, until_significant: bool, max_duration: str | None, stable_for: str,
+        no_report: bool, resume_run: Path | None) -> None:
+    """Run an experiment: every group x replica started together, sampled, verified, stored, reported.
+
+    Exit codes: 0 done, 2 bad input, 3 cut short (disk full; data so far kept), 130 interrupted."""
+    from .commands.run import resume_command, run_command
+    if resume_run is not None:
+        if experiment is not None:
+            raise UserError("give either an experiment file or --resume RUN, not both", "see `alloclab run --help`")
+        sys.exit(resume_command(resume_run, no_report, console))
+    if experiment is None:
+        raise UserError("no experiment file given", "alloclab run EXPERIMENT.toml (or --resume RUN)")
     sys.exit(run_command(experiment, output, until_significant, max_duration, stable_for, no_report, console))
 
 

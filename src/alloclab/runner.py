@@ -1,13 +1,19 @@
 """Runs an experiment: every replica of every group started together, sampled until the end.
 
 Flow: resolve and check everything (nothing is written if the experiment is wrong) -> create the
-run directory and store -> start replicas in a seeded interleaved order -> every interval sample
-each replica's process tree, verify new processes, commit -> stop (SIGTERM to each process group,
-SIGKILL after the grace period) -> record why the run ended.
+run directory and store -> start the watchdog, then replicas in a seeded interleaved order ->
+every interval sample each replica's process tree, verify new processes, commit -> stop (SIGTERM
+to every process of the run, SIGKILL after the grace period; see reaper) -> remove the cgroups ->
+record why the run ended.
+
+A process is always known by (pid, start ticks): a pid reused after its process ended is never
+taken for that process. Replica roots are not reaped until the end (their exit is read with
+WNOWAIT), so a root's pid, and with it its process group, cannot be reused during the run.
 """
 from __future__ import annotations
 
 import ctypes
+import errno
 import json
 import os
 import platform
@@ -16,14 +22,16 @@ import shutil
 import signal
 import socket
 import subprocess
+import sqlite3
 import sys
 import time
+import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Callable
 
-from . import __version__, allocators, sampler, tunables, workloads
+from . import __version__, allocators, reaper, sampler, tunables, workloads
 from .allocators import AllocatorSpec
 from .config import Experiment, Group
 from .errors import UserError
@@ -31,6 +39,9 @@ from .store import DB_NAME, Store
 
 PR_SET_PDEATHSIG = 1
 VERIFY_MIN_AGE = 0.2          # seconds: a younger process may not have exec'd / mapped its preload yet
+CGROUPS_SETTING = "ALLOCLAB_CGROUPS"   # "off": no per-replica cgroups (processes found by tree and identity)
+RESERVE_NAME = ".space-reserve"        # freed when the disk fills, so the end of the run can still be written
+RESERVE_BYTES = 1 << 20
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
@@ -63,6 +74,9 @@ class Replica(Tracked):
     popen: subprocess.Popen | None = None
     load_popen: subprocess.Popen | None = None
     exited_at: float | None = None
+    root: tuple[int, int] | None = None          # the started process's (pid, start ticks)
+    root_exit: int | None = None                 # its exit code, or -signal (read without reaping it)
+    root_exit_t: float | None = None
 
     @property
     def stats_path(self) -> Path:
@@ -78,6 +92,31 @@ class RunResult:
     run_dir: Path
     end_reason: str
     interrupted: bool
+    cut_short: str | None = None      # 'disk-full' (store.CUT_SHORT_REASONS) when the run could not go on
+
+
+def _disk_full(exc: BaseException) -> bool:
+    if isinstance(exc, sqlite3.OperationalError):
+        return "full" in str(exc)          # SQLITE_FULL: "database or disk is full"
+    return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
+
+
+def _exit_status(pid: int) -> int | None:
+    """Exit code (or -signal) of an exited child, without reaping it; None while it runs."""
+    try:
+        info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return None
+    if info is None or info.si_pid == 0:
+        return None
+    return -info.si_status if info.si_code in (os.CLD_KILLED, os.CLD_DUMPED) else info.si_status
+
+
+def _signal_name(sig: int) -> str:
+    try:
+        return signal.Signals(sig).name
+    except ValueError:
+        return f"signal {sig}"
 
 
 def default_run_dir(exp: Experiment) -> Path:
@@ -144,6 +183,8 @@ class Recorder:
         try:
             verdict = allocators.verify_process(key[0], r.spec)
         except OSError:
+            return
+        if not sampler.is_alive(key):        # the pid was reused while its maps were read
             return
         previous = r.verdicts.get(key, "unset")
         r.verdicts[key] = verdict.verified
@@ -229,6 +270,7 @@ class Runner:
                 tunables.validate(g.env, self.specs[g.name].family, self.specs[g.name].path, g.name)
         self.templates = {g.name: self._template(g) for g in exp.groups}
         self.run_dir = self._make_run_dir(run_dir or default_run_dir(exp))
+        self._reserve_space()
         self.store = Store.create(self.run_dir / DB_NAME)
         self.recorder = Recorder(self.store, exp.verify_every, exp.metric)
         self.replicas: list[Replica] = []
@@ -236,6 +278,28 @@ class Runner:
         self.started_mono = 0.0
         self.started_wall = 0.0
         self.cgroup_note = ""
+        self.token = uuid.uuid4().hex          # in every replica's environment: finds what escaped the tree
+        self.watchdog: reaper.WatchdogLink | None = None
+        self.finder = reaper.RunProcesses(self.token, under=os.getpid())
+        self.adopted: dict[tuple[int, int], str | None] = {}   # orphans reparented to alloclab -> replica
+        self.registered: set[tuple[int, int]] = set()         # identities sent to the watchdog
+        self.cut_short: str | None = None
+
+    def _reserve_space(self) -> None:
+        """A little space held back: when the disk fills, it is freed so the run's end (reason,
+        times, stopped replicas) can still be written."""
+        try:
+            with open(self.run_dir / RESERVE_NAME, "wb") as f:
+                f.write(b"\0" * RESERVE_BYTES)
+                f.flush()
+                os.fsync(f.fileno())
+        except OSError as exc:
+            shutil.rmtree(self.run_dir, ignore_errors=True)
+            raise UserError(f"cannot write to output directory {self.run_dir}: {exc.strerror}",
+                            "free some space or choose another directory with -o") from None
+
+    def _release_space(self) -> None:
+        (self.run_dir / RESERVE_NAME).unlink(missing_ok=True)
 
     # ---- preparation: everything that can be wrong is found before the run starts ----
     def _template(self, g: Group) -> tuple[str, ...]:
@@ -266,7 +330,8 @@ class Runner:
                     metric=exp.metric, baseline=exp.baseline, replicas_per_group=exp.replicas,
                     phases={"warmup": exp.phases.warmup, "load": exp.phases.load, "idle": exp.phases.idle},
                     start_order=[f"{g}-{i}" for g, i in order], smaps_budget=exp.smaps_budget,
-                    command_line=sys.argv, source="run", **host_metadata())
+                    command_line=sys.argv, source="run", run_token=self.token,
+                    runner=list(sampler.read_stat(os.getpid()).identity), **host_metadata())
         group_ids = {}
         for g in exp.groups:
             spec = self.specs[g.name]
@@ -276,6 +341,7 @@ class Runner:
                 env_json=json.dumps(g.env), command_json=json.dumps(list(self.templates[g.name])),
                 is_baseline=int(g.name == exp.baseline), provenance_json=_provenance(spec))
         notes = []
+        use_cgroups = os.environ.get(CGROUPS_SETTING, "").lower() not in ("off", "0", "no", "false")
         for n, (gname, idx) in enumerate(order):
             g = exp.group(gname)
             name = f"{gname}-{idx}"
@@ -289,10 +355,12 @@ class Runner:
             env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
             env.update(g.env)
             env.update(ALLOCLAB_REPLICA=name, ALLOCLAB_GROUP=gname, ALLOCLAB_STATS=str(log_dir / "stats.bin"))
+            env[reaper.TOKEN_VAR] = self.token
             spec = self.specs[gname]
             if spec.kind == "preload":
                 env["LD_PRELOAD"] = spec.path
-            cg, why = sampler.make_cgroup(f"alloclab-{os.getpid()}-{name}")
+            cg, why = sampler.make_cgroup(f"alloclab-{os.getpid()}-{name}") if use_cgroups \
+                else (None, f"{CGROUPS_SETTING}=off")
             if cg is None:
                 notes.append(why)
             rid = st.insert("replicas", group_id=group_ids[gname], idx=idx, name=name, workdir=str(workdir),
@@ -328,20 +396,43 @@ class Runner:
             try:
                 r.popen = self._spawn(r.argv, r.env, r.workdir, r.log_dir / "stdout.log", r.log_dir / "stderr.log",
                                       r.cgroup.procs_file if r.cgroup else None)
-            except OSError as exc:
-                # nothing has been measured yet: stop what started and leave no half-made run behind
-                for other in self.replicas:
-                    self._stop_group(other.popen, other.cgroup)
-                    if other.cgroup:
-                        other.cgroup.remove()
-                self.store.conn.close()
-                shutil.rmtree(self.run_dir, ignore_errors=True)
-                raise UserError(f"cannot start {r.argv[0]} for {r.name}: {exc.strerror}",
+            except (OSError, subprocess.SubprocessError) as exc:
+                self._abandon()
+                why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+                raise UserError(f"cannot start {r.argv[0]} for {r.name}: {why}",
                                 "check that the command runs on its own") from None
+            # not reaped until the end, so this pid stays this process's (and its group's)
+            st = sampler.read_stat(r.popen.pid)
+            r.root = st.identity if st else (r.popen.pid, -1)
+            self._register([r.root])
             self.store.update("replicas", r.id, started_at=time.time(), root_pid=r.popen.pid)
         self.store.set_meta(started_at=self.started_wall)
         self.store.event(self.started_wall, "start", f"{len(self.replicas)} replicas started")
         self.store.commit()
+
+    def _abandon(self) -> None:
+        """A replica could not start: nothing has been measured, so stop what started and leave
+        no half-made run behind (the run directory is removed)."""
+        self.store.conn.rollback() if self.store.conn.in_transaction else None
+        reaper.sweep(self.finder.find, 0.0, on_poll=self._reap_children)
+        for r in self.replicas:
+            if r.popen is not None:
+                r.popen.wait()
+            if r.cgroup:
+                r.cgroup.remove(wait=2.0)
+        if self.watchdog:
+            self.watchdog.close()
+        self.store.conn.close()
+        shutil.rmtree(self.run_dir, ignore_errors=True)
+        self.abandoned = True
+
+    def _register(self, identities) -> None:
+        new = set(identities) - self.registered
+        if new:
+            self.registered |= new
+            self.finder.identities |= new
+            if self.watchdog:
+                self.watchdog.register_processes(new)
 
     def _start_load(self) -> None:
         if not self.exp.load_command:
@@ -353,73 +444,125 @@ class Runner:
                                                            "seed": str(self.exp.seed * 1000 + r.idx)})
                 argv[0] = _resolve_program(argv[0], self.exp.base_dir)
                 env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+                env[reaper.TOKEN_VAR] = self.token
                 r.load_popen = self._spawn(argv, env, r.workdir, r.log_dir / "load.stdout.log",
                                            r.log_dir / "load.stderr.log", None)
+                st = sampler.read_stat(r.load_popen.pid)
+                if st:
+                    self._register([st.identity])
 
-    def _stop_group(self, popen: subprocess.Popen | None, cgroup: sampler.Cgroup | None) -> str:
-        """SIGTERM the process group (and cgroup members), SIGKILL after the grace period."""
-        if popen is None:
-            return "not started"
-        targets = lambda: set(cgroup.procs()) if cgroup else set()  # noqa: E731
-        def signal_all(sig: int) -> None:
+    def _stop_load(self, popen: subprocess.Popen | None) -> None:
+        """SIGTERM a load client's process group, SIGKILL after the grace period. Its pid (the
+        group's id) cannot be reused before it is reaped, which happens only here."""
+        if popen is None or popen.poll() is not None:
+            return
+        for sig in (signal.SIGTERM, signal.SIGKILL):
             try:
                 os.killpg(popen.pid, sig)
             except ProcessLookupError:
                 pass
-            for pid in targets():
-                try:
-                    os.kill(pid, sig)
-                except ProcessLookupError:
-                    pass
-        if popen.poll() is None or targets():
-            signal_all(signal.SIGTERM)
-            deadline = time.monotonic() + self.exp.grace
-            while time.monotonic() < deadline and (popen.poll() is None or targets()):
-                time.sleep(0.05)
-            if popen.poll() is None or targets():
-                signal_all(signal.SIGKILL)
-                popen.wait()
-                return "SIGKILL after grace period"
-            return "SIGTERM"
-        return "already exited"
+            try:
+                popen.wait(self.exp.grace if sig == signal.SIGTERM else None)
+                return
+            except subprocess.TimeoutExpired:
+                pass
+
+    def _reap_children(self) -> None:
+        keep = {p.pid for r in self.replicas for p in (r.popen, r.load_popen) if p is not None}
+        if self.watchdog:
+            keep.add(self.watchdog.popen.pid)
+        reaper.reap_adopted(keep)
 
     # ---- one sampling tick ----
-    def _sample(self, now: float, phase: str, parents: dict[int, int] | None) -> None:
+    def _adopted_roots(self) -> dict[str, set[tuple[int, int]]]:
+        """Orphans of the run reparented to alloclab (it is a subreaper), by replica: their
+        environment names the replica. Read once per process."""
+        own = {p.pid for r in self.replicas for p in (r.popen, r.load_popen) if p is not None}
+        if self.watchdog:
+            own.add(self.watchdog.popen.pid)
+        out: dict[str, set[tuple[int, int]]] = {}
+        for pid in reaper.children(os.getpid()):
+            st = sampler.read_stat(pid)
+            if pid in own or st is None:
+                continue
+            if st.identity not in self.adopted:
+                marks = sampler.environ_marks(pid, (reaper.TOKEN_VAR.encode(), b"ALLOCLAB_REPLICA"))
+                mine = marks.get(reaper.TOKEN_VAR.encode()) == self.token.encode()
+                self.adopted[st.identity] = marks.get(b"ALLOCLAB_REPLICA", b"").decode() if mine else None
+            name = self.adopted[st.identity]
+            if name:
+                out.setdefault(name, set()).add(st.identity)
+        return out
+
+    def _sample(self, now: float, phase: str, procs: dict[int, sampler.ProcStat] | None) -> None:
+        adopted = self._adopted_roots() if procs is not None else {}
         for r in self.replicas:
             if r.cgroup:
-                pids = r.cgroup.procs()
+                pids, expected = r.cgroup.procs(), None
             else:
-                roots = {r.popen.pid} | {k[0] for k in r.processes}
-                pids = sorted({p for root in roots for p in sampler.descendants(root, parents or {})})
-            readings = sampler.sample_processes(pids, self.budget)
+                roots = {r.root} | set(r.processes) | adopted.get(r.name, set())
+                pids = sampler.tree(roots, procs or {})
+                expected = {pid: procs[pid].start_ticks for pid in pids}
+            readings = sampler.sample_processes(pids, self.budget, expected)
             if not readings and not r.alive:
                 continue
             self.recorder.observe(r, readings, now, phase, r.cgroup, workloads.read_stats(r.stats_path))
+            self._register(r.processes)
         self.recorder.flush(now)
 
     def _reap(self, now: float, planned_end: float | None) -> None:
+        """Notice replicas that ended by themselves: a crash (killed by a signal alloclab did not
+        send), an early exit (before the planned end), or a normal end."""
+        self._reap_children()
         for r in self.replicas:
-            if r.alive and r.popen is not None and r.popen.poll() is not None and not (r.cgroup and r.cgroup.procs()):
-                r.exited_at = now
-                code = r.popen.returncode
-                early = planned_end is None or now < planned_end - self.exp.interval
-                kind = "replica_exit" if early else "replica_end"
-                self.store.update("replicas", r.id, ended_at=now, exit_code=code)
-                self.store.event(now, kind, f"{r.name} exited with code {code}" +
-                                 (" before the planned end" if early and planned_end else ""), r.id, r.group.name)
+            if r.root_exit is None and r.popen is not None:
+                r.root_exit = _exit_status(r.popen.pid)
+                if r.root_exit is not None:
+                    r.root_exit_t = now
+            if not r.alive or r.root_exit is None or (r.cgroup and r.cgroup.procs()):
+                continue
+            r.exited_at = now
+            code = r.root_exit
+            after = f" after {r.root_exit_t - self.started_wall:.1f} s"
+            early = planned_end is None or now < planned_end - self.exp.interval
+            if code < 0:
+                kind, end_kind = "replica_crash", "crashed"
+                text = f"{r.name} was killed by {_signal_name(-code)}{after}"
+            elif early:
+                kind, end_kind = "replica_exit", "exited-early"
+                text = f"{r.name} exited with code {code}{after}" + (", before the planned end" if planned_end else "")
+            else:
+                kind, end_kind = "replica_end", "ended"
+                text = f"{r.name} exited with code {code}"
+            self.store.update("replicas", r.id, ended_at=r.root_exit_t, exit_code=code, end_kind=end_kind)
+            self.store.event(r.root_exit_t, kind, text, r.id, r.group.name)
 
     # ---- the run ----
     def run(self) -> RunResult:
+        self.abandoned = False
+        reaper.become_subreaper()
         self._record_setup()
+        self.watchdog = reaper.WatchdogLink(self.run_dir, self.token, self.store.path, self.exp.grace)
+        self.finder.exclude.add(self.watchdog.popen.pid)
+        for r in self.replicas:
+            if r.cgroup:
+                self.watchdog.register_cgroup(r.cgroup)
+                self.finder.cgroups.append(r.cgroup)
         previous = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
         try:
             self._start_replicas()
-            self.stop_reason = self._loop()
+            try:
+                self.stop_reason = self._loop()
+            except (sqlite3.OperationalError, OSError) as exc:
+                if not _disk_full(exc):
+                    raise
+                self.cut_short = self.stop_reason = "disk-full"
         finally:
-            self._finish()     # also on errors: replicas stopped, data kept
+            if not self.abandoned:
+                self._finish()     # also on errors: replicas stopped, data kept
             for s, h in previous.items():
                 signal.signal(s, h)
-        return RunResult(self.run_dir, self.stop_reason, self.stop_reason == "interrupted")
+        return RunResult(self.run_dir, self.stop_reason, self.stop_reason == "interrupted", self.cut_short)
 
     def _on_signal(self, signum: int, frame) -> None:
         self.stop_reason = "interrupted"
@@ -429,7 +572,7 @@ class Runner:
         planned = exp.phases.total
         if self.max_duration is not None:
             planned = min(planned, self.max_duration) if planned is not None else self.max_duration
-        need_parents = any(r.cgroup is None for r in self.replicas)
+        need_procs = any(r.cgroup is None for r in self.replicas)
         phase, next_tick = None, self.started_mono
         while True:
             elapsed = time.monotonic() - self.started_mono
@@ -442,10 +585,10 @@ class Runner:
                     self._start_load()
                 if new_phase == "idle":
                     for r in self.replicas:
-                        self._stop_group(r.load_popen, None)
+                        self._stop_load(r.load_popen)
                 phase = new_phase
             self._reap(now, self.started_wall + planned if planned else None)
-            self._sample(now, phase, sampler.all_parents() if need_parents else None)
+            self._sample(now, phase, sampler.all_processes() if need_procs else None)
             self.store.commit()
             if self.on_tick:
                 self.on_tick(self, elapsed, phase)
@@ -468,26 +611,189 @@ class Runner:
                 delay = min(delay, max(0.0, self.started_mono + planned - time.monotonic()))
             time.sleep(max(0.0, delay))
 
-    def _finish(self) -> None:
-        self.store.commit()
-        now = time.time()
+    def _stop_all(self) -> reaper.SweepResult:
+        """End every process of the run: load clients first, then everything else at once."""
         for r in self.replicas:
-            self._stop_group(r.load_popen, None)
-            result = self._stop_group(r.popen, r.cgroup)
-            if r.alive and r.popen is not None:
-                self.store.update("replicas", r.id, ended_at=time.time(), exit_code=r.popen.returncode)
-                r.exited_at = now
-            if result.startswith("SIGKILL"):
-                self.store.event(time.time(), "sigkill", f"{r.name} ignored SIGTERM for {self.exp.grace:g}s", r.id, r.group.name)
-            if r.cgroup:
-                r.cgroup.remove()
-        self.store.event(time.time(), "end", self.stop_reason or "run ended")
-        self.store.set_meta(ended_at=time.time(), end_reason=self.stop_reason or "")
-        self.store.commit()
+            self._stop_load(r.load_popen)
+        result = reaper.sweep(self.finder.find, self.exp.grace, on_poll=self._reap_children)
+        for r in self.replicas:
+            if r.popen is not None:
+                r.popen.wait()
+        self._reap_children()
+        return result
 
+    def _finish(self) -> None:
+        if self.cut_short:
+            self._release_space()
+            if self.store.conn.in_transaction:
+                self.store.conn.rollback()
+        else:
+            self.store.commit()
+        swept = self._stop_all()
+        leaked = [r.cgroup for r in self.replicas if r.cgroup and not r.cgroup.remove(wait=5.0)]
+        try:
+            self._record_end(swept, leaked)
+        except (sqlite3.OperationalError, OSError) as exc:
+            if not _disk_full(exc):
+                raise
+            self.cut_short = self.stop_reason = "disk-full"
+            self._release_space()
+            if self.store.conn.in_transaction:
+                self.store.conn.rollback()
+            self.store.mark_cut_short("disk-full", time.time(), "the disk filled while the run's end was written")
+        if self.watchdog:
+            self.watchdog.close()
+        self._release_space()
+
+    def _record_end(self, swept: reaper.SweepResult, leaked: list[sampler.Cgroup]) -> None:
+        now = time.time()
+        self.store.begin()
+        for r in self.replicas:
+            if r.alive and r.popen is not None:
+                self.store.update("replicas", r.id, ended_at=now, exit_code=r.popen.returncode, end_kind="stopped")
+                r.exited_at = now
+            if swept.killed & ({r.root} | set(r.processes)):
+                self.store.event(now, "sigkill", f"{r.name} ignored SIGTERM for {self.exp.grace:g}s", r.id, r.group.name)
+        if swept.left:
+            self.store.event(now, "processes_left", f"{len(swept.left)} processes of the run could not be ended: "
+                             + ", ".join(str(pid) for pid, _ in sorted(swept.left)))
+        if leaked:
+            self.store.event(now, "cgroup_leaked", "could not remove " + ", ".join(str(c.path) for c in leaked))
+        self.store.commit()
+        if self.cut_short:
+            self.store.mark_cut_short(self.cut_short, now, "the disk filled: sampling stopped, replicas were stopped")
+        else:
+            self.store.begin()
+            self.store.event(now, "end", self.stop_reason or "run ended")
+            self.store.set_meta(ended_at=now, end_reason=self.stop_reason or "")
+            self.store.commit()
 
 
 def _process_age(start_ticks: int) -> float:
     with open("/proc/uptime") as f:
         uptime = float(f.read().split()[0])
     return uptime - start_ticks / sampler.CLK_TCK
+
+
+# ---- resuming a run whose alloclab died ------------------------------------------------------------
+
+@dataclass
+class ResumeResult:
+    run_dir: Path
+    end_reason: str
+    survivors: int            # processes of the run found alive when resuming
+    sampled_ticks: int
+    interrupted: bool
+
+
+def resume(run: Path, grace: float = 5.0, on_tick: Callable[[int, int], None] | None = None) -> ResumeResult:
+    """`alloclab run --resume RUN`: a run cut short (alloclab killed, disk full) goes on being
+    sampled while any of its processes survive — until its planned end, until they all exit, or
+    until interrupted — then they are ended and the run is closed. With the watchdog nothing
+    survives, so this closes the run cleanly: end reason kept (or 'killed' when nothing recorded
+    one), end time = the last sample, a 'resumed' event, leftover cgroups removed."""
+    from .config import Phases
+    from .store import CUT_SHORT_REASONS
+    store = Store.open(run)
+    meta = store.meta()
+    if meta.get("source") != "run":
+        store.close()
+        raise UserError(f"{run} was not made by `alloclab run`", "--resume continues runs of `alloclab run` only")
+    runner_id = json.loads(meta.get("runner", "null"))
+    if runner_id and sampler.is_alive(tuple(runner_id)) and "alloclab" in sampler.read_cmdline(runner_id[0]):
+        store.close()
+        raise UserError(f"{run} is still being recorded by alloclab (pid {runner_id[0]})",
+                        f"wait for it to end, or stop it: kill -INT {runner_id[0]}")
+    if meta.get("end_reason") and meta["end_reason"] not in CUT_SHORT_REASONS:
+        store.close()
+        raise UserError(f"{run} ended normally ({meta['end_reason']}); there is nothing to resume",
+                        f"see its report: alloclab report {run}")
+    cgroups = [sampler.Cgroup(Path(row["cgroup"]), 1 if row["cgroup"].startswith("/sys/fs/cgroup/memory/") else 2)
+               for row in store.query("SELECT cgroup FROM replicas WHERE cgroup IS NOT NULL") if Path(row["cgroup"]).is_dir()]
+    finder = reaper.RunProcesses(meta.get("run_token", ""), cgroups, exclude={os.getpid()})
+    finder.identities = {(row["pid"], row["start_ticks"]) for row in store.query("SELECT pid, start_ticks FROM processes")}
+    survivors = finder.find() if meta.get("run_token") else set()
+    now = time.time()
+    store.begin()
+    store.event(now, "resumed", f"alloclab run --resume: {len(survivors)} processes of the run still alive")
+    store.commit()
+    ticks, interrupted = 0, False
+    if survivors:
+        ticks, interrupted = _sample_survivors(store, meta, finder, Phases(**json.loads(meta.get("phases", "{}"))), on_tick)
+        reaper.sweep(finder.find, grace)
+    leaked = [c for c in cgroups if not c.remove(wait=5.0)]
+    if not store.mark_cut_short("killed", time.time(), "alloclab died during the run (found by run --resume)"):
+        store.begin()
+        store.set_meta(ended_at=max(float(meta.get("ended_at") or 0), store.query("SELECT MAX(t) FROM samples")[0][0] or 0))
+        store.commit()
+    if leaked:
+        store.begin()
+        store.event(time.time(), "cgroup_leaked", "could not remove " + ", ".join(str(c.path) for c in leaked))
+        store.commit()
+    reason = store.meta().get("end_reason", "killed")
+    store.close()
+    return ResumeResult(store.run_dir, reason, len(survivors), ticks, interrupted)
+
+
+def _sample_survivors(store: Store, meta: dict, finder: reaper.RunProcesses, phases, on_tick) -> tuple[int, bool]:
+    """Sample what survived, replica by replica (known by cgroup, recorded process identity or the
+    ALLOCLAB_REPLICA in its environment), every interval, until the planned end or none is left."""
+    replicas: dict[str, Tracked] = {}
+    cgroup_of: dict[str, sampler.Cgroup] = {}
+    for row in store.query("SELECT r.id, r.name, r.cgroup, g.name AS grp, g.kind, g.allocator, g.library_path, g.family, "
+                           "g.version, g.library_sha256 FROM replicas r JOIN groups g ON g.id = r.group_id"):
+        spec = AllocatorSpec(kind=row["kind"], request=row["allocator"], path=row["library_path"],
+                             sha256=row["library_sha256"], family=row["family"], version=row["version"])
+        t = Tracked(id=row["id"], name=row["name"], group_name=row["grp"], spec=spec)
+        for p in store.query("SELECT id, pid, start_ticks FROM processes WHERE replica_id = ?", (row["id"],)):
+            t.processes[(p["pid"], p["start_ticks"])] = p["id"]
+        replicas[row["name"]] = t
+        if row["cgroup"] and Path(row["cgroup"]).is_dir():
+            cgroup_of[row["name"]] = next(c for c in finder.cgroups if str(c.path) == row["cgroup"])
+    interval = float(meta.get("interval", "1"))
+    started = float(meta.get("started_at") or time.time())
+    planned_end = started + phases.total if phases.total is not None else None
+    recorder = Recorder(store, float("inf"), meta.get("metric", "rss"))   # verdicts were recorded before
+    budget = sampler.SmapsBudget(float(meta.get("smaps_budget", "0.02")))
+    stop = {"now": False}
+    previous = {s: signal.signal(s, lambda *a: stop.update(now=True)) for s in (signal.SIGINT, signal.SIGTERM)}
+    ticks = 0
+    marked: dict[tuple[int, int], str | None] = {}
+    try:
+        while not stop["now"] and (planned_end is None or time.time() < planned_end):
+            now = time.time()
+            procs = sampler.all_processes()
+            token = finder.token
+            by_env: dict[str, set[tuple[int, int]]] = {}
+            for st in procs.values():
+                if st.identity not in marked:        # each process's environment is read once
+                    marks = sampler.environ_marks(st.pid, (reaper.TOKEN_VAR.encode(), b"ALLOCLAB_REPLICA"))
+                    mine = marks.get(reaper.TOKEN_VAR.encode()) == token
+                    marked[st.identity] = marks.get(b"ALLOCLAB_REPLICA", b"").decode() if mine else None
+                if marked[st.identity] is not None:
+                    by_env.setdefault(marked[st.identity], set()).add(st.identity)
+            store.begin()
+            seen = 0
+            for name, t in replicas.items():
+                if name in cgroup_of:
+                    pids, expected = cgroup_of[name].procs(), None
+                else:
+                    pids = sampler.tree(set(t.processes) | by_env.get(name, set()), procs)
+                    expected = {pid: procs[pid].start_ticks for pid in pids}
+                readings = sampler.sample_processes(pids, budget, expected)
+                if readings:
+                    seen += len(readings)
+                    recorder.observe(t, readings, now, phases.at(now - started), cgroup_of.get(name))
+                    finder.identities |= set(t.processes)
+            recorder.flush(now)
+            store.commit()
+            ticks += 1
+            if on_tick:
+                on_tick(ticks, seen)
+            if not seen:
+                break
+            time.sleep(max(0.0, interval - (time.time() - now)))
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+    return ticks, stop["now"]

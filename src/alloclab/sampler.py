@@ -12,6 +12,7 @@ from __future__ import annotations
 import errno
 import os
 import resource
+import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +34,12 @@ class ProcStat:
     minflt: int
     majflt: int
     threads: int
+    pgrp: int = 0
+    state: str = ""
+
+    @property
+    def identity(self) -> tuple[int, int]:
+        return self.pid, self.start_ticks
 
 
 _open_files: dict[str, int] = {}        # /proc path -> open descriptor, reused across ticks
@@ -92,7 +99,14 @@ def read_stat(pid: int) -> ProcStat | None:
     rpar = raw.rfind(b")")
     rest = raw[rpar + 2:].split()
     return ProcStat(pid, int(rest[1]), raw[raw.find(b"(") + 1:rpar].decode(errors="replace"), int(rest[19]),
-                    int(rest[11]) / CLK_TCK, int(rest[12]) / CLK_TCK, int(rest[7]), int(rest[9]), int(rest[17]))
+                    int(rest[11]) / CLK_TCK, int(rest[12]) / CLK_TCK, int(rest[7]), int(rest[9]), int(rest[17]),
+                    int(rest[2]), rest[0].decode())
+
+
+def is_alive(identity: tuple[int, int]) -> bool:
+    """Whether the process (pid, start ticks) still runs (not a zombie, pid not reused)."""
+    st = read_stat(identity[0])
+    return st is not None and st.start_ticks == identity[1] and st.state != "Z"
 
 
 def read_statm(pid: int) -> tuple[int, int] | None:
@@ -150,6 +164,50 @@ def descendants(root: int, parents: dict[int, int]) -> list[int]:
     return sorted(out)
 
 
+def all_processes() -> dict[int, ProcStat]:
+    """pid -> stat of every process on the host (one pass over /proc)."""
+    out: dict[int, ProcStat] = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            st = read_stat(int(name))
+            if st:
+                out[st.pid] = st
+    return out
+
+
+def tree(roots: set[tuple[int, int]], procs: dict[int, ProcStat]) -> list[int]:
+    """Every live root, matched by (pid, start ticks) so a reused pid is not one of them, and
+    every process below it. A child never starts before its parent: a pid whose process started
+    earlier than the parent it names was reused while /proc was being read, and is skipped."""
+    children: dict[int, list[ProcStat]] = {}
+    for st in procs.values():
+        children.setdefault(st.ppid, []).append(st)
+    todo = [procs[pid] for pid, start in roots if pid in procs and procs[pid].start_ticks == start]
+    out: set[int] = set()
+    while todo:
+        st = todo.pop()
+        if st.pid in out:
+            continue
+        out.add(st.pid)
+        todo.extend(c for c in children.get(st.pid, ()) if c.start_ticks >= st.start_ticks)
+    return sorted(out)
+
+
+def environ_marks(pid: int, names: tuple[bytes, ...]) -> dict[bytes, bytes]:
+    """The values of some variables in a process's initial environment ({} if unreadable)."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            env = f.read()
+    except OSError:
+        return {}
+    out = {}
+    for item in env.split(b"\0"):
+        key, eq, value = item.partition(b"=")
+        if eq and key in names:
+            out[key] = value
+    return out
+
+
 def read_meminfo() -> dict[str, int]:
     want = {"MemTotal": "mem_total_kb", "MemAvailable": "mem_available_kb",
             "SwapTotal": "swap_total_kb", "SwapFree": "swap_free_kb"}
@@ -194,11 +252,34 @@ class Cgroup:
         v = self._read_int("memory.peak" if self.version == 2 else "memory.max_usage_in_bytes")
         return None if v is None else v // 1024
 
-    def remove(self) -> None:
-        try:
-            self.path.rmdir()
-        except OSError:
-            pass
+    def signal_all(self, sig: int) -> None:
+        """Send a signal to every member; SIGKILL through cgroup.kill where the kernel has it (v2,
+        Linux 5.14+), which also reaches processes forked while the list is read."""
+        if sig == signal.SIGKILL and self.version == 2 and (self.path / "cgroup.kill").exists():
+            try:
+                (self.path / "cgroup.kill").write_text("1")
+                return
+            except OSError:
+                pass
+        for pid in self.procs():
+            try:
+                os.kill(pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+    def remove(self, wait: float = 0.0) -> bool:
+        """rmdir the cgroup (it must be empty; a killed member leaves it a moment later)."""
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                self.path.rmdir()
+                return True
+            except FileNotFoundError:
+                return True
+            except OSError:
+                if time.monotonic() >= deadline:
+                    return False
+                time.sleep(0.02)
 
 
 def _own_cgroup_dirs() -> list[tuple[Path, int]]:
@@ -266,13 +347,19 @@ class SmapsBudget:
         return sorted(keys, key=lambda k: self.last_full.get(k, -1.0))
 
 
-def sample_processes(pids: list[int], budget: SmapsBudget) -> list[ProcReading]:
-    """Cheap tier for every pid, full tier in stalest-first order while the budget allows."""
+def sample_processes(pids: list[int], budget: SmapsBudget,
+                     expected: dict[int, int] | None = None) -> list[ProcReading]:
+    """Cheap tier for every pid, full tier in stalest-first order while the budget allows.
+    `expected` (pid -> start ticks) names the processes the caller matched; a reading of another
+    process under one of those pids is dropped. Every reading is re-checked at the end: a pid
+    reused between two reads of /proc would otherwise mix two processes' figures."""
     readings = []
     for pid in pids:
         st = read_stat(pid)
-        statm = read_statm(pid) if st else None
-        if st and statm is not None:
+        if st is None or st.state == "Z" or (expected is not None and expected.get(pid, st.start_ticks) != st.start_ticks):
+            continue
+        statm = read_statm(pid)
+        if statm is not None:
             readings.append(ProcReading(st, statm[0], statm[1], None))
     by_key = {(r.stat.pid, r.stat.start_ticks): r for r in readings}
     for key in budget.order(list(by_key)):
@@ -285,4 +372,4 @@ def sample_processes(pids: list[int], budget: SmapsBudget) -> list[ProcReading]:
             by_key[key].full = full
             by_key[key].rss_kb = full["rss_kb"]
             budget.last_full[key] = time.monotonic()
-    return readings
+    return [r for r in readings if (again := read_stat(r.stat.pid)) is not None and again.start_ticks == r.stat.start_ticks]

@@ -13,7 +13,7 @@ from typing import Any, Iterable
 
 from .errors import UserError
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 DB_NAME = "run.db"
 
 SCHEMA = """
@@ -26,7 +26,7 @@ CREATE TABLE IF NOT EXISTS replicas(
     id INTEGER PRIMARY KEY, group_id INTEGER NOT NULL REFERENCES groups(id), idx INTEGER,
     name TEXT UNIQUE NOT NULL, workdir TEXT, start_order INTEGER, started_at REAL, ended_at REAL,
     exit_code INTEGER, root_pid INTEGER, cgroup TEXT,
-    verified INTEGER, verify_detail TEXT);
+    verified INTEGER, verify_detail TEXT, end_kind TEXT);
 CREATE TABLE IF NOT EXISTS processes(
     id INTEGER PRIMARY KEY, replica_id INTEGER NOT NULL REFERENCES replicas(id),
     pid INTEGER, start_ticks INTEGER, ppid INTEGER, comm TEXT, cmdline TEXT,
@@ -62,7 +62,10 @@ CREATE TABLE IF NOT EXISTS memberships(
 MIGRATIONS = {
     2: ["ALTER TABLE samples ADD COLUMN lazyfree_kb INTEGER",
         "ALTER TABLE process_samples ADD COLUMN lazyfree_kb INTEGER"],
+    3: ["ALTER TABLE replicas ADD COLUMN end_kind TEXT"],
 }
+# How a run ends before its planned end (meta end_reason, event 'cut_short'); see docs/store.md.
+CUT_SHORT_REASONS = ("killed", "disk-full")
 
 
 def resolve_run(arg: str | Path) -> Path:
@@ -154,6 +157,24 @@ class Store:
     def event(self, t: float, kind: str, description: str, replica_id: int | None = None,
               group_name: str | None = None) -> None:
         self.insert("events", t=t, kind=kind, description=description, replica_id=replica_id, group_name=group_name)
+
+    def mark_cut_short(self, reason: str, t: float, description: str) -> bool:
+        """Record that the run ended before its end (reason in CUT_SHORT_REASONS): end reason,
+        end time (the last sample), a 'cut_short' event, and every replica still open closed at
+        its last sample. An end reason already recorded is kept (False then)."""
+        self.commit()
+        self.begin()
+        if self.meta().get("end_reason"):
+            self.commit()
+            return False
+        last = self.conn.execute("SELECT MAX(t) FROM samples").fetchone()[0]
+        self.set_meta(end_reason=reason, ended_at=last or t, cut_short=reason)
+        self.conn.execute("UPDATE replicas SET end_kind = 'cut-short', ended_at = COALESCE("
+                          "(SELECT MAX(s.t) FROM samples s WHERE s.replica_id = replicas.id), ?) WHERE ended_at IS NULL",
+                          (last or t,))
+        self.event(t, "cut_short", description)
+        self.commit()
+        return True
 
     # ---- reads ----
     def query(self, sql: str, params: tuple = ()) -> list[sqlite3.Row]:

@@ -13,7 +13,9 @@ import numpy as np
 
 from .. import analysis, report, stats
 from ..config import Experiment, load_experiment, parse_duration
-from ..runner import Runner
+from ..runner import Runner, resume
+
+EXIT_CUT_SHORT = 3      # the run could not go on (disk full); its data so far is kept (docs/store.md)
 
 
 def _clock(seconds: float) -> str:
@@ -113,7 +115,30 @@ def run_command(experiment: Path, output: Path | None, until_significant: bool, 
     with Progress(err, exp, planned) as progress:
         runner.on_tick = progress.tick
         result = runner.run()
+    if result.cut_short == "disk-full":
+        # one line, no report: writing it would need the space that ran out
+        err.print(f"alloclab: error: the disk holding {result.run_dir} is full: sampling stopped, replicas stopped, "
+                  f"the run is marked cut short (disk-full) — free space, then `alloclab report {result.run_dir}`",
+                  markup=False, highlight=False, soft_wrap=True)
+        return EXIT_CUT_SHORT
     console.print(f"run ended: {result.end_reason}; data in {result.run_dir}")
+    if not no_report:
+        path, analysed = report.write_report(result.run_dir)
+        report.print_summary(analysed, console)
+        console.print(f"report: {path}")
+    return 130 if result.interrupted else 0
+
+
+def resume_command(run: Path, no_report: bool, console: Console) -> int:
+    """--resume RUN: see runner.resume (and docs/store.md, "Cut short and resumed runs")."""
+    err = Console(stderr=True)
+    result = resume(run, on_tick=lambda ticks, n: err.print(f"resumed: tick {ticks}, {n} processes sampled")
+                    if ticks % 10 == 1 else None)
+    if result.survivors:
+        console.print(f"resumed {result.run_dir}: {result.survivors} processes had survived; sampled {result.sampled_ticks} "
+                      f"more intervals, then ended them")
+    else:
+        console.print(f"no process of {result.run_dir} survived; the run is closed (end reason: {result.end_reason})")
     if not no_report:
         path, analysed = report.write_report(result.run_dir)
         report.print_summary(analysed, console)

@@ -1,0 +1,229 @@
+"""Crash hygiene, for real: alloclab killed with SIGKILL leaves no process and no cgroup behind
+(its watchdog ends them, even a double-forked background child) and the run is marked cut short
+and can be closed with --resume; a replica that crashes or exits early is named; a full disk ends
+the run with one line; without cgroups a reused pid is never adopted."""
+from __future__ import annotations
+
+import glob
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from alloclab import reaper, sampler
+from tests.conftest import run_cli
+
+
+def _start(exp: Path, out: Path, env: dict | None = None) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "alloclab", "run", str(exp), "-o", str(out), "--no-report"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, **(env or {})})
+
+
+def _wait_for_ticks(db: Path, n: int, timeout: float = 60) -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            if sqlite3.connect(db).execute("SELECT COUNT(DISTINCT t) FROM samples").fetchone()[0] >= n:
+                return
+        except sqlite3.OperationalError:
+            pass
+        time.sleep(0.1)
+    raise AssertionError(f"fewer than {n} ticks in {db}")
+
+
+def _run_processes(token: str) -> list[int]:
+    """Processes carrying the run's token in their environment (what the run started)."""
+    return [pid for pid in sampler.all_processes()
+            if sampler.environ_marks(pid, (reaper.TOKEN_VAR.encode(),)).get(reaper.TOKEN_VAR.encode()) == token.encode()]
+
+
+def _cgroups_of(pid: int) -> list[str]:
+    return glob.glob(f"/sys/fs/cgroup/memory/**/alloclab-{pid}-*", recursive=True) + \
+        glob.glob(f"/sys/fs/cgroup/alloclab-{pid}-*") + glob.glob(f"/sys/fs/cgroup/**/alloclab-{pid}-*", recursive=True)
+
+
+def _meta(db: Path) -> dict:
+    return dict(sqlite3.connect(db).execute("SELECT key, value FROM meta").fetchall())
+
+
+@pytest.fixture
+def daemonizing(tmp_path, native_dir) -> Path:
+    """A replica that leaves a double-forked, setsid background child, then runs a workload."""
+    script = tmp_path / "daemonize.sh"
+    script.write_text(f"#!/bin/sh\n( setsid sleep 300 & )\nexec {native_dir / 'frag'} --load 120 --mb 4 --threads 1 --seed 1\n")
+    script.chmod(0o755)
+    return script
+
+
+def _experiment(tmp: Path, command: list[str], load: str = "60s", interval: str = "0.25s", replicas: int = 2,
+                extra_groups: str = "") -> Path:
+    exp = tmp / "exp.toml"
+    argv = ", ".join(f'"{a}"' for a in command)
+    exp.write_text(f'name = "crash"\ncommand = [{argv}]\nreplicas = {replicas}\ninterval = "{interval}"\ngrace = "2s"\n'
+                   f'[phases]\nload = "{load}"\n[[group]]\nname = "glibc"\nallocator = "glibc"\n{extra_groups}')
+    return exp
+
+
+def test_kill_minus_nine_leaves_nothing_and_the_run_is_closed_by_resume(tmp_path, daemonizing):
+    out = tmp_path / "run"
+    p = _start(_experiment(tmp_path, [str(daemonizing)]), out)
+    _wait_for_ticks(out / "run.db", 6)
+    meta = _meta(out / "run.db")
+    token = meta["run_token"]
+    before = _run_processes(token)
+    assert len(before) >= 4, before          # two workloads and two double-forked sleeps
+    p.kill()
+    p.wait()
+    killed_at = time.time()
+    time.sleep(5)
+    assert _run_processes(token) == []
+    assert _cgroups_of(p.pid) == []
+    db = sqlite3.connect(out / "run.db")
+    assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    last = db.execute("SELECT MAX(t) FROM samples").fetchone()[0]
+    assert killed_at - last < 2 * 0.25 + 1.0                 # at most about one interval lost
+    meta = _meta(out / "run.db")
+    assert meta["end_reason"] == "killed" and meta["cut_short"] == "killed"
+    assert db.execute("SELECT COUNT(*) FROM events WHERE kind = 'cut_short'").fetchone()[0] == 1
+    assert db.execute("SELECT COUNT(*) FROM replicas WHERE ended_at IS NULL").fetchone()[0] == 0
+    res = run_cli("run", "--resume", str(out))
+    assert res.returncode == 0, res.stderr
+    assert "no process of" in res.stdout and (out / "report.md").exists()
+    assert sqlite3.connect(out / "run.db").execute("SELECT COUNT(*) FROM events WHERE kind = 'resumed'").fetchone()[0] == 1
+    again = run_cli("run", str(tmp_path / "exp.toml"), "--resume", str(out))
+    assert again.returncode == 2 and "not both" in again.stderr
+
+
+def test_a_normal_end_leaves_no_background_child(tmp_path, daemonizing):
+    out = tmp_path / "run"
+    p = _start(_experiment(tmp_path, [str(daemonizing)], load="2s"), out, env={"ALLOCLAB_CGROUPS": "off"})
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == 0, err
+    assert _run_processes(_meta(out / "run.db")["run_token"]) == []
+    assert not (out / "watchdog.log").exists()         # the watchdog had nothing to do, and left
+
+
+def test_crashed_and_early_replicas_are_named(tmp_path, native_dir):
+    groups = ('[[group]]\nname = "segv"\nallocator = "glibc"\ncommand = ["/bin/sh", "-c", "sleep 1; kill -SEGV $$"]\n'
+              '[[group]]\nname = "quits"\nallocator = "glibc"\ncommand = ["/bin/sh", "-c", "sleep 1; exit 3"]\n')
+    exp = _experiment(tmp_path, [str(native_dir / "frag"), "--load", "60", "--mb", "4", "--threads", "1"],
+                      load="4s", interval="0.5s", replicas=1, extra_groups=groups)
+    proc = run_cli("run", str(exp), "-o", str(tmp_path / "run"))
+    assert proc.returncode == 0, proc.stderr
+    db = sqlite3.connect(tmp_path / "run" / "run.db")
+    rows = {name: (code, kind) for name, code, kind in db.execute("SELECT name, exit_code, end_kind FROM replicas")}
+    assert rows["segv-1"] == (-signal.SIGSEGV, "crashed")
+    assert rows["quits-1"] == (3, "exited-early")
+    assert rows["glibc-1"][1] == "stopped"
+    events = dict(db.execute("SELECT kind, description FROM events WHERE kind IN ('replica_crash', 'replica_exit')"))
+    assert "segv-1 was killed by SIGSEGV" in events["replica_crash"]
+    assert "quits-1 exited with code 3" in events["replica_exit"]
+    report = (tmp_path / "run" / "report.md").read_text()
+    assert "segv-1" in report and "quits-1" in report
+
+
+def test_a_failing_start_is_one_line_and_leaves_nothing(tmp_path):
+    script = tmp_path / "bad.sh"
+    script.write_text("#!/nonexistent/interpreter\n")
+    script.chmod(0o755)
+    exp = _experiment(tmp_path, [str(script)], load="2s")
+    proc = run_cli("run", str(exp), "-o", str(tmp_path / "run"))
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr and "ProgrammingError" not in proc.stderr
+    assert "cannot start" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=6m", "tmpfs", str(mnt)]).returncode != 0:
+        pytest.skip("cannot mount a tmpfs (needs root)")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)])
+
+
+def test_a_full_disk_stops_the_run_with_one_line(tmp_path, small_disk, native_dir):
+    out = small_disk / "run"
+    exp = _experiment(tmp_path, [str(native_dir / "frag"), "--load", "120", "--mb", "4", "--threads", "1"], interval="0.1s")
+    p = subprocess.Popen([sys.executable, "-m", "alloclab", "run", str(exp), "-o", str(out)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_for_ticks(out / "run.db", 5)
+        token = _meta(out / "run.db")["run_token"]
+        fd = os.open(small_disk / "filler", os.O_WRONLY | os.O_CREAT)
+        try:                                            # take every free byte
+            while True:
+                os.write(fd, b"x" * 65536)
+        except OSError:
+            pass
+        os.close(fd)
+        _, err = p.communicate(timeout=120)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 3, err
+    assert "Traceback" not in err and "disk" in err and "full" in err
+    assert len([ln for ln in err.splitlines() if "alloclab: error" in ln]) == 1
+    (small_disk / "filler").unlink()
+    meta = _meta(out / "run.db")
+    assert meta["end_reason"] == "disk-full"
+    assert sqlite3.connect(out / "run.db").execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    assert _run_processes(token) == [] and _cgroups_of(p.pid) == []
+
+
+def test_without_cgroups_a_reused_pid_is_never_adopted(tmp_path):
+    """A replica's short-lived child is recorded; after it exits its pid is handed (through
+    ns_last_pid) to an unrelated 100 MB process, which must not be sampled as the replica's."""
+    script = tmp_path / "child.sh"
+    script.write_text("#!/bin/sh\nsleep 2 &\necho $! > child.pid\nwait\nexec sleep 60\n")
+    script.chmod(0o755)
+    out = tmp_path / "run"
+    p = _start(_experiment(tmp_path, [str(script)], replicas=1, interval="0.2s"), out, env={"ALLOCLAB_CGROUPS": "off"})
+    try:
+        pid_file = out / "replicas" / "glibc-1" / "work" / "child.pid"
+        deadline = time.time() + 30
+        while not (pid_file.exists() and pid_file.read_text().strip()) and time.time() < deadline:
+            time.sleep(0.05)
+        child = int(pid_file.read_text())
+        while os.path.exists(f"/proc/{child}") and time.time() < deadline:
+            time.sleep(0.05)
+        intruder = None
+        for _ in range(200):              # other processes on the host may take the pid first: retry
+            Path("/proc/sys/kernel/ns_last_pid").write_text(str(child - 1))
+            q = subprocess.Popen([sys.executable, "-c", "import time; b = bytearray(100 << 20); time.sleep(8)"])
+            if q.pid == child:
+                intruder = q
+                break
+            q.kill()
+            q.wait()
+        if intruder is None:
+            pytest.skip("could not get the pid reused on this busy host")
+        time.sleep(2.0)                   # ten sampling intervals with the intruder alive
+        intruder_start = sampler.read_stat(child).start_ticks
+        db = sqlite3.connect(out / "run.db")
+        assert db.execute("SELECT COUNT(*) FROM processes WHERE pid = ? AND start_ticks = ?", (child, intruder_start)).fetchone()[0] == 0
+        assert db.execute("SELECT COUNT(*) FROM processes WHERE pid = ?", (child,)).fetchone()[0] == 1   # the real child
+        assert db.execute("SELECT MAX(rss_kb) FROM samples").fetchone()[0] < 50_000
+        intruder.kill()
+        intruder.wait()
+    finally:
+        p.send_signal(signal.SIGINT)
+        p.communicate(timeout=60)
+
+
+def test_tree_matches_roots_by_start_time():
+    def st(pid, ppid, start):
+        return sampler.ProcStat(pid, ppid, "x", start, 0, 0, 0, 0, 1)
+    procs = {10: st(10, 1, 100), 11: st(11, 10, 105), 12: st(12, 11, 90)}   # 12 names 11 but started before it
+    assert sampler.tree({(10, 100)}, procs) == [10, 11]
+    assert sampler.tree({(10, 99)}, procs) == []            # pid 10 is another process now

@@ -438,6 +438,24 @@ def deploy(units: Units, allocator: str, pattern: str, batch: int, dry_run: bool
     return apply_plan(units, plan, batch, dry_run, say)
 
 
+def load_manifest(path: Path, root: Path) -> dict:
+    """An apply's manifest, checked before rollback trusts it: every unit valid, every drop-in path
+    exactly the one alloclab writes for that unit under this root, every backup present."""
+    try:
+        manifest = json.loads(path.read_text())
+        entries = manifest["units"].items()
+        for unit, m in entries:
+            if Path(m["dropin"]) != dropin_path(root, unit) or not isinstance(m["had_file"], bool) \
+                    or not isinstance(m["dir_existed"], bool):
+                raise UserError(f"{path}: the entry for {unit} does not name {dropin_path(root, unit)}",
+                                "the manifest was edited or belongs to another --root; restore the drop-ins by hand")
+            if m["had_file"] and not (path.parent / "backup" / unit).is_file():
+                raise UserError(f"{path}: the backup of {unit} is missing", "restore its drop-in by hand")
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        raise UserError(f"{path} is not a readable alloclab apply manifest", "restore the drop-ins by hand") from None
+    return manifest
+
+
 def rollback(units: Units, batch: int, say=print) -> dict:
     """Undo the newest apply: restore each drop-in byte for byte (or remove what it created)."""
     applied = sorted(m for m in (state_dir(units.root) / "applied").glob("*/manifest.json")
@@ -445,7 +463,7 @@ def rollback(units: Units, batch: int, say=print) -> dict:
     if not applied:
         raise UserError(f"nothing to roll back under {units.root}", "no alloclab fleet apply was recorded there")
     gen = applied[-1].parent
-    manifest = json.loads(applied[-1].read_text())
+    manifest = load_manifest(applied[-1], units.root)
     for unit, m in manifest["units"].items():
         path = Path(m["dropin"])
         if m["had_file"]:

@@ -203,3 +203,23 @@ def test_a_hostile_groups_file_is_refused_at_plan(tmp_path):
                    "--root", str(root), "--systemctl", "local", timeout=60)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     assert not (tmp_path / "plan.json").exists()
+
+
+@pytest.mark.parametrize("edit", [
+    lambda m: m["units"].__setitem__(next(iter(m["units"])), {"dropin": "/etc/passwd", "had_file": True, "dir_existed": True}),
+    lambda m: m["units"].__setitem__("../../x.service", {"dropin": "/x", "had_file": False, "dir_existed": True}),
+    lambda m: m.update(units=[1, 2]),
+], ids=["foreign-path", "bad-unit", "shape"])
+def test_a_tampered_manifest_is_refused_by_rollback(tampered_plan, edit):
+    root, plan = tampered_plan
+    units = fleet.LocalUnits(root)
+    fleet.apply_plan(units, fleet.load_plan(plan), batch=1, dry_run=False, say=lambda *_: None)
+    [manifest] = (root / "var" / "lib" / "alloclab" / "fleet" / "applied").glob("*/manifest.json")
+    data = json.loads(manifest.read_text())
+    edit(data)
+    manifest.write_text(json.dumps(data))
+    passwd = Path("/etc/passwd").read_bytes()
+    with pytest.raises(UserError):
+        fleet.rollback(units, batch=1, say=lambda *_: None)
+    assert Path("/etc/passwd").read_bytes() == passwd
+    units.stop("svc@a.service")

@@ -101,3 +101,22 @@ def test_null_lazyfree_is_not_sampled_not_zero(tmp_path):
     a = analyse(_run_store(tmp_path, lazy=False))
     assert a.group("b").footprint_mb is None and "lazyfree-material" not in {w.kind for w in a.warnings}
     assert "not sampled" in a.recommendation.metric_note
+
+
+def test_design_check_warns_before_a_run_when_significance_is_impossible(tmp_path):
+    from io import StringIO
+
+    from rich.console import Console
+
+    from alloclab.commands.run import design_check
+    from alloclab.config import load_experiment
+    exp = tmp_path / "e.toml"
+    exp.write_text('name = "d"\ncommand = ["true"]\nreplicas = 1\n[[group]]\nname = "a"\nallocator = "glibc"\n'
+                   '[[group]]\nname = "b"\nallocator = "glibc"\n')
+    out = StringIO()
+    design_check(load_experiment(exp), Console(file=out, width=200))
+    assert "design-cannot-show-difference" in out.getvalue() and "replica" in out.getvalue()
+    exp.write_text(exp.read_text().replace("replicas = 1", "replicas = 3"))
+    out = StringIO()
+    design_check(load_experiment(exp), Console(file=out, width=200))
+    assert out.getvalue() == ""

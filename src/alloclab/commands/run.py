@@ -89,6 +89,8 @@ class SignificanceStop:
 def design_check(exp: Experiment, console: Console) -> None:
     """Before the run: say when this design (groups × replicas) cannot give a significant result."""
     counts = {g.name: exp.replicas for g in exp.groups}
+    if len(counts) < 2:
+        return                                        # nothing is compared
     text = stats.design_warning(counts, exp.baseline, alpha=analysis.RULES["alpha"])
     if text:
         w = analysis.Warning("design-cannot-show-difference", "caution", [], sorted(counts), text,
@@ -100,12 +102,12 @@ def run_command(experiment: Path, output: Path | None, until_significant: bool, 
                 stable_for: str, no_report: bool, console: Console) -> int:
     exp = load_experiment(experiment)
     limit = parse_duration(max_duration, "--max-duration") if max_duration else None
-    design_check(exp, Console(stderr=True))
     stop = None
     if until_significant:
         first = max(parse_duration(stable_for, "--stable-for"), exp.phases.warmup + 10 * exp.interval)
         stop = SignificanceStop(first, every=max(10 * exp.interval, 5.0), n_comparisons=max(1, len(exp.groups) - 1))
     runner = Runner(exp, output, stop_check=stop, max_duration=limit)
+    design_check(exp, Console(stderr=True))       # after the setup checks: bad input stays one clear line
     planned = exp.phases.total
     if runner.max_duration is not None:
         planned = min(planned or runner.max_duration, runner.max_duration)

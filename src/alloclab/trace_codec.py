@@ -73,6 +73,12 @@ def put_svarint(v: int) -> bytes:
     return put_varint(((v << 1) ^ (v >> 63)) & MASK64)
 
 
+def _encode(values: list[int]) -> bytes:
+    if values and 0 <= min(values) and max(values) < 0x80:      # one byte each: the common crafted case
+        return bytes(values)
+    return b"".join(map(put_varint, values))
+
+
 def _varints(buf: bytes) -> list[int]:
     out, v, shift = [], 0, 0
     for b in buf:
@@ -103,8 +109,8 @@ class Block:
     raw_len: int | None = None                      # the header's raw length; None: the real one
 
     def payload(self) -> bytes:
-        cols = [bytes(op & 0xFF for op in self.ops), b"".join(map(put_varint, self.times)),
-                b"".join(map(put_varint, self.sizes)), b"".join(map(put_svarint, self.pointers))]
+        zigzag = [((v << 1) ^ (v >> 63)) & MASK64 for v in self.pointers]
+        cols = [bytes(op & 0xFF for op in self.ops), _encode(self.times), _encode(self.sizes), _encode(zigzag)]
         return b"".join(struct.pack("<I", len(c)) + c for c in cols)
 
 
@@ -121,9 +127,12 @@ class Trace:
     def to_bytes(self) -> bytes:
         out = [HEADER.pack(MAGIC, self.version, self.flags, self.start_realtime_ns, self.start_monotonic_ns,
                            self.pid, self.tick_ns)]
+        done: dict[int, tuple[bytes, bytes]] = {}         # a block repeated is encoded once
         for b in self.blocks:
-            raw = b.payload()
-            stored = compress(raw) if self.flags & ZSTD_FLAG else raw
+            if id(b) not in done:
+                raw = b.payload()
+                done[id(b)] = raw, compress(raw) if self.flags & ZSTD_FLAG else raw
+            raw, stored = done[id(b)]
             events = len(b.ops) if b.events is None else b.events
             raw_len = len(raw) if b.raw_len is None else b.raw_len
             out.append(BLOCK_HEADER.pack(BLOCK_MAGIC, len(stored), raw_len & 0xFFFFFFFF, b.thread & 0xFFFFFFFF,

@@ -315,7 +315,7 @@ static int check_limits(const limits *lim, const plan *p, int threaded) {
     }
     if (threaded && p->schedule_s > lim->max_duration) {
         fprintf(stderr, "replay: at --speed %g the replay would take %.0f s even with idle gaps cut to %g s; the limit is "
-                "%g s (--max-duration; or a higher --speed, or --speed 0)\n", speed, p->schedule_s, lim->max_gap, lim->max_duration);
+                "%g s (--max-duration; or a shorter --max-gap, a higher --speed, or --speed 0)\n", speed, p->schedule_s, lim->max_gap, lim->max_duration);
         return 4;
     }
     return 0;
@@ -478,8 +478,7 @@ static int info(size_t points) {
 
 /* ---- options: every number checked, unknown options refused ---- */
 static int bad_usage(const char *what) {
-    fprintf(stderr, "replay: %s\nusage: replay FILE [--speed X] [--info | --check | --serial | --direct] [--points N] "
-            "[--max-gap S] [--max-duration S] [--max-threads N] [--max-alloc BYTES] [--max-live BYTES] [--linger S]\n", what);
+    fprintf(stderr, "replay: %s\n", what);
     return 2;
 }
 
@@ -505,7 +504,9 @@ static uint64_t default_max_live(void) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 2 || argv[1][0] == '-') return bad_usage("give a trace file first");
+    if (argc < 2 || argv[1][0] == '-')
+        return bad_usage("usage: replay FILE [--speed X] [--info | --check | --serial | --direct] [--points N] [--max-gap S] "
+                         "[--max-duration S] [--max-threads N] [--max-alloc BYTES] [--max-live BYTES] [--linger S]");
     limits lim = {DEFAULT_MAX_GAP, DEFAULT_MAX_DURATION, DEFAULT_MAX_ALLOC, default_max_live(), DEFAULT_MAX_THREADS};
     double points_d = 200, linger = 0, v;
     int mode_info = 0, mode_serial = 0, mode_direct = 0, mode_check = 0;

@@ -164,30 +164,46 @@ def trace_record(output: Path, allocator: str | None, command: tuple[str, ...]) 
 @click.argument("trace_file", metavar="TRACE", type=PathArg)
 @click.option("--speed", type=float, default=1.0, show_default=True, help="Time scale: 2 = twice as fast, 0 = no waiting.")
 @click.option("--under", "allocator", help="Allocator to replay under (catalog id or path; default glibc).")
-def trace_replay(trace_file: Path, speed: float, allocator: str | None) -> None:
+@click.option("--max-gap", type=float, help="Shorten idle gaps longer than this many replay seconds [3600].")
+@click.option("--max-duration", type=float, help="Refuse a replay schedule longer than this many seconds [604800].")
+@click.option("--max-threads", type=int, help="Refuse traces with more threads [4096].")
+@click.option("--max-alloc", type=int, help="Refuse a single request over this many bytes [16 GiB].")
+@click.option("--max-live", type=int, help="Refuse traces holding more live bytes [3/4 of RAM, at most 1 TiB].")
+@click.option("--timeout", type=float, help="Stop the replayer after this many seconds [from the trace's schedule].")
+def trace_replay(trace_file: Path, speed: float, allocator: str | None, max_gap: float | None, max_duration: float | None,
+                 max_threads: int | None, max_alloc: int | None, max_live: int | None, timeout: float | None) -> None:
     """Replay a trace: one thread per recorded thread, cross-thread frees in order, gaps honoured."""
+    import math
     from .trace import replay
-    if speed < 0:
-        raise UserError(f"--speed {speed} is negative", "give 0 (no waiting) or a positive factor")
+    if not math.isfinite(speed) or speed < 0:
+        raise UserError(f"--speed {speed} is not a finite number >= 0", "give 0 (no waiting) or a positive factor")
+    if timeout is not None and not (math.isfinite(timeout) and timeout > 0):
+        raise UserError(f"--timeout {timeout} is not a positive number of seconds", "give e.g. --timeout 600")
     lib = None
     if allocator and allocator != "glibc":
         from .allocators import resolve
         lib = resolve(allocator).path
-    r = replay(trace_file, speed, lib)
+    limits = {"max_gap": max_gap, "max_duration": max_duration, "max_threads": max_threads, "max_alloc": max_alloc,
+              "max_live": max_live}
+    r = replay(trace_file, speed, lib, limits=limits, timeout=timeout)
+    shortened = f"; {r['gaps_shortened']} idle gap(s) shortened" if r.get("gaps_shortened") else ""
     console.print(f"replayed {r['operations']:,} operations on {r['threads']} threads in {r['seconds']:.3f} s: "
-                  f"{r['ops_per_s']:,.0f} ops/s; live at the end {r['live_bytes_end'] / 1048576:.1f} MB")
+                  f"{r['ops_per_s']:,.0f} ops/s; live at the end {r['live_bytes_end'] / 1048576:.1f} MB{shortened}")
 
 
 @trace_group.command("info")
 @click.argument("trace_file", metavar="TRACE", type=PathArg)
 @click.option("--chart", type=PathArg, help="Also draw the live-bytes curve and size histogram to this PNG.")
 @click.option("--json", "as_json", is_flag=True, help="Print the raw figures as JSON.")
-def trace_info(trace_file: Path, chart: Path | None, as_json: bool) -> None:
+@click.option("--timeout", type=float, help="Stop the reader after this many seconds [60 + 5 per MB of trace].")
+def trace_info(trace_file: Path, chart: Path | None, as_json: bool, timeout: float | None) -> None:
     """Operations, threads, duration, size histogram and live-bytes curve of a trace."""
     import json as _json
     from rich.table import Table
     from .trace import info, write_chart
-    d = info(trace_file)
+    if timeout is not None and not (timeout > 0 and timeout < float("inf")):
+        raise UserError(f"--timeout {timeout} is not a positive number of seconds", "give e.g. --timeout 600")
+    d = info(trace_file, timeout=timeout)
     if as_json:
         click.echo(_json.dumps(d))
         return

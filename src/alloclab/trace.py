@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 from pathlib import Path
 
@@ -16,21 +17,84 @@ from .config import Experiment
 from .errors import UserError
 
 
+# Every call into the replayer has a deadline (docs/trace-format.md, "Limits"): reading costs at
+# most a few microseconds per event and a file unpacks to at most 64 events per byte beyond the
+# first 4 M, so 60 s plus 5 s per MB of file is ample for --info and --check on this machine's
+# slowest day; a replay adds its schedule (gaps capped) and 5 us per operation.
+READ_TIMEOUT_BASE_S = 60.0
+READ_TIMEOUT_PER_MB_S = 5.0
+REPLAY_TIMEOUT_PER_OP_S = 5e-6
+
+# The replayer's limits, as keyword -> option (defaults live in native/replay.c).
+LIMIT_OPTIONS = {"max_gap": "--max-gap", "max_duration": "--max-duration", "max_threads": "--max-threads",
+                 "max_alloc": "--max-alloc", "max_live": "--max-live"}
+
+
 def _check_trace(path: Path) -> Path:
     if not path.exists():
         raise UserError(f"trace {path} does not exist", "record one with: alloclab trace record -o FILE -- CMD")
+    if not path.is_file():
+        raise UserError(f"trace {path} is not a regular file", "give the file written by: alloclab trace record -o FILE")
     return path
 
 
+def read_timeout(path: Path) -> float:
+    return READ_TIMEOUT_BASE_S + READ_TIMEOUT_PER_MB_S * path.stat().st_size / 1e6
+
+
+def _limit_args(limits: dict | None) -> list[str]:
+    args = []
+    for key, value in (limits or {}).items():
+        if key not in LIMIT_OPTIONS:
+            raise ValueError(f"unknown replay limit {key}")
+        if value is not None:
+            args += [LIMIT_OPTIONS[key], f"{value:g}" if isinstance(value, float) else str(value)]
+    return args
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    """The replayer runs in its own process group: end it and anything it started."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+
+
+# Exit codes of native/replay.c -> what the user is told.
+_REPLAY_ERRORS = {
+    2: ("the replayer refused its options: {}", "check the numbers given to alloclab trace replay"),
+    3: ("cannot use the trace: {}", "record it again; a trace cut short or changed cannot be replayed"),
+    4: ("cannot use the trace: {}", "raise that limit if this machine can take it (docs/trace-format.md, Limits)"),
+    5: ("cannot replay the trace here: {}", "free memory or raise the limits named, then retry"),
+}
+
+
 def _replay(args: list[str], env: dict | None = None, timeout: float | None = None) -> dict:
-    proc = subprocess.run([str(native.program("replay")), *args], capture_output=True, text=True,
-                          env={**os.environ, **(env or {})}, timeout=timeout)
+    """Run the replayer with a deadline; its last stderr line becomes a UserError on failure."""
+    timeout = timeout if timeout is not None else READ_TIMEOUT_BASE_S
+    proc = subprocess.Popen([str(native.program("replay")), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            stdin=subprocess.DEVNULL, text=True, errors="replace", env={**os.environ, **(env or {})},
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        raise UserError(f"the replayer did not finish within {timeout:.0f} s and was stopped",
+                        "give a longer --timeout if the trace is that large or slow") from None
+    finally:
+        if proc.returncode is None:      # interrupted: nothing alloclab starts outlives it
+            _kill_group(proc)
     if proc.returncode != 0:
-        msg = (proc.stderr.strip().splitlines() or [f"exit code {proc.returncode}"])[-1].removeprefix("replay: ")
-        raise UserError(f"cannot use the trace: {msg}", "record it again; a trace cut short or changed cannot be replayed")
-    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("{")), None)
+        msg = (err.strip().splitlines() or [f"exit code {proc.returncode}"])[-1].removeprefix("replay: ")
+        if proc.returncode < 0:
+            raise UserError(f"the replayer was killed by signal {signal.Signals(-proc.returncode).name} ({msg})",
+                            "report it with the trace file")
+        problem, fix = _REPLAY_ERRORS.get(proc.returncode, ("the replayer failed: {}", "report it with the trace file"))
+        raise UserError(problem.format(msg), fix)
+    line = next((ln for ln in out.splitlines() if ln.startswith("{")), None)
     if line is None:
-        raise UserError("the replayer printed no result", f"stderr: {proc.stderr.strip()[:200]}")
+        raise UserError("the replayer printed no result", f"stderr: {err.strip()[:200]}")
     return json.loads(line)
 
 
@@ -66,18 +130,35 @@ def record(output: Path, command: list[str], allocator: str | None = None) -> di
     return result
 
 
-def info(path: Path, points: int = 200) -> dict:
-    return _replay([str(_check_trace(path)), "--info", "--points", str(points)])
+def info(path: Path, points: int = 200, timeout: float | None = None) -> dict:
+    path = _check_trace(path)
+    return _replay([str(path), "--info", "--points", str(points)], timeout=timeout or read_timeout(path))
 
 
-def serial_curve(path: Path, points: int = 200, allocator_lib: str | None = None) -> list[list[int]]:
+def check(path: Path, speed: float = 1.0, limits: dict | None = None, timeout: float | None = None) -> dict:
+    """What a replay at `speed` would need (threads, schedule, peak live bytes); UserError past a limit."""
+    path = _check_trace(path)
+    return _replay([str(path), "--check", "--speed", f"{speed:g}", *_limit_args(limits)],
+                   timeout=timeout or read_timeout(path))
+
+
+def serial_curve(path: Path, points: int = 200, allocator_lib: str | None = None, limits: dict | None = None,
+                 timeout: float | None = None) -> list[list[int]]:
+    path = _check_trace(path)
     env = {"LD_PRELOAD": allocator_lib} if allocator_lib else None
-    return _replay([str(_check_trace(path)), "--serial", "--points", str(points)], env)["live_curve"]
+    return _replay([str(path), "--serial", "--points", str(points), *_limit_args(limits)], env,
+                   timeout=timeout or 2 * read_timeout(path))["live_curve"]
 
 
-def replay(path: Path, speed: float = 1.0, allocator_lib: str | None = None, direct: bool = False) -> dict:
-    args = [str(_check_trace(path)), "--speed", f"{speed:g}"] + (["--direct"] if direct else [])
-    return _replay(args, {"LD_PRELOAD": allocator_lib} if allocator_lib else None)
+def replay(path: Path, speed: float = 1.0, allocator_lib: str | None = None, direct: bool = False,
+           limits: dict | None = None, timeout: float | None = None) -> dict:
+    """Replay under `allocator_lib`; without `timeout`, the deadline follows from a --check first."""
+    path = _check_trace(path)
+    if timeout is None:
+        plan = check(path, 0 if direct else speed, limits)
+        timeout = 2 * read_timeout(path) + 1.25 * plan["schedule_s"] + REPLAY_TIMEOUT_PER_OP_S * plan["operations"]
+    args = [str(path), "--speed", f"{speed:g}", *_limit_args(limits)] + (["--direct"] if direct else [])
+    return _replay(args, {"LD_PRELOAD": allocator_lib} if allocator_lib else None, timeout=timeout)
 
 
 def replay_command(exp: Experiment) -> tuple[str, ...]:
@@ -90,8 +171,7 @@ def replay_command(exp: Experiment) -> tuple[str, ...]:
     if not isinstance(speed, (int, float)) or isinstance(speed, bool) or speed < 0:
         raise UserError(f"[workload] speed = {speed!r} must be a number >= 0", "1 keeps the recorded timing; 0 replays flat out")
     path = Path(trace) if os.path.isabs(str(trace)) else exp.base_dir / str(trace)
-    _check_trace(path)
-    info(path, points=2)          # a corrupt trace is refused before the run starts
+    check(path, float(speed))     # a corrupt trace, or one over a limit, is refused before the run starts
     return (str(native.program("replay")), str(path.resolve()), "--speed", f"{speed:g}",
             "--linger", f"{exp.phases.idle + 3600:g}")
 

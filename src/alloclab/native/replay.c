@@ -6,23 +6,43 @@
  *                                keep their recorded order); prints one JSON line with ops/s
  *   replay FILE --info [--points N]   JSON: operations, threads, duration, size histogram, the
  *                                live-bytes curve (exact, from the requested sizes)
+ *   replay FILE --check [--speed X]   JSON: what a replay at this speed would need (threads,
+ *                                schedule length, peak live bytes), or the limit it exceeds
  *   replay FILE --serial [--points N] the same operations in recorded global order on one thread,
  *                                printing the live-bytes curve as executed (must equal --info's)
  *   replay FILE --direct         the same operations in a plain loop, no timing or dependency
  *                                checks: the yardstick for replay speed
+ * The input is not trusted (docs/trace-format.md, "Limits"): reading and ordering are O(n log n)
+ * whatever the file holds; idle gaps over --max-gap are shortened and a schedule over
+ * --max-duration refused; requests over --max-alloc, peaks over --max-live and more threads than
+ * --max-threads are refused before anything is allocated; every thread is created before any
+ * replays, so a failed pthread_create replays nothing and exits 5.
+ * Exit codes: 0 done, 2 bad options, 3 unreadable or corrupt trace, 4 over a limit, 5 cannot run
+ * here (threads, memory). Every error is one line on stderr, starting "replay: ".
  * Memory is written in full after each allocation, as the recorded program presumably did.
  * With $ALLOCLAB_STATS set, live bytes and operations are published like any built-in workload.
  */
 #include "trace_reader.h"
 #include "wl_common.h"
+#include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+/* Defaults of the limits (docs/trace-format.md, "Limits"); each has an option. */
+#define DEFAULT_MAX_GAP 3600.0             /* s: a longer idle gap is shortened to this */
+#define DEFAULT_MAX_DURATION 604800.0      /* s (7 days): a longer schedule is refused */
+#define DEFAULT_MAX_THREADS 4096u
+#define DEFAULT_MAX_ALLOC (16ull << 30)    /* bytes in one request */
+#define DEFAULT_MAX_LIVE_CAP (1ull << 40)  /* live bytes: 3/4 of physical memory, at most this */
+#define REPLAY_STACK (1u << 20)            /* replay threads call only malloc and memset */
 
 typedef struct {
-    uint64_t ts, size;
+    uint64_t ts, due, size;         /* recorded time; time on the replay schedule (ns, gaps capped) */
     uint32_t obj, expect, align, thread;
     uint8_t op;
 } rop;                              /* a replay operation on object `obj` (ops on it so far: expect) */
@@ -37,13 +57,17 @@ static size_t nglobal, untracked;
 static rthread *rthreads;
 static uint32_t nrthreads;
 static double speed = 1.0, start_time;
+static uint32_t trace_pid;
+static uint64_t trace_start_ns;
+static size_t trace_events;
 
 /* ---- preprocessing: global order, object ids, dependencies ---- */
 typedef struct { uint64_t key; uint32_t obj; } slot;
 static slot *table;
 static size_t table_cap, table_len;
 
-static size_t hash(uint64_t k) { k ^= k >> 33; k *= 0xff51afd7ed558ccdULL; k ^= k >> 33; return (size_t)k; }
+static uint64_t hash_seed;          /* random per run: a crafted file cannot aim addresses at one slot */
+static size_t hash(uint64_t k) { k ^= hash_seed; k ^= k >> 33; k *= 0xff51afd7ed558ccdULL; k ^= k >> 33; return (size_t)k; }
 static void table_grow(void);
 static void table_put(uint64_t k, uint32_t obj) {
     if ((table_len + 1) * 2 > table_cap) table_grow();
@@ -57,6 +81,7 @@ static void table_grow(void) {
     size_t oldcap = table_cap;
     table_cap = table_cap ? table_cap * 2 : 1 << 16;
     table = calloc(table_cap, sizeof *table);
+    if (!table) { fprintf(stderr, "replay: out of memory mapping addresses\n"); exit(5); }
     table_len = 0;
     for (size_t i = 0; i < oldcap; i++) if (old[i].key) table_put(old[i].key, old[i].obj);
     free(old);
@@ -88,8 +113,103 @@ static int by_time(const void *a, const void *b) {
     return x->idx < y->idx ? -1 : (x->idx > y->idx);
 }
 
+/* Allocations of one clock tick, by the address they return: built only for a tick in which a
+ * free or realloc names an address not yet allocated, so finding "the allocation of this address
+ * later in the same tick" costs a binary search instead of a scan of the tick. */
+typedef struct { uint64_t addr; size_t pos; } made_at;
+static int by_addr(const void *a, const void *b) {
+    const made_at *x = a, *y = b;
+    if (x->addr != y->addr) return x->addr < y->addr ? -1 : 1;
+    return x->pos < y->pos ? -1 : (x->pos > y->pos);
+}
+typedef struct {
+    size_t lo, hi;              /* the tick's positions in the sorted keys; hi == 0: not built */
+    made_at *made;
+    size_t *cursor;             /* per address run: first entry not yet used (amortised O(1)) */
+    size_t n, cap;
+} tick_index;
+
+static int is_allocation(uint8_t op) { return op != OP_FREE && op != OP_THREAD_EXIT; }
+static uint64_t made_addr(const trace_event *e) { return e->op == OP_REALLOC ? e->new_ptr : e->ptr; }
+
+static void tick_index_build(tick_index *x, trace_data *t, const order_key *keys, size_t k, size_t g) {
+    size_t lo = g, hi = g;
+    while (lo > 0 && keys[lo - 1].ts == keys[g].ts) lo--;
+    while (hi < k && keys[hi].ts == keys[g].ts) hi++;
+    x->lo = lo;
+    x->hi = hi;
+    x->n = 0;
+    for (size_t j = lo; j < hi; j++) {
+        trace_event *a = &t->threads[keys[j].thread].ev[keys[j].idx];
+        if (!is_allocation(a->op)) continue;
+        if (x->n == x->cap) {
+            x->cap = x->cap ? x->cap * 2 : 64;
+            x->made = realloc(x->made, x->cap * sizeof *x->made);
+            x->cursor = realloc(x->cursor, x->cap * sizeof *x->cursor);
+            if (!x->made || !x->cursor) { fprintf(stderr, "replay: out of memory ordering the trace\n"); exit(5); }
+        }
+        x->made[x->n++] = (made_at){made_addr(a), j};
+    }
+    qsort(x->made, x->n, sizeof *x->made, by_addr);
+    for (size_t i = 0; i < x->n; i++) x->cursor[i] = i;
+}
+
+/* The first allocation of `addr` after position g in g's tick that has not been used, or SIZE_MAX. */
+static size_t tick_index_find(tick_index *x, uint64_t addr, size_t g, const uint8_t *used) {
+    size_t lo = 0, hi = x->n;
+    while (lo < hi) { size_t mid = lo + (hi - lo) / 2; if (x->made[mid].addr < addr) lo = mid + 1; else hi = mid; }
+    if (lo == x->n || x->made[lo].addr != addr) return SIZE_MAX;
+    size_t c = x->cursor[lo];
+    while (c < x->n && x->made[c].addr == addr && (x->made[c].pos <= g || used[x->made[c].pos])) c++;
+    x->cursor[lo] = c;
+    return c < x->n && x->made[c].addr == addr ? x->made[c].pos : SIZE_MAX;
+}
+
+static uint32_t *seq;
+static size_t seq_cap;
+
+/* Give event e its object and its place in that object's history; append it to the global order. */
+static void place(trace_event *e, uint32_t thread) {
+    rop r = {e->ts, 0, e->size, 0, 0, e->align, thread, e->op};
+    uint32_t obj;
+    if (e->op == OP_MALLOC || e->op == OP_CALLOC || e->op == OP_MEMALIGN ||
+        (e->op == OP_REALLOC && !table_take(e->ptr, &obj))) {
+        if (e->op == OP_REALLOC) { r.op = OP_MALLOC; e->ptr = e->new_ptr; }   /* old block predates the trace */
+        obj = nobjects++;
+        if (nobjects > seq_cap) {
+            seq_cap = seq_cap ? seq_cap * 2 : 1 << 16;
+            seq = realloc(seq, seq_cap * sizeof *seq);
+            if (!seq) { fprintf(stderr, "replay: out of memory ordering the trace\n"); exit(5); }
+        }
+        seq[obj] = 0;
+        table_put(e->ptr ? e->ptr : 1, obj);
+    } else if (e->op == OP_FREE) {
+        if (!table_take(e->ptr, &obj)) { untracked++; return; }
+    } else if (e->op == OP_REALLOC) {
+        table_put(e->new_ptr ? e->new_ptr : 1, obj);
+    } else {
+        obj = 0;     /* thread exit */
+    }
+    r.obj = obj;
+    if (e->op != OP_THREAD_EXIT) r.expect = seq[obj]++;
+    global[nglobal++] = r;
+}
+
+static int table_has(uint64_t k) {
+    uint32_t obj;
+    if (!table_cap || !table_take(k, &obj)) return 0;
+    table_put(k, obj);
+    return 1;
+}
+
+/* Global order in O(n log n): sort by time, then walk it once. A free (or realloc) of an address
+ * that no earlier event allocated, in the same 32 ns tick as another thread's allocation of that
+ * address, is a hand-off the clock could not order: the allocation is placed first. */
 static void prepare(trace_data *t) {
     order_key *keys = malloc((t->nevents + 1) * sizeof *keys);
+    global = malloc((t->nevents + 1) * sizeof *global);
+    uint8_t *used = calloc(t->nevents + 1, 1);
+    if (!keys || !global || !used) { fprintf(stderr, "replay: out of memory ordering %zu events\n", t->nevents); exit(5); }
     size_t k = 0;
     for (uint32_t i = 0; i < t->nthreads; i++)
         for (size_t j = 0; j < t->threads[i].n; j++) {
@@ -97,57 +217,108 @@ static void prepare(trace_data *t) {
             keys[k++] = (order_key){t->threads[i].ev[j].ts, i, (uint32_t)j, (uint8_t)(op == OP_FREE || op == OP_REALLOC ? 0 : 1)};
         }
     qsort(keys, k, sizeof *keys, by_time);
-    global = malloc((k + 1) * sizeof *global);
-    uint32_t *seq = NULL;
-    size_t seq_cap = 0;
+    tick_index tick = {0};
     for (size_t g = 0; g < k; g++) {
+        if (used[g]) continue;                     /* already placed ahead of its tick-mates */
         trace_event *e = &t->threads[keys[g].thread].ev[keys[g].idx];
-        uint32_t probe;
-        if ((e->op == OP_FREE || e->op == OP_REALLOC) && !(table_cap && table_take(e->ptr, &probe) && (table_put(e->ptr, probe), 1))) {
-            /* Freed in the same clock tick as another thread allocated it (a hand-off): put the
-             * allocation first. */
-            for (size_t j = g + 1; j < k && keys[j].ts == keys[g].ts; j++) {
-                trace_event *a = &t->threads[keys[j].thread].ev[keys[j].idx];
-                uint64_t made = a->op == OP_REALLOC ? a->new_ptr : a->ptr;
-                if (a->op != OP_FREE && a->op != OP_THREAD_EXIT && made == e->ptr) {
-                    order_key moved = keys[j];
-                    memmove(&keys[g + 1], &keys[g], (j - g) * sizeof *keys);
-                    keys[g] = moved;
-                    e = &t->threads[keys[g].thread].ev[keys[g].idx];
-                    break;
-                }
-            }
+        while ((e->op == OP_FREE || e->op == OP_REALLOC) && !table_has(e->ptr)) {
+            if (g + 1 >= k || keys[g + 1].ts != keys[g].ts) break;   /* alone in its tick: nothing to pull */
+            if (!(tick.hi && g >= tick.lo && g < tick.hi)) tick_index_build(&tick, t, keys, k, g);
+            size_t j = tick_index_find(&tick, e->ptr, g, used);
+            if (j == SIZE_MAX) break;
+            used[j] = 1;
+            place(&t->threads[keys[j].thread].ev[keys[j].idx], keys[j].thread);
         }
-        rop r = {e->ts, e->size, 0, 0, e->align, keys[g].thread, e->op};
-        uint32_t obj;
-        if (e->op == OP_MALLOC || e->op == OP_CALLOC || e->op == OP_MEMALIGN ||
-            (e->op == OP_REALLOC && !table_take(e->ptr, &obj))) {
-            if (e->op == OP_REALLOC) { r.op = OP_MALLOC; e->ptr = e->new_ptr; }   /* old block predates the trace */
-            obj = nobjects++;
-            if (nobjects > seq_cap) { seq_cap = seq_cap ? seq_cap * 2 : 1 << 16; seq = realloc(seq, seq_cap * sizeof *seq); }
-            seq[obj] = 0;
-            table_put(e->ptr ? e->ptr : 1, obj);
-        } else if (e->op == OP_FREE) {
-            if (!table_take(e->ptr, &obj)) { untracked++; continue; }
-        } else if (e->op == OP_REALLOC) {
-            table_put(e->new_ptr ? e->new_ptr : 1, obj);
-        } else {
-            obj = 0;     /* thread exit */
-        }
-        r.obj = obj;
-        if (e->op != OP_THREAD_EXIT) r.expect = seq[obj]++;
-        global[nglobal++] = r;
+        place(e, keys[g].thread);
     }
+    free(tick.made);
+    free(tick.cursor);
     free(keys);
+    free(used);
     free(seq);
     objects = calloc(nobjects ? nobjects : 1, sizeof *objects);
-    nrthreads = t->nthreads;
+    if (!objects) { fprintf(stderr, "replay: out of memory for %u objects\n", nobjects); exit(5); }
+}
+
+/* One array of operations per recorded thread, in global order (threaded replay only). */
+static void split_by_thread(void) {
     rthreads = calloc(nrthreads ? nrthreads : 1, sizeof *rthreads);
     size_t *counts = calloc(nrthreads ? nrthreads : 1, sizeof *counts);
+    if (!rthreads || !counts) { fprintf(stderr, "replay: out of memory\n"); exit(5); }
     for (size_t g = 0; g < nglobal; g++) counts[global[g].thread]++;
-    for (uint32_t i = 0; i < nrthreads; i++) rthreads[i].ops = malloc((counts[i] + 1) * sizeof(rop));
+    for (uint32_t i = 0; i < nrthreads; i++) {
+        rthreads[i].ops = malloc((counts[i] + 1) * sizeof(rop));
+        if (!rthreads[i].ops) { fprintf(stderr, "replay: out of memory\n"); exit(5); }
+    }
     for (size_t g = 0; g < nglobal; g++) rthreads[global[g].thread].ops[rthreads[global[g].thread].n++] = global[g];
     free(counts);
+}
+
+/* ---- limits (docs/trace-format.md, "Limits") ---- */
+typedef struct {
+    double max_gap, max_duration;      /* replay seconds */
+    uint64_t max_alloc, max_live;
+    uint32_t max_threads;
+} limits;
+
+typedef struct { uint64_t peak_live, largest; double schedule_s; size_t gaps_shortened; } plan;
+
+/* The replay schedule: each op's due time (ns of recorded time), every idle gap longer than
+ * max_gap replay seconds shortened to it. */
+static plan schedule(const limits *lim) {
+    plan p = {0};
+    uint64_t cap = UINT64_MAX, prev_ts = 0, due = 0;
+    if (speed > 0) {
+        double c = lim->max_gap * speed * 1e9;
+        cap = c >= 1.8e19 ? UINT64_MAX : (uint64_t)c;
+    }
+    for (size_t g = 0; g < nglobal; g++) {
+        uint64_t gap = global[g].ts >= prev_ts ? global[g].ts - prev_ts : 0;
+        if (gap > cap) { gap = cap; p.gaps_shortened++; }
+        due = gap > UINT64_MAX - due ? UINT64_MAX : due + gap;
+        if (global[g].ts > prev_ts) prev_ts = global[g].ts;
+        global[g].due = due;
+    }
+    p.schedule_s = speed > 0 ? (double)due * 1e-9 / speed : 0;
+    uint64_t *sizes = calloc(nobjects ? nobjects : 1, sizeof *sizes), live = 0;
+    if (!sizes) { fprintf(stderr, "replay: out of memory\n"); exit(5); }
+    for (size_t g = 0; g < nglobal; g++) {
+        const rop *r = &global[g];
+        if (r->op == OP_THREAD_EXIT) continue;
+        uint64_t after = r->op == OP_FREE ? 0 : r->size;
+        if (after > p.largest) p.largest = after;
+        live = live - sizes[r->obj] + after;
+        sizes[r->obj] = after;
+        if (live > p.peak_live) p.peak_live = live;
+    }
+    free(sizes);
+    return p;
+}
+
+static double gib(uint64_t b) { return (double)b / (double)(1ull << 30); }
+
+/* 0, or exit code 4 with one line naming the limit and the option that raises it. */
+static int check_limits(const limits *lim, const plan *p, int threaded) {
+    if (p->largest > lim->max_alloc) {
+        fprintf(stderr, "replay: the trace requests %llu bytes (%.1f GiB) at once; the limit is %.1f GiB (--max-alloc)\n",
+                (unsigned long long)p->largest, gib(p->largest), gib(lim->max_alloc));
+        return 4;
+    }
+    if (p->peak_live > lim->max_live) {
+        fprintf(stderr, "replay: the trace holds up to %.1f GiB live; the limit is %.1f GiB (--max-live)\n",
+                gib(p->peak_live), gib(lim->max_live));
+        return 4;
+    }
+    if (threaded && nrthreads > lim->max_threads) {
+        fprintf(stderr, "replay: the trace has %u threads; the limit is %u (--max-threads)\n", nrthreads, lim->max_threads);
+        return 4;
+    }
+    if (threaded && p->schedule_s > lim->max_duration) {
+        fprintf(stderr, "replay: at --speed %g the replay would take %.0f s even with idle gaps cut to %g s; the limit is "
+                "%g s (--max-duration; or a shorter --max-gap, a higher --speed, or --speed 0)\n", speed, p->schedule_s, lim->max_gap, lim->max_duration);
+        return 4;
+    }
+    return 0;
 }
 
 /* ---- executing one operation ---- */
@@ -177,17 +348,30 @@ static void perform(const rop *r) {
     else atomic_fetch_sub_explicit(&wl_live_bytes, before - after, memory_order_relaxed);
 }
 
+/* Threads are all created before any starts, so a failed pthread_create replays nothing. */
+static pthread_mutex_t gate_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t gate_cond = PTHREAD_COND_INITIALIZER;
+static int gate;                    /* 0: wait, 1: go, -1: give up */
+
 static void *replay_thread(void *arg) {
     rthread *th = arg;
+    pthread_mutex_lock(&gate_lock);
+    while (gate == 0) pthread_cond_wait(&gate_cond, &gate_lock);
+    int go = gate > 0;
+    pthread_mutex_unlock(&gate_lock);
+    if (!go) return NULL;
     uint64_t done = 0;
     for (size_t i = 0; i < th->n; i++) {
         const rop *r = &th->ops[i];
-        if (speed > 0) {                                   /* keep the recorded timing, scaled */
-            double due = start_time + (double)r->ts * 1e-9 / speed;
+        if (speed > 0) {                                   /* keep the recorded timing, scaled, gaps capped */
+            double due = start_time + (double)r->due * 1e-9 / speed;
             double now = wl_now();
             if (due - now > 50e-6) wl_sleep(due - now);
         }
-        if (r->op == OP_THREAD_EXIT) break;
+        /* A thread's exit marker is its last event (the reader checks): nothing to do. Every
+         * other op is performed, none skipped, so each wait below ends: the op it waits for is
+         * earlier in the global order, and so is everything its thread does before it. */
+        if (r->op == OP_THREAD_EXIT) continue;
         object *o = &objects[r->obj];
         for (unsigned spins = 0; atomic_load_explicit(&o->seq, memory_order_acquire) != r->expect; spins++)
             if (spins > 64) sched_yield();                 /* another thread has not made it yet */
@@ -197,6 +381,39 @@ static void *replay_thread(void *arg) {
     }
     wl_count_ops(done);
     return NULL;
+}
+
+static void open_gate(int value) {
+    pthread_mutex_lock(&gate_lock);
+    gate = value;
+    pthread_cond_broadcast(&gate_cond);
+    pthread_mutex_unlock(&gate_lock);
+}
+
+/* 0, or exit code 5 after joining the threads already made. */
+static int run_threads(void) {
+    pthread_t *tids = calloc(nrthreads ? nrthreads : 1, sizeof *tids);
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, REPLAY_STACK);
+    uint32_t made = 0;
+    int rc = tids ? 0 : ENOMEM;
+    for (; !rc && made < nrthreads; made++)
+        if ((rc = pthread_create(&tids[made], &attr, replay_thread, &rthreads[made])) != 0) break;
+    pthread_attr_destroy(&attr);
+    if (rc) {
+        open_gate(-1);
+        for (uint32_t i = 0; i < made; i++) pthread_join(tids[i], NULL);
+        fprintf(stderr, "replay: cannot start thread %u of %u: %s (raise the process or memory limits: ulimit -u, "
+                "ulimit -v, or /proc/sys/kernel/threads-max)\n", made + 1, nrthreads, strerror(rc));
+        free(tids);
+        return 5;
+    }
+    start_time = wl_now();
+    open_gate(1);
+    for (uint32_t i = 0; i < nrthreads; i++) pthread_join(tids[i], NULL);
+    free(tids);
+    return 0;
 }
 
 /* ---- info ---- */
@@ -226,7 +443,7 @@ static void curve_points(size_t points, uint64_t **ts, uint64_t **vals, size_t *
     free(sizes);
 }
 
-static int info(trace_data *t, size_t points) {
+static int info(size_t points) {
     uint64_t count[8] = {0}, hist[48] = {0}, last = 0, peak = 0, live = 0;
     uint64_t *sizes = calloc(nobjects ? nobjects : 1, sizeof *sizes);
     for (size_t g = 0; g < nglobal; g++) {
@@ -247,8 +464,8 @@ static int info(trace_data *t, size_t points) {
     printf("{\"pid\": %u, \"start_realtime_ns\": %llu, \"threads\": %u, \"events\": %zu, \"operations\": %zu, "
            "\"untracked_frees\": %zu, \"duration_s\": %.6f, \"malloc\": %llu, \"calloc\": %llu, \"realloc\": %llu, "
            "\"memalign\": %llu, \"free\": %llu, \"thread_exits\": %llu, \"objects\": %u, \"peak_live_bytes\": %llu, "
-           "\"final_live_bytes\": %llu, \"size_histogram_log2\": [", t->pid, (unsigned long long)t->start_realtime_ns,
-           t->nthreads, t->nevents, nglobal, untracked, (double)last * 1e-9, (unsigned long long)count[OP_MALLOC],
+           "\"final_live_bytes\": %llu, \"size_histogram_log2\": [", trace_pid, (unsigned long long)trace_start_ns,
+           nrthreads, trace_events, nglobal, untracked, (double)last * 1e-9, (unsigned long long)count[OP_MALLOC],
            (unsigned long long)count[OP_CALLOC], (unsigned long long)count[OP_REALLOC], (unsigned long long)count[OP_MEMALIGN],
            (unsigned long long)count[OP_FREE], (unsigned long long)count[OP_THREAD_EXIT], nobjects, (unsigned long long)peak,
            (unsigned long long)live);
@@ -259,28 +476,101 @@ static int info(trace_data *t, size_t points) {
     return 0;
 }
 
+/* ---- options: every number checked, unknown options refused ---- */
+static int bad_usage(const char *what) {
+    fprintf(stderr, "replay: %s\n", what);
+    return 2;
+}
+
+static int opt_number(const char *name, const char *text, double lo, double hi, double *out) {
+    char *end;
+    errno = 0;
+    double v = strtod(text, &end);
+    if (errno || end == text || *end || !isfinite(v) || v < lo || v > hi) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "%s %s: give a number from %g to %g", name, text, lo, hi);
+        bad_usage(msg);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static uint64_t default_max_live(void) {
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if (pages <= 0 || page <= 0) return DEFAULT_MAX_LIVE_CAP;
+    uint64_t three_quarters = (uint64_t)pages / 4 * 3 * (uint64_t)page;
+    return three_quarters < DEFAULT_MAX_LIVE_CAP ? three_quarters : DEFAULT_MAX_LIVE_CAP;
+}
+
 int main(int argc, char **argv) {
-    if (argc < 2 || argv[1][0] == '-') {
-        fprintf(stderr, "usage: replay FILE [--speed X | --info | --serial | --direct] [--points N]\n");
-        return 2;
-    }
-    speed = wl_opt_double(argc, argv, "--speed", 1.0);
-    size_t points = (size_t)wl_opt_long(argc, argv, "--points", 200);
-    int mode_info = 0, mode_serial = 0, mode_direct = 0;
+    if (argc < 2 || argv[1][0] == '-')
+        return bad_usage("usage: replay FILE [--speed X] [--info | --check | --serial | --direct] [--points N] [--max-gap S] "
+                         "[--max-duration S] [--max-threads N] [--max-alloc BYTES] [--max-live BYTES] [--linger S]");
+    limits lim = {DEFAULT_MAX_GAP, DEFAULT_MAX_DURATION, DEFAULT_MAX_ALLOC, default_max_live(), DEFAULT_MAX_THREADS};
+    double points_d = 200, linger = 0, v;
+    int mode_info = 0, mode_serial = 0, mode_direct = 0, mode_check = 0;
     for (int i = 2; i < argc; i++) {
-        mode_info |= strcmp(argv[i], "--info") == 0;
-        mode_serial |= strcmp(argv[i], "--serial") == 0;
-        mode_direct |= strcmp(argv[i], "--direct") == 0;
+        const char *a = argv[i];
+        if (!strcmp(a, "--info")) mode_info = 1;
+        else if (!strcmp(a, "--serial")) mode_serial = 1;
+        else if (!strcmp(a, "--direct")) mode_direct = 1;
+        else if (!strcmp(a, "--check")) mode_check = 1;
+        else if (i + 1 < argc && !strcmp(a, "--speed")) { if (opt_number(a, argv[++i], 0, 1e9, &speed)) return 2; }
+        else if (i + 1 < argc && !strcmp(a, "--points")) { if (opt_number(a, argv[++i], 1, 100000, &points_d)) return 2; }
+        else if (i + 1 < argc && !strcmp(a, "--linger")) { if (opt_number(a, argv[++i], 0, 1e8, &linger)) return 2; }
+        else if (i + 1 < argc && !strcmp(a, "--max-gap")) { if (opt_number(a, argv[++i], 0.001, 1e8, &lim.max_gap)) return 2; }
+        else if (i + 1 < argc && !strcmp(a, "--max-duration")) { if (opt_number(a, argv[++i], 0.001, 1e9, &lim.max_duration)) return 2; }
+        else if (i + 1 < argc && !strcmp(a, "--max-threads")) {
+            if (opt_number(a, argv[++i], 1, TRACE_MAX_THREADS, &v)) return 2;
+            lim.max_threads = (uint32_t)v;
+        } else if (i + 1 < argc && !strcmp(a, "--max-alloc")) {
+            if (opt_number(a, argv[++i], 1, (double)TRACE_MAX_SIZE, &v)) return 2;
+            lim.max_alloc = (uint64_t)v;
+        } else if (i + 1 < argc && !strcmp(a, "--max-live")) {
+            if (opt_number(a, argv[++i], 1, 1e15, &v)) return 2;
+            lim.max_live = (uint64_t)v;
+        } else {
+            char msg[120];
+            snprintf(msg, sizeof msg, "unknown or incomplete option %.60s", a);
+            return bad_usage(msg);
+        }
     }
-    if (speed < 0 || points < 1) { fprintf(stderr, "replay: --speed must be >= 0 and --points >= 1\n"); return 2; }
+    if (mode_info + mode_serial + mode_direct + mode_check > 1) return bad_usage("give at most one of --info, --check, --serial, --direct");
+    size_t points = (size_t)points_d;
+    {
+        uint64_t r = 0;
+        FILE *u = fopen("/dev/urandom", "rb");
+        if (!u || fread(&r, sizeof r, 1, u) != 1) r = (uint64_t)wl_now() * 0x9e3779b97f4a7c15ULL;
+        if (u) fclose(u);
+        hash_seed = r;
+    }
     trace_data t;
     if (trace_read_file(argv[1], &t) != 0) {
         fprintf(stderr, "replay: %s: %s\n", argv[1], t.error);
         trace_data_free(&t);
         return 3;
     }
+    trace_pid = t.pid;
+    trace_start_ns = t.start_realtime_ns;
+    trace_events = t.nevents;
+    nrthreads = t.nthreads;
     prepare(&t);
-    if (mode_info) return info(&t, points);
+    trace_data_free(&t);
+    free(table);                    /* addresses are objects now */
+    table = NULL;
+    table_cap = table_len = 0;
+    if (mode_info) return info(points);
+    plan p = schedule(&lim);
+    int threaded = !mode_serial && !mode_direct;
+    int rc = check_limits(&lim, &p, threaded || mode_check);
+    if (rc) return rc;
+    if (mode_check) {
+        printf("{\"ok\": true, \"threads\": %u, \"operations\": %zu, \"schedule_s\": %.6f, \"gaps_shortened\": %zu, "
+               "\"peak_live_bytes\": %llu, \"largest_request\": %llu}\n", nrthreads, nglobal, p.schedule_s, p.gaps_shortened,
+               (unsigned long long)p.peak_live, (unsigned long long)p.largest);
+        return 0;
+    }
     if (mode_serial) {
         uint64_t *ts, *vals;
         size_t n;
@@ -290,6 +580,11 @@ int main(int argc, char **argv) {
         printf("}\n");
         return 0;
     }
+    if (threaded) {
+        split_by_thread();
+        free(global);               /* each thread has its own copy now */
+        global = NULL;
+    }
     wl_start_publisher();
     atomic_store(&wl_phase, WL_LOAD);
     double t0 = wl_now();
@@ -297,21 +592,20 @@ int main(int argc, char **argv) {
     if (mode_direct) {
         for (size_t g = 0; g < nglobal; g++) { perform(&global[g]); }
         wl_count_ops(nglobal);
-    } else {
-        pthread_t *tids = calloc(nrthreads ? nrthreads : 1, sizeof *tids);
-        for (uint32_t i = 0; i < nrthreads; i++) pthread_create(&tids[i], NULL, replay_thread, &rthreads[i]);
-        for (uint32_t i = 0; i < nrthreads; i++) pthread_join(tids[i], NULL);
+    } else if ((rc = run_threads()) != 0) {
+        wl_stop_publisher();
+        return rc;
     }
     double secs = wl_now() - t0;
     atomic_store(&wl_phase, WL_IDLE);
     uint64_t ops = atomic_load(&wl_ops);
     printf("{\"mode\": \"%s\", \"threads\": %u, \"operations\": %llu, \"seconds\": %.6f, \"ops_per_s\": %.1f, "
-           "\"live_bytes_end\": %llu, \"untracked_frees\": %zu}\n", mode_direct ? "direct" : "threads", nrthreads,
-           (unsigned long long)ops, secs, secs > 0 ? (double)ops / secs : 0.0,
-           (unsigned long long)atomic_load(&wl_live_bytes), untracked);
+           "\"live_bytes_end\": %llu, \"untracked_frees\": %zu, \"gaps_shortened\": %zu}\n", mode_direct ? "direct" : "threads",
+           nrthreads, (unsigned long long)ops, secs, secs > 0 ? (double)ops / secs : 0.0,
+           (unsigned long long)atomic_load(&wl_live_bytes), untracked, p.gaps_shortened);
     fflush(stdout);
     /* stay alive while alloclab samples an idle tail, if asked */
-    wl_sleep(wl_opt_double(argc, argv, "--linger", 0));
+    wl_sleep(linger);
     wl_stop_publisher();
     return 0;
 }

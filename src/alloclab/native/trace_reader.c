@@ -3,10 +3,13 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 #include <zstd.h>
-
-enum { MAX_THREADS = 1 << 16 };
 
 static int fail(trace_data *t, const char *fmt, ...) {
     va_list ap;
@@ -16,14 +19,49 @@ static int fail(trace_data *t, const char *fmt, ...) {
     return -1;
 }
 
+/* Thread number -> index, open addressing. The seed makes colliding ids unpredictable, so a
+ * crafted file cannot turn every lookup into a scan. */
+static uint64_t id_seed;
+static size_t id_slot(const trace_data *t, uint32_t id) {
+    uint64_t k = (id ^ id_seed) * 0x9e3779b97f4a7c15ULL;
+    return (size_t)(k ^ (k >> 29)) & (t->id_cap - 1);
+}
+static int id_index_grow(trace_data *t) {
+    size_t cap = t->id_cap ? t->id_cap * 2 : 64;
+    uint32_t *slots = malloc(cap * sizeof *slots);        /* index + 1; 0 = empty */
+    if (!slots) return -1;
+    memset(slots, 0, cap * sizeof *slots);
+    free(t->id_slots);
+    t->id_slots = slots;
+    t->id_cap = cap;
+    for (uint32_t i = 0; i < t->nthreads; i++) {
+        size_t s = id_slot(t, t->threads[i].id);
+        while (slots[s]) s = (s + 1) & (cap - 1);
+        slots[s] = i + 1;
+    }
+    return 0;
+}
+
 static trace_thread *thread_for(trace_data *t, uint32_t id) {
-    for (uint32_t i = 0; i < t->nthreads; i++)
-        if (t->threads[i].id == id) return &t->threads[i];
-    if (t->nthreads >= MAX_THREADS) return NULL;
-    trace_thread *grown = realloc(t->threads, (t->nthreads + 1) * sizeof *grown);
-    if (!grown) return NULL;
-    t->threads = grown;
-    t->threads[t->nthreads] = (trace_thread){id, NULL, 0, 0};
+    if (t->last_thread < t->nthreads && t->threads[t->last_thread].id == id) return &t->threads[t->last_thread];
+    if ((t->nthreads + 1) * 2 > t->id_cap && id_index_grow(t) != 0) return NULL;
+    size_t s = id_slot(t, id);
+    while (t->id_slots[s]) {
+        uint32_t i = t->id_slots[s] - 1;
+        if (t->threads[i].id == id) { t->last_thread = i; return &t->threads[i]; }
+        s = (s + 1) & (t->id_cap - 1);
+    }
+    if (t->nthreads >= TRACE_MAX_THREADS) return NULL;
+    if (t->nthreads == t->threads_cap) {
+        uint32_t cap = t->threads_cap ? t->threads_cap * 2 : 16;
+        trace_thread *grown = realloc(t->threads, cap * sizeof *grown);
+        if (!grown) return NULL;
+        t->threads = grown;
+        t->threads_cap = cap;
+    }
+    t->threads[t->nthreads] = (trace_thread){id, NULL, 0, 0, 0};
+    t->id_slots[s] = t->nthreads + 1;
+    t->last_thread = t->nthreads;
     return &t->threads[t->nthreads++];
 }
 
@@ -32,7 +70,9 @@ typedef struct { const uint8_t *p, *end; } column;
 static int decode_block(trace_data *t, const uint8_t *raw, size_t raw_len, uint32_t thread, uint32_t events,
                         uint64_t first_ts, size_t offset) {
     trace_thread *th = thread_for(t, thread);
-    if (!th) return fail(t, "block at byte %zu: too many threads", offset);
+    if (!th) return fail(t, "block at byte %zu: more than %u threads", offset, TRACE_MAX_THREADS);
+    /* The recorder gives a thread that allocates again after its exit marker a new number. */
+    if (th->exited) return fail(t, "block at byte %zu: thread %u has events after its exit", offset, thread);
     column col[4];
     const uint8_t *p = raw, *end = raw + raw_len;
     for (int c = 0; c < 4; c++) {                 /* ops, times, sizes, pointers */
@@ -59,6 +99,10 @@ static int decode_block(trace_data *t, const uint8_t *raw, size_t raw_len, uint3
         e.op = *col[0].p++;
         e.thread = thread;
         if (e.op < OP_MALLOC || e.op > OP_THREAD_EXIT) return fail(t, "block at byte %zu: unknown operation %u", offset, e.op);
+        if (e.op == OP_THREAD_EXIT) {
+            if (i + 1 != events) return fail(t, "block at byte %zu: thread %u has events after its exit", offset, thread);
+            th->exited = 1;
+        }
         if (!(col[1].p = get_varint(col[1].p, col[1].end, &v))) goto truncated;
         if (v > UINT64_MAX - ts) return fail(t, "block at byte %zu: timestamp overflow", offset);
         ts += v;
@@ -71,7 +115,7 @@ static int decode_block(trace_data *t, const uint8_t *raw, size_t raw_len, uint3
         }
         if (e.op != OP_FREE && e.op != OP_THREAD_EXIT) {
             if (!(col[2].p = get_varint(col[2].p, col[2].end, &e.size))) goto truncated;
-            if (e.size > (1ull << 40)) return fail(t, "block at byte %zu: implausible size %llu", offset, (unsigned long long)e.size);
+            if (e.size > TRACE_MAX_SIZE) return fail(t, "block at byte %zu: implausible size %llu", offset, (unsigned long long)e.size);
         }
         if (e.op != OP_THREAD_EXIT) {
             if (!(col[3].p = get_svarint(col[3].p, col[3].end, &d))) goto truncated;
@@ -105,6 +149,10 @@ int trace_parse(const uint8_t *buf, size_t n, trace_data *t) {
     if (t->tick_ns == 0 || t->tick_ns > 1000000) return fail(t, "corrupt header: timestamp unit %u ns", t->tick_ns);
     size_t at = TRACE_HEADER_SIZE;
     uint8_t *raw = NULL;
+    if (!id_seed) id_seed = ((uint64_t)(uintptr_t)&at ^ (uint64_t)time(NULL) * 0x2545f4914f6cdd1dULL) | 1;
+    /* Memory follows events, not file bytes: cap the events a file may unpack to (trace_reader.h). */
+    size_t budget = n > (TRACE_MAX_EVENTS - TRACE_EVENTS_BASE) / TRACE_EVENTS_PER_BYTE
+                    ? TRACE_MAX_EVENTS : TRACE_EVENTS_BASE + TRACE_EVENTS_PER_BYTE * n;
     while (at < n) {
         if (n - at < TRACE_BLOCK_HEADER_SIZE) { free(raw); return fail(t, "truncated: a block header at byte %zu is cut short", at); }
         const uint8_t *h = buf + at;
@@ -112,7 +160,15 @@ int trace_parse(const uint8_t *buf, size_t n, trace_data *t) {
         uint32_t plen = get_u32(h + 4), rlen = get_u32(h + 8), thread = get_u32(h + 12), events = get_u32(h + 16);
         uint64_t first = get_u64(h + 24);
         if (plen > n - at - TRACE_BLOCK_HEADER_SIZE) { free(raw); return fail(t, "truncated: the block at byte %zu needs %u bytes, %zu remain", at, plen, n - at - TRACE_BLOCK_HEADER_SIZE); }
-        if (rlen > TRACE_MAX_RAW_BLOCK || thread == 0) { free(raw); return fail(t, "corrupt: block at byte %zu has impossible sizes", at); }
+        if (rlen > TRACE_MAX_RAW_BLOCK || thread == 0 || rlen > 16 + (uint64_t)TRACE_MAX_EVENT_BYTES * events || events > rlen) {
+            free(raw);
+            return fail(t, "corrupt: block at byte %zu has impossible sizes", at);
+        }
+        if (events > budget - t->nevents) {
+            free(raw);
+            return fail(t, "block at byte %zu: the trace unpacks to over %zu events from %zu bytes; no recording is that "
+                        "compressible, so the file is not one", at, budget, n);
+        }
         const uint8_t *payload = h + TRACE_BLOCK_HEADER_SIZE;
         if (flags & TRACE_ZSTD) {
             uint8_t *grown = realloc(raw, rlen ? rlen : 1);
@@ -134,19 +190,25 @@ int trace_parse(const uint8_t *buf, size_t n, trace_data *t) {
 
 int trace_read_file(const char *path, trace_data *t) {
     memset(t, 0, sizeof *t);
-    FILE *f = fopen(path, "rb");
-    if (!f) return fail(t, "cannot open %s", path);
-    fseek(f, 0, SEEK_END);
-    long size = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *buf = size > 0 ? malloc((size_t)size) : NULL;
-    if (size <= 0 || !buf || fread(buf, 1, (size_t)size, f) != (size_t)size) {
-        fclose(f);
-        free(buf);
-        return fail(t, size <= 0 ? "%s is empty" : "cannot read %s", path);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);     /* a FIFO must not block us */
+    if (fd < 0) return fail(t, "cannot open %s: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return fail(t, "%s is not a regular file", path);
     }
-    fclose(f);
-    int rc = trace_parse(buf, (size_t)size, t);
+    size_t size = (size_t)st.st_size, got = 0;
+    uint8_t *buf = size ? malloc(size) : NULL;
+    if (size && !buf) { close(fd); return fail(t, "cannot read %s: %zu bytes do not fit in memory", path, size); }
+    while (got < size) {
+        ssize_t r = read(fd, buf + got, size - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) { close(fd); free(buf); return fail(t, "cannot read %s: %s", path, r ? strerror(errno) : "it shrank while being read"); }
+        got += (size_t)r;
+    }
+    close(fd);
+    if (!size) return fail(t, "%s is empty", path);
+    int rc = trace_parse(buf, size, t);
     free(buf);
     return rc;
 }
@@ -154,6 +216,9 @@ int trace_read_file(const char *path, trace_data *t) {
 void trace_data_free(trace_data *t) {
     for (uint32_t i = 0; i < t->nthreads; i++) free(t->threads[i].ev);
     free(t->threads);
+    free(t->id_slots);
     t->threads = NULL;
-    t->nthreads = 0;
+    t->id_slots = NULL;
+    t->nthreads = t->threads_cap = 0;
+    t->id_cap = 0;
 }

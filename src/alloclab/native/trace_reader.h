@@ -5,17 +5,37 @@
 #define TRACE_READER_H
 #include "trace_format.h"
 
+/* Limits a file must respect to be read at all (docs/trace-format.md, "Limits"):
+ *  - threads: at most TRACE_MAX_THREADS distinct thread numbers;
+ *  - events: at most TRACE_EVENTS_BASE + TRACE_EVENTS_PER_BYTE x the file's size, and never over
+ *    TRACE_MAX_EVENTS. Recordings measured here take 0.66-3.7 bytes per event (up to 1.5 events
+ *    per byte); a zstd frame of zeros can claim ~100,000 events per byte, and decoded events cost
+ *    memory (~150 bytes each through replay), so a file claiming more is refused as not a recording.
+ *  - a block's raw length at most 16 + TRACE_MAX_EVENT_BYTES per event it declares (checked
+ *    before decompressing, so decompression work is bounded by the event budget too). */
+#define TRACE_MAX_THREADS (1u << 16)
+#define TRACE_EVENTS_BASE ((size_t)4 << 20)
+#define TRACE_EVENTS_PER_BYTE ((size_t)64)
+#define TRACE_MAX_EVENTS ((size_t)1 << 31)
+#define TRACE_MAX_EVENT_BYTES 41u          /* op + 4 varints of at most 10 bytes (REALLOC) */
+/* Requests above this are corruption, not a recording (the replayer's own, lower, limits are
+ * policy: replay --max-alloc). */
+#define TRACE_MAX_SIZE (1ull << 40)
+
 typedef struct {
     uint32_t id;           /* the recorder's thread number */
     trace_event *ev;
     size_t n, cap;
+    int exited;            /* its THREAD_EXIT was read: nothing may follow */
 } trace_thread;
 
 typedef struct {
     uint64_t start_realtime_ns;
     uint32_t pid, tick_ns;       /* event timestamps are converted to ns while reading */
     trace_thread *threads;
-    uint32_t nthreads;
+    uint32_t nthreads, threads_cap, last_thread;
+    uint32_t *id_slots;          /* thread number -> index + 1 (open addressing) */
+    size_t id_cap;
     size_t nevents;
     char error[256];
 } trace_data;

@@ -15,14 +15,16 @@ from typing import Iterable
 
 import numpy as np
 
+from .. import stats
 from ..store import Store
 from .compare import GroupComparison, compare_groups
-from .load import METRIC_COLUMN, LabelMapping, Segment, Series, is_imported, load
+from .duplicates import Duplicate, drop_duplicates
+from .load import METRIC_COLUMN, LabelMapping, Segment, Series, is_imported, load, load_series, segment
 from .replica import ReplicaStats, classify, detect_warmup, release_events, replica_stats, theil_sen
 from .rules import RULES, STATUS_ORDER
 from .verdict import Recommendation, recommend
 from .warnings import Warning, collect
-from .windows import AgeTable, EndFigure, Window, age_table, end_figures, level_at, treatment_window
+from .windows import AgeTable, EndFigure, Window, age_table, edge_levels, end_figures, fmt_time, level_at, treatment_window
 
 __all__ = ["analyse", "Analysis", "GroupSummary", "GroupComparison", "ReplicaStats", "Series", "Segment", "Warning",
            "Recommendation", "RULES", "STATUS_ORDER", "METRIC_COLUMN", "classify", "replica_stats", "theil_sen",
@@ -57,6 +59,9 @@ class GroupSummary:
     status: str
     comparison: GroupComparison | None = None
     published_mb: float | None = None  # published-style figure (every listed replica), imported data
+    growth: stats.GroupGrowth | None = None   # change over the group's common window, tested across replicas
+    growth_span: tuple[float, float] | None = None
+    excluded: list[str] = field(default_factory=list)   # replicas left out of the comparison (ended early), by name
 
 
 @dataclass
@@ -74,6 +79,7 @@ class Analysis:
     label_mapping: dict[str, LabelMapping] = field(default_factory=dict)
     level_basis: str = ""
     metric_note: str | None = None
+    duplicates: list[Duplicate] = field(default_factory=list)
 
     def group(self, name: str) -> GroupSummary:
         return next(g for g in self.groups if g.name == name)
@@ -87,14 +93,70 @@ def _median(values: Iterable[float | None]) -> float | None:
     return float(np.median(v)) if v else None
 
 
-def _group_status(words: list[str], verified: int) -> str:
+def _group_status(words: list[str], verified: int, growth: "stats.GroupGrowth | None" = None) -> str:
+    """The most common replica word (ties: the more severe); a group whose replicas grow
+    significantly beyond the flat threshold across replicas (stats.group_growth) is Growing or
+    Bloating whatever single replicas' withheld intervals say (Ratcheting, the more specific
+    diagnosis, stays when it is the replicas' word and the growth is below Bloating)."""
     if verified == 0:
         return "Unverified"
     if not words:
         return "Too short"
     counts = {w: words.count(w) for w in set(words)}
     top = max(counts.values())
-    return min((w for w, c in counts.items() if c == top), key=STATUS_ORDER.index)
+    word = min((w for w, c in counts.items() if c == top), key=STATUS_ORDER.index)
+    if growth is not None and growth.word is not None:
+        if growth.word == "Bloating" or word not in ("Ratcheting", "Bloating"):
+            return growth.word
+    return word
+
+
+def _ended_early(s: Series, window: Window | None, interval: float) -> str | None:
+    """Why a replica that ended by itself before the comparison window's end is excluded (docs/store.md)."""
+    if window is None or not len(s.t):
+        return None
+    crashed = s.end_kind in ("crashed", "exited-early") or (s.end_kind is None and s.exit_code not in (None, 0))
+    last = float(s.t[-1])
+    if not crashed or last >= window.end - max(interval, 1.0):
+        return None
+    how = (f"killed by {_signal_name(-s.exit_code)}" if s.exit_code is not None and s.exit_code < 0
+           else f"exit code {s.exit_code}" if s.exit_code is not None else "no exit code")
+    return (f"{s.end_kind or 'exited'} ({how}) at {fmt_time(s.ended_at or last)}, "
+            f"{(window.end - last) / 3600:.2f} h before the comparison window's end")
+
+
+def _signal_name(sig: int) -> str:
+    import signal
+    try:
+        return signal.Signals(sig).name
+    except ValueError:
+        return f"signal {sig}"
+
+
+def _group_growth(series: list[Series], reps: list[ReplicaStats], groups: list[str], window: Window | None,
+                  interval: float) -> tuple[dict[str, stats.GroupGrowth], dict[str, tuple[float, float]]]:
+    """Each group's change over its common window (the comparable window, narrowed to where every
+    included replica is past its warm-up and still in its load phase), across its clean replicas."""
+    if window is None:
+        return {}, {}
+    by = {r.name: r for r in reps}
+    starts, ends, spans, lengths = {}, {}, {}, {}
+    for g in groups:
+        inc = [s for s in series if s.group == g and (r := by.get(s.name)) is not None and r.excluded is None
+               and r.verified is not False and r.steady_start is not None and s.clean is not None
+               and s.treatment_start is not None and s.treatment_start <= window.start + max(interval, 1.0)
+               and s.clean.end >= window.end - max(interval, 1.0)]
+        if not inc:
+            continue
+        lo = max([window.start] + [by[s.name].steady_start for s in inc])
+        hi = min([window.end] + [by[s.name].steady_end for s in inc])
+        if hi <= lo:
+            continue
+        edge = RULES["growth_edge_share"] * (hi - lo)
+        lv = [e for s in inc if (e := edge_levels(s, lo, hi, edge)) is not None]
+        starts[g], ends[g] = np.array([a for a, _ in lv]), np.array([b for _, b in lv])
+        spans[g], lengths[g] = (lo, hi), hi - lo
+    return stats.group_growth(starts, ends, lengths), spans
 
 
 def analyse(store: Store, metric: str | None = None) -> Analysis:
@@ -105,9 +167,15 @@ def analyse(store: Store, metric: str | None = None) -> Analysis:
     baseline = next((g["name"] for g in groups if g["is_baseline"]), names[0] if names else "")
     imported = is_imported(store)
     phases = json.loads(meta.get("phases", "{}") or "{}") if meta.get("phases", "").startswith("{") else {}
-    series, mapping = load(store, metric)
+    series = load_series(store, metric)
+    duplicates = drop_duplicates(series)          # one process sampled twice counts once (before segmenting)
+    mapping = segment(store, series)
     reps = [replica_stats(s, idle_configured=bool(phases.get("idle"))) for s in series]
     window = treatment_window(series, names)
+    interval = float(meta.get("interval", 0) or 0)
+    by_series = {s.name: s for s in series}
+    for r in reps:
+        r.excluded = _ended_early(by_series[r.name], window, interval)
     listed: dict[str, set[str]] = {}
     for m in store.memberships():
         listed.setdefault(m["group_name"], set()).add(m["replica"])
@@ -124,13 +192,14 @@ def analyse(store: Store, metric: str | None = None) -> Analysis:
     else:
         for g in names:
             levels[g] = np.array([r.steady_mean_mb for r in reps if r.group == g and r.verified is not False
-                                  and r.steady_mean_mb is not None])
+                                  and r.steady_mean_mb is not None and r.excluded is None])
         basis = "steady mean over the load phase after warm-up"
     comps = compare_groups(levels, baseline, seed=int(meta.get("seed", "0") or 0))
+    growths, spans = _group_growth(series, reps, names, window, interval)
     summaries = []
     for g in groups:
         rs = [r for r in reps if r.group == g["name"]]
-        ok = [r for r in rs if r.verified is not False and r.steady_mb is not None]
+        ok = [r for r in rs if r.verified is not False and r.steady_mb is not None and r.excluded is None]
         rates = [r.slope_mb_h for r in ok]
         lv = levels[g["name"]]
         fig = figures.get(g["name"])
@@ -148,17 +217,20 @@ def analyse(store: Store, metric: str | None = None) -> Analysis:
             release_events=_median(float(r.release_events) for r in ok),
             frag_overhead_mb=_median(r.frag_overhead_mb for r in ok), ops_per_s=_median(r.ops_per_s for r in ok),
             cpu_us_per_op=_median(r.cpu_us_per_op for r in ok),
-            status=_group_status([r.status for r in ok], len([r for r in rs if r.verified is not False])),
-            comparison=comps.get(g["name"]), published_mb=fig.published_mb if fig else None))
+            status=_group_status([r.status for r in ok], len([r for r in rs if r.verified is not False]),
+                                 growths.get(g["name"])),
+            comparison=comps.get(g["name"]), published_mb=fig.published_mb if fig else None,
+            growth=growths.get(g["name"]), growth_span=spans.get(g["name"]),
+            excluded=[r.name for r in rs if r.excluded]))
     a = Analysis(metric, baseline, reps, summaries, series=series, window=window, end_figures=figures,
-                 ages=age_table(series, names), label_mapping=mapping, level_basis=basis)
+                 ages=age_table(series, names), label_mapping=mapping, level_basis=basis, duplicates=duplicates)
     lazy = [g for g in summaries if g.lazyfree_share is not None]
     if lazy:
         a.metric_note = (f"The verdict uses {metric.upper()}; the footprint ({metric.upper()} − LazyFree) is shown beside it "
                          f"(LazyFree up to {max(g.lazyfree_share for g in lazy):.1%} of {metric.upper()}).")
     else:
         a.metric_note = f"The verdict uses {metric.upper()} (LazyFree was not sampled, so no footprint is shown)."
-    a.warnings = collect(store, series, reps, window, figures, mapping, names, imported)
+    a.warnings = collect(store, series, reps, window, figures, mapping, names, imported, duplicates)
     a.recommendation = recommend(a)
     return a
 

@@ -54,6 +54,7 @@ class Series:
     segments: list[Segment] = field(default_factory=list)
     exit_code: int | None = None
     ended_at: float | None = None
+    end_kind: str | None = None   # replicas.end_kind: crashed, exited-early, ended, stopped, cut-short (docs/store.md)
 
     @property
     def clean(self) -> Segment | None:
@@ -101,7 +102,8 @@ def load_series(store: Store, metric: str) -> list[Series]:
         out.append(Series(rep["id"], rep["name"], rep["group"], verified, np.array(d["t"], dtype=float),
                           _arr(d[col], 1 / 1024), np.array(d["phase"], dtype=object), _arr(d["live_bytes"], 1 / 1048576),
                           _arr(d["ops"]), _arr(d["cpu_s"]), _arr(d["lazyfree_kb"], 1 / 1024),
-                          exit_code=rep.get("exit_code"), ended_at=rep.get("ended_at")))
+                          exit_code=rep.get("exit_code"), ended_at=rep.get("ended_at"),
+                          end_kind=rep.get("end_kind")))
     return out
 
 
@@ -317,12 +319,17 @@ def segments_run(store: Store, series: list[Series]) -> None:
         s.segments = segs
 
 
-def load(store: Store, metric: str) -> tuple[list[Series], dict[str, LabelMapping]]:
-    series = load_series(store, metric)
+def segment(store: Store, series: list[Series]) -> dict[str, LabelMapping]:
+    """Cut the series into segments (in place); the event-label mapping used (imported data)."""
     if is_imported(store):
         mapping = map_event_labels(store, series)
         segments_imported(store, series, mapping)
-    else:
-        mapping = {}
-        segments_run(store, series)
-    return series, mapping
+        return mapping
+    segments_run(store, series)
+    return {}
+
+
+def load(store: Store, metric: str) -> tuple[list[Series], dict[str, LabelMapping]]:
+    """Series cut into segments, as stored (analyse() drops duplicated samples before segmenting)."""
+    series = load_series(store, metric)
+    return series, segment(store, series)

@@ -55,6 +55,9 @@ class ReplicaStats:
     rate_supported: bool = False          # the window is long enough for a rate (RULES rate_min_*)
     lazyfree_share: float | None = None   # median LazyFree / metric over the steady window (None: not sampled)
     footprint_mb: float | None = None     # steady level minus LazyFree (pages the kernel may take back)
+    steady_start: float | None = None     # the steady window (Unix s): after warm-up, load phase only
+    steady_end: float | None = None
+    excluded: str | None = None           # why the replica is left out of its group's comparison (data still shown)
 
 
 # ---- per replica --------------------------------------------------------------------------------
@@ -117,7 +120,7 @@ def classify(r: ReplicaStats) -> str:
 def _view(s: Series, start: float, end: float) -> Series:
     m = (s.t >= start) & (s.t <= end)
     return Series(s.replica_id, s.name, s.group, s.verified, s.t[m], s.mb[m], s.phase[m], s.live_mb[m], s.ops[m],
-                  s.cpu_s[m], s.lazyfree_mb[m], s.segments, s.exit_code, s.ended_at)
+                  s.cpu_s[m], s.lazyfree_mb[m], s.segments, s.exit_code, s.ended_at, s.end_kind)
 
 
 def replica_stats(s: Series, idle_configured: bool = False) -> ReplicaStats:
@@ -152,6 +155,7 @@ def replica_stats(s: Series, idle_configured: bool = False) -> ReplicaStats:
         q1, q3 = np.percentile(sy, [25, 75])
         r.iqr_share = float((q3 - q1) / r.steady_mb) if r.steady_mb > 0 else None
         r.window_h = float((st[-1] - st[0]) / 3600)
+        r.steady_start, r.steady_end = float(st[0]), float(st[-1])
         lf = s.lazyfree_mb[load][start:]
         if np.any(~np.isnan(lf)) and r.steady_mb > 0:
             r.lazyfree_share = float(np.nanmedian(lf / sy))

@@ -29,7 +29,8 @@ RULES = {
     "end_span_share": 0.0,            # a level "at time T": its last sample at or before T (a share > 0: median over that share of the window)
     "published_differs_share": 0.02,  # published-style and clean figures further apart: show both, say why
     "rate_min_window_h": 6.0,         # a growth rate per hour/day only over a window this long ...
-    "rate_min_samples": 10,           # ... with this many samples; shorter: change over the window only
+    "rate_min_samples": 10,
+    "growth_edge_share": 0.05,        # group growth: each replica's level at the window's start/end is the median over 5% of it           # ... with this many samples; shorter: change over the window only
     # warnings (analysis/warnings.py)
     "identical_min_share": 0.5,       # equal at half the shared timestamps (and 3+ distinct values): one process twice
     "identical_min_points": 5,        # ... and at least this many of them

@@ -2,7 +2,6 @@
 concerns; the verdict cites the ones it rests on. Rules are in RULES (docs/analysis.md)."""
 from __future__ import annotations
 
-import itertools
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -10,7 +9,8 @@ from typing import Any
 import numpy as np
 
 from .. import stats
-from ..store import Store
+from ..store import CUT_SHORT_REASONS, Store
+from .duplicates import Duplicate, identical_pairs  # noqa: F401  (identical_pairs: re-exported)
 from .load import LabelMapping, Series
 from .replica import ReplicaStats
 from .rules import RULES
@@ -37,46 +37,20 @@ def _names(xs: list[str], k: int = 8) -> str:
     return ", ".join(xs[:k]) + (f" and {len(xs) - k} more" if len(xs) > k else "")
 
 
-def identical_pairs(series: list[Series]) -> list[tuple[str, str, int, int]]:
-    """Pairs sampled as one process: stats.identical_series over the whole series (equal at a
-    large share of shared timestamps), or for part of the run: equal at RULES
-    identical_min_points or more *consecutive* shared timestamps taking 3+ distinct values
-    (a pgrep prefix match that started mid-run). Two processes coincide at scattered timestamps
-    by chance, never along a moving run."""
-    out = []
-    k = RULES["identical_min_points"]
-    for a, b in itertools.combinations([s for s in series if len(s.t) >= k], 2):
-        _, ia, ib = np.intersect1d(a.t, b.t, return_indices=True)
-        if len(ia) < k:
-            continue
-        m = stats.identical_series(a.t, a.mb, b.t, b.mb)
-        same = a.mb[ia] == b.mb[ib]
-        hit = bool(m)
-        if not hit and same.sum() >= k:
-            run, best_vals = 0, 0
-            for i, eq in enumerate(same):
-                run = run + 1 if eq else 0
-                if run >= k:
-                    best_vals = max(best_vals, len(np.unique(a.mb[ia][i - run + 1:i + 1])))
-            hit = best_vals >= 3
-        if hit:
-            out.append((a.name, b.name, int(same.sum()), len(ia)))
-    return out
-
-
 def collect(store: Store, series: list[Series], reps: list[ReplicaStats], window: Window | None,
             figures: dict[str, EndFigure], mapping: dict[str, LabelMapping], groups: list[str],
-            imported: bool) -> list[Warning]:
+            imported: bool, duplicates: list[Duplicate] | None = None) -> list[Warning]:
     meta = store.meta()
     out: list[Warning] = []
     # mixed allocators: a group's published figure includes data from other allocators
     for g, f in figures.items():
-        if f.why:
-            moved = [w.split(":")[0] for w in f.why]
+        mixed = [w for w in f.why if "data end at" not in w]      # ended early: named elsewhere, not a mix
+        if mixed:
+            moved = [w.split(":")[0] for w in mixed]
             out.append(Warning("mixed-allocators", "caution", moved, [g],
                                f"group {g}'s published-style figure (every listed replica) includes {len(moved)} "
-                               f"replicas not on {g}'s allocator throughout the window: {'; '.join(f.why[:6])}"
-                               + (" …" if len(f.why) > 6 else ""),
+                               f"replicas not on {g}'s allocator throughout the window: {'; '.join(mixed[:6])}"
+                               + (" …" if len(mixed) > 6 else ""),
                                {"published_mb": f.published_mb, "clean_mb": f.clean_mb}))
     # segments: unknown-allocator spans excluded, level shifts at events
     unknown = [s.name for s in series if any(seg.group is None for seg in s.segments)]
@@ -122,10 +96,14 @@ def collect(store: Store, series: list[Series], reps: list[ReplicaStats], window
         out.append(Warning("replica-in-several-groups", "caution", several, [],
                            f"{len(several)} replicas are listed in more than one group (e.g. {_names(several, 6)}); "
                            "each is analysed in the group of its current list, on the spans the evidence attributes to it"))
-    for a, b, equal, shared in identical_pairs(series):
-        out.append(Warning("identical-series", "serious", [a, b], sorted({s.group for s in series if s.name in (a, b)}),
-                           f"{a} = {b}: equal at {equal} of {shared} shared timestamps (one process sampled twice "
-                           "under two names?)", {"equal": equal, "shared": shared}))
+    for d in duplicates or []:
+        out.append(Warning("identical-series", "serious", [d.dropped_from, d.kept],
+                           sorted({s.group for s in series if s.name in (d.dropped_from, d.kept)}),
+                           f"{d.dropped_from} = {d.kept}: equal at {d.equal} of {d.shared} shared timestamps (one process "
+                           f"sampled twice under two names); rule applied: those {d.equal} samples are dropped from "
+                           f"{d.dropped_from} ({d.rule}), which keeps {d.remaining}, so the process counts once",
+                           {"equal": d.equal, "shared": d.shared, "dropped_from": d.dropped_from, "kept": d.kept,
+                            "dropped_samples": d.equal, "remaining": d.remaining}))
     # design and verification
     small = [g for g in groups if sum(1 for r in reps if r.group == g and r.steady_mb is not None) < RULES["min_replicas"]]
     if small:
@@ -140,12 +118,35 @@ def collect(store: Store, series: list[Series], reps: list[ReplicaStats], window
     if unverified:
         out.append(Warning("unverified", "serious", unverified, sorted({r.group for r in reps if r.verified is False}),
                            f"excluded, not running the expected allocator: {_names(unverified)}"))
-    crashed = [s.name for s in series if s.exit_code not in (None, 0) and not imported]
-    if crashed:
-        out.append(Warning("replica-exited", "serious", crashed, sorted({s.group for s in series if s.name in crashed}),
-                           f"{len(crashed)} replicas exited with an error before the end: {_names(crashed)}"))
+    # run faults (docs/store.md): crashed / early-exiting replicas by name, a run cut short
+    excluded = {r.name: r.excluded for r in reps if r.excluded}
+    for kind, ends in (("replica-crashed", ("crashed",)), ("replica-exited", ("exited-early", None))):
+        hit = [s for s in series if not imported and len(s.t) and (
+            s.end_kind in ends if s.end_kind is not None else (None in ends and s.exit_code not in (None, 0)))]
+        if not hit:
+            continue
+        parts = []
+        for s in hit:
+            code = s.exit_code
+            how = (f"killed by {_signal(-code)}" if code is not None and code < 0 else
+                   f"exit code {code}" if code is not None else "exit code unknown")
+            fate = "excluded from the comparison, data shown" if s.name in excluded else "compared (it ended after the window)"
+            parts.append(f"{s.name} ({s.group}): {how} at {fmt_time(s.ended_at or float(s.t[-1]))}, {fate}")
+        verb = "crashed" if kind == "replica-crashed" else "exited before the planned end"
+        out.append(Warning(kind, "serious", [s.name for s in hit], sorted({s.group for s in hit}),
+                           f"{len(hit)} replicas {verb}: " + "; ".join(parts[:8]) + (" …" if len(parts) > 8 else ""),
+                           {"replicas": {s.name: {"end_kind": s.end_kind, "exit_code": s.exit_code, "ended_at": s.ended_at,
+                                                  "excluded": excluded.get(s.name)} for s in hit}}))
     reason = meta.get("end_reason", "")
-    if reason and not imported and reason not in ("planned duration reached", "all replicas exited") \
+    cut = meta.get("cut_short", "")
+    if not imported and (cut or reason in CUT_SHORT_REASONS):
+        evs = [e for e in store.events(kinds=("cut_short",))]
+        what = evs[-1]["description"] if evs else ""
+        out.append(Warning("run-cut-short", "serious", [], [],
+                           f"the run was cut short ({cut or reason}" + (f": {what}" if what else "") + f") at "
+                           f"{fmt_time(float(meta['ended_at'])) if meta.get('ended_at') else 'an unknown time'}: "
+                           "every figure covers less than planned", {"reason": cut or reason, "event": what}))
+    elif reason and not imported and reason not in ("planned duration reached", "all replicas exited") \
             and not reason.startswith("stopped early"):
         out.append(Warning("run-cut-short", "caution", [], [], f"the run ended early ({reason}): figures cover less than planned"))
     # memory accounting and host
@@ -172,3 +173,11 @@ def collect(store: Store, series: list[Series], reps: list[ReplicaStats], window
         out.append(Warning("event-label-unmapped", "info", [], [], "event labels mapped without evidence: "
                            + "; ".join(f"{m.label} → {', '.join(m.groups) or 'none'}" for m in guessed)))
     return out
+
+
+def _signal(sig: int) -> str:
+    import signal
+    try:
+        return signal.Signals(sig).name
+    except ValueError:
+        return f"signal {sig}"

@@ -109,6 +109,8 @@ def end_figures(series: list[Series], groups: list[str], w: Window, listed: dict
                 on = seg.label if seg else "no data"
                 if s.group != g:
                     why.append(f"{n}: listed for {g} but in {s.group}'s current list, running {on} at the end")
+                elif len(s.t) and s.t[-1] < w.end - 1:
+                    why.append(f"{n}: its data end at {fmt_time(float(s.t[-1]))}, before the window's end")
                 elif s.treatment_start is None or s.treatment_start > w.start:
                     why.append(f"{n}: on {g}'s allocator only from "
                                f"{fmt_time(s.treatment_start) if s.treatment_start else 'never'}")
@@ -153,3 +155,15 @@ def fmt_time(t: float | None) -> str:
     if t is None:
         return "–"
     return dt.datetime.fromtimestamp(t, dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def edge_levels(s: Series, start: float, end: float, edge: float) -> tuple[float, float] | None:
+    """The replica's level at a span's start and end: medians of its samples in [start, start + edge]
+    and [end − edge, end] (at least the first sample at or after start, the last at or before end)."""
+    m = (s.t >= start) & (s.t <= end) & ~np.isnan(s.mb)
+    if m.sum() < 2:
+        return None
+    t, y = s.t[m], s.mb[m]
+    head = y[t <= start + edge] if np.any(t <= start + edge) else y[:1]
+    tail = y[t >= end - edge] if np.any(t >= end - edge) else y[-1:]
+    return float(np.median(head)), float(np.median(tail))

@@ -8,6 +8,10 @@ growth.py
         interval that survives autocorrelation (non-overlapping batch means whose length comes from
         the series' own autocorrelation time, t-interval on the batch-mean trend). A rate per hour
         only where the window supports one (RULES["rate_min_window_s"], RULES["rate_min_blocks"]).
+    group_growth(start_mb, end_mb, window_s, *, alpha=None) -> dict[str, GroupGrowth]
+        The same question across replicas: log(end/start) per clean replica over the group's common
+        window, one-sample t, Holm across groups; .word is "Growing"/"Bloating" when the group grows
+        beyond the flat threshold (within-series intervals may be withheld; this test needs none).
 status.py
     RULES, STATUS_ORDER, release_events(t_s, y, level) -> Releases,
     classify(t_s, y, *, verified=True, growth=None, seed=0) -> StatusCall (its .word is the status word)
@@ -34,14 +38,14 @@ calibration.py
 Changes from the brief: classify takes the steady window's arrays and returns a StatusCall (word
 plus the evidence behind it) rather than a bare string; growth takes an optional `level`.
 """
-from .growth import Growth, growth
+from .growth import Growth, GroupGrowth, group_growth, growth
 from .status import RULES, STATUS_ORDER, Releases, StatusCall, classify, release_events
 from .compare import Comparison, compare_to_baseline, letters, design_min_p, design_warning
 from .sequential import SequentialDecision, SequentialTest
 from .checks import SeriesMatch, identical_series
 
 __all__ = [
-    "Growth", "growth", "RULES", "STATUS_ORDER", "Releases", "StatusCall", "classify", "release_events",
+    "Growth", "growth", "GroupGrowth", "group_growth", "RULES", "STATUS_ORDER", "Releases", "StatusCall", "classify", "release_events",
     "Comparison", "compare_to_baseline", "letters", "design_min_p", "design_warning",
     "SequentialDecision", "SequentialTest", "SeriesMatch", "identical_series",
 ]

@@ -89,7 +89,16 @@ def growth(t_s: np.ndarray, y: np.ndarray, *, level: float | None = None, seed: 
     coef = np.polyfit(tb, yb, 1)
     r = yb - np.polyval(coef, tb)
     denom = float(np.sum(r * r))
-    rho_hat = float(np.sum(r[1:] * r[:-1]) / denom) if denom > 0 else 0.0
+    scale = max(abs(level), float(np.ptp(yb)), 1e-300)
+    if denom <= nb * (RULES["growth_exact_rel"] * scale) ** 2:
+        # an exact line (or a constant): nothing is noise, the change is known exactly
+        lo = hi = change
+        significant = abs(change) > RULES["growth_exact_rel"] * scale
+        rate = rate_lo = rate_hi = (change / window * 3600 if window >= RULES["rate_min_window_s"] else None)
+        return Growth(window, int(len(y)), level, float(change), float(lo), float(hi),
+                      float(change / level) if level > 0 else math.inf, rate, rate_lo, rate_hi,
+                      bool(significant), int(nb), 0.0)
+    rho_hat = float(np.sum(r[1:] * r[:-1]) / denom)
     rho = min(0.995, max(0.0, rho_hat + (2 + 4 * max(rho_hat, 0.0)) / nb))
     tau = (1 + rho) / (1 - rho)
     spacing = window / max(nb - 1, 1)
@@ -101,7 +110,10 @@ def growth(t_s: np.ndarray, y: np.ndarray, *, level: float | None = None, seed: 
     lo = hi = None
     rate = rate_lo = rate_hi = None
     significant = False
-    if k >= RULES["growth_min_blocks"]:
+    # too few autocorrelation times in the window: no interval (it would undercover badly)
+    # (batches of one sample: the samples are farther apart than the autocorrelation time)
+    enough = nb / tau >= RULES["growth_min_taus"] or batch == 1
+    if k >= RULES["growth_min_blocks"] and enough:
         parts_t = np.array_split(tb, k)
         parts_y = np.array_split(yb, k)
         bt = np.array([p.mean() for p in parts_t])
@@ -119,3 +131,79 @@ def growth(t_s: np.ndarray, y: np.ndarray, *, level: float | None = None, seed: 
     return Growth(window, int(len(y)), level, float(change), lo, hi,
                   float(change / level) if level > 0 else math.inf, rate, rate_lo, rate_hi,
                   significant, int(k), float(tau * spacing))
+
+
+# ---- across replicas ------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class GroupGrowth:
+    """A group's growth over a common window, tested across its replicas (the independent units)."""
+    n: int                        # replicas tested
+    window_s: float               # the common window
+    start_mb: float | None        # geometric mean level at the window's start
+    end_mb: float | None          # ... and at its end
+    change_mb: float | None       # end_mb − start_mb
+    change_share: float | None    # geometric-mean ratio end/start − 1
+    share_lo: float | None        # interval of change_share at ci_level (Holm level; excludes 0 ⇔ significant)
+    share_hi: float | None
+    ci_level: float | None
+    p_raw: float | None           # one-sample t on log(end/start), two-sided
+    p_adj: float | None           # Holm across the groups tested together
+    significant: bool
+    word: str | None              # "Bloating" / "Growing" when the group grows beyond the flat threshold, else None
+    reason: str = ""
+
+
+def _log_change_test(d: np.ndarray) -> tuple[float, float, float, float]:
+    """(mean, se, df, p) of a one-sample t on d; zero spread gives the degenerate clear answer."""
+    n = len(d)
+    m = float(d.mean())
+    sd = float(d.std(ddof=1)) if n > 1 else math.nan
+    if n < 2:
+        return m, math.nan, 0.0, math.nan
+    if sd <= 1e-12 * max(abs(m), 1e-300) or sd == 0.0:
+        return m, 0.0, float(n - 1), (0.0 if abs(m) > 1e-12 else 1.0)
+    se = sd / math.sqrt(n)
+    return m, se, float(n - 1), float(2 * sps.t.sf(abs(m / se), n - 1))
+
+
+def group_growth(start_mb: dict[str, np.ndarray], end_mb: dict[str, np.ndarray], window_s: dict[str, float], *,
+                 alpha: float | None = None) -> dict[str, GroupGrowth]:
+    """Each group's change over its common window, tested across replicas: d_i = log(end_i / start_i)
+    per clean replica (replica effects cancel; replicas are independent, so the within-series
+    autocorrelation does not matter), one-sample t, Holm across the groups (a group with fewer than
+    2 replicas is untested). The group grows when Holm-significant, the geometric-mean change exceeds
+    RULES flat_max_growth_share and growing_min_change_mb; Bloating from bloating_window_share."""
+    from .compare import holm, holm_levels
+    alpha = RULES["alpha"] if alpha is None else alpha
+    tests, out = {}, {}
+    for g in start_mb:
+        a, b = np.asarray(start_mb[g], dtype=float), np.asarray(end_mb[g], dtype=float)
+        ok = np.isfinite(a) & np.isfinite(b) & (a > 0) & (b > 0)
+        a, b = a[ok], b[ok]
+        if not len(a):
+            out[g] = GroupGrowth(0, window_s.get(g, 0.0), None, None, None, None, None, None, None, None, None, False,
+                                 None, "no replica with a level at both ends of the window")
+            continue
+        d = np.log(b / a)
+        tests[g] = _log_change_test(d)
+        gs, ge = float(np.exp(np.log(a).mean())), float(np.exp(np.log(b).mean()))
+        out[g] = GroupGrowth(len(a), window_s.get(g, 0.0), gs, ge, ge - gs, float(np.exp(d.mean()) - 1), None, None,
+                             None, None, None, False, None,
+                             "one replica: untested" if len(a) < 2 else "")
+    tested = [g for g in tests if out[g].n >= 2]
+    p = [tests[g][3] for g in tested]
+    for g, pa, gam in zip(tested, holm(p), holm_levels(p, alpha)):
+        m, se, df, pr = tests[g]
+        half = float(sps.t.ppf(1 - gam / 2, df)) * se if se > 0 else 0.0
+        lo, hi = float(np.exp(m - half) - 1), float(np.exp(m + half) - 1)
+        o = out[g]
+        sig = bool(pa < alpha)
+        grows = sig and m > 0 and o.change_share > RULES["flat_max_growth_share"] \
+            and o.change_mb >= RULES["growing_min_change_mb"]
+        word = ("Bloating" if o.change_share >= RULES["bloating_window_share"] else "Growing") if grows else None
+        reason = (f"{o.n} replicas changed {o.change_share:+.1%} (geometric mean, {o.change_mb:+.1f} MB) over "
+                  f"{o.window_s / 3600:.1f} h, {1 - gam:.1%} interval {lo:+.1%} to {hi:+.1%}, Holm p = {pa:.2g}")
+        out[g] = GroupGrowth(o.n, o.window_s, o.start_mb, o.end_mb, o.change_mb, o.change_share, lo, hi, 1 - gam,
+                             pr, pa, sig, word, reason)
+    return out

@@ -15,6 +15,8 @@ RULES: dict[str, float] = {
     "growth_batch_corr": 0.1,         # batches long enough that neighbouring batch means correlate ≤ 0.1 ...
     "growth_min_blocks": 4,           # ... and the trend needs this many batches for an interval
     "growth_max_blocks": 24,
+    "growth_min_taus": 12.0,          # no interval when the window holds < 12 autocorrelation times
+    "growth_exact_rel": 1e-9,         # residuals below 1e-9 of the level: an exact line, exact answer
     "rate_min_window_s": 6 * 3600.0,  # a rate per hour only over ≥ 6 h ...
     "rate_min_blocks": 8,             # ... resting on ≥ 8 independent batches
     # -- status words (stats.status)

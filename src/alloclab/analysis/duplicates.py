@@ -1,0 +1,90 @@
+"""One process sampled under two names (a pgrep prefix match: 'knxw' also matching 'knxwledgej').
+
+Detection: `identical_pairs` (stats.identical_series over the whole series, or a run of
+RULES identical_min_points consecutive equal shared timestamps with 3+ distinct values).
+Rule applied (docs/analysis.md, "Duplicated samples"): the samples the two series share
+*with equal values* are the other process's, not this one's, and are dropped from ONE replica so
+the process counts once: from the replica whose name is a prefix of the other's (the short name
+that the prefix match confused), otherwise from the later name in sort order. Its other samples
+stay. The drop happens before segmenting, so copied samples cannot cut or colour a segment.
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import stats
+from .load import Series
+from .rules import RULES
+
+
+@dataclass(frozen=True)
+class Duplicate:
+    kept: str                  # the replica keeping the shared samples
+    dropped_from: str          # the replica losing them
+    equal: int                 # shared timestamps with equal values (the samples dropped)
+    shared: int                # shared timestamps
+    remaining: int             # samples dropped_from keeps
+    rule: str
+
+
+def identical_pairs(series: list[Series]) -> list[tuple[str, str, int, int]]:
+    """Pairs sampled as one process: stats.identical_series over the whole series (equal at a
+    large share of shared timestamps), or for part of the run: equal at RULES
+    identical_min_points or more *consecutive* shared timestamps taking 3+ distinct values
+    (a pgrep prefix match that started mid-run). Two processes coincide at scattered timestamps
+    by chance, never along a moving run."""
+    out = []
+    k = RULES["identical_min_points"]
+    for a, b in itertools.combinations([s for s in series if len(s.t) >= k], 2):
+        _, ia, ib = np.intersect1d(a.t, b.t, return_indices=True)
+        if len(ia) < k:
+            continue
+        m = stats.identical_series(a.t, a.mb, b.t, b.mb)
+        same = a.mb[ia] == b.mb[ib]
+        hit = bool(m)
+        if not hit and same.sum() >= k:
+            run, best_vals = 0, 0
+            for i, eq in enumerate(same):
+                run = run + 1 if eq else 0
+                if run >= k:
+                    best_vals = max(best_vals, len(np.unique(a.mb[ia][i - run + 1:i + 1])))
+            hit = best_vals >= 3
+        if hit:
+            out.append((a.name, b.name, int(same.sum()), len(ia)))
+    return out
+
+
+def _loser(a: str, b: str) -> tuple[str, str]:
+    """(kept, dropped_from) under the rule in the module docstring."""
+    if b.startswith(a) and a != b:
+        return b, a
+    if a.startswith(b) and a != b:
+        return a, b
+    return (a, b) if a < b else (b, a)
+
+
+def _drop(s: Series, keep: np.ndarray) -> None:
+    for f in ("t", "mb", "phase", "live_mb", "ops", "cpu_s", "lazyfree_mb"):
+        setattr(s, f, getattr(s, f)[keep])
+
+
+def drop_duplicates(series: list[Series]) -> list[Duplicate]:
+    """Apply the rule to every identical pair, in place; returns what was dropped (for the
+    warning and the report)."""
+    by = {s.name: s for s in series}
+    out = []
+    for a, b, equal, shared in identical_pairs(series):
+        kept, lost = _loser(a, b)
+        sk, sl = by[kept], by[lost]
+        _, ik, il = np.intersect1d(sk.t, sl.t, return_indices=True)
+        same = sk.mb[ik] == sl.mb[il]
+        keep = np.ones(len(sl.t), bool)
+        keep[il[same]] = False
+        _drop(sl, keep)
+        rule = ("its name is a prefix of the other's (a prefix match sampled the other process)"
+                if kept.startswith(lost) else "the later name in sort order")
+        out.append(Duplicate(kept, lost, int(same.sum()), shared, int(keep.sum()), rule))
+    return out

@@ -79,7 +79,7 @@ def growth_coverage(rng: np.random.Generator, n: int) -> None:
     t = np.arange(20.0) * 43200
     g = growth(t, 100 + 0.5 * t / 3600)
     row("exact line, 20 samples every 12 h", f"change {g.change_mb:.1f} MB [{g.change_lo:.1f}–{g.change_hi:.1f}]",
-        "exact (228 MB)", 1)
+        "exact (114 MB)", 1)
     white = [growth(t, 100 + rng.normal(0, 2, len(t)) + 10 * t / t[-1]) for _ in range(n)]
     inside = [w.change_lo <= 10.0 <= w.change_hi for w in white if w.change_lo is not None]
     row("sparse series: 20 samples every 12 h, independent noise, +10% true", f"{np.mean(inside):.1%} "

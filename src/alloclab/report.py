@@ -172,7 +172,19 @@ def write_report(run: str | Path, out_dir: Path | None = None, metric: str | Non
               _f(r["frag_overhead_mb"]), _f(r["ops_per_s"], ",.0f"), _f(r["cpu_us_per_op"], ".3f"),
               _f(r["cliffs_delta"], "+.2f")] for r in rows]
     md += [_md_table(["group", "idle release", "release events", "frag. overhead MB", "ops/s", "CPU µs/op", "Cliff's δ"], extra), ""]
-    md += ["## Warnings", ""]
+    md += ["## Growth across replicas", "",
+           "Each group's change over its common window, tested across its clean replicas (log end/start, one-sample t, "
+           "Holm across groups); this decides a group's Growing/Bloating.", ""]
+    md += [f"- **{g.name}** ({g.status}): {g.growth.reason or 'not tested'}" for g in a.groups if g.growth] or ["- no common window"]
+    left = [(g.name, r) for g in a.groups for r in a.replicas if r.group == g.name and r.excluded]
+    if left:
+        md += ["", "Left out of the comparison (data shown in the replica table):", ""]
+        md += [f"- {r.name} ({g}): {r.excluded}" for g, r in left]
+    if a.duplicates:
+        md += ["", "Duplicated samples dropped (one process sampled under two names):", ""]
+        md += [f"- {d.dropped_from}: {d.equal} samples equal to {d.kept}'s dropped ({d.rule}); {d.remaining} kept"
+               for d in a.duplicates]
+    md += ["", "## Warnings", ""]
     md += [f"- **{w.kind}** ({w.severity}): {w.message}" for w in a.warnings] or ["- none"]
     md += ["", "## Charts", ""] + [f"![{c.stem}](charts/{c.name})" for c in charts]
     md += ["", "## Groups", ""]
@@ -183,11 +195,13 @@ def write_report(run: str | Path, out_dir: Path | None = None, metric: str | Non
     md += ["", "## Replicas", ""]
     verify = {r["name"]: r["verify_detail"] for r in store.replicas()}
     md.append(_md_table(["replica", "group", "verified", "steady MB", "peak MB", "final MB", "change [95% CI]",
-                         "release events", "status", "verification"],
+                         "release events", "status", "verification / exclusion"],
                         [[r.name, r.group, {True: "yes", False: "**no**", None: "?"}[r.verified], _f(r.steady_mb),
                           _f(r.peak_mb), _f(r.final_mb),
                           f"{_f(r.change_mb, '+.0f')} MB [{_f(r.change_lo, '+.0f')}, {_f(r.change_hi, '+.0f')}]",
-                          r.release_events, r.status, verify.get(r.name) or "–"] for r in a.replicas]))
+                          r.release_events, r.status,
+                          (verify.get(r.name) or "–") + (f"; **excluded**: {r.excluded}" if r.excluded else "")]
+                         for r in a.replicas]))
     md += ["", "## How the status words are decided", ""]
     md += [f"- **{w}**: {STATUS_RULES[w]}" for w in STATUS_ORDER]
     md += ["", "Steady state is the post-warm-up part of the replica's last process on its group's allocator. Replicas "

@@ -221,6 +221,13 @@ def mapped_files(pid: int) -> list[Mapping]:
 
 # How verify_detail begins when the process carries its own allocator (see docs/allocators.md).
 EMBEDDED_PREFIX = "embedded allocator: "
+
+
+def is_embedded_detail(detail: str | None) -> bool:
+    """Whether a stored verify_detail says the program carries its own allocator."""
+    return bool(detail) and detail.startswith(EMBEDDED_PREFIX)
+
+
 LIBC_OR_LOADER = re.compile(r"/(libc|ld-linux[\w-]*|ld)[.-][\w.-]*so")
 
 

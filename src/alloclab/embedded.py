@@ -46,10 +46,11 @@ SIGNATURES = (
     Signature("tcmalloc", (b"TCMALLOC_SAMPLE_PARAMETER", b"TCMALLOC_RELEASE_RATE", b"tcmalloc: large alloc",
                            b"gperftools ", b"TCMALLOC_MAX_PER_CPU_CACHE_SIZE"), 2,
               ("tc_malloc", "tc_version", "TCMallocInternalMalloc")),
-    Signature("snmalloc", (b"snmalloc", b"sn_rust_alloc", b"SNMALLOC_"), 2,
-              ("sn_rust_alloc", "sn_malloc", "sn_rust_statistics")),
-    Signature("rpmalloc", (b"rpmalloc_initialize", b"rpmalloc_thread_initialize", b"rpmalloc_config"), 2,
-              ("rpmalloc", "rpmalloc_initialize", "rpmalloc_thread_initialize")),
+    # snmalloc and rpmalloc print no distinctive messages, and their API names appear as plain
+    # strings in any program that looks them up with dlsym (alloclab's own probe does): only a
+    # defined symbol counts, so a stripped binary hiding one of them is not recognised.
+    Signature("snmalloc", (), 1, ("sn_rust_alloc", "sn_malloc", "sn_rust_statistics")),
+    Signature("rpmalloc", (), 1, ("rpmalloc", "rpmalloc_initialize", "rpmalloc_thread_initialize")),
     # Go's heap is its runtime's own; only cgo's C allocations go through malloc.
     Signature("go", (b"\xff Go buildinf:", b"runtime.mallocgc"), 2, (), "the Go runtime's allocator"),
 )
@@ -59,6 +60,10 @@ SIGNATURES = (
 class Finding:
     family: str
     evidence: tuple[str, ...]      # the markers and symbols found, for the record
+    # An allocator compiled in but used only when the process's environment selects it: CPython
+    # 3.13+ carries mimalloc yet uses pymalloc + malloc unless PYTHONMALLOC=mimalloc (its
+    # free-threaded build always uses mimalloc, and gets no such exemption).
+    selected_by: str | None = None
 
     @property
     def what(self) -> str:
@@ -109,12 +114,15 @@ def scan_file(fd: int) -> tuple[Finding, ...]:
             return ()
         limit = min(size, SCAN_LIMIT)
         symbols = _defined_symbols(mm, size, {n for s in SIGNATURES for n in s.symbols})
+        cpython = mm.find(b"PYTHONMALLOC", 0, limit) >= 0 and mm.find(b"pymalloc", 0, limit) >= 0 \
+            and mm.find(b"free-threading build", 0, limit) < 0
         out = []
         for sig in SIGNATURES:
             marks = [m for m in sig.markers if mm.find(m, 0, limit) >= 0]
             syms = [n for n in sig.symbols if n in symbols]
-            if len(marks) >= sig.needed or syms:
-                out.append(Finding(sig.family, tuple(m.decode("latin-1").strip() for m in marks) + tuple(syms)))
+            if (sig.markers and len(marks) >= sig.needed) or syms:
+                out.append(Finding(sig.family, tuple(m.decode("latin-1").strip() for m in marks) + tuple(syms),
+                                   "PYTHONMALLOC" if cpython and sig.family == "mimalloc" else None))
         return tuple(out)
 
 
@@ -174,6 +182,19 @@ def _openers(pid: int, path: str, span: str | None) -> list[str]:
     return out + [f"/proc/{pid}/root{path}", path]
 
 
+def _environ(pid: int) -> dict[str, str]:
+    """The environment a process started with. When it cannot be read, a dormant allocator is
+    taken as selected (no false "verified"), by answering with a marker no check matches."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            raw = f.read()
+    except OSError:
+        return {}
+    env = dict(kv.split(b"=", 1) for kv in raw.split(b"\0") if b"=" in kv)
+    values = {k.decode("latin-1"): v.decode("latin-1") for k, v in env.items()}
+    return {"PYTHONMALLOC": "", **values}      # unset is the default: not selected
+
+
 def scan_process(pid: int, mappings, skip) -> list[Embedded]:
     """Allocators embedded in the executable or any mapped object of pid. `mappings` are
     allocators.Mapping items; `skip(mapping)` says which to leave out (libc, the loader, the
@@ -183,6 +204,7 @@ def scan_process(pid: int, mappings, skip) -> list[Embedded]:
     except OSError:
         exe_ino = None
     found: list[Embedded] = []
+    environ: dict[str, str] | None = None
     for m in mappings:
         if skip(m):
             continue
@@ -196,5 +218,9 @@ def scan_process(pid: int, mappings, skip) -> list[Embedded]:
                         _BY_MAPPING.pop(next(iter(_BY_MAPPING)))
                     break
         for h in hits or ():
+            if h.selected_by:
+                environ = _environ(pid) if environ is None else environ
+                if h.selected_by in environ and not environ[h.selected_by].startswith(h.family):
+                    continue          # compiled in, not selected: the process does not use it
             found.append(Embedded(h.family, h.what, m.path, m.inode == exe_ino, h.evidence))
     return found

@@ -79,9 +79,10 @@ def hidden_mimalloc_object(rust_mimalloc, tmp_path_factory) -> Path:
 
 
 @contextlib.contextmanager
-def running(argv, env=None, ready=b"ready"):
+def running(argv, env=None, ready=b"ready", drop=()):
     """A real process, waited for until it says it is ready (its heap allocated); killed afterwards."""
-    p = subprocess.Popen([str(a) for a in argv], env={**os.environ, **(env or {})}, stdout=subprocess.PIPE)
+    full = {k: v for k, v in {**os.environ, **(env or {})}.items() if k not in drop}
+    p = subprocess.Popen([str(a) for a in argv], env=full, stdout=subprocess.PIPE)
     try:
         line = p.stdout.readline()
         assert ready in line, line
@@ -213,3 +214,28 @@ allocator = "{jemalloc}"
     assert recorded == [(0, "embedded:mimalloc")]
     report = (tmp_path / "run" / "report.md").read_text()
     assert report.count("embedded allocator: the executable embeds mimalloc (statically linked)") == 2
+
+
+def _python_with_mimalloc() -> str | None:
+    """A CPython 3.13+ (which compiles mimalloc in, used only when PYTHONMALLOC selects it)."""
+    cands = [shutil.which(f"python3.{v}") for v in range(13, 20)]
+    cands += sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.1[3-9]*/bin/python3")))
+    for c in filter(None, cands):
+        out = subprocess.run([c, "-c", "import sysconfig; print(sysconfig.get_config_var('WITH_MIMALLOC'))"],
+                             capture_output=True, text=True)
+        if out.stdout.strip() == "1":
+            return c
+    return None
+
+
+@pytest.mark.skipif(_python_with_mimalloc() is None, reason="no CPython 3.13+ built with mimalloc on this machine")
+def test_cpython_mimalloc_counts_only_when_selected():
+    py = _python_with_mimalloc()
+    code = "print('ready', flush=True); import time; time.sleep(60)"
+    glibc = allocators.resolve("glibc")
+    with running([py, "-c", code], drop=("PYTHONMALLOC",)) as pid:
+        v = allocators.verify_process(pid, glibc)
+    assert (v.verified, v.embedded) == (True, ()), v     # default pymalloc + malloc: glibc serves it
+    with running([py, "-c", code], {"PYTHONMALLOC": "mimalloc"}) as pid:
+        v = allocators.verify_process(pid, glibc)
+    assert v.state == "embedded" and "embeds mimalloc" in v.detail

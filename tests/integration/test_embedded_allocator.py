@@ -48,6 +48,9 @@ def build(binary: str, feature: str) -> Path:
     if proc.returncode != 0 or not exe.exists():
         pytest.fail(f"building {binary} failed (cargo exit {proc.returncode}): {proc.stderr[-2000:]}")
     print(f"built {binary} in {time.monotonic() - t0:.0f}s", file=sys.stderr)
+    for old in target.parent.glob("embedded-rust-*"):    # builds of earlier sources: never used again
+        if old != target:
+            shutil.rmtree(old, ignore_errors=True)
     return exe
 
 

@@ -12,9 +12,11 @@ code leaves in a binary even when stripped and built with hidden visibility:
   `_rjem_malloc`, `rpmalloc_initialize`, ...). An undefined reference (a program that calls into
   a shared libmimalloc) does not count: that library is mapped and named on its own.
 
-A family is reported when at least `needed` of its string markers are present, or one of its
-symbols is defined. Results are cached per (device, inode, size, mtime) so periodic verification
-costs an open and fstat per mapped file. The false-positive and detection figures are measured by
+A family with string markers is reported when at least `needed` of them are present (its
+defined symbols are then extra evidence: heaptrack's preload defines `mi_malloc` only to intercept
+it); snmalloc and rpmalloc, which have none, when one of their symbols is defined. Only the
+loaded, non-executable sections are read. Results are cached per (device, inode, size, mtime) so periodic verification
+costs an open and an fstat per mapped file. The false-positive and detection figures are measured by
 `benchmarks/embedded_scan.py` (docs/allocators.md).
 """
 from __future__ import annotations
@@ -164,14 +166,12 @@ def scan_file(fd: int) -> tuple[Finding, ...]:
 
 _CACHE: OrderedDict[tuple[int, int, int, int], tuple[Finding, ...]] = OrderedDict()
 _CACHE_SIZE = 4096
-# What a (device, inode) as /proc/PID/maps names it was found to hold: a mapped object does not
-# change while mapped, so a later verification of any process mapping it reads nothing again.
-_BY_MAPPING: dict[tuple[int, int], tuple[Finding, ...]] = {}
 
 
 def scan_path(path: str, inode: int | None = None) -> tuple[Finding, ...] | None:
-    """Findings for one file, read once per (device, inode, size, mtime); None when it cannot be
-    read or is not the expected inode (the caller then tries another way to open it)."""
+    """Findings for one file, read once per (device, inode, size, mtime): a later verification
+    costs an open and an fstat (size and mtime guard against an inode reused by a rebuilt file).
+    None when it cannot be read or is not the expected inode (the caller then tries another way)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
@@ -219,8 +219,8 @@ def _openers(pid: int, path: str, span: str | None) -> list[str]:
 
 
 def _environ(pid: int) -> dict[str, str]:
-    """The environment a process started with. When it cannot be read, a dormant allocator is
-    taken as selected (no false "verified"), by answering with a marker no check matches."""
+    """The environment a process started with, PYTHONMALLOC="" when unset. Empty when it cannot be
+    read: the variable is then absent and a dormant allocator counts (no false "verified")."""
     try:
         with open(f"/proc/{pid}/environ", "rb") as f:
             raw = f.read()
@@ -244,15 +244,11 @@ def scan_process(pid: int, mappings, skip) -> list[Embedded]:
     for m in mappings:
         if skip(m):
             continue
-        hits = _BY_MAPPING.get((m.dev, m.inode))
-        if hits is None:
-            for opener in _openers(pid, m.path, getattr(m, "span", None)):
-                hits = scan_path(opener, m.inode)
-                if hits is not None:
-                    _BY_MAPPING[(m.dev, m.inode)] = hits
-                    if len(_BY_MAPPING) > _CACHE_SIZE:
-                        _BY_MAPPING.pop(next(iter(_BY_MAPPING)))
-                    break
+        hits = None
+        for opener in _openers(pid, m.path, m.span):
+            hits = scan_path(opener, m.inode)
+            if hits is not None:
+                break
         for h in hits or ():
             if h.selected_by:
                 environ = _environ(pid) if environ is None else environ

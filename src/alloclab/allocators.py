@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import pwd
 import re
 import stat
 import subprocess
@@ -18,19 +19,11 @@ from dataclasses import dataclass, asdict
 from pathlib import Path
 
 from .errors import UserError
-from . import native
+from . import embedded, native
 
 # Names of allocator libraries we recognise when they are mapped where they were not asked for.
 KNOWN_LIBRARY = re.compile(r"lib(jemalloc|mimalloc|tcmalloc(?:_minimal)?|snmalloc\w*|rpmalloc|hoard|scalloc|tbbmalloc)"
                            r"[\w.+-]*\.so")
-# Byte markers of an allocator compiled into a binary (for allocator = "bundled").
-BUNDLED_MARKERS = {
-    "mimalloc": (b"mi_malloc", b"MIMALLOC_"),
-    "jemalloc": (b"je_malloc", b"jemalloc"),
-    "tcmalloc": (b"tcmalloc", b"TCMALLOC_"),
-    "snmalloc": (b"snmalloc",),
-    "rpmalloc": (b"rpmalloc",),
-}
 
 
 @dataclass(frozen=True)
@@ -62,13 +55,78 @@ def sha256_file(path: str | Path) -> str:
     return h.hexdigest()
 
 
-def check_preload_safe(path: Path) -> None:
-    """Refuse a library that others could have changed: preloading it into a service hands them the service."""
-    for p, what in ((path, "library"), (path.parent, "directory of the library")):
-        st = p.stat()
-        if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-            raise UserError(f"{what} {p} is group- or world-writable, so it is not safe to preload",
-                            f"chmod go-w {p}, or copy the library somewhere only its owner can write")
+def _owner_name(uid: int) -> str:
+    try:
+        return f"uid {uid} ({pwd.getpwuid(uid).pw_name})"
+    except KeyError:
+        return f"uid {uid}"
+
+
+def _check_trusted(p: str, st: os.stat_result, what: str, library: str, trusted: set[int]) -> None:
+    """One step of the chain: owned by a trusted user; writable by nobody else (a sticky directory
+    such as /tmp excepted: others may add entries there but not rename or replace ours)."""
+    if st.st_uid not in trusted:
+        raise UserError(f"cannot preload {library}: {what} {p} is owned by {_owner_name(st.st_uid)}, "
+                        f"not by root or the user running alloclab, so its owner could change what is preloaded",
+                        f"chown root {p}, or copy the library to a directory owned by root")
+    # A link's own mode is always 0777 and means nothing; its owner (checked above) is what counts.
+    writable = st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not stat.S_ISLNK(st.st_mode)
+    if writable and not (stat.S_ISDIR(st.st_mode) and st.st_mode & stat.S_ISVTX):
+        who = "world" if st.st_mode & stat.S_IWOTH else "group"
+        raise UserError(f"cannot preload {library}: {what} {p} is group- or world-writable "
+                        f"({who}-writable, mode {stat.S_IMODE(st.st_mode):04o})",
+                        f"chmod go-w {p}, or copy the library somewhere only root can write")
+
+
+def check_preload_safe(path: Path | str) -> None:
+    """Refuse a library that someone else could have changed: preloading it hands them the process.
+
+    The rule (that of OpenSSH's StrictModes and sudo's checks, plus symlinks): the library, every
+    directory looked up on the way to it (the ancestors of the path as given and, through every
+    symbolic link, of each link's target), and every link itself are owned by root or by the user
+    running alloclab; none of them is group- or world-writable, except a directory with the sticky
+    bit (such as /tmp), whose other users cannot rename or replace an entry they do not own. The
+    library itself is a regular file."""
+    library = str(path)
+    trusted = {0, os.geteuid()}
+    full = library if os.path.isabs(library) else os.path.join(os.getcwd(), library)
+    pending = [c for c in full.split("/") if c and c != "."]   # ".." is resolved physically, below
+    current, hops = "/", 0
+    while True:
+        try:
+            _check_trusted(current, os.stat(current), "directory", library, trusted)
+        except FileNotFoundError:
+            raise UserError(f"cannot preload {library}: {current} does not exist", "give an existing library path")
+        if not pending:
+            raise UserError(f"cannot preload {library}: it resolves to the directory {current}",
+                            "give the path of the library file")
+        name = pending.pop(0)
+        if name == "..":
+            current = os.path.dirname(current)
+            continue
+        nxt = os.path.join(current, name)
+        try:
+            st = os.lstat(nxt)
+        except OSError as e:
+            raise UserError(f"cannot preload {library}: {nxt}: {e.strerror}", "give an existing, readable library path")
+        if stat.S_ISLNK(st.st_mode):
+            hops += 1
+            if hops > 40:
+                raise UserError(f"cannot preload {library}: too many symbolic links", "give the library's real path")
+            _check_trusted(nxt, st, "symbolic link", library, trusted)
+            target = os.readlink(nxt)
+            pending = [c for c in target.split("/") if c and c != "."] + pending
+            if target.startswith("/"):
+                current = "/"
+            continue
+        if not pending:
+            if not stat.S_ISREG(st.st_mode):
+                raise UserError(f"cannot preload {library}: {nxt} is not a regular file", "give the library file itself")
+            _check_trusted(nxt, st, "library", library, trusted)
+            return
+        if not stat.S_ISDIR(st.st_mode):
+            raise UserError(f"cannot preload {library}: {nxt} is not a directory", "check the library path")
+        current = nxt
 
 
 def probe(library: str | None, env: dict[str, str] | None = None) -> dict:
@@ -117,13 +175,13 @@ def resolve(request: str, base_dir: Path = Path("."), env: dict[str, str] | None
                                                                file=sys.stderr, flush=True))
     else:
         path = (base_dir / request) if not os.path.isabs(request) else Path(request)
-    path = Path(os.path.realpath(path))
+    given, path = path, Path(os.path.realpath(path))
     if not path.exists():
         raise UserError(f"allocator library {request} not found ({path})",
                         "give an existing .so path, \"glibc\", \"bundled\", or a catalog id (alloclab allocators list)")
     if not os.access(path, os.R_OK) or not path.is_file():
         raise UserError(f"allocator library {path} is not a readable file", "check the path and its permissions")
-    check_preload_safe(path)
+    check_preload_safe(given)   # the path as given: every link and directory on the way is checked
     info = probe(str(path), env)
     served = info.get("malloc_file")
     if not served or os.path.realpath(served) != str(path):
@@ -142,6 +200,7 @@ class Mapping:
     path: str
     dev: int
     inode: int
+    span: str = ""    # "start-end" of its first mapping: /proc/PID/map_files/<span> opens that very file
 
 
 def mapped_files(pid: int) -> list[Mapping]:
@@ -156,15 +215,36 @@ def mapped_files(pid: int) -> list[Mapping]:
             inode = int(parts[4])
             path = parts[5].rstrip("\n").removesuffix(" (deleted)")
             key = (os.makedev(major, minor), inode, path)
-            seen.setdefault(key, Mapping(path, key[0], inode))
+            seen.setdefault(key, Mapping(path, key[0], inode, parts[0]))
     return list(seen.values())
+
+
+# How verify_detail begins when the process carries its own allocator (see docs/allocators.md).
+EMBEDDED_PREFIX = "embedded allocator: "
+
+
+def is_embedded_detail(detail: str | None) -> bool:
+    """Whether a stored verify_detail says the program carries its own allocator."""
+    return bool(detail) and EMBEDDED_PREFIX in detail   # a replica joins its processes' details with "; "
+
+
+LIBC_OR_LOADER = re.compile(r"/(libc|ld-linux[\w-]*|ld)[.-][\w.-]*so")
 
 
 @dataclass(frozen=True)
 class Verdict:
     verified: bool | None         # None: could not tell (bundled with nothing detected)
     detail: str                   # plain words, shown in the report
-    mapped_allocator: str | None  # basename of the allocator library mapped, if any
+    mapped_allocator: str | None  # basename of the allocator library mapped, or "embedded:<family>"
+    embedded: tuple[str, ...] = ()  # families compiled into the executable or a loaded object
+
+    @property
+    def state(self) -> str:
+        """verified | embedded | unverified | unknown. "embedded" is a kind of unverified (verified
+        is False): the group's allocator does not serve (all of) the program's heap."""
+        if self.embedded and self.verified is False:
+            return "embedded"
+        return {True: "verified", False: "unverified", None: "unknown"}[self.verified]
 
 
 def _same_file(m: Mapping, spec: AllocatorSpec) -> bool:
@@ -173,12 +253,36 @@ def _same_file(m: Mapping, spec: AllocatorSpec) -> bool:
     return m.inode == spec.inode and (m.dev == spec.dev or os.path.realpath(m.path) == spec.path)
 
 
+def _embedded_in(pid: int, maps: list[Mapping], spec: AllocatorSpec) -> list[embedded.Embedded]:
+    """Allocators compiled into the program or its objects, leaving out libc and the loader, the
+    preloaded library, and allocator libraries already named by their file name."""
+    def skip(m: Mapping) -> bool:
+        return bool(LIBC_OR_LOADER.search(m.path) or KNOWN_LIBRARY.search(os.path.basename(m.path))
+                    or (spec.kind == "preload" and _same_file(m, spec)))
+    return embedded.scan_process(pid, maps, skip)
+
+
+def _embedded_verdict(found: list[embedded.Embedded], spec: AllocatorSpec, note: str = "") -> Verdict:
+    if spec.kind == "preload":
+        unreached = f"LD_PRELOAD of {spec.label} does not reach its allocations"
+    else:
+        unreached = "its allocations do not go through glibc malloc"
+    parts = sorted({f"{e.where} embeds {e.what} (statically linked): {unreached}" for e in found})
+    families = tuple(sorted({e.family for e in found}))
+    return Verdict(False, EMBEDDED_PREFIX + "; ".join(parts) + note, f"embedded:{families[0]}", families)
+
+
 def verify_process(pid: int, spec: AllocatorSpec) -> Verdict:
     maps = mapped_files(pid)
     others = sorted({os.path.basename(m.path) for m in maps if KNOWN_LIBRARY.search(os.path.basename(m.path))})
     has_libc = any(re.search(r"/libc[.-][\w.]*so", m.path) for m in maps)
+    if spec.kind == "bundled":
+        return _verify_bundled(pid, maps, others, spec)
+    found = _embedded_in(pid, maps, spec)
     if spec.kind == "preload":
         mine = [m for m in maps if _same_file(m, spec)]
+        if found:
+            return _embedded_verdict(found, spec, "" if mine else "; and the preloaded library is not mapped")
         if mine:
             extra = [o for o in others if o != os.path.basename(spec.path)]
             note = f"; also mapped: {', '.join(extra)}" if extra else ""
@@ -187,24 +291,24 @@ def verify_process(pid: int, spec: AllocatorSpec) -> Verdict:
         why = "statically linked: LD_PRELOAD cannot reach it" if not has_libc else \
               "the preloaded library is not mapped (setuid binary, cleared environment, or a wrapper that drops LD_PRELOAD)"
         return Verdict(False, why, others[0] if others else None)
-    if spec.kind == "glibc":
-        if others:
-            return Verdict(False, f"expected glibc malloc but {', '.join(others)} is mapped", others[0])
-        return Verdict(True, "glibc malloc (no other allocator mapped)" if has_libc else
-                       "statically linked; no allocator library mapped", None)
-    return _verify_bundled(pid, maps, others)
+    if others:
+        return Verdict(False, f"expected glibc malloc but {', '.join(others)} is mapped", others[0])
+    if found:
+        return _embedded_verdict(found, spec)
+    return Verdict(True, "glibc malloc (no other allocator mapped)" if has_libc else
+                   "statically linked; no allocator library mapped", None)
 
 
-def _verify_bundled(pid: int, maps: list[Mapping], others: list[str]) -> Verdict:
+def _verify_bundled(pid: int, maps: list[Mapping], others: list[str], spec: AllocatorSpec) -> Verdict:
     if others:
         return Verdict(True, f"allocator library mapped: {', '.join(others)}", others[0])
     try:
-        exe = os.readlink(f"/proc/{pid}/exe")
-        with open(f"/proc/{pid}/exe", "rb") as f:
-            blob = f.read(64 << 20)
+        exe = os.path.basename(os.readlink(f"/proc/{pid}/exe"))
     except OSError:
         return Verdict(None, "could not read the executable to look for a bundled allocator", None)
-    found = [fam for fam, marks in BUNDLED_MARKERS.items() if any(mk in blob for mk in marks)]
+    found = _embedded_in(pid, maps, spec)
     if found:
-        return Verdict(True, f"{'/'.join(found)} markers found in {os.path.basename(exe)}", found[0])
-    return Verdict(None, f"no allocator markers in {os.path.basename(exe)}; could not verify", None)
+        where = sorted({f"{e.what} in {e.where}" for e in found})
+        return Verdict(True, f"bundled allocator found: {', '.join(where)}", f"embedded:{found[0].family}",
+                       tuple(sorted({e.family for e in found})))
+    return Verdict(None, f"no allocator markers in {exe} or its libraries; could not verify", None)

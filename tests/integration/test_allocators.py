@@ -44,12 +44,135 @@ def test_world_writable_library_is_refused(tmp_path, jemalloc):
     shutil.copy(jemalloc, copy)
     tmp_path.chmod(0o755)
     copy.chmod(0o666)
-    with pytest.raises(UserError, match="group- or world-writable"):
+    with pytest.raises(UserError, match=f"library {copy} is group- or world-writable"):
         allocators.resolve(str(copy))
     copy.chmod(0o644)
     tmp_path.chmod(0o777)
-    with pytest.raises(UserError, match="directory of the library"):
+    with pytest.raises(UserError, match=f"directory {tmp_path} is group- or world-writable"):
         allocators.resolve(str(copy))
+
+
+# ---- preload safety: owners and modes of the whole chain, with real files and a real other user ----
+
+NOBODY = 65534
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="giving files to another user needs root")
+
+
+@pytest.fixture
+def tree(tmp_path, jemalloc):
+    """tmp/a/b/lib.so, all root-owned 0755/0644: safe until a test spoils one step."""
+    tmp_path.chmod(0o755)
+    b = tmp_path / "a" / "b"
+    b.mkdir(parents=True)
+    for d in (tmp_path / "a", b):
+        d.chmod(0o755)
+    lib = b / "libjemalloc.so.2"
+    shutil.copy(jemalloc, lib)
+    lib.chmod(0o644)
+    allocators.check_preload_safe(lib)     # the baseline passes
+    return tmp_path, lib
+
+
+def refused(lib, *needles):
+    with pytest.raises(UserError) as e:
+        allocators.check_preload_safe(lib)
+    msg = str(e.value)
+    assert "\n" not in msg and " — " in msg      # one line: the problem, then the fix
+    for n in needles:
+        assert n in msg, msg
+    return msg
+
+
+def test_world_writable_grandparent_is_refused(tree):
+    root, lib = tree
+    (root / "a").chmod(0o777)
+    refused(lib, f"directory {root / 'a'} is group- or world-writable", "world-writable, mode 0777", f"chmod go-w {root / 'a'}")
+    (root / "a").chmod(0o775)
+    refused(lib, f"directory {root / 'a'}", "group-writable, mode 0775")
+
+
+def test_sticky_world_writable_directory_owned_by_root_is_accepted(tree):
+    root, lib = tree
+    (root / "a").chmod(0o1777)          # like /tmp: others may add entries, not replace ours
+    allocators.check_preload_safe(lib)
+    assert allocators.resolve(str(lib)).family == "jemalloc"
+
+
+@needs_root
+def test_library_owned_by_another_user_is_refused(tree):
+    root, lib = tree
+    os.chown(lib, NOBODY, -1)
+    refused(lib, f"library {lib} is owned by uid {NOBODY}", "not by root", f"chown root {lib}")
+    with pytest.raises(UserError, match="owned by uid"):
+        allocators.resolve(str(lib))       # the path experiments take
+
+
+@needs_root
+@pytest.mark.parametrize("step", ["a", "a/b"])
+def test_directory_owned_by_another_user_is_refused(tree, step):
+    root, lib = tree
+    os.chown(root / step, NOBODY, -1)   # mode 0755: only its owner can write, but that owner is not us
+    refused(lib, f"directory {root / step} is owned by uid {NOBODY}")
+
+
+@needs_root
+def test_sticky_directory_owned_by_another_user_is_refused(tree):
+    root, lib = tree
+    (root / "a").chmod(0o1777)
+    os.chown(root / "a", NOBODY, -1)
+    refused(lib, f"directory {root / 'a'} is owned by uid {NOBODY}")
+
+
+def test_symlink_chain_is_checked_where_it_leads(tree, tmp_path_factory):
+    root, lib = tree
+    safe = tmp_path_factory.mktemp("links")
+    safe.chmod(0o755)
+    link = safe / "libjemalloc.so"
+    link.symlink_to(lib)
+    allocators.check_preload_safe(link)
+    assert allocators.resolve(str(link)).path == str(lib)
+    (root / "a").chmod(0o777)           # the target's grandparent: the link's own directory is fine
+    refused(link, f"directory {root / 'a'} is group- or world-writable")
+    (root / "a").chmod(0o755)
+    hop = safe / "hop"                  # a relative link to a directory, then ".." across it
+    hop.symlink_to(os.path.relpath(root / "a" / "b", safe))
+    allocators.check_preload_safe(safe / "hop" / ".." / "b" / lib.name)
+    (root / "a").chmod(0o777)
+    refused(safe / "hop" / lib.name, f"directory {root / 'a'}")
+
+
+@needs_root
+def test_symlink_owned_by_another_user_is_refused(tree, tmp_path_factory):
+    root, lib = tree
+    sticky = tmp_path_factory.mktemp("sticky")
+    sticky.chmod(0o1777)
+    link = sticky / "libjemalloc.so"
+    link.symlink_to(lib)
+    os.lchown(link, NOBODY, -1)         # in a sticky directory its owner may re-point it at will
+    refused(link, f"symbolic link {link} is owned by uid {NOBODY}")
+
+
+def test_not_a_regular_file_is_refused(tree):
+    root, lib = tree
+    fifo = lib.parent / "libfifo.so"
+    os.mkfifo(fifo, 0o644)
+    refused(fifo, f"{fifo} is not a regular file")
+    refused(lib.parent, f"{lib.parent} is not a regular file")
+
+
+@needs_root
+def test_cli_refuses_an_unsafe_library_in_one_line(tree, tmp_path_factory):
+    from tests.conftest import run_cli
+    root, lib = tree
+    os.chown(root / "a", NOBODY, -1)
+    work = tmp_path_factory.mktemp("exp")
+    exp = work / "exp.toml"
+    exp.write_text(f'name = "unsafe"\ncommand = ["/bin/sleep", "1"]\n[[group]]\nname = "je"\nallocator = "{lib}"\n')
+    proc = run_cli("run", str(exp), "-o", str(work / "run"))
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert proc.returncode == 2 and len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert f"directory {root / 'a'} is owned by uid {NOBODY}" in lines[0] and "chown root" in lines[0]
+    assert not (work / "run").exists() or not any((work / "run").iterdir())
 
 
 def test_missing_library(tmp_path):

@@ -36,6 +36,14 @@ def run(experiment: Path, output: Path | None, until_significant: bool, max_dura
 
 
 @app.command()
+@click.argument("experiment", type=PathArg)
+def check(experiment: Path) -> None:
+    """Check an experiment file as `run` would (allocators, commands, limits), creating nothing."""
+    from .commands.check import check_command
+    sys.exit(check_command(experiment, console))
+
+
+@app.command()
 @click.argument("run_dir", metavar="RUN", type=PathArg)
 @click.option("-o", "--output", type=PathArg, help="Where to write (default: the run directory).")
 @click.option("--metric", help="rss, pss, uss or anon (default: the run's).")

@@ -9,7 +9,7 @@ from rich.live import Live
 from rich.panel import Panel
 from rich.table import Table
 
-from .. import analysis, report
+from .. import analysis, preflight, report
 from ..config import Experiment, load_experiment, parse_duration
 from ..runner import Runner
 
@@ -86,7 +86,9 @@ class SignificanceStop:
 
 def run_command(experiment: Path, output: Path | None, until_significant: bool, max_duration: str | None,
                 stable_for: str, no_report: bool, console: Console) -> int:
-    exp = load_experiment(experiment)
+    exp = load_experiment(experiment)       # every bad input refused before anything is created
+    preflight.check_output(output)
+    preflight.check_load_command(exp)
     limit = parse_duration(max_duration, "--max-duration") if max_duration else None
     stop = None
     if until_significant:

@@ -138,6 +138,8 @@ def _prepend_table(text: str, table: str, line: str) -> str:
 def _group_line(text: str, line: str, which: int = 0) -> str:
     """Add a line to the which-th [[group]] table."""
     parts = text.split("[[group]]\n")
+    if len(parts) < 2:
+        return text + "\n[[group]]\n" + line + "\n"
     which = min(which, len(parts) - 2)
     parts[which + 1] = line + "\n" + parts[which + 1]
     return "[[group]]\n".join(parts)
@@ -186,8 +188,9 @@ def mutate(rng: random.Random, base: str) -> tuple[str, str]:
         else:
             t = _group_line(t, f'command = ["/bin/sleep", "{ph}"]', rng.randrange(3))
     elif kind == "env_key":
-        t = _group_line(t, f'env = {{ {basic(rng.choice(HOSTILE_KEYS))} = "1" }}', rng.randrange(3)) \
-            if "env =" not in t.split("[[group]]")[1] else t.replace("env = { ", f"env = {{ {basic(rng.choice(HOSTILE_KEYS))} = \"1\", ", 1)
+        key = basic(rng.choice(HOSTILE_KEYS))
+        t = t.replace("env = { ", f'env = {{ {key} = "1", ', 1) if "env = { " in t else \
+            _group_line(t, f'env = {{ {key} = "1" }}', rng.randrange(3))
     elif kind == "env_value":
         val = rng.choice([basic(rng.choice(HOSTILE_STRINGS)), "nan", "inf", "true", "[1]", "{a = 1}", "1e999",
                           basic("x" * 40000), "99999999999999999999", "1979-05-27"])
@@ -202,7 +205,7 @@ def mutate(rng: random.Random, base: str) -> tuple[str, str]:
         if rng.random() < 0.3:
             t = "a" + ".b" * n + " = 1\n" + base
     elif kind == "nul_raw":
-        pos = rng.randrange(len(t))
+        pos = rng.randrange(len(t) + 1)
         t = t[:pos] + rng.choice(["\x00", "\x01", "\x1b[2J", "\x7f", "\r", "\u2028", "\ufeff"]) + t[pos:]
     elif kind == "missing":
         lines = [ln for ln in t.split("\n")]
@@ -225,11 +228,10 @@ def mutate(rng: random.Random, base: str) -> tuple[str, str]:
         if key in ("phases", "load", "workload", "group"):
             t = f"{key} = {value}\n" + base.replace(f"[[{key}]]", f"[[{key}x]]").replace(f"[{key}]", f"[{key}x]")
     elif kind == "groups":
-        n = rng.choice([0, 63, 64, 65, 300])
+        # valid sizes stay small enough to run here; the limits themselves are tested in-process
+        n, replicas = rng.choice([(0, 1), (6, 2), (65, 1), (300, 1), (64, 17), (5, 257), (1, 0), (2, -3)])
         body = "".join(f'\n[[group]]\nname = "g{i}"\nallocator = "glibc"\n' for i in range(n))
-        t = t.split("[[group]]")[0] + body
-        if rng.random() < 0.5:
-            t = _set_top(t, "replicas", str(rng.choice([16, 17, 256])))
+        t = _set_top(t.split("[[group]]")[0], "replicas", str(replicas)) + body
     elif kind == "allocator":
         t = _replace_first(t, "allocator = ", f"allocator = {basic(rng.choice(HOSTILE_STRINGS))}")
     elif kind == "long_path":
@@ -249,10 +251,10 @@ def mutate(rng: random.Random, base: str) -> tuple[str, str]:
         t = rng.choice([_set_top(t, "name", basic("x" + s)), _replace_first(t, 'name = "', f'name = "{s}"'),
                         t.replace("[[group]]\nname = \"", f"[[group]]\nname = \"{s}", 1), s + t, t + s])
     elif kind == "bytes":
-        b = bytearray(t.encode())
+        b = bytearray(t.encode("utf-8", "surrogateescape"))
         for _ in range(rng.choice([1, 2, 8])):
-            op = rng.randrange(3)
-            pos = rng.randrange(len(b))
+            op = rng.randrange(3) if b else 2
+            pos = rng.randrange(len(b)) if b else 0
             if op == 0:
                 b[pos] = rng.randrange(256)
             elif op == 1:

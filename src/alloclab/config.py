@@ -67,7 +67,7 @@ def parse_duration(value: Any, what: str, minimum: float | None = None, maximum:
             raise UserError(f"{what} = {show(value)} is not a duration", "write e.g. \"30s\", \"5m\", \"2h\" or \"1d\"")
         seconds = float(m.group(1)) * _UNIT_SECONDS[m.group(2)]        # a 400-digit number is inf, not an error
     else:
-        seconds = float(value) if abs(value) < 1e300 else math.copysign(math.inf, value)
+        seconds = (math.inf if value > 0 else -math.inf) if isinstance(value, int) and abs(value) > 10 ** 300 else float(value)
     if math.isnan(seconds):
         raise UserError(f"{what} = {show(value)} is not a number", "give a duration such as \"10s\"")
     if seconds <= 0:
@@ -234,6 +234,10 @@ def _argv(value: Any, what: str, src: str) -> tuple[str, ...]:
     if max(sizes) > MAX_ARG_BYTES or sum(sizes) > MAX_COMMAND_BYTES:
         raise UserError(f"{src}: {what} is too long ({max(sizes):,} bytes in one argument, {sum(sizes):,} in all)",
                         f"keep each argument under {MAX_ARG_BYTES // 1024} KiB and the command under {MAX_COMMAND_BYTES // 1024} KiB")
+    _placeholders(value[0], what, src)
+    if "workdir" in (name for _, name, _, _ in string.Formatter().parse(value[0])):
+        raise UserError(f"{src}: {what} runs a program inside {{workdir}}, which is empty when the run starts",
+                        "give the program's own path; pass {workdir} as an argument instead")
     if sum(_placeholders(arg, what, src) for arg in value) > MAX_PLACEHOLDERS:
         raise UserError(f"{src}: {what} holds more than {MAX_PLACEHOLDERS} placeholders", "use each placeholder a few times at most")
     return tuple(value)
@@ -324,7 +328,7 @@ def parse_experiment(text: str, source: str = "<experiment>", base_dir: Path = P
     budget = _typed(data, "smaps_budget", (int, float), source, "", default=0.02)
     if not 0 < budget <= 1:
         raise UserError(f"{source}: smaps_budget = {budget} must be a share of one core in (0, 1]", "e.g. smaps_budget = 0.02 (2%)")
-    port_base = _bounded_int(data, "port_base", 1024, 60000, 20000, source, "use a port between 1024 and 60000")
+    port_base = _bounded_int(data, "port_base", 1024, 60000, 20000, source, "use a port between 1024 and 60000")  # + 1,024 replicas < 65,536
     max_duration = parse_duration(data["max_duration"], f"{source}: max_duration") if "max_duration" in data else None
 
     phases_t = _typed(data, "phases", dict, source, "", default={})
@@ -356,9 +360,6 @@ def parse_experiment(text: str, source: str = "<experiment>", base_dir: Path = P
     if len(raw_groups) * replicas > MAX_TOTAL_REPLICAS:
         raise UserError(f"{source}: {len(raw_groups)} groups x {replicas} replicas = {len(raw_groups) * replicas} processes",
                         f"run at most {MAX_TOTAL_REPLICAS} replicas in all")
-    if port_base + len(raw_groups) * replicas - 1 > 65535:
-        raise UserError(f"{source}: port_base = {port_base} leaves too few ports for {len(raw_groups) * replicas} replicas",
-                        f"use port_base <= {65536 - len(raw_groups) * replicas}")
     groups: list[Group] = []
     for i, g in enumerate(raw_groups, 1):
         if not isinstance(g, dict):

@@ -35,8 +35,8 @@ def check_output(output: Path | None) -> None:
 def check_load_command(exp: Experiment) -> None:
     """[load] command's program, found and executable for every group and replica, now rather
     than when the load phase begins (after the replicas have started)."""
-    if not exp.load_command or "{workdir}" in exp.load_command[0]:
-        return           # a program inside the replica's work directory cannot exist before the run
+    if not exp.load_command:
+        return
     programs = {_substitute(exp.load_command[:1], _sample_values(exp, g.name, i))[0]
                 for g in exp.groups for i in range(1, exp.replicas + 1)}
     for program in sorted(programs):

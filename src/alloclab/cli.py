@@ -31,6 +31,8 @@ def app() -> None:
 def run(experiment: Path, output: Path | None, until_significant: bool, max_duration: str | None, stable_for: str,
         no_report: bool) -> None:
     """Run an experiment: every group x replica started together, sampled, verified, stored, reported."""
+    from .config import load_experiment
+    load_experiment(experiment)       # a bad file is refused before the analysis imports (seconds of scipy)
     from .commands.run import run_command
     sys.exit(run_command(experiment, output, until_significant, max_duration, stable_for, no_report, console))
 

@@ -1,6 +1,8 @@
 """Hostile experiment files through the real CLI: one line, exit 2, and nothing created — no run
 directory (given or default), no cgroup, no process. The issue's tracebacks and hangs, one by one."""
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -17,11 +19,20 @@ allocator = "glibc"
 """
 
 
-def alloclab_cgroups() -> set[str]:
-    found = set()
+def cgroups_of(pid: int) -> list[str]:
+    """Cgroups a run by process `pid` made (the runner names them alloclab-PID-REPLICA)."""
+    found = []
     for root, dirs, _ in os.walk("/sys/fs/cgroup"):
-        found.update(os.path.join(root, d) for d in dirs if d.startswith("alloclab-"))
+        found += [os.path.join(root, d) for d in dirs if d.startswith(f"alloclab-{pid}-")]
     return found
+
+
+def run_traced(*args: str, cwd: Path) -> tuple[subprocess.CompletedProcess, int]:
+    """The real CLI, and its pid (to find anything it left)."""
+    p = subprocess.Popen([sys.executable, "-m", "alloclab", *args], cwd=cwd, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    out, err = p.communicate(timeout=60)
+    return subprocess.CompletedProcess(p.args, p.returncode, out, err), p.pid
 
 
 def nothing_created(proc, workdir: Path, out: Path, *needles: str) -> None:
@@ -45,7 +56,7 @@ CASES = {
     "unmatched brace": (BASE.replace('"30"]', '"{"]'), ["unmatched brace"]),
     "env key A=B": (BASE + 'env = { "A=B" = "1" }\n', ["env key 'A=B' is not a variable name"]),
     "over-long path": (BASE.replace('"/bin/sleep"', '"/' + "a" * 5000 + '"'), ["5,001 bytes long"]),
-    "over-long component": (BASE.replace('allocator = "glibc"', 'allocator = "/' + "a" * 300 + '.so"'), ["300-byte component"]),
+    "over-long component": (BASE.replace('allocator = "glibc"', 'allocator = "/' + "a" * 300 + '.so"'), ["303-byte component"]),
     "load = nan": (BASE + "[phases]\nload = nan\n", ["phases.load = nan is not a finite number"]),
     "interval = nan": (BASE.replace('"0.5s"', "nan"), ["interval = nan is not a finite number"]),
     "interval below the minimum": (BASE.replace('"0.5s"', '"1ms"'), ["shorter than the minimum of 0.1s"]),
@@ -64,17 +75,21 @@ def test_hostile_file_creates_nothing(tmp_path, name):
     text, needles = CASES[name]
     exp = tmp_path / "exp.toml"
     exp.write_text(text)
-    before = alloclab_cgroups()
     out = tmp_path / "run"
     started = time.monotonic()
-    proc = run_cli("run", str(exp), "-o", str(out), cwd=tmp_path, timeout=60)
+    proc, pid = run_traced("run", str(exp), "-o", str(out), cwd=tmp_path)
     nothing_created(proc, tmp_path, out, *needles)
-    assert alloclab_cgroups() <= before
+    assert not cgroups_of(pid)
     assert time.monotonic() - started < 30
-    # the default run directory (runs/<time>-<name>) is not made either
-    proc = run_cli("run", str(exp), cwd=tmp_path, timeout=60)
-    nothing_created(proc, tmp_path, out, *needles)
-    # check refuses it with the same line
+
+
+@pytest.mark.parametrize("name", ["1,000-deep array", "env key A=B", "missing load program"])
+def test_default_run_dir_not_made_and_check_agrees(tmp_path, name):
+    text, needles = CASES[name]
+    exp = tmp_path / "exp.toml"
+    exp.write_text(text)
+    proc = run_cli("run", str(exp), cwd=tmp_path, timeout=60)        # default: runs/<time>-<name>
+    nothing_created(proc, tmp_path, tmp_path / "run", *needles)
     check = run_cli("check", str(exp), cwd=tmp_path, timeout=60)
     assert check.returncode == 2 and check.stderr.strip() == proc.stderr.strip()
 

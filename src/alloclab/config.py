@@ -39,7 +39,7 @@ MAX_ENV_VALUE_BYTES = 32 * 1024
 PATH_MAX = 4096                   # Linux's limits on a path and on one of its components
 NAME_MAX = 255
 
-_DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*", re.ASCII)
+_DURATION = re.compile(r"[ \t]*(\d+(?:\.\d+)?)[ \t]*(ms|s|m|h|d)?[ \t]*", re.ASCII)   # no newline: values reach unit files
 _UNIT_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}", re.ASCII)        # used in directory names
 _ENV_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,254}", re.ASCII)          # a POSIX variable name

@@ -42,7 +42,7 @@ def nothing_created(proc, workdir: Path, out: Path, *needles: str) -> None:
     assert lines[0].startswith("alloclab: error: ") and " — " in lines[0]      # the problem — the fix
     for n in needles:
         assert n in lines[0], lines[0]
-    assert not out.exists(), "a run directory was left behind"
+    assert not os.path.exists(out), "a run directory was left behind"
     assert not (workdir / "runs").exists(), "a default run directory was left behind"
 
 

@@ -63,7 +63,7 @@ def test_any_duration_is_a_finite_positive_bounded_number_or_a_user_error(v):
     (math.nan, "is not a number"), (math.inf, "longer than the maximum of 366d"), (-math.inf, "longer than zero"),
     (10 ** 400, "longer than the maximum"), ("9" * 400 + "s", "longer than the maximum"), ("367d", "maximum of 366d"),
     ("1e3s", "is not a duration"), ("nan", "is not a duration"), ("inf", "is not a duration"), 
-    ("١s", "is not a duration"), (True, "must be a duration"), ([1], "must be a duration"), ("", "is not a duration"),
+    ("١s", "is not a duration"), ("5m\nExecStartPre=/bin/true", "is not a duration"), ("2s\n", "is not a duration"), (True, "must be a duration"), ([1], "must be a duration"), ("", "is not a duration"),
 ])
 def test_durations_a_machine_cannot_honour(value, message):
     with pytest.raises(UserError, match=message):

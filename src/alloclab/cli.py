@@ -40,7 +40,9 @@ def run(experiment: Path, output: Path | None, until_significant: bool, max_dura
 @app.command()
 @click.argument("experiment", type=PathArg)
 def check(experiment: Path) -> None:
-    """Check an experiment file as `run` would (allocators, commands, limits), creating nothing."""
+    """Check an experiment file as `run` would (allocators, commands, limits); no run is created.
+
+    A catalog id that is not built yet is built, as `run` would."""
     from .commands.check import check_command
     sys.exit(check_command(experiment, console))
 

@@ -246,7 +246,10 @@ def test_replica_values_fill_placeholders():
 
 
 def test_placeholders_are_exactly_the_runners():
-    assert set(config.PLACEHOLDERS) == {"replica", "group", "port", "workdir", "seed"}
+    from alloclab import preflight
+    exp = parse_experiment(GOOD)
+    assert set(config.PLACEHOLDERS) == set(preflight._sample_values(exp, "a", 1)) \
+        == {"replica", "group", "port", "workdir", "seed"}
 
 
 def test_limits_are_documented():

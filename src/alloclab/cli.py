@@ -42,7 +42,19 @@ def run(experiment: Path | None, output: Path | None, until_significant: bool, m
         sys.exit(resume_command(resume_run, no_report, console))
     if experiment is None:
         raise UserError("no experiment file given", "alloclab run EXPERIMENT.toml (or --resume RUN)")
+    from .config import load_experiment
+    load_experiment(experiment)       # a bad file is refused before the analysis imports (seconds of scipy)
     sys.exit(run_command(experiment, output, until_significant, max_duration, stable_for, no_report, console))
+
+
+@app.command()
+@click.argument("experiment", type=PathArg)
+def check(experiment: Path) -> None:
+    """Check an experiment file as `run` would (allocators, commands, limits); no run is created.
+
+    A catalog id that is not built yet is built, as `run` would."""
+    from .commands.check import check_command
+    sys.exit(check_command(experiment, console))
 
 
 @app.command()

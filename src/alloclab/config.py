@@ -1,11 +1,17 @@
 """Experiment files (TOML): parsed strictly into dataclasses, every mistake one clear line.
 
 The runner, sampler and analysis read only these dataclasses, never the raw TOML, so a key
-that is accepted here is a key that does something.
+that is accepted here is a key that does something. A hostile file is refused here, before
+anything is created: every limit below is one a machine can honour, and docs/security.md
+("Hostile experiment files") lists them.
 """
 from __future__ import annotations
 
+import math
+import os
 import re
+import stat
+import string
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,27 +19,84 @@ from typing import Any
 
 from .errors import UserError
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
+# ---- limits (documented in docs/security.md; tests/unit/test_config.py holds each one) ----
+MAX_FILE_BYTES = 1 << 20          # an experiment file is a page of settings, not data
+MAX_DEPTH = 16                    # tables/arrays inside each other (tomllib recurses; 1,000 deep overflows)
+MIN_INTERVAL = 0.1                # seconds: one sampling pass over /proc takes milliseconds per process
+MAX_INTERVAL = 3600.0
+MAX_DURATION = 366 * 86400.0      # any duration: phases, max_duration, verify_every, --max-duration
+MAX_GRACE = 3600.0
+MAX_REPLICAS = 256                # per group
+MAX_GROUPS = 64
+MAX_TOTAL_REPLICAS = 1024         # groups x replicas: processes, cgroups and ports on one host
+MAX_SEED = 2 ** 48                # seed * 1000 + replica must fit SQLite's 64-bit integers
+MAX_ARGS = 1024                   # per command
+MAX_ARG_BYTES = 32 * 1024         # per argument (Linux refuses one over 128 KiB)
+MAX_COMMAND_BYTES = 256 * 1024    # a whole command; with the environment it must stay under ARG_MAX
+MAX_PLACEHOLDERS = 32             # per command: each may grow by a path once substituted
+MAX_ENV_VARS = 256                # per group
+MAX_ENV_VALUE_BYTES = 32 * 1024
+PATH_MAX = 4096                   # Linux's limits on a path and on one of its components
+NAME_MAX = 255
+
+_DURATION = re.compile(r"[ \t]*(\d+(?:\.\d+)?)[ \t]*(ms|s|m|h|d)?[ \t]*", re.ASCII)   # no newline: values reach unit files
 _UNIT_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}$")
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}", re.ASCII)        # used in directory names
+_ENV_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,254}", re.ASCII)          # a POSIX variable name
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 METRICS = ("rss", "pss", "uss", "anon")
 PLACEHOLDERS = ("replica", "group", "port", "workdir", "seed")  # seed: per replica, same across groups
+RESERVED_ENV = ("LD_PRELOAD", "ALLOCLAB_REPLICA", "ALLOCLAB_GROUP", "ALLOCLAB_STATS")
+_PLACEHOLDER_HELP = f"use one of {' '.join('{' + p + '}' for p in PLACEHOLDERS)} as written (no format spec), and {{{{ }}}} for literal braces"
 
 
-def parse_duration(value: Any, what: str) -> float:
-    """'90s', '5m', '2h', '1d', '250ms' or a number of seconds -> seconds (> 0)."""
-    if isinstance(value, bool):
-        raise UserError(f"{what} must be a duration, not {value!r}", "write e.g. \"30s\", \"5m\" or \"2h\"")
-    if isinstance(value, (int, float)):
-        seconds = float(value)
-    else:
-        m = _DURATION.match(str(value))
+def show(value: Any, limit: int = 60) -> str:
+    """A user's value inside a one-line message: repr (escapes control characters), cut short."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def parse_duration(value: Any, what: str, minimum: float | None = None, maximum: float = MAX_DURATION) -> float:
+    """'90s', '5m', '2h', '1d', '250ms' or a number of seconds -> seconds: finite, > 0, at least
+    `minimum` and at most `maximum` (a year by default)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise UserError(f"{what} must be a duration, not {show(value)}", "write e.g. \"30s\", \"5m\" or \"2h\"")
+    if isinstance(value, str):
+        m = _DURATION.fullmatch(value)
         if not m:
-            raise UserError(f"{what} = {value!r} is not a duration", "write e.g. \"30s\", \"5m\", \"2h\" or \"1d\"")
-        seconds = float(m.group(1)) * _UNIT_SECONDS[m.group(2)]
+            raise UserError(f"{what} = {show(value)} is not a duration", "write e.g. \"30s\", \"5m\", \"2h\" or \"1d\"")
+        seconds = float(m.group(1)) * _UNIT_SECONDS[m.group(2)]        # a 400-digit number is inf, not an error
+    else:
+        seconds = (math.inf if value > 0 else -math.inf) if isinstance(value, int) and abs(value) > 10 ** 300 else float(value)
+    if math.isnan(seconds):
+        raise UserError(f"{what} = {show(value)} is not a number", "give a duration such as \"10s\"")
     if seconds <= 0:
-        raise UserError(f"{what} must be longer than zero (got {value!r})", "give a positive duration such as \"10s\"")
+        raise UserError(f"{what} must be longer than zero (got {show(value)})", "give a positive duration such as \"10s\"")
+    if minimum is not None and seconds < minimum:
+        raise UserError(f"{what} = {show(value)} is shorter than the minimum of {minimum:g}s",
+                        f"give at least \"{minimum:g}s\"")
+    if seconds > maximum:
+        raise UserError(f"{what} = {show(value)} is longer than the maximum of {_span(maximum)}",
+                        f"give at most \"{_span(maximum)}\"")
     return seconds
+
+
+def _span(seconds: float) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{seconds / size:g}{unit}"
+    return f"{seconds:g}s"
+
+
+def check_path_text(path: str, what: str) -> None:
+    """A path the kernel can take: no NUL or control characters, within PATH_MAX and NAME_MAX."""
+    if _CONTROL.search(path):
+        raise UserError(f"{what} {show(path)} contains a control character", "remove it from the path")
+    if len(os.fsencode(path)) >= PATH_MAX:
+        raise UserError(f"{what} is {len(os.fsencode(path)):,} bytes long", f"use a path under {PATH_MAX} bytes")
+    longest = max((len(os.fsencode(p)) for p in path.split("/")), default=0)
+    if longest > NAME_MAX:
+        raise UserError(f"{what} has a {longest}-byte component", f"use names of at most {NAME_MAX} bytes")
 
 
 @dataclass(frozen=True)
@@ -98,26 +161,85 @@ _TOP_KEYS = {"name", "command", "replicas", "interval", "baseline", "seed", "pha
              "workload", "metric", "grace", "smaps_budget", "verify_every", "port_base", "max_duration"}
 _GROUP_KEYS = {"name", "allocator", "env", "command"}
 _PHASE_KEYS = {"warmup", "load", "idle"}
+_KIND = {int: "an integer", float: "a number", str: "a string", dict: "a table", list: "a list"}
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+", re.ASCII)
+
+
+def _where(path: str, key: Any) -> str:
+    part = key if isinstance(key, str) and _BARE_KEY.fullmatch(key) else show(key, 40)
+    return f"{path}.{part}" if path else str(part)
+
+
+def _check_tree(data: dict, src: str) -> None:
+    """Checks that hold anywhere in the file, before any key is read: nesting depth, finite numbers
+    within 64 bits, no NUL in a string or key. Iterative, so depth itself cannot overflow it."""
+    stack: list[tuple[Any, str, int]] = [(data, "", 0)]
+    while stack:
+        node, path, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise UserError(f"{src}: {path.split('.')[0].split('[')[0]} is nested more than {MAX_DEPTH} deep",
+                            "flatten it: experiment settings are a few tables of plain values")
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if "\x00" in key:
+                    raise UserError(f"{src}: the key {show(key)} contains a NUL byte", "remove the \\u0000 from it")
+                stack.append((value, _where(path, key), depth + 1))
+        elif isinstance(node, list):
+            stack.extend((item, f"{path}[{i}]", depth + 1) for i, item in enumerate(node))
+        elif isinstance(node, float) and not math.isfinite(node):
+            raise UserError(f"{src}: {path} = {node} is not a finite number", "give a finite value (nan and inf are refused)")
+        elif isinstance(node, int) and not isinstance(node, bool) and not -2 ** 63 <= node < 2 ** 63:
+            raise UserError(f"{src}: {path} = {show(node, 30)} does not fit in 64 bits", "give a smaller number")
+        elif isinstance(node, str) and "\x00" in node:
+            raise UserError(f"{src}: {path} contains a NUL byte", "remove the \\u0000 from the value")
 
 
 def _check_keys(table: dict, known: set[str], where: str, src: str) -> None:
     for key in table:
         if key not in known:
-            raise UserError(f"{src}: unknown key {key!r} in {where}",
+            raise UserError(f"{src}: unknown key {show(key, 40)} in {where}",
                             f"use one of: {', '.join(sorted(known))}")
+
+
+def _placeholders(arg: str, what: str, src: str) -> int:
+    """How many placeholders `arg` holds; each must be one of PLACEHOLDERS as written, so the
+    runner's str.format_map can neither fail nor reach an attribute, an index or a format spec."""
+    try:
+        parts = list(string.Formatter().parse(arg))
+    except ValueError:
+        raise UserError(f"{src}: {what} argument {show(arg)} has an unmatched brace", _PLACEHOLDER_HELP) from None
+    count = 0
+    for _literal, name, spec, conversion in parts:
+        if name is None:
+            continue
+        if name not in PLACEHOLDERS or spec or conversion:
+            written = "{" + name + (f"!{conversion}" if conversion else "") + (f":{spec}" if spec else "") + "}"
+            raise UserError(f"{src}: {what} uses unknown placeholder {show(written, 40)[1:-1]}", _PLACEHOLDER_HELP)
+        count += 1
+    return count
 
 
 def _argv(value: Any, what: str, src: str) -> tuple[str, ...]:
     if isinstance(value, str):
-        raise UserError(f"{src}: {what} must be a list of arguments, not a string",
-                        f"write {what} = [{', '.join(repr(p) for p in value.split())}]".replace("'", '"'))
+        hint = ", ".join(f'"{p}"' for p in value.split()[:4]) + (", ..." if len(value.split()) > 4 else "")
+        raise UserError(f"{src}: {what} must be a list of arguments, not a string", show(f"write {what} = [{hint}]", 120)[1:-1])
     if not isinstance(value, list) or not value or not all(isinstance(a, str) for a in value):
         raise UserError(f"{src}: {what} must be a non-empty list of strings", 'write e.g. command = ["./app", "--flag"]')
-    for arg in value:
-        for name in re.findall(r"\{(\w+)\}", arg):
-            if name not in PLACEHOLDERS:
-                raise UserError(f"{src}: {what} uses unknown placeholder {{{name}}}",
-                                f"use one of: {', '.join('{' + p + '}' for p in PLACEHOLDERS)}")
+    if len(value) > MAX_ARGS:
+        raise UserError(f"{src}: {what} has {len(value):,} arguments", f"use at most {MAX_ARGS}")
+    if not value[0]:
+        raise UserError(f"{src}: {what} starts with an empty program name", 'write e.g. command = ["./app", "--flag"]')
+    check_path_text(value[0], f"{src}: {what} program")
+    sizes = [len(a.encode()) for a in value]
+    if max(sizes) > MAX_ARG_BYTES or sum(sizes) > MAX_COMMAND_BYTES:
+        raise UserError(f"{src}: {what} is too long ({max(sizes):,} bytes in one argument, {sum(sizes):,} in all)",
+                        f"keep each argument under {MAX_ARG_BYTES // 1024} KiB and the command under {MAX_COMMAND_BYTES // 1024} KiB")
+    _placeholders(value[0], what, src)
+    if "workdir" in (name for _, name, _, _ in string.Formatter().parse(value[0])):
+        raise UserError(f"{src}: {what} runs a program inside {{workdir}}, which is empty when the run starts",
+                        "give the program's own path; pass {workdir} as an argument instead")
+    if sum(_placeholders(arg, what, src) for arg in value) > MAX_PLACEHOLDERS:
+        raise UserError(f"{src}: {what} holds more than {MAX_PLACEHOLDERS} placeholders", "use each placeholder a few times at most")
     return tuple(value)
 
 
@@ -126,22 +248,57 @@ def _typed(table: dict, key: str, kind: type | tuple, src: str, where: str, defa
         return default
     value = table[key]
     if isinstance(value, bool) and kind is not bool or not isinstance(value, kind):
-        names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
-        raise UserError(f"{src}: {where}{key} must be a {names}, not {type(value).__name__} {value!r}",
+        names = " or ".join(_KIND.get(k, k.__name__) for k in (kind if isinstance(kind, tuple) else (kind,)))
+        raise UserError(f"{src}: {where}{key} must be {names}, not {type(value).__name__} {show(value, 40)}",
                         f"fix the value of {key}")
     return value
 
 
+def _bounded_int(data: dict, key: str, low: int, high: int, default: int, src: str, fix: str) -> int:
+    value = _typed(data, key, int, src, "", default=default)
+    if not low <= value <= high:
+        raise UserError(f"{src}: {key} = {value} is out of range", fix)
+    return value
+
+
+def _env(env: dict, gname: str, src: str) -> dict[str, str]:
+    if len(env) > MAX_ENV_VARS:
+        raise UserError(f"{src}: group {gname!r} sets {len(env)} environment variables", f"set at most {MAX_ENV_VARS}")
+    out = {}
+    for k, v in env.items():
+        if not _ENV_KEY.fullmatch(k):
+            raise UserError(f"{src}: group {gname!r} env key {show(k, 40)} is not a variable name",
+                            "use letters, digits and '_', not starting with a digit (no '=', spaces or dots)")
+        if k in RESERVED_ENV:
+            fix = 'name the library with allocator = "..." instead' if k == "LD_PRELOAD" else "remove it: alloclab sets it per replica"
+            raise UserError(f"{src}: group {gname!r} sets {k} in env", fix)
+        if not isinstance(v, (str, int, float)) or isinstance(v, bool):
+            raise UserError(f"{src}: group {gname!r} env {k} must be a string, not {type(v).__name__}",
+                            show(f'write {k} = "{v}"', 80)[1:-1])
+        out[k] = str(v)
+        if len(out[k].encode()) > MAX_ENV_VALUE_BYTES:
+            raise UserError(f"{src}: group {gname!r} env {k} is {len(out[k].encode()):,} bytes long",
+                            f"keep values under {MAX_ENV_VALUE_BYTES // 1024} KiB")
+    return out
+
+
 def parse_experiment(text: str, source: str = "<experiment>", base_dir: Path = Path(".")) -> Experiment:
+    if len(text) > MAX_FILE_BYTES:
+        raise UserError(f"{source}: the file is larger than {MAX_FILE_BYTES // 1024} KiB", "an experiment file holds settings only")
     try:
-        data = tomllib.loads(text)
+        data = tomllib.loads(text.removeprefix("\ufeff"))
     except tomllib.TOMLDecodeError as exc:
         raise UserError(f"{source}: not valid TOML ({exc})", "fix the syntax at that line") from None
+    except RecursionError:
+        raise UserError(f"{source}: a value is nested more than {MAX_DEPTH} deep",
+                        "flatten it: experiment settings are a few tables of plain values") from None
+    _check_tree(data, source)
     _check_keys(data, _TOP_KEYS, "the top level", source)
 
     name = _typed(data, "name", str, source, "", default=Path(source).stem or "experiment")
-    if not _NAME.match(name):
-        raise UserError(f"{source}: name {name!r} must be letters, digits, '.', '_', '+' or '-'", "rename the experiment")
+    if not _NAME.fullmatch(name):
+        raise UserError(f"{source}: name {show(name, 40)} must be 1-64 letters, digits, '.', '_', '+' or '-', starting with a letter or digit",
+                        'write name = "..." (it names the run directory)')
     command = _argv(data["command"], "command", source) if "command" in data else None
 
     workload = None
@@ -149,29 +306,29 @@ def parse_experiment(text: str, source: str = "<experiment>", base_dir: Path = P
         wl = _typed(data, "workload", dict, source, "")
         if "name" not in wl and "trace" not in wl:
             raise UserError(f"{source}: [workload] needs name = \"...\" or trace = \"file.trace\"",
-                            "see `alloclab workloads list` for the built-in models")
+                            "see `alloclab workloads` for the built-in models")
         wl = dict(wl)
-        wname = "trace" if "trace" in wl and "name" not in wl else wl.pop("name")
-        workload = Workload(str(wname), wl)
+        wname = "trace" if "trace" in wl and "name" not in wl else _typed(wl, "name", str, source, "workload.")
+        wl.pop("name", None)
+        if "trace" in wl:
+            _typed(wl, "trace", str, source, "workload.")
+            check_path_text(wl["trace"], f"{source}: workload.trace")
+        workload = Workload(wname, wl)
         if command is not None:
             raise UserError(f"{source}: give either command or [workload], not both", "remove one of them")
 
-    replicas = _typed(data, "replicas", int, source, "", default=1)
-    if replicas < 1 or replicas > 1000:
-        raise UserError(f"{source}: replicas = {replicas} is out of range", "use 1 to 1000 replicas per group")
-    interval = parse_duration(data.get("interval", "1s"), f"{source}: interval")
-    seed = _typed(data, "seed", int, source, "", default=0)
+    replicas = _bounded_int(data, "replicas", 1, MAX_REPLICAS, 1, source, f"use 1 to {MAX_REPLICAS} replicas per group")
+    interval = parse_duration(data.get("interval", "1s"), f"{source}: interval", MIN_INTERVAL, MAX_INTERVAL)
+    seed = _bounded_int(data, "seed", 0, MAX_SEED, 0, source, f"use a seed from 0 to {MAX_SEED}")
     metric = _typed(data, "metric", str, source, "", default="rss")
     if metric not in METRICS:
-        raise UserError(f"{source}: metric = {metric!r} is not known", f"use one of: {', '.join(METRICS)}")
-    grace = parse_duration(data.get("grace", "5s"), f"{source}: grace")
-    verify_every = parse_duration(data.get("verify_every", "30s"), f"{source}: verify_every")
+        raise UserError(f"{source}: metric = {show(metric, 40)} is not known", f"use one of: {', '.join(METRICS)}")
+    grace = parse_duration(data.get("grace", "5s"), f"{source}: grace", maximum=MAX_GRACE)
+    verify_every = parse_duration(data.get("verify_every", "30s"), f"{source}: verify_every", MIN_INTERVAL)
     budget = _typed(data, "smaps_budget", (int, float), source, "", default=0.02)
     if not 0 < budget <= 1:
         raise UserError(f"{source}: smaps_budget = {budget} must be a share of one core in (0, 1]", "e.g. smaps_budget = 0.02 (2%)")
-    port_base = _typed(data, "port_base", int, source, "", default=20000)
-    if not 1024 <= port_base <= 60000:
-        raise UserError(f"{source}: port_base = {port_base} is out of range", "use a port between 1024 and 60000")
+    port_base = _bounded_int(data, "port_base", 1024, 60000, 20000, source, "use a port between 1024 and 60000")  # + 1,024 replicas < 65,536
     max_duration = parse_duration(data["max_duration"], f"{source}: max_duration") if "max_duration" in data else None
 
     phases_t = _typed(data, "phases", dict, source, "", default={})
@@ -183,6 +340,9 @@ def parse_experiment(text: str, source: str = "<experiment>", base_dir: Path = P
     )
     if phases.idle and phases.load is None:
         raise UserError(f"{source}: phases.idle needs phases.load", "say how long the load phase lasts")
+    if (phases.total or 0) > MAX_DURATION:
+        raise UserError(f"{source}: the phases last {_span(phases.total)} in all, longer than the maximum of {_span(MAX_DURATION)}",
+                        "shorten them")
 
     load_command = None
     if "load" in data:
@@ -195,6 +355,11 @@ def parse_experiment(text: str, source: str = "<experiment>", base_dir: Path = P
     raw_groups = data.get("group")
     if not isinstance(raw_groups, list) or not raw_groups:
         raise UserError(f"{source}: no [[group]] tables", 'add at least one: [[group]] name = "glibc" allocator = "glibc"')
+    if len(raw_groups) > MAX_GROUPS:
+        raise UserError(f"{source}: {len(raw_groups)} groups", f"compare at most {MAX_GROUPS} groups in one experiment")
+    if len(raw_groups) * replicas > MAX_TOTAL_REPLICAS:
+        raise UserError(f"{source}: {len(raw_groups)} groups x {replicas} replicas = {len(raw_groups) * replicas} processes",
+                        f"run at most {MAX_TOTAL_REPLICAS} replicas in all")
     groups: list[Group] = []
     for i, g in enumerate(raw_groups, 1):
         if not isinstance(g, dict):
@@ -202,28 +367,25 @@ def parse_experiment(text: str, source: str = "<experiment>", base_dir: Path = P
         where = f"[[group]] #{i}"
         _check_keys(g, _GROUP_KEYS, where, source)
         gname = _typed(g, "name", str, source, f"{where} ")
-        if gname is None or not _NAME.match(gname):
-            raise UserError(f"{source}: {where} needs a name of letters, digits, '.', '_', '+' or '-'", 'add name = "..."')
+        if gname is None or not _NAME.fullmatch(gname):
+            raise UserError(f"{source}: {where} needs a name of 1-64 letters, digits, '.', '_', '+' or '-', starting with a letter or digit",
+                            'write name = "..." (it names directories)')
         if any(x.name == gname for x in groups):
             raise UserError(f"{source}: two groups are named {gname!r}", "give every group its own name")
         allocator = _typed(g, "allocator", str, source, f"group {gname}: ", default=None)
         if not allocator:
             raise UserError(f"{source}: group {gname!r} has no allocator",
                             'add allocator = "glibc", a library path, a catalog id, or "bundled"')
-        env = _typed(g, "env", dict, source, f"group {gname}: ", default={})
-        for k, v in env.items():
-            if not isinstance(v, (str, int, float)) or isinstance(v, bool):
-                raise UserError(f"{source}: group {gname!r} env {k} must be a string", f'write {k} = "{v}"')
-        if "LD_PRELOAD" in env:
-            raise UserError(f"{source}: group {gname!r} sets LD_PRELOAD in env", "name the library with allocator = \"...\" instead")
+        check_path_text(allocator, f"{source}: group {gname!r} allocator")
+        env = _env(_typed(g, "env", dict, source, f"group {gname}: ", default={}), gname, source)
         gcommand = _argv(g["command"], f"group {gname} command", source) if "command" in g else None
-        groups.append(Group(gname, allocator, {k: str(v) for k, v in env.items()}, gcommand))
+        groups.append(Group(gname, allocator, env, gcommand))
 
     if command is None and workload is None and any(g.command is None for g in groups):
         raise UserError(f"{source}: no command to run", 'add command = ["./app", ...] or a [workload] table')
     baseline = _typed(data, "baseline", str, source, "", default=groups[0].name)
     if baseline not in {g.name for g in groups}:
-        raise UserError(f"{source}: baseline {baseline!r} is not a group",
+        raise UserError(f"{source}: baseline {show(baseline, 40)} is not a group",
                         f"use one of: {', '.join(g.name for g in groups)}")
     return Experiment(name=name, command=command, groups=tuple(groups), replicas=replicas, interval=interval,
                       baseline=baseline, seed=seed, phases=phases, load_command=load_command, workload=workload,
@@ -232,10 +394,21 @@ def parse_experiment(text: str, source: str = "<experiment>", base_dir: Path = P
 
 
 def load_experiment(path: Path) -> Experiment:
+    """Read and parse an experiment file: a regular UTF-8 file of at most MAX_FILE_BYTES."""
+    check_path_text(str(path), "the experiment file path")
     try:
-        text = path.read_text()
+        info = path.stat()
+        if not stat.S_ISREG(info.st_mode):
+            raise UserError(f"experiment file {path} is not a regular file", "give the path of a .toml file")
+        if info.st_size > MAX_FILE_BYTES:
+            raise UserError(f"experiment file {path} is {info.st_size:,} bytes", f"an experiment file holds settings only (at most {MAX_FILE_BYTES // 1024} KiB)")
+        with open(path, "rb") as f:
+            raw = f.read(MAX_FILE_BYTES + 1)
+        text = raw.decode("utf-8")
     except FileNotFoundError:
         raise UserError(f"experiment file {path} does not exist", "check the path") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"cannot read experiment file {path}: {exc}", "check its permissions and encoding") from None
+    except UnicodeDecodeError as exc:
+        raise UserError(f"experiment file {path} is not UTF-8 text (byte {exc.start})", "save it as UTF-8") from None
+    except OSError as exc:
+        raise UserError(f"cannot read experiment file {path}: {exc.strerror}", "check its permissions") from None
     return parse_experiment(text, str(path), path.resolve().parent)

@@ -1,10 +1,18 @@
 """The one error type users see: a single line naming the problem and the fix (exit code 2)."""
+import re
+
+_LINE_BREAKING = re.compile(r"[\x00-\x1f\x7f\u2028\u2029\x85]")
+
+
+def _one_line(text: str) -> str:
+    """Control characters (a newline in a file name, say) escaped, so the message stays one line."""
+    return _LINE_BREAKING.sub(lambda m: repr(m.group())[1:-1], text)
 
 
 class UserError(Exception):
     """Bad input or an environment problem the user can fix. The CLI prints str(self), exits 2."""
 
     def __init__(self, problem: str, fix: str | None = None):
-        self.problem = problem
-        self.fix = fix
-        super().__init__(f"{problem} — {fix}" if fix else problem)
+        self.problem = _one_line(problem)
+        self.fix = _one_line(fix) if fix else fix
+        super().__init__(f"{self.problem} — {self.fix}" if self.fix else self.problem)

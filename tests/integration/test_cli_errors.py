@@ -26,7 +26,7 @@ def check_one_line_error(proc, *needles):
 
 @pytest.mark.parametrize("text,needles", [
     (BASE.replace('name = "bad"', 'name = "bad"\ncolour = "red"'), ["unknown key 'colour'", "use one of"]),
-    (BASE.replace('command = ["/bin/sleep", "1"]', 'command = ["/bin/sleep", "1"]\nreplicas = "3"'), ["replicas must be a int"]),
+    (BASE.replace('command = ["/bin/sleep", "1"]', 'command = ["/bin/sleep", "1"]\nreplicas = "3"'), ["replicas must be an integer"]),
     (BASE.replace('command = ["/bin/sleep", "1"]', 'command = ["/bin/sleep", "1"]\ninterval = "0s"'), ["longer than zero"]),
     (BASE + '[phases]\nload = "-5m"\n', ["is not a duration"]),
     (BASE.replace('allocator = "glibc"', 'allocator = "/nonexistent/libfoo.so"'), ["not found"]),
@@ -95,7 +95,7 @@ def test_unknown_option_is_one_line(tmp_path):
     check_one_line_error(run_cli("run", "--frobnicate", "x.toml"), "No such option")
 
 
-@pytest.mark.parametrize("verb", [[], ["run"], ["report"], ["export"], ["import", "torutils"], ["demo"], ["workloads"]])
+@pytest.mark.parametrize("verb", [[], ["run"], ["check"], ["report"], ["export"], ["import", "torutils"], ["demo"], ["workloads"]])
 def test_every_command_has_help(verb):
     proc = run_cli(*verb, "--help")
     assert proc.returncode == 0 and "Usage" in proc.stdout

@@ -11,7 +11,7 @@ from rich.table import Table
 
 import numpy as np
 
-from .. import analysis, report, stats
+from .. import analysis, preflight, report, stats
 from ..config import Experiment, load_experiment, parse_duration
 from ..runner import Runner, resume
 
@@ -100,7 +100,9 @@ def design_check(exp: Experiment, console: Console) -> None:
 
 def run_command(experiment: Path, output: Path | None, until_significant: bool, max_duration: str | None,
                 stable_for: str, no_report: bool, console: Console) -> int:
-    exp = load_experiment(experiment)
+    exp = load_experiment(experiment)       # every bad input refused before anything is created
+    preflight.check_output(output)
+    preflight.check_load_command(exp)
     limit = parse_duration(max_duration, "--max-duration") if max_duration else None
     stop = None
     if until_significant:

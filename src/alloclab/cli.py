@@ -3,7 +3,6 @@ them up and turns every UserError or usage mistake into one line on stderr with 
 from __future__ import annotations
 
 import sys
-from datetime import timedelta, timezone
 from pathlib import Path
 
 import click
@@ -73,8 +72,8 @@ def import_group() -> None:
 @click.option("--baseline", help="Baseline group (default: the glibc one).")
 def import_torutils(folder: Path, output: Path, naive_utc_offset: float, baseline: str | None) -> None:
     """Import a TorUtils memory experiment (memory CSV, group lists, events) as a run."""
-    from .torutils import import_torutils as do_import
-    out = do_import(folder, output, timezone(timedelta(hours=naive_utc_offset)), baseline)
+    from .torutils import import_torutils as do_import, naive_timezone
+    out = do_import(folder, output, naive_timezone(naive_utc_offset), baseline)
     console.print(f"imported into {out}; next: alloclab report {out}")
 
 

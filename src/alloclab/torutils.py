@@ -25,14 +25,15 @@ from .store import DB_NAME, Store
 MEMORY_COLUMNS = ["timestamp", "server", "type", "fingerprint", "nickname", "group", "rss_kb", "vmsize_kb", "hwm_kb",
                   "frag_ratio", "count", "total_kb", "avg_kb", "min_kb", "max_kb"]
 # alloclab's own figures, after the TorUtils columns (docs/store.md); empty where not measured
+# (unix_time: the exact time in seconds, which `timestamp` gives to the microsecond)
 EXTRA_COLUMNS = ["pss_kb", "uss_kb", "anon_kb", "swap_kb", "lazyfree_kb", "cgroup_kb", "cgroup_peak_kb", "live_bytes",
-                 "ops", "cpu_s", "nprocs", "phase", "tier"]
+                 "ops", "cpu_s", "nprocs", "phase", "tier", "unix_time"]
 EVENT_COLUMNS = ["timestamp", "event_type", "description", "group"]
-EVENT_EXTRA_COLUMNS = ["replica"]
+EVENT_EXTRA_COLUMNS = ["replica", "unix_time"]
 DIAG_COLUMNS = ["date", "time", "hostname", "tor_version", "os_release", "kernel", "allocator", "mem_total_mb",
                 "mem_free_mb", "mem_available_mb", "mem_cached_mb", "swap_total_mb", "swap_free_mb", "tcp_established",
                 "tcp_total", "fd_limit", "relay_count", "relay_total_mb", "relay_avg_mb"]
-DIAG_EXTRA_COLUMNS = ["timestamp", "mem_total_kb", "mem_available_kb", "swap_total_kb", "swap_free_kb", "load1",
+DIAG_EXTRA_COLUMNS = ["unix_time", "mem_total_kb", "mem_available_kb", "swap_total_kb", "swap_free_kb", "load1",
                       "sampler_cpu_s"]
 MEMORY_FILES = ("memory_measurements.csv", "memory.csv", "measurements.csv")
 _GROUP_FILE = re.compile(r"^group_([A-Za-z0-9]+)_([A-Za-z]+)(\d*)(_historical)?\.txt$")
@@ -77,14 +78,14 @@ def export_csv(run: str | Path, out_dir: Path) -> list[Path]:
                 frag = f"{vms / r['rss_kb']:.2f}" if vms and r["rss_kb"] else ""
                 w.writerow([_iso(t), host, "relay", "", r["replica"], r["grp"], _cell(r["rss_kb"]), _cell(vms),
                             _cell(r["hwm_kb"]), frag, "", "", "", "", ""] +
-                           [_cell(r[c]) for c in EXTRA_COLUMNS])
+                           [_cell(r[c]) for c in EXTRA_COLUMNS[:-1]] + [repr(t)])
     events = out_dir / "events.csv"
     with open(events, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(EVENT_COLUMNS + EVENT_EXTRA_COLUMNS)
         for e in store.query("SELECT e.t, e.kind, e.description, COALESCE(e.group_name, 'all') AS g, r.name AS replica "
                              "FROM events e LEFT JOIN replicas r ON r.id = e.replica_id ORDER BY e.t, e.id"):
-            w.writerow([_iso(e["t"]), e["kind"], _cell(e["description"]), e["g"], _cell(e["replica"])])
+            w.writerow([_iso(e["t"]), e["kind"], _cell(e["description"]), e["g"], _cell(e["replica"]), repr(e["t"])])
     diagnostics = out_dir / "diagnostics.csv"
     groups = [dict(g) for g in store.query("SELECT * FROM groups ORDER BY id")]
     allocators = "; ".join(f"{g['name']}={g['family'] or g['allocator']} {g['version'] or ''}".strip() for g in groups)
@@ -99,7 +100,7 @@ def export_csv(run: str | Path, out_dir: Path) -> list[Path]:
             w.writerow([d.strftime("%Y-%m-%d"), d.strftime("%H:%M:%S"), host, "", meta.get("os", ""), meta.get("kernel", ""),
                         allocators, mb(h["mem_total_kb"]), "", mb(h["mem_available_kb"]), "", mb(h["swap_total_kb"]),
                         mb(h["swap_free_kb"]), "", "", "", count, mb(total or 0), mb((total or 0) // count) if count else ""] +
-                       [_iso(h["t"])] + [_cell(h[c]) for c in DIAG_EXTRA_COLUMNS[1:]])
+                       [repr(h["t"])] + [_cell(h[c]) for c in DIAG_EXTRA_COLUMNS[1:]])
     experiment = out_dir / "experiment.json"
     section = {
         "format": EXPORT_FORMAT,
@@ -141,7 +142,7 @@ LIMITS: dict[str, tuple[str, float]] = {
     "vmsize_kb": ("int", 1 << 40), "live_bytes": ("int", 1 << 50), "ops": ("int", 1 << 62),
     "cpu_s": ("float", 1e10), "nprocs": ("int", 1 << 22),
     **{c: ("int", 1 << 40) for c in ("mem_total_kb", "mem_available_kb", "swap_total_kb", "swap_free_kb")},
-    "load1": ("float", 1e6), "sampler_cpu_s": ("float", 1e10),
+    "load1": ("float", 1e6), "sampler_cpu_s": ("float", 1e10), "unix_time": ("float", LATEST),
 }
 _NUMBER = re.compile(r"^[0-9]+(\.[0-9]*)?([eE][+-]?[0-9]{1,3})?$")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
@@ -250,6 +251,18 @@ def _timestamp(text: str, path: Path, line: int, column: str, naive_tz: timezone
     if not EARLIEST <= t < LATEST:
         raise UserError(f"{where}: {_show(text)} is outside 1990–2200", "correct the date") from None
     return t
+
+
+def _row_time(row: dict[str, str], path: Path, line: int, naive_tz: timezone) -> float:
+    """The row's time: `timestamp`, or the exact `unix_time` an export adds beside it."""
+    t = _timestamp(row["timestamp"], path, line, "timestamp", naive_tz)
+    exact = _number(row.get("unix_time", ""), path, line, "unix_time")
+    if exact is None:
+        return t
+    if abs(exact - t) > 1e-3:
+        raise UserError(f"{_where(path, line, 'unix_time')}: {exact} is not the time of the timestamp column",
+                        "correct one of the two, or leave unix_time empty")
+    return exact
 
 
 def _name(text: str, path: Path, line: int, column: str, limit: int = MAX_NAME_CHARS) -> str:
@@ -632,7 +645,7 @@ def _read_relay_rows(path: Path, header: list[str], rows: list[tuple[int, dict[s
         if not nick:
             raise UserError(f"{_where(path, line, 'nickname')}: a relay row without a nickname", "correct or delete the row")
         group = _name(r["group"], path, line, "group") if has_group_column else assignment.get(nick, "")
-        t = _timestamp(r["timestamp"], path, line, "timestamp", naive_tz)
+        t = _row_time(r, path, line, naive_tz)
         values = tuple(_number(r[c], path, line, c) if c in figures else None for c in SAMPLE_FIGURES)
         phase = (r.get("phase") or "").strip() or None      # no phase column: unknown (NULL), never guessed
         if phase is not None and phase not in PHASES:
@@ -679,7 +692,7 @@ def _read_events(path: Path, naive_tz: timezone, replicas: set[str]) -> list[tup
     header, rows = _csv_rows(path, {"timestamp"}, "events.csv needs a timestamp column (and event_type, description, group)")
     out = []
     for line, e in rows:
-        t = _timestamp(e["timestamp"], path, line, "timestamp", naive_tz)
+        t = _row_time(e, path, line, naive_tz)
         kind = _name(e.get("event_type", ""), path, line, "event_type") or "event"
         description = _name(e.get("description", ""), path, line, "description", MAX_TEXT_CHARS)
         group = _name(e.get("group", ""), path, line, "group") or "all"
@@ -699,8 +712,14 @@ def _read_host_samples(path: Path, naive_tz: timezone) -> list[tuple]:
     header, rows = _csv_rows(path, set(), "diagnostics.csv is optional: fix it or move it away")
     if not set(DIAG_EXTRA_COLUMNS) <= set(header):
         return []
-    return [(_timestamp(h["timestamp"], path, line, "timestamp", naive_tz),
-             *(_number(h[c], path, line, c) for c in DIAG_EXTRA_COLUMNS[1:])) for line, h in rows]
+    out = []
+    for line, h in rows:
+        t = _number(h["unix_time"], path, line, "unix_time")
+        if t is None or t < EARLIEST:
+            raise UserError(f"{_where(path, line, 'unix_time')}: {_show(h['unix_time'])} is not a time after 1990",
+                            "correct or delete the row")
+        out.append((t, *(_number(h[c], path, line, c) for c in DIAG_EXTRA_COLUMNS[1:])))
+    return out
 
 
 def _typical_interval(ts: list[float]) -> float:

@@ -201,13 +201,16 @@ def _csv_rows(path: Path, required: set[str], fix: str) -> tuple[list[str], list
     try:
         header = [h.strip() for h in next(reader)]
         rows = []
+        end = reader.line_num
         for fields in reader:
+            start, end = end + 1, reader.line_num
             if not fields or fields == [""] * len(fields) and len(fields) <= 1:
                 continue                                    # blank line
             if len(fields) != len(header):
-                raise UserError(f"{_where(path, reader.line_num)}: {len(fields)} fields, the header has {len(header)}",
+                lines = f"lines {start}–{end} (a quote left open?)" if end > start else f"line {end}"
+                raise UserError(f"{_where(path)} {lines}: {len(fields)} fields, the header has {len(header)}",
                                 "fix the row's commas and quotes, or delete it")
-            rows.append((reader.line_num, dict(zip(header, fields))))
+            rows.append((start, dict(zip(header, fields))))
     except csv.Error as exc:
         raise UserError(f"{_where(path, reader.line_num)}: not valid CSV ({exc})", "fix the row's quotes, or delete it") from None
     bad = next((h for h in header if not h or _CONTROL.search(h)), None)
@@ -268,8 +271,8 @@ def _row_time(row: dict[str, str], path: Path, line: int, naive_tz: timezone) ->
 def _name(text: str, path: Path, line: int, column: str, limit: int = MAX_NAME_CHARS) -> str:
     text = text.strip()
     if _CONTROL.search(text) or len(text) > limit:
-        raise UserError(f"{_where(path, line, column)}: {_show(text)} is not a name (control characters, or over {limit} "
-                        "characters)", "correct the name")
+        raise UserError(f"{_where(path, line, column)}: {_show(text)} has control characters or is over {limit} "
+                        "characters", "correct it")
     return text
 
 

@@ -153,7 +153,7 @@ def _mutate_file(folder: Path, f: Path, rng: random.Random) -> str:
 def _mutate_json(f: Path, rng: random.Random) -> str:
     try:
         doc = json.loads(f.read_text())
-    except (ValueError, OSError):
+    except (ValueError, OSError, RecursionError):
         return "noop"
     values = [None, True, 1, -1, 1e308, "x", [], {}, [1, 2], {"format": 1}, "nan", "A" * 1000]
 
@@ -180,7 +180,7 @@ def _mutate_json(f: Path, rng: random.Random) -> str:
     elif op == "deep":
         f.write_text("[" * 50_000 + "]" * 50_000)
     else:
-        text = f.read_text()
+        text = json.dumps(doc)
         f.write_text(text[:rng.randrange(len(text) + 1)])
     return f"json-{op}"
 

@@ -378,6 +378,9 @@ _GROUP_FIELDS = ("name", "allocator", "kind", "library_path", "library_sha256", 
 _REPLICA_FIELDS = ("name", "idx", "start_order", "started_at", "ended_at", "exit_code", "verified", "verify_detail")
 _PROCESS_FIELDS = ("pid", "start_ticks", "ppid", "comm", "cmdline", "first_seen", "last_seen", "verified",
                    "verify_detail", "mapped_allocator")
+_SECTION_FIELDS = {"groups": set(_GROUP_FIELDS), "replicas": {"group", *_REPLICA_FIELDS},
+                   "processes": {"replica", *_PROCESS_FIELDS},
+                   "verifications": {"t", "pid", "start_ticks", "verified", "detail", "mapped_allocator"}}
 # field -> accepted JSON types (None: null allowed)
 _FIELD_TYPES: dict[str, tuple] = {
     "name": (str,), "allocator": (str,), "kind": (str, None), "library_path": (str, None), "library_sha256": (str, None),
@@ -418,6 +421,7 @@ def _check_section(section: object) -> dict:
         raise UserError(f"experiment.json: alloclab.meta has an unknown key {_show(unknown[0])}", fix)
     for part, fields in (("groups", ("name", "allocator")), ("replicas", ("name", "group")),
                          ("processes", ("replica", "pid")), ("verifications", ("pid", "t"))):
+        allowed = _SECTION_FIELDS[part]
         items = section.get(part, [])
         if not isinstance(items, list):
             raise UserError(f"experiment.json: alloclab.{part} is not a list", fix)
@@ -425,9 +429,9 @@ def _check_section(section: object) -> dict:
             if not isinstance(item, dict) or any(f not in item for f in fields):
                 raise UserError(f"experiment.json: alloclab.{part}[{i}] lacks {' or '.join(fields)}", fix)
             for k, v in item.items():
-                if k not in _FIELD_TYPES:
+                if k not in allowed:
                     raise UserError(f"experiment.json: alloclab.{part}[{i}] has an unknown field {_show(str(k))}", fix)
-                if not _json_value_ok(v, _FIELD_TYPES[k]):
+                if not _json_value_ok(v, _FIELD_TYPES[k]) or k in ("verified", "is_baseline") and v not in (0, 1, None):
                     raise UserError(f"experiment.json: alloclab.{part}[{i}].{k} = {_show(str(v))} is not a valid value", fix)
     names = [g["name"] for g in section.get("groups", [])]
     replicas = [r["name"] for r in section.get("replicas", [])]

@@ -174,6 +174,8 @@ CASES: list[tuple[str, Path | str, object, str]] = [
     ("section-time-nan", "exported", _json(lambda d: d["alloclab"]["replicas"][0].update(started_at=1e300)),
      "replicas[0].started_at"),
     ("section-unknown-field", "exported", _json(lambda d: d["alloclab"]["groups"][0].update(x=1)), "unknown field"),
+    ("section-field-of-another-part", "exported", _json(lambda d: d["alloclab"]["groups"][0].update(pid=1)),
+     "groups[0] has an unknown field 'pid'"),
     ("section-unknown-group", "exported", _json(lambda d: d["alloclab"]["replicas"][0].update(group="nope")),
      "does not list"),
     ("section-duplicate-replica", "exported",

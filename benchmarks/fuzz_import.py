@@ -342,6 +342,8 @@ def main() -> int:
             (dest / "what.txt").write_text(f"base {base_name}\nmutation {what}\n{problem}\n{text}")
             print(f"case {n} ({base_name}: {what}): {problem}", file=sys.stderr)
         shutil.rmtree(case, ignore_errors=True)
+        if (n + 1) % 200 == 0:
+            print(f"{n + 1} cases, {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
     elapsed = time.monotonic() - started
     times.sort()
     summary = {**counts, "seed": args.seed, "seconds": round(elapsed, 1),

@@ -51,9 +51,10 @@ def report(run_dir: Path, output: Path | None, metric: str | None) -> None:
 
 @app.command()
 @click.argument("run_dir", metavar="RUN", type=PathArg)
-@click.option("--csv", "csv_dir", type=PathArg, required=True, help="Directory for memory.csv, events.csv, diagnostics.csv.")
+@click.option("--csv", "csv_dir", type=PathArg, required=True,
+              help="Directory for memory.csv, events.csv, diagnostics.csv, experiment.json.")
 def export(run_dir: Path, csv_dir: Path) -> None:
-    """Export a run as CSV in the 1AEO TorUtils layout (plus alloclab's extra columns)."""
+    """Export a run as CSV in the 1AEO TorUtils layout (plus alloclab's extra columns and experiment.json)."""
     from .torutils import export_csv
     for p in export_csv(run_dir, csv_dir):
         console.print(f"wrote {p}")

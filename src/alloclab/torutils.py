@@ -279,17 +279,6 @@ def _name(text: str, path: Path, line: int, column: str, limit: int = MAX_NAME_C
     return text
 
 
-def parse_timestamp(text: str, naive_tz: timezone) -> float:
-    """ISO timestamp, with or without a UTC offset (naive ones are read in `naive_tz`)."""
-    try:
-        d = datetime.fromisoformat(text.strip())
-    except ValueError:
-        raise UserError(f"timestamp {text!r} is not ISO 8601", "fix the row or the file") from None
-    if d.tzinfo is None:
-        d = d.replace(tzinfo=naive_tz)
-    return d.timestamp()
-
-
 def naive_timezone(hours: float) -> timezone:
     """The zone of timestamps written without an offset, from --naive-utc-offset."""
     if not math.isfinite(hours) or not -24 < hours < 24:

@@ -3,7 +3,6 @@ them up and turns every UserError or usage mistake into one line on stderr with 
 from __future__ import annotations
 
 import sys
-from datetime import timedelta, timezone
 from pathlib import Path
 
 import click
@@ -74,9 +73,10 @@ def report(run_dir: Path, output: Path | None, metric: str | None) -> None:
 
 @app.command()
 @click.argument("run_dir", metavar="RUN", type=PathArg)
-@click.option("--csv", "csv_dir", type=PathArg, required=True, help="Directory for memory.csv, events.csv, diagnostics.csv.")
+@click.option("--csv", "csv_dir", type=PathArg, required=True,
+              help="Directory for memory.csv, events.csv, diagnostics.csv, experiment.json.")
 def export(run_dir: Path, csv_dir: Path) -> None:
-    """Export a run as CSV in the 1AEO TorUtils layout (plus alloclab's extra columns)."""
+    """Export a run as CSV in the 1AEO TorUtils layout (plus alloclab's extra columns and experiment.json)."""
     from .torutils import export_csv
     for p in export_csv(run_dir, csv_dir):
         console.print(f"wrote {p}")
@@ -95,8 +95,8 @@ def import_group() -> None:
 @click.option("--baseline", help="Baseline group (default: the glibc one).")
 def import_torutils(folder: Path, output: Path, naive_utc_offset: float, baseline: str | None) -> None:
     """Import a TorUtils memory experiment (memory CSV, group lists, events) as a run."""
-    from .torutils import import_torutils as do_import
-    out = do_import(folder, output, timezone(timedelta(hours=naive_utc_offset)), baseline)
+    from .torutils import import_torutils as do_import, naive_timezone
+    out = do_import(folder, output, naive_timezone(naive_utc_offset), baseline)
     console.print(f"imported into {out}; next: alloclab report {out}")
 
 

@@ -170,9 +170,9 @@ class Recorder:
     the fleet collector."""
 
     SAMPLE_COLUMNS = ("t", "replica_id", "phase", "nprocs", "rss_kb", "pss_kb", "uss_kb", "anon_kb", "swap_kb", "cpu_s",
-                      "cgroup_kb", "cgroup_peak_kb", "live_bytes", "ops", "tier", "vmsize_kb")
+                      "cgroup_kb", "cgroup_peak_kb", "live_bytes", "ops", "tier", "vmsize_kb", "lazyfree_kb")
     PROCESS_COLUMNS = ("t", "process_id", "tier", "rss_kb", "pss_kb", "uss_kb", "anon_kb", "swap_kb", "cpu_user_s",
-                       "cpu_sys_s", "minflt", "majflt", "threads")
+                       "cpu_sys_s", "minflt", "majflt", "threads", "lazyfree_kb")
 
     def __init__(self, store: Store, verify_every: float, metric: str):
         self.store, self.verify_every, self.metric = store, verify_every, metric
@@ -232,7 +232,8 @@ class Recorder:
             f = rd.full or {}
             self.proc_rows.append((now, proc_id, "full" if rd.full else "cheap", rd.rss_kb, f.get("pss_kb"),
                                    f.get("uss_kb"), f.get("anon_kb"), f.get("swap_kb"), rd.stat.utime_s,
-                                   rd.stat.stime_s, rd.stat.minflt, rd.stat.majflt, rd.stat.threads))
+                                   rd.stat.stime_s, rd.stat.minflt, rd.stat.majflt, rd.stat.threads,
+                                   f.get("lazyfree_kb")))
             self.store.conn.execute("UPDATE processes SET last_seen=? WHERE id=?", (now, proc_id))
         full = bool(readings) and all(rd.full for rd in readings)
         total = lambda k: sum(rd.full[k] for rd in readings) if full else None  # noqa: E731
@@ -241,7 +242,7 @@ class Recorder:
                sum(rd.stat.utime_s + rd.stat.stime_s for rd in readings),
                cgroup.usage_kb() if cgroup else None, cgroup.peak_kb() if cgroup else None,
                stats.live_bytes if stats else None, stats.ops if stats else None, "full" if full else "cheap",
-               sum(rd.vmsize_kb for rd in readings))
+               sum(rd.vmsize_kb for rd in readings), total("lazyfree_kb"))
         self.replica_rows.append(row)
         value = row[self.SAMPLE_COLUMNS.index(self.metric + "_kb")]
         r.last_metric_kb = value if value is not None else r.last_metric_kb

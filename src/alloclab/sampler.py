@@ -1,7 +1,7 @@
 """Reads memory and CPU of whole process trees from /proc and cgroups, in cost tiers.
 
 Cheap tier (every interval): /proc/PID/stat and /proc/PID/statm, a few microseconds each.
-Full tier: /proc/PID/smaps_rollup (PSS, USS, anonymous, swap), which costs the kernel a walk of
+Full tier: /proc/PID/smaps_rollup (PSS, USS, anonymous, swap, LazyFree), which costs the kernel a walk of
 the page tables (~3 ms for a 500 MB process), so it runs only while its CPU time stays under a
 budget (a share of one core); processes take turns, stalest first. Each figure is stored with
 the tier it came from.
@@ -20,7 +20,9 @@ from pathlib import Path
 PAGE_KB = os.sysconf("SC_PAGE_SIZE") // 1024
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 SMAPS_FIELDS = {"Rss": "rss_kb", "Pss": "pss_kb", "Anonymous": "anon_kb", "Swap": "swap_kb",
-                "Private_Clean": "uss_kb", "Private_Dirty": "uss_kb"}
+                "Private_Clean": "uss_kb", "Private_Dirty": "uss_kb",
+                # pages freed with MADV_FREE: still counted in Rss until the kernel reclaims them
+                "LazyFree": "lazyfree_kb"}
 
 
 @dataclass(frozen=True)
@@ -119,7 +121,8 @@ def read_statm(pid: int) -> tuple[int, int] | None:
 
 
 def read_smaps_rollup(pid: int) -> dict[str, int] | None:
-    """RSS, PSS, USS (private clean + dirty), anonymous and swap in kB; None if gone."""
+    """RSS, PSS, USS (private clean + dirty), anonymous, swap and LazyFree in kB; None if gone.
+    A kernel without a field (LazyFree is 4.12+) reads it as 0."""
     raw = _read(f"/proc/{pid}/smaps_rollup")
     if not raw:
         return None

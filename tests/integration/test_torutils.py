@@ -1,5 +1,6 @@
 """Import of the real 1AEO TorUtils data, and export in the same layout."""
 import csv
+import json
 from collections import Counter
 from datetime import datetime, timezone
 
@@ -73,3 +74,23 @@ def test_not_a_torutils_folder(tmp_path):
     from alloclab.errors import UserError
     with pytest.raises(UserError, match="no memory CSV"):
         import_torutils(tmp_path, tmp_path / "run")
+
+
+def test_import_never_invents_a_phase(tmp_path):
+    run = import_torutils(DATASETS / "co-guard-2025-09", tmp_path / "run")
+    store = Store.open(run)
+    assert store.query("SELECT COUNT(*) FROM samples WHERE phase IS NOT NULL")[0][0] == 0
+    assert store.query("SELECT DISTINCT tier, nprocs FROM samples")[0][:] == ("imported", 1)
+    assert "phases" not in store.meta()
+
+
+def test_two_rows_of_one_relay_at_one_time_are_kept_and_named(tmp_path):
+    # co-unified has two processes both called estgee at several times: kept, noted, not guessed
+    src = DATASETS / "co-unified-2025-12"
+    run = import_torutils(src, tmp_path / "run")
+    store = Store.open(run)
+    dupes = json.loads(store.meta()["duplicate_timestamps"])
+    rows = _relay_rows(src / "memory_measurements.csv")
+    per_time = Counter((r["nickname"], r["timestamp"]) for r in rows if r["group"] and r["rss_kb"])
+    assert dupes == {n: c for n, c in Counter(n for (n, _), k in per_time.items() for _ in range(k - 1)).items()}
+    assert any("two processes under one nickname" in d for (d,) in store.query("SELECT description FROM events WHERE kind = 'note'"))

@@ -113,8 +113,8 @@ class Phases:
         """Name of the phase `elapsed` seconds after the start."""
         if elapsed < self.warmup:
             return "warmup"
-        if self.load is None or elapsed < self.warmup + self.load:
-            return "load"
+        if self.load is None or elapsed < self.warmup + self.load or not self.idle:
+            return "load"      # no idle phase configured: the last tick still belongs to the load
         return "idle"
 
 

@@ -364,10 +364,11 @@ EXPORTED_META = ("name", "experiment", "seed", "interval", "metric", "baseline",
                  "start_order", "smaps_budget", "host", "kernel", "glibc", "cpu", "ncpu", "mem_total_kb", "os",
                  "alloclab_version", "python", "cgroups", "started_at", "ended_at", "end_reason", "source",
                  "replicas_in_several_groups", "unlisted_relays", "naive_timezone", "duplicate_timestamps",
-                 "fleet_main_processes", "original_source")
+                 "fleet_main_processes", "original_source", "cut_short")
 _GROUP_FIELDS = ("name", "allocator", "kind", "library_path", "library_sha256", "family", "version", "env_json",
                  "command_json", "is_baseline", "provenance_json")
-_REPLICA_FIELDS = ("name", "idx", "start_order", "started_at", "ended_at", "exit_code", "verified", "verify_detail")
+_REPLICA_FIELDS = ("name", "idx", "start_order", "started_at", "ended_at", "exit_code", "end_kind", "verified",
+                   "verify_detail")
 _PROCESS_FIELDS = ("pid", "start_ticks", "ppid", "comm", "cmdline", "first_seen", "last_seen", "verified",
                    "verify_detail", "mapped_allocator")
 _SECTION_FIELDS = {"groups": set(_GROUP_FIELDS), "replicas": {"group", *_REPLICA_FIELDS},
@@ -379,7 +380,7 @@ _FIELD_TYPES: dict[str, tuple] = {
     "family": (str, None), "version": (str, None), "env_json": (str, None), "command_json": (str, None),
     "is_baseline": (int, None), "provenance_json": (str, None), "group": (str,), "replica": (str,),
     "idx": (int, None), "start_order": (int, None), "started_at": (float, None), "ended_at": (float, None),
-    "exit_code": (int, None), "verified": (int, None), "verify_detail": (str, None), "pid": (int,),
+    "exit_code": (int, None), "end_kind": (str, None), "verified": (int, None), "verify_detail": (str, None), "pid": (int,),
     "start_ticks": (int, None), "ppid": (int, None), "comm": (str, None), "cmdline": (str, None),
     "first_seen": (float, None), "last_seen": (float, None), "mapped_allocator": (str, None), "t": (float,),
     "detail": (str, None),

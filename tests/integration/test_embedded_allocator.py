@@ -13,6 +13,7 @@ import glob
 import hashlib
 import os
 import shutil
+import json
 import sqlite3
 import subprocess
 import sys
@@ -216,7 +217,10 @@ allocator = "{jemalloc}"
     recorded = db.execute("SELECT DISTINCT verified, mapped_allocator FROM verifications").fetchall()
     assert recorded == [(0, "embedded:mimalloc")]
     report = (tmp_path / "run" / "report.md").read_text()
-    assert report.count("embedded allocator: the executable embeds mimalloc (statically linked)") == 2
+    assert report.count("embedded allocator: the executable embeds mimalloc (statically linked)") >= 2
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    [warning] = [w for w in summary["warnings"] if w["kind"] == "embedded-allocator"]
+    assert sorted(warning["replicas"]) == ["glibc-1", "jemalloc-1"] and warning["severity"] == "serious"
 
 
 def _python_with_mimalloc() -> str | None:

@@ -323,3 +323,11 @@ def test_the_campaign_covers_every_kind():
     kinds = {k for k, _ in FUZZ.campaign_cases(400, seed=1)}
     assert {"number", "placeholder", "env_key", "deep", "nul_raw", "long_path", "unicode", "bytes", "allocator",
             "type_swap", "missing", "extra", "duplicate", "groups", "load", "workload"} <= kinds
+
+
+def test_no_idle_phase_is_invented():
+    from alloclab.config import Phases
+    p = Phases(warmup=1.0, load=2.0, idle=0.0)
+    assert [p.at(x) for x in (0.5, 1.5, 3.0, 3.5)] == ["warmup", "load", "load", "load"]
+    q = Phases(warmup=1.0, load=2.0, idle=5.0)
+    assert q.at(3.5) == "idle"

@@ -76,3 +76,8 @@ def test_design_checks():
     assert abs(design_min_p((4, 3), method="permutation") - 3 * 2 / 20) < 1e-12    # Holm factor 3 × 2/C(6,3)
     assert design_warning((4, 3)) is None
     assert "2 replicas" in design_warning({"a": 2, "b": 3}, "b")
+
+
+def test_letters_without_any_data_give_no_letters():
+    from alloclab.stats import letters
+    assert letters({"a": np.array([]), "b": np.array([])}) == {"a": "", "b": ""}

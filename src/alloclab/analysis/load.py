@@ -108,7 +108,11 @@ def load_series(store: Store, metric: str) -> list[Series]:
 
 
 def is_imported(store: Store) -> bool:
-    return store.meta().get("source", "").startswith("import") or any(g["kind"] == "imported" for g in store.groups())
+    """Data alloclab did not record itself (no verification history): segmented by evidence. An
+    alloclab run that went through export and import keeps its origin and is read as a run."""
+    meta = store.meta()
+    origin = meta.get("original_source") or meta.get("source", "")
+    return origin.startswith("import") or any(g["kind"] == "imported" for g in store.groups())
 
 
 # ---- event labels -> groups, by evidence --------------------------------------------------------

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from .. import stats
+from ..allocators import is_embedded_detail
 from ..store import CUT_SHORT_REASONS, Store
 from .duplicates import Duplicate, identical_pairs  # noqa: F401  (identical_pairs: re-exported)
 from .load import LabelMapping, Series
@@ -114,7 +115,16 @@ def collect(store: Store, series: list[Series], reps: list[ReplicaStats], window
     if short:
         out.append(Warning("too-short", "info", short, sorted({r.group for r in reps if r.name in short}),
                            f"{len(short)} replicas have too few steady samples: run longer or sample more often"))
-    unverified = [r.name for r in reps if r.verified is False]
+    # a program that carries its own allocator: LD_PRELOAD does not reach its allocations
+    embedded = {r["name"]: r["verify_detail"] for r in store.replicas() if is_embedded_detail(r["verify_detail"])}
+    if embedded:
+        first = next(iter(embedded.values())).split("; ")[0]
+        out.append(Warning("embedded-allocator", "serious", sorted(embedded),
+                           sorted({r.group for r in reps if r.name in embedded}),
+                           f"{len(embedded)} replicas run a program that carries its own allocator, so the group's "
+                           f"allocator does not serve them (excluded): {_names(sorted(embedded))} — {first}",
+                           {"details": embedded}))
+    unverified = [r.name for r in reps if r.verified is False and r.name not in embedded]
     if unverified:
         out.append(Warning("unverified", "serious", unverified, sorted({r.group for r in reps if r.verified is False}),
                            f"excluded, not running the expected allocator: {_names(unverified)}"))

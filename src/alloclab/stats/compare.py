@@ -254,7 +254,7 @@ def letters(levels: dict[str, np.ndarray], *, alpha: float = 0.05) -> dict[str, 
     clean = {g: _clean(v) for g, v in levels.items()}
     names = sorted((g for g in clean if len(clean[g])), key=lambda g: np.log(clean[g]).mean())
     sig = _pairwise_significant(clean, alpha)
-    columns: list[set[str]] = [set(names)]
+    columns: list[set[str]] = [set(names)] if names else []     # no group with data: no letters
     for pair in sig:                                   # insert: split every column holding both
         i, j = tuple(pair)
         new = []

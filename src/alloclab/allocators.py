@@ -1,7 +1,8 @@
-"""Which allocator a group asks for, and which allocator each process really runs.
+"""What an allocator library is, whether it may be preloaded, and which allocator each process really runs.
 
-Resolution turns a group's `allocator` string into an AllocatorSpec (library path, sha256,
-inode, the family and version the library reports about itself through the probe). Verification
+An AllocatorSpec records a library (path, sha256, inode, the family and version the library reports
+about itself through the probe); `resolution.resolve` makes one from a group's `allocator` string
+(this module is below the catalog: it never imports it). Verification
 reads /proc/PID/maps of a live process and decides whether that exact file (device + inode) is
 mapped — never `ldd`, which only reads the binary's own dependencies and cannot see a preload.
 """
@@ -14,12 +15,11 @@ import pwd
 import re
 import stat
 import subprocess
-import sys
 from dataclasses import dataclass, asdict
 from pathlib import Path
 
 from .errors import UserError
-from . import embedded, native
+from . import embedded, native, settings
 
 # Names of allocator libraries we recognise when they are mapped where they were not asked for.
 KNOWN_LIBRARY = re.compile(r"lib(jemalloc|mimalloc|tcmalloc(?:_minimal)?|snmalloc\w*|rpmalloc|hoard|scalloc|tbbmalloc)"
@@ -131,7 +131,7 @@ def check_preload_safe(path: Path | str) -> None:
 
 def probe(library: str | None, env: dict[str, str] | None = None) -> dict:
     """Run the probe under LD_PRELOAD=library; return what malloc itself says it is."""
-    run_env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+    run_env = settings.environment_without_preload()
     run_env.update(env or {})
     if library:
         run_env["LD_PRELOAD"] = library
@@ -160,37 +160,6 @@ def normalise_version(family: str | None, raw: str | None) -> str | None:
         return f"{v // 100}.{v // 10 % 10}.{v % 10}"
     m = re.search(r"(\d+\.\d+(?:\.\d+)?)", raw)
     return m.group(1) if m else raw
-
-
-def resolve(request: str, base_dir: Path = Path("."), env: dict[str, str] | None = None) -> AllocatorSpec:
-    """Turn a group's allocator string into a verified spec, or raise UserError."""
-    if request == "bundled":
-        return AllocatorSpec(kind="bundled", request=request)
-    if request == "glibc":
-        info = probe(None)
-        return AllocatorSpec(kind="glibc", request=request, family="glibc", version=info.get("glibc"))
-    if "/" not in request and "@" in request:
-        from . import catalog  # provisioning: builds on demand, returns the verified cached library
-        path = catalog.library_for(request, lambda step: print(f"alloclab: provisioning {request}: {step}",
-                                                               file=sys.stderr, flush=True))
-    else:
-        path = (base_dir / request) if not os.path.isabs(request) else Path(request)
-    given, path = path, Path(os.path.realpath(path))
-    if not path.exists():
-        raise UserError(f"allocator library {request} not found ({path})",
-                        "give an existing .so path, \"glibc\", \"bundled\", or a catalog id (alloclab allocators list)")
-    if not os.access(path, os.R_OK) or not path.is_file():
-        raise UserError(f"allocator library {path} is not a readable file", "check the path and its permissions")
-    check_preload_safe(given)   # the path as given: every link and directory on the way is checked
-    info = probe(str(path), env)
-    served = info.get("malloc_file")
-    if not served or os.path.realpath(served) != str(path):
-        raise UserError(f"{path} was preloaded but malloc still resolves to {served}",
-                        "give a library that exports malloc (a real allocator build)")
-    st = path.stat()
-    return AllocatorSpec(kind="preload", request=request, path=str(path), sha256=sha256_file(path),
-                         dev=st.st_dev, inode=st.st_ino, family=info.get("family"),
-                         version=normalise_version(info.get("family"), info.get("version")))
 
 
 # ---- verification of live processes -------------------------------------------------------------

@@ -27,7 +27,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Callable
 
-from . import native
+from . import native, settings
 from .allocators import check_preload_safe, normalise_version, probe, sha256_file
 from .errors import UserError
 
@@ -217,7 +217,7 @@ def fetch_crate(src: dict, work: Path, log: Path) -> tuple[Path, dict]:
     _run(["cargo", "fetch", "--quiet"], log, cwd=proj, what=f"cargo fetch {src['crate']} {src['version']}")
     lock = tomllib.loads((proj / "Cargo.lock").read_text())
     pkg = next(p for p in lock["package"] if p["name"] == src["crate"])
-    cargo_home = Path(os.environ.get("CARGO_HOME", os.path.expanduser("~/.cargo")))
+    cargo_home = settings.cargo_home()
     matches = glob.glob(str(cargo_home / "registry" / "src" / "*" / f"{src['crate']}-{pkg['version']}"))
     if not matches:
         raise SourceFailed(f"cargo fetched {src['crate']} but its sources are not under {cargo_home}")

@@ -1,5 +1,7 @@
-"""The `alloclab` command line (click + rich). Verbs live in alloclab.commands; this file wires
-them up and turns every UserError or usage mistake into one line on stderr with exit code 2."""
+"""The `alloclab` command line (click + rich). Only the click declarations live here: each verb
+calls one function in alloclab.commands.<verb> (imported when the verb runs, so `--help` and bad
+input stay fast), and `main` turns every UserError or usage mistake into one line on stderr with
+exit code 2."""
 from __future__ import annotations
 
 import sys
@@ -34,16 +36,9 @@ def run(experiment: Path | None, output: Path | None, until_significant: bool, m
     """Run an experiment: every group x replica started together, sampled, verified, stored, reported.
 
     Exit codes: 0 done, 2 bad input, 3 cut short (disk full; data so far kept), 130 interrupted."""
-    from .commands.run import resume_command, run_command
-    if resume_run is not None:
-        if experiment is not None:
-            raise UserError("give either an experiment file or --resume RUN, not both", "see `alloclab run --help`")
-        sys.exit(resume_command(resume_run, no_report, console))
-    if experiment is None:
-        raise UserError("no experiment file given", "alloclab run EXPERIMENT.toml (or --resume RUN)")
-    from .config import load_experiment
-    load_experiment(experiment)       # a bad file is refused before the analysis imports (seconds of scipy)
-    sys.exit(run_command(experiment, output, until_significant, max_duration, stable_for, no_report, console))
+    from .commands.run import run_or_resume_command
+    sys.exit(run_or_resume_command(experiment, output, until_significant, max_duration, stable_for, no_report,
+                                   resume_run, console))
 
 
 @app.command()
@@ -62,13 +57,8 @@ def check(experiment: Path) -> None:
 @click.option("--metric", help="rss, pss, uss or anon (default: the run's).")
 def report(run_dir: Path, output: Path | None, metric: str | None) -> None:
     """Analyse a run: write report.md, summary.csv/json and charts; print the summary table."""
-    from . import report as rep
-    from .config import METRICS
-    if metric and metric not in METRICS:
-        raise UserError(f"--metric {metric!r} is not known", f"use one of: {', '.join(METRICS)}")
-    path, analysed = rep.write_report(run_dir, output, metric)
-    rep.print_summary(analysed, console)
-    console.print(f"report: {path}")
+    from .commands.report import report_command
+    report_command(run_dir, output, metric, console)
 
 
 @app.command()
@@ -77,9 +67,8 @@ def report(run_dir: Path, output: Path | None, metric: str | None) -> None:
               help="Directory for memory.csv, events.csv, diagnostics.csv, experiment.json.")
 def export(run_dir: Path, csv_dir: Path) -> None:
     """Export a run as CSV in the 1AEO TorUtils layout (plus alloclab's extra columns and experiment.json)."""
-    from .torutils import export_csv
-    for p in export_csv(run_dir, csv_dir):
-        console.print(f"wrote {p}")
+    from .commands.export import export_command
+    export_command(run_dir, csv_dir, console)
 
 
 @app.group("import")
@@ -95,9 +84,8 @@ def import_group() -> None:
 @click.option("--baseline", help="Baseline group (default: the glibc one).")
 def import_torutils(folder: Path, output: Path, naive_utc_offset: float, baseline: str | None) -> None:
     """Import a TorUtils memory experiment (memory CSV, group lists, events) as a run."""
-    from .torutils import import_torutils as do_import, naive_timezone
-    out = do_import(folder, output, naive_timezone(naive_utc_offset), baseline)
-    console.print(f"imported into {out}; next: alloclab report {out}")
+    from .commands.imports import torutils_command
+    torutils_command(folder, output, naive_utc_offset, baseline, console)
 
 
 @app.command()
@@ -166,10 +154,8 @@ def trace_group() -> None:
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
 def trace_record(output: Path, allocator: str | None, command: tuple[str, ...]) -> None:
     """Run COMMAND with the recorder preloaded: alloclab trace record -o app.trace -- CMD ARGS"""
-    from .trace import record
-    r = record(output, list(command), allocator)
-    console.print(f"recorded {r['events']:,} events from {r['threads']} threads over {r['duration_s']:.2f} s into "
-                  f"{output} ({r['bytes']:,} bytes, {r['bytes_per_event']:.2f} bytes/event); program exit code {r['exit_code']}")
+    from .commands.trace import record_command
+    record_command(output, allocator, list(command), console)
 
 
 @trace_group.command("replay")
@@ -185,22 +171,10 @@ def trace_record(output: Path, allocator: str | None, command: tuple[str, ...]) 
 def trace_replay(trace_file: Path, speed: float, allocator: str | None, max_gap: float | None, max_duration: float | None,
                  max_threads: int | None, max_alloc: int | None, max_live: int | None, timeout: float | None) -> None:
     """Replay a trace: one thread per recorded thread, cross-thread frees in order, gaps honoured."""
-    import math
-    from .trace import replay
-    if not math.isfinite(speed) or speed < 0:
-        raise UserError(f"--speed {speed} is not a finite number >= 0", "give 0 (no waiting) or a positive factor")
-    if timeout is not None and not (math.isfinite(timeout) and timeout > 0):
-        raise UserError(f"--timeout {timeout} is not a positive number of seconds", "give e.g. --timeout 600")
-    lib = None
-    if allocator and allocator != "glibc":
-        from .allocators import resolve
-        lib = resolve(allocator).path
+    from .commands.trace import replay_command
     limits = {"max_gap": max_gap, "max_duration": max_duration, "max_threads": max_threads, "max_alloc": max_alloc,
               "max_live": max_live}
-    r = replay(trace_file, speed, lib, limits=limits, timeout=timeout)
-    shortened = f"; {r['gaps_shortened']} idle gap(s) shortened" if r.get("gaps_shortened") else ""
-    console.print(f"replayed {r['operations']:,} operations on {r['threads']} threads in {r['seconds']:.3f} s: "
-                  f"{r['ops_per_s']:,.0f} ops/s; live at the end {r['live_bytes_end'] / 1048576:.1f} MB{shortened}")
+    replay_command(trace_file, speed, allocator, limits, timeout, console)
 
 
 @trace_group.command("info")
@@ -210,26 +184,8 @@ def trace_replay(trace_file: Path, speed: float, allocator: str | None, max_gap:
 @click.option("--timeout", type=float, help="Stop the reader after this many seconds [60 + 5 per MB of trace].")
 def trace_info(trace_file: Path, chart: Path | None, as_json: bool, timeout: float | None) -> None:
     """Operations, threads, duration, size histogram and live-bytes curve of a trace."""
-    import json as _json
-    from rich.table import Table
-    from .trace import info, write_chart
-    if timeout is not None and not (timeout > 0 and timeout < float("inf")):
-        raise UserError(f"--timeout {timeout} is not a positive number of seconds", "give e.g. --timeout 600")
-    d = info(trace_file, timeout=timeout)
-    if as_json:
-        click.echo(_json.dumps(d))
-        return
-    t = Table("", "", title=str(trace_file))
-    for k in ("threads", "events", "duration_s", "malloc", "calloc", "realloc", "memalign", "free", "thread_exits",
-              "untracked_frees", "objects"):
-        t.add_row(k.replace("_", " "), f"{d[k]:,}" if isinstance(d[k], int) else f"{d[k]:.3f}")
-    t.add_row("peak live", f"{d['peak_live_bytes'] / 1048576:.2f} MB")
-    t.add_row("live at the end", f"{d['final_live_bytes'] / 1048576:.2f} MB")
-    hist = d["size_histogram_log2"]
-    t.add_row("sizes", ", ".join(f"{1 << i}-{(1 << (i + 1)) - 1} B: {h:,}" for i, h in enumerate(hist) if h))
-    console.print(t)
-    if chart:
-        console.print(f"chart: {write_chart(d, chart)}")
+    from .commands.trace import info_command
+    info_command(trace_file, chart, as_json, timeout, console)
 
 
 @app.group("fleet")
@@ -265,8 +221,6 @@ def fleet_plan(units_glob, groups, seed, output, root, systemctl) -> None:
 def fleet_apply(plan, batch, dry_run, root, systemctl) -> None:
     """Write drop-ins, restart in batches, verify each unit maps its allocator; stop at the first failure."""
     from .commands.fleet import apply_command
-    if batch < 1:
-        raise UserError(f"--batch {batch} must be at least 1", "give how many units may restart at once")
     apply_command(plan, batch, dry_run, root, systemctl, console)
 
 
@@ -308,12 +262,8 @@ def fleet_rollback(batch, root, systemctl) -> None:
 @app.command("workloads")
 def workloads_list() -> None:
     """List the built-in workload models and their parameters."""
-    from rich.table import Table
-    from .workloads import describe
-    t = Table("name", "what it models", "parameters (defaults)")
-    for row in describe():
-        t.add_row(*row)
-    console.print(t)
+    from .commands.workloads import list_command
+    list_command(console)
 
 
 def main() -> None:

@@ -156,6 +156,26 @@ class Experiment:
     def group(self, name: str) -> Group:
         return next(g for g in self.groups if g.name == name)
 
+    def planned_duration(self, max_duration: float | None = None) -> float | None:
+        """How long a run lasts unless its replicas all exit first: the phases, capped by
+        `max_duration` (--max-duration) or else the file's own max_duration; None: until they exit."""
+        limit = max_duration or self.max_duration
+        planned = self.phases.total
+        if limit is not None:
+            planned = min(planned, limit) if planned is not None else limit
+        return planned
+
+    def placeholder_values(self, group: str, replica: int, port: int, workdir: Path | str) -> dict[str, str]:
+        """What each of PLACEHOLDERS stands for in one replica's commands."""
+        return {"replica": str(replica), "group": group, "port": str(port), "workdir": str(workdir),
+                "seed": str(self.seed * 1000 + replica)}
+
+
+def substitute(argv: tuple[str, ...] | list[str], values: dict[str, str]) -> list[str]:
+    """A command with its placeholders filled in (parse_experiment allowed only PLACEHOLDERS as
+    written, so format_map can neither fail nor reach an attribute or a format spec)."""
+    return [a.format_map(values) if "{" in a else a for a in argv]
+
 
 _TOP_KEYS = {"name", "command", "replicas", "interval", "baseline", "seed", "phases", "load", "group",
              "workload", "metric", "grace", "smaps_budget", "verify_every", "port_base", "max_duration"}

@@ -18,17 +18,20 @@ import json
 import os
 import random
 import re
-import shlex
 import signal
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from . import allocators, sampler, tunables, unitfile
-from .config import load_experiment
+from . import allocators, resolution, sampler, settings, timefmt, tunables, unitfile
+from .config import load_experiment, parse_duration
 from .errors import UserError
+from .host import host_metadata
+from .recorder import Recorder, Tracked
+from .store import DB_NAME, Store
 
 DROPIN_NAME = "50-alloclab.conf"
 UNIT_NAME = re.compile(r"^[A-Za-z0-9:_.\\-]+(@[A-Za-z0-9:_.\\-]*)?\.service$")
@@ -83,8 +86,7 @@ class Systemd:
             procs = Path(base + cg) / "cgroup.procs"
             if cg and procs.exists():
                 return sorted(int(x) for x in procs.read_text().split())
-        pid = self.main_pid(unit)
-        return sampler.descendants(pid, sampler.all_parents()) if pid else []
+        return _tree_of(self.main_pid(unit))
 
     def is_active(self, unit: str) -> bool:
         return self._ctl("is-active", unit).strip() == "active"
@@ -99,7 +101,8 @@ class Systemd:
 class LocalUnits:
     """Stand-in for systemd: unit files ROOT/etc/systemd/system/NAME.service with ExecStart= (and
     optional Environment=); drop-ins in NAME.service.d/*.conf are applied on restart; a unit is a
-    real process in its own session; its pid lives in ROOT/run/alloclab-units/NAME.pid."""
+    real process in its own session; its identity, "pid start_ticks", lives in
+    ROOT/run/alloclab-units/NAME.pid, so a pid reused by another process is never taken for the unit."""
 
     def __init__(self, root: Path):
         self.root = root
@@ -133,15 +136,15 @@ class LocalUnits:
 
     def main_pid(self, unit: str) -> int | None:
         try:
-            pid = int((self.run_dir / f"{unit}.pid").read_text())
-        except (OSError, ValueError):
+            pid, start_ticks = (int(x) for x in (self.run_dir / f"{unit}.pid").read_text().split())
+        except (OSError, ValueError):      # missing, or not "pid start_ticks"
             return None
         st = sampler.read_stat(pid)
-        return pid if st and os.path.exists(f"/proc/{pid}") and _state(pid) not in ("Z", "X") else None
+        alive = st is not None and st.start_ticks == start_ticks and st.state not in ("Z", "X")
+        return pid if alive else None
 
     def pids(self, unit: str) -> list[int]:
-        pid = self.main_pid(unit)
-        return sampler.descendants(pid, sampler.all_parents()) if pid else []
+        return _tree_of(self.main_pid(unit))
 
     def is_active(self, unit: str) -> bool:
         return self.main_pid(unit) is not None
@@ -157,7 +160,7 @@ class LocalUnits:
             except ProcessLookupError:
                 pass
             for _ in range(100):
-                if not os.path.exists(f"/proc/{pid}") or _state(pid) in ("Z", "X"):
+                if self.main_pid(unit) is None:
                     break
                 time.sleep(0.02)
             else:
@@ -169,18 +172,16 @@ class LocalUnits:
         argv, env = self._settings(unit)
         if not argv:
             raise UserError(f"unit {unit} has no ExecStart", "fix the unit file")
-        base = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
-        p = subprocess.Popen(argv, env={**base, **env}, start_new_session=True, stdin=subprocess.DEVNULL,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        (self.run_dir / f"{unit}.pid").write_text(str(p.pid))
+        p = subprocess.Popen(argv, env={**settings.environment_without_preload(), **env}, start_new_session=True,
+                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        st = sampler.read_stat(p.pid)        # not reaped yet: the pid is still this process's
+        (self.run_dir / f"{unit}.pid").write_text(f"{p.pid} {st.start_ticks if st else -1}")
 
 
-def _state(pid: int) -> str:
-    try:
-        raw = Path(f"/proc/{pid}/stat").read_text()
-        return raw[raw.rfind(")") + 2]
-    except (OSError, IndexError):
-        return "X"
+def _tree_of(pid: int | None) -> list[int]:
+    """A unit's main process and everything below it, matched by (pid, start time)."""
+    st = sampler.read_stat(pid) if pid else None
+    return sampler.tree({st.identity}, sampler.all_processes()) if st else []
 
 
 def units_from(spec: str | None, root: Path) -> Units:
@@ -214,8 +215,7 @@ def _unit_facts(units: Units, unit: str) -> dict:
     uptime = 0.0
     if pid:
         st = sampler.read_stat(pid)
-        with open("/proc/uptime") as f:
-            uptime = float(f.read().split()[0]) - st.start_ticks / sampler.CLK_TCK if st else 0.0
+        uptime = sampler.process_age(st.start_ticks) if st else 0.0
     return {"unit": unit, "memory_kb": rss, "uptime_s": round(uptime, 1), "main_pid": pid}
 
 
@@ -228,7 +228,7 @@ def make_plan(units: Units, pattern: str, groups_file: Path, seed: int, out: Pat
         raise UserError(f"no unit matches {pattern!r}", f"units present: {', '.join(present[:10]) or 'none'}")
     groups = []
     for g in exp.groups:
-        spec = allocators.resolve(g.allocator, exp.base_dir, g.env)
+        spec = resolution.resolve(g.allocator, exp.base_dir, g.env)
         if spec.kind == "bundled":
             raise UserError(f"group {g.name}: fleet mode preloads libraries; 'bundled' does not apply", "use glibc, a path or a catalog id")
         tunables.validate(g.env, spec.family, spec.path, g.name)
@@ -359,7 +359,7 @@ def apply_plan(units: Units, plan: Plan, batch: int, dry_run: bool, say=print, t
             say(f"batch {i}: systemctl restart {' '.join(u for u, _, _ in b)}, then check active and allocator mapped")
         return {"dry_run": True, "units": len(writes), "batches": len(batches)}
     # back up what is there (or that nothing is), byte for byte, before touching anything
-    generation = state_dir(root) / "applied" / time.strftime("%Y%m%d-%H%M%S")
+    generation = state_dir(root) / "applied" / timefmt.local_stamp()
     n = 0
     while generation.exists():
         n += 1
@@ -494,8 +494,6 @@ def rollback(units: Units, batch: int, say=print) -> dict:
 def install_collector(units: Units, plan: Path, run: Path, interval: str) -> Path:
     """A systemd unit that runs the collector (it resumes the same run after restarts). The
     interval is parsed and written back in seconds; paths are absolute and quoted."""
-    import sys
-    from .config import parse_duration
     seconds = parse_duration(interval, "--interval")
     argv = [sys.executable, "-m", "alloclab", "fleet", "collect", "--plan", str(plan.resolve()), "-o", str(run.resolve()),
             "--interval", f"{seconds:g}s", "--root", str(units.root.resolve())]
@@ -513,8 +511,6 @@ def collect(units: Units, plan: Plan, run: Path, interval: float, duration: floa
             smaps_budget: float = 0.02, verify_every: float = 300.0) -> dict:
     """Sample every unit of the plan into RUN until stopped (or for `duration` seconds). A run that
     exists is resumed: same groups and replicas, a `collector_resumed` event marks the gap."""
-    from .runner import Recorder, Tracked, host_metadata
-    from .store import DB_NAME, Store
     groups = {g["name"]: g for g in plan.data["groups"]}
     resumed = (run / DB_NAME).exists()
     if resumed:

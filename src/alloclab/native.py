@@ -8,21 +8,19 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
-import os
 import shutil
 import subprocess
 from functools import cache
 from pathlib import Path
 
+from . import settings
 from .errors import UserError
 
 SOURCE_DIR = Path(__file__).parent / "native"
 
 
 def cache_root() -> Path:
-    base = os.environ.get("ALLOCLAB_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "alloclab")
-    return Path(base)
+    return settings.cache_root()
 
 
 def _compiler_version(cc: str) -> str:
@@ -35,7 +33,7 @@ def _compiler_version(cc: str) -> str:
 @cache
 def build_dir() -> Path:
     """Directory holding the built native programs; builds them if needed."""
-    cc = os.environ.get("CC", "gcc")
+    cc = settings.compiler()
     if shutil.which("make") is None:
         raise UserError("`make` is not installed", "install it: apt-get install make")
     h = hashlib.sha256(_compiler_version(cc).encode())

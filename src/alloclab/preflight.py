@@ -1,23 +1,41 @@
 """What `alloclab run` checks before it creates anything (run directory, store, cgroup, process),
-callable on its own: `alloclab check` runs all of it, `alloclab run` the parts Runner does not.
-
-Runner.__init__ resolves allocators, tunables and the replica commands itself; `prepare` does the
-same steps without creating anything, so `alloclab check` and `run` refuse exactly the same files.
+callable on its own: `alloclab check` runs all of it, and Runner.__init__ calls `prepare` for its
+allocator specs and commands, so `alloclab check` and `run` refuse exactly the same files.
 """
 from __future__ import annotations
 
+import os
+import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
-from . import allocators, tunables, workloads
+from . import resolution, tunables, workloads
 from .allocators import AllocatorSpec
-from .config import Experiment, check_path_text
+from .config import Experiment, Group, check_path_text, substitute
 from .errors import UserError
-from .runner import _resolve_program, _substitute
 
 
 def _sample_values(exp: Experiment, group: str, replica: int) -> dict[str, str]:
-    return {"replica": str(replica), "group": group, "port": str(exp.port_base), "workdir": ".",
-            "seed": str(exp.seed * 1000 + replica)}
+    """Placeholder values for checking a command before any replica (or its workdir) exists."""
+    return exp.placeholder_values(group, replica, exp.port_base, ".")
+
+
+def resolve_program(argv0: str, base_dir: Path) -> str:
+    """A command's program: found (a path relative to the experiment file, or on PATH),
+    executable, and a program or a #! script."""
+    if "/" in argv0:
+        path = argv0 if os.path.isabs(argv0) else str((base_dir / argv0).resolve())
+    else:
+        path = shutil.which(argv0) or ""
+    if not path or not os.path.isfile(path):
+        raise UserError(f"command {argv0!r} not found", "give a path to an executable (relative to the experiment file) or a program on PATH")
+    if not os.stat(path).st_mode & 0o111 or not os.access(path, os.X_OK):
+        raise UserError(f"command {path} is not executable", f"chmod +x {path}")
+    with open(path, "rb") as f:
+        head = f.read(4)
+    if head != b"\x7fELF" and not head.startswith(b"#!"):
+        raise UserError(f"command {path} is neither a program nor a script with #!", "give a compiled program or a script")
+    return path
 
 
 def check_output(output: Path | None) -> None:
@@ -37,22 +55,34 @@ def check_load_command(exp: Experiment) -> None:
     than when the load phase begins (after the replicas have started)."""
     if not exp.load_command:
         return
-    programs = {_substitute(exp.load_command[:1], _sample_values(exp, g.name, i))[0]
+    programs = {substitute(exp.load_command[:1], _sample_values(exp, g.name, i))[0]
                 for g in exp.groups for i in range(1, exp.replicas + 1)}
     for program in sorted(programs):
         try:
-            _resolve_program(program, exp.base_dir)
+            resolve_program(program, exp.base_dir)
         except UserError as err:
             raise UserError(f"[load] {err.problem}", err.fix) from None
 
 
-def prepare(exp: Experiment) -> dict[str, AllocatorSpec]:
-    """Every check `alloclab run` makes before creating anything; the groups' allocator specs."""
-    specs = {g.name: allocators.resolve(g.allocator, exp.base_dir, g.env) for g in exp.groups}
+def command_template(exp: Experiment, g: Group) -> tuple[str, ...]:
+    """A group's command with its program resolved (the other arguments keep their placeholders)."""
+    argv = g.command or exp.command or workloads.command_for(exp)
+    return (resolve_program(substitute(argv[:1], _sample_values(exp, g.name, 1))[0], exp.base_dir), *argv[1:])
+
+
+@dataclass(frozen=True)
+class Preparation:
+    specs: dict[str, AllocatorSpec]             # group name -> its resolved allocator
+    commands: dict[str, tuple[str, ...]]        # group name -> command_template
+
+
+def prepare(exp: Experiment) -> Preparation:
+    """Every check `alloclab run` makes before creating anything; the groups' allocator specs and commands."""
+    specs = {g.name: resolution.resolve(g.allocator, exp.base_dir, g.env) for g in exp.groups}
+    commands = {}
     for g in exp.groups:
         if specs[g.name].kind != "bundled":
             tunables.validate(g.env, specs[g.name].family, specs[g.name].path, g.name)
-        argv = g.command or exp.command or workloads.command_for(exp)
-        _resolve_program(_substitute(argv[:1], _sample_values(exp, g.name, 1))[0], exp.base_dir)
+        commands[g.name] = command_template(exp, g)
     check_load_command(exp)
-    return specs
+    return Preparation(specs, commands)

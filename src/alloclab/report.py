@@ -5,14 +5,13 @@ import csv
 import json
 import math
 from dataclasses import asdict
-from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
 
 from .analysis import RULES, STATUS_ORDER, Analysis, analyse
 from .stats import RULES as STATS_RULES
-from .analysis.windows import fmt_time
+from .timefmt import utc
 from .store import Store
 
 STATUS_RULES = {
@@ -122,13 +121,6 @@ def _md_table(headers: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
-def _when(t: str | None) -> str:
-    try:
-        return datetime.fromtimestamp(float(t), timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
-    except (TypeError, ValueError):
-        return "–"
-
-
 def write_report(run: str | Path, out_dir: Path | None = None, metric: str | None = None) -> tuple[Path, Analysis]:
     """Analyse a run and write report.md, summary.{csv,json}, replicas.csv and charts/*.png;
     returns the report's path and the analysis (for the terminal summary)."""
@@ -157,8 +149,8 @@ def write_report(run: str | Path, out_dir: Path | None = None, metric: str | Non
     md.append(_md_table(["", ""], [
         ["source", meta.get("source", "run")], ["host", meta.get("host", "–")], ["kernel", meta.get("kernel", "–")],
         ["glibc", meta.get("glibc", "–")], ["CPU", f"{meta.get('cpu', '–')} ({meta.get('ncpu', '?')} cores)"],
-        ["alloclab", meta.get("alloclab_version", "–")], ["started", _when(meta.get("started_at"))],
-        ["ended", _when(meta.get("ended_at"))], ["end reason", meta.get("end_reason", "–")],
+        ["alloclab", meta.get("alloclab_version", "–")], ["started", utc(meta.get("started_at"))],
+        ["ended", utc(meta.get("ended_at"))], ["end reason", meta.get("end_reason", "–")],
         ["interval", f"{meta.get('interval', '–')} s"], ["metric", a.metric.upper()], ["seed", meta.get("seed", "–")],
         ["phases", meta.get("phases", "–")], ["cgroups", meta.get("cgroups", "–")]]))
     md += ["", "## Recommendation", "", a.recommendation.text(), "", "## Summary", "",
@@ -250,7 +242,7 @@ def _segments_section(a: Analysis) -> list[str]:
                "excluded.", ""]
         rows = []
         for s in cut[:60]:
-            rows.append([s.name, s.group, "<br>".join(f"{fmt_time(g.start)} → {fmt_time(g.end)}: {g.label} ({g.reason})"
+            rows.append([s.name, s.group, "<br>".join(f"{utc(g.start, minutes=True)} → {utc(g.end, minutes=True)}: {g.label} ({g.reason})"
                                                        for g in s.segments)])
         md.append(_md_table(["replica", "group", "segments"], rows))
         if len(cut) > 60:

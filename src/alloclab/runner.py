@@ -1,10 +1,11 @@
 """Runs an experiment: every replica of every group started together, sampled until the end.
 
-Flow: resolve and check everything (nothing is written if the experiment is wrong) -> create the
-run directory and store -> start the watchdog, then replicas in a seeded interleaved order ->
-every interval sample each replica's process tree, verify new processes, commit -> stop (SIGTERM
-to every process of the run, SIGKILL after the grace period; see reaper) -> remove the cgroups ->
-record why the run ended.
+Flow: resolve and check everything (preflight.prepare, the very checks of `alloclab check`:
+nothing is written if the experiment is wrong) -> create the run directory and store -> start the
+watchdog, then replicas in a seeded interleaved order -> every interval sample each replica's
+process tree, verify new processes, record the tick (recorder) -> stop (SIGTERM to every process
+of the run, SIGKILL after the grace period; see reaper) -> remove the cgroups -> record why the
+run ended.
 
 A process is always known by (pid, start ticks): a pid reused after its process ended is never
 taken for that process. Replica roots are not reaped until the end (their exit is read with
@@ -16,49 +17,29 @@ import ctypes
 import errno
 import json
 import os
-import platform
 import random
 import shutil
 import signal
-import socket
 import subprocess
 import sqlite3
 import sys
 import time
 import uuid
-from dataclasses import dataclass, field
-from datetime import datetime
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from . import __version__, allocators, reaper, sampler, tunables, workloads
+from . import host, outputs, preflight, reaper, resolution, sampler, settings, timefmt, workloads
 from .allocators import AllocatorSpec
-from .config import Experiment, Group
+from .config import Experiment, Group, Phases, substitute
 from .errors import UserError
-from .store import DB_NAME, Store
+from .recorder import Recorder, Tracked
+from .store import CUT_SHORT_REASONS, DB_NAME, Store
 
 PR_SET_PDEATHSIG = 1
-VERIFY_MIN_AGE = 0.2          # seconds: a younger process may not have exec'd / mapped its preload yet
-CGROUPS_SETTING = "ALLOCLAB_CGROUPS"   # "off": no per-replica cgroups (processes found by tree and identity)
 RESERVE_NAME = ".space-reserve"        # freed when the disk fills, so the end of the run can still be written
 RESERVE_BYTES = 1 << 20
 _libc = ctypes.CDLL(None, use_errno=True)
-
-
-@dataclass(kw_only=True)
-class Tracked:
-    """What the recorder keeps per sampled unit (a replica, or a fleet's service)."""
-    id: int
-    name: str
-    group_name: str
-    spec: AllocatorSpec
-    processes: dict[tuple[int, int], int] = field(default_factory=dict)   # (pid, start) -> process row id
-    verified_at: dict[tuple[int, int], float] = field(default_factory=dict)
-    verdicts: dict[tuple[int, int], bool | None] = field(default_factory=dict)
-    details: dict[tuple[int, int], str] = field(default_factory=dict)
-    state: bool | None = None         # verified? (None: not yet known)
-    last_metric_kb: int | None = None
-    current: set[tuple[int, int]] = field(default_factory=set)           # processes seen last tick
 
 
 @dataclass(kw_only=True)
@@ -120,139 +101,7 @@ def _signal_name(sig: int) -> str:
 
 
 def default_run_dir(exp: Experiment) -> Path:
-    return Path("runs") / f"{datetime.now().strftime('%Y%m%d-%H%M%S')}-{exp.name}"
-
-
-def _substitute(argv: tuple[str, ...], values: dict[str, str]) -> list[str]:
-    return [a.format_map(values) if "{" in a else a for a in argv]
-
-
-def _resolve_program(argv0: str, base_dir: Path) -> str:
-    if "/" in argv0:
-        path = argv0 if os.path.isabs(argv0) else str((base_dir / argv0).resolve())
-    else:
-        path = shutil.which(argv0) or ""
-    if not path or not os.path.isfile(path):
-        raise UserError(f"command {argv0!r} not found", "give a path to an executable (relative to the experiment file) or a program on PATH")
-    if not os.stat(path).st_mode & 0o111 or not os.access(path, os.X_OK):
-        raise UserError(f"command {path} is not executable", f"chmod +x {path}")
-    with open(path, "rb") as f:
-        head = f.read(4)
-    if head != b"\x7fELF" and not head.startswith(b"#!"):
-        raise UserError(f"command {path} is neither a program nor a script with #!", "give a compiled program or a script")
-    return path
-
-
-def _provenance(spec: AllocatorSpec) -> str | None:
-    """The catalog's provenance record of a catalog id, stored with the run."""
-    if spec.kind != "preload" or "@" not in spec.request or "/" in spec.request:
-        return None
-    from . import catalog
-    build = catalog.find_build(spec.request)
-    return json.dumps(build.provenance, sort_keys=True) if build else None
-
-
-def host_metadata() -> dict:
-    cpu = ""
-    try:
-        cpu = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")), "")
-    except OSError:
-        pass
-    return {"host": socket.gethostname(), "kernel": platform.release(), "os": platform.platform(),
-            "glibc": os.confstr("CS_GNU_LIBC_VERSION"), "cpu": cpu, "ncpu": os.cpu_count(),
-            "mem_total_kb": sampler.read_meminfo().get("mem_total_kb"), "alloclab_version": __version__,
-            "python": platform.python_version()}
-
-
-class Recorder:
-    """Stores what one sampling tick saw: new processes, their verification (with history, so a
-    changed allocator is seen), a row per process and a row per replica. Used by the runner and by
-    the fleet collector."""
-
-    SAMPLE_COLUMNS = ("t", "replica_id", "phase", "nprocs", "rss_kb", "pss_kb", "uss_kb", "anon_kb", "swap_kb", "cpu_s",
-                      "cgroup_kb", "cgroup_peak_kb", "live_bytes", "ops", "tier", "vmsize_kb", "lazyfree_kb")
-    PROCESS_COLUMNS = ("t", "process_id", "tier", "rss_kb", "pss_kb", "uss_kb", "anon_kb", "swap_kb", "cpu_user_s",
-                       "cpu_sys_s", "minflt", "majflt", "threads", "lazyfree_kb")
-
-    def __init__(self, store: Store, verify_every: float, metric: str):
-        self.store, self.verify_every, self.metric = store, verify_every, metric
-        self.proc_rows: list[tuple] = []
-        self.replica_rows: list[tuple] = []
-
-    def verify(self, r: Tracked, key: tuple[int, int], proc_id: int, now: float) -> None:
-        try:
-            verdict = allocators.verify_process(key[0], r.spec)
-        except OSError:
-            return
-        if not sampler.is_alive(key):        # the pid was reused while its maps were read
-            return
-        previous = r.verdicts.get(key, "unset")
-        r.verdicts[key] = verdict.verified
-        r.details[key] = verdict.detail
-        r.verified_at[key] = now
-        if previous != verdict.verified:
-            self.store.insert("verifications", t=now, process_id=proc_id, verified=verdict.verified,
-                              detail=verdict.detail, mapped_allocator=verdict.mapped_allocator)
-            self.store.update("processes", proc_id, verified=verdict.verified, verify_detail=verdict.detail,
-                              mapped_allocator=verdict.mapped_allocator)
-            if previous is True and verdict.verified is not True:
-                self.store.event(now, "allocator_changed", f"pid {key[0]}: {verdict.detail}", r.id, r.group_name)
-        states = list(r.verdicts.values())
-        state = False if False in states else (None if None in states else True)
-        if state != r.state:
-            r.state = state
-            detail = "; ".join(sorted({r.details[k] for k, v in r.verdicts.items() if v is state}))
-            self.store.update("replicas", r.id, verified=state, verify_detail=detail)
-            if state is False:
-                self.store.event(now, "unverified", f"{r.name}: {detail}", r.id, r.group_name)
-
-    def process_id(self, r: Tracked, rd: sampler.ProcReading, now: float) -> int:
-        key = (rd.stat.pid, rd.stat.start_ticks)
-        proc_id = r.processes.get(key)
-        if proc_id is None:
-            found = self.store.query("SELECT id FROM processes WHERE pid = ? AND start_ticks = ?", key)
-            proc_id = found[0][0] if found else self.store.insert(
-                "processes", replica_id=r.id, pid=key[0], start_ticks=key[1], ppid=rd.stat.ppid, comm=rd.stat.comm,
-                cmdline=sampler.read_cmdline(key[0]), first_seen=now, last_seen=now)
-            r.processes[key] = proc_id
-        return proc_id
-
-    def observe(self, r: Tracked, readings: list[sampler.ProcReading], now: float, phase: str,
-                cgroup: sampler.Cgroup | None = None, stats=None) -> None:
-        seen = {(rd.stat.pid, rd.stat.start_ticks) for rd in readings}
-        for pid, _ in r.current - seen:      # gone since last tick: close its cached /proc files
-            sampler.forget(pid)
-        r.current = seen
-        for rd in readings:
-            key = (rd.stat.pid, rd.stat.start_ticks)
-            proc_id = self.process_id(r, rd, now)
-            if now - r.verified_at.get(key, -1e18) >= self.verify_every and \
-                    _process_age(rd.stat.start_ticks) >= VERIFY_MIN_AGE:
-                self.verify(r, key, proc_id, now)
-            f = rd.full or {}
-            self.proc_rows.append((now, proc_id, "full" if rd.full else "cheap", rd.rss_kb, f.get("pss_kb"),
-                                   f.get("uss_kb"), f.get("anon_kb"), f.get("swap_kb"), rd.stat.utime_s,
-                                   rd.stat.stime_s, rd.stat.minflt, rd.stat.majflt, rd.stat.threads,
-                                   f.get("lazyfree_kb")))
-            self.store.conn.execute("UPDATE processes SET last_seen=? WHERE id=?", (now, proc_id))
-        full = bool(readings) and all(rd.full for rd in readings)
-        total = lambda k: sum(rd.full[k] for rd in readings) if full else None  # noqa: E731
-        row = (now, r.id, phase, len(readings), sum(rd.rss_kb for rd in readings), total("pss_kb"),
-               total("uss_kb"), total("anon_kb"), total("swap_kb"),
-               sum(rd.stat.utime_s + rd.stat.stime_s for rd in readings),
-               cgroup.usage_kb() if cgroup else None, cgroup.peak_kb() if cgroup else None,
-               stats.live_bytes if stats else None, stats.ops if stats else None, "full" if full else "cheap",
-               sum(rd.vmsize_kb for rd in readings), total("lazyfree_kb"))
-        self.replica_rows.append(row)
-        value = row[self.SAMPLE_COLUMNS.index(self.metric + "_kb")]
-        r.last_metric_kb = value if value is not None else r.last_metric_kb
-
-    def flush(self, now: float) -> None:
-        self.store.insert_many("process_samples", self.PROCESS_COLUMNS, self.proc_rows)
-        self.store.insert_many("samples", self.SAMPLE_COLUMNS, self.replica_rows)
-        self.proc_rows, self.replica_rows = [], []
-        mem = sampler.read_meminfo()
-        self.store.insert("host_samples", t=now, load1=os.getloadavg()[0], sampler_cpu_s=time.process_time(), **mem)
+    return Path("runs") / f"{timefmt.local_stamp()}-{exp.name}"
 
 
 class Runner:
@@ -265,11 +114,8 @@ class Runner:
         self.stop_check = stop_check
         self.max_duration = max_duration or exp.max_duration
         self.stop_reason: str | None = None
-        self.specs = {g.name: allocators.resolve(g.allocator, exp.base_dir, g.env) for g in exp.groups}
-        for g in exp.groups:
-            if self.specs[g.name].kind != "bundled":
-                tunables.validate(g.env, self.specs[g.name].family, self.specs[g.name].path, g.name)
-        self.templates = {g.name: self._template(g) for g in exp.groups}
+        prepared = preflight.prepare(exp)      # the very checks of `alloclab check`
+        self.specs, self.templates = prepared.specs, prepared.commands
         self.run_dir = self._make_run_dir(run_dir or default_run_dir(exp))
         self._reserve_space()
         self.store = Store.create(self.run_dir / DB_NAME)
@@ -302,17 +148,10 @@ class Runner:
     def _release_space(self) -> None:
         (self.run_dir / RESERVE_NAME).unlink(missing_ok=True)
 
-    # ---- preparation: everything that can be wrong is found before the run starts ----
-    def _template(self, g: Group) -> tuple[str, ...]:
-        argv = g.command or self.exp.command or workloads.command_for(self.exp)
-        program = _resolve_program(_substitute(argv[:1], {"replica": "1", "group": g.name, "port": "0",
-                                                           "workdir": ".", "seed": "0"})[0], self.exp.base_dir)
-        return (program, *argv[1:])
-
+    # ---- preparation: everything that can be wrong is found (preflight) before the run starts ----
     @staticmethod
     def _make_run_dir(path: Path) -> Path:
-        if path.exists() and any(path.iterdir()):
-            raise UserError(f"output directory {path} already exists and is not empty", "choose another with -o")
+        outputs.new_output(path)
         try:
             path.mkdir(parents=True, exist_ok=True)
             probe = path / ".write-test"
@@ -332,7 +171,7 @@ class Runner:
                     phases={"warmup": exp.phases.warmup, "load": exp.phases.load, "idle": exp.phases.idle},
                     start_order=[f"{g}-{i}" for g, i in order], smaps_budget=exp.smaps_budget,
                     command_line=sys.argv, source="run", run_token=self.token,
-                    runner=list(sampler.read_stat(os.getpid()).identity), **host_metadata())
+                    runner=list(sampler.read_stat(os.getpid()).identity), **host.host_metadata())
         group_ids = {}
         for g in exp.groups:
             spec = self.specs[g.name]
@@ -340,9 +179,9 @@ class Runner:
                 "groups", name=g.name, allocator=g.allocator, kind=spec.kind, library_path=spec.path,
                 library_sha256=spec.sha256, family=spec.family, version=spec.version,
                 env_json=json.dumps(g.env), command_json=json.dumps(list(self.templates[g.name])),
-                is_baseline=int(g.name == exp.baseline), provenance_json=_provenance(spec))
+                is_baseline=int(g.name == exp.baseline), provenance_json=resolution.provenance(spec))
         notes = []
-        use_cgroups = os.environ.get(CGROUPS_SETTING, "").lower() not in ("off", "0", "no", "false")
+        use_cgroups = settings.cgroups_enabled()
         for n, (gname, idx) in enumerate(order):
             g = exp.group(gname)
             name = f"{gname}-{idx}"
@@ -350,10 +189,8 @@ class Runner:
             workdir = log_dir / "work"
             workdir.mkdir(parents=True)
             port = exp.port_base + n
-            values = {"replica": str(idx), "group": gname, "port": str(port), "workdir": str(workdir),
-                      "seed": str(exp.seed * 1000 + idx)}
-            argv = _substitute(self.templates[gname], values)
-            env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+            argv = substitute(self.templates[gname], exp.placeholder_values(gname, idx, port, workdir))
+            env = settings.environment_without_preload()
             env.update(g.env)
             env.update(ALLOCLAB_REPLICA=name, ALLOCLAB_GROUP=gname, ALLOCLAB_STATS=str(log_dir / "stats.bin"))
             env[reaper.TOKEN_VAR] = self.token
@@ -361,7 +198,7 @@ class Runner:
             if spec.kind == "preload":
                 env["LD_PRELOAD"] = spec.path
             cg, why = sampler.make_cgroup(f"alloclab-{os.getpid()}-{name}") if use_cgroups \
-                else (None, f"{CGROUPS_SETTING}=off")
+                else (None, f"{settings.CGROUPS}=off")
             if cg is None:
                 notes.append(why)
             rid = st.insert("replicas", group_id=group_ids[gname], idx=idx, name=name, workdir=str(workdir),
@@ -440,11 +277,10 @@ class Runner:
             return
         for r in self.replicas:
             if r.alive:
-                argv = _substitute(self.exp.load_command, {"replica": str(r.idx), "group": r.group.name,
-                                                           "port": str(r.port), "workdir": str(r.workdir),
-                                                           "seed": str(self.exp.seed * 1000 + r.idx)})
-                argv[0] = _resolve_program(argv[0], self.exp.base_dir)
-                env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+                argv = substitute(self.exp.load_command,
+                                  self.exp.placeholder_values(r.group.name, r.idx, r.port, r.workdir))
+                argv[0] = preflight.resolve_program(argv[0], self.exp.base_dir)
+                env = settings.environment_without_preload()
                 env[reaper.TOKEN_VAR] = self.token
                 r.load_popen = self._spawn(argv, env, r.workdir, r.log_dir / "load.stdout.log",
                                            r.log_dir / "load.stderr.log", None)
@@ -570,9 +406,7 @@ class Runner:
 
     def _loop(self) -> str:
         exp = self.exp
-        planned = exp.phases.total
-        if self.max_duration is not None:
-            planned = min(planned, self.max_duration) if planned is not None else self.max_duration
+        planned = exp.planned_duration(self.max_duration)
         need_procs = any(r.cgroup is None for r in self.replicas)
         phase, next_tick = None, self.started_mono
         while True:
@@ -670,12 +504,6 @@ class Runner:
             self.store.commit()
 
 
-def _process_age(start_ticks: int) -> float:
-    with open("/proc/uptime") as f:
-        uptime = float(f.read().split()[0])
-    return uptime - start_ticks / sampler.CLK_TCK
-
-
 # ---- resuming a run whose alloclab died ------------------------------------------------------------
 
 @dataclass
@@ -693,8 +521,6 @@ def resume(run: Path, grace: float = 5.0, on_tick: Callable[[int, int], None] | 
     until interrupted — then they are ended and the run is closed. With the watchdog nothing
     survives, so this closes the run cleanly: end reason kept (or 'killed' when nothing recorded
     one), end time = the last sample, a 'resumed' event, leftover cgroups removed."""
-    from .config import Phases
-    from .store import CUT_SHORT_REASONS
     store = Store.open(run)
     meta = store.meta()
     if meta.get("source") != "run":

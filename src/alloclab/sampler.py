@@ -105,6 +105,17 @@ def read_stat(pid: int) -> ProcStat | None:
                     int(rest[2]), rest[0].decode())
 
 
+def uptime() -> float:
+    """Seconds since the host booted (/proc/uptime)."""
+    with open("/proc/uptime") as f:
+        return float(f.read().split()[0])
+
+
+def process_age(start_ticks: int) -> float:
+    """Seconds since a process started, from its start time in /proc/PID/stat."""
+    return uptime() - start_ticks / CLK_TCK
+
+
 def is_alive(identity: tuple[int, int]) -> bool:
     """Whether the process (pid, start ticks) still runs (not a zombie, pid not reused)."""
     st = read_stat(identity[0])
@@ -141,30 +152,6 @@ def read_cmdline(pid: int) -> str:
             return " ".join(a.decode(errors="replace") for a in f.read().split(b"\0") if a)
     except OSError:
         return ""
-
-
-def all_parents() -> dict[int, int]:
-    """pid -> ppid for every process on the host (one pass over /proc)."""
-    out: dict[int, int] = {}
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            st = read_stat(int(name))
-            if st:
-                out[st.pid] = st.ppid
-    return out
-
-
-def descendants(root: int, parents: dict[int, int]) -> list[int]:
-    """root and every process below it, from a pid -> ppid map."""
-    children: dict[int, list[int]] = {}
-    for pid, ppid in parents.items():
-        children.setdefault(ppid, []).append(pid)
-    out, todo = [], [root] if root in parents else []
-    while todo:
-        pid = todo.pop()
-        out.append(pid)
-        todo.extend(children.get(pid, ()))
-    return sorted(out)
 
 
 def all_processes() -> dict[int, ProcStat]:

@@ -154,6 +154,11 @@ class Store:
         sets = ", ".join(f"{k} = ?" for k in values)
         self.conn.execute(f"UPDATE {table} SET {sets} WHERE id = ?", (*values.values(), row_id))
 
+    def process_row(self, pid: int, start_ticks: int) -> int | None:
+        """The id of the processes row of (pid, start ticks), if it was recorded."""
+        found = self.conn.execute("SELECT id FROM processes WHERE pid = ? AND start_ticks = ?", (pid, start_ticks)).fetchone()
+        return found[0] if found else None
+
     def event(self, t: float, kind: str, description: str, replica_id: int | None = None,
               group_name: str | None = None) -> None:
         self.insert("events", t=t, kind=kind, description=description, replica_id=replica_id, group_name=group_name)

@@ -22,8 +22,10 @@ import stat
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+from . import outputs
 from .errors import UserError
 from .store import DB_NAME, Store
+from .timefmt import utc_iso
 
 MEMORY_COLUMNS = ["timestamp", "server", "type", "fingerprint", "nickname", "group", "rss_kb", "vmsize_kb", "hwm_kb",
                   "frag_ratio", "count", "total_kb", "avg_kb", "min_kb", "max_kb"]
@@ -43,11 +45,6 @@ _GROUP_FILE = re.compile(r"^group_([A-Za-z0-9]+)_([A-Za-z]+)(\d*)(_historical)?\
 
 
 # ---- export -------------------------------------------------------------------------------------
-
-def _iso(t: float) -> str:
-    """UTC with microseconds and an explicit offset: ticks half a second apart stay apart."""
-    return datetime.fromtimestamp(t, timezone.utc).isoformat(timespec="microseconds")
-
 
 def _cell(v: object) -> object:
     return "" if v is None else v
@@ -74,12 +71,12 @@ def export_csv(run: str | Path, out_dir: Path) -> list[Path]:
         for t, batch in by_time.items():
             rss = [r["rss_kb"] for r in batch if r["rss_kb"] is not None]
             if rss:
-                w.writerow([_iso(t), host, "aggregate", "", "", "", "", "", "", "", len(rss), sum(rss),
+                w.writerow([utc_iso(t), host, "aggregate", "", "", "", "", "", "", "", len(rss), sum(rss),
                             sum(rss) // len(rss), min(rss), max(rss)] + [""] * len(EXTRA_COLUMNS))
             for r in batch:
                 vms = r["vmsize_kb"]
                 frag = f"{vms / r['rss_kb']:.2f}" if vms and r["rss_kb"] else ""
-                w.writerow([_iso(t), host, "relay", "", r["replica"], r["grp"], _cell(r["rss_kb"]), _cell(vms),
+                w.writerow([utc_iso(t), host, "relay", "", r["replica"], r["grp"], _cell(r["rss_kb"]), _cell(vms),
                             _cell(r["hwm_kb"]), frag, "", "", "", "", ""] +
                            [_cell(r[c]) for c in EXTRA_COLUMNS[:-1]] + [repr(t)])
     events = out_dir / "events.csv"
@@ -88,7 +85,7 @@ def export_csv(run: str | Path, out_dir: Path) -> list[Path]:
         w.writerow(EVENT_COLUMNS + EVENT_EXTRA_COLUMNS)
         for e in store.query("SELECT e.t, e.kind, e.description, COALESCE(e.group_name, 'all') AS g, r.name AS replica "
                              "FROM events e LEFT JOIN replicas r ON r.id = e.replica_id ORDER BY e.t, e.id"):
-            w.writerow([_iso(e["t"]), e["kind"], _cell(e["description"]), e["g"], _cell(e["replica"]), repr(e["t"])])
+            w.writerow([utc_iso(e["t"]), e["kind"], _cell(e["description"]), e["g"], _cell(e["replica"]), repr(e["t"])])
     diagnostics = out_dir / "diagnostics.csv"
     groups = [dict(g) for g in store.query("SELECT * FROM groups ORDER BY id")]
     allocators = "; ".join(f"{g['name']}={g['family'] or g['allocator']} {g['version'] or ''}".strip() for g in groups)
@@ -616,8 +613,7 @@ def _check_output(out: Path) -> None:
         if not out.is_dir():
             raise UserError(f"output {out} exists and is not a directory", "choose another with -o")
         try:
-            if any(out.iterdir()):
-                raise UserError(f"output {out} already exists and is not empty", "choose another with -o")
+            outputs.refuse_nonempty(out, "output")
         except OSError as exc:
             raise UserError(f"cannot read output {out}: {exc.strerror}", "choose another with -o") from None
 

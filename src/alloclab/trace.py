@@ -108,7 +108,7 @@ def record(output: Path, command: list[str], allocator: str | None = None) -> di
         raise UserError("no command to record", "write: alloclab trace record -o app.trace -- CMD ARGS")
     lib = None
     if allocator and allocator != "glibc":
-        from .allocators import resolve
+        from .resolution import resolve
         lib = resolve(allocator).path
     try:
         output.parent.mkdir(parents=True, exist_ok=True)

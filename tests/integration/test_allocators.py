@@ -8,19 +8,19 @@ import time
 
 import pytest
 
-from alloclab import allocators
+from alloclab import allocators, resolution
 from alloclab.errors import UserError
 
 
 def test_glibc_reports_its_version():
-    spec = allocators.resolve("glibc")
+    spec = resolution.resolve("glibc")
     assert spec.kind == "glibc" and spec.family == "glibc"
     assert spec.version == os.confstr("CS_GNU_LIBC_VERSION").split()[-1]
 
 
 def test_jemalloc_and_mimalloc_report_themselves(jemalloc, mimalloc):
-    je = allocators.resolve(jemalloc)
-    mi = allocators.resolve(mimalloc)
+    je = resolution.resolve(jemalloc)
+    mi = resolution.resolve(mimalloc)
     assert (je.family, mi.family) == ("jemalloc", "mimalloc")
     assert je.version.count(".") == 2 and mi.version.count(".") == 2
     assert je.sha256 == allocators.sha256_file(jemalloc) and je.inode == os.stat(jemalloc).st_ino
@@ -36,7 +36,7 @@ def test_version_normalisation(raw, family, want):
 def test_a_library_that_is_not_an_allocator_is_refused(tmp_path):
     libm = next(p for p in ("/lib/x86_64-linux-gnu/libm.so.6", "/usr/lib/x86_64-linux-gnu/libm.so.6") if os.path.exists(p))
     with pytest.raises(UserError, match="malloc still resolves to"):
-        allocators.resolve(libm)
+        resolution.resolve(libm)
 
 
 def test_world_writable_library_is_refused(tmp_path, jemalloc):
@@ -45,11 +45,11 @@ def test_world_writable_library_is_refused(tmp_path, jemalloc):
     tmp_path.chmod(0o755)
     copy.chmod(0o666)
     with pytest.raises(UserError, match=f"library {copy} is group- or world-writable"):
-        allocators.resolve(str(copy))
+        resolution.resolve(str(copy))
     copy.chmod(0o644)
     tmp_path.chmod(0o777)
     with pytest.raises(UserError, match=f"directory {tmp_path} is group- or world-writable"):
-        allocators.resolve(str(copy))
+        resolution.resolve(str(copy))
 
 
 # ---- preload safety: owners and modes of the whole chain, with real files and a real other user ----
@@ -95,7 +95,7 @@ def test_sticky_world_writable_directory_owned_by_root_is_accepted(tree):
     root, lib = tree
     (root / "a").chmod(0o1777)          # like /tmp: others may add entries, not replace ours
     allocators.check_preload_safe(lib)
-    assert allocators.resolve(str(lib)).family == "jemalloc"
+    assert resolution.resolve(str(lib)).family == "jemalloc"
 
 
 @needs_root
@@ -104,7 +104,7 @@ def test_library_owned_by_another_user_is_refused(tree):
     os.chown(lib, NOBODY, -1)
     refused(lib, f"library {lib} is owned by uid {NOBODY}", "not by root", f"chown root {lib}")
     with pytest.raises(UserError, match="owned by uid"):
-        allocators.resolve(str(lib))       # the path experiments take
+        resolution.resolve(str(lib))       # the path experiments take
 
 
 @needs_root
@@ -130,7 +130,7 @@ def test_symlink_chain_is_checked_where_it_leads(tree, tmp_path_factory):
     link = safe / "libjemalloc.so"
     link.symlink_to(lib)
     allocators.check_preload_safe(link)
-    assert allocators.resolve(str(link)).path == str(lib)
+    assert resolution.resolve(str(link)).path == str(lib)
     (root / "a").chmod(0o777)           # the target's grandparent: the link's own directory is fine
     refused(link, f"directory {root / 'a'} is group- or world-writable")
     (root / "a").chmod(0o755)
@@ -177,7 +177,7 @@ def test_cli_refuses_an_unsafe_library_in_one_line(tree, tmp_path_factory):
 
 def test_missing_library(tmp_path):
     with pytest.raises(UserError, match="not found"):
-        allocators.resolve(str(tmp_path / "nope.so"))
+        resolution.resolve(str(tmp_path / "nope.so"))
 
 
 @contextlib.contextmanager
@@ -197,14 +197,14 @@ def frag(native_dir, static=False):
 
 
 def test_verify_preloaded_process(jemalloc, native_dir):
-    spec = allocators.resolve(jemalloc)
+    spec = resolution.resolve(jemalloc)
     with running(frag(native_dir), {"LD_PRELOAD": jemalloc}) as pid:
         v = allocators.verify_process(pid, spec)
     assert v.verified is True and "libjemalloc" in v.mapped_allocator
 
 
 def test_static_binary_is_unverified(jemalloc, native_dir):
-    spec = allocators.resolve(jemalloc)
+    spec = resolution.resolve(jemalloc)
     with running(frag(native_dir, static=True), {"LD_PRELOAD": jemalloc}) as pid:
         v = allocators.verify_process(pid, spec)
     assert v.verified is False and "statically linked" in v.detail
@@ -212,11 +212,11 @@ def test_static_binary_is_unverified(jemalloc, native_dir):
 
 def test_glibc_group_notices_a_foreign_allocator(mimalloc, native_dir):
     with running(frag(native_dir), {"LD_PRELOAD": mimalloc}) as pid:
-        v = allocators.verify_process(pid, allocators.resolve("glibc"))
+        v = allocators.verify_process(pid, resolution.resolve("glibc"))
     assert v.verified is False and "libmimalloc" in v.detail
 
 
 def test_bundled_detection(native_dir):
     with running(frag(native_dir)) as pid:
-        v = allocators.verify_process(pid, allocators.resolve("bundled"))
+        v = allocators.verify_process(pid, resolution.resolve("bundled"))
     assert v.verified is None and "could not verify" in v.detail

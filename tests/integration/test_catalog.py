@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from alloclab import allocators, catalog, tunables
+from alloclab import allocators, catalog, resolution, tunables
 from alloclab.errors import UserError
 from tests.conftest import run_cli
 
@@ -51,7 +51,7 @@ def test_route_builds_verifies_and_runs(builds, allocator_id, native_dir):
     assert b.provenance["library_sha256"] == allocators.sha256_file(b.path)
     assert len(b.provenance["source"]["sha256"]) == 64
     # a real program under it maps exactly this file
-    spec = allocators.resolve(allocator_id)
+    spec = resolution.resolve(allocator_id)
     assert spec.path == str(b.path) and spec.version == version
     p = subprocess.Popen([str(native_dir / "frag"), "--load", "2", "--mb", "4"], env={**os.environ, "LD_PRELOAD": str(b.path)},
                          stdout=subprocess.PIPE)

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from alloclab import allocators, embedded, native
+from alloclab import allocators, embedded, native, resolution
 from tests.conftest import REPO, run_cli
 
 CRATE = REPO / "tests" / "data" / "embedded-rust"
@@ -99,7 +99,7 @@ def running(argv, env=None, ready=b"ready", drop=()):
 
 def test_embedded_mimalloc_under_glibc_is_not_verified(rust_mimalloc):
     with running([rust_mimalloc]) as pid:
-        v = allocators.verify_process(pid, allocators.resolve("glibc"))
+        v = allocators.verify_process(pid, resolution.resolve("glibc"))
     assert v.verified is False and v.state == "embedded" and v.embedded == ("mimalloc",)
     assert v.detail == ("embedded allocator: the executable embeds mimalloc (statically linked): "
                         "its allocations do not go through glibc malloc")
@@ -107,7 +107,7 @@ def test_embedded_mimalloc_under_glibc_is_not_verified(rust_mimalloc):
 
 
 def test_embedded_mimalloc_under_preloaded_jemalloc_is_not_verified(rust_mimalloc, jemalloc):
-    spec = allocators.resolve(jemalloc)
+    spec = resolution.resolve(jemalloc)
     with running([rust_mimalloc], {"LD_PRELOAD": jemalloc}) as pid:
         assert any(allocators._same_file(m, spec) for m in allocators.mapped_files(pid))   # the preload did load
         v = allocators.verify_process(pid, spec)
@@ -117,14 +117,14 @@ def test_embedded_mimalloc_under_preloaded_jemalloc_is_not_verified(rust_mimallo
 
 
 def test_embedded_mimalloc_under_preloaded_mimalloc_is_still_not_verified(rust_mimalloc, mimalloc):
-    spec = allocators.resolve(mimalloc)
+    spec = resolution.resolve(mimalloc)
     with running([rust_mimalloc], {"LD_PRELOAD": mimalloc}) as pid:
         v = allocators.verify_process(pid, spec)
     assert v.state == "embedded" and "the executable embeds mimalloc" in v.detail
 
 
 def test_embedded_jemalloc_is_named(rust_jemalloc, mimalloc):
-    spec = allocators.resolve(mimalloc)
+    spec = resolution.resolve(mimalloc)
     with running([rust_jemalloc], {"LD_PRELOAD": mimalloc}) as pid:
         v = allocators.verify_process(pid, spec)
     assert v.state == "embedded" and v.embedded == ("jemalloc",)
@@ -133,7 +133,7 @@ def test_embedded_jemalloc_is_named(rust_jemalloc, mimalloc):
 
 def test_bundled_group_finds_the_embedded_allocator(rust_mimalloc):
     with running([rust_mimalloc]) as pid:
-        v = allocators.verify_process(pid, allocators.resolve("bundled"))
+        v = allocators.verify_process(pid, resolution.resolve("bundled"))
     assert v.verified is True and v.detail == "bundled allocator found: mimalloc in the executable"
 
 
@@ -142,7 +142,7 @@ def test_allocator_hidden_in_a_loaded_object(hidden_mimalloc_object):
     code = ("import ctypes, sys, time\nlib = ctypes.CDLL(sys.argv[1])\nlib.binding_work.restype = ctypes.c_void_p\n"
             "assert lib.binding_work(1000)\nprint('ready', flush=True)\ntime.sleep(60)\n")
     with running([sys.executable, "-c", code, hidden_mimalloc_object]) as pid:
-        v = allocators.verify_process(pid, allocators.resolve("glibc"))
+        v = allocators.verify_process(pid, resolution.resolve("glibc"))
     assert v.state == "embedded"
     assert v.detail.startswith(f"embedded allocator: {hidden_mimalloc_object.name} embeds mimalloc (statically linked)")
 
@@ -151,9 +151,9 @@ def test_plain_programs_are_still_verified(native_dir, mimalloc):
     """No false positives: python (which mentions malloc everywhere), C workloads, the preloaded library itself."""
     code = "import sqlite3, ssl, json, ctypes; print('ready', flush=True); import time; time.sleep(60)"
     with running([sys.executable, "-c", code]) as pid:
-        v = allocators.verify_process(pid, allocators.resolve("glibc"))
+        v = allocators.verify_process(pid, resolution.resolve("glibc"))
         assert (v.verified, v.embedded) == (True, ())
-    spec = allocators.resolve(mimalloc)
+    spec = resolution.resolve(mimalloc)
     with running([sys.executable, "-c", code], {"LD_PRELOAD": mimalloc}) as pid:
         v = allocators.verify_process(pid, spec)
         assert (v.verified, v.embedded) == (True, ())
@@ -162,7 +162,7 @@ def test_plain_programs_are_still_verified(native_dir, mimalloc):
 def test_scan_is_done_once_per_file(rust_mimalloc):
     """Periodic verification reads a mapped object once: later passes are answered from the cache."""
     with running([rust_mimalloc]) as pid:
-        spec = allocators.resolve("glibc")
+        spec = resolution.resolve("glibc")
         allocators.verify_process(pid, spec)
         calls = []
         real = embedded.scan_file
@@ -239,7 +239,7 @@ def _python_with_mimalloc() -> str | None:
 def test_cpython_mimalloc_counts_only_when_selected():
     py = _python_with_mimalloc()
     code = "print('ready', flush=True); import time; time.sleep(60)"
-    glibc = allocators.resolve("glibc")
+    glibc = resolution.resolve("glibc")
     with running([py, "-c", code], drop=("PYTHONMALLOC",)) as pid:
         v = allocators.verify_process(pid, glibc)
     assert (v.verified, v.embedded) == (True, ()), v     # default pymalloc + malloc: glibc serves it

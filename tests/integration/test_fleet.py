@@ -49,7 +49,7 @@ allocator = "{mimalloc}"
     yield r
     for pidfile in (r / "run" / "alloclab-units").glob("*.pid"):
         try:
-            os.killpg(int(pidfile.read_text()), signal.SIGKILL)
+            os.killpg(int(pidfile.read_text().split()[0]), signal.SIGKILL)
         except (ProcessLookupError, ValueError):
             pass
 
@@ -191,3 +191,28 @@ def test_cli_plan_apply_dry_run(root):
     bad = run_cli("fleet", "plan", "--units", "nomatch@*", "--groups", str(root.parent / "groups.toml"),
                   "--root", str(root), "--systemctl", "local")
     assert bad.returncode == 2 and "no unit matches" in bad.stderr
+
+
+def test_a_reused_pid_is_never_taken_for_a_unit(root):
+    """LocalUnits keeps "pid start_ticks": a pid file naming a live process with another start
+    time (what a reused pid looks like) is no unit, and the unit's tree is walked from its identity."""
+    from alloclab import sampler
+    units = fleet.LocalUnits(root)
+    unit = f"{NAMES[0]}.service"
+    pidfile = root / "run" / "alloclab-units" / f"{unit}.pid"
+    pid, start = (int(x) for x in pidfile.read_text().split())
+    assert units.main_pid(unit) == pid and sampler.read_stat(pid).start_ticks == start
+    assert pid in units.pids(unit) and units.is_active(unit)
+    sleeper = subprocess.Popen(["sleep", "30"])
+    try:
+        other = sampler.read_stat(sleeper.pid)
+        pidfile.write_text(f"{sleeper.pid} {other.start_ticks + 1}")     # the same pid, another process
+        assert units.main_pid(unit) is None and units.pids(unit) == [] and not units.is_active(unit)
+        pidfile.write_text(str(sleeper.pid))                               # the old format: no identity, no unit
+        assert units.main_pid(unit) is None
+        pidfile.write_text(f"{sleeper.pid} {other.start_ticks}")
+        assert units.main_pid(unit) == sleeper.pid and units.pids(unit) == [sleeper.pid]
+    finally:
+        pidfile.write_text(f"{pid} {start}")
+        sleeper.kill()
+        sleeper.wait()

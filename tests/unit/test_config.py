@@ -7,7 +7,7 @@ from hypothesis import given, strategies as st
 from alloclab import config
 from alloclab.config import Phases, load_experiment, parse_duration, parse_experiment
 from alloclab.errors import UserError
-from alloclab.runner import _substitute
+from alloclab.config import substitute
 from tests.conftest import REPO
 
 GOOD = """
@@ -233,7 +233,7 @@ ACCEPTED = [
 def test_limits_are_inclusive_and_literal_braces_work(text):
     exp = parse_experiment(text, "exp.toml")
     values = {"replica": "1", "group": "a", "port": "1", "workdir": "/w", "seed": "7"}
-    argv = _substitute(exp.command, values)
+    argv = substitute(exp.command, values)
     assert not any("{" in a and "{{" not in text for a in argv[1:] if "literal" not in a)
     if "literal" in text:
         assert argv[1:] == ["{literal}", "{replica}", "a}b{"]
@@ -241,7 +241,7 @@ def test_limits_are_inclusive_and_literal_braces_work(text):
 
 def test_replica_values_fill_placeholders():
     exp = parse_experiment(ACCEPTED[1])
-    assert _substitute(exp.command, {"replica": "3", "group": "g", "port": "20001", "workdir": "/w", "seed": "9"}) \
+    assert substitute(exp.command, {"replica": "3", "group": "g", "port": "20001", "workdir": "/w", "seed": "9"}) \
         == ["/bin/true", "3-g:20001@/w#9"]
 
 
@@ -249,7 +249,16 @@ def test_placeholders_are_exactly_the_runners():
     from alloclab import preflight
     exp = parse_experiment(GOOD)
     assert set(config.PLACEHOLDERS) == set(preflight._sample_values(exp, "a", 1)) \
-        == {"replica", "group", "port", "workdir", "seed"}
+        == set(exp.placeholder_values("a", 2, 20001, "/w")) == {"replica", "group", "port", "workdir", "seed"}
+    assert exp.placeholder_values("a", 2, 20001, "/w")["seed"] == str(exp.seed * 1000 + 2)
+
+
+def test_planned_duration_is_the_phases_capped_by_max_duration():
+    exp = parse_experiment(GOOD)
+    phases = exp.phases.total
+    assert exp.planned_duration() == phases
+    assert exp.planned_duration(phases / 2) == phases / 2
+    assert exp.planned_duration(phases * 2) == phases
 
 
 def test_limits_are_documented():
@@ -314,7 +323,7 @@ def test_mutants_parse_or_fail_in_one_line(tmp_path, kind, text):
     values = {"replica": "1", "group": "g", "port": "1", "workdir": "/w", "seed": "1"}
     for argv in [exp.command, exp.load_command, *(g.command for g in exp.groups)]:
         if argv:
-            assert all("\x00" not in a for a in _substitute(argv, values))
+            assert all("\x00" not in a for a in substitute(argv, values))
     for g in exp.groups:
         assert all(config._ENV_KEY.fullmatch(k) and "\x00" not in v for k, v in g.env.items())
 

@@ -36,19 +36,32 @@ def test_gone_process_reads_none():
     assert sampler.read_smaps_rollup(p.pid) is None
 
 
-def test_descendants_follow_the_whole_tree():
+def test_tree_follows_the_whole_tree_from_its_identity():
     # sh -> (sleep, sh -> sleep): four processes in one tree
     p = subprocess.Popen(["/bin/sh", "-c", "sleep 5 & /bin/sh -c 'sleep 5 & wait' & wait"], start_new_session=True)
     try:
+        root = sampler.read_stat(p.pid).identity
         tree: list[int] = []
         deadline = time.time() + 5
         while time.time() < deadline and len(tree) < 4:
-            tree = sampler.descendants(p.pid, sampler.all_parents())
+            tree = sampler.tree({root}, sampler.all_processes())
             time.sleep(0.05)
         assert len(tree) == 4 and p.pid in tree
-        assert sampler.descendants(p.pid, {}) == []
+        assert sampler.tree({root}, {}) == []
+        assert sampler.tree({(p.pid, root[1] + 1)}, sampler.all_processes()) == []   # another start: not this process
     finally:
         os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+
+
+def test_process_age_counts_from_the_start_time():
+    p = subprocess.Popen(["sleep", "5"])
+    try:
+        time.sleep(0.3)
+        age = sampler.process_age(sampler.read_stat(p.pid).start_ticks)
+        assert 0.2 <= age < 5
+    finally:
+        p.kill()
         p.wait()
 
 

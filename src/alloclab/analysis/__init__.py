@@ -17,6 +17,7 @@ import numpy as np
 
 from .. import stats
 from ..store import Store
+from ..timefmt import utc
 from .compare import GroupComparison, compare_groups
 from .duplicates import Duplicate, drop_duplicates
 from .load import METRIC_COLUMN, LabelMapping, Segment, Series, is_imported, load, load_series, segment
@@ -24,7 +25,7 @@ from .replica import ReplicaStats, classify, detect_warmup, release_events, repl
 from .rules import RULES, STATUS_ORDER
 from .verdict import Recommendation, recommend
 from .warnings import Warning, collect
-from .windows import AgeTable, EndFigure, Window, age_table, edge_levels, end_figures, fmt_time, level_at, treatment_window
+from .windows import AgeTable, EndFigure, Window, age_table, edge_levels, end_figures, level_at, treatment_window
 
 __all__ = ["analyse", "Analysis", "GroupSummary", "GroupComparison", "ReplicaStats", "Series", "Segment", "Warning",
            "Recommendation", "RULES", "STATUS_ORDER", "METRIC_COLUMN", "classify", "replica_stats", "theil_sen",
@@ -121,7 +122,7 @@ def _ended_early(s: Series, window: Window | None, interval: float) -> str | Non
         return None
     how = (f"killed by {_signal_name(-s.exit_code)}" if s.exit_code is not None and s.exit_code < 0
            else f"exit code {s.exit_code}" if s.exit_code is not None else "no exit code")
-    return (f"{s.end_kind or 'exited'} ({how}) at {fmt_time(s.ended_at or last)}, "
+    return (f"{s.end_kind or 'exited'} ({how}) at {utc(s.ended_at or last, minutes=True)}, "
             f"{(window.end - last) / 3600:.2f} h before the comparison window's end")
 
 
@@ -236,5 +237,4 @@ def analyse(store: Store, metric: str | None = None) -> Analysis:
 
 
 def _fmt_span(w: Window) -> str:
-    from .windows import fmt_time
-    return f"{fmt_time(w.start)} to {fmt_time(w.end)}"
+    return f"{utc(w.start, minutes=True)} to {utc(w.end, minutes=True)}"

@@ -11,11 +11,12 @@ import numpy as np
 from .. import stats
 from ..allocators import is_embedded_detail
 from ..store import CUT_SHORT_REASONS, Store
+from ..timefmt import utc
 from .duplicates import Duplicate, identical_pairs  # noqa: F401  (identical_pairs: re-exported)
 from .load import LabelMapping, Series
 from .replica import ReplicaStats
 from .rules import RULES
-from .windows import EndFigure, Window, fmt_time
+from .windows import EndFigure, Window
 
 SEVERITIES = ("info", "caution", "serious")
 
@@ -74,7 +75,7 @@ def collect(store: Store, series: list[Series], reps: list[ReplicaStats], window
         if late:
             out.append(Warning("started-late", "caution", late, sorted({s.group for s in series if s.name in late}),
                                f"{len(late)} replicas began their treatment after the comparable window opened "
-                               f"({fmt_time(window.start)}) and are left out of its figures: {_names(late)}"))
+                               f"({utc(window.start, minutes=True)}) and are left out of its figures: {_names(late)}"))
         ages = {s.name: window.start - s.clean.start for s in series if s.clean is not None and s.clean.start <= window.start}
         if ages and window.end > window.start:
             spread = max(ages.values()) - min(ages.values())
@@ -89,7 +90,7 @@ def collect(store: Store, series: list[Series], reps: list[ReplicaStats], window
             first = min(starts, key=starts.get)
             out.append(Warning("groups-started-apart", "caution", [], sorted(starts),
                                f"groups began their treatments up to {(max(starts.values()) - min(starts.values())) / 3600:.1f} h "
-                               f"apart ({', '.join(f'{g}: {fmt_time(t)}' for g, t in sorted(starts.items(), key=lambda x: x[1]))}); "
+                               f"apart ({', '.join(f'{g}: {utc(t, minutes=True)}' for g, t in sorted(starts.items(), key=lambda x: x[1]))}); "
                                f"figures use the common window only (earliest: {first})"))
     # lists
     several = json.loads(meta.get("replicas_in_several_groups", "[]") or "[]")
@@ -141,7 +142,7 @@ def collect(store: Store, series: list[Series], reps: list[ReplicaStats], window
             how = (f"killed by {_signal(-code)}" if code is not None and code < 0 else
                    f"exit code {code}" if code is not None else "exit code unknown")
             fate = "excluded from the comparison, data shown" if s.name in excluded else "compared (it ended after the window)"
-            parts.append(f"{s.name} ({s.group}): {how} at {fmt_time(s.ended_at or float(s.t[-1]))}, {fate}")
+            parts.append(f"{s.name} ({s.group}): {how} at {utc(s.ended_at or float(s.t[-1]), minutes=True)}, {fate}")
         verb = "crashed" if kind == "replica-crashed" else "exited before the planned end"
         out.append(Warning(kind, "serious", [s.name for s in hit], sorted({s.group for s in hit}),
                            f"{len(hit)} replicas {verb}: " + "; ".join(parts[:8]) + (" …" if len(parts) > 8 else ""),
@@ -154,7 +155,7 @@ def collect(store: Store, series: list[Series], reps: list[ReplicaStats], window
         what = evs[-1]["description"] if evs else ""
         out.append(Warning("run-cut-short", "serious", [], [],
                            f"the run was cut short ({cut or reason}" + (f": {what}" if what else "") + f") at "
-                           f"{fmt_time(float(meta['ended_at'])) if meta.get('ended_at') else 'an unknown time'}: "
+                           f"{utc(float(meta['ended_at']), minutes=True) if meta.get('ended_at') else 'an unknown time'}: "
                            "every figure covers less than planned", {"reason": cut or reason, "event": what}))
     elif reason and not imported and reason not in ("planned duration reached", "all replicas exited") \
             and not reason.startswith("stopped early"):

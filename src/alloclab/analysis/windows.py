@@ -9,6 +9,7 @@ import numpy as np
 
 from .load import Series
 from .rules import RULES
+from ..timefmt import utc
 
 
 @dataclass
@@ -55,8 +56,8 @@ def treatment_window(series: list[Series], groups: list[str]) -> Window | None:
         return None
     start, end = max(starts.values()), min(ends.values())
     last = max(starts, key=starts.get)
-    basis = (f"all groups run their treatment from {fmt_time(start)} (when {last}'s last replica started it) "
-             f"to {fmt_time(end)}")
+    basis = (f"all groups run their treatment from {utc(start, minutes=True)} (when {last}'s last replica started it) "
+             f"to {utc(end, minutes=True)}")
     if end <= start:            # no overlap: fall back to each group's own clean data (said so)
         start, end = min(starts.values()), max(ends.values())
         basis = "the groups never run their treatments at the same time: each group's own clean span is used"
@@ -110,10 +111,10 @@ def end_figures(series: list[Series], groups: list[str], w: Window, listed: dict
                 if s.group != g:
                     why.append(f"{n}: listed for {g} but in {s.group}'s current list, running {on} at the end")
                 elif len(s.t) and s.t[-1] < w.end - 1:
-                    why.append(f"{n}: its data end at {fmt_time(float(s.t[-1]))}, before the window's end")
+                    why.append(f"{n}: its data end at {utc(float(s.t[-1]), minutes=True)}, before the window's end")
                 elif s.treatment_start is None or s.treatment_start > w.start:
                     why.append(f"{n}: on {g}'s allocator only from "
-                               f"{fmt_time(s.treatment_start) if s.treatment_start else 'never'}")
+                               f"{utc(s.treatment_start, minutes=True) if s.treatment_start else 'never'}")
                 else:
                     why.append(f"{n}: running {on} at the end")
         fig = EndFigure(g, [s.name for s in clean], float(np.median(vals)) if vals else None, pub_names,
@@ -148,13 +149,6 @@ def age_table(series: list[Series], groups: list[str]) -> AgeTable:
             row.append((float(np.median(vals)) if vals else None, len(vals)))
         cells[g] = row
     return AgeTable(unit, points, cells)
-
-
-def fmt_time(t: float | None) -> str:
-    import datetime as dt
-    if t is None:
-        return "–"
-    return dt.datetime.fromtimestamp(t, dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
 
 
 def edge_levels(s: Series, start: float, end: float, edge: float) -> tuple[float, float] | None:

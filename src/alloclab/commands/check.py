@@ -11,8 +11,8 @@ from ..config import load_experiment
 
 def check_command(experiment: Path, console: Console) -> int:
     exp = load_experiment(experiment)
-    specs = preflight.prepare(exp)
-    planned = exp.phases.total if exp.max_duration is None else min(exp.phases.total or exp.max_duration, exp.max_duration)
+    specs = preflight.prepare(exp).specs
+    planned = exp.planned_duration()
     length = f"{planned:g}s planned" if planned is not None else "until the replicas exit"
     console.print(f"ok: {exp.name}: {len(exp.groups)} groups ({', '.join(f'{g.name}={specs[g.name].kind}' for g in exp.groups)}) "
                   f"x {exp.replicas} replicas, sampled every {exp.interval:g}s, {length}")

@@ -6,12 +6,11 @@ allocators are provisioned first (Debian packages from the machine's own mirror,
 """
 from __future__ import annotations
 
-from datetime import datetime
 from pathlib import Path
 
 from rich.console import Console
 
-from .. import catalog
+from .. import catalog, outputs, timefmt
 from ..errors import UserError
 from .run import run_command
 
@@ -23,9 +22,8 @@ ALLOCATORS = ("jemalloc@5.3.0", "mimalloc@2.0.9", "mimalloc@3.0.1", "mimalloc@3.
 def demo_command(output: Path | None, seconds: int, console: Console) -> int:
     if seconds < 60:
         raise UserError(f"--seconds {seconds} is too short for two comparisons", "give at least 60 seconds")
-    out = output or Path("runs") / f"demo-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
-    if out.exists() and any(out.iterdir()):
-        raise UserError(f"output directory {out} already exists and is not empty", "choose another with -o")
+    out = output or Path("runs") / f"demo-{timefmt.local_stamp()}"
+    outputs.new_output(out)
     console.print("provisioning allocators: " + ", ".join(ALLOCATORS))
     for allocator_id in ALLOCATORS:
         b = catalog.library_for(allocator_id, lambda step, i=allocator_id: console.print(f"  {i}: {step}"))

@@ -8,6 +8,7 @@ from rich.table import Table
 
 from .. import fleet
 from ..config import parse_duration
+from ..errors import UserError
 
 
 def plan_command(units_glob: str, groups: Path, seed: int, out: Path, root: Path, systemctl: str | None, console: Console) -> None:
@@ -27,6 +28,8 @@ def plan_command(units_glob: str, groups: Path, seed: int, out: Path, root: Path
 
 
 def apply_command(plan_file: Path, batch: int, dry_run: bool, root: Path, systemctl: str | None, console: Console) -> None:
+    if batch < 1:
+        raise UserError(f"--batch {batch} must be at least 1", "give how many units may restart at once")
     units = fleet.units_from(systemctl, root)
     result = fleet.apply_plan(units, fleet.load_plan(plan_file), batch, dry_run, console.print)
     if not dry_run:

@@ -1,4 +1,7 @@
-"""`alloclab run`: run an experiment with a live progress display, then report."""
+"""`alloclab run`: run an experiment with a live progress display, then report.
+
+analysis, report and stats load scipy and matplotlib (about a second): they are imported inside the
+functions that need them, so a bad experiment file is refused before any of that is loaded."""
 from __future__ import annotations
 
 import time
@@ -9,10 +12,9 @@ from rich.live import Live
 from rich.panel import Panel
 from rich.table import Table
 
-import numpy as np
-
-from .. import analysis, preflight, report, stats
+from .. import preflight
 from ..config import Experiment, load_experiment, parse_duration
+from ..errors import UserError
 from ..runner import Runner, resume
 
 EXIT_CUT_SHORT = 3      # the run could not go on (disk full); its data so far is kept (docs/store.md)
@@ -65,6 +67,7 @@ class SignificanceStop:
     nothing is analysed or spent; `every` only bounds how often the clock is checked."""
 
     def __init__(self, first_look: float, every: float, n_comparisons: int):
+        from .. import analysis, stats
         self.every = every
         self.last_check = 0.0
         self.test = stats.SequentialTest(alpha=analysis.RULES["alpha"], n_comparisons=n_comparisons,
@@ -73,6 +76,8 @@ class SignificanceStop:
     def __call__(self, runner: Runner, elapsed: float) -> str | None:
         if elapsed - self.last_check < self.every or elapsed < (self.test.first_look_s or 0) * 2 ** self.test.looks:
             return None
+        import numpy as np
+        from .. import analysis
         self.last_check = elapsed
         a = analysis.analyse(runner.store)
         levels = {g.name: np.array([r.steady_mean_mb for r in a.replicas if r.group == g.name and r.verified is not False
@@ -88,6 +93,7 @@ class SignificanceStop:
 
 def design_check(exp: Experiment, console: Console) -> None:
     """Before the run: say when this design (groups × replicas) cannot give a significant result."""
+    from .. import analysis, stats
     counts = {g.name: exp.replicas for g in exp.groups}
     if len(counts) < 2:
         return                                        # nothing is compared
@@ -96,6 +102,19 @@ def design_check(exp: Experiment, console: Console) -> None:
         w = analysis.Warning("design-cannot-show-difference", "caution", [], sorted(counts), text,
                              {"replicas": counts, "min_p": stats.design_min_p(counts, exp.baseline)})
         console.print(f"[yellow]warning[/yellow] {w.kind}: {w.message}")
+
+
+def run_or_resume_command(experiment: Path | None, output: Path | None, until_significant: bool,
+                          max_duration: str | None, stable_for: str, no_report: bool, resume_run: Path | None,
+                          console: Console) -> int:
+    """`alloclab run EXPERIMENT` or `alloclab run --resume RUN`; the exit code."""
+    if resume_run is not None:
+        if experiment is not None:
+            raise UserError("give either an experiment file or --resume RUN, not both", "see `alloclab run --help`")
+        return resume_command(resume_run, no_report, console)
+    if experiment is None:
+        raise UserError("no experiment file given", "alloclab run EXPERIMENT.toml (or --resume RUN)")
+    return run_command(experiment, output, until_significant, max_duration, stable_for, no_report, console)
 
 
 def run_command(experiment: Path, output: Path | None, until_significant: bool, max_duration: str | None,
@@ -110,9 +129,7 @@ def run_command(experiment: Path, output: Path | None, until_significant: bool, 
         stop = SignificanceStop(first, every=max(10 * exp.interval, 5.0), n_comparisons=max(1, len(exp.groups) - 1))
     runner = Runner(exp, output, stop_check=stop, max_duration=limit)
     design_check(exp, Console(stderr=True))       # after the setup checks: bad input stays one clear line
-    planned = exp.phases.total
-    if runner.max_duration is not None:
-        planned = min(planned or runner.max_duration, runner.max_duration)
+    planned = exp.planned_duration(runner.max_duration)
     err = Console(stderr=True)
     if runner.cgroup_note:
         err.print(f"[yellow]note[/yellow] {runner.cgroup_note}")
@@ -127,9 +144,7 @@ def run_command(experiment: Path, output: Path | None, until_significant: bool, 
         return EXIT_CUT_SHORT
     console.print(f"run ended: {result.end_reason}; data in {result.run_dir}")
     if not no_report:
-        path, analysed = report.write_report(result.run_dir)
-        report.print_summary(analysed, console)
-        console.print(f"report: {path}")
+        _report(result.run_dir, console)
     return 130 if result.interrupted else 0
 
 
@@ -144,7 +159,12 @@ def resume_command(run: Path, no_report: bool, console: Console) -> int:
     else:
         console.print(f"no process of {result.run_dir} survived; the run is closed (end reason: {result.end_reason})")
     if not no_report:
-        path, analysed = report.write_report(result.run_dir)
-        report.print_summary(analysed, console)
-        console.print(f"report: {path}")
+        _report(result.run_dir, console)
     return 130 if result.interrupted else 0
+
+
+def _report(run_dir: Path, console: Console) -> None:
+    from .. import report
+    path, analysed = report.write_report(run_dir)
+    report.print_summary(analysed, console)
+    console.print(f"report: {path}")

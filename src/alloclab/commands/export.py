@@ -1,0 +1,13 @@
+"""`alloclab export RUN --csv DIR`: a run as CSV in the 1AEO TorUtils layout."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.console import Console
+
+from ..torutils import export_csv
+
+
+def export_command(run_dir: Path, csv_dir: Path, console: Console) -> None:
+    for p in export_csv(run_dir, csv_dir):
+        console.print(f"wrote {p}")

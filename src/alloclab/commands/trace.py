@@ -1,0 +1,55 @@
+"""`alloclab trace record|replay|info`: a program's allocations recorded once, replayed under any allocator."""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from .. import trace
+from ..errors import UserError
+from ..resolution import resolve
+
+
+def record_command(output: Path, allocator: str | None, command: list[str], console: Console) -> None:
+    r = trace.record(output, command, allocator)
+    console.print(f"recorded {r['events']:,} events from {r['threads']} threads over {r['duration_s']:.2f} s into "
+                  f"{output} ({r['bytes']:,} bytes, {r['bytes_per_event']:.2f} bytes/event); program exit code {r['exit_code']}")
+
+
+def replay_command(trace_file: Path, speed: float, allocator: str | None, limits: dict, timeout: float | None,
+                   console: Console) -> None:
+    if not math.isfinite(speed) or speed < 0:
+        raise UserError(f"--speed {speed} is not a finite number >= 0", "give 0 (no waiting) or a positive factor")
+    if timeout is not None and not (math.isfinite(timeout) and timeout > 0):
+        raise UserError(f"--timeout {timeout} is not a positive number of seconds", "give e.g. --timeout 600")
+    lib = None
+    if allocator and allocator != "glibc":
+        lib = resolve(allocator).path
+    r = trace.replay(trace_file, speed, lib, limits=limits, timeout=timeout)
+    shortened = f"; {r['gaps_shortened']} idle gap(s) shortened" if r.get("gaps_shortened") else ""
+    console.print(f"replayed {r['operations']:,} operations on {r['threads']} threads in {r['seconds']:.3f} s: "
+                  f"{r['ops_per_s']:,.0f} ops/s; live at the end {r['live_bytes_end'] / 1048576:.1f} MB{shortened}")
+
+
+def info_command(trace_file: Path, chart: Path | None, as_json: bool, timeout: float | None, console: Console) -> None:
+    if timeout is not None and not (timeout > 0 and timeout < float("inf")):
+        raise UserError(f"--timeout {timeout} is not a positive number of seconds", "give e.g. --timeout 600")
+    d = trace.info(trace_file, timeout=timeout)
+    if as_json:
+        click.echo(json.dumps(d))
+        return
+    t = Table("", "", title=str(trace_file))
+    for k in ("threads", "events", "duration_s", "malloc", "calloc", "realloc", "memalign", "free", "thread_exits",
+              "untracked_frees", "objects"):
+        t.add_row(k.replace("_", " "), f"{d[k]:,}" if isinstance(d[k], int) else f"{d[k]:.3f}")
+    t.add_row("peak live", f"{d['peak_live_bytes'] / 1048576:.2f} MB")
+    t.add_row("live at the end", f"{d['final_live_bytes'] / 1048576:.2f} MB")
+    hist = d["size_histogram_log2"]
+    t.add_row("sizes", ", ".join(f"{1 << i}-{(1 << (i + 1)) - 1} B: {h:,}" for i, h in enumerate(hist) if h))
+    console.print(t)
+    if chart:
+        console.print(f"chart: {trace.write_chart(d, chart)}")

@@ -1,0 +1,123 @@
+"""The per-tick store writer: what one sampling tick saw, written to a run's store.
+
+Used by the runner (replicas), `run --resume` (survivors) and the fleet collector (services).
+A process is known by (pid, start ticks); it is verified (its maps read) when first seen and every
+`verify_every` seconds after, and a verdict read while its pid was reused is thrown away.
+"""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+
+from . import allocators, sampler
+from .allocators import AllocatorSpec
+from .store import Store
+
+VERIFY_MIN_AGE = 0.2          # seconds: a younger process may not have exec'd / mapped its preload yet
+
+
+@dataclass(kw_only=True)
+class Tracked:
+    """What the recorder keeps per sampled unit (a replica, or a fleet's service)."""
+    id: int
+    name: str
+    group_name: str
+    spec: AllocatorSpec
+    processes: dict[tuple[int, int], int] = field(default_factory=dict)   # (pid, start) -> process row id
+    verified_at: dict[tuple[int, int], float] = field(default_factory=dict)
+    verdicts: dict[tuple[int, int], bool | None] = field(default_factory=dict)
+    details: dict[tuple[int, int], str] = field(default_factory=dict)
+    state: bool | None = None         # verified? (None: not yet known)
+    last_metric_kb: int | None = None
+    current: set[tuple[int, int]] = field(default_factory=set)           # processes seen last tick
+
+
+class Recorder:
+    """Stores what one sampling tick saw: new processes, their verification (with history, so a
+    changed allocator is seen), a row per process and a row per replica. Used by the runner and by
+    the fleet collector."""
+
+    SAMPLE_COLUMNS = ("t", "replica_id", "phase", "nprocs", "rss_kb", "pss_kb", "uss_kb", "anon_kb", "swap_kb", "cpu_s",
+                      "cgroup_kb", "cgroup_peak_kb", "live_bytes", "ops", "tier", "vmsize_kb", "lazyfree_kb")
+    PROCESS_COLUMNS = ("t", "process_id", "tier", "rss_kb", "pss_kb", "uss_kb", "anon_kb", "swap_kb", "cpu_user_s",
+                       "cpu_sys_s", "minflt", "majflt", "threads", "lazyfree_kb")
+
+    def __init__(self, store: Store, verify_every: float, metric: str):
+        self.store, self.verify_every, self.metric = store, verify_every, metric
+        self.proc_rows: list[tuple] = []
+        self.replica_rows: list[tuple] = []
+
+    def verify(self, r: Tracked, key: tuple[int, int], proc_id: int, now: float) -> None:
+        try:
+            verdict = allocators.verify_process(key[0], r.spec)
+        except OSError:
+            return
+        if not sampler.is_alive(key):        # the pid was reused while its maps were read
+            return
+        previous = r.verdicts.get(key, "unset")
+        r.verdicts[key] = verdict.verified
+        r.details[key] = verdict.detail
+        r.verified_at[key] = now
+        if previous != verdict.verified:
+            self.store.insert("verifications", t=now, process_id=proc_id, verified=verdict.verified,
+                              detail=verdict.detail, mapped_allocator=verdict.mapped_allocator)
+            self.store.update("processes", proc_id, verified=verdict.verified, verify_detail=verdict.detail,
+                              mapped_allocator=verdict.mapped_allocator)
+            if previous is True and verdict.verified is not True:
+                self.store.event(now, "allocator_changed", f"pid {key[0]}: {verdict.detail}", r.id, r.group_name)
+        states = list(r.verdicts.values())
+        state = False if False in states else (None if None in states else True)
+        if state != r.state:
+            r.state = state
+            detail = "; ".join(sorted({r.details[k] for k, v in r.verdicts.items() if v is state}))
+            self.store.update("replicas", r.id, verified=state, verify_detail=detail)
+            if state is False:
+                self.store.event(now, "unverified", f"{r.name}: {detail}", r.id, r.group_name)
+
+    def process_id(self, r: Tracked, rd: sampler.ProcReading, now: float) -> int:
+        key = (rd.stat.pid, rd.stat.start_ticks)
+        proc_id = r.processes.get(key)
+        if proc_id is None:
+            proc_id = self.store.process_row(*key) or self.store.insert(
+                "processes", replica_id=r.id, pid=key[0], start_ticks=key[1], ppid=rd.stat.ppid, comm=rd.stat.comm,
+                cmdline=sampler.read_cmdline(key[0]), first_seen=now, last_seen=now)
+            r.processes[key] = proc_id
+        return proc_id
+
+    def observe(self, r: Tracked, readings: list[sampler.ProcReading], now: float, phase: str,
+                cgroup: sampler.Cgroup | None = None, stats=None) -> None:
+        seen = {(rd.stat.pid, rd.stat.start_ticks) for rd in readings}
+        for pid, _ in r.current - seen:      # gone since last tick: close its cached /proc files
+            sampler.forget(pid)
+        r.current = seen
+        for rd in readings:
+            key = (rd.stat.pid, rd.stat.start_ticks)
+            proc_id = self.process_id(r, rd, now)
+            if now - r.verified_at.get(key, -1e18) >= self.verify_every and \
+                    sampler.process_age(rd.stat.start_ticks) >= VERIFY_MIN_AGE:
+                self.verify(r, key, proc_id, now)
+            f = rd.full or {}
+            self.proc_rows.append((now, proc_id, "full" if rd.full else "cheap", rd.rss_kb, f.get("pss_kb"),
+                                   f.get("uss_kb"), f.get("anon_kb"), f.get("swap_kb"), rd.stat.utime_s,
+                                   rd.stat.stime_s, rd.stat.minflt, rd.stat.majflt, rd.stat.threads,
+                                   f.get("lazyfree_kb")))
+            self.store.update("processes", proc_id, last_seen=now)
+        full = bool(readings) and all(rd.full for rd in readings)
+        total = lambda k: sum(rd.full[k] for rd in readings) if full else None  # noqa: E731
+        row = (now, r.id, phase, len(readings), sum(rd.rss_kb for rd in readings), total("pss_kb"),
+               total("uss_kb"), total("anon_kb"), total("swap_kb"),
+               sum(rd.stat.utime_s + rd.stat.stime_s for rd in readings),
+               cgroup.usage_kb() if cgroup else None, cgroup.peak_kb() if cgroup else None,
+               stats.live_bytes if stats else None, stats.ops if stats else None, "full" if full else "cheap",
+               sum(rd.vmsize_kb for rd in readings), total("lazyfree_kb"))
+        self.replica_rows.append(row)
+        value = row[self.SAMPLE_COLUMNS.index(self.metric + "_kb")]
+        r.last_metric_kb = value if value is not None else r.last_metric_kb
+
+    def flush(self, now: float) -> None:
+        self.store.insert_many("process_samples", self.PROCESS_COLUMNS, self.proc_rows)
+        self.store.insert_many("samples", self.SAMPLE_COLUMNS, self.replica_rows)
+        self.proc_rows, self.replica_rows = [], []
+        mem = sampler.read_meminfo()
+        self.store.insert("host_samples", t=now, load1=os.getloadavg()[0], sampler_cpu_s=time.process_time(), **mem)

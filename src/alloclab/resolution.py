@@ -1,0 +1,56 @@
+"""A group's `allocator` string made into a verified AllocatorSpec: "glibc", "bundled", a library
+path, or a catalog id (built on demand).
+
+This layer sits above both `allocators` (what a library is, whether it may be preloaded, how a
+process is verified) and `catalog` (which builds libraries with allocators' helpers), so neither
+of them imports the other's caller: the imports run one way.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+from . import catalog
+from .allocators import AllocatorSpec, check_preload_safe, normalise_version, probe, sha256_file
+from .errors import UserError
+
+
+def resolve(request: str, base_dir: Path = Path("."), env: dict[str, str] | None = None) -> AllocatorSpec:
+    """Turn a group's allocator string into a verified spec, or raise UserError."""
+    if request == "bundled":
+        return AllocatorSpec(kind="bundled", request=request)
+    if request == "glibc":
+        info = probe(None)
+        return AllocatorSpec(kind="glibc", request=request, family="glibc", version=info.get("glibc"))
+    if "/" not in request and "@" in request:
+        # provisioning: builds on demand, returns the verified cached library
+        path = catalog.library_for(request, lambda step: print(f"alloclab: provisioning {request}: {step}",
+                                                               file=sys.stderr, flush=True))
+    else:
+        path = (base_dir / request) if not os.path.isabs(request) else Path(request)
+    given, path = path, Path(os.path.realpath(path))
+    if not path.exists():
+        raise UserError(f"allocator library {request} not found ({path})",
+                        "give an existing .so path, \"glibc\", \"bundled\", or a catalog id (alloclab allocators list)")
+    if not os.access(path, os.R_OK) or not path.is_file():
+        raise UserError(f"allocator library {path} is not a readable file", "check the path and its permissions")
+    check_preload_safe(given)   # the path as given: every link and directory on the way is checked
+    info = probe(str(path), env)
+    served = info.get("malloc_file")
+    if not served or os.path.realpath(served) != str(path):
+        raise UserError(f"{path} was preloaded but malloc still resolves to {served}",
+                        "give a library that exports malloc (a real allocator build)")
+    st = path.stat()
+    return AllocatorSpec(kind="preload", request=request, path=str(path), sha256=sha256_file(path),
+                         dev=st.st_dev, inode=st.st_ino, family=info.get("family"),
+                         version=normalise_version(info.get("family"), info.get("version")))
+
+
+def provenance(spec: AllocatorSpec) -> str | None:
+    """The catalog's provenance record of a catalog id (JSON), stored with the run."""
+    if spec.kind != "preload" or "@" not in spec.request or "/" in spec.request:
+        return None
+    build = catalog.find_build(spec.request)
+    return json.dumps(build.provenance, sort_keys=True) if build else None

@@ -1,0 +1,152 @@
+"""The imports of alloclab's own modules run one way (issue 17, "a one-way house").
+
+Static: every `import` / `from` statement of every module under src/alloclab, function-local ones
+included, read with `ast`; the graph of alloclab.* modules must have no cycle. Then the layering
+the data flow asks for (experiment file -> runner -> sampler -> store -> analysis -> reporters):
+nothing before the store reaches it, and fleet does not reach the runner. Dynamic: each checked
+module imported alone in a fresh interpreter loads no module it must not.
+"""
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import alloclab
+
+PACKAGE = Path(alloclab.__file__).parent
+
+# Modules that write to or read from a run's store: everything else comes before it in the flow.
+STORE_USERS = {"store", "recorder", "runner", "fleet", "watchdog", "report", "torutils", "cli", "__main__"}
+STORE_USER_PACKAGES = ("analysis", "commands")
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        out[".".join(parts)] = path
+    return out
+
+
+MODULES = _modules()
+
+
+def _targets(name: str, path: Path, node: ast.Import | ast.ImportFrom) -> set[str]:
+    """The alloclab modules one import statement loads (its own ancestor packages left out)."""
+    if isinstance(node, ast.Import):
+        found = {a.name for a in node.names}
+    else:
+        if node.level:
+            package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+            base = ".".join(package[:len(package) - (node.level - 1)] + ([node.module] if node.module else []))
+        else:
+            base = node.module or ""
+        submodules = {f"{base}.{a.name}" for a in node.names if f"{base}.{a.name}" in MODULES}
+        found = submodules | ({base} if len(submodules) < len(node.names) else set())
+    return {t for t in found if t in MODULES and t != name and not name.startswith(t + ".")}
+
+
+def import_graph() -> dict[str, set[str]]:
+    graph = {}
+    for name, path in MODULES.items():
+        edges: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):      # function-local imports too
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                edges |= _targets(name, path, node)
+        graph[name] = edges
+    return graph
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    state: dict[str, int] = {}          # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                return path[path.index(nxt):] + [nxt]
+            if nxt not in state and (found := visit(nxt)):
+                return found
+        path.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (found := visit(node)):
+            return found
+    return None
+
+
+def _reach(graph: dict[str, set[str]], start: str) -> set[str]:
+    seen, todo = set(), [start]
+    while todo:
+        for nxt in graph[todo.pop()] - seen:
+            seen.add(nxt)
+            todo.append(nxt)
+    return seen
+
+
+def _short(name: str) -> str:
+    return name.removeprefix("alloclab.")
+
+
+def _uses_store(name: str) -> bool:
+    short = _short(name)
+    return short in STORE_USERS or short.split(".")[0] in STORE_USER_PACKAGES
+
+
+def test_the_graph_is_read_in_full():
+    graph = import_graph()
+    assert "alloclab.resolution" in graph["alloclab.runner"] or "alloclab.resolution" in _reach(graph, "alloclab.runner")
+    assert "alloclab.catalog" in graph["alloclab.resolution"]
+    # a function-local import counts: cli imports its verbs inside the click functions
+    assert "alloclab.commands.run" in graph["alloclab.cli"]
+
+
+def test_no_import_cycle():
+    cycle = _cycle(import_graph())
+    assert cycle is None, "import cycle: " + " -> ".join(_short(m) for m in cycle)
+
+
+def test_a_planted_cycle_is_found():
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert _cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_catalog_is_above_allocators():
+    graph = import_graph()
+    assert "alloclab.catalog" not in _reach(graph, "alloclab.allocators")
+    assert "alloclab.allocators" in graph["alloclab.catalog"]
+
+
+def test_nothing_before_the_store_reaches_it():
+    graph = import_graph()
+    offenders = {_short(m): sorted(_short(x) for x in _reach(graph, m) if _uses_store(x))
+                 for m in graph if not _uses_store(m) and "alloclab.store" in _reach(graph, m)}
+    assert not offenders, f"modules before the store in the flow that import it: {offenders}"
+
+
+def test_fleet_does_not_import_the_runner():
+    assert "alloclab.runner" not in _reach(import_graph(), "alloclab.fleet")
+
+
+def test_fresh_interpreters_load_only_what_the_layering_allows():
+    lower = sorted(m for m in MODULES if not _uses_store(m) and m != "alloclab")
+    script = ("import importlib, json, sys\n"
+              "importlib.import_module(sys.argv[1])\n"
+              "print(json.dumps(sorted(m for m in sys.modules if m.startswith('alloclab'))))\n")
+    for module in lower + ["alloclab.fleet"]:
+        proc = subprocess.run([sys.executable, "-c", script, module], capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, f"{module} does not import on its own: {proc.stderr.strip().splitlines()[-1:]}"
+        loaded = set(json.loads(proc.stdout))
+        if module == "alloclab.fleet":
+            assert "alloclab.runner" not in loaded
+        else:
+            assert "alloclab.store" not in loaded, f"{module} loads the store"

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
 
-from . import sampler
+from . import sampler, settings
 
 PR_SET_CHILD_SUBREAPER = 36
 TOKEN_VAR = "ALLOCLAB_RUN_TOKEN"      # set in every replica's (and load client's) environment
@@ -197,5 +197,5 @@ class WatchdogLink:
 def _pythonpath() -> str:
     """The watchdog imports this very alloclab, wherever it was imported from."""
     src = str(Path(__file__).resolve().parent.parent)
-    rest = os.environ.get("PYTHONPATH", "")
+    rest = settings.python_path()
     return src + (os.pathsep + rest if rest else "")

@@ -14,6 +14,7 @@ CGROUPS = "ALLOCLAB_CGROUPS"      # "off": no per-replica cgroups (processes fou
 COMPILER = "CC"                   # the C compiler for alloclab's native programs
 CARGO_HOME = "CARGO_HOME"         # where cargo keeps fetched crates (catalog crate sources)
 XDG_CACHE_HOME = "XDG_CACHE_HOME"
+PYTHONPATH = "PYTHONPATH"         # passed on to the watchdog, after alloclab's own source directory
 
 _OFF = ("off", "0", "no", "false")
 
@@ -31,6 +32,10 @@ def compiler() -> str:
 
 def cargo_home() -> Path:
     return Path(os.environ.get(CARGO_HOME, os.path.expanduser("~/.cargo")))
+
+
+def python_path() -> str:
+    return os.environ.get(PYTHONPATH, "")
 
 
 def cgroups_enabled() -> bool:

@@ -521,7 +521,7 @@ def collect(units: Units, plan: Plan, run: Path, interval: float, duration: floa
         run.mkdir(parents=True, exist_ok=True)
         store = Store.create(run / DB_NAME)
     store.begin()
-    last = store.query("SELECT MAX(t) FROM samples")[0][0]
+    last = store.last_sample_time()
     if resumed:
         store.event(time.time(), "collector_resumed", f"collector restarted; no samples for {time.time() - (last or time.time()):.0f} s")
     else:
@@ -532,17 +532,17 @@ def collect(units: Units, plan: Plan, run: Path, interval: float, duration: floa
             store.insert("groups", name=g["name"], allocator=g["allocator"], kind=g["kind"], library_path=g["library"],
                          library_sha256=g["sha256"], family=g["family"], version=g["version"], env_json=json.dumps(g["env"]),
                          command_json="[]", is_baseline=int(g["name"] == plan.data["groups"][0]["name"]))
-        gid = {r["name"]: r["id"] for r in store.query("SELECT id, name FROM groups")}
+        gid = {r["name"]: r["id"] for r in store.groups()}
         for i, a in enumerate(plan.assignments):
             store.insert("replicas", group_id=gid[a["group"]], idx=i, name=a["unit"], start_order=i, started_at=time.time())
     store.commit()
     recorder = Recorder(store, verify_every, "rss")
     tracked = {}
-    for row in store.query("SELECT r.id, r.name, g.name AS grp FROM replicas r JOIN groups g ON g.id = r.group_id"):
-        g = groups[row["grp"]]
+    for row in store.replicas():
+        g = groups[row["group"]]
         spec = allocators.AllocatorSpec(kind=g["kind"], request=g["allocator"], path=g["library"], sha256=g["sha256"],
                                         family=g["family"], version=g["version"], **_dev_inode(g["library"]))
-        tracked[row["name"]] = Tracked(id=row["id"], name=row["name"], group_name=row["grp"], spec=spec)
+        tracked[row["name"]] = Tracked(id=row["id"], name=row["name"], group_name=row["group"], spec=spec)
     # each unit's main process identity, kept in the store so a resumed collector sees restarts
     mains = {u: tuple(v) for u, v in json.loads(store.meta().get("fleet_main_processes", "{}")).items()}
     budget = sampler.SmapsBudget(smaps_budget)

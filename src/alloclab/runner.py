@@ -535,10 +535,10 @@ def resume(run: Path, grace: float = 5.0, on_tick: Callable[[int, int], None] | 
         store.close()
         raise UserError(f"{run} ended normally ({meta['end_reason']}); there is nothing to resume",
                         f"see its report: alloclab report {run}")
-    cgroups = [sampler.Cgroup(Path(row["cgroup"]), 1 if row["cgroup"].startswith("/sys/fs/cgroup/memory/") else 2)
-               for row in store.query("SELECT cgroup FROM replicas WHERE cgroup IS NOT NULL") if Path(row["cgroup"]).is_dir()]
+    cgroups = [sampler.Cgroup(Path(path), 1 if path.startswith("/sys/fs/cgroup/memory/") else 2)
+               for path in store.cgroup_paths() if Path(path).is_dir()]
     finder = reaper.RunProcesses(meta.get("run_token", ""), cgroups, exclude={os.getpid()})
-    finder.identities = {(row["pid"], row["start_ticks"]) for row in store.query("SELECT pid, start_ticks FROM processes")}
+    finder.identities = {(p["pid"], p["start_ticks"]) for p in store.processes()}
     survivors = finder.find() if meta.get("run_token") else set()
     now = time.time()
     store.begin()
@@ -551,7 +551,7 @@ def resume(run: Path, grace: float = 5.0, on_tick: Callable[[int, int], None] | 
     leaked = [c for c in cgroups if not c.remove(wait=5.0)]
     if not store.mark_cut_short("killed", time.time(), "alloclab died during the run (found by run --resume)"):
         store.begin()
-        store.set_meta(ended_at=max(float(meta.get("ended_at") or 0), store.query("SELECT MAX(t) FROM samples")[0][0] or 0))
+        store.set_meta(ended_at=max(float(meta.get("ended_at") or 0), store.last_sample_time() or 0))
         store.commit()
     if leaked:
         store.begin()
@@ -567,12 +567,13 @@ def _sample_survivors(store: Store, meta: dict, finder: reaper.RunProcesses, pha
     ALLOCLAB_REPLICA in its environment), every interval, until the planned end or none is left."""
     replicas: dict[str, Tracked] = {}
     cgroup_of: dict[str, sampler.Cgroup] = {}
-    for row in store.query("SELECT r.id, r.name, r.cgroup, g.name AS grp, g.kind, g.allocator, g.library_path, g.family, "
-                           "g.version, g.library_sha256 FROM replicas r JOIN groups g ON g.id = r.group_id"):
-        spec = AllocatorSpec(kind=row["kind"], request=row["allocator"], path=row["library_path"],
-                             sha256=row["library_sha256"], family=row["family"], version=row["version"])
-        t = Tracked(id=row["id"], name=row["name"], group_name=row["grp"], spec=spec)
-        for p in store.query("SELECT id, pid, start_ticks FROM processes WHERE replica_id = ?", (row["id"],)):
+    groups = {g["name"]: g for g in store.groups()}
+    for row in store.replicas():
+        g = groups[row["group"]]
+        spec = AllocatorSpec(kind=g["kind"], request=g["allocator"], path=g["library_path"],
+                             sha256=g["library_sha256"], family=g["family"], version=g["version"])
+        t = Tracked(id=row["id"], name=row["name"], group_name=row["group"], spec=spec)
+        for p in store.processes(row["id"]):
             t.processes[(p["pid"], p["start_ticks"])] = p["id"]
         replicas[row["name"]] = t
         if row["cgroup"] and Path(row["cgroup"]).is_dir():

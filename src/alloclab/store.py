@@ -228,6 +228,44 @@ class Store:
             "SELECT v.t, v.process_id, v.verified, v.detail, v.mapped_allocator, p.replica_id, p.pid, "
             "p.first_seen, p.last_seen FROM verifications v JOIN processes p ON p.id = v.process_id ORDER BY v.t")]
 
+    def last_sample_time(self) -> float | None:
+        return self.query("SELECT MAX(t) FROM samples")[0][0]
+
+    def cgroup_paths(self) -> list[str]:
+        """The cgroups the runner made for replicas (resume and cleanup)."""
+        return [r[0] for r in self.query("SELECT cgroup FROM replicas WHERE cgroup IS NOT NULL")]
+
+    def processes(self, replica_id: int | None = None) -> list[dict]:
+        """Recorded processes with their replica's name as `replica` (of one replica, or all)."""
+        where, params = ("WHERE p.replica_id = ?", (replica_id,)) if replica_id is not None else ("", ())
+        return [dict(r) for r in self.query(
+            f"SELECT p.*, r.name AS replica FROM processes p JOIN replicas r ON r.id = p.replica_id {where} ORDER BY p.id",
+            params)]
+
+    def verification_history(self) -> list[dict]:
+        """Every verification with its process's identity (pid, start ticks), in recorded order."""
+        return [dict(r) for r in self.query(
+            "SELECT v.t, p.pid, p.start_ticks, v.verified, v.detail, v.mapped_allocator FROM verifications v "
+            "JOIN processes p ON p.id = v.process_id ORDER BY v.t, p.id")]
+
+    def samples_by_time(self) -> list[sqlite3.Row]:
+        """Every replica sample with `replica` and `grp` names, by time then start order (export)."""
+        return self.query("SELECT s.*, r.name AS replica, g.name AS grp FROM samples s JOIN replicas r ON r.id = s.replica_id "
+                          "JOIN groups g ON g.id = r.group_id ORDER BY s.t, r.start_order, r.name")
+
+    def events_with_names(self) -> list[dict]:
+        """Events with their group label ('all' when none) as `g` and replica name as `replica` (export)."""
+        return [dict(r) for r in self.query(
+            "SELECT e.t, e.kind, e.description, COALESCE(e.group_name, 'all') AS g, r.name AS replica "
+            "FROM events e LEFT JOIN replicas r ON r.id = e.replica_id ORDER BY e.t, e.id")]
+
+    def totals_by_time(self) -> dict[float, tuple[int, int]]:
+        """time -> (replica samples, summed RSS kB)."""
+        return {r[0]: (r[1], r[2]) for r in self.query("SELECT t, COUNT(*), SUM(rss_kb) FROM samples GROUP BY t")}
+
+    def host_samples(self) -> list[sqlite3.Row]:
+        return self.query("SELECT * FROM host_samples ORDER BY t")
+
     def memberships(self) -> list[dict]:
         """Imported group lists: replica, group name, 'current' or 'historical', source file."""
         return [dict(r) for r in self.query(

@@ -58,9 +58,7 @@ def export_csv(run: str | Path, out_dir: Path) -> list[Path]:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UserError(f"cannot create {out_dir}: {exc.strerror}", "choose a writable directory") from None
-    # TODO(store read API): these reads move to store's read API when it lands
-    rows = store.query("SELECT s.*, r.name AS replica, g.name AS grp FROM samples s JOIN replicas r ON r.id = s.replica_id "
-                       "JOIN groups g ON g.id = r.group_id ORDER BY s.t, r.start_order, r.name")
+    rows = store.samples_by_time()
     memory = out_dir / "memory.csv"
     with open(memory, "w", newline="") as f:
         w = csv.writer(f)
@@ -83,17 +81,16 @@ def export_csv(run: str | Path, out_dir: Path) -> list[Path]:
     with open(events, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(EVENT_COLUMNS + EVENT_EXTRA_COLUMNS)
-        for e in store.query("SELECT e.t, e.kind, e.description, COALESCE(e.group_name, 'all') AS g, r.name AS replica "
-                             "FROM events e LEFT JOIN replicas r ON r.id = e.replica_id ORDER BY e.t, e.id"):
+        for e in store.events_with_names():
             w.writerow([utc_iso(e["t"]), e["kind"], _cell(e["description"]), e["g"], _cell(e["replica"]), repr(e["t"])])
     diagnostics = out_dir / "diagnostics.csv"
-    groups = [dict(g) for g in store.query("SELECT * FROM groups ORDER BY id")]
+    groups = store.groups()
     allocators = "; ".join(f"{g['name']}={g['family'] or g['allocator']} {g['version'] or ''}".strip() for g in groups)
     with open(diagnostics, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(DIAG_COLUMNS + DIAG_EXTRA_COLUMNS)
-        totals = {r[0]: (r[1], r[2]) for r in store.query("SELECT t, COUNT(*), SUM(rss_kb) FROM samples GROUP BY t")}
-        for h in store.query("SELECT * FROM host_samples ORDER BY t"):
+        totals = store.totals_by_time()
+        for h in store.host_samples():
             d = datetime.fromtimestamp(h["t"], timezone.utc)
             count, total = totals.get(h["t"], (0, 0))
             mb = lambda kb: "" if kb is None else kb // 1024  # noqa: E731
@@ -106,13 +103,10 @@ def export_csv(run: str | Path, out_dir: Path) -> list[Path]:
         "format": EXPORT_FORMAT,
         "meta": {k: v for k, v in meta.items() if k in EXPORTED_META},
         "groups": [{k: g[k] for k in _GROUP_FIELDS} for g in groups],
-        "replicas": [{"group": r["grp"], **{k: r[k] for k in _REPLICA_FIELDS}} for r in store.query(
-            "SELECT r.*, g.name AS grp FROM replicas r JOIN groups g ON g.id = r.group_id ORDER BY r.id")],
-        "processes": [{"replica": p["replica"], **{k: p[k] for k in _PROCESS_FIELDS}} for p in store.query(
-            "SELECT p.*, r.name AS replica FROM processes p JOIN replicas r ON r.id = p.replica_id ORDER BY p.id")],
-        "verifications": [dict(v) for v in store.query(
-            "SELECT v.t, p.pid, p.start_ticks, v.verified, v.detail, v.mapped_allocator FROM verifications v "
-            "JOIN processes p ON p.id = v.process_id ORDER BY v.t, p.id")],
+        "replicas": [{"group": r["group"], **{k: r[k] for k in _REPLICA_FIELDS}}
+                     for r in sorted(store.replicas(), key=lambda r: r["id"])],
+        "processes": [{"replica": p["replica"], **{k: p[k] for k in _PROCESS_FIELDS}} for p in store.processes()],
+        "verifications": store.verification_history(),
     }
     doc = {"id": Path(store.run_dir).name, "name": meta.get("name", ""),
            "description": "exported by alloclab: the TorUtils groups below, and under \"alloclab\" what an import "

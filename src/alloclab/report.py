@@ -11,7 +11,7 @@ import numpy as np
 
 from .analysis import RULES, STATUS_ORDER, Analysis, analyse
 from .stats import RULES as STATS_RULES
-from .timefmt import utc
+from .timefmt import span as fmt_span, utc
 from .store import Store
 
 STATUS_RULES = {
@@ -72,8 +72,7 @@ def _growth_cell(row: dict) -> str:
     """Change over the window in MB and % of level with the window's length; a rate only where supported."""
     if row["change_mb"] is None:
         return "–"
-    h = row["window_h"] or 0
-    span = f"{h / 24:.1f} d" if h >= 72 else f"{h:.1f} h" if h >= 1 else f"{h * 60:.0f} min"
+    span = fmt_span((row["window_h"] or 0) * 3600)
     rate = f", {row['growth_mb_per_h']:+.2f} MB/h" if row["growth_mb_per_h"] is not None else ""
     return f"{row['change_mb']:+.0f} MB ({_f(row['change_share'], '+.0%')}) / {span}{rate}"
 

@@ -22,3 +22,14 @@ def utc_iso(t: float) -> str:
 def local_stamp() -> str:
     """Now, local time, as 20260131-123456: sorts by time in a directory name."""
     return datetime.now().strftime("%Y%m%d-%H%M%S")
+
+
+def span(seconds: float) -> str:
+    """A duration in the unit that reads best: 45 s, 12 min, 3.5 h, 4.2 d."""
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 2 * 3600:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 72 * 3600:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} d"

@@ -10,6 +10,7 @@ Confidence (documented in docs/analysis.md, reachable with 3+ replicas per group
 """
 from __future__ import annotations
 
+from ..timefmt import span
 from dataclasses import dataclass, field
 
 from .rules import RULES
@@ -132,7 +133,7 @@ def recommend(a) -> Recommendation:
     if best.status in GROWTH_WORDS:
         g = best
         r.growth_note = (f"Caution: {g.name} is *{g.status}* ({g.change_mb:+.0f} MB, {g.change_share:+.0%} of its level over "
-                         f"{g.window_h:.1f} h): it may keep climbing in a longer run." if g.change_mb is not None and g.change_share is not None
+                         f"{span(g.window_h * 3600)}): it may keep climbing in a longer run." if g.change_mb is not None and g.change_share is not None
                          else f"Caution: {g.name} is *{g.status}*: it may keep climbing in a longer run.")
     if base and best.name != a.baseline:
         if best.ops_per_s and base.ops_per_s:

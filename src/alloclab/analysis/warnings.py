@@ -11,7 +11,7 @@ import numpy as np
 from .. import stats
 from ..allocators import is_embedded_detail
 from ..store import CUT_SHORT_REASONS, Store
-from ..timefmt import utc
+from ..timefmt import span, utc
 from .duplicates import Duplicate, identical_pairs  # noqa: F401  (identical_pairs: re-exported)
 from .load import LabelMapping, Series
 from .replica import ReplicaStats
@@ -82,14 +82,14 @@ def collect(store: Store, series: list[Series], reps: list[ReplicaStats], window
             if spread > RULES["age_skew_share"] * (window.end - window.start):
                 young = sorted(ages, key=ages.get)[:5]
                 out.append(Warning("age-skew", "caution", sorted(ages), sorted({s.group for s in series if s.name in ages}),
-                                   f"process ages at the window's start differ by {spread / 3600:.1f} h "
+                                   f"process ages at the window's start differ by {span(spread)} "
                                    f"(youngest: {', '.join(young)}): compare at matched age too (the age table)",
                                    {"spread_h": spread / 3600}))
         starts = window.group_starts
         if starts and max(starts.values()) - min(starts.values()) > RULES["start_skew_intervals"] * float(meta.get("interval", 1) or 1):
             first = min(starts, key=starts.get)
             out.append(Warning("groups-started-apart", "caution", [], sorted(starts),
-                               f"groups began their treatments up to {(max(starts.values()) - min(starts.values())) / 3600:.1f} h "
+                               f"groups began their treatments up to {span(max(starts.values()) - min(starts.values()))} "
                                f"apart ({', '.join(f'{g}: {utc(t, minutes=True)}' for g, t in sorted(starts.items(), key=lambda x: x[1]))}); "
                                f"figures use the common window only (earliest: {first})"))
     # lists

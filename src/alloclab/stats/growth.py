@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats as sps
 
+from ..timefmt import span
 from .rules import RULES
 
 
@@ -203,7 +204,7 @@ def group_growth(start_mb: dict[str, np.ndarray], end_mb: dict[str, np.ndarray],
             and o.change_mb >= RULES["growing_min_change_mb"]
         word = ("Bloating" if o.change_share >= RULES["bloating_window_share"] else "Growing") if grows else None
         reason = (f"{o.n} replicas changed {o.change_share:+.1%} (geometric mean, {o.change_mb:+.1f} MB) over "
-                  f"{o.window_s / 3600:.1f} h, {1 - gam:.1%} interval {lo:+.1%} to {hi:+.1%}, Holm p = {pa:.2g}")
+                  f"{span(o.window_s)}, {1 - gam:.1%} interval {lo:+.1%} to {hi:+.1%}, Holm p = {pa:.2g}")
         out[g] = GroupGrowth(o.n, o.window_s, o.start_mb, o.end_mb, o.change_mb, o.change_share, lo, hi, 1 - gam,
                              pr, pa, sig, word, reason)
     return out

@@ -272,11 +272,17 @@ class Store:
             "SELECT m.replica_id, r.name AS replica, m.group_name, m.list_kind, m.source FROM memberships m "
             "JOIN replicas r ON r.id = m.replica_id ORDER BY m.replica_id, m.list_kind, m.group_name")]
 
-    def host_summary(self) -> dict[str, float | None]:
-        """Extremes of the host samples: lowest available-memory share, most swap used (kB), highest load."""
+    def host_summary(self, start: float | None = None, end: float | None = None) -> dict[str, float | None]:
+        """Host samples (within [start, end] when given): lowest available-memory share, most swap
+        used (kB), highest and median 1-minute load."""
+        lo, hi = (start if start is not None else float("-inf")), (end if end is not None else float("inf"))
         r = self.query("SELECT MIN(mem_available_kb * 1.0 / mem_total_kb), MAX(swap_total_kb - swap_free_kb), "
-                       "MAX(load1), COUNT(*) FROM host_samples")[0]
-        return {"min_available_share": r[0], "max_swap_used_kb": r[1], "max_load1": r[2], "samples": r[3]}
+                       "MAX(load1), COUNT(*) FROM host_samples WHERE t BETWEEN ? AND ?", (lo, hi))[0]
+        loads = sorted(x[0] for x in self.query("SELECT load1 FROM host_samples WHERE load1 IS NOT NULL AND t BETWEEN ? AND ?",
+                                                (lo, hi)))
+        median = (loads[(len(loads) - 1) // 2] + loads[len(loads) // 2]) / 2 if loads else None
+        return {"min_available_share": r[0], "max_swap_used_kb": r[1], "max_load1": r[2], "median_load1": median,
+                "samples": r[3]}
 
     def column_has_values(self, column: str) -> bool:
         if column not in self._columns("samples"):

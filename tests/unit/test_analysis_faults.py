@@ -101,3 +101,19 @@ def test_one_process_under_two_names_counts_once(tmp_path):
     b1 = next(s for s in a.series if s.name == "b-1")
     assert b1.t[-1] < T0 + 1800                             # its copied half is gone, its own half stays
     assert ident[0].data["dropped_samples"] == pytest.approx(360, abs=1)
+
+
+@pytest.mark.parametrize("loads,expected", [
+    (lambda x: np.where(x < 60, 4.0 * np.exp(-x / 60), 1.0), "cpu-burst"),   # start-up burst, then calm
+    (lambda x: np.full_like(x, 4.0), "cpu-saturated"),                        # saturated throughout
+    (lambda x: np.full_like(x, 1.0), None),                                   # calm throughout
+], ids=["burst", "saturated", "calm"])
+def test_cpu_saturation_is_judged_over_the_compared_window(tmp_path, loads, expected):
+    st = _store(tmp_path, {})
+    st.set_meta(ncpu=2)
+    x = np.arange(0.0, 3600.0, 5.0)
+    st.insert_many("host_samples", ("t", "mem_total_kb", "mem_available_kb", "swap_total_kb", "swap_free_kb", "load1"),
+                   [(T0 + a, 1 << 24, 1 << 23, 0, 0, float(v)) for a, v in zip(x, loads(x))])
+    st.commit()
+    kinds = {w.kind for w in analyse(st).warnings}
+    assert kinds & {"cpu-burst", "cpu-saturated"} == ({expected} if expected else set())

@@ -168,6 +168,10 @@ def collect(store: Store, series: list[Series], reps: list[ReplicaStats], window
                            f"of the metric in {len(lazy)} replicas: RSS overstates what they hold; see the footprint column",
                            {"max_share": max(r.lazyfree_share for r in lazy)}))
     host = store.host_summary()
+    # CPU saturation is judged where the figures come from: the comparison window. A start-up burst
+    # (every replica initialising at once) lifts the 1-minute load for a while but is not a
+    # saturated measurement; a median above the rule over the window is.
+    compared = store.host_summary(window.start, window.end) if window is not None else host
     if host["samples"]:
         if host["min_available_share"] is not None and host["min_available_share"] < 0.1:
             out.append(Warning("memory-pressure", "caution", [], [], f"host memory available fell to "
@@ -176,9 +180,17 @@ def collect(store: Store, series: list[Series], reps: list[ReplicaStats], window
             out.append(Warning("swap-used", "caution", [], [], f"up to {host['max_swap_used_kb'] / 1024:.0f} MB of swap in "
                                "use: RSS understates memory"))
         ncpu = int(meta.get("ncpu", "0") or 0)
-        if ncpu and host["max_load1"] and host["max_load1"] > RULES["cpu_saturated_load_per_core"] * ncpu:
-            out.append(Warning("cpu-saturated", "caution", [], [], f"load average reached {host['max_load1']:.1f} on {ncpu} "
-                               "cores: throughput and time-based allocator behaviour are distorted"))
+        limit = RULES["cpu_saturated_load_per_core"] * ncpu
+        if ncpu and compared["median_load1"] is not None and compared["median_load1"] > limit:
+            out.append(Warning("cpu-saturated", "caution", [], [],
+                               f"load average was {compared['median_load1']:.1f} (median; peak {compared['max_load1']:.1f}) on "
+                               f"{ncpu} cores over the compared window: throughput and time-based allocator behaviour "
+                               "are distorted", {"median_load1": compared["median_load1"], "max_load1": compared["max_load1"]}))
+        elif ncpu and host["max_load1"] and host["max_load1"] > limit:
+            out.append(Warning("cpu-burst", "info", [], [],
+                               f"load average peaked at {host['max_load1']:.1f} on {ncpu} cores (e.g. while replicas started) "
+                               f"but stayed at {compared['median_load1'] or 0:.1f} (median) over the compared window",
+                               {"max_load1": host["max_load1"], "median_load1": compared["median_load1"]}))
     guessed = [m for m in mapping.values() if m.evidence.startswith(("label is", "no evidence"))]
     if guessed:
         out.append(Warning("event-label-unmapped", "info", [], [], "event labels mapped without evidence: "

@@ -64,7 +64,8 @@ def status_words(rng: np.random.Generator, n: int) -> None:
 
 def growth_coverage(rng: np.random.Generator, n: int) -> None:
     """Coverage of the within-series change interval where it is given, and how often it is
-    withheld (fewer than 4 batches or fewer than 12 autocorrelation times in the window)."""
+    withheld (never, by construction: the interval rests on a 90% upper bound on φ, which stays
+    finite at the unit root), and its power for the 5% growth simulated."""
     for phi in (0.9, 0.95, 0.99):
         for label, window, dt in DESIGNS:
             t = sim.times(window, dt)
@@ -74,8 +75,9 @@ def growth_coverage(rng: np.random.Generator, n: int) -> None:
             none = sum(g.change_lo is None for g in gs)
             taus = window / ((1 + phi) / (1 - phi) * dt)
             cov = f"{np.mean(inside):.1%}" if inside else "–"
+            sig = sum(g.change_lo is not None and g.change_lo > 0 for g in gs)
             row(f"growth interval coverage where given (5% true, AR(1) φ={phi}, {taus:.0f} true autocorrelation "
-                f"times), {label}", f"{cov} ({none / n:.0%} withheld)", "≥ 93%", n)
+                f"times), {label}", f"{cov} ({none / n:.0%} withheld; interval above 0 in {sig / n:.0%})", "≥ 93%", n)
     t = np.arange(20.0) * 43200
     g = growth(t, 100 + 0.5 * t / 3600)
     row("exact line, 20 samples every 12 h", f"change {g.change_mb:.1f} MB [{g.change_lo:.1f}–{g.change_hi:.1f}]",

@@ -4,6 +4,7 @@ from hypothesis import given, settings, strategies as st
 
 from alloclab.stats import classify, growth
 from alloclab.stats import calibration as sim
+from alloclab.stats.growth import ar1_slope_var, phi_for_lag1
 
 
 def test_flat_autocorrelated_series_are_rarely_growing():
@@ -42,11 +43,44 @@ def test_too_few_samples_give_none():
 
 
 def test_a_random_walk_like_series_gets_no_confident_interval():
-    """φ = 0.999 over a window a few autocorrelation times long: too few independent batches."""
+    """φ = 0.999 over a window a few autocorrelation times long: the bound on φ reaches the unit
+    root and the interval widens to the random-walk limit."""
     rng = np.random.default_rng(5)
     t = sim.times(3600.0, 1.0)
     ys = sim.flat(rng, 40, t, phi=0.999, sd_share=0.05)
     assert sum(growth(t, y).significant for y in ys) <= 3
+
+
+def test_short_persistent_windows_get_intervals_that_keep_their_level():
+    """Two autocorrelation times in the window (φ = 0.99 at 60 s over 6 h): the case where an
+    interval on the estimated φ, or gated on it, undercovered (66.7%). Every series gets one."""
+    rng = np.random.default_rng(21)
+    t = sim.times(6 * 3600.0, 60.0)
+    gs = [growth(t, y) for y in sim.growing(rng, 120, t, share=0.05, phi=0.99, sd_share=0.02)]
+    assert all(g.change_lo is not None for g in gs)
+    assert np.mean([g.change_lo <= 5.0 <= g.change_hi for g in gs]) >= 0.9
+
+
+def test_sparse_independent_samples_get_a_tight_enough_interval():
+    rng = np.random.default_rng(22)
+    t = np.arange(20.0) * 43200
+    gs = [growth(t, 100 + rng.normal(0, 2, len(t)) + 10 * t / t[-1]) for _ in range(100)]
+    assert all(g.change_lo is not None for g in gs)
+    assert np.mean([g.change_lo <= 10.0 <= g.change_hi for g in gs]) >= 0.9
+    assert np.mean([g.significant for g in gs]) >= 0.6     # not so wide that it says nothing (0.76 here)
+
+
+def test_the_phi_bound_is_above_the_median_unbiased_phi_and_reaches_the_unit_root():
+    for n in (20, 100, 361, 512):
+        for rho in (0.0, 0.5, 0.9):
+            assert phi_for_lag1(rho, n, 0.1) >= phi_for_lag1(rho, n, 0.5) >= rho - 0.05
+    assert phi_for_lag1(0.999, 361, 0.1) == 1.0
+
+
+def test_the_slope_variance_is_continuous_at_the_unit_root():
+    tb = np.arange(50.0)
+    assert np.isclose(ar1_slope_var(tb, 1 - 1e-7, 1.0), ar1_slope_var(tb, 1.0, 1.0), rtol=1e-3)
+    assert ar1_slope_var(tb, 0.5, 1.0) < ar1_slope_var(tb, 0.9, 1.0) < ar1_slope_var(tb, 1.0, 1.0)
 
 
 @settings(max_examples=40, deadline=None)

@@ -12,13 +12,11 @@ RULES: dict[str, float] = {
     "min_window_s": 60.0,             # a steady window shorter than a minute: "Too short"
     # -- growth (stats.growth)
     "growth_max_points": 512,         # longer series are averaged into this many equal time bins
-    "growth_batch_corr": 0.1,         # batches long enough that neighbouring batch means correlate ≤ 0.1 ...
-    "growth_min_blocks": 4,           # ... and the trend needs this many batches for an interval
-    "growth_max_blocks": 24,
-    "growth_min_taus": 12.0,          # no interval when the window holds < 12 autocorrelation times
+    "growth_level": 0.95,             # the change's interval: 95% ...
+    "growth_phi_bound": 0.90,         # ... at a 90% upper confidence bound on the residuals' AR(1) φ
     "growth_exact_rel": 1e-9,         # residuals below 1e-9 of the level: an exact line, exact answer
     "rate_min_window_s": 6 * 3600.0,  # a rate per hour only over ≥ 6 h ...
-    "rate_min_blocks": 8,             # ... resting on ≥ 8 independent batches
+    "rate_min_blocks": 8,             # ... resting on ≥ 8 effective independent samples
     # -- status words (stats.status)
     "flat_max_growth_share": 0.05,    # Growing needs a change > 5% of the level over the window ...
     "growing_min_change_mb": 1.0,     # ... and ≥ 1 MB, with its 95% interval above zero

@@ -139,9 +139,7 @@ class LocalUnits:
             pid, start_ticks = (int(x) for x in (self.run_dir / f"{unit}.pid").read_text().split())
         except (OSError, ValueError):      # missing, or not "pid start_ticks"
             return None
-        st = sampler.read_stat(pid)
-        alive = st is not None and st.start_ticks == start_ticks and st.state not in ("Z", "X")
-        return pid if alive else None
+        return pid if sampler.is_alive((pid, start_ticks)) else None
 
     def pids(self, unit: str) -> list[int]:
         return _tree_of(self.main_pid(unit))

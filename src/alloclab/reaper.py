@@ -92,6 +92,16 @@ class RunProcesses:
         self.under = under
         self.exclude = set(exclude)
         self.identities: set[tuple[int, int]] = set()     # seen while sampling
+        self._replica_of: dict[tuple[int, int], str | None] = {}   # environment read once per process
+
+    def replica_of(self, st: sampler.ProcStat) -> str | None:
+        """The ALLOCLAB_REPLICA of a process carrying this run's token ("" if it names none); None
+        for any other process. A process's initial environment never changes: read it once."""
+        if st.identity not in self._replica_of:
+            marks = sampler.environ_marks(st.pid, (TOKEN_VAR.encode(), b"ALLOCLAB_REPLICA"))
+            mine = marks.get(TOKEN_VAR.encode()) == self.token
+            self._replica_of[st.identity] = marks.get(b"ALLOCLAB_REPLICA", b"").decode() if mine else None
+        return self._replica_of[st.identity]
 
     def find(self) -> set[tuple[int, int]]:
         procs = sampler.all_processes()
@@ -103,7 +113,7 @@ class RunProcesses:
             pids.update(cg.procs())
         pids.update(pid for pid, start in self.identities if pid in procs and procs[pid].start_ticks == start)
         for pid in procs.keys() - pids - self.exclude:
-            if sampler.environ_marks(pid, (TOKEN_VAR.encode(),)).get(TOKEN_VAR.encode()) == self.token:
+            if self.replica_of(procs[pid]) is not None:
                 pids.add(pid)
         return {procs[p].identity for p in pids - self.exclude if p in procs and procs[p].state not in ("Z", "X")}
 

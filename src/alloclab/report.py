@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .analysis import RULES, STATUS_ORDER, Analysis, analyse
+from .analysis import STATUS_ORDER, Analysis, analyse
 from .stats import RULES as STATS_RULES
 from .timefmt import span as fmt_span, utc
 from .store import Store

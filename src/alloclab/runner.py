@@ -128,7 +128,6 @@ class Runner:
         self.token = uuid.uuid4().hex          # in every replica's environment: finds what escaped the tree
         self.watchdog: reaper.WatchdogLink | None = None
         self.finder = reaper.RunProcesses(self.token, under=os.getpid())
-        self.adopted: dict[tuple[int, int], str | None] = {}   # orphans reparented to alloclab -> replica
         self.registered: set[tuple[int, int]] = set()         # identities sent to the watchdog
         self.cut_short: str | None = None
 
@@ -304,29 +303,27 @@ class Runner:
             except subprocess.TimeoutExpired:
                 pass
 
-    def _reap_children(self) -> None:
-        keep = {p.pid for r in self.replicas for p in (r.popen, r.load_popen) if p is not None}
+    def _own_children(self) -> set[int]:
+        """The processes alloclab started itself (replicas, load clients, the watchdog)."""
+        own = {p.pid for r in self.replicas for p in (r.popen, r.load_popen) if p is not None}
         if self.watchdog:
-            keep.add(self.watchdog.popen.pid)
-        reaper.reap_adopted(keep)
+            own.add(self.watchdog.popen.pid)
+        return own
+
+    def _reap_children(self) -> None:
+        reaper.reap_adopted(self._own_children())
 
     # ---- one sampling tick ----
     def _adopted_roots(self) -> dict[str, set[tuple[int, int]]]:
         """Orphans of the run reparented to alloclab (it is a subreaper), by replica: their
         environment names the replica. Read once per process."""
-        own = {p.pid for r in self.replicas for p in (r.popen, r.load_popen) if p is not None}
-        if self.watchdog:
-            own.add(self.watchdog.popen.pid)
+        own = self._own_children()
         out: dict[str, set[tuple[int, int]]] = {}
         for pid in reaper.children(os.getpid()):
             st = sampler.read_stat(pid)
             if pid in own or st is None:
                 continue
-            if st.identity not in self.adopted:
-                marks = sampler.environ_marks(pid, (reaper.TOKEN_VAR.encode(), b"ALLOCLAB_REPLICA"))
-                mine = marks.get(reaper.TOKEN_VAR.encode()) == self.token.encode()
-                self.adopted[st.identity] = marks.get(b"ALLOCLAB_REPLICA", b"").decode() if mine else None
-            name = self.adopted[st.identity]
+            name = self.finder.replica_of(st)
             if name:
                 out.setdefault(name, set()).add(st.identity)
         return out
@@ -586,20 +583,15 @@ def _sample_survivors(store: Store, meta: dict, finder: reaper.RunProcesses, pha
     stop = {"now": False}
     previous = {s: signal.signal(s, lambda *a: stop.update(now=True)) for s in (signal.SIGINT, signal.SIGTERM)}
     ticks = 0
-    marked: dict[tuple[int, int], str | None] = {}
     try:
         while not stop["now"] and (planned_end is None or time.time() < planned_end):
             now = time.time()
             procs = sampler.all_processes()
-            token = finder.token
             by_env: dict[str, set[tuple[int, int]]] = {}
             for st in procs.values():
-                if st.identity not in marked:        # each process's environment is read once
-                    marks = sampler.environ_marks(st.pid, (reaper.TOKEN_VAR.encode(), b"ALLOCLAB_REPLICA"))
-                    mine = marks.get(reaper.TOKEN_VAR.encode()) == token
-                    marked[st.identity] = marks.get(b"ALLOCLAB_REPLICA", b"").decode() if mine else None
-                if marked[st.identity] is not None:
-                    by_env.setdefault(marked[st.identity], set()).add(st.identity)
+                name = finder.replica_of(st)
+                if name is not None:
+                    by_env.setdefault(name, set()).add(st.identity)
             store.begin()
             seen = 0
             for name, t in replicas.items():

@@ -119,7 +119,7 @@ def process_age(start_ticks: int) -> float:
 def is_alive(identity: tuple[int, int]) -> bool:
     """Whether the process (pid, start ticks) still runs (not a zombie, pid not reused)."""
     st = read_stat(identity[0])
-    return st is not None and st.start_ticks == identity[1] and st.state != "Z"
+    return st is not None and st.start_ticks == identity[1] and st.state not in ("Z", "X")
 
 
 def read_statm(pid: int) -> tuple[int, int] | None:
@@ -258,8 +258,11 @@ class Cgroup:
                 pass
 
     def remove(self, wait: float = 0.0) -> bool:
-        """rmdir the cgroup (it must be empty; a killed member leaves it a moment later)."""
+        """rmdir the cgroup. Run after the sweep, so it should be empty; whatever member is still
+        there (one the sweep could not name) is killed through the cgroup first, then the rmdir is
+        retried until `wait` runs out (a killed member leaves it a moment later)."""
         deadline = time.monotonic() + wait
+        killed = False
         while True:
             try:
                 self.path.rmdir()
@@ -267,6 +270,9 @@ class Cgroup:
             except FileNotFoundError:
                 return True
             except OSError:
+                if not killed:
+                    self.signal_all(signal.SIGKILL)
+                    killed = True
                 if time.monotonic() >= deadline:
                     return False
                 time.sleep(0.02)

@@ -259,10 +259,6 @@ class Store:
             "SELECT e.t, e.kind, e.description, COALESCE(e.group_name, 'all') AS g, r.name AS replica "
             "FROM events e LEFT JOIN replicas r ON r.id = e.replica_id ORDER BY e.t, e.id")]
 
-    def totals_by_time(self) -> dict[float, tuple[int, int]]:
-        """time -> (replica samples, summed RSS kB)."""
-        return {r[0]: (r[1], r[2]) for r in self.query("SELECT t, COUNT(*), SUM(rss_kb) FROM samples GROUP BY t")}
-
     def host_samples(self) -> list[sqlite3.Row]:
         return self.query("SELECT * FROM host_samples ORDER BY t")
 
@@ -283,11 +279,6 @@ class Store:
         median = (loads[(len(loads) - 1) // 2] + loads[len(loads) // 2]) / 2 if loads else None
         return {"min_available_share": r[0], "max_swap_used_kb": r[1], "max_load1": r[2], "median_load1": median,
                 "samples": r[3]}
-
-    def column_has_values(self, column: str) -> bool:
-        if column not in self._columns("samples"):
-            return False
-        return bool(self.query(f"SELECT 1 FROM samples WHERE {column} IS NOT NULL LIMIT 1"))
 
     def _columns(self, table: str) -> list[str]:
         return [r[1] for r in self.query(f"PRAGMA table_info({table})")]

@@ -66,8 +66,10 @@ def export_csv(run: str | Path, out_dir: Path) -> list[Path]:
         by_time: dict[float, list] = {}
         for r in rows:
             by_time.setdefault(r["t"], []).append(r)
+        totals: dict[float, tuple[int, int | None]] = {}     # time -> (replica samples, summed RSS): diagnostics
         for t, batch in by_time.items():
             rss = [r["rss_kb"] for r in batch if r["rss_kb"] is not None]
+            totals[t] = (len(batch), sum(rss) if rss else None)
             if rss:
                 w.writerow([utc_iso(t), host, "aggregate", "", "", "", "", "", "", "", len(rss), sum(rss),
                             sum(rss) // len(rss), min(rss), max(rss)] + [""] * len(EXTRA_COLUMNS))
@@ -89,7 +91,6 @@ def export_csv(run: str | Path, out_dir: Path) -> list[Path]:
     with open(diagnostics, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(DIAG_COLUMNS + DIAG_EXTRA_COLUMNS)
-        totals = store.totals_by_time()
         for h in store.host_samples():
             d = datetime.fromtimestamp(h["t"], timezone.utc)
             count, total = totals.get(h["t"], (0, 0))

@@ -68,11 +68,6 @@ def put_varint(v: int) -> bytes:
     return bytes(out)
 
 
-def put_svarint(v: int) -> bytes:
-    v = max(-(1 << 63), min((1 << 63) - 1, v))
-    return put_varint(((v << 1) ^ (v >> 63)) & MASK64)
-
-
 def _encode(values: list[int]) -> bytes:
     if values and 0 <= min(values) and max(values) < 0x80:      # one byte each: the common crafted case
         return bytes(values)

@@ -20,12 +20,12 @@ from ..store import Store
 from ..timefmt import utc
 from .compare import GroupComparison, compare_groups
 from .duplicates import Duplicate, drop_duplicates
-from .load import METRIC_COLUMN, LabelMapping, Segment, Series, is_imported, load, load_series, segment
+from .load import METRIC_COLUMN, LabelMapping, Segment, Series, is_imported, load_series, segment
 from .replica import ReplicaStats, classify, detect_warmup, release_events, replica_stats, theil_sen
 from .rules import RULES, STATUS_ORDER
 from .verdict import Recommendation, recommend
-from .warnings import Warning, collect
-from .windows import AgeTable, EndFigure, Window, age_table, edge_levels, end_figures, level_at, treatment_window
+from .warnings import Warning, collect, signal_name
+from .windows import AgeTable, EndFigure, Window, age_table, clean_in_window, edge_levels, end_figures, treatment_window
 
 __all__ = ["analyse", "Analysis", "GroupSummary", "GroupComparison", "ReplicaStats", "Series", "Segment", "Warning",
            "Recommendation", "RULES", "STATUS_ORDER", "METRIC_COLUMN", "classify", "replica_stats", "theil_sen",
@@ -120,18 +120,10 @@ def _ended_early(s: Series, window: Window | None, interval: float) -> str | Non
     last = float(s.t[-1])
     if not crashed or last >= window.end - max(interval, 1.0):
         return None
-    how = (f"killed by {_signal_name(-s.exit_code)}" if s.exit_code is not None and s.exit_code < 0
+    how = (f"killed by {signal_name(-s.exit_code)}" if s.exit_code is not None and s.exit_code < 0
            else f"exit code {s.exit_code}" if s.exit_code is not None else "no exit code")
     return (f"{s.end_kind or 'exited'} ({how}) at {utc(s.ended_at or last, minutes=True)}, "
             f"{(window.end - last) / 3600:.2f} h before the comparison window's end")
-
-
-def _signal_name(sig: int) -> str:
-    import signal
-    try:
-        return signal.Signals(sig).name
-    except ValueError:
-        return f"signal {sig}"
 
 
 def _group_growth(series: list[Series], reps: list[ReplicaStats], groups: list[str], window: Window | None,
@@ -144,9 +136,8 @@ def _group_growth(series: list[Series], reps: list[ReplicaStats], groups: list[s
     starts, ends, spans, lengths = {}, {}, {}, {}
     for g in groups:
         inc = [s for s in series if s.group == g and (r := by.get(s.name)) is not None and r.excluded is None
-               and r.verified is not False and r.steady_start is not None and s.clean is not None
-               and s.treatment_start is not None and s.treatment_start <= window.start + max(interval, 1.0)
-               and s.clean.end >= window.end - max(interval, 1.0)]
+               and r.verified is not False and r.steady_start is not None
+               and clean_in_window(s, window, max(interval, 1.0))]
         if not inc:
             continue
         lo = max([window.start] + [by[s.name].steady_start for s in inc])
@@ -184,11 +175,8 @@ def analyse(store: Store, metric: str | None = None) -> Analysis:
     # the level each replica enters the comparison with
     levels: dict[str, np.ndarray] = {}
     if imported and window:
-        span = RULES["end_span_share"] * (window.end - window.start)
-        by = {s.name: s for s in series}
         for g in names:
-            vals = [level_at(by[n], window.end, span) for n in figures[g].clean]
-            levels[g] = np.array([v for v in vals if v is not None])
+            levels[g] = np.array(figures[g].clean_levels)
         basis = f"level at the end of the comparable window, {window.hours / 24:.1f} days, {_fmt_span(window)}"
     else:
         for g in names:

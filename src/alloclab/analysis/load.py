@@ -234,9 +234,13 @@ def segments_imported(store: Store, series: list[Series], mapping: dict[str, Lab
         if n == 0:
             continue
         cuts: list[tuple[int, bool, bool, str, str | None]] = []   # (index, changed, own event, reason, source)
+        at: dict[int, list[dict]] = {}       # sample index i -> events with t[i-1] < t <= t[i], in order
+        for e in events:
+            i = int(np.searchsorted(s.t, e["t"], side="left"))
+            if 1 <= i < n and _applies(e, s.group, mapping):
+                at.setdefault(i, []).append(e)
         for i in range(1, n):
-            lo, hi = s.t[i - 1], s.t[i]
-            evs = [e for e in events if lo < e["t"] <= hi and _applies(e, s.group, mapping)]
+            evs = at.get(i, [])
             rel = (s.mb[i] - s.mb[i - 1]) / s.mb[i - 1] if s.mb[i - 1] > 0 else 0.0
             if evs and abs(rel) >= step:
                 changes = [e for e in evs if e["kind"] not in RESTART_KINDS]

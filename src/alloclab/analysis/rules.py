@@ -1,6 +1,8 @@
 """Every threshold that turns numbers into words (documented in docs/analysis.md)."""
 from __future__ import annotations
 
+from ..stats import STATUS_ORDER  # noqa: F401  (the status words are the stats package's)
+
 RULES = {
     "min_steady_samples": 8,          # fewer post-warm-up samples: "Too short"
     "warmup_steepness": 3.0,          # a start 3x steeper than the second half is a warm-up ...
@@ -38,4 +40,3 @@ RULES = {
     "age_skew_share": 0.25,           # replicas' process ages at the window start differ by > 25% of the window
     "cpu_saturated_load_per_core": 1.5,
 }
-STATUS_ORDER = ["Unverified", "Too short", "Bloating", "Growing", "Ratcheting", "Variable", "Flat"]

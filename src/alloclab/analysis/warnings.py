@@ -139,7 +139,7 @@ def collect(store: Store, series: list[Series], reps: list[ReplicaStats], window
         parts = []
         for s in hit:
             code = s.exit_code
-            how = (f"killed by {_signal(-code)}" if code is not None and code < 0 else
+            how = (f"killed by {signal_name(-code)}" if code is not None and code < 0 else
                    f"exit code {code}" if code is not None else "exit code unknown")
             fate = "excluded from the comparison, data shown" if s.name in excluded else "compared (it ended after the window)"
             parts.append(f"{s.name} ({s.group}): {how} at {utc(s.ended_at or float(s.t[-1]), minutes=True)}, {fate}")
@@ -198,7 +198,7 @@ def collect(store: Store, series: list[Series], reps: list[ReplicaStats], window
     return out
 
 
-def _signal(sig: int) -> str:
+def signal_name(sig: int) -> str:
     import signal
     try:
         return signal.Signals(sig).name

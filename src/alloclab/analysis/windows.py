@@ -33,6 +33,7 @@ class EndFigure:
     published_mb: float | None
     differs: bool = False
     why: list[str] = field(default_factory=list)   # "keithsweat: jemalloc (D) at the end"
+    clean_levels: list[float] = field(default_factory=list)   # each clean replica's level at the window's end
 
 
 @dataclass
@@ -82,10 +83,11 @@ def level_at(s: Series, t: float, span: float, clean_only: bool = True) -> float
     return float(np.median(s.mb[m]))
 
 
-def clean_in_window(s: Series, w: Window) -> bool:
-    """On the group's allocator from the window's start to its end (restarts allowed)."""
+def clean_in_window(s: Series, w: Window, tolerance: float = 1.0) -> bool:
+    """On the group's allocator from the window's start to its end (restarts allowed), within
+    `tolerance` seconds at either end."""
     ts = s.treatment_start
-    return s.clean is not None and ts is not None and ts <= w.start + 1 and s.clean.end >= w.end - 1
+    return s.clean is not None and ts is not None and ts <= w.start + tolerance and s.clean.end >= w.end - tolerance
 
 
 def end_figures(series: list[Series], groups: list[str], w: Window, listed: dict[str, set[str]]) -> dict[str, EndFigure]:
@@ -121,7 +123,7 @@ def end_figures(series: list[Series], groups: list[str], w: Window, listed: dict
                         float(np.median(pub_vals)) if pub_vals else None)
         if fig.clean_mb and fig.published_mb:
             fig.differs = abs(fig.published_mb / fig.clean_mb - 1) > RULES["published_differs_share"] and bool(why)
-        fig.why = why
+        fig.why, fig.clean_levels = why, vals
         out[g] = fig
     return out
 

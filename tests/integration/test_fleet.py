@@ -216,3 +216,58 @@ def test_a_reused_pid_is_never_taken_for_a_unit(root):
         pidfile.write_text(f"{pid} {start}")
         sleeper.kill()
         sleeper.wait()
+
+
+def _environ(pid: int) -> dict[str, str]:
+    items = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    return dict(i.decode().partition("=")[::2] for i in items if i)
+
+
+def test_apply_deploy_rollback_from_different_directories(root, tmp_path, jemalloc, mimalloc):
+    """The rollback bug: the manifest held drop-in paths relative to where apply ran, so a rollback
+    run elsewhere wrote under its own directory and left the units on the deployed allocator.
+    Here apply, deploy and rollback each run from another directory with a relative --root."""
+    a, b, c = (tmp_path / d for d in ("a", "b/deeper", "c"))
+    for d in (a, b, c):
+        d.mkdir(parents=True)
+    keep = f"{NAMES[0]}.service"
+    existing = fleet.dropin_path(root, keep)
+    existing.parent.mkdir(parents=True)
+    original = b"# the operator's own\n[Service]\nEnvironment=\"FOO=bar baz\"\n"
+    existing.write_bytes(original)
+    rel = lambda d: os.path.relpath(root, d)    # noqa: E731
+    p = run_cli("fleet", "plan", "--units", "tor@*", "--groups", str(tmp_path / "groups.toml"), "-o", "plan.json",
+                "--root", rel(a), "--systemctl", "local", cwd=a)
+    assert p.returncode == 0, p.stderr
+    p = run_cli("fleet", "apply", "plan.json", "--batch", "6", "--root", rel(a), "--systemctl", "local", cwd=a)
+    assert p.returncode == 0, p.stderr
+    p = run_cli("fleet", "deploy", mimalloc, "--units", "tor@*", "--batch", "6", "--root", rel(b), "--systemctl", "local",
+                cwd=b)
+    assert p.returncode == 0, p.stderr
+    units = fleet.LocalUnits(root)
+    assert [_environ(units.main_pid(f"{n}.service")).get("LD_PRELOAD") for n in NAMES] == [os.path.realpath(mimalloc)] * len(NAMES)
+    for manifest in (root / "var/lib/alloclab/fleet/applied").glob("*/manifest.json"):
+        assert all(Path(m["dropin"]).is_absolute() for m in json.loads(manifest.read_text())["units"].values())
+    for _ in range(2):                                   # undo deploy, then apply
+        p = run_cli("fleet", "rollback", "--batch", "6", "--root", rel(c), "--systemctl", "local", cwd=c)
+        assert p.returncode == 0, p.stderr
+    assert not any(c.rglob("*")), "rollback wrote under its working directory"
+    assert existing.read_bytes() == original
+    for n in NAMES[1:]:
+        assert not fleet.dropin_path(root, f"{n}.service").exists()
+    for n in NAMES:                                       # every unit back on glibc (no preload)
+        assert "LD_PRELOAD" not in _environ(units.main_pid(f"{n}.service"))
+    assert _environ(units.main_pid(keep)).get("FOO") == "bar baz"
+
+
+def test_rollback_refused_when_manifest_and_root_disagree(root, tmp_path):
+    plan = make_plan(root)
+    fleet.apply_plan(fleet.LocalUnits(root), plan, batch=6, dry_run=False, say=lambda s: None)
+    other = tmp_path / "other-root"
+    import shutil
+    shutil.copytree(root / "var", other / "var")        # the state of one root, offered for another
+    (other / "etc/systemd/system").mkdir(parents=True)
+    p = run_cli("fleet", "rollback", "--root", str(other), "--systemctl", "local")
+    assert p.returncode == 2 and p.stderr.count("\n") == 1, p.stderr
+    assert "does not name" in p.stderr and "Traceback" not in p.stderr
+    assert all(fleet.dropin_path(root, u).exists() for u in plan.data["units"])    # nothing touched

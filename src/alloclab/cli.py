@@ -88,6 +88,24 @@ def import_torutils(folder: Path, output: Path, naive_utc_offset: float, baselin
     torutils_command(folder, output, naive_utc_offset, baseline, console)
 
 
+@import_group.command("prometheus")
+@click.argument("url")
+@click.option("-o", "--output", type=PathArg, required=True, help="New run directory.")
+@click.option("--from", "start", default="now-1h", show_default=True, help="Start: now-1h, Unix seconds or ISO 8601.")
+@click.option("--to", "end", default="now", show_default=True, help="End, the same way.")
+@click.option("--step", default="60s", show_default=True, help="Resolution (use the scrape interval or more).")
+@click.option("--query", help="Your own memory series in bytes (PromQL) instead of alloclab's; one series per unit.")
+@click.option("--match", help="Label matchers added to alloclab's series, e.g. 'job=\"alloclab\"'.")
+@click.option("--group-label", default="group", show_default=True)
+@click.option("--unit-label", default="unit", show_default=True)
+@click.option("--host-label", default="host", show_default=True)
+@click.option("--baseline", help="Baseline group (default: the glibc one).")
+def import_prometheus(url, output, start, end, step, query, match, group_label, unit_label, host_label, baseline) -> None:
+    """Import a range of samples from a Prometheus server (/api/v1/query_range) as a run; hosts kept."""
+    from .commands.imports import prometheus_command
+    prometheus_command(url, output, start, end, step, query, match, group_label, unit_label, host_label, baseline, console)
+
+
 @app.command()
 @click.option("-o", "--output", type=PathArg, help="Where the demo's experiments and runs go (default runs/demo-<time>).")
 @click.option("--seconds", type=int, default=270, show_default=True, help="Total length of both comparisons.")
@@ -196,8 +214,9 @@ def fleet_group() -> None:
 def _fleet_options(f):
     f = click.option("--root", type=PathArg, default=Path("/"), show_default=True,
                      help="Write drop-ins and state under this root instead of /.")(f)
-    f = click.option("--systemctl", type=click.Choice(["auto", "systemd", "local"]), default="auto", show_default=True,
-                     help="systemd, or 'local': real processes started from unit files under --root (no systemd).")(f)
+    f = click.option("--systemctl", type=click.Choice(["auto", "systemd", "user", "local"]), default="auto", show_default=True,
+                     help="systemd; 'user': a user manager (systemctl --user); 'local': real processes started from "
+                          "unit files under --root (no systemd).")(f)
     return f
 
 
@@ -230,11 +249,13 @@ def fleet_apply(plan, batch, dry_run, root, systemctl) -> None:
 @click.option("--interval", default="60s", show_default=True)
 @click.option("--duration", help="Stop after this long (default: until stopped).")
 @click.option("--install", is_flag=True, help="Write a systemd unit that runs this collector, and stop.")
+@click.option("--listen", metavar="ADDR", help="Also serve /metrics for Prometheus on ADDR (PORT = loopback, or HOST:PORT).")
+@click.option("--host", "host_label", metavar="NAME", help="The host label of the metrics and replicas [this machine's name].")
 @_fleet_options
-def fleet_collect(plan_file, output, interval, duration, install, root, systemctl) -> None:
+def fleet_collect(plan_file, output, interval, duration, install, listen, host_label, root, systemctl) -> None:
     """Sample every planned unit (memory, processes, allocator verification) into a run store."""
     from .commands.fleet import collect_command
-    collect_command(plan_file, output, interval, duration, install, root, systemctl, console)
+    collect_command(plan_file, output, interval, duration, install, root, systemctl, console, listen, host_label)
 
 
 @fleet_group.command("deploy")

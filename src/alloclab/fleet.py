@@ -19,6 +19,7 @@ import os
 import random
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -26,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from . import allocators, resolution, sampler, settings, timefmt, tunables, unitfile
+from . import allocators, metrics, resolution, sampler, settings, timefmt, tunables, unitfile
 from .config import load_experiment, parse_duration
 from .errors import UserError
 from .host import host_metadata
@@ -58,16 +59,19 @@ class Units(Protocol):
     def is_active(self, unit: str) -> bool: ...
     def daemon_reload(self) -> None: ...
     def restart(self, unit: str) -> None: ...
+    def memory_cgroup(self, unit: str) -> sampler.Cgroup | None: ...
 
 
 class Systemd:
-    """The real thing: systemctl, drop-ins under ROOT/etc/systemd/system."""
+    """The real thing: systemctl, drop-ins under ROOT/etc/systemd/system. `user=True` drives a user
+    manager (`systemctl --user`, found through XDG_RUNTIME_DIR) whose unit path is that directory
+    (SYSTEMD_UNIT_PATH): how the tests reach a real systemd where none is PID 1."""
 
-    def __init__(self, root: Path = Path("/")):
-        self.root = root
+    def __init__(self, root: Path = Path("/"), user: bool = False):
+        self.root, self.user = root, user
 
     def _ctl(self, *args: str) -> str:
-        proc = subprocess.run(["systemctl", *args], capture_output=True, text=True)
+        proc = subprocess.run(["systemctl", *(["--user"] if self.user else []), *args], capture_output=True, text=True)
         if proc.returncode not in (0, 3):          # 3: inactive, for is-active
             raise UserError(f"systemctl {' '.join(args)} failed: {proc.stderr.strip()[:200]}", "check the unit and your rights")
         return proc.stdout
@@ -87,6 +91,17 @@ class Systemd:
             if cg and procs.exists():
                 return sorted(int(x) for x in procs.read_text().split())
         return _tree_of(self.main_pid(unit))
+
+    def memory_cgroup(self, unit: str) -> sampler.Cgroup | None:
+        """The unit's cgroup where it has a memory controller (v2, or v1's memory hierarchy)."""
+        cg = self._ctl("show", "-p", "ControlGroup", "--value", unit).strip()
+        if not cg:
+            return None
+        for base, version in (("/sys/fs/cgroup", 2), ("/sys/fs/cgroup/unified", 2), ("/sys/fs/cgroup/memory", 1)):
+            path = Path(base + cg)
+            if (path / ("memory.current" if version == 2 else "memory.usage_in_bytes")).exists():
+                return sampler.Cgroup(path, version)
+        return None
 
     def is_active(self, unit: str) -> bool:
         return self._ctl("is-active", unit).strip() == "active"
@@ -150,6 +165,9 @@ class LocalUnits:
     def daemon_reload(self) -> None:
         self.log.append((time.time(), "daemon-reload", ""))
 
+    def memory_cgroup(self, unit: str) -> sampler.Cgroup | None:
+        return None                       # the stand-in's units share the caller's cgroup
+
     def stop(self, unit: str) -> None:
         pid = self.main_pid(unit)
         if pid:
@@ -183,16 +201,19 @@ def _tree_of(pid: int | None) -> list[int]:
 
 
 def units_from(spec: str | None, root: Path) -> Units:
-    """--systemctl: "systemd" (default where systemd runs) or "local" (the stand-in). The root is
-    made absolute here, so every path stored in a manifest is absolute."""
+    """--systemctl: "systemd" (default where systemd runs), "user" (a user manager: systemctl
+    --user) or "local" (the stand-in). The root is made absolute here, so every path stored in a
+    manifest is absolute."""
     root = Path(root).resolve()
     if spec in (None, "auto"):
         spec = "systemd" if Path("/run/systemd/system").is_dir() else "local"
     if spec == "systemd":
         return Systemd(root)
+    if spec == "user":
+        return Systemd(root, user=True)
     if spec == "local":
         return LocalUnits(root)
-    raise UserError(f"--systemctl {spec!r} is not known", "use systemd or local")
+    raise UserError(f"--systemctl {spec!r} is not known", "use systemd, user or local")
 
 
 # ---- plan -------------------------------------------------------------------------------------------
@@ -506,10 +527,14 @@ def install_collector(units: Units, plan: Path, run: Path, interval: str) -> Pat
 
 
 def collect(units: Units, plan: Plan, run: Path, interval: float, duration: float | None, say=print,
-            smaps_budget: float = 0.02, verify_every: float = 300.0) -> dict:
+            smaps_budget: float = 0.02, verify_every: float = 300.0, exposition: "metrics.Exposition | None" = None,
+            host: str | None = None) -> dict:
     """Sample every unit of the plan into RUN until stopped (or for `duration` seconds). A run that
-    exists is resumed: same groups and replicas, a `collector_resumed` event marks the gap."""
+    exists is resumed: same groups and replicas, a `collector_resumed` event marks the gap. With an
+    `exposition`, every tick's rows are also published for Prometheus (metrics.py), labelled `host`
+    (default: this machine's name, also stored with each replica)."""
     groups = {g["name"]: g for g in plan.data["groups"]}
+    host = host or socket.gethostname()
     resumed = (run / DB_NAME).exists()
     if resumed:
         store = Store.open(run)
@@ -525,14 +550,15 @@ def collect(units: Units, plan: Plan, run: Path, interval: float, duration: floa
     else:
         store.set_meta(name=plan.data["name"], source="fleet", metric="rss", interval=interval, seed=plan.data["seed"],
                        baseline=plan.data["groups"][0]["name"], experiment=plan.data["experiment"], plan=str(plan.path),
-                       started_at=time.time(), **host_metadata())
+                       started_at=time.time(), **{**host_metadata(), "host": host})
         for g in plan.data["groups"]:
             store.insert("groups", name=g["name"], allocator=g["allocator"], kind=g["kind"], library_path=g["library"],
                          library_sha256=g["sha256"], family=g["family"], version=g["version"], env_json=json.dumps(g["env"]),
                          command_json="[]", is_baseline=int(g["name"] == plan.data["groups"][0]["name"]))
         gid = {r["name"]: r["id"] for r in store.groups()}
         for i, a in enumerate(plan.assignments):
-            store.insert("replicas", group_id=gid[a["group"]], idx=i, name=a["unit"], start_order=i, started_at=time.time())
+            store.insert("replicas", group_id=gid[a["group"]], idx=i, name=a["unit"], start_order=i, started_at=time.time(),
+                         host=host)
     store.commit()
     recorder = Recorder(store, verify_every, "rss")
     tracked = {}
@@ -543,6 +569,11 @@ def collect(units: Units, plan: Plan, run: Path, interval: float, duration: floa
         tracked[row["name"]] = Tracked(id=row["id"], name=row["name"], group_name=row["group"], spec=spec)
     # each unit's main process identity, kept in the store so a resumed collector sees restarts
     mains = {u: tuple(v) for u, v in json.loads(store.meta().get("fleet_main_processes", "{}")).items()}
+    restarts = {unit: 0 for unit in tracked}
+    for e in store.events(kinds=["process_restart"]):
+        unit = e["description"].split(":")[0]
+        if unit in restarts:
+            restarts[unit] += 1
     budget = sampler.SmapsBudget(smaps_budget)
     stop = {"now": False}
     previous = signal.signal(signal.SIGTERM, lambda *a: stop.update(now=True))
@@ -560,10 +591,13 @@ def collect(units: Units, plan: Plan, run: Path, interval: float, duration: floa
                 ident = (pid, st.start_ticks) if st else None
                 if ident and mains.get(unit) and mains[unit] != ident:
                     store.event(now, "process_restart", f"{unit}: main process {mains[unit][0]} -> {pid}", t.id, t.group_name)
+                    restarts[unit] += 1
                 if ident:
                     mains[unit] = ident
                 readings = sampler.sample_processes(units.pids(unit), budget)
-                recorder.observe(t, readings, now, "load")
+                recorder.observe(t, readings, now, "load", cgroup=units.memory_cgroup(unit) if ident else None)
+            if exposition is not None:
+                exposition.publish(_snapshot(now, host, tracked, groups, recorder.replica_rows, restarts))
             recorder.flush(now)
             store.set_meta(fleet_main_processes=mains)
             store.commit()
@@ -578,3 +612,20 @@ def collect(units: Units, plan: Plan, run: Path, interval: float, duration: floa
         store.close()
     say(f"collected {ticks} rounds of {len(tracked)} units into {run}")
     return {"ticks": ticks, "resumed": resumed}
+
+
+def _snapshot(now: float, host: str, tracked: dict, groups: dict, rows: list[tuple], restarts: dict[str, int]) -> "metrics.Snapshot":
+    """This tick's replica rows (exactly what goes to the store) as one exposition snapshot."""
+    cols = Recorder.SAMPLE_COLUMNS
+    by_id = {row[cols.index("replica_id")]: row for row in rows}
+    snap = metrics.Snapshot(t=now, host=host)
+    for unit, t in tracked.items():
+        row = by_id.get(t.id)
+        if row is None:
+            continue
+        g = groups[t.group_name]
+        snap.units.append(metrics.UnitFigures(
+            unit=unit, group=t.group_name, allocator=g["allocator"], version=g["version"] or "",
+            nprocs=row[cols.index("nprocs")], memory_kb={c: row[cols.index(c)] for c in metrics.MEMTYPES},
+            cpu_s=row[cols.index("cpu_s")], verified=t.state, restarts=restarts[unit]))
+    return snap

@@ -13,7 +13,7 @@ from typing import Any, Iterable
 
 from .errors import UserError
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 DB_NAME = "run.db"
 
 SCHEMA = """
@@ -26,7 +26,7 @@ CREATE TABLE IF NOT EXISTS replicas(
     id INTEGER PRIMARY KEY, group_id INTEGER NOT NULL REFERENCES groups(id), idx INTEGER,
     name TEXT UNIQUE NOT NULL, workdir TEXT, start_order INTEGER, started_at REAL, ended_at REAL,
     exit_code INTEGER, root_pid INTEGER, cgroup TEXT,
-    verified INTEGER, verify_detail TEXT, end_kind TEXT);
+    verified INTEGER, verify_detail TEXT, end_kind TEXT, host TEXT);
 CREATE TABLE IF NOT EXISTS processes(
     id INTEGER PRIMARY KEY, replica_id INTEGER NOT NULL REFERENCES replicas(id),
     pid INTEGER, start_ticks INTEGER, ppid INTEGER, comm TEXT, cmdline TEXT,
@@ -63,6 +63,7 @@ MIGRATIONS = {
     2: ["ALTER TABLE samples ADD COLUMN lazyfree_kb INTEGER",
         "ALTER TABLE process_samples ADD COLUMN lazyfree_kb INTEGER"],
     3: ["ALTER TABLE replicas ADD COLUMN end_kind TEXT"],
+    4: ["ALTER TABLE replicas ADD COLUMN host TEXT"],       # fleet and Prometheus imports: the machine
 }
 # How a run ends before its planned end (meta end_reason, event 'cut_short'); see docs/store.md.
 CUT_SHORT_REASONS = ("killed", "disk-full")

@@ -116,6 +116,7 @@ def collect(store: Store, series: list[Series], reps: list[ReplicaStats], window
     if short:
         out.append(Warning("too-short", "info", short, sorted({r.group for r in reps if r.name in short}),
                            f"{len(short)} replicas have too few steady samples: run longer or sample more often"))
+    out.extend(host_spread(store.replicas(), groups))
     # a program that carries its own allocator: LD_PRELOAD does not reach its allocations
     embedded = {r["name"]: r["verify_detail"] for r in store.replicas() if is_embedded_detail(r["verify_detail"])}
     if embedded:
@@ -204,3 +205,34 @@ def signal_name(sig: int) -> str:
         return signal.Signals(sig).name
     except ValueError:
         return f"signal {sig}"
+
+
+def host_spread(replicas: list[dict], groups: list[str]) -> list[Warning]:
+    """Replicas on several hosts (fleet collectors, Prometheus imports): a host is a confound when
+    groups are spread over hosts unevenly, i.e. some host's share of a group's replicas differs
+    from its share of all replicas by more than RULES["host_share_gap"]."""
+    placed = [r for r in replicas if r.get("host") and r["group"] in groups]
+    hosts = sorted({r["host"] for r in placed})
+    if len(hosts) < 2:
+        return []
+    overall = {h: sum(r["host"] == h for r in placed) / len(placed) for h in hosts}
+    table: dict[str, dict[str, int]] = {}
+    gaps = []
+    for g in groups:
+        mine = [r for r in placed if r["group"] == g]
+        if not mine:
+            continue
+        table[g] = {h: sum(r["host"] == h for r in mine) for h in hosts}
+        for h in hosts:
+            gap = table[g][h] / len(mine) - overall[h]
+            if abs(gap) > RULES["host_share_gap"]:
+                gaps.append((g, h, gap))
+    if not gaps:
+        return []
+    spread = "; ".join(f"{g}: " + ", ".join(f"{h} {n}" for h, n in by_host.items()) for g, by_host in table.items())
+    worst = max(gaps, key=lambda x: abs(x[2]))
+    return [Warning("hosts-unbalanced", "caution", [], sorted({g for g, _, _ in gaps}),
+                    f"groups are spread unevenly over {len(hosts)} hosts ({spread}): a difference between groups may be "
+                    f"a difference between hosts (largest gap: {worst[0]} on {worst[1]}, {worst[2]:+.0%} of its replicas "
+                    f"against the fleet's share); compare within a host, or re-plan each host with every group",
+                    {"replicas_per_host": table, "hosts": hosts})]

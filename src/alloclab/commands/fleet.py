@@ -6,7 +6,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from .. import fleet
+from .. import fleet, metrics, unitfile
 from ..config import parse_duration
 from ..errors import UserError
 
@@ -37,15 +37,27 @@ def apply_command(plan_file: Path, batch: int, dry_run: bool, root: Path, system
 
 
 def collect_command(plan_file: Path, run: Path, interval: str, duration: str | None, install: bool, root: Path,
-                    systemctl: str | None, console: Console) -> None:
+                    systemctl: str | None, console: Console, listen: str | None = None, host: str | None = None) -> None:
     units = fleet.units_from(systemctl, root)
     plan = fleet.load_plan(plan_file)
     if install:
         path = fleet.install_collector(units, plan_file, run, interval)
         console.print(f"wrote {path}; start it with: systemctl enable --now alloclab-collector.service")
         return
-    fleet.collect(units, plan, run, parse_duration(interval, "--interval"),
-                  parse_duration(duration, "--duration") if duration else None, console.print)
+    if host is not None:
+        unitfile.check_value(host, "--host")
+    exposition, server = None, None
+    if listen:
+        exposition = metrics.Exposition()
+        server, port = metrics.serve(exposition, listen)
+        console.print(f"serving /metrics on {metrics.parse_listen(listen)[0]}:{port}")
+    try:
+        fleet.collect(units, plan, run, parse_duration(interval, "--interval"),
+                      parse_duration(duration, "--duration") if duration else None, console.print,
+                      exposition=exposition, host=host)
+    finally:
+        if server is not None:
+            server.shutdown()
 
 
 def deploy_command(allocator: str, units_glob: str, batch: int, dry_run: bool, out: Path, root: Path,

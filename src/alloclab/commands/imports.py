@@ -2,6 +2,7 @@
 hence the module's name)."""
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from rich.console import Console
@@ -12,3 +13,15 @@ from ..torutils import import_torutils, naive_timezone
 def torutils_command(folder: Path, output: Path, naive_utc_offset: float, baseline: str | None, console: Console) -> None:
     out = import_torutils(folder, output, naive_timezone(naive_utc_offset), baseline)
     console.print(f"imported into {out}; next: alloclab report {out}")
+
+
+def prometheus_command(url: str, output: Path, start: str, end: str, step: str, query: str | None, match: str | None,
+                       group_label: str, unit_label: str, host_label: str, baseline: str | None, console: Console) -> None:
+    from .. import promimport
+    from ..config import parse_duration
+    now = time.time()
+    labels = promimport.Labels(group=group_label, unit=unit_label, host=host_label)
+    out = promimport.import_prometheus(url, output, promimport.parse_time(start, "--from", now),
+                                       promimport.parse_time(end, "--to", now), parse_duration(step, "--step"),
+                                       promimport.default_queries(query, match or ""), labels, baseline, console.print)
+    console.print(f"next: alloclab report {out}")

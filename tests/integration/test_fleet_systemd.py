@@ -1,0 +1,143 @@
+"""Fleet mode against a real systemd: a user manager (`systemd --user`, Debian's package) started
+by the test, with its unit path at ROOT/etc/systemd/system, driven through the same `Systemd`
+class as PID 1 would be (`systemctl --user`): drop-ins, daemon-reload, restart, `show -p MainPID`,
+the unit's cgroup. The manager refuses to start unless /run/systemd/system exists (the sign that
+systemd is PID 1), so it runs in a private mount namespace with a tmpfs there; nothing of the
+host's /run changes."""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from alloclab import fleet, sampler
+from alloclab.store import Store
+
+SYSTEMD = "/lib/systemd/systemd"
+pytestmark = pytest.mark.skipif(not (Path(SYSTEMD).exists() and shutil.which("systemctl") and shutil.which("unshare")),
+                                reason="systemd missing: run scripts/install.sh --test")
+
+
+@pytest.fixture
+def manager(tmp_path, monkeypatch, native_dir):
+    root = tmp_path / "root"
+    unit_dir = root / "etc" / "systemd" / "system"
+    unit_dir.mkdir(parents=True)
+    tag = uuid.uuid4().hex[:8]              # unit names unique to this test: managers share the cgroup tree
+    names = [f"relay{tag}@{i}.service" for i in range(3)]
+    for i, name in enumerate(names):
+        (unit_dir / name).write_text(f"[Service]\nExecStart={native_dir / 'stressors'} --pattern sawtooth "
+                                     f"--load 3600 --period 1 --mb {2 + i}\n")
+    # The manager takes the cgroup it starts in as its own and moves every process found there into
+    # its init.scope: so it starts in a cgroup made for it (the same path in every hierarchy), never
+    # in a cgroup shared with other processes; the test removes that cgroup afterwards.
+    own = f"alloclab-systemd-{tag}"
+    hierarchies = [Path(m) for m in re.findall(r"^\S+ \S+ \S+ \S+ (/sys/fs/cgroup\S*) .* - cgroup2? ",
+                                                 Path("/proc/self/mountinfo").read_text(), re.M)
+                   if not m.endswith("cpuset")]          # systemd leaves v1 cpuset alone (and it needs cpus/mems set)
+    made = []
+    try:
+        for h in hierarchies:
+            (h / own).mkdir()
+            made.append(h / own)
+    except OSError as exc:
+        for d in made:
+            d.rmdir()
+        pytest.skip(f"cannot make a cgroup for the manager ({exc.strerror}): no systemd can run here")
+    pid1_before = Path("/proc/1/cgroup").read_text()
+    runtime = tmp_path / "xdg"
+    runtime.mkdir(mode=0o700)
+    env = {**os.environ, "XDG_RUNTIME_DIR": str(runtime), "HOME": str(tmp_path), "SYSTEMD_UNIT_PATH": f"{unit_dir}:"}
+    enter = " && ".join(f"echo $$ > {d / 'cgroup.procs'}" for d in made)
+    script = f"{enter} && mount -t tmpfs tmpfs /run/systemd && mkdir -p /run/systemd/system && exec {SYSTEMD} --user"
+    proc = subprocess.Popen(["unshare", "-m", "--propagation", "private", "sh", "-c", script], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))        # for systemctl --user, as a user's session has it
+    deadline = time.time() + 20
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            pytest.skip(f"no systemd user manager can run here: {proc.stderr.read().strip()[-300:]}")
+        # (not is-system-running: that looks for /run/systemd/system in this namespace, where it is absent)
+        if subprocess.run(["systemctl", "--user", "show", "-p", "SystemState", "--value"], capture_output=True,
+                          text=True).stdout.strip() in ("running", "degraded"):
+            break
+        time.sleep(0.2)
+    else:
+        proc.kill()
+        pytest.skip("the systemd user manager did not come up in 20 s")
+    units = fleet.units_from("user", root)
+    for name in names:                       # the services run before alloclab arrives
+        units.restart(name)
+    try:
+        yield units, names
+    finally:
+        proc.terminate()                          # the manager stops its units as it exits
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        for top in made:                          # whatever is left below its cgroup, then the cgroup
+            for d in sorted((p for p in top.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)) + [top]:
+                for pid in (d / "cgroup.procs").read_text().split() if (d / "cgroup.procs").exists() else []:
+                    try:
+                        os.kill(int(pid), signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+                for _ in range(50):
+                    try:
+                        d.rmdir()
+                        break
+                    except OSError:
+                        time.sleep(0.1)
+    assert Path("/proc/1/cgroup").read_text() == pid1_before, "the manager moved processes outside its own cgroup"
+
+
+def environ(pid: int) -> dict[str, str]:
+    return dict(i.decode().partition("=")[::2] for i in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0") if i)
+
+
+def test_apply_collect_rollback_against_a_real_systemd(manager, tmp_path, jemalloc):
+    units, names = manager
+    assert isinstance(units, fleet.Systemd) and units.user
+    assert set(names) <= set(units.list_units())
+    before = {n: units.main_pid(n) for n in names}
+    assert all(before.values())
+    (tmp_path / "groups.toml").write_text(f'name = "r"\ncommand = ["/bin/true"]\n[[group]]\nname = "glibc"\nallocator = "glibc"\n'
+                                          f'[[group]]\nname = "jemalloc"\nallocator = "{jemalloc}"\n')
+    glob = names[0].split("@")[0] + "@*"
+    plan = fleet.make_plan(units, glob, tmp_path / "groups.toml", 1, tmp_path / "plan.json")
+    result = fleet.apply_plan(units, plan, batch=2, dry_run=False, say=lambda s: None)
+    assert result["units"] == 3
+    lib = os.path.realpath(jemalloc)
+    for a in plan.assignments:
+        pid = units.main_pid(a["unit"])          # systemctl show -p MainPID
+        assert pid and pid != before[a["unit"]]
+        assert environ(pid).get("LD_PRELOAD") == (lib if a["group"] == "jemalloc" else None)
+        assert pid in units.pids(a["unit"])     # the unit's cgroup members
+    cg = units.memory_cgroup(names[0])
+    if cg is not None:                          # a memory controller is delegated here: the unit's usage is real
+        assert cg.usage_kb() and cg.usage_kb() > 0
+    run = tmp_path / "run"
+    fleet.collect(units, plan, run, interval=0.3, duration=1.5, say=lambda s: None)
+    store = Store.open(run)
+    reps = store.replicas()
+    assert all(r["verified"] == 1 for r in reps), [(r["name"], r["verify_detail"]) for r in reps]
+    first = store.series(reps[0]["id"], ["rss_kb", "cgroup_kb"])
+    assert len(first["t"]) >= 3 and all(first["rss_kb"])
+    if cg is not None:
+        assert all(v and v > 0 for v in first["cgroup_kb"])
+    store.close()
+    fleet.rollback(units, batch=3, say=lambda s: None)
+    for n in names:
+        assert not fleet.dropin_path(units.root, n).exists()
+        pid = units.main_pid(n)
+        assert pid and units.is_active(n) and "LD_PRELOAD" not in environ(pid)
+        assert sampler.read_stat(pid) is not None

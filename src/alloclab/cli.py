@@ -234,7 +234,7 @@ def fleet_plan(units_glob, groups, seed, output, root, systemctl) -> None:
 
 @fleet_group.command("apply")
 @click.argument("plan", type=PathArg)
-@click.option("--batch", type=int, default=5, show_default=True, help="Units restarted at once.")
+@click.option("--batch", default="5", show_default=True, help="Units restarted at once, or a share (10%).")
 @click.option("--dry-run", is_flag=True, help="Show every file and command; change nothing.")
 @_fleet_options
 def fleet_apply(plan, batch, dry_run, root, systemctl) -> None:
@@ -261,14 +261,25 @@ def fleet_collect(plan_file, output, interval, duration, install, listen, host_l
 @fleet_group.command("deploy")
 @click.argument("allocator")
 @click.option("--units", "units_glob", required=True)
-@click.option("--batch", type=int, default=5, show_default=True)
+@click.option("--batch", default="5", show_default=True, help="Units per batch, or a share (10%); the first batch is the canary.")
+@click.option("--settle", default="60s", show_default=True, help="How long each batch is watched before the next.")
+@click.option("--max-memory", metavar="SIZE", help="Guard: a unit's RSS above this (e.g. 512M) for --persist samples.")
+@click.option("--max-increase", metavar="SHARE", help="Guard: a unit's RSS this far above its old level (e.g. 25%).")
+@click.option("--max-restarts", type=int, default=3, show_default=True, help="Guard: this many restarts while settling.")
+@click.option("--persist", type=int, default=3, show_default=True, help="Consecutive samples over a memory bound that trip it.")
+@click.option("--guard-interval", default="5s", show_default=True, help="How often the settle watch samples.")
+@click.option("--rollback-scope", type=click.Choice(["all", "batch"]), default="all", show_default=True,
+              help="On a trip, roll back everything deployed so far, or only the tripped batch.")
 @click.option("--dry-run", is_flag=True)
 @click.option("-o", "--output", type=PathArg, default=Path("fleet-deploy.json"), show_default=True)
 @_fleet_options
-def fleet_deploy(allocator, units_glob, batch, dry_run, output, root, systemctl) -> None:
-    """Roll one allocator out to every matching unit, the same careful way as apply."""
+def fleet_deploy(allocator, units_glob, batch, settle, max_memory, max_increase, max_restarts, persist, guard_interval,
+                 rollback_scope, dry_run, output, root, systemctl) -> None:
+    """Roll one allocator out in canary batches; roll back by itself when a guard trips (exit 1)."""
     from .commands.fleet import deploy_command
-    deploy_command(allocator, units_glob, batch, dry_run, output, root, systemctl, console)
+    guard_options = {"settle": settle, "max_memory": max_memory, "max_increase": max_increase, "max_restarts": max_restarts,
+                     "persist": persist, "guard_interval": guard_interval, "scope": rollback_scope}
+    sys.exit(deploy_command(allocator, units_glob, batch, dry_run, output, root, systemctl, console, **guard_options))
 
 
 @fleet_group.command("rollback")

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from . import allocators, metrics, resolution, sampler, settings, timefmt, tunables, unitfile
+from . import allocators, metrics, resolution, rollout, sampler, settings, timefmt, tunables, unitfile
 from .config import load_experiment, parse_duration
 from .errors import UserError
 from .host import host_metadata
@@ -356,26 +356,36 @@ def _check_library(group: dict) -> None:
             raise UserError(f"group {group['name']}: {lib} changed since the plan was made", "make a new plan")
 
 
-def apply_plan(units: Units, plan: Plan, batch: int, dry_run: bool, say=print, timeout: float = 30.0) -> dict:
-    """Write drop-ins, reload, restart in batches, verify each batch; stop at the first failure."""
+def apply_plan(units: Units, plan: Plan, batch: int | str, dry_run: bool, say=print, timeout: float = 30.0,
+               guards: rollout.Guards | None = None, settle: float = 0.0, scope: str = "all",
+               sample_every: float = 1.0) -> dict:
+    """Back up every drop-in, then batch by batch: write the batch's drop-ins, reload, restart,
+    verify. Without guards the first failure stops the rollout (undo: `fleet rollback`). With
+    guards (a canary rollout, `fleet deploy`) each batch also settles for `settle` seconds under
+    watch, and a failure or a tripped guard rolls back automatically: the tripped batch
+    (scope "batch") or everything this apply restarted (scope "all"), byte for byte."""
     root = units.root
     present = set(units.list_units())
     missing = [u for u in plan.data["units"] if u not in present]
     if missing:
         raise UserError(f"the plan no longer matches the units present: {', '.join(missing[:5])} missing",
                         "make a new plan with: alloclab fleet plan")
+    if scope not in ("all", "batch"):
+        raise UserError(f"--rollback-scope {scope!r} is not known", "use all or batch")
     groups = {g["name"]: g for g in plan.data["groups"]}
     for g in groups.values():
         _check_library(g)
     plan_id = hashlib.sha256(plan.path.read_bytes()).hexdigest()[:12]
     writes = [(a["unit"], dropin_path(root, a["unit"]), dropin_text(groups[a["group"]], plan_id)) for a in plan.assignments]
-    batches = [writes[i:i + batch] for i in range(0, len(writes), batch)]
+    sizes = rollout.batch_sizes(batch, len(writes))
+    starts = [sum(sizes[:i]) for i in range(len(sizes))]
+    batches = [writes[s:s + n] for s, n in zip(starts, sizes)]
     if dry_run:
         for unit, path, text in writes:
             say(f"would write {path}:\n" + "".join(f"    {ln}\n" for ln in text.splitlines()))
-        say("would run: systemctl daemon-reload")
         for i, b in enumerate(batches, 1):
-            say(f"batch {i}: systemctl restart {' '.join(u for u, _, _ in b)}, then check active and allocator mapped")
+            say(f"batch {i}: write its drop-ins, systemctl daemon-reload, systemctl restart {' '.join(u for u, _, _ in b)}, "
+                "then check active and allocator mapped" + (f", then settle {settle:g} s under the guards" if guards else ""))
         return {"dry_run": True, "units": len(writes), "batches": len(batches)}
     # back up what is there (or that nothing is), byte for byte, before touching anything
     generation = state_dir(root) / "applied" / timefmt.local_stamp()
@@ -393,26 +403,88 @@ def apply_plan(units: Units, plan: Plan, batch: int, dry_run: bool, say=print, t
         else:
             manifest["units"][unit] = {"dropin": str(path), "had_file": False, "dir_existed": path.parent.exists()}
     (generation / "manifest.json").write_text(json.dumps(manifest, indent=2))
-    for unit, path, text in writes:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(text)
-        os.replace(tmp, path)
-    units.daemon_reload()
     done: list[str] = []
     for i, b in enumerate(batches, 1):
-        for unit, _, _ in b:
+        names = [u for u, _, _ in b]
+        old_kb = {u: _rss_kb(units, u) for u in names}          # each unit's level on its old allocator
+        for unit, path, text in b:       # later batches keep their old drop-ins until their turn
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(text)
+            os.replace(tmp, path)
+        units.daemon_reload()
+        for unit in names:
             units.restart(unit)
-        for unit, _, _ in b:
-            problem = _verify_unit(units, unit, groups[_group_of(plan, unit)], timeout)
-            if problem:
-                say(f"batch {i}: {unit}: {problem}; stopping here ({len(done)} units done, "
+        problem = None
+        for unit in names:
+            detail = _verify_unit(units, unit, groups[_group_of(plan, unit)], timeout)
+            if detail:
+                problem = (unit, f"failed verification after restart: {detail}")
+                break
+        if problem is None and guards is not None:
+            problem = _settle(units, names, old_kb, guards, settle, sample_every)
+        if problem is not None:
+            unit, why = problem
+            if guards is None:
+                say(f"batch {i}: {unit}: {why}; stopping here ({len(done)} units done, "
                     f"{len(writes) - len(done) - len(b)} not restarted)")
-                raise UserError(f"{unit} failed verification after restart: {problem}",
-                                f"fix it, or undo everything with: alloclab fleet rollback --root {root}")
-            done.append(unit)
-        say(f"batch {i}/{len(batches)}: {', '.join(u for u, _, _ in b)} active and verified")
-    return {"dry_run": False, "units": len(done), "batches": len(batches), "generation": str(generation)}
+                raise UserError(f"{unit} {why}", f"fix it, or undo everything with: alloclab fleet rollback --root {root}")
+            undo = names if scope == "batch" else done + names
+            say(f"batch {i}: {unit}: {why}: guard tripped; rolling back {len(undo)} units ({scope})")
+            restore(units, generation, manifest, undo, max(sizes), say)
+            if scope == "all":
+                generation.rename(generation.with_name(generation.name + ".rolled-back"))
+            return {"dry_run": False, "units": len(done), "batches": len(batches), "generation": str(generation),
+                    "tripped": {"batch": i, "unit": unit, "why": why, "rolled_back": undo, "scope": scope}}
+        done.extend(names)
+        say(f"batch {i}/{len(batches)}: {', '.join(names)} active and verified"
+            + (f", settled {settle:g} s within the guards" if guards is not None else ""))
+    return {"dry_run": False, "units": len(done), "batches": len(batches), "generation": str(generation), "tripped": None}
+
+
+def _rss_kb(units: Units, unit: str) -> int | None:
+    """RSS of a unit's processes now (kB), None when it has none."""
+    pids = units.pids(unit)
+    if not pids:
+        return None
+    return sum((sampler.read_statm(p) or (0, 0))[1] for p in pids)
+
+
+def _settle(units: Units, names: list[str], old_kb: dict[str, int | None], guards: rollout.Guards, settle: float,
+            sample_every: float) -> tuple[str, str] | None:
+    """Watch a restarted batch for `settle` seconds; the first unit that trips a guard, and why."""
+    memory: dict[str, list[int]] = {u: [] for u in names}
+    identity = {u: _identity(units, u) for u in names}
+    restarts = {u: 0 for u in names}
+    deadline = time.monotonic() + settle
+    while True:
+        for unit in names:
+            now = _identity(units, unit)
+            if now is None:
+                # not running: a crash, or between the restarts of a crash loop (systemd's Restart=)
+                restarts[unit] += identity[unit] is not None
+                identity[unit] = None
+            elif identity[unit] is not None and now != identity[unit]:
+                restarts[unit] += 1
+            if now is not None:
+                identity[unit] = now
+                memory[unit].append(_rss_kb(units, unit) or 0)
+            why = rollout.restart_trip(restarts[unit], guards) or rollout.memory_trip(memory[unit], old_kb[unit], guards)
+            if why:
+                return unit, why
+        if time.monotonic() >= deadline:
+            break
+        time.sleep(min(sample_every, max(0.0, deadline - time.monotonic())))
+    stopped = [u for u in names if identity[u] is None]
+    if stopped:
+        return stopped[0], "not running at the end of the settle time"
+    return None
+
+
+def _identity(units: Units, unit: str) -> tuple[int, int] | None:
+    pid = units.main_pid(unit)
+    st = sampler.read_stat(pid) if pid else None
+    return st.identity if st else None
 
 
 def _group_of(plan: Plan, unit: str) -> str:
@@ -446,15 +518,17 @@ def _dev_inode(library: str | None) -> dict:
     return {"dev": st.st_dev, "inode": st.st_ino}
 
 
-def deploy(units: Units, allocator: str, pattern: str, batch: int, dry_run: bool, out: Path, say=print,
-           env: dict[str, str] | None = None) -> dict:
-    """Roll one allocator out to every matching unit: a one-group plan, applied carefully."""
+def deploy(units: Units, allocator: str, pattern: str, batch: int | str, dry_run: bool, out: Path, say=print,
+           env: dict[str, str] | None = None, guards: rollout.Guards | None = None, settle: float = 0.0,
+           scope: str = "all", sample_every: float = 1.0) -> dict:
+    """Roll one allocator out to every matching unit: a one-group plan, applied in canary batches
+    under the guards (rolled back automatically when one trips)."""
     groups_file = out.with_suffix(".toml")
     unitfile.check_env(env or {}, "deploy")
     env_line = "".join(f'\nenv = {{ {", ".join(f"{json.dumps(k)} = {json.dumps(v)}" for k, v in (env or {}).items())} }}' if env else "")
     groups_file.write_text(f'name = "deploy"\ncommand = ["/bin/true"]\n[[group]]\nname = "deploy"\nallocator = {json.dumps(allocator)}{env_line}\n')
     plan = make_plan(units, pattern, groups_file, 0, out)
-    return apply_plan(units, plan, batch, dry_run, say)
+    return apply_plan(units, plan, batch, dry_run, say, guards=guards, settle=settle, scope=scope, sample_every=sample_every)
 
 
 def load_manifest(path: Path, root: Path) -> dict:
@@ -475,15 +549,11 @@ def load_manifest(path: Path, root: Path) -> dict:
     return manifest
 
 
-def rollback(units: Units, batch: int, say=print) -> dict:
-    """Undo the newest apply: restore each drop-in byte for byte (or remove what it created)."""
-    applied = sorted(m for m in (state_dir(units.root) / "applied").glob("*/manifest.json")
-                     if not m.parent.name.endswith(".rolled-back"))
-    if not applied:
-        raise UserError(f"nothing to roll back under {units.root}", "no alloclab fleet apply was recorded there")
-    gen = applied[-1].parent
-    manifest = load_manifest(applied[-1], units.root)
-    for unit, m in manifest["units"].items():
+def restore(units: Units, gen: Path, manifest: dict, names: list[str], batch: int, say=print) -> None:
+    """Put back the drop-ins of `names` as the generation's backup has them (or remove what the
+    apply created), reload, restart them in batches and wait until each is active."""
+    for unit in names:
+        m = manifest["units"][unit]
         path = Path(m["dropin"])
         if m["had_file"]:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -493,7 +563,6 @@ def rollback(units: Units, batch: int, say=print) -> dict:
             if not m["dir_existed"] and path.parent.exists() and not any(path.parent.iterdir()):
                 path.parent.rmdir()
     units.daemon_reload()
-    names = list(manifest["units"])
     for i in range(0, len(names), batch):
         for unit in names[i:i + batch]:
             units.restart(unit)
@@ -503,6 +572,18 @@ def rollback(units: Units, batch: int, say=print) -> dict:
                 time.sleep(0.1)
             if not units.is_active(unit):
                 raise UserError(f"{unit} is not active after rollback", "check it with systemctl status")
+
+
+def rollback(units: Units, batch: int, say=print) -> dict:
+    """Undo the newest apply: restore each drop-in byte for byte (or remove what it created)."""
+    applied = sorted(m for m in (state_dir(units.root) / "applied").glob("*/manifest.json")
+                     if not m.parent.name.endswith(".rolled-back"))
+    if not applied:
+        raise UserError(f"nothing to roll back under {units.root}", "no alloclab fleet apply was recorded there")
+    gen = applied[-1].parent
+    manifest = load_manifest(applied[-1], units.root)
+    names = list(manifest["units"])
+    restore(units, gen, manifest, names, batch, say)
     gen.rename(gen.with_name(gen.name + ".rolled-back"))
     say(f"rolled back {len(names)} units to their drop-ins before {gen.name}")
     return {"units": len(names), "generation": str(gen)}

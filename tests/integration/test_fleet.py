@@ -241,8 +241,8 @@ def test_apply_deploy_rollback_from_different_directories(root, tmp_path, jemall
     assert p.returncode == 0, p.stderr
     p = run_cli("fleet", "apply", "plan.json", "--batch", "6", "--root", rel(a), "--systemctl", "local", cwd=a)
     assert p.returncode == 0, p.stderr
-    p = run_cli("fleet", "deploy", mimalloc, "--units", "tor@*", "--batch", "6", "--root", rel(b), "--systemctl", "local",
-                cwd=b)
+    p = run_cli("fleet", "deploy", mimalloc, "--units", "tor@*", "--batch", "6", "--settle", "0.3s", "--guard-interval", "0.1s",
+                "--root", rel(b), "--systemctl", "local", cwd=b)
     assert p.returncode == 0, p.stderr
     units = fleet.LocalUnits(root)
     assert [_environ(units.main_pid(f"{n}.service")).get("LD_PRELOAD") for n in NAMES] == [os.path.realpath(mimalloc)] * len(NAMES)
@@ -271,3 +271,70 @@ def test_rollback_refused_when_manifest_and_root_disagree(root, tmp_path):
     assert p.returncode == 2 and p.stderr.count("\n") == 1, p.stderr
     assert "does not name" in p.stderr and "Traceback" not in p.stderr
     assert all(fleet.dropin_path(root, u).exists() for u in plan.data["units"])    # nothing touched
+
+
+def _dropin_state(root: Path) -> dict[str, bytes | None]:
+    """Every unit's drop-in directory as it is: file name -> bytes (None: no directory)."""
+    out: dict[str, bytes | None] = {}
+    for n in NAMES:
+        d = fleet.dropin_path(root, f"{n}.service").parent
+        out[n] = None if not d.exists() else b"|".join(f.name.encode() + b":" + f.read_bytes() for f in sorted(d.iterdir()))
+    return out
+
+
+def _big_units(root: Path, native_dir: Path, sizes: dict[str, int]) -> None:
+    units = fleet.LocalUnits(root)
+    for name, mb in sizes.items():
+        (root / "etc/systemd/system" / f"{name}.service").write_text(
+            f"[Service]\nExecStart={native_dir / 'stressors'} --pattern sawtooth --load 3600 --period 1 --mb {mb}\n")
+        units.restart(f"{name}.service")
+
+
+def test_a_canary_that_trips_a_guard_leaves_every_unit_on_its_previous_dropin(root, native_dir, jemalloc, tmp_path):
+    _big_units(root, native_dir, {n: 40 for n in NAMES})
+    # the operator's own drop-ins, in the canary batch and in a later one, must come back byte for byte
+    for n, text in ((NAMES[0], b"[Service]\nEnvironment=\"FOO=canary\"\n"), (NAMES[4], b"# mine\n[Service]\nNice=5\n")):
+        path = fleet.dropin_path(root, f"{n}.service")
+        path.parent.mkdir(parents=True)
+        path.write_bytes(text)
+    (fleet.dropin_path(root, f"{NAMES[1]}.service").parent / "10-other.conf").parent.mkdir(parents=True)
+    (fleet.dropin_path(root, f"{NAMES[1]}.service").parent / "10-other.conf").write_bytes(b"[Service]\nNice=1\n")
+    before = _dropin_state(root)
+    units = fleet.LocalUnits(root)
+    pids = {n: units.main_pid(f"{n}.service") for n in NAMES}
+    p = run_cli("fleet", "deploy", jemalloc, "--units", "tor@*", "--batch", "2", "--settle", "3s", "--guard-interval", "0.2s",
+                "--max-memory", "12M", "--root", str(root), "--systemctl", "local", "-o", str(tmp_path / "deploy.json"))
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "deploy stopped at batch 1" in p.stdout and "above the bound" in p.stdout, p.stdout
+    assert _dropin_state(root) == before                       # byte for byte, nothing added or left behind
+    canary = sorted(NAMES)[:2]
+    for n in NAMES:
+        pid = units.main_pid(f"{n}.service")
+        assert pid and "LD_PRELOAD" not in _environ(pid)
+        assert (pid != pids[n]) == (n in canary)                # the canary was restarted twice; the rest never
+    assert _environ(units.main_pid(f"{NAMES[0]}.service")).get("FOO") == "canary"
+    gens = [g.name for g in (root / "var/lib/alloclab/fleet/applied").iterdir()]
+    assert len(gens) == 1 and gens[0].endswith(".rolled-back")
+    again = run_cli("fleet", "rollback", "--root", str(root), "--systemctl", "local")
+    assert again.returncode == 2 and "nothing to roll back" in again.stderr
+
+
+def test_rollback_scope_batch_keeps_the_batches_that_passed(root, native_dir, jemalloc, tmp_path):
+    order = sorted(NAMES)
+    _big_units(root, native_dir, {n: (3 if n in order[:2] else 40) for n in NAMES})
+    before = _dropin_state(root)
+    units = fleet.LocalUnits(root)
+    said: list[str] = []
+    guards = fleet.rollout.Guards(max_memory_kb=20 * 1024)
+    result = fleet.deploy(units, jemalloc, "tor@*", 2, False, tmp_path / "deploy.json", said.append, guards=guards,
+                          settle=2.0, scope="batch", sample_every=0.2)
+    trip = result["tripped"]
+    assert trip["batch"] == 2 and sorted(trip["rolled_back"]) == [f"{n}.service" for n in order[2:4]], said
+    lib = os.path.realpath(jemalloc)
+    for n in order[:2]:                                          # passed: deployed
+        assert _environ(units.main_pid(f"{n}.service")).get("LD_PRELOAD") == lib
+    for n in order[2:]:                                          # tripped (restored) or never reached
+        assert "LD_PRELOAD" not in _environ(units.main_pid(f"{n}.service"))
+        assert _dropin_state(root)[n] == before[n]
+    restarted = [u for _, what, u in units.log if what == "restart"]
+    assert all(f"{n}.service" not in restarted for n in order[4:])

@@ -6,7 +6,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from .. import fleet, metrics, unitfile
+from .. import fleet, metrics, rollout, unitfile
 from ..config import parse_duration
 from ..errors import UserError
 
@@ -27,9 +27,7 @@ def plan_command(units_glob: str, groups: Path, seed: int, out: Path, root: Path
     console.print(balance)
 
 
-def apply_command(plan_file: Path, batch: int, dry_run: bool, root: Path, systemctl: str | None, console: Console) -> None:
-    if batch < 1:
-        raise UserError(f"--batch {batch} must be at least 1", "give how many units may restart at once")
+def apply_command(plan_file: Path, batch: str, dry_run: bool, root: Path, systemctl: str | None, console: Console) -> None:
     units = fleet.units_from(systemctl, root)
     result = fleet.apply_plan(units, fleet.load_plan(plan_file), batch, dry_run, console.print)
     if not dry_run:
@@ -60,10 +58,28 @@ def collect_command(plan_file: Path, run: Path, interval: str, duration: str | N
             server.shutdown()
 
 
-def deploy_command(allocator: str, units_glob: str, batch: int, dry_run: bool, out: Path, root: Path,
-                   systemctl: str | None, console: Console) -> None:
+def deploy_command(allocator: str, units_glob: str, batch: str, dry_run: bool, out: Path, root: Path,
+                   systemctl: str | None, console: Console, settle: str = "60s", max_memory: str | None = None,
+                   max_increase: str | None = None, max_restarts: int = 3, persist: int = 3, guard_interval: str = "5s",
+                   scope: str = "all") -> int:
+    """Exit status: 0 deployed, 1 a guard tripped and the deployment was rolled back."""
+    if max_restarts < 1 or persist < 1:
+        raise UserError("--max-restarts and --persist must be at least 1", "give a count of 1 or more")
+    guards = rollout.Guards(max_memory_kb=rollout.parse_size_kb(max_memory, "--max-memory") if max_memory else None,
+                            max_increase=rollout.parse_share(max_increase, "--max-increase") if max_increase else None,
+                            max_restarts=max_restarts, persist=persist)
     units = fleet.units_from(systemctl, root)
-    fleet.deploy(units, allocator, units_glob, batch, dry_run, out, console.print)
+    result = fleet.deploy(units, allocator, units_glob, batch, dry_run, out, console.print, guards=guards,
+                          settle=parse_duration(settle, "--settle"), scope=scope,
+                          sample_every=parse_duration(guard_interval, "--guard-interval"))
+    trip = result.get("tripped")
+    if trip:
+        console.print(f"deploy stopped at batch {trip['batch']}: {trip['unit']} {trip['why']}; "
+                      f"{len(trip['rolled_back'])} units restored to their previous drop-ins ({trip['scope']})")
+        return 1
+    if not dry_run:
+        console.print(f"deployed to {result['units']} units in {result['batches']} batches; backup in {result['generation']}")
+    return 0
 
 
 def rollback_command(batch: int, root: Path, systemctl: str | None, console: Console) -> None:

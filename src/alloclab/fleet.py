@@ -110,6 +110,8 @@ class Systemd:
         self._ctl("daemon-reload")
 
     def restart(self, unit: str) -> None:
+        # a unit that hit its start limit (a crash loop being rolled back) refuses a plain restart
+        subprocess.run(["systemctl", *(["--user"] if self.user else []), "reset-failed", unit], capture_output=True)
         self._ctl("restart", unit)
 
 

@@ -141,3 +141,34 @@ def test_apply_collect_rollback_against_a_real_systemd(manager, tmp_path, jemall
         pid = units.main_pid(n)
         assert pid and units.is_active(n) and "LD_PRELOAD" not in environ(pid)
         assert sampler.read_stat(pid) is not None
+
+
+def test_a_crash_loop_under_the_new_allocator_is_rolled_back_by_systemd_restarts(manager, tmp_path, jemalloc):
+    """systemd restarts the crashing canary (Restart=always); alloclab counts the MainPID changes,
+    trips the crash-loop guard and restores the drop-ins; the later unit is never touched."""
+    units, names = manager
+    unit_dir = units.root / "etc" / "systemd" / "system"
+    crashy = names[0]                       # first in the plan's order: the canary
+    # crashes a second after starting whenever jemalloc is preloaded; runs fine otherwise
+    (unit_dir / crashy).write_text(
+        "[Unit]\nStartLimitIntervalSec=0\n[Service]\nRestart=always\nRestartSec=0.2\n"
+        "ExecStart=/bin/sh -c 'case \"$$LD_PRELOAD\" in *jemalloc*) sleep 1; exit 1;; esac; exec sleep 3600'\n")
+    existing = fleet.dropin_path(units.root, crashy)
+    existing.parent.mkdir(parents=True)
+    existing.write_bytes(b"[Service]\nEnvironment=\"KEEP=me\"\n")
+    units.daemon_reload()
+    units.restart(crashy)
+    others = {n: units.main_pid(n) for n in names[1:]}
+    glob = names[0].split("@")[0] + "@*"
+    said: list[str] = []
+    result = fleet.deploy(units, jemalloc, glob, 1, False, tmp_path / "deploy.json", said.append,
+                          guards=fleet.rollout.Guards(max_restarts=3), settle=8.0, sample_every=0.2)
+    trip = result["tripped"]
+    assert trip and trip["unit"] == crashy and "crash loop" in trip["why"], said
+    assert existing.read_bytes() == b"[Service]\nEnvironment=\"KEEP=me\"\n"
+    time.sleep(1.5)                                           # it would have crashed by now on jemalloc
+    pid = units.main_pid(crashy)
+    assert pid and units.is_active(crashy)
+    env = environ(pid)
+    assert "LD_PRELOAD" not in env and env.get("KEEP") == "me"
+    assert {n: units.main_pid(n) for n in names[1:]} == others    # later batches never restarted

@@ -31,14 +31,15 @@ def app() -> None:
 @click.option("--no-report", is_flag=True, help="Skip the report at the end.")
 @click.option("--resume", "resume_run", type=PathArg, metavar="RUN",
               help="Continue a run whose alloclab died: sample what survives, else close it (end reason, report).")
+@click.option("--metrics", "metrics_addr", metavar="ADDR", help="Also serve /metrics for Prometheus on ADDR (PORT = loopback).")
 def run(experiment: Path | None, output: Path | None, until_significant: bool, max_duration: str | None, stable_for: str,
-        no_report: bool, resume_run: Path | None) -> None:
+        no_report: bool, resume_run: Path | None, metrics_addr: str | None) -> None:
     """Run an experiment: every group x replica started together, sampled, verified, stored, reported.
 
     Exit codes: 0 done, 2 bad input, 3 cut short (disk full; data so far kept), 130 interrupted."""
     from .commands.run import run_or_resume_command
     sys.exit(run_or_resume_command(experiment, output, until_significant, max_duration, stable_for, no_report,
-                                   resume_run, console))
+                                   resume_run, console, metrics_addr))
 
 
 @app.command()

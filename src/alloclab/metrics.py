@@ -142,3 +142,25 @@ def serve(exposition: Exposition, addr: str):
     except OSError as exc:
         raise UserError(f"cannot serve metrics on {host}:{port}: {exc.strerror}", "choose a free port with --listen") from None
     return server, server.server_address[1]
+
+
+def snapshot_from_store(store, host: str, tracked: list) -> Snapshot | None:
+    """`alloclab run --metrics`: each replica's newest stored sample (the tick just committed) as a
+    snapshot; `tracked` are the runner's replicas (group, allocator spec, verification state)."""
+    rows = {r["replica"]: r for r in store.latest_samples()}
+    if not rows:
+        return None
+    restarts: dict[int, int] = {}
+    for e in store.events(kinds=["restart", "process_restart"]):
+        if e["replica_id"] is not None:
+            restarts[e["replica_id"]] = restarts.get(e["replica_id"], 0) + 1
+    snap = Snapshot(t=max(r["t"] for r in rows.values()), host=host)
+    for r in tracked:
+        row = rows.get(r.name)
+        if row is None:
+            continue
+        snap.units.append(UnitFigures(unit=r.name, group=r.group_name, allocator=r.spec.request or r.spec.kind,
+                                      version=r.spec.version or "", nprocs=row["nprocs"] or 0,
+                                      memory_kb={c: row[c] for c in MEMTYPES}, cpu_s=row["cpu_s"], verified=r.state,
+                                      restarts=restarts.get(r.id, 0)))
+    return snap

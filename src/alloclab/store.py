@@ -229,6 +229,12 @@ class Store:
             "SELECT v.t, v.process_id, v.verified, v.detail, v.mapped_allocator, p.replica_id, p.pid, "
             "p.first_seen, p.last_seen FROM verifications v JOIN processes p ON p.id = v.process_id ORDER BY v.t")]
 
+    def latest_samples(self) -> list[dict]:
+        """Each replica's newest sample row (the `samples` columns), with its replica's name as `replica`."""
+        return [dict(r) for r in self.query(
+            "SELECT s.*, r.name AS replica FROM samples s JOIN replicas r ON r.id = s.replica_id "
+            "WHERE s.t = (SELECT MAX(t) FROM samples WHERE replica_id = s.replica_id)")]
+
     def last_sample_time(self) -> float | None:
         return self.query("SELECT MAX(t) FROM samples")[0][0]
 

@@ -76,3 +76,4 @@ def test_a_schema_3_store_gains_the_host_column(tmp_path):
     again = Store.open(tmp_path)
     assert again.meta()["schema_version"] == str(SCHEMA_VERSION)
     assert again.replicas()[0]["host"] is None and again.replicas()[0]["name"] == "r1"
+

@@ -4,6 +4,7 @@ analysis, report and stats load scipy and matplotlib (about a second): they are 
 functions that need them, so a bad experiment file is refused before any of that is loaded."""
 from __future__ import annotations
 
+import socket
 import time
 from pathlib import Path
 
@@ -12,7 +13,7 @@ from rich.live import Live
 from rich.panel import Panel
 from rich.table import Table
 
-from .. import preflight
+from .. import metrics, preflight
 from ..config import Experiment, load_experiment, parse_duration
 from ..errors import UserError
 from ..runner import Runner, resume
@@ -106,7 +107,7 @@ def design_check(exp: Experiment, console: Console) -> None:
 
 def run_or_resume_command(experiment: Path | None, output: Path | None, until_significant: bool,
                           max_duration: str | None, stable_for: str, no_report: bool, resume_run: Path | None,
-                          console: Console) -> int:
+                          console: Console, metrics_addr: str | None = None) -> int:
     """`alloclab run EXPERIMENT` or `alloclab run --resume RUN`; the exit code."""
     if resume_run is not None:
         if experiment is not None:
@@ -114,11 +115,11 @@ def run_or_resume_command(experiment: Path | None, output: Path | None, until_si
         return resume_command(resume_run, no_report, console)
     if experiment is None:
         raise UserError("no experiment file given", "alloclab run EXPERIMENT.toml (or --resume RUN)")
-    return run_command(experiment, output, until_significant, max_duration, stable_for, no_report, console)
+    return run_command(experiment, output, until_significant, max_duration, stable_for, no_report, console, metrics_addr)
 
 
 def run_command(experiment: Path, output: Path | None, until_significant: bool, max_duration: str | None,
-                stable_for: str, no_report: bool, console: Console) -> int:
+                stable_for: str, no_report: bool, console: Console, metrics_addr: str | None = None) -> int:
     exp = load_experiment(experiment)       # every bad input refused before anything is created
     preflight.check_output(output)
     preflight.check_load_command(exp)
@@ -133,9 +134,26 @@ def run_command(experiment: Path, output: Path | None, until_significant: bool, 
     err = Console(stderr=True)
     if runner.cgroup_note:
         err.print(f"[yellow]note[/yellow] {runner.cgroup_note}")
+    server = None
     with Progress(err, exp, planned) as progress:
         runner.on_tick = progress.tick
-        result = runner.run()
+        if metrics_addr:          # serve each tick's stored rows for Prometheus (metrics.py)
+            exposition = metrics.Exposition()
+            server, port = metrics.serve(exposition, metrics_addr)
+            err.print(f"serving /metrics on {metrics.parse_listen(metrics_addr)[0]}:{port}")
+            host = socket.gethostname()
+
+            def tick(r, elapsed, phase):
+                snap = metrics.snapshot_from_store(r.store, host, r.replicas)
+                if snap is not None:
+                    exposition.publish(snap)
+                progress.tick(r, elapsed, phase)
+            runner.on_tick = tick
+        try:
+            result = runner.run()
+        finally:
+            if server is not None:
+                server.shutdown()
     if result.cut_short == "disk-full":
         # one line, no report: writing it would need the space that ran out
         err.print(f"alloclab: error: the disk holding {result.run_dir} is full: sampling stopped, replicas stopped, "

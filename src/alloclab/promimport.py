@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
+import re
 import time
 import urllib.error
 import urllib.parse
@@ -25,6 +26,16 @@ from .metrics import MEMTYPES, PREFIX
 from .store import DB_NAME, Store
 
 MAX_POINTS = 11000                   # Prometheus refuses a range of more than 11,000 points per series
+MAX_NAME = 200                       # label values that become group / replica names
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def _name(value, what: str, query: str) -> str:
+    """A label value that becomes a name in the store and the report: a printable, bounded string."""
+    if not isinstance(value, str) or not value.strip() or _CONTROL.search(value) or len(value) > MAX_NAME:
+        raise UserError(f"a series of {query!r} has {what} {str(value)[:40]!r}: empty, unprintable or too long",
+                        f"relabel it in Prometheus to printable names of at most {MAX_NAME} characters")
+    return value
 
 
 @dataclass
@@ -104,18 +115,24 @@ def import_prometheus(url: str, out: Path, start: float, end: float, step: float
     facts: dict[str, dict[str, str]] = {}                              # group -> allocator, version
     for col, query in queries.items():
         for series in query_range(url, query, start, end, step):
-            m = series.get("metric", {})
-            group, unit, host = m.get(labels.group), m.get(labels.unit), m.get(labels.host, "")
-            if group is None or unit is None:
-                raise UserError(f"series {m} of {query!r} has no {labels.group!r} or {labels.unit!r} label",
-                                "name the labels with --group-label and --unit-label")
-            facts.setdefault(group, {"allocator": m.get(labels.allocator, group), "version": m.get(labels.version, "")})
-            per_t = rows.setdefault((host, unit, group), {})
-            for t, v in series.get("values", []):
-                value = float(v)
-                if math.isnan(value):
-                    continue
-                per_t.setdefault(float(t), {})[col] = value
+            try:
+                m = series.get("metric", {})
+                group, unit = m.get(labels.group), m.get(labels.unit)
+                if group is None or unit is None:
+                    raise UserError(f"series {str(m)[:200]} of {query!r} has no {labels.group!r} or {labels.unit!r} label",
+                                    "name the labels with --group-label and --unit-label")
+                group, unit = _name(group, labels.group, query), _name(unit, labels.unit, query)
+                host = _name(m[labels.host], labels.host, query) if labels.host in m else ""
+                facts.setdefault(group, {"allocator": _name(m.get(labels.allocator, group), labels.allocator, query),
+                                         "version": str(m.get(labels.version, ""))[:MAX_NAME]})
+                per_t = rows.setdefault((host, unit, group), {})
+                for t, v in series.get("values", []):
+                    value = float(v)
+                    if math.isnan(value) or math.isinf(value) or value < 0:
+                        continue                  # stale markers and nonsense: not a memory figure
+                    per_t.setdefault(float(t), {})[col] = value
+            except (AttributeError, TypeError, ValueError):
+                raise UserError(f"Prometheus answered {query!r} with a malformed series", "check the URL points at Prometheus") from None
     if not rows:
         raise UserError(f"no series in {url} between {start:.0f} and {end:.0f} for {next(iter(queries.values()))!r}",
                         "check the time range (--from/--to) and the query")

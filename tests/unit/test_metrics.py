@@ -77,3 +77,35 @@ def test_a_schema_3_store_gains_the_host_column(tmp_path):
     assert again.meta()["schema_version"] == str(SCHEMA_VERSION)
     assert again.replicas()[0]["host"] is None and again.replicas()[0]["name"] == "r1"
 
+
+
+def test_import_refuses_what_prometheus_should_not_have_sent(tmp_path, monkeypatch):
+    from alloclab import promimport
+    answers = {
+        "unprintable": [{"metric": {"group": "g\n1", "unit": "u"}, "values": [[1, "5"]]}],
+        "no label": [{"metric": {"unit": "u"}, "values": [[1, "5"]]}],
+        "malformed": [{"metric": {"group": "g", "unit": "u"}, "values": [[1, "five"]]}],
+    }
+    for what, answer in answers.items():
+        monkeypatch.setattr(promimport, "query_range", lambda *a, answer=answer, **k: answer)
+        with pytest.raises(UserError):
+            promimport.import_prometheus("http://x", tmp_path / what, 0, 10, 1, {"rss_kb": "q"}, say=lambda s: None)
+        assert not (tmp_path / what).exists()          # nothing created before the data were read
+    monkeypatch.setattr(promimport, "query_range", lambda *a, **k: [])
+    with pytest.raises(UserError, match="no series"):
+        promimport.import_prometheus("http://x", tmp_path / "empty", 0, 10, 1, {"rss_kb": "q"}, say=lambda s: None)
+    with pytest.raises(UserError, match="not before"):
+        promimport.import_prometheus("http://x", tmp_path / "r", 10, 5, 1, {"rss_kb": "q"}, say=lambda s: None)
+    assert promimport.parse_time("now-10m", "--from", now=1000.0) == 400.0
+    assert promimport.parse_time("2026-01-01T00:00:00Z", "--from") == 1767225600.0
+    with pytest.raises(UserError, match="is not a time"):
+        promimport.parse_time("yesterday", "--from")
+
+
+def test_cli_one_line_errors(tmp_path):
+    from tests.conftest import run_cli
+    p = run_cli("import", "prometheus", "http://127.0.0.1:1", "-o", str(tmp_path / "r"))
+    assert p.returncode == 2 and "cannot read http://127.0.0.1:1 as a Prometheus server" in p.stderr
+    assert p.stderr.count("\n") == 1 and not (tmp_path / "r").exists()
+    p = run_cli("fleet", "collect", "--plan", str(tmp_path / "none.json"), "-o", str(tmp_path / "r"), "--listen", "nope:1")
+    assert p.returncode == 2 and p.stderr.count("\n") == 1

@@ -141,7 +141,7 @@ def _mi_row(text: str, label: str, column: int, section: str | None = None) -> f
     stats row. Figures are "<number> [unit]"; a unit-less 0 stands alone."""
     lines = text.splitlines()
     if section is not None:
-        idx = next((i for i, ln in enumerate(lines) if ln.strip().startswith(section)), None)
+        idx = next((i for i, ln in enumerate(lines) if ln.split()[:1] == [section] and "peak" in ln), None)
         if idx is None:
             return None
         lines = lines[idx + 1:]
@@ -173,19 +173,20 @@ def parse_mi_stats(text: str) -> dict[str, int | None]:
         return int(v) if v is not None else None
     if sectioned:
         out["in_use"] = get("allocated")
-        out["reserved"] = get("reserved", " arenas")
-        out["committed"] = get("committed", " arenas")
-        out["pages"] = get("pages", " pages")
-        out["pages_abandoned"] = get("abandoned", " pages")
-        out["purged"] = get("purged", " arenas", column=0)
+        out["reserved"] = get("reserved", "arenas")
+        out["committed"] = get("committed", "arenas")
+        out["pages"] = get("pages", "pages")
+        out["pages_abandoned"] = get("abandoned", "pages")
+        out["purged"] = get("purged", "arenas", column=0)
     else:
         out["in_use"] = None            # release builds of 2.x/3.0 do not count bytes handed out
         out["reserved"] = get("reserved")
         out["committed"] = get("committed")
-        abandoned = [m for m in re.finditer(r"(?m)^\s*(\w+):.*\n-abandoned:\s*([\d.]+)\s*(Ki|Mi|Gi)?\s", text)]
-        for m in abandoned:
-            if m.group(1) == "pages":
-                out["pages_abandoned"] = int(_amount(m.group(2), m.group(3) or ""))
+        lines = text.splitlines()     # "-abandoned:" rows follow "segments:" and "pages:"
+        for i, ln in enumerate(lines[:-1]):
+            if ln.split(":")[0].strip() == "pages" and lines[i + 1].lstrip().startswith("-abandoned:"):
+                v = _mi_row(lines[i + 1], "-abandoned", cur)
+                out["pages_abandoned"] = int(v) if v is not None else None
         out["purged"] = get("purged", column=0)
     return out
 
@@ -233,3 +234,92 @@ def account(rec: Record) -> Account:
             held = {"committed_free": max(0, a.committed - a.in_use)}
     a.held = {k: v for k, v in held.items() if v is not None}
     return a
+
+
+# ---- during a run: which helper, whether it is mapped, rows for the store ---------------------
+
+def helper_path() -> Path:
+    from . import native
+    return native.program(HELPER)
+
+
+def preload_with_helper(allocator_path: str | None, helper: Path | str) -> str:
+    """LD_PRELOAD for a replica: the allocator under test first (it serves malloc), the helper after."""
+    return f"{allocator_path} {helper}" if allocator_path else str(helper)
+
+
+def helper_env(directory: Path, interval: float, budget: float) -> dict[str, str]:
+    return {DIR_VAR: str(directory), INTERVAL_VAR: f"{interval:g}", BUDGET_VAR: f"{budget:g}"}
+
+
+def helper_mapped(pid: int, helper: Path | str) -> bool | None:
+    """Whether the helper (that very file: device and inode) is mapped in pid; None if pid is gone."""
+    from .allocators import mapped_files
+    try:
+        st = os.stat(helper)
+        maps = mapped_files(pid)
+    except OSError:
+        return None
+    return any(m.inode == st.st_ino and (m.dev == st.st_dev or os.path.realpath(m.path) == os.path.realpath(helper))
+               for m in maps)
+
+
+ALLOC_COLUMNS = ("t", "process_id", "replica_id", "family", "in_use", *(f"held_{k}" for k in HELD_KINDS),
+                 "mapped", "resident", "retained", "committed", "reserved", "arenas", "pages_abandoned", "purged",
+                 "free_chunks", "helper_cpu_s", "collections", "interval_s", "detail_json")
+
+
+def row(acc: Account, process_id: int, replica_id: int) -> tuple:
+    import json
+    detail = {"malloc_file": acc.malloc_file}
+    if acc.arena_free:
+        detail["arena_free"] = acc.arena_free
+    if acc.tunables:
+        detail["tunables"] = acc.tunables
+    return (acc.t, process_id, replica_id, acc.family, acc.in_use, *(acc.held.get(k) for k in HELD_KINDS),
+            acc.mapped, acc.resident, acc.retained, acc.committed, acc.reserved, acc.arenas, acc.pages_abandoned,
+            acc.purged, acc.free_chunks, acc.helper_cpu_s, acc.collections, acc.interval_s,
+            json.dumps(detail, sort_keys=True))
+
+
+@dataclass
+class Collector:
+    """Reads the helper's record of every sampled process at each tick and stores each new
+    collection once (a record rewritten more slowly than the sampler ticks is not stored twice).
+    Confirms the helper is mapped in every process when first seen and every `verify_every`
+    seconds, recording an `introspect_absent` event when it is not (a static binary, a wrapper
+    that drops LD_PRELOAD): its figures are then absent, nothing waits for them."""
+    store: "object"
+    helper: Path
+    verify_every: float = 30.0
+    rows: list[tuple] = field(default_factory=list)
+    last: dict[tuple[int, int], int] = field(default_factory=dict)        # identity -> collections stored
+    checked: dict[tuple[int, int], float] = field(default_factory=dict)
+    mapped: dict[tuple[int, int], bool] = field(default_factory=dict)
+
+    def observe(self, directory: Path, replica_id: int, replica_name: str, group: str,
+                processes: dict[tuple[int, int], int], identities: set[tuple[int, int]], now: float) -> None:
+        from . import sampler
+        for key in identities:
+            proc_id = processes.get(key)
+            if proc_id is None:
+                continue
+            if now - self.checked.get(key, -1e18) >= self.verify_every and sampler.process_age(key[1]) >= 1.0:
+                state = helper_mapped(key[0], self.helper)
+                if state is not None and sampler.is_alive(key):
+                    self.checked[key] = now
+                    if self.mapped.get(key) is not state and state is False:
+                        self.store.event(now, "introspect_absent", f"{replica_name} pid {key[0]}: the introspection "
+                                         "helper is not mapped (static binary, or LD_PRELOAD dropped): no allocator "
+                                         "figures for this process", replica_id, group)
+                    self.mapped[key] = state
+            rec = read_record(record_path(directory, *key))
+            if rec is None or rec.collections == self.last.get(key) or is_stale(rec, now):
+                continue
+            self.last[key] = rec.collections
+            self.rows.append(row(account(rec), proc_id, replica_id))
+
+    def flush(self) -> None:
+        if self.rows:
+            self.store.insert_many("alloc_stats", ALLOC_COLUMNS, self.rows)
+            self.rows = []

@@ -236,3 +236,17 @@ def test_imported_data_has_no_decomposition(tmp_path):
     assert store.alloc_stats() == [] and decompose(store) is None
     a = analyse(store)
     assert a.decomposition is None and decomposition_section(a) == [] and decomposition_data(a) is None
+
+
+def test_descriptor_reused_by_the_program_is_left_alone(tmp_path):
+    """A daemon that closes every descriptor and opens its own file under the same number: the
+    helper must not write malloc_info into the program's file (it checks the memfd's identity)."""
+    target = tmp_path / "program-own.txt"
+    code = ("import os, time, sys\nos.closerange(3, 65536)\nfds = [os.open(sys.argv[1] + str(i), os.O_WRONLY | os.O_CREAT) "
+            "for i in range(8)]\nx = [bytearray(1 << 20) for _ in range(4)]\ntime.sleep(1.5)\n")
+    env = _env(tmp_path, None, interval=0.2)
+    subprocess.run([sys.executable, "-c", code, str(target)], env=env, timeout=30, check=True)
+    written = [p for p in tmp_path.glob("program-own.txt*") if p.stat().st_size]
+    assert not written, [p.read_text()[:80] for p in written]
+    rec = introspect.read_record(next(tmp_path.glob("*-*.bin")))
+    assert rec is not None and rec.family == "glibc" and rec.fields["in_use"] > 4 * (1 << 20)

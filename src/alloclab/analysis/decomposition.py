@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+import sqlite3
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -257,7 +258,7 @@ def decompose(store: Store, analysis=None) -> list[GroupDecomposition] | None:
     off, or imported data)."""
     try:
         rows = store.alloc_stats()
-    except Exception:         # a store from before schema 4 opened read-only: simply absent
+    except sqlite3.OperationalError:     # no alloc_stats table (a store not migrated): simply absent
         return None
     if not rows:
         return None

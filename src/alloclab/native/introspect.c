@@ -61,6 +61,8 @@ static struct {
 static struct alloclab_introspect *rec;   /* this process's record, NULL until the first collection */
 static FILE *info_file;                    /* glibc malloc_info output: a memfd, static buffer */
 static char info_buf[8192];
+static dev_t info_dev;                     /* the memfd's identity: a program that closes every */
+static ino_t info_ino;                     /* descriptor may reuse its number for a file of its own */
 static pthread_t helper;
 
 static const char *object_of(void *sym) {
@@ -70,6 +72,20 @@ static const char *object_of(void *sym) {
 
 /* A stats function counts only if it lives in the object that serves malloc: an allocator merely
  * loaded beside another one (or linked into the program without exporting malloc) says nothing. */
+/* Whether info_file's descriptor is still our memfd (never write into a descriptor the program reused). */
+static int info_fd_ours(void) {
+    struct stat st;
+    return info_file && fstat(fileno(info_file), &st) == 0 && st.st_dev == info_dev && st.st_ino == info_ino;
+}
+
+static void remember_info_fd(int fd) {
+    struct stat st;
+    if (fstat(fd, &st) == 0) {
+        info_dev = st.st_dev;
+        info_ino = st.st_ino;
+    }
+}
+
 static void *same_object(const char *name, const char *malloc_obj) {
     void *f = dlsym(RTLD_DEFAULT, name);
     const char *obj = object_of(f);
@@ -231,7 +247,7 @@ static void collect(struct alloclab_introspect *r) {
         f[AI_BINS] = (int64_t)(mi.fordblks - mi.keepcost);
         f[AI_MAPPED] = (int64_t)(mi.arena + mi.hblkhd);
         f[AI_FREE_CHUNKS] = (int64_t)(mi.ordblks + mi.smblks);
-        if (info_file && cfg.malloc_info) {      /* per-arena detail, parsed by alloclab */
+        if (cfg.malloc_info && info_fd_ours()) {      /* per-arena detail, parsed by alloclab */
             int fd = fileno(info_file);
             rewind(info_file);
             if (ftruncate(fd, 0) == 0 && cfg.malloc_info(0, info_file) == 0 && fflush(info_file) == 0) {
@@ -298,14 +314,17 @@ static void in_child(void) {
     /* the parent's record and helper are the parent's: unmap, start afresh (no thread survived fork) */
     if (rec) munmap(rec, sizeof *rec);
     rec = NULL;
-    if (info_file) {             /* same FILE, new memfd under its descriptor: no malloc needed */
+    if (info_fd_ours()) {        /* same FILE, new memfd under its descriptor: no malloc needed */
         int fd = memfd_create("alloclab-malloc-info", MFD_CLOEXEC);
-        if (fd >= 0) {
-            dup2(fd, fileno(info_file));
+        if (fd >= 0 && dup3(fd, fileno(info_file), O_CLOEXEC) >= 0) {
+            remember_info_fd(fileno(info_file));
             close(fd);
         } else {
+            if (fd >= 0) close(fd);
             info_file = NULL;
         }
+    } else {
+        info_file = NULL;
     }
     start_helper();
 }
@@ -323,8 +342,10 @@ __attribute__((constructor)) static void introspect_init(void) {
     resolve();
     if (cfg.family == AI_FAMILY_GLIBC && cfg.malloc_info) {
         int fd = memfd_create("alloclab-malloc-info", MFD_CLOEXEC);
-        if (fd >= 0 && (info_file = fdopen(fd, "w+")) != NULL)
+        if (fd >= 0 && (info_file = fdopen(fd, "w+")) != NULL) {
             setvbuf(info_file, info_buf, _IOFBF, sizeof info_buf);
+            remember_info_fd(fd);
+        }
         else if (fd >= 0)
             close(fd);
     }

@@ -4,7 +4,9 @@
 
 For each allocator and repeat, two copies of `frag` (one churning thread, 32 MB of survivors) run
 side by side at the same time — one with the helper preloaded after the allocator, one without —
-so both see the same machine. Throughput = operations/s from the workload's own counter; memory =
+so both see the same machine (which copy starts first alternates). Throughput = operations/s from
+the workload's own counter, and operations per CPU second (less sensitive to how the shared cores
+were divided between the two copies); memory =
 RSS (median of readings every 0.25 s over the second half) and peak RSS (VmHWM). The helper's own
 memory: its record mapping's resident size (smaps) and the RSS difference; its CPU: the helper
 thread's CPU over the process's. Prints one JSON object (medians of the repeats); figures in
@@ -87,7 +89,8 @@ def one_pair(frag: str, lib: str | None, seconds: float, interval: float, work: 
         rec = introspect.read_record(rec_file) if rec_file else None
         cpu = Path(f"/proc/{p.pid}/stat").read_text().rsplit(")", 1)[1].split()
         proc_cpu = (int(cpu[11]) + int(cpu[12])) / os.sysconf("SC_CLK_TCK")
-        out[v] = {"ops_per_s": st.ops / seconds if st else None, "rss_median": statistics.median(rss[v]),
+        out[v] = {"ops_per_s": st.ops / seconds if st else None,
+                  "ops_per_cpu_s": st.ops / proc_cpu if st and proc_cpu else None, "rss_median": statistics.median(rss[v]),
                   "hwm": _hwm(p.pid), "record_rss": _record_rss(p.pid) if v == "helper" else 0,
                   "helper_cpu_share": (rec.helper_cpu_s / proc_cpu) if rec and proc_cpu else None,
                   "collections": rec.collections if rec else 0}
@@ -112,6 +115,8 @@ def main() -> None:
             med = lambda v, k: statistics.median(r[v][k] for r in reps if r[v][k] is not None)  # noqa: E731
             results[name] = {
                 "throughput_ratio": statistics.median(r["helper"]["ops_per_s"] / r["plain"]["ops_per_s"] for r in reps),
+                "cpu_efficiency_ratio": statistics.median(r["helper"]["ops_per_cpu_s"] / r["plain"]["ops_per_cpu_s"]
+                                                          for r in reps),
                 "ops_per_s_helper": med("helper", "ops_per_s"), "ops_per_s_plain": med("plain", "ops_per_s"),
                 "rss_diff_mb": statistics.median((r["helper"]["rss_median"] - r["plain"]["rss_median"]) / 2**20 for r in reps),
                 "rss_plain_mb": med("plain", "rss_median") / 2**20,

@@ -7,7 +7,9 @@ Tolerances (why):
   header and 16-byte alignment; frag's sizes are log-uniform 16 B..8 KiB, ~10% on average), and
   the two figures are read up to 100 ms apart while each thread churns a burst of ~5 MB.
 - in use + held vs RSS: within 15% of RSS + 6 MB. RSS also holds the program, its libraries and
-  stacks (~2-4 MB), and a heap page the allocator counts as mapped may not be touched yet.
+  stacks (~2-4 MB), and a heap page the allocator counts as mapped may not be touched yet. For
+  mimalloc, in use + held is its committed memory, which runs ahead of RSS by pages committed but
+  not yet touched: up to 25% of RSS + 6 MB above (seen: +3% to +15% over 5 runs of 3.6.1).
 """
 from __future__ import annotations
 
@@ -87,7 +89,8 @@ def test_in_use_tracks_live_bytes_and_adds_up_to_rss(family, frag, tmp_path):
     rss = statistics.median(p[2] for p in pairs)
     assert live > 30 * MB
     assert 0.95 * live - 2 * MB <= in_use <= 1.30 * live + 8 * MB, (live / MB, in_use / MB)
-    assert abs(in_use + held - rss) <= 0.15 * rss + 6 * MB, (in_use / MB, held / MB, rss / MB)
+    ahead = 0.25 if family == "mimalloc" else 0.15      # mimalloc commits ahead of touching (see the module doc)
+    assert -(0.15 * rss + 6 * MB) <= in_use + held - rss <= ahead * rss + 6 * MB, (in_use / MB, held / MB, rss / MB)
     if family == "glibc":
         assert pairs[-1][1].arenas >= 2          # two churning threads: malloc_info names their arenas
     if family == "jemalloc":

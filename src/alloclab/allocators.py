@@ -227,6 +227,7 @@ def _embedded_in(pid: int, maps: list[Mapping], spec: AllocatorSpec) -> list[emb
     preloaded library, and allocator libraries already named by their file name."""
     def skip(m: Mapping) -> bool:
         return bool(LIBC_OR_LOADER.search(m.path) or KNOWN_LIBRARY.search(os.path.basename(m.path))
+                    or os.path.basename(m.path) == "liballoclab_introspect.so"   # alloclab's own helper
                     or (spec.kind == "preload" and _same_file(m, spec)))
     return embedded.scan_process(pid, maps, skip)
 

@@ -150,6 +150,8 @@ class Experiment:
     verify_every: float = 30.0
     port_base: int = 20000
     max_duration: float | None = None
+    introspect: bool = False               # preload the introspection helper after each group's allocator
+    introspect_budget: float = 0.01        # share of one core each process's helper may spend
     source_text: str = ""                  # the file as given, stored with the run
     base_dir: Path = Path(".")
 
@@ -178,7 +180,8 @@ def substitute(argv: tuple[str, ...] | list[str], values: dict[str, str]) -> lis
 
 
 _TOP_KEYS = {"name", "command", "replicas", "interval", "baseline", "seed", "phases", "load", "group",
-             "workload", "metric", "grace", "smaps_budget", "verify_every", "port_base", "max_duration"}
+             "workload", "metric", "grace", "smaps_budget", "verify_every", "port_base", "max_duration",
+             "introspect", "introspect_budget"}
 _GROUP_KEYS = {"name", "allocator", "env", "command"}
 _PHASE_KEYS = {"warmup", "load", "idle"}
 _KIND = {int: "an integer", float: "a number", str: "a string", dict: "a table", list: "a list"}
@@ -348,6 +351,11 @@ def parse_experiment(text: str, source: str = "<experiment>", base_dir: Path = P
     budget = _typed(data, "smaps_budget", (int, float), source, "", default=0.02)
     if not 0 < budget <= 1:
         raise UserError(f"{source}: smaps_budget = {budget} must be a share of one core in (0, 1]", "e.g. smaps_budget = 0.02 (2%)")
+    introspect = _typed(data, "introspect", bool, source, "", default=False)
+    introspect_budget = _typed(data, "introspect_budget", (int, float), source, "", default=0.01)
+    if isinstance(introspect_budget, bool) or not 0 < introspect_budget <= 0.5:
+        raise UserError(f"{source}: introspect_budget = {introspect_budget} must be a share of one core in (0, 0.5]",
+                        "e.g. introspect_budget = 0.01 (1%)")
     port_base = _bounded_int(data, "port_base", 1024, 60000, 20000, source, "use a port between 1024 and 60000")  # + 1,024 replicas < 65,536
     max_duration = parse_duration(data["max_duration"], f"{source}: max_duration") if "max_duration" in data else None
 
@@ -410,7 +418,8 @@ def parse_experiment(text: str, source: str = "<experiment>", base_dir: Path = P
     return Experiment(name=name, command=command, groups=tuple(groups), replicas=replicas, interval=interval,
                       baseline=baseline, seed=seed, phases=phases, load_command=load_command, workload=workload,
                       metric=metric, grace=grace, smaps_budget=float(budget), verify_every=verify_every,
-                      port_base=port_base, max_duration=max_duration, source_text=text, base_dir=base_dir)
+                      port_base=port_base, max_duration=max_duration, source_text=text,
+                      introspect=introspect, introspect_budget=float(introspect_budget), base_dir=base_dir)
 
 
 def load_experiment(path: Path) -> Experiment:

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from .analysis import STATUS_ORDER, Analysis, analyse
+from .analysis.decomposition import decomposition_data, decomposition_section, draw_decomposition
 from .stats import RULES as STATS_RULES
 from .timefmt import span as fmt_span, utc
 from .store import Store
@@ -132,7 +133,8 @@ def write_report(run: str | Path, out_dir: Path | None = None, metric: str | Non
                                                    "basis": a.level_basis,
                                                    "window": {"start": a.window.start, "end": a.window.end} if a.window else None,
                                                    "warnings": [w.as_dict() for w in a.warnings],
-                                                   "recommendation": a.recommendation.as_dict()}, indent=2, default=str))
+                                                   "recommendation": a.recommendation.as_dict(),
+                                                   "decomposition": decomposition_data(a)}, indent=2, default=str))
     with open(out / "summary.csv", "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0]) if rows else ["group"])
         w.writeheader()
@@ -175,6 +177,8 @@ def write_report(run: str | Path, out_dir: Path | None = None, metric: str | Non
         md += ["", "Duplicated samples dropped (one process sampled under two names):", ""]
         md += [f"- {d.dropped_from}: {d.equal} samples equal to {d.kept}'s dropped ({d.rule}); {d.remaining} kept"
                for d in a.duplicates]
+    chart = draw_decomposition(a, out / "charts" / "decomposition.png")        # introspection (docs/introspection.md)
+    md += [""] + decomposition_section(a, f"charts/{chart.name}" if chart else None)
     md += ["", "## Warnings", ""]
     md += [f"- **{w.kind}** ({w.severity}): {w.message}" for w in a.warnings] or ["- none"]
     md += ["", "## Charts", ""] + [f"![{c.stem}](charts/{c.name})" for c in charts]

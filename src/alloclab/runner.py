@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from . import host, outputs, preflight, reaper, resolution, sampler, settings, timefmt, workloads
+from . import host, introspect, outputs, preflight, reaper, resolution, sampler, settings, timefmt, workloads
 from .allocators import AllocatorSpec
 from .config import Experiment, Group, Phases, substitute
 from .errors import UserError
@@ -120,6 +120,8 @@ class Runner:
         self._reserve_space()
         self.store = Store.create(self.run_dir / DB_NAME)
         self.recorder = Recorder(self.store, exp.verify_every, exp.metric)
+        self.collector = introspect.Collector(self.store, introspect.helper_path(), exp.verify_every) \
+            if exp.introspect else None
         self.replicas: list[Replica] = []
         self.budget = sampler.SmapsBudget(exp.smaps_budget)
         self.started_mono = 0.0
@@ -196,6 +198,10 @@ class Runner:
             spec = self.specs[gname]
             if spec.kind == "preload":
                 env["LD_PRELOAD"] = spec.path
+            if self.collector:         # after the allocator: it must not serve malloc
+                env["LD_PRELOAD"] = introspect.preload_with_helper(env.get("LD_PRELOAD"), self.collector.helper)
+                (log_dir / "introspect").mkdir()
+                env.update(introspect.helper_env(log_dir / "introspect", exp.interval, exp.introspect_budget))
             cg, why = sampler.make_cgroup(f"alloclab-{os.getpid()}-{name}") if use_cgroups \
                 else (None, f"{settings.CGROUPS}=off")
             if cg is None:
@@ -206,6 +212,8 @@ class Runner:
                                          env=env, workdir=workdir, log_dir=log_dir, port=port, cgroup=cg))
         self.cgroup_note = f"no per-replica memory cgroup ({notes[0]}); cgroup figures are left empty" if notes else ""
         st.set_meta(cgroups="none: " + notes[0] if notes else "per replica")
+        if self.collector:
+            st.set_meta(introspect=str(self.collector.helper), introspect_budget=exp.introspect_budget)
         st.commit()
 
     # ---- process control ----
@@ -341,8 +349,13 @@ class Runner:
             if not readings and not r.alive:
                 continue
             self.recorder.observe(r, readings, now, phase, r.cgroup, workloads.read_stats(r.stats_path))
+            if self.collector:
+                self.collector.observe(r.log_dir / "introspect", r.id, r.name, r.group.name, r.processes,
+                                       {(rd.stat.pid, rd.stat.start_ticks) for rd in readings}, now)
             self._register(r.processes)
         self.recorder.flush(now)
+        if self.collector:
+            self.collector.flush()
 
     def _reap(self, now: float, planned_end: float | None) -> None:
         """Notice replicas that ended by themselves: a crash (killed by a signal alloclab did not

@@ -13,7 +13,7 @@ from typing import Any, Iterable
 
 from .errors import UserError
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 DB_NAME = "run.db"
 
 SCHEMA = """
@@ -57,6 +57,17 @@ CREATE TABLE IF NOT EXISTS events(
 CREATE TABLE IF NOT EXISTS memberships(
     replica_id INTEGER NOT NULL REFERENCES replicas(id), group_name TEXT NOT NULL,
     list_kind TEXT NOT NULL, source TEXT);
+-- the allocator's own account of each process (introspection helper, docs/introspection.md):
+-- bytes; NULL where the allocator does not tell
+CREATE TABLE IF NOT EXISTS alloc_stats(
+    t REAL NOT NULL, process_id INTEGER NOT NULL REFERENCES processes(id),
+    replica_id INTEGER NOT NULL REFERENCES replicas(id), family TEXT, in_use INTEGER,
+    held_bins INTEGER, held_top INTEGER, held_dirty INTEGER, held_muzzy INTEGER, held_abandoned INTEGER,
+    held_cached INTEGER, held_committed_free INTEGER, held_metadata INTEGER,
+    mapped INTEGER, resident INTEGER, retained INTEGER, committed INTEGER, reserved INTEGER,
+    arenas INTEGER, pages_abandoned INTEGER, purged INTEGER, free_chunks INTEGER,
+    helper_cpu_s REAL, collections INTEGER, interval_s REAL, detail_json TEXT);
+CREATE INDEX IF NOT EXISTS alloc_stats_by_replica ON alloc_stats(replica_id, t);
 """
 # Columns added after schema 1: a store written by an older alloclab gets them (NULL) on open.
 MIGRATIONS = {
@@ -64,6 +75,7 @@ MIGRATIONS = {
         "ALTER TABLE process_samples ADD COLUMN lazyfree_kb INTEGER"],
     3: ["ALTER TABLE replicas ADD COLUMN end_kind TEXT"],
     4: ["ALTER TABLE replicas ADD COLUMN host TEXT"],       # fleet and Prometheus imports: the machine
+    5: [],          # alloc_stats: a new table, made by SCHEMA on open
 }
 # How a run ends before its planned end (meta end_reason, event 'cut_short'); see docs/store.md.
 CUT_SHORT_REASONS = ("killed", "disk-full")
@@ -286,6 +298,14 @@ class Store:
         median = (loads[(len(loads) - 1) // 2] + loads[len(loads) // 2]) / 2 if loads else None
         return {"min_available_share": r[0], "max_swap_used_kb": r[1], "max_load1": r[2], "median_load1": median,
                 "samples": r[3]}
+
+    def alloc_stats(self, replica_id: int | None = None) -> list[dict]:
+        """The allocator's own account (introspection), per process and collection, with the
+        replica's name and group, in time order; [] for a store without it (imported data)."""
+        where, params = ("WHERE a.replica_id = ?", (replica_id,)) if replica_id is not None else ("", ())
+        return [dict(r) for r in self.query(
+            "SELECT a.*, r.name AS replica, g.name AS \"group\" FROM alloc_stats a JOIN replicas r ON r.id = a.replica_id "
+            f"JOIN groups g ON g.id = r.group_id {where} ORDER BY a.t, a.process_id", params)]
 
     def _columns(self, table: str) -> list[str]:
         return [r[1] for r in self.query(f"PRAGMA table_info({table})")]

@@ -81,6 +81,7 @@ class Analysis:
     level_basis: str = ""
     metric_note: str | None = None
     duplicates: list[Duplicate] = field(default_factory=list)
+    decomposition: list | None = None   # decomposition.GroupDecomposition per group; None: no allocator figures
 
     def group(self, name: str) -> GroupSummary:
         return next(g for g in self.groups if g.name == name)
@@ -221,6 +222,8 @@ def analyse(store: Store, metric: str | None = None) -> Analysis:
         a.metric_note = f"The verdict uses {metric.upper()} (LazyFree was not sampled, so no footprint is shown)."
     a.warnings = collect(store, series, reps, window, figures, mapping, names, imported, duplicates)
     a.recommendation = recommend(a)
+    from .decomposition import decompose
+    a.decomposition = decompose(store, a)
     return a
 
 

@@ -1,0 +1,435 @@
+"""Why the memory is held: each group's allocator account beside the kernel's, over time.
+
+Layers, bottom to top: live requested bytes (when the workload publishes them) -> allocator in
+use -> free but held by the allocator, by kind (glibc bins/top, jemalloc dirty/muzzy/bins,
+mimalloc committed-not-in-use, tcmalloc caches) -> the rest of RSS (program text, stacks,
+untouched or unaccounted pages), with LazyFree beside it. Read from `alloc_stats` (the
+introspection helper, docs/introspection.md); absent for runs without it and for imported data.
+
+Per group: a timeline (median across replicas at each interval since their start), two
+snapshots (late load phase, end of run), one plain-words summary, and suggestions: a tunable and
+the sweep that would test it, named only when the decomposition points at it — never a verdict.
+"""
+from __future__ import annotations
+
+import json
+import math
+import sqlite3
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..introspect import HELD_KINDS
+from ..store import Store
+
+MB = 1024 * 1024
+# A held kind is worth a suggestion when it is at least this share of RSS and this many bytes.
+SUGGEST_SHARE, SUGGEST_MIN = 0.15, 8 * MB
+# How a suggested sweep is written (the sweep verb's syntax, docs/sweeps.md; one place to change).
+SWEEP_COMMAND = "alloclab sweep EXPERIMENT --group {group} --set {var}={values}"
+
+KIND_WORDS = {
+    "bins": {"glibc": "in free chunks of {arenas} arena(s) ({chunks} free chunks) that could not be returned: glibc "
+                      "gives back only an arena's top, or a whole secondary heap",
+             "jemalloc": "free inside active slabs (fragmentation of size-class pages)",
+             "default": "free in bins"},
+    "top": "at the top of glibc's main arena, returned only above the trim threshold",
+    "dirty": {"jemalloc": "in dirty pages waiting out dirty_decay_ms{decay}", "tcmalloc": "in the page heap's free spans",
+              "default": "in dirty pages"},
+    "muzzy": "in muzzy pages (MADV_FREE'd: counted in RSS until the kernel reclaims them)",
+    "cached": "in tcmalloc's thread, transfer and central caches",
+    "committed_free": "committed but not in use{abandoned}",
+    "metadata": "in the allocator's own metadata",
+    "abandoned": "in pages abandoned by threads that exited",
+}
+
+
+@dataclass
+class Suggestion:
+    group: str
+    tunable: str                    # the environment variable to vary
+    values: list[str]
+    evidence: str                   # the figure that points at it
+    current: str | None = None      # the setting in force, when the allocator reported it
+
+    def command(self) -> str:
+        return SWEEP_COMMAND.format(group=self.group, var=self.tunable, values=",".join(self.values))
+
+    def text(self) -> str:
+        now = f" (now {self.current})" if self.current else ""
+        return (f"{self.evidence}: a sweep of {self.tunable} over {', '.join(self.values)}{now} would show whether "
+                f"it returns that memory, and at what CPU cost — `{self.command()}`. A suggestion, not a verdict.")
+
+
+@dataclass
+class Snapshot:
+    """Medians across replicas (bytes; None: not known)."""
+    live: float | None
+    in_use: float | None
+    held: dict[str, float]
+    rss: float | None
+    lazyfree: float | None
+    committed: float | None = None
+    arenas: float | None = None
+    free_chunks: float | None = None
+    pages_abandoned: float | None = None
+    tunables: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def held_total(self) -> float | None:
+        return sum(self.held.values()) if self.held else None
+
+    @property
+    def other(self) -> float | None:
+        """RSS not accounted for by in-use + held (program, stacks, untouched heap); may be negative
+        when the allocator counts mapped memory not yet touched."""
+        if self.rss is None or self.in_use is None:
+            return None
+        return self.rss - self.in_use - (self.held_total or 0)
+
+
+@dataclass
+class GroupDecomposition:
+    group: str
+    label: str                       # "glibc 2.36", "mimalloc 3.0.1"
+    family: str
+    replicas: int                    # replicas with allocator figures
+    times: list[float]               # seconds since the replicas' start (interval bins)
+    layers: dict[str, list[float | None]]   # live, in_use, held_<kind>, rss, lazyfree: MB medians per bin
+    load: Snapshot | None
+    end: Snapshot | None
+    summary: str
+    suggestions: list[Suggestion] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    helper_cpu_share: float | None = None   # helper CPU / the replicas' CPU
+    helper_interval_s: float | None = None  # median cadence the helper kept
+
+    def as_dict(self) -> dict:
+        d = asdict(self)
+        d["suggestions"] = [{**asdict(s), "command": s.command(), "text": s.text()} for s in self.suggestions]
+        return d
+
+
+def _mb(x: float | None) -> str:
+    return "–" if x is None else f"{x / MB:,.1f} MB"
+
+
+def _median(xs) -> float | None:
+    v = [float(x) for x in xs if x is not None and not (isinstance(x, float) and math.isnan(x))]
+    return float(np.median(v)) if v else None
+
+
+def _replica_points(rows: list[dict], samples: dict[str, list], interval: float) -> list[dict]:
+    """One point per collection time: every process's latest figures (processes whose record is
+    not stale) summed, joined with the replica's sample nearest in time (RSS, LazyFree, live)."""
+    latest: dict[int, dict] = {}
+    points = []
+    st = np.array(samples["t"], dtype=float) if samples["t"] else np.array([])
+    for r in rows:
+        latest[r["process_id"]] = r
+        t = r["t"]
+        fresh = [x for x in latest.values() if t - x["t"] <= 3 * max(x["interval_s"] or interval, 0.01) + 2.0]
+        p: dict = {"t": t, "family": r["family"]}
+        for col in ("in_use", "committed", "arenas", "free_chunks", "pages_abandoned", "helper_cpu_s",
+                    *(f"held_{k}" for k in HELD_KINDS)):
+            vals = [x[col] for x in fresh if x[col] is not None]
+            p[col] = sum(vals) if vals else None
+        p["interval_s"] = r["interval_s"]
+        p["tunables"] = json.loads(r["detail_json"] or "{}").get("tunables", {})
+        if len(st):
+            i = int(np.argmin(np.abs(st - t)))
+            if abs(st[i] - t) <= max(interval, 1.0) * 1.5:
+                kb = lambda c: samples[c][i] * 1024 if samples[c][i] is not None else None  # noqa: E731
+                p.update(rss=kb("rss_kb"), lazyfree=kb("lazyfree_kb"), live=samples["live_bytes"][i],
+                         phase=samples["phase"][i], cpu_s=samples["cpu_s"][i])
+        points.append(p)
+    return points
+
+
+def _snapshot(points: list[list[dict]]) -> Snapshot | None:
+    """Medians across replicas of each replica's median over its points."""
+    per = [p for p in points if p]
+    if not per:
+        return None
+    def med(col, ps):
+        return _median([p.get(col) for p in ps])
+    reps = [{c: med(c, ps) for c in ("live", "in_use", "rss", "lazyfree", "committed", "arenas", "free_chunks",
+                                      "pages_abandoned", *(f"held_{k}" for k in HELD_KINDS))} for ps in per]
+    held = {k: v for k in HELD_KINDS if (v := _median([r[f"held_{k}"] for r in reps])) is not None}
+    tun = {}
+    for ps in per:
+        for k, v in (ps[-1].get("tunables") or {}).items():
+            tun[k] = v
+    return Snapshot(_median(r["live"] for r in reps), _median(r["in_use"] for r in reps), held,
+                    _median(r["rss"] for r in reps), _median(r["lazyfree"] for r in reps),
+                    _median(r["committed"] for r in reps), _median(r["arenas"] for r in reps),
+                    _median(r["free_chunks"] for r in reps), _median(r["pages_abandoned"] for r in reps), tun)
+
+
+def _kind_phrase(kind: str, family: str, snap: Snapshot) -> str:
+    w = KIND_WORDS[kind]
+    if isinstance(w, dict):
+        w = w.get(family, w["default"])
+    decay = snap.tunables.get("dirty_decay_ms")
+    ab = snap.pages_abandoned
+    return w.format(arenas=f"{snap.arenas:.0f}" if snap.arenas else "its", chunks=f"{snap.free_chunks:,.0f}" if snap.free_chunks else "?",
+                    decay=f" ({decay:.0f} ms)" if decay is not None else "",
+                    abandoned=f"; {ab:,.0f} pages were abandoned by threads and wait to be reclaimed" if ab else "")
+
+
+def _words(label: str, family: str, load: Snapshot | None, end: Snapshot | None) -> str:
+    parts = []
+    for when, s in (("late in the load phase", load), ("at the end of the run", end)):
+        if s is None:
+            continue
+        if s.in_use is None:
+            if s.committed is not None:
+                ab = f", {s.pages_abandoned:,.0f} pages abandoned by exited threads" if s.pages_abandoned else ""
+                parts.append(f"{when}, {label} had {_mb(s.committed)} committed (RSS {_mb(s.rss)}{ab}); this version "
+                             "does not count the bytes it has handed out, so what it holds free cannot be split off")
+            continue
+        live = f" (the program's live requested bytes: {_mb(s.live)})" if s.live is not None else ""
+        text = f"{when}, {label} had {_mb(s.in_use)} in use{live}"
+        held = sorted(s.held.items(), key=lambda kv: -kv[1])
+        big = [(k, v) for k, v in held if v >= 1 * MB]
+        if big:
+            text += "; it held " + "; ".join(f"{_mb(v)} {_kind_phrase(k, family, s)}" for k, v in big)
+        else:
+            text += "; it held under 1 MB free"
+        text += f"; RSS {_mb(s.rss)}" + (f" (LazyFree {_mb(s.lazyfree)})" if s.lazyfree else "")
+        parts.append(text)
+    return (". ".join(p[0].upper() + p[1:] for p in parts) + ".") if parts else ""
+
+
+def _suggest(group: str, family: str, library: str | None, s: Snapshot | None) -> list[Suggestion]:
+    if s is None or s.rss is None:
+        return []
+    from .. import tunables
+    big = lambda v: v is not None and v >= max(SUGGEST_MIN, SUGGEST_SHARE * s.rss)  # noqa: E731
+    out: list[Suggestion] = []
+    h = s.held
+    if family == "glibc":
+        if big(h.get("bins")) and (s.arenas or 0) >= 2:
+            out.append(Suggestion(group, "MALLOC_ARENA_MAX", ["1", "2", "4"],
+                                  f"{_mb(h['bins'])} held in free chunks across {s.arenas:.0f} arenas"))
+        if big(h.get("top")):
+            out.append(Suggestion(group, "MALLOC_TRIM_THRESHOLD_", ["131072", "1048576", "16777216"],
+                                  f"{_mb(h['top'])} held at the top of the main arena"))
+    elif family == "jemalloc":
+        if big(h.get("dirty")):
+            cur = s.tunables.get("dirty_decay_ms")
+            out.append(Suggestion(group, "MALLOC_CONF", ["dirty_decay_ms:0", "dirty_decay_ms:1000", "dirty_decay_ms:10000"],
+                                  f"{_mb(h['dirty'])} held in dirty pages",
+                                  f"dirty_decay_ms:{cur:.0f}" if cur is not None else None))
+        if big(h.get("muzzy")):
+            cur = s.tunables.get("muzzy_decay_ms")
+            out.append(Suggestion(group, "MALLOC_CONF", ["muzzy_decay_ms:0", "muzzy_decay_ms:1000", "muzzy_decay_ms:10000"],
+                                  f"{_mb(h['muzzy'])} held in muzzy pages",
+                                  f"muzzy_decay_ms:{cur:.0f}" if cur is not None else None))
+        if big(h.get("bins")) and (s.arenas or 0) >= 4:
+            out.append(Suggestion(group, "MALLOC_CONF", ["narenas:1", "narenas:2", "narenas:4"],
+                                  f"{_mb(h['bins'])} free inside active slabs of {s.arenas:.0f} arenas"))
+    elif family == "mimalloc":
+        known = set(tunables._present(tunables.MIMALLOC_OPTIONS, library)) if library and Path(library).exists() else set()
+        gap = h.get("committed_free")
+        if gap is None and s.in_use is None and s.committed is not None and s.live is not None:
+            gap = s.committed - s.live      # live requested bytes: a lower bound on in use, so an upper bound here
+            what = f"{_mb(gap)} committed beyond the program's live requested bytes"
+        else:
+            what = f"{_mb(gap)} committed but not in use" if gap is not None else ""
+        if big(gap):
+            var = "purge_delay" if "purge_delay" in known or not known else "reset_delay"
+            out.append(Suggestion(group, f"MIMALLOC_{var.upper()}", ["0", "10", "100", "1000"], what))
+            if s.pages_abandoned and "abandoned_reclaim_on_free" in known:
+                out.append(Suggestion(group, "MIMALLOC_ABANDONED_RECLAIM_ON_FREE", ["0", "1"],
+                                      f"{s.pages_abandoned:,.0f} pages abandoned by exited threads"))
+    elif family == "tcmalloc":
+        if big(h.get("dirty")):
+            out.append(Suggestion(group, "TCMALLOC_RELEASE_RATE", ["0", "1", "10"], f"{_mb(h['dirty'])} in free page-heap spans"))
+        if big(h.get("cached")):
+            out.append(Suggestion(group, "TCMALLOC_MAX_TOTAL_THREAD_CACHE_BYTES", ["4194304", "16777216", "67108864"],
+                                  f"{_mb(h['cached'])} in thread/central caches"))
+    return out
+
+
+def decompose(store: Store, analysis=None) -> list[GroupDecomposition] | None:
+    """Every group's decomposition, or None when the run has no allocator figures (introspection
+    off, or imported data)."""
+    try:
+        rows = store.alloc_stats()
+    except sqlite3.OperationalError:     # no alloc_stats table (a store not migrated): simply absent
+        return None
+    if not rows:
+        return None
+    meta = store.meta()
+    interval = float(meta.get("interval", 1) or 1)
+    groups = {g["name"]: g for g in store.groups()}
+    replicas = {r["id"]: r for r in store.replicas()}
+    excluded = set()
+    if analysis is not None:
+        excluded = {r.name for r in analysis.replicas if r.verified is False}
+    by_replica: dict[int, list[dict]] = {}
+    for r in rows:
+        by_replica.setdefault(r["replica_id"], []).append(r)
+    out = []
+    for gname, g in groups.items():
+        reps = [rid for rid, rr in replicas.items() if rr["group"] == gname and rid in by_replica
+                and rr["name"] not in excluded]
+        notes = []
+        per_rep: list[list[dict]] = []
+        starts = []
+        for rid in reps:
+            rrows = by_replica[rid]
+            fam = {r["family"] for r in rrows}
+            if g["family"] and fam - {g["family"]}:
+                notes.append(f"{replicas[rid]['name']}: the helper found {', '.join(sorted(fam))} serving malloc, "
+                             f"not {g['family']}; left out")
+                continue
+            samples = store.series(rid, ["rss_kb", "lazyfree_kb", "live_bytes", "phase", "cpu_s"])
+            per_rep.append(_replica_points(rrows, samples, interval))
+            starts.append(replicas[rid]["started_at"] or rrows[0]["t"])
+        if not per_rep:
+            if notes:
+                out.append(GroupDecomposition(gname, _label(g), g["family"] or "", 0, [], {}, None, None, "", notes=notes))
+            continue
+        family = g["family"] or per_rep[0][0]["family"]
+        # late load: the second half of each replica's load-phase points; end: its last point
+        load_pts = []
+        for ps in per_rep:
+            lp = [p for p in ps if p.get("phase") == "load"]
+            load_pts.append(lp[len(lp) // 2:] if lp else [])
+        load = _snapshot(load_pts) if any(load_pts) else None
+        end = _snapshot([[ps[-1]] for ps in per_rep])
+        times, layers = _timeline(per_rep, starts, interval)
+        cpu = [(ps[-1].get("helper_cpu_s"), ps[-1].get("cpu_s")) for ps in per_rep]
+        shares = [h / c for h, c in cpu if h is not None and c]
+        label = _label(g)
+        d = GroupDecomposition(gname, label, family, len(per_rep), times, layers, load, end, _words(label, family, load, end),
+                               notes=notes, helper_cpu_share=_median(shares),
+                               helper_interval_s=_median(p["interval_s"] for ps in per_rep for p in ps))
+        seen = set()
+        for s in _suggest(gname, family, g["library_path"], end) + _suggest(gname, family, g["library_path"], load):
+            if (s.tunable, tuple(s.values)) not in seen:
+                seen.add((s.tunable, tuple(s.values)))
+                d.suggestions.append(s)
+        if family == "mimalloc" and (load or end) and (load or end).in_use is None:
+            d.notes.append(f"{label} does not count bytes in use in a release build (only mimalloc 3.1+ does): "
+                           "in use and free-but-held are not split; committed is shown against RSS")
+        out.append(d)
+    return out or None
+
+
+def _label(g: dict) -> str:
+    return f"{g['family'] or g['allocator']} {g['version'] or ''}".strip()
+
+
+def _timeline(per_rep: list[list[dict]], starts: list[float], interval: float) -> tuple[list[float], dict]:
+    step = max(interval, 1.0)
+    bins: dict[int, list[dict]] = {}
+    for ps, t0 in zip(per_rep, starts):
+        for p in ps:
+            bins.setdefault(int((p["t"] - t0) // step), []).append(p)
+    cols = ("live", "in_use", *(f"held_{k}" for k in HELD_KINDS), "committed", "rss", "lazyfree")
+    times, layers = [], {c: [] for c in cols}
+    for b in sorted(bins):
+        times.append(b * step)
+        for c in cols:
+            m = _median(p.get(c) for p in bins[b])
+            layers[c].append(None if m is None else m / MB)
+    layers = {c: v for c, v in layers.items() if any(x is not None for x in v)}
+    return times, layers
+
+
+# ---- for reporters -------------------------------------------------------------------------------
+
+def decomposition_data(analysis) -> list[dict] | None:
+    """The decomposition as plain dicts (JSON/HTML); None when the run has none."""
+    d = getattr(analysis, "decomposition", None)
+    return [g.as_dict() for g in d] if d else None
+
+
+def decomposition_section(analysis, chart: str | None = None) -> list[str]:
+    """Markdown lines: '## Why the memory is held' — per group the plain-words summary, a table
+    of the layers, suggestions, notes; [] when the run has no allocator figures."""
+    d = getattr(analysis, "decomposition", None)
+    if not d:
+        return []
+    md = ["## Why the memory is held", "",
+          "The allocator's own account (introspection helper, docs/introspection.md) beside the kernel's: live requested "
+          "bytes (when the workload publishes them) → allocator in use → free but held, by kind → RSS. Medians across "
+          "replicas; late load = second half of the load phase.", ""]
+    rows = []
+    for g in d:
+        for when, s in (("late load", g.load), ("end", g.end)):
+            if s is None:
+                continue
+            held = ", ".join(f"{k} {v / MB:.1f}" for k, v in sorted(s.held.items(), key=lambda kv: -kv[1]) if v >= 0.05 * MB)
+            rows.append([g.group, when, _mbn(s.live), _mbn(s.in_use), held or "–", _mbn(s.committed), _mbn(s.other),
+                         _mbn(s.rss), _mbn(s.lazyfree)])
+    if rows:
+        md += ["| group | when | live MB | in use MB | held MB by kind | committed MB | rest of RSS MB | RSS MB | LazyFree MB |",
+               "|---|---|---|---|---|---|---|---|---|"]
+        md += ["| " + " | ".join(r) + " |" for r in rows]
+        md.append("")
+    for g in d:
+        md.append(f"- **{g.group}**: {g.summary}" if g.summary else f"- **{g.group}**: no allocator figures.")
+        for s in g.suggestions:
+            md.append(f"  - suggestion: {s.text()}")
+        for n in g.notes:
+            md.append(f"  - note: {n}")
+        if g.helper_cpu_share is not None:
+            md.append(f"  - helper cost: {g.helper_cpu_share:.2%} of the replicas' CPU, one collection every "
+                      f"{g.helper_interval_s or 0:.1f} s")
+    if chart:
+        md += ["", f"![decomposition]({chart})"]
+    return md + [""]
+
+
+def _mbn(x: float | None) -> str:
+    return "–" if x is None else f"{x / MB:.1f}"
+
+
+def draw_decomposition(analysis, path: Path) -> Path | None:
+    """A stacked chart per group: in use, then each held kind, then the rest of RSS; live bytes
+    and RSS as lines. None when the run has no allocator figures."""
+    d = [g for g in (getattr(analysis, "decomposition", None) or []) if g.times]
+    if not d:
+        return None
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(len(d), 1, figsize=(10, 3.2 * len(d)), sharex=True, squeeze=False)
+    colors = {"in_use": "#4c72b0", "held_bins": "#dd8452", "held_top": "#c44e52", "held_dirty": "#8172b3",
+              "held_muzzy": "#937860", "held_abandoned": "#da8bc3", "held_cached": "#8c8c8c",
+              "held_committed_free": "#ccb974", "held_metadata": "#64b5cd", "other": "#dddddd"}
+    for ax, g in zip(axes[:, 0], d):
+        t = np.array(g.times)
+        L = g.layers
+        arr = lambda c: np.array([np.nan if x is None else x for x in L.get(c, [None] * len(t))], dtype=float)  # noqa: E731
+        stack, names = [], []
+        base = "in_use" if "in_use" in L else ("committed" if "committed" in L else None)
+        if base:
+            stack.append(arr(base)), names.append(base)
+        for k in HELD_KINDS:
+            if f"held_{k}" in L:
+                stack.append(arr(f"held_{k}")), names.append(f"held_{k}")
+        if "rss" in L and stack:
+            rest = arr("rss") - np.nansum(np.vstack(stack), axis=0)
+            stack.append(np.clip(rest, 0, None)), names.append("other")
+        if stack:
+            ax.stackplot(t, *[np.nan_to_num(s) for s in stack], labels=[n.replace("held_", "held: ") for n in names],
+                         colors=[colors.get(n, "#999999") for n in names], alpha=0.85)
+        if "rss" in L:
+            ax.plot(t, arr("rss"), color="black", lw=1.2, label="RSS")
+        if "live" in L:
+            ax.plot(t, arr("live"), color="green", lw=1.2, ls="--", label="live requested")
+        ax.set_title(f"{g.group} ({g.label})", fontsize=10)
+        ax.set_ylabel("MB")
+        ax.legend(fontsize=7, loc="upper right", ncol=3)
+    axes[-1, 0].set_xlabel("seconds since start")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path

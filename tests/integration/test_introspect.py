@@ -1,0 +1,265 @@
+"""The introspection helper in real processes under real allocators (docs/introspection.md).
+
+Tolerances (why):
+- in use vs live requested bytes (medians over the second half of a 7 s load of `frag`, 2 threads,
+  48 MB of survivors): 0.95 x live - 2 MB <= in use <= 1.30 x live + 8 MB. The allocator counts
+  whole size classes (jemalloc's spacing rounds up to 25%, mimalloc's 12.5%, glibc adds an 8-byte
+  header and 16-byte alignment; frag's sizes are log-uniform 16 B..8 KiB, ~10% on average), and
+  the two figures are read up to 100 ms apart while each thread churns a burst of ~5 MB.
+- in use + held vs RSS: within 15% of RSS + 6 MB. RSS also holds the program, its libraries and
+  stacks (~2-4 MB), and a heap page the allocator counts as mapped may not be touched yet. For
+  mimalloc, in use + held is its committed memory, which runs ahead of RSS by pages committed but
+  not yet touched: up to 25% of RSS + 6 MB above (seen: +3% to +15% over 5 runs of 3.6.1).
+"""
+from __future__ import annotations
+
+import os
+import signal
+import statistics
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from alloclab import introspect, native, resolution, workloads
+from alloclab.analysis import analyse
+from alloclab.analysis.decomposition import decompose, decomposition_data, decomposition_section, draw_decomposition
+from alloclab.config import parse_experiment
+from alloclab.runner import Runner
+from alloclab.store import Store
+from tests.conftest import DATASETS, system_lib
+
+MB = 1 << 20
+
+
+def _env(directory: Path, lib: str | None, interval: float = 0.25) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+    env.update(introspect.helper_env(directory, interval, 0.05))
+    env["LD_PRELOAD"] = introspect.preload_with_helper(lib, introspect.helper_path())
+    return env
+
+
+def _mimalloc_with_stats() -> str:
+    """A mimalloc that counts bytes in use in a release build (3.1+), from the catalog."""
+    return resolution.resolve("mimalloc@3.6.1").path
+
+
+@pytest.fixture(scope="module")
+def frag():
+    return str(native.program("frag"))
+
+
+def _observe(frag: str, lib: str | None, tmp: Path, load: float = 7.0) -> list[tuple]:
+    """Run frag under `lib` + the helper; pairs of (live bytes, account, RSS bytes) over its load."""
+    env = _env(tmp, lib)
+    env["ALLOCLAB_STATS"] = str(tmp / "stats.bin")
+    proc = subprocess.Popen([frag, "--load", str(load), "--idle", "30", "--mb", "48", "--threads", "2"], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    pairs, seen = [], set()
+    try:
+        start = time.monotonic()
+        while time.monotonic() - start < load - 0.3:
+            time.sleep(0.2)
+            st = next(iter(p for p in tmp.glob(f"{proc.pid}-*.bin")), None)
+            rec = introspect.read_record(st) if st else None
+            stats = workloads.read_stats(tmp / "stats.bin")
+            if rec is None or stats is None or rec.collections in seen or time.monotonic() - start < load / 2:
+                continue
+            seen.add(rec.collections)
+            rss = int(Path(f"/proc/{proc.pid}/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+            pairs.append((stats.live_bytes, introspect.account(rec), rss))
+    finally:
+        proc.kill()
+        proc.wait()
+    assert len(pairs) >= 5, "too few collections observed"
+    return pairs
+
+
+@pytest.mark.parametrize("family", ["glibc", "jemalloc", "mimalloc"])
+def test_in_use_tracks_live_bytes_and_adds_up_to_rss(family, frag, tmp_path):
+    lib = {"glibc": None, "jemalloc": system_lib("libjemalloc.so.2"), "mimalloc": _mimalloc_with_stats()}[family]
+    pairs = _observe(frag, lib, tmp_path)
+    assert {a.family for _, a, _ in pairs} == {family}
+    live = statistics.median(p[0] for p in pairs)
+    in_use = statistics.median(p[1].in_use for p in pairs)
+    held = statistics.median(p[1].held_total for p in pairs)
+    rss = statistics.median(p[2] for p in pairs)
+    assert live > 30 * MB
+    assert 0.95 * live - 2 * MB <= in_use <= 1.30 * live + 8 * MB, (live / MB, in_use / MB)
+    ahead = 0.25 if family == "mimalloc" else 0.15      # mimalloc commits ahead of touching (see the module doc)
+    assert -(0.15 * rss + 6 * MB) <= in_use + held - rss <= ahead * rss + 6 * MB, (in_use / MB, held / MB, rss / MB)
+    if family == "glibc":
+        assert pairs[-1][1].arenas >= 2          # two churning threads: malloc_info names their arenas
+    if family == "jemalloc":
+        assert pairs[-1][1].tunables.get("dirty_decay_ms") == 10000
+
+
+def test_mimalloc_without_byte_counts_says_so(frag, tmp_path):
+    """Debian's mimalloc 2.0.9 counts no bytes in use in a release build: in use is absent (not 0),
+    committed and abandoned pages are there."""
+    pairs = _observe(frag, system_lib("libmimalloc.so.2"), tmp_path, load=4.0)
+    a = pairs[-1][1]
+    assert a.family == "mimalloc" and a.in_use is None and a.held == {}
+    assert a.committed and a.committed > 30 * MB and a.reserved >= a.committed
+
+
+def test_tcmalloc_best_effort(frag, tmp_path):
+    pairs = _observe(frag, system_lib("libtcmalloc_minimal.so.4"), tmp_path, load=4.0)
+    live, a, rss = pairs[-1]
+    assert a.family == "tcmalloc" and a.in_use > 0.8 * live and a.mapped >= a.in_use
+
+
+# ---- fork, exec, exit, static ------------------------------------------------------------------
+
+FORK_EXEC = r"""
+import os, sys, time
+keep = [bytearray(1 << 20) for _ in range(8)]
+pid = os.fork()
+if pid == 0:
+    more = [bytearray(1 << 20) for _ in range(16)]
+    time.sleep(1.2)
+    os.execv(sys.argv[1], [sys.argv[1], *sys.argv[2:]])
+time.sleep(0.8)
+os._exit(0)          # the parent exits while the child lives on
+"""
+
+
+def test_fork_exec_and_exit(tmp_path, frag):
+    """A forked child gets its own record (not the parent's); exec into a static binary leaves the
+    record stale (never read as current); the parent exiting mid-run leaves a readable record; no
+    read waits on a process."""
+    static = str(native.program("frag-static"))
+    env = _env(tmp_path, system_lib("libjemalloc.so.2"), interval=0.2)
+    proc = subprocess.Popen([sys.executable, "-c", FORK_EXEC, static, "--load", "3", "--mb", "4"], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline, pids = time.monotonic() + 5, set()
+    while time.monotonic() < deadline and len(pids) < 2:       # the child's first record: one interval after fork
+        time.sleep(0.1)
+        files = sorted(tmp_path.glob("*.bin"))
+        pids = {int(f.name.split("-")[0]) for f in files}
+    assert proc.pid in pids and len(pids) == 2, files           # parent and child, each its own
+    child = next(p for p in pids if p != proc.pid)
+    proc.wait(timeout=10)
+    t0 = time.monotonic()
+    parent_rec = introspect.read_record(next(tmp_path.glob(f"{proc.pid}-*.bin")))
+    assert parent_rec is not None and parent_rec.family == "jemalloc"     # exited: still readable
+    time.sleep(1.5)                                             # the child has exec'd the static frag
+    child_file = next(tmp_path.glob(f"{child}-*.bin"))
+    rec = introspect.read_record(child_file)
+    time.sleep(0.6)                                             # three of its intervals
+    again = introspect.read_record(child_file)
+    assert rec is not None and again.collections == rec.collections      # nobody rewrites it after exec
+    assert introspect.is_stale(rec, rec.t + 3 * rec.interval_s + 2.1) and not introspect.is_stale(rec, rec.t + 1)
+    assert time.monotonic() - t0 < 5
+    Path(f"/proc/{child}").exists() and os.kill(child, signal.SIGKILL)
+
+
+def test_exec_into_dynamic_program_reinitialises(tmp_path):
+    env = _env(tmp_path, None, interval=0.2)
+    proc = subprocess.Popen(["/bin/sh", "-c", "sleep 0.7; exec python3 -c 'import time; x=bytearray(8<<20); time.sleep(6)'"],
+                            env=env)
+    try:
+        time.sleep(0.55)
+        before = introspect.read_record(next(tmp_path.glob(f"{proc.pid}-*.bin")))
+        assert before is not None and before.fields["in_use"] < 8 * MB           # the shell
+        deadline, after = time.monotonic() + 15, None
+        while time.monotonic() < deadline:                # python3 starts slowly on a loaded machine
+            time.sleep(0.2)
+            after = introspect.read_record(next(tmp_path.glob(f"{proc.pid}-*.bin")))
+            if after is not None and after.fields["in_use"] > 8 * MB:
+                break
+        assert after is not None and after.family == "glibc" and after.t > before.t
+        assert after.fields["in_use"] > 8 * MB            # python3's heap: the helper began again after exec
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_torn_record_is_never_returned(tmp_path):
+    path = tmp_path / "1-1.bin"
+    body = bytearray(introspect.RECORD_SIZE)
+    struct.pack_into("<QIIQQQ", body, 0, introspect.MAGIC, 1, 1, 7, int(time.time() * 1e9), 3)   # seq odd: mid-write
+    path.write_bytes(bytes(body))
+    t0 = time.monotonic()
+    assert introspect.read_record(path) is None and time.monotonic() - t0 < 0.5
+    struct.pack_into("<Q", body, 16, 8)
+    path.write_bytes(bytes(body))
+    rec = introspect.read_record(path)
+    assert rec is not None and rec.family == "glibc" and rec.collections == 3
+    assert introspect.read_record(tmp_path / "absent.bin") is None
+
+
+# ---- a real run: injected, verified, stored, decomposed ----------------------------------------
+
+EXPERIMENT = """
+name = "introspect-test"
+interval = "0.5s"
+introspect = true
+baseline = "glibc"
+[phases]
+load = "5s"
+idle = "2s"
+[workload]
+name = "frag"
+threads = 2
+mb = 32
+[[group]]
+name = "glibc"
+allocator = "glibc"
+[[group]]
+name = "jemalloc"
+allocator = "{jemalloc}"
+[[group]]
+name = "static"
+allocator = "glibc"
+command = ["{static}", "--load", "5", "--idle", "30", "--mb", "8"]
+"""
+
+
+def test_run_stores_and_decomposes(tmp_path, jemalloc):
+    text = EXPERIMENT.format(jemalloc=jemalloc, static=native.program("frag-static"))
+    exp = parse_experiment(text, "introspect.toml", tmp_path)
+    result = Runner(exp, tmp_path / "run").run()
+    store = Store.open(result.run_dir)
+    rows = store.alloc_stats()
+    fams = {(r["group"], r["family"]) for r in rows}
+    assert fams == {("glibc", "glibc"), ("jemalloc", "jemalloc")}          # nothing from the static binary
+    absent = store.events(["introspect_absent"])
+    assert [e["group_name"] for e in absent] == ["static"]
+    a = analyse(store)
+    d = {g.group: g for g in a.decomposition}
+    assert set(d) == {"glibc", "jemalloc"}
+    assert "in free chunks of" in d["glibc"].summary or "held under 1 MB" in d["glibc"].summary
+    assert d["jemalloc"].end.held.get("dirty", 0) > 0 and "dirty pages" in d["jemalloc"].summary
+    assert 0 <= d["glibc"].helper_cpu_share < 0.05
+    md = decomposition_section(a)
+    assert md[0] == "## Why the memory is held" and any(line.startswith("| glibc | end |") for line in md)
+    assert decomposition_data(a)[0]["group"] in ("glibc", "jemalloc")
+    assert draw_decomposition(a, tmp_path / "d.png").stat().st_size > 1000
+    store.close()
+
+
+def test_imported_data_has_no_decomposition(tmp_path):
+    from alloclab.torutils import import_torutils
+    run = import_torutils(DATASETS / "co-guard-2025-09", tmp_path / "run")
+    store = Store.open(run)
+    assert store.alloc_stats() == [] and decompose(store) is None
+    a = analyse(store)
+    assert a.decomposition is None and decomposition_section(a) == [] and decomposition_data(a) is None
+
+
+def test_descriptor_reused_by_the_program_is_left_alone(tmp_path):
+    """A daemon that closes every descriptor and opens its own file under the same number: the
+    helper must not write malloc_info into the program's file (it checks the memfd's identity)."""
+    target = tmp_path / "program-own.txt"
+    code = ("import os, time, sys\nos.closerange(3, 65536)\nfds = [os.open(sys.argv[1] + str(i), os.O_WRONLY | os.O_CREAT) "
+            "for i in range(8)]\nx = [bytearray(1 << 20) for _ in range(4)]\ntime.sleep(1.5)\n")
+    env = _env(tmp_path, None, interval=0.2)
+    subprocess.run([sys.executable, "-c", code, str(target)], env=env, timeout=30, check=True)
+    written = [p for p in tmp_path.glob("program-own.txt*") if p.stat().st_size]
+    assert not written, [p.read_text()[:80] for p in written]
+    rec = introspect.read_record(next(tmp_path.glob("*-*.bin")))
+    assert rec is not None and rec.family == "glibc" and rec.fields["in_use"] > 4 * (1 << 20)

@@ -68,11 +68,11 @@ def test_config_keys():
         parse_experiment(BASE.format(extra="introspect_budget = 2"))
 
 
-def test_schema3_store_gains_alloc_stats(tmp_path):
+def test_schema4_store_gains_alloc_stats(tmp_path):
     db = tmp_path / "run.db"
     store = Store.create(db)
     store.conn.execute("DROP TABLE alloc_stats")
-    store.set_meta(schema_version=3)
+    store.set_meta(schema_version=4)
     store.close()
     reopened = Store.open(tmp_path)
     assert reopened.meta()["schema_version"] == str(SCHEMA_VERSION) and reopened.alloc_stats() == []

@@ -201,10 +201,15 @@ def _ratio(c: stats.Comparison) -> str:
     return f"{c.ratio:.3f}× [{c.ratio_ci[0]:.3f}–{c.ratio_ci[1]:.3f}] at {c.ci_level:.1%}"
 
 
-def _short(v: str | None, width: int = 70) -> str:
+def _short(v: str | None, other: str | None, width: int = 70) -> str:
+    """v cut to width around where it first differs from `other` (long commands differ late)."""
     if v is None:
         return "(none)"
-    return v if len(v) <= width else v[:width - 1] + "…"
+    if len(v) <= width:
+        return v
+    same = next((i for i, (x, y) in enumerate(zip(v, other or "")) if x != y), min(len(v), len(other or "")))
+    start = max(0, min(same - width // 3, len(v) - width))
+    return ("…" if start else "") + v[start:start + width] + ("…" if start + width < len(v) else "")
 
 
 def text_lines(rc: RunComparison) -> list[str]:
@@ -239,7 +244,7 @@ def text_lines(rc: RunComparison) -> list[str]:
     out.append("")
     if rc.changes:
         out.append("what changed between the runs:")
-        out += [f"  {c.scope}: {c.field}: {_short(c.a)} → {_short(c.b)}" for c in rc.changes]
+        out += [f"  {c.scope}: {c.field}: {_short(c.a, c.b)} → {_short(c.b, c.a)}" for c in rc.changes]
     else:
         out.append("provenance: nothing changed (allocators, library hashes, host, kernel, glibc, CPU, alloclab)")
     if rc.experiment_diff:

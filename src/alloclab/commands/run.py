@@ -106,19 +106,29 @@ def design_check(exp: Experiment, console: Console) -> None:
 
 def run_or_resume_command(experiment: Path | None, output: Path | None, until_significant: bool,
                           max_duration: str | None, stable_for: str, no_report: bool, resume_run: Path | None,
-                          console: Console) -> int:
+                          console: Console, serve: str | None = None, serve_public: bool = False) -> int:
     """`alloclab run EXPERIMENT` or `alloclab run --resume RUN`; the exit code."""
     if resume_run is not None:
         if experiment is not None:
             raise UserError("give either an experiment file or --resume RUN, not both", "see `alloclab run --help`")
+        if serve is not None:
+            raise UserError("--serve is for a new run, not --resume", "drop --serve")
         return resume_command(resume_run, no_report, console)
     if experiment is None:
         raise UserError("no experiment file given", "alloclab run EXPERIMENT.toml (or --resume RUN)")
-    return run_command(experiment, output, until_significant, max_duration, stable_for, no_report, console)
+    if serve_public and serve is None:
+        raise UserError("--serve-public without --serve", "add --serve ADDR:PORT")
+    return run_command(experiment, output, until_significant, max_duration, stable_for, no_report, console,
+                       serve=serve, serve_public=serve_public)
 
 
 def run_command(experiment: Path, output: Path | None, until_significant: bool, max_duration: str | None,
-                stable_for: str, no_report: bool, console: Console) -> int:
+                stable_for: str, no_report: bool, console: Console, serve: str | None = None,
+                serve_public: bool = False) -> int:
+    address = None
+    if serve is not None:
+        from ..liveview import parse_address
+        address = parse_address(serve, serve_public)
     exp = load_experiment(experiment)       # every bad input refused before anything is created
     preflight.check_output(output)
     preflight.check_load_command(exp)
@@ -133,9 +143,23 @@ def run_command(experiment: Path, output: Path | None, until_significant: bool, 
     err = Console(stderr=True)
     if runner.cgroup_note:
         err.print(f"[yellow]note[/yellow] {runner.cgroup_note}")
-    with Progress(err, exp, planned) as progress:
-        runner.on_tick = progress.tick
-        result = runner.run()
+    live = None
+    if address is not None:
+        from ..liveview import LiveServer
+        try:
+            live = LiveServer(address, runner.store.path, runner.run_dir / "live-view.log")
+        except UserError:
+            runner.abandon_unstarted()
+            raise
+        runner.add_companion(live.popen)
+        err.print(f"live view: {live.url}", markup=False, highlight=False)
+    try:
+        with Progress(err, exp, planned) as progress:
+            runner.on_tick = progress.tick
+            result = runner.run()
+    finally:
+        if live is not None:
+            live.stop()             # the live view ends with the run
     if result.cut_short == "disk-full":
         # one line, no report: writing it would need the space that ran out
         err.print(f"alloclab: error: the disk holding {result.run_dir} is full: sampling stopped, replicas stopped, "

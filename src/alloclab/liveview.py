@@ -106,14 +106,18 @@ class LiveData:
         self.db = db
         self.store = Store.open_readonly(db)
         self.lock = threading.Lock()
+        self.analysis_store = Store.open_readonly(db)
+        self.analysis_lock = threading.Lock()
         self.warnings: dict = {"computed_at": None, "warnings": [], "note": "not analysed yet"}
         self.analysed_at_sample: float | None = None
-        self.analysed_mono = 0.0
+        self.analysed_mono = -WARNINGS_EVERY_S
 
-    def _metric(self, meta: dict) -> tuple[str, str]:
-        from .analysis.load import METRIC_COLUMN
+    @staticmethod
+    def _metric(meta: dict) -> tuple[str, str]:
+        # the samples column of a metric is "<metric>_kb" (analysis.load.METRIC_COLUMN); not imported
+        # from there: the analysis package loads scipy, seconds the first page should not wait for
         metric = meta.get("metric", "rss")
-        return metric, METRIC_COLUMN.get(metric, "rss_kb")
+        return metric, f"{metric}_kb"
 
     def state(self) -> dict:
         with self.lock:
@@ -160,23 +164,26 @@ class LiveData:
 
     def analysed_warnings(self) -> dict:
         """The analysis' warnings over the data so far; recomputed when there are new samples and
-        WARNINGS_EVERY_S has passed (the analysis takes seconds on a long run)."""
-        with self.lock:
-            last = self.store.last_sample_time()
-            due = last is not None and last != self.analysed_at_sample and \
-                time.monotonic() - self.analysed_mono >= WARNINGS_EVERY_S
-            if due:
-                from .analysis import analyse
-                self.analysed_mono = time.monotonic()
-                self.analysed_at_sample = last
-                try:
-                    a = analyse(self.store)
-                    self.warnings = {"computed_at": time.time(), "up_to": last, "note": None,
-                                     "warnings": [w.as_dict() for w in a.warnings]}
-                except Exception as exc:      # partial data the analysis cannot use yet: say so, keep serving
-                    self.warnings = {"computed_at": time.time(), "up_to": last, "warnings": self.warnings["warnings"],
-                                     "note": f"analysis not available yet: {type(exc).__name__}: {exc}"}
+        WARNINGS_EVERY_S has passed (the analysis takes seconds on a long run). It has its own
+        connection and lock, so state and series answer while it runs; meanwhile the last result is served."""
+        if not self.analysis_lock.acquire(blocking=False):
             return self.warnings
+        try:
+            last = self.analysis_store.last_sample_time()
+            if last is None or last == self.analysed_at_sample or time.monotonic() - self.analysed_mono < WARNINGS_EVERY_S:
+                return self.warnings
+            from .analysis import analyse
+            self.analysed_mono, self.analysed_at_sample = time.monotonic(), last
+            try:
+                a = analyse(self.analysis_store)
+                self.warnings = {"computed_at": time.time(), "up_to": last, "note": None,
+                                 "warnings": [w.as_dict() for w in a.warnings]}
+            except Exception as exc:      # partial data the analysis cannot use yet: say so, keep serving
+                self.warnings = {"computed_at": time.time(), "up_to": last, "warnings": self.warnings["warnings"],
+                                 "note": f"analysis not available yet: {type(exc).__name__}: {exc}"}
+            return self.warnings
+        finally:
+            self.analysis_lock.release()
 
 
 def _num(v) -> float | None:
@@ -274,6 +281,8 @@ def serve(fd: int, db: Path, parent: int) -> None:
         os.kill(os.getpid(), signal.SIGTERM)
 
     threading.Thread(target=watch_parent, daemon=True).start()
+    # load the analysis (scipy: seconds) before the first /api/warnings asks for it
+    threading.Thread(target=lambda: __import__("alloclab.analysis"), daemon=True).start()
     try:
         server.serve_forever(poll_interval=0.5)
     finally:

@@ -16,7 +16,7 @@ T0 = 1_790_000_000.0
 
 
 def make_run(path, groups: dict[str, list[float]], *, seed: int = 0, sha: str = "a" * 64, kernel: str = "6.1.0",
-             experiment: str = 'name = "x"\n', family: dict[str, str] | None = None):
+             experiment: str = 'name = "x"\n', family: dict[str, str] | None = None, command: list[str] | None = None):
     """A finished run: each group's replicas flat at the given levels (MB) with 1% AR(1) noise,
     600 samples 1 s apart, every replica verified."""
     path.mkdir(parents=True)
@@ -29,7 +29,7 @@ def make_run(path, groups: dict[str, list[float]], *, seed: int = 0, sha: str = 
     for k, (g, levels) in enumerate(groups.items()):
         fam = (family or {}).get(g, "glibc")
         gid = st.insert("groups", name=g, allocator=fam, kind="preload", library_path=f"/lib/{fam}.so",
-                        library_sha256=sha, family=fam, version="1", env_json="{}", command_json='["prog"]',
+                        library_sha256=sha, family=fam, version="1", env_json='{"MALLOC_ARENA_MAX": "2"}', command_json=json.dumps(command or ["prog"]),
                         is_baseline=int(k == 0), provenance_json="{}")
         for i, level in enumerate(levels, 1):
             rid = st.insert("replicas", group_id=gid, idx=i, name=f"{g}-{i}", start_order=i, started_at=T0,

@@ -66,7 +66,8 @@ def parse_address(text: str, public: bool = False) -> tuple[str, int]:
 class LiveServer:
     """The live view's server process, started for one run and stopped with it."""
 
-    def __init__(self, address: tuple[str, int], db: Path, log: Path):
+    def __init__(self, address: tuple[str, int]):
+        """Bind and listen now (a busy port is refused before anything else is made); `start` later."""
         family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
         self.sock = socket.socket(family, socket.SOCK_STREAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -79,15 +80,20 @@ class LiveServer:
                             "choose another port with --serve (0 picks a free one)") from None
         host, port = self.sock.getsockname()[:2]
         self.url = f"http://{'[' + host + ']' if ':' in host else host}:{port}/"
+        self.popen: subprocess.Popen | None = None
+
+    def start(self, db: Path, log: Path) -> subprocess.Popen:
         with open(log, "ab") as out:
             self.popen = subprocess.Popen(
                 [sys.executable, "-m", "alloclab.liveview", "--fd", str(self.sock.fileno()), "--db", str(db),
                  "--parent", str(os.getpid())], pass_fds=(self.sock.fileno(),), stdin=subprocess.DEVNULL,
                 stdout=out, stderr=out)
         self.sock.close()           # the server process holds it now
+        return self.popen
 
     def stop(self) -> None:
-        if self.popen.poll() is None:
+        self.sock.close()           # never started: just release the port
+        if self.popen is not None and self.popen.poll() is None:
             self.popen.terminate()
             try:
                 self.popen.wait(STOP_GRACE_S)
@@ -267,7 +273,8 @@ def _die_with_parent(parent: int) -> None:
 
 def serve(fd: int, db: Path, parent: int) -> None:
     _die_with_parent(parent)
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    for sig in (signal.SIGTERM, signal.SIGINT):     # Ctrl-C reaches the whole process group: end quietly
+        signal.signal(sig, lambda *_: sys.exit(0))
     sock = socket.socket(fileno=fd)
     data = LiveData(db)
     server = ThreadingHTTPServer(sock.getsockname()[:2], make_handler(data), bind_and_activate=False)

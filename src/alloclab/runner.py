@@ -138,11 +138,6 @@ class Runner:
         self.companions.append(popen)
         self.finder.exclude.add(popen.pid)
 
-    def abandon_unstarted(self) -> None:
-        """Before run(): nothing started, so remove the run directory made so far."""
-        self.store.conn.close()
-        shutil.rmtree(self.run_dir, ignore_errors=True)
-
     def _reserve_space(self) -> None:
         """A little space held back: when the disk fills, it is freed so the run's end (reason,
         times, stopped replicas) can still be written."""

@@ -125,11 +125,13 @@ def run_or_resume_command(experiment: Path | None, output: Path | None, until_si
 def run_command(experiment: Path, output: Path | None, until_significant: bool, max_duration: str | None,
                 stable_for: str, no_report: bool, console: Console, serve: str | None = None,
                 serve_public: bool = False) -> int:
-    address = None
+    live = None
     if serve is not None:
-        from ..liveview import parse_address
+        from ..liveview import LiveServer, parse_address
         address = parse_address(serve, serve_public)
     exp = load_experiment(experiment)       # every bad input refused before anything is created
+    if serve is not None:
+        live = LiveServer(address)          # binds now: a busy port is refused before the run directory exists
     preflight.check_output(output)
     preflight.check_load_command(exp)
     limit = parse_duration(max_duration, "--max-duration") if max_duration else None
@@ -137,21 +139,19 @@ def run_command(experiment: Path, output: Path | None, until_significant: bool, 
     if until_significant:
         first = max(parse_duration(stable_for, "--stable-for"), exp.phases.warmup + 10 * exp.interval)
         stop = SignificanceStop(first, every=max(10 * exp.interval, 5.0), n_comparisons=max(1, len(exp.groups) - 1))
-    runner = Runner(exp, output, stop_check=stop, max_duration=limit)
+    try:
+        runner = Runner(exp, output, stop_check=stop, max_duration=limit)
+    except BaseException:
+        if live is not None:
+            live.stop()
+        raise
     design_check(exp, Console(stderr=True))       # after the setup checks: bad input stays one clear line
     planned = exp.planned_duration(runner.max_duration)
     err = Console(stderr=True)
     if runner.cgroup_note:
         err.print(f"[yellow]note[/yellow] {runner.cgroup_note}")
-    live = None
-    if address is not None:
-        from ..liveview import LiveServer
-        try:
-            live = LiveServer(address, runner.store.path, runner.run_dir / "live-view.log")
-        except UserError:
-            runner.abandon_unstarted()
-            raise
-        runner.add_companion(live.popen)
+    if live is not None:
+        runner.add_companion(live.start(runner.store.path, runner.run_dir / "live-view.log"))
         err.print(f"live view: {live.url}", markup=False, highlight=False)
     try:
         with Progress(err, exp, planned) as progress:

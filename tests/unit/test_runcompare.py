@@ -13,18 +13,19 @@ from alloclab.stats.across_runs import compare_pairs, rose_beyond
 from alloclab.store import Store
 
 T0 = 1_790_000_000.0
+N = 300          # samples per replica, 1 s apart
 
 
 def make_run(path, groups: dict[str, list[float]], *, seed: int = 0, sha: str = "a" * 64, kernel: str = "6.1.0",
              experiment: str = 'name = "x"\n', family: dict[str, str] | None = None, command: list[str] | None = None):
     """A finished run: each group's replicas flat at the given levels (MB) with 1% AR(1) noise,
-    600 samples 1 s apart, every replica verified."""
+    N samples 1 s apart, every replica verified."""
     path.mkdir(parents=True)
     st = Store.create(path / "run.db")
     rng = np.random.default_rng(seed)
     st.begin()
-    st.set_meta(name="x", metric="rss", interval=1.0, phases={"warmup": 0.0, "load": 600.0, "idle": 0.0},
-                started_at=T0, ended_at=T0 + 600, end_reason="planned duration reached", source="run", seed=0,
+    st.set_meta(name="x", metric="rss", interval=1.0, phases={"warmup": 0.0, "load": float(N), "idle": 0.0},
+                started_at=T0, ended_at=T0 + N, end_reason="planned duration reached", source="run", seed=0,
                 kernel=kernel, host="h", glibc="glibc 2.36", cpu="c", alloclab_version="0", experiment=experiment)
     for k, (g, levels) in enumerate(groups.items()):
         fam = (family or {}).get(g, "glibc")
@@ -33,9 +34,9 @@ def make_run(path, groups: dict[str, list[float]], *, seed: int = 0, sha: str = 
                         is_baseline=int(k == 0), provenance_json="{}")
         for i, level in enumerate(levels, 1):
             rid = st.insert("replicas", group_id=gid, idx=i, name=f"{g}-{i}", start_order=i, started_at=T0,
-                            ended_at=T0 + 600, exit_code=0, root_pid=1000 + i, verified=1, end_kind="stopped")
-            noise = np.zeros(600)
-            for j in range(1, 600):
+                            ended_at=T0 + N, exit_code=0, root_pid=1000 + i, verified=1, end_kind="stopped")
+            noise = np.zeros(N)
+            for j in range(1, N):
                 noise[j] = 0.9 * noise[j - 1] + rng.normal(0, 0.004)
             kb = (level * 1024 * (1 + noise)).astype(int)
             st.insert_many("samples", ("t", "replica_id", "phase", "nprocs", "rss_kb", "tier"),

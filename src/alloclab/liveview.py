@@ -66,8 +66,9 @@ def parse_address(text: str, public: bool = False) -> tuple[str, int]:
 class LiveServer:
     """The live view's server process, started for one run and stopped with it."""
 
-    def __init__(self, address: tuple[str, int]):
+    def __init__(self, address: tuple[str, int], public: bool = False):
         """Bind and listen now (a busy port is refused before anything else is made); `start` later."""
+        self.public = public
         family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
         self.sock = socket.socket(family, socket.SOCK_STREAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -86,7 +87,7 @@ class LiveServer:
         with open(log, "ab") as out:
             self.popen = subprocess.Popen(
                 [sys.executable, "-m", "alloclab.liveview", "--fd", str(self.sock.fileno()), "--db", str(db),
-                 "--parent", str(os.getpid())], pass_fds=(self.sock.fileno(),), stdin=subprocess.DEVNULL,
+                 "--parent", str(os.getpid())] + (["--any-host"] if self.public else []), pass_fds=(self.sock.fileno(),), stdin=subprocess.DEVNULL,
                 stdout=out, stderr=out)
         self.sock.close()           # the server process holds it now
         return self.popen
@@ -208,7 +209,19 @@ def _plotly_js() -> bytes:
     return get_plotlyjs().encode()
 
 
-def make_handler(data: LiveData) -> type[BaseHTTPRequestHandler]:
+LOOPBACK_NAMES = {"localhost", "127.0.0.1", "::1", "[::1]"}
+
+
+def _host_allowed(header: str | None, bound: str) -> bool:
+    """Loopback service: only requests naming a loopback host (a web page elsewhere that rebinds
+    its own name to 127.0.0.1 cannot read the run through the visitor's browser)."""
+    if not header:
+        return False
+    host = header.rsplit(":", 1)[0] if not header.endswith("]") else header
+    return host.strip("[]") in {n.strip("[]") for n in LOOPBACK_NAMES} | {bound}
+
+
+def make_handler(data: LiveData, any_host: bool = False) -> type[BaseHTTPRequestHandler]:
     cache: dict[str, bytes] = {}
 
     class Handler(BaseHTTPRequestHandler):
@@ -233,6 +246,8 @@ def make_handler(data: LiveData) -> type[BaseHTTPRequestHandler]:
 
         def do_GET(self) -> None:
             url = urlparse(self.path)
+            if not any_host and not _host_allowed(self.headers.get("Host"), self.server.server_address[0]):
+                return self._json({"error": "the live view answers only to a loopback host name"}, 403)
             try:
                 if url.path in ("/", "/index.html"):
                     self._send(cache.setdefault("page", _page()), "text/html; charset=utf-8")
@@ -271,13 +286,13 @@ def _die_with_parent(parent: int) -> None:
         sys.exit(0)
 
 
-def serve(fd: int, db: Path, parent: int) -> None:
+def serve(fd: int, db: Path, parent: int, any_host: bool = False) -> None:
     _die_with_parent(parent)
     for sig in (signal.SIGTERM, signal.SIGINT):     # Ctrl-C reaches the whole process group: end quietly
         signal.signal(sig, lambda *_: sys.exit(0))
     sock = socket.socket(fileno=fd)
     data = LiveData(db)
-    server = ThreadingHTTPServer(sock.getsockname()[:2], make_handler(data), bind_and_activate=False)
+    server = ThreadingHTTPServer(sock.getsockname()[:2], make_handler(data, any_host), bind_and_activate=False)
     server.socket.close()
     server.socket = sock
     server.daemon_threads = True
@@ -301,8 +316,9 @@ def main() -> None:
     ap.add_argument("--fd", type=int, required=True, help="listening socket inherited from alloclab")
     ap.add_argument("--db", type=Path, required=True, help="the run's run.db")
     ap.add_argument("--parent", type=int, required=True, help="alloclab's pid: the server ends with it")
+    ap.add_argument("--any-host", action="store_true", help="answer whatever Host the request names (--serve-public)")
     args = ap.parse_args()
-    serve(args.fd, args.db, args.parent)
+    serve(args.fd, args.db, args.parent, args.any_host)
 
 
 if __name__ == "__main__":

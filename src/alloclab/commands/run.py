@@ -131,7 +131,7 @@ def run_command(experiment: Path, output: Path | None, until_significant: bool, 
         address = parse_address(serve, serve_public)
     exp = load_experiment(experiment)       # every bad input refused before anything is created
     if serve is not None:
-        live = LiveServer(address)          # binds now: a busy port is refused before the run directory exists
+        live = LiveServer(address, serve_public)          # binds now: a busy port is refused before the run directory exists
     preflight.check_output(output)
     preflight.check_load_command(exp)
     limit = parse_duration(max_duration, "--max-duration") if max_duration else None

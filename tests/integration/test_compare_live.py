@@ -35,6 +35,7 @@ command = {cmd(8)}
 [phases]
 warmup = "3s"
 load = "3s"
+idle = "2s"
 [[group]]
 name = "glibc"
 allocator = "glibc"

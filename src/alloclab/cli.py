@@ -32,14 +32,19 @@ def app() -> None:
 @click.option("--resume", "resume_run", type=PathArg, metavar="RUN",
               help="Continue a run whose alloclab died: sample what survives, else close it (end reason, report).")
 @click.option("--metrics", "metrics_addr", metavar="ADDR", help="Also serve /metrics for Prometheus on ADDR (PORT = loopback).")
+@click.option("--serve", metavar="[ADDR:]PORT",
+              help="Serve a read-only live view of the run at http://ADDR:PORT/ while it goes on (ADDR defaults to 127.0.0.1; "
+                   "port 0 picks a free one).")
+@click.option("--serve-public", is_flag=True, help="Allow --serve on an address other than loopback (anyone who can reach "
+                                                    "it sees the run's commands and data).")
 def run(experiment: Path | None, output: Path | None, until_significant: bool, max_duration: str | None, stable_for: str,
-        no_report: bool, resume_run: Path | None, metrics_addr: str | None) -> None:
+        no_report: bool, resume_run: Path | None, serve: str | None, serve_public: bool, metrics_addr: str | None) -> None:
     """Run an experiment: every group x replica started together, sampled, verified, stored, reported.
 
     Exit codes: 0 done, 2 bad input, 3 cut short (disk full; data so far kept), 130 interrupted."""
     from .commands.run import run_or_resume_command
     sys.exit(run_or_resume_command(experiment, output, until_significant, max_duration, stable_for, no_report,
-                                   resume_run, console, metrics_addr))
+                                   resume_run, console, metrics_addr, serve=serve, serve_public=serve_public))
 
 
 @app.command()
@@ -60,6 +65,33 @@ def report(run_dir: Path, output: Path | None, metric: str | None) -> None:
     """Analyse a run: write report.md, summary.csv/json and charts; print the summary table."""
     from .commands.report import report_command
     report_command(run_dir, output, metric, console)
+
+
+@app.command()
+@click.argument("run_a", metavar="RUN_A", type=PathArg)
+@click.argument("run_b", metavar="RUN_B", type=PathArg)
+@click.option("--by", type=click.Choice(["group", "allocator"]), default="group", show_default=True,
+              help="Match groups by name, or by allocator family and version.")
+@click.option("--metric", help="rss, pss, uss or anon (default: run A's).")
+@click.option("--fail-on-increase", type=float, metavar="PCT",
+              help="Exit 1 when a group of B is shown to use more than PCT% more memory than in A (the lower end of "
+                   "its ratio interval lies above 1 + PCT/100).")
+@click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
+def compare(run_a: Path, run_b: Path, by: str, metric: str | None, fail_on_increase: float | None, as_json: bool) -> None:
+    """Compare run B against run A, group by group: ratios with intervals, significance, what changed.
+
+    Exit codes: 0 done (gate passed), 1 the --fail-on-increase gate failed, 2 bad input."""
+    from .commands.compare import compare_command
+    sys.exit(compare_command(run_a, run_b, by, metric, fail_on_increase, as_json, console))
+
+
+@app.command()
+@click.argument("run_dir", metavar="RUN", type=PathArg)
+@click.option("-o", "--output", type=PathArg, help="Archive to write (default RUN-bundle.tar.gz beside the run).")
+def bundle(run_dir: Path, output: Path | None) -> None:
+    """One .tar.gz for an upstream maintainer: experiment, allocator provenance, host, report, charts, trace, README."""
+    from .commands.bundle import bundle_command
+    bundle_command(run_dir, output, console)
 
 
 @app.command()

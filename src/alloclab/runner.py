@@ -132,6 +132,13 @@ class Runner:
         self.finder = reaper.RunProcesses(self.token, under=os.getpid())
         self.registered: set[tuple[int, int]] = set()         # identities sent to the watchdog
         self.cut_short: str | None = None
+        self.companions: list[subprocess.Popen] = []        # alloclab's own helpers (the live view): not the run's
+
+    def add_companion(self, popen: subprocess.Popen) -> None:
+        """A helper process alloclab started beside the run (the live view): never swept as part of
+        the run nor reaped behind its owner's back; its owner stops it."""
+        self.companions.append(popen)
+        self.finder.exclude.add(popen.pid)
 
     def _reserve_space(self) -> None:
         """A little space held back: when the disk fills, it is freed so the run's end (reason,
@@ -314,6 +321,7 @@ class Runner:
     def _own_children(self) -> set[int]:
         """The processes alloclab started itself (replicas, load clients, the watchdog)."""
         own = {p.pid for r in self.replicas for p in (r.popen, r.load_popen) if p is not None}
+        own |= {p.pid for p in self.companions}
         if self.watchdog:
             own.add(self.watchdog.popen.pid)
         return own

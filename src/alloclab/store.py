@@ -128,6 +128,15 @@ class Store:
             conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
         return cls(conn, db)
 
+    @classmethod
+    def open_readonly(cls, db: Path) -> "Store":
+        """A read-only handle on a store another process is writing (the live view): it never
+        migrates or writes, and sees each committed interval (WAL)."""
+        conn = sqlite3.connect(f"file:{Path(db).resolve()}?mode=ro", uri=True, isolation_level=None,
+                               check_same_thread=False)
+        conn.execute("PRAGMA query_only=ON")
+        return cls(conn, Path(db))
+
     @property
     def run_dir(self) -> Path:
         return self.path.parent
@@ -246,6 +255,21 @@ class Store:
         return [dict(r) for r in self.query(
             "SELECT s.*, r.name AS replica FROM samples s JOIN replicas r ON r.id = s.replica_id "
             "WHERE s.t = (SELECT MAX(t) FROM samples WHERE replica_id = s.replica_id)")]
+
+    def latest_sample_values(self, column: str) -> dict[int, tuple[float, Any]]:
+        """Each replica's newest sample: replica id -> (t, value of `column`) (live view)."""
+        if column not in self._columns("samples"):
+            raise ValueError(f"not a samples column: {column}")
+        return {r[0]: (r[1], r[2]) for r in self.query(
+            f"SELECT s.replica_id, s.t, s.{column} FROM samples s JOIN (SELECT replica_id, MAX(t) AS t FROM samples "
+            "GROUP BY replica_id) m ON m.replica_id = s.replica_id AND m.t = s.t")}
+
+    def samples_since(self, t: float, column: str) -> list[tuple[int, float, Any]]:
+        """(replica id, t, value of `column`) of every sample after t, in time order (live view)."""
+        if column not in self._columns("samples"):
+            raise ValueError(f"not a samples column: {column}")
+        return [(r[0], r[1], r[2]) for r in self.query(
+            f"SELECT replica_id, t, {column} FROM samples WHERE t > ? ORDER BY t, replica_id", (t,))]
 
     def last_sample_time(self) -> float | None:
         return self.query("SELECT MAX(t) FROM samples")[0][0]

@@ -95,7 +95,8 @@ def test_unknown_option_is_one_line(tmp_path):
     check_one_line_error(run_cli("run", "--frobnicate", "x.toml"), "No such option")
 
 
-@pytest.mark.parametrize("verb", [[], ["run"], ["check"], ["report"], ["export"], ["import", "torutils"], ["demo"], ["workloads"]])
+@pytest.mark.parametrize("verb", [[], ["run"], ["check"], ["report"], ["export"], ["import", "torutils"], ["demo"], ["workloads"],
+                                  ["compare"], ["bundle"]])
 def test_every_command_has_help(verb):
     proc = run_cli(*verb, "--help")
     assert proc.returncode == 0 and "Usage" in proc.stdout

@@ -82,6 +82,7 @@ class Analysis:
     metric_note: str | None = None
     duplicates: list[Duplicate] = field(default_factory=list)
     decomposition: list | None = None   # decomposition.GroupDecomposition per group; None: no allocator figures
+    levels: dict[str, np.ndarray] = field(default_factory=dict)   # per group: the replica levels compared (MB)
 
     def group(self, name: str) -> GroupSummary:
         return next(g for g in self.groups if g.name == name)
@@ -213,7 +214,8 @@ def analyse(store: Store, metric: str | None = None) -> Analysis:
             growth=growths.get(g["name"]), growth_span=spans.get(g["name"]),
             excluded=[r.name for r in rs if r.excluded]))
     a = Analysis(metric, baseline, reps, summaries, series=series, window=window, end_figures=figures,
-                 ages=age_table(series, names), label_mapping=mapping, level_basis=basis, duplicates=duplicates)
+                 ages=age_table(series, names), label_mapping=mapping, level_basis=basis, duplicates=duplicates,
+                 levels=levels)
     lazy = [g for g in summaries if g.lazyfree_share is not None]
     if lazy:
         a.metric_note = (f"The verdict uses {metric.upper()}; the footprint ({metric.upper()} − LazyFree) is shown beside it "

@@ -107,20 +107,33 @@ def design_check(exp: Experiment, console: Console) -> None:
 
 def run_or_resume_command(experiment: Path | None, output: Path | None, until_significant: bool,
                           max_duration: str | None, stable_for: str, no_report: bool, resume_run: Path | None,
-                          console: Console, metrics_addr: str | None = None) -> int:
+                          console: Console, metrics_addr: str | None = None, serve: str | None = None,
+                          serve_public: bool = False) -> int:
     """`alloclab run EXPERIMENT` or `alloclab run --resume RUN`; the exit code."""
     if resume_run is not None:
         if experiment is not None:
             raise UserError("give either an experiment file or --resume RUN, not both", "see `alloclab run --help`")
+        if serve is not None:
+            raise UserError("--serve is for a new run, not --resume", "drop --serve")
         return resume_command(resume_run, no_report, console)
     if experiment is None:
         raise UserError("no experiment file given", "alloclab run EXPERIMENT.toml (or --resume RUN)")
-    return run_command(experiment, output, until_significant, max_duration, stable_for, no_report, console, metrics_addr)
+    if serve_public and serve is None:
+        raise UserError("--serve-public without --serve", "add --serve ADDR:PORT")
+    return run_command(experiment, output, until_significant, max_duration, stable_for, no_report, console,
+                       metrics_addr, serve=serve, serve_public=serve_public)
 
 
 def run_command(experiment: Path, output: Path | None, until_significant: bool, max_duration: str | None,
-                stable_for: str, no_report: bool, console: Console, metrics_addr: str | None = None) -> int:
+                stable_for: str, no_report: bool, console: Console, metrics_addr: str | None = None,
+                serve: str | None = None, serve_public: bool = False) -> int:
+    live = None
+    if serve is not None:
+        from ..liveview import LiveServer, parse_address
+        address = parse_address(serve, serve_public)
     exp = load_experiment(experiment)       # every bad input refused before anything is created
+    if serve is not None:
+        live = LiveServer(address, serve_public)          # binds now: a busy port is refused before the run directory exists
     preflight.check_output(output)
     preflight.check_load_command(exp)
     limit = parse_duration(max_duration, "--max-duration") if max_duration else None
@@ -128,32 +141,42 @@ def run_command(experiment: Path, output: Path | None, until_significant: bool, 
     if until_significant:
         first = max(parse_duration(stable_for, "--stable-for"), exp.phases.warmup + 10 * exp.interval)
         stop = SignificanceStop(first, every=max(10 * exp.interval, 5.0), n_comparisons=max(1, len(exp.groups) - 1))
-    runner = Runner(exp, output, stop_check=stop, max_duration=limit)
+    try:
+        runner = Runner(exp, output, stop_check=stop, max_duration=limit)
+    except BaseException:
+        if live is not None:
+            live.stop()
+        raise
     design_check(exp, Console(stderr=True))       # after the setup checks: bad input stays one clear line
     planned = exp.planned_duration(runner.max_duration)
     err = Console(stderr=True)
     if runner.cgroup_note:
         err.print(f"[yellow]note[/yellow] {runner.cgroup_note}")
     server = None
-    with Progress(err, exp, planned) as progress:
-        runner.on_tick = progress.tick
-        if metrics_addr:          # serve each tick's stored rows for Prometheus (metrics.py)
-            exposition = metrics.Exposition()
-            server, port = metrics.serve(exposition, metrics_addr)
-            err.print(f"serving /metrics on {metrics.parse_listen(metrics_addr)[0]}:{port}")
-            host = socket.gethostname()
+    if live is not None:
+        runner.add_companion(live.start(runner.store.path, runner.run_dir / "live-view.log"))
+        err.print(f"live view: {live.url}", markup=False, highlight=False)
+    try:
+        with Progress(err, exp, planned) as progress:
+            runner.on_tick = progress.tick
+            if metrics_addr:          # serve each tick's stored rows for Prometheus (metrics.py)
+                exposition = metrics.Exposition()
+                server, port = metrics.serve(exposition, metrics_addr)
+                err.print(f"serving /metrics on {metrics.parse_listen(metrics_addr)[0]}:{port}")
+                host = socket.gethostname()
 
-            def tick(r, elapsed, phase):
-                snap = metrics.snapshot_from_store(r.store, host, r.replicas)
-                if snap is not None:
-                    exposition.publish(snap)
-                progress.tick(r, elapsed, phase)
-            runner.on_tick = tick
-        try:
+                def tick(r, elapsed, phase):
+                    snap = metrics.snapshot_from_store(r.store, host, r.replicas)
+                    if snap is not None:
+                        exposition.publish(snap)
+                    progress.tick(r, elapsed, phase)
+                runner.on_tick = tick
             result = runner.run()
-        finally:
-            if server is not None:
-                server.shutdown()
+    finally:
+        if server is not None:
+            server.shutdown()
+        if live is not None:
+            live.stop()             # the live view ends with the run
     if result.cut_short == "disk-full":
         # one line, no report: writing it would need the space that ran out
         err.print(f"alloclab: error: the disk holding {result.run_dir} is full: sampling stopped, replicas stopped, "

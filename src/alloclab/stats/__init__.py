@@ -24,6 +24,11 @@ compare.py
     letters(levels, *, alpha=0.05) -> dict[str, str]   compact letter display, Holm over all pairs
     design_min_p(replicas, baseline=None, *, method="welch") -> float
     design_warning(replicas, baseline=None, *, alpha=0.05) -> str | None
+across_runs.py
+    compare_pairs(pairs, *, alpha=0.05, margin=0.05, seed=0) -> dict[str, Comparison]
+        The same group in two runs (B against A): Welch t on log levels, Holm across groups, ratio
+        B/A intervals at each group's Holm level (`alloclab compare`).
+    rose_beyond(comparison, pct) -> bool   the CI gate: the interval's lower end above 1 + pct/100
 sequential.py
     SequentialTest(alpha=0.05, n_comparisons=1, *, max_looks=None, first_look_s=None)
         .update(levels_by_group, baseline, *, elapsed_s=None) -> SequentialDecision

@@ -1,0 +1,12 @@
+"""`alloclab bundle RUN`: one archive for an upstream report (alloclab.bundle)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.console import Console
+
+
+def bundle_command(run_dir: Path, output: Path | None, console: Console) -> None:
+    from .. import bundle
+    path, names = bundle.write_bundle(run_dir, output)
+    console.print(f"bundle: {path} ({len(names)} files)", markup=False, highlight=False)

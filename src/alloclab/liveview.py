@@ -1,0 +1,325 @@
+"""`alloclab run --serve`: a read-only web page that follows a run while it goes on.
+
+Why a separate process rather than a thread in alloclab: the runner forks replicas and load clients
+(with a pre-exec hook) during the run, which is unsafe next to other threads, and a thread running
+the analysis would hold the GIL for seconds between sampling ticks. So alloclab binds the socket
+itself (a bad or busy address is refused before the run starts), hands it to
+`python -m alloclab.liveview`, which serves it with http.server's ThreadingHTTPServer from its own
+read-only connection to the store (SQLite WAL: it sees every committed interval). The server dies
+with alloclab (PR_SET_PDEATHSIG, and a parent check) and is stopped when the run ends.
+
+Endpoints: / (the page), /plotly.min.js (served from the installed plotly package: the page needs no
+network), /api/state (run, groups, replicas' current levels, events), /api/series?since=T (samples
+after T), /api/warnings (the analysis' warnings so far, recomputed at most every WARNINGS_EVERY_S).
+"""
+from __future__ import annotations
+
+import argparse
+import ctypes
+import ipaddress
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import parse_qs, urlparse
+
+from .errors import UserError
+
+WARNINGS_EVERY_S = 15.0
+EVENTS_SHOWN = 100
+STOP_GRACE_S = 3.0
+PR_SET_PDEATHSIG = 1
+
+
+# ---- in alloclab: address, socket, the server process ----------------------------------------------
+
+def parse_address(text: str, public: bool = False) -> tuple[str, int]:
+    """'PORT', 'ADDR:PORT' or '[V6ADDR]:PORT' -> (address, port); loopback unless `public`."""
+    text = text.strip()
+    if text.startswith("["):
+        addr, _, port = text[1:].partition("]:")
+    elif text.count(":") == 1:
+        addr, port = text.split(":")
+    elif ":" not in text:
+        addr, port = "127.0.0.1", text
+    else:
+        addr, port = "", ""
+    if not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise UserError(f"--serve {text!r} is not [ADDR:]PORT", "e.g. --serve 8765 or --serve 127.0.0.1:8765 (0: any free port)")
+    addr = addr or "127.0.0.1"
+    try:
+        ip = ipaddress.ip_address(addr)
+    except ValueError:
+        raise UserError(f"--serve address {addr!r} is not an IP address", "give a numeric address, e.g. 127.0.0.1") from None
+    if not ip.is_loopback and not public:
+        raise UserError(f"--serve {addr} is not a loopback address: the page shows the run's commands and data",
+                        "serve on 127.0.0.1 (and forward it, e.g. ssh -L), or add --serve-public")
+    return str(ip), int(port)
+
+
+class LiveServer:
+    """The live view's server process, started for one run and stopped with it."""
+
+    def __init__(self, address: tuple[str, int], public: bool = False):
+        """Bind and listen now (a busy port is refused before anything else is made); `start` later."""
+        self.public = public
+        family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
+        self.sock = socket.socket(family, socket.SOCK_STREAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            self.sock.bind(address)
+            self.sock.listen(16)
+        except OSError as exc:
+            self.sock.close()
+            raise UserError(f"cannot serve the live view on {address[0]}:{address[1]}: {exc.strerror}",
+                            "choose another port with --serve (0 picks a free one)") from None
+        host, port = self.sock.getsockname()[:2]
+        self.url = f"http://{'[' + host + ']' if ':' in host else host}:{port}/"
+        self.popen: subprocess.Popen | None = None
+
+    def start(self, db: Path, log: Path) -> subprocess.Popen:
+        with open(log, "ab") as out:
+            self.popen = subprocess.Popen(
+                [sys.executable, "-m", "alloclab.liveview", "--fd", str(self.sock.fileno()), "--db", str(db),
+                 "--parent", str(os.getpid())] + (["--any-host"] if self.public else []), pass_fds=(self.sock.fileno(),), stdin=subprocess.DEVNULL,
+                stdout=out, stderr=out)
+        self.sock.close()           # the server process holds it now
+        return self.popen
+
+    def stop(self) -> None:
+        self.sock.close()           # never started: just release the port
+        if self.popen is not None and self.popen.poll() is None:
+            self.popen.terminate()
+            try:
+                self.popen.wait(STOP_GRACE_S)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.wait()
+
+
+# ---- in the server process ---------------------------------------------------------------------------
+
+class LiveData:
+    """Everything the page shows, read from the store through its API (one connection, one lock)."""
+
+    def __init__(self, db: Path):
+        from .store import Store
+        self.db = db
+        self.store = Store.open_readonly(db)
+        self.lock = threading.Lock()
+        self.analysis_store = Store.open_readonly(db)
+        self.analysis_lock = threading.Lock()
+        self.warnings: dict = {"computed_at": None, "warnings": [], "note": "not analysed yet"}
+        self.analysed_at_sample: float | None = None
+        self.analysed_mono = -WARNINGS_EVERY_S
+
+    @staticmethod
+    def _metric(meta: dict) -> tuple[str, str]:
+        # the samples column of a metric is "<metric>_kb" (analysis.load.METRIC_COLUMN); not imported
+        # from there: the analysis package loads scipy, seconds the first page should not wait for
+        metric = meta.get("metric", "rss")
+        return metric, f"{metric}_kb"
+
+    def state(self) -> dict:
+        with self.lock:
+            meta = self.store.meta()
+            metric, col = self._metric(meta)
+            latest = self.store.latest_sample_values(col)
+            groups = self.store.groups()
+            reps = self.store.replicas()
+            events = self.store.events(exclude=("verify",))[-EVENTS_SHOWN:]
+        replicas = []
+        for r in reps:
+            t, kb = latest.get(r["id"], (None, None))
+            replicas.append({"name": r["name"], "group": r["group"], "started_at": r["started_at"],
+                             "ended_at": r["ended_at"], "exit_code": r["exit_code"], "end_kind": r["end_kind"],
+                             "verified": r["verified"], "last_t": t, "last_mb": None if kb is None else kb / 1024})
+        by_group = {}
+        for g in groups:
+            vals = sorted(x["last_mb"] for x in replicas if x["group"] == g["name"] and x["last_mb"] is not None)
+            by_group[g["name"]] = vals[(len(vals) - 1) // 2] if vals else None   # lower median: a real replica's level
+        phases = meta.get("phases")
+        return {"name": meta.get("name"), "metric": metric, "started_at": _num(meta.get("started_at")),
+                "ended_at": _num(meta.get("ended_at")), "end_reason": meta.get("end_reason"),
+                "interval": _num(meta.get("interval")), "phases": json.loads(phases) if phases else None,
+                "host": meta.get("host"), "now": time.time(),
+                "last_sample": max((x["last_t"] for x in replicas if x["last_t"] is not None), default=None),
+                "groups": [{"name": g["name"], "allocator": g["family"] or g["allocator"], "version": g["version"],
+                            "baseline": bool(g["is_baseline"]), "median_mb": by_group[g["name"]]} for g in groups],
+                "replicas": replicas,
+                "events": [{"t": e["t"], "kind": e["kind"], "group": e["group_name"], "text": e["description"]}
+                           for e in events]}
+
+    def series(self, since: float) -> dict:
+        with self.lock:
+            meta = self.store.meta()
+            metric, col = self._metric(meta)
+            names = {r["id"]: r["name"] for r in self.store.replicas()}
+            rows = self.store.samples_since(since, col)
+        out: dict[str, dict[str, list]] = {}
+        for rid, t, kb in rows:
+            s = out.setdefault(names.get(rid, str(rid)), {"t": [], "mb": []})
+            s["t"].append(t)
+            s["mb"].append(None if kb is None else kb / 1024)
+        return {"metric": metric, "until": rows[-1][1] if rows else since, "series": out}
+
+    def analysed_warnings(self) -> dict:
+        """The analysis' warnings over the data so far; recomputed when there are new samples and
+        WARNINGS_EVERY_S has passed (the analysis takes seconds on a long run). It has its own
+        connection and lock, so state and series answer while it runs; meanwhile the last result is served."""
+        if not self.analysis_lock.acquire(blocking=False):
+            return self.warnings
+        try:
+            last = self.analysis_store.last_sample_time()
+            if last is None or last == self.analysed_at_sample or time.monotonic() - self.analysed_mono < WARNINGS_EVERY_S:
+                return self.warnings
+            from .analysis import analyse
+            self.analysed_mono, self.analysed_at_sample = time.monotonic(), last
+            try:
+                a = analyse(self.analysis_store)
+                self.warnings = {"computed_at": time.time(), "up_to": last, "note": None,
+                                 "warnings": [w.as_dict() for w in a.warnings]}
+            except Exception as exc:      # partial data the analysis cannot use yet: say so, keep serving
+                self.warnings = {"computed_at": time.time(), "up_to": last, "warnings": self.warnings["warnings"],
+                                 "note": f"analysis not available yet: {type(exc).__name__}: {exc}"}
+            return self.warnings
+        finally:
+            self.analysis_lock.release()
+
+
+def _num(v) -> float | None:
+    try:
+        return float(v) if v not in (None, "") else None
+    except ValueError:
+        return None
+
+
+def _page() -> bytes:
+    return (Path(__file__).parent / "data" / "liveview.html").read_bytes()
+
+
+def _plotly_js() -> bytes:
+    from plotly.offline import get_plotlyjs
+    return get_plotlyjs().encode()
+
+
+LOOPBACK_NAMES = {"localhost", "127.0.0.1", "::1", "[::1]"}
+
+
+def _host_allowed(header: str | None, bound: str) -> bool:
+    """Loopback service: only requests naming a loopback host (a web page elsewhere that rebinds
+    its own name to 127.0.0.1 cannot read the run through the visitor's browser)."""
+    if not header:
+        return False
+    host = header.rsplit(":", 1)[0] if not header.endswith("]") else header
+    return host.strip("[]") in {n.strip("[]") for n in LOOPBACK_NAMES} | {bound}
+
+
+def make_handler(data: LiveData, any_host: bool = False) -> type[BaseHTTPRequestHandler]:
+    cache: dict[str, bytes] = {}
+
+    class Handler(BaseHTTPRequestHandler):
+        server_version = "alloclab-live"
+
+        def log_message(self, fmt, *args) -> None:     # quiet: the log is for errors
+            pass
+
+        def _send(self, body: bytes, ctype: str, status: int = 200) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Cache-Control", "no-store")
+            self.send_header("X-Content-Type-Options", "nosniff")
+            self.send_header("Content-Security-Policy", "default-src 'self'; style-src 'self' 'unsafe-inline'; "
+                             "script-src 'self' 'unsafe-inline' 'unsafe-eval'; connect-src 'self'; img-src 'self' data:")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def _json(self, obj, status: int = 200) -> None:
+            self._send(json.dumps(obj, default=str).encode(), "application/json", status)
+
+        def do_GET(self) -> None:
+            url = urlparse(self.path)
+            if not any_host and not _host_allowed(self.headers.get("Host"), self.server.server_address[0]):
+                return self._json({"error": "the live view answers only to a loopback host name"}, 403)
+            try:
+                if url.path in ("/", "/index.html"):
+                    self._send(cache.setdefault("page", _page()), "text/html; charset=utf-8")
+                elif url.path == "/plotly.min.js":
+                    if "js" not in cache:
+                        cache["js"] = _plotly_js()
+                    self._send(cache["js"], "application/javascript; charset=utf-8")
+                elif url.path == "/api/state":
+                    self._json(data.state())
+                elif url.path == "/api/series":
+                    since = parse_qs(url.query).get("since", ["-inf"])[0]
+                    try:
+                        t = float(since)
+                    except ValueError:
+                        return self._json({"error": "since must be a number (Unix seconds)"}, 400)
+                    self._json(data.series(t))
+                elif url.path == "/api/warnings":
+                    self._json(data.analysed_warnings())
+                else:
+                    self._json({"error": "not found"}, 404)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+
+        def do_POST(self) -> None:      # read-only
+            self._json({"error": "the live view is read-only"}, 405)
+
+        do_PUT = do_DELETE = do_PATCH = do_POST
+
+    return Handler
+
+
+def _die_with_parent(parent: int) -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    if os.getppid() != parent:            # the parent died before the line above
+        sys.exit(0)
+
+
+def serve(fd: int, db: Path, parent: int, any_host: bool = False) -> None:
+    _die_with_parent(parent)
+    for sig in (signal.SIGTERM, signal.SIGINT):     # Ctrl-C reaches the whole process group: end quietly
+        signal.signal(sig, lambda *_: sys.exit(0))
+    sock = socket.socket(fileno=fd)
+    data = LiveData(db)
+    server = ThreadingHTTPServer(sock.getsockname()[:2], make_handler(data, any_host), bind_and_activate=False)
+    server.socket.close()
+    server.socket = sock
+    server.daemon_threads = True
+
+    def watch_parent() -> None:           # belt and braces beside PDEATHSIG
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch_parent, daemon=True).start()
+    # load the analysis (scipy: seconds) before the first /api/warnings asks for it
+    threading.Thread(target=lambda: __import__("alloclab.analysis"), daemon=True).start()
+    try:
+        server.serve_forever(poll_interval=0.5)
+    finally:
+        server.server_close()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description="alloclab's live view server (started by `alloclab run --serve`).")
+    ap.add_argument("--fd", type=int, required=True, help="listening socket inherited from alloclab")
+    ap.add_argument("--db", type=Path, required=True, help="the run's run.db")
+    ap.add_argument("--parent", type=int, required=True, help="alloclab's pid: the server ends with it")
+    ap.add_argument("--any-host", action="store_true", help="answer whatever Host the request names (--serve-public)")
+    args = ap.parse_args()
+    serve(args.fd, args.db, args.parent, args.any_host)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,269 @@
+"""Two runs side by side (`alloclab compare`): each run analysed as `report` would, groups matched
+by name (or by allocator family and version), run B tested against run A group by group with
+stats.across_runs (replicas are the units), and what changed between the runs' provenance.
+
+The CI gate (`--fail-on-increase PCT`) fails when a group's ratio interval lies wholly above
+1 + PCT/100 (stats.across_runs.rose_beyond); its false-alarm rate is in docs/analysis.md.
+"""
+from __future__ import annotations
+
+import difflib
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from . import stats
+from .analysis import RULES, analyse
+from .errors import UserError
+from .stats.across_runs import compare_pairs, rose_beyond
+from .store import Store
+
+MATCH_BY = ("group", "allocator")
+# run-level provenance shown when it differs (meta keys written by runner/host.py)
+RUN_FIELDS = ("host", "kernel", "os", "glibc", "cpu", "ncpu", "mem_total_kb", "alloclab_version", "python", "metric",
+              "interval", "replicas_per_group", "phases", "seed", "cgroups", "source")
+GROUP_FIELDS = ("allocator", "family", "version", "kind", "library_path", "library_sha256", "env_json", "command_json",
+                "provenance_json")
+EXPERIMENT_DIFF_LINES = 60
+
+
+@dataclass
+class RunInfo:
+    path: str
+    name: str
+    started_at: str | None
+    metric: str
+
+
+@dataclass
+class GroupDelta:
+    key: str                         # the matching key: group name, or "family version"
+    group_a: str
+    group_b: str
+    n_a: int
+    n_b: int
+    level_a_mb: float | None         # geometric mean of the replica levels
+    level_b_mb: float | None
+    comparison: stats.Comparison
+    rose_beyond_gate: bool = False   # only with --fail-on-increase
+
+    @property
+    def verdict(self) -> str:
+        c = self.comparison
+        if not c.testable:
+            return "untestable"
+        if not c.significant:
+            return "no significant change" + (" (equivalent)" if c.equivalent else "")
+        return "higher" if c.status == "higher" else "lower"
+
+
+@dataclass
+class Change:
+    scope: str                       # "run", "experiment" or a matching key
+    field: str
+    a: str | None
+    b: str | None
+
+
+@dataclass
+class RunComparison:
+    a: RunInfo
+    b: RunInfo
+    by: str
+    groups: list[GroupDelta]
+    only_a: list[str]
+    only_b: list[str]
+    changes: list[Change]
+    experiment_diff: list[str]
+    basis: str
+    alpha: float
+    fail_on_increase: float | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def failed(self) -> list[GroupDelta]:
+        return [g for g in self.groups if g.rose_beyond_gate]
+
+    @property
+    def any_significant(self) -> bool:
+        return any(g.comparison.significant for g in self.groups)
+
+    def as_dict(self) -> dict:
+        return {
+            "run_a": asdict(self.a), "run_b": asdict(self.b), "matched_by": self.by, "basis": self.basis,
+            "alpha": self.alpha, "fail_on_increase_pct": self.fail_on_increase,
+            "gate": None if self.fail_on_increase is None else ("fail" if self.failed else "pass"),
+            "gate_rule": None if self.fail_on_increase is None else
+            f"fail when the lower end of a group's ratio interval B/A (at its Holm level) is above {1 + self.fail_on_increase / 100:g}",
+            "any_significant_change": self.any_significant,
+            "groups": [{"key": g.key, "group_a": g.group_a, "group_b": g.group_b, "replicas_a": g.n_a,
+                        "replicas_b": g.n_b, "level_a_mb": g.level_a_mb, "level_b_mb": g.level_b_mb,
+                        "ratio": g.comparison.ratio, "ratio_ci": g.comparison.ratio_ci,
+                        "ci_level": g.comparison.ci_level, "p_raw": g.comparison.p_raw, "p_holm": g.comparison.p_adj,
+                        "significant": g.comparison.significant, "equivalent": g.comparison.equivalent,
+                        "verdict": g.verdict, "method": g.comparison.method, "notes": g.comparison.notes,
+                        "rose_beyond_gate": g.rose_beyond_gate} for g in self.groups],
+            "only_in_a": self.only_a, "only_in_b": self.only_b,
+            "provenance_changes": [asdict(c) for c in self.changes], "experiment_diff": self.experiment_diff,
+            "notes": self.notes}
+
+
+def _key(g: dict, by: str) -> str:
+    if by == "group":
+        return g["name"]
+    return " ".join(x for x in (g["family"] or g["allocator"], g["version"]) if x)
+
+
+def _keyed(groups: list[dict], by: str, which: str) -> dict[str, dict]:
+    out: dict[str, dict] = {}
+    for g in groups:
+        k = _key(g, by)
+        if k in out:
+            raise UserError(f"run {which} has two groups on {k} ({out[k]['name']}, {g['name']}): --by allocator cannot "
+                            "match them", "use --by group")
+        out[k] = g
+    return out
+
+
+def _text(v) -> str | None:
+    return None if v is None else str(v)
+
+
+def _geo(levels: np.ndarray) -> float | None:
+    v = levels[np.isfinite(levels) & (levels > 0)] if len(levels) else levels
+    return float(np.exp(np.log(v).mean())) if len(v) else None
+
+
+def _open(run: str | Path, which: str) -> Store:
+    store = Store.open(run)
+    if not store.groups():
+        raise UserError(f"run {which} ({run}) has no groups", "give a run made by `alloclab run` or `alloclab import`")
+    return store
+
+
+def compare_runs(run_a: str | Path, run_b: str | Path, *, metric: str | None = None, by: str = "group",
+                 fail_on_increase: float | None = None) -> RunComparison:
+    if by not in MATCH_BY:
+        raise UserError(f"--by {by!r} is not known", f"use one of: {', '.join(MATCH_BY)}")
+    if fail_on_increase is not None and not (0 <= fail_on_increase < 1000):
+        raise UserError(f"--fail-on-increase {fail_on_increase:g} is out of range", "give a percentage from 0 to 999, e.g. 5")
+    sa, sb = _open(run_a, "A"), _open(run_b, "B")
+    ma, mb = sa.meta(), sb.meta()
+    metric = metric or ma.get("metric", "rss")
+    aa, ab = analyse(sa, metric), analyse(sb, metric)
+    ga, gb = _keyed(sa.groups(), by, "A"), _keyed(sb.groups(), by, "B")
+    common = [k for k in ga if k in gb]
+    pairs = {k: (aa.levels.get(ga[k]["name"], np.array([])), ab.levels.get(gb[k]["name"], np.array([]))) for k in common}
+    comps = compare_pairs(pairs, alpha=RULES["alpha"], margin=RULES["equivalence_margin"],
+                          seed=int(mb.get("seed", "0") or 0))
+    deltas = []
+    for k in common:
+        la, lb = pairs[k]
+        d = GroupDelta(k, ga[k]["name"], gb[k]["name"], len(la), len(lb), _geo(la), _geo(lb), comps[k])
+        if fail_on_increase is not None:
+            d.rose_beyond_gate = rose_beyond(comps[k], fail_on_increase)
+        deltas.append(d)
+    changes = [Change("run", f, _text(ma.get(f)), _text(mb.get(f))) for f in RUN_FIELDS if ma.get(f) != mb.get(f)]
+    for k in common:
+        for f in GROUP_FIELDS:
+            if ga[k].get(f) != gb[k].get(f):
+                changes.append(Change(k, f, _text(ga[k].get(f)), _text(gb[k].get(f))))
+        if bool(ga[k]["is_baseline"]) != bool(gb[k]["is_baseline"]):
+            changes.append(Change(k, "is_baseline", str(bool(ga[k]["is_baseline"])), str(bool(gb[k]["is_baseline"]))))
+    diff = list(difflib.unified_diff((ma.get("experiment") or "").splitlines(), (mb.get("experiment") or "").splitlines(),
+                                     "A/experiment", "B/experiment", lineterm="", n=1))
+    notes = []
+    if aa.level_basis != ab.level_basis:
+        notes.append(f"the runs' levels are not the same figure: A uses the {aa.level_basis}, B the {ab.level_basis}")
+    if not common:
+        notes.append(f"no group of A matches a group of B by {by}" + (" (try --by allocator)" if by == "group" else ""))
+    untestable = [d.key for d in deltas if not d.comparison.testable]
+    if untestable:
+        notes.append(f"untestable (fewer than 2 usable replicas in a run): {', '.join(untestable)}; the gate cannot "
+                     "fail on them")
+    info = lambda path, m: RunInfo(str(path), m.get("name", Path(path).name), m.get("started_at"), metric)  # noqa: E731
+    out = RunComparison(info(run_a, ma), info(run_b, mb), by, deltas, [k for k in ga if k not in gb],
+                        [k for k in gb if k not in ga], changes, diff[:EXPERIMENT_DIFF_LINES] +
+                        ([f"... {len(diff) - EXPERIMENT_DIFF_LINES} more lines"] if len(diff) > EXPERIMENT_DIFF_LINES else []),
+                        aa.level_basis, RULES["alpha"], fail_on_increase, notes)
+    sa.close()
+    sb.close()
+    return out
+
+
+def _ratio(c: stats.Comparison) -> str:
+    if c.ratio is None:
+        return "–"
+    if c.ratio_ci is None:
+        return f"{c.ratio:.3f}×"
+    return f"{c.ratio:.3f}× [{c.ratio_ci[0]:.3f}–{c.ratio_ci[1]:.3f}] at {c.ci_level:.1%}"
+
+
+def _short(v: str | None, other: str | None, width: int = 70) -> str:
+    """v cut to width around where it first differs from `other` (long commands differ late)."""
+    if v is None:
+        return "(none)"
+    if len(v) <= width:
+        return v
+    same = next((i for i, (x, y) in enumerate(zip(v, other or "")) if x != y), min(len(v), len(other or "")))
+    start = max(0, min(same - width // 3, len(v) - width))
+    return ("…" if start else "") + v[start:start + width] + ("…" if start + width < len(v) else "")
+
+
+def text_lines(rc: RunComparison) -> list[str]:
+    """The comparison for a terminal or a CI log (plain text, no colour needed)."""
+    out = [f"A: {rc.a.path} ({rc.a.name})", f"B: {rc.b.path} ({rc.b.name})",
+           f"metric {rc.a.metric.upper()}, groups matched by {rc.by}; level = {rc.basis}. Replicas are the units: "
+           f"Welch's t on log levels, Holm across {len(rc.groups)} group(s), ratio B/A intervals at each group's Holm level.",
+           ""]
+    rows = [("group", "A MB", "B MB", "ratio B/A [interval]", "p (Holm)", "verdict")]
+    for g in rc.groups:
+        c = g.comparison
+        rows.append((g.key if g.group_a == g.group_b == g.key else f"{g.key} ({g.group_a} → {g.group_b})",
+                     f"{g.level_a_mb:.1f} (n={g.n_a})" if g.level_a_mb is not None else f"– (n={g.n_a})",
+                     f"{g.level_b_mb:.1f} (n={g.n_b})" if g.level_b_mb is not None else f"– (n={g.n_b})",
+                     _ratio(c), "–" if c.p_adj is None else f"{c.p_adj:.2g}",
+                     g.verdict + (" — GATE" if g.rose_beyond_gate else "")))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    out += ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]
+    out.append("")
+    changed = [g for g in rc.groups if g.comparison.significant]
+    if not changed:
+        out.append("no significant change in any matched group")
+    else:
+        out.append("significant change: " + ", ".join(
+            f"{g.key} {g.comparison.ratio:.3f}× ({'higher' if g.comparison.ratio > 1 else 'lower'})" for g in changed))
+    if rc.only_a:
+        out.append(f"only in A: {', '.join(rc.only_a)}")
+    if rc.only_b:
+        out.append(f"only in B: {', '.join(rc.only_b)}")
+    for n in rc.notes:
+        out.append(f"note: {n}")
+    out.append("")
+    if rc.changes:
+        out.append("what changed between the runs:")
+        out += [f"  {c.scope}: {c.field}: {_short(c.a, c.b)} → {_short(c.b, c.a)}" for c in rc.changes]
+    else:
+        out.append("provenance: nothing changed (allocators, library hashes, host, kernel, glibc, CPU, alloclab)")
+    if rc.experiment_diff:
+        out.append("experiment file differs:")
+        out += ["  " + ln for ln in rc.experiment_diff]
+    else:
+        out.append("experiment file: identical")
+    if rc.fail_on_increase is not None:
+        out.append("")
+        limit = 1 + rc.fail_on_increase / 100
+        if rc.failed:
+            out.append(f"gate FAILED (--fail-on-increase {rc.fail_on_increase:g}): " + "; ".join(
+                f"{g.key} rose by more than {rc.fail_on_increase:g}% (interval lower end "
+                f"{g.comparison.ratio_ci[0]:.3f} > {limit:g})" for g in rc.failed))
+        else:
+            out.append(f"gate passed (--fail-on-increase {rc.fail_on_increase:g}): no group's interval lies wholly above "
+                       f"{limit:g}×")
+    return out
+
+
+def to_json(rc: RunComparison) -> str:
+    return json.dumps(rc.as_dict(), indent=2, default=str)

@@ -1,0 +1,47 @@
+"""`alloclab bundle` on a store fixture whose groups replayed a trace: the trace goes in, and the
+README says where; group env from the experiment goes in, the process environment never does."""
+from __future__ import annotations
+
+import json
+import os
+import tarfile
+
+import pytest
+
+from alloclab.bundle import replayed_traces, write_bundle
+from alloclab.errors import UserError
+from tests.unit.test_runcompare import make_run
+
+
+def test_replayed_trace_is_bundled(tmp_path, monkeypatch):
+    trace = tmp_path / "app.trace"
+    trace.write_bytes(b"\x00trace bytes\x01" * 50)
+    run = make_run(tmp_path / "run", {"glibc": [100, 101, 99], "je": [60, 61, 60.5]},
+                   command=["/opt/alloclab/native/replay", str(trace), "--speed", "1"])
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "do-not-ship-this")
+    assert replayed_traces([{"command_json": json.dumps(["/x/replay", str(trace)])},
+                            {"command_json": json.dumps(["/x/frag", "--mb", "8"])}]) == [trace]
+    out, names = write_bundle(run, tmp_path / "b.tar.gz")
+    with tarfile.open(out) as tar:
+        assert tar.extractfile("run-bundle/trace/1-app.trace").read() == trace.read_bytes()
+        readme = tar.extractfile("run-bundle/README.md").read().decode()
+        prov = json.loads(tar.extractfile("run-bundle/provenance.json").read())
+        blob = b"".join(tar.extractfile(m).read() for m in tar.getmembers())
+    assert "trace/1-app.trace" in readme and str(trace) in readme
+    assert prov["groups"][0]["env"] == {"MALLOC_ARENA_MAX": "2"}
+    assert b"do-not-ship-this" not in blob and os.environ["AWS_SECRET_ACCESS_KEY"].encode() not in blob
+    assert "run-bundle/report.md" in names        # the report was written first
+
+
+def test_missing_trace_is_said_not_invented(tmp_path):
+    run = make_run(tmp_path / "run", {"g": [100, 101]}, command=["/x/replay", str(tmp_path / "gone.trace")])
+    out, names = write_bundle(run, tmp_path / "b.tar.gz")
+    assert not any("/trace/" in n for n in names)
+    with tarfile.open(out) as tar:
+        assert "no longer exists" in tar.extractfile("run-bundle/README.md").read().decode()
+
+
+def test_output_in_missing_directory_is_refused(tmp_path):
+    run = make_run(tmp_path / "run", {"g": [100, 101]})
+    with pytest.raises(UserError, match="not a directory"):
+        write_bundle(run, tmp_path / "no" / "b.tar.gz")

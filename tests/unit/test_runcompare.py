@@ -1,0 +1,119 @@
+"""Run-to-run comparison (alloclab.runcompare, stats.across_runs) on store fixtures: real SQLite
+stores written through the store API, analysed by the real analysis."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from alloclab import runcompare
+from alloclab.errors import UserError
+from alloclab.stats.across_runs import compare_pairs, rose_beyond
+from alloclab.store import Store
+
+T0 = 1_790_000_000.0
+N = 300          # samples per replica, 1 s apart
+
+
+def make_run(path, groups: dict[str, list[float]], *, seed: int = 0, sha: str = "a" * 64, kernel: str = "6.1.0",
+             experiment: str = 'name = "x"\n', family: dict[str, str] | None = None, command: list[str] | None = None):
+    """A finished run: each group's replicas flat at the given levels (MB) with 1% AR(1) noise,
+    N samples 1 s apart, every replica verified."""
+    path.mkdir(parents=True)
+    st = Store.create(path / "run.db")
+    rng = np.random.default_rng(seed)
+    st.begin()
+    st.set_meta(name="x", metric="rss", interval=1.0, phases={"warmup": 0.0, "load": float(N), "idle": 0.0},
+                started_at=T0, ended_at=T0 + N, end_reason="planned duration reached", source="run", seed=0,
+                kernel=kernel, host="h", glibc="glibc 2.36", cpu="c", alloclab_version="0", experiment=experiment)
+    for k, (g, levels) in enumerate(groups.items()):
+        fam = (family or {}).get(g, "glibc")
+        gid = st.insert("groups", name=g, allocator=fam, kind="preload", library_path=f"/lib/{fam}.so",
+                        library_sha256=sha, family=fam, version="1", env_json='{"MALLOC_ARENA_MAX": "2"}', command_json=json.dumps(command or ["prog"]),
+                        is_baseline=int(k == 0), provenance_json="{}")
+        for i, level in enumerate(levels, 1):
+            rid = st.insert("replicas", group_id=gid, idx=i, name=f"{g}-{i}", start_order=i, started_at=T0,
+                            ended_at=T0 + N, exit_code=0, root_pid=1000 + i, verified=1, end_kind="stopped")
+            noise = np.zeros(N)
+            for j in range(1, N):
+                noise[j] = 0.9 * noise[j - 1] + rng.normal(0, 0.004)
+            kb = (level * 1024 * (1 + noise)).astype(int)
+            st.insert_many("samples", ("t", "replica_id", "phase", "nprocs", "rss_kb", "tier"),
+                           [(T0 + j, rid, "load", 1, int(v), "fast") for j, v in enumerate(kb)])
+    st.commit()
+    st.close()
+    return path
+
+
+def test_identical_runs_show_no_significant_change(tmp_path):
+    a = make_run(tmp_path / "a", {"glibc": [100, 101, 99], "jemalloc": [60, 61, 60.5]}, seed=1)
+    b = make_run(tmp_path / "b", {"glibc": [100.5, 99.5, 100], "jemalloc": [60.2, 60.8, 60.4]}, seed=2)
+    rc = runcompare.compare_runs(a, b, fail_on_increase=5)
+    assert [g.key for g in rc.groups] == ["glibc", "jemalloc"]
+    assert not rc.any_significant and not rc.failed
+    assert all(g.verdict.startswith("no significant change") for g in rc.groups)
+    assert "no significant change in any matched group" in runcompare.text_lines(rc)
+    assert not rc.changes and not rc.experiment_diff
+    g = rc.groups[0]
+    assert g.comparison.ratio_ci[0] < 1 < g.comparison.ratio_ci[1]
+    assert g.level_a_mb == pytest.approx(100, rel=0.02) and g.level_b_mb == pytest.approx(100, rel=0.02)
+
+
+def test_a_larger_group_fails_the_gate_and_provenance_changes_are_named(tmp_path):
+    a = make_run(tmp_path / "a", {"glibc": [100, 101, 99], "jemalloc": [60, 61, 60.5]}, seed=1)
+    b = make_run(tmp_path / "b", {"glibc": [100.5, 99.5, 100], "jemalloc": [80, 81, 80.5]}, seed=2, sha="b" * 64,
+                 kernel="6.2.0", experiment='name = "y"\n')
+    rc = runcompare.compare_runs(a, b, fail_on_increase=5)
+    je = next(g for g in rc.groups if g.key == "jemalloc")
+    assert je.comparison.significant and je.verdict == "higher" and je.rose_beyond_gate
+    assert je.comparison.ratio == pytest.approx(80.5 / 60.5, rel=0.02)
+    assert [g.key for g in rc.failed] == ["jemalloc"]
+    fields = {(c.scope, c.field) for c in rc.changes}
+    assert ("run", "kernel") in fields and ("jemalloc", "library_sha256") in fields and ("glibc", "library_sha256") in fields
+    assert any(ln.startswith("+name") for ln in rc.experiment_diff)
+    # a larger threshold than the increase: the same data pass
+    assert not runcompare.compare_runs(a, b, fail_on_increase=50).failed
+    d = json.loads(runcompare.to_json(rc))
+    assert d["gate"] == "fail" and d["groups"][1]["rose_beyond_gate"] is True
+
+
+def test_matching_by_allocator_and_groups_in_one_run_only(tmp_path):
+    a = make_run(tmp_path / "a", {"base": [100, 101, 99], "je": [60, 61, 60.5]}, family={"je": "jemalloc"})
+    b = make_run(tmp_path / "b", {"base2": [100, 101, 99], "je-new": [60, 61, 60.5], "extra": [5, 5.1, 5.2]},
+                 family={"je-new": "jemalloc", "extra": "mimalloc"})
+    by_name = runcompare.compare_runs(a, b)
+    assert by_name.groups == [] and set(by_name.only_a) == {"base", "je"}
+    by_alloc = runcompare.compare_runs(a, b, by="allocator")
+    assert {(g.group_a, g.group_b) for g in by_alloc.groups} == {("base", "base2"), ("je", "je-new")}
+    assert by_alloc.only_b == ["mimalloc 1"]
+    dup = make_run(tmp_path / "dup", {"x": [1, 1.1], "y": [1, 1.2]})
+    with pytest.raises(UserError, match="two groups on glibc 1"):
+        runcompare.compare_runs(dup, a, by="allocator")
+
+
+def test_single_replica_is_untestable_never_no_change(tmp_path):
+    a = make_run(tmp_path / "a", {"g": [100]})
+    b = make_run(tmp_path / "b", {"g": [300]})
+    rc = runcompare.compare_runs(a, b, fail_on_increase=0)
+    assert rc.groups[0].verdict == "untestable" and not rc.failed
+    assert any("untestable" in n for n in rc.notes)
+
+
+def test_not_a_run_is_refused(tmp_path):
+    a = make_run(tmp_path / "a", {"g": [100, 101]})
+    with pytest.raises(UserError, match="not an alloclab run"):
+        runcompare.compare_runs(a, tmp_path / "missing")
+
+
+def test_gate_is_the_intervals_lower_end():
+    rng = np.random.default_rng(3)
+    a = 100 * np.exp(rng.normal(0, 0.01, 5))
+    c = compare_pairs({"g": (a, a * 1.10)})["g"]
+    assert c.significant and c.ratio == pytest.approx(1.10)
+    assert rose_beyond(c, 5) is (c.ratio_ci[0] > 1.05)
+    assert rose_beyond(c, 5) and not rose_beyond(c, 10) and not rose_beyond(c, 20)
+    # significant, point estimate above 1 + PCT, interval not wholly above: no alarm
+    c2 = compare_pairs({"g": (a, a * np.exp(rng.normal(0.06, 0.03, 5)))})["g"]
+    if c2.ratio > 1.05 and c2.ratio_ci[0] <= 1.05:
+        assert not rose_beyond(c2, 5)

@@ -49,10 +49,10 @@ def _natural_width(console, table) -> int:
 def print_summary(a: Analysis, console, rows: list[dict] | None = None) -> None:
     """The summary table (rows: summary_rows(a), computed when not given), warnings, recommendation."""
     console.print(summary_table(a, rows if rows is not None else summary_rows(a), console.width, console))
-    for w in a.warnings:
-        style = SEVERITY_STYLE.get(w.severity, "")
-        console.print(f"[{style}]{w.severity}[/{style}] {w.kind}: ", end="")
-        console.print(w.message, markup=False, highlight=False)
+    from rich.text import Text
+    for w in a.warnings:        # one Text per warning: wrapped as a whole, nothing read as markup
+        console.print(Text.assemble((w.severity, SEVERITY_STYLE.get(w.severity, "")), f" {w.kind}: {w.message}"),
+                      highlight=False)
     if a.recommendation:
         console.print(a.recommendation.text().replace("**", "").replace("*", ""), markup=False, highlight=False)
 

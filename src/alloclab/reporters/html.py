@@ -71,7 +71,7 @@ li.sev-info{background:var(--info-bg);border-color:var(--info)}li.sev-info .badg
 .scroll{overflow-x:auto;-webkit-overflow-scrolling:touch;max-width:100%}table{border-collapse:collapse;font-size:.88em;margin:.4em 0}
 th,td{border-bottom:1px solid var(--line);padding:.3em .55em;text-align:left;vertical-align:top}th{background:#f4f6f8;white-space:nowrap}
 td{font-variant-numeric:tabular-nums}table.summary td:first-child{font-weight:600}
-figure{margin:1em 0}.chart{width:100%;min-height:380px}figcaption{color:var(--muted);font-size:.88em}
+figure{margin:1.2em 0}figure h3{font-size:1em;margin:0 0 .2em}.chart{width:100%;min-height:380px}figcaption{color:var(--muted);font-size:.88em}
 pre{background:#f4f6f8;padding:.8em;overflow-x:auto;font-size:.85em;border-radius:4px;white-space:pre}
 details{margin:.3em 0}summary{cursor:pointer}
 @media (max-width:640px){main{padding:8px}body{font-size:14px}.chart{min-height:320px}th,td{padding:.25em .35em}}
@@ -86,11 +86,20 @@ RENDER_JS = """
     var el = document.getElementById('chart-' + f.id);
     var layout = f.figure.layout;
     layout.autosize = true;
-    if (narrow) { layout.margin = {l: 48, r: 8, t: 56, b: 40}; }
+    if (narrow) { layout.margin = {l: 48, r: 8, t: 30, b: 60}; }
     Plotly.newPlot(el, f.figure.data, layout, config).then(function () { el.setAttribute('data-drawn', 'yes'); });
   });
 })();
 """
+
+
+def lift_title(figure: dict) -> str:
+    """Take the chart's title out of the plot (a heading above it wraps on a phone; a plotly title
+    does not) and return it as plain text."""
+    layout = figure["layout"]
+    title = (layout.pop("title", None) or {}).get("text", "")
+    layout["margin"] = {**layout.get("margin", {}), "t": 30}
+    return html.unescape(title)
 
 
 def section_html(s: Section, figures: list[dict]) -> str:
@@ -100,8 +109,10 @@ def section_html(s: Section, figures: list[dict]) -> str:
         parts.append(table(s.table.headers, s.table.rows))
     for i, fig in enumerate(s.figures):
         fid = f"{s.key}-{i}"
+        fig = {"data": fig.get("data", []), "layout": dict(fig.get("layout", {}))}
+        title = lift_title(fig)
         figures.append({"id": fid, "figure": fig})
-        parts.append(f'<figure><div class="chart" id="chart-{esc(fid)}"></div></figure>')
+        parts.append(f'<figure><h3>{esc(title)}</h3><div class="chart" id="chart-{esc(fid)}"></div></figure>')
     return "".join(parts) + "</section>"
 
 
@@ -111,6 +122,7 @@ def render(report: ReportInput) -> str:
     drawn = report_figures(a, report.events)
     figures = [{"id": i, "figure": f} for i, _, f in drawn]
     captions = {i: c for i, c, _ in drawn}
+    titles = {f["id"]: lift_title(f["figure"]) for f in figures}
     warn = sorted(a.warnings, key=lambda w: SEVERITY_ORDER.index(w.severity) if w.severity in SEVERITY_ORDER else 9)
     body = [f"<header><h1>alloclab report: {esc(report.run_name)}</h1>",
             f'<p class="sub">{esc(a.metric.upper())} · baseline {esc(a.baseline)} · {esc(report.meta.get("host", ""))} · '
@@ -139,7 +151,7 @@ def render(report: ReportInput) -> str:
                           for g in a.groups if g.growth) + "</ul></section>")
     body.append('<section id="charts"><h2>Charts</h2>')
     for f in figures:
-        body.append(f'<figure><div class="chart" id="chart-{esc(f["id"])}"></div>'
+        body.append(f'<figure><h3>{esc(titles[f["id"]])}</h3><div class="chart" id="chart-{esc(f["id"])}"></div>'
                     f"<figcaption>{esc(captions.get(f['id'], ''))}</figcaption></figure>")
     body.append("</section>")
     for s in report.sections:

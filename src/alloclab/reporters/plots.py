@@ -30,7 +30,8 @@ def _num(a) -> list:
 
 def base_layout(title: str, xtitle: str, ytitle: str, **extra) -> dict:
     layout = {"title": {"text": ptext(title), "font": {"size": 14}}, "font": FONT, "hovermode": "closest",
-              "margin": {"l": 60, "r": 20, "t": 60, "b": 50}, "legend": {"orientation": "h", "y": -0.18},
+              "margin": {"l": 60, "r": 20, "t": 90, "b": 60},
+              "legend": {"orientation": "h", "x": 0, "xanchor": "left", "y": 1.02, "yanchor": "bottom"},
               "xaxis": {"title": {"text": ptext(xtitle)}, "zeroline": False},
               "yaxis": {"title": {"text": ptext(ytitle)}, "rangemode": "tozero"}}
     layout.update(extra)
@@ -64,8 +65,7 @@ def grid_axes(layout: dict, n: int, cols: int, titles: list[str], xtitle: str, y
         x0, x1 = c / cols + (gx / 2 if c else 0), (c + 1) / cols - (gx / 2 if c < cols - 1 else 0)
         y1 = 1 - r / rows - (gy / 2 if r else 0)
         y0 = 1 - (r + 1) / rows + (gy / 2 if r < rows - 1 else 0)
-        layout[f"xaxis{xs}"] = {"domain": [x0, x1], "anchor": f"y{ys}", "zeroline": False,
-                                "title": {"text": ptext(xtitle) if r == rows - 1 else ""}}
+        layout[f"xaxis{xs}"] = {"domain": [x0, x1], "anchor": f"y{ys}", "zeroline": False}
         layout[f"yaxis{ys}"] = {"domain": [y0, y1], "anchor": f"x{xs}", "rangemode": "tozero",
                                 "title": {"text": ptext(ytitle) if c == 0 else ""}}
         if shared_y and k > 1:
@@ -74,6 +74,9 @@ def grid_axes(layout: dict, n: int, cols: int, titles: list[str], xtitle: str, y
             {"text": f"<b>{ptext(titles[k - 1])}</b>", "x": (x0 + x1) / 2, "y": y1, "xref": "paper", "yref": "paper",
              "xanchor": "center", "yanchor": "bottom", "showarrow": False, "font": {"size": 11}})
         refs.append((f"x{xs}", f"y{ys}"))
+    # one x title for all panels (per-panel titles collide on narrow screens)
+    layout["annotations"].append({"text": ptext(xtitle), "x": 0.5, "y": 0, "xref": "paper", "yref": "paper",
+                                  "yshift": -40, "xanchor": "center", "yanchor": "top", "showarrow": False})
     return refs
 
 
@@ -117,7 +120,7 @@ def memory_over_time(a: Analysis, events: list[dict]) -> dict | None:
                 data.append(_line(x, y, f"{g.name} (n={len(ss)}, each replica)", g.name, c, s.name, axis.unit,
                                   showlegend=i == 0))
     shapes, notes = mark_shapes(events, axis)
-    layout = base_layout(f"{a.metric.upper()} over time on each group's own allocator",
+    layout = base_layout(f"{a.metric.upper()} over time, each group on its own allocator",
                          axis.label, f"{a.metric.upper()} (MB)", shapes=shapes, annotations=notes)
     return {"data": data, "layout": layout}
 
@@ -129,7 +132,7 @@ def trajectories(a: Analysis, events: list[dict], values: str = "mb") -> dict | 
         return None
     groups = [g.name for g in a.groups]
     colors = group_colors(groups)
-    layout = base_layout("Per-replica trajectories (grey dashed: unverified or another/unknown allocator, excluded)",
+    layout = base_layout("Per-replica trajectories",
                          "", "", showlegend=False, height=max(320, 260 * math.ceil(len(groups) / min(3, len(groups)))))
     refs = grid_axes(layout, len(groups), min(3, len(groups)), groups, axis.label, f"{a.metric.upper()} (MB)")
     data = []
@@ -165,7 +168,7 @@ def distribution(a: Analysis) -> dict:
                  "y": _num([v for _, v in levels]), "marker": {"symbol": "diamond-wide", "size": 12, "color": "#000"},
                  "customdata": [[ptext(n), ptext(n)] for n, _ in levels],
                  "hovertemplate": "<b>%{customdata[0]}</b> level %{y:.1f} MB<extra></extra>"})
-    layout = base_layout("Steady-state memory per replica (axis from zero)", "", f"steady {a.metric.upper()} (MB)",
+    layout = base_layout("Steady level per replica (axis from 0)", "", f"steady {a.metric.upper()} (MB)",
                          showlegend=True)
     return {"data": data, "layout": layout}
 
@@ -190,7 +193,7 @@ def idle_release(a: Analysis) -> dict | None:
                      "legendgroup": ptext(g), "showlegend": False, "marker": {"color": colors[g], "size": 8},
                      "customdata": [[ptext(r.name), ptext(g)] for r in per[g]],
                      "hovertemplate": "<b>%{customdata[0]}</b><br>group %{customdata[1]}<br>released %{y:.1%}<extra></extra>"})
-    layout = base_layout("Idle release: share of the end-of-load level given back by the end of idle",
+    layout = base_layout("Idle release per group",
                          "", "released during idle", showlegend=True)
     layout["yaxis"].update({"tickformat": ".0%", "rangemode": "tozero", "zeroline": True})
     return {"data": data, "layout": layout}
@@ -225,7 +228,7 @@ def live_bytes(a: Analysis, events: list[dict]) -> dict | None:
                       showlegend=False),
                 _line(x, live, "live requested bytes", s.group, "#000", s.name, axis.unit, xaxis=xref, yaxis=yref,
                       legendgroup="live", showlegend=False, what="MB live", line={"color": "#000", "width": 1, "dash": "dash"})]
-    fig = _group_panels(a, events, f"{m} (solid) against live requested bytes (black dashed): the gap is allocator overhead",
+    fig = _group_panels(a, events, f"{m} and live requested bytes",
                         "MB", lambda s: has_values(s.live_mb), draw)
     return fig
 
@@ -240,7 +243,7 @@ def footprint(a: Analysis, events: list[dict]) -> dict | None:
         return [_line(x, y, m, s.group, color, s.name, axis.unit, xaxis=xref, yaxis=yref, showlegend=False),
                 _line(x, y - lazy, "footprint", s.group, color, s.name, axis.unit, xaxis=xref, yaxis=yref,
                       showlegend=False, what="MB footprint", line={"color": color, "width": 1.2, "dash": "dot"})]
-    return _group_panels(a, events, f"{m} (solid) against footprint = {m} − LazyFree (dotted): pages the kernel may reclaim",
+    return _group_panels(a, events, f"{m} and footprint ({m} − LazyFree)",
                          "MB", lambda s: has_values(s.lazyfree_mb), draw)
 
 
@@ -254,10 +257,14 @@ def report_figures(a: Analysis, events: list[dict]) -> list[tuple[str, str, dict
     figs = [("memory", "Memory over time per group. Hover a line for replica, group, time and value; click a "
                        f"legend entry to hide a group; drag to zoom. Groups with fewer than {MIN_BAND_REPLICAS} "
                        "replicas show each replica, not a band.", memory_over_time(a, events)),
-            ("trajectories", "Every replica, one panel per group.", trajectories(a, events)),
+            ("trajectories", "Every replica, one panel per group; grey dashed: an unverified replica or a span on "
+                             "another or an unknown allocator (excluded from the figures).", trajectories(a, events)),
             ("distribution", "Steady level of each replica; the diamond is the group's level in the summary. The axis "
                              "starts at zero.", distribution(a)),
-            ("idle-release", "Idle release per group.", idle_release(a)),
-            ("live-bytes", "Memory against the live bytes the program asked for, where it reports them.", live_bytes(a, events)),
-            ("footprint", "Memory against its footprint (LazyFree subtracted), where LazyFree was sampled.", footprint(a, events))]
+            ("idle-release", "The share of its end-of-load level each replica gave back by the end of the idle "
+                             "phase; the bar is the group's median.", idle_release(a)),
+            ("live-bytes", "Memory (solid) against the live bytes the program asked for (black dashed), where it "
+                           "reports them: the gap is allocator overhead.", live_bytes(a, events)),
+            ("footprint", "Memory (solid) against its footprint (dotted: LazyFree subtracted, pages freed with "
+                          "MADV_FREE that the kernel may take back), where LazyFree was sampled.", footprint(a, events))]
     return [(i, c, f) for i, c, f in figs if f is not None]

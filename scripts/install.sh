@@ -14,6 +14,8 @@ PKGS="gcc g++ make cmake dpkg-dev libc6-dev libzstd-dev python3 python3-venv pyt
 command -v cargo >/dev/null || PKGS="$PKGS cargo"
 # the tests check every generated unit file with systemd's own parser (systemd-analyze verify)
 [ "${1:-}" = "--test" ] && PKGS="$PKGS systemd"
+# the HTML report is opened in a real headless browser by the tests
+[ "${1:-}" = "--test" ] && PKGS="$PKGS chromium"
 missing=""
 for p in $PKGS; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"; done
 if [ -n "$missing" ]; then

@@ -219,3 +219,17 @@ def test_torutils_csv_reporter_writes_the_export_layout(report_input, tmp_path):
     assert [p.name for p in paths] == ["memory.csv", "events.csv", "diagnostics.csv", "experiment.json"]
     rows = list(csv.DictReader(open(paths[0])))
     assert {r["group"] for r in rows if r.get("group")} >= set(GROUPS)
+
+
+def test_terminal_80_columns_with_long_group_names_cuts_nothing(report_run, tmp_path):
+    from rich.console import Console
+    run = hostile_copy(report_run, tmp_path, "jemalloc-5.3.0-background-thread-and-a-long-name")
+    report = prepare(run)
+    console = Console(width=80, record=True, file=io.StringIO(), color_system=None)
+    print_summary(report.analysis, console, report.rows)
+    text = console.export_text()
+    assert max(len(ln) for ln in text.splitlines()) <= 80 and "…" not in text
+    for row in report.rows:
+        assert row["status"] in text and f"{row['level_mb']:.1f}" in text
+        if not row["baseline"]:
+            assert f"{row['ratio_to_baseline']:.2f}×" in text and f"{row['ratio_ci_high']:.2f}]" in text

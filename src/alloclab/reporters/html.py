@@ -163,7 +163,7 @@ def render(report: ReportInput) -> str:
         body.append(f"<details><summary>{esc(g.name)}: provenance</summary><pre>{esc(detail)}</pre>"
                     f"<p>library {esc(g.library_path or '–')}<br>sha256 {esc(g.library_sha256 or '–')}</p></details>")
     body.append("</section>")
-    body.append('<section id="host"><h2>Host and run</h2>' + table(["", ""], metadata_rows(report))
+    body.append('<section id="host"><h2>Host and run</h2>' + table(["run fact", "value"], metadata_rows(report))
                 + table(["host fact", "value"], [[k, v] for k, v in report.host.items()]) + "</section>")
     body.append('<section id="replicas"><h2>Replicas</h2>' + table(*replica_rows(report, strong=lambda s: s.upper()))
                 + "</section>")

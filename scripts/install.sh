@@ -16,6 +16,8 @@ command -v cargo >/dev/null || PKGS="$PKGS cargo"
 [ "${1:-}" = "--test" ] && PKGS="$PKGS systemd"
 # ... and a real Prometheus server scrapes the collectors and serves the import (tests/integration/test_prometheus.py)
 [ "${1:-}" = "--test" ] && PKGS="$PKGS prometheus"
+# the HTML report is opened in a real headless browser by the tests
+[ "${1:-}" = "--test" ] && PKGS="$PKGS chromium"
 missing=""
 for p in $PKGS; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"; done
 if [ -n "$missing" ]; then

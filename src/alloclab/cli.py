@@ -62,7 +62,7 @@ def check(experiment: Path) -> None:
 @click.option("-o", "--output", type=PathArg, help="Where to write (default: the run directory).")
 @click.option("--metric", help="rss, pss, uss or anon (default: the run's).")
 def report(run_dir: Path, output: Path | None, metric: str | None) -> None:
-    """Analyse a run: write report.md, summary.csv/json and charts; print the summary table."""
+    """Analyse a run: write report.md, report.html, summary.csv/json and charts; print the summary table."""
     from .commands.report import report_command
     report_command(run_dir, output, metric, console)
 

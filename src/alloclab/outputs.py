@@ -16,3 +16,20 @@ def new_output(path: Path) -> None:
     """Refused when `path` exists and is not empty (a missing path is fine: it is created later)."""
     if path.exists():
         refuse_nonempty(path)
+
+
+# What a run's directory holds when alloclab is done with it (README "Outputs" lists the same).
+RUN_FILES = {
+    "run.db": "the store: every sample, process, verification and event (SQLite, docs/store.md)",
+    "replicas/": "one directory per replica: its logs and working directory",
+}
+# What `alloclab report` (and the end of `alloclab run`) writes, into the run's directory or -o DIR.
+REPORT_FILES = {
+    "report.md": "the report: recommendation, summary with intervals, warnings, charts, groups, replicas",
+    "report.html": "the same as one self-contained page with interactive charts (no network when opened)",
+    "summary.json": "summary figures, warnings, recommendation, run and host metadata, allocator provenance, "
+                    "the experiment file",
+    "summary.csv": "one row per group: the summary table's figures",
+    "replicas.csv": "one row per replica: its figures and status",
+    "charts/": "PNG charts: timeseries, distribution, trajectories, idle_release, fragmentation (where data exist)",
+}

@@ -26,7 +26,8 @@ import pytest
 
 from alloclab import introspect, native, resolution, workloads
 from alloclab.analysis import analyse
-from alloclab.analysis.decomposition import decompose, decomposition_data, decomposition_section, draw_decomposition
+from alloclab.analysis.decomposition import decompose, decomposition_data, decomposition_rows, draw_decomposition
+from alloclab.reporters.sections import decomposition as decomposition_section
 from alloclab.config import parse_experiment
 from alloclab.runner import Runner
 from alloclab.store import Store
@@ -235,8 +236,9 @@ def test_run_stores_and_decomposes(tmp_path, jemalloc):
     assert "in free chunks of" in d["glibc"].summary or "held under 1 MB" in d["glibc"].summary
     assert d["jemalloc"].end.held.get("dirty", 0) > 0 and "dirty pages" in d["jemalloc"].summary
     assert 0 <= d["glibc"].helper_cpu_share < 0.05
-    md = decomposition_section(a)
-    assert md[0] == "## Why the memory is held" and any(line.startswith("| glibc | end |") for line in md)
+    section = decomposition_section(store, a)
+    assert section.title == "Why the memory is held" and any(r[:2] == ["glibc", "end"] for r in decomposition_rows(a))
+    assert section.figures and section.data["groups"] and any("glibc" in p for p in section.paragraphs)
     assert decomposition_data(a)[0]["group"] in ("glibc", "jemalloc")
     assert draw_decomposition(a, tmp_path / "d.png").stat().st_size > 1000
     store.close()
@@ -248,7 +250,7 @@ def test_imported_data_has_no_decomposition(tmp_path):
     store = Store.open(run)
     assert store.alloc_stats() == [] and decompose(store) is None
     a = analyse(store)
-    assert a.decomposition is None and decomposition_section(a) == [] and decomposition_data(a) is None
+    assert a.decomposition is None and decomposition_section(store, a) is None and decomposition_data(a) is None
 
 
 def test_descriptor_reused_by_the_program_is_left_alone(tmp_path):

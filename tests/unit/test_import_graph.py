@@ -21,7 +21,7 @@ PACKAGE = Path(alloclab.__file__).parent
 # Modules that write to or read from a run's store: everything else comes before it in the flow.
 STORE_USERS = {"store", "recorder", "runner", "fleet", "watchdog", "report", "torutils", "promimport", "cli", "__main__",
                "runcompare", "liveview", "bundle"}     # compare, live view and bundle read runs
-STORE_USER_PACKAGES = ("analysis", "commands")
+STORE_USER_PACKAGES = ("analysis", "commands", "reporters")
 
 
 def _modules() -> dict[str, Path]:

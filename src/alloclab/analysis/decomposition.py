@@ -349,45 +349,65 @@ def decomposition_data(analysis) -> list[dict] | None:
     return [g.as_dict() for g in d] if d else None
 
 
-def decomposition_section(analysis, chart: str | None = None) -> list[str]:
-    """Markdown lines: '## Why the memory is held' — per group the plain-words summary, a table
-    of the layers, suggestions, notes; [] when the run has no allocator figures."""
-    d = getattr(analysis, "decomposition", None)
-    if not d:
-        return []
-    md = ["## Why the memory is held", "",
-          "The allocator's own account (introspection helper, docs/introspection.md) beside the kernel's: live requested "
-          "bytes (when the workload publishes them) → allocator in use → free but held, by kind → RSS. Medians across "
-          "replicas; late load = second half of the load phase.", ""]
+INTRO = ("The allocator's own account (introspection helper, docs/introspection.md) beside the kernel's: live "
+         "requested bytes (when the workload publishes them) → allocator in use → free but held, by kind → RSS. "
+         "Medians across replicas; late load = second half of the load phase.")
+TABLE_HEADERS = ["group", "when", "live MB", "in use MB", "held MB by kind", "committed MB", "rest of RSS MB", "RSS MB",
+                 "LazyFree MB"]
+
+
+def decomposition_rows(analysis) -> list[list[str]]:
+    """The layers table (TABLE_HEADERS): per group its late-load and end snapshots; [] without data."""
     rows = []
-    for g in d:
+    for g in getattr(analysis, "decomposition", None) or []:
         for when, s in (("late load", g.load), ("end", g.end)):
             if s is None:
                 continue
             held = ", ".join(f"{k} {v / MB:.1f}" for k, v in sorted(s.held.items(), key=lambda kv: -kv[1]) if v >= 0.05 * MB)
             rows.append([g.group, when, _mbn(s.live), _mbn(s.in_use), held or "–", _mbn(s.committed), _mbn(s.other),
                          _mbn(s.rss), _mbn(s.lazyfree)])
-    if rows:
-        md += ["| group | when | live MB | in use MB | held MB by kind | committed MB | rest of RSS MB | RSS MB | LazyFree MB |",
-               "|---|---|---|---|---|---|---|---|---|"]
-        md += ["| " + " | ".join(r) + " |" for r in rows]
-        md.append("")
-    for g in d:
-        md.append(f"- **{g.group}**: {g.summary}" if g.summary else f"- **{g.group}**: no allocator figures.")
-        for s in g.suggestions:
-            md.append(f"  - suggestion: {s.text()}")
-        for n in g.notes:
-            md.append(f"  - note: {n}")
+    return rows
+
+
+def decomposition_paragraphs(analysis) -> list[str]:
+    """Per group, in plain words: the summary, then suggestions, notes and the helper's cost."""
+    out = []
+    for g in getattr(analysis, "decomposition", None) or []:
+        lines = [f"**{g.group}**: {g.summary or 'no allocator figures.'}"]
+        lines += [f"Suggestion: {s.text()}" for s in g.suggestions]
+        lines += [f"Note: {n}" for n in g.notes]
         if g.helper_cpu_share is not None:
-            md.append(f"  - helper cost: {g.helper_cpu_share:.2%} of the replicas' CPU, one collection every "
-                      f"{g.helper_interval_s or 0:.1f} s")
-    if chart:
-        md += ["", f"![decomposition]({chart})"]
-    return md + [""]
+            lines.append(f"Helper cost: {g.helper_cpu_share:.2%} of the replicas' CPU, one collection every "
+                         f"{g.helper_interval_s or 0:.1f} s.")
+        out.append(" ".join(lines))
+    return out
 
 
 def _mbn(x: float | None) -> str:
     return "–" if x is None else f"{x / MB:.1f}"
+
+
+LAYER_COLORS = {"in_use": "#4c72b0", "committed": "#4c72b0", "held_bins": "#dd8452", "held_top": "#c44e52",
+                "held_dirty": "#8172b3", "held_muzzy": "#937860", "held_abandoned": "#da8bc3", "held_cached": "#8c8c8c",
+                "held_committed_free": "#ccb974", "held_metadata": "#64b5cd", "other": "#dddddd"}
+
+
+def layer_stack(g: GroupDecomposition) -> tuple[np.ndarray, list[tuple[str, np.ndarray]], dict[str, np.ndarray]]:
+    """A group's timeline as drawn (PNG and HTML alike): times, the stacked layers bottom to top (in
+    use or committed, each held kind, the rest of RSS) and the lines (rss, live) in MB."""
+    t = np.array(g.times)
+    L = g.layers
+    arr = lambda c: np.array([np.nan if x is None else x for x in L.get(c, [None] * len(t))], dtype=float)  # noqa: E731
+    stack: list[tuple[str, np.ndarray]] = []
+    base = "in_use" if "in_use" in L else ("committed" if "committed" in L else None)
+    if base:
+        stack.append((base, arr(base)))
+    stack += [(f"held_{k}", arr(f"held_{k}")) for k in HELD_KINDS if f"held_{k}" in L]
+    lines = {c: arr(c) for c in ("rss", "live") if c in L}
+    if "rss" in lines and stack:
+        rest = lines["rss"] - np.nansum(np.vstack([v for _, v in stack]), axis=0)
+        stack.append(("other", np.clip(rest, 0, None)))
+    return t, stack, lines
 
 
 def draw_decomposition(analysis, path: Path) -> Path | None:
@@ -400,30 +420,15 @@ def draw_decomposition(analysis, path: Path) -> Path | None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     fig, axes = plt.subplots(len(d), 1, figsize=(10, 3.2 * len(d)), sharex=True, squeeze=False)
-    colors = {"in_use": "#4c72b0", "held_bins": "#dd8452", "held_top": "#c44e52", "held_dirty": "#8172b3",
-              "held_muzzy": "#937860", "held_abandoned": "#da8bc3", "held_cached": "#8c8c8c",
-              "held_committed_free": "#ccb974", "held_metadata": "#64b5cd", "other": "#dddddd"}
     for ax, g in zip(axes[:, 0], d):
-        t = np.array(g.times)
-        L = g.layers
-        arr = lambda c: np.array([np.nan if x is None else x for x in L.get(c, [None] * len(t))], dtype=float)  # noqa: E731
-        stack, names = [], []
-        base = "in_use" if "in_use" in L else ("committed" if "committed" in L else None)
-        if base:
-            stack.append(arr(base)), names.append(base)
-        for k in HELD_KINDS:
-            if f"held_{k}" in L:
-                stack.append(arr(f"held_{k}")), names.append(f"held_{k}")
-        if "rss" in L and stack:
-            rest = arr("rss") - np.nansum(np.vstack(stack), axis=0)
-            stack.append(np.clip(rest, 0, None)), names.append("other")
+        t, stack, lines = layer_stack(g)
         if stack:
-            ax.stackplot(t, *[np.nan_to_num(s) for s in stack], labels=[n.replace("held_", "held: ") for n in names],
-                         colors=[colors.get(n, "#999999") for n in names], alpha=0.85)
-        if "rss" in L:
-            ax.plot(t, arr("rss"), color="black", lw=1.2, label="RSS")
-        if "live" in L:
-            ax.plot(t, arr("live"), color="green", lw=1.2, ls="--", label="live requested")
+            ax.stackplot(t, *[np.nan_to_num(v) for _, v in stack], labels=[n.replace("held_", "held: ") for n, _ in stack],
+                         colors=[LAYER_COLORS.get(n, "#999999") for n, _ in stack], alpha=0.85)
+        if "rss" in lines:
+            ax.plot(t, lines["rss"], color="black", lw=1.2, label="RSS")
+        if "live" in lines:
+            ax.plot(t, lines["live"], color="green", lw=1.2, ls="--", label="live requested")
         ax.set_title(f"{g.group} ({g.label})", fontsize=10)
         ax.set_ylabel("MB")
         ax.legend(fontsize=7, loc="upper right", ncol=3)

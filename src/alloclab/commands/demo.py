@@ -40,5 +40,5 @@ def demo_command(output: Path | None, seconds: int, console: Console) -> int:
         code = run_command(exp_file, out / label / "run", False, None, "60s", False, console) or code
         if code == 130:
             break
-    console.print(f"demo reports: {out}/*/run/report.md")
+    console.print(f"demo reports: {out}/*/run/report.md (interactive: report.html beside each)")
     return code

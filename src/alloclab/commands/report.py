@@ -1,4 +1,5 @@
-"""`alloclab report RUN`: analyse a run, write report.md, summary.csv/json and charts."""
+"""`alloclab report RUN`: analyse a run once, write report.md, report.html, summary.csv/json,
+replicas.csv and charts, print the summary."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -13,6 +14,5 @@ from ..errors import UserError
 def report_command(run_dir: Path, output: Path | None, metric: str | None, console: Console) -> None:
     if metric and metric not in METRICS:
         raise UserError(f"--metric {metric!r} is not known", f"use one of: {', '.join(METRICS)}")
-    path, analysed = report.write_report(run_dir, output, metric)
-    report.print_summary(analysed, console)
-    console.print(f"report: {path}")
+    path, _ = report.report_run(run_dir, output, metric, console)
+    console.print(f"report: {path} (interactive: {path.with_name('report.html')})")

@@ -206,6 +206,5 @@ def resume_command(run: Path, no_report: bool, console: Console) -> int:
 
 def _report(run_dir: Path, console: Console) -> None:
     from .. import report
-    path, analysed = report.write_report(run_dir)
-    report.print_summary(analysed, console)
-    console.print(f"report: {path}")
+    path, _ = report.report_run(run_dir, console=console)
+    console.print(f"report: {path} (interactive: {path.with_name('report.html')})")

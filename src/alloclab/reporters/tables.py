@@ -1,0 +1,96 @@
+"""The summary figures and cells every reporter shares: one row per group, its table cells, the
+status rules in words. Pure functions of an Analysis (no store, no files)."""
+from __future__ import annotations
+
+import math
+
+from ..analysis import Analysis
+from ..stats import RULES as STATS_RULES
+from ..timefmt import span as fmt_span
+
+STATUS_RULES = {
+    "Unverified": "the process did not map the group's allocator (or mapped another): excluded from statistics",
+    "Too short": f"fewer than {STATS_RULES['min_samples']:.0f} steady samples or a window under {STATS_RULES['min_window_s']:.0f} s",
+    "Bloating": f"Growing, and by at least {STATS_RULES['bloating_window_share']:.0%} of its level within the analysed window",
+    "Growing": f"the change over the window (Theil–Sen × window) has a 95% interval above zero that survives "
+               f"autocorrelation, is ≥ {STATS_RULES['growing_min_change_mb']:.0f} MB and > {STATS_RULES['flat_max_growth_share']:.0%} of the level",
+    "Ratcheting": f"not Growing, but climbed ≥ {STATS_RULES['ratchet_min_climb_share']:.0%} of its level with no release for "
+                  f"≥ {STATS_RULES['ratchet_min_quiet_s'] / 60:.0f} min and ≥ {STATS_RULES['ratchet_min_quiet_share']:.0%} of the steady window, "
+                  "up to its end: the early sign of long-run growth",
+    "Variable": f"interquartile range of the steady window > {STATS_RULES['variable_iqr_share']:.0%} of its median",
+    "Flat": "none of the above",
+}
+
+
+def fmt(x: float | None, spec: str = ".1f", dash: str = "–") -> str:
+    """A figure in `spec`, or a dash for a missing one (None, NaN)."""
+    return dash if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, spec)
+
+
+def summary_rows(a: Analysis) -> list[dict]:
+    """One dict per group: the figures of the summary table (also written as CSV/JSON)."""
+    rows = []
+    for g in a.groups:
+        c = g.comparison
+        rows.append({
+            "group": g.name, "allocator": g.allocator, "version": g.version, "baseline": g.is_baseline,
+            "replicas": g.replicas, "verified": g.verified,
+            "level_mb": g.level_mb, "published_mb": g.published_mb,
+            "steady_mean_mb": g.steady_mean_mb, "steady_median_mb": g.steady_median_mb,
+            "peak_mb": g.peak_mb, "final_mb": g.final_mb, "change_mb": g.change_mb, "change_share": g.change_share,
+            "window_h": g.window_h, "growth_mb_per_h": g.growth_mb_h,
+            "footprint_mb": g.footprint_mb, "lazyfree_share": g.lazyfree_share,
+            "ratio_to_baseline": c.ratio if c else None,
+            "ratio_ci_low": c.ratio_ci[0] if c and c.ratio_ci else None,
+            "ratio_ci_high": c.ratio_ci[1] if c and c.ratio_ci else None,
+            "ci_level": c.ci_level if c else None, "comparison": c.status if c else None,
+            "letters": c.letters if c else None, "replicas_needed": c.replicas_needed if c else None,
+            "p_holm": c.p_holm if c else None, "cliffs_delta": c.cliffs_delta if c else None,
+            "rank": c.rank if c else None, "idle_released_share": g.idle_released_share,
+            "release_events": g.release_events, "frag_overhead_mb": g.frag_overhead_mb,
+            "ops_per_s": g.ops_per_s, "cpu_us_per_op": g.cpu_us_per_op, "status": g.status,
+        })
+    return rows
+
+
+def _ratio_cell(row: dict) -> str:
+    if row["baseline"]:
+        return "baseline"
+    if row["ratio_to_baseline"] is None:
+        return "–"
+    ci = f" [{row['ratio_ci_low']:.2f}–{row['ratio_ci_high']:.2f}]" if row["ratio_ci_low"] is not None else ""
+    tag = " (untestable)" if row["comparison"] == "untestable" else " (equivalent)" if row["comparison"] == "equivalent" else ""
+    return f"{row['ratio_to_baseline']:.2f}×{ci}{tag}"
+
+
+def _growth_cell(row: dict) -> str:
+    """Change over the window in MB and % of level with the window's length; a rate only where supported."""
+    if row["change_mb"] is None:
+        return "–"
+    span = fmt_span((row["window_h"] or 0) * 3600)
+    rate = f", {row['growth_mb_per_h']:+.2f} MB/h" if row["growth_mb_per_h"] is not None else ""
+    return f"{row['change_mb']:+.0f} MB ({fmt(row['change_share'], '+.0%')}) / {span}{rate}"
+
+
+def _allocator_cell(row: dict) -> str:
+    return f"{row['allocator']} {row['version']}" if row["version"] else str(row["allocator"])
+
+
+TABLE_HEADERS = ["group", "allocator", "verified", "level MB", "footprint MB", "steady median MB", "peak MB", "final MB",
+                 "change over window", "vs baseline [CI]", "p (Holm)", "letters", "status"]
+
+
+def table_cells(row: dict) -> list[str]:
+    verified = f"{row['verified']}/{row['replicas']}" if row["verified"] or row["status"] == "Unverified" \
+        else f"n/a ({row['replicas']})"   # imported data: nobody checked
+    return [row["group"], _allocator_cell(row), verified, fmt(row["level_mb"]), fmt(row["footprint_mb"]),
+            fmt(row["steady_median_mb"]), fmt(row["peak_mb"]), fmt(row["final_mb"]), _growth_cell(row),
+            _ratio_cell(row), fmt(row["p_holm"], ".3g"), row["letters"] or "–", row["status"]]
+
+
+def md_table(headers: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    lines += ["| " + " | ".join(str(c).replace("|", "\\|") for c in r) + " |" for r in rows]
+    return "\n".join(lines)
+
+

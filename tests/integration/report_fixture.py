@@ -1,0 +1,43 @@
+"""One real short run for the reporter tests: three groups of four replicas (glibc, jemalloc, a
+program that frees with MADV_FREE so LazyFree is sampled), warm-up/load/idle phases, and an
+experiment file carrying markup that must come out as text."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.conftest import run_cli
+
+HOSTILE_COMMENT = '# markup in a comment: </script><script>window.__pwned = 1</script> & <b>bold</b> </pre>'
+
+
+def experiment_text(native_dir: Path, jemalloc: str) -> str:
+    return f"""{HOSTILE_COMMENT}
+name = "reporters"
+command = ["{native_dir / 'frag'}", "--load", "30", "--idle", "60", "--mb", "8", "--threads", "1", "--seed", "{{seed}}"]
+replicas = 4
+interval = "0.5s"
+seed = 5
+baseline = "glibc"
+[phases]
+warmup = "1s"
+load = "4s"
+idle = "2s"
+[[group]]
+name = "glibc"
+allocator = "glibc"
+[[group]]
+name = "jemalloc"
+allocator = "{jemalloc}"
+[[group]]
+name = "lazy"
+allocator = "glibc"
+command = ["{native_dir / 'lazyfree'}", "--mb", "24", "--free-mb", "16", "--seconds", "120"]
+"""
+
+
+def make_run(tmp: Path, native_dir: Path, jemalloc: str) -> Path:
+    exp = tmp / "exp.toml"
+    exp.write_text(experiment_text(native_dir, jemalloc))
+    proc = run_cli("run", str(exp), "-o", str(tmp / "run"), "--no-report")
+    assert proc.returncode == 0, proc.stderr
+    return tmp / "run"

@@ -104,7 +104,8 @@ def test_mimalloc_without_byte_counts_says_so(frag, tmp_path):
     pairs = _observe(frag, system_lib("libmimalloc.so.2"), tmp_path, load=4.0)
     a = pairs[-1][1]
     assert a.family == "mimalloc" and a.in_use is None and a.held == {}
-    assert a.committed and a.committed > 30 * MB and a.reserved >= a.committed
+    # reserved counts arena reservations; committed also counts small OS allocations outside them
+    assert a.committed and a.committed > 30 * MB and a.reserved >= 0.99 * a.committed
 
 
 def test_tcmalloc_best_effort(frag, tmp_path):

@@ -12,7 +12,7 @@ import os
 import sys
 from pathlib import Path
 
-from . import catalog
+from . import catalog, versions
 from .allocators import AllocatorSpec, check_preload_safe, normalise_version, probe, sha256_file
 from .errors import UserError
 
@@ -26,7 +26,7 @@ def resolve(request: str, base_dir: Path = Path("."), env: dict[str, str] | None
         return AllocatorSpec(kind="glibc", request=request, family="glibc", version=info.get("glibc"))
     if "/" not in request and "@" in request:
         # provisioning: builds on demand, returns the verified cached library
-        path = catalog.library_for(request, lambda step: print(f"alloclab: provisioning {request}: {step}",
+        path = versions.library_for(request, lambda step: print(f"alloclab: provisioning {request}: {step}",
                                                                file=sys.stderr, flush=True))
     else:
         path = (base_dir / request) if not os.path.isabs(request) else Path(request)
@@ -49,7 +49,7 @@ def resolve(request: str, base_dir: Path = Path("."), env: dict[str, str] | None
 
 
 def provenance(spec: AllocatorSpec) -> str | None:
-    """The catalog's provenance record of a catalog id (JSON), stored with the run."""
+    """The catalog's provenance record of a catalog or published id (JSON), stored with the run."""
     if spec.kind != "preload" or "@" not in spec.request or "/" in spec.request:
         return None
     build = catalog.find_build(spec.request)

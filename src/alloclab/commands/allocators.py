@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from .. import catalog
+from .. import catalog, versions
 from ..errors import UserError
 
 
@@ -28,7 +28,7 @@ def list_command(console: Console) -> None:
 
 def build_command(ids: list[str], force: bool, jobs: int, console: Console) -> None:
     for i in ids:
-        catalog.entry(i)                      # unknown ids fail before anything starts
+        versions.entry(i)                     # unknown ids fail before anything starts
     failures: list[str] = []
     with Progress(SpinnerColumn(), TextColumn("{task.fields[id]:<24}"), TextColumn("{task.description}"),
                   TimeElapsedColumn(), console=console) as progress:
@@ -36,7 +36,7 @@ def build_command(ids: list[str], force: bool, jobs: int, console: Console) -> N
 
         def one(i: str) -> None:
             try:
-                b = catalog.build(i, lambda step: progress.update(tasks[i], description=step), force=force)
+                b = versions.build(i, lambda step: progress.update(tasks[i], description=step), force=force)
                 r = b.provenance["reported"]
                 progress.update(tasks[i], completed=1,
                                 description=f"[green]ok[/green] {r['family']} {r['version'] or ''} → {b.path}")
@@ -51,6 +51,7 @@ def build_command(ids: list[str], force: bool, jobs: int, console: Console) -> N
 
 
 def verify_command(allocator_id: str, console: Console) -> None:
+    versions.entry(allocator_id)
     r = catalog.verify(allocator_id)
     secure = f", secure level {r['secure_level']}" if r.get("secure_level") is not None else ""
     console.print(f"{allocator_id}: verified — malloc resolves to {r['malloc_resolves_to']}, "
@@ -58,16 +59,40 @@ def verify_command(allocator_id: str, console: Console) -> None:
 
 
 def show_command(allocator_id: str, console: Console) -> None:
-    e = catalog.entry(allocator_id)
+    e = versions.entry(allocator_id)
     b = catalog.find_build(allocator_id)
     console.print_json(json.dumps({"id": e.id, "sources": list(e.sources), "notes": e.notes,
                                    "build": {"path": str(b.path), **b.provenance} if b else None}))
 
 
 def path_command(allocator_id: str) -> str:
-    catalog.entry(allocator_id)
+    if catalog.find_build(allocator_id) is None:
+        versions.entry(allocator_id)
     b = catalog.find_build(allocator_id)
     if b is None:
         raise UserError(f"{allocator_id} is not built", f"run: alloclab allocators build {allocator_id}")
     catalog.check_integrity(b)
     return str(b.path)
+
+
+def versions_command(family: str, newer_than: str | None, refresh: bool, as_json: bool, console: Console) -> None:
+    """What the reachable registries publish for a family (and, with --newer-than, what is new)."""
+    with console.status(f"listing {family} versions") as status:
+        progress = lambda step: status.update(f"listing {family} versions: {step}")
+        found = (versions.newer_than(family, newer_than, refresh, progress) if newer_than
+                 else versions.available_versions(family, refresh, progress))
+    if as_json:
+        console.print_json(json.dumps([v.to_dict() for v in found]))
+        return
+    if newer_than and not found:
+        console.print(f"no {family} version newer than {newer_than} is published")
+        return
+    t = Table("id", "variants", "built", "published as", "in catalog")
+    for v in found:
+        built = [i for i in v.ids if catalog.find_build(i)]
+        more = len(v.published_as) - 3
+        t.add_row(v.id, " ".join(v.ids[1:]) or "-", ", ".join(built) or "no",
+                  "; ".join(v.published_as[:3]) + (f" (+{more} more)" if more > 0 else ""), "yes" if v.in_catalog else "")
+    console.print(t)
+    if newer_than:
+        console.print(f"{len(found)} {family} version(s) newer than {newer_than}; newest {found[-1].id}")

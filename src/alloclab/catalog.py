@@ -27,7 +27,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Callable
 
-from . import native, settings
+from . import hardening, native, settings
 from .allocators import check_preload_safe, normalise_version, probe, sha256_file
 from .errors import UserError
 
@@ -399,6 +399,7 @@ def _build_from(e: Entry, src: dict, progress: Progress) -> Build:
             "id": e.id, "family": e.family, "version": e.version, "variant": e.variant, "notes": e.notes,
             "source": origin, "recipe": recipe, "flags": flags, "compiler": _compiler() if recipe != "prebuilt" else None,
             "library": lib.name, "library_sha256": sha256_file(lib), "reported": reported,
+            "hardening": hardening.features(e.family, str(lib)),
             "built_at": time.time(), "build_seconds": round(time.time() - started, 1),
         }
         key = hashlib.sha256(json.dumps([origin.get("sha256"), recipe, flags, provenance["compiler"]],

@@ -146,6 +146,15 @@ def allocators_versions(family: str, newer_than: str | None, refresh: bool, as_j
     versions_command(family, newer_than, refresh, as_json, console)
 
 
+@allocators_group.command("package")
+@click.argument("allocator_id", metavar="ID")
+@click.option("-o", "--output", "out_dir", type=PathArg, default=Path("."), show_default=True, help="Directory for the .deb.")
+def allocators_package(allocator_id: str, out_dir: Path) -> None:
+    """Write a Debian package of ID's verified build (library under /usr/lib/alloclab/<id>/, provenance inside)."""
+    from .commands.allocators import package_command
+    package_command(allocator_id, out_dir, console)
+
+
 @allocators_group.command("path")
 @click.argument("allocator_id", metavar="ID")
 def allocators_path(allocator_id: str) -> None:

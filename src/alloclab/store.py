@@ -13,7 +13,7 @@ from typing import Any, Iterable
 
 from .errors import UserError
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 DB_NAME = "run.db"
 
 SCHEMA = """
@@ -21,7 +21,8 @@ CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT);
 CREATE TABLE IF NOT EXISTS groups(
     id INTEGER PRIMARY KEY, name TEXT UNIQUE NOT NULL, allocator TEXT NOT NULL, kind TEXT,
     library_path TEXT, library_sha256 TEXT, family TEXT, version TEXT,
-    env_json TEXT, command_json TEXT, is_baseline INTEGER DEFAULT 0, provenance_json TEXT);
+    env_json TEXT, command_json TEXT, is_baseline INTEGER DEFAULT 0, provenance_json TEXT,
+    hardening_json TEXT);
 CREATE TABLE IF NOT EXISTS replicas(
     id INTEGER PRIMARY KEY, group_id INTEGER NOT NULL REFERENCES groups(id), idx INTEGER,
     name TEXT UNIQUE NOT NULL, workdir TEXT, start_order INTEGER, started_at REAL, ended_at REAL,
@@ -63,6 +64,7 @@ MIGRATIONS = {
     2: ["ALTER TABLE samples ADD COLUMN lazyfree_kb INTEGER",
         "ALTER TABLE process_samples ADD COLUMN lazyfree_kb INTEGER"],
     3: ["ALTER TABLE replicas ADD COLUMN end_kind TEXT"],
+    4: ["ALTER TABLE groups ADD COLUMN hardening_json TEXT"],     # issue 13: alloclab.hardening
 }
 # How a run ends before its planned end (meta end_reason, event 'cut_short'); see docs/store.md.
 CUT_SHORT_REASONS = ("killed", "disk-full")

@@ -8,12 +8,12 @@ from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from .. import catalog, versions
+from .. import catalog, hardening, versions
 from ..errors import UserError
 
 
 def list_command(console: Console) -> None:
-    t = Table("id", "sources", "built", "reports itself as", "notes")
+    t = Table("id", "sources", "built", "reports itself as", "hardening", "notes")
     for e in catalog.entries().values():
         b = catalog.find_build(e.id)
         reported = ""
@@ -21,8 +21,8 @@ def list_command(console: Console) -> None:
             r = b.provenance["reported"]
             reported = f"{r['family']} {r['version'] or '(no version call)'}" + (f", secure {r['secure_level']}" if r.get("secure_level") else "")
         t.add_row(e.id, ", ".join(s["kind"] for s in e.sources), f"yes ({b.provenance['source']['kind']})" if b else "no",
-                  reported, e.notes)
-    t.add_row("glibc", "the system's", "yes", "", "")
+                  reported, hardening.summary(b.provenance.get("hardening")) if b else "", e.notes)
+    t.add_row("glibc", "the system's", "yes", "", hardening.summary(hardening.features(None, None)), "")
     console.print(t)
 
 
@@ -61,8 +61,10 @@ def verify_command(allocator_id: str, console: Console) -> None:
 def show_command(allocator_id: str, console: Console) -> None:
     e = versions.entry(allocator_id)
     b = catalog.find_build(allocator_id)
-    console.print_json(json.dumps({"id": e.id, "sources": list(e.sources), "notes": e.notes,
-                                   "build": {"path": str(b.path), **b.provenance} if b else None}))
+    build = {"path": str(b.path), **b.provenance} if b else None
+    if build and "hardening" not in build:      # built before hardening was recorded: measured now
+        build["hardening"] = hardening.features(e.family, str(b.path))
+    console.print_json(json.dumps({"id": e.id, "sources": list(e.sources), "notes": e.notes, "build": build}))
 
 
 def path_command(allocator_id: str) -> str:
@@ -96,3 +98,17 @@ def versions_command(family: str, newer_than: str | None, refresh: bool, as_json
     console.print(t)
     if newer_than:
         console.print(f"{len(found)} {family} version(s) newer than {newer_than}; newest {found[-1].id}")
+
+
+def package_command(allocator_id: str, out_dir, console: Console) -> None:
+    """A .deb of a verified build (built first if needed): the exact bytes, under a versioned path."""
+    from pathlib import Path
+    from .. import packaging
+    b = catalog.find_build(allocator_id)
+    if b is None:
+        with console.status(f"building {allocator_id}") as status:
+            b = versions.build(allocator_id, lambda step: status.update(f"building {allocator_id}: {step}"))
+    deb = packaging.build_deb(b, Path(out_dir))
+    console.print(f"{deb}\n  installs /{packaging.install_dir(allocator_id) / b.path.name} "
+                  f"(sha256 {b.provenance['library_sha256'][:16]}…); install: dpkg -i {deb.name}; "
+                  f"then preload it by path or by id (alloclab fleet deploy {allocator_id} ...)")

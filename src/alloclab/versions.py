@@ -73,6 +73,11 @@ class VersionInfo:
     secure_sources: tuple[dict, ...] = () # sources for the +secure variant (empty: none buildable)
     published_as: tuple[str, ...] = ()    # "crate libmimalloc-sys 0.1.39", "debian trixie libmimalloc3 3.0.1+ds-2.1"
     in_catalog: bool = False
+    not_usable: tuple[str, ...] = ()      # published but not usable here, and why (e.g. needs a newer glibc)
+
+    @property
+    def buildable(self) -> bool:
+        return bool(self.sources)
 
     @property
     def id(self) -> str:
@@ -80,10 +85,10 @@ class VersionInfo:
 
     @property
     def ids(self) -> list[str]:
-        return [self.id] + ([self.id + "+secure"] if self.secure_sources else [])
+        return ([self.id] if self.sources else []) + ([self.id + "+secure"] if self.secure_sources else [])
 
     def to_dict(self) -> dict:
-        return {**asdict(self), "id": self.id, "ids": self.ids}
+        return {**asdict(self), "id": self.id, "ids": self.ids, "buildable": self.buildable}
 
 
 # ---- cache of listings ------------------------------------------------------------------------------
@@ -260,23 +265,34 @@ def debian_upstream(version: str) -> str | None:
     return m.group(1) if m else None
 
 
-def _madison(suite: str, packages: list[str]) -> list[tuple[str, str, str]]:
-    """(package, version, 'Packages'|'Sources') lines of apt-cache madison in one suite."""
+def _madison(suite: str, packages: list[str]) -> list[tuple[str, str, str, str | None]]:
+    """(package, version, 'Packages'|'Sources', glibc the binary needs) in one suite."""
     env = {**os.environ, **catalog._apt_env(suite, _log())}
     proc = subprocess.run(["apt-cache", "madison", *packages], env=env, capture_output=True, text=True, timeout=120)
     out = []
     for line in proc.stdout.splitlines():
         parts = [p.strip() for p in line.split("|")]
         if len(parts) == 3:
-            out.append((parts[0], parts[1], "Sources" if parts[2].endswith("Sources") else "Packages"))
+            kind = "Sources" if parts[2].endswith("Sources") else "Packages"
+            needs = None
+            if kind == "Packages":
+                show = subprocess.run(["apt-cache", "show", f"{parts[0]}={parts[1]}"], env=env, capture_output=True,
+                                      text=True, timeout=60).stdout
+                m = re.search(r"^(?:Pre-)?Depends:.*\blibc6 \(>= ([\d.]+)\)", show, re.M)
+                needs = m.group(1) if m else None
+            out.append((parts[0], parts[1], kind, needs))
     return out
+
+
+def system_glibc() -> str:
+    return os.confstr("CS_GNU_LIBC_VERSION").split()[-1]
 
 
 def _debian_offers(family: str, refresh: bool) -> tuple[list, list]:
     binaries = dict(DEBIAN_BINARIES.get(family, ()))
     source = DEBIAN_SOURCES.get(family)
     if not binaries and not source:
-        return [], []
+        return [], [], []
     listing = _dir() / f"debian-{family}.json"
     if refresh or not _fresh(listing):
         rows = []
@@ -288,10 +304,13 @@ def _debian_offers(family: str, refresh: bool) -> tuple[list, list]:
                     f.write(f"apt-cache madison in {suite} failed: {exc}\n")
         listing.write_text(json.dumps(rows))
     rows = json.loads(listing.read_text())
-    plain, secure = [], []
-    for suite, package, version, kind in rows:
+    plain, secure, unusable = [], [], []
+    for suite, package, version, kind, needs in rows:
         up = debian_upstream(version)
         if not up:
+            continue
+        if kind == "Packages" and needs and version_key(needs) > version_key(system_glibc()):
+            unusable.append((up, f"debian {suite} {package} {version} needs glibc {needs} (this machine: {system_glibc()})"))
             continue
         if kind == "Packages" and package in binaries:
             plain.append((up, {"kind": "debian-binary", "suite": suite, "package": package, "version": version,
@@ -301,7 +320,7 @@ def _debian_offers(family: str, refresh: bool) -> tuple[list, list]:
                    "recipe": "mimalloc-unity"}
             plain.append((up, src, f"debian {suite} source {package} {version}"))
             secure.append((up, {**src, "secure": True}, f"debian {suite} source {package} {version}"))
-    return plain, secure
+    return plain, secure, unusable
 
 
 # ---- the listing --------------------------------------------------------------------------------------
@@ -334,7 +353,11 @@ def available_versions(family: str, refresh: bool = False, progress=lambda s: No
                     secure.setdefault(up, []).append(({**src, "secure": True}, where))
         except catalog.SourceFailed as exc:
             failures.append(str(exc))
-        dplain, dsecure = _debian_offers(family, refresh)
+        dplain, dsecure, dunusable = _debian_offers(family, refresh)
+        unusable: dict[str, list[str]] = {}
+        for up, why in dunusable:
+            unusable.setdefault(up, []).append(why)
+            plain.setdefault(up, [])
         for up, src, where in dplain:
             plain.setdefault(up, []).append((src, where))
         for up, src, where in dsecure:
@@ -355,7 +378,7 @@ def available_versions(family: str, refresh: bool = False, progress=lambda s: No
                 ssrcs = [(s, "catalog") for s in catalog.entries()[f"{family}@{up}+secure"].sources] + ssrcs
         published = tuple(dict.fromkeys(w for _, w in srcs + ssrcs if w != "catalog"))
         out.append(VersionInfo(family, up, tuple(_dedupe(s for s, _ in srcs)), tuple(_dedupe(s for s, _ in ssrcs)),
-                               published, in_cat))
+                               published, in_cat, tuple(unusable.get(up, ()))))
     if not out and failures:
         raise UserError(f"no {family} versions could be listed: {failures[0]}",
                         "check that cargo and apt can reach their registries (alloclab allocators versions --refresh)")
@@ -404,8 +427,9 @@ def entry(allocator_id: str, progress=lambda s: None) -> catalog.Entry:
         raise UserError(f"{allocator_id}: variant +{variant} exists only for catalog ids", "use +secure or no variant")
     sources = info.secure_sources if variant == "secure" else info.sources
     if not sources:
-        raise UserError(f"no reachable source can build {allocator_id}",
-                        f"available: {', '.join(info.ids)}")
+        why = f" ({'; '.join(info.not_usable)})" if info.not_usable else ""
+        raise UserError(f"no reachable source can build {allocator_id} on this machine{why}",
+                        f"buildable: {', '.join(info.ids)}" if info.ids else "choose another version (alloclab allocators versions)")
     e = catalog.Entry(allocator_id, family, version, variant, tuple(sources),
                       f"published version (from: {'; '.join(info.published_as[:3])})")
     catalog.register(e)

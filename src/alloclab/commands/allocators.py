@@ -93,8 +93,11 @@ def versions_command(family: str, newer_than: str | None, refresh: bool, as_json
     for v in found:
         built = [i for i in v.ids if catalog.find_build(i)]
         more = len(v.published_as) - 3
-        t.add_row(v.id, " ".join(v.ids[1:]) or "-", ", ".join(built) or "no",
-                  "; ".join(v.published_as[:3]) + (f" (+{more} more)" if more > 0 else ""), "yes" if v.in_catalog else "")
+        where = "; ".join(v.published_as[:3]) + (f" (+{more} more)" if more > 0 else "")
+        if not v.buildable:
+            where = "not usable here: " + "; ".join(v.not_usable or ("no buildable source",))
+        t.add_row(v.id, " ".join(i for i in v.ids if i != v.id) or "-", ", ".join(built) or "no", where,
+                  "yes" if v.in_catalog else "")
     console.print(t)
     if newer_than:
         console.print(f"{len(found)} {family} version(s) newer than {newer_than}; newest {found[-1].id}")

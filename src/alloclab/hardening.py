@@ -31,15 +31,24 @@ FIRST_MESSAGE = re.compile(r"^(free\(\)|double free|munmap_chunk|realloc\(\)|mal
                            r"src/tcmalloc|Attempt to free invalid pointer|corrupted|tcache)", re.I)
 
 
-def _run(mode: str, library: str | None, env: dict[str, str]) -> subprocess.CompletedProcess:
+TIMEOUT = 10     # seconds; a corrupted free list can loop forever
+
+
+def _run(mode: str, library: str | None, env: dict[str, str]) -> subprocess.CompletedProcess | None:
+    """The probe's process, or None when it did not finish in time (killed: nothing outlives us)."""
     run_env = {**settings.environment_without_preload(), **env}
     if library:
         run_env["LD_PRELOAD"] = library
-    return subprocess.run([str(native.program("hardening_probe")), mode], env=run_env, capture_output=True,
-                          text=True, timeout=30)
+    try:
+        return subprocess.run([str(native.program("hardening_probe")), mode], env=run_env, capture_output=True,
+                              text=True, timeout=TIMEOUT)
+    except subprocess.TimeoutExpired:
+        return None
 
 
-def _outcome(proc: subprocess.CompletedProcess) -> tuple[str, str | None]:
+def _outcome(proc: subprocess.CompletedProcess | None) -> tuple[str, str | None]:
+    if proc is None:
+        return "hangs", f"no exit within {TIMEOUT} s"
     said = next((ln.strip() for ln in proc.stderr.splitlines() if FIRST_MESSAGE.search(ln.strip())), None)
     if proc.returncode == -signal.SIGABRT or proc.returncode == 128 + signal.SIGABRT:
         return "aborts", said
@@ -69,11 +78,11 @@ def features(family: str | None, library: str | None, env: dict[str, str] | None
             out[f"{key}_message"] = message[:200]
     if fam == "mimalloc":
         verbose = _run("info", library, {**owned, "MIMALLOC_VERBOSE": "1"})
-        m = re.search(r"secure level: (\d+)", verbose.stderr)
+        m = re.search(r"secure level: (\d+)", verbose.stderr if verbose else "")
         out["mimalloc_secure_level"] = int(m.group(1)) if m else None
     elif fam == "jemalloc":
         info = _run("info", library, owned)
-        line = next((ln for ln in info.stdout.splitlines() if ln.startswith("{")), "{}")
+        line = next((ln for ln in (info.stdout if info else "").splitlines() if ln.startswith("{")), "{}")
         out.update({k: v for k, v in json.loads(line).items() if k.startswith("jemalloc_")})
     effective = tunables.glibc_effective(owned) if fam == "glibc" else {}
     for name in ("glibc.malloc.check", "glibc.malloc.perturb", "glibc.mem.tagging"):

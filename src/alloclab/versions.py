@@ -17,6 +17,8 @@ never changes and is cached for good.
 
 API for other modules (bisect, sweep):
     available_versions(family) -> list[VersionInfo]   ascending by version
+    between(family, low, high) -> list[VersionInfo]   buildable versions low..high, both included
+    newer_than(family, version) -> list[VersionInfo]  released after a pinned version
     entry(allocator_id) -> catalog.Entry               catalog id or any published one; UserError otherwise
     library_for(allocator_id, progress) -> Path        built and verified on demand (cached)
 """
@@ -400,6 +402,16 @@ def newer_than(family: str, pinned: str, refresh: bool = False, progress=lambda 
     if not VERSION_RE.match(pinned):
         raise UserError(f"--newer-than {pinned!r} is not a version", "write it as digits and dots, e.g. 2.1.7")
     return [v for v in available_versions(family, refresh, progress) if version_key(v.version) > version_key(pinned)]
+
+
+def between(family: str, low: str, high: str, refresh: bool = False, progress=lambda s: None) -> list[VersionInfo]:
+    """Buildable versions from low to high, both included, ascending (a bisect's axis)."""
+    for v in (low, high):
+        if not VERSION_RE.match(v):
+            raise UserError(f"{v!r} is not a version", "write it as digits and dots, e.g. 2.1.7")
+    lo, hi = sorted((version_key(low), version_key(high)))
+    return [v for v in available_versions(family, refresh, progress)
+            if lo <= version_key(v.version) <= hi and v.buildable]
 
 
 # ---- ids -----------------------------------------------------------------------------------------------

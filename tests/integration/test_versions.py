@@ -75,6 +75,8 @@ def test_newer_than_lists_releases_since_a_pin():
     newer = [v.version for v in versions.newer_than("mimalloc", "3.5.0")]
     assert "3.5.0" not in newer and {"3.5.1", "3.6.0"} <= set(newer)
     assert all(versions.version_key(v) > (3, 5, 0) for v in newer)
+    axis = [v.version for v in versions.between("mimalloc", "3.0.1", "2.1.7")]
+    assert axis[0] == "2.1.7" and axis[-1] == "3.0.1" and "2.1.9" in axis and axis == sorted(axis, key=versions.version_key)
     proc = run_cli("allocators", "versions", "mimalloc", "--newer-than", "3.5.0")
     assert proc.returncode == 0 and "mimalloc@3.6.0" in proc.stdout and "mimalloc@3.3.2" not in proc.stdout
     proc = run_cli("allocators", "versions", "jemalloc", "--json")

@@ -29,6 +29,7 @@ import glob
 import json
 import os
 import re
+import shutil
 import subprocess
 import tempfile
 import time
@@ -130,7 +131,7 @@ def crate_versions(crate: str, refresh: bool = False) -> list[dict]:
     index cache, refreshed through `cargo info` (cargo's own registry access) when stale."""
     stamp = _dir() / f"index-{crate}.stamp"
     if refresh or not _fresh(stamp) or _index_cache_file(crate) is None:
-        if subprocess.run(["which", "cargo"], capture_output=True).returncode != 0:
+        if shutil.which("cargo") is None:
             raise catalog.SourceFailed("cargo is not installed (needed to list crate versions)")
         with tempfile.TemporaryDirectory() as tmp:   # outside any project, so cargo asks the registry
             proc = subprocess.run(["cargo", "info", "--quiet", crate], cwd=tmp, capture_output=True, text=True,

@@ -27,7 +27,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Callable
 
-from . import native, settings
+from . import hardening, native, settings
 from .allocators import check_preload_safe, normalise_version, probe, sha256_file
 from .errors import UserError
 
@@ -57,6 +57,15 @@ def entries() -> dict[str, Entry]:
     return out
 
 
+# Entries made at run time from what registries publish (alloclab.versions), beside the pinned ones.
+_registered: dict[str, Entry] = {}
+
+
+def register(e: Entry) -> None:
+    """Make a published (non-catalog) id known to build/verify/find_build for this process."""
+    _registered[e.id] = e
+
+
 def families() -> set[str]:
     return {e.family for e in entries().values()} | {"glibc"}
 
@@ -65,6 +74,8 @@ def entry(allocator_id: str) -> Entry:
     known = entries()
     if allocator_id in known:
         return known[allocator_id]
+    if allocator_id in _registered:
+        return _registered[allocator_id]
     m = ID_RE.match(allocator_id)
     if not m:
         raise UserError(f"{allocator_id!r} is not a catalog id",
@@ -204,8 +215,9 @@ def fetch_debian_source(src: dict, work: Path, log: Path) -> tuple[Path, dict]:
                            "package_version": src["version"], "files": files, "sha256": sha256_file(dsc)}
 
 
-def fetch_crate(src: dict, work: Path, log: Path) -> tuple[Path, dict]:
-    """Fetch one crate through cargo the ordinary way: a throw-away project pinned to =VERSION."""
+def fetch_crate(src: dict, work: Path, log: Path, copy: bool = True) -> tuple[Path, dict]:
+    """Fetch one crate through cargo the ordinary way: a throw-away project pinned to =VERSION.
+    copy=False returns cargo's own unpacked sources (read-only use) instead of a copy in work."""
     if shutil.which("cargo") is None:
         raise SourceFailed("cargo is not installed (needed for crate sources)")
     proj = work / "fetch"
@@ -225,7 +237,10 @@ def fetch_crate(src: dict, work: Path, log: Path) -> tuple[Path, dict]:
     if crate_file and sha256_file(Path(crate_file[0])) != pkg["checksum"]:
         raise SourceFailed(f"{src['crate']} {pkg['version']}: .crate does not match the registry checksum")
     tree = work / "tree"
-    shutil.copytree(matches[0], tree)
+    if copy:
+        shutil.copytree(matches[0], tree)
+    else:
+        tree = Path(matches[0])
     return tree, {"kind": "crate", "crate": src["crate"], "crate_version": pkg["version"], "sha256": pkg["checksum"]}
 
 
@@ -376,11 +391,15 @@ def _build_from(e: Entry, src: dict, progress: Progress) -> Build:
         progress(f"building ({recipe})")
         lib, flags = RECIPES[recipe](tree, src, out, log)
         progress("verifying")
-        reported = verify_library(e, lib)
+        try:
+            reported = verify_library(e, lib)
+        except UserError as exc:      # e.g. a newer suite's binary needing a newer glibc: try the next source
+            raise SourceFailed(exc.problem) from None
         provenance = {
             "id": e.id, "family": e.family, "version": e.version, "variant": e.variant, "notes": e.notes,
             "source": origin, "recipe": recipe, "flags": flags, "compiler": _compiler() if recipe != "prebuilt" else None,
             "library": lib.name, "library_sha256": sha256_file(lib), "reported": reported,
+            "hardening": hardening.features(e.family, str(lib)),
             "built_at": time.time(), "build_seconds": round(time.time() - started, 1),
         }
         key = hashlib.sha256(json.dumps([origin.get("sha256"), recipe, flags, provenance["compiler"]],

@@ -186,6 +186,26 @@ def allocators_show(allocator_id: str) -> None:
     show_command(allocator_id, console)
 
 
+@allocators_group.command("versions")
+@click.argument("family")
+@click.option("--newer-than", metavar="VERSION", help="Only versions released after this one (e.g. your pinned version).")
+@click.option("--refresh", is_flag=True, help="Ask the registries again now (listings are otherwise reused for a day).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def allocators_versions(family: str, newer_than: str | None, refresh: bool, as_json: bool) -> None:
+    """Every version of FAMILY the reachable registries publish (crates, Debian), each buildable as FAMILY@VERSION."""
+    from .commands.allocators import versions_command
+    versions_command(family, newer_than, refresh, as_json, console)
+
+
+@allocators_group.command("package")
+@click.argument("allocator_id", metavar="ID")
+@click.option("-o", "--output", "out_dir", type=PathArg, default=Path("."), show_default=True, help="Directory for the .deb.")
+def allocators_package(allocator_id: str, out_dir: Path) -> None:
+    """Write a Debian package of ID's verified build (library under /usr/lib/alloclab/<id>/, provenance inside)."""
+    from .commands.allocators import package_command
+    package_command(allocator_id, out_dir, console)
+
+
 @allocators_group.command("path")
 @click.argument("allocator_id", metavar="ID")
 def allocators_path(allocator_id: str) -> None:

@@ -83,6 +83,7 @@ def prepare(exp: Experiment) -> Preparation:
     for g in exp.groups:
         if specs[g.name].kind != "bundled":
             tunables.validate(g.env, specs[g.name].family, specs[g.name].path, g.name)
+            tunables.validate_values(g.env, specs[g.name].family, specs[g.name].path, g.name)
         commands[g.name] = command_template(exp, g)
     check_load_command(exp)
     return Preparation(specs, commands)

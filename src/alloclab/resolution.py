@@ -12,7 +12,7 @@ import os
 import sys
 from pathlib import Path
 
-from . import catalog
+from . import catalog, hardening, packaging, versions
 from .allocators import AllocatorSpec, check_preload_safe, normalise_version, probe, sha256_file
 from .errors import UserError
 
@@ -25,9 +25,11 @@ def resolve(request: str, base_dir: Path = Path("."), env: dict[str, str] | None
         info = probe(None)
         return AllocatorSpec(kind="glibc", request=request, family="glibc", version=info.get("glibc"))
     if "/" not in request and "@" in request:
-        # provisioning: builds on demand, returns the verified cached library
-        path = catalog.library_for(request, lambda step: print(f"alloclab: provisioning {request}: {step}",
-                                                               file=sys.stderr, flush=True))
+        # a host with the id's package installed (alloclab allocators package) uses those exact bytes;
+        # otherwise provisioning builds on demand and returns the verified cached library
+        installed = packaging.installed_library(request) if catalog.find_build(request) is None else None
+        path = installed[0] if installed else versions.library_for(
+            request, lambda step: print(f"alloclab: provisioning {request}: {step}", file=sys.stderr, flush=True))
     else:
         path = (base_dir / request) if not os.path.isabs(request) else Path(request)
     given, path = path, Path(os.path.realpath(path))
@@ -49,8 +51,19 @@ def resolve(request: str, base_dir: Path = Path("."), env: dict[str, str] | None
 
 
 def provenance(spec: AllocatorSpec) -> str | None:
-    """The catalog's provenance record of a catalog id (JSON), stored with the run."""
+    """The catalog's provenance record of a catalog or published id (JSON), stored with the run."""
     if spec.kind != "preload" or "@" not in spec.request or "/" in spec.request:
         return None
     build = catalog.find_build(spec.request)
-    return json.dumps(build.provenance, sort_keys=True) if build else None
+    if build:
+        return json.dumps(build.provenance, sort_keys=True)
+    installed = packaging.installed_library(spec.request)
+    return json.dumps({**installed[1], "installed_at": str(installed[0])}, sort_keys=True) if installed else None
+
+
+def hardening_json(spec: AllocatorSpec, env: dict[str, str] | None = None) -> str | None:
+    """The group's heap hardening under its own environment (alloclab.hardening), stored with the
+    run; None for "bundled", whose allocator LD_PRELOAD does not choose."""
+    if spec.kind == "bundled":
+        return None
+    return json.dumps(hardening.features(spec.family, spec.path, env), sort_keys=True)

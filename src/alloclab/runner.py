@@ -187,7 +187,8 @@ class Runner:
                 "groups", name=g.name, allocator=g.allocator, kind=spec.kind, library_path=spec.path,
                 library_sha256=spec.sha256, family=spec.family, version=spec.version,
                 env_json=json.dumps(g.env), command_json=json.dumps(list(self.templates[g.name])),
-                is_baseline=int(g.name == exp.baseline), provenance_json=resolution.provenance(spec))
+                is_baseline=int(g.name == exp.baseline), provenance_json=resolution.provenance(spec),
+                hardening_json=resolution.hardening_json(spec, g.env))
         notes = []
         use_cgroups = settings.cgroups_enabled()
         for n, (gname, idx) in enumerate(order):

@@ -47,3 +47,11 @@ def environment_without_preload() -> dict[str, str]:
     """alloclab's own environment minus LD_PRELOAD: what every process it starts inherits, before
     the group's allocator (if any) is preloaded on purpose."""
     return {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+
+
+PACKAGE_ROOT = "ALLOCLAB_PACKAGE_ROOT"   # where installed allocator packages are looked for (issue 13)
+
+
+def package_root() -> Path:
+    """The file-system root under which `alloclab allocators package` .debs are installed ("/")."""
+    return Path(os.environ.get(PACKAGE_ROOT) or "/")

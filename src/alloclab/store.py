@@ -7,13 +7,14 @@ reads is described in docs/store.md.
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 from pathlib import Path
 from typing import Any, Iterable
 
 from .errors import UserError
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 DB_NAME = "run.db"
 
 SCHEMA = """
@@ -21,7 +22,8 @@ CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT);
 CREATE TABLE IF NOT EXISTS groups(
     id INTEGER PRIMARY KEY, name TEXT UNIQUE NOT NULL, allocator TEXT NOT NULL, kind TEXT,
     library_path TEXT, library_sha256 TEXT, family TEXT, version TEXT,
-    env_json TEXT, command_json TEXT, is_baseline INTEGER DEFAULT 0, provenance_json TEXT);
+    env_json TEXT, command_json TEXT, is_baseline INTEGER DEFAULT 0, provenance_json TEXT,
+    hardening_json TEXT);
 CREATE TABLE IF NOT EXISTS replicas(
     id INTEGER PRIMARY KEY, group_id INTEGER NOT NULL REFERENCES groups(id), idx INTEGER,
     name TEXT UNIQUE NOT NULL, workdir TEXT, start_order INTEGER, started_at REAL, ended_at REAL,
@@ -76,9 +78,17 @@ MIGRATIONS = {
     3: ["ALTER TABLE replicas ADD COLUMN end_kind TEXT"],
     4: ["ALTER TABLE replicas ADD COLUMN host TEXT"],       # fleet and Prometheus imports: the machine
     5: [],          # alloc_stats: a new table, made by SCHEMA on open
+    6: ["ALTER TABLE groups ADD COLUMN hardening_json TEXT"],     # alloclab.hardening (docs/allocators.md)
 }
 # How a run ends before its planned end (meta end_reason, event 'cut_short'); see docs/store.md.
 CUT_SHORT_REASONS = ("killed", "disk-full")
+
+
+def _column_present(conn: sqlite3.Connection, stmt: str) -> bool:
+    """An `ALTER TABLE t ADD COLUMN c` whose column is already there (a store written by a build
+    that numbered its migrations differently) is skipped, not an error."""
+    m = re.match(r"ALTER TABLE (\w+) ADD COLUMN (\w+)", stmt)
+    return bool(m) and m.group(2) in {r[1] for r in conn.execute(f"PRAGMA table_info({m.group(1)})")}
 
 
 def resolve_run(arg: str | Path) -> Path:
@@ -123,7 +133,8 @@ class Store:
         if int(version[0]) < SCHEMA_VERSION:
             for v in range(int(version[0]) + 1, SCHEMA_VERSION + 1):
                 for stmt in MIGRATIONS.get(v, []):
-                    conn.execute(stmt)
+                    if not _column_present(conn, stmt):
+                        conn.execute(stmt)
             conn.executescript(SCHEMA)
             conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
         return cls(conn, db)

@@ -107,3 +107,123 @@ def validate(env: dict[str, str], family: str | None, library: str | None, group
                                     "known: " + ", ".join(t for t in GLIBC_TUNABLES if t.startswith("glibc.malloc.")))
         elif key not in GLIBC_ENV:
             raise UserError(f"group {group!r}: {key} is not a glibc malloc variable", "known: " + ", ".join(GLIBC_ENV))
+
+
+# ---- values: asked of the allocator itself ------------------------------------------------------------
+# Names are checked above; values only the allocator can judge. A probe process runs under the
+# group's allocator with the group's allocator settings, and what the allocator says about them is
+# the verdict: jemalloc prints "<jemalloc>: Invalid conf value: ..." for MALLOC_CONF, mimalloc
+# "mimalloc: warning: environment option ... has an invalid value." (shown with
+# MIMALLOC_SHOW_ERRORS=1), and glibc, which ignores a malformed or out-of-range tunable silently,
+# is asked through its loader (`ld.so --list-tunables` under the same environment) which value it
+# took: a tunable whose effective value is not the one asked for was ignored.
+
+JEMALLOC_COMPLAINT = re.compile(r"^<jemalloc>: (Invalid conf|Malformed conf|Conf string ends)")
+MIMALLOC_COMPLAINT = re.compile(r"^mimalloc: (warning|error): environment option .*(invalid|unknown)", re.I)
+TUNABLE_LINE = re.compile(r"^(glibc\.[\w.]+): (\S+) \(min: (\S+), max: (\S+)\)")
+# The environment aliases glibc maps onto its tunables (elf/dl-tunables.list).
+GLIBC_ALIASES = {"MALLOC_ARENA_MAX": "glibc.malloc.arena_max", "MALLOC_ARENA_TEST": "glibc.malloc.arena_test",
+                 "MALLOC_CHECK_": "glibc.malloc.check", "MALLOC_MMAP_MAX_": "glibc.malloc.mmap_max",
+                 "MALLOC_MMAP_THRESHOLD_": "glibc.malloc.mmap_threshold", "MALLOC_PERTURB_": "glibc.malloc.perturb",
+                 "MALLOC_TOP_PAD_": "glibc.malloc.top_pad", "MALLOC_TRIM_THRESHOLD_": "glibc.malloc.trim_threshold"}
+
+
+def _owned(env: dict[str, str]) -> dict[str, str]:
+    """The group's variables that belong to an allocator (the program's own are left out)."""
+    return {k: v for k, v in env.items() if any(rx.match(k) for rx, _ in FAMILY_OF_KEY)}
+
+
+def loader_path() -> str | None:
+    """The dynamic loader this machine's programs use (PT_INTERP of a system program)."""
+    import struct
+    for exe in ("/bin/sh", "/usr/bin/env"):
+        try:
+            data = Path(exe).read_bytes()
+        except OSError:
+            continue
+        if data[:4] != b"\x7fELF" or data[4] != 2:
+            continue
+        phoff, = struct.unpack_from("<Q", data, 0x20)
+        phentsize, phnum = struct.unpack_from("<HH", data, 0x36)
+        for i in range(phnum):
+            p_type, _flags, off, _va, _pa, filesz = struct.unpack_from("<IIQQQQ", data, phoff + i * phentsize)
+            if p_type == 3:      # PT_INTERP
+                return data[off:off + filesz].rstrip(b"\0").decode()
+    return None
+
+
+def _int(text: str) -> int | None:
+    try:
+        return int(text, 0)
+    except ValueError:
+        return None
+
+
+def glibc_effective(env: dict[str, str]) -> dict[str, tuple[str, str, str]]:
+    """{tunable: (effective value, min, max)} as glibc's loader reads this environment."""
+    import subprocess
+    from . import settings
+    ld = loader_path()
+    if not ld:
+        return {}
+    run_env = {**settings.environment_without_preload(), **env}
+    proc = subprocess.run([ld, "--list-tunables"], env=run_env, capture_output=True, text=True, timeout=30)
+    if proc.returncode != 0:
+        return {}           # a glibc before 2.33 has no --list-tunables: values are not checked
+    return {m[1]: (m[2], m[3], m[4]) for m in map(TUNABLE_LINE.match, proc.stdout.splitlines()) if m}
+
+
+def _glibc_requested(env: dict[str, str]) -> list[tuple[str, str, str]]:
+    """(as written, tunable, requested value) for GLIBC_TUNABLES items and the MALLOC_* aliases."""
+    out = []
+    for item in filter(None, env.get("GLIBC_TUNABLES", "").split(":")):
+        name, _, value = item.partition("=")
+        out.append((f"GLIBC_TUNABLES {item}", name, value))
+    for key, tunable in GLIBC_ALIASES.items():
+        if key in env:
+            out.append((f"{key}={env[key]}", tunable, env[key]))
+    return out
+
+
+def _glibc_problems(env: dict[str, str]) -> list[str]:
+    requested = _glibc_requested(env)
+    if not requested:
+        return []
+    effective = glibc_effective(env)
+    problems = []
+    for written, tunable, value in requested:
+        if tunable not in effective:
+            continue          # not a tunable this glibc lists (the name check above already ran)
+        got, lo, hi = effective[tunable]
+        want = _int(value)
+        if want is None or want != _int(got):
+            problems.append(f"glibc ignored {written}: its loader reports {tunable}: {got} (min: {lo}, max: {hi})")
+    return problems
+
+
+def allocator_complaints(env: dict[str, str], family: str | None, library: str | None) -> list[str]:
+    """What the allocator itself says about the group's settings (empty: it took them all)."""
+    import subprocess
+    from . import native, settings
+    owned = _owned(env)
+    if not owned:
+        return []
+    fam = family or "glibc"
+    problems = _glibc_problems(owned)
+    if fam in ("jemalloc", "mimalloc") and library:
+        run_env = {**settings.environment_without_preload(), **owned, "LD_PRELOAD": library}
+        if fam == "mimalloc":
+            run_env.setdefault("MIMALLOC_SHOW_ERRORS", "1")
+        proc = subprocess.run([str(native.program("probe"))], env=run_env, capture_output=True, text=True, timeout=30)
+        pattern = JEMALLOC_COMPLAINT if fam == "jemalloc" else MIMALLOC_COMPLAINT
+        problems += [ln.strip() for ln in proc.stderr.splitlines() if pattern.match(ln.strip())]
+    return problems
+
+
+def validate_values(env: dict[str, str], family: str | None, library: str | None, group: str) -> None:
+    """Raise UserError when the group's allocator rejects one of its settings, in its own words."""
+    problems = allocator_complaints(env, family, library)
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise UserError(f"group {group!r}: the allocator rejects a setting: {problems[0]}{more}",
+                        "fix the value (see the allocator's documentation of that option) or remove it")

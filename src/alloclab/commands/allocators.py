@@ -8,12 +8,12 @@ from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from .. import catalog
+from .. import catalog, hardening, versions
 from ..errors import UserError
 
 
 def list_command(console: Console) -> None:
-    t = Table("id", "sources", "built", "reports itself as", "notes")
+    t = Table("id", "sources", "built", "reports itself as", "hardening", "notes")
     for e in catalog.entries().values():
         b = catalog.find_build(e.id)
         reported = ""
@@ -21,14 +21,14 @@ def list_command(console: Console) -> None:
             r = b.provenance["reported"]
             reported = f"{r['family']} {r['version'] or '(no version call)'}" + (f", secure {r['secure_level']}" if r.get("secure_level") else "")
         t.add_row(e.id, ", ".join(s["kind"] for s in e.sources), f"yes ({b.provenance['source']['kind']})" if b else "no",
-                  reported, e.notes)
-    t.add_row("glibc", "the system's", "yes", "", "")
+                  reported, hardening.summary(b.provenance.get("hardening")) if b else "", e.notes)
+    t.add_row("glibc", "the system's", "yes", "", hardening.summary(hardening.features(None, None)), "")
     console.print(t)
 
 
 def build_command(ids: list[str], force: bool, jobs: int, console: Console) -> None:
     for i in ids:
-        catalog.entry(i)                      # unknown ids fail before anything starts
+        versions.entry(i)                     # unknown ids fail before anything starts
     failures: list[str] = []
     with Progress(SpinnerColumn(), TextColumn("{task.fields[id]:<24}"), TextColumn("{task.description}"),
                   TimeElapsedColumn(), console=console) as progress:
@@ -36,7 +36,7 @@ def build_command(ids: list[str], force: bool, jobs: int, console: Console) -> N
 
         def one(i: str) -> None:
             try:
-                b = catalog.build(i, lambda step: progress.update(tasks[i], description=step), force=force)
+                b = versions.build(i, lambda step: progress.update(tasks[i], description=step), force=force)
                 r = b.provenance["reported"]
                 progress.update(tasks[i], completed=1,
                                 description=f"[green]ok[/green] {r['family']} {r['version'] or ''} → {b.path}")
@@ -51,6 +51,7 @@ def build_command(ids: list[str], force: bool, jobs: int, console: Console) -> N
 
 
 def verify_command(allocator_id: str, console: Console) -> None:
+    versions.entry(allocator_id)
     r = catalog.verify(allocator_id)
     secure = f", secure level {r['secure_level']}" if r.get("secure_level") is not None else ""
     console.print(f"{allocator_id}: verified — malloc resolves to {r['malloc_resolves_to']}, "
@@ -58,16 +59,60 @@ def verify_command(allocator_id: str, console: Console) -> None:
 
 
 def show_command(allocator_id: str, console: Console) -> None:
-    e = catalog.entry(allocator_id)
+    e = versions.entry(allocator_id)
     b = catalog.find_build(allocator_id)
-    console.print_json(json.dumps({"id": e.id, "sources": list(e.sources), "notes": e.notes,
-                                   "build": {"path": str(b.path), **b.provenance} if b else None}))
+    build = {"path": str(b.path), **b.provenance} if b else None
+    if build and "hardening" not in build:      # built before hardening was recorded: measured now
+        build["hardening"] = hardening.features(e.family, str(b.path))
+    console.print_json(json.dumps({"id": e.id, "sources": list(e.sources), "notes": e.notes, "build": build}))
 
 
 def path_command(allocator_id: str) -> str:
-    catalog.entry(allocator_id)
+    if catalog.find_build(allocator_id) is None:
+        versions.entry(allocator_id)
     b = catalog.find_build(allocator_id)
     if b is None:
         raise UserError(f"{allocator_id} is not built", f"run: alloclab allocators build {allocator_id}")
     catalog.check_integrity(b)
     return str(b.path)
+
+
+def versions_command(family: str, newer_than: str | None, refresh: bool, as_json: bool, console: Console) -> None:
+    """What the reachable registries publish for a family (and, with --newer-than, what is new)."""
+    with console.status(f"listing {family} versions") as status:
+        progress = lambda step: status.update(f"listing {family} versions: {step}")
+        found = (versions.newer_than(family, newer_than, refresh, progress) if newer_than
+                 else versions.available_versions(family, refresh, progress))
+    if as_json:
+        console.print_json(json.dumps([v.to_dict() for v in found]))
+        return
+    if newer_than and not found:
+        console.print(f"no {family} version newer than {newer_than} is published")
+        return
+    t = Table("id", "variants", "built", "published as", "in catalog")
+    for v in found:
+        built = [i for i in v.ids if catalog.find_build(i)]
+        more = len(v.published_as) - 3
+        where = "; ".join(v.published_as[:3]) + (f" (+{more} more)" if more > 0 else "")
+        if not v.buildable:
+            where = "not usable here: " + "; ".join(v.not_usable or ("no buildable source",))
+        t.add_row(v.id, " ".join(i for i in v.ids if i != v.id) or "-", ", ".join(built) or "no", where,
+                  "yes" if v.in_catalog else "")
+    console.print(t)
+    if newer_than:
+        console.print(f"{len(found)} {family} version(s) newer than {newer_than}; newest {found[-1].id}")
+
+
+def package_command(allocator_id: str, out_dir, console: Console) -> None:
+    """A .deb of a verified build (built first if needed): the exact bytes, under a versioned path."""
+    from pathlib import Path
+    from .. import packaging, preflight
+    preflight.check_output(Path(out_dir))          # a directory (or nothing yet), not a file
+    b = catalog.find_build(allocator_id)
+    if b is None:
+        with console.status(f"building {allocator_id}") as status:
+            b = versions.build(allocator_id, lambda step: status.update(f"building {allocator_id}: {step}"))
+    deb = packaging.build_deb(b, Path(out_dir))
+    console.print(f"{deb}\n  installs /{packaging.install_dir(allocator_id) / b.path.name} "
+                  f"(sha256 {b.provenance['library_sha256'][:16]}…); install: dpkg -i {deb.name}; "
+                  f"then preload it by path or by id (alloclab fleet deploy {allocator_id} ...)")

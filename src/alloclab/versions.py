@@ -1,0 +1,461 @@
+"""Every allocator version the reachable registries publish, as buildable catalog entries.
+
+The catalog (data/catalog.toml) pins a few ids; this module adds every other version a registry
+publishes: the crates that bundle an allocator's C sources (libmimalloc-sys, libmimalloc-sys2,
+tikv-jemalloc-sys, jemalloc-sys, snmalloc-sys, rpmalloc-sys) and Debian's binary and source
+packages in the suites the catalog already uses. Each package version is mapped to the upstream
+allocator version it bundles (mimalloc: MI_MALLOC_VERSION in the bundled mimalloc.h; jemalloc:
+the crate's build metadata or the bundled VERSION file; Debian: the upstream part of the package
+version), and the build of an id proves that mapping: `catalog.verify_library` refuses a library
+whose own version call answers anything else.
+
+Registries are reached only through their ordinary clients: cargo (`cargo info` refreshes the
+crate's entry in cargo's own index cache, which is then read; `cargo fetch` downloads sources) and
+apt (`apt-cache madison` over the private APT configuration the catalog already uses). Listings
+are cached for a day under <cache>/allocators/versions/; what a published crate version bundles
+never changes and is cached for good.
+
+API for other modules (bisect, sweep):
+    available_versions(family) -> list[VersionInfo]   ascending by version
+    between(family, low, high) -> list[VersionInfo]   buildable versions low..high, both included
+    newer_than(family, version) -> list[VersionInfo]  released after a pinned version
+    entry(allocator_id) -> catalog.Entry               catalog id or any published one; UserError otherwise
+    library_for(allocator_id, progress) -> Path        built and verified on demand (cached)
+"""
+from __future__ import annotations
+
+import fcntl
+import glob
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from . import catalog, settings
+from .errors import UserError
+
+LISTING_MAX_AGE = 86400          # a registry listing is refreshed at most once a day
+
+# Crates that ship an allocator's C sources, per family.
+CRATES = {
+    "mimalloc": ("libmimalloc-sys", "libmimalloc-sys2"),
+    "jemalloc": ("tikv-jemalloc-sys", "jemalloc-sys"),
+    "snmalloc": ("snmalloc-sys",),
+    "rpmalloc": ("rpmalloc-sys",),
+}
+# Debian binary packages per family: (package, the library inside it).
+DEBIAN_BINARIES = {
+    "mimalloc": (("libmimalloc2.0", "libmimalloc.so.2*"), ("libmimalloc3", "libmimalloc.so.3*")),
+    "jemalloc": (("libjemalloc2", "libjemalloc.so.2"),),
+    "tcmalloc": (("libtcmalloc-minimal4", "libtcmalloc_minimal.so.4*"),
+                 ("libtcmalloc-minimal4t64", "libtcmalloc_minimal.so.4*")),
+}
+# Debian source packages that alloclab can build itself (for the +secure variant).
+DEBIAN_SOURCES = {"mimalloc": "mimalloc"}
+SECURE_FAMILIES = {"mimalloc"}          # families with a hardened build of their own (MI_SECURE)
+FAMILIES = sorted(set(CRATES) | set(DEBIAN_BINARIES) | {"glibc"})
+
+VERSION_RE = re.compile(r"^\d+(?:\.\d+)*$")
+
+
+def version_key(version: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in re.findall(r"\d+", version))
+
+
+@dataclass(frozen=True)
+class VersionInfo:
+    """One upstream version of a family that can be had, and from where."""
+    family: str
+    version: str                          # the upstream allocator version the packages bundle
+    sources: tuple[dict, ...]             # catalog-style sources, preferred first
+    secure_sources: tuple[dict, ...] = () # sources for the +secure variant (empty: none buildable)
+    published_as: tuple[str, ...] = ()    # "crate libmimalloc-sys 0.1.39", "debian trixie libmimalloc3 3.0.1+ds-2.1"
+    in_catalog: bool = False
+    not_usable: tuple[str, ...] = ()      # published but not usable here, and why (e.g. needs a newer glibc)
+
+    @property
+    def buildable(self) -> bool:
+        return bool(self.sources)
+
+    @property
+    def id(self) -> str:
+        return f"{self.family}@{self.version}"
+
+    @property
+    def ids(self) -> list[str]:
+        return ([self.id] if self.sources else []) + ([self.id + "+secure"] if self.secure_sources else [])
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "id": self.id, "ids": self.ids, "buildable": self.buildable}
+
+
+# ---- cache of listings ------------------------------------------------------------------------------
+
+def _dir() -> Path:
+    d = catalog.cache_dir() / "versions"
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def _log() -> Path:
+    return _dir() / "registry.log"
+
+
+def _fresh(path: Path, max_age: float = LISTING_MAX_AGE) -> bool:
+    return path.exists() and time.time() - path.stat().st_mtime < max_age
+
+
+# ---- crates: cargo's own index cache ------------------------------------------------------------------
+
+def _index_prefix(name: str) -> str:
+    n = name.lower()
+    if len(n) <= 2:
+        return str(len(n))
+    if len(n) == 3:
+        return f"3/{n[0]}"
+    return f"{n[:2]}/{n[2:4]}"
+
+
+def _index_cache_file(crate: str) -> Path | None:
+    hits = glob.glob(str(settings.cargo_home() / "registry" / "index" / "*" / ".cache" / _index_prefix(crate) / crate.lower()))
+    return Path(max(hits, key=os.path.getmtime)) if hits else None
+
+
+def crate_versions(crate: str, refresh: bool = False) -> list[dict]:
+    """Every published version of a crate: [{"vers", "yanked", "cksum", "links"}], from cargo's
+    index cache, refreshed through `cargo info` (cargo's own registry access) when stale."""
+    stamp = _dir() / f"index-{crate}.stamp"
+    if refresh or not _fresh(stamp) or _index_cache_file(crate) is None:
+        if shutil.which("cargo") is None:
+            raise catalog.SourceFailed("cargo is not installed (needed to list crate versions)")
+        with tempfile.TemporaryDirectory() as tmp:   # outside any project, so cargo asks the registry
+            proc = subprocess.run(["cargo", "info", "--quiet", crate], cwd=tmp, capture_output=True, text=True,
+                                  timeout=300)
+        with open(_log(), "a") as f:
+            f.write(f"$ cargo info {crate}\n{proc.stdout}{proc.stderr}")
+        if proc.returncode != 0:
+            if _index_cache_file(crate) is None:
+                last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+                raise catalog.SourceFailed(f"cargo info {crate} failed: {last}")
+        else:
+            stamp.touch()
+    path = _index_cache_file(crate)
+    if path is None:
+        raise catalog.SourceFailed(f"cargo did not record an index entry for {crate}")
+    out = []
+    # cargo's index cache: a small header, then NUL-separated (version, JSON line) pairs
+    for part in path.read_bytes().split(b"\0"):
+        if part.startswith(b"{"):
+            try:
+                v = json.loads(part)
+            except ValueError:
+                continue
+            out.append({"vers": v["vers"], "yanked": bool(v.get("yanked")), "cksum": v.get("cksum"),
+                        "links": v.get("links")})
+    return out
+
+
+def crate_source_dir(crate: str, version: str) -> Path:
+    """The unpacked sources of one crate version, fetched with cargo (checksum checked by cargo)."""
+    hits = glob.glob(str(settings.cargo_home() / "registry" / "src" / "*" / f"{crate}-{version}"))
+    if hits:
+        return Path(hits[0])
+    with tempfile.TemporaryDirectory() as tmp:
+        tree, _ = catalog.fetch_crate({"crate": crate, "version": version}, Path(tmp), _log(), copy=False)
+    return tree
+
+
+def _bundled(crate: str, version: str) -> list[dict]:
+    """What one crate version bundles: [{"version", "subdir", ...recipe fields}], cached for good
+    (a published crate version never changes)."""
+    cache_file = _dir() / f"crate-{crate}.json"
+    known = json.loads(cache_file.read_text()) if cache_file.exists() else {}
+    if version in known:
+        return known[version]
+    found = _scan_crate(crate, version)
+    known = json.loads(cache_file.read_text()) if cache_file.exists() else {}
+    known[version] = found
+    tmp = cache_file.with_suffix(".tmp")
+    tmp.write_text(json.dumps(known, indent=1, sort_keys=True))
+    os.replace(tmp, cache_file)
+    return found
+
+
+MI_VERSION_RE = re.compile(rb"#define\s+MI_MALLOC_VERSION\s+(\d+)")
+
+
+def _scan_crate(crate: str, version: str) -> list[dict]:
+    from .allocators import normalise_version
+    meta = version.split("+", 1)[1] if "+" in version else ""
+    if crate in CRATES["jemalloc"]:
+        # the crate's build script passes its build metadata to configure as --with-version
+        m = re.match(r"^(\d+\.\d+\.\d+)-0-g[0-9a-f]+$", meta) or re.match(r"^(\d+\.\d+\.\d+)$", meta)
+        if meta and not m:
+            return []               # "5.3.0-patched", "5.3.0-1-g...": not an upstream release
+        if m:
+            vs = meta if "-g" in meta else f"{meta}-0-g0000000000000000000000000000000000000000"
+            return [{"version": m.group(1), "subdir": "jemalloc", "configure_dir": "configure",
+                     "version_string": vs, "recipe": "jemalloc-configure"}]
+        tree = crate_source_dir(crate, version)
+        for vf in ("configure/VERSION", "jemalloc/VERSION"):
+            if (tree / vf).exists():
+                mv = re.match(r"^(\d+\.\d+\.\d+)-0-g", (tree / vf).read_text().strip())
+                if mv and (tree / "jemalloc").is_dir():
+                    return [{"version": mv.group(1), "subdir": "jemalloc", "configure_dir": "configure",
+                             "recipe": "jemalloc-configure"}]
+        return []
+    if crate in CRATES["mimalloc"]:
+        tree = crate_source_dir(crate, version)
+        out = []
+        for header in sorted(tree.rglob("include/mimalloc.h")):
+            base = header.parent.parent
+            m = MI_VERSION_RE.search(header.read_bytes())
+            if m and (base / "src" / "static.c").exists():
+                out.append({"version": normalise_version("mimalloc", m.group(1).decode()),
+                            "subdir": str(base.relative_to(tree)), "recipe": "mimalloc-unity"})
+        return out
+    if crate == "snmalloc-sys":
+        tree = crate_source_dir(crate, version)
+        if (tree / "upstream" / "CMakeLists.txt").exists():
+            return [{"version": version.split("+")[0], "subdir": "upstream", "recipe": "snmalloc-cmake"}]
+        return []
+    if crate == "rpmalloc-sys":
+        if VERSION_RE.match(meta):
+            return [{"version": meta, "subdir": "rpmalloc", "recipe": "rpmalloc-gcc"}]
+        return []
+    return []
+
+
+def _crate_offers(family: str, refresh: bool, progress) -> list[tuple[str, dict, str]]:
+    """(upstream version, catalog source, where published) for every crate version of a family."""
+    offers = []
+    for crate in CRATES.get(family, ()):
+        listed = [v for v in crate_versions(crate, refresh) if not v["yanked"]]
+        if family == "snmalloc":      # older snmalloc-sys crates predate the bundled CMake shim
+            listed = [v for v in listed if version_key(v["vers"]) >= (0, 3)]
+        for n, v in enumerate(listed, 1):
+            cache_file = _dir() / f"crate-{crate}.json"
+            if not (cache_file.exists() and v["vers"] in json.loads(cache_file.read_text())):
+                progress(f"reading {crate} {v['vers']} ({n}/{len(listed)})")
+            try:
+                bundled = _bundled(crate, v["vers"])
+            except catalog.SourceFailed:
+                continue
+            for b in bundled:
+                src = {"kind": "crate", "crate": crate, "version": v["vers"],
+                       **{k: val for k, val in b.items() if k != "version"}}
+                offers.append((b["version"], src, f"crate {crate} {v['vers']}"))
+    return offers
+
+
+# ---- Debian: apt-cache madison over the catalog's private APT configuration -----------------------
+
+def debian_suites() -> list[str]:
+    """The Debian suites the catalog already draws from (its data decides, not this code)."""
+    return sorted({s["suite"] for e in catalog.entries().values() for s in e.sources if "suite" in s})
+
+
+def debian_upstream(version: str) -> str | None:
+    """2.0.9+ds-2 -> 2.0.9; 1:5.3.0-1 -> 5.3.0; 3.6.1+ds-1~bpo13+1 -> 3.6.1."""
+    v = version.split(":", 1)[-1]
+    v = v.rsplit("-", 1)[0] if "-" in v else v
+    m = re.match(r"^(\d+(?:\.\d+)*)", v)
+    return m.group(1) if m else None
+
+
+def _madison(suite: str, packages: list[str]) -> list[tuple[str, str, str, str | None]]:
+    """(package, version, 'Packages'|'Sources', glibc the binary needs) in one suite."""
+    env = {**os.environ, **catalog._apt_env(suite, _log())}
+    proc = subprocess.run(["apt-cache", "madison", *packages], env=env, capture_output=True, text=True, timeout=120)
+    out = []
+    for line in proc.stdout.splitlines():
+        parts = [p.strip() for p in line.split("|")]
+        if len(parts) == 3:
+            kind = "Sources" if parts[2].endswith("Sources") else "Packages"
+            needs = None
+            if kind == "Packages":
+                show = subprocess.run(["apt-cache", "show", f"{parts[0]}={parts[1]}"], env=env, capture_output=True,
+                                      text=True, timeout=60).stdout
+                m = re.search(r"^(?:Pre-)?Depends:.*\blibc6 \(>= ([\d.]+)\)", show, re.M)
+                needs = m.group(1) if m else None
+            out.append((parts[0], parts[1], kind, needs))
+    return out
+
+
+def system_glibc() -> str:
+    return os.confstr("CS_GNU_LIBC_VERSION").split()[-1]
+
+
+def _debian_offers(family: str, refresh: bool) -> tuple[list, list]:
+    binaries = dict(DEBIAN_BINARIES.get(family, ()))
+    source = DEBIAN_SOURCES.get(family)
+    if not binaries and not source:
+        return [], [], []
+    listing = _dir() / f"debian-{family}.json"
+    if refresh or not _fresh(listing):
+        rows = []
+        for suite in debian_suites():
+            try:
+                rows += [(suite, *r) for r in _madison(suite, sorted(binaries) + ([source] if source else []))]
+            except (catalog.SourceFailed, UserError, subprocess.SubprocessError) as exc:
+                with open(_log(), "a") as f:
+                    f.write(f"apt-cache madison in {suite} failed: {exc}\n")
+        listing.write_text(json.dumps(rows))
+    rows = json.loads(listing.read_text())
+    plain, secure, unusable = [], [], []
+    for suite, package, version, kind, needs in rows:
+        up = debian_upstream(version)
+        if not up:
+            continue
+        if kind == "Packages" and needs and version_key(needs) > version_key(system_glibc()):
+            unusable.append((up, f"debian {suite} {package} {version} needs glibc {needs} (this machine: {system_glibc()})"))
+            continue
+        if kind == "Packages" and package in binaries:
+            plain.append((up, {"kind": "debian-binary", "suite": suite, "package": package, "version": version,
+                               "library": binaries[package]}, f"debian {suite} {package} {version}"))
+        elif kind == "Sources" and package == source:
+            src = {"kind": "debian-source", "suite": suite, "package": package, "version": version,
+                   "recipe": "mimalloc-unity"}
+            plain.append((up, src, f"debian {suite} source {package} {version}"))
+            secure.append((up, {**src, "secure": True}, f"debian {suite} source {package} {version}"))
+    return plain, secure, unusable
+
+
+# ---- the listing --------------------------------------------------------------------------------------
+
+def _source_rank(src: dict) -> tuple:
+    """Preferred first: the distribution's own binary, then crates (newest first), then Debian sources."""
+    order = {"debian-binary": 0, "crate": 1, "pypi-wheel": 2, "debian-source": 3}
+    return (order.get(src["kind"], 9), tuple(-x for x in version_key(src.get("version", "0"))))
+
+
+def available_versions(family: str, refresh: bool = False, progress=lambda s: None) -> list[VersionInfo]:
+    """Every upstream version of `family` the reachable registries publish (plus the catalog's),
+    ascending. Raises UserError for an unknown family."""
+    if family not in FAMILIES:
+        raise UserError(f"unknown allocator family {family!r}", f"use one of: {', '.join(FAMILIES)}")
+    if family == "glibc":
+        from .allocators import probe
+        v = probe(None).get("glibc")
+        return [VersionInfo("glibc", v, (), (), ("the system's C library",), True)] if v else []
+    lock_path = _dir() / f".{family}.lock"
+    with open(lock_path, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        plain: dict[str, list] = {}
+        secure: dict[str, list] = {}
+        failures = []
+        try:
+            for up, src, where in _crate_offers(family, refresh, progress):
+                plain.setdefault(up, []).append((src, where))
+                if family in SECURE_FAMILIES:
+                    secure.setdefault(up, []).append(({**src, "secure": True}, where))
+        except catalog.SourceFailed as exc:
+            failures.append(str(exc))
+        dplain, dsecure, dunusable = _debian_offers(family, refresh)
+        unusable: dict[str, list[str]] = {}
+        for up, why in dunusable:
+            unusable.setdefault(up, []).append(why)
+            plain.setdefault(up, [])
+        for up, src, where in dplain:
+            plain.setdefault(up, []).append((src, where))
+        for up, src, where in dsecure:
+            secure.setdefault(up, []).append((src, where))
+    catalog_ids = {e.id: e for e in catalog.entries().values() if e.family == family}
+    for e in catalog_ids.values():
+        plain.setdefault(e.version, [])
+    out = []
+    for up in sorted(plain, key=version_key):
+        if not VERSION_RE.match(up):
+            continue
+        srcs = sorted(plain[up], key=lambda x: _source_rank(x[0]))
+        ssrcs = sorted(secure.get(up, []), key=lambda x: _source_rank(x[0]))
+        in_cat = f"{family}@{up}" in catalog_ids
+        if in_cat:       # the catalog's pinned sources come first
+            srcs = [(s, "catalog") for s in catalog_ids[f"{family}@{up}"].sources] + srcs
+            if f"{family}@{up}+secure" in catalog.entries():
+                ssrcs = [(s, "catalog") for s in catalog.entries()[f"{family}@{up}+secure"].sources] + ssrcs
+        published = tuple(dict.fromkeys(w for _, w in srcs + ssrcs if w != "catalog"))
+        out.append(VersionInfo(family, up, tuple(_dedupe(s for s, _ in srcs)), tuple(_dedupe(s for s, _ in ssrcs)),
+                               published, in_cat, tuple(unusable.get(up, ()))))
+    if not out and failures:
+        raise UserError(f"no {family} versions could be listed: {failures[0]}",
+                        "check that cargo and apt can reach their registries (alloclab allocators versions --refresh)")
+    return out
+
+
+def _dedupe(sources) -> list[dict]:
+    seen, out = set(), []
+    for s in sources:
+        key = json.dumps(s, sort_keys=True)
+        if key not in seen:
+            seen.add(key)
+            out.append(s)
+    return out
+
+
+def newer_than(family: str, pinned: str, refresh: bool = False, progress=lambda s: None) -> list[VersionInfo]:
+    """Versions published after a pinned one (the operators' "monitor releases for fixes")."""
+    if not VERSION_RE.match(pinned):
+        raise UserError(f"--newer-than {pinned!r} is not a version", "write it as digits and dots, e.g. 2.1.7")
+    return [v for v in available_versions(family, refresh, progress) if version_key(v.version) > version_key(pinned)]
+
+
+def between(family: str, low: str, high: str, refresh: bool = False, progress=lambda s: None) -> list[VersionInfo]:
+    """Buildable versions from low to high, both included, ascending (a bisect's axis)."""
+    for v in (low, high):
+        if not VERSION_RE.match(v):
+            raise UserError(f"{v!r} is not a version", "write it as digits and dots, e.g. 2.1.7")
+    lo, hi = sorted((version_key(low), version_key(high)))
+    return [v for v in available_versions(family, refresh, progress)
+            if lo <= version_key(v.version) <= hi and v.buildable]
+
+
+# ---- ids -----------------------------------------------------------------------------------------------
+
+def entry(allocator_id: str, progress=lambda s: None) -> catalog.Entry:
+    """The catalog entry of any id: pinned in the catalog, or made from what registries publish
+    (then registered with the catalog so builds, verification and provenance treat it alike)."""
+    try:
+        return catalog.entry(allocator_id)
+    except UserError as not_pinned:
+        m = catalog.ID_RE.match(allocator_id)
+        if not m or m["family"] not in CRATES and m["family"] not in DEBIAN_BINARIES:
+            raise not_pinned
+    family, version, variant = m["family"], m["version"], m["variant"]
+    infos = available_versions(family, progress=progress)
+    info = next((v for v in infos if v.version == version), None)
+    if info is None:
+        infos = available_versions(family, refresh=True, progress=progress)   # released since the last listing?
+        info = next((v for v in infos if v.version == version), None)
+    if info is None:
+        near = ", ".join(v.version for v in infos[-12:])
+        raise UserError(f"{allocator_id} is not in the catalog and no reachable registry publishes {family} {version}",
+                        f"published {family} versions (newest): {near} (alloclab allocators versions {family})")
+    if variant not in (None, "secure"):
+        raise UserError(f"{allocator_id}: variant +{variant} exists only for catalog ids", "use +secure or no variant")
+    sources = info.secure_sources if variant == "secure" else info.sources
+    if not sources:
+        why = f" ({'; '.join(info.not_usable)})" if info.not_usable else ""
+        raise UserError(f"no reachable source can build {allocator_id} on this machine{why}",
+                        f"buildable: {', '.join(info.ids)}" if info.ids else "choose another version (alloclab allocators versions)")
+    e = catalog.Entry(allocator_id, family, version, variant, tuple(sources),
+                      f"published version (from: {'; '.join(info.published_as[:3])})")
+    catalog.register(e)
+    return e
+
+
+def library_for(allocator_id: str, progress=lambda s: None) -> Path:
+    """The verified library of any catalog or published id, built on demand (cached)."""
+    if not allocator_id.startswith("glibc@") and catalog.find_build(allocator_id) is None:
+        entry(allocator_id, progress)      # a cached build needs no registry
+    return catalog.library_for(allocator_id, progress)
+
+
+def build(allocator_id: str, progress=lambda s: None, force: bool = False) -> catalog.Build:
+    entry(allocator_id, progress)
+    return catalog.build(allocator_id, progress, force=force)

@@ -60,6 +60,20 @@ class Progress:
         self.live.update(Panel(RichGroup(head, table), title="alloclab run"), refresh=True)
 
 
+class _SetupProgress:
+    """A scenario's set-up steps (tor network: keys, consensus wait), one line when the step
+    changes and every 10 s while it lasts."""
+
+    def __init__(self, console: Console):
+        self.console, self.last_step, self.last_t = console, "", 0.0
+
+    def __call__(self, text: str) -> None:
+        step = text.split(":")[0]
+        if step != self.last_step or time.monotonic() - self.last_t >= 10:
+            self.console.print(f"[cyan]setup[/cyan] {text}", highlight=False)
+            self.last_step, self.last_t = step, time.monotonic()
+
+
 class SignificanceStop:
     """--until-significant: a group-sequential test (stats.SequentialTest, Bonferroni alpha
     spending over looks at doublings of the elapsed time from `first_look`), so stopping early
@@ -133,9 +147,13 @@ def run_command(experiment: Path, output: Path | None, until_significant: bool, 
     err = Console(stderr=True)
     if runner.cgroup_note:
         err.print(f"[yellow]note[/yellow] {runner.cgroup_note}")
+    runner.on_setup = _SetupProgress(err)
     with Progress(err, exp, planned) as progress:
         runner.on_tick = progress.tick
         result = runner.run()
+    if runner.network_failed:
+        raise UserError(f"the tor test network did not form ({runner.network_failed}); kept in {result.run_dir}/tor-network",
+                        "read the authorities' notice.log there; on a slow machine raise [scenario] consensus_timeout")
     if result.cut_short == "disk-full":
         # one line, no report: writing it would need the space that ran out
         err.print(f"alloclab: error: the disk holding {result.run_dir} is full: sampling stopped, replicas stopped, "

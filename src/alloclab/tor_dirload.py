@@ -15,12 +15,14 @@ import argparse
 import hashlib
 import ipaddress
 import json
+import lzma
 import os
 import random
 import signal
 import socket
 import sys
 import time
+import zlib
 
 LOOPBACK = ipaddress.ip_network("127.0.0.0/8")
 MAX_RESPONSE = 64 << 20        # a consensus of this test network is kilobytes; 64 MiB bounds a broken reply
@@ -101,9 +103,21 @@ def consensus_digests(text: bytes) -> list[str]:
     return out
 
 
+def decoded(body: bytes, encoding: str) -> bytes | None:
+    """The start of a reply in any compression the standard library reads (zstd it does not: None)."""
+    try:
+        if encoding in ("deflate", "gzip"):
+            return zlib.decompressobj(47).decompress(body, 4096)      # 47: zlib or gzip header
+        if encoding == "x-tor-lzma":
+            return lzma.LZMADecompressor().decompress(body, 4096)
+    except (zlib.error, lzma.LZMAError):
+        return b""
+    return body if encoding == "identity" else None
+
+
 class Counts:
     def __init__(self) -> None:
-        self.requests = self.served = self.bytes = self.errors = self.diffs = 0
+        self.requests = self.served = self.bytes = self.errors = self.diffs = self.diffs_unread = 0
         self.by_kind: dict[str, int] = {}
         self.by_encoding: dict[str, int] = {}
         self.started = time.time()
@@ -121,7 +135,7 @@ class Counts:
 
     def as_dict(self) -> dict:
         return {"requests": self.requests, "served": self.served, "bytes": self.bytes, "errors": self.errors,
-                "diffs_served": self.diffs, "by_kind": self.by_kind, "by_encoding": self.by_encoding,
+                "diffs_served": self.diffs, "diff_replies_zstd_unread": self.diffs_unread, "by_kind": self.by_kind, "by_encoding": self.by_encoding,
                 "seconds": round(time.time() - self.started, 1)}
 
     def write(self, path: str) -> None:
@@ -182,8 +196,12 @@ def run(host: str, port: int, out: str, max_requests: int, duration: float, rate
             time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
             continue
         counts.add(kind, status, hdrs, body)
-        if status == 200 and body.startswith(b"network-status-diff-version"):
-            counts.diffs += 1
+        if status == 200 and kind.endswith("-diff"):
+            text = decoded(body, hdrs.get("content-encoding", "identity"))
+            if text is None:
+                counts.diffs_unread += 1
+            elif text.startswith(b"network-status-diff-version"):
+                counts.diffs += 1
         if status == 200 and kind == flavour and not headers and body.startswith(b"network-status-version"):
             last_plain[flavour] = body
             for d in consensus_digests(body):

@@ -147,6 +147,10 @@ class LoopbackNamespace:
             ifr = fcntl.ioctl(s, SIOCGIFFLAGS, struct.pack("16sH14x", b"lo", 0))
             flags = struct.unpack("16sH14x", ifr)[1]
             fcntl.ioctl(s, SIOCSIFFLAGS, struct.pack("16sH14x", b"lo", flags | IFF_UP))
+        if interfaces() != ["lo"]:          # a fresh namespace has only lo; anything else is not ours to use
+            self.leave()
+            raise UserError(f"the new network namespace holds {', '.join(interfaces())}, not only loopback",
+                            "report this: alloclab runs the tor network on loopback only")
 
     def leave(self) -> None:
         if self.original is not None:

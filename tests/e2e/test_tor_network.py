@@ -142,3 +142,18 @@ allocator = "glibc"
         if p.poll() is None:
             p.kill()
             p.wait()
+
+
+def test_refused_clearly_without_a_network_namespace(tmp_path):
+    """Without CAP_SYS_ADMIN (dropped from the bounding set, so even root lacks it) no namespace
+    can be made: `check` and `run` refuse in one line, and nothing is created."""
+    if not shutil.which("setpriv") or os.geteuid() != 0:
+        pytest.skip("needs root and setpriv to drop CAP_SYS_ADMIN")
+    (tmp_path / "tor.toml").write_text('[scenario]\nname = "tor-network"\n[[group]]\nname = "a"\nallocator = "glibc"\n')
+    for verb in (["check"], ["run", "-o", str(tmp_path / "run")]):
+        out = subprocess.run(["setpriv", "--bounding-set=-sys_admin", sys.executable, "-m", "alloclab", *verb,
+                              str(tmp_path / "tor.toml")], capture_output=True, text=True, timeout=60,
+                             env={**os.environ})
+        assert out.returncode == 2 and "refused one (Operation not permitted)" in out.stderr, out.stderr
+        assert len(out.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "run").exists()

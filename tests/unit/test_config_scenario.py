@@ -79,3 +79,12 @@ def test_cli_refuses_with_one_line_and_exit_2(tmp_path):
     out = run_cli("check", str(f))
     assert out.returncode == 2 and "Traceback" not in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1 and "newline or control character" in out.stderr
+
+
+def test_a_group_can_run_another_tor_build():
+    from alloclab import tornet
+    e = exp(group='command = ["/opt/tor-0.4.9/tor"]')
+    assert tornet.relay_command(e, e.groups[0])[:3] == ("/opt/tor-0.4.9/tor", "-f", "{workdir}/torrc")
+    assert tornet.tor_program(e, e.groups[0]) == "/opt/tor-0.4.9/tor"
+    load = tornet.load_command(e)
+    assert load[load.index("--host") + 1] == "127.0.0.1" and load[load.index("--port") + 1] == "{port}"

@@ -159,6 +159,9 @@ def write_report(run: str | Path, out_dir: Path | None = None, metric: str | Non
              "below 0.05); groups sharing a letter are not shown different. " + (a.metric_note or ""), "",
            _md_table(TABLE_HEADERS, [table_cells(r) for r in rows]), ""]
     md += _published_section(a) + _age_section(a) + _segments_section(a)
+    if meta.get("tor_network"):
+        from .tornet import report_lines
+        md += report_lines(meta, store.replicas())
     extra = [[r["group"], _f(r["idle_released_share"], ".0%"), _f(r["release_events"], ".0f"),
               _f(r["frag_overhead_mb"]), _f(r["ops_per_s"], ",.0f"), _f(r["cpu_us_per_op"], ".3f"),
               _f(r["cliffs_delta"], "+.2f")] for r in rows]

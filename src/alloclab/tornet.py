@@ -311,3 +311,36 @@ class TorNetwork:
                 continue
             tails += [f"{a.nick}: {ln}" for ln in text[-lines:]]
         return "\n".join(tails)
+
+
+# ---- the report's section ----------------------------------------------------------------------------
+
+def report_lines(meta: dict[str, str], replicas: list[dict]) -> list[str]:
+    """report.md's "Tor test network" section: the network's milestones and the directory load each
+    group's relays served (from the run's meta `tor_network`)."""
+    info = json.loads(meta["tor_network"])
+    load = info.get("load", {})
+    started = float(meta.get("started_at") or 0)
+    md = ["## Tor test network", "",
+          f"Private test network on loopback ({meta.get('network_namespace', 'namespace not recorded')}); "
+          f"{info.get('relays_listed', 0)} relays listed in the authorities' last consensus"
+          + (f"; every relay held a consensus {info['relays_ready_at'] - started:.0f} s after the start"
+             if info.get("relays_ready_at") and started else "; not every relay fetched a consensus") + ". "
+          "Directory requests per relay (median over the group's relays); the network (keys, torrcs, logs) is in "
+          f"`{NETWORK_DIR}/` and each relay's data directory in `replicas/NAME/work/data`.", ""]
+    by_group: dict[str, list[dict]] = {}
+    for r in replicas:
+        by_group.setdefault(r["group"], []).append(load.get(r["name"]) or {})
+    med = lambda xs: sorted(xs)[len(xs) // 2] if xs else 0  # noqa: E731
+    md += ["| group | relays | requests | served (200) | consensus diffs | MB served | by compression |",
+           "|---|---|---|---|---|---|---|"]
+    for g, counts in by_group.items():
+        enc: dict[str, int] = {}
+        for c in counts:
+            for k, v in (c.get("by_encoding") or {}).items():
+                enc[k] = enc.get(k, 0) + v
+        md.append(f"| {g} | {len(counts)} | {med([c.get('requests', 0) for c in counts])} | "
+                  f"{med([c.get('served', 0) for c in counts])} | {med([c.get('diffs_served', 0) for c in counts])} | "
+                  f"{med([c.get('bytes', 0) for c in counts]) / 1e6:.1f} | "
+                  + ", ".join(f"{k} {v}" for k, v in sorted(enc.items())) + " |")
+    return md + [""]

@@ -58,6 +58,7 @@ class Replica(Tracked):
     root: tuple[int, int] | None = None          # the started process's (pid, start ticks)
     root_exit: int | None = None                 # its exit code, or -signal (read without reaping it)
     root_exit_t: float | None = None
+    cgroup_lost: bool = False                    # its processes were moved out of its cgroup (by someone else)
 
     @property
     def stats_path(self) -> Path:
@@ -341,16 +342,28 @@ class Runner:
     def _sample(self, now: float, phase: str, procs: dict[int, sampler.ProcStat] | None) -> None:
         adopted = self._adopted_roots() if procs is not None else {}
         for r in self.replicas:
-            if r.cgroup:
-                pids, expected = r.cgroup.procs(), None
+            pids = r.cgroup.procs() if r.cgroup and not r.cgroup_lost else []
+            if r.cgroup and not pids and r.root_exit is None and r.popen is not None and not r.cgroup_lost \
+                    and _exit_status(r.popen.pid) is None:
+                # its root lives but the cgroup is empty: something moved the processes out (e.g. a
+                # service manager re-homing init.scope); follow the process tree from now on
+                r.cgroup_lost = True
+                self.store.event(now, "cgroup_lost", f"{r.name}: its processes left its cgroup {r.cgroup.path} while "
+                                 "running; sampled by process tree from now on (cgroup figures left empty)", r.id, r.group.name)
+            if r.cgroup and not r.cgroup_lost:
+                expected = None
             else:
+                if procs is None:
+                    procs = sampler.all_processes()
+                    adopted = self._adopted_roots()
                 roots = {r.root} | set(r.processes) | adopted.get(r.name, set())
                 pids = sampler.tree(roots, procs or {})
                 expected = {pid: procs[pid].start_ticks for pid in pids}
             readings = sampler.sample_processes(pids, self.budget, expected)
             if not readings and not r.alive:
                 continue
-            self.recorder.observe(r, readings, now, phase, r.cgroup, workloads.read_stats(r.stats_path))
+            self.recorder.observe(r, readings, now, phase, None if r.cgroup_lost else r.cgroup,
+                                  workloads.read_stats(r.stats_path))
             self._register(r.processes)
         self.recorder.flush(now)
 

@@ -285,6 +285,8 @@ class Runner:
         if not self.load_template:
             return
         for r in self.replicas:
+            if self.network is not None and not self.network.has_load(r):
+                continue            # a DirCache 0 relay: no DirPort, nothing to fetch from it
             if r.alive:
                 argv = substitute(self.load_template,
                                   self.exp.placeholder_values(r.group.name, r.idx, r.port, r.workdir))

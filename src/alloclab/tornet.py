@@ -63,6 +63,13 @@ def load_command(exp: Experiment) -> tuple[str, ...]:
             "--duration", f"{duration:g}", "--seed", "{seed}")
 
 
+def serves_directory(torrc: tuple[str, ...]) -> bool:
+    """Whether relays with these options are directory caches (the last DirCache line wins, as in
+    tor): a DirCache 0 relay gets no DirPort (tor refuses one without the cache) and no directory load."""
+    last = [line.split()[1:2] for line in torrc if line.split()[0].lower() == "dircache"]
+    return not last or last[-1] != ["0"]
+
+
 def tor_gencert(tor: str) -> str:
     """tor-gencert: beside the tor binary, else on PATH."""
     beside = Path(tor).with_name("tor-gencert")
@@ -102,7 +109,8 @@ def check(exp: Experiment, resolve: Callable[[str], str]) -> None:
             torrc = Path(tmp) / "torrc"
             torrc.write_text("".join(line + "\n" for line in (
                 "TestingTorNetwork 1", f"DataDirectory {tmp}/data", "SocksPort 0", "ORPort 127.0.0.1:5000",
-                "ContactInfo alloclab@test.invalid", "ExitRelay 0",
+                "ContactInfo alloclab@test.invalid", "ExitRelay 0", "DirCache 1",
+                *(["DirPort 127.0.0.1:5003"] if serves_directory(lines) else []),
                 f"DirAuthority check orport=5001 no-v2 v3ident={'A' * 40} 127.0.0.1:5002 {'B' * 40}", *lines)))
             try:
                 out = subprocess.run([tor, "--verify-config", "-f", str(torrc), "--defaults-torrc", "/dev/null"],
@@ -226,14 +234,16 @@ class TorNetwork:
         for a in self.authorities:
             (a.datadir / "torrc").write_text(self._torrc(a.nick, a.datadir, a.or_port, a.dir_port, authority=True))
         for r in replicas:
+            extra = self.sc.torrc + r.group.torrc
             (r.workdir / "torrc").write_text(self._torrc(nickname(r.name), r.workdir / "data", r.port + OR_PORT_OFFSET,
-                                                         r.port, extra=self.sc.torrc + r.group.torrc))
+                                                         r.port if serves_directory(extra) else None, extra=extra))
         self.relays = list(replicas)
         (self.dir / "network.json").write_text(json.dumps({
             "tor": self.tor, "voting_interval_s": self.sc.voting_interval,
             "authorities": [{"nick": a.nick, "dir_port": a.dir_port, "or_port": a.or_port, "v3ident": a.v3ident,
                              "fingerprint": a.fingerprint} for a in self.authorities],
-            "relays": [{"replica": r.name, "nick": nickname(r.name), "dir_port": r.port,
+            "relays": [{"replica": r.name, "nick": nickname(r.name),
+                        "dir_port": r.port if serves_directory(self.sc.torrc + r.group.torrc) else None,
                         "or_port": r.port + OR_PORT_OFFSET, "torrc": str(r.workdir / "torrc")} for r in replicas]},
             indent=1))
 
@@ -243,14 +253,15 @@ class TorNetwork:
         words = out.split()
         return "".join(words[1:]) if words and words[0] == nick else "".join(words[-10:])
 
-    def _torrc(self, nick: str, datadir: Path, or_port: int, dir_port: int, authority: bool = False,
+    def _torrc(self, nick: str, datadir: Path, or_port: int, dir_port: int | None, authority: bool = False,
                extra: tuple[str, ...] = ()) -> str:
         v = int(self.sc.voting_interval)
         delay = max(2, v // 5)
         lines = ["# written by alloclab (tor-network scenario)", "TestingTorNetwork 1", f"Nickname {nick}",
                  f"DataDirectory {datadir}", f"PidFile {datadir}/pid", f"Log notice file {datadir}/notice.log",
                  "RunAsDaemon 0", "SafeLogging 0", "ShutdownWaitLength 0", "Address 127.0.0.1", "SocksPort 0",
-                 f"ORPort 127.0.0.1:{or_port}", f"DirPort 127.0.0.1:{dir_port}", "DirCache 1",
+                 f"ORPort 127.0.0.1:{or_port}",
+                 *([f"DirPort 127.0.0.1:{dir_port}", "DirCache 1"] if dir_port is not None else []),
                  "ExitRelay 0", "ExitPolicy reject *:*", "AssumeReachable 1", "ContactInfo alloclab@test.invalid",
                  "PublishServerDescriptor 1", "DownloadExtraInfo 1", "FetchUselessDescriptors 1",
                  "V3AuthNIntervalsValid 3",
@@ -262,6 +273,9 @@ class TorNetwork:
                       f"V3AuthVoteDelay {delay}", f"V3AuthDistDelay {delay}", "TestingV3AuthVotingStartOffset 0"]
         lines += ["# the experiment's own options (scenario, then group): later lines win", *extra]
         return "".join(line + "\n" for line in lines)
+
+    def has_load(self, replica) -> bool:
+        return serves_directory(self.sc.torrc + replica.group.torrc)
 
     def authority_commands(self) -> list[tuple[str, list[str], Path]]:
         return [(a.nick, [self.tor, "-f", str(a.datadir / "torrc"), "--defaults-torrc", "/dev/null"], a.datadir)
@@ -335,6 +349,9 @@ def report_lines(meta: dict[str, str], replicas: list[dict]) -> list[str]:
     md += ["| group | relays | requests | served (200) | consensus diffs | MB served | by compression |",
            "|---|---|---|---|---|---|---|"]
     for g, counts in by_group.items():
+        if not any(counts):
+            md.append(f"| {g} | {len(counts)} | – (DirCache 0: no DirPort, no load) | – | – | – | – |")
+            continue
         enc: dict[str, int] = {}
         for c in counts:
             for k, v in (c.get("by_encoding") or {}).items():

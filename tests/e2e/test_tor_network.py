@@ -107,6 +107,7 @@ load = "10m"
 [[group]]
 name = "glibc"
 allocator = "glibc"
+torrc = ["DirCache 0"]            # a relay without a directory cache: no DirPort, no load, still a relay
 """)
     run = tmp_path / "run"
     p = subprocess.Popen([sys.executable, "-m", "alloclab", "run", str(tmp_path / "tor.toml"), "-o", str(run), "--no-report"],
@@ -128,6 +129,8 @@ allocator = "glibc"
                     break
             time.sleep(0.5)
         assert len(tor_pids) >= 3, "the network did not start"
+        torrc = (run / "replicas" / "glibc-1" / "work" / "torrc").read_text()
+        assert "DirCache 0" in torrc and "DirPort" not in torrc
         p.send_signal(signal.SIGKILL)
         p.wait()
         deadline = time.time() + 30

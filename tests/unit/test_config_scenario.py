@@ -88,3 +88,9 @@ def test_a_group_can_run_another_tor_build():
     assert tornet.tor_program(e, e.groups[0]) == "/opt/tor-0.4.9/tor"
     load = tornet.load_command(e)
     assert load[load.index("--host") + 1] == "127.0.0.1" and load[load.index("--port") + 1] == "{port}"
+
+
+def test_dircache_0_means_no_dirport():
+    from alloclab.tornet import serves_directory
+    assert serves_directory(()) and serves_directory(("DirCache 1",)) and serves_directory(("DirCache 0", "dircache 1"))
+    assert not serves_directory(("MaxMemInQueues 64 MB", "DirCache 0")) and not serves_directory(("DIRCACHE 0",))

@@ -425,7 +425,7 @@ class Runner:
             if got:
                 net.consensus_at = time.time()
                 self.store.begin()
-                self.store.event(net.consensus_at, "tor_consensus", f"the {len(net.authorities)} authorities published "
+                self.store.event(net.consensus_at, "tor_consensus", f"{len(net.authorities)} authorit{'y' if len(net.authorities) == 1 else 'ies'} published "
                                  f"a consensus (valid-after {got[0]}) after {waited:.0f} s")
                 self.store.commit()
                 self.on_setup(f"consensus published after {waited:.0f} s; starting the relays")

@@ -160,3 +160,32 @@ def test_refused_clearly_without_a_network_namespace(tmp_path):
         assert out.returncode == 2 and "refused one (Operation not permitted)" in out.stderr, out.stderr
         assert len(out.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "run").exists()
+
+
+def test_no_consensus_in_time_is_one_line_and_the_network_is_kept(tor, tmp_path):
+    """A first consensus cannot come within the timeout (5-minute voting, 10 s allowed): the run
+    stops before any relay starts, says why in one line (exit 2), keeps the network directory for
+    inspection and leaves no authority running."""
+    (tmp_path / "tor.toml").write_text("""
+name = "tor-slow"
+[scenario]
+name = "tor-network"
+authorities = 2
+voting_interval = "5m"
+consensus_timeout = "10s"
+[phases]
+load = "1m"
+[[group]]
+name = "glibc"
+allocator = "glibc"
+""")
+    run = tmp_path / "run"
+    out = run_cli("run", str(tmp_path / "tor.toml"), "-o", str(run), timeout=120)
+    assert out.returncode == 2 and "no consensus within 10 s" in out.stderr, out.stderr
+    errors = [line for line in out.stderr.splitlines() if not line.startswith("setup ")]   # after the progress lines
+    assert len(errors) == 1 and errors[0].startswith("alloclab: error:") and "Traceback" not in out.stderr
+    meta = dict(_db(run / "run.db").execute("SELECT key, value FROM meta"))
+    assert meta["end_reason"] == "no tor consensus"
+    assert (run / "tor-network" / "auth1" / "notice.log").is_file()
+    assert not (run / "replicas" / "glibc-1" / "stdout.log").exists()      # no relay was started
+    assert _token_processes(meta["run_token"]) == []

@@ -47,7 +47,9 @@ class Progress:
         head = (f"[bold]{self.exp.name}[/bold]  phase [cyan]{phase}[/cyan]  elapsed {_clock(elapsed)}{remaining}  "
                 f"replicas alive {alive}/{len(runner.replicas)}  smaps tier CPU {share:.1%} of a core")
         table = Table(box=None, pad_edge=False)
-        for col in ("group", "allocator", "alive", f"median {self.exp.metric.upper()} MB", "verified"):
+        served = runner.network.load_counts() if runner.network is not None else None
+        for col in ("group", "allocator", "alive", f"median {self.exp.metric.upper()} MB", "verified") \
+                + (("dir requests served",) if served is not None else ()):
             table.add_column(col)
         for g in self.exp.groups:
             reps = [r for r in runner.replicas if r.group.name == g.name]
@@ -55,8 +57,11 @@ class Progress:
             med = f"{vals[len(vals) // 2] / 1024:.1f}" if vals else "–"
             ver = sum(r.state is True for r in reps)
             bad = sum(r.state is False for r in reps)
+            extra = () if served is None else \
+                (f"{sum((served.get(r.name) or {}).get('served', 0) for r in reps):,}"
+                 if runner.network.has_load(reps[0]) else "– (DirCache 0)",)
             table.add_row(g.name, runner.specs[g.name].label, f"{sum(r.alive for r in reps)}/{len(reps)}", med,
-                          f"{ver}/{len(reps)}" + (f" [red]{bad} unverified[/red]" if bad else ""))
+                          f"{ver}/{len(reps)}" + (f" [red]{bad} unverified[/red]" if bad else ""), *extra)
         self.live.update(Panel(RichGroup(head, table), title="alloclab run"), refresh=True)
 
 

@@ -138,6 +138,10 @@ torrc = ["DirCache 0"]            # a relay without a directory cache: no DirPor
             time.sleep(0.2)
         assert _token_processes(token) == []
         assert not any(sampler.is_alive(sampler.read_stat(pid).identity) for pid in tor_pids if sampler.read_stat(pid))
+        deadline = time.time() + 30              # the watchdog marks the run after its sweep
+        while dict(_db(run / "run.db").execute("SELECT key, value FROM meta")).get("end_reason") is None \
+                and time.time() < deadline:
+            time.sleep(0.2)
         meta = dict(_db(run / "run.db").execute("SELECT key, value FROM meta"))
         assert meta.get("end_reason") == "killed"
         assert (run / "tor-network" / "auth0" / "torrc").is_file()

@@ -10,6 +10,8 @@ SUDO=""
 # Debian packages: a compiler for the native workloads and probe, the static libc for the
 # "statically linked" verification case, and the allocators the demo compares.
 PKGS="gcc g++ make cmake dpkg-dev libc6-dev libzstd-dev python3 python3-venv python3-pip libjemalloc2 libmimalloc2.0 libtcmalloc-minimal4 libunwind8"
+# the tor-network scenario (and its tests) run Debian's tor and tor-gencert
+PKGS="$PKGS tor"
 # crates are fetched with cargo: a Rust toolchain already on the machine will do, else Debian's
 command -v cargo >/dev/null || PKGS="$PKGS cargo"
 # the tests check every generated unit file with systemd's own parser (systemd-analyze verify)

@@ -124,12 +124,27 @@ class Group:
     allocator: str                          # "glibc", "bundled", a library path or a catalog id
     env: dict[str, str] = field(default_factory=dict)
     command: tuple[str, ...] | None = None  # another build of the program, instead of the default
+    torrc: tuple[str, ...] = ()             # tor-network scenario: this group's own torrc options
 
 
 @dataclass(frozen=True)
 class Workload:
     name: str                               # a built-in model (alloclab.workloads) or "trace"
     params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A built-in scenario (alloclab.tornet): it provides the replicas' command, their load and
+    supporting processes the runner starts, owns and stops with the replicas."""
+    name: str                               # "tor-network"
+    tor: str = "tor"                        # the relays' (and authorities') tor binary
+    authorities: int = 3
+    voting_interval: float = 20.0           # seconds between consensuses (V3AuthVotingInterval)
+    consensus_timeout: float = 240.0        # how long to wait for the first consensus
+    torrc: tuple[str, ...] = ()             # options for every relay (a group's torrc comes after)
+    load_rate: float = 4.0                  # directory requests per second per relay, at most
+    load_requests: int = 1_000_000          # per relay, at most
 
 
 @dataclass(frozen=True)
@@ -152,6 +167,7 @@ class Experiment:
     max_duration: float | None = None
     introspect: bool = False               # preload the introspection helper after each group's allocator
     introspect_budget: float = 0.01        # share of one core each process's helper may spend
+    scenario: Scenario | None = None
     source_text: str = ""                  # the file as given, stored with the run
     base_dir: Path = Path(".")
 
@@ -181,8 +197,18 @@ def substitute(argv: tuple[str, ...] | list[str], values: dict[str, str]) -> lis
 
 _TOP_KEYS = {"name", "command", "replicas", "interval", "baseline", "seed", "phases", "load", "group",
              "workload", "metric", "grace", "smaps_budget", "verify_every", "port_base", "max_duration",
-             "introspect", "introspect_budget"}
-_GROUP_KEYS = {"name", "allocator", "env", "command"}
+             "introspect", "introspect_budget", "scenario"}
+_GROUP_KEYS = {"name", "allocator", "env", "command", "torrc"}
+SCENARIOS = ("tor-network",)
+_SCENARIO_KEYS = {"name", "tor", "authorities", "voting_interval", "consensus_timeout", "torrc", "load_rate",
+                  "load_requests"}
+MAX_TORRC_LINES = 64
+MAX_TORRC_LINE = 1024
+_TORRC_LINE = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,63}(?:[ \t]+[^\x00-\x1f\x7f]*)?", re.ASCII)
+# the scenario's own wiring: a user's line for one of these would take a relay off the test network
+TORRC_RESERVED = ("DataDirectory", "ORPort", "DirPort", "DirAuthority", "AlternateDirAuthority", "TestingTorNetwork",
+                  "Nickname", "PidFile", "RunAsDaemon", "Address", "SocksPort", "ControlPort", "Log", "SyslogIdentityTag",
+                  "User", "Sandbox", "%include")
 _PHASE_KEYS = {"warmup", "load", "idle"}
 _KIND = {int: "an integer", float: "a number", str: "a string", dict: "a table", list: "a list"}
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+", re.ASCII)
@@ -305,6 +331,61 @@ def _env(env: dict, gname: str, src: str) -> dict[str, str]:
     return out
 
 
+def _torrc(value: Any, what: str, src: str) -> tuple[str, ...]:
+    """torrc options as a list of lines, one option each: no newline or control character (no
+    option can smuggle in another), no option the scenario wires itself."""
+    if isinstance(value, str) or not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise UserError(f"{src}: {what} must be a list of torrc lines", 'write e.g. torrc = ["DirCache 0", "MaxMemInQueues 64 MB"]')
+    if len(value) > MAX_TORRC_LINES:
+        raise UserError(f"{src}: {what} has {len(value)} lines", f"give at most {MAX_TORRC_LINES}")
+    for line in value:
+        if len(line.encode()) > MAX_TORRC_LINE:
+            raise UserError(f"{src}: {what} line {show(line)} is longer than {MAX_TORRC_LINE} bytes", "shorten it")
+        if _CONTROL.sub("", line.replace("\t", " ")) != line.replace("\t", " "):
+            raise UserError(f"{src}: {what} line {show(line)} contains a newline or control character",
+                            "give one option per list item, e.g. [\"DirCache 0\", \"MaxMemInQueues 64 MB\"]")
+        if line.rstrip().endswith("\\"):
+            raise UserError(f"{src}: {what} line {show(line)} ends with a backslash, which joins the next torrc line to it",
+                            "remove the trailing backslash")
+        if not _TORRC_LINE.fullmatch(line.strip()):
+            raise UserError(f"{src}: {what} line {show(line)} is not a torrc option",
+                            'write "OptionName value", e.g. "MaxMemInQueues 64 MB"')
+        option = line.split()[0]
+        if option.lower() in (r.lower() for r in TORRC_RESERVED):
+            raise UserError(f"{src}: {what} sets {option}, which the tor-network scenario sets itself",
+                            "remove it: alloclab wires addresses, ports, directories and logs of the test network")
+    return tuple(line.strip() for line in value)
+
+
+def _scenario(table: Any, src: str) -> Scenario:
+    if not isinstance(table, dict):
+        raise UserError(f"{src}: scenario must be a table", '[scenario] name = "tor-network"')
+    _check_keys(table, _SCENARIO_KEYS, "[scenario]", src)
+    name = _typed(table, "name", str, src, "scenario.")
+    if name not in SCENARIOS:
+        raise UserError(f"{src}: scenario {show(name, 40)} is not known", f'use name = "{SCENARIOS[0]}"')
+    tor = _typed(table, "tor", str, src, "scenario.", default="tor")
+    if not tor:
+        raise UserError(f"{src}: scenario.tor is empty", 'name a tor binary, e.g. tor = "/usr/sbin/tor"')
+    check_path_text(tor, f"{src}: scenario.tor")
+    authorities = _typed(table, "authorities", int, src, "scenario.", default=3)
+    if not 1 <= authorities <= 9:
+        raise UserError(f"{src}: scenario.authorities = {authorities} is out of range", "use 1 to 9 directory authorities")
+    voting = parse_duration(table.get("voting_interval", 20), f"{src}: scenario.voting_interval", 10, 86400)
+    if voting != int(voting) or 86400 % int(voting):
+        raise UserError(f"{src}: scenario.voting_interval = {show(table['voting_interval'])} does not divide a day "
+                        "into whole seconds", 'use e.g. "10s", "20s", "30s", "1m" or "5m"')
+    timeout = parse_duration(table.get("consensus_timeout", 240), f"{src}: scenario.consensus_timeout", 10, 3600)
+    rate = _typed(table, "load_rate", (int, float), src, "scenario.", default=4.0)
+    if not 0 < rate <= 1000:
+        raise UserError(f"{src}: scenario.load_rate = {rate} is out of range", "give 0.01 to 1000 requests per second per relay")
+    requests = _typed(table, "load_requests", int, src, "scenario.", default=1_000_000)
+    if not 1 <= requests <= 10 ** 9:
+        raise UserError(f"{src}: scenario.load_requests = {requests} is out of range", "give 1 to 1e9 requests per relay")
+    torrc = _torrc(table["torrc"], "scenario.torrc", src) if "torrc" in table else ()
+    return Scenario(name, tor, authorities, voting, timeout, torrc, float(rate), requests)
+
+
 def parse_experiment(text: str, source: str = "<experiment>", base_dir: Path = Path(".")) -> Experiment:
     if len(text) > MAX_FILE_BYTES:
         raise UserError(f"{source}: the file is larger than {MAX_FILE_BYTES // 1024} KiB", "an experiment file holds settings only")
@@ -339,6 +420,13 @@ def parse_experiment(text: str, source: str = "<experiment>", base_dir: Path = P
         workload = Workload(wname, wl)
         if command is not None:
             raise UserError(f"{source}: give either command or [workload], not both", "remove one of them")
+
+    scenario = _scenario(data["scenario"], source) if "scenario" in data else None
+    if scenario is not None:
+        for key, what in (("command", "command"), ("workload", "[workload]"), ("load", "[load]")):
+            if key in data:
+                raise UserError(f"{source}: the {scenario.name} scenario provides the relays' command and load; remove {what}",
+                                "name another tor binary with [scenario] tor = \"...\" or a group's command = [\"/path/to/tor\"]")
 
     replicas = _bounded_int(data, "replicas", 1, MAX_REPLICAS, 1, source, f"use 1 to {MAX_REPLICAS} replicas per group")
     interval = parse_duration(data.get("interval", "1s"), f"{source}: interval", MIN_INTERVAL, MAX_INTERVAL)
@@ -407,9 +495,12 @@ def parse_experiment(text: str, source: str = "<experiment>", base_dir: Path = P
         check_path_text(allocator, f"{source}: group {gname!r} allocator")
         env = _env(_typed(g, "env", dict, source, f"group {gname}: ", default={}), gname, source)
         gcommand = _argv(g["command"], f"group {gname} command", source) if "command" in g else None
-        groups.append(Group(gname, allocator, env, gcommand))
+        if "torrc" in g and scenario is None:
+            raise UserError(f"{source}: group {gname!r} sets torrc without a tor scenario", 'add [scenario] name = "tor-network"')
+        gtorrc = _torrc(g["torrc"], f"group {gname} torrc", source) if "torrc" in g else ()
+        groups.append(Group(gname, allocator, env, gcommand, gtorrc))
 
-    if command is None and workload is None and any(g.command is None for g in groups):
+    if command is None and workload is None and scenario is None and any(g.command is None for g in groups):
         raise UserError(f"{source}: no command to run", 'add command = ["./app", ...] or a [workload] table')
     baseline = _typed(data, "baseline", str, source, "", default=groups[0].name)
     if baseline not in {g.name for g in groups}:
@@ -418,7 +509,7 @@ def parse_experiment(text: str, source: str = "<experiment>", base_dir: Path = P
     return Experiment(name=name, command=command, groups=tuple(groups), replicas=replicas, interval=interval,
                       baseline=baseline, seed=seed, phases=phases, load_command=load_command, workload=workload,
                       metric=metric, grace=grace, smaps_budget=float(budget), verify_every=verify_every,
-                      port_base=port_base, max_duration=max_duration, source_text=text,
+                      port_base=port_base, max_duration=max_duration, scenario=scenario, source_text=text,
                       introspect=introspect, introspect_budget=float(introspect_budget), base_dir=base_dir)
 
 

@@ -66,7 +66,11 @@ def check_load_command(exp: Experiment) -> None:
 
 def command_template(exp: Experiment, g: Group) -> tuple[str, ...]:
     """A group's command with its program resolved (the other arguments keep their placeholders)."""
-    argv = g.command or exp.command or workloads.command_for(exp)
+    if exp.scenario is not None:
+        from . import tornet
+        argv = tornet.relay_command(exp, g)
+    else:
+        argv = g.command or exp.command or workloads.command_for(exp)
     return (resolve_program(substitute(argv[:1], _sample_values(exp, g.name, 1))[0], exp.base_dir), *argv[1:])
 
 
@@ -86,4 +90,7 @@ def prepare(exp: Experiment) -> Preparation:
             tunables.validate_values(g.env, specs[g.name].family, specs[g.name].path, g.name)
         commands[g.name] = command_template(exp, g)
     check_load_command(exp)
+    if exp.scenario is not None:
+        from . import tornet
+        tornet.check(exp, lambda program: resolve_program(program, exp.base_dir))
     return Preparation(specs, commands)

@@ -58,6 +58,7 @@ class Replica(Tracked):
     root: tuple[int, int] | None = None          # the started process's (pid, start ticks)
     root_exit: int | None = None                 # its exit code, or -signal (read without reaping it)
     root_exit_t: float | None = None
+    cgroup_lost: bool = False                    # its processes were moved out of its cgroup (by someone else)
 
     @property
     def stats_path(self) -> Path:
@@ -139,6 +140,15 @@ class Runner:
         the run nor reaped behind its owner's back; its owner stops it."""
         self.companions.append(popen)
         self.finder.exclude.add(popen.pid)
+        self.load_template = exp.load_command
+        self.network = None                   # the tor-network scenario's supporting processes (tornet)
+        self.support: list[subprocess.Popen] = []
+        if exp.scenario is not None:
+            from . import tornet
+            self.load_template = tornet.load_command(exp)
+            self.network = tornet.TorNetwork(exp, self.run_dir, preflight.resolve_program(exp.scenario.tor, exp.base_dir))
+        self.on_setup: Callable[[str], None] = lambda text: None     # progress while the scenario sets up
+        self.network_failed: str | None = None                       # why the scenario's network did not form
 
     def _reserve_space(self) -> None:
         """A little space held back: when the disk fills, it is freed so the run's end (reason,
@@ -288,11 +298,13 @@ class Runner:
                 self.watchdog.register_processes(new)
 
     def _start_load(self) -> None:
-        if not self.exp.load_command:
+        if not self.load_template:
             return
         for r in self.replicas:
+            if self.network is not None and not self.network.has_load(r):
+                continue            # a DirCache 0 relay: no DirPort, nothing to fetch from it
             if r.alive:
-                argv = substitute(self.exp.load_command,
+                argv = substitute(self.load_template,
                                   self.exp.placeholder_values(r.group.name, r.idx, r.port, r.workdir))
                 argv[0] = preflight.resolve_program(argv[0], self.exp.base_dir)
                 env = settings.environment_without_preload()
@@ -322,7 +334,7 @@ class Runner:
     def _own_children(self) -> set[int]:
         """The processes alloclab started itself (replicas, load clients, the watchdog)."""
         own = {p.pid for r in self.replicas for p in (r.popen, r.load_popen) if p is not None}
-        own |= {p.pid for p in self.companions}
+        own |= {p.pid for p in self.companions} | {p.pid for p in self.support}
         if self.watchdog:
             own.add(self.watchdog.popen.pid)
         return own
@@ -348,16 +360,28 @@ class Runner:
     def _sample(self, now: float, phase: str, procs: dict[int, sampler.ProcStat] | None) -> None:
         adopted = self._adopted_roots() if procs is not None else {}
         for r in self.replicas:
-            if r.cgroup:
-                pids, expected = r.cgroup.procs(), None
+            pids = r.cgroup.procs() if r.cgroup and not r.cgroup_lost else []
+            if r.cgroup and not pids and r.root_exit is None and r.popen is not None and not r.cgroup_lost \
+                    and _exit_status(r.popen.pid) is None:
+                # its root lives but the cgroup is empty: something moved the processes out (e.g. a
+                # service manager re-homing init.scope); follow the process tree from now on
+                r.cgroup_lost = True
+                self.store.event(now, "cgroup_lost", f"{r.name}: its processes left its cgroup {r.cgroup.path} while "
+                                 "running; sampled by process tree from now on (cgroup figures left empty)", r.id, r.group.name)
+            if r.cgroup and not r.cgroup_lost:
+                expected = None
             else:
+                if procs is None:
+                    procs = sampler.all_processes()
+                    adopted = self._adopted_roots()
                 roots = {r.root} | set(r.processes) | adopted.get(r.name, set())
                 pids = sampler.tree(roots, procs or {})
                 expected = {pid: procs[pid].start_ticks for pid in pids}
             readings = sampler.sample_processes(pids, self.budget, expected)
             if not readings and not r.alive:
                 continue
-            self.recorder.observe(r, readings, now, phase, r.cgroup, workloads.read_stats(r.stats_path))
+            self.recorder.observe(r, readings, now, phase, None if r.cgroup_lost else r.cgroup,
+                                  workloads.read_stats(r.stats_path))
             if self.collector:
                 self.collector.observe(r.log_dir / "introspect", r.id, r.name, r.group.name, r.processes,
                                        {(rd.stat.pid, rd.stat.start_ticks) for rd in readings}, now)
@@ -393,6 +417,75 @@ class Runner:
             self.store.update("replicas", r.id, ended_at=r.root_exit_t, exit_code=code, end_kind=end_kind)
             self.store.event(r.root_exit_t, kind, text, r.id, r.group.name)
 
+    # ---- a scenario's supporting processes (tornet) ----
+    def _start_network(self) -> str | None:
+        """Enter the loopback-only namespace, build the test network, start its authorities (owned
+        like replicas: run token, parent-death signal, registered with the watchdog) and wait for
+        their first consensus. A reason to stop, or None once the consensus is there."""
+        from . import tornet
+        net = self.network
+        net.namespace.enter()
+        self.store.begin()
+        self.store.set_meta(network_namespace="interfaces: " + ", ".join(tornet.interfaces()))
+        self.store.commit()
+        self.on_setup("generating authority keys and torrcs")
+        net.build(self.replicas)
+        env = settings.environment_without_preload()
+        env[reaper.TOKEN_VAR] = self.token
+        for nick, argv, datadir in net.authority_commands():
+            p = self._spawn(argv, env, datadir, datadir / "stdout.log", datadir / "stderr.log", None)
+            self.support.append(p)
+            st = sampler.read_stat(p.pid)
+            self._register([st.identity] if st else [])
+        started = time.monotonic()
+        timeout = self.exp.scenario.consensus_timeout
+        while True:
+            self._reap_children()
+            got = net.authority_consensus()
+            waited = time.monotonic() - started
+            if got:
+                net.consensus_at = time.time()
+                self.store.begin()
+                self.store.event(net.consensus_at, "tor_consensus", f"{len(net.authorities)} authorit{'y' if len(net.authorities) == 1 else 'ies'} published "
+                                 f"a consensus (valid-after {got[0]}) after {waited:.0f} s")
+                self.store.commit()
+                self.on_setup(f"consensus published after {waited:.0f} s; starting the relays")
+                return None
+            if self.stop_reason:
+                return self.stop_reason
+            if all(p.poll() is not None for p in self.support):
+                why = f"every directory authority exited before a consensus: {net.authority_log_tail(1)}"
+                break
+            if waited > timeout:
+                why = f"no consensus within {timeout:g} s: {net.authority_log_tail(1)}"
+                break
+            self.on_setup(f"waiting for the authorities' first consensus: {waited:.0f} s / {timeout:g} s")
+            time.sleep(1.0)
+        self.store.begin()
+        self.store.event(time.time(), "tor_no_consensus", why)
+        self.store.commit()
+        self.network_failed = why
+        return "no tor consensus"
+
+    def _network_tick(self, now: float) -> None:
+        net = self.network
+        if net.relays_ready_at is None and net.relays_with_consensus() == len(net.relays):
+            net.relays_ready_at = now
+            self.store.event(now, "tor_relays_ready", f"all {len(net.relays)} relays hold a consensus, "
+                             f"{now - self.started_wall:.0f} s after they started")
+
+    def _record_network(self, now: float) -> None:
+        """The directory load each relay served (its load client's counts), as events and meta."""
+        counts = self.network.load_counts()
+        for r in self.replicas:
+            c = counts.get(r.name) or {}
+            self.store.event(now, "tor_load", f"{r.name}: {c.get('served', 0)} of {c.get('requests', 0)} directory "
+                             f"requests served ({c.get('diffs_served', 0)} consensus diffs, {c.get('bytes', 0):,} bytes)",
+                             r.id, r.group.name)
+        self.store.set_meta(tor_network=json.dumps({
+            "consensus_at": self.network.consensus_at, "relays_ready_at": self.network.relays_ready_at,
+            "relays_listed": self.network.relays_listed(), "load": counts}))
+
     # ---- the run ----
     def run(self) -> RunResult:
         self.abandoned = False
@@ -406,9 +499,12 @@ class Runner:
                 self.finder.cgroups.append(r.cgroup)
         previous = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
         try:
-            self._start_replicas()
+            if self.network is not None:
+                self.stop_reason = self._start_network()
+            if self.stop_reason is None:
+                self._start_replicas()
             try:
-                self.stop_reason = self._loop()
+                self.stop_reason = self.stop_reason or self._loop()
             except (sqlite3.OperationalError, OSError) as exc:
                 if not _disk_full(exc):
                     raise
@@ -443,6 +539,8 @@ class Runner:
                 phase = new_phase
             self._reap(now, self.started_wall + planned if planned else None)
             self._sample(now, phase, sampler.all_processes() if need_procs else None)
+            if self.network is not None:
+                self._network_tick(now)
             self.store.commit()
             if self.on_tick:
                 self.on_tick(self, elapsed, phase)
@@ -473,6 +571,8 @@ class Runner:
         for r in self.replicas:
             if r.popen is not None:
                 r.popen.wait()
+        for p in self.support:
+            p.wait()
         self._reap_children()
         return result
 
@@ -484,6 +584,8 @@ class Runner:
         else:
             self.store.commit()
         swept = self._stop_all()
+        if self.network is not None:
+            self.network.namespace.leave()
         leaked = [r.cgroup for r in self.replicas if r.cgroup and not r.cgroup.remove(wait=5.0)]
         try:
             self._record_end(swept, leaked)
@@ -508,6 +610,8 @@ class Runner:
                 r.exited_at = now
             if swept.killed & ({r.root} | set(r.processes)):
                 self.store.event(now, "sigkill", f"{r.name} ignored SIGTERM for {self.exp.grace:g}s", r.id, r.group.name)
+        if self.network is not None:
+            self._record_network(now)
         if swept.left:
             self.store.event(now, "processes_left", f"{len(swept.left)} processes of the run could not be ended: "
                              + ", ".join(str(pid) for pid, _ in sorted(swept.left)))

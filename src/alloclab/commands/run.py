@@ -48,7 +48,9 @@ class Progress:
         head = (f"[bold]{self.exp.name}[/bold]  phase [cyan]{phase}[/cyan]  elapsed {_clock(elapsed)}{remaining}  "
                 f"replicas alive {alive}/{len(runner.replicas)}  smaps tier CPU {share:.1%} of a core")
         table = Table(box=None, pad_edge=False)
-        for col in ("group", "allocator", "alive", f"median {self.exp.metric.upper()} MB", "verified"):
+        served = runner.network.load_counts() if runner.network is not None else None
+        for col in ("group", "allocator", "alive", f"median {self.exp.metric.upper()} MB", "verified") \
+                + (("dir requests served",) if served is not None else ()):
             table.add_column(col)
         for g in self.exp.groups:
             reps = [r for r in runner.replicas if r.group.name == g.name]
@@ -56,9 +58,26 @@ class Progress:
             med = f"{vals[len(vals) // 2] / 1024:.1f}" if vals else "–"
             ver = sum(r.state is True for r in reps)
             bad = sum(r.state is False for r in reps)
+            extra = () if served is None else \
+                (f"{sum((served.get(r.name) or {}).get('served', 0) for r in reps):,}"
+                 if runner.network.has_load(reps[0]) else "– (DirCache 0)",)
             table.add_row(g.name, runner.specs[g.name].label, f"{sum(r.alive for r in reps)}/{len(reps)}", med,
-                          f"{ver}/{len(reps)}" + (f" [red]{bad} unverified[/red]" if bad else ""))
+                          f"{ver}/{len(reps)}" + (f" [red]{bad} unverified[/red]" if bad else ""), *extra)
         self.live.update(Panel(RichGroup(head, table), title="alloclab run"), refresh=True)
+
+
+class _SetupProgress:
+    """A scenario's set-up steps (tor network: keys, consensus wait), one line when the step
+    changes and every 10 s while it lasts."""
+
+    def __init__(self, console: Console):
+        self.console, self.last_step, self.last_t = console, "", 0.0
+
+    def __call__(self, text: str) -> None:
+        step = text.split(":")[0]
+        if step != self.last_step or time.monotonic() - self.last_t >= 10:
+            self.console.print(f"[cyan]setup[/cyan] {text}", highlight=False)
+            self.last_step, self.last_t = step, time.monotonic()
 
 
 class SignificanceStop:
@@ -156,6 +175,7 @@ def run_command(experiment: Path, output: Path | None, until_significant: bool, 
     if live is not None:
         runner.add_companion(live.start(runner.store.path, runner.run_dir / "live-view.log"))
         err.print(f"live view: {live.url}", markup=False, highlight=False)
+    runner.on_setup = _SetupProgress(err)
     try:
         with Progress(err, exp, planned) as progress:
             runner.on_tick = progress.tick
@@ -177,6 +197,9 @@ def run_command(experiment: Path, output: Path | None, until_significant: bool, 
             server.shutdown()
         if live is not None:
             live.stop()             # the live view ends with the run
+    if runner.network_failed:
+        raise UserError(f"the tor test network did not form ({runner.network_failed}); kept in {result.run_dir}/tor-network",
+                        "read the authorities' notice.log there; on a slow machine raise [scenario] consensus_timeout")
     if result.cut_short == "disk-full":
         # one line, no report: writing it would need the space that ran out
         err.print(f"alloclab: error: the disk holding {result.run_dir} is full: sampling stopped, replicas stopped, "

@@ -43,4 +43,15 @@ def decomposition(store: Store, analysis: Analysis) -> Section | None:
                    data={"groups": decomposition_data(analysis)})
 
 
-__all__ = ["decomposition"]
+@register_section
+def tor_network(store: Store, analysis: Analysis) -> Section | None:
+    from ..tornet import LOAD_HEADERS, report_summary
+    got = report_summary(store.meta(), store.replicas())
+    if got is None:
+        return None
+    paragraph, rows, info = got
+    return Section(key="tor-network", title="Tor test network", paragraphs=[paragraph],
+                   table=Table(LOAD_HEADERS, rows), data=info)
+
+
+__all__ = ["decomposition", "tor_network"]

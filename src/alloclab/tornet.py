@@ -1,0 +1,367 @@
+"""The tor-network scenario: a private Tor test network on loopback whose relays are the replicas.
+
+`[scenario] name = "tor-network"` in an experiment file. The runner asks this module for
+- the relays' command (`relay_command`: tor -f {workdir}/torrc) and their directory load
+  (`load_command`: alloclab/tor_dirload.py against the relay's DirPort), started like any
+  replica's and load client's, under the group's LD_PRELOAD, sampled and verified;
+- the supporting processes (`TorNetwork`): directory authorities, whose keys and torrcs it
+  generates, started by the runner (run token in their environment, parent-death signal,
+  registered with the watchdog), so they end with the run however it ends.
+
+Everything lives in a network namespace holding only loopback (alloclab enters it before the
+network starts; refused when the kernel does not allow it). Ports: a relay's DirPort is its
+replica {port}, its ORPort {port} + OR_PORT_OFFSET; authorities sit just below port_base.
+The network directory (keys, torrcs, logs) is kept in RUN/tor-network, each relay's in its
+replica's work directory.
+"""
+from __future__ import annotations
+
+import ctypes
+import fcntl
+import json
+import os
+import re
+import shutil
+import socket
+import struct
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from .config import Experiment, Group, Scenario
+from .errors import UserError
+
+CLONE_NEWNET = 0x40000000
+SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1
+OR_PORT_OFFSET = 2048            # port_base <= 60000, + 1,024 replicas + this < 65,536
+NETWORK_DIR = "tor-network"
+LOAD_OUT = "dirload.json"        # in each replica's log directory
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+# ---- what the runner asks for ----------------------------------------------------------------------
+
+def tor_program(exp: Experiment, g: Group | None = None) -> str:
+    return g.command[0] if g is not None and g.command else exp.scenario.tor
+
+
+def relay_command(exp: Experiment, g: Group) -> tuple[str, ...]:
+    """A relay: the group's tor (its command, else the scenario's) on the torrc written for it."""
+    base = g.command or (exp.scenario.tor,)
+    return (*base, "-f", "{workdir}/torrc", "--defaults-torrc", "/dev/null")
+
+
+def load_command(exp: Experiment) -> tuple[str, ...]:
+    """The directory load of one relay (a stdlib-only script, so it needs no import path)."""
+    sc = exp.scenario
+    duration = (exp.phases.load or 3600.0) + 60
+    return (sys.executable, str(Path(__file__).with_name("tor_dirload.py")), "--host", "127.0.0.1", "--port", "{port}",
+            "--out", "{workdir}/../" + LOAD_OUT, "--rate", f"{sc.load_rate:g}", "--requests", str(sc.load_requests),
+            "--duration", f"{duration:g}", "--seed", "{seed}")
+
+
+def serves_directory(torrc: tuple[str, ...]) -> bool:
+    """Whether relays with these options are directory caches (the last DirCache line wins, as in
+    tor): a DirCache 0 relay gets no DirPort (tor refuses one without the cache) and no directory load."""
+    last = [line.split()[1:2] for line in torrc if line.split()[0].lower() == "dircache"]
+    return not last or last[-1] != ["0"]
+
+
+def tor_gencert(tor: str) -> str:
+    """tor-gencert: beside the tor binary, else on PATH."""
+    beside = Path(tor).with_name("tor-gencert")
+    found = str(beside) if beside.is_file() else shutil.which("tor-gencert")
+    if not found:
+        raise UserError(f"tor-gencert not found (beside {tor} or on PATH)",
+                        "install Debian's tor package (apt-get install tor), which ships it")
+    return found
+
+
+def namespace_refusal() -> str | None:
+    """Why a loopback-only network namespace cannot be made here (None: it can). Probed in a child,
+    so nothing of alloclab's own changes."""
+    probe = ("import ctypes,sys;l=ctypes.CDLL(None,use_errno=True);"
+             f"sys.exit(0 if l.unshare({CLONE_NEWNET})==0 else ctypes.get_errno())")
+    rc = subprocess.run([sys.executable, "-c", probe], stdin=subprocess.DEVNULL, capture_output=True).returncode
+    return None if rc == 0 else os.strerror(rc)
+
+
+def check(exp: Experiment, resolve: Callable[[str], str]) -> None:
+    """preflight: the tor binaries run, tor-gencert exists, a network namespace can be made, and
+    every group's torrc options are accepted by its tor (`tor --verify-config`)."""
+    why = namespace_refusal()
+    if why:
+        raise UserError(f"the tor-network scenario needs a network namespace holding only loopback, and this kernel "
+                        f"refused one ({why})", "run alloclab as root (or with CAP_SYS_ADMIN); it never runs tor on "
+                        "the host's network")
+    tor_gencert(resolve(exp.scenario.tor))
+    checked: set[tuple[str, tuple[str, ...]]] = set()
+    for g in exp.groups:
+        tor = resolve(tor_program(exp, g))
+        lines = exp.scenario.torrc + g.torrc
+        if (tor, lines) in checked:
+            continue
+        checked.add((tor, lines))
+        with _TempDir() as tmp:
+            torrc = Path(tmp) / "torrc"
+            torrc.write_text("".join(line + "\n" for line in (
+                "TestingTorNetwork 1", f"DataDirectory {tmp}/data", "SocksPort 0", "ORPort 127.0.0.1:5000",
+                "ContactInfo alloclab@test.invalid", "ExitRelay 0", "DirCache 1",
+                *(["DirPort 127.0.0.1:5003"] if serves_directory(lines) else []),
+                f"DirAuthority check orport=5001 no-v2 v3ident={'A' * 40} 127.0.0.1:5002 {'B' * 40}", *lines)))
+            try:
+                out = subprocess.run([tor, "--verify-config", "-f", str(torrc), "--defaults-torrc", "/dev/null"],
+                                     stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+            except (OSError, subprocess.TimeoutExpired) as exc:
+                raise UserError(f"cannot run {tor}: {exc}", "name a working tor binary") from None
+        if out.returncode != 0:
+            warns = [ln.split("]", 1)[-1].strip() for ln in out.stdout.splitlines() if "[warn]" in ln]
+            msg = next((w for w in warns if "Failed to parse" in w or "Unknown option" in w),
+                       warns[-1] if warns else "it exited with an error")
+            raise UserError(f"group {g.name!r}: {tor} refuses its torrc options: {msg}", "fix the torrc lines of the group or [scenario]")
+
+
+class _TempDir:
+    def __enter__(self) -> str:
+        import tempfile
+        self.path = tempfile.mkdtemp(prefix="alloclab-torrc-")
+        return self.path
+
+    def __exit__(self, *exc) -> None:
+        shutil.rmtree(self.path, ignore_errors=True)
+
+
+# ---- the namespace ---------------------------------------------------------------------------------
+
+class LoopbackNamespace:
+    """alloclab's main thread enters a fresh network namespace (everything it starts after that
+    inherits it) with only `lo`, brought up; `leave` returns to the original one."""
+
+    def __init__(self) -> None:
+        self.original: int | None = None
+
+    def enter(self) -> None:
+        self.original = os.open("/proc/self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+        if _libc.unshare(CLONE_NEWNET) != 0:
+            err = ctypes.get_errno()
+            os.close(self.original)
+            self.original = None
+            raise UserError(f"cannot create a network namespace for the tor network ({os.strerror(err)})",
+                            "run alloclab as root (or with CAP_SYS_ADMIN)")
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            ifr = fcntl.ioctl(s, SIOCGIFFLAGS, struct.pack("16sH14x", b"lo", 0))
+            flags = struct.unpack("16sH14x", ifr)[1]
+            fcntl.ioctl(s, SIOCSIFFLAGS, struct.pack("16sH14x", b"lo", flags | IFF_UP))
+        if interfaces() != ["lo"]:          # a fresh namespace has only lo; anything else is not ours to use
+            self.leave()
+            raise UserError(f"the new network namespace holds {', '.join(interfaces())}, not only loopback",
+                            "report this: alloclab runs the tor network on loopback only")
+
+    def leave(self) -> None:
+        if self.original is not None:
+            _libc.setns(self.original, CLONE_NEWNET)
+            os.close(self.original)
+            self.original = None
+
+
+def interfaces() -> list[str]:
+    return sorted(name for _, name in socket.if_nameindex())
+
+
+# ---- keys and torrcs -------------------------------------------------------------------------------
+
+@dataclass
+class Authority:
+    nick: str
+    datadir: Path
+    dir_port: int
+    or_port: int
+    v3ident: str = ""
+    fingerprint: str = ""
+
+    @property
+    def line(self) -> str:
+        return (f"DirAuthority {self.nick} orport={self.or_port} no-v2 v3ident={self.v3ident} "
+                f"127.0.0.1:{self.dir_port} {self.fingerprint}")
+
+
+def _run(argv: list[str], stdin: str = "") -> str:
+    out = subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=120)
+    if out.returncode != 0:
+        raise UserError(f"{' '.join(argv[:2])} failed: {(out.stderr or out.stdout).strip().splitlines()[-1:]}",
+                        "check the tor installation (tor --version)")
+    return out.stdout
+
+
+def nickname(text: str) -> str:
+    """A tor nickname: 1-19 letters and digits."""
+    return (re.sub(r"[^A-Za-z0-9]", "", text) or "relay")[:19]
+
+
+class TorNetwork:
+    """The test network of one run: authorities (supporting processes) and the relays' torrcs."""
+
+    def __init__(self, exp: Experiment, run_dir: Path, tor: str):
+        self.exp, self.sc = exp, exp.scenario
+        self.dir = run_dir / NETWORK_DIR
+        self.tor = tor
+        self.authorities: list[Authority] = []
+        self.relays: list = []                  # runner replicas
+        self.namespace = LoopbackNamespace()
+        self.consensus_at: float | None = None
+        self.relays_ready_at: float | None = None
+
+    # authorities' ports sit just below port_base (relays use [port_base, port_base + 1024) and the same + 2048)
+    def build(self, replicas: list) -> None:
+        """Keys, fingerprints and torrcs for the authorities and every relay (replica)."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        gencert = tor_gencert(self.tor)
+        base = self.exp.port_base
+        for i in range(self.sc.authorities):
+            a = Authority(f"auth{i}", self.dir / f"auth{i}", base - 1 - i, base - 33 - i)
+            keys = a.datadir / "keys"
+            keys.mkdir(parents=True, exist_ok=True)
+            _run([gencert, "--create-identity-key", "-m", "12", "-a", f"127.0.0.1:{a.dir_port}",
+                  "-i", str(keys / "authority_identity_key"), "-s", str(keys / "authority_signing_key"),
+                  "-c", str(keys / "authority_certificate"), "--passphrase-fd", "0"], stdin="\n")
+            cert = (keys / "authority_certificate").read_text()
+            a.v3ident = re.search(r"^fingerprint ([0-9A-F]{40})$", cert, re.M).group(1)
+            a.fingerprint = self._fingerprint(a.datadir, a.nick)
+            self.authorities.append(a)
+        for a in self.authorities:
+            (a.datadir / "torrc").write_text(self._torrc(a.nick, a.datadir, a.or_port, a.dir_port, authority=True))
+        for r in replicas:
+            extra = self.sc.torrc + r.group.torrc
+            (r.workdir / "torrc").write_text(self._torrc(nickname(r.name), r.workdir / "data", r.port + OR_PORT_OFFSET,
+                                                         r.port if serves_directory(extra) else None, extra=extra))
+        self.relays = list(replicas)
+        (self.dir / "network.json").write_text(json.dumps({
+            "tor": self.tor, "voting_interval_s": self.sc.voting_interval,
+            "authorities": [{"nick": a.nick, "dir_port": a.dir_port, "or_port": a.or_port, "v3ident": a.v3ident,
+                             "fingerprint": a.fingerprint} for a in self.authorities],
+            "relays": [{"replica": r.name, "nick": nickname(r.name),
+                        "dir_port": r.port if serves_directory(self.sc.torrc + r.group.torrc) else None,
+                        "or_port": r.port + OR_PORT_OFFSET, "torrc": str(r.workdir / "torrc")} for r in replicas]},
+            indent=1))
+
+    def _fingerprint(self, datadir: Path, nick: str) -> str:
+        out = _run([self.tor, "--quiet", "--ignore-missing-torrc", "--defaults-torrc", "/dev/null", "--list-fingerprint",
+                    "--DataDirectory", str(datadir), "--ORPort", "1", "--Nickname", nick])
+        words = out.split()
+        return "".join(words[1:]) if words and words[0] == nick else "".join(words[-10:])
+
+    def _torrc(self, nick: str, datadir: Path, or_port: int, dir_port: int | None, authority: bool = False,
+               extra: tuple[str, ...] = ()) -> str:
+        v = int(self.sc.voting_interval)
+        delay = max(2, v // 5)
+        lines = ["# written by alloclab (tor-network scenario)", "TestingTorNetwork 1", f"Nickname {nick}",
+                 f"DataDirectory {datadir}", f"PidFile {datadir}/pid", f"Log notice file {datadir}/notice.log",
+                 "RunAsDaemon 0", "SafeLogging 0", "ShutdownWaitLength 0", "Address 127.0.0.1", "SocksPort 0",
+                 f"ORPort 127.0.0.1:{or_port}",
+                 *([f"DirPort 127.0.0.1:{dir_port}", "DirCache 1"] if dir_port is not None else []),
+                 "ExitRelay 0", "ExitPolicy reject *:*", "AssumeReachable 1", "ContactInfo alloclab@test.invalid",
+                 "PublishServerDescriptor 1", "DownloadExtraInfo 1", "FetchUselessDescriptors 1",
+                 "V3AuthNIntervalsValid 3",
+                 *[a.line for a in self.authorities]]
+        if authority:
+            lines += ["AuthoritativeDirectory 1", "V3AuthoritativeDirectory 1",
+                      f"TestingV3AuthInitialVotingInterval {v}", f"TestingV3AuthInitialVoteDelay {delay}",
+                      f"TestingV3AuthInitialDistDelay {delay}", f"V3AuthVotingInterval {v}",
+                      f"V3AuthVoteDelay {delay}", f"V3AuthDistDelay {delay}", "TestingV3AuthVotingStartOffset 0"]
+        lines += ["# the experiment's own options (scenario, then group): later lines win", *extra]
+        return "".join(line + "\n" for line in lines)
+
+    def has_load(self, replica) -> bool:
+        return serves_directory(self.sc.torrc + replica.group.torrc)
+
+    def authority_commands(self) -> list[tuple[str, list[str], Path]]:
+        return [(a.nick, [self.tor, "-f", str(a.datadir / "torrc"), "--defaults-torrc", "/dev/null"], a.datadir)
+                for a in self.authorities]
+
+    # ---- progress ----
+    @staticmethod
+    def _consensus(datadir: Path) -> tuple[str, int] | None:
+        """(valid-after, relays listed) of the consensus a tor holds, or None."""
+        for name in ("cached-consensus", "cached-microdesc-consensus"):
+            try:
+                with open(datadir / name, "rb") as f:
+                    head = f.read(1 << 20)
+            except OSError:
+                continue
+            m = re.search(rb"^valid-after (.+)$", head, re.M)
+            if m:
+                return m.group(1).decode(), len(re.findall(rb"^r ", head, re.M))
+        return None
+
+    def authority_consensus(self) -> tuple[str, int] | None:
+        got = [c for a in self.authorities if (c := self._consensus(a.datadir))]
+        return max(got) if len(got) == len(self.authorities) else None
+
+    def relays_with_consensus(self) -> int:
+        return sum(self._consensus(r.workdir / "data") is not None for r in self.relays)
+
+    def relays_listed(self) -> int:
+        c = self.authority_consensus()
+        return 0 if c is None else max(0, c[1] - len(self.authorities))
+
+    def load_counts(self) -> dict[str, dict]:
+        out = {}
+        for r in self.relays:
+            try:
+                out[r.name] = json.loads((r.log_dir / LOAD_OUT).read_text())
+            except (OSError, ValueError):
+                out[r.name] = {}
+        return out
+
+    def authority_log_tail(self, lines: int = 3) -> str:
+        tails = []
+        for a in self.authorities:
+            try:
+                text = (a.datadir / "notice.log").read_text(errors="replace").strip().splitlines()
+            except OSError:
+                continue
+            tails += [f"{a.nick}: {ln}" for ln in text[-lines:]]
+        return "\n".join(tails)
+
+
+# ---- the report's section ----------------------------------------------------------------------------
+
+LOAD_HEADERS = ["group", "relays", "requests", "served (200)", "consensus diffs", "MB served", "by compression"]
+
+
+def report_summary(meta: dict[str, str], replicas: list[dict]) -> tuple[str, list[list[str]], dict] | None:
+    """The report's "Tor test network" section as data: a paragraph on the network's milestones, the
+    directory load each group's relays served (LOAD_HEADERS rows: medians over a group's relays) and
+    the raw figures (from the run's meta `tor_network`); None for runs without the scenario."""
+    if not meta.get("tor_network"):
+        return None
+    info = json.loads(meta["tor_network"])
+    load = info.get("load", {})
+    started = float(meta.get("started_at") or 0)
+    paragraph = (f"Private test network on loopback ({meta.get('network_namespace', 'namespace not recorded')}); "
+                 f"{info.get('relays_listed', 0)} relays listed in the authorities' last consensus"
+                 + (f"; every relay held a consensus {info['relays_ready_at'] - started:.0f} s after the start"
+                    if info.get("relays_ready_at") and started else "; not every relay fetched a consensus") + ". "
+                 "Directory requests per relay (median over the group's relays); the network (keys, torrcs, logs) is in "
+                 f"`{NETWORK_DIR}/` and each relay's data directory in `replicas/NAME/work/data`.")
+    by_group: dict[str, list[dict]] = {}
+    for r in replicas:
+        by_group.setdefault(r["group"], []).append(load.get(r["name"]) or {})
+    med = lambda xs: sorted(xs)[len(xs) // 2] if xs else 0  # noqa: E731
+    rows = []
+    for g, counts in by_group.items():
+        if not any(counts):
+            rows.append([g, str(len(counts)), "– (DirCache 0: no DirPort, no load)", "–", "–", "–", "–"])
+            continue
+        enc: dict[str, int] = {}
+        for c in counts:
+            for k, v in (c.get("by_encoding") or {}).items():
+                enc[k] = enc.get(k, 0) + v
+        rows.append([g, str(len(counts)), str(med([c.get('requests', 0) for c in counts])),
+                     str(med([c.get('served', 0) for c in counts])), str(med([c.get('diffs_served', 0) for c in counts])),
+                     f"{med([c.get('bytes', 0) for c in counts]) / 1e6:.1f}",
+                     ", ".join(f"{k} {v}" for k, v in sorted(enc.items()))])
+    return paragraph, rows, info

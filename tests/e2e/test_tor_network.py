@@ -1,0 +1,195 @@
+"""The tor-network scenario end to end, with Debian's tor: a private test network on loopback in
+its own network namespace reaches a consensus, its relays (the replicas, each under its group's
+allocator) serve directory load, the report is written, and nothing of it outlives alloclab —
+not even after kill -9."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from alloclab import reaper, sampler, tornet
+from tests.conftest import run_cli
+
+
+@pytest.fixture(scope="module")
+def tor() -> str:
+    found = shutil.which("tor") or ("/usr/sbin/tor" if os.path.exists("/usr/sbin/tor") else None)
+    if not found:
+        pytest.fail("tor missing: run scripts/install.sh --test")
+    why = tornet.namespace_refusal()
+    if why:
+        pytest.skip(f"no network namespace here ({why}): the scenario refuses to run tor on the host network")
+    return found
+
+
+def _token_processes(token: str) -> list[int]:
+    return [pid for pid in sampler.all_processes()
+            if sampler.environ_marks(pid, (reaper.TOKEN_VAR.encode(),)).get(reaper.TOKEN_VAR.encode()) == token.encode()]
+
+
+def _db(path: Path) -> sqlite3.Connection:
+    return sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+
+
+def test_two_groups_of_two_relays(tor, tmp_path, jemalloc):
+    (tmp_path / "tor.toml").write_text(f"""
+name = "tor-e2e"
+replicas = 2
+interval = "1s"
+verify_every = "10s"
+[scenario]
+name = "tor-network"
+voting_interval = "10s"
+load_rate = 5
+[phases]
+warmup = "10s"
+load = "30s"
+[[group]]
+name = "glibc"
+allocator = "glibc"
+torrc = ["MaxMemInQueues 256 MB"]
+[[group]]
+name = "jemalloc"
+allocator = "{jemalloc}"
+""")
+    run = tmp_path / "run"
+    t0 = time.monotonic()
+    out = run_cli("run", str(tmp_path / "tor.toml"), "-o", str(run), timeout=400)
+    took = time.monotonic() - t0
+    assert out.returncode == 0, out.stderr[-2000:]
+    db = _db(run / "run.db")
+    kinds = [k for (k,) in db.execute("SELECT kind FROM events")]
+    assert "tor_consensus" in kinds and "tor_relays_ready" in kinds, kinds
+    meta = dict(db.execute("SELECT key, value FROM meta"))
+    assert meta["network_namespace"] == "interfaces: lo"          # nothing but loopback
+    load = json.loads(meta["tor_network"])["load"]
+    assert sorted(load) == ["glibc-1", "glibc-2", "jemalloc-1", "jemalloc-2"]
+    for name, counts in load.items():
+        assert counts["served"] > 20, (name, counts)                 # every relay served directory requests
+        assert counts["by_kind"].get("consensus", 0) > 0 and counts["by_kind"].get("server/all", 0) > 0
+    rows = db.execute("SELECT r.name, r.verified, g.name FROM replicas r JOIN groups g ON g.id = r.group_id").fetchall()
+    assert len(rows) == 4 and all(v == 1 for _, v, _ in rows), rows
+    comm = {c for (c,) in db.execute("SELECT DISTINCT comm FROM processes")}
+    assert comm == {"tor"}, comm
+    mapped = {m for (m,) in db.execute("SELECT DISTINCT mapped_allocator FROM processes p JOIN replicas r ON r.id = p.replica_id "
+                                       "JOIN groups g ON g.id = r.group_id WHERE g.name = 'jemalloc'")}
+    assert any("jemalloc" in (m or "") for m in mapped), mapped
+    assert "## Tor test network" in (run / "report.md").read_text()
+    # the network is kept for inspection: keys, torrcs (with the group's own option), logs
+    assert (run / "tor-network" / "auth0" / "keys" / "authority_certificate").is_file()
+    assert "MaxMemInQueues 256 MB" in (run / "replicas" / "glibc-1" / "work" / "torrc").read_text()
+    assert "MaxMemInQueues" not in (run / "replicas" / "jemalloc-1" / "work" / "torrc").read_text()
+    assert _token_processes(meta["run_token"]) == []
+    print(f"tor e2e took {took:.0f} s")
+
+
+def test_kill_9_leaves_no_tor_behind(tor, tmp_path):
+    (tmp_path / "tor.toml").write_text("""
+name = "tor-kill"
+replicas = 2
+interval = "1s"
+[scenario]
+name = "tor-network"
+authorities = 1
+voting_interval = "10s"
+[phases]
+warmup = "10s"
+load = "10m"
+[[group]]
+name = "glibc"
+allocator = "glibc"
+torrc = ["DirCache 0"]            # a relay without a directory cache: no DirPort, no load, still a relay
+""")
+    run = tmp_path / "run"
+    p = subprocess.Popen([sys.executable, "-m", "alloclab", "run", str(tmp_path / "tor.toml"), "-o", str(run), "--no-report"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 150
+        token, tor_pids = None, []
+        while time.time() < deadline:
+            try:
+                db = _db(run / "run.db")
+                token = dict(db.execute("SELECT key, value FROM meta")).get("run_token")
+                samples = db.execute("SELECT COUNT(DISTINCT t) FROM samples").fetchone()[0]
+                db.close()
+            except sqlite3.OperationalError:
+                samples = 0
+            if token and samples >= 3:
+                tor_pids = [pid for pid in _token_processes(token) if sampler.read_stat(pid).comm == "tor"]
+                if len(tor_pids) >= 3:                 # the authority and both relays
+                    break
+            time.sleep(0.5)
+        assert len(tor_pids) >= 3, "the network did not start"
+        torrc = (run / "replicas" / "glibc-1" / "work" / "torrc").read_text()
+        assert "DirCache 0" in torrc and "DirPort" not in torrc
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+        deadline = time.time() + 30
+        while _token_processes(token) and time.time() < deadline:
+            time.sleep(0.2)
+        assert _token_processes(token) == []
+        assert not any(sampler.is_alive(sampler.read_stat(pid).identity) for pid in tor_pids if sampler.read_stat(pid))
+        deadline = time.time() + 30              # the watchdog marks the run after its sweep
+        while dict(_db(run / "run.db").execute("SELECT key, value FROM meta")).get("end_reason") is None \
+                and time.time() < deadline:
+            time.sleep(0.2)
+        meta = dict(_db(run / "run.db").execute("SELECT key, value FROM meta"))
+        assert meta.get("end_reason") == "killed"
+        assert (run / "tor-network" / "auth0" / "torrc").is_file()
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
+def test_refused_clearly_without_a_network_namespace(tmp_path):
+    """Without CAP_SYS_ADMIN (dropped from the bounding set, so even root lacks it) no namespace
+    can be made: `check` and `run` refuse in one line, and nothing is created."""
+    if not shutil.which("setpriv") or os.geteuid() != 0:
+        pytest.skip("needs root and setpriv to drop CAP_SYS_ADMIN")
+    (tmp_path / "tor.toml").write_text('[scenario]\nname = "tor-network"\n[[group]]\nname = "a"\nallocator = "glibc"\n')
+    for verb in (["check"], ["run", "-o", str(tmp_path / "run")]):
+        out = subprocess.run(["setpriv", "--bounding-set=-sys_admin", sys.executable, "-m", "alloclab", *verb,
+                              str(tmp_path / "tor.toml")], capture_output=True, text=True, timeout=60,
+                             env={**os.environ})
+        assert out.returncode == 2 and "refused one (Operation not permitted)" in out.stderr, out.stderr
+        assert len(out.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "run").exists()
+
+
+def test_no_consensus_in_time_is_one_line_and_the_network_is_kept(tor, tmp_path):
+    """A first consensus cannot come within the timeout (5-minute voting, 10 s allowed): the run
+    stops before any relay starts, says why in one line (exit 2), keeps the network directory for
+    inspection and leaves no authority running."""
+    (tmp_path / "tor.toml").write_text("""
+name = "tor-slow"
+[scenario]
+name = "tor-network"
+authorities = 1
+voting_interval = "5m"
+consensus_timeout = "10s"
+[phases]
+load = "1m"
+[[group]]
+name = "glibc"
+allocator = "glibc"
+""")
+    run = tmp_path / "run"
+    out = run_cli("run", str(tmp_path / "tor.toml"), "-o", str(run), timeout=120)
+    assert out.returncode == 2 and "no consensus within 10 s" in out.stderr, out.stderr
+    errors = [line for line in out.stderr.splitlines() if not line.startswith("setup ")]   # after the progress lines
+    assert len(errors) == 1 and errors[0].startswith("alloclab: error:") and "Traceback" not in out.stderr
+    meta = dict(_db(run / "run.db").execute("SELECT key, value FROM meta"))
+    assert meta["end_reason"] == "no tor consensus"
+    assert (run / "tor-network" / "auth0" / "notice.log").is_file()
+    assert not (run / "replicas" / "glibc-1" / "stdout.log").exists()      # no relay was started
+    assert _token_processes(meta["run_token"]) == []

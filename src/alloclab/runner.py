@@ -134,12 +134,6 @@ class Runner:
         self.registered: set[tuple[int, int]] = set()         # identities sent to the watchdog
         self.cut_short: str | None = None
         self.companions: list[subprocess.Popen] = []        # alloclab's own helpers (the live view): not the run's
-
-    def add_companion(self, popen: subprocess.Popen) -> None:
-        """A helper process alloclab started beside the run (the live view): never swept as part of
-        the run nor reaped behind its owner's back; its owner stops it."""
-        self.companions.append(popen)
-        self.finder.exclude.add(popen.pid)
         self.load_template = exp.load_command
         self.network = None                   # the tor-network scenario's supporting processes (tornet)
         self.support: list[subprocess.Popen] = []
@@ -149,6 +143,12 @@ class Runner:
             self.network = tornet.TorNetwork(exp, self.run_dir, preflight.resolve_program(exp.scenario.tor, exp.base_dir))
         self.on_setup: Callable[[str], None] = lambda text: None     # progress while the scenario sets up
         self.network_failed: str | None = None                       # why the scenario's network did not form
+
+    def add_companion(self, popen: subprocess.Popen) -> None:
+        """A helper process alloclab started beside the run (the live view): never swept as part of
+        the run nor reaped behind its owner's back; its owner stops it."""
+        self.companions.append(popen)
+        self.finder.exclude.add(popen.pid)
 
     def _reserve_space(self) -> None:
         """A little space held back: when the disk fills, it is freed so the run's end (reason,

@@ -305,6 +305,33 @@ def bisect(target, family, good, bad, variant, tunable, param, values, allocator
                             output, console))
 
 
+@app.command()
+@click.argument("target", metavar="SWEEP_FILE_OR_EXPERIMENT_OR_WORKLOAD")
+@click.option("--allocator", "allocators", multiple=True, help="An allocator of the grid (repeatable; default: the experiment's).")
+@click.option("--set", "settings", multiple=True, metavar="NAME=V1,V2,...",
+              help="A tunable's values, e.g. MIMALLOC_PURGE_DELAY=0,10,100,1000 (repeatable; the default is always included).")
+@click.option("--replicas", type=int, help="Replicas per setting (default: the file's, or 3).")
+@click.option("--interval", help="Sampling interval (default: the file's, or 2s).")
+@click.option("--warmup", help="Warm-up (default: the file's, or 20s).")
+@click.option("--load", help="Load phase of every batch (default: the file's, or 2m for a workload name).")
+@click.option("--workload-param", "workload_params", multiple=True, metavar="NAME=NUMBER",
+              help="A built-in workload's parameter (repeatable).")
+@click.option("--max-groups-per-batch", "max_groups", type=int, help="Groups per batch, baseline included (default: from cores and memory).")
+@click.option("--no-report", is_flag=True, help="Skip each batch's run report (sweep.md is still written).")
+@click.option("-o", "--output", type=PathArg, help="Output directory (default runs/<time>-sweep-<name>).")
+def sweep(target, allocators, settings, replicas, interval, warmup, load, workload_params, max_groups, no_report,
+          output) -> None:
+    """Run a grid or list of settings (allocator versions × tunables) beside one baseline, in batches.
+
+    TARGET is a sweep file (an experiment file with a [sweep] table instead of [[group]]s; see
+    docs/bisect-sweep.md), or an experiment file / built-in workload name with --allocator and --set.
+    Output: sweep.md, sweep.json and pareto.png (memory against CPU per operation, the Pareto front
+    named) and one run directory per batch."""
+    from .commands.sweep import sweep_command
+    sys.exit(sweep_command(target, allocators, settings, replicas, interval, warmup, load, workload_params, max_groups,
+                           no_report, output, console))
+
+
 def main() -> None:
     try:
         app.main(standalone_mode=False)

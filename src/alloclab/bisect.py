@@ -164,9 +164,6 @@ def run_step(plan: Plan, out: Path, k: int, index: int, on_tick: Callable | None
     value = axis.values[index]
     exp = derive(base, f"bisect-{k:02d}", [(GOOD, axis.point(axis.values[0], base)), (CANDIDATE, axis.point(value, base))],
                  GOOD, load_s=max(1.0, plan.max_step_s - base.experiment.phases.warmup))
-    if plan.metric in MEMORY_METRICS:
-        from dataclasses import replace
-        exp = replace(exp, metric=plan.metric)
     run_dir = out / "steps" / _dirname(k, value)
     planned = exp.planned_duration()
     first = max(plan.first_look_s, exp.phases.warmup + 10 * exp.interval)

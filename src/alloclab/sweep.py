@@ -260,15 +260,16 @@ class SweepResult:
     batch_dirs: list[str] = field(default_factory=list)
     limit: int = 0
     limit_basis: str = ""
+    warnings: dict[str, list[str]] = field(default_factory=dict)    # batch directory -> its run's warnings
 
     def as_dict(self) -> dict[str, Any]:
         return {"name": self.name, "metric": self.metric, "baseline": self.baseline, "groups_per_batch": self.limit,
-                "batch_limit_basis": self.limit_basis, "batches": self.batch_dirs, "points": [asdict(p) for p in self.points]}
+                "batch_limit_basis": self.limit_basis, "batches": self.batch_dirs, "warnings": self.warnings, "points": [asdict(p) for p in self.points]}
 
 
 def _cpu_levels(a, group: str) -> np.ndarray:
     return np.array([r.cpu_us_per_op for r in a.replicas if r.group == group and r.verified is not False
-                     and r.excluded is None and r.cpu_us_per_op], dtype=float)
+                     and r.excluded is None and r.cpu_us_per_op and r.cpu_us_per_op > 0], dtype=float)
 
 
 def collect(a, batch: int, labels: dict[str, Point]) -> list[PointResult]:
@@ -285,7 +286,7 @@ def collect(a, batch: int, labels: dict[str, Point]) -> list[PointResult]:
         out.append(PointResult(
             p.label, p.allocator, dict(p.env), batch, g.name, g.is_baseline, g.version, g.steady_mean_mb,
             1.0 if g.is_baseline else (c.ratio if c else None), c.ratio_ci if c else None,
-            c.p_holm if c else None, g.cpu_us_per_op,
+            c.p_holm if c else None, g.cpu_us_per_op if (g.cpu_us_per_op or 0) > 0 else None,
             1.0 if g.is_baseline and cc else (cc.ratio if cc else None), cc.ratio_ci if cc else None,
             cc.p_adj if cc else None, g.ops_per_s,
             g.ops_per_s / base.ops_per_s if g.ops_per_s and base.ops_per_s else None, g.usable, g.status))
@@ -332,6 +333,7 @@ def run_sweep(base: Base, spec: SweepSpec, out: Path, *, load_s: float | None = 
         a = analysis.analyse(store)
         store.close()
         res.points += [p for p in collect(a, k, labels) if not (p.is_baseline and k > 1)]
+        res.warnings[run_dir.name] = [f"{w.kind} ({w.severity}): {w.message}" for w in a.warnings]
         peaks = [r.peak_mb for r in a.replicas if r.peak_mb]
         if peaks and not spec.replica_mb:
             replica_mb = max(peaks) * 1.25          # later batches sized by what this one used

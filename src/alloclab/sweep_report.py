@@ -90,6 +90,10 @@ def write(res, out: Path) -> Path:
         md.append(f"| {p.label}{' (baseline)' if p.is_baseline else ''} | {p.batch} | {_f(p.memory_mb, '.1f')} | "
                   f"{_f(p.memory_ratio)} {_ci(p.memory_ci)} | {_f(p.cpu_us_per_op, '.3f')} | {_f(p.cpu_ratio)} {_ci(p.cpu_ci)} | "
                   f"{_f(p.ops_per_s, ',.0f')} | {p.status} | {'yes' if p.on_front else ''} |")
+    warned = {b: w for b, w in res.warnings.items() if w}
+    if warned:
+        md += ["", "Warnings of the batches' runs (see their reports):", ""]
+        md += [f"- {b}: {w}" for b, ws in warned.items() for w in ws]
     md += ["", "![Pareto front](pareto.png)", "", "Batches (each a normal run with its report): "
            + ", ".join(f"[{Path(d).name}]({Path(d).relative_to(out)}/report.md)" for d in res.batch_dirs)]
     path = out / "sweep.md"
@@ -115,6 +119,7 @@ def draw(res, path: Path, label: str) -> None:
     if len(front) > 1:
         ax.plot(*zip(*front), color="tab:red", linewidth=1, linestyle="--", label="Pareto front")
         ax.legend(fontsize=8)
+    ax.margins(0.2)
     ax.set_xlabel(label or "(no operation counter)")
     ax.set_ylabel(f"{res.metric.upper()} × baseline")
     ax.set_title(f"sweep {res.name}: memory against CPU (95% intervals vs the batch's baseline)")

@@ -66,7 +66,7 @@ def base_experiment(target: str, *, replicas: int | None = None, interval: str |
     if target not in workloads.MODELS:
         raise UserError(f"{target!r} is neither an experiment file nor a built-in workload",
                         f"give a .toml experiment file or one of: {', '.join(sorted(workloads.MODELS))}")
-    lines = [f"name = {_v(target)}", f"replicas = {replicas or 3}", f"interval = {_v(interval or '2s')}",
+    lines = [f"name = {_v(target)}", f"replicas = {3 if replicas is None else replicas}", f"interval = {_v(interval or '2s')}",
              f"metric = {_v(metric or 'rss')}", "[phases]", f"warmup = {_v(warmup or '20s')}", "load = \"10m\"",
              "[workload]", f"name = {_v(target)}"]
     lines += [f"{k} = {_v(v)}" for k, v in (params or {}).items()]
@@ -124,7 +124,7 @@ def _v(value: Any) -> str:
 def to_toml(exp: Experiment, *, replicas: int | None = None, interval: str | None = None, warmup: str | None = None,
             metric: str | None = None) -> str:
     """The experiment file that parses back into `exp` (durations in seconds)."""
-    lines = [f"name = {_v(exp.name)}", f"replicas = {replicas or exp.replicas}",
+    lines = [f"name = {_v(exp.name)}", f"replicas = {exp.replicas if replicas is None else replicas}",
              f"interval = {_v(interval) if interval else _v(exp.interval)}", f"baseline = {_v(exp.baseline)}",
              f"seed = {exp.seed}", f"metric = {_v(metric or exp.metric)}", f"grace = {_v(exp.grace)}",
              f"smaps_budget = {_v(exp.smaps_budget)}", f"verify_every = {_v(exp.verify_every)}",

@@ -53,6 +53,8 @@ def test_bisect_finds_the_first_bad_value_in_fewer_steps_than_exhaustive(tmp_pat
     (["sawtooth", "--param", "mb", "--values", "8"], "needs at least two comma-separated values"),
     (["sawtooth", "--param", "colour", "--values", "1,2"], "workload sawtooth has no parameter 'colour'"),
     (["nosuch", "--param", "mb", "--values", "1,2"], "neither an experiment file nor a built-in workload"),
+    (["sawtooth", "--param", "mb", "--values", "1,2", "--replicas", "0"], "replicas = 0 is out of range"),
+    (["sawtooth", "--param", "mb", "--values", "1,2", "--first-look", "30s", "--max-step", "20s"], "is not shorter than --max-step"),
     (["sawtooth", "--tunable", "MIMALLOC_PURGE_DELAY", "--values", "0,10"], "is a mimalloc option, but the group runs glibc"),
 ])
 def test_bisect_bad_input_is_one_line(tmp_path, args, message):

@@ -30,10 +30,10 @@ def sweep_command(target: str, allocators: tuple[str, ...], settings: tuple[str,
             exp = derive._reparse(base.experiment, replicas=replicas, interval=interval, warmup=warmup)
             base = replace(base, experiment=exp)
     else:
+        base = derive.base_experiment(target, replicas=replicas, interval=interval, warmup=warmup,
+                                      params=_params(workload_params))     # a broken file: refused in its words first
         if not settings and len(allocators) < 2:
             raise UserError("nothing to sweep", "give --set NAME=V1,V2,... and/or two or more --allocator, or a sweep file")
-        base = derive.base_experiment(target, replicas=replicas, interval=interval, warmup=warmup,
-                                      params=_params(workload_params))
         spec = sweep.spec_from_flags(allocators, settings, base)
         if load_s is None and base.experiment.workload is not None and not target.endswith(".toml"):
             load_s = 120.0

@@ -70,8 +70,10 @@ class ThresholdTest:
         p = d.evidence.get(CANDIDATE)
         shown = f"ratio {ratio:.3f}" if ratio is not None else "no ratio yet"
         if not d.stop:
+            why = (f"adjusted p {p:.3g} at look {d.look}, which is tested at {d.boundary:.3g}" if d.look and p is not None
+                   else d.reason)
             return ThresholdDecision(None, ratio, p, d.boundary, d.look,
-                                     f"{shown}: not shown above or below ×{self.threshold:g} ({d.reason})")
+                                     f"{shown}: not shown above or below ×{self.threshold:g} ({why})")
         verdict = "good" if d.winner == CANDIDATE else "bad"
         side = "below" if verdict == "good" else "above"
         return ThresholdDecision(verdict, ratio, p, d.boundary, d.look,

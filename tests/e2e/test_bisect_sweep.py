@@ -51,10 +51,7 @@ def test_bisect_finds_the_first_bad_value_in_fewer_steps_than_exhaustive(tmp_pat
     (["sawtooth", "--threshold-ratio", "2"], "say what to bisect"),
     (["sawtooth", "--family", "mimalloc", "--good", "2.0.9", "--bad", "9.9.9"], "--bad mimalloc 9.9.9 is not a known version"),
     (["sawtooth", "--param", "mb", "--values", "8"], "needs at least two comma-separated values"),
-    (["sawtooth", "--param", "colour", "--values", "1,2"], "workload sawtooth has no parameter 'colour'"),
-    (["nosuch", "--param", "mb", "--values", "1,2"], "neither an experiment file nor a built-in workload"),
     (["sawtooth", "--param", "mb", "--values", "1,2", "--replicas", "0"], "replicas = 0 is out of range"),
-    (["sawtooth", "--param", "mb", "--values", "1,2", "--first-look", "30s", "--max-step", "20s"], "is not shorter than --max-step"),
     (["sawtooth", "--tunable", "MIMALLOC_PURGE_DELAY", "--values", "0,10"], "is a mimalloc option, but the group runs glibc"),
 ])
 def test_bisect_bad_input_is_one_line(tmp_path, args, message):
@@ -68,7 +65,7 @@ def test_sweep_purge_delay_on_the_tor_model(tmp_path):
     operation (docs/results.md measured 0.74x 2.0.9's memory at 2.18x the CPU per operation)."""
     out = tmp_path / "sweep"
     proc = run_cli("sweep", "tor-dircache", "--allocator", "mimalloc@3.0.1", "--set", "MIMALLOC_PURGE_DELAY=0",
-                   "--workload-param", "hour=6", "--replicas", "3", "--interval", "1s", "--warmup", "10s", "--load", "30s",
+                   "--workload-param", "hour=6", "--replicas", "3", "--interval", "1s", "--warmup", "8s", "--load", "20s",
                    "-o", str(out))
     assert proc.returncode == 0, proc.stderr
     res = json.loads((out / "sweep.json").read_text())

@@ -95,3 +95,25 @@ def test_derived_experiment_round_trips(tmp_path):
     assert again.groups == exp.groups and again.phases == exp.phases and again.replicas == 2
     assert "--mb" in exp.group("b").command and "16" in exp.group("b").command
     assert exp.group("a").env == {"MALLOC_ARENA_MAX": "2"}
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"param": "colour", "values": "1,2"}, "workload sawtooth has no parameter 'colour'"),
+    ({"target": "nosuch", "param": "mb", "values": "1,2"}, "neither an experiment file nor a built-in workload"),
+    ({"param": "mb", "values": "1,2", "first_look": "30s", "max_step": "20s"}, "is not shorter than --max-step"),
+    ({"param": "mb", "values": "1,x"}, "is not a number"),
+    ({"param": "mb", "values": "1,2", "good": "1"}, "--good/--bad go with --family"),
+    ({"family": "mimalloc", "good": "2.0.9"}, "--family needs --good VERSION and --bad VERSION"),
+    ({"param": "mb", "values": "1,2", "metric": "vsz"}, "--metric 'vsz' is not known"),
+])
+def test_bisect_command_refuses_before_creating_anything(tmp_path, kwargs, message):
+    from rich.console import Console
+    from alloclab.commands.bisect import bisect_command
+    args = dict(target="sawtooth", family=None, good=None, bad=None, variant=None, tunable=None, param=None, values=None,
+                allocator=None, metric="rss", threshold_ratio=1.1, replicas=None, interval=None, warmup=None,
+                workload_params=(), max_step="60s", first_look="10s", check_bad=True, no_report=True,
+                output=tmp_path / "out", console=Console())
+    args.update(kwargs)
+    with pytest.raises(UserError, match=message.replace("(", r"\(").replace("[", r"\[")):
+        bisect_command(**args)
+    assert not (tmp_path / "out").exists()

@@ -21,8 +21,10 @@ def headline(res) -> str:
     ax = res.axis
     what = {"version": f"{ax.name} version", "tunable": f"{ax.name} value", "param": f"workload {ax.name}"}[ax.kind]
     if res.status == "found":
+        untested = "" if any(s.index == res.hi for s in res.steps) else \
+            " The bad end itself was not run (--no-check-bad): that it is bad is the user's word."
         return (f"First bad {what}: **{res.first_bad}** (last good: {res.last_good}), after {len(res.steps)} of "
-                f"{res.exhaustive_steps} possible steps.")
+                f"{res.exhaustive_steps} possible steps.{untested}")
     lo, hi = ax.values[res.lo], ax.values[res.hi]
     if res.status == "bad-end-not-bad":
         s = res.steps[-1]

@@ -44,7 +44,7 @@ class Axis:
     values: tuple[str, ...]
     allocator: str            # tunable/param axes: the allocator every point runs
 
-    def point(self, value: str, base: Base) -> Point:
+    def point(self, value: str) -> Point:
         if self.kind == "version":
             return Point(value)
         if self.kind == "tunable":
@@ -162,7 +162,7 @@ def _dirname(k: int, value: str) -> str:
 def run_step(plan: Plan, out: Path, k: int, index: int, on_tick: Callable | None) -> Step:
     axis, base = plan.axis, plan.base
     value = axis.values[index]
-    exp = derive(base, f"bisect-{k:02d}", [(GOOD, axis.point(axis.values[0], base)), (CANDIDATE, axis.point(value, base))],
+    exp = derive(base, f"bisect-{k:02d}", [(GOOD, axis.point(axis.values[0])), (CANDIDATE, axis.point(value))],
                  GOOD, load_s=max(1.0, plan.max_step_s - base.experiment.phases.warmup))
     run_dir = out / "steps" / _dirname(k, value)
     planned = exp.planned_duration()
@@ -243,7 +243,7 @@ def what_changed(plan: Plan, before: str, after: str) -> dict[str, Any]:
     from . import resolution
     sides = {}
     for label, value in (("before", before), ("after", after)):
-        p = plan.axis.point(value, plan.base)
+        p = plan.axis.point(value)
         try:
             spec = resolution.resolve(p.allocator, plan.base.experiment.base_dir)
         except UserError as exc:
@@ -264,6 +264,6 @@ def check_plan(plan: Plan) -> None:
     from . import preflight
     values = plan.axis.values
     chosen = [values[0], values[-1]] if plan.axis.kind == "version" else list(values)
-    exp = derive(plan.base, "bisect-check", [(f"v{i:02d}", plan.axis.point(v, plan.base)) for i, v in enumerate(chosen)],
+    exp = derive(plan.base, "bisect-check", [(f"v{i:02d}", plan.axis.point(v)) for i, v in enumerate(chosen)],
                  "v00", load_s=max(1.0, plan.max_step_s - plan.base.experiment.phases.warmup))
     preflight.prepare(exp)

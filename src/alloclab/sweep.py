@@ -32,8 +32,8 @@ from typing import Any, Callable
 import numpy as np
 
 from . import catalog, outputs, sampler, tunables
-from .config import MAX_GROUPS, _check_keys, _check_tree, _env, _typed, load_experiment, parse_experiment, show
-from .derive import Base, Point, _v, base_experiment, derive, group_name
+from .config import MAX_GROUPS, _check_keys, _check_tree, _env, _typed, parse_experiment, show
+from .derive import Base, Point, _v, derive, group_name
 from .errors import UserError
 from .runner import Runner
 

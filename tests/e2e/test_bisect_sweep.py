@@ -22,10 +22,14 @@ def test_direct_run_establishes_the_boundary(tmp_path):
     exp = tmp_path / "direct.toml"
     exp.write_text(('name = "direct"\nreplicas = 3\ninterval = "0.5s"\nbaseline = "mb8"\n[phases]\nwarmup = "2s"\nload = "6s"\n'
                     + groups).replace("{stressors}", str(native.program("stressors"))))
-    proc = run_cli("run", str(exp), "-o", str(tmp_path / "run"))
+    proc = run_cli("run", str(exp), "-o", str(tmp_path / "run"), "--no-report")
     assert proc.returncode == 0, proc.stderr
-    ratio = {g["group"]: g["ratio_to_baseline"] for g in json.loads((tmp_path / "run" / "summary.json").read_text())["groups"]}
+    from alloclab.analysis import analyse
+    from alloclab.store import Store
+    a = analyse(Store.open(tmp_path / "run"))
+    ratio = {g.name: g.comparison.ratio for g in a.groups if not g.is_baseline}
     assert ratio[f"mb{LAST_GOOD}"] < 2.0 < ratio[f"mb{FIRST_BAD}"]
+    assert all(g.comparison.significant for g in a.groups if not g.is_baseline)
 
 
 def test_bisect_finds_the_first_bad_value_in_fewer_steps_than_exhaustive(tmp_path):

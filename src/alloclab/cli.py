@@ -351,6 +351,72 @@ def workloads_list() -> None:
     list_command(console)
 
 
+@app.command()
+@click.argument("target", metavar="EXPERIMENT_OR_WORKLOAD")
+@click.option("--family", help="Bisect versions of this allocator family (with --good and --bad).")
+@click.option("--good", help="Known-good version, e.g. 2.0.9.")
+@click.option("--bad", help="Known-bad version, e.g. 3.0.1.")
+@click.option("--variant", help="Versions of this variant only, e.g. secure (default: plain builds).")
+@click.option("--tunable", help="Bisect the values of this environment tunable, e.g. MIMALLOC_PURGE_DELAY.")
+@click.option("--param", help="Bisect the values of this workload parameter (built-in workloads).")
+@click.option("--values", help="With --tunable/--param: ordered values, good end first, e.g. 0,10,100,1000.")
+@click.option("--allocator", help="With --tunable/--param: the allocator every step runs (default: the experiment's baseline's).")
+@click.option("--metric", default="rss", show_default=True, help="rss, pss, uss, anon or cpu_per_op.")
+@click.option("--threshold-ratio", type=float, default=1.10, show_default=True,
+              help="Bad: candidate/good shown above this ratio; good: shown below it.")
+@click.option("--replicas", type=int, help="Replicas per side (default: the file's, or 3).")
+@click.option("--interval", help="Sampling interval (default: the file's, or 2s).")
+@click.option("--warmup", help="Warm-up excluded from the levels (default: the file's, or 20s).")
+@click.option("--workload-param", "workload_params", multiple=True, metavar="NAME=NUMBER",
+              help="A built-in workload's fixed parameter (repeatable).")
+@click.option("--max-step", default="10m", show_default=True, help="Longest a step may run before it is undecided.")
+@click.option("--first-look", default="60s", show_default=True, help="First look of each step's sequential test (then at doublings).")
+@click.option("--check-bad/--no-check-bad", default=True, show_default=True, help="Run the bad end first to confirm it is bad.")
+@click.option("--no-report", is_flag=True, help="Skip each step's report (bisect.md is still written).")
+@click.option("-o", "--output", type=PathArg, help="Output directory (default runs/<time>-bisect-<axis>).")
+def bisect(target, family, good, bad, variant, tunable, param, values, allocator, metric, threshold_ratio, replicas,
+           interval, warmup, workload_params, max_step, first_look, check_bad, no_report, output) -> None:
+    """Find the first bad version (or tunable value, or workload parameter) by binary search over real runs.
+
+    Each step runs the candidate against the good end side by side and stops as soon as the sequential
+    test of `run --until-significant` shows candidate/good above the threshold ratio (bad) or below it
+    (good); a step undecided at --max-step stops the search, which then reports the range narrowed to.
+    Output: bisect.md, bisect.json, bisect.png and one run directory per step.
+
+    Exit codes: 0 found, 1 not found (undecided, or the bad end not shown bad), 2 bad input, 130 interrupted."""
+    from .commands.bisect import bisect_command
+    sys.exit(bisect_command(target, family, good, bad, variant, tunable, param, values, allocator, metric, threshold_ratio,
+                            replicas, interval, warmup, workload_params, max_step, first_look, check_bad, no_report,
+                            output, console))
+
+
+@app.command()
+@click.argument("target", metavar="SWEEP_FILE_OR_EXPERIMENT_OR_WORKLOAD")
+@click.option("--allocator", "allocators", multiple=True, help="An allocator of the grid (repeatable; default: the experiment's).")
+@click.option("--set", "settings", multiple=True, metavar="NAME=V1,V2,...",
+              help="A tunable's values, e.g. MIMALLOC_PURGE_DELAY=0,10,100,1000 (repeatable; the default is always included).")
+@click.option("--replicas", type=int, help="Replicas per setting (default: the file's, or 3).")
+@click.option("--interval", help="Sampling interval (default: the file's, or 2s).")
+@click.option("--warmup", help="Warm-up (default: the file's, or 20s).")
+@click.option("--load", help="Load phase of every batch (default: the file's, or 2m for a workload name).")
+@click.option("--workload-param", "workload_params", multiple=True, metavar="NAME=NUMBER",
+              help="A built-in workload's parameter (repeatable).")
+@click.option("--max-groups-per-batch", "max_groups", type=int, help="Groups per batch, baseline included (default: from cores and memory).")
+@click.option("--no-report", is_flag=True, help="Skip each batch's run report (sweep.md is still written).")
+@click.option("-o", "--output", type=PathArg, help="Output directory (default runs/<time>-sweep-<name>).")
+def sweep(target, allocators, settings, replicas, interval, warmup, load, workload_params, max_groups, no_report,
+          output) -> None:
+    """Run a grid or list of settings (allocator versions × tunables) beside one baseline, in batches.
+
+    TARGET is a sweep file (an experiment file with a [sweep] table instead of [[group]]s; see
+    docs/bisect-sweep.md), or an experiment file / built-in workload name with --allocator and --set.
+    Output: sweep.md, sweep.json and pareto.png (memory against CPU per operation, the Pareto front
+    named) and one run directory per batch."""
+    from .commands.sweep import sweep_command
+    sys.exit(sweep_command(target, allocators, settings, replicas, interval, warmup, load, workload_params, max_groups,
+                           no_report, output, console))
+
+
 def main() -> None:
     try:
         app.main(standalone_mode=False)

@@ -26,8 +26,8 @@ from ..store import Store
 MB = 1024 * 1024
 # A held kind is worth a suggestion when it is at least this share of RSS and this many bytes.
 SUGGEST_SHARE, SUGGEST_MIN = 0.15, 8 * MB
-# How a suggested sweep is written (the sweep verb's syntax, docs/sweeps.md; one place to change).
-SWEEP_COMMAND = "alloclab sweep EXPERIMENT --group {group} --set {var}={values}"
+# How a suggested sweep is written (the sweep verb's syntax, docs/bisect-sweep.md; one place to change).
+SWEEP_COMMAND = "alloclab sweep EXPERIMENT --allocator {allocator} --set {var}={values}"
 
 KIND_WORDS = {
     "bins": {"glibc": "in free chunks of {arenas} arena(s) ({chunks} free chunks) that could not be returned: glibc "
@@ -52,9 +52,10 @@ class Suggestion:
     values: list[str]
     evidence: str                   # the figure that points at it
     current: str | None = None      # the setting in force, when the allocator reported it
+    allocator: str = ""             # the group's allocator as the experiment asks for it (the sweep's --allocator)
 
     def command(self) -> str:
-        return SWEEP_COMMAND.format(group=self.group, var=self.tunable, values=",".join(self.values))
+        return SWEEP_COMMAND.format(allocator=self.allocator or self.group, var=self.tunable, values=",".join(self.values))
 
     def text(self) -> str:
         now = f" (now {self.current})" if self.current else ""
@@ -312,6 +313,7 @@ def decompose(store: Store, analysis=None) -> list[GroupDecomposition] | None:
         for s in _suggest(gname, family, g["library_path"], end) + _suggest(gname, family, g["library_path"], load):
             if (s.tunable, tuple(s.values)) not in seen:
                 seen.add((s.tunable, tuple(s.values)))
+                s.allocator = g["allocator"]
                 d.suggestions.append(s)
         if family == "mimalloc" and (load or end) and (load or end).in_use is None:
             d.notes.append(f"{label} does not count bytes in use in a release build (only mimalloc 3.1+ does): "

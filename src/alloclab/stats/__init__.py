@@ -34,6 +34,10 @@ sequential.py
         .update(levels_by_group, baseline, *, elapsed_s=None) -> SequentialDecision
         Group-sequential test with Bonferroni alpha spending over looks (valid under any
         dependence between looks, hence for repeated looks at the same drifting replicas).
+threshold.py
+    ThresholdTest(threshold, alpha=0.05, *, max_looks=None, first_look_s=None)
+        .update(good, candidate, *, elapsed_s=None) -> ThresholdDecision ("bad", "good" or None)
+        SequentialTest on candidate/threshold against good: is the ratio above or below a threshold?
 checks.py
     identical_series(a_t, a_y, b_t, b_y) -> SeriesMatch   (truthy when one process was sampled twice)
 calibration.py
@@ -48,9 +52,11 @@ from .status import RULES, STATUS_ORDER, Releases, StatusCall, classify, release
 from .compare import Comparison, compare_to_baseline, letters, design_min_p, design_warning
 from .sequential import SequentialDecision, SequentialTest
 from .checks import SeriesMatch, identical_series
+from .threshold import ThresholdDecision, ThresholdTest
 
 __all__ = [
     "Growth", "growth", "GroupGrowth", "group_growth", "RULES", "STATUS_ORDER", "Releases", "StatusCall", "classify", "release_events",
     "Comparison", "compare_to_baseline", "letters", "design_min_p", "design_warning",
     "SequentialDecision", "SequentialTest", "SeriesMatch", "identical_series",
+    "ThresholdDecision", "ThresholdTest",
 ]

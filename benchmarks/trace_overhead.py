@@ -22,13 +22,16 @@ from alloclab import native, trace
 
 # Paced programs (frag, tor-dircache) run for a fixed time: their recording slowdown is not a
 # wall-time ratio, so only their bytes per event and replay speed are reported.
-PACED = ("frag", "tor-dircache")
+PACED = ("frag", "tor-dircache", "sawtooth")
 PROGRAMS = {
     # name: argv after the program path
     "loop-1thread (20M malloc/free)": ("stressors", ["--pattern", "loop", "--threads", "1", "--rounds", "1000", "--slots", "20000"]),
     "loop-4threads (20M malloc/free)": ("stressors", ["--pattern", "loop", "--threads", "4", "--rounds", "250", "--slots", "20000"]),
     "worker-pool (4 threads, mixed sizes)": ("worker_pool", ["--builds", "4", "--modules", "1500", "--gap", "0", "--threads", "4"]),
+    "larson (4 threads, random-order frees)": ("stressors", ["--pattern", "larson", "--threads", "4", "--rounds", "8", "--slots", "20000"]),
+    "xmalloc (4 threads, cross-thread frees)": ("stressors", ["--pattern", "xmalloc", "--threads", "4", "--rounds", "4", "--slots", "20000"]),
     "frag (2 threads, churn)": ("frag", ["--load", "3", "--mb", "32", "--threads", "2"]),
+    "sawtooth (retain/drain)": ("stressors", ["--pattern", "sawtooth", "--load", "3", "--period", "1", "--mb", "64"]),
     "tor-dircache (main + 2 workers)": ("tor_dircache", ["--load", "4", "--hour", "0.5"]),
 }
 
@@ -42,19 +45,23 @@ def wall(cmd: list[str], env: dict | None = None) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--only", help="run only the programs whose name contains this")
     args = ap.parse_args()
+    print(json.dumps({"load_average": os.getloadavg()}), flush=True)
     tracer = str(native.program("liballoclab_trace.so"))
     heaptrack = shutil.which("heaptrack")
     out = {}
     with tempfile.TemporaryDirectory() as d:
         for name, (prog, argv) in PROGRAMS.items():
+            if args.only and args.only not in name:
+                continue
             cmd = [str(native.program(prog)), *argv]
             path = Path(d) / "t.trace"
             plain, recorded, heap = [], [], []
             for _ in range(args.repeat):
                 plain.append(wall(cmd))
                 recorded.append(wall(cmd, {"LD_PRELOAD": tracer, "ALLOCLAB_TRACE_FILE": str(path)}))
-                if heaptrack and "frag" not in name and "tor" not in name:
+                if heaptrack and not name.startswith(PACED):
                     heap.append(wall([heaptrack, "-o", str(Path(d) / "h"), *cmd]))
                     for f in Path(d).glob("h*"):
                         f.unlink()
@@ -72,6 +79,7 @@ def main() -> None:
             }
             out[name] = row
             print(json.dumps({name: row}), flush=True)
+    print(json.dumps({"load_average": os.getloadavg()}), flush=True)
     print(json.dumps(out, indent=2))
 
 

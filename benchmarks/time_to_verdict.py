@@ -51,7 +51,7 @@ metric = "rss"
 [phases]
 warmup = "20s"
 load = "2h"
-idle = "0s"
+idle = "5s"
 
 {workload}
 [[group]]
@@ -83,6 +83,8 @@ def one_run(exp: Path, out: Path, stable_for: str, max_duration: str) -> dict:
                            "--stable-for", stable_for, "--max-duration", max_duration, "--no-report"],
                           capture_output=True, text=True)
     wall = time.monotonic() - t0
+    if not (out / "run.db").exists():
+        raise SystemExit(f"alloclab run failed: {proc.stderr.strip()[-500:]}")
     db = sqlite3.connect(out / "run.db")
     meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
     stop = db.execute("SELECT description FROM events WHERE kind = 'sequential_stop'").fetchall()

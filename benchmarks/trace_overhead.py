@@ -36,9 +36,19 @@ PROGRAMS = {
 }
 
 
+CPU: list[float] = []                 # CPU seconds (user + sys, all threads) of the last command run
+
+
 def wall(cmd: list[str], env: dict | None = None) -> float:
+    """Wall seconds of one command; its CPU seconds go to CPU (on a saturated machine the CPU
+    ratio is the steadier figure: the recorder's writer thread is counted in it)."""
     t = time.perf_counter()
-    subprocess.run(cmd, env={**os.environ, **(env or {})}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+    proc = subprocess.Popen(cmd, env={**os.environ, **(env or {})}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise subprocess.CalledProcessError(proc.returncode, cmd)
+    CPU.append(usage.ru_utime + usage.ru_stime)
     return time.perf_counter() - t
 
 
@@ -46,6 +56,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--only", help="run only the programs whose name contains this")
+    ap.add_argument("--no-heaptrack", action="store_true", help="skip heaptrack (its figures are in benchmarks/README.md)")
     args = ap.parse_args()
     print(json.dumps({"load_average": os.getloadavg()}), flush=True)
     tracer = str(native.program("liballoclab_trace.so"))
@@ -57,11 +68,13 @@ def main() -> None:
                 continue
             cmd = [str(native.program(prog)), *argv]
             path = Path(d) / "t.trace"
-            plain, recorded, heap = [], [], []
+            plain, recorded, heap, plain_cpu, recorded_cpu = [], [], [], [], []
             for _ in range(args.repeat):
                 plain.append(wall(cmd))
+                plain_cpu.append(CPU[-1])
                 recorded.append(wall(cmd, {"LD_PRELOAD": tracer, "ALLOCLAB_TRACE_FILE": str(path)}))
-                if heaptrack and not name.startswith(PACED):
+                recorded_cpu.append(CPU[-1])
+                if heaptrack and not args.no_heaptrack and not name.startswith(PACED):
                     heap.append(wall([heaptrack, "-o", str(Path(d) / "h"), *cmd]))
                     for f in Path(d).glob("h*"):
                         f.unlink()
@@ -73,6 +86,8 @@ def main() -> None:
                 "plain_s": round(statistics.median(plain), 3),
                 "record_slowdown": None if name.startswith(PACED) else
                 round(statistics.median(recorded) / statistics.median(plain), 2),
+                "record_cpu_ratio": None if name.startswith(PACED) else
+                round(statistics.median(recorded_cpu) / statistics.median(plain_cpu), 2),
                 "heaptrack_slowdown": round(statistics.median(heap) / statistics.median(plain), 1) if heap else None,
                 "replay_ops_per_s": round(threaded), "direct_ops_per_s": round(direct),
                 "replay_vs_direct": round(threaded / direct, 2),

@@ -237,11 +237,35 @@ static double ticks_per_unit;         /* TSC cycles (or ns) -> 32 ns ticks */
 static uint64_t tsc_hz;
 static ZSTD_CCtx *cctx;
 static uint8_t *cols_buf, *raw_buf, *out_buf;
-static size_t out_cap;
 static live_table live;
 static int live_broken;               /* out of memory in the table: stop writing (the reader would diverge) */
+static size_t out_cap;
 
 #define COL_CAP(per_event) ((size_t)CHUNK_EVENTS * (per_event))
+
+/* The live table as the writer uses it: the latest allocation waits outside the hash until the
+ * next one, so the commonest pattern (free what was just allocated) costs no hash operation.
+ * The numbers are those of live_table's rules (trace_format.h); only the bookkeeping differs. */
+static uint64_t pending_addr, pending_seq;
+static int pending;
+
+static int writer_alloc(uint64_t a) {
+    if (pending && pending_addr == a) pending = 0;          /* forgotten, as live_alloc forgets it */
+    else {
+        size_t i = um_find(&live.by_addr, a);
+        if (i != (size_t)-1) um_delete_at(&live.by_addr, i);
+    }
+    if (pending && um_put(&live.by_addr, pending_addr, pending_seq) != 0) return -1;
+    pending = 1;
+    pending_addr = a;
+    pending_seq = ++live.next_seq;
+    return 0;
+}
+
+static uint64_t writer_free(uint64_t a) {
+    if (pending && pending_addr == a) { pending = 0; return pending_seq; }
+    return live_free_addr(&live, a);
+}
 
 static void write_all(const uint8_t *p, size_t n) {
     while (n) {
@@ -314,7 +338,7 @@ static void encode_chunk(chunk *c) {
         if (ts > last_ts) last_ts = ts;
         if (op == OP_THREAD_EXIT) continue;
         if (op == OP_FREE || op == OP_REALLOC) {
-            uint64_t seq = live_free_addr(&live, r->ptr);
+            uint64_t seq = writer_free(r->ptr);
             p[4] = put_varint(p[4], seq ? seq_code(seq, prev_seq) : 0);
             if (seq) prev_seq = seq;
             else {
@@ -329,7 +353,7 @@ static void encode_chunk(chunk *c) {
         uint64_t addr = op == OP_REALLOC ? r->aux : r->ptr, a = addr >> 4;
         p[3] = put_svarint(p[3], (int64_t)(a - last_ptr));
         last_ptr = a;
-        if (live_alloc(&live, addr) != 0) live_broken = 1;
+        if (writer_alloc(addr) != 0) live_broken = 1;
     }
     if (thread_floor) *thread_floor = last_ts;
     size_t raw_len = 0;

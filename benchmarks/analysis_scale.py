@@ -82,6 +82,46 @@ def generate(out: Path, relays: int, days: float, interval: float, seed: int = 1
     return n * relays
 
 
+def synthesise_store(run: Path, relays: int, days: float, interval: float, seed: int = 1) -> int:
+    """The same fleet written straight into a run.db through the store API, as `import torutils`
+    would write it (for a report at a scale whose CSV import does not fit in memory)."""
+    from alloclab.store import DB_NAME, Store
+    from alloclab.torutils import SAMPLE_COLUMNS
+    rng = np.random.default_rng(seed)
+    n = int(days * 86400 / interval)
+    t = 1_767_225_600.0 + np.arange(n) * interval
+    run.mkdir(parents=True, exist_ok=True)
+    store = Store.create(run / DB_NAME)
+    store.begin()
+    store.set_meta(name="scale-benchmark", metric="rss", seed=0, interval=interval, started_at=float(t[0]),
+                   ended_at=float(t[-1]), host="bench", end_reason="imported", source="import torutils (synthesised)",
+                   baseline="Z", replicas_in_several_groups=[], unlisted_relays=[])
+    gid = {g: store.insert("groups", name=g, allocator=c.get("allocator", name), kind="imported",
+                           family=c.get("allocator", name), version=c.get("version"), env_json="{}", command_json="[]",
+                           is_baseline=int(g == "Z")) for g, (name, c, _) in GROUPS.items()}
+    letters = list(GROUPS)
+    nulls = (None,) * (len(SAMPLE_COLUMNS) - 6)
+    for r in range(relays):
+        g = letters[r % len(letters)]
+        rid = store.insert("replicas", group_id=gid[g], idx=r, name=f"relay{r:04d}", start_order=r, started_at=float(t[0]),
+                           ended_at=float(t[-1]), verified=None, verify_detail="imported: allocator not verified by alloclab")
+        base = 200_000 + rng.normal(0, 10_000)
+        ceiling = 1_500_000 * GROUPS[g][2] * (1 + rng.normal(0, 0.05))
+        age = (t - t[0]) % 86400 if g == "F" else t - t[0]
+        e = rng.normal(0, 8_000, n)
+        noise = e.copy()
+        for k in range(1, 64):
+            noise[k:] += (0.95 ** k) * e[:-k]
+        rss = (base + (ceiling - base) * (1 - np.exp(-age / (2.5 * 86400))) + noise).astype(np.int64)
+        # columns: t, replica_id, phase, tier, rss_kb, vmsize_kb, then the rest empty; nprocs 1
+        store.insert_many("samples", SAMPLE_COLUMNS,
+                          ((tt, rid, None, "imported", v, v * 7 + 1_000_000, *nulls[:-1], 1)
+                           for tt, v in zip(t.tolist(), rss.tolist())))
+    store.commit()
+    store.close()
+    return n * relays
+
+
 def timed(cmd: list[str]) -> dict:
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -115,7 +155,29 @@ def main() -> None:
     ap.add_argument("--interval", type=float, default=15)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--keep", type=Path, help="generate into (and keep) this directory")
+    ap.add_argument("--store-only", action="store_true",
+                    help="write run.db through the store API and time only the report (no CSV, no import)")
     args = ap.parse_args()
+    if args.store_only:
+        work = args.keep or Path(tempfile.mkdtemp(prefix="alloclab-scale-"))
+        run = work / "run-store"
+        t0 = time.perf_counter()
+        samples = synthesise_store(run, args.relays, args.days, args.interval) if not (run / "run.db").exists() \
+            else args.relays * int(args.days * 86400 / args.interval)
+        result = {"samples": samples, "synthesise_s": round(time.perf_counter() - t0, 1),
+                  "load_average_before": os.getloadavg()}
+        reports = []
+        for _ in range(args.repeat):
+            reports.append(run_measured([sys.executable, "-m", "alloclab", "report", str(run), "-o", str(work / "report")]))
+            print(json.dumps({"report": reports[-1]}), flush=True)
+        result["report_wall_s_median"] = round(statistics.median(r["wall_s"] for r in reports), 1)
+        result["report_cpu_s_median"] = round(statistics.median(r["cpu_s"] for r in reports), 1)
+        result["report_max_rss_mb_median"] = round(statistics.median(r["max_rss_mb"] for r in reports))
+        result["load_average_after"] = os.getloadavg()
+        print(json.dumps(result, indent=2))
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+        return
     work = args.keep or Path(tempfile.mkdtemp(prefix="alloclab-scale-"))
     alloclab = [sys.executable, "-m", "alloclab"]
     try:

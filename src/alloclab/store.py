@@ -203,8 +203,12 @@ class Store:
         if bad:
             raise ValueError(f"not a samples column: {', '.join(bad)}")
         where = f" AND {not_null} IS NOT NULL" if not_null else ""
-        rows = self.query(f"SELECT {', '.join(cols)} FROM samples WHERE replica_id = ?{where} ORDER BY t", (replica_id,))
-        return {c: [r[i] for r in rows] for i, c in enumerate(cols)}
+        cur = self.conn.cursor()
+        cur.row_factory = None                     # plain tuples, transposed in C: 10M samples read in seconds
+        rows = cur.execute(f"SELECT {', '.join(cols)} FROM samples WHERE replica_id = ?{where} ORDER BY t",
+                           (replica_id,)).fetchall()
+        columns = list(zip(*rows)) if rows else [() for _ in cols]
+        return {c: list(v) for c, v in zip(cols, columns)}
 
     def events(self, kinds: Iterable[str] | None = None, exclude: Iterable[str] | None = None) -> list[dict]:
         """Events in time order, optionally only of `kinds` or without `exclude`."""

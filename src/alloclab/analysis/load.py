@@ -90,7 +90,8 @@ class LabelMapping:
 
 
 def _arr(values: list, scale: float = 1.0) -> np.ndarray:
-    return np.array([np.nan if v is None else v * scale for v in values], dtype=float)
+    a = np.array(values, dtype=float)            # None -> NaN, in C
+    return a * scale if scale != 1.0 else a
 
 
 def load_series(store: Store, metric: str) -> list[Series]:

@@ -240,9 +240,14 @@ def segments_imported(store: Store, series: list[Series], mapping: dict[str, Lab
             i = int(np.searchsorted(s.t, e["t"], side="left"))
             if 1 <= i < n and _applies(e, s.group, mapping):
                 at.setdefault(i, []).append(e)
-        for i in range(1, n):
+        prev = s.mb[:-1]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            rels = np.where(prev > 0, (s.mb[1:] - prev) / np.where(prev > 0, prev, 1.0), 0.0)
+        # only samples with an event or a drop can be cut: visit those, not every sample
+        drops = np.flatnonzero(rels <= -RULES["unexplained_drop_share"]) + 1
+        for i in sorted(set(at) | set(drops.tolist())):
             evs = at.get(i, [])
-            rel = (s.mb[i] - s.mb[i - 1]) / s.mb[i - 1] if s.mb[i - 1] > 0 else 0.0
+            rel = float(rels[i - 1])
             if evs and abs(rel) >= step:
                 changes = [e for e in evs if e["kind"] not in RESTART_KINDS]
                 own = [e for e in changes if (e["group_name"] or "all").lower() != "all"]

@@ -26,6 +26,7 @@ HEADER = struct.Struct("<8sIIQQII24x")          # 64 bytes
 BLOCK_HEADER = struct.Struct("<IIIIIIQ")         # 32 bytes
 ZSTD_FLAG = 1
 TSC_FLAG = 2
+COMPLETE_FLAG = 4            # the recorder finished writing (version 2); absent: a killed recording
 VERSION = 2
 TICK_NS = 32
 MALLOC, FREE, CALLOC, REALLOC, MEMALIGN, THREAD_EXIT = 1, 2, 3, 4, 5, 6
@@ -124,7 +125,7 @@ class Block:
 @dataclass
 class Trace:
     blocks: list[Block] = field(default_factory=list)
-    flags: int = ZSTD_FLAG
+    flags: int = ZSTD_FLAG | COMPLETE_FLAG
     version: int = VERSION
     start_realtime_ns: int = 1_700_000_000 * 10**9
     start_monotonic_ns: int = 10**12
@@ -207,8 +208,9 @@ def ev(op: int, ts: int, size: int = 0, ptr: int = 0, new_ptr: int = 0, align: i
 
 
 class LiveTable:
-    """The live-allocation table of format version 2 (trace_format.h, live_table): every
-    allocation numbered in turn from 1; a free by number is written as seq_code(number, previous)."""
+    """The live-allocation table of format version 2 (trace_format.h, live_table), keyed by
+    address >> 4 as the columns hold it: every allocation numbered in turn from 1; a free by
+    number is written as seq_code(number, previous)."""
 
     def __init__(self) -> None:
         self.seq_of: dict[int, int] = {}
@@ -263,12 +265,12 @@ def encode_blocks(blocks: list[tuple[int, list[tuple]]]) -> list[Block]:
             if op == THREAD_EXIT:
                 continue
             if op in (FREE, REALLOC):
-                seq = table.free_addr(ptr)
+                seq = table.free_addr(ptr >> 4)
                 b.slots.append(seq_code(seq, prev) if seq else 0)
                 prev = seq or prev
                 if not seq:
                     b.pointers.append((ptr >> 4) - last_ptr)
-                    last_ptr = ptr >> 4
+                last_ptr = ptr >> 4                     # deltas continue from the block just freed
                 if op == FREE:
                     continue
             if op == MEMALIGN:
@@ -277,7 +279,7 @@ def encode_blocks(blocks: list[tuple[int, list[tuple]]]) -> list[Block]:
             addr = new_ptr if op == REALLOC else ptr
             b.pointers.append((addr >> 4) - last_ptr)
             last_ptr = addr >> 4
-            table.alloc(addr)
+            table.alloc(addr >> 4)
         out.append(b)
     return out
 
@@ -296,10 +298,10 @@ def decode_events(t: Trace) -> list[tuple[int, tuple]]:
                 v = next(slots, 0) if t.version >= 2 else 0
                 if v:
                     prev = seq_decode(v, prev)
-                    ptr = table.free_seq(prev)
+                    last_ptr = table.free_seq(prev)
                 else:
                     last_ptr += next(pointers)
-                    ptr = last_ptr << 4
+                ptr = last_ptr << 4
             if op == MEMALIGN:
                 align = next(sizes)
             if op in (MALLOC, CALLOC, MEMALIGN, REALLOC):
@@ -311,6 +313,6 @@ def decode_events(t: Trace) -> list[tuple[int, tuple]]:
                 else:
                     ptr = addr
                 if t.version >= 2:
-                    table.alloc(addr)
+                    table.alloc(last_ptr)
             out.append((b.thread, (op, ts, size, ptr, new_ptr, align)))
     return out

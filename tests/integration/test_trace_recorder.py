@@ -13,7 +13,7 @@ import pytest
 
 from alloclab import native, trace
 from alloclab.errors import UserError
-from alloclab.trace_codec import (CALLOC, FREE, MALLOC, MEMALIGN, REALLOC, THREAD_EXIT, TSC_FLAG, Block, Trace,
+from alloclab.trace_codec import (CALLOC, COMPLETE_FLAG, FREE, MALLOC, MEMALIGN, REALLOC, THREAD_EXIT, TSC_FLAG, Block, Trace,
                                   decode_events, encode_blocks, ev, events_block, parse)
 
 
@@ -132,6 +132,24 @@ def test_kill_9_leaves_a_trace_readable_up_to_its_last_block(tmp_path):
     d = trace.info(p)
     assert d["events"] >= 32768 and d["events"] % 32768 == 0   # whole blocks only, the partial ones lost
     assert d["threads"] >= 1
+    assert not struct.unpack_from("<I", p.read_bytes(), 12)[0] & COMPLETE_FLAG
+
+
+def test_a_killed_recording_is_read_to_its_last_whole_block_a_finished_one_is_not(tmp_path):
+    """kill -9 can land inside a block's write(): without the COMPLETE flag (set when the recorder
+    finishes) the partial block is ignored; with it, a cut file is corrupt."""
+    blocks = encode_blocks([(1, [ev(MALLOC, i, 32, 0x1000 + 16 * i) for i in range(100)]),
+                            (1, [ev(FREE, 200 + i, ptr=0x1000 + 16 * i) for i in range(100)])])
+    finished = Trace(blocks).to_bytes()
+    killed = Trace(blocks, flags=1).to_bytes()
+    cut = len(finished) - 7
+    p = tmp_path / "t.trace"
+    p.write_bytes(killed[:cut])
+    d = trace.info(p)
+    assert d["events"] == 100 and d["truncated_bytes"] > 0 and d["final_live_bytes"] == 3200
+    p.write_bytes(finished[:cut])
+    with pytest.raises(UserError, match="needs .* bytes"):
+        trace.info(p)
 
 
 @pytest.mark.parametrize("clock", ["tsc", "monotonic"])

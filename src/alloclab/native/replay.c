@@ -61,7 +61,7 @@ static uint32_t nrthreads;
 static double speed = 1.0, start_time;
 static uint32_t trace_pid;
 static uint64_t trace_start_ns;
-static size_t trace_events;
+static size_t trace_events, trace_truncated;
 
 /* ---- preprocessing: global order, object ids, dependencies ---- */
 typedef struct { uint64_t key; uint32_t obj; } slot;
@@ -487,10 +487,10 @@ static int info(size_t points) {
     size_t n;
     curve_points(points, &ts, &vals, &n, 0);
     printf("{\"pid\": %u, \"start_realtime_ns\": %llu, \"threads\": %u, \"events\": %zu, \"operations\": %zu, "
-           "\"untracked_frees\": %zu, \"duration_s\": %.6f, \"malloc\": %llu, \"calloc\": %llu, \"realloc\": %llu, "
+           "\"truncated_bytes\": %zu, \"untracked_frees\": %zu, \"duration_s\": %.6f, \"malloc\": %llu, \"calloc\": %llu, \"realloc\": %llu, "
            "\"memalign\": %llu, \"free\": %llu, \"thread_exits\": %llu, \"objects\": %u, \"peak_live_bytes\": %llu, "
            "\"final_live_bytes\": %llu, \"size_histogram_log2\": [", trace_pid, (unsigned long long)trace_start_ns,
-           nrthreads, trace_events, nglobal, untracked, (double)last * 1e-9, (unsigned long long)count[OP_MALLOC],
+           nrthreads, trace_events, nglobal, trace_truncated, untracked, (double)last * 1e-9, (unsigned long long)count[OP_MALLOC],
            (unsigned long long)count[OP_CALLOC], (unsigned long long)count[OP_REALLOC], (unsigned long long)count[OP_MEMALIGN],
            (unsigned long long)count[OP_FREE], (unsigned long long)count[OP_THREAD_EXIT], nobjects, (unsigned long long)peak,
            (unsigned long long)live);
@@ -579,6 +579,7 @@ int main(int argc, char **argv) {
     trace_pid = t.pid;
     trace_start_ns = t.start_realtime_ns;
     trace_events = t.nevents;
+    trace_truncated = t.truncated_bytes;
     nrthreads = t.nthreads;
     prepare(&t);
     trace_data_free(&t);

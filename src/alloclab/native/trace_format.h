@@ -23,7 +23,9 @@
  *                             varint size, svarint new-ptr delta
  *             MEMALIGN        varint alignment, varint size, svarint ptr delta
  *             THREAD_EXIT     nothing
- *   Pointers are stored >> 4 as zigzag deltas from the previous pointer of the block.
+ *   Pointers are stored >> 4 as zigzag deltas from the previous pointer of the block, a free's
+ *   included even when it is written by number (version 2): an allocation that reuses the block
+ *   just freed costs a zero. The live table's addresses are these >> 4 values too.
  *   Slots (version 2): writer and reader keep the same table of live allocations, updated in file
  *   order (live_table below), each allocation numbered in turn from 1. A FREE or REALLOC of an
  *   address in the table is written as seq_code(its number, the previous such number in the block
@@ -47,6 +49,9 @@
 #define TRACE_OLDEST_VERSION 1u  /* version 1: no slot column, every free by address */
 #define TRACE_ZSTD 1u
 #define TRACE_TSC 2u             /* timestamps from the calibrated TSC (header: tsc_hz) */
+#define TRACE_COMPLETE 4u        /* set by the recorder when it finished writing (v2); without it a
+                                  * file cut inside its last block is a killed recording, read up to
+                                  * its last whole block */
 #define TRACE_HEADER_SIZE 64
 #define TRACE_BLOCK_MAGIC 0x314b4c42u /* "BLK1" */
 #define TRACE_BLOCK_HEADER_SIZE 32

@@ -127,6 +127,7 @@ static int decode_block(trace_data *t, const uint8_t *raw, size_t raw_len, uint3
                     if (live_free_seq(&t->live, prev_seq, &e.ptr) != 0)
                         return fail(t, "block at byte %zu: a free names allocation %llu, which is not live", offset,
                                     (unsigned long long)prev_seq);
+                    last_ptr = e.ptr;             /* deltas continue from the block just freed */
                 }
             }
             if (!slot) {
@@ -176,6 +177,13 @@ int trace_parse(const uint8_t *buf, size_t n, trace_data *t) {
     size_t budget = n > (TRACE_MAX_EVENTS - TRACE_EVENTS_BASE) / TRACE_EVENTS_PER_BYTE
                     ? TRACE_MAX_EVENTS : TRACE_EVENTS_BASE + TRACE_EVENTS_PER_BYTE * n;
     while (at < n) {
+        /* A recording killed (kill -9) mid-write ends inside its last block and lacks the
+         * COMPLETE flag its writer sets when it finishes: read it up to its last whole block. */
+        if (!(flags & TRACE_COMPLETE) && version >= 2 &&
+            (n - at < TRACE_BLOCK_HEADER_SIZE || get_u32(buf + at + 4) > n - at - TRACE_BLOCK_HEADER_SIZE)) {
+            t->truncated_bytes = n - at;
+            break;
+        }
         if (n - at < TRACE_BLOCK_HEADER_SIZE) { free(raw); return fail(t, "truncated: a block header at byte %zu is cut short", at); }
         const uint8_t *h = buf + at;
         if (get_u32(h) != TRACE_BLOCK_MAGIC) { free(raw); return fail(t, "corrupt: no block marker at byte %zu", at); }

@@ -38,6 +38,7 @@ typedef struct {
     size_t id_cap;
     size_t nevents;
     uint32_t version;
+    size_t truncated_bytes;      /* an unfinished recording's partial last block, ignored */
     live_table live;             /* version 2: live allocations while reading (trace_format.h) */
     char error[256];
 } trace_data;

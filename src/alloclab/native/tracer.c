@@ -338,14 +338,12 @@ static void encode_chunk(chunk *c) {
         if (ts > last_ts) last_ts = ts;
         if (op == OP_THREAD_EXIT) continue;
         if (op == OP_FREE || op == OP_REALLOC) {
-            uint64_t seq = writer_free(r->ptr);
+            uint64_t a = r->ptr >> 4;
+            uint64_t seq = writer_free(a);
             p[4] = put_varint(p[4], seq ? seq_code(seq, prev_seq) : 0);
             if (seq) prev_seq = seq;
-            else {
-                uint64_t a = r->ptr >> 4;
-                p[3] = put_svarint(p[3], (int64_t)(a - last_ptr));
-                last_ptr = a;
-            }
+            else p[3] = put_svarint(p[3], (int64_t)(a - last_ptr));
+            last_ptr = a;              /* the next allocation is often the block just freed: delta 0 */
             if (op == OP_FREE) continue;
         }
         if (op == OP_MEMALIGN) p[2] = put_varint(p[2], r->aux);
@@ -353,7 +351,7 @@ static void encode_chunk(chunk *c) {
         uint64_t addr = op == OP_REALLOC ? r->aux : r->ptr, a = addr >> 4;
         p[3] = put_svarint(p[3], (int64_t)(a - last_ptr));
         last_ptr = a;
-        if (writer_alloc(addr) != 0) live_broken = 1;
+        if (writer_alloc(a) != 0) live_broken = 1;
     }
     if (thread_floor) *thread_floor = last_ts;
     size_t raw_len = 0;
@@ -417,6 +415,9 @@ static void *writer_main(void *arg) {
                 put_u64(hz, tsc_hz);
                 (void)!pwrite(out_fd, hz, 8, 40);
             }
+            uint8_t fl[4];              /* finished: from now on a cut file is corrupt, not killed */
+            put_u32(fl, TRACE_ZSTD | (use_tsc ? TRACE_TSC : 0) | TRACE_COMPLETE);
+            (void)!pwrite(out_fd, fl, 4, 12);
             atomic_store(&drained, 1);
             atomic_store(&drain_request, 0);
         }

@@ -97,8 +97,12 @@ def _arr(values: list, scale: float = 1.0) -> np.ndarray:
 def load_series(store: Store, metric: str) -> list[Series]:
     col = METRIC_COLUMN[metric]
     out = []
+    extra = ["phase", "live_bytes", "ops", "cpu_s", "lazyfree_kb"]
+    filled = store.sample_columns_with_values(extra)       # an empty column is not read 10 M times
     for rep in store.replicas():
-        d = store.series(rep["id"], [col, "phase", "live_bytes", "ops", "cpu_s", "lazyfree_kb"], not_null=col)
+        d = store.series(rep["id"], [col, *(c for c in extra if c in filled)], not_null=col)
+        for c in extra:
+            d.setdefault(c, [None] * len(d["t"]))
         verified = None if rep["verified"] is None else bool(rep["verified"])
         out.append(Series(rep["id"], rep["name"], rep["group"], verified, np.array(d["t"], dtype=float),
                           _arr(d[col], 1 / 1024), np.array(d["phase"], dtype=object), _arr(d["live_bytes"], 1 / 1048576),

@@ -77,10 +77,13 @@ def _pairs_with_equal_samples(series: list[Series], k: int) -> list[tuple[Series
     y = np.concatenate([np.asarray(s.mb, dtype=float) for s in series])
     owner = np.concatenate([np.full(len(s.t), i, dtype=np.int64) for i, s in enumerate(series)])
     ok = ~np.isnan(y) & ~np.isnan(t)
-    t, y, owner = t[ok], y[ok], owner[ok]
-    order = np.lexsort((owner, y, t))
-    t, y, owner = t[order], y[order], owner[order]
-    same_as_prev = np.r_[False, (t[1:] == t[:-1]) & (y[1:] == y[:-1])]
+    t, y, owner = t[ok] + 0.0, y[ok] + 0.0, owner[ok]       # + 0.0: -0.0 and 0.0 are equal, hash them alike
+    # equal (t, value) pairs have equal keys; a key collision only adds a candidate (checked
+    # exactly below), so the candidates stay a superset. An integer sort is twice a lexsort's speed.
+    key = (t.view(np.uint64) * np.uint64(0x9E3779B97F4A7C15)) ^ (y.view(np.uint64) * np.uint64(0xBF58476D1CE4E5B9))
+    order = np.argsort(key, kind="stable")
+    key, owner = key[order], owner[order]
+    same_as_prev = np.r_[False, key[1:] == key[:-1]]
     starts = np.flatnonzero(~same_as_prev)
     sizes = np.diff(np.r_[starts, len(t)])
     multi = np.flatnonzero(sizes > 1)
@@ -89,7 +92,8 @@ def _pairs_with_equal_samples(series: list[Series], k: int) -> list[tuple[Series
     if int((sizes[multi] * (sizes[multi] - 1) // 2).sum()) > MAX_INCIDENCES:
         return list(itertools.combinations(series, 2))      # values shared everywhere: compare all
     two = multi[sizes[multi] == 2]                          # the usual coincidence: two series
-    a, b = owner[starts[two]], owner[starts[two] + 1]       # sorted by owner within a group
+    x, z = owner[starts[two]], owner[starts[two] + 1]
+    a, b = np.minimum(x, z), np.maximum(x, z)
     codes = [(a * n + b)[a != b]]
     for g in multi[sizes[multi] > 2]:
         members = np.unique(owner[starts[g]:starts[g] + sizes[g]])

@@ -100,7 +100,7 @@ time.sleep(60)
 """
 
 
-@pytest.mark.parametrize("end", ["exit", "SIGTERM", "SIGINT"])
+@pytest.mark.parametrize("end", ["exit", "SIGTERM", "SIGHUP"])
 def test_fork_thread_exit_exit_and_signal_death_lose_nothing(tmp_path, end):
     p = tmp_path / "t.trace"
     proc = subprocess.Popen([sys.executable, "-c", SCRIPT, "exit" if end == "exit" else "wait"],
@@ -125,7 +125,7 @@ def test_kill_9_leaves_a_trace_readable_up_to_its_last_block(tmp_path):
     proc = subprocess.Popen([str(native.program("stressors")), "--pattern", "loop", "--threads", "2",
                              "--rounds", "100000", "--slots", "20000"], env=_env(p), stdout=subprocess.DEVNULL)
     deadline = time.monotonic() + 30
-    while p.stat().st_size < 200_000 and time.monotonic() < deadline:
+    while (not p.exists() or p.stat().st_size < 200_000) and time.monotonic() < deadline:
         time.sleep(0.05)
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=30)
@@ -133,6 +133,15 @@ def test_kill_9_leaves_a_trace_readable_up_to_its_last_block(tmp_path):
     assert d["events"] >= 32768 and d["events"] % 32768 == 0   # whole blocks only, the partial ones lost
     assert d["threads"] >= 1
     assert not struct.unpack_from("<I", p.read_bytes(), 12)[0] & COMPLETE_FLAG
+
+
+def test_python_keeps_its_own_ctrl_c(tmp_path):
+    """The recorder leaves SIGINT alone: Python still turns it into KeyboardInterrupt."""
+    script = "import time\ntry:\n    print('ready', flush=True); time.sleep(30)\nexcept KeyboardInterrupt:\n    print('caught')"
+    proc = subprocess.Popen([sys.executable, "-c", script], env=_env(tmp_path / "t.trace"), stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "ready"
+    proc.send_signal(signal.SIGINT)
+    assert proc.communicate(timeout=30)[0].strip() == "caught" and proc.returncode == 0
 
 
 def test_a_killed_recording_is_read_to_its_last_whole_block_a_finished_one_is_not(tmp_path):

@@ -20,8 +20,9 @@
  *    the parent's chunks stay its own;
  *  - thread exit: a pthread key destructor appends THREAD_EXIT and queues the thread's chunk;
  *  - exit: a destructor queues every thread's partial chunk and waits for the writer to drain;
- *  - death by a signal whose action was the default (TERM, INT, HUP, QUIT, ABRT, SEGV, BUS, FPE,
- *    ILL, PIPE, ALRM, USR1, USR2): a handler drains the same way, then dies of the signal;
+ *  - death by a signal whose action was the default (TERM, HUP, QUIT, ABRT, SEGV, BUS, FPE, ILL,
+ *    PIPE, ALRM, USR1, USR2; not INT, see fatal_signals): a handler drains the same way, then dies
+ *    of the signal;
  *  - kill -9: every block written so far is whole (one write() each), so the file reads up to its
  *    last written block; only the chunks still in memory are lost.
  */
@@ -434,7 +435,9 @@ static void drain(double seconds) {
     for (long i = 0; i < (long)(seconds * 1000) && !atomic_load(&drained); i++) nanosleep(&tick, NULL);
 }
 
-static const int fatal_signals[] = {SIGHUP, SIGINT, SIGQUIT, SIGILL, SIGABRT, SIGBUS, SIGFPE, SIGSEGV, SIGPIPE,
+/* Not SIGINT: Python (and others) install their own SIGINT handler only when they find the
+ * default one, so taking it would change how a recorded program reacts to Ctrl-C. */
+static const int fatal_signals[] = {SIGHUP, SIGQUIT, SIGILL, SIGABRT, SIGBUS, SIGFPE, SIGSEGV, SIGPIPE,
                                     SIGALRM, SIGTERM, SIGUSR1, SIGUSR2};
 
 static void on_fatal(int sig) {

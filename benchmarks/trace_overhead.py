@@ -22,56 +22,84 @@ from alloclab import native, trace
 
 # Paced programs (frag, tor-dircache) run for a fixed time: their recording slowdown is not a
 # wall-time ratio, so only their bytes per event and replay speed are reported.
-PACED = ("frag", "tor-dircache")
+PACED = ("frag", "tor-dircache", "sawtooth")
 PROGRAMS = {
     # name: argv after the program path
     "loop-1thread (20M malloc/free)": ("stressors", ["--pattern", "loop", "--threads", "1", "--rounds", "1000", "--slots", "20000"]),
     "loop-4threads (20M malloc/free)": ("stressors", ["--pattern", "loop", "--threads", "4", "--rounds", "250", "--slots", "20000"]),
     "worker-pool (4 threads, mixed sizes)": ("worker_pool", ["--builds", "4", "--modules", "1500", "--gap", "0", "--threads", "4"]),
+    "larson (4 threads, random-order frees)": ("stressors", ["--pattern", "larson", "--threads", "4", "--rounds", "8", "--slots", "20000"]),
+    "xmalloc (4 threads, cross-thread frees)": ("stressors", ["--pattern", "xmalloc", "--threads", "4", "--rounds", "4", "--slots", "20000"]),
     "frag (2 threads, churn)": ("frag", ["--load", "3", "--mb", "32", "--threads", "2"]),
+    "sawtooth (retain/drain)": ("stressors", ["--pattern", "sawtooth", "--load", "3", "--period", "1", "--mb", "64"]),
     "tor-dircache (main + 2 workers)": ("tor_dircache", ["--load", "4", "--hour", "0.5"]),
 }
 
 
+CPU: list[float] = []                 # CPU seconds (user + sys, all threads) of the last command run
+
+
 def wall(cmd: list[str], env: dict | None = None) -> float:
+    """Wall seconds of one command; its CPU seconds go to CPU (on a saturated machine the CPU
+    ratio is the steadier figure: the recorder's writer thread is counted in it)."""
     t = time.perf_counter()
-    subprocess.run(cmd, env={**os.environ, **(env or {})}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+    proc = subprocess.Popen(cmd, env={**os.environ, **(env or {})}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise subprocess.CalledProcessError(proc.returncode, cmd)
+    CPU.append(usage.ru_utime + usage.ru_stime)
     return time.perf_counter() - t
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--only", help="run only the programs whose name contains this")
+    ap.add_argument("--replay-max-events", type=int, help="replay only traces of at most this many events")
+    ap.add_argument("--no-heaptrack", action="store_true", help="skip heaptrack (its figures are in benchmarks/README.md)")
     args = ap.parse_args()
+    print(json.dumps({"load_average": os.getloadavg()}), flush=True)
     tracer = str(native.program("liballoclab_trace.so"))
     heaptrack = shutil.which("heaptrack")
     out = {}
     with tempfile.TemporaryDirectory() as d:
         for name, (prog, argv) in PROGRAMS.items():
+            if args.only and args.only not in name:
+                continue
             cmd = [str(native.program(prog)), *argv]
             path = Path(d) / "t.trace"
-            plain, recorded, heap = [], [], []
+            plain, recorded, heap, plain_cpu, recorded_cpu = [], [], [], [], []
             for _ in range(args.repeat):
                 plain.append(wall(cmd))
+                plain_cpu.append(CPU[-1])
                 recorded.append(wall(cmd, {"LD_PRELOAD": tracer, "ALLOCLAB_TRACE_FILE": str(path)}))
-                if heaptrack and "frag" not in name and "tor" not in name:
+                recorded_cpu.append(CPU[-1])
+                if heaptrack and not args.no_heaptrack and not name.startswith(PACED):
                     heap.append(wall([heaptrack, "-o", str(Path(d) / "h"), *cmd]))
                     for f in Path(d).glob("h*"):
                         f.unlink()
             info = trace.info(path, points=2)
-            direct = statistics.median(trace.replay(path, speed=0, direct=True)["ops_per_s"] for _ in range(args.repeat))
-            threaded = statistics.median(trace.replay(path, speed=0)["ops_per_s"] for _ in range(args.repeat))
+            replayed = args.replay_max_events is None or info["events"] <= args.replay_max_events
+            direct = statistics.median(trace.replay(path, speed=0, direct=True)["ops_per_s"] for _ in range(args.repeat)) \
+                if replayed else None
+            threaded = statistics.median(trace.replay(path, speed=0)["ops_per_s"] for _ in range(args.repeat)) \
+                if replayed else None
             row = {
                 "events": info["events"], "bytes_per_event": round(path.stat().st_size / info["events"], 2),
                 "plain_s": round(statistics.median(plain), 3),
                 "record_slowdown": None if name.startswith(PACED) else
                 round(statistics.median(recorded) / statistics.median(plain), 2),
+                "record_cpu_ratio": None if name.startswith(PACED) else
+                round(statistics.median(recorded_cpu) / statistics.median(plain_cpu), 2),
                 "heaptrack_slowdown": round(statistics.median(heap) / statistics.median(plain), 1) if heap else None,
-                "replay_ops_per_s": round(threaded), "direct_ops_per_s": round(direct),
-                "replay_vs_direct": round(threaded / direct, 2),
+                "replay_ops_per_s": round(threaded) if replayed else None,
+                "direct_ops_per_s": round(direct) if replayed else None,
+                "replay_vs_direct": round(threaded / direct, 2) if replayed else None,
             }
             out[name] = row
             print(json.dumps({name: row}), flush=True)
+    print(json.dumps({"load_average": os.getloadavg()}), flush=True)
     print(json.dumps(out, indent=2))
 
 

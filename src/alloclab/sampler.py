@@ -45,6 +45,9 @@ class ProcStat:
 
 
 _open_files: dict[str, int] = {}        # /proc path -> open descriptor, reused across ticks
+# pids with a descriptor opened afresh since sample_processes last cleared this: only their readings
+# can mix two processes (a descriptor kept open reads only the process it was opened on: ESRCH after)
+_opened_pids: set[str] = set()
 # at most half the descriptors the process may open: the rest stay free for everything else
 MAX_OPEN_FILES = max(32, min(4096, resource.getrlimit(resource.RLIMIT_NOFILE)[0] // 2))
 
@@ -65,6 +68,7 @@ def _read(path: str) -> bytes | None:
         del _open_files[path]
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        _opened_pids.add(path.split("/", 3)[2])
     except OSError as exc:
         if exc.errno != errno.EMFILE or not _open_files:
             return None
@@ -347,8 +351,10 @@ def sample_processes(pids: list[int], budget: SmapsBudget,
                      expected: dict[int, int] | None = None) -> list[ProcReading]:
     """Cheap tier for every pid, full tier in stalest-first order while the budget allows.
     `expected` (pid -> start ticks) names the processes the caller matched; a reading of another
-    process under one of those pids is dropped. Every reading is re-checked at the end: a pid
-    reused between two reads of /proc would otherwise mix two processes' figures."""
+    process under one of those pids is dropped. A reading that opened a /proc file afresh is
+    re-checked at the end: a pid reused between two reads would otherwise mix two processes'
+    figures (descriptors kept open since an earlier tick read their own process or fail)."""
+    _opened_pids.clear()
     readings = []
     for pid in pids:
         st = read_stat(pid)
@@ -368,4 +374,5 @@ def sample_processes(pids: list[int], budget: SmapsBudget,
             by_key[key].full = full
             by_key[key].rss_kb = full["rss_kb"]
             budget.last_full[key] = time.monotonic()
-    return [r for r in readings if (again := read_stat(r.stat.pid)) is not None and again.start_ticks == r.stat.start_ticks]
+    return [r for r in readings if str(r.stat.pid) not in _opened_pids
+            or ((again := read_stat(r.stat.pid)) is not None and again.start_ticks == r.stat.start_ticks)]

@@ -226,18 +226,26 @@ def _number(text: str, path: Path, line: int, column: str) -> int | float | None
     if not text:
         return None
     kind, limit = LIMITS[column]
-    where = _where(path, line, column)
-    if text.startswith("-") and _NUMBER.match(text[1:]):
-        raise UserError(f"{where}: {_show(text)} is negative", "memory, counts and times are >= 0: correct or delete the row")
-    if not _NUMBER.match(text):
-        raise UserError(f"{where}: {_show(text)} is not a number", "write a plain decimal number, or leave it empty")
+    if not _NUMBER.match(text):             # the place is named only on error: this runs per cell
+        if text.startswith("-") and _NUMBER.match(text[1:]):
+            raise UserError(f"{_where(path, line, column)}: {_show(text)} is negative",
+                            "memory, counts and times are >= 0: correct or delete the row")
+        raise UserError(f"{_where(path, line, column)}: {_show(text)} is not a number",
+                        "write a plain decimal number, or leave it empty")
     value = float(text)
     if not math.isfinite(value) or value > limit:
-        raise UserError(f"{where}: {_show(text)} is larger than {limit:.4g}, no real {column}", "correct or delete the row")
+        raise UserError(f"{_where(path, line, column)}: {_show(text)} is larger than {limit:.4g}, no real {column}",
+                        "correct or delete the row")
     return int(round(value)) if kind == "int" else value
 
 
+_TIMES: dict[tuple[str, timezone], float] = {}      # a fleet's rows share their timestamps: parse each once
+
+
 def _timestamp(text: str, path: Path, line: int, column: str, naive_tz: timezone) -> float:
+    known = _TIMES.get((text, naive_tz))
+    if known is not None:
+        return known
     where = _where(path, line, column)
     try:
         d = datetime.fromisoformat(text.strip())
@@ -248,6 +256,9 @@ def _timestamp(text: str, path: Path, line: int, column: str, naive_tz: timezone
         raise UserError(f"{where}: {_show(text)} is not an ISO 8601 time", "write e.g. 2025-12-26T08:39:37") from None
     if not EARLIEST <= t < LATEST:
         raise UserError(f"{where}: {_show(text)} is outside 1990–2200", "correct the date") from None
+    if len(_TIMES) > 1_000_000:
+        _TIMES.clear()
+    _TIMES[(text, naive_tz)] = t
     return t
 
 

@@ -116,8 +116,8 @@ def test_more_threads_than_the_format_allows(tmp_path):
 
 def test_a_decompression_bomb_is_refused_by_its_event_count(tmp_path):
     """A few hundred bytes claiming millions of events per block: not a recording."""
-    n = 2_000_000                                       # frees at tick 0 of one address: 3 bytes each raw
-    raw = b"".join(len(c).to_bytes(4, "little") + c for c in (b"\2" * n, b"\0" * n, b"", b"\0" * n))
+    n = 2_000_000                                       # frees at tick 0 of one address: 4 bytes each raw
+    raw = b"".join(len(c).to_bytes(4, "little") + c for c in (b"\2" * n, b"\0" * n, b"", b"\0" * n, b"\0" * n))
     frame = compress(raw)
     block = BLOCK_HEADER.pack(BLOCK_MAGIC, len(frame), len(raw), 1, n, 0, 0) + frame
     p = write(tmp_path, Trace([]).to_bytes() + block * 4)
@@ -368,7 +368,7 @@ def test_bit_flips_give_an_answer_or_one_line(tmp_path, recorded, seed):
 
 
 @pytest.mark.parametrize("change,match", [
-    (lambda t: setattr(t, "version", 2), "format version 2"),
+    (lambda t: setattr(t, "version", 3), "format version 3"),
     (lambda t: setattr(t, "tick_ns", 0), "timestamp unit 0"),
     (lambda t: setattr(t, "tick_ns", 10**7), "timestamp unit"),
     (lambda t: setattr(t.blocks[0], "events", len(t.blocks[0].ops) + 1), "events but"),

@@ -38,7 +38,8 @@ def identical_pairs(series: list[Series]) -> list[tuple[str, str, int, int]]:
     by chance, never along a moving run."""
     out = []
     k = RULES["identical_min_points"]
-    for a, b in itertools.combinations([s for s in series if len(s.t) >= k], 2):
+    candidates = [s for s in series if len(s.t) >= k]
+    for a, b in _pairs_with_equal_samples(candidates, k):
         _, ia, ib = np.intersect1d(a.t, b.t, return_indices=True)
         if len(ia) < k:
             continue
@@ -55,6 +56,52 @@ def identical_pairs(series: list[Series]) -> list[tuple[str, str, int, int]]:
         if hit:
             out.append((a.name, b.name, int(same.sum()), len(ia)))
     return out
+
+
+# Above this many (pair, equal sample) incidences the pairs are simply all compared.
+MAX_INCIDENCES = 5_000_000
+
+
+def _pairs_with_equal_samples(series: list[Series], k: int) -> list[tuple[Series, Series]]:
+    """The pairs, in itertools.combinations order, that can pass either rule of identical_pairs:
+    both need at least min(k, the whole-series rule's least equal count) shared timestamps with
+    equal values. Found in one sort of every (t, value) of every series rather than a timestamp
+    intersection per pair (200 replicas: 19,900 pairs, 50 s on a million samples); pairs below
+    the count cannot be identical, so the result is the same."""
+    from ..stats.rules import RULES as STATS_RULES
+    need = min(k, int(np.ceil(STATS_RULES["identical_min_share"] * STATS_RULES["identical_min_shared"])))
+    n = len(series)
+    if n < 2:
+        return []
+    t = np.concatenate([np.asarray(s.t, dtype=float) for s in series])
+    y = np.concatenate([np.asarray(s.mb, dtype=float) for s in series])
+    owner = np.concatenate([np.full(len(s.t), i, dtype=np.int64) for i, s in enumerate(series)])
+    ok = ~np.isnan(y) & ~np.isnan(t)
+    t, y, owner = t[ok] + 0.0, y[ok] + 0.0, owner[ok]       # + 0.0: -0.0 and 0.0 are equal, hash them alike
+    # equal (t, value) pairs have equal keys; a key collision only adds a candidate (checked
+    # exactly below), so the candidates stay a superset. An integer sort is twice a lexsort's speed.
+    key = (t.view(np.uint64) * np.uint64(0x9E3779B97F4A7C15)) ^ (y.view(np.uint64) * np.uint64(0xBF58476D1CE4E5B9))
+    order = np.argsort(key, kind="stable")
+    key, owner = key[order], owner[order]
+    same_as_prev = np.r_[False, key[1:] == key[:-1]]
+    starts = np.flatnonzero(~same_as_prev)
+    sizes = np.diff(np.r_[starts, len(t)])
+    multi = np.flatnonzero(sizes > 1)
+    if not len(multi):
+        return []
+    if int((sizes[multi] * (sizes[multi] - 1) // 2).sum()) > MAX_INCIDENCES:
+        return list(itertools.combinations(series, 2))      # values shared everywhere: compare all
+    two = multi[sizes[multi] == 2]                          # the usual coincidence: two series
+    x, z = owner[starts[two]], owner[starts[two] + 1]
+    a, b = np.minimum(x, z), np.maximum(x, z)
+    codes = [(a * n + b)[a != b]]
+    for g in multi[sizes[multi] > 2]:
+        members = np.unique(owner[starts[g]:starts[g] + sizes[g]])
+        if len(members) > 1:
+            i, j = np.triu_indices(len(members), 1)
+            codes.append(members[i] * n + members[j])
+    pair, count = np.unique(np.concatenate(codes), return_counts=True)
+    return [(series[int(c) // n], series[int(c) % n]) for c in pair[count >= need]]
 
 
 def _loser(a: str, b: str) -> tuple[str, str]:

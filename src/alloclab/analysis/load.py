@@ -90,14 +90,19 @@ class LabelMapping:
 
 
 def _arr(values: list, scale: float = 1.0) -> np.ndarray:
-    return np.array([np.nan if v is None else v * scale for v in values], dtype=float)
+    a = np.array(values, dtype=float)            # None -> NaN, in C
+    return a * scale if scale != 1.0 else a
 
 
 def load_series(store: Store, metric: str) -> list[Series]:
     col = METRIC_COLUMN[metric]
     out = []
+    extra = ["phase", "live_bytes", "ops", "cpu_s", "lazyfree_kb"]
+    filled = store.sample_columns_with_values(extra)       # an empty column is not read 10 M times
     for rep in store.replicas():
-        d = store.series(rep["id"], [col, "phase", "live_bytes", "ops", "cpu_s", "lazyfree_kb"], not_null=col)
+        d = store.series(rep["id"], [col, *(c for c in extra if c in filled)], not_null=col)
+        for c in extra:
+            d.setdefault(c, [None] * len(d["t"]))
         verified = None if rep["verified"] is None else bool(rep["verified"])
         out.append(Series(rep["id"], rep["name"], rep["group"], verified, np.array(d["t"], dtype=float),
                           _arr(d[col], 1 / 1024), np.array(d["phase"], dtype=object), _arr(d["live_bytes"], 1 / 1048576),
@@ -239,9 +244,14 @@ def segments_imported(store: Store, series: list[Series], mapping: dict[str, Lab
             i = int(np.searchsorted(s.t, e["t"], side="left"))
             if 1 <= i < n and _applies(e, s.group, mapping):
                 at.setdefault(i, []).append(e)
-        for i in range(1, n):
+        prev = s.mb[:-1]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            rels = np.where(prev > 0, (s.mb[1:] - prev) / np.where(prev > 0, prev, 1.0), 0.0)
+        # only samples with an event or a drop can be cut: visit those, not every sample
+        drops = np.flatnonzero(rels <= -RULES["unexplained_drop_share"]) + 1
+        for i in sorted(set(at) | set(drops.tolist())):
             evs = at.get(i, [])
-            rel = (s.mb[i] - s.mb[i - 1]) / s.mb[i - 1] if s.mb[i - 1] > 0 else 0.0
+            rel = float(rels[i - 1])
             if evs and abs(rel) >= step:
                 changes = [e for e in evs if e["kind"] not in RESTART_KINDS]
                 own = [e for e in changes if (e["group_name"] or "all").lower() != "all"]

@@ -32,6 +32,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
 
 /* Defaults of the limits (docs/trace-format.md, "Limits"); each has an option. */
 #define DEFAULT_MAX_GAP 3600.0             /* s: a longer idle gap is shortened to this */
@@ -47,7 +49,7 @@ typedef struct {
     uint8_t op;
 } rop;                              /* a replay operation on object `obj` (ops on it so far: expect) */
 
-typedef struct { void *p; uint64_t size; _Atomic uint32_t seq; } object;
+typedef struct { void *p; uint64_t size; _Atomic uint32_t seq, waiting; } object;
 typedef struct { rop *ops; size_t n; } rthread;
 
 static object *objects;
@@ -59,7 +61,7 @@ static uint32_t nrthreads;
 static double speed = 1.0, start_time;
 static uint32_t trace_pid;
 static uint64_t trace_start_ns;
-static size_t trace_events;
+static size_t trace_events, trace_truncated;
 
 /* ---- preprocessing: global order, object ids, dependencies ---- */
 typedef struct { uint64_t key; uint32_t obj; } slot;
@@ -353,6 +355,26 @@ static pthread_mutex_t gate_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t gate_cond = PTHREAD_COND_INITIALIZER;
 static int gate;                    /* 0: wait, 1: go, -1: give up */
 
+/* Another thread has not reached this object's turn yet: spin briefly, then sleep on the object
+ * (a futex) so that, with more replay threads than cores, the CPU goes to the thread we wait for
+ * instead of to yields (0.67x of direct calls with sched_yield, 4 threads on 2 cores). */
+static void wait_turn(object *o, uint32_t expect) {
+    for (int spin = 0; spin < 200; spin++) {
+        if (atomic_load_explicit(&o->seq, memory_order_acquire) == expect) return;
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+    }
+    for (;;) {
+        atomic_store_explicit(&o->waiting, 1, memory_order_seq_cst);
+        uint32_t now = atomic_load_explicit(&o->seq, memory_order_seq_cst);
+        if (now == expect) return;
+        struct timespec limit = {0, 2000000};          /* a missed wake-up costs 2 ms, never a hang */
+        syscall(SYS_futex, &o->seq, FUTEX_WAIT_PRIVATE, now, &limit, NULL, 0);
+        if (atomic_load_explicit(&o->seq, memory_order_acquire) == expect) return;
+    }
+}
+
 static void *replay_thread(void *arg) {
     rthread *th = arg;
     pthread_mutex_lock(&gate_lock);
@@ -373,10 +395,13 @@ static void *replay_thread(void *arg) {
          * earlier in the global order, and so is everything its thread does before it. */
         if (r->op == OP_THREAD_EXIT) continue;
         object *o = &objects[r->obj];
-        for (unsigned spins = 0; atomic_load_explicit(&o->seq, memory_order_acquire) != r->expect; spins++)
-            if (spins > 64) sched_yield();                 /* another thread has not made it yet */
+        if (atomic_load_explicit(&o->seq, memory_order_acquire) != r->expect) wait_turn(o, r->expect);
         perform(r);
-        atomic_store_explicit(&o->seq, r->expect + 1, memory_order_release);
+        atomic_store_explicit(&o->seq, r->expect + 1, memory_order_seq_cst);
+        if (atomic_load_explicit(&o->waiting, memory_order_seq_cst)) {   /* rare: someone sleeps on it */
+            atomic_store_explicit(&o->waiting, 0, memory_order_relaxed);
+            syscall(SYS_futex, &o->seq, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
+        }
         if (++done == 4096) { wl_count_ops(done); done = 0; }   /* a shared counter per op would cost more than the op */
     }
     wl_count_ops(done);
@@ -462,10 +487,10 @@ static int info(size_t points) {
     size_t n;
     curve_points(points, &ts, &vals, &n, 0);
     printf("{\"pid\": %u, \"start_realtime_ns\": %llu, \"threads\": %u, \"events\": %zu, \"operations\": %zu, "
-           "\"untracked_frees\": %zu, \"duration_s\": %.6f, \"malloc\": %llu, \"calloc\": %llu, \"realloc\": %llu, "
+           "\"truncated_bytes\": %zu, \"untracked_frees\": %zu, \"duration_s\": %.6f, \"malloc\": %llu, \"calloc\": %llu, \"realloc\": %llu, "
            "\"memalign\": %llu, \"free\": %llu, \"thread_exits\": %llu, \"objects\": %u, \"peak_live_bytes\": %llu, "
            "\"final_live_bytes\": %llu, \"size_histogram_log2\": [", trace_pid, (unsigned long long)trace_start_ns,
-           nrthreads, trace_events, nglobal, untracked, (double)last * 1e-9, (unsigned long long)count[OP_MALLOC],
+           nrthreads, trace_events, nglobal, trace_truncated, untracked, (double)last * 1e-9, (unsigned long long)count[OP_MALLOC],
            (unsigned long long)count[OP_CALLOC], (unsigned long long)count[OP_REALLOC], (unsigned long long)count[OP_MEMALIGN],
            (unsigned long long)count[OP_FREE], (unsigned long long)count[OP_THREAD_EXIT], nobjects, (unsigned long long)peak,
            (unsigned long long)live);
@@ -554,6 +579,7 @@ int main(int argc, char **argv) {
     trace_pid = t.pid;
     trace_start_ns = t.start_realtime_ns;
     trace_events = t.nevents;
+    trace_truncated = t.truncated_bytes;
     nrthreads = t.nthreads;
     prepare(&t);
     trace_data_free(&t);

@@ -1,41 +1,57 @@
-/* trace_format.h — alloclab's allocation trace format, version 1: the one definition shared by
+/* trace_format.h — alloclab's allocation trace format, version 2: the one definition shared by
  * the recorder (tracer.c), the reader (trace_reader.c) and, through them, the replayer and
- * `alloclab trace info`. docs/trace-format.md describes it in prose.
+ * `alloclab trace info`. docs/trace-format.md describes it in prose; trace_codec.py mirrors it.
  *
  *   file   := header block*
  *   header := 64 bytes: magic "ALCTRACE", u32 version, u32 flags, u64 start_realtime_ns,
- *             u64 start_monotonic_ns, u32 pid, u32 tick_ns (timestamp unit), 24 zero bytes
+ *             u64 start_monotonic_ns, u32 pid, u32 tick_ns (timestamp unit), u64 tsc_hz (the
+ *             TSC's measured frequency when flags & TRACE_TSC, else 0), 16 zero bytes
  *             (all little-endian)
  *   block  := 32-byte block header + payload (zstd frame when flags & TRACE_ZSTD, else raw)
  *             header: u32 magic "BLK1", u32 payload_len, u32 raw_len, u32 thread, u32 events,
  *                     u32 reserved, u64 first_ts (ticks since start_monotonic_ns)
- *   payload (after decompression) := four columns, each u32 length + bytes, in this order:
- *             ops (one byte per event), timestamps (varint tick delta from the previous event of
- *             the block, the first from first_ts), sizes (varints: alignment then size for
- *             MEMALIGN, size for MALLOC/CALLOC/REALLOC), pointers (svarints as below).
+ *   payload (after decompression) := five columns (four in version 1: no slots), each u32
+ *             length + bytes, in this order: ops (one byte per event), timestamps (varint tick
+ *             delta from the previous event of the block, the first from first_ts), sizes
+ *             (varints: alignment then size for MEMALIGN, size for MALLOC/CALLOC/REALLOC),
+ *             pointers (svarints as below), slots (varints as below).
  *             Like data side by side compresses far better than interleaved rows.
  *   event  := op, ts delta, then by op:
  *             MALLOC, CALLOC  varint size, svarint ptr delta
- *             FREE            svarint ptr delta
- *             REALLOC         svarint old-ptr delta, varint size, svarint new-ptr delta (to old)
- *             (the recorder writes rows in its per-thread buffer and splits them into the columns
- *             when it writes a block)
+ *             FREE            slot code; svarint ptr delta only when the code is 0
+ *             REALLOC         slot code of the old pointer (svarint old-ptr delta only when 0),
+ *                             varint size, svarint new-ptr delta
  *             MEMALIGN        varint alignment, varint size, svarint ptr delta
  *             THREAD_EXIT     nothing
- *   Pointers are stored >> 4 as zigzag deltas from the previous pointer of the block.
+ *   Pointers are stored >> 4 as zigzag deltas from the previous pointer of the block, a free's
+ *   included even when it is written by number (version 2): an allocation that reuses the block
+ *   just freed costs a zero. The live table's addresses are these >> 4 values too.
+ *   Slots (version 2): writer and reader keep the same table of live allocations, updated in file
+ *   order (live_table below), each allocation numbered in turn from 1. A FREE or REALLOC of an
+ *   address in the table is written as seq_code(its number, the previous such number in the block
+ *   or 0) — a zigzag delta + 1 — and leaves the table; an address not in it (allocated before
+ *   recording began, or by a thread whose block comes later in the file) is written as 0 and the
+ *   address. Frees in allocation order cost ~0 bits, random-order frees log2(live objects) at
+ *   worst; an address delta costs ~13 bits more (measured: worker-pool 3.4 -> 2.8 bytes/event).
  * A block holds the events of one thread in order. Threads are numbered from 1 in the order they
- * first allocate. Timestamps are CLOCK_MONOTONIC, taken after an allocation returns and before a
- * free is passed on, so an address freed in one thread and handed out in another is always seen
- * freed first.
+ * first allocate. Timestamps are CLOCK_MONOTONIC (or the TSC calibrated against it, flags &
+ * TRACE_TSC), taken after an allocation returns and before a free is passed on, so an address
+ * freed in one thread and handed out in another is seen freed first.
  */
 #ifndef TRACE_FORMAT_H
 #define TRACE_FORMAT_H
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #define TRACE_MAGIC "ALCTRACE"
-#define TRACE_VERSION 1u
+#define TRACE_VERSION 2u
+#define TRACE_OLDEST_VERSION 1u  /* version 1: no slot column, every free by address */
 #define TRACE_ZSTD 1u
+#define TRACE_TSC 2u             /* timestamps from the calibrated TSC (header: tsc_hz) */
+#define TRACE_COMPLETE 4u        /* set by the recorder when it finished writing (v2); without it a
+                                  * file cut inside its last block is a killed recording, read up to
+                                  * its last whole block */
 #define TRACE_HEADER_SIZE 64
 #define TRACE_BLOCK_MAGIC 0x314b4c42u /* "BLK1" */
 #define TRACE_BLOCK_HEADER_SIZE 32
@@ -86,4 +102,131 @@ typedef struct {
     uint32_t thread;
     uint8_t op;
 } trace_event;
+
+/* ---- the live table (version 2), the same code in the recorder's writer and in the reader ----
+ * Every allocation (MALLOC, CALLOC, MEMALIGN, REALLOC's result) takes the next sequence number,
+ * from 1, in file order. addr -> seq (both sides) and seq -> addr (the reader). Only the numbers
+ * are part of the format; the hash layout is not (the reader seeds it against crafted collisions).
+ * Memory comes from malloc: the recorder's writer thread does not record its own allocations. */
+#include <stdlib.h>
+typedef struct {
+    uint64_t *keys, *vals;
+    uint8_t *used;
+    size_t cap, count;
+    unsigned shift;
+    uint64_t seed;
+} u64map;
+
+static inline size_t um_hash(const u64map *m, uint64_t k) { return (size_t)(((k ^ m->seed) * 0x9e3779b97f4a7c15ULL) >> m->shift); }
+
+static inline int um_grow(u64map *m) {
+    size_t cap = m->cap ? m->cap * 2 : 1024;
+    uint64_t *keys = malloc(cap * sizeof *keys), *vals = malloc(cap * sizeof *vals);
+    uint8_t *used = calloc(cap, 1);
+    if (!keys || !vals || !used) { free(keys); free(vals); free(used); return -1; }
+    unsigned shift = 64;
+    for (size_t c = cap; c > 1; c >>= 1) shift--;
+    u64map old = *m;
+    m->keys = keys; m->vals = vals; m->used = used; m->cap = cap; m->shift = shift;
+    for (size_t i = 0; i < old.cap; i++) if (old.used[i]) {
+        size_t j = um_hash(m, old.keys[i]);
+        while (used[j]) j = (j + 1) & (cap - 1);
+        keys[j] = old.keys[i]; vals[j] = old.vals[i]; used[j] = 1;
+    }
+    free(old.keys); free(old.vals); free(old.used);
+    return 0;
+}
+
+static inline size_t um_find(const u64map *m, uint64_t k) {    /* index, or (size_t)-1 */
+    if (!m->cap) return (size_t)-1;
+    for (size_t j = um_hash(m, k);; j = (j + 1) & (m->cap - 1)) {
+        if (!m->used[j]) return (size_t)-1;
+        if (m->keys[j] == k) return j;
+    }
+}
+
+static inline void um_delete_at(u64map *m, size_t i) {       /* backward-shift deletion */
+    size_t mask = m->cap - 1, j = i;
+    for (;;) {
+        j = (j + 1) & mask;
+        if (!m->used[j]) break;
+        size_t k = um_hash(m, m->keys[j]);
+        if ((j > i && (k <= i || k > j)) || (j < i && k <= i && k > j)) {
+            m->keys[i] = m->keys[j]; m->vals[i] = m->vals[j]; i = j;
+        }
+    }
+    m->used[i] = 0;
+    m->count--;
+}
+
+static inline int um_put(u64map *m, uint64_t k, uint64_t v) {  /* k must not be present */
+    if ((m->count + 1) * 2 > m->cap && um_grow(m) != 0) return -1;
+    size_t j = um_hash(m, k);
+    while (m->used[j]) j = (j + 1) & (m->cap - 1);
+    m->keys[j] = k; m->vals[j] = v; m->used[j] = 1;
+    m->count++;
+    return 0;
+}
+
+static inline void um_destroy(u64map *m) {
+    free(m->keys); free(m->vals); free(m->used);
+    uint64_t seed = m->seed;
+    memset(m, 0, sizeof *m);
+    m->seed = seed;
+}
+
+typedef struct {
+    u64map by_addr;          /* address -> sequence number */
+    u64map by_seq;           /* sequence number -> address (the reader only) */
+    uint64_t next_seq;
+    int reverse;             /* keep by_seq */
+} live_table;
+
+/* An allocation at address a: 0, or -1 when out of memory. An address still in the table (its
+ * free was written, by address, before its allocation) is forgotten first. */
+static inline int live_alloc(live_table *t, uint64_t a) {
+    size_t i = um_find(&t->by_addr, a);
+    if (i != (size_t)-1) {
+        if (t->reverse) { size_t r = um_find(&t->by_seq, t->by_addr.vals[i]); if (r != (size_t)-1) um_delete_at(&t->by_seq, r); }
+        um_delete_at(&t->by_addr, i);
+    }
+    uint64_t seq = ++t->next_seq;
+    if (um_put(&t->by_addr, a, seq) != 0) return -1;
+    if (t->reverse && um_put(&t->by_seq, seq, a) != 0) return -1;
+    return 0;
+}
+
+/* The writer's free: the allocation's sequence number (forgotten), or 0 when a is not live. */
+static inline uint64_t live_free_addr(live_table *t, uint64_t a) {
+    size_t i = um_find(&t->by_addr, a);
+    if (i == (size_t)-1) return 0;
+    uint64_t seq = t->by_addr.vals[i];
+    um_delete_at(&t->by_addr, i);
+    return seq;
+}
+
+/* The reader's free of sequence number seq: 0 with *addr set, -1 when no live allocation has it. */
+static inline int live_free_seq(live_table *t, uint64_t seq, uint64_t *addr) {
+    size_t r = um_find(&t->by_seq, seq);
+    if (r == (size_t)-1) return -1;
+    uint64_t a = t->by_seq.vals[r];
+    um_delete_at(&t->by_seq, r);
+    size_t i = um_find(&t->by_addr, a);
+    if (i != (size_t)-1) um_delete_at(&t->by_addr, i);
+    *addr = a;
+    return 0;
+}
+
+/* The slots column: a free by sequence number is written as zigzag(seq - previous one of the
+ * block) + 1, so frees in allocation order (or its reverse) cost next to nothing; 0 = by address. */
+static inline uint64_t seq_code(uint64_t seq, uint64_t prev) {
+    int64_t d = (int64_t)(seq - prev);
+    return (((uint64_t)d << 1) ^ (uint64_t)(d >> 63)) + 1;
+}
+static inline uint64_t seq_decode(uint64_t code, uint64_t prev) {
+    uint64_t u = code - 1;
+    return prev + (uint64_t)((int64_t)(u >> 1) ^ -(int64_t)(u & 1));
+}
+
+static inline void live_destroy(live_table *t) { um_destroy(&t->by_addr); um_destroy(&t->by_seq); t->next_seq = 0; }
 #endif

@@ -73,9 +73,10 @@ static int decode_block(trace_data *t, const uint8_t *raw, size_t raw_len, uint3
     if (!th) return fail(t, "block at byte %zu: more than %u threads", offset, TRACE_MAX_THREADS);
     /* The recorder gives a thread that allocates again after its exit marker a new number. */
     if (th->exited) return fail(t, "block at byte %zu: thread %u has events after its exit", offset, thread);
-    column col[4];
+    column col[5] = {{0}};
     const uint8_t *p = raw, *end = raw + raw_len;
-    for (int c = 0; c < 4; c++) {                 /* ops, times, sizes, pointers */
+    int ncols = t->version >= 2 ? 5 : 4;
+    for (int c = 0; c < ncols; c++) {             /* ops, times, sizes, pointers, slots (v2) */
         if (end - p < 4) return fail(t, "block at byte %zu: column %d is cut short", offset, c);
         uint32_t n = get_u32(p);
         p += 4;
@@ -92,7 +93,7 @@ static int decode_block(trace_data *t, const uint8_t *raw, size_t raw_len, uint3
         th->ev = ev;
         th->cap = cap;
     }
-    uint64_t ts = first_ts, last_ptr = 0, v;
+    uint64_t ts = first_ts, last_ptr = 0, prev_seq = 0, v;
     int64_t d;
     for (uint32_t i = 0; i < events; i++) {
         trace_event e = {0};
@@ -118,18 +119,34 @@ static int decode_block(trace_data *t, const uint8_t *raw, size_t raw_len, uint3
             if (e.size > TRACE_MAX_SIZE) return fail(t, "block at byte %zu: implausible size %llu", offset, (unsigned long long)e.size);
         }
         if (e.op != OP_THREAD_EXIT) {
-            if (!(col[3].p = get_svarint(col[3].p, col[3].end, &d))) goto truncated;
-            last_ptr += (uint64_t)d;
-            e.ptr = last_ptr;
+            uint64_t slot = 0;                    /* version 1: every free by address */
+            if ((e.op == OP_FREE || e.op == OP_REALLOC) && ncols == 5) {
+                if (!(col[4].p = get_varint(col[4].p, col[4].end, &slot))) goto truncated;
+                if (slot) {
+                    prev_seq = seq_decode(slot, prev_seq);
+                    if (live_free_seq(&t->live, prev_seq, &e.ptr) != 0)
+                        return fail(t, "block at byte %zu: a free names allocation %llu, which is not live", offset,
+                                    (unsigned long long)prev_seq);
+                    last_ptr = e.ptr;             /* deltas continue from the block just freed */
+                }
+            }
+            if (!slot) {
+                if (!(col[3].p = get_svarint(col[3].p, col[3].end, &d))) goto truncated;
+                last_ptr += (uint64_t)d;
+                e.ptr = last_ptr;
+            }
         }
         if (e.op == OP_REALLOC) {
             if (!(col[3].p = get_svarint(col[3].p, col[3].end, &d))) goto truncated;
             last_ptr += (uint64_t)d;
             e.new_ptr = last_ptr;
         }
+        if (ncols == 5 && e.op != OP_FREE && e.op != OP_THREAD_EXIT &&
+            live_alloc(&t->live, e.op == OP_REALLOC ? e.new_ptr : e.ptr) != 0)
+            return fail(t, "out of memory reading the trace");
         th->ev[th->n++] = e;
     }
-    for (int c = 1; c < 4; c++)
+    for (int c = 1; c < ncols; c++)
         if (col[c].p != col[c].end) return fail(t, "block at byte %zu: column %d has bytes left after its events", offset, c);
     t->nevents += events;
     return 0;
@@ -142,7 +159,10 @@ int trace_parse(const uint8_t *buf, size_t n, trace_data *t) {
     if (n < TRACE_HEADER_SIZE || memcmp(buf, TRACE_MAGIC, 8) != 0)
         return fail(t, "not an alloclab trace (no ALCTRACE header)");
     uint32_t version = get_u32(buf + 8), flags = get_u32(buf + 12);
-    if (version != TRACE_VERSION) return fail(t, "trace format version %u; this alloclab reads version %u", version, TRACE_VERSION);
+    if (version < TRACE_OLDEST_VERSION || version > TRACE_VERSION)
+        return fail(t, "trace format version %u; this alloclab reads versions %u to %u (record it again with this alloclab)",
+                    version, TRACE_OLDEST_VERSION, TRACE_VERSION);
+    t->version = version;
     t->start_realtime_ns = get_u64(buf + 16);
     t->pid = get_u32(buf + 32);
     t->tick_ns = get_u32(buf + 36);
@@ -150,17 +170,27 @@ int trace_parse(const uint8_t *buf, size_t n, trace_data *t) {
     size_t at = TRACE_HEADER_SIZE;
     uint8_t *raw = NULL;
     if (!id_seed) id_seed = ((uint64_t)(uintptr_t)&at ^ (uint64_t)time(NULL) * 0x2545f4914f6cdd1dULL) | 1;
+    t->live.by_addr.seed = id_seed * 0x9e3779b97f4a7c15ULL;
+    t->live.by_seq.seed = id_seed * 0xbf58476d1ce4e5b9ULL;
+    t->live.reverse = 1;
     /* Memory follows events, not file bytes: cap the events a file may unpack to (trace_reader.h). */
     size_t budget = n > (TRACE_MAX_EVENTS - TRACE_EVENTS_BASE) / TRACE_EVENTS_PER_BYTE
                     ? TRACE_MAX_EVENTS : TRACE_EVENTS_BASE + TRACE_EVENTS_PER_BYTE * n;
     while (at < n) {
+        /* A recording killed (kill -9) mid-write ends inside its last block and lacks the
+         * COMPLETE flag its writer sets when it finishes: read it up to its last whole block. */
+        if (!(flags & TRACE_COMPLETE) && version >= 2 &&
+            (n - at < TRACE_BLOCK_HEADER_SIZE || get_u32(buf + at + 4) > n - at - TRACE_BLOCK_HEADER_SIZE)) {
+            t->truncated_bytes = n - at;
+            break;
+        }
         if (n - at < TRACE_BLOCK_HEADER_SIZE) { free(raw); return fail(t, "truncated: a block header at byte %zu is cut short", at); }
         const uint8_t *h = buf + at;
         if (get_u32(h) != TRACE_BLOCK_MAGIC) { free(raw); return fail(t, "corrupt: no block marker at byte %zu", at); }
         uint32_t plen = get_u32(h + 4), rlen = get_u32(h + 8), thread = get_u32(h + 12), events = get_u32(h + 16);
         uint64_t first = get_u64(h + 24);
         if (plen > n - at - TRACE_BLOCK_HEADER_SIZE) { free(raw); return fail(t, "truncated: the block at byte %zu needs %u bytes, %zu remain", at, plen, n - at - TRACE_BLOCK_HEADER_SIZE); }
-        if (rlen > TRACE_MAX_RAW_BLOCK || thread == 0 || rlen > 16 + (uint64_t)TRACE_MAX_EVENT_BYTES * events || events > rlen) {
+        if (rlen > TRACE_MAX_RAW_BLOCK || thread == 0 || rlen > 20 + (uint64_t)TRACE_MAX_EVENT_BYTES * events || events > rlen) {
             free(raw);
             return fail(t, "corrupt: block at byte %zu has impossible sizes", at);
         }
@@ -185,6 +215,7 @@ int trace_parse(const uint8_t *buf, size_t n, trace_data *t) {
         at += TRACE_BLOCK_HEADER_SIZE + plen;
     }
     free(raw);
+    live_destroy(&t->live);                        /* events carry their addresses from here on */
     return 0;
 }
 
@@ -214,6 +245,7 @@ int trace_read_file(const char *path, trace_data *t) {
 }
 
 void trace_data_free(trace_data *t) {
+    live_destroy(&t->live);
     for (uint32_t i = 0; i < t->nthreads; i++) free(t->threads[i].ev);
     free(t->threads);
     free(t->id_slots);

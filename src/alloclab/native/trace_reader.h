@@ -11,13 +11,13 @@
  *    TRACE_MAX_EVENTS. Recordings measured here take 0.66-3.7 bytes per event (up to 1.5 events
  *    per byte); a zstd frame of zeros can claim ~100,000 events per byte, and decoded events cost
  *    memory (~150 bytes each through replay), so a file claiming more is refused as not a recording.
- *  - a block's raw length at most 16 + TRACE_MAX_EVENT_BYTES per event it declares (checked
+ *  - a block's raw length at most 20 + TRACE_MAX_EVENT_BYTES per event it declares (checked
  *    before decompressing, so decompression work is bounded by the event budget too). */
 #define TRACE_MAX_THREADS (1u << 16)
 #define TRACE_EVENTS_BASE ((size_t)4 << 20)
 #define TRACE_EVENTS_PER_BYTE ((size_t)64)
 #define TRACE_MAX_EVENTS ((size_t)1 << 31)
-#define TRACE_MAX_EVENT_BYTES 41u          /* op + 4 varints of at most 10 bytes (REALLOC) */
+#define TRACE_MAX_EVENT_BYTES 51u          /* op + 5 varints of at most 10 bytes (REALLOC: ts, slot, old, size, new) */
 /* Requests above this are corruption, not a recording (the replayer's own, lower, limits are
  * policy: replay --max-alloc). */
 #define TRACE_MAX_SIZE (1ull << 40)
@@ -37,6 +37,9 @@ typedef struct {
     uint32_t *id_slots;          /* thread number -> index + 1 (open addressing) */
     size_t id_cap;
     size_t nevents;
+    uint32_t version;
+    size_t truncated_bytes;      /* an unfinished recording's partial last block, ignored */
+    live_table live;             /* version 2: live allocations while reading (trace_format.h) */
     char error[256];
 } trace_data;
 

@@ -2,21 +2,36 @@
  *
  * Interposes malloc, calloc, realloc, reallocarray, free, posix_memalign, aligned_alloc, memalign,
  * valloc, pvalloc and malloc_usable_size; forwards every call to the next allocator in the chain
- * (RTLD_NEXT), so a program can be recorded under any allocator. Events go to a per-thread buffer
- * (mmap()ed, so recording never allocates through the hooks) and are written, zstd-compressed, a
- * block at a time to $ALLOCLAB_TRACE_FILE. Safe cases:
+ * (RTLD_NEXT), so a program can be recorded under any allocator.
+ *
+ * The calling thread only appends a fixed 32-byte record (a TSC read, the pointer, size and
+ * operation) to its own chunk (mmap()ed, so recording never allocates through the hooks). A full
+ * chunk goes to a queue; one writer thread turns chunks into blocks of the format (trace_format.h:
+ * timestamps converted to ticks, columns, slots for frees), compresses them with zstd and writes
+ * each block with one write() to $ALLOCLAB_TRACE_FILE. Timestamps: the TSC (rdtsc) when the CPU
+ * says it is invariant, calibrated against CLOCK_MONOTONIC by the writer (the calibration only
+ * improves with time; the header records the final frequency); CLOCK_MONOTONIC otherwise, or with
+ * ALLOCLAB_TRACE_CLOCK=monotonic.
+ *
+ * Nothing is lost at:
  *  - dynamic-loader bootstrap: while dlsym() resolves the real functions it may itself call calloc;
  *    those calls are served from a static arena and never recorded or passed on;
  *  - fork: the child stops recording (it shares the parent's file; a child trace would interleave);
- *  - thread exit: a pthread key destructor writes the thread's last block with a THREAD_EXIT event;
- *  - exit: a destructor writes every thread's pending events.
+ *    the parent's chunks stay its own;
+ *  - thread exit: a pthread key destructor appends THREAD_EXIT and queues the thread's chunk;
+ *  - exit: a destructor queues every thread's partial chunk and waits for the writer to drain;
+ *  - death by a signal whose action was the default (TERM, HUP, QUIT, ABRT, SEGV, BUS, FPE, ILL,
+ *    PIPE, ALRM, USR1, USR2; not INT, see fatal_signals): a handler drains the same way, then dies
+ *    of the signal;
+ *  - kill -9: every block written so far is whole (one write() each), so the file reads up to its
+ *    last written block; only the chunks still in memory are lost.
  */
 #include "trace_format.h"
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
-#include <sched.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,20 +39,42 @@
 #include <time.h>
 #include <unistd.h>
 #include <zstd.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#include <x86intrin.h>
+#define HAVE_TSC 1
+#else
+#define HAVE_TSC 0
+#endif
 
 #define EXPORT __attribute__((visibility("default")))
 #define TLS __thread __attribute__((tls_model("initial-exec")))
-#define BUF_SIZE (1u << 20)
-#define FLUSH_AT (BUF_SIZE - 64)
+#define LIKELY(x) __builtin_expect(!!(x), 1)
+#define UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define CHUNK_EVENTS 32768u          /* 1 MiB of records per chunk = one block */
+#define MAX_QUEUED 48                /* chunks waiting for the writer before callers wait (48 MiB) */
+#define SIZE_MASK ((1ull << 56) - 1)
 
-typedef struct tbuf {
-    uint8_t data[BUF_SIZE];
-    size_t len;
-    uint32_t thread, events;
-    uint64_t first_ts, last_ts, last_ptr;
-    struct tbuf *next;          /* all buffers, for the exit flush */
-    _Atomic int writing;        /* an event is being appended: the exit flush leaves it alone */
-} tbuf;
+typedef struct {
+    uint64_t t;                      /* TSC or CLOCK_MONOTONIC ns */
+    uint64_t ptr;                    /* the address; realloc: the old one */
+    uint64_t size_op;                /* size | op << 56 */
+    uint64_t aux;                    /* realloc: the new address; memalign: the alignment */
+} rec;
+
+typedef struct chunk {
+    rec r[CHUNK_EVENTS];
+    _Atomic uint32_t n;              /* records complete (published after each is written) */
+    uint32_t thread;
+    _Atomic int queued;              /* handed to the writer: by its thread, or by a drain */
+    struct chunk *next;
+} chunk;
+
+typedef struct tstate {
+    chunk *cur;
+    uint32_t thread;
+    struct tstate *next;             /* all live threads, for the drains */
+} tstate;
 
 static void *(*real_malloc)(size_t);
 static void *(*real_calloc)(size_t, size_t);
@@ -52,14 +89,22 @@ static size_t (*real_usable)(void *);
 
 static int out_fd = -1;
 static _Atomic int enabled;
-static uint64_t start_mono;
+static int use_tsc;
+static uint64_t start_mono, start_tsc;
 static _Atomic uint32_t next_thread;
-static pthread_mutex_t write_lock = PTHREAD_MUTEX_INITIALIZER;
-static tbuf *all_buffers;
 static pthread_key_t exit_key;
-static int level = 3;           /* zstd level ($ALLOCLAB_TRACE_LEVEL): 3 measured best bytes/CPU here */
-static TLS tbuf *mine;
-static TLS int busy;            /* inside our own code: do not record */
+static int level = 1;                /* zstd level ($ALLOCLAB_TRACE_LEVEL): the columns are mostly varints; 3 saved 1% for more writer CPU */
+static TLS tstate *mine;
+static TLS int busy;                 /* inside our own code (or the writer thread): do not record */
+
+/* queue (FIFO) and pool of chunks, live threads: one lock, taken once per chunk */
+static pthread_mutex_t q_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t q_work = PTHREAD_COND_INITIALIZER, q_space = PTHREAD_COND_INITIALIZER;
+static chunk *q_head, *q_tail, *pool;
+static int q_len;
+static tstate *threads;
+static pthread_t writer;
+static _Atomic int drain_request, drained;
 
 /* ---- bootstrap arena for allocations made while dlsym() runs ---- */
 static _Alignas(16) char boot_arena[64 << 10];
@@ -75,10 +120,28 @@ static void *boot_alloc(size_t n) {
     return boot_arena + at + 16;
 }
 
-static uint64_t now_ns(void) {
+static uint64_t mono_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static inline uint64_t stamp(void) {
+#if HAVE_TSC
+    if (LIKELY(use_tsc)) return __rdtsc();
+#endif
+    return mono_ns();
+}
+
+static int tsc_invariant(void) {
+#if HAVE_TSC
+    unsigned a, b, c, d;
+    if (!__get_cpuid(0x80000000, &a, &b, &c, &d) || a < 0x80000007) return 0;
+    __get_cpuid(0x80000007, &a, &b, &c, &d);
+    return (d >> 8) & 1;              /* "invariant TSC": constant rate, runs in every C-state */
+#else
+    return 0;
+#endif
 }
 
 static void resolve(void) {
@@ -96,7 +159,115 @@ static void resolve(void) {
     resolving = 0;
 }
 
-/* ---- writing blocks ---- */
+/* ---- chunks ---- */
+static chunk *chunk_get(uint32_t thread) {        /* q_lock held */
+    chunk *c = pool;
+    if (c) pool = c->next;
+    else {
+        c = mmap(NULL, sizeof *c, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (c == MAP_FAILED) return NULL;
+    }
+    atomic_store_explicit(&c->n, 0, memory_order_relaxed);
+    atomic_store_explicit(&c->queued, 0, memory_order_relaxed);
+    c->thread = thread;
+    c->next = NULL;
+    return c;
+}
+
+static void enqueue(chunk *c) {                   /* q_lock held */
+    c->next = NULL;
+    if (q_tail) q_tail->next = c; else q_head = c;
+    q_tail = c;
+    q_len++;
+    pthread_cond_signal(&q_work);
+}
+
+/* A full chunk: queue it (unless a drain already did) and take a fresh one. */
+static void hand_off(tstate *s) {
+    chunk *c = s->cur;
+    pthread_mutex_lock(&q_lock);
+    if (!atomic_exchange(&c->queued, 1)) enqueue(c);
+    while (q_len >= MAX_QUEUED && atomic_load(&enabled)) pthread_cond_wait(&q_space, &q_lock);
+    s->cur = chunk_get(s->thread);
+    pthread_mutex_unlock(&q_lock);
+}
+
+static tstate *thread_state(void) {
+    tstate *s = mmap(NULL, sizeof *s, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (s == MAP_FAILED) return NULL;
+    s->thread = atomic_fetch_add(&next_thread, 1) + 1;
+    pthread_mutex_lock(&q_lock);
+    s->cur = chunk_get(s->thread);
+    s->next = threads;
+    threads = s;
+    pthread_mutex_unlock(&q_lock);
+    if (!s->cur) { munmap(s, sizeof *s); return NULL; }   /* stays listed with no chunk: skipped */
+    mine = s;
+    pthread_setspecific(exit_key, s);
+    return s;
+}
+
+/* Append one record. The caller takes t (after an allocation returns, before a free is passed on). */
+static inline void record(uint64_t t, unsigned op, uint64_t size, const void *ptr, uint64_t aux) {
+    if (UNLIKELY(!atomic_load_explicit(&enabled, memory_order_relaxed) || busy || resolving)) return;
+    tstate *s = mine;
+    if (UNLIKELY(!s)) {
+        busy++;
+        s = thread_state();
+        busy--;
+        if (!s) return;
+    }
+    chunk *c = s->cur;
+    if (UNLIKELY(!c)) return;
+    uint32_t n = atomic_load_explicit(&c->n, memory_order_relaxed);
+    rec *r = &c->r[n];
+    r->t = t;
+    r->ptr = (uint64_t)(uintptr_t)ptr;
+    r->size_op = (size & SIZE_MASK) | (uint64_t)op << 56;
+    r->aux = aux;
+    atomic_store_explicit(&c->n, n + 1, memory_order_release);
+    if (UNLIKELY(n + 1 == CHUNK_EVENTS)) {
+        busy++;
+        hand_off(s);
+        busy--;
+    }
+}
+
+/* ---- the writer thread: chunks -> blocks ---- */
+static double ticks_per_unit;         /* TSC cycles (or ns) -> 32 ns ticks */
+static uint64_t tsc_hz;
+static ZSTD_CCtx *cctx;
+static uint8_t *cols_buf, *raw_buf, *out_buf;
+static live_table live;
+static int live_broken;               /* out of memory in the table: stop writing (the reader would diverge) */
+static size_t out_cap;
+
+#define COL_CAP(per_event) ((size_t)CHUNK_EVENTS * (per_event))
+
+/* The live table as the writer uses it: the latest allocation waits outside the hash until the
+ * next one, so the commonest pattern (free what was just allocated) costs no hash operation.
+ * The numbers are those of live_table's rules (trace_format.h); only the bookkeeping differs. */
+static uint64_t pending_addr, pending_seq;
+static int pending;
+
+static int writer_alloc(uint64_t a) {
+    if (pending && pending_addr == a) pending = 0;          /* forgotten, as live_alloc forgets it */
+    else {
+        size_t i = um_find(&live.by_addr, a);
+        if (i != (size_t)-1) um_delete_at(&live.by_addr, i);
+    }
+    if (pending && um_put(&live.by_addr, pending_addr, pending_seq) != 0) return -1;
+    pending = 1;
+    pending_addr = a;
+    pending_seq = ++live.next_seq;
+    return 0;
+}
+
+static uint64_t writer_free(uint64_t a) {
+    if (pending && pending_addr == a) { pending = 0; return pending_seq; }
+    return live_free_addr(&live, a);
+}
+
 static void write_all(const uint8_t *p, size_t n) {
     while (n) {
         ssize_t w = write(out_fd, p, n);
@@ -106,132 +277,192 @@ static void write_all(const uint8_t *p, size_t n) {
     }
 }
 
-/* Split the row-encoded events into the four columns of the format (ops, times, sizes, pointers). */
-static size_t to_columns(const tbuf *b, uint8_t *out) {
-    const uint8_t *p = b->data, *end = b->data + b->len;
-    uint8_t *col[4];
-    size_t n[4] = {0};
-    size_t cap = b->len;                     /* no column is longer than all the rows */
-    for (int c = 0; c < 4; c++) col[c] = out + 4 * (size_t)(c + 1) + cap * (size_t)c;
-    while (p < end) {
-        uint8_t op = *p++;
-        const uint8_t *q;
-        uint64_t v;
-        int64_t d;
-        col[0][n[0]++] = op;
-        q = get_varint(p, end, &v); memcpy(col[1] + n[1], p, (size_t)(q - p)); n[1] += (size_t)(q - p); p = q;
-        if (op == OP_MEMALIGN) { q = get_varint(p, end, &v); memcpy(col[2] + n[2], p, (size_t)(q - p)); n[2] += (size_t)(q - p); p = q; }
-        if (op == OP_MALLOC || op == OP_CALLOC || op == OP_MEMALIGN) {
-            q = get_varint(p, end, &v); memcpy(col[2] + n[2], p, (size_t)(q - p)); n[2] += (size_t)(q - p); p = q;
-        }
-        if (op != OP_THREAD_EXIT) { q = get_svarint(p, end, &d); memcpy(col[3] + n[3], p, (size_t)(q - p)); n[3] += (size_t)(q - p); p = q; }
-        if (op == OP_REALLOC) {
-            q = get_varint(p, end, &v); memcpy(col[2] + n[2], p, (size_t)(q - p)); n[2] += (size_t)(q - p); p = q;
-            q = get_svarint(p, end, &d); memcpy(col[3] + n[3], p, (size_t)(q - p)); n[3] += (size_t)(q - p); p = q;
-        }
+/* The TSC's rate against CLOCK_MONOTONIC since the start: the longer the baseline, the better. */
+static void calibrate(void) {
+    if (!use_tsc) { ticks_per_unit = 1.0 / TRACE_TICK_NS; return; }
+    uint64_t c0 = __rdtsc(), m = mono_ns(), c1 = __rdtsc();
+    uint64_t cycles = (c0 + (c1 - c0) / 2) - start_tsc, ns = m - start_mono;
+    if (ns > 0 && cycles > 0) {
+        ticks_per_unit = (double)ns / (double)cycles / TRACE_TICK_NS;
+        tsc_hz = (uint64_t)((double)cycles * 1e9 / (double)ns);
     }
-    size_t at = 0;                           /* pack: length, bytes, length, bytes ... */
-    for (int c = 0; c < 4; c++) {
-        put_u32(out + at, (uint32_t)n[c]);
-        memmove(out + at + 4, col[c], n[c]);
-        at += 4 + n[c];
-    }
-    return at;
 }
 
-static void flush_buffer(tbuf *b) {
-    if (!b->events || out_fd < 0) { b->len = 0; b->events = 0; return; }
-    size_t cols_cap = 4 * b->len + 16;
-    uint8_t *cols = mmap(NULL, cols_cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (cols == MAP_FAILED) return;
-    size_t raw_len = to_columns(b, cols);
-    size_t bound = ZSTD_compressBound(raw_len);
-    uint8_t *z = mmap(NULL, bound + TRACE_BLOCK_HEADER_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (z == MAP_FAILED) { munmap(cols, cols_cap); return; }
-    size_t zn = ZSTD_compress(z + TRACE_BLOCK_HEADER_SIZE, bound, cols, raw_len, level);
-    munmap(cols, cols_cap);
-    if (!ZSTD_isError(zn)) {
-        uint8_t *h = z;
-        memset(h, 0, TRACE_BLOCK_HEADER_SIZE);
-        put_u32(h, TRACE_BLOCK_MAGIC);
-        put_u32(h + 4, (uint32_t)zn);
-        put_u32(h + 8, (uint32_t)raw_len);
-        put_u32(h + 12, b->thread);
-        put_u32(h + 16, b->events);
-        put_u64(h + 24, b->first_ts);
-        pthread_mutex_lock(&write_lock);
-        write_all(z, zn + TRACE_BLOCK_HEADER_SIZE);
-        pthread_mutex_unlock(&write_lock);
+static uint64_t to_ticks(uint64_t t) {
+    uint64_t base = use_tsc ? start_tsc : start_mono;
+    return t > base ? (uint64_t)((double)(t - base) * ticks_per_unit) : 0;
+}
+
+/* The last tick written for each thread: the calibration improves between blocks, and a thread's
+ * times must never go back across one (the replayer orders by time). */
+static uint64_t *thread_last;
+static size_t thread_last_cap;
+static uint64_t *last_tick_of(uint32_t thread) {
+    if (thread >= thread_last_cap) {
+        size_t cap = thread_last_cap ? thread_last_cap : 64;
+        while (cap <= thread) cap *= 2;
+        uint64_t *g = realloc(thread_last, cap * sizeof *g);
+        if (!g) return NULL;
+        memset(g + thread_last_cap, 0, (cap - thread_last_cap) * sizeof *g);
+        thread_last = g;
+        thread_last_cap = cap;
     }
-    munmap(z, bound + TRACE_BLOCK_HEADER_SIZE);
-    b->len = 0;
-    b->events = 0;
+    return &thread_last[thread];
+}
+
+static void encode_chunk(chunk *c) {
+    uint32_t n = atomic_load_explicit(&c->n, memory_order_acquire);
+    if (!n || out_fd < 0) return;
+    if (use_tsc) {                     /* a baseline of at least 20 ms before the first conversion */
+        uint64_t since = mono_ns() - start_mono;
+        if (since < 20000000) {
+            struct timespec w = {0, (long)(20000000 - since)};
+            nanosleep(&w, NULL);
+        }
+    }
+    calibrate();
+    uint64_t *thread_floor = last_tick_of(c->thread), floor_ts = thread_floor ? *thread_floor : 0;
+    uint8_t *col[5], *p[5];
+    size_t cap[5] = {COL_CAP(1), COL_CAP(10), COL_CAP(20), COL_CAP(20), COL_CAP(10)};
+    uint8_t *at = cols_buf;
+    for (int k = 0; k < 5; k++) { col[k] = p[k] = at; at += cap[k]; }
+    if (live_broken) return;
+    uint64_t first = to_ticks(c->r[0].t), last_ptr = 0, prev_seq = 0;
+    if (first < floor_ts) first = floor_ts;
+    uint64_t last_ts = first;
+    for (uint32_t i = 0; i < n; i++) {
+        const rec *r = &c->r[i];
+        unsigned op = (unsigned)(r->size_op >> 56);
+        uint64_t size = r->size_op & SIZE_MASK, ts = to_ticks(r->t);
+        *p[0]++ = (uint8_t)op;
+        p[1] = put_varint(p[1], ts > last_ts ? ts - last_ts : 0);
+        if (ts > last_ts) last_ts = ts;
+        if (op == OP_THREAD_EXIT) continue;
+        if (op == OP_FREE || op == OP_REALLOC) {
+            uint64_t a = r->ptr >> 4;
+            uint64_t seq = writer_free(a);
+            p[4] = put_varint(p[4], seq ? seq_code(seq, prev_seq) : 0);
+            if (seq) prev_seq = seq;
+            else p[3] = put_svarint(p[3], (int64_t)(a - last_ptr));
+            last_ptr = a;              /* the next allocation is often the block just freed: delta 0 */
+            if (op == OP_FREE) continue;
+        }
+        if (op == OP_MEMALIGN) p[2] = put_varint(p[2], r->aux);
+        p[2] = put_varint(p[2], size);
+        uint64_t addr = op == OP_REALLOC ? r->aux : r->ptr, a = addr >> 4;
+        p[3] = put_svarint(p[3], (int64_t)(a - last_ptr));
+        last_ptr = a;
+        if (writer_alloc(a) != 0) live_broken = 1;
+    }
+    if (thread_floor) *thread_floor = last_ts;
+    size_t raw_len = 0;
+    for (int k = 0; k < 5; k++) {
+        size_t len = (size_t)(p[k] - col[k]);
+        put_u32(raw_buf + raw_len, (uint32_t)len);
+        memcpy(raw_buf + raw_len + 4, col[k], len);
+        raw_len += 4 + len;
+    }
+    size_t zn = ZSTD_compressCCtx(cctx, out_buf + TRACE_BLOCK_HEADER_SIZE, out_cap - TRACE_BLOCK_HEADER_SIZE,
+                                  raw_buf, raw_len, level);
+    if (ZSTD_isError(zn)) return;
+    uint8_t *h = out_buf;
+    memset(h, 0, TRACE_BLOCK_HEADER_SIZE);
+    put_u32(h, TRACE_BLOCK_MAGIC);
+    put_u32(h + 4, (uint32_t)zn);
+    put_u32(h + 8, (uint32_t)raw_len);
+    put_u32(h + 12, c->thread);
+    put_u32(h + 16, n);
+    put_u64(h + 24, first);
+    write_all(out_buf, zn + TRACE_BLOCK_HEADER_SIZE);   /* one write: a kill -9 leaves whole blocks */
+}
+
+/* Queue every thread's partial chunk (exit or a fatal signal). */
+static void queue_partials(void) {
+    for (tstate *s = threads; s; s = s->next)
+        if (s->cur && atomic_load(&s->cur->n) && !atomic_exchange(&s->cur->queued, 1)) enqueue(s->cur);
+}
+
+static void *writer_main(void *arg) {
+    (void)arg;
+    busy = 1;                          /* zstd's own allocations are not the program's */
+    for (;;) {
+        pthread_mutex_lock(&q_lock);
+        while (!q_head && !atomic_load(&drain_request)) {
+            struct timespec until;
+            clock_gettime(CLOCK_REALTIME, &until);
+            until.tv_nsec += 20000000;
+            if (until.tv_nsec >= 1000000000) { until.tv_sec++; until.tv_nsec -= 1000000000; }
+            pthread_cond_timedwait(&q_work, &q_lock, &until);
+        }
+        int draining = atomic_load(&drain_request);
+        if (draining) queue_partials();
+        chunk *c = q_head;
+        if (c) {
+            q_head = c->next;
+            if (!q_head) q_tail = NULL;
+            q_len--;
+            pthread_cond_broadcast(&q_space);
+        }
+        pthread_mutex_unlock(&q_lock);
+        if (c) {
+            encode_chunk(c);
+            pthread_mutex_lock(&q_lock);
+            c->next = pool;             /* a partial chunk drained at exit is never reused */
+            if (!draining) pool = c;
+            pthread_mutex_unlock(&q_lock);
+        } else if (draining) {
+            if (use_tsc) {              /* the calibration, as it finally stood */
+                uint8_t hz[8];
+                put_u64(hz, tsc_hz);
+                (void)!pwrite(out_fd, hz, 8, 40);
+            }
+            uint8_t fl[4];              /* finished: from now on a cut file is corrupt, not killed */
+            put_u32(fl, TRACE_ZSTD | (use_tsc ? TRACE_TSC : 0) | TRACE_COMPLETE);
+            (void)!pwrite(out_fd, fl, 4, 12);
+            atomic_store(&drained, 1);
+            atomic_store(&drain_request, 0);
+        }
+    }
+    return NULL;
+}
+
+/* Stop recording and wait (up to a limit) until the writer has written everything. */
+static void drain(double seconds) {
+    if (!atomic_exchange(&enabled, 0)) return;
+    atomic_store(&drained, 0);
+    atomic_store(&drain_request, 1);
+    struct timespec tick = {0, 1000000};
+    for (long i = 0; i < (long)(seconds * 1000) && !atomic_load(&drained); i++) nanosleep(&tick, NULL);
+}
+
+/* Not SIGINT: Python (and others) install their own SIGINT handler only when they find the
+ * default one, so taking it would change how a recorded program reacts to Ctrl-C. */
+static const int fatal_signals[] = {SIGHUP, SIGQUIT, SIGILL, SIGABRT, SIGBUS, SIGFPE, SIGSEGV, SIGPIPE,
+                                    SIGALRM, SIGTERM, SIGUSR1, SIGUSR2};
+
+static void on_fatal(int sig) {
+    if (!pthread_equal(pthread_self(), writer)) drain(10);
+    signal(sig, SIG_DFL);
+    raise(sig);                        /* synchronous faults re-fault on return, with the default action */
 }
 
 static void thread_done(void *arg) {
-    tbuf *b = arg;
-    if (!b || !atomic_load(&enabled)) return;
+    tstate *s = arg;
+    if (!s || !atomic_load(&enabled)) return;
     busy++;
-    uint64_t ts = (now_ns() - start_mono) / TRACE_TICK_NS;
-    if (!b->events) { b->first_ts = b->last_ts = ts; b->last_ptr = 0; }
-    uint8_t *p = b->data + b->len;
-    *p++ = OP_THREAD_EXIT;
-    p = put_varint(p, ts - b->last_ts);
-    b->len = (size_t)(p - b->data);
-    b->events++;
-    flush_buffer(b);
-    pthread_mutex_lock(&write_lock);            /* forget the buffer: threads come and go */
-    for (tbuf **at = &all_buffers; *at; at = &(*at)->next)
-        if (*at == b) { *at = b->next; break; }
-    pthread_mutex_unlock(&write_lock);
-    mine = NULL;
-    munmap(b, sizeof *b);
-    busy--;
-}
-
-static tbuf *buffer(void) {
-    if (mine) return mine;
-    tbuf *b = mmap(NULL, sizeof(tbuf), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (b == MAP_FAILED) return NULL;
-    b->thread = atomic_fetch_add(&next_thread, 1) + 1;
-    pthread_mutex_lock(&write_lock);
-    b->next = all_buffers;
-    all_buffers = b;
-    pthread_mutex_unlock(&write_lock);
-    mine = b;
-    pthread_setspecific(exit_key, b);
-    return b;
-}
-
-/* Append one event; ts is taken by the caller (after an allocation, before a free). */
-static void record(uint8_t op, uint64_t ts, uint64_t size, const void *ptr, const void *new_ptr, size_t align) {
-    if (!atomic_load_explicit(&enabled, memory_order_relaxed) || busy || resolving) return;
-    busy++;
-    tbuf *b = buffer();
-    if (b) {
-        atomic_store_explicit(&b->writing, 1, memory_order_relaxed);
-        ts = (ts - start_mono) / TRACE_TICK_NS;
-        if (!b->events) { b->first_ts = b->last_ts = ts; b->last_ptr = 0; }
-        uint8_t *p = b->data + b->len;
-        *p++ = op;
-        p = put_varint(p, ts >= b->last_ts ? ts - b->last_ts : 0);
-        b->last_ts = ts > b->last_ts ? ts : b->last_ts;
-        uint64_t a = (uint64_t)(uintptr_t)ptr >> 4;
-        if (op == OP_MEMALIGN) p = put_varint(p, align);
-        if (op != OP_FREE && op != OP_REALLOC) p = put_varint(p, size);
-        p = put_svarint(p, (int64_t)(a - b->last_ptr));
-        b->last_ptr = a;
-        if (op == OP_REALLOC) {
-            uint64_t n = (uint64_t)(uintptr_t)new_ptr >> 4;
-            p = put_varint(p, size);
-            p = put_svarint(p, (int64_t)(n - a));
-            b->last_ptr = n;
-        }
-        b->len = (size_t)(p - b->data);
-        b->events++;
-        if (b->len >= FLUSH_AT) flush_buffer(b);
-        atomic_store_explicit(&b->writing, 0, memory_order_release);
+    chunk *c = s->cur;
+    if (c) {
+        uint32_t n = atomic_load(&c->n);
+        c->r[n] = (rec){stamp(), 0, (uint64_t)OP_THREAD_EXIT << 56, 0};
+        atomic_store_explicit(&c->n, n + 1, memory_order_release);
     }
+    pthread_mutex_lock(&q_lock);
+    if (c && !atomic_exchange(&c->queued, 1)) enqueue(c);
+    for (tstate **at = &threads; *at; at = &(*at)->next)   /* forget the thread: threads come and go */
+        if (*at == s) { *at = s->next; break; }
+    pthread_mutex_unlock(&q_lock);
+    mine = NULL;
+    munmap(s, sizeof *s);
     busy--;
 }
 
@@ -243,15 +474,29 @@ __attribute__((constructor)) static void tracer_init(void) {
     if (!path || !*path) return;
     const char *lvl = getenv("ALLOCLAB_TRACE_LEVEL");
     if (lvl && *lvl) level = atoi(lvl);
+    const char *clk = getenv("ALLOCLAB_TRACE_CLOCK");
+    use_tsc = tsc_invariant() && !(clk && strcmp(clk, "monotonic") == 0);
     out_fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (out_fd < 0) return;
+    busy++;
+    out_cap = ZSTD_compressBound(COL_CAP(61) + 64) + TRACE_BLOCK_HEADER_SIZE;
+    size_t need = COL_CAP(61) + (COL_CAP(61) + 64) + out_cap;
+    cols_buf = mmap(NULL, need, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    cctx = ZSTD_createCCtx();
+    busy--;
+    if (cols_buf == MAP_FAILED || !cctx) { close(out_fd); out_fd = -1; return; }
+    raw_buf = cols_buf + COL_CAP(61);
+    out_buf = raw_buf + COL_CAP(61) + 64;
     struct timespec rt;
     clock_gettime(CLOCK_REALTIME, &rt);
-    start_mono = now_ns();
+    start_mono = mono_ns();
+#if HAVE_TSC
+    if (use_tsc) start_tsc = __rdtsc();
+#endif
     uint8_t h[TRACE_HEADER_SIZE] = {0};
     memcpy(h, TRACE_MAGIC, 8);
     put_u32(h + 8, TRACE_VERSION);
-    put_u32(h + 12, TRACE_ZSTD);
+    put_u32(h + 12, TRACE_ZSTD | (use_tsc ? TRACE_TSC : 0));
     put_u64(h + 16, (uint64_t)rt.tv_sec * 1000000000ull + (uint64_t)rt.tv_nsec);
     put_u64(h + 24, start_mono);
     put_u32(h + 32, (uint32_t)getpid());
@@ -259,20 +504,30 @@ __attribute__((constructor)) static void tracer_init(void) {
     write_all(h, sizeof h);
     pthread_key_create(&exit_key, thread_done);
     pthread_atfork(NULL, NULL, at_fork_child);
+    sigset_t all, old;                 /* the writer takes no signals: a handler must never wait on itself */
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    busy++;
+    int rc = pthread_create(&writer, NULL, writer_main, NULL);
+    busy--;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0) { close(out_fd); out_fd = -1; return; }
+    for (size_t i = 0; i < sizeof fatal_signals / sizeof *fatal_signals; i++) {
+        struct sigaction cur;
+        if (sigaction(fatal_signals[i], NULL, &cur) == 0 && !(cur.sa_flags & SA_SIGINFO) && cur.sa_handler == SIG_DFL) {
+            struct sigaction sa = {0};
+            sa.sa_handler = on_fatal;
+            sa.sa_flags = SA_RESETHAND | SA_NODEFER;
+            sigemptyset(&sa.sa_mask);
+            sigaction(fatal_signals[i], &sa, NULL);
+        }
+    }
     atomic_store(&enabled, 1);
 }
 
 __attribute__((destructor)) static void tracer_fini(void) {
-    if (!atomic_load(&enabled)) return;
     busy++;
-    atomic_store(&enabled, 0);                  /* no new events from here on */
-    pthread_mutex_lock(&write_lock);
-    tbuf *list = all_buffers;
-    pthread_mutex_unlock(&write_lock);
-    for (tbuf *b = list; b; b = b->next) {
-        for (int spin = 0; spin < 1000 && atomic_load(&b->writing); spin++) sched_yield();
-        if (!atomic_load(&b->writing)) flush_buffer(b);   /* a thread still mid-event loses its last block */
-    }
+    drain(60);                         /* a thread still mid-event at exit loses that one event */
     busy--;
 }
 
@@ -280,23 +535,23 @@ __attribute__((destructor)) static void tracer_fini(void) {
 #define ENSURE() do { if (!real_malloc) { if (resolving) break; resolve(); } } while (0)
 
 EXPORT void *malloc(size_t n) {
-    if (!real_malloc) { if (resolving) return boot_alloc(n); resolve(); }
+    if (UNLIKELY(!real_malloc)) { if (resolving) return boot_alloc(n); resolve(); }
     void *p = real_malloc(n);
-    if (p) record(OP_MALLOC, now_ns(), n, p, NULL, 0);
+    if (LIKELY(p != NULL)) record(stamp(), OP_MALLOC, n, p, 0);
     return p;
 }
 
 EXPORT void *calloc(size_t n, size_t m) {
     if (!real_calloc) { if (resolving) return boot_alloc(n * m); resolve(); }
     void *p = real_calloc(n, m);
-    if (p) record(OP_CALLOC, now_ns(), (uint64_t)n * m, p, NULL, 0);
+    if (p) record(stamp(), OP_CALLOC, (uint64_t)n * m, p, 0);
     return p;
 }
 
 EXPORT void free(void *p) {
-    if (!p || from_boot(p)) return;
+    if (UNLIKELY(!p || from_boot(p))) return;
     ENSURE();
-    record(OP_FREE, now_ns(), 0, p, NULL, 0);
+    record(stamp(), OP_FREE, 0, p, 0);
     real_free(p);
 }
 
@@ -308,10 +563,10 @@ EXPORT void *realloc(void *p, size_t n) {
     }
     if (!real_realloc) { if (resolving) return boot_alloc(n); resolve(); }
     if (!p) return malloc(n);
-    uint64_t before = now_ns();
+    uint64_t before = stamp();
     void *q = real_realloc(p, n);
-    if (n == 0 && !q) { record(OP_FREE, before, 0, p, NULL, 0); return q; }
-    if (q) record(OP_REALLOC, now_ns(), n, p, q, 0);
+    if (n == 0 && !q) { record(before, OP_FREE, 0, p, 0); return q; }
+    if (q) record(stamp(), OP_REALLOC, n, p, (uint64_t)(uintptr_t)q);
     return q;
 }
 
@@ -323,28 +578,28 @@ EXPORT void *reallocarray(void *p, size_t n, size_t m) {
 EXPORT int posix_memalign(void **out, size_t align, size_t n) {
     ENSURE();
     int rc = real_posix_memalign(out, align, n);
-    if (rc == 0 && *out) record(OP_MEMALIGN, now_ns(), n, *out, NULL, align);
+    if (rc == 0 && *out) record(stamp(), OP_MEMALIGN, n, *out, align);
     return rc;
 }
 
 EXPORT void *aligned_alloc(size_t align, size_t n) {
     ENSURE();
     void *p = real_aligned_alloc(align, n);
-    if (p) record(OP_MEMALIGN, now_ns(), n, p, NULL, align);
+    if (p) record(stamp(), OP_MEMALIGN, n, p, align);
     return p;
 }
 
 EXPORT void *memalign(size_t align, size_t n) {
     ENSURE();
     void *p = real_memalign(align, n);
-    if (p) record(OP_MEMALIGN, now_ns(), n, p, NULL, align);
+    if (p) record(stamp(), OP_MEMALIGN, n, p, align);
     return p;
 }
 
 EXPORT void *valloc(size_t n) {
     ENSURE();
     void *p = real_valloc(n);
-    if (p) record(OP_MEMALIGN, now_ns(), n, p, NULL, (size_t)sysconf(_SC_PAGESIZE));
+    if (p) record(stamp(), OP_MEMALIGN, n, p, (uint64_t)sysconf(_SC_PAGESIZE));
     return p;
 }
 
@@ -352,7 +607,7 @@ EXPORT void *pvalloc(size_t n) {
     ENSURE();
     void *p = real_pvalloc(n);
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
-    if (p) record(OP_MEMALIGN, now_ns(), (n + page - 1) / page * page, p, NULL, page);
+    if (p) record(stamp(), OP_MEMALIGN, (n + page - 1) / page * page, p, page);
     return p;
 }
 

@@ -78,11 +78,40 @@ PHI_GRID = np.concatenate([np.linspace(-0.6, 0.9, 31)[:-1], 1 - np.geomspace(0.1
 N_GRID = (8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512)
 
 
+def _table_file(n: int, q: float, reps: int):
+    """Where a simulated table is kept between processes (the cache directory, settings.py)."""
+    import hashlib
+    from ..settings import cache_root
+    key = hashlib.sha256(f"lag1-v1 {n} {q!r} {reps} {PHI_GRID.tobytes().hex()}".encode()).hexdigest()[:20]
+    return cache_root() / "stats" / f"lag1-{key}.npy"
+
+
 @functools.lru_cache(maxsize=None)
 def lag1_quantiles(n: int, q: float, reps: int = 1000) -> np.ndarray:
     """Quantile q of the detrended lag-1 estimate of a length-n Gaussian AR(1) at each PHI_GRID φ
-    (φ = 1: a random walk). Simulated once per process with a fixed seed and common random
-    numbers across φ, so the table is deterministic and monotone in φ (≈ 0.1–2 s per n)."""
+    (φ = 1: a random walk). Simulated with a fixed seed and common random numbers across φ, so
+    the table is deterministic and monotone in φ (≈ 0.1–2 s per n); kept in the cache directory,
+    so a report does not pay the simulation again (5–10 s of CPU on a busy machine)."""
+    path = _table_file(n, q, reps)
+    try:
+        table = np.load(path)
+        if table.shape == PHI_GRID.shape and np.all(np.isfinite(table)):
+            return table
+    except (OSError, ValueError):
+        pass
+    table = _simulate_lag1_quantiles(n, q, reps)
+    try:
+        import os
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp.npy")
+        np.save(tmp, table)
+        os.replace(tmp, path)
+    except OSError:
+        pass                                        # a read-only cache: simulate each time
+    return table
+
+
+def _simulate_lag1_quantiles(n: int, q: float, reps: int) -> np.ndarray:
     e = np.random.default_rng([20261122, n]).normal(size=(reps, n))
     out = np.empty(len(PHI_GRID))
     for k, phi in enumerate(PHI_GRID):

@@ -1,0 +1,129 @@
+"""Time to verdict: wall time from `alloclab run --until-significant` starting until it stops with
+a verdict (the best group beats the baseline, significantly, by the sequential rule), beside the
+9 days of the TorUtils relay comparison it replaces.
+
+    python benchmarks/time_to_verdict.py [--repeat 3] [--replicas 4] [--stable-for 60s] [--max-duration 20m]
+
+Two experiments, glibc against jemalloc 5.3.0, each --replicas replicas per group:
+  tor-dircache  the built-in Tor directory-cache model (docs/workloads.md);
+  user-command  a user's own program: a Python service that keeps a churning cache of 1-64 KiB
+                byte strings (allocated by malloc, not pymalloc), as `command = [...]`.
+Each run: `alloclab run EXP -o DIR --until-significant --stable-for T --max-duration D --no-report`;
+measured: wall seconds from launch to exit, the end reason (a `sequential_stop` means a verdict),
+the look at which it stopped. Medians of --repeat. Prints one JSON object.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+SERVICE = r"""
+import os, random, time
+rng = random.Random(int(os.environ.get("SEED", "1")))
+cache = []
+while True:
+    for _ in range(2000):
+        cache.append(bytes(rng.randint(1024, 65536)))
+        if len(cache) > 3000:
+            cache[rng.randrange(len(cache))] = cache[-1]
+            cache.pop()
+    time.sleep(0.05)
+"""
+
+EXPERIMENT = """
+name = "{name}"
+replicas = {replicas}
+interval = "2s"
+baseline = "glibc"
+seed = 7
+metric = "rss"
+{command}
+[phases]
+warmup = "20s"
+load = "2h"
+idle = "5s"
+
+{workload}
+[[group]]
+name = "glibc"
+allocator = "glibc"
+
+[[group]]
+name = "jemalloc-5.3.0"
+allocator = "jemalloc@5.3.0"
+"""
+
+
+def experiment(kind: str, d: Path, replicas: int) -> Path:
+    if kind == "tor-dircache":
+        text = EXPERIMENT.format(name="ttv-tor", replicas=replicas, command="", workload='[workload]\nname = "tor-dircache"\nhour = 6\n')
+    else:
+        script = d / "service.py"
+        script.write_text(SERVICE)
+        text = EXPERIMENT.format(name="ttv-user", replicas=replicas, workload="",
+                                 command=f'command = ["{sys.executable}", "{script}"]\n')
+    path = d / f"{kind}.toml"
+    path.write_text(text)
+    return path
+
+
+def one_run(exp: Path, out: Path, stable_for: str, max_duration: str) -> dict:
+    t0 = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "alloclab", "run", str(exp), "-o", str(out), "--until-significant",
+                           "--stable-for", stable_for, "--max-duration", max_duration, "--no-report"],
+                          capture_output=True, text=True)
+    wall = time.monotonic() - t0
+    if not (out / "run.db").exists():
+        raise SystemExit(f"alloclab run failed: {proc.stderr.strip()[-500:]}")
+    db = sqlite3.connect(out / "run.db")
+    meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
+    stop = db.execute("SELECT description FROM events WHERE kind = 'sequential_stop'").fetchall()
+    db.close()
+    look = re.search(r"look (\d+)", stop[0][0]) if stop else None
+    return {"wall_s": round(wall, 1), "exit": proc.returncode, "verdict": bool(stop),
+            "look": int(look.group(1)) if look else None, "end_reason": meta.get("end_reason", "")[:200]}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--replicas", type=int, default=4)
+    ap.add_argument("--tor-replicas", type=int, default=6, help="replicas per group for the Tor model (its allocators differ by ~4%%)")
+    ap.add_argument("--stable-for", default="60s")
+    ap.add_argument("--max-duration", default="20m")
+    ap.add_argument("--only", choices=["tor-dircache", "user-command"])
+    args = ap.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="alloclab-ttv-"))
+    out = {"load_average_before": os.getloadavg(), "replaces_s": 9 * 86400}
+    try:
+        for kind in ("tor-dircache", "user-command"):
+            if args.only and kind != args.only:
+                continue
+            exp = experiment(kind, work, args.tor_replicas if kind == "tor-dircache" else args.replicas)
+            runs = []
+            for i in range(args.repeat):
+                r = one_run(exp, work / f"{kind}-{i}", args.stable_for, args.max_duration)
+                runs.append(r)
+                print(json.dumps({kind: r}), flush=True)
+                shutil.rmtree(work / f"{kind}-{i}", ignore_errors=True)
+            walls = [r["wall_s"] for r in runs]
+            out[kind] = {"runs": runs, "verdicts": sum(r["verdict"] for r in runs), "wall_s_median": statistics.median(walls),
+                         "fraction_of_9_days": round(statistics.median(walls) / (9 * 86400), 6)}
+        out["load_average_after"] = os.getloadavg()
+        print(json.dumps(out, indent=2))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

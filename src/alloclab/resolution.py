@@ -12,7 +12,7 @@ import os
 import sys
 from pathlib import Path
 
-from . import catalog, hardening, packaging, versions
+from . import catalog, debpackage, hardening, versions
 from .allocators import AllocatorSpec, check_preload_safe, normalise_version, probe, sha256_file
 from .errors import UserError
 
@@ -27,7 +27,7 @@ def resolve(request: str, base_dir: Path = Path("."), env: dict[str, str] | None
     if "/" not in request and "@" in request:
         # a host with the id's package installed (alloclab allocators package) uses those exact bytes;
         # otherwise provisioning builds on demand and returns the verified cached library
-        installed = packaging.installed_library(request) if catalog.find_build(request) is None else None
+        installed = debpackage.installed_library(request) if catalog.find_build(request) is None else None
         path = installed[0] if installed else versions.library_for(
             request, lambda step: print(f"alloclab: provisioning {request}: {step}", file=sys.stderr, flush=True))
     else:
@@ -57,7 +57,7 @@ def provenance(spec: AllocatorSpec) -> str | None:
     build = catalog.find_build(spec.request)
     if build:
         return json.dumps(build.provenance, sort_keys=True)
-    installed = packaging.installed_library(spec.request)
+    installed = debpackage.installed_library(spec.request)
     return json.dumps({**installed[1], "installed_at": str(installed[0])}, sort_keys=True) if installed else None
 
 

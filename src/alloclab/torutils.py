@@ -103,8 +103,8 @@ def export_csv(run: str | Path, out_dir: Path) -> list[Path]:
     section = {
         "format": EXPORT_FORMAT,
         "meta": {k: v for k, v in meta.items() if k in EXPORTED_META},
-        "groups": [{k: g[k] for k in _GROUP_FIELDS} for g in groups],
-        "replicas": [{"group": r["group"], **{k: r[k] for k in _REPLICA_FIELDS}}
+        "groups": [{k: g.get(k) for k in _GROUP_FIELDS} for g in groups],
+        "replicas": [{"group": r["group"], **{k: r.get(k) for k in _REPLICA_FIELDS}}
                      for r in sorted(store.replicas(), key=lambda r: r["id"])],
         "processes": [{"replica": p["replica"], **{k: p[k] for k in _PROCESS_FIELDS}} for p in store.processes()],
         "verifications": store.verification_history(),
@@ -369,9 +369,9 @@ EXPORTED_META = ("name", "experiment", "seed", "interval", "metric", "baseline",
                  "replicas_in_several_groups", "unlisted_relays", "naive_timezone", "duplicate_timestamps",
                  "fleet_main_processes", "original_source", "cut_short")
 _GROUP_FIELDS = ("name", "allocator", "kind", "library_path", "library_sha256", "family", "version", "env_json",
-                 "command_json", "is_baseline", "provenance_json")
+                 "command_json", "is_baseline", "provenance_json", "hardening_json")
 _REPLICA_FIELDS = ("name", "idx", "start_order", "started_at", "ended_at", "exit_code", "end_kind", "verified",
-                   "verify_detail")
+                   "verify_detail", "host")
 _PROCESS_FIELDS = ("pid", "start_ticks", "ppid", "comm", "cmdline", "first_seen", "last_seen", "verified",
                    "verify_detail", "mapped_allocator")
 _SECTION_FIELDS = {"groups": set(_GROUP_FIELDS), "replicas": {"group", *_REPLICA_FIELDS},
@@ -381,7 +381,8 @@ _SECTION_FIELDS = {"groups": set(_GROUP_FIELDS), "replicas": {"group", *_REPLICA
 _FIELD_TYPES: dict[str, tuple] = {
     "name": (str,), "allocator": (str,), "kind": (str, None), "library_path": (str, None), "library_sha256": (str, None),
     "family": (str, None), "version": (str, None), "env_json": (str, None), "command_json": (str, None),
-    "is_baseline": (int, None), "provenance_json": (str, None), "group": (str,), "replica": (str,),
+    "is_baseline": (int, None), "provenance_json": (str, None), "hardening_json": (str, None),
+    "host": (str, None), "group": (str,), "replica": (str,),
     "idx": (int, None), "start_order": (int, None), "started_at": (float, None), "ended_at": (float, None),
     "exit_code": (int, None), "end_kind": (str, None), "verified": (int, None), "verify_detail": (str, None), "pid": (int,),
     "start_ticks": (int, None), "ppid": (int, None), "comm": (str, None), "cmdline": (str, None),

@@ -106,13 +106,13 @@ def versions_command(family: str, newer_than: str | None, refresh: bool, as_json
 def package_command(allocator_id: str, out_dir, console: Console) -> None:
     """A .deb of a verified build (built first if needed): the exact bytes, under a versioned path."""
     from pathlib import Path
-    from .. import packaging, preflight
+    from .. import debpackage, preflight
     preflight.check_output(Path(out_dir))          # a directory (or nothing yet), not a file
     b = catalog.find_build(allocator_id)
     if b is None:
         with console.status(f"building {allocator_id}") as status:
             b = versions.build(allocator_id, lambda step: status.update(f"building {allocator_id}: {step}"))
-    deb = packaging.build_deb(b, Path(out_dir))
-    console.print(f"{deb}\n  installs /{packaging.install_dir(allocator_id) / b.path.name} "
+    deb = debpackage.build_deb(b, Path(out_dir))
+    console.print(f"{deb}\n  installs /{debpackage.install_dir(allocator_id) / b.path.name} "
                   f"(sha256 {b.provenance['library_sha256'][:16]}…); install: dpkg -i {deb.name}; "
                   f"then preload it by path or by id (alloclab fleet deploy {allocator_id} ...)")

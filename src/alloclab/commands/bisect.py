@@ -1,4 +1,4 @@
-"""`alloclab bisect`: find the first bad version / tunable value / workload parameter (alloclab.bisect)."""
+"""`alloclab bisect`: find the first bad version / tunable value / workload parameter (alloclab.bisection)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -31,7 +31,7 @@ def bisect_command(target: str, family: str | None, good: str | None, bad: str |
                    threshold_ratio: float, replicas: int | None, interval: str | None, warmup: str | None,
                    workload_params: tuple[str, ...], max_step: str, first_look: str, check_bad: bool, no_report: bool,
                    output: Path | None, console: Console) -> int:
-    from .. import bisect, derive, version_range
+    from .. import bisection as bisect, derive, version_range
     axes = [name for name, given in (("--family", family), ("--tunable", tunable), ("--param", param)) if given]
     if len(axes) != 1:
         raise UserError("say what to bisect: --family F --good V --bad V, or --tunable NAME --values ..., "

@@ -12,7 +12,7 @@ import math
 import numpy as np
 from scipy import special
 
-from .compare import Comparison, _clean, _welch, cliffs_delta, holm, holm_levels, permutation_p
+from .compare import Comparison, _clean, holm, holm_levels, test_pair
 
 
 def compare_pairs(pairs: dict[str, tuple[np.ndarray, np.ndarray]], *, alpha: float = 0.05, margin: float = 0.05,
@@ -28,25 +28,9 @@ def compare_pairs(pairs: dict[str, tuple[np.ndarray, np.ndarray]], *, alpha: flo
         c = Comparison(g, len(b), float(np.exp(np.log(b).mean())) if len(b) else None,
                        float(b.mean()) if len(b) else None, margin=margin)
         out[g] = c
-        if len(a) and len(b):
-            c.ratio = float(np.exp(np.log(b).mean() - np.log(a).mean()))
-            c.diff_mb = float(b.mean() - a.mean())
-        if len(a) < 2 or len(b) < 2:
-            c.notes.append(f"run {'A' if len(a) < 2 else 'B'} has {min(len(a), len(b))} usable replica(s) of {g}: "
-                           "a change cannot be tested")
-            continue
-        c.testable = True
-        la, lb = np.log(a), np.log(b)
-        w = _welch(lb, la)
-        tests[g] = w
-        c.p_permutation = permutation_p(lb, la, rng)
-        c.cliffs_delta = cliffs_delta(b, a)
-        if w is None:   # both runs' replicas identical within each run: no spread to test against
-            c.method, c.p_raw = "permutation-log (zero variance in both runs)", c.p_permutation
-            c.notes.append("every replica has the same level within each run: no spread, so no interval; "
-                           "the permutation p is used")
-        else:
-            c.method, c.p_raw, c.df = "welch-log", w.p, w.df
+        w = test_pair(c, b, a, rng, ("run B", "run A"), f"a change of {g} cannot be tested")
+        if c.testable:
+            tests[g] = w
     tested = [g for g in out if out[g].testable]
     p = [out[g].p_raw for g in tested]
     for g, pa, gam in zip(tested, holm(p), holm_levels(p, alpha)):

@@ -160,6 +160,38 @@ def replicas_needed(d: float, sd: float, *, gamma: float, margin: float | None =
     return int(n[ok[0]]) if len(ok) else None
 
 
+def test_pair(c: Comparison, a: np.ndarray, ref: np.ndarray, rng: np.random.Generator,
+              sides: tuple[str, str], untestable: str) -> "_Welch | None":
+    """One comparison of `a` against `ref` (per-replica levels, MB) into `c`: ratio of geometric
+    means, difference, Welch's t on log levels (permutation p beside it, and instead of it when
+    neither side has any spread), Cliff's delta and notes. `sides` names a and ref in the note
+    written when either has fewer than 2 replicas (then c stays untestable). Used by
+    compare_to_baseline and across_runs.compare_pairs."""
+    if len(a) and len(ref):
+        c.ratio = float(np.exp(np.log(a).mean() - np.log(ref).mean()))
+        c.diff_mb = float(a.mean() - ref.mean())
+    if len(a) < 2 or len(ref) < 2:
+        c.notes.append(f"{sides[0] if len(a) < 2 else sides[1]} has {min(len(a), len(ref))} replica(s): {untestable}")
+        return None
+    c.testable = True
+    la, lb = np.log(a), np.log(ref)
+    w = _welch(la, lb)
+    c.p_permutation = permutation_p(la, lb, rng)
+    c.cliffs_delta = cliffs_delta(a, ref)
+    if w is None:
+        c.method = "permutation-log (zero variance on both sides)"
+        c.p_raw = c.p_permutation
+        c.notes.append("every replica has the same level on each side: no spread to test against; permutation p used")
+        return None
+    c.method, c.p_raw, c.df = "welch-log", w.p, w.df
+    if w.df < 2:
+        c.notes.append(f"Welch df = {w.df:.1f}: the interval is very wide")
+    sa, sb = la.std(ddof=1), lb.std(ddof=1)
+    if min(sa, sb) > 0 and max(sa, sb) / min(sa, sb) > 10:
+        c.notes.append("spreads differ more than tenfold: check for a contaminated replica")
+    return w
+
+
 def compare_to_baseline(levels: dict[str, np.ndarray], baseline: str, *, alpha: float = 0.05,
                         margin: float = 0.05, seed: int = 0) -> dict[str, Comparison]:
     """Compare every group's per-replica steady levels (MB) with the baseline's.
@@ -181,30 +213,9 @@ def compare_to_baseline(levels: dict[str, np.ndarray], baseline: str, *, alpha: 
         if g == baseline:
             c.status, c.method = "baseline", "baseline"
             continue
-        if len(a) and len(base):
-            c.ratio = float(np.exp(np.log(a).mean() - np.log(base).mean()))
-            c.diff_mb = float(a.mean() - base.mean())
-        if len(a) < 2 or len(base) < 2:
-            c.notes.append(f"{'this group' if len(a) < 2 else 'the baseline'} has "
-                           f"{min(len(a), len(base))} replica(s): a difference cannot be tested")
-            continue
-        c.testable = True
-        la, lb = np.log(a), np.log(base)
-        w = _welch(la, lb)
-        tests[g] = w
-        c.p_permutation = permutation_p(la, lb, rng)
-        c.cliffs_delta = cliffs_delta(a, base)
-        if w is None:
-            c.method = "permutation-log (zero variance in both groups)"
-            c.p_raw = c.p_permutation
-            c.notes.append("both groups have identical replicas: no spread to test against; permutation p used")
-        else:
-            c.method, c.p_raw, c.df = "welch-log", w.p, w.df
-            if w.df < 2:
-                c.notes.append(f"Welch df = {w.df:.1f}: the interval is very wide")
-            sa, sb = la.std(ddof=1), lb.std(ddof=1)
-            if min(sa, sb) > 0 and max(sa, sb) / min(sa, sb) > 10:
-                c.notes.append("spreads differ more than tenfold: check for a contaminated replica")
+        w = test_pair(c, a, base, rng, ("this group", "the baseline"), "a difference cannot be tested")
+        if c.testable:
+            tests[g] = w
     tested = [g for g in out if out[g].testable]
     p = [out[g].p_raw for g in tested]
     for g, pa, gam in zip(tested, holm(p), holm_levels(p, alpha)):

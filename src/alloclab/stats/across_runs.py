@@ -10,9 +10,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import special
 
-from .compare import Comparison, _clean, holm, holm_levels, test_pair
+from .compare import Comparison, _clean, holm, holm_levels, settle, test_pair
 
 
 def compare_pairs(pairs: dict[str, tuple[np.ndarray, np.ndarray]], *, alpha: float = 0.05, margin: float = 0.05,
@@ -34,18 +33,7 @@ def compare_pairs(pairs: dict[str, tuple[np.ndarray, np.ndarray]], *, alpha: flo
     tested = [g for g in out if out[g].testable]
     p = [out[g].p_raw for g in tested]
     for g, pa, gam in zip(tested, holm(p), holm_levels(p, alpha)):
-        c, w = out[g], tests[g]
-        c.p_adj, c.significant, c.ci_level = pa, pa < alpha, 1 - gam
-        if w is not None:
-            half = special.stdtrit(w.df, 1 - gam / 2) * w.se
-            c.ratio_ci = (float(np.exp(w.d - half)), float(np.exp(w.d + half)))
-        c.equivalent = bool(c.ratio_ci and c.ratio_ci[0] >= 1 / (1 + margin) and c.ratio_ci[1] <= 1 + margin)
-        if c.significant:
-            c.status = "lower" if (c.ratio or 1) < 1 else "higher"
-        elif c.equivalent:
-            c.status = "equivalent"
-        else:
-            c.status = "inconclusive"
+        settle(out[g], tests[g], pa, gam, alpha, margin)
     return out
 
 

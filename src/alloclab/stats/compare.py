@@ -220,14 +220,8 @@ def compare_to_baseline(levels: dict[str, np.ndarray], baseline: str, *, alpha: 
     p = [out[g].p_raw for g in tested]
     for g, pa, gam in zip(tested, holm(p), holm_levels(p, alpha)):
         c, w = out[g], tests[g]
-        c.p_adj = pa
-        c.significant = pa < alpha
-        c.ci_level = 1 - gam
-        pooled_sd = None
+        settle(c, w, pa, gam, alpha, margin)
         if w is not None:
-            half = special.stdtrit(w.df, 1 - gam / 2) * w.se
-            c.ratio_ci = (float(np.exp(w.d - half)), float(np.exp(w.d + half)))
-            c.equivalent = bool(c.ratio_ci[0] >= 1 / (1 + margin) and c.ratio_ci[1] <= 1 + margin)
             la, lb = np.log(clean[g]), np.log(base)
             pooled_sd = math.sqrt((la.var(ddof=1) + lb.var(ddof=1)) / 2)
             plan = alpha / max(1, len(tested))          # Bonferroni level for planning
@@ -235,13 +229,24 @@ def compare_to_baseline(levels: dict[str, np.ndarray], baseline: str, *, alpha: 
                 c.replicas_needed = replicas_needed(w.d, pooled_sd, gamma=plan)
             else:
                 c.replicas_needed = replicas_needed(w.d, pooled_sd, gamma=plan, margin=margin)
-        if c.significant:
-            c.status = "lower" if (c.ratio or 1) < 1 else "higher"
-        elif c.equivalent:
-            c.status = "equivalent"
-        else:
-            c.status = "inconclusive"
     return out
+
+
+def settle(c: Comparison, w: "_Welch | None", p_adj: float, gamma: float, alpha: float, margin: float) -> None:
+    """A tested comparison's Holm outcome: adjusted p, significance, the ratio interval at the
+    comparison's Holm level 1 - gamma (so it excludes 1 exactly when p_adj < alpha), equivalence
+    within the margin, and the status word."""
+    c.p_adj, c.significant, c.ci_level = p_adj, p_adj < alpha, 1 - gamma
+    if w is not None:
+        half = special.stdtrit(w.df, 1 - gamma / 2) * w.se
+        c.ratio_ci = (float(np.exp(w.d - half)), float(np.exp(w.d + half)))
+        c.equivalent = bool(c.ratio_ci[0] >= 1 / (1 + margin) and c.ratio_ci[1] <= 1 + margin)
+    if c.significant:
+        c.status = "lower" if (c.ratio or 1) < 1 else "higher"
+    elif c.equivalent:
+        c.status = "equivalent"
+    else:
+        c.status = "inconclusive"
 
 
 def _pairwise_significant(clean: dict[str, np.ndarray], alpha: float) -> set[frozenset[str]]:

@@ -100,3 +100,28 @@ def test_unknown_option_is_one_line(tmp_path):
 def test_every_command_has_help(verb):
     proc = run_cli(*verb, "--help")
     assert proc.returncode == 0 and "Usage" in proc.stdout
+
+
+def _all_command_paths():
+    """Every verb and sub-verb of the CLI, read from click's own command tree (a new command
+    cannot be forgotten here)."""
+    import click
+    from alloclab.cli import app
+
+    def walk(cmd, path):
+        yield path
+        if isinstance(cmd, click.Group):
+            for name, sub in sorted(cmd.commands.items()):
+                yield from walk(sub, path + [name])
+    return list(walk(app, []))
+
+
+def test_every_command_and_sub_command_has_help():
+    from click.testing import CliRunner
+    from alloclab.cli import app
+    paths = _all_command_paths()
+    assert len(paths) > 25 and ["bisect"] in paths and ["import", "prometheus"] in paths
+    for path in paths:
+        out = CliRunner().invoke(app, [*path, "--help"])
+        assert out.exit_code == 0 and "Usage" in out.output, (path, out.output[-300:])
+        assert out.output.count("\n") > 2, path          # more than a bare usage line

@@ -12,6 +12,8 @@ import sqlite3
 from pathlib import Path
 from typing import Any, Iterable
 
+import numpy as np
+
 from .errors import UserError
 
 SCHEMA_VERSION = 6
@@ -242,6 +244,32 @@ class Store:
                            (replica_id,)).fetchall()
         columns = list(zip(*rows)) if rows else [() for _ in cols]
         return {c: list(v) for c, v in zip(cols, columns)}
+
+    def series_arrays(self, replica_id: int, columns: Iterable[str], not_null: str | None = None) -> dict[str, np.ndarray]:
+        """`series` as numpy arrays: number columns as float64 (NULL -> NaN), text columns as object
+        arrays. Numbers come from one query straight into one array (no Python list per column,
+        no transposition in Python): at 10 M samples this is most of a report's reading time."""
+        cols = ["t", *dict.fromkeys(c for c in columns if c != "t")]
+        types = {r[1]: (r[2] or "").upper() for r in self.query("PRAGMA table_info(samples)")}
+        bad = [c for c in cols + ([not_null] if not_null else []) if c not in types]
+        if bad:
+            raise ValueError(f"not a samples column: {', '.join(bad)}")
+        text = [c for c in cols if "TEXT" in types[c]]
+        numbers = [c for c in cols if c not in text]
+        where = f" AND {not_null} IS NOT NULL" if not_null else ""
+        cur = self.conn.cursor()
+        cur.row_factory = None
+
+        def read(names: list[str], dtype: type) -> np.ndarray:
+            rows = cur.execute(f"SELECT {', '.join(names)} FROM samples WHERE replica_id = ?{where} ORDER BY t",
+                               (replica_id,)).fetchall()
+            # one C conversion of the row tuples, then one copy so each column is contiguous
+            return np.array(rows, dtype=dtype).reshape(len(rows), len(names)).T.copy()
+
+        out = dict(zip(numbers, read(numbers, float)))
+        if text:
+            out.update(zip(text, read(text, object)))
+        return {c: out[c] for c in cols}
 
     def sample_columns_with_values(self, columns: Iterable[str]) -> set[str]:
         """Which of these `samples` columns hold a value anywhere (one scan, in SQLite): the

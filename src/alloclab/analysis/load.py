@@ -89,9 +89,10 @@ class LabelMapping:
     evidence: str                # why
 
 
-def _arr(values: list, scale: float = 1.0) -> np.ndarray:
-    a = np.array(values, dtype=float)            # None -> NaN, in C
-    return a * scale if scale != 1.0 else a
+def _scaled(values: np.ndarray | None, n: int, scale: float = 1.0) -> np.ndarray:
+    if values is None:                           # an empty column is not read: all NaN
+        return np.full(n, np.nan)
+    return values * scale if scale != 1.0 else values
 
 
 def load_series(store: Store, metric: str) -> list[Series]:
@@ -100,13 +101,13 @@ def load_series(store: Store, metric: str) -> list[Series]:
     extra = ["phase", "live_bytes", "ops", "cpu_s", "lazyfree_kb"]
     filled = store.sample_columns_with_values(extra)       # an empty column is not read 10 M times
     for rep in store.replicas():
-        d = store.series(rep["id"], [col, *(c for c in extra if c in filled)], not_null=col)
-        for c in extra:
-            d.setdefault(c, [None] * len(d["t"]))
+        d = store.series_arrays(rep["id"], [col, *(c for c in extra if c in filled)], not_null=col)
+        n = len(d["t"])
+        phase = d["phase"] if "phase" in d else np.full(n, None, dtype=object)
         verified = None if rep["verified"] is None else bool(rep["verified"])
-        out.append(Series(rep["id"], rep["name"], rep["group"], verified, np.array(d["t"], dtype=float),
-                          _arr(d[col], 1 / 1024), np.array(d["phase"], dtype=object), _arr(d["live_bytes"], 1 / 1048576),
-                          _arr(d["ops"]), _arr(d["cpu_s"]), _arr(d["lazyfree_kb"], 1 / 1024),
+        out.append(Series(rep["id"], rep["name"], rep["group"], verified, d["t"],
+                          _scaled(d[col], n, 1 / 1024), phase, _scaled(d.get("live_bytes"), n, 1 / 1048576),
+                          _scaled(d.get("ops"), n), _scaled(d.get("cpu_s"), n), _scaled(d.get("lazyfree_kb"), n, 1 / 1024),
                           exit_code=rep.get("exit_code"), ended_at=rep.get("ended_at"),
                           end_kind=rep.get("end_kind")))
     return out

@@ -303,18 +303,19 @@ class Store:
             "p.first_seen, p.last_seen FROM verifications v JOIN processes p ON p.id = v.process_id ORDER BY v.t")]
 
     def latest_samples(self) -> list[dict]:
-        """Each replica's newest sample row (the `samples` columns), with its replica's name as `replica`."""
+        """Each replica's newest sample row (the `samples` columns), with its replica's name as
+        `replica` (fleet metrics; the live view reads one column of it). One pass over the
+        (replica_id, t) index, not a subquery per row."""
         return [dict(r) for r in self.query(
             "SELECT s.*, r.name AS replica FROM samples s JOIN replicas r ON r.id = s.replica_id "
-            "WHERE s.t = (SELECT MAX(t) FROM samples WHERE replica_id = s.replica_id)")]
+            "JOIN (SELECT replica_id, MAX(t) AS t FROM samples GROUP BY replica_id) m "
+            "ON m.replica_id = s.replica_id AND m.t = s.t")]
 
     def latest_sample_values(self, column: str) -> dict[int, tuple[float, Any]]:
         """Each replica's newest sample: replica id -> (t, value of `column`) (live view)."""
         if column not in self._columns("samples"):
             raise ValueError(f"not a samples column: {column}")
-        return {r[0]: (r[1], r[2]) for r in self.query(
-            f"SELECT s.replica_id, s.t, s.{column} FROM samples s JOIN (SELECT replica_id, MAX(t) AS t FROM samples "
-            "GROUP BY replica_id) m ON m.replica_id = s.replica_id AND m.t = s.t")}
+        return {r["replica_id"]: (r["t"], r[column]) for r in self.latest_samples()}
 
     def samples_since(self, t: float, column: str) -> list[tuple[int, float, Any]]:
         """(replica id, t, value of `column`) of every sample after t, in time order (live view)."""

@@ -42,6 +42,37 @@ RESERVE_BYTES = 1 << 20
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
+TICKS_SKIPPED = "ticks_skipped"        # event kind: the sampler overran and skipped ticks
+
+
+class SkippedTicks:
+    """Ticks skipped because a tick overran the interval, gathered into at most one event a minute
+    (a saturated host would otherwise write one event per tick)."""
+    EVERY_S = 60.0
+
+    def __init__(self) -> None:
+        self.count, self.total, self.overruns, self.longest_s, self.last_record = 0, 0, 0, 0.0, 0.0
+
+    def add(self, skipped: int, behind_s: float) -> None:
+        self.count += skipped
+        self.total += skipped
+        self.overruns += 1
+        self.longest_s = max(self.longest_s, behind_s)
+
+    def due(self, now: float) -> bool:
+        return self.count > 0 and now - self.last_record >= self.EVERY_S
+
+    def take(self, interval: float) -> str | None:
+        """The event text for the ticks gathered since the last one (None if none); resets."""
+        if not self.count:
+            return None
+        text = (f"{self.count} sampling tick{'s' if self.count != 1 else ''} skipped: the sampler fell behind its "
+                f"{interval:g} s schedule {self.overruns} time{'s' if self.overruns != 1 else ''} (by up to "
+                f"{self.longest_s:.2f} s)")
+        self.count, self.overruns, self.longest_s, self.last_record = 0, 0, 0.0, time.time()
+        return text
+
+
 @dataclass(kw_only=True)
 class Replica(Tracked):
     idx: int
@@ -127,6 +158,7 @@ class Runner:
         self.budget = sampler.SmapsBudget(exp.smaps_budget)
         self.started_mono = 0.0
         self.started_wall = 0.0
+        self.skips = SkippedTicks()
         self.cgroup_note = ""
         self.token = uuid.uuid4().hex          # in every replica's environment: finds what escaped the tree
         self.watchdog: reaper.WatchdogLink | None = None
@@ -505,6 +537,7 @@ class Runner:
                 self._start_replicas()
             try:
                 self.stop_reason = self.stop_reason or self._loop()
+                self._record_skips(time.time())
             except (sqlite3.OperationalError, OSError) as exc:
                 if not _disk_full(exc):
                     raise
@@ -519,11 +552,21 @@ class Runner:
     def _on_signal(self, signum: int, frame) -> None:
         self.stop_reason = "interrupted"
 
+    def _record_skips(self, now: float) -> None:
+        """Store the ticks skipped since the last record as one `ticks_skipped` event (data for the
+        `ticks-skipped` warning: the sampler could not keep the interval)."""
+        event = self.skips.take(self.exp.interval)
+        if event:
+            self.store.begin()
+            self.store.event(now, TICKS_SKIPPED, event)
+            self.store.set_meta(ticks_skipped=self.skips.total)
+            self.store.commit()
+
     def _loop(self) -> str:
         exp = self.exp
         planned = exp.planned_duration(self.max_duration)
         need_procs = any(r.cgroup is None for r in self.replicas)
-        phase, next_tick = None, self.started_mono
+        phase, next_tick = None, time.monotonic()      # the grid starts with the first tick, not before the replicas' start
         while True:
             elapsed = time.monotonic() - self.started_mono
             now = time.time()
@@ -556,8 +599,13 @@ class Runner:
                 if verdict:
                     return verdict
             next_tick += exp.interval
-            while next_tick <= time.monotonic():       # overran: skip ticks rather than bunch them
-                next_tick += exp.interval
+            late = time.monotonic() - next_tick
+            if late >= 0:                              # overran: skip ticks rather than bunch them
+                skipped = int(late // exp.interval) + 1
+                next_tick += skipped * exp.interval
+                self.skips.add(skipped, late + exp.interval)
+                if self.skips.due(now):
+                    self._record_skips(now)
             delay = next_tick - time.monotonic()
             if planned is not None:
                 delay = min(delay, max(0.0, self.started_mono + planned - time.monotonic()))

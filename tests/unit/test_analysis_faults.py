@@ -117,3 +117,30 @@ def test_cpu_saturation_is_judged_over_the_compared_window(tmp_path, loads, expe
     st.commit()
     kinds = {w.kind for w in analyse(st).warnings}
     assert kinds & {"cpu-burst", "cpu-saturated"} == ({expected} if expected else set())
+
+
+@pytest.mark.parametrize("skipped, expected", [(0, None), (20, "info"), (100, "caution")])
+def test_skipped_ticks_are_a_warning_sized_by_their_share(tmp_path, skipped, expected):
+    # 1 h at 5 s = 721 ticks: 20 skipped is 2.8% (info), 100 is 13.9% (above ticks_skipped_share: caution)
+    st = _store(tmp_path, {})
+    st.set_meta(started_at=T0, ended_at=T0 + 3600.0, **({"ticks_skipped": skipped} if skipped else {}))
+    st.commit()
+    found = [w for w in analyse(st).warnings if w.kind == "ticks-skipped"]
+    if expected is None:
+        assert found == []
+    else:
+        assert [w.severity for w in found] == [expected]
+        assert found[0].data["skipped"] == skipped and found[0].data["ticks"] == 721
+
+
+def test_skipped_ticks_gather_into_one_event_a_minute():
+    from alloclab.runner import SkippedTicks
+    s = SkippedTicks()
+    assert s.take(1.0) is None and not s.due(100.0)
+    s.add(3, 4.2)
+    assert s.due(100.0)                       # the first overrun is recorded at once
+    assert s.take(1.0) == "3 sampling ticks skipped: the sampler fell behind its 1 s schedule 1 time (by up to 4.20 s)"
+    s.add(1, 1.5)
+    assert not s.due(s.last_record + 30)      # then at most one event a minute
+    assert s.due(s.last_record + 61)
+    assert s.take(1.0).startswith("1 sampling tick skipped") and s.total == 4

@@ -39,5 +39,6 @@ RULES = {
     "lazyfree_material_share": 0.05,  # LazyFree above 5% of RSS: RSS overstates what the allocator holds
     "age_skew_share": 0.25,           # replicas' process ages at the window start differ by > 25% of the window
     "cpu_saturated_load_per_core": 1.5,
+    "ticks_skipped_share": 0.05,      # more than 5% of the sampling ticks skipped (a tick overran): ticks-skipped is a caution
     "host_share_gap": 0.2,            # a host's share of a group's replicas 20 points off its share of all: hosts-unbalanced
 }

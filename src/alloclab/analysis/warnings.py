@@ -192,6 +192,16 @@ def collect(store: Store, series: list[Series], reps: list[ReplicaStats], window
                                f"load average peaked at {host['max_load1']:.1f} on {ncpu} cores (e.g. while replicas started) "
                                f"but stayed at {compared['median_load1'] or 0:.1f} (median) over the compared window",
                                {"max_load1": host["max_load1"], "median_load1": compared["median_load1"]}))
+    skipped = int(meta.get("ticks_skipped", "0") or 0)
+    if skipped:
+        interval = float(meta.get("interval", "0") or 0)
+        started, ended = float(meta.get("started_at", "0") or 0), float(meta.get("ended_at", "0") or 0)
+        ticks = (ended - started) / interval + 1 if interval > 0 and ended > started else skipped
+        share = min(1.0, skipped / max(ticks, 1.0))
+        out.append(Warning("ticks-skipped", "caution" if share > RULES["ticks_skipped_share"] else "info", [], [],
+                           f"the sampler skipped {skipped} of about {ticks:.0f} ticks ({share:.1%}): a tick took longer "
+                           "than the interval (a busy host, or too many processes for it); series have gaps there",
+                           {"skipped": skipped, "ticks": round(ticks), "share": share}))
     guessed = [m for m in mapping.values() if m.evidence.startswith(("label is", "no evidence"))]
     if guessed:
         out.append(Warning("event-label-unmapped", "info", [], [], "event labels mapped without evidence: "

@@ -76,10 +76,12 @@ class Browser:
             self._event(msg)
 
     def pump(self, seconds: float) -> None:
-        """Read events for a while (console messages arriving after load)."""
-        self.ws.settimeout(seconds)
+        """Read events for `seconds` (console messages arriving after load), however often they come
+        (a polling page sends network events every few seconds)."""
+        deadline = time.monotonic() + seconds
         try:
-            while True:
+            while (left := deadline - time.monotonic()) > 0:
+                self.ws.settimeout(left)
                 self._event(json.loads(self.ws.recv()))
         except Exception:     # the timeout: nothing more came
             pass

@@ -31,7 +31,7 @@ def app() -> None:
 @click.option("--no-report", is_flag=True, help="Skip the report at the end.")
 @click.option("--resume", "resume_run", type=PathArg, metavar="RUN",
               help="Continue a run whose alloclab died: sample what survives, else close it (end reason, report).")
-@click.option("--metrics", "metrics_addr", metavar="ADDR", help="Also serve /metrics for Prometheus on ADDR (PORT = loopback).")
+@click.option("--metrics", "metrics_addr", metavar="ADDR", help="Also serve /metrics for Prometheus on ADDR (PORT = loopback), from a process beside the run; also with --resume.")
 @click.option("--serve", metavar="[ADDR:]PORT",
               help="Serve a read-only live view of the run at http://ADDR:PORT/ while it goes on (ADDR defaults to 127.0.0.1; "
                    "port 0 picks a free one).")

@@ -1,12 +1,9 @@
 """`alloclab run --serve`: a read-only web page that follows a run while it goes on.
 
-Why a separate process rather than a thread in alloclab: the runner forks replicas and load clients
-(with a pre-exec hook) during the run, which is unsafe next to other threads, and a thread running
-the analysis would hold the GIL for seconds between sampling ticks. So alloclab binds the socket
-itself (a bad or busy address is refused before the run starts), hands it to
-`python -m alloclab.liveview`, which serves it with http.server's ThreadingHTTPServer from its own
-read-only connection to the store (SQLite WAL: it sees every committed interval). The server dies
-with alloclab (PR_SET_PDEATHSIG, and a parent check) and is stopped when the run ends.
+A companion process (companion.py says why not a thread): alloclab binds the socket, then
+`python -m alloclab.liveview` serves it from its own read-only connection to the store (it sees
+every committed interval); the analysis it runs for the warnings would otherwise hold alloclab's GIL
+for seconds between sampling ticks.
 
 Endpoints: / (the page), /plotly.min.js (served from the installed plotly package: the page needs no
 network), /api/state (run, groups, replicas' current levels, events), /api/series?since=T (samples
@@ -14,27 +11,20 @@ after T), /api/warnings (the analysis' warnings so far, recomputed at most every
 """
 from __future__ import annotations
 
-import argparse
-import ctypes
 import ipaddress
 import json
-import os
-import signal
-import socket
 import subprocess
-import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
+from .companion import Companion, become_companion, companion_args, serve_on_fd
 from .errors import UserError
 
 WARNINGS_EVERY_S = 15.0
 EVENTS_SHOWN = 100
-STOP_GRACE_S = 3.0
-PR_SET_PDEATHSIG = 1
 
 
 # ---- in alloclab: address, socket, the server process ----------------------------------------------
@@ -63,44 +53,16 @@ def parse_address(text: str, public: bool = False) -> tuple[str, int]:
     return str(ip), int(port)
 
 
-class LiveServer:
+class LiveServer(Companion):
     """The live view's server process, started for one run and stopped with it."""
 
     def __init__(self, address: tuple[str, int], public: bool = False):
         """Bind and listen now (a busy port is refused before anything else is made); `start` later."""
         self.public = public
-        family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
-        self.sock = socket.socket(family, socket.SOCK_STREAM)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            self.sock.bind(address)
-            self.sock.listen(16)
-        except OSError as exc:
-            self.sock.close()
-            raise UserError(f"cannot serve the live view on {address[0]}:{address[1]}: {exc.strerror}",
-                            "choose another port with --serve (0 picks a free one)") from None
-        host, port = self.sock.getsockname()[:2]
-        self.url = f"http://{'[' + host + ']' if ':' in host else host}:{port}/"
-        self.popen: subprocess.Popen | None = None
+        super().__init__(address, "the live view", "choose another port with --serve (0 picks a free one)")
 
     def start(self, db: Path, log: Path) -> subprocess.Popen:
-        with open(log, "ab") as out:
-            self.popen = subprocess.Popen(
-                [sys.executable, "-m", "alloclab.liveview", "--fd", str(self.sock.fileno()), "--db", str(db),
-                 "--parent", str(os.getpid())] + (["--any-host"] if self.public else []), pass_fds=(self.sock.fileno(),), stdin=subprocess.DEVNULL,
-                stdout=out, stderr=out)
-        self.sock.close()           # the server process holds it now
-        return self.popen
-
-    def stop(self) -> None:
-        self.sock.close()           # never started: just release the port
-        if self.popen is not None and self.popen.poll() is None:
-            self.popen.terminate()
-            try:
-                self.popen.wait(STOP_GRACE_S)
-            except subprocess.TimeoutExpired:
-                self.popen.kill()
-                self.popen.wait()
+        return super().start("alloclab.liveview", db, log, ["--any-host"] if self.public else [])
 
 
 # ---- in the server process ---------------------------------------------------------------------------
@@ -279,43 +241,16 @@ def make_handler(data: LiveData, any_host: bool = False) -> type[BaseHTTPRequest
     return Handler
 
 
-def _die_with_parent(parent: int) -> None:
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-    if os.getppid() != parent:            # the parent died before the line above
-        sys.exit(0)
-
-
 def serve(fd: int, db: Path, parent: int, any_host: bool = False) -> None:
-    _die_with_parent(parent)
-    for sig in (signal.SIGTERM, signal.SIGINT):     # Ctrl-C reaches the whole process group: end quietly
-        signal.signal(sig, lambda *_: sys.exit(0))
-    sock = socket.socket(fileno=fd)
+    become_companion(parent)
     data = LiveData(db)
-    server = ThreadingHTTPServer(sock.getsockname()[:2], make_handler(data, any_host), bind_and_activate=False)
-    server.socket.close()
-    server.socket = sock
-    server.daemon_threads = True
-
-    def watch_parent() -> None:           # belt and braces beside PDEATHSIG
-        while os.getppid() == parent:
-            time.sleep(1.0)
-        os.kill(os.getpid(), signal.SIGTERM)
-
-    threading.Thread(target=watch_parent, daemon=True).start()
     # load the analysis (scipy: seconds) before the first /api/warnings asks for it
     threading.Thread(target=lambda: __import__("alloclab.analysis"), daemon=True).start()
-    try:
-        server.serve_forever(poll_interval=0.5)
-    finally:
-        server.server_close()
+    serve_on_fd(fd, make_handler(data, any_host))
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description="alloclab's live view server (started by `alloclab run --serve`).")
-    ap.add_argument("--fd", type=int, required=True, help="listening socket inherited from alloclab")
-    ap.add_argument("--db", type=Path, required=True, help="the run's run.db")
-    ap.add_argument("--parent", type=int, required=True, help="alloclab's pid: the server ends with it")
+    ap = companion_args("alloclab's live view server (started by `alloclab run --serve`).")
     ap.add_argument("--any-host", action="store_true", help="answer whatever Host the request names (--serve-public)")
     args = ap.parse_args()
     serve(args.fd, args.db, args.parent, args.any_host)

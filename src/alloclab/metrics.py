@@ -11,9 +11,11 @@ docs/fleet.md; `import prometheus` reads these names back.
 from __future__ import annotations
 
 import ipaddress
+import subprocess
 import threading
 from dataclasses import dataclass, field
 
+from .companion import Companion, become_companion, companion_args, serve_on_fd
 from .errors import UserError
 
 PREFIX = "alloclab_"
@@ -111,7 +113,7 @@ class Exposition:
         yield from (unit_mem, group_mem, procs, cpu, verified, restarts, units, sampled)
 
 
-def parse_listen(addr: str) -> tuple[str, int]:
+def parse_listen(addr: str, option: str = "--listen") -> tuple[str, int]:
     """"PORT", ":PORT", "HOST:PORT" or "[V6]:PORT"; a bare port binds to loopback only."""
     text = addr.strip()
     host, sep, port = text.rpartition(":")
@@ -125,7 +127,7 @@ def parse_listen(addr: str) -> tuple[str, int]:
         if host != "localhost":
             ipaddress.ip_address(host)
     except ValueError:
-        raise UserError(f"--listen {addr!r} is not an address to serve on",
+        raise UserError(f"{option} {addr!r} is not an address to serve on",
                         "give PORT (loopback), or HOST:PORT with an IP address, e.g. 127.0.0.1:9464") from None
     return host, number
 
@@ -144,23 +146,71 @@ def serve(exposition: Exposition, addr: str):
     return server, server.server_address[1]
 
 
-def snapshot_from_store(store, host: str, tracked: list) -> Snapshot | None:
-    """`alloclab run --metrics`: each replica's newest stored sample (the tick just committed) as a
-    snapshot; `tracked` are the runner's replicas (group, allocator spec, verification state)."""
-    rows = {r["replica"]: r for r in store.latest_samples()}
-    if not rows:
-        return None
-    restarts: dict[int, int] = {}
-    for e in store.events(kinds=["restart", "process_restart"]):
-        if e["replica_id"] is not None:
-            restarts[e["replica_id"]] = restarts.get(e["replica_id"], 0) + 1
+def snapshot_from_store(store, host: str) -> Snapshot | None:
+    """`alloclab run --metrics`: each replica's newest stored sample (the last committed tick; one
+    read transaction, so one tick) with its group's allocator and its verification as stored."""
+    with store.read_snapshot():
+        rows = {r["replica"]: r for r in store.latest_samples()}
+        if not rows:
+            return None
+        groups = {g["name"]: g for g in store.groups()}
+        replicas = store.replicas()
+        restarts: dict[int, int] = {}
+        for e in store.events(kinds=["restart", "process_restart"]):
+            if e["replica_id"] is not None:
+                restarts[e["replica_id"]] = restarts.get(e["replica_id"], 0) + 1
     snap = Snapshot(t=max(r["t"] for r in rows.values()), host=host)
-    for r in tracked:
-        row = rows.get(r.name)
+    for r in replicas:
+        row = rows.get(r["name"])
         if row is None:
             continue
-        snap.units.append(UnitFigures(unit=r.name, group=r.group_name, allocator=r.spec.request or r.spec.kind,
-                                      version=r.spec.version or "", nprocs=row["nprocs"] or 0,
-                                      memory_kb={c: row[c] for c in MEMTYPES}, cpu_s=row["cpu_s"], verified=r.state,
-                                      restarts=restarts.get(r.id, 0)))
+        g = groups[r["group"]]
+        snap.units.append(UnitFigures(unit=r["name"], group=r["group"], allocator=g["allocator"] or g["kind"],
+                                      version=g["version"] or "", nprocs=row["nprocs"] or 0,
+                                      memory_kb={c: row[c] for c in MEMTYPES}, cpu_s=row["cpu_s"],
+                                      verified=None if r["verified"] is None else bool(r["verified"]),
+                                      restarts=restarts.get(r["id"], 0)))
     return snap
+
+
+class StoreExposition(Exposition):
+    """The exposition of a run in its companion process: each scrape reads the run's last committed
+    tick from the store (read-only)."""
+
+    def __init__(self, store, host: str):
+        super().__init__()
+        self.store, self.host = store, host
+
+    def latest(self) -> Snapshot | None:
+        with self._lock:                 # one connection, scrapes served by several threads
+            return snapshot_from_store(self.store, self.host)
+
+
+class MetricsServer(Companion):
+    """`alloclab run --metrics ADDR`: the exposition in its own process beside the run
+    (companion.py: the runner forks replicas, so no server thread in it). Bound now, started
+    once the run's store exists, stopped with the run."""
+
+    def __init__(self, addr: str):
+        super().__init__(parse_listen(addr, "--metrics"), "metrics", "choose a free port with --metrics")
+
+    def start(self, db, log, host: str) -> "subprocess.Popen":
+        return super().start("alloclab.metrics", db, log, ["--host", host])
+
+
+def main() -> None:
+    """The companion process of `run --metrics` (`python -m alloclab.metrics --fd N --db RUN.db ...`)."""
+    from prometheus_client import CollectorRegistry
+    from prometheus_client.exposition import MetricsHandler
+    from .store import Store
+    ap = companion_args("alloclab's Prometheus exposition of a run (started by `alloclab run --metrics`).")
+    ap.add_argument("--host", required=True, help="the host label")
+    args = ap.parse_args()
+    become_companion(args.parent)
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(StoreExposition(Store.open_readonly(args.db), args.host))
+    serve_on_fd(args.fd, MetricsHandler.factory(registry))
+
+
+if __name__ == "__main__":
+    main()

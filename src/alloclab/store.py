@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -160,6 +161,19 @@ class Store:
 
     def commit(self) -> None:
         if self.conn.in_transaction:
+            self.conn.execute("COMMIT")
+
+    @contextmanager
+    def read_snapshot(self):
+        """Reads inside see one committed state (one read transaction): e.g. one whole sampling
+        tick while the runner writes the next. Inside a transaction already: that one."""
+        if self.conn.in_transaction:
+            yield
+            return
+        self.conn.execute("BEGIN")
+        try:
+            yield
+        finally:
             self.conn.execute("COMMIT")
 
     def close(self) -> None:

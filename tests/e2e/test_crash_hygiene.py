@@ -227,3 +227,58 @@ def test_tree_matches_roots_by_start_time():
     procs = {10: st(10, 1, 100), 11: st(11, 10, 105), 12: st(12, 11, 90)}   # 12 names 11 but started before it
     assert sampler.tree({(10, 100)}, procs) == [10, 11]
     assert sampler.tree({(10, 99)}, procs) == []            # pid 10 is another process now
+
+
+def test_resume_samples_survivors_and_serves_their_metrics(tmp_path, daemonizing):
+    """With alloclab and its watchdog both killed, the double-forked children survive; `--resume
+    --metrics` samples them until the planned end and serves each resumed tick to Prometheus."""
+    import socket
+    import urllib.request
+    from prometheus_client.parser import text_string_to_metric_families
+    out = tmp_path / "run"
+    p = _start(_experiment(tmp_path, [str(daemonizing)], load="14s", interval="0.5s"), out)
+    _wait_for_ticks(out / "run.db", 4)
+    children = subprocess.run(["pgrep", "-P", str(p.pid), "-f", "alloclab.watchdog"], capture_output=True, text=True)
+    watchdog = [int(x) for x in children.stdout.split()]
+    assert len(watchdog) == 1, children
+    os.kill(watchdog[0], signal.SIGKILL)
+    p.kill()
+    p.wait()
+    killed_at = time.time()
+    token = _meta(out / "run.db")["run_token"]
+    try:
+        survivors = _run_processes(token)
+        assert survivors, "nothing survived alloclab and its watchdog (the double-forked sleeps should)"
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        res = subprocess.Popen([sys.executable, "-m", "alloclab", "run", "--resume", str(out), "--no-report",
+                                "--metrics", f"127.0.0.1:{port}"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        text, t, deadline = "", 0.0, time.time() + 30
+        while time.time() < deadline and t < killed_at:          # until a tick the resume itself sampled
+            time.sleep(0.3)
+            try:
+                text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2).read().decode()
+            except OSError:
+                continue
+            t = next((s.value for fam in text_string_to_metric_families(text) for s in fam.samples
+                      if s.name == "alloclab_last_sample_timestamp_seconds"), 0.0)
+        stdout, stderr = res.communicate(timeout=60)
+    finally:
+        for pid in _run_processes(token):
+            os.kill(pid, signal.SIGKILL)
+    assert res.returncode == 0, stderr
+    assert "processes had survived" in stdout and f"serving /metrics on 127.0.0.1:{port}" in stderr
+    assert t > killed_at, "no resumed tick was served"
+    samples = [s for fam in text_string_to_metric_families(text) for s in fam.samples]
+    rss = {s.labels["unit"]: s.value for s in samples
+           if s.name == "alloclab_unit_memory_bytes" and s.labels["memtype"] == "resident"}
+    db = sqlite3.connect(out / "run.db")
+    assert rss and set(rss) <= {"glibc-1", "glibc-2"}
+    for name, value in rss.items():
+        (kb,) = db.execute("SELECT s.rss_kb FROM samples s JOIN replicas r ON r.id = s.replica_id WHERE r.name = ? AND s.t = ?",
+                           (name, t)).fetchone()
+        assert value == kb * 1024
+    assert _run_processes(token) == []     # the resume ended the survivors
+    with pytest.raises(OSError):           # and the exposition ended with it
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2)

@@ -17,6 +17,7 @@ from .. import metrics, preflight
 from ..config import Experiment, load_experiment, parse_duration
 from ..errors import UserError
 from ..runner import Runner, resume
+from ..store import Store
 
 EXIT_CUT_SHORT = 3      # the run could not go on (disk full); its data so far is kept (docs/store.md)
 
@@ -134,13 +135,26 @@ def run_or_resume_command(experiment: Path | None, output: Path | None, until_si
             raise UserError("give either an experiment file or --resume RUN, not both", "see `alloclab run --help`")
         if serve is not None:
             raise UserError("--serve is for a new run, not --resume", "drop --serve")
-        return resume_command(resume_run, no_report, console)
+        return resume_command(resume_run, no_report, console, metrics_addr)
     if experiment is None:
         raise UserError("no experiment file given", "alloclab run EXPERIMENT.toml (or --resume RUN)")
     if serve_public and serve is None:
         raise UserError("--serve-public without --serve", "add --serve ADDR:PORT")
     return run_command(experiment, output, until_significant, max_duration, stable_for, no_report, console,
                        metrics_addr, serve=serve, serve_public=serve_public)
+
+
+def _bind_metrics(metrics_addr: str | None, bound=None) -> "metrics.MetricsServer | None":
+    """`--metrics ADDR` bound now (a busy port is refused before anything is made); `bound`: a
+    server already bound, released if this one cannot be."""
+    if metrics_addr is None:
+        return None
+    try:
+        return metrics.MetricsServer(metrics_addr)
+    except BaseException:
+        if bound is not None:
+            bound.stop()
+        raise
 
 
 def run_command(experiment: Path, output: Path | None, until_significant: bool, max_duration: str | None,
@@ -153,6 +167,7 @@ def run_command(experiment: Path, output: Path | None, until_significant: bool, 
     exp = load_experiment(experiment)       # every bad input refused before anything is created
     if serve is not None:
         live = LiveServer(address, serve_public)          # binds now: a busy port is refused before the run directory exists
+    exposition = _bind_metrics(metrics_addr, live)
     preflight.check_output(output)
     preflight.check_load_command(exp)
     limit = parse_duration(max_duration, "--max-duration") if max_duration else None
@@ -163,40 +178,30 @@ def run_command(experiment: Path, output: Path | None, until_significant: bool, 
     try:
         runner = Runner(exp, output, stop_check=stop, max_duration=limit)
     except BaseException:
-        if live is not None:
-            live.stop()
+        for companion in (live, exposition):
+            if companion is not None:
+                companion.stop()
         raise
     design_check(exp, Console(stderr=True))       # after the setup checks: bad input stays one clear line
     planned = exp.planned_duration(runner.max_duration)
     err = Console(stderr=True)
     if runner.cgroup_note:
         err.print(f"[yellow]note[/yellow] {runner.cgroup_note}")
-    server = None
     if live is not None:
         runner.add_companion(live.start(runner.store.path, runner.run_dir / "live-view.log"))
         err.print(f"live view: {live.url}", markup=False, highlight=False)
+    if exposition is not None:                # each scrape reads the last committed tick (metrics.py)
+        runner.add_companion(exposition.start(runner.store.path, runner.run_dir / "metrics.log", socket.gethostname()))
+        err.print(f"serving /metrics on {exposition.host}:{exposition.port}", markup=False, highlight=False)
     runner.on_setup = _SetupProgress(err)
     try:
         with Progress(err, exp, planned) as progress:
             runner.on_tick = progress.tick
-            if metrics_addr:          # serve each tick's stored rows for Prometheus (metrics.py)
-                exposition = metrics.Exposition()
-                server, port = metrics.serve(exposition, metrics_addr)
-                err.print(f"serving /metrics on {metrics.parse_listen(metrics_addr)[0]}:{port}")
-                host = socket.gethostname()
-
-                def tick(r, elapsed, phase):
-                    snap = metrics.snapshot_from_store(r.store, host, r.replicas)
-                    if snap is not None:
-                        exposition.publish(snap)
-                    progress.tick(r, elapsed, phase)
-                runner.on_tick = tick
             result = runner.run()
     finally:
-        if server is not None:
-            server.shutdown()
-        if live is not None:
-            live.stop()             # the live view ends with the run
+        for companion in (live, exposition):     # the live view and the exposition end with the run
+            if companion is not None:
+                companion.stop()
     if runner.network_failed:
         raise UserError(f"the tor test network did not form ({runner.network_failed}); kept in {result.run_dir}/tor-network",
                         "read the authorities' notice.log there; on a slow machine raise [scenario] consensus_timeout")
@@ -212,11 +217,23 @@ def run_command(experiment: Path, output: Path | None, until_significant: bool, 
     return 130 if result.interrupted else 0
 
 
-def resume_command(run: Path, no_report: bool, console: Console) -> int:
-    """--resume RUN: see runner.resume (and docs/store.md, "Cut short and resumed runs")."""
+def resume_command(run: Path, no_report: bool, console: Console, metrics_addr: str | None = None) -> int:
+    """--resume RUN: see runner.resume (and docs/store.md, "Cut short and resumed runs"); with
+    --metrics, the resumed ticks are served as a new run's are."""
     err = Console(stderr=True)
-    result = resume(run, on_tick=lambda ticks, n: err.print(f"resumed: tick {ticks}, {n} processes sampled")
-                    if ticks % 10 == 1 else None)
+    exposition = _bind_metrics(metrics_addr)
+    try:
+        if exposition is not None:
+            store = Store.open(run)        # a killed writer's WAL recovered before a read-only reader opens it
+            db = store.path
+            store.close()
+            exposition.start(db, db.parent / "metrics.log", socket.gethostname())
+            err.print(f"serving /metrics on {exposition.host}:{exposition.port}", markup=False, highlight=False)
+        result = resume(run, on_tick=lambda ticks, n: err.print(f"resumed: tick {ticks}, {n} processes sampled")
+                        if ticks % 10 == 1 else None)
+    finally:
+        if exposition is not None:
+            exposition.stop()
     if result.survivors:
         console.print(f"resumed {result.run_dir}: {result.survivors} processes had survived; sampled {result.sampled_ticks} "
                       f"more intervals, then ended them")

@@ -49,7 +49,7 @@ EXPERIMENT = """
 name = "{name}"
 replicas = {replicas}
 interval = "2s"
-baseline = "glibc"
+baseline = "{base}"
 seed = 7
 metric = "rss"
 {command}

@@ -41,10 +41,10 @@ def test_looks_are_spent_at_the_planned_times_only():
 
 
 def test_the_run_stop_check_uses_the_plan_and_prints_it():
-    stop = SignificanceStop(60, 20, 1, planned_s=720, interval=2)
+    stop = SignificanceStop(60, 1, planned_s=720, interval=2)
     assert stop.test.look_times_s == [60, 120, 240, 480, 710]
     assert stop.schedule().startswith("60 s at 0.0019") and "710 s at 0.022" in stop.schedule()
-    unplanned = SignificanceStop(60, 20, 1)
+    unplanned = SignificanceStop(60, 1)
     assert unplanned.test.look_times_s is None and "no planned end" in unplanned.schedule()
 
 
@@ -65,3 +65,24 @@ def test_planned_looks_keep_the_false_stop_rate_on_drifting_null_replicas():
                 break
         assert test.spent <= 0.05 + 1e-12
     assert stops <= 0.1 * 150
+
+
+def test_a_last_look_close_after_a_doubling_is_still_made(monkeypatch):
+    """A 500 s plan: looks at 60, 120, 240, 480 and 490 s; each is analysed when due (2 s ticks),
+    the last one too, though it comes 10 s after the one before."""
+    from alloclab import analysis
+    from alloclab.stats.sequential import SequentialDecision
+    stop = SignificanceStop(60, 1, planned_s=500, interval=2)
+    assert stop.test.look_times_s == [60, 120, 240, 480, 490]
+    made = []
+
+    def update(levels, baseline, *, elapsed_s):
+        made.append(elapsed_s)
+        stop.test.looks += 1
+        return SequentialDecision(False, None, {}, 0.0, stop.test.looks, "recorded")
+    monkeypatch.setattr(stop.test, "update", update)
+    monkeypatch.setattr(analysis, "analyse", lambda store: type("A", (), {"groups": [], "replicas": [], "baseline": "b"})())
+    runner = type("R", (), {"store": None})()
+    for tick in np.arange(0, 500, 2.0):
+        assert stop(runner, float(tick)) is None
+    assert made == [60, 120, 240, 480, 490]

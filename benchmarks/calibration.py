@@ -207,6 +207,92 @@ def sequential(rng: np.random.Generator, n: int) -> None:
             row("fixed-length 24 h test, same data (group a, Holm)", f"{fixed / n:.1%}", "reference", n)
 
 
+def _tor_like(rng, n_sims: int, n: int, ratio: float, t: np.ndarray, *, b_like_a: bool,
+              seed_share: tuple[float, float] = (0.0, 0.9), rise: float = 0.06) -> tuple[np.ndarray, np.ndarray]:
+    """(n_sims, n, len(t)) series of two groups shaped like the Tor model's levels on real runs
+    (benchmarks/seed_pairing.py on a 4+4 run and three 5-replica demo runs): group a (glibc-like)
+    rises `rise` over the first minutes (time constant 120 s) and keeps a persistent per-replica
+    offset (log-sd 3.4%); group b (jemalloc-like) is flat with a log-sd 1.2% offset; seed_share[i]
+    of group i's offset variance is replica i's seed, shared with the other group's replica of the
+    same index (measured: ~0% for glibc, ~90% for jemalloc). AR(1) noise φ = 0.95 per 2 s sample,
+    1.5%; a quarter of the replicas take a ±2% level shift at a random time. b_like_a: b is drawn
+    exactly like a (glibc against glibc), at `ratio`."""
+    seed_part = rng.normal(size=(n_sims, n))                 # replica i's seed, the same in both groups
+
+    def group(sd, share, rise_, level):
+        own = rng.normal(size=(n_sims, n)) * sd * np.sqrt(1 - share)
+        off = np.exp(seed_part * sd * np.sqrt(share) + own)
+        ys = level * off[..., None] * (1 - rise_ * np.exp(-t / 120.0))[None, None, :]
+        ys = ys * (1 + sim.ar1(rng, n_sims * n, len(t), 0.95, 0.015).reshape(n_sims, n, len(t)))
+        shift = (rng.random((n_sims, n)) < 0.25)[..., None] * rng.choice([-0.02, 0.02], size=(n_sims, n, 1))
+        at = rng.uniform(t[0], t[-1], size=(n_sims, n, 1))
+        return ys * (1 + shift * (t[None, None, :] >= at))
+    a = group(0.034, seed_share[0], rise, 100.0)
+    b = group(0.034, seed_share[0], rise, 100.0 * ratio) if b_like_a else group(0.012, seed_share[1], 0.0, 100.0 * ratio)
+    return a, b
+
+
+def _levels_at(ys: np.ndarray, t: np.ndarray, warm_s: float, looks: list[float]) -> np.ndarray:
+    """log of each replica's mean since warm-up at each look: (looks, sims, n)."""
+    w = t >= warm_s
+    c, k = np.cumsum(np.where(w, ys, 0.0), axis=-1), np.cumsum(w)
+    return np.stack([np.log(c[..., i] / k[i]) for i in (int(np.searchsorted(t, x)) for x in looks)])
+
+
+def tor_verdict(rng: np.random.Generator, n_sims: int) -> None:
+    """The Tor model's verdict (glibc against jemalloc 5.3.0, ~4% apart) in a 12-minute run
+    (2 s samples), the same Welch-log test at each look. Before: warm-up 20 s, looks at 60, 120, 240,
+    480 s at α/(k(k+1)) (no planned end). After (what `run --until-significant --max-duration 12m`
+    now does, with the benchmark's warm-up of 120 s): looks at 140, 280, 560 and 710 s, at α·t_k/Σt
+    (SequentialTest look_times_s). A replica's level at a look is its mean since warm-up. Then a
+    paired test by seed (replica i of every group shares its seed) against Welch at 8 min: on the
+    measured variance structure, and on one where the seed is half of both groups' spread."""
+    from scipy import stats as sps
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+    from alloclab.commands.run import planned_look_times
+    t = np.arange(0.0, 720.0 + 1, 2.0)
+    designs = {"before (warm-up 20 s, looks 60–480 s, α/(k(k+1)))": (20.0, [60.0, 120.0, 240.0, 480.0], SequentialTest(0.05, 1)),
+               "after (warm-up 120 s, planned looks 140/280/560/710 s)":
+               (120.0, planned_look_times(140.0, 720.0, 2.0), SequentialTest(0.05, 1, look_times_s=planned_look_times(140.0, 720.0, 2.0)))}
+    for n in (6, 12, 16, 20):
+        for ratio in (1.0, 0.96):
+            a, b = _tor_like(rng, n_sims, n, ratio, t, b_like_a=ratio == 1.0)
+            for name, (warm, looks, test) in designs.items():
+                if n in (12, 20) and name.startswith("before"):
+                    continue
+                la, lb = _levels_at(a, t, warm, looks), _levels_at(b, t, warm, looks)
+                p = _welch_p(lb, la)                                 # (looks, sims)
+                hit = p < np.array([test.alpha_at(k + 1) for k in range(len(looks))])[:, None]
+                stopped = hit.any(0)
+                first = np.where(stopped, hit.argmax(0), 0)
+                if ratio == 1.0:
+                    row(f"Tor-like verdict, null (glibc against glibc), {n}+{n}, {name}: false stop within 12 min",
+                        f"{stopped.mean():.1%}", "≤ 5%", n_sims)
+                    continue
+                lower = (lb.mean(-1) < la.mean(-1))[first, np.arange(n_sims)]
+                right = stopped & lower
+                when = np.array(looks)[first[right]] if right.any() else np.array([np.nan])
+                row(f"Tor-like verdict, jemalloc-like 4% lower, {n}+{n}, {name}: verdict within 12 min",
+                    f"{right.mean():.1%} (median at {np.nanmedian(when):.0f} s; wrong winner {(stopped & ~right).mean():.1%})",
+                    "stated", n_sims)
+    at8 = [480.0]
+    for label, share, both in (("seed 0% of glibc's, 90% of jemalloc's spread (measured)", (0.0, 0.9), False),
+                               ("seed half of both groups' spread", (0.5, 0.5), True)):
+        for ratio in (1.0, 0.96):
+            n = 6
+            a, b = _tor_like(rng, n_sims, n, ratio, t, b_like_a=both, seed_share=share, rise=0.0)
+            la, lb = _levels_at(a, t, 20.0, at8)[0], _levels_at(b, t, 20.0, at8)[0]
+            pw = _welch_p(lb, la)
+            d = lb - la
+            se = d.std(-1, ddof=1) / np.sqrt(n)
+            pp = 2 * sps.t.sf(np.abs(d.mean(-1)) / se, n - 1)
+            cover = (np.abs(d.mean(-1) - np.log(ratio)) <= sps.t.ppf(0.975, n - 1) * se).mean()
+            what = "false positives at 0.05" if ratio == 1.0 else "power at 0.05"
+            row(f"paired-by-seed t against Welch, one look at 8 min, {n}+{n}, {'null' if ratio == 1.0 else '4% lower'}, "
+                f"{label}: {what}", f"paired {np.mean(pp < 0.05):.1%} / Welch {np.mean(pw < 0.05):.1%} "
+                f"(paired 95% ratio interval covers {cover:.1%})", "≤ 5%" if ratio == 1.0 else "stated", n_sims)
+
+
 def identical(rng: np.random.Generator, relays: int, days: float) -> None:
     """Relays sampled every minute for `days`: RSS in kB (4 kB pages), long plateaus at a few
     shared configuration-driven levels, occasional steps: chance coincidences are common."""
@@ -232,7 +318,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="smoke test: fewer simulations")
     ap.add_argument("--seed", type=int, default=20261122, help="seed of every simulation")
-    ap.add_argument("--part", default="all", choices=["all", "status", "growth", "compare", "sequential", "identical"],
+    ap.add_argument("--part", default="all", choices=["all", "status", "growth", "compare", "sequential", "identical", "tor-verdict"],
                     help="run one part only")
     args = ap.parse_args()
     n = 60 if args.quick else 1000
@@ -244,6 +330,7 @@ def main() -> int:
         "compare": lambda rng: comparisons(rng, n),
         "sequential": lambda rng: sequential(rng, 40 if args.quick else 400),
         "identical": lambda rng: identical(rng, 30 if args.quick else 200, 2 if args.quick else 9),
+        "tor-verdict": lambda rng: tor_verdict(rng, 200 if args.quick else 2000),
     }
     for k, (name, part) in enumerate(parts.items()):
         if args.part in ("all", name):

@@ -2,12 +2,17 @@
 a verdict (the best group beats the baseline, significantly, by the sequential rule), beside the
 9 days of the TorUtils relay comparison it replaces.
 
-    python benchmarks/time_to_verdict.py [--repeat 3] [--replicas 4] [--stable-for 60s] [--max-duration 20m]
+    python benchmarks/time_to_verdict.py [--repeat 3] [--replicas 4] [--tor-replicas 16] [--stable-for 60s]
+                                         [--max-duration 20m] [--only KIND]
 
-Two experiments, glibc against jemalloc 5.3.0, each --replicas replicas per group:
-  tor-dircache  the built-in Tor directory-cache model (docs/workloads.md);
+Experiments (KIND), each glibc against jemalloc 5.3.0 unless said:
+  tor-dircache  the built-in Tor directory-cache model (docs/workloads.md), --tor-replicas a group,
+                warm-up 120 s (under glibc the model's level climbs for its first ~2 minutes);
+  tor-null      the same design, glibc against glibc: the real null check (a verdict is a false stop);
+  tor-mimalloc  the same model, mimalloc 3.0.1 (baseline, what the relays ran) against 2.0.9, the
+                Tor story; --replicas a group;
   user-command  a user's own program: a Python service that keeps a churning cache of 1-64 KiB
-                byte strings (allocated by malloc, not pymalloc), as `command = [...]`.
+                byte strings (allocated by malloc, not pymalloc), as `command = [...]`, --replicas.
 Each run: `alloclab run EXP -o DIR --until-significant --stable-for T --max-duration D --no-report`;
 measured: wall seconds from launch to exit, the end reason (a `sequential_stop` means a verdict),
 the look at which it stopped. Medians of --repeat. Prints one JSON object.
@@ -44,34 +49,42 @@ EXPERIMENT = """
 name = "{name}"
 replicas = {replicas}
 interval = "2s"
-baseline = "glibc"
+baseline = "{base}"
 seed = 7
 metric = "rss"
 {command}
 [phases]
-warmup = "20s"
+warmup = "{warmup}"
 load = "2h"
 idle = "5s"
 
 {workload}
 [[group]]
-name = "glibc"
-allocator = "glibc"
+name = "{base}"
+allocator = "{base_allocator}"
 
 [[group]]
-name = "jemalloc-5.3.0"
-allocator = "jemalloc@5.3.0"
+name = "{other}"
+allocator = "{other_allocator}"
 """
+
+PAIRS = {"tor-dircache": ("glibc", "glibc", "jemalloc-5.3.0", "jemalloc@5.3.0"),
+         "tor-null": ("glibc", "glibc", "glibc-b", "glibc"),
+         "tor-mimalloc": ("mimalloc-3.0.1", "mimalloc@3.0.1", "mimalloc-2.0.9", "mimalloc@2.0.9"),
+         "user-command": ("glibc", "glibc", "jemalloc-5.3.0", "jemalloc@5.3.0")}
 
 
 def experiment(kind: str, d: Path, replicas: int) -> Path:
-    if kind == "tor-dircache":
-        text = EXPERIMENT.format(name="ttv-tor", replicas=replicas, command="", workload='[workload]\nname = "tor-dircache"\nhour = 6\n')
+    base, base_alloc, other, other_alloc = PAIRS[kind]
+    groups = dict(base=base, base_allocator=base_alloc, other=other, other_allocator=other_alloc)
+    if kind.startswith("tor-"):
+        text = EXPERIMENT.format(name=f"ttv-{kind}", replicas=replicas, command="", warmup="120s",
+                                 workload='[workload]\nname = "tor-dircache"\nhour = 6\n', **groups)
     else:
         script = d / "service.py"
         script.write_text(SERVICE)
-        text = EXPERIMENT.format(name="ttv-user", replicas=replicas, workload="",
-                                 command=f'command = ["{sys.executable}", "{script}"]\n')
+        text = EXPERIMENT.format(name="ttv-user", replicas=replicas, workload="", warmup="20s",
+                                 command=f'command = ["{sys.executable}", "{script}"]\n', **groups)
     path = d / f"{kind}.toml"
     path.write_text(text)
     return path
@@ -90,7 +103,7 @@ def one_run(exp: Path, out: Path, stable_for: str, max_duration: str) -> dict:
     stop = db.execute("SELECT description FROM events WHERE kind = 'sequential_stop'").fetchall()
     db.close()
     look = re.search(r"look (\d+)", stop[0][0]) if stop else None
-    return {"wall_s": round(wall, 1), "exit": proc.returncode, "verdict": bool(stop),
+    return {"wall_s": round(wall, 1), "load_average": [round(x, 2) for x in os.getloadavg()], "exit": proc.returncode, "verdict": bool(stop),
             "look": int(look.group(1)) if look else None, "end_reason": meta.get("end_reason", "")[:200]}
 
 
@@ -98,18 +111,18 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--replicas", type=int, default=4)
-    ap.add_argument("--tor-replicas", type=int, default=6, help="replicas per group for the Tor model (its allocators differ by ~4%%)")
+    ap.add_argument("--tor-replicas", type=int, default=16,
+                    help="replicas per group for tor-dircache and tor-null (glibc and jemalloc differ by ~4%%; 16 a side: "
+                         "90%% verdicts within 12 min in benchmarks/calibration.py --part tor-verdict)")
     ap.add_argument("--stable-for", default="60s")
     ap.add_argument("--max-duration", default="20m")
-    ap.add_argument("--only", choices=["tor-dircache", "user-command"])
+    ap.add_argument("--only", action="append", choices=list(PAIRS), help="run only this experiment (repeatable)")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="alloclab-ttv-"))
     out = {"load_average_before": os.getloadavg(), "replaces_s": 9 * 86400}
     try:
-        for kind in ("tor-dircache", "user-command"):
-            if args.only and kind != args.only:
-                continue
-            exp = experiment(kind, work, args.tor_replicas if kind == "tor-dircache" else args.replicas)
+        for kind in (args.only or ["tor-dircache", "user-command"]):
+            exp = experiment(kind, work, args.tor_replicas if kind in ("tor-dircache", "tor-null") else args.replicas)
             runs = []
             for i in range(args.repeat):
                 r = one_run(exp, work / f"{kind}-{i}", args.stable_for, args.max_duration)
@@ -117,7 +130,7 @@ def main() -> None:
                 print(json.dumps({kind: r}), flush=True)
                 shutil.rmtree(work / f"{kind}-{i}", ignore_errors=True)
             walls = [r["wall_s"] for r in runs]
-            out[kind] = {"runs": runs, "verdicts": sum(r["verdict"] for r in runs), "wall_s_median": statistics.median(walls),
+            out[kind] = {"replicas": args.tor_replicas if kind in ("tor-dircache", "tor-null") else args.replicas, "runs": runs, "verdicts": sum(r["verdict"] for r in runs), "wall_s_median": statistics.median(walls),
                          "fraction_of_9_days": round(statistics.median(walls) / (9 * 86400), 6)}
         out["load_average_after"] = os.getloadavg()
         print(json.dumps(out, indent=2))

@@ -27,7 +27,7 @@ def app() -> None:
 @click.option("-o", "--output", type=PathArg, help="Run directory (default runs/<time>-<name>).")
 @click.option("--until-significant", is_flag=True, help="Stop once the best group beats the baseline significantly.")
 @click.option("--max-duration", help="Stop after this long, e.g. 30m.")
-@click.option("--stable-for", default="60s", show_default=True, help="With --until-significant: time of the first look (later looks at doublings of it).")
+@click.option("--stable-for", default="60s", show_default=True, help="With --until-significant: time of the first look (later looks at doublings of it, and a last one just before --max-duration).")
 @click.option("--no-report", is_flag=True, help="Skip the report at the end.")
 @click.option("--resume", "resume_run", type=PathArg, metavar="RUN",
               help="Continue a run whose alloclab died: sample what survives, else close it (end reason, report).")

@@ -30,8 +30,9 @@ across_runs.py
         B/A intervals at each group's Holm level (`alloclab compare`).
     rose_beyond(comparison, pct) -> bool   the CI gate: the interval's lower end above 1 + pct/100
 sequential.py
-    SequentialTest(alpha=0.05, n_comparisons=1, *, max_looks=None, first_look_s=None)
+    SequentialTest(alpha=0.05, n_comparisons=1, *, max_looks=None, first_look_s=None, look_times_s=None)
         .update(levels_by_group, baseline, *, elapsed_s=None) -> SequentialDecision
+        .next_look_s() -> float | None   (look_times_s: planned looks, alpha ∝ elapsed time)
         Group-sequential test with Bonferroni alpha spending over looks (valid under any
         dependence between looks, hence for repeated looks at the same drifting replicas).
 threshold.py

@@ -41,19 +41,40 @@ class SequentialTest:
     unbounded run. With elapsed_s given to update(), a look is spent at the first update at or
     after first_look_s × 2^(k−1) (first_look_s defaults to the elapsed time of the first update);
     updates in between return "continue" with the last look's p-values and spend nothing. Without
-    elapsed_s every update is a look."""
+    elapsed_s every update is a look.
+
+    look_times_s (planned before the run, e.g. doublings of the first look and a last look just
+    before a planned end): look k is spent at the first update at or after look_times_s[k−1] and
+    tested at alpha · t_k / Σ t (alpha in proportion to the look's elapsed time, all of it by the
+    last planned look); max_looks is then their number."""
 
     def __init__(self, alpha: float = 0.05, n_comparisons: int = 1, *, max_looks: int | None = None,
-                 first_look_s: float | None = None) -> None:
+                 first_look_s: float | None = None, look_times_s: list[float] | None = None) -> None:
         if not 0 < alpha < 1:
             raise ValueError("alpha must be between 0 and 1")
+        self.look_times_s = None
+        if look_times_s is not None:
+            times = [float(x) for x in look_times_s]
+            if not times or any(x <= 0 for x in times) or any(b <= a for a, b in zip(times, times[1:])):
+                raise ValueError("look_times_s must be positive and increasing")
+            self.look_times_s, max_looks, first_look_s = times, len(times), times[0]
         self.alpha, self.n_comparisons, self.max_looks = alpha, max(1, int(n_comparisons)), max_looks
         self.first_look_s = first_look_s
         self.looks = 0
         self.spent = 0.0
         self._last: dict[str, float] = {}
 
+    def next_look_s(self) -> float | None:
+        """Elapsed time of the next look (None: no planned look left, or not yet anchored)."""
+        if self.look_times_s is not None:
+            return self.look_times_s[self.looks] if self.looks < len(self.look_times_s) else None
+        if self.max_looks is not None and self.looks >= self.max_looks:
+            return None
+        return None if self.first_look_s is None else self.first_look_s * 2 ** self.looks
+
     def alpha_at(self, k: int) -> float:
+        if self.look_times_s is not None:
+            return self.alpha * self.look_times_s[k - 1] / sum(self.look_times_s) if k <= len(self.look_times_s) else 0.0
         if self.max_looks is not None:      # share proportional to the look's elapsed time
             return self.alpha * 2 ** (k - 1) / (2 ** self.max_looks - 1) if k <= self.max_looks else 0.0
         return self.alpha / (k * (k + 1))
@@ -63,6 +84,8 @@ class SequentialTest:
             return True
         if self.first_look_s is None:
             self.first_look_s = max(float(elapsed_s), 1e-9)
+        if self.look_times_s is not None:
+            return self.looks >= len(self.look_times_s) or elapsed_s >= self.look_times_s[self.looks]
         return elapsed_s >= self.first_look_s * 2 ** self.looks
 
     def update(self, levels_by_group: dict[str, np.ndarray], baseline: str, *,

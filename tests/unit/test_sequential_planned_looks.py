@@ -1,0 +1,88 @@
+"""run --until-significant with a planned end: looks at doublings of the first look plus a last
+look just before the end, alpha in proportion to each look's elapsed time, never more than alpha."""
+import numpy as np
+import pytest
+
+from alloclab.commands.run import SignificanceStop, planned_look_times
+from alloclab.stats import SequentialTest
+from alloclab.stats import calibration as sim
+
+
+def test_looks_are_doublings_then_the_planned_end():
+    assert planned_look_times(60, 720, 2) == [60, 120, 240, 480, 710]
+    assert planned_look_times(140, 720, 2) == [140, 280, 560, 710]
+    assert planned_look_times(60, 60, 2) == [60]             # the first look is never moved earlier
+    assert planned_look_times(60, None, 2) is None
+    assert planned_look_times(5, 100, 0.5) == [5, 10, 20, 40, 80, 90]
+
+
+def test_alpha_is_proportional_to_elapsed_time_and_sums_to_alpha():
+    test = SequentialTest(0.05, 1, look_times_s=[140, 280, 560, 710])
+    levels = [test.alpha_at(k) for k in range(1, 6)]
+    assert levels[-1] == 0.0
+    assert sum(levels) == pytest.approx(0.05)
+    assert levels[3] == pytest.approx(0.05 * 710 / 1690) and levels[0] == pytest.approx(0.05 * 140 / 1690)
+    with pytest.raises(ValueError):
+        SequentialTest(0.05, 1, look_times_s=[120, 60])
+
+
+def test_looks_are_spent_at_the_planned_times_only():
+    test = SequentialTest(0.05, 1, look_times_s=[60, 120, 710])
+    lv = {"b": np.array([100.0, 101, 99]), "a": np.array([100.0, 102, 98])}
+    assert test.next_look_s() == 60
+    assert test.update(lv, "b", elapsed_s=30).look == 0
+    assert test.update(lv, "b", elapsed_s=61).look == 1 and test.next_look_s() == 120
+    assert test.update(lv, "b", elapsed_s=300).look == 2          # 240 is not a look: the next is 710
+    assert test.update(lv, "b", elapsed_s=500).look == 0 and test.next_look_s() == 710
+    assert test.update(lv, "b", elapsed_s=711).look == 3
+    assert test.next_look_s() is None
+    last = test.update(lv, "b", elapsed_s=900)
+    assert not last.stop and last.look == 0 and test.spent == pytest.approx(0.05)
+
+
+def test_the_run_stop_check_uses_the_plan_and_prints_it():
+    stop = SignificanceStop(60, 1, planned_s=720, interval=2)
+    assert stop.test.look_times_s == [60, 120, 240, 480, 710]
+    assert stop.schedule().startswith("60 s at 0.0019") and "710 s at 0.022" in stop.schedule()
+    unplanned = SignificanceStop(60, 1)
+    assert unplanned.test.look_times_s is None and "no planned end" in unplanned.schedule()
+
+
+def test_planned_looks_keep_the_false_stop_rate_on_drifting_null_replicas():
+    rng = np.random.default_rng(7)
+    t = np.arange(0.0, 721, 2.0)
+    looks = planned_look_times(60, 720, 2)
+    idx = [int(np.searchsorted(t, x)) for x in looks]
+    stops = 0
+    for _ in range(150):
+        eff = sim.replica_levels(rng, 1, 8, 1.0, 0.04)[0]
+        ys = eff[:, None] * (1 - 0.06 * np.exp(-t / 120))[None, :] * (1 + sim.ar1(rng, 8, len(t), 0.95, 0.02))
+        mean = np.cumsum(ys, axis=1) / np.arange(1, len(t) + 1)
+        test = SequentialTest(0.05, 1, look_times_s=looks)
+        for i in idx:
+            if test.update({"base": mean[:4, i], "a": mean[4:, i]}, "base", elapsed_s=float(t[i])).stop:
+                stops += 1
+                break
+        assert test.spent <= 0.05 + 1e-12
+    assert stops <= 0.1 * 150
+
+
+def test_a_last_look_close_after_a_doubling_is_still_made(monkeypatch):
+    """A 500 s plan: looks at 60, 120, 240, 480 and 490 s; each is analysed when due (2 s ticks),
+    the last one too, though it comes 10 s after the one before."""
+    from alloclab import analysis
+    from alloclab.stats.sequential import SequentialDecision
+    stop = SignificanceStop(60, 1, planned_s=500, interval=2)
+    assert stop.test.look_times_s == [60, 120, 240, 480, 490]
+    made = []
+
+    def update(levels, baseline, *, elapsed_s):
+        made.append(elapsed_s)
+        stop.test.looks += 1
+        return SequentialDecision(False, None, {}, 0.0, stop.test.looks, "recorded")
+    monkeypatch.setattr(stop.test, "update", update)
+    monkeypatch.setattr(analysis, "analyse", lambda store: type("A", (), {"groups": [], "replicas": [], "baseline": "b"})())
+    runner = type("R", (), {"store": None})()
+    for tick in np.arange(0, 500, 2.0):
+        assert stop(runner, float(tick)) is None
+    assert made == [60, 120, 240, 480, 490]

@@ -17,7 +17,7 @@
 #define TRACE_EVENTS_BASE ((size_t)4 << 20)
 #define TRACE_EVENTS_PER_BYTE ((size_t)64)
 #define TRACE_MAX_EVENTS ((size_t)1 << 31)
-#define TRACE_MAX_EVENT_BYTES 51u          /* op + 5 varints of at most 10 bytes (REALLOC: ts, slot, old, size, new) */
+#define TRACE_MAX_EVENT_BYTES 64u          /* REALLOC: op, 3 split values (ts, free code, size: 11 bytes each), 3 varints (old, reuse, new) */
 /* Requests above this are corruption, not a recording (the replayer's own, lower, limits are
  * policy: replay --max-alloc). */
 #define TRACE_MAX_SIZE (1ull << 40)
@@ -40,6 +40,7 @@ typedef struct {
     uint32_t version;
     size_t truncated_bytes;      /* an unfinished recording's partial last block, ignored */
     live_table live;             /* version 2: live allocations while reading (trace_format.h) */
+    block_state *block_state;    /* version 3: the block's recently freed blocks, while reading */
     char error[256];
 } trace_data;
 

@@ -368,7 +368,7 @@ def test_bit_flips_give_an_answer_or_one_line(tmp_path, recorded, seed):
 
 
 @pytest.mark.parametrize("change,match", [
-    (lambda t: setattr(t, "version", 3), "format version 3"),
+    (lambda t: setattr(t, "version", 4), "format version 4"),
     (lambda t: setattr(t, "tick_ns", 0), "timestamp unit 0"),
     (lambda t: setattr(t, "tick_ns", 10**7), "timestamp unit"),
     (lambda t: setattr(t.blocks[0], "events", len(t.blocks[0].ops) + 1), "events but"),

@@ -246,27 +246,29 @@ truncated:
 
 /* Version 3: each column is stored as u32 raw length, u32 stored length, then its zstd frame (or
  * the raw bytes); unpacked to the layout decode_block reads (u32 length + bytes per column),
- * which must fill exactly the block header's raw length. */
-static int unpack_columns(const uint8_t *p, size_t plen, uint8_t *raw, size_t rlen, int zstd) {
+ * which must fill exactly the block header's raw length. NULL, or what is wrong. */
+static const char *unpack_columns(const uint8_t *p, size_t plen, uint8_t *raw, size_t rlen, int zstd) {
     size_t at = 0, pos = 0;
     for (int c = 0; c < TRACE_COLUMNS; c++) {
-        if (plen - at < 8) return -1;
+        if (plen - at < 8) return "has fewer columns than the format's";
         uint32_t len = get_u32(p + at), stored = get_u32(p + at + 4);
         at += 8;
-        if (stored > plen - at || rlen - pos < 4 || len > rlen - pos - 4) return -1;
+        if (stored > plen - at) return "has a column longer than the block";
+        if (rlen - pos < 4 || len > rlen - pos - 4) return "has columns longer than its raw length";
         put_u32(raw + pos, len);
         pos += 4;
         if (!zstd || !len) {
-            if (stored != len) return -1;
+            if (stored != len) return "has different raw and stored sizes";
             if (len) memcpy(raw + pos, p + at, len);
         } else {
             size_t got = ZSTD_decompress(raw + pos, len, p + at, stored);
-            if (ZSTD_isError(got) || got != len) return -1;
+            if (ZSTD_isError(got) || got != len) return "does not decompress";
         }
         pos += len;
         at += stored;
     }
-    return at == plen && pos == rlen ? 0 : -1;
+    if (at != plen) return "has stray bytes after its columns";
+    return pos == rlen ? NULL : "has columns shorter than its raw length";
 }
 
 int trace_parse(const uint8_t *buf, size_t n, trace_data *t) {
@@ -321,10 +323,8 @@ int trace_parse(const uint8_t *buf, size_t n, trace_data *t) {
             uint8_t *grown = realloc(raw, rlen ? rlen : 1);
             if (!grown) { free(raw); return fail(t, "out of memory reading the trace"); }
             raw = grown;
-            if (unpack_columns(payload, plen, raw, rlen, flags & TRACE_ZSTD) != 0) {
-                free(raw);
-                return fail(t, "corrupt: the columns of the block at byte %zu do not unpack", at);
-            }
+            const char *wrong = unpack_columns(payload, plen, raw, rlen, flags & TRACE_ZSTD);
+            if (wrong) { free(raw); return fail(t, "corrupt: the block at byte %zu %s", at, wrong); }
             payload = raw;
         } else if (flags & TRACE_ZSTD) {
             uint8_t *grown = realloc(raw, rlen ? rlen : 1);

@@ -1,38 +1,58 @@
-/* trace_format.h — alloclab's allocation trace format, version 2: the one definition shared by
- * the recorder (tracer.c), the reader (trace_reader.c) and, through them, the replayer and
- * `alloclab trace info`. docs/trace-format.md describes it in prose; trace_codec.py mirrors it.
+/* trace_format.h — alloclab's allocation trace format, version 3 (versions 1 and 2 still read):
+ * the one definition shared by the recorder (tracer.c, encoding in trace_encode.h), the reader
+ * (trace_reader.c) and, through them, the replayer and `alloclab trace info`.
+ * docs/trace-format.md describes it in prose; trace_codec.py mirrors it.
  *
  *   file   := header block*
  *   header := 64 bytes: magic "ALCTRACE", u32 version, u32 flags, u64 start_realtime_ns,
  *             u64 start_monotonic_ns, u32 pid, u32 tick_ns (timestamp unit), u64 tsc_hz (the
  *             TSC's measured frequency when flags & TRACE_TSC, else 0), 16 zero bytes
  *             (all little-endian)
- *   block  := 32-byte block header + payload (zstd frame when flags & TRACE_ZSTD, else raw)
+ *   block  := 32-byte block header + payload
  *             header: u32 magic "BLK1", u32 payload_len, u32 raw_len, u32 thread, u32 events,
  *                     u32 reserved, u64 first_ts (ticks since start_monotonic_ns)
- *   payload (after decompression) := five columns (four in version 1: no slots), each u32
- *             length + bytes, in this order: ops (one byte per event), timestamps (varint tick
- *             delta from the previous event of the block, the first from first_ts), sizes
- *             (varints: alignment then size for MEMALIGN, size for MALLOC/CALLOC/REALLOC),
- *             pointers (svarints as below), slots (varints as below).
- *             Like data side by side compresses far better than interleaved rows.
+ *   payload, version 3 := for each of the nine columns: u32 raw length, u32 stored length, then
+ *             its own zstd frame (when flags & TRACE_ZSTD; else the raw bytes, stored == raw).
+ *             raw_len = the sum of (4 + raw length). One frame per column: a frame over all of
+ *             them costs ~0.2 byte/event more (its entropy tables mix the columns' statistics).
+ *   payload, versions 1-2 := one zstd frame (or raw) of the columns, each u32 length + bytes.
+ *   columns, version 3 (COL_*): ops (one byte per event); times, 2 planes (put_split: low
+ *             byte, varint of the rest) of the tick delta from the previous event of the block,
+ *             the first from first_ts; sizes, 2 planes (alignment then size for MEMALIGN, size
+ *             for MALLOC/CALLOC/REALLOC); pointers (svarints); free codes, 2 planes; reuse codes
+ *             (varints). Version 2: ops, times, sizes, pointers, free codes, all varints; version
+ *             1: the first four.
  *   event  := op, ts delta, then by op:
- *             MALLOC, CALLOC  varint size, svarint ptr delta
- *             FREE            slot code; svarint ptr delta only when the code is 0
- *             REALLOC         slot code of the old pointer (svarint old-ptr delta only when 0),
- *                             varint size, svarint new-ptr delta
- *             MEMALIGN        varint alignment, varint size, svarint ptr delta
+ *             MALLOC, CALLOC  size, allocation (below)
+ *             FREE            free code; svarint ptr delta only when the code is 0
+ *             REALLOC         free code of the old pointer (svarint old-ptr delta only when 0),
+ *                             size, allocation of the new pointer
+ *             MEMALIGN        alignment, size, allocation
  *             THREAD_EXIT     nothing
+ *             allocation, version 3: reuse code k, then as k says (the size is known first):
+ *               1..TRACE_RECENT  the k-th latest of the blocks of the allocation's size class
+ *                                (size_class) freed by number in this block (block_state.recent)
+ *               TRACE_RECENT+1+j svarint: the difference from cursor j, where one of the latest
+ *                                allocations ended (block_state.cursor: address + size/16
+ *                                rounded up, latest first)
+ *               0                svarint delta from the block's previous pointer
+ *             an allocation coded by a cursor or a delta moves that cursor (or a new one) to
+ *             the front; the encoder picks a freed block first, then the nearest cursor within
+ *             TRACE_CURSOR_REACH. Versions 1-2: svarint ptr delta.
  *   Pointers are stored >> 4 as zigzag deltas from the previous pointer of the block, a free's
  *   included even when it is written by number (version 2): an allocation that reuses the block
  *   just freed costs a zero. The live table's addresses are these >> 4 values too.
- *   Slots (version 2): writer and reader keep the same table of live allocations, updated in file
- *   order (live_table below), each allocation numbered in turn from 1. A FREE or REALLOC of an
- *   address in the table is written as seq_code(its number, the previous such number in the block
- *   or 0) — a zigzag delta + 1 — and leaves the table; an address not in it (allocated before
- *   recording began, or by a thread whose block comes later in the file) is written as 0 and the
- *   address. Frees in allocation order cost ~0 bits, random-order frees log2(live objects) at
- *   worst; an address delta costs ~13 bits more (measured: worker-pool 3.4 -> 2.8 bytes/event).
+ *   Free codes (versions 2-3): writer and reader keep the same table of live allocations, updated
+ *   in file order (live_table below), each allocation numbered in turn from 1. A FREE or REALLOC
+ *   of an address in the table is written as seq_code(its number, the previous such number in
+ *   the block or 0) — a zigzag delta + 1 — and leaves the table; an address not in it (allocated
+ *   before recording began, or by a thread whose block comes later in the file) is written as 0
+ *   and the address. Frees in allocation order cost ~0 bits, random-order frees log2(live
+ *   objects) at worst; an address delta costs ~13 bits more (measured: worker-pool 3.4 -> 2.8
+ *   bytes/event). Version 3's table also keeps each allocation's size class, so that a block
+ *   freed by number joins its class's recently freed list. The per-block state (recent lists,
+ *   cursors, previous pointer and number) starts empty in every block; the live table spans the
+ *   file.
  * A block holds the events of one thread in order. Threads are numbered from 1 in the order they
  * first allocate. Timestamps are CLOCK_MONOTONIC (or the TSC calibrated against it, flags &
  * TRACE_TSC), taken after an allocation returns and before a free is passed on, so an address

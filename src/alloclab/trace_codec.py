@@ -379,8 +379,10 @@ def encode_blocks(blocks: list[tuple[int, list[tuple]]], version: int = VERSION)
             if version >= 3:
                 k = st.take(cls, a)
                 if not k:
+                    # the first cursor within 16 bytes, else the nearest within reach
                     near = [(abs(a - c), j) for j, c in enumerate(st.cursors) if abs(a - c) < CURSOR_REACH]
-                    j = min(near)[1] if near else len(st.cursors)
+                    close = [j for d, j in near if d <= 1]
+                    j = close[0] if close else min(near)[1] if near else len(st.cursors)
                     if near:
                         k = RECENT + 1 + j
                         b.pointers.append(a - st.cursors[j])

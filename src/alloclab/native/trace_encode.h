@@ -13,7 +13,13 @@ typedef struct {
     int pending, broken;
     uint8_t *col[TRACE_COLUMNS], *p[TRACE_COLUMNS];
     block_state st;
+    /* How many of the recently freed blocks (all classes) hash to each bucket: an allocation whose
+     * bucket is empty skips the scan of its class's list (most allocations reuse nothing). The
+     * encoder's own shortcut, not part of the format. */
+    uint16_t freed_filter[4096];
 } trace_encoder;
+
+static inline unsigned enc_bucket(uint64_t a) { return (unsigned)((a * 0x9e3779b97f4a7c15ULL) >> 52); }
 
 /* The latest allocation waits outside the hash until the next one, so the commonest pattern (free
  * what was just allocated) costs no hash operation; the numbers are live_table's rules. */
@@ -38,6 +44,7 @@ static inline uint64_t enc_free(trace_encoder *e, uint64_t a) {
 static inline void enc_begin(trace_encoder *e, uint8_t *cols, const size_t *caps) {
     for (int k = 0; k < TRACE_COLUMNS; k++) { e->col[k] = e->p[k] = cols; cols += caps[k]; }
     block_state_reset(&e->st);
+    memset(e->freed_filter, 0, sizeof e->freed_filter);
 }
 
 /* One event; dt = tick delta from the previous event of the block. */
@@ -52,7 +59,13 @@ static inline void enc_event(trace_encoder *e, unsigned op, uint64_t dt, uint64_
         uint64_t a = ptr >> 4, val = enc_free(e, a);
         uint64_t seq = val >> TRACE_CLASS_BITS;
         put_split(p, COL_FREES, seq ? seq_code(seq, s->prev_seq) : 0);
-        if (seq) { s->prev_seq = seq; recent_push(s, (unsigned)(val & ((1u << TRACE_CLASS_BITS) - 1)), a); }
+        if (seq) {
+            unsigned cls = (unsigned)(val & ((1u << TRACE_CLASS_BITS) - 1));
+            s->prev_seq = seq;
+            if (s->nrecent[cls] == TRACE_RECENT) e->freed_filter[enc_bucket(RECENT_AT(s, cls, TRACE_RECENT))]--;
+            recent_push(s, cls, a);
+            e->freed_filter[enc_bucket(a)]++;
+        }
         else p[COL_ADDRS] = put_svarint(p[COL_ADDRS], (int64_t)(a - s->last_ptr));
         s->last_ptr = a;
         if (op == OP_FREE) return;
@@ -61,13 +74,15 @@ static inline void enc_event(trace_encoder *e, unsigned op, uint64_t dt, uint64_
     put_split(p, COL_SIZES, size);
     unsigned cls = size_class(size);
     uint64_t a = (op == OP_REALLOC ? new_ptr : ptr) >> 4;
-    unsigned k = recent_take(s, cls, a);
+    unsigned k = 0, bucket = enc_bucket(a);
+    if (e->freed_filter[bucket] && (k = recent_take(s, cls, a)) != 0) e->freed_filter[bucket]--;
     if (!k) {                        /* near where a recent allocation ended, or a delta */
         unsigned best = s->ncursors;
         uint64_t best_dist = TRACE_CURSOR_REACH;
         for (unsigned j = 0; j < s->ncursors; j++) {
             int64_t r = (int64_t)(a - s->cursor[j]);
             uint64_t dist = r < 0 ? -(uint64_t)r : (uint64_t)r;
+            if (dist <= 1) { best = j; break; }            /* where it ended, or 16 bytes on */
             if (dist < best_dist) { best_dist = dist; best = j; }
         }
         if (best < s->ncursors) {

@@ -37,8 +37,9 @@
  *                                rounded up, latest first)
  *               0                svarint delta from the block's previous pointer
  *             an allocation coded by a cursor or a delta moves that cursor (or a new one) to
- *             the front; the encoder picks a freed block first, then the nearest cursor within
- *             TRACE_CURSOR_REACH. Versions 1-2: svarint ptr delta.
+ *             the front. The encoder picks a freed block first, then the first cursor within 16
+ *             bytes, else the nearest within TRACE_CURSOR_REACH (any choice decodes; this one is
+ *             trace_codec.encode_blocks' too). Versions 1-2: svarint ptr delta.
  *   Pointers are stored >> 4 as zigzag deltas from the previous pointer of the block, a free's
  *   included even when it is written by number (version 2): an allocation that reuses the block
  *   just freed costs a zero. The live table's addresses are these >> 4 values too.
@@ -267,7 +268,7 @@ static inline void put_split(uint8_t **p, int col, uint64_t v) {
 /* Size classes: 16-byte steps up to 1 KiB, aligned as glibc's chunks are (size + 8 rounded up),
  * then 4 per power of two: an allocation is most often served a block of its class freed recently. */
 #define TRACE_CLASSES 282
-#define TRACE_RECENT 16              /* freed blocks remembered per class */
+#define TRACE_RECENT 16              /* freed blocks remembered per class (a power of two) */
 static inline unsigned size_class(uint64_t s) {
     if (s <= 1024) return (unsigned)((s + 23) >> 4);
     unsigned e = 63u - (unsigned)__builtin_clzll(s - 1);
@@ -277,15 +278,41 @@ static inline unsigned size_class(uint64_t s) {
 #define TRACE_CURSOR_REACH 256       /* an address within this many 16-byte units of one is coded from it */
 typedef struct {
     uint64_t last_ptr, prev_seq;
-    uint64_t recent[TRACE_CLASSES][TRACE_RECENT];       /* its blocks freed by number, oldest first */
-    uint8_t nrecent[TRACE_CLASSES];
+    uint64_t recent[TRACE_CLASSES][TRACE_RECENT];       /* its blocks freed by number: a ring */
+    uint8_t nrecent[TRACE_CLASSES], head[TRACE_CLASSES]; /* how many; where the next one goes */
     uint64_t cursor[TRACE_CURSORS];                     /* where recent allocations ended, latest first */
     unsigned ncursors;
 } block_state;
 static inline void block_state_reset(block_state *s) {
     s->last_ptr = s->prev_seq = 0;
     memset(s->nrecent, 0, sizeof s->nrecent);
+    memset(s->head, 0, sizeof s->head);
     s->ncursors = 0;
+}
+#define RECENT_AT(s, cls, k) (s)->recent[cls][((s)->head[cls] - (k)) & (TRACE_RECENT - 1)]  /* k-th latest, from 1 */
+static inline void recent_push(block_state *s, unsigned cls, uint64_t a) {   /* the oldest of a full ring goes */
+    s->recent[cls][s->head[cls]] = a;
+    s->head[cls] = (uint8_t)((s->head[cls] + 1) & (TRACE_RECENT - 1));
+    if (s->nrecent[cls] < TRACE_RECENT) s->nrecent[cls]++;
+}
+static inline void recent_remove(block_state *s, unsigned cls, unsigned k) {  /* the k-th latest leaves */
+    for (unsigned m = k; m > 1; m--) RECENT_AT(s, cls, m) = RECENT_AT(s, cls, m - 1);
+    s->head[cls] = (uint8_t)((s->head[cls] - 1) & (TRACE_RECENT - 1));
+    s->nrecent[cls]--;
+}
+/* The encoder: 1 + how many blocks of the class were freed after a (which leaves the list), or 0. */
+static inline unsigned recent_take(block_state *s, unsigned cls, uint64_t a) {
+    unsigned n = s->nrecent[cls];
+    for (unsigned k = 1; k <= n; k++)
+        if (RECENT_AT(s, cls, k) == a) { recent_remove(s, cls, k); return k; }
+    return 0;
+}
+/* The reader: the block named by code k >= 1 (it leaves the list); -1 when there is none. */
+static inline int recent_get(block_state *s, unsigned cls, uint64_t k, uint64_t *a) {
+    if (k > s->nrecent[cls]) return -1;
+    *a = RECENT_AT(s, cls, (unsigned)k);
+    recent_remove(s, cls, (unsigned)k);
+    return 0;
 }
 /* Cursor j (0 = latest) moves to the front and now ends at end; j == ncursors adds one. */
 static inline void cursor_use(block_state *s, unsigned j, uint64_t end) {
@@ -293,36 +320,5 @@ static inline void cursor_use(block_state *s, unsigned j, uint64_t end) {
     memmove(s->cursor + 1, s->cursor, j * sizeof *s->cursor);
     s->cursor[0] = end;
 }
-static inline void recent_push(block_state *s, unsigned cls, uint64_t a) {
-    uint64_t *r = s->recent[cls];
-    unsigned n = s->nrecent[cls];
-    if (n == TRACE_RECENT) { memmove(r, r + 1, (TRACE_RECENT - 1) * sizeof *r); n--; }
-    r[n] = a;
-    s->nrecent[cls] = (uint8_t)(n + 1);
-}
-/* The encoder: 1 + how many blocks of the class were freed after a (which leaves the list), or 0. */
-static inline unsigned recent_take(block_state *s, unsigned cls, uint64_t a) {
-    uint64_t *r = s->recent[cls];
-    unsigned n = s->nrecent[cls];
-    for (unsigned i = n; i-- > 0;)
-        if (r[i] == a) {
-            memmove(r + i, r + i + 1, (n - 1 - i) * sizeof *r);
-            s->nrecent[cls] = (uint8_t)(n - 1);
-            return n - i;
-        }
-    return 0;
-}
-/* The reader: the block named by code k >= 1 (it leaves the list); -1 when there is none. */
-static inline int recent_get(block_state *s, unsigned cls, uint64_t k, uint64_t *a) {
-    uint64_t *r = s->recent[cls];
-    unsigned n = s->nrecent[cls];
-    if (k > n) return -1;
-    unsigned i = n - (unsigned)k;
-    *a = r[i];
-    memmove(r + i, r + i + 1, (n - 1 - i) * sizeof *r);
-    s->nrecent[cls] = (uint8_t)(n - 1);
-    return 0;
-}
-
 static inline void live_destroy(live_table *t) { um_destroy(&t->by_addr); um_destroy(&t->by_seq); t->next_seq = 0; }
 #endif

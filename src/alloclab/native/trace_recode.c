@@ -11,6 +11,13 @@
 #include "trace_encode.h"
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
+
+static double cpu_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
 
 #define PER_BLOCK 32768u             /* the recorder's chunk */
 
@@ -52,6 +59,7 @@ int main(int argc, char **argv) {
     static const char *names[TRACE_COLUMNS] = {"ops", "times", "times_hi", "sizes", "sizes_hi", "addresses", "frees",
                                                "frees_hi", "reuse"};
     size_t cap[TRACE_COLUMNS], colz[TRACE_COLUMNS] = {0}, events = 0, nblocks = 0;
+    double encode_s = 0, pack_s = 0;             /* the writer thread's two steps, CPU time */
     for (int k = 0; k < TRACE_COLUMNS; k++) cap[k] = PER_BLOCK * 21;
     uint8_t *cols = malloc(PER_BLOCK * 21 * TRACE_COLUMNS);
     size_t block_cap = ZSTD_compressBound(PER_BLOCK * 21 * TRACE_COLUMNS) + 64 * TRACE_COLUMNS + TRACE_BLOCK_HEADER_SIZE;
@@ -75,6 +83,7 @@ int main(int argc, char **argv) {
         }
         const trace_event *ev = t.threads[ti].ev + used[ti];
         used[ti] += cnt;
+        double t0 = cpu_now();
         enc_begin(&e, cols, cap);
         uint64_t first = cnt ? ev[0].ts / t.tick_ns : get_u64(h + 24), last = first;
         for (uint32_t i = 0; i < cnt; i++) {
@@ -88,7 +97,10 @@ int main(int argc, char **argv) {
             if (!g) { fprintf(stderr, "trace_recode: out of memory\n"); return 2; }
             out = g;
         }
+        double t1 = cpu_now();
         size_t len = enc_pack(&e, cctx, level, out + out_len, out_cap - out_len, thread, cnt, first);
+        encode_s += t1 - t0;
+        pack_s += cpu_now() - t1;
         if (!len) { fprintf(stderr, "trace_recode: compression failed\n"); return 2; }
         for (int k = 0, off = TRACE_BLOCK_HEADER_SIZE; k < TRACE_COLUMNS; k++) {
             uint32_t stored = get_u32(out + out_len + off + 4);
@@ -124,6 +136,8 @@ int main(int argc, char **argv) {
     printf("{\"events\": %zu, \"blocks\": %zu, \"version_in\": %u, \"bytes_per_event\": %.3f", events, nblocks, version,
            events ? (double)out_len / (double)events : 0.0);
     for (int k = 0; k < TRACE_COLUMNS; k++) printf(", \"%s\": %.3f", names[k], events ? (double)colz[k] / (double)events : 0.0);
+    printf(", \"encode_ns_per_event\": %.1f, \"compress_ns_per_event\": %.1f", events ? encode_s * 1e9 / (double)events : 0.0,
+           events ? pack_s * 1e9 / (double)events : 0.0);
     printf(", \"round_trip\": \"%s\"", verdict);
     if (version == TRACE_VERSION) printf(", \"same_bytes\": %s", same_bytes ? "true" : "false");
     printf("}\n");

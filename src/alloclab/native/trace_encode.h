@@ -6,7 +6,6 @@
 #include "trace_format.h"
 #include <zstd.h>
 
-
 typedef struct {
     live_table live;                 /* by_addr: address -> seq << TRACE_CLASS_BITS | size class */
     uint64_t pending_addr, pending_val;  /* the latest allocation waits outside the hash (see enc_alloc) */

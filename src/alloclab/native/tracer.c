@@ -7,7 +7,8 @@
  * The calling thread only appends a fixed 32-byte record (a TSC read, the pointer, size and
  * operation) to its own chunk (mmap()ed, so recording never allocates through the hooks). A full
  * chunk goes to a queue; one writer thread turns chunks into blocks of the format (trace_format.h:
- * timestamps converted to ticks, columns, slots for frees), compresses them with zstd and writes
+ * timestamps converted to ticks, columns, frees by number, allocations by reuse: trace_encode.h),
+ * compresses them with zstd (a frame per column) and writes
  * each block with one write() to $ALLOCLAB_TRACE_FILE. Timestamps: the TSC (rdtsc) when the CPU
  * says it is invariant, calibrated against CLOCK_MONOTONIC by the writer (the calibration only
  * improves with time; the header records the final frequency); CLOCK_MONOTONIC otherwise, or with

@@ -1,7 +1,11 @@
 """Trace recorder and replayer: recording slowdown (vs uninstrumented and vs heaptrack), bytes per
 event on disk, and replay speed against the same operations issued directly in a loop.
 
-    python benchmarks/trace_overhead.py [--repeat 3]
+    python benchmarks/trace_overhead.py [--repeat 3] [--baseline-tracer OLD/liballoclab_trace.so]
+
+--baseline-tracer records every program with a second recorder too (e.g. the previous format's,
+built from an older commit), in the same rounds, and reports its bytes per event and slowdown
+beside the current one's ("base_*" fields).
 
 heaptrack comes from Debian (apt-get install heaptrack); without it that column is empty.
 Wall times are medians of --repeat runs, side by side in one session; compare ratios, not seconds.
@@ -58,6 +62,7 @@ def main() -> None:
     ap.add_argument("--only", help="run only the programs whose name contains this")
     ap.add_argument("--replay-max-events", type=int, help="replay only traces of at most this many events")
     ap.add_argument("--no-heaptrack", action="store_true", help="skip heaptrack (its figures are in benchmarks/README.md)")
+    ap.add_argument("--baseline-tracer", help="a second liballoclab_trace.so to record with, side by side")
     args = ap.parse_args()
     print(json.dumps({"load_average": os.getloadavg()}), flush=True)
     tracer = str(native.program("liballoclab_trace.so"))
@@ -69,12 +74,16 @@ def main() -> None:
                 continue
             cmd = [str(native.program(prog)), *argv]
             path = Path(d) / "t.trace"
-            plain, recorded, heap, plain_cpu, recorded_cpu = [], [], [], [], []
+            base_path = Path(d) / "base.trace"
+            plain, recorded, heap, plain_cpu, recorded_cpu, base, base_cpu = [], [], [], [], [], [], []
             for _ in range(args.repeat):
                 plain.append(wall(cmd))
                 plain_cpu.append(CPU[-1])
                 recorded.append(wall(cmd, {"LD_PRELOAD": tracer, "ALLOCLAB_TRACE_FILE": str(path)}))
                 recorded_cpu.append(CPU[-1])
+                if args.baseline_tracer:
+                    base.append(wall(cmd, {"LD_PRELOAD": args.baseline_tracer, "ALLOCLAB_TRACE_FILE": str(base_path)}))
+                    base_cpu.append(CPU[-1])
                 if heaptrack and not args.no_heaptrack and not name.startswith(PACED):
                     heap.append(wall([heaptrack, "-o", str(Path(d) / "h"), *cmd]))
                     for f in Path(d).glob("h*"):
@@ -97,6 +106,12 @@ def main() -> None:
                 "direct_ops_per_s": round(direct) if replayed else None,
                 "replay_vs_direct": round(threaded / direct, 2) if replayed else None,
             }
+            if base:
+                base_events = trace.info(base_path, points=2)["events"]
+                row["base_bytes_per_event"] = round(base_path.stat().st_size / base_events, 2)
+                if not name.startswith(PACED):
+                    row["base_record_slowdown"] = round(statistics.median(base) / statistics.median(plain), 2)
+                    row["base_record_cpu_ratio"] = round(statistics.median(base_cpu) / statistics.median(plain_cpu), 2)
             out[name] = row
             print(json.dumps({name: row}), flush=True)
     print(json.dumps({"load_average": os.getloadavg()}), flush=True)

@@ -1,10 +1,15 @@
 """The trace format (native/trace_format.h) in Python, field by field, to craft and mutate traces.
 
-Version 2 (the recorder's) adds a fifth column, slots: a FREE or REALLOC names its allocation by
-its sequence number (a delta code) in the table of live allocations both sides keep in file order
-(LiveTable), or 0 followed by the address. `events_block` writes every free by address (slot 0), valid on its own;
-`encode_blocks` uses the table across blocks, as the recorder does. Version 1 files (four
-columns, every free by address) are still read.
+Version 2 adds a fifth column, slots: a FREE or REALLOC names its allocation by its sequence
+number (a delta code) in the table of live allocations both sides keep in file order (LiveTable),
+or 0 followed by the address. Version 3 (the recorder's) adds a sixth, reuse: an allocation is
+one of the blocks of its size class freed recently in the block (code 1..RECENT), or near where a
+recent allocation ended (a cursor, code RECENT+1.., the pointer column holding the difference),
+or 0 and a delta; times, sizes and slots are stored as two planes each (low byte, varint of the
+rest), and every column is its own zstd frame. A Block holds the values, whatever the version.
+`events_block` writes every free by address and every allocation by delta (codes 0), valid on its
+own in any version; `encode_blocks` is the recorder's encoder, `decode_events` the reader. Versions
+1 (four columns, every free by address) and 2 are still read and written.
 
 alloclab reads traces only through the native reader; this module exists so that tests and the
 fuzz campaign (benchmarks/fuzz_traces.py) can build hostile traces event by event and change one
@@ -27,7 +32,8 @@ BLOCK_HEADER = struct.Struct("<IIIIIIQ")         # 32 bytes
 ZSTD_FLAG = 1
 TSC_FLAG = 2
 COMPLETE_FLAG = 4            # the recorder finished writing (version 2); absent: a killed recording
-VERSION = 2
+VERSION = 3
+OLDEST_VERSION = 1
 TICK_NS = 32
 MALLOC, FREE, CALLOC, REALLOC, MEMALIGN, THREAD_EXIT = 1, 2, 3, 4, 5, 6
 MASK64 = (1 << 64) - 1
@@ -100,6 +106,22 @@ def _unzigzag(u: int) -> int:
     return (u >> 1) ^ -(u & 1)
 
 
+def _split(values: list[int]) -> tuple[bytes, bytes]:
+    """Version 3's two planes of a column: the low bytes, then the rest as varints."""
+    return bytes(v & 0xFF for v in values), _encode([(v & MASK64) >> 8 for v in values])
+
+
+def _unsplit(lo: bytes, hi: bytes) -> list[int]:
+    his = _varints(hi)
+    if len(his) != len(lo):
+        raise ValueError("the planes of a column differ in length")
+    return [h << 8 | b for b, h in zip(lo, his)]
+
+
+ALLOCATING = (MALLOC, CALLOC, MEMALIGN, REALLOC)
+COLUMNS = {1: 4, 2: 5, 3: 9}
+
+
 @dataclass
 class Block:
     """One block: a thread's events as the four columns hold them (values, not bytes)."""
@@ -110,16 +132,22 @@ class Block:
     sizes: list[int] = field(default_factory=list)  # alignment, size (MEMALIGN); size (MALLOC, CALLOC, REALLOC)
     pointers: list[int] = field(default_factory=list)   # zigzag-decoded deltas of address >> 4
     slots: list[int] | None = None                  # version 2: per FREE/REALLOC, seq_code or 0; None: all 0
+    reuse: list[int] | None = None                  # version 3: per allocation, its code; None: all 0
     events: int | None = None                       # the header's count; None: len(ops)
     raw_len: int | None = None                      # the header's raw length; None: the real one
 
-    def payload(self, version: int = VERSION) -> bytes:
+    def columns(self, version: int = VERSION) -> list[bytes]:
         zigzag = [((v << 1) ^ (v >> 63)) & MASK64 for v in self.pointers]
-        cols = [bytes(op & 0xFF for op in self.ops), _encode(self.times), _encode(self.sizes), _encode(zigzag)]
-        if version >= 2:
-            slots = self.slots if self.slots is not None else [0] * sum(op in (FREE, REALLOC) for op in self.ops)
-            cols.append(_encode(slots))
-        return b"".join(struct.pack("<I", len(c)) + c for c in cols)
+        ops = bytes(op & 0xFF for op in self.ops)
+        slots = self.slots if self.slots is not None else [0] * sum(op in (FREE, REALLOC) for op in self.ops)
+        if version < 3:
+            cols = [ops, _encode(self.times), _encode(self.sizes), _encode(zigzag)]
+            return cols + [_encode(slots)] if version >= 2 else cols
+        reuse = self.reuse if self.reuse is not None else [0] * sum(op in ALLOCATING for op in self.ops)
+        return [ops, *_split(self.times), *_split(self.sizes), _encode(zigzag), *_split(slots), _encode(reuse)]
+
+    def payload(self, version: int = VERSION) -> bytes:
+        return b"".join(struct.pack("<I", len(c)) + c for c in self.columns(version))
 
 
 @dataclass
@@ -142,7 +170,13 @@ class Trace:
         for b in self.blocks:
             if id(b) not in done:
                 raw = b.payload(self.version)
-                done[id(b)] = raw, compress(raw) if self.flags & ZSTD_FLAG else raw
+                if self.version >= 3:               # each column its own frame, after its two lengths
+                    frames = [compress(c) if self.flags & ZSTD_FLAG and c else c for c in b.columns(self.version)]
+                    stored = b"".join(struct.pack("<II", len(c), len(f)) + f
+                                      for c, f in zip(b.columns(self.version), frames))
+                else:
+                    stored = compress(raw) if self.flags & ZSTD_FLAG else raw
+                done[id(b)] = raw, stored
             raw, stored = done[id(b)]
             events = len(b.ops) if b.events is None else b.events
             raw_len = len(raw) if b.raw_len is None else b.raw_len
@@ -158,21 +192,35 @@ def parse(data: bytes) -> Trace:
         raise ValueError("not an alloclab trace")
     _, version, flags, rt, mono, pid, tick = HEADER.unpack_from(data)
     t = Trace([], flags, version, rt, mono, pid, tick, struct.unpack_from("<Q", data, 40)[0])
-    ncols = 5 if version >= 2 else 4
+    if version not in COLUMNS:
+        raise ValueError(f"format version {version}")
+    ncols = COLUMNS[version]
     at = HEADER.size
     while at < len(data):
         magic, plen, rlen, thread, events, _, first = BLOCK_HEADER.unpack_from(data, at)
         if magic != BLOCK_MAGIC:
             raise ValueError(f"no block marker at byte {at}")
         body = data[at + BLOCK_HEADER.size: at + BLOCK_HEADER.size + plen]
-        raw = decompress(body, rlen) if flags & ZSTD_FLAG else body
         cols, p = [], 0
-        for _ in range(ncols):
-            (n,) = struct.unpack_from("<I", raw, p)
-            cols.append(raw[p + 4: p + 4 + n])
-            p += 4 + n
-        t.blocks.append(Block(thread, first, list(cols[0]), _varints(cols[1]), _varints(cols[2]),
-                              [_unzigzag(u) for u in _varints(cols[3])], _varints(cols[4]) if ncols == 5 else None))
+        if version >= 3:
+            for _ in range(ncols):
+                n, stored = struct.unpack_from("<II", body, p)
+                frame = body[p + 8: p + 8 + stored]
+                cols.append(decompress(frame, n) if flags & ZSTD_FLAG and n else frame)
+                p += 8 + stored
+        else:
+            raw = decompress(body, rlen) if flags & ZSTD_FLAG else body
+            for _ in range(ncols):
+                (n,) = struct.unpack_from("<I", raw, p)
+                cols.append(raw[p + 4: p + 4 + n])
+                p += 4 + n
+        if version >= 3:
+            b = Block(thread, first, list(cols[0]), _unsplit(cols[1], cols[2]), _unsplit(cols[3], cols[4]),
+                      [_unzigzag(u) for u in _varints(cols[5])], _unsplit(cols[6], cols[7]), _varints(cols[8]))
+        else:
+            b = Block(thread, first, list(cols[0]), _varints(cols[1]), _varints(cols[2]),
+                      [_unzigzag(u) for u in _varints(cols[3])], _varints(cols[4]) if ncols == 5 else None)
+        t.blocks.append(b)
         at += BLOCK_HEADER.size + plen
     return t
 
@@ -208,36 +256,36 @@ def ev(op: int, ts: int, size: int = 0, ptr: int = 0, new_ptr: int = 0, align: i
 
 
 class LiveTable:
-    """The live-allocation table of format version 2 (trace_format.h, live_table), keyed by
+    """The live-allocation table of format versions 2 and 3 (trace_format.h, live_table), keyed by
     address >> 4 as the columns hold it: every allocation numbered in turn from 1; a free by
-    number is written as seq_code(number, previous)."""
+    number is written as seq_code(number, previous). It keeps each allocation's size class (used
+    from version 3 on)."""
 
     def __init__(self) -> None:
-        self.seq_of: dict[int, int] = {}
+        self.seq_of: dict[int, tuple[int, int]] = {}     # address -> (number, size class)
         self.addr_of: dict[int, int] = {}
         self.next_seq = 0
 
-    def alloc(self, addr: int) -> None:
+    def alloc(self, addr: int, cls: int = 0) -> None:
         old = self.seq_of.pop(addr, None)           # its free came first in the file, by address
         if old is not None:
-            self.addr_of.pop(old, None)
+            self.addr_of.pop(old[0], None)
         self.next_seq += 1
-        self.seq_of[addr] = self.next_seq
+        self.seq_of[addr] = (self.next_seq, cls)
         self.addr_of[self.next_seq] = addr
 
-    def free_addr(self, addr: int) -> int:
-        """The writer's side: the allocation's number, or 0 when addr is not live."""
-        seq = self.seq_of.pop(addr, 0)
+    def free_addr(self, addr: int) -> tuple[int, int]:
+        """The writer's side: the allocation's (number, class), or (0, 0) when addr is not live."""
+        seq, cls = self.seq_of.pop(addr, (0, 0))
         self.addr_of.pop(seq, None)
-        return seq
+        return seq, cls
 
-    def free_seq(self, seq: int) -> int:
-        """The reader's side: the address of allocation seq (ValueError when it is not live)."""
+    def free_seq(self, seq: int) -> tuple[int, int]:
+        """The reader's side: (address, class) of allocation seq (ValueError when it is not live)."""
         if seq not in self.addr_of:
             raise ValueError(f"a free names allocation {seq}, which is not live")
         addr = self.addr_of.pop(seq)
-        del self.seq_of[addr]
-        return addr
+        return addr, self.seq_of.pop(addr)[1]
 
 
 def seq_code(seq: int, prev: int) -> int:
@@ -250,14 +298,61 @@ def seq_decode(code: int, prev: int) -> int:
     return (prev + _unzigzag(code - 1)) & MASK64
 
 
-def encode_blocks(blocks: list[tuple[int, list[tuple]]]) -> list[Block]:
-    """Blocks as the recorder writes them: (thread, absolute events) in file order, frees by slot
-    where the table knows the address."""
+# Version 3's per-block state (trace_format.h, block_state).
+RECENT = 16                  # freed blocks remembered per size class
+CURSORS = 16                 # where the latest allocations ended
+CURSOR_REACH = 256           # in 16-byte units
+
+
+def size_class(size: int) -> int:
+    if size <= 1024:
+        return (size + 23) >> 4
+    e = (size - 1).bit_length() - 1
+    return 66 + (e - 10) * 4 + (((size - 1) >> (e - 2)) & 3)
+
+
+class BlockState:
+    def __init__(self) -> None:
+        self.last_ptr = self.prev_seq = 0
+        self.recent: dict[int, list[int]] = {}      # class -> freed addresses, oldest first
+        self.cursors: list[int] = []                # latest first
+
+    def push(self, cls: int, addr: int) -> None:
+        r = self.recent.setdefault(cls, [])
+        if len(r) == RECENT:
+            r.pop(0)
+        r.append(addr)
+
+    def take(self, cls: int, addr: int) -> int:
+        r = self.recent.get(cls, [])
+        for i in range(len(r) - 1, -1, -1):
+            if r[i] == addr:
+                del r[i]
+                return len(r) + 1 - i
+        return 0
+
+    def get(self, cls: int, k: int) -> int:
+        r = self.recent.get(cls, [])
+        if k > len(r):
+            raise ValueError(f"an allocation reuses freed block {k} of its class, which has fewer")
+        return r.pop(len(r) - k)
+
+    def use_cursor(self, j: int, end: int) -> None:
+        if j < len(self.cursors):
+            del self.cursors[j]
+        elif len(self.cursors) == CURSORS:
+            self.cursors.pop()
+        self.cursors.insert(0, end & MASK64)
+
+
+def encode_blocks(blocks: list[tuple[int, list[tuple]]], version: int = VERSION) -> list[Block]:
+    """Blocks as the recorder writes them (trace_encode.h): (thread, absolute events) in file
+    order, frees by number where the table knows the address; version 2 or 3."""
     table, out = LiveTable(), []
     for thread, events in blocks:
         first = events[0][1] if events else 0
-        b = Block(thread, first, slots=[])
-        last_ts, last_ptr, prev = first, 0, 0
+        b = Block(thread, first, slots=[], reuse=[] if version >= 3 else None)
+        st, last_ts = BlockState(), first
         for op, ts, size, ptr, new_ptr, align in events:
             b.ops.append(op)
             b.times.append(ts - last_ts)
@@ -265,21 +360,40 @@ def encode_blocks(blocks: list[tuple[int, list[tuple]]]) -> list[Block]:
             if op == THREAD_EXIT:
                 continue
             if op in (FREE, REALLOC):
-                seq = table.free_addr(ptr >> 4)
-                b.slots.append(seq_code(seq, prev) if seq else 0)
-                prev = seq or prev
-                if not seq:
-                    b.pointers.append((ptr >> 4) - last_ptr)
-                last_ptr = ptr >> 4                     # deltas continue from the block just freed
+                a = ptr >> 4
+                seq, cls = table.free_addr(a)
+                b.slots.append(seq_code(seq, st.prev_seq) if seq else 0)
+                if seq:
+                    st.prev_seq = seq
+                    st.push(cls, a)
+                else:
+                    b.pointers.append(a - st.last_ptr)
+                st.last_ptr = a                     # deltas continue from the block just freed
                 if op == FREE:
                     continue
             if op == MEMALIGN:
                 b.sizes.append(align)
             b.sizes.append(size)
-            addr = new_ptr if op == REALLOC else ptr
-            b.pointers.append((addr >> 4) - last_ptr)
-            last_ptr = addr >> 4
-            table.alloc(addr >> 4)
+            a = (new_ptr if op == REALLOC else ptr) >> 4
+            cls = size_class(size)
+            if version >= 3:
+                k = st.take(cls, a)
+                if not k:
+                    # the first cursor within 16 bytes, else the nearest within reach
+                    near = [(abs(a - c), j) for j, c in enumerate(st.cursors) if abs(a - c) < CURSOR_REACH]
+                    close = [j for d, j in near if d <= 1]
+                    j = close[0] if close else min(near)[1] if near else len(st.cursors)
+                    if near:
+                        k = RECENT + 1 + j
+                        b.pointers.append(a - st.cursors[j])
+                    else:
+                        b.pointers.append(a - st.last_ptr)
+                    st.use_cursor(j, a + ((size + 15) >> 4))
+                b.reuse.append(k)
+            else:
+                b.pointers.append(a - st.last_ptr)
+            st.last_ptr = a
+            table.alloc(a, cls)
         out.append(b)
     return out
 
@@ -289,30 +403,41 @@ def decode_events(t: Trace) -> list[tuple[int, tuple]]:
     order, pointers as the reader resolves them (addresses >> 4 << 4)."""
     table, out = LiveTable(), []
     for b in t.blocks:
-        ts, last_ptr, prev = b.first_ts, 0, 0
-        sizes, pointers, slots = iter(b.sizes), iter(b.pointers), iter(b.slots or [])
+        ts, st = b.first_ts, BlockState()
+        sizes, pointers, slots, reuse = iter(b.sizes), iter(b.pointers), iter(b.slots or []), iter(b.reuse or [])
         for op, dt in zip(b.ops, b.times):
             ts += dt
             size = ptr = new_ptr = align = 0
             if op in (FREE, REALLOC):
                 v = next(slots, 0) if t.version >= 2 else 0
                 if v:
-                    prev = seq_decode(v, prev)
-                    last_ptr = table.free_seq(prev)
+                    st.prev_seq = seq_decode(v, st.prev_seq)
+                    st.last_ptr, cls = table.free_seq(st.prev_seq)
+                    st.push(cls, st.last_ptr)
                 else:
-                    last_ptr += next(pointers)
-                ptr = last_ptr << 4
+                    st.last_ptr = (st.last_ptr + next(pointers)) & MASK64
+                ptr = st.last_ptr << 4
             if op == MEMALIGN:
                 align = next(sizes)
-            if op in (MALLOC, CALLOC, MEMALIGN, REALLOC):
+            if op in ALLOCATING:
                 size = next(sizes)
-                last_ptr += next(pointers)
-                addr = last_ptr << 4
-                if op == REALLOC:
-                    new_ptr = addr
+                cls = size_class(size)
+                k = next(reuse, 0) if t.version >= 3 else 0
+                if 0 < k <= RECENT:
+                    a = st.get(cls, k)
                 else:
-                    ptr = addr
+                    j = k - RECENT - 1 if k else len(st.cursors)
+                    if k and j >= len(st.cursors):
+                        raise ValueError(f"an allocation code {k} names no cursor")
+                    a = ((st.cursors[j] if k else st.last_ptr) + next(pointers)) & MASK64
+                    if t.version >= 3:
+                        st.use_cursor(j, a + ((size + 15) >> 4))
+                st.last_ptr = a
+                if op == REALLOC:
+                    new_ptr = a << 4
+                else:
+                    ptr = a << 4
                 if t.version >= 2:
-                    table.alloc(last_ptr)
+                    table.alloc(a, cls)
             out.append((b.thread, (op, ts, size, ptr, new_ptr, align)))
     return out

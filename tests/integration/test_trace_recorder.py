@@ -1,4 +1,4 @@
-"""The recorder (format version 2): every event kind round-trips, frees by allocation number,
+"""The recorder (format version 3; version 2 crafted too): every event kind round-trips, frees by allocation number,
 and a trace survives fork, thread exit, a fatal signal and kill -9; the clock fallback path."""
 from __future__ import annotations
 
@@ -37,12 +37,16 @@ EVENTS = [
 ]
 
 
-def test_every_event_kind_round_trips_with_frees_by_number(tmp_path):
-    blocks = encode_blocks(EVENTS)
+@pytest.mark.parametrize("version", [2, 3])
+def test_every_event_kind_round_trips_with_frees_by_number(tmp_path, version):
+    blocks = encode_blocks(EVENTS, version)
     codes = [c for b in blocks for c in b.slots]
     assert 0 in codes and any(c > 1 for c in codes)          # both encodings of a free are exercised
+    if version == 3:                                         # reused blocks, cursors and deltas too
+        reuse = [c for b in blocks for c in b.reuse]
+        assert 0 in reuse and any(0 < c <= 16 for c in reuse) and any(c > 16 for c in reuse)
     p = tmp_path / "t.trace"
-    p.write_bytes(Trace(blocks).to_bytes())
+    p.write_bytes(Trace(blocks, version=version).to_bytes())
     decoded = decode_events(parse(p.read_bytes()))
     assert decoded == [(th, e) for th, evs in EVENTS for e in evs]
     d = trace.info(p)                                       # the native reader agrees

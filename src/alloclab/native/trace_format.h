@@ -1,38 +1,59 @@
-/* trace_format.h — alloclab's allocation trace format, version 2: the one definition shared by
- * the recorder (tracer.c), the reader (trace_reader.c) and, through them, the replayer and
- * `alloclab trace info`. docs/trace-format.md describes it in prose; trace_codec.py mirrors it.
+/* trace_format.h — alloclab's allocation trace format, version 3 (versions 1 and 2 still read):
+ * the one definition shared by the recorder (tracer.c, encoding in trace_encode.h), the reader
+ * (trace_reader.c) and, through them, the replayer and `alloclab trace info`.
+ * docs/trace-format.md describes it in prose; trace_codec.py mirrors it.
  *
  *   file   := header block*
  *   header := 64 bytes: magic "ALCTRACE", u32 version, u32 flags, u64 start_realtime_ns,
  *             u64 start_monotonic_ns, u32 pid, u32 tick_ns (timestamp unit), u64 tsc_hz (the
  *             TSC's measured frequency when flags & TRACE_TSC, else 0), 16 zero bytes
  *             (all little-endian)
- *   block  := 32-byte block header + payload (zstd frame when flags & TRACE_ZSTD, else raw)
+ *   block  := 32-byte block header + payload
  *             header: u32 magic "BLK1", u32 payload_len, u32 raw_len, u32 thread, u32 events,
  *                     u32 reserved, u64 first_ts (ticks since start_monotonic_ns)
- *   payload (after decompression) := five columns (four in version 1: no slots), each u32
- *             length + bytes, in this order: ops (one byte per event), timestamps (varint tick
- *             delta from the previous event of the block, the first from first_ts), sizes
- *             (varints: alignment then size for MEMALIGN, size for MALLOC/CALLOC/REALLOC),
- *             pointers (svarints as below), slots (varints as below).
- *             Like data side by side compresses far better than interleaved rows.
+ *   payload, version 3 := for each of the nine columns: u32 raw length, u32 stored length, then
+ *             its own zstd frame (when flags & TRACE_ZSTD; else the raw bytes, stored == raw).
+ *             raw_len = the sum of (4 + raw length). One frame per column: a frame over all of
+ *             them costs ~0.2 byte/event more (its entropy tables mix the columns' statistics).
+ *   payload, versions 1-2 := one zstd frame (or raw) of the columns, each u32 length + bytes.
+ *   columns, version 3 (COL_*): ops (one byte per event); times, 2 planes (put_split: low
+ *             byte, varint of the rest) of the tick delta from the previous event of the block,
+ *             the first from first_ts; sizes, 2 planes (alignment then size for MEMALIGN, size
+ *             for MALLOC/CALLOC/REALLOC); pointers (svarints); free codes, 2 planes; reuse codes
+ *             (varints). Version 2: ops, times, sizes, pointers, free codes, all varints; version
+ *             1: the first four.
  *   event  := op, ts delta, then by op:
- *             MALLOC, CALLOC  varint size, svarint ptr delta
- *             FREE            slot code; svarint ptr delta only when the code is 0
- *             REALLOC         slot code of the old pointer (svarint old-ptr delta only when 0),
- *                             varint size, svarint new-ptr delta
- *             MEMALIGN        varint alignment, varint size, svarint ptr delta
+ *             MALLOC, CALLOC  size, allocation (below)
+ *             FREE            free code; svarint ptr delta only when the code is 0
+ *             REALLOC         free code of the old pointer (svarint old-ptr delta only when 0),
+ *                             size, allocation of the new pointer
+ *             MEMALIGN        alignment, size, allocation
  *             THREAD_EXIT     nothing
+ *             allocation, version 3: reuse code k, then as k says (the size is known first):
+ *               1..TRACE_RECENT  the k-th latest of the blocks of the allocation's size class
+ *                                (size_class) freed by number in this block (block_state.recent)
+ *               TRACE_RECENT+1+j svarint: the difference from cursor j, where one of the latest
+ *                                allocations ended (block_state.cursor: address + size/16
+ *                                rounded up, latest first)
+ *               0                svarint delta from the block's previous pointer
+ *             an allocation coded by a cursor or a delta moves that cursor (or a new one) to
+ *             the front. The encoder picks a freed block first, then the first cursor within 16
+ *             bytes, else the nearest within TRACE_CURSOR_REACH (any choice decodes; this one is
+ *             trace_codec.encode_blocks' too). Versions 1-2: svarint ptr delta.
  *   Pointers are stored >> 4 as zigzag deltas from the previous pointer of the block, a free's
  *   included even when it is written by number (version 2): an allocation that reuses the block
  *   just freed costs a zero. The live table's addresses are these >> 4 values too.
- *   Slots (version 2): writer and reader keep the same table of live allocations, updated in file
- *   order (live_table below), each allocation numbered in turn from 1. A FREE or REALLOC of an
- *   address in the table is written as seq_code(its number, the previous such number in the block
- *   or 0) — a zigzag delta + 1 — and leaves the table; an address not in it (allocated before
- *   recording began, or by a thread whose block comes later in the file) is written as 0 and the
- *   address. Frees in allocation order cost ~0 bits, random-order frees log2(live objects) at
- *   worst; an address delta costs ~13 bits more (measured: worker-pool 3.4 -> 2.8 bytes/event).
+ *   Free codes (versions 2-3): writer and reader keep the same table of live allocations, updated
+ *   in file order (live_table below), each allocation numbered in turn from 1. A FREE or REALLOC
+ *   of an address in the table is written as seq_code(its number, the previous such number in
+ *   the block or 0) — a zigzag delta + 1 — and leaves the table; an address not in it (allocated
+ *   before recording began, or by a thread whose block comes later in the file) is written as 0
+ *   and the address. Frees in allocation order cost ~0 bits, random-order frees log2(live
+ *   objects) at worst; an address delta costs ~13 bits more (measured: worker-pool 3.4 -> 2.8
+ *   bytes/event). Version 3's table also keeps each allocation's size class, so that a block
+ *   freed by number joins its class's recently freed list. The per-block state (recent lists,
+ *   cursors, previous pointer and number) starts empty in every block; the live table spans the
+ *   file.
  * A block holds the events of one thread in order. Threads are numbered from 1 in the order they
  * first allocate. Timestamps are CLOCK_MONOTONIC (or the TSC calibrated against it, flags &
  * TRACE_TSC), taken after an allocation returns and before a free is passed on, so an address
@@ -45,7 +66,7 @@
 #include <string.h>
 
 #define TRACE_MAGIC "ALCTRACE"
-#define TRACE_VERSION 2u
+#define TRACE_VERSION 3u
 #define TRACE_OLDEST_VERSION 1u  /* version 1: no slot column, every free by address */
 #define TRACE_ZSTD 1u
 #define TRACE_TSC 2u             /* timestamps from the calibrated TSC (header: tsc_hz) */
@@ -59,6 +80,7 @@
 /* Timestamps are stored in ticks of 32 ns: finer than any allocator's timing matters, and 5 bits
  * of noise less per event on disk. */
 #define TRACE_TICK_NS 32u
+#define TRACE_CLASS_BITS 16          /* the live table's value: seq << 16 | class (version 3) */
 
 enum trace_op { OP_MALLOC = 1, OP_FREE = 2, OP_CALLOC = 3, OP_REALLOC = 4, OP_MEMALIGN = 5, OP_THREAD_EXIT = 6 };
 
@@ -180,23 +202,25 @@ typedef struct {
     u64map by_seq;           /* sequence number -> address (the reader only) */
     uint64_t next_seq;
     int reverse;             /* keep by_seq */
+    unsigned shift;          /* TRACE_CLASS_BITS from version 3: by_addr's value carries the size class */
 } live_table;
 
-/* An allocation at address a: 0, or -1 when out of memory. An address still in the table (its
- * free was written, by address, before its allocation) is forgotten first. */
-static inline int live_alloc(live_table *t, uint64_t a) {
+/* An allocation at address a (of size class cls, kept from version 3 on): 0, or -1 when out of
+ * memory. An address still in the table (its free was written, by address, before its allocation)
+ * is forgotten first. by_addr holds seq << shift | cls (shift TRACE_CLASS_BITS from version 3, else 0). */
+static inline int live_alloc(live_table *t, uint64_t a, unsigned cls) {
     size_t i = um_find(&t->by_addr, a);
     if (i != (size_t)-1) {
-        if (t->reverse) { size_t r = um_find(&t->by_seq, t->by_addr.vals[i]); if (r != (size_t)-1) um_delete_at(&t->by_seq, r); }
+        if (t->reverse) { size_t r = um_find(&t->by_seq, t->by_addr.vals[i] >> t->shift); if (r != (size_t)-1) um_delete_at(&t->by_seq, r); }
         um_delete_at(&t->by_addr, i);
     }
     uint64_t seq = ++t->next_seq;
-    if (um_put(&t->by_addr, a, seq) != 0) return -1;
+    if (um_put(&t->by_addr, a, seq << t->shift | (t->shift ? cls : 0)) != 0) return -1;
     if (t->reverse && um_put(&t->by_seq, seq, a) != 0) return -1;
     return 0;
 }
 
-/* The writer's free: the allocation's sequence number (forgotten), or 0 when a is not live. */
+/* The writer's free: the allocation's by_addr value (forgotten), or 0 when a is not live. */
 static inline uint64_t live_free_addr(live_table *t, uint64_t a) {
     size_t i = um_find(&t->by_addr, a);
     if (i == (size_t)-1) return 0;
@@ -205,14 +229,16 @@ static inline uint64_t live_free_addr(live_table *t, uint64_t a) {
     return seq;
 }
 
-/* The reader's free of sequence number seq: 0 with *addr set, -1 when no live allocation has it. */
-static inline int live_free_seq(live_table *t, uint64_t seq, uint64_t *addr) {
+/* The reader's free of sequence number seq: 0 with *addr (and *cls) set, -1 when no live
+ * allocation has it. */
+static inline int live_free_seq(live_table *t, uint64_t seq, uint64_t *addr, unsigned *cls) {
     size_t r = um_find(&t->by_seq, seq);
     if (r == (size_t)-1) return -1;
     uint64_t a = t->by_seq.vals[r];
     um_delete_at(&t->by_seq, r);
     size_t i = um_find(&t->by_addr, a);
-    if (i != (size_t)-1) um_delete_at(&t->by_addr, i);
+    *cls = 0;
+    if (i != (size_t)-1) { *cls = (unsigned)(t->by_addr.vals[i] & ((1u << TRACE_CLASS_BITS) - 1)); um_delete_at(&t->by_addr, i); }
     *addr = a;
     return 0;
 }
@@ -228,5 +254,71 @@ static inline uint64_t seq_decode(uint64_t code, uint64_t prev) {
     return prev + (uint64_t)((int64_t)(u >> 1) ^ -(int64_t)(u & 1));
 }
 
+/* ---- version 3: per-block state shared by the encoder (trace_encode.h) and the reader ----
+ * Columns, in this order. */
+enum { COL_OPS, COL_TIMES, COL_TIMES_HI, COL_SIZES, COL_SIZES_HI, COL_ADDRS, COL_FREES, COL_FREES_HI, COL_REUSE,
+       TRACE_COLUMNS };
+/* Times, sizes and free codes are split in two planes: the low byte in one column, the rest as a
+ * varint in the next. zstd's order-0 entropy coding fits a plane of like bytes far better than
+ * varints' mixed bytes (sawtooth: times 1.10 -> 0.98 byte/event, frees 1.13 -> 1.03). */
+static inline void put_split(uint8_t **p, int col, uint64_t v) {
+    *p[col]++ = (uint8_t)v;
+    p[col + 1] = put_varint(p[col + 1], v >> 8);
+}
+/* Size classes: 16-byte steps up to 1 KiB, aligned as glibc's chunks are (size + 8 rounded up),
+ * then 4 per power of two: an allocation is most often served a block of its class freed recently. */
+#define TRACE_CLASSES 282
+#define TRACE_RECENT 16              /* freed blocks remembered per class (a power of two) */
+static inline unsigned size_class(uint64_t s) {
+    if (s <= 1024) return (unsigned)((s + 23) >> 4);
+    unsigned e = 63u - (unsigned)__builtin_clzll(s - 1);
+    return 66 + (e - 10) * 4 + (unsigned)(((s - 1) >> (e - 2)) & 3);
+}
+#define TRACE_CURSORS 16             /* where the latest allocations ended */
+#define TRACE_CURSOR_REACH 256       /* an address within this many 16-byte units of one is coded from it */
+typedef struct {
+    uint64_t last_ptr, prev_seq;
+    uint64_t recent[TRACE_CLASSES][TRACE_RECENT];       /* its blocks freed by number: a ring */
+    uint8_t nrecent[TRACE_CLASSES], head[TRACE_CLASSES]; /* how many; where the next one goes */
+    uint64_t cursor[TRACE_CURSORS];                     /* where recent allocations ended, latest first */
+    unsigned ncursors;
+} block_state;
+static inline void block_state_reset(block_state *s) {
+    s->last_ptr = s->prev_seq = 0;
+    memset(s->nrecent, 0, sizeof s->nrecent);
+    memset(s->head, 0, sizeof s->head);
+    s->ncursors = 0;
+}
+#define RECENT_AT(s, cls, k) (s)->recent[cls][((s)->head[cls] - (k)) & (TRACE_RECENT - 1)]  /* k-th latest, from 1 */
+static inline void recent_push(block_state *s, unsigned cls, uint64_t a) {   /* the oldest of a full ring goes */
+    s->recent[cls][s->head[cls]] = a;
+    s->head[cls] = (uint8_t)((s->head[cls] + 1) & (TRACE_RECENT - 1));
+    if (s->nrecent[cls] < TRACE_RECENT) s->nrecent[cls]++;
+}
+static inline void recent_remove(block_state *s, unsigned cls, unsigned k) {  /* the k-th latest leaves */
+    for (unsigned m = k; m > 1; m--) RECENT_AT(s, cls, m) = RECENT_AT(s, cls, m - 1);
+    s->head[cls] = (uint8_t)((s->head[cls] - 1) & (TRACE_RECENT - 1));
+    s->nrecent[cls]--;
+}
+/* The encoder: 1 + how many blocks of the class were freed after a (which leaves the list), or 0. */
+static inline unsigned recent_take(block_state *s, unsigned cls, uint64_t a) {
+    unsigned n = s->nrecent[cls];
+    for (unsigned k = 1; k <= n; k++)
+        if (RECENT_AT(s, cls, k) == a) { recent_remove(s, cls, k); return k; }
+    return 0;
+}
+/* The reader: the block named by code k >= 1 (it leaves the list); -1 when there is none. */
+static inline int recent_get(block_state *s, unsigned cls, uint64_t k, uint64_t *a) {
+    if (k > s->nrecent[cls]) return -1;
+    *a = RECENT_AT(s, cls, (unsigned)k);
+    recent_remove(s, cls, (unsigned)k);
+    return 0;
+}
+/* Cursor j (0 = latest) moves to the front and now ends at end; j == ncursors adds one. */
+static inline void cursor_use(block_state *s, unsigned j, uint64_t end) {
+    if (j >= s->ncursors) { j = s->ncursors < TRACE_CURSORS ? s->ncursors++ : TRACE_CURSORS - 1; }
+    memmove(s->cursor + 1, s->cursor, j * sizeof *s->cursor);
+    s->cursor[0] = end;
+}
 static inline void live_destroy(live_table *t) { um_destroy(&t->by_addr); um_destroy(&t->by_seq); t->next_seq = 0; }
 #endif

@@ -67,16 +67,104 @@ static trace_thread *thread_for(trace_data *t, uint32_t id) {
 
 typedef struct { const uint8_t *p, *end; } column;
 
+
+/* A value split in two planes (put_split): 0, or -1 when a column ends first or it overflows. */
+static int get_split(column *col, int c, uint64_t *v) {
+    uint64_t hi;
+    if (col[c].p >= col[c].end) return -1;
+    uint8_t lo = *col[c].p++;
+    if (!(col[c + 1].p = get_varint(col[c + 1].p, col[c + 1].end, &hi)) || hi >> 56) return -1;
+    *v = hi << 8 | lo;
+    return 0;
+}
+
+/* Version 3 (trace_format.h): nine columns; an allocation's address is, by its reuse code, one of
+ * the blocks of its size class freed recently in the block, or a delta. Mirrors enc_event. */
+static int decode_block_v3(trace_data *t, trace_thread *th, const column *colp, uint32_t thread, uint32_t events,
+                           uint64_t first_ts, size_t offset) {
+    column col[TRACE_COLUMNS];
+    memcpy(col, colp, sizeof col);
+    block_state *s = t->block_state;
+    block_state_reset(s);
+    uint64_t ts = first_ts, v;
+    int64_t d;
+    for (uint32_t i = 0; i < events; i++) {
+        trace_event e = {0};
+        e.op = *col[COL_OPS].p++;
+        e.thread = thread;
+        if (e.op < OP_MALLOC || e.op > OP_THREAD_EXIT) return fail(t, "block at byte %zu: unknown operation %u", offset, e.op);
+        if (e.op == OP_THREAD_EXIT) {
+            if (i + 1 != events) return fail(t, "block at byte %zu: thread %u has events after its exit", offset, thread);
+            th->exited = 1;
+        }
+        if (get_split(col, COL_TIMES, &v) != 0) goto truncated;
+        if (v > UINT64_MAX - ts) return fail(t, "block at byte %zu: timestamp overflow", offset);
+        ts += v;
+        if (ts > UINT64_MAX / t->tick_ns) return fail(t, "block at byte %zu: timestamp overflow", offset);
+        e.ts = ts * t->tick_ns;
+        if (e.op == OP_FREE || e.op == OP_REALLOC) {
+            uint64_t code;
+            if (get_split(col, COL_FREES, &code) != 0) goto truncated;
+            if (code) {
+                unsigned cls;
+                s->prev_seq = seq_decode(code, s->prev_seq);
+                if (live_free_seq(&t->live, s->prev_seq, &e.ptr, &cls) != 0)
+                    return fail(t, "block at byte %zu: a free names allocation %llu, which is not live", offset,
+                                (unsigned long long)s->prev_seq);
+                recent_push(s, cls, e.ptr);
+            } else {
+                if (!(col[COL_ADDRS].p = get_svarint(col[COL_ADDRS].p, col[COL_ADDRS].end, &d))) goto truncated;
+                e.ptr = s->last_ptr + (uint64_t)d;
+            }
+            s->last_ptr = e.ptr;
+        }
+        if (e.op == OP_MEMALIGN) {
+            if (get_split(col, COL_SIZES, &v) != 0) goto truncated;
+            if (v == 0 || v > (1u << 30) || (v & (v - 1))) return fail(t, "block at byte %zu: alignment %llu is not a power of two", offset, (unsigned long long)v);
+            e.align = (uint32_t)v;
+        }
+        if (e.op != OP_FREE && e.op != OP_THREAD_EXIT) {
+            if (get_split(col, COL_SIZES, &e.size) != 0) goto truncated;
+            if (e.size > TRACE_MAX_SIZE) return fail(t, "block at byte %zu: implausible size %llu", offset, (unsigned long long)e.size);
+            unsigned cls = size_class(e.size);
+            uint64_t k, a;
+            if (!(col[COL_REUSE].p = get_varint(col[COL_REUSE].p, col[COL_REUSE].end, &k))) goto truncated;
+            if (k && k <= TRACE_RECENT) {
+                if (recent_get(s, cls, k, &a) != 0)
+                    return fail(t, "block at byte %zu: an allocation reuses freed block %llu of its class, which has fewer", offset,
+                                (unsigned long long)k);
+            } else {
+                uint64_t j = k ? k - TRACE_RECENT - 1 : s->ncursors;
+                if (k && j >= s->ncursors)
+                    return fail(t, "block at byte %zu: an allocation code %llu names no cursor", offset, (unsigned long long)k);
+                if (!(col[COL_ADDRS].p = get_svarint(col[COL_ADDRS].p, col[COL_ADDRS].end, &d))) goto truncated;
+                a = (k ? s->cursor[j] : s->last_ptr) + (uint64_t)d;
+                cursor_use(s, (unsigned)j, a + ((e.size + 15) >> 4));
+            }
+            s->last_ptr = a;
+            if (e.op == OP_REALLOC) e.new_ptr = a; else e.ptr = a;
+            if (live_alloc(&t->live, a, cls) != 0) return fail(t, "out of memory reading the trace");
+        }
+        th->ev[th->n++] = e;
+    }
+    for (int c = 1; c < TRACE_COLUMNS; c++)
+        if (col[c].p != col[c].end) return fail(t, "block at byte %zu: column %d has bytes left after its events", offset, c);
+    t->nevents += events;
+    return 0;
+truncated:
+    return fail(t, "block at byte %zu: an event is cut short", offset);
+}
+
 static int decode_block(trace_data *t, const uint8_t *raw, size_t raw_len, uint32_t thread, uint32_t events,
                         uint64_t first_ts, size_t offset) {
     trace_thread *th = thread_for(t, thread);
     if (!th) return fail(t, "block at byte %zu: more than %u threads", offset, TRACE_MAX_THREADS);
     /* The recorder gives a thread that allocates again after its exit marker a new number. */
     if (th->exited) return fail(t, "block at byte %zu: thread %u has events after its exit", offset, thread);
-    column col[5] = {{0}};
+    column col[TRACE_COLUMNS] = {{0}};
     const uint8_t *p = raw, *end = raw + raw_len;
-    int ncols = t->version >= 2 ? 5 : 4;
-    for (int c = 0; c < ncols; c++) {             /* ops, times, sizes, pointers, slots (v2) */
+    int ncols = t->version >= 3 ? TRACE_COLUMNS : t->version >= 2 ? 5 : 4;
+    for (int c = 0; c < ncols; c++) {             /* ops, times, sizes, pointers, slots (v2), reuse (v3) */
         if (end - p < 4) return fail(t, "block at byte %zu: column %d is cut short", offset, c);
         uint32_t n = get_u32(p);
         p += 4;
@@ -93,6 +181,7 @@ static int decode_block(trace_data *t, const uint8_t *raw, size_t raw_len, uint3
         th->ev = ev;
         th->cap = cap;
     }
+    if (t->version >= 3) return decode_block_v3(t, th, col, thread, events, first_ts, offset);
     uint64_t ts = first_ts, last_ptr = 0, prev_seq = 0, v;
     int64_t d;
     for (uint32_t i = 0; i < events; i++) {
@@ -124,7 +213,8 @@ static int decode_block(trace_data *t, const uint8_t *raw, size_t raw_len, uint3
                 if (!(col[4].p = get_varint(col[4].p, col[4].end, &slot))) goto truncated;
                 if (slot) {
                     prev_seq = seq_decode(slot, prev_seq);
-                    if (live_free_seq(&t->live, prev_seq, &e.ptr) != 0)
+                    unsigned cls;
+                    if (live_free_seq(&t->live, prev_seq, &e.ptr, &cls) != 0)
                         return fail(t, "block at byte %zu: a free names allocation %llu, which is not live", offset,
                                     (unsigned long long)prev_seq);
                     last_ptr = e.ptr;             /* deltas continue from the block just freed */
@@ -142,7 +232,7 @@ static int decode_block(trace_data *t, const uint8_t *raw, size_t raw_len, uint3
             e.new_ptr = last_ptr;
         }
         if (ncols == 5 && e.op != OP_FREE && e.op != OP_THREAD_EXIT &&
-            live_alloc(&t->live, e.op == OP_REALLOC ? e.new_ptr : e.ptr) != 0)
+            live_alloc(&t->live, e.op == OP_REALLOC ? e.new_ptr : e.ptr, 0) != 0)
             return fail(t, "out of memory reading the trace");
         th->ev[th->n++] = e;
     }
@@ -152,6 +242,33 @@ static int decode_block(trace_data *t, const uint8_t *raw, size_t raw_len, uint3
     return 0;
 truncated:
     return fail(t, "block at byte %zu: an event is cut short", offset);
+}
+
+/* Version 3: each column is stored as u32 raw length, u32 stored length, then its zstd frame (or
+ * the raw bytes); unpacked to the layout decode_block reads (u32 length + bytes per column),
+ * which must fill exactly the block header's raw length. NULL, or what is wrong. */
+static const char *unpack_columns(const uint8_t *p, size_t plen, uint8_t *raw, size_t rlen, int zstd) {
+    size_t at = 0, pos = 0;
+    for (int c = 0; c < TRACE_COLUMNS; c++) {
+        if (plen - at < 8) return "has fewer columns than the format's";
+        uint32_t len = get_u32(p + at), stored = get_u32(p + at + 4);
+        at += 8;
+        if (stored > plen - at) return "has a column longer than the block";
+        if (rlen - pos < 4 || len > rlen - pos - 4) return "has columns longer than its raw length";
+        put_u32(raw + pos, len);
+        pos += 4;
+        if (!zstd || !len) {
+            if (stored != len) return "has different raw and stored sizes";
+            if (len) memcpy(raw + pos, p + at, len);
+        } else {
+            size_t got = ZSTD_decompress(raw + pos, len, p + at, stored);
+            if (ZSTD_isError(got) || got != len) return "does not decompress";
+        }
+        pos += len;
+        at += stored;
+    }
+    if (at != plen) return "has stray bytes after its columns";
+    return pos == rlen ? NULL : "has columns shorter than its raw length";
 }
 
 int trace_parse(const uint8_t *buf, size_t n, trace_data *t) {
@@ -173,6 +290,8 @@ int trace_parse(const uint8_t *buf, size_t n, trace_data *t) {
     t->live.by_addr.seed = id_seed * 0x9e3779b97f4a7c15ULL;
     t->live.by_seq.seed = id_seed * 0xbf58476d1ce4e5b9ULL;
     t->live.reverse = 1;
+    t->live.shift = version >= 3 ? TRACE_CLASS_BITS : 0;
+    if (version >= 3 && !(t->block_state = malloc(sizeof *t->block_state))) return fail(t, "out of memory reading the trace");
     /* Memory follows events, not file bytes: cap the events a file may unpack to (trace_reader.h). */
     size_t budget = n > (TRACE_MAX_EVENTS - TRACE_EVENTS_BASE) / TRACE_EVENTS_PER_BYTE
                     ? TRACE_MAX_EVENTS : TRACE_EVENTS_BASE + TRACE_EVENTS_PER_BYTE * n;
@@ -190,7 +309,7 @@ int trace_parse(const uint8_t *buf, size_t n, trace_data *t) {
         uint32_t plen = get_u32(h + 4), rlen = get_u32(h + 8), thread = get_u32(h + 12), events = get_u32(h + 16);
         uint64_t first = get_u64(h + 24);
         if (plen > n - at - TRACE_BLOCK_HEADER_SIZE) { free(raw); return fail(t, "truncated: the block at byte %zu needs %u bytes, %zu remain", at, plen, n - at - TRACE_BLOCK_HEADER_SIZE); }
-        if (rlen > TRACE_MAX_RAW_BLOCK || thread == 0 || rlen > 20 + (uint64_t)TRACE_MAX_EVENT_BYTES * events || events > rlen) {
+        if (rlen > TRACE_MAX_RAW_BLOCK || thread == 0 || rlen > 4 * TRACE_COLUMNS + (uint64_t)TRACE_MAX_EVENT_BYTES * events || events > rlen) {
             free(raw);
             return fail(t, "corrupt: block at byte %zu has impossible sizes", at);
         }
@@ -200,7 +319,14 @@ int trace_parse(const uint8_t *buf, size_t n, trace_data *t) {
                         "compressible, so the file is not one", at, budget, n);
         }
         const uint8_t *payload = h + TRACE_BLOCK_HEADER_SIZE;
-        if (flags & TRACE_ZSTD) {
+        if (version >= 3) {
+            uint8_t *grown = realloc(raw, rlen ? rlen : 1);
+            if (!grown) { free(raw); return fail(t, "out of memory reading the trace"); }
+            raw = grown;
+            const char *wrong = unpack_columns(payload, plen, raw, rlen, flags & TRACE_ZSTD);
+            if (wrong) { free(raw); return fail(t, "corrupt: the block at byte %zu %s", at, wrong); }
+            payload = raw;
+        } else if (flags & TRACE_ZSTD) {
             uint8_t *grown = realloc(raw, rlen ? rlen : 1);
             if (!grown) { free(raw); return fail(t, "out of memory reading the trace"); }
             raw = grown;
@@ -216,6 +342,8 @@ int trace_parse(const uint8_t *buf, size_t n, trace_data *t) {
     }
     free(raw);
     live_destroy(&t->live);                        /* events carry their addresses from here on */
+    free(t->block_state);
+    t->block_state = NULL;
     return 0;
 }
 
@@ -246,6 +374,8 @@ int trace_read_file(const char *path, trace_data *t) {
 
 void trace_data_free(trace_data *t) {
     live_destroy(&t->live);
+    free(t->block_state);
+    t->block_state = NULL;
     for (uint32_t i = 0; i < t->nthreads; i++) free(t->threads[i].ev);
     free(t->threads);
     free(t->id_slots);

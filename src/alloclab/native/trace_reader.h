@@ -8,7 +8,7 @@
 /* Limits a file must respect to be read at all (docs/trace-format.md, "Limits"):
  *  - threads: at most TRACE_MAX_THREADS distinct thread numbers;
  *  - events: at most TRACE_EVENTS_BASE + TRACE_EVENTS_PER_BYTE x the file's size, and never over
- *    TRACE_MAX_EVENTS. Recordings measured here take 0.66-3.7 bytes per event (up to 1.5 events
+ *    TRACE_MAX_EVENTS. Recordings measured here take 0.43-3.5 bytes per event (up to 2.3 events
  *    per byte); a zstd frame of zeros can claim ~100,000 events per byte, and decoded events cost
  *    memory (~150 bytes each through replay), so a file claiming more is refused as not a recording.
  *  - a block's raw length at most 20 + TRACE_MAX_EVENT_BYTES per event it declares (checked
@@ -17,7 +17,7 @@
 #define TRACE_EVENTS_BASE ((size_t)4 << 20)
 #define TRACE_EVENTS_PER_BYTE ((size_t)64)
 #define TRACE_MAX_EVENTS ((size_t)1 << 31)
-#define TRACE_MAX_EVENT_BYTES 51u          /* op + 5 varints of at most 10 bytes (REALLOC: ts, slot, old, size, new) */
+#define TRACE_MAX_EVENT_BYTES 64u          /* REALLOC: op, 3 split values (ts, free code, size: 11 bytes each), 3 varints (old, reuse, new) */
 /* Requests above this are corruption, not a recording (the replayer's own, lower, limits are
  * policy: replay --max-alloc). */
 #define TRACE_MAX_SIZE (1ull << 40)
@@ -39,7 +39,8 @@ typedef struct {
     size_t nevents;
     uint32_t version;
     size_t truncated_bytes;      /* an unfinished recording's partial last block, ignored */
-    live_table live;             /* version 2: live allocations while reading (trace_format.h) */
+    live_table live;             /* versions 2-3: live allocations while reading (trace_format.h) */
+    block_state *block_state;    /* version 3: the block's recently freed blocks, while reading */
     char error[256];
 } trace_data;
 

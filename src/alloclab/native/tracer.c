@@ -7,7 +7,8 @@
  * The calling thread only appends a fixed 32-byte record (a TSC read, the pointer, size and
  * operation) to its own chunk (mmap()ed, so recording never allocates through the hooks). A full
  * chunk goes to a queue; one writer thread turns chunks into blocks of the format (trace_format.h:
- * timestamps converted to ticks, columns, slots for frees), compresses them with zstd and writes
+ * timestamps converted to ticks, columns, frees by number, allocations by reuse: trace_encode.h),
+ * compresses them with zstd (a frame per column) and writes
  * each block with one write() to $ALLOCLAB_TRACE_FILE. Timestamps: the TSC (rdtsc) when the CPU
  * says it is invariant, calibrated against CLOCK_MONOTONIC by the writer (the calibration only
  * improves with time; the header records the final frequency); CLOCK_MONOTONIC otherwise, or with
@@ -26,7 +27,7 @@
  *  - kill -9: every block written so far is whole (one write() each), so the file reads up to its
  *    last written block; only the chunks still in memory are lost.
  */
-#include "trace_format.h"
+#include "trace_encode.h"
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -237,36 +238,11 @@ static inline void record(uint64_t t, unsigned op, uint64_t size, const void *pt
 static double ticks_per_unit;         /* TSC cycles (or ns) -> 32 ns ticks */
 static uint64_t tsc_hz;
 static ZSTD_CCtx *cctx;
-static uint8_t *cols_buf, *raw_buf, *out_buf;
-static live_table live;
-static int live_broken;               /* out of memory in the table: stop writing (the reader would diverge) */
+static uint8_t *cols_buf, *out_buf;
+static trace_encoder enc;             /* enc.broken: out of memory in the live table: stop writing (the reader would diverge) */
 static size_t out_cap;
 
 #define COL_CAP(per_event) ((size_t)CHUNK_EVENTS * (per_event))
-
-/* The live table as the writer uses it: the latest allocation waits outside the hash until the
- * next one, so the commonest pattern (free what was just allocated) costs no hash operation.
- * The numbers are those of live_table's rules (trace_format.h); only the bookkeeping differs. */
-static uint64_t pending_addr, pending_seq;
-static int pending;
-
-static int writer_alloc(uint64_t a) {
-    if (pending && pending_addr == a) pending = 0;          /* forgotten, as live_alloc forgets it */
-    else {
-        size_t i = um_find(&live.by_addr, a);
-        if (i != (size_t)-1) um_delete_at(&live.by_addr, i);
-    }
-    if (pending && um_put(&live.by_addr, pending_addr, pending_seq) != 0) return -1;
-    pending = 1;
-    pending_addr = a;
-    pending_seq = ++live.next_seq;
-    return 0;
-}
-
-static uint64_t writer_free(uint64_t a) {
-    if (pending && pending_addr == a) { pending = 0; return pending_seq; }
-    return live_free_addr(&live, a);
-}
 
 static void write_all(const uint8_t *p, size_t n) {
     while (n) {
@@ -322,58 +298,25 @@ static void encode_chunk(chunk *c) {
     }
     calibrate();
     uint64_t *thread_floor = last_tick_of(c->thread), floor_ts = thread_floor ? *thread_floor : 0;
-    uint8_t *col[5], *p[5];
-    size_t cap[5] = {COL_CAP(1), COL_CAP(10), COL_CAP(20), COL_CAP(20), COL_CAP(10)};
-    uint8_t *at = cols_buf;
-    for (int k = 0; k < 5; k++) { col[k] = p[k] = at; at += cap[k]; }
-    if (live_broken) return;
-    uint64_t first = to_ticks(c->r[0].t), last_ptr = 0, prev_seq = 0;
+    static const size_t cap[TRACE_COLUMNS] = {COL_CAP(1), COL_CAP(1), COL_CAP(10), COL_CAP(2), COL_CAP(20), COL_CAP(20), COL_CAP(1),
+                                              COL_CAP(10), COL_CAP(10)};
+    if (enc.broken) return;
+    enc_begin(&enc, cols_buf, cap);
+    uint64_t first = to_ticks(c->r[0].t);
     if (first < floor_ts) first = floor_ts;
     uint64_t last_ts = first;
     for (uint32_t i = 0; i < n; i++) {
         const rec *r = &c->r[i];
         unsigned op = (unsigned)(r->size_op >> 56);
-        uint64_t size = r->size_op & SIZE_MASK, ts = to_ticks(r->t);
-        *p[0]++ = (uint8_t)op;
-        p[1] = put_varint(p[1], ts > last_ts ? ts - last_ts : 0);
+        uint64_t ts = to_ticks(r->t);
+        uint64_t dt = ts > last_ts ? ts - last_ts : 0;
         if (ts > last_ts) last_ts = ts;
-        if (op == OP_THREAD_EXIT) continue;
-        if (op == OP_FREE || op == OP_REALLOC) {
-            uint64_t a = r->ptr >> 4;
-            uint64_t seq = writer_free(a);
-            p[4] = put_varint(p[4], seq ? seq_code(seq, prev_seq) : 0);
-            if (seq) prev_seq = seq;
-            else p[3] = put_svarint(p[3], (int64_t)(a - last_ptr));
-            last_ptr = a;              /* the next allocation is often the block just freed: delta 0 */
-            if (op == OP_FREE) continue;
-        }
-        if (op == OP_MEMALIGN) p[2] = put_varint(p[2], r->aux);
-        p[2] = put_varint(p[2], size);
-        uint64_t addr = op == OP_REALLOC ? r->aux : r->ptr, a = addr >> 4;
-        p[3] = put_svarint(p[3], (int64_t)(a - last_ptr));
-        last_ptr = a;
-        if (writer_alloc(a) != 0) live_broken = 1;
+        enc_event(&enc, op, dt, r->size_op & SIZE_MASK, op == OP_MEMALIGN ? r->aux : 0, r->ptr,
+                  op == OP_REALLOC ? r->aux : 0);
     }
     if (thread_floor) *thread_floor = last_ts;
-    size_t raw_len = 0;
-    for (int k = 0; k < 5; k++) {
-        size_t len = (size_t)(p[k] - col[k]);
-        put_u32(raw_buf + raw_len, (uint32_t)len);
-        memcpy(raw_buf + raw_len + 4, col[k], len);
-        raw_len += 4 + len;
-    }
-    size_t zn = ZSTD_compressCCtx(cctx, out_buf + TRACE_BLOCK_HEADER_SIZE, out_cap - TRACE_BLOCK_HEADER_SIZE,
-                                  raw_buf, raw_len, level);
-    if (ZSTD_isError(zn)) return;
-    uint8_t *h = out_buf;
-    memset(h, 0, TRACE_BLOCK_HEADER_SIZE);
-    put_u32(h, TRACE_BLOCK_MAGIC);
-    put_u32(h + 4, (uint32_t)zn);
-    put_u32(h + 8, (uint32_t)raw_len);
-    put_u32(h + 12, c->thread);
-    put_u32(h + 16, n);
-    put_u64(h + 24, first);
-    write_all(out_buf, zn + TRACE_BLOCK_HEADER_SIZE);   /* one write: a kill -9 leaves whole blocks */
+    size_t len = enc_pack(&enc, cctx, level, out_buf, out_cap, c->thread, n, first);
+    if (len) write_all(out_buf, len);                  /* one write: a kill -9 leaves whole blocks */
 }
 
 /* Queue every thread's partial chunk (exit or a fatal signal). */
@@ -479,14 +422,13 @@ __attribute__((constructor)) static void tracer_init(void) {
     out_fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (out_fd < 0) return;
     busy++;
-    out_cap = ZSTD_compressBound(COL_CAP(61) + 64) + TRACE_BLOCK_HEADER_SIZE;
-    size_t need = COL_CAP(61) + (COL_CAP(61) + 64) + out_cap;
+    out_cap = ZSTD_compressBound(COL_CAP(81)) + TRACE_COLUMNS * (8 + ZSTD_compressBound(0)) + TRACE_BLOCK_HEADER_SIZE;
+    size_t need = COL_CAP(81) + out_cap;
     cols_buf = mmap(NULL, need, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     cctx = ZSTD_createCCtx();
     busy--;
     if (cols_buf == MAP_FAILED || !cctx) { close(out_fd); out_fd = -1; return; }
-    raw_buf = cols_buf + COL_CAP(61);
-    out_buf = raw_buf + COL_CAP(61) + 64;
+    out_buf = cols_buf + COL_CAP(81);
     struct timespec rt;
     clock_gettime(CLOCK_REALTIME, &rt);
     start_mono = mono_ns();

@@ -687,7 +687,7 @@ def import_torutils(folder: Path, out: Path, naive_tz: timezone = timezone.utc, 
                                              started_at=first, ended_at=last, verified=None,
                                              verify_detail="imported: allocator not verified by alloclab")
                 for start in range(lo, hi, 200_000):
-                    store.insert_many("samples", SAMPLE_COLUMNS, relays.rows(start, min(hi, start + 200_000), rid[nick]))
+                    store.insert_many("samples", relays.columns(), relays.rows(start, min(hi, start + 200_000), rid[nick]))
                 written += hi - lo
                 if progress and written - reported >= PROGRESS_ROWS:
                     reported = written
@@ -801,16 +801,23 @@ class _SampleTable:
         self.server = relays.server
         self.duplicate_times = relays.duplicate_times if duplicate_times is None else duplicate_times
 
+    def columns(self) -> tuple[str, ...]:
+        """The SAMPLE_COLUMNS with any value: the others are left to their default, NULL (fewer
+        values to bind per row: most of the time of writing ten million samples)."""
+        phase = ("phase",) if self.phase.any() else ()
+        return ("t", "replica_id", *phase, "tier", *(c for c in SAMPLE_FIGURES if c in self.figures))
+
     def rows(self, lo: int, hi: int, replica_id: int) -> Iterator[tuple]:
-        """Samples lo..hi as SAMPLE_COLUMNS tuples of Python values (None for NULL)."""
+        """Samples lo..hi as tuples of Python values (None for NULL) in the order of columns()."""
         n = hi - lo
-        columns: list[Iterable] = [self.t[lo:hi].tolist(), itertools.repeat(replica_id, n),
-                                   torutils_fast.PHASE_VALUES[self.phase[lo:hi]].tolist(),
-                                   torutils_fast.TIER_VALUES[self.tier[lo:hi]].tolist()]
+        out: list[Iterable] = [self.t[lo:hi].tolist(), itertools.repeat(replica_id, n)]
+        if self.phase.any():
+            out.append(torutils_fast.PHASE_VALUES[self.phase[lo:hi]].tolist())
+        out.append(torutils_fast.TIER_VALUES[self.tier[lo:hi]].tolist())
         for c in SAMPLE_FIGURES:
-            v = self.figures.get(c)
-            columns.append(itertools.repeat(None, n) if v is None else _python_values(v[lo:hi], LIMITS[c][0]))
-        return zip(*columns)
+            if c in self.figures:
+                out.append(_python_values(self.figures[c][lo:hi], LIMITS[c][0]))
+        return zip(*out)
 
 
 def _python_values(v: np.ndarray, kind: str) -> list:

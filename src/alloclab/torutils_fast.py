@@ -141,9 +141,9 @@ def _block(block: bytes, first_line: int, ncols: int, col: dict[str, int], prese
             raise NotSimple(f"a {name} cell wider than {widest}")
         if width == 0:
             return np.zeros(len(s), "S1"), np.zeros((len(s), 1), np.uint8)
-        offsets = np.arange(width)
-        inside = offsets < lengths[:, None]
-        matrix = np.where(inside, buf[np.minimum(s[:, None] + offsets, len(buf) - 1)], 0).astype(np.uint8)
+        offsets = np.arange(width, dtype=np.int32)
+        matrix = buf.take(s.astype(np.int32)[:, None] + offsets, mode="clip")
+        matrix[offsets >= lengths[:, None]] = 0          # NUL padding: what numpy's bytes type strips
         return matrix.view(f"S{width}").ravel(), matrix
 
     if not out.server and "server" in col:          # the first non-blank server cell of any row

@@ -775,9 +775,12 @@ class _Relays:
                 tier.append(_TIER_CODE[s[2]])
                 for column, v in zip(figures, s[3:]):
                     column.append(math.nan if v is None else v)
-        columns = {c: np.array(v, float) for c, v in zip(SAMPLE_FIGURES, figures) if not np.all(np.isnan(np.array(v, float)))}
-        return _SampleTable(names, np.array(rank, np.int64), np.array(t, float), np.array(phase, np.int8),
-                            np.array(tier, np.int8), columns, self)
+        columns = {"t": np.array(t, float), "phase": np.array(phase, np.int8), "tier": np.array(tier, np.int8)}
+        for c, values in zip(SAMPLE_FIGURES, figures):
+            v = np.array(values, float)
+            if not np.all(np.isnan(v)):
+                columns[c] = v
+        return _SampleTable(names, np.array(rank, np.int64), columns, {}, self, self.duplicate_times)
 
 
 _PHASE_CODE = {None: 0, "warmup": 1, "load": 2, "idle": 3}
@@ -786,37 +789,45 @@ _TIER_CODE = {"cheap": 1, "full": 2, "imported": 3}
 
 class _SampleTable:
     """The samples to write as columns, ordered by relay (names sorted) and then time (rows of one
-    time in file order), with what the rows said about relays and groups. `figures` holds the
-    SAMPLE_FIGURES columns with any value (float64, NaN for none; integer kinds exact)."""
-    def __init__(self, names: list[str], rank: np.ndarray, t: np.ndarray, phase: np.ndarray, tier: np.ndarray,
-                 figures: dict[str, np.ndarray], relays: "_Relays | torutils_fast.RelayRows",
-                 duplicate_times: dict[str, int] | None = None) -> None:
-        order = np.lexsort((t, rank))                    # stable: equal times keep file order
+    time in file order), with what the rows said about relays and groups. `columns` holds t, phase
+    and tier codes (torutils_fast) and the SAMPLE_FIGURES with any value (float64, NaN for none;
+    integer kinds exact); `constant` figures have one value for every sample. The columns are
+    taken from the dict one by one as they are sorted, so the caller should hold no other
+    reference to them (ten million samples: each column copy is 80 MB)."""
+    def __init__(self, names: list[str], rank: np.ndarray, columns: dict[str, np.ndarray], constant: dict[str, int],
+                 relays: "_Relays | torutils_fast.RelayRows", duplicate_times: dict[str, int]) -> None:
+        order = np.lexsort((columns["t"], rank))         # stable: equal times keep file order
         self.names = names
-        self.t, self.phase, self.tier = t[order], phase[order], tier[order]
-        self.figures = {c: v[order] for c, v in figures.items()}
+        self.columns_: dict[str, np.ndarray] = {}
+        for c in list(columns):
+            self.columns_[c] = columns.pop(c)[order]
+        self.constant = constant
         ends = np.cumsum(np.bincount(rank, minlength=len(names)))
         self.bounds = list(zip([0, *ends[:-1].tolist()], ends.tolist()))
         self.group_of, self.unlisted, self.unlisted_rows = relays.group_of, relays.unlisted, relays.unlisted_rows
         self.server = relays.server
-        self.duplicate_times = relays.duplicate_times if duplicate_times is None else duplicate_times
+        self.duplicate_times = duplicate_times
+        self.t = self.columns_["t"]
+        self.has_phase = bool(self.columns_["phase"].any())
 
     def columns(self) -> tuple[str, ...]:
         """The SAMPLE_COLUMNS with any value: the others are left to their default, NULL (fewer
         values to bind per row: most of the time of writing ten million samples)."""
-        phase = ("phase",) if self.phase.any() else ()
-        return ("t", "replica_id", *phase, "tier", *(c for c in SAMPLE_FIGURES if c in self.figures))
+        phase = ("phase",) if self.has_phase else ()
+        return ("t", "replica_id", *phase, "tier", *(c for c in SAMPLE_FIGURES if c in self.columns_ or c in self.constant))
 
     def rows(self, lo: int, hi: int, replica_id: int) -> Iterator[tuple]:
         """Samples lo..hi as tuples of Python values (None for NULL) in the order of columns()."""
         n = hi - lo
         out: list[Iterable] = [self.t[lo:hi].tolist(), itertools.repeat(replica_id, n)]
-        if self.phase.any():
-            out.append(torutils_fast.PHASE_VALUES[self.phase[lo:hi]].tolist())
-        out.append(torutils_fast.TIER_VALUES[self.tier[lo:hi]].tolist())
+        if self.has_phase:
+            out.append(torutils_fast.PHASE_VALUES[self.columns_["phase"][lo:hi]].tolist())
+        out.append(torutils_fast.TIER_VALUES[self.columns_["tier"][lo:hi]].tolist())
         for c in SAMPLE_FIGURES:
-            if c in self.figures:
-                out.append(_python_values(self.figures[c][lo:hi], LIMITS[c][0]))
+            if c in self.constant:
+                out.append(itertools.repeat(self.constant[c], n))
+            elif c in self.columns_:
+                out.append(_python_values(self.columns_[c][lo:hi], LIMITS[c][0]))
         return zip(*out)
 
 
@@ -847,12 +858,18 @@ def _read_relay_columns(path: Path, header: list[str], naive_tz: timezone, has_g
     names = sorted(relays.group_of)
     rank_of_id = np.empty(len(relays.names), np.int64)
     rank_of_id[[relays.names.index(n) for n in names]] = np.arange(len(names))
-    figures = {c: v[measured] for c, v in relays.figures.items()}
-    if "nprocs" not in header:
-        figures["nprocs"] = np.ones(int(measured.sum()))          # a TorUtils row is one tor process
-    figures = {c: v for c, v in figures.items() if not np.all(np.isnan(v))}
-    return _SampleTable(names, rank_of_id[relays.nick_id[measured]], relays.t[measured], relays.phase[measured],
-                        relays.tier[measured], figures, relays, duplicate_times)
+    every = bool(measured.all())
+    rank = rank_of_id[relays.nick_id if every else relays.nick_id[measured]]
+    columns = {"t": relays.t, "phase": relays.phase, "tier": relays.tier, **relays.figures}
+    relays.t = relays.phase = relays.tier = relays.nick_id = relays.line = None      # free as they are sorted
+    relays.figures = {}
+    for c in list(columns):
+        if not every:
+            columns[c] = columns[c][measured]
+        if c in SAMPLE_FIGURES and np.all(np.isnan(columns[c])):
+            del columns[c]
+    constant = {} if "nprocs" in header else {"nprocs": 1}           # a TorUtils row is one tor process
+    return _SampleTable(names, rank, columns, constant, relays, duplicate_times)
 
 
 def _repeated_times(path: Path, relays: torutils_fast.RelayRows, exported: bool) -> dict[str, int]:

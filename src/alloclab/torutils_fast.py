@@ -36,7 +36,7 @@ class RelayRows:
     names: list[str] = field(default_factory=list)         # nickname by id, in order of first row
     nick_id: np.ndarray = field(default_factory=lambda: np.empty(0, np.int32))
     t: np.ndarray = field(default_factory=lambda: np.empty(0))
-    line: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    line: np.ndarray = field(default_factory=lambda: np.empty(0, np.int32))
     phase: np.ndarray = field(default_factory=lambda: np.empty(0, np.int8))
     tier: np.ndarray = field(default_factory=lambda: np.empty(0, np.int8))
     figures: dict[str, np.ndarray] = field(default_factory=dict)
@@ -97,13 +97,12 @@ def scan(path: Path, header: list[str], limits: dict[str, tuple[str, float]], fi
                 reported = out.rows
                 progress(out.rows, min(done, size), size)
     out.names = list(ids)
-    for k, v in parts.items():
-        arr = np.concatenate(v) if v else np.empty(0)
-        v.clear()
+    for k, v in parts.items():                       # one column at a time: the blocks are freed as it goes
         if k in present:
-            out.figures[k] = arr
-        else:
-            setattr(out, k, arr)
+            out.figures[k] = np.concatenate(v) if v else np.empty(0)
+        elif v:
+            setattr(out, k, np.concatenate(v))
+        v.clear()
     return out
 
 
@@ -228,7 +227,7 @@ def _block(block: bytes, first_line: int, ncols: int, col: dict[str, int], prese
     out.unlisted_rows += int(len(grouped) - grouped.sum())
     parts["nick_id"].append(pair_id[pair_index][grouped])
     parts["t"].append(t[grouped])
-    parts["line"].append(lines[grouped])
+    parts["line"].append(lines[grouped].astype(np.int32))
     parts["phase"].append(phase[grouped])
     parts["tier"].append(tier[grouped])
     for c in present:

@@ -9,6 +9,7 @@ name the first bad cell exactly as before; the same rows land either way (tests 
 """
 from __future__ import annotations
 
+import csv
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -129,6 +130,8 @@ def _block(block: bytes, first_line: int, ncols: int, col: dict[str, int], prese
     commas = commas.reshape(len(starts), ncols - 1) if ncols > 1 else np.empty((len(starts), 0), np.int64)
     field_start = np.concatenate([starts[:, None], commas + 1], axis=1)
     field_end = np.concatenate([commas, ends[:, None]], axis=1)
+    if len(starts) and int((field_end - field_start).max()) >= csv.field_size_limit():
+        raise NotSimple("a field longer than the csv module reads")
 
     def cells(name: str, rows: np.ndarray | slice = slice(None), widest: int = max_name) -> tuple[np.ndarray, np.ndarray]:
         """The column's cells as fixed-width bytes (NUL-padded) and their byte matrix."""

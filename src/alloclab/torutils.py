@@ -889,7 +889,7 @@ def _repeated_times(path: Path, relays: torutils_fast.RelayRows, exported: bool)
     with open(path, "rb") as f:                          # the fast path's files: one row per line
         for number, text in enumerate(f, 1):
             if number in wanted:
-                wanted[number] = text.rstrip(b"\n").decode().split(",")
+                wanted[number] = text.removesuffix(b"\n").removesuffix(b"\r").decode().split(",")
     seen_rows: dict[tuple, int] = {}
     first_line: dict[tuple, int] = {}
     out: dict[str, int] = {}

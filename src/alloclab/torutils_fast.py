@@ -1,7 +1,7 @@
 """The fast path of `import torutils` for the memory CSV: the file is read in blocks of bytes and
 each block is cut into columns with numpy (newline and comma positions, one gather per column),
 so ten million rows are never Python objects. It only accepts what it can decide exactly: a file
-of plain ASCII without quotes, carriage returns or NUL bytes, every line with the header's number
+of plain ASCII without quotes or NUL bytes (carriage returns only in CRLF line ends), every line with the header's number
 of fields, and every cell already in the form the row-by-row checks accept (no surrounding blanks,
 plain numbers within LIMITS, known type, phase and tier, ISO times). Anything else raises
 `NotSimple`, and the caller reads the file again with the row-by-row checks of torutils, which
@@ -18,6 +18,7 @@ from typing import Callable
 import numpy as np
 
 BLOCK_BYTES = 16 << 20
+PROGRESS_ROWS = 1_000_000           # a progress call per this many rows read
 PHASE_CODES = {b"": 0, b"warmup": 1, b"load": 2, b"idle": 3}
 TIER_CODES = {b"": 3, b"cheap": 1, b"full": 2, b"imported": 3}      # empty: imported
 PHASE_VALUES = np.array([None, "warmup", "load", "idle"], dtype=object)
@@ -54,6 +55,7 @@ def header_line(path: Path) -> list[str] | None:
         first = f.readline(1 << 20)
     if first.startswith(b"\xef\xbb\xbf"):
         first = first[3:]
+    first = first[:-2] + b"\n" if first.endswith(b"\r\n") else first
     if not first.endswith(b"\n") or not first.isascii() or any(c in first for c in (b'"', b"\r", b"\0")):
         return None
     return [h.strip() for h in first[:-1].decode().split(",")]
@@ -94,7 +96,7 @@ def scan(path: Path, header: list[str], limits: dict[str, tuple[str, float]], fi
             done += cut
             if cut:
                 line_no = _block(data[:cut], line_no, *context)
-            if progress and out.rows - reported >= 1_000_000:
+            if progress and out.rows - reported >= PROGRESS_ROWS:
                 reported = out.rows
                 progress(out.rows, min(done, size), size)
     out.names = list(ids)
@@ -112,16 +114,22 @@ def _block(block: bytes, first_line: int, ncols: int, col: dict[str, int], prese
            exported: dict[str, str] | None, max_name: int, out: RelayRows, ids: dict[str, int],
            times: dict[bytes, float], parts: dict[str, list[np.ndarray]]) -> int:
     """One block of whole lines; returns the number of the next line."""
-    if not block.isascii() or b'"' in block or b"\r" in block or b"\0" in block:
+    if not block.isascii() or b'"' in block or b"\0" in block:
         raise NotSimple("not plain ASCII without quotes")
+    crlf = block.count(b"\r")                   # a carriage return only as part of a CRLF line end
+    if crlf and crlf != block.count(b"\r\n"):
+        raise NotSimple("a carriage return inside a line")
     buf = np.frombuffer(block, np.uint8)
     newlines = np.flatnonzero(buf == 10)
     starts = np.empty(len(newlines), np.int64)
     starts[0] = 0
     starts[1:] = newlines[:-1] + 1
+    ends = newlines
+    if crlf:
+        ends = newlines - (buf[np.maximum(newlines - 1, 0)] == 13) * (newlines > 0)
     lines = first_line + 1 + np.arange(len(newlines))
-    filled = newlines > starts                   # blank lines are skipped, as the csv reader's are
-    starts, ends, lines = starts[filled], newlines[filled], lines[filled]
+    filled = ends > starts                       # blank lines are skipped, as the csv reader's are
+    starts, ends, lines = starts[filled], ends[filled], lines[filled]
     commas = np.flatnonzero(buf == 44)
     per_line = np.diff(np.searchsorted(commas, np.concatenate([starts[:1], ends])))
     if len(commas) != len(starts) * (ncols - 1) or np.any(per_line != ncols - 1):

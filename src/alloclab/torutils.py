@@ -525,6 +525,9 @@ def _check_section(section: object) -> dict:
         if (v["pid"], v.get("start_ticks")) not in keys:
             raise UserError(f"experiment.json: a verification of unknown process {v['pid']}", fix)
     _check_meta(meta, fix)
+    for part in ("groups", "replicas", "processes", "verifications"):      # a part left out is an empty one
+        section.setdefault(part, [])
+    section.setdefault("meta", {})
     return section
 
 

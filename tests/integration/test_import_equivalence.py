@@ -240,3 +240,15 @@ def test_hostile_cases_are_named_as_before(case, tmp_path, exported):
 def test_an_export_imports_to_the_same_rows(tmp_path, monkeypatch, exported):
     old, new, rows = _three(exported, tmp_path, monkeypatch, fast_expected=True)
     assert new == old and rows == old
+
+
+def test_an_export_section_without_processes_imports(tmp_path, exported):
+    """A part of the "alloclab" section left out is an empty list (the importer before crashed)."""
+    folder = tmp_path / "in"
+    shutil.copytree(exported, folder)
+    doc = json.loads((folder / "experiment.json").read_text())
+    for part in ("processes", "verifications"):
+        del doc["alloclab"][part]
+    (folder / "experiment.json").write_text(json.dumps(doc))
+    torutils.import_torutils(folder, tmp_path / "run")
+    assert len(_dump(tmp_path / "run" / "run.db")["samples"]) == 72

@@ -860,7 +860,8 @@ def _read_relay_columns(path: Path, header: list[str], naive_tz: timezone, has_g
     measured = ~np.isnan(relays.figures["rss_kb"])       # no rss_kb: nothing measured at this time
     names = sorted(relays.group_of)
     rank_of_id = np.empty(len(relays.names), np.int64)
-    rank_of_id[[relays.names.index(n) for n in names]] = np.arange(len(names))
+    id_of = {n: i for i, n in enumerate(relays.names)}
+    rank_of_id[[id_of[n] for n in names]] = np.arange(len(names))
     every = bool(measured.all())
     rank = rank_of_id[relays.nick_id if every else relays.nick_id[measured]]
     columns = {"t": relays.t, "phase": relays.phase, "tier": relays.tier, **relays.figures}

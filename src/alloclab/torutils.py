@@ -11,8 +11,10 @@ and checks every file before it creates anything (docs/store.md lists the rules)
 """
 from __future__ import annotations
 
+import codecs
 import csv
 import io
+import itertools
 import json
 import math
 import re
@@ -21,8 +23,11 @@ import sqlite3
 import stat
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import Callable, Iterable, Iterator
 
-from . import outputs
+import numpy as np
+
+from . import outputs, torutils_fast
 from .errors import UserError
 from .store import DB_NAME, Store
 from .timefmt import utc_iso
@@ -157,8 +162,8 @@ def _where(path: Path, line: int | None = None, column: str | None = None) -> st
     return out
 
 
-def _read_text(path: Path, fix: str) -> str:
-    """A whole small text file: a regular file, UTF-8 (a BOM is allowed), no NUL bytes."""
+def _check_file(path: Path, fix: str) -> None:
+    """A regular file alloclab will read (not a directory, not larger than MAX_FILE_BYTES)."""
     try:
         st = path.stat()
     except OSError as exc:
@@ -169,6 +174,11 @@ def _read_text(path: Path, fix: str) -> str:
     if st.st_size > MAX_FILE_BYTES:
         raise UserError(f"{path} is {st.st_size >> 20} MiB, more than alloclab reads ({MAX_FILE_BYTES >> 20} MiB)",
                         "split the experiment into several imports")
+
+
+def _read_text(path: Path, fix: str) -> str:
+    """A whole small text file: a regular file, UTF-8 (a BOM is allowed), no NUL bytes."""
+    _check_file(path, fix)
     try:
         with open(path, "rb") as f:
             raw = f.read(MAX_FILE_BYTES + 1)
@@ -192,32 +202,96 @@ def _csv_rows(path: Path, required: set[str], fix: str) -> tuple[list[str], list
     text = _read_text(path, fix)
     if not text.strip():
         raise UserError(f"{path} is empty", fix)
-    reader = csv.reader(io.StringIO(text, newline=""))
+    rows: list[tuple[int, dict[str, str]]] = []
+    header = _parse_csv(path, io.StringIO(text, newline=""), rows.append)
+    _check_header(path, header, required, fix)
+    return header, rows
+
+
+def _parse_csv(path: Path, lines: Iterable[str], row: Callable[[tuple[int, dict[str, str]]], None]) -> list[str]:
+    """The header of CSV text; each row, as (line number, row), goes to `row`. A row without the
+    header's number of fields, or text that is not CSV, is a UserError."""
+    reader = csv.reader(lines)
     try:
         header = [h.strip() for h in next(reader)]
-        rows = []
         end = reader.line_num
         for fields in reader:
             start, end = end + 1, reader.line_num
             if not fields or fields == [""] * len(fields) and len(fields) <= 1:
                 continue                                    # blank line
             if len(fields) != len(header):
-                lines = f"lines {start}–{end} (a quote left open?)" if end > start else f"line {end}"
-                raise UserError(f"{_where(path)} {lines}: {len(fields)} fields, the header has {len(header)}",
+                lines_ = f"lines {start}–{end} (a quote left open?)" if end > start else f"line {end}"
+                raise UserError(f"{_where(path)} {lines_}: {len(fields)} fields, the header has {len(header)}",
                                 "fix the row's commas and quotes, or delete it")
-            rows.append((start, dict(zip(header, fields))))
+            row((start, dict(zip(header, fields))))
     except csv.Error as exc:
         raise UserError(f"{_where(path, reader.line_num)}: not valid CSV ({exc})", "fix the row's quotes, or delete it") from None
+    return header
+
+
+def _header_problem(path: Path, header: list[str], required: set[str], fix: str) -> UserError | None:
     bad = next((h for h in header if not h or _CONTROL.search(h)), None)
     if bad is not None:
-        raise UserError(f"{_where(path, 1)}: header has an empty or unprintable column name {_show(bad)}", fix)
+        return UserError(f"{_where(path, 1)}: header has an empty or unprintable column name {_show(bad)}", fix)
     dupes = sorted({h for h in header if header.count(h) > 1})
     if dupes:
-        raise UserError(f"{_where(path, 1)}: header names column {dupes[0]} twice", "keep one of them")
+        return UserError(f"{_where(path, 1)}: header names column {dupes[0]} twice", "keep one of them")
     missing = required - set(header)
     if missing:
-        raise UserError(f"{path.name} lacks column{'s' if len(missing) > 1 else ''} {', '.join(sorted(missing))}", fix)
-    return header, rows
+        return UserError(f"{path.name} lacks column{'s' if len(missing) > 1 else ''} {', '.join(sorted(missing))}", fix)
+    return None
+
+
+def _check_header(path: Path, header: list[str], required: set[str], fix: str) -> None:
+    problem = _header_problem(path, header, required, fix)
+    if problem is not None:
+        raise problem
+
+
+# ---- the memory CSV, streamed: at ten million rows it is never held whole -------------------------
+
+def _check_memory_text(path: Path, fix: str) -> None:
+    """What _read_text checks (a regular UTF-8 file without NUL bytes, not blank), block by block;
+    on a problem _read_text itself reads the file to name it with its line."""
+    _check_file(path, fix)
+    decoder = codecs.getincrementaldecoder("utf-8-sig")()
+    blank = True
+    try:
+        with open(path, "rb") as f:
+            while block := f.read(16 << 20):
+                if b"\0" in block:
+                    _read_text(path, fix)
+                blank = blank and not decoder.decode(block).strip()
+            blank = blank and not decoder.decode(b"", final=True).strip()
+    except UnicodeDecodeError:
+        _read_text(path, fix)
+        raise
+    except OSError as exc:
+        raise UserError(f"cannot read {path}: {exc.strerror}", fix) from None
+    if blank:
+        raise UserError(f"{path} is empty", fix)
+
+
+def _memory_structure(path: Path, required: set[str], fix: str) -> list[str]:
+    """The memory CSV's header, once the whole file is known to be sound CSV with a sound header:
+    the checks (and messages) of _csv_rows, in its order, without keeping any row."""
+    _check_memory_text(path, fix)
+    with open(path, encoding="utf-8-sig", newline="") as f:
+        header = _parse_csv(path, f, lambda row: None)
+    _check_header(path, header, required, fix)
+    return header
+
+
+def _memory_rows(path: Path) -> Iterator[tuple[int, dict[str, str]]]:
+    """(line number, row) of a memory CSV that _memory_structure has passed, streamed."""
+    with open(path, encoding="utf-8-sig", newline="") as f:
+        reader = csv.reader(f)
+        header = [h.strip() for h in next(reader)]
+        end = reader.line_num
+        for fields in reader:
+            start, end = end + 1, reader.line_num
+            if fields and not (fields == [""] * len(fields) and len(fields) <= 1):
+                yield start, dict(zip(header, fields))
 
 
 def _number(text: str, path: Path, line: int, column: str) -> int | float | None:
@@ -451,6 +525,9 @@ def _check_section(section: object) -> dict:
         if (v["pid"], v.get("start_ticks")) not in keys:
             raise UserError(f"experiment.json: a verification of unknown process {v['pid']}", fix)
     _check_meta(meta, fix)
+    for part in ("groups", "replicas", "processes", "verifications"):      # a part left out is an empty one
+        section.setdefault(part, [])
+    section.setdefault("meta", {})
     return section
 
 
@@ -508,30 +585,57 @@ def _default_baseline(groups: list[str], labels: dict[str, tuple[str, str | None
     return groups[0] if groups else ""
 
 
-def import_torutils(folder: Path, out: Path, naive_tz: timezone = timezone.utc, baseline: str | None = None) -> Path:
+MEMORY_FIX = "is it a TorUtils memory CSV? It needs the columns timestamp, type, nickname and rss_kb"
+MEMORY_REQUIRED = {"timestamp", "type", "nickname", "rss_kb"}
+PROGRESS_ROWS = 1_000_000           # a progress line per this many rows read or samples written
+
+
+def import_torutils(folder: Path, out: Path, naive_tz: timezone = timezone.utc, baseline: str | None = None,
+                    progress: Callable[[str], None] | None = None, fast: bool = True) -> Path:
     """A TorUtils experiment folder (or an `alloclab export`) as a new run in `out`. Every file is
-    read and checked first; `out` is created only once all of it is sound."""
+    read and checked first; `out` is created only once all of it is sound. The memory CSV is
+    streamed: a plain file by the columnar fast path (torutils_fast), anything else (or
+    fast=False) row by row; both keep the checks, their order and the rows that land.
+    `progress` gets a line per PROGRESS_ROWS rows read and samples written."""
     if not folder.is_dir():
         raise UserError(f"{folder} is not a directory", "give the folder holding memory.csv or memory_measurements.csv")
     memory = next((folder / n for n in MEMORY_FILES if (folder / n).exists() or (folder / n).is_symlink()), None)
     if memory is None:
         raise UserError(f"no memory CSV in {folder}", f"expected one of: {', '.join(MEMORY_FILES)}")
     _check_output(out)
-    header, rows = _csv_rows(memory, {"timestamp", "type", "nickname", "rss_kb"},
-                             "is it a TorUtils memory CSV? It needs the columns timestamp, type, nickname and rss_kb")
-    has_group_column = "group" in header
-    _check_group_list_files(folder / "groups")
-    assignment, labels, seen_in = ({}, {}, {})
-    memberships: dict[str, list[tuple[str, str, str]]] = {}
-    if (folder / "groups").is_dir():
-        assignment, labels, seen_in = _read_group_lists(folder / "groups")
-        memberships = _list_memberships(folder / "groups")
-    config_labels, section = _read_experiment_json(folder)
-    labels.update({k: v for k, v in config_labels.items() if k not in labels})
-    if not has_group_column and not assignment:
-        raise UserError(f"{folder} has neither a group column nor groups/ lists", "add groups/group_<L>_<allocator>.txt files")
-    relays = _read_relay_rows(memory, header, rows, naive_tz, has_group_column, assignment, section)
-    samples, group_of = relays.samples, relays.group_of
+    _check_file(memory, MEMORY_FIX)
+    header = torutils_fast.header_line(memory) if fast else None
+    if header is not None and _header_problem(memory, header, MEMORY_REQUIRED, MEMORY_FIX) is not None:
+        header = None
+    structure_checked = header is None
+    if structure_checked:
+        header = _memory_structure(memory, MEMORY_REQUIRED, MEMORY_FIX)
+    try:
+        has_group_column = "group" in header
+        _check_group_list_files(folder / "groups")
+        assignment, labels, seen_in = ({}, {}, {})
+        memberships: dict[str, list[tuple[str, str, str]]] = {}
+        if (folder / "groups").is_dir():
+            assignment, labels, seen_in = _read_group_lists(folder / "groups")
+            memberships = _list_memberships(folder / "groups")
+        config_labels, section = _read_experiment_json(folder)
+        labels.update({k: v for k, v in config_labels.items() if k not in labels})
+        if not has_group_column and not assignment:
+            raise UserError(f"{folder} has neither a group column nor groups/ lists", "add groups/group_<L>_<allocator>.txt files")
+    except UserError:
+        if not structure_checked:           # the memory CSV's own problems are named first, as ever
+            _memory_structure(memory, MEMORY_REQUIRED, MEMORY_FIX)
+        raise
+    relays = None
+    if not structure_checked:
+        try:
+            relays = _read_relay_columns(memory, header, naive_tz, has_group_column, assignment, section, progress)
+        except torutils_fast.NotSimple:
+            _memory_structure(memory, MEMORY_REQUIRED, MEMORY_FIX)
+    if relays is None:
+        relays = _read_relay_rows(memory, header, _memory_rows(memory), naive_tz, has_group_column, assignment, section,
+                                  progress).table(header)
+    group_of = relays.group_of
     events = _read_events(folder / "events.csv", naive_tz, set(group_of))
     host = _read_host_samples(folder / "diagnostics.csv", naive_tz)
 
@@ -539,71 +643,78 @@ def import_torutils(folder: Path, out: Path, naive_tz: timezone = timezone.utc, 
     groups = section_groups or sorted(set(group_of.values()))
     if not groups:
         raise UserError(f"{memory.name} has no relay row with a group", "give relays a group (column or groups/ lists)")
-    all_t = [s[0] for ss in samples.values() for s in ss]
-    if not all_t:
+    all_t = relays.t
+    if not len(all_t):
         raise UserError(f"{memory.name} has no relay row with an rss_kb value", "is it the right file?")
     exported_meta = section["meta"] if section else {}
     base = baseline or exported_meta.get("baseline") or _default_baseline(groups, labels)
     if base not in groups:
         raise UserError(f"baseline {base!r} is not a group of this data", f"use one of: {', '.join(groups)}")
     several = sorted(n for n, gs in seen_in.items() if len(gs) > 1)
+    first_t = float(all_t.min())
 
     # everything is read and sound: only now is anything created
     created = _make_output(out)
     store = None
     try:
         store = Store.create(out / DB_NAME)
-        store.begin()
-        meta = {"name": folder.name, "metric": "rss", "seed": 0, "interval": _typical_interval(all_t),
-                "started_at": min(all_t), "ended_at": max(all_t), "host": _first_server(rows), "end_reason": "imported",
-                "replicas_in_several_groups": several, "unlisted_relays": sorted(relays.unlisted)}
-        meta.update(exported_meta)
-        meta.update(source=f"import torutils {folder}", baseline=base, naive_timezone=str(naive_tz))
-        if exported_meta:
-            meta["original_source"] = exported_meta.get("original_source") or exported_meta.get("source", "")
-        if relays.duplicate_times:
-            meta["duplicate_timestamps"] = relays.duplicate_times
-        store.set_meta(**meta)
-        gid = {}
-        exported_groups = {g["name"]: g for g in section["groups"]} if section else {}
-        for g in groups:
-            family, version = labels.get(g, (g, None))
-            row = exported_groups.get(g) or dict(name=g, allocator=family, kind="imported", family=family, version=version,
-                                                 env_json="{}", command_json="[]")
-            gid[g] = store.insert("groups", **{**row, "is_baseline": int(g == base)})
-        rid = {}
-        if section:
-            for r in section["replicas"]:
-                rid[r["name"]] = store.insert("replicas", group_id=gid[r["group"]],
-                                              **{k: v for k, v in r.items() if k != "group"})
-        for i, nick in enumerate(sorted(group_of)):
-            ss = sorted(samples.get(nick, []), key=lambda s: s[0])
-            if nick not in rid:
-                rid[nick] = store.insert("replicas", group_id=gid[group_of[nick]], idx=i, name=nick, start_order=i,
-                                         started_at=ss[0][0] if ss else None, ended_at=ss[-1][0] if ss else None,
-                                         verified=None, verify_detail="imported: allocator not verified by alloclab")
-            store.insert_many("samples", SAMPLE_COLUMNS, [(s[0], rid[nick], *s[1:]) for s in ss])
-            for group_name, kind, source in memberships.get(nick, [(group_of[nick], "current", memory.name)]):
-                store.insert("memberships", replica_id=rid[nick], group_name=group_name, list_kind=kind, source=source)
-        if section:
-            pid_of = {}
-            for p in section["processes"]:
-                pid_of[(p["pid"], p.get("start_ticks"))] = store.insert(
-                    "processes", replica_id=rid[p["replica"]], **{k: v for k, v in p.items() if k != "replica"})
-            for v in section["verifications"]:
-                store.insert("verifications", t=v["t"], process_id=pid_of[(v["pid"], v.get("start_ticks"))],
-                             verified=v.get("verified"), detail=v.get("detail"), mapped_allocator=v.get("mapped_allocator"))
-        for t, kind, description, group, replica in events:
-            store.event(t, kind, description, rid.get(replica) if replica else None, group_name=group)
-        if host:
-            store.insert_many("host_samples", ("t",) + tuple(DIAG_EXTRA_COLUMNS[1:]), host)
-        if relays.unlisted:
-            store.event(min(all_t), "note", f"{relays.unlisted_rows} rows of {len(relays.unlisted)} relays had no group "
-                        "(other relays, or a relay before it joined a group) and were left out")
-        if relays.duplicate_times:
-            store.event(min(all_t), "note", f"{sum(relays.duplicate_times.values())} rows repeat a relay's timestamp with "
-                        f"other figures ({', '.join(sorted(relays.duplicate_times)[:6])}): two processes under one nickname?")
-        store.commit()
+        with store.bulk_load():
+            meta = {"name": folder.name, "metric": "rss", "seed": 0, "interval": _typical_interval(all_t),
+                    "started_at": first_t, "ended_at": float(all_t.max()), "host": relays.server, "end_reason": "imported",
+                    "replicas_in_several_groups": several, "unlisted_relays": sorted(relays.unlisted)}
+            meta.update(exported_meta)
+            meta.update(source=f"import torutils {folder}", baseline=base, naive_timezone=str(naive_tz))
+            if exported_meta:
+                meta["original_source"] = exported_meta.get("original_source") or exported_meta.get("source", "")
+            if relays.duplicate_times:
+                meta["duplicate_timestamps"] = relays.duplicate_times
+            store.set_meta(**meta)
+            gid = {}
+            exported_groups = {g["name"]: g for g in section["groups"]} if section else {}
+            for g in groups:
+                family, version = labels.get(g, (g, None))
+                row = exported_groups.get(g) or dict(name=g, allocator=family, kind="imported", family=family, version=version,
+                                                     env_json="{}", command_json="[]")
+                gid[g] = store.insert("groups", **{**row, "is_baseline": int(g == base)})
+            rid = {}
+            if section:
+                for r in section["replicas"]:
+                    rid[r["name"]] = store.insert("replicas", group_id=gid[r["group"]],
+                                                  **{k: v for k, v in r.items() if k != "group"})
+            written = reported = 0
+            for i, nick in enumerate(relays.names):
+                lo, hi = relays.bounds[i]
+                if nick not in rid:
+                    first, last = (float(relays.t[lo]), float(relays.t[hi - 1])) if hi > lo else (None, None)
+                    rid[nick] = store.insert("replicas", group_id=gid[group_of[nick]], idx=i, name=nick, start_order=i,
+                                             started_at=first, ended_at=last, verified=None,
+                                             verify_detail="imported: allocator not verified by alloclab")
+                for start in range(lo, hi, 200_000):
+                    store.insert_many("samples", relays.columns(), relays.rows(start, min(hi, start + 200_000), rid[nick]))
+                written += hi - lo
+                if progress and written - reported >= PROGRESS_ROWS:
+                    reported = written
+                    progress(f"wrote {written:,} of {len(all_t):,} samples")
+                for group_name, kind, source in memberships.get(nick, [(group_of[nick], "current", memory.name)]):
+                    store.insert("memberships", replica_id=rid[nick], group_name=group_name, list_kind=kind, source=source)
+            if section:
+                pid_of = {}
+                for p in section["processes"]:
+                    pid_of[(p["pid"], p.get("start_ticks"))] = store.insert(
+                        "processes", replica_id=rid[p["replica"]], **{k: v for k, v in p.items() if k != "replica"})
+                for v in section["verifications"]:
+                    store.insert("verifications", t=v["t"], process_id=pid_of[(v["pid"], v.get("start_ticks"))],
+                                 verified=v.get("verified"), detail=v.get("detail"), mapped_allocator=v.get("mapped_allocator"))
+            for t, kind, description, group, replica in events:
+                store.event(t, kind, description, rid.get(replica) if replica else None, group_name=group)
+            if host:
+                store.insert_many("host_samples", ("t",) + tuple(DIAG_EXTRA_COLUMNS[1:]), host)
+            if relays.unlisted:
+                store.event(first_t, "note", f"{relays.unlisted_rows} rows of {len(relays.unlisted)} relays had no group "
+                            "(other relays, or a relay before it joined a group) and were left out")
+            if relays.duplicate_times:
+                store.event(first_t, "note", f"{sum(relays.duplicate_times.values())} rows repeat a relay's timestamp with "
+                            f"other figures ({', '.join(sorted(relays.duplicate_times)[:6])}): two processes under one nickname?")
         store.close()
     except BaseException as exc:
         if store is not None:
@@ -653,17 +764,173 @@ class _Relays:
         self.unlisted: set[str] = set()
         self.unlisted_rows = 0
         self.duplicate_times: dict[str, int] = {}        # nickname -> rows repeating one of its timestamps
+        self.server = ""                                 # the first row's (of any type) non-blank server
+
+    def table(self, header: list[str]) -> "_SampleTable":
+        names = sorted(self.group_of)
+        rank, t, phase, tier = [], [], [], []
+        figures: list[list] = [[] for _ in SAMPLE_FIGURES]
+        for i, nick in enumerate(names):
+            for s in sorted(self.samples.get(nick, []), key=lambda s: s[0]):
+                rank.append(i)
+                t.append(s[0])
+                phase.append(_PHASE_CODE[s[1]])
+                tier.append(_TIER_CODE[s[2]])
+                for column, v in zip(figures, s[3:]):
+                    column.append(math.nan if v is None else v)
+        columns = {"t": np.array(t, float), "phase": np.array(phase, np.int8), "tier": np.array(tier, np.int8)}
+        for c, values in zip(SAMPLE_FIGURES, figures):
+            v = np.array(values, float)
+            if not np.all(np.isnan(v)):
+                columns[c] = v
+        return _SampleTable(names, np.array(rank, np.int64), columns, {}, self, self.duplicate_times)
 
 
-def _read_relay_rows(path: Path, header: list[str], rows: list[tuple[int, dict[str, str]]], naive_tz: timezone,
-                     has_group_column: bool, assignment: dict[str, str], section: dict | None) -> _Relays:
+_PHASE_CODE = {None: 0, "warmup": 1, "load": 2, "idle": 3}
+_TIER_CODE = {"cheap": 1, "full": 2, "imported": 3}
+
+
+class _SampleTable:
+    """The samples to write as columns, ordered by relay (names sorted) and then time (rows of one
+    time in file order), with what the rows said about relays and groups. `columns` holds t, phase
+    and tier codes (torutils_fast) and the SAMPLE_FIGURES with any value (float64, NaN for none;
+    integer kinds exact); `constant` figures have one value for every sample. The columns are
+    taken from the dict one by one as they are sorted, so the caller should hold no other
+    reference to them (ten million samples: each column copy is 80 MB)."""
+    def __init__(self, names: list[str], rank: np.ndarray, columns: dict[str, np.ndarray], constant: dict[str, int],
+                 relays: "_Relays | torutils_fast.RelayRows", duplicate_times: dict[str, int]) -> None:
+        order = np.lexsort((columns["t"], rank))         # stable: equal times keep file order
+        self.names = names
+        self.columns_: dict[str, np.ndarray] = {}
+        for c in list(columns):
+            self.columns_[c] = columns.pop(c)[order]
+        self.constant = constant
+        ends = np.cumsum(np.bincount(rank, minlength=len(names)))
+        self.bounds = list(zip([0, *ends[:-1].tolist()], ends.tolist()))
+        self.group_of, self.unlisted, self.unlisted_rows = relays.group_of, relays.unlisted, relays.unlisted_rows
+        self.server = relays.server
+        self.duplicate_times = duplicate_times
+        self.t = self.columns_["t"]
+        self.has_phase = bool(self.columns_["phase"].any())
+
+    def columns(self) -> tuple[str, ...]:
+        """The SAMPLE_COLUMNS with any value: the others are left to their default, NULL (fewer
+        values to bind per row: most of the time of writing ten million samples)."""
+        phase = ("phase",) if self.has_phase else ()
+        return ("t", "replica_id", *phase, "tier", *(c for c in SAMPLE_FIGURES if c in self.columns_ or c in self.constant))
+
+    def rows(self, lo: int, hi: int, replica_id: int) -> Iterator[tuple]:
+        """Samples lo..hi as tuples of Python values (None for NULL) in the order of columns()."""
+        n = hi - lo
+        out: list[Iterable] = [self.t[lo:hi].tolist(), itertools.repeat(replica_id, n)]
+        if self.has_phase:
+            out.append(torutils_fast.PHASE_VALUES[self.columns_["phase"][lo:hi]].tolist())
+        out.append(torutils_fast.TIER_VALUES[self.columns_["tier"][lo:hi]].tolist())
+        for c in SAMPLE_FIGURES:
+            if c in self.constant:
+                out.append(itertools.repeat(self.constant[c], n))
+            elif c in self.columns_:
+                out.append(_python_values(self.columns_[c][lo:hi], LIMITS[c][0]))
+        return zip(*out)
+
+
+def _python_values(v: np.ndarray, kind: str) -> list:
+    empty = np.isnan(v)
+    values = np.where(empty, 0, v).astype(np.int64) if kind == "int" else v
+    if not empty.any():
+        return values.tolist()
+    boxed = values.astype(object)
+    boxed[empty] = None
+    return boxed.tolist()
+
+
+def _read_relay_columns(path: Path, header: list[str], naive_tz: timezone, has_group_column: bool,
+                        assignment: dict[str, str], section: dict | None,
+                        progress: Callable[[str], None] | None) -> _SampleTable:
+    """The fast path (torutils_fast.scan), then the one check it leaves: rows repeating a relay's
+    time, found by sorting (relay, time) and judged by the row-by-row rules on just those rows."""
+    exported = {r["name"]: r["group"] for r in section["replicas"]} if section else None
+    shown = (lambda rows, done, size: progress(f"read {rows:,} rows of {path.name} ({100 * done // max(size, 1)}%)")) \
+        if progress else None
+    relays = torutils_fast.scan(path, header, LIMITS, SAMPLE_FIGURES,
+                                lambda text: _timestamp(text, path, 0, "timestamp", naive_tz),
+                                None if has_group_column else (lambda nick: assignment.get(nick, "")),
+                                exported, MAX_NAME_CHARS, shown)
+    duplicate_times = _repeated_times(path, relays, section is not None)
+    measured = ~np.isnan(relays.figures["rss_kb"])       # no rss_kb: nothing measured at this time
+    names = sorted(relays.group_of)
+    rank_of_id = np.empty(len(relays.names), np.int64)
+    id_of = {n: i for i, n in enumerate(relays.names)}
+    rank_of_id[[id_of[n] for n in names]] = np.arange(len(names))
+    every = bool(measured.all())
+    rank = rank_of_id[relays.nick_id if every else relays.nick_id[measured]]
+    columns = {"t": relays.t, "phase": relays.phase, "tier": relays.tier, **relays.figures}
+    relays.t = relays.phase = relays.tier = relays.nick_id = relays.line = None      # free as they are sorted
+    relays.figures = {}
+    for c in list(columns):
+        if not every:
+            columns[c] = columns[c][measured]
+        if c in SAMPLE_FIGURES and np.all(np.isnan(columns[c])):
+            del columns[c]
+    constant = {} if "nprocs" in header else {"nprocs": 1}           # a TorUtils row is one tor process
+    return _SampleTable(names, rank, columns, constant, relays, duplicate_times)
+
+
+def _repeated_times(path: Path, relays: torutils_fast.RelayRows, exported: bool) -> dict[str, int]:
+    """Rows repeating a relay's time: only those rows are read again (by line number) and judged
+    as the row-by-row reader does: a whole repeated row, or a second measured row of a time in an
+    export, is an error; otherwise nickname -> rows repeating one of its times (first seen first)."""
+    order = np.lexsort((relays.t, relays.nick_id))
+    nick, t = relays.nick_id[order], relays.t[order]
+    same = (nick[1:] == nick[:-1]) & (t[1:] == t[:-1])
+    if not same.any():
+        return {}
+    involved = np.zeros(len(order), bool)
+    involved[1:] |= same
+    involved[:-1] |= same
+    rows = np.sort(order[involved])                      # positions, in file order
+    wanted = dict.fromkeys(relays.line[rows].tolist())
+    with open(path, "rb") as f:                          # the fast path's files: one row per line
+        for number, text in enumerate(f, 1):
+            if number in wanted:
+                wanted[number] = text.removesuffix(b"\n").removesuffix(b"\r").decode().split(",")
+    seen_rows: dict[tuple, int] = {}
+    first_line: dict[tuple, int] = {}
+    out: dict[str, int] = {}
+    measured = ~np.isnan(relays.figures["rss_kb"])
+    for r in rows.tolist():
+        line, name, when = int(relays.line[r]), relays.names[relays.nick_id[r]], float(relays.t[r])
+        whole = (name, when, tuple(v.strip() for v in wanted[line]))
+        if whole in seen_rows:
+            raise UserError(f"{_where(path, line)}: repeats line {seen_rows[whole]}", "delete one of the two rows")
+        seen_rows[whole] = line
+        if not measured[r]:
+            continue
+        if (name, when) in first_line:
+            if exported:
+                raise UserError(f"{_where(path, line)}: relay {_show(name)} has a second row for the time of line "
+                                f"{first_line[(name, when)]}", "delete one of the two rows")
+            out[name] = out.get(name, 0) + 1
+        first_line.setdefault((name, when), line)
+    return out
+
+
+def _read_relay_rows(path: Path, header: list[str], rows: Iterable[tuple[int, dict[str, str]]], naive_tz: timezone,
+                     has_group_column: bool, assignment: dict[str, str], section: dict | None,
+                     progress: Callable[[str], None] | None = None) -> _Relays:
+    """Row by row, each cell checked in turn: the reader for files the fast path cannot decide,
+    and the one that names the first bad cell."""
     out = _Relays()
     figures = [c for c in SAMPLE_FIGURES if c in header]
     exported = {r["name"]: r["group"] for r in section["replicas"]} if section else None
     first_line: dict[tuple, int] = {}
-    seen_rows: dict[tuple, int] = {}
+    seen_rows: dict[tuple, int] = {}        # (nickname, time, hash of the whole row) -> line: a row is not kept
     group_line: dict[str, int] = {}
-    for line, r in rows:
+    for count, (line, r) in enumerate(rows, 1):
+        if progress and count % PROGRESS_ROWS == 0:
+            progress(f"read {count:,} rows of {path.name}")
+        if not out.server:
+            out.server = (r.get("server") or "").strip()[:MAX_NAME_CHARS]
         kind = r["type"].strip()
         if kind == "aggregate":
             continue
@@ -695,7 +962,7 @@ def _read_relay_rows(path: Path, header: list[str], rows: list[tuple[int, dict[s
             raise UserError(f"{_where(path, line, 'group')}: relay {_show(nick)} is in group {_show(group)} here and "
                             f"{_show(previous)} at line {group_line[nick]}",
                             "one relay, one group: give the relay a new nickname in its new group")
-        whole = (nick, t, tuple(v.strip() for v in r.values()))
+        whole = (nick, t, hash(tuple(v.strip() for v in r.values())))
         if whole in seen_rows:
             raise UserError(f"{_where(path, line)}: repeats line {seen_rows[whole]}", "delete one of the two rows")
         seen_rows[whole] = line
@@ -751,13 +1018,9 @@ def _read_host_samples(path: Path, naive_tz: timezone) -> list[tuple]:
     return out
 
 
-def _typical_interval(ts: list[float]) -> float:
-    uniq = sorted(set(ts))
+def _typical_interval(ts: np.ndarray) -> float:
+    uniq = np.unique(np.asarray(ts, float))
     if len(uniq) < 2:
         return 1.0
-    gaps = sorted(b - a for a, b in zip(uniq, uniq[1:]))
+    gaps = np.sort(np.diff(uniq))
     return float(gaps[len(gaps) // 2])
-
-
-def _first_server(rows: list[tuple[int, dict]]) -> str:
-    return next((r.get("server", "").strip()[:MAX_NAME_CHARS] for _, r in rows if (r.get("server") or "").strip()), "")

@@ -11,7 +11,8 @@ from ..torutils import import_torutils, naive_timezone
 
 
 def torutils_command(folder: Path, output: Path, naive_utc_offset: float, baseline: str | None, console: Console) -> None:
-    out = import_torutils(folder, output, naive_timezone(naive_utc_offset), baseline)
+    progress = Console(stderr=True, highlight=False)          # a line per million rows: long imports show they move
+    out = import_torutils(folder, output, naive_timezone(naive_utc_offset), baseline, progress=progress.print)
     console.print(f"imported into {out}; next: alloclab report {out}")
 
 

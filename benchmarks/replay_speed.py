@@ -10,7 +10,9 @@ machine load. Per workload: the median and the minimum over the pairs of the wal
 CPU over the replay phase only, all threads: on a saturated machine the steadier figure).
 Also: the share of operations on objects touched by more than one thread (those wait for their
 turn; all others run without synchronisation), how many of those found their turn not yet come
-(waits) and how many futex sleeps that took. Load average before and after.
+(waits), how many futex sleeps that took, and the time spent waiting as a share of threads x wall
+time. The A/A control (a second direct run in each pair, its ratio to the first) shows how far
+this machine's load alone moves a ratio. Load average per workload, before and after.
 
 --replayer runs another build of native/replay.c (e.g. an older commit's) on the same traces;
 one without cpu_seconds in its output gets the CPU of the whole process (reading included).
@@ -30,8 +32,8 @@ from alloclab import native
 # name: (program, argv) — the workloads of alloclab.workloads.MODELS at sizes that record in a
 # few seconds, plus the bare loops. 4 recorded worker threads at most (+ main).
 WORKLOADS = {
-    "loop-1thread": ("stressors", ["--pattern", "loop", "--threads", "1", "--rounds", "100", "--slots", "20000"]),
-    "loop-4threads": ("stressors", ["--pattern", "loop", "--threads", "4", "--rounds", "25", "--slots", "20000"]),
+    "loop-1thread": ("stressors", ["--pattern", "loop", "--threads", "1", "--rounds", "400", "--slots", "20000"]),
+    "loop-4threads": ("stressors", ["--pattern", "loop", "--threads", "4", "--rounds", "100", "--slots", "20000"]),
     "worker-pool": ("worker_pool", ["--builds", "4", "--modules", "1500", "--gap", "0", "--threads", "4"]),
     "larson": ("stressors", ["--pattern", "larson", "--threads", "4", "--rounds", "8", "--slots", "20000"]),
     "xmalloc": ("stressors", ["--pattern", "xmalloc", "--threads", "4", "--rounds", "4", "--slots", "20000"]),
@@ -65,19 +67,20 @@ def record(name: str, directory: Path) -> Path:
     return path
 
 
-def pair(replayer: str, path: Path) -> tuple[dict, dict]:
-    """One direct run, then one threaded run; CPU seconds of the replay phase (or of the process)."""
-    (direct, direct_cpu), (threaded, threaded_cpu) = (run([replayer, str(path), "--speed", "0", *mode])
-                                                      for mode in (["--direct"], []))
-    direct.setdefault("cpu_seconds", direct_cpu)
-    threaded.setdefault("cpu_seconds", threaded_cpu)
-    return direct, threaded
+def once(replayer: str, path: Path, *mode: str) -> dict:
+    """One replay; CPU seconds of the replay phase (or, from an older replayer, of the process)."""
+    result, process_cpu = run([replayer, str(path), "--speed", "0", *mode])
+    result.setdefault("cpu_seconds", process_cpu)
+    return result
 
 
-def measure(replayer: str, path: Path, pairs: int) -> dict:
-    wall, cpu, last = [], [], {}
+def measure(replayer: str, path: Path, pairs: int, control: bool) -> dict:
+    wall, cpu, same, last = [], [], [], {}
     for _ in range(pairs):
-        direct, threaded = pair(replayer, path)
+        direct = once(replayer, path, "--direct")
+        threaded = once(replayer, path)
+        if control:     # A/A: a second direct run, its ratio to the first is this machine's noise
+            same.append(once(replayer, path, "--direct")["ops_per_s"] / direct["ops_per_s"])
         if threaded["operations"] != direct["operations"] or threaded["live_bytes_end"] != direct["live_bytes_end"]:
             raise SystemExit(f"{path.name}: replay and direct disagree: {threaded} vs {direct}")
         wall.append(threaded["ops_per_s"] / direct["ops_per_s"])
@@ -88,10 +91,13 @@ def measure(replayer: str, path: Path, pairs: int) -> dict:
            "wall_ratio_median": round(statistics.median(wall), 2), "wall_ratio_min": round(min(wall), 2),
            "wall_ratios": [round(x, 2) for x in wall],
            "cpu_ratio_median": round(statistics.median(cpu), 2)}
+    if same:
+        row |= {"direct_vs_direct_median": round(statistics.median(same), 2), "direct_vs_direct_min": round(min(same), 2)}
     if "shared_ops" in last:
         row |= {"shared_ops_pct": round(100 * last["shared_ops"] / max(ops, 1), 1),
                 "waits_per_1k_ops": round(1000 * last["waits"] / max(ops, 1), 2),
-                "sleeps_per_1k_ops": round(1000 * last["sleeps"] / max(ops, 1), 2)}
+                "sleeps_per_1k_ops": round(1000 * last["sleeps"] / max(ops, 1), 2),
+                "waited_s_per_thread_s": round(last["waited_s"] / max(last["seconds"] * last["threads"], 1e-9), 3)}
     return row
 
 
@@ -101,6 +107,7 @@ def main() -> None:
     ap.add_argument("--only", help="only the workloads whose name contains this")
     ap.add_argument("--replayer", help="path of the replay program to measure (default: this checkout's)")
     ap.add_argument("--keep", type=Path, help="record traces into (and reuse them from) this directory")
+    ap.add_argument("--no-control", action="store_true", help="skip the A/A control (a second direct run per pair)")
     args = ap.parse_args()
     if args.pairs < 1:
         ap.error("--pairs must be at least 1")
@@ -113,7 +120,7 @@ def main() -> None:
         for name in WORKLOADS:
             if args.only and args.only not in name:
                 continue
-            row = measure(replayer, record(name, directory), args.pairs)
+            row = measure(replayer, record(name, directory), args.pairs, not args.no_control)
             row["load_average"] = [round(x, 1) for x in os.getloadavg()]
             out[name] = row
             print(json.dumps({name: row}), flush=True)

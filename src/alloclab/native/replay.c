@@ -10,8 +10,11 @@
  *                                schedule length, peak live bytes), or the limit it exceeds
  *   replay FILE --serial [--points N] the same operations in recorded global order on one thread,
  *                                printing the live-bytes curve as executed (must equal --info's)
- *   replay FILE --direct         the same operations in a plain loop, no timing or dependency
- *                                checks: the yardstick for replay speed
+ *   replay FILE --direct         the same operations in a plain loop on one thread, no timing or
+ *                                turns, the same compact layout: the yardstick for replay speed
+ * A replay or --direct prints ops/s, cpu_seconds (all threads, replay phase only), objects and
+ * shared_objects (touched by more than one thread: only their ops wait for turns), shared_ops,
+ * waits (turns not yet come), sleeps (futex sleeps) and waited_s (summed over threads).
  * The input is not trusted (docs/trace-format.md, "Limits"): reading and ordering are O(n log n)
  * whatever the file holds; idle gaps over --max-gap are shortened and a schedule over
  * --max-duration refused; requests over --max-alloc, peaks over --max-live and more threads than
@@ -259,6 +262,7 @@ typedef struct {
     uint64_t *due;                  /* per op, only when the timing is kept (speed > 0) */
     size_t n;
     uint32_t nslots;                /* the most private objects this thread holds at once */
+    uint32_t chunk_next, chunk_left;   /* preprocessing: this thread's current chunk of shared objects */
     _Atomic int64_t live;           /* requested bytes this thread's ops added (one writer) */
     uint64_t waits, sleeps;         /* shared ops that found the object's turn not yet come; futex sleeps */
     double waited;                  /* seconds spent in those waits */
@@ -270,7 +274,12 @@ static uint32_t nshared;
 static rthread *rthreads;
 static uint32_t nrunners;           /* threads executing: nrthreads, or 1 for --direct */
 static size_t nshared_ops;
+static uint32_t nshared_objects;    /* nshared counts the chunks' unused places too */
 
+/* Shared objects are numbered in chunks of 8 per creating thread (8 x 24 bytes = 3 cache lines,
+ * the array 64-byte aligned), so two threads' new objects never share a cache line. */
+#define SHARED_CHUNK 8u
+_Static_assert(SHARED_CHUNK * sizeof(object) % 64 == 0, "a chunk must fill whole cache lines");
 #define UNSET UINT32_MAX
 #define MIXED (UINT32_MAX - 1)
 
@@ -307,7 +316,12 @@ static void compile_ops(int direct) {
         uint64_t word = r->size | (uint64_t)r->op << OP_SHIFT;
         if (r->op == OP_MEMALIGN) word |= (uint64_t)__builtin_ctz(r->align ? r->align : 1) << ALIGN_SHIFT;
         if (owner[r->obj] == MIXED) {
-            if (slot_of[r->obj] == UNSET) slot_of[r->obj] = nshared++;
+            if (slot_of[r->obj] == UNSET) {                     /* from the creating thread's chunk */
+                if (t->chunk_left == 0) { t->chunk_next = nshared; nshared += SHARED_CHUNK; t->chunk_left = SHARED_CHUNK; }
+                slot_of[r->obj] = t->chunk_next++;
+                t->chunk_left--;
+                nshared_objects++;
+            }
             word |= SHARED_BIT;
             nshared_ops++;
         } else if (slot_of[r->obj] == UNSET) {
@@ -328,7 +342,8 @@ static void compile_ops(int direct) {
     free(freed); free(nfreed); free(capfreed); free(owner); free(slot_of);
     free(global);
     global = NULL;
-    shared = calloc(nshared ? nshared : 1, sizeof *shared);
+    shared = aligned_alloc(64, (nshared ? nshared : SHARED_CHUNK) * sizeof *shared);
+    if (shared) memset(shared, 0, (nshared ? nshared : SHARED_CHUNK) * sizeof *shared);
     if (!shared) { fprintf(stderr, "replay: out of memory for %u shared objects\n", nshared); exit(5); }
 }
 
@@ -506,9 +521,10 @@ static inline void pass_turn(object *o, uint32_t next) {
         syscall(SYS_futex, &o->seq, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
 }
 
-/* Execute one runner's ops; `slots` is its private objects' array. Live bytes are counted in the
- * runner's own counter (a shared atomic per op would cost more than the op); ops every 4096, when
- * the publisher also sums the live counters for $ALLOCLAB_STATS. */
+/* Execute one runner's ops; `slots` is its private objects' array. Flat out, live bytes are
+ * counted in the runner's own counter (a shared atomic per op would cost more than the op) and
+ * summed for $ALLOCLAB_STATS every 4096 ops of the publishing runner, then every 20 ms while the
+ * others finish; paced (timed), each op also updates the shared total at once. */
 static void execute(rthread *th, int timed, int publisher) {
     slot_t *slots = calloc(th->nslots ? th->nslots : 1, sizeof *slots);   /* first touched by its own thread */
     if (!slots) { fprintf(stderr, "replay: out of memory for %u objects\n", th->nslots); exit(5); }
@@ -522,8 +538,9 @@ static void execute(rthread *th, int timed, int publisher) {
             if (due - now > 50e-6) wl_sleep(due - now);
         }
         cop c = ops[i];
+        int64_t delta;
         if (!(c.word & SHARED_BIT)) {
-            live += perform_word(&slots[c.slot].p, &slots[c.slot].size, c.word);
+            delta = perform_word(&slots[c.slot].p, &slots[c.slot].size, c.word);
         } else {
             /* Every op is performed, none skipped, so each wait ends: the op it waits for is
              * earlier in the global order, and so is everything its thread does before it. */
@@ -534,14 +551,17 @@ static void execute(rthread *th, int timed, int publisher) {
                 wait_turn(o, c.expect, &th->sleeps);
                 th->waited += wl_now() - w0;
             }
-            live += perform_word(&o->p, &o->size, c.word);
+            delta = perform_word(&o->p, &o->size, c.word);
             pass_turn(o, c.expect + 1);
         }
+        live += delta;
+        if (timed)          /* paced: the ops are sparse, and an experiment samples live bytes as they go */
+            atomic_fetch_add_explicit(&wl_live_bytes, (uint64_t)delta, memory_order_relaxed);
         if (++done == 4096) {
             wl_count_ops(done);
             done = 0;
             atomic_store_explicit(&th->live, live, memory_order_relaxed);
-            if (publisher) publish_live();
+            if (publisher && !timed) publish_live();
         }
     }
     wl_count_ops(done);
@@ -600,8 +620,17 @@ static int run_threads(void) {
     start_time = wl_now();
     open_gate(1);
     if (nrthreads) execute(&rthreads[own], speed > 0, 1);
-    for (uint32_t i = 0; i < nrthreads; i++) if (i != own) pthread_join(tids[i], NULL);
-    publish_live();
+    for (uint32_t i = 0; i < nrthreads; i++) {          /* keep publishing while the others finish */
+        if (i == own) continue;
+        struct timespec until;
+        do {
+            if (speed == 0) publish_live();
+            clock_gettime(CLOCK_REALTIME, &until);
+            until.tv_nsec += 20000000;
+            if (until.tv_nsec >= 1000000000) { until.tv_sec++; until.tv_nsec -= 1000000000; }
+        } while (pthread_timedjoin_np(tids[i], NULL, &until) == ETIMEDOUT);
+    }
+    if (speed == 0) publish_live();
     free(tids);
     return 0;
 }
@@ -794,7 +823,7 @@ int main(int argc, char **argv) {
            "\"cpu_seconds\": %.6f, \"live_bytes_end\": %llu, \"untracked_frees\": %zu, \"gaps_shortened\": %zu, "
            "\"objects\": %u, \"shared_objects\": %u, \"shared_ops\": %zu, \"waits\": %llu, \"sleeps\": %llu, \"waited_s\": %.6f}\n",
            mode_direct ? "direct" : "threads", nrthreads, (unsigned long long)ops, secs, secs > 0 ? (double)ops / secs : 0.0, cpu,
-           (unsigned long long)atomic_load(&wl_live_bytes), untracked, p.gaps_shortened, nobjects, nshared, nshared_ops,
+           (unsigned long long)atomic_load(&wl_live_bytes), untracked, p.gaps_shortened, nobjects, nshared_objects, nshared_ops,
            (unsigned long long)waits, (unsigned long long)sleeps, waited);
     fflush(stdout);
     /* stay alive while alloclab samples an idle tail, if asked */

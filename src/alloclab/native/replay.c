@@ -283,8 +283,8 @@ _Static_assert(SHARED_CHUNK * sizeof(object) % 64 == 0, "a chunk must fill whole
 #define UNSET UINT32_MAX
 #define MIXED (UINT32_MAX - 1)
 
-/* Turn `global` into per-runner arrays of compact ops; runner(thread) maps a recorded thread to
- * the one executing it. Frees `global`. */
+/* Turn `global` into per-runner arrays of compact ops (a runner is a recorded thread, or the one
+ * thread of --direct), classifying objects as private or shared on the way. Frees `global`. */
 static void compile_ops(int direct) {
     nrunners = direct ? 1 : nrthreads;
     uint32_t *owner = malloc((nobjects ? nobjects : 1) * sizeof *owner);

@@ -44,9 +44,9 @@ WORKLOADS = {
 }
 
 
-def run(cmd: list[str], env: dict | None = None) -> tuple[dict, float]:
+def run(cmd: list[str]) -> tuple[dict, float]:
     """The replayer's JSON line and the process's CPU seconds."""
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, **(env or {})})
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     out, err = proc.stdout.read(), proc.stderr.read()     # the replayer writes one line to each at most
     _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)

@@ -3,7 +3,7 @@ The replayer (replay.c, prepare) sorts a tick's frees and reallocs before its al
 the allocation of a hand-off forward; two cases it still gets wrong at today's 32 ns tick, and that a
 coarser tick (1 us: sawtooth 3.49 -> 2.82 bytes/event, benchmarks/README.md) would make ~11x more
 frequent (worker-pool, 4.8 M events: 5 -> 57 allocations placed over a live address, counted by a
-Python model of prepare's rules; `trace info` final live bytes 33.30 -> 33.75 MB, benchmarks/
+Python model of prepare's rules; `trace info` final live bytes 33.28 -> 34.19 MB, benchmarks/
 trace_tick.py). Strict xfails: they pass once a tick's events keep each thread's recorded order."""
 from __future__ import annotations
 

@@ -105,3 +105,25 @@ def test_a_killed_recording_reads_up_to_its_last_whole_block(recordings, tmp_pat
     with pytest.raises(UserError, match="needs .* bytes"):
         trace.info(p, points=2)
     assert len(parse(killed[:last]).blocks) == len(starts) - 1         # the codec reads the whole blocks
+
+
+def test_a_trace_is_read_in_the_tick_its_header_names(recordings, native_dir, tmp_path):
+    """`trace_recode --tick` (how the coarser-tick sizes of benchmarks/README.md were measured)
+    writes its tick in the header; the reader and the codec honour it: every time is the original
+    rounded down to the tick, and the durations agree to within one tick."""
+    path, coarse = recordings["sawtooth"], tmp_path / "us.trace"
+    assert int.from_bytes(path.read_bytes()[36:40], "little") == 32
+    r = recode(native_dir, path, "--tick", "1000", "--out", str(coarse))
+    assert r["round_trip"] == "identical" and r["tick_ns"] == 1000 and "same_bytes" not in r
+    assert coarse.stat().st_size < path.stat().st_size
+    fine, us = parse(path.read_bytes()), parse(coarse.read_bytes())
+    assert (fine.tick_ns, us.tick_ns) == (32, 1000)
+    fine_ev, us_ev = decode_events(fine), decode_events(us)
+    assert len(fine_ev) == len(us_ev) > 1000
+    assert all(a[0] == b[0] and b[1][1] == a[1][1] * 32 // 1000 and a[1][2:] == b[1][2:]
+               for a, b in zip(fine_ev, us_ev))
+    before, after = trace.info(path, points=2), trace.info(coarse, points=2)
+    assert after["events"] == before["events"]
+    assert abs(after["duration_s"] - before["duration_s"]) <= 1.001e-6
+    back = recode(native_dir, coarse)                  # a coarse-tick file re-encodes as itself
+    assert back["round_trip"] == "identical" and back["same_bytes"] is True and back["tick_ns"] == 1000

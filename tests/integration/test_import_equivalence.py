@@ -1,7 +1,7 @@
 """The streaming importer (issue 16 item 5) lands the same rows and names the same first problem as
 the importer before it (commit b5a2729): every table of the run store, row by row in rowid order
 with each value's SQLite type, is digested and compared with tests/data/import_golden.json, which
-that importer produced (tests/data/make_import_golden.py) on the real 1AEO datasets, on generated
+that importer produced (benchmarks/make_import_golden.py) on the real 1AEO datasets, on generated
 files with duplicates, gaps, unlisted relays, mixed allocators, extra columns and bad cells, and on
 the hostile cases of test_hostile_csv.py; both through the columnar fast path and the row-by-row
 reader (fast=False). The inputs are built here, deterministically, and their own digest is in the

@@ -233,6 +233,28 @@ def mutate(folder: Path, rng: random.Random) -> str:
     return "; ".join(done) or "noop"
 
 
+def make_bases(work: Path, names=("co-guard-2025-09", "5way-2026-01")) -> dict[str, Path]:
+    """Copies of the named datasets and an alloclab export of co-guard under work/base: what cases mutate."""
+    from alloclab.torutils import export_csv, import_torutils
+    bases = {name: work / "base" / name for name in names}
+    for name, path in bases.items():
+        shutil.copytree(DATASETS / name, path)
+    export_csv(import_torutils(bases["co-guard-2025-09"], work / "exported-run"), work / "base" / "alloclab-export")
+    bases["alloclab-export"] = work / "base" / "alloclab-export"
+    return bases
+
+
+def mutated_cases(bases: dict[str, Path], work: Path, rng: random.Random, count: int):
+    """Yields (n, base name, case folder, mutation) `count` times: a fresh copy of a base chosen by
+    `rng`, mutated, at case folder / "in" (the case folder is reused: done with it before the next)."""
+    for n in range(count):
+        base_name = rng.choice(sorted(bases))
+        case = work / "case"
+        shutil.rmtree(case, ignore_errors=True)
+        shutil.copytree(bases[base_name], case / "in", symlinks=True)
+        yield n, base_name, case, mutate(case / "in", rng)
+
+
 def run_forked(folder: Path, out: Path, log: Path, timeout: float) -> tuple[int | None, float]:
     """The CLI's entry point in a forked child; (exit code or None on timeout, seconds)."""
     from alloclab import cli
@@ -289,26 +311,16 @@ def main() -> int:
     ap.add_argument("--keep", type=Path, help="where failing cases are kept (default: a temp dir)")
     args = ap.parse_args()
     sys.path.insert(0, str(REPO / "src"))
-    from alloclab.torutils import export_csv, import_torutils
     work = Path(tempfile.mkdtemp(prefix="alloclab-fuzz-import-"))
     keep = args.keep or work / "failures"
     keep.mkdir(parents=True, exist_ok=True)
-    bases = {name: work / "base" / name for name in ("co-guard-2025-09", "5way-2026-01")}
-    for name, path in bases.items():
-        shutil.copytree(DATASETS / name, path)
-    export_csv(import_torutils(bases["co-guard-2025-09"], work / "exported-run"), work / "base" / "alloclab-export")
-    bases["alloclab-export"] = work / "base" / "alloclab-export"
+    bases = make_bases(work)
     rng = random.Random(args.seed)
     counts = {"cases": 0, "exit0": 0, "exit2": 0, "tracebacks": 0, "hangs": 0, "other_exits": 0, "multi_line": 0,
               "leftover_output": 0, "subprocess_cases": 0}
     times = []
     started = time.monotonic()
-    for n in range(args.mutations):
-        base_name = rng.choice(sorted(bases))
-        case = work / "case"
-        shutil.rmtree(case, ignore_errors=True)
-        shutil.copytree(bases[base_name], case / "in", symlinks=True)
-        what = mutate(case / "in", rng)
+    for n, base_name, case, what in mutated_cases(bases, work, rng, args.mutations):
         out, log = case / "out" / "run", case / "log"
         runner = run_subprocess if args.subprocess_every and n % args.subprocess_every == 0 else run_forked
         counts["subprocess_cases"] += runner is run_subprocess

@@ -1,7 +1,8 @@
 """Differential fuzz of `import torutils` (issue 16 item 5): the mutations of fuzz_import.py applied
 to the 1AEO datasets, an alloclab export and a generated co-unified file, each imported in-process
-by the importer before streaming (tests/integration/torutils_before.py, frozen), the streaming
-importer and the streaming importer without its fast path. Counts cases where they disagree: a
+by the importer before streaming (commit b5a2729's src/alloclab/torutils.py, loaded from git by
+make_import_golden.importer_at: no copy in the tree), the streaming importer and the streaming
+importer without its fast path. Counts cases where they disagree: a
 different first problem (message), or different store content (every table, rowid order, SQLite
 types). Target: 0.
 
@@ -24,7 +25,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO / "src"), str(REPO), str(REPO / "benchmarks")]
 
-from fuzz_import import DATASETS, mutate  # noqa: E402
+from fuzz_import import make_bases, mutated_cases  # noqa: E402
+from make_import_golden import importer_at  # noqa: E402
 
 
 def outcome(run, folder: Path, out: Path) -> tuple[str, object]:
@@ -46,30 +48,19 @@ def main() -> int:
     ap.add_argument("--keep", type=Path, help="where disagreeing cases are kept (default: a temp dir)")
     args = ap.parse_args()
     from alloclab import torutils
-    from tests.integration import torutils_before
     from tests.integration.test_import_equivalence import _generate
     work = Path(tempfile.mkdtemp(prefix="alloclab-fuzz-equivalence-"))
     keep = args.keep or work / "disagreements"
     keep.mkdir(parents=True, exist_ok=True)
-    bases = {name: work / "base" / name for name in ("co-guard-2025-09", "5way-2026-01", "co-unified-2025-12")}
-    for name, path in bases.items():
-        shutil.copytree(DATASETS / name, path)
-    torutils.export_csv(torutils.import_torutils(bases["co-guard-2025-09"], work / "exported-run"),
-                        work / "base" / "alloclab-export")
-    bases["alloclab-export"] = work / "base" / "alloclab-export"
+    bases = make_bases(work, ("co-guard-2025-09", "5way-2026-01", "co-unified-2025-12"))
     bases["generated"] = _generate(work / "base" / "generated", times=60)
-    importers = {"before": torutils_before.import_torutils, "streaming": torutils.import_torutils,
+    importers = {"before": importer_at().import_torutils, "streaming": torutils.import_torutils,
                  "row-by-row": lambda f, o: torutils.import_torutils(f, o, fast=False)}
     rng = random.Random(args.seed)
     counts = {"cases": 0, "stores_equal": 0, "errors_equal": 0, "crashes_equal": 0, "fixed_crashes": 0,
               "disagree": 0}
     started = time.monotonic()
-    for n in range(args.mutations):
-        base_name = rng.choice(sorted(bases))
-        case = work / "case"
-        shutil.rmtree(case, ignore_errors=True)
-        shutil.copytree(bases[base_name], case / "in", symlinks=True)
-        what = mutate(case / "in", rng)
+    for n, base_name, case, what in mutated_cases(bases, work, rng, args.mutations):
         if any(p.is_fifo() for p in (case / "in").rglob("*")):
             what += " (fifo)"
         results = {name: outcome(run, case / "in", case / name) for name, run in importers.items()}

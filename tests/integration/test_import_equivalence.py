@@ -1,11 +1,16 @@
 """The streaming importer (issue 16 item 5) lands the same rows and names the same first problem as
-the importer before it (tests/integration/torutils_before.py, a frozen copy): every table of the
-run store compared row by row with each value's SQLite type, on the real 1AEO datasets and on
-generated files with duplicates, gaps, unlisted relays, mixed allocators, extra columns and bad
-cells; both through the columnar fast path and the row-by-row reader (fast=False)."""
+the importer before it (commit b5a2729): every table of the run store, row by row in rowid order
+with each value's SQLite type, is digested and compared with tests/data/import_golden.json, which
+that importer produced (benchmarks/make_import_golden.py) on the real 1AEO datasets, on generated
+files with duplicates, gaps, unlisted relays, mixed allocators, extra columns and bad cells, and on
+the hostile cases of test_hostile_csv.py; both through the columnar fast path and the row-by-row
+reader (fast=False). The inputs are built here, deterministically, and their own digest is in the
+golden file too, so a changed input is told apart from a changed importer."""
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import shutil
 import sqlite3
 from pathlib import Path
@@ -14,8 +19,7 @@ import pytest
 
 from alloclab import torutils, torutils_fast
 from alloclab.errors import UserError
-from tests.conftest import DATASETS
-from tests.integration import torutils_before
+from tests.conftest import DATASETS, REPO
 from tests.integration.test_hostile_csv import CASES, _prepare
 
 GROUPS = {"Z": "glibc", "A": "jemalloc", "B": "mimalloc"}
@@ -101,56 +105,6 @@ FAST = {"clean", "extras", "blank-lines-no-final-newline", "no-group-column", "c
 VARIANTS = sorted(FAST | {"quoted", "blanks", "mixed-line-ends"})
 
 
-def _three(folder: Path, tmp_path: Path, monkeypatch, fast_expected: bool | None = None) -> list[dict]:
-    """Stores of the old importer, the new one and the new one without its fast path."""
-    torutils_before.import_torutils(folder, tmp_path / "old")
-    calls = []
-    original = torutils._read_relay_rows
-    monkeypatch.setattr(torutils, "_read_relay_rows", lambda *a, **k: calls.append(1) or original(*a, **k))
-    torutils.import_torutils(folder, tmp_path / "new")
-    if fast_expected is not None:
-        assert (not calls) == fast_expected, "fast path taken" if calls == [] else "row-by-row reader taken"
-    torutils.import_torutils(folder, tmp_path / "rows", fast=False)
-    return [_dump(tmp_path / d / "run.db") for d in ("old", "new", "rows")]
-
-
-@pytest.mark.parametrize("dataset", ["co-guard-2025-09", "co-unified-2025-12", "5way-2026-01"])
-def test_the_1aeo_datasets_land_the_same_rows(dataset, tmp_path, monkeypatch):
-    old, new, rows = _three(DATASETS / dataset, tmp_path, monkeypatch, fast_expected=True)
-    assert old["samples"] and new == old and rows == old
-
-
-@pytest.mark.parametrize("variant", VARIANTS)
-def test_generated_files_land_the_same_rows(variant, tmp_path, monkeypatch):
-    folder = _variant(variant, tmp_path)
-    old, new, rows = _three(folder, tmp_path, monkeypatch, fast_expected=variant in FAST)
-    assert len(old["samples"]) > 1000 and new == old and rows == old
-    meta = dict((r[1], r[2]) for r in old["meta"])
-    assert json.loads(meta["duplicate_timestamps"]) == {"relay2": 2}
-    if variant != "no-group-column":
-        assert json.loads(meta["unlisted_relays"]) == ["stray"]
-
-
-def test_blocks_cut_anywhere_land_the_same_rows(tmp_path, monkeypatch):
-    """Blocks of 1,000 bytes cut rows in the middle: the carried-over part must join the next block."""
-    monkeypatch.setattr(torutils_fast, "BLOCK_BYTES", 1000)
-    folder = _variant("extras", tmp_path)
-    old, new, rows = _three(folder, tmp_path, monkeypatch, fast_expected=True)
-    assert new == old and rows == old
-
-
-def test_progress_lines(tmp_path, monkeypatch):
-    monkeypatch.setattr(torutils_fast, "BLOCK_BYTES", 4096)
-    monkeypatch.setattr(torutils_fast, "PROGRESS_ROWS", 500)
-    monkeypatch.setattr(torutils, "PROGRESS_ROWS", 500)
-    lines: list[str] = []
-    torutils.import_torutils(_variant("extras", tmp_path), tmp_path / "run", progress=lines.append)
-    read = [ln for ln in lines if ln.startswith("read ")]
-    wrote = [ln for ln in lines if ln.startswith("wrote ")]
-    assert len(read) >= 3 and "of memory.csv (" in read[0] and len(wrote) >= 2, lines
-    assert wrote[-1].endswith(f" of {len(_dump(tmp_path / 'run' / 'run.db')['samples']):,} samples"), wrote
-
-
 def _bad(name: str, folder: Path) -> None:
     """Problems late in the generated file, and which of two problems is named first."""
     p = folder / "memory.csv"
@@ -202,53 +156,227 @@ BAD = ["late-bad-rss", "late-negative-cpu", "bad-cell-then-bad-structure", "bad-
        "bad-header-and-bad-structure"]
 
 
-def _errors(folder: Path, tmp_path: Path) -> list[str]:
-    out = []
-    for name, run in (("old", torutils_before.import_torutils), ("new", torutils.import_torutils),
-                      ("rows", lambda f, o: torutils.import_torutils(f, o, fast=False))):
-        with pytest.raises(UserError) as err:
-            run(folder, tmp_path / "out" / name)
-        out.append(str(err.value))
-    assert not (tmp_path / "out").exists()
-    return out
+GOLDEN = REPO / "tests" / "data" / "import_golden.json"
+BLOCK_ROWS = 1000                       # rows per block digest: a mismatch names the first block that differs
+HOSTILE = {c[0]: c for c in CASES}
+CASE_IDS = ([f"dataset:{d}" for d in ("co-guard-2025-09", "co-unified-2025-12", "5way-2026-01")]
+            + [f"generated:{v}" for v in VARIANTS] + [f"bad:{b}" for b in BAD] + [f"hostile:{h}" for h in HOSTILE]
+            + ["export", "export-without-processes"])
 
 
-@pytest.mark.parametrize("name", BAD)
-def test_generated_problems_are_named_as_before(name, tmp_path):
-    folder = _variant("extras", tmp_path)
-    _bad(name, folder)
-    old, new, rows = _errors(folder, tmp_path)
-    assert new == old and rows == old, (old, new)
-
-
-@pytest.fixture(scope="module")
-def exported(tmp_path_factory) -> Path:
-    tmp = tmp_path_factory.mktemp("exported")
+def make_export(tmp: Path) -> Path:
+    """An alloclab export of co-guard, with the same bytes on every machine: the export names the
+    folder it was imported from, written here relative to the repository."""
     torutils.export_csv(torutils.import_torutils(DATASETS / "co-guard-2025-09", tmp / "run"), tmp / "csv")
+    doc = tmp / "csv" / "experiment.json"
+    text = doc.read_text()
+    assert str(REPO) + "/" in text
+    doc.write_text(text.replace(str(REPO) + "/", ""))
     return tmp / "csv"
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
-def test_hostile_cases_are_named_as_before(case, tmp_path, exported):
-    _, base, mutate, _fragment = case
-    folder = _prepare(tmp_path, base, exported)
-    mutate(folder)
-    old, new, rows = _errors(folder, tmp_path)
-    assert new == old and rows == old, (old, new)
-
-
-def test_an_export_imports_to_the_same_rows(tmp_path, monkeypatch, exported):
-    old, new, rows = _three(exported, tmp_path, monkeypatch, fast_expected=True)
-    assert new == old and rows == old
-
-
-def test_an_export_section_without_processes_imports(tmp_path, exported):
-    """A part of the "alloclab" section left out is an empty list (the importer before crashed)."""
-    folder = tmp_path / "in"
+def build_case(case_id: str, tmp: Path, exported: Path) -> Path:
+    """The input folder of one golden case, made under the empty folder `tmp`."""
+    kind, _, name = case_id.partition(":")
+    if kind == "dataset":
+        return DATASETS / name
+    if kind == "generated":
+        return _variant(name, tmp)
+    if kind == "bad":
+        folder = _variant("extras", tmp)
+        _bad(name, folder)
+        return folder
+    if kind == "hostile":
+        _, base, mutate, _fragment = HOSTILE[name]
+        folder = _prepare(tmp, base, exported)
+        mutate(folder)
+        return folder
+    if kind == "export":
+        return exported
+    assert kind == "export-without-processes", case_id
+    folder = tmp / "in"
     shutil.copytree(exported, folder)
     doc = json.loads((folder / "experiment.json").read_text())
     for part in ("processes", "verifications"):
         del doc["alloclab"][part]
     (folder / "experiment.json").write_text(json.dumps(doc))
-    torutils.import_torutils(folder, tmp_path / "run")
-    assert len(_dump(tmp_path / "run" / "run.db")["samples"]) == 72
+    return folder
+
+
+def _local(text: str, folder: Path) -> str:
+    """Paths of this machine made neutral: the input folder, then the repository."""
+    return text.replace(str(folder), "{in}").replace(str(REPO), "{repo}")
+
+
+def input_digest(folder: Path) -> str:
+    """sha256 over the input folder: relative names, kinds, bytes (links by target, fifos by kind)."""
+    h = hashlib.sha256()
+    for p in sorted(folder.rglob("*")):
+        h.update(repr(str(p.relative_to(folder))).encode())
+        if p.is_symlink():
+            h.update(b"link " + _local(os.readlink(p), folder).encode())
+        elif p.is_fifo():
+            h.update(b"fifo")
+        elif p.is_file():
+            h.update(b"file " + p.read_bytes())
+        else:
+            h.update(b"dir")
+    return h.hexdigest()
+
+
+def _row_text(row: tuple, types: tuple, folder: Path) -> str:
+    """One row as (SQLite type, value) pairs; floats by Python repr, the same on every machine."""
+    return repr(tuple((t, _local(v, folder) if isinstance(v, str) else v) for t, v in zip(types, row))) + "\n"
+
+
+def store_digest(db: Path, folder: Path) -> dict[str, dict]:
+    """Per table (and the schema as "sqlite_master"): row count, sha256 over the rows in rowid order
+    with types, and a short digest per BLOCK_ROWS rows."""
+    c = sqlite3.connect(db)
+    selects = {"sqlite_master": "SELECT type, name, tbl_name, sql, typeof(type), typeof(name), typeof(tbl_name), "
+                                "typeof(sql) FROM sqlite_master ORDER BY type, name"}
+    for (table,) in c.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").fetchall():
+        cols = ["rowid"] + [r[1] for r in c.execute(f"PRAGMA table_info({table})")]
+        selects[table] = f"SELECT {', '.join(cols + [f'typeof({x})' for x in cols])} FROM {table} ORDER BY rowid"
+    out = {}
+    for table, sql in selects.items():
+        whole, block, blocks, n = hashlib.sha256(), hashlib.sha256(), [], 0
+        for row in c.execute(sql):
+            half = len(row) // 2
+            text = _row_text(row[:half], row[half:], folder).encode()
+            whole.update(text)
+            block.update(text)
+            n += 1
+            if n % BLOCK_ROWS == 0:
+                blocks.append(block.hexdigest()[:16])
+                block = hashlib.sha256()
+        if n % BLOCK_ROWS:
+            blocks.append(block.hexdigest()[:16])
+        out[table] = {"rows": n, "sha256": whole.hexdigest(), "blocks": blocks}
+    c.close()
+    return out
+
+
+def outcome(run, folder: Path, out: Path) -> dict:
+    """What an importer makes of `folder`: the store's digest, or its one-line message."""
+    try:
+        run(folder, out)
+    except UserError as exc:
+        assert not out.exists(), f"{out} left behind"
+        return {"error": _local(str(exc), folder)}
+    return {"error": None, "tables": store_digest(out / "run.db", folder)}
+
+
+def _differences(got: dict, want: dict, db: Path, folder: Path) -> str:
+    """Which table differs, its counts, and (from the store at `db`) the first row of the first
+    block that differs."""
+    if got.get("error") != want.get("error") or want.get("error") is not None:
+        return f"message {got.get('error')!r}, golden {want.get('error')!r}"
+    out = []
+    for table in sorted(set(got["tables"]) | set(want["tables"])):
+        g, w = got["tables"].get(table), want["tables"].get(table)
+        if g == w:
+            continue
+        if g is None or w is None:
+            out.append(f"table {table} {'missing' if g is None else 'not in the golden record'}")
+            continue
+        line = f"table {table}: {g['rows']} rows, golden {w['rows']}"
+        block = next((i for i, (a, b) in enumerate(zip(g["blocks"], w["blocks"])) if a != b), None)
+        if block is not None and table != "sqlite_master":
+            c = sqlite3.connect(db)
+            row = c.execute(f"SELECT rowid, * FROM {table} ORDER BY rowid LIMIT 1 OFFSET ?", (block * BLOCK_ROWS,)).fetchone()
+            c.close()
+            line += f"; rows {block * BLOCK_ROWS + 1}-{(block + 1) * BLOCK_ROWS} differ, the first of them here is {row!r}"
+        out.append(line)
+    return "; ".join(out)
+
+
+_golden_cache: dict = {}
+
+
+def golden(case_id: str) -> dict:
+    if not _golden_cache:
+        _golden_cache.update(json.loads(GOLDEN.read_text())["cases"])
+    assert case_id in _golden_cache, f"{case_id} is not in {GOLDEN.name}: run tests/data/make_import_golden.py"
+    return _golden_cache[case_id]
+
+
+def _check(case_id: str, tmp_path: Path, monkeypatch, exported: Path, fast_expected: bool | None = None,
+           golden_id: str | None = None) -> Path:
+    """The new importer, with and without its fast path, against the golden record; returns the store."""
+    want = golden(golden_id or case_id)
+    folder = build_case(case_id, tmp_path / "case", exported)
+    assert input_digest(folder) == want["input"], f"{case_id}: the input is not the one the golden record was made from"
+    calls = []
+    original = torutils._read_relay_rows
+    monkeypatch.setattr(torutils, "_read_relay_rows", lambda *a, **k: calls.append(1) or original(*a, **k))
+    for name, run in (("new", torutils.import_torutils), ("rows", lambda f, o: torutils.import_torutils(f, o, fast=False))):
+        got = outcome(run, folder, tmp_path / name)
+        if name == "new" and fast_expected is not None:
+            assert (not calls) == fast_expected, "fast path taken" if calls == [] else "row-by-row reader taken"
+        assert got == {k: v for k, v in want.items() if k not in ("input", "note")}, \
+            f"{case_id} ({name}): " + _differences(got, want, tmp_path / name / "run.db", folder)
+    return tmp_path / "new" / "run.db"
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory) -> Path:
+    return make_export(tmp_path_factory.mktemp("exported"))
+
+
+@pytest.mark.parametrize("dataset", ["co-guard-2025-09", "co-unified-2025-12", "5way-2026-01"])
+def test_the_1aeo_datasets_land_the_same_rows(dataset, tmp_path, monkeypatch, exported):
+    _check(f"dataset:{dataset}", tmp_path, monkeypatch, exported, fast_expected=True)
+    assert golden(f"dataset:{dataset}")["tables"]["samples"]["rows"]
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_generated_files_land_the_same_rows(variant, tmp_path, monkeypatch, exported):
+    db = _check(f"generated:{variant}", tmp_path, monkeypatch, exported, fast_expected=variant in FAST)
+    new = _dump(db)
+    assert len(new["samples"]) > 1000
+    meta = dict((r[1], r[2]) for r in new["meta"])
+    assert json.loads(meta["duplicate_timestamps"]) == {"relay2": 2}
+    if variant != "no-group-column":
+        assert json.loads(meta["unlisted_relays"]) == ["stray"]
+
+
+def test_blocks_cut_anywhere_land_the_same_rows(tmp_path, monkeypatch, exported):
+    """Blocks of 1,000 bytes cut rows in the middle: the carried-over part must join the next block."""
+    monkeypatch.setattr(torutils_fast, "BLOCK_BYTES", 1000)
+    _check("generated:extras", tmp_path, monkeypatch, exported, fast_expected=True)
+
+
+def test_progress_lines(tmp_path, monkeypatch):
+    monkeypatch.setattr(torutils_fast, "BLOCK_BYTES", 4096)
+    monkeypatch.setattr(torutils_fast, "PROGRESS_ROWS", 500)
+    monkeypatch.setattr(torutils, "PROGRESS_ROWS", 500)
+    lines: list[str] = []
+    torutils.import_torutils(_variant("extras", tmp_path), tmp_path / "run", progress=lines.append)
+    read = [ln for ln in lines if ln.startswith("read ")]
+    wrote = [ln for ln in lines if ln.startswith("wrote ")]
+    assert len(read) >= 3 and "of memory.csv (" in read[0] and len(wrote) >= 2, lines
+    assert wrote[-1].endswith(f" of {len(_dump(tmp_path / 'run' / 'run.db')['samples']):,} samples"), wrote
+
+
+@pytest.mark.parametrize("name", BAD)
+def test_generated_problems_are_named_as_before(name, tmp_path, monkeypatch, exported):
+    _check(f"bad:{name}", tmp_path, monkeypatch, exported)
+    assert golden(f"bad:{name}")["error"]
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE))
+def test_hostile_cases_are_named_as_before(case, tmp_path, monkeypatch, exported):
+    _check(f"hostile:{case}", tmp_path, monkeypatch, exported)
+    assert golden(f"hostile:{case}")["error"]
+
+
+def test_an_export_imports_to_the_same_rows(tmp_path, monkeypatch, exported):
+    _check("export", tmp_path, monkeypatch, exported, fast_expected=True)
+
+
+def test_an_export_section_without_processes_imports(tmp_path, monkeypatch, exported):
+    """A part of the "alloclab" section left out is an empty list (the importer before crashed with a
+    KeyError: the golden record holds the new, intended store)."""
+    db = _check("export-without-processes", tmp_path, monkeypatch, exported)
+    assert len(_dump(db)["samples"]) == 72

@@ -98,6 +98,28 @@ def test_same_tick_realloc_of_a_later_allocation(tmp_path):
     assert trace.replay(p, speed=0, timeout=20)["live_bytes_end"] == 64 * n
 
 
+def test_same_tick_merge_of_blocked_threads_stays_bounded(tmp_path):
+    """60 threads whose heads all wait on each other in one tick (frees of an address one thread
+    allocates last): the merge gives up after its search budget and orders the tick by rank."""
+    n, x = 5_000, 0x1000
+    blocks = [events_block(tid, [ev(FREE, 0, ptr=x)] * n) for tid in range(1, 60)]
+    blocks.append(events_block(60, [ev(FREE, 0, ptr=x)] * n + [ev(MALLOC, 0, 16, x)]))
+    p = write(tmp_path, Trace(blocks))
+    start = time.monotonic()
+    d = trace.info(p, points=2)
+    assert time.monotonic() - start < 3.0
+    assert d["operations"] == 2 and d["final_live_bytes"] == 0   # the malloc pulled ahead of one free
+
+
+def test_same_tick_of_more_threads_than_the_merge_takes(tmp_path):
+    """100 threads in one tick (over the merge's 64 runs): ordered by rank, hand-offs still pulled."""
+    blocks = [events_block(tid, [ev(FREE, 0, ptr=0x1000 * tid), ev(MALLOC, 0, 32, 0x1000 * (tid + 1))])
+              for tid in range(1, 101)]
+    p = write(tmp_path, Trace(blocks))
+    d = trace.info(p, points=2)
+    assert d["untracked_frees"] == 1 and d["final_live_bytes"] == 32
+
+
 def test_many_threads_many_blocks_read_linearly(tmp_path):
     """10,000 threads, 4 blocks each, interleaved: the reader finds a thread by hash, not a scan."""
     blocks = [Block(tid, r, [MALLOC], [0], [8], [tid * 4 + r]) for r in range(4) for tid in range(1, 10_001)]

@@ -347,10 +347,11 @@ static int merge_tick(tick_merge *m, trace_data *t, const order_key *keys, size_
  * inside the tick but keeps the cost bounded. */
 static void prepare(trace_data *t) {
     order_key *keys = malloc((t->nevents + 1) * sizeof *keys);
-    order_key *rest = malloc((t->nevents + 1) * sizeof *rest);
+    order_key *rest = NULL;        /* a crowded tick's unplaced events (grown to the largest) */
+    size_t rest_cap = 0;
     global = malloc((t->nevents + 1) * sizeof *global);
     uint8_t *used = calloc(t->nevents + 1, 1);
-    if (!keys || !rest || !global || !used) { fprintf(stderr, "replay: out of memory ordering %zu events\n", t->nevents); exit(5); }
+    if (!keys || !global || !used) { fprintf(stderr, "replay: out of memory ordering %zu events\n", t->nevents); exit(5); }
     size_t k = 0;
     for (uint32_t i = 0; i < t->nthreads; i++)
         for (size_t j = 0; j < t->threads[i].n; j++) {
@@ -360,9 +361,8 @@ static void prepare(trace_data *t) {
     qsort(keys, k, sizeof *keys, by_thread_order);
     tick_index tick = {0};
     tick_merge merge = {0};
-    size_t runs_cap = MERGE_MAX_RUNS;
-    merge.head = malloc(runs_cap * sizeof *merge.head);
-    merge.end = malloc(runs_cap * sizeof *merge.end);
+    merge.head = malloc(MERGE_MAX_RUNS * sizeof *merge.head);
+    merge.end = malloc(MERGE_MAX_RUNS * sizeof *merge.end);
     if (!merge.head || !merge.end) { fprintf(stderr, "replay: out of memory ordering the trace\n"); exit(5); }
     for (size_t lo = 0, hi; lo < k; lo = hi) {
         uint32_t nruns = 1;
@@ -371,6 +371,11 @@ static void prepare(trace_data *t) {
         if (nruns == 1) {
             for (size_t g = lo; g < hi; g++) place(&t->threads[keys[g].thread].ev[keys[g].idx], keys[g].thread);
             continue;
+        }
+        if (hi - lo > rest_cap) {
+            rest_cap = hi - lo;
+            free(rest);
+            if (!(rest = malloc(rest_cap * sizeof *rest))) { fprintf(stderr, "replay: out of memory ordering the trace\n"); exit(5); }
         }
         if (nruns > MERGE_MAX_RUNS) {
             memcpy(rest, keys + lo, (hi - lo) * sizeof *rest);

@@ -21,7 +21,7 @@ import pytest
 
 from alloclab import trace
 from alloclab.errors import UserError
-from alloclab.trace_codec import (BLOCK_HEADER, BLOCK_MAGIC, CALLOC, FREE, MALLOC, MEMALIGN, REALLOC, THREAD_EXIT, Block, Trace, ev,
+from alloclab.trace_codec import (BLOCK_HEADER, BLOCK_MAGIC, CALLOC, FREE, MALLOC, MEMALIGN, REALLOC, THREAD_EXIT, TICK_NS, Block, Trace, ev,
                                   compress, events_block, parse)
 from tests.conftest import run_cli
 
@@ -31,7 +31,7 @@ def built(native_dir):
     return native_dir
 
 
-YEAR_TICKS = 365 * 86400 * 10**9 // 32
+YEAR_TICKS = 365 * 86400 * 10**9 // TICK_NS
 FAST = {"max_gap": 0.2}          # a replay in these tests never waits long
 
 
@@ -259,7 +259,7 @@ def test_a_schedule_over_the_duration_limit_is_refused(tmp_path):
 
 
 def test_speed_scales_a_shortened_schedule(tmp_path):
-    t = Trace([events_block(1, [ev(MALLOC, 0, 100, 0x1000), ev(FREE, 10**9 // 32, ptr=0x1000)])])   # 1 s apart
+    t = Trace([events_block(1, [ev(MALLOC, 0, 100, 0x1000), ev(FREE, 10**9 // TICK_NS, ptr=0x1000)])])   # 1 s apart
     p = write(tmp_path, t)
     assert trace.check(p, speed=1)["schedule_s"] == pytest.approx(1.0, rel=1e-3)
     assert trace.check(p, speed=4)["schedule_s"] == pytest.approx(0.25, rel=1e-3)
@@ -439,7 +439,7 @@ def test_not_a_trace_file(tmp_path, kind):
 # ---- the CLI: deadlines, exit 2, one line, nothing left behind ----
 
 def test_a_timeout_stops_the_replayer_and_its_group(tmp_path):
-    t = Trace([events_block(1, [ev(MALLOC, 0, 100, 0x1000), ev(FREE, 3600 * 10**9 // 32, ptr=0x1000)])])
+    t = Trace([events_block(1, [ev(MALLOC, 0, 100, 0x1000), ev(FREE, 3600 * 10**9 // TICK_NS, ptr=0x1000)])])
     p = write(tmp_path, t, "slow-unique-name.trace")
     start = time.monotonic()
     refused(lambda: trace.replay(p, timeout=1), "did not finish within 1 s")

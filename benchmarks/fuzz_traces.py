@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
 from alloclab import native, trace  # noqa: E402
-from alloclab.trace_codec import (FREE, MALLOC, REALLOC, THREAD_EXIT, Trace, parse)  # noqa: E402
+from alloclab.trace_codec import (FREE, MALLOC, REALLOC, THREAD_EXIT, TICK_NS, Trace, parse)  # noqa: E402
 
 INTERESTING = [0, 1, 2, 7, 8, 15, 16, 127, 128, 255, 4096, 1 << 20, 1 << 30, (1 << 32) - 1, 1 << 32, 1 << 40,
                (1 << 40) + 1, 16 << 30, (16 << 30) + 1, 1 << 59, (1 << 63) - 1, (1 << 64) - 1]
@@ -117,7 +117,7 @@ def mutate(seed: bytes, other: bytes, rng: random.Random) -> tuple[str, bytes]:
             blk.thread = base + (i if rng.random() < 0.7 else 0)
     elif kind == "time-gap":
         if b.times:
-            b.times[rng.randrange(len(b.times))] = rng.choice([10**9 // 32 * rng.randint(1, 10), 1 << 40, 1 << 55,
+            b.times[rng.randrange(len(b.times))] = rng.choice([10**9 // TICK_NS * rng.randint(1, 10), 1 << 40, 1 << 55,
                                                                _value(rng)])
     elif kind == "size":
         if b.sizes:

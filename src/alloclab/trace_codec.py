@@ -34,7 +34,7 @@ TSC_FLAG = 2
 COMPLETE_FLAG = 4            # the recorder finished writing (version 2); absent: a killed recording
 VERSION = 3
 OLDEST_VERSION = 1
-TICK_NS = 32
+TICK_NS = 1000               # ns per timestamp tick of a new recording (TRACE_TICK_NS)
 MALLOC, FREE, CALLOC, REALLOC, MEMALIGN, THREAD_EXIT = 1, 2, 3, 4, 5, 6
 MASK64 = (1 << 64) - 1
 

@@ -21,7 +21,7 @@ import pytest
 
 from alloclab import trace
 from alloclab.errors import UserError
-from alloclab.trace_codec import (BLOCK_HEADER, BLOCK_MAGIC, CALLOC, FREE, MALLOC, MEMALIGN, REALLOC, THREAD_EXIT, Block, Trace, ev,
+from alloclab.trace_codec import (BLOCK_HEADER, BLOCK_MAGIC, CALLOC, FREE, MALLOC, MEMALIGN, REALLOC, THREAD_EXIT, TICK_NS, Block, Trace, ev,
                                   compress, events_block, parse)
 from tests.conftest import run_cli
 
@@ -31,7 +31,7 @@ def built(native_dir):
     return native_dir
 
 
-YEAR_TICKS = 365 * 86400 * 10**9 // 32
+YEAR_TICKS = 365 * 86400 * 10**9 // TICK_NS
 FAST = {"max_gap": 0.2}          # a replay in these tests never waits long
 
 
@@ -96,6 +96,28 @@ def test_same_tick_realloc_of_a_later_allocation(tmp_path):
     d = trace.info(p, points=2)
     assert d["objects"] == n and d["final_live_bytes"] == 64 * n
     assert trace.replay(p, speed=0, timeout=20)["live_bytes_end"] == 64 * n
+
+
+def test_same_tick_merge_of_blocked_threads_stays_bounded(tmp_path):
+    """60 threads whose heads all wait on each other in one tick (frees of an address one thread
+    allocates last): the merge gives up after its search budget and orders the tick by rank."""
+    n, x = 5_000, 0x1000
+    blocks = [events_block(tid, [ev(FREE, 0, ptr=x)] * n) for tid in range(1, 60)]
+    blocks.append(events_block(60, [ev(FREE, 0, ptr=x)] * n + [ev(MALLOC, 0, 16, x)]))
+    p = write(tmp_path, Trace(blocks))
+    start = time.monotonic()
+    d = trace.info(p, points=2)
+    assert time.monotonic() - start < 3.0
+    assert d["operations"] == 2 and d["final_live_bytes"] == 0   # the malloc pulled ahead of one free
+
+
+def test_same_tick_of_more_threads_than_the_merge_takes(tmp_path):
+    """100 threads in one tick (over the merge's 64 runs): ordered by rank, hand-offs still pulled."""
+    blocks = [events_block(tid, [ev(FREE, 0, ptr=0x1000 * tid), ev(MALLOC, 0, 32, 0x1000 * (tid + 1))])
+              for tid in range(1, 101)]
+    p = write(tmp_path, Trace(blocks))
+    d = trace.info(p, points=2)
+    assert d["untracked_frees"] == 1 and d["final_live_bytes"] == 32
 
 
 def test_many_threads_many_blocks_read_linearly(tmp_path):
@@ -237,7 +259,7 @@ def test_a_schedule_over_the_duration_limit_is_refused(tmp_path):
 
 
 def test_speed_scales_a_shortened_schedule(tmp_path):
-    t = Trace([events_block(1, [ev(MALLOC, 0, 100, 0x1000), ev(FREE, 10**9 // 32, ptr=0x1000)])])   # 1 s apart
+    t = Trace([events_block(1, [ev(MALLOC, 0, 100, 0x1000), ev(FREE, 10**9 // TICK_NS, ptr=0x1000)])])   # 1 s apart
     p = write(tmp_path, t)
     assert trace.check(p, speed=1)["schedule_s"] == pytest.approx(1.0, rel=1e-3)
     assert trace.check(p, speed=4)["schedule_s"] == pytest.approx(0.25, rel=1e-3)
@@ -417,7 +439,7 @@ def test_not_a_trace_file(tmp_path, kind):
 # ---- the CLI: deadlines, exit 2, one line, nothing left behind ----
 
 def test_a_timeout_stops_the_replayer_and_its_group(tmp_path):
-    t = Trace([events_block(1, [ev(MALLOC, 0, 100, 0x1000), ev(FREE, 3600 * 10**9 // 32, ptr=0x1000)])])
+    t = Trace([events_block(1, [ev(MALLOC, 0, 100, 0x1000), ev(FREE, 3600 * 10**9 // TICK_NS, ptr=0x1000)])])
     p = write(tmp_path, t, "slow-unique-name.trace")
     start = time.monotonic()
     refused(lambda: trace.replay(p, timeout=1), "did not finish within 1 s")

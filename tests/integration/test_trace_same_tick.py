@@ -1,13 +1,11 @@
 """Events that share one timestamp tick must replay in an order the program could have run them.
-The replayer (replay.c, prepare) sorts a tick's frees and reallocs before its allocations and pulls
-the allocation of a hand-off forward; two cases it still gets wrong at today's 32 ns tick, and that a
+The replayer (replay.c, prepare) used to sort a tick's frees and reallocs before its allocations and
+pull the allocation of a hand-off forward; two cases that got wrong at the 32 ns tick, and that a
 coarser tick (1 us: sawtooth 3.49 -> 2.82 bytes/event, benchmarks/README.md) would make ~11x more
 frequent (worker-pool, 4.8 M events: 5 -> 57 allocations placed over a live address, counted by a
 Python model of prepare's rules; `trace info` final live bytes 33.28 -> 34.19 MB, benchmarks/
-trace_tick.py). Strict xfails: they pass once a tick's events keep each thread's recorded order."""
+trace_tick.py). Now a tick's events keep each thread's recorded order (prepare merges the threads' runs)."""
 from __future__ import annotations
-
-import pytest
 
 from alloclab import trace
 from alloclab.trace_codec import FREE, MALLOC, REALLOC, Trace, encode_blocks, ev
@@ -19,7 +17,6 @@ def replayed(tmp_path, groups):
     return trace.info(p, points=2), trace.replay(p, speed=0, timeout=20)
 
 
-@pytest.mark.xfail(strict=True, reason="replay.c: a tick's realloc is pulled ahead of its own thread's malloc")
 def test_one_thread_malloc_then_in_place_reallocs_in_one_tick(tmp_path):
     # worker-pool does this: malloc, then two reallocs that grow the block in place, within 1 us
     x = 0x10000
@@ -28,8 +25,6 @@ def test_one_thread_malloc_then_in_place_reallocs_in_one_tick(tmp_path):
     assert info["final_live_bytes"] == 0 and r["live_bytes_end"] == 0 and r["untracked_frees"] == 0
 
 
-@pytest.mark.xfail(strict=True, reason="replay.c: a realloc handed an address another thread reallocs away "
-                                       "in the same tick is placed first, by thread number")
 def test_realloc_to_an_address_another_thread_reallocs_away_in_the_same_tick(tmp_path):
     p, x, y = 0x20000, 0x10000, 0x30000
     info, r = replayed(tmp_path, [

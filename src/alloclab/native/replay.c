@@ -109,7 +109,13 @@ static int table_take(uint64_t k, uint32_t *obj) {   /* remove, with backward-sh
 }
 
 typedef struct { uint64_t ts; uint32_t thread, idx; uint8_t rank; } order_key;
-static int by_time(const void *a, const void *b) {
+static int by_thread_order(const void *a, const void *b) {   /* each thread's events keep their order */
+    const order_key *x = a, *y = b;
+    if (x->ts != y->ts) return x->ts < y->ts ? -1 : 1;
+    if (x->thread != y->thread) return x->thread < y->thread ? -1 : 1;
+    return x->idx < y->idx ? -1 : (x->idx > y->idx);
+}
+static int by_time(const void *a, const void *b) {   /* the fallback for a crowded tick */
     const order_key *x = a, *y = b;
     if (x->ts != y->ts) return x->ts < y->ts ? -1 : 1;
     if (x->rank != y->rank) return x->rank < y->rank ? -1 : 1;   /* frees before allocations */
@@ -206,11 +212,143 @@ static int table_has(uint64_t k) {
     return 1;
 }
 
-/* Global order in O(n log n): sort by time, then walk it once. A free (or realloc) of an address
- * that no earlier event allocated, in the same 32 ns tick as another thread's allocation of that
- * address, is a hand-off the clock could not order: the allocation is placed first. */
+/* A crowded tick's order, as before threads' runs were merged: frees and reallocs first, then by
+ * thread; a free (or realloc) of an address that no earlier event allocated, in the same tick as
+ * an allocation of that address, is a hand-off the clock could not order: the allocation is
+ * placed first. ks: one tick's unplaced events, sorted by_time; used: m zeroed bytes. */
+static void place_by_rank(trace_data *t, const order_key *ks, size_t m, uint8_t *used, tick_index *tick) {
+    tick->hi = 0;
+    for (size_t g = 0; g < m; g++) {
+        if (used[g]) continue;                     /* already placed ahead of its tick-mates */
+        trace_event *e = &t->threads[ks[g].thread].ev[ks[g].idx];
+        while ((e->op == OP_FREE || e->op == OP_REALLOC) && !table_has(e->ptr)) {
+            if (g + 1 >= m || ks[g + 1].ts != ks[g].ts) break;   /* alone in its tick: nothing to pull */
+            if (!(tick->hi && g >= tick->lo && g < tick->hi)) tick_index_build(tick, t, ks, m, g);
+            size_t j = tick_index_find(tick, e->ptr, g, used);
+            if (j == SIZE_MAX) break;
+            used[j] = 1;
+            place(&t->threads[ks[j].thread].ev[ks[j].idx], ks[j].thread);
+        }
+        place(e, ks[g].thread);
+    }
+}
+
+/* ---- merging the threads' runs of one clock tick ----
+ * Events of one address in a tick, by (address, position); run: which thread's run holds it.
+ * A run's events before its head are placed, so "an unplaced event of X in another run" is
+ * found by binary searches, at most two per run, without marking anything. */
+typedef struct { uint64_t addr; size_t pos; uint32_t run; } addr_at;
+static int by_addr_pos(const void *a, const void *b) {
+    const addr_at *x = a, *y = b;
+    if (x->addr != y->addr) return x->addr < y->addr ? -1 : 1;
+    return x->pos < y->pos ? -1 : (x->pos > y->pos);
+}
+static size_t lower_bound(const addr_at *v, size_t n, uint64_t addr, size_t pos) {
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (v[mid].addr < addr || (v[mid].addr == addr && v[mid].pos < pos)) lo = mid + 1; else hi = mid;
+    }
+    return lo;
+}
+
+#define MERGE_MAX_RUNS 64    /* more threads in one tick: ordered by_time instead (cost bound) */
+#define MERGE_WORK_PER_EVENT 16   /* searches per event before a tick falls back likewise */
+typedef struct {
+    size_t *head, *end;      /* per run: next unplaced position, one past its last */
+    addr_at *made, *freed;   /* the tick's allocations (by the address made) and frees/reallocs */
+    size_t nmade, nfreed, cap;
+    size_t work;             /* searches so far in this tick */
+} tick_merge;
+
+/* Does a run other than `me` have an unplaced event of addr in v? */
+static int other_run_has(tick_merge *m, const addr_at *v, size_t n, uint64_t addr, uint32_t me) {
+    size_t i = lower_bound(v, n, addr, 0);
+    while (i < n && v[i].addr == addr) {
+        m->work++;
+        uint32_t u = v[i].run;
+        if (u != me) {
+            if (v[i].pos >= m->head[u]) return 1;
+            size_t j = lower_bound(v, n, addr, m->head[u]);
+            if (j < n && v[j].addr == addr && v[j].pos < m->end[u]) return 1;
+        }
+        i = lower_bound(v, n, addr, m->end[u]);
+    }
+    return 0;
+}
+
+/* May run u's head be placed now? Not if (a) it makes an address still live that another run
+ * frees later in this tick, or (b) it frees an address not live that another run makes in this
+ * tick (a hand-off the clock could not order). */
+static int head_ready(tick_merge *m, trace_data *t, const order_key *keys, uint32_t u) {
+    const trace_event *e = &t->threads[keys[m->head[u]].thread].ev[keys[m->head[u]].idx];
+    if ((e->op == OP_FREE || e->op == OP_REALLOC) && e->ptr && !table_has(e->ptr) &&
+        other_run_has(m, m->made, m->nmade, e->ptr, u)) return 0;
+    if (is_allocation(e->op) && !(e->op == OP_REALLOC && e->new_ptr == e->ptr)) {
+        uint64_t x = made_addr(e);
+        if (x && table_has(x) && other_run_has(m, m->freed, m->nfreed, x, u)) return 0;
+    }
+    return 1;
+}
+
+static void merge_grow(tick_merge *m, size_t n) {
+    if (n <= m->cap) return;
+    m->cap = n;
+    m->made = realloc(m->made, n * sizeof *m->made);
+    m->freed = realloc(m->freed, n * sizeof *m->freed);
+    if (!m->made || !m->freed) { fprintf(stderr, "replay: out of memory ordering the trace\n"); exit(5); }
+}
+
+/* Place keys[lo, hi), one tick holding nruns thread runs (2..MERGE_MAX_RUNS), each run in its
+ * recorded order. Returns 0 when the work budget ran out; the unplaced events are then in
+ * m->head[u] .. m->end[u] for the caller to order otherwise. */
+static int merge_tick(tick_merge *m, trace_data *t, const order_key *keys, size_t lo, size_t hi, uint32_t nruns) {
+    merge_grow(m, hi - lo);
+    m->nmade = m->nfreed = 0;
+    m->work = 0;
+    uint32_t u = 0;
+    for (size_t g = lo; g < hi; g++) {
+        if (g > lo && keys[g].thread != keys[g - 1].thread) { m->end[u] = g; m->head[++u] = g; }
+        else if (g == lo) m->head[0] = g;
+        const trace_event *e = &t->threads[keys[g].thread].ev[keys[g].idx];
+        if (e->op == OP_FREE || e->op == OP_REALLOC) m->freed[m->nfreed++] = (addr_at){e->ptr, g, u};
+        if (is_allocation(e->op) && !(e->op == OP_REALLOC && e->new_ptr == e->ptr))
+            m->made[m->nmade++] = (addr_at){made_addr(e), g, u};
+    }
+    m->end[u] = hi;
+    qsort(m->made, m->nmade, sizeof *m->made, by_addr_pos);
+    qsort(m->freed, m->nfreed, sizeof *m->freed, by_addr_pos);
+    size_t budget = MERGE_WORK_PER_EVENT * (hi - lo) + 256, left = hi - lo;
+    while (left) {
+        uint32_t pick = UINT32_MAX, first = UINT32_MAX;
+        for (int pass = 0; pass < 2 && pick == UINT32_MAX; pass++)   /* frees and reallocs first */
+            for (uint32_t r = 0; r < nruns && pick == UINT32_MAX; r++) {
+                if (m->head[r] == m->end[r]) continue;
+                if (first == UINT32_MAX) first = r;
+                uint8_t op = t->threads[keys[m->head[r]].thread].ev[keys[m->head[r]].idx].op;
+                if ((op == OP_FREE || op == OP_REALLOC) != (pass == 0)) continue;
+                if (head_ready(m, t, keys, r)) pick = r;
+                if (m->work > budget) return 0;
+            }
+        if (pick == UINT32_MAX) pick = first;      /* inconsistent data: every head waits; go on */
+        size_t g = m->head[pick]++;
+        place(&t->threads[keys[g].thread].ev[keys[g].idx], keys[g].thread);
+        left--;
+    }
+    return 1;
+}
+
+/* Global order in O(n log n): sort by (time, thread, index), so each thread's events keep their
+ * recorded order, and walk it once. Within a clock tick holding several threads' events their
+ * runs are merged: frees and reallocs first, then by thread, except that an event whose address
+ * another thread has yet to free (or to make, for a free) in the tick waits for it (merge_tick).
+ * A tick of more than MERGE_MAX_RUNS threads, or one whose merge exceeds its search budget
+ * (hostile input), is ordered by_time instead (place_by_rank), which may break a thread's order
+ * inside the tick but keeps the cost bounded. */
 static void prepare(trace_data *t) {
     order_key *keys = malloc((t->nevents + 1) * sizeof *keys);
+    order_key *rest = NULL;        /* a crowded tick's unplaced events (grown to the largest) */
+    size_t rest_cap = 0;
     global = malloc((t->nevents + 1) * sizeof *global);
     uint8_t *used = calloc(t->nevents + 1, 1);
     if (!keys || !global || !used) { fprintf(stderr, "replay: out of memory ordering %zu events\n", t->nevents); exit(5); }
@@ -220,24 +358,46 @@ static void prepare(trace_data *t) {
             uint8_t op = t->threads[i].ev[j].op;
             keys[k++] = (order_key){t->threads[i].ev[j].ts, i, (uint32_t)j, (uint8_t)(op == OP_FREE || op == OP_REALLOC ? 0 : 1)};
         }
-    qsort(keys, k, sizeof *keys, by_time);
+    qsort(keys, k, sizeof *keys, by_thread_order);
     tick_index tick = {0};
-    for (size_t g = 0; g < k; g++) {
-        if (used[g]) continue;                     /* already placed ahead of its tick-mates */
-        trace_event *e = &t->threads[keys[g].thread].ev[keys[g].idx];
-        while ((e->op == OP_FREE || e->op == OP_REALLOC) && !table_has(e->ptr)) {
-            if (g + 1 >= k || keys[g + 1].ts != keys[g].ts) break;   /* alone in its tick: nothing to pull */
-            if (!(tick.hi && g >= tick.lo && g < tick.hi)) tick_index_build(&tick, t, keys, k, g);
-            size_t j = tick_index_find(&tick, e->ptr, g, used);
-            if (j == SIZE_MAX) break;
-            used[j] = 1;
-            place(&t->threads[keys[j].thread].ev[keys[j].idx], keys[j].thread);
+    tick_merge merge = {0};
+    merge.head = malloc(MERGE_MAX_RUNS * sizeof *merge.head);
+    merge.end = malloc(MERGE_MAX_RUNS * sizeof *merge.end);
+    if (!merge.head || !merge.end) { fprintf(stderr, "replay: out of memory ordering the trace\n"); exit(5); }
+    for (size_t lo = 0, hi; lo < k; lo = hi) {
+        uint32_t nruns = 1;
+        for (hi = lo + 1; hi < k && keys[hi].ts == keys[lo].ts; hi++) nruns += keys[hi].thread != keys[hi - 1].thread;
+        size_t nrest = 0;
+        if (nruns == 1) {
+            for (size_t g = lo; g < hi; g++) place(&t->threads[keys[g].thread].ev[keys[g].idx], keys[g].thread);
+            continue;
         }
-        place(e, keys[g].thread);
+        if (hi - lo > rest_cap) {
+            rest_cap = hi - lo;
+            free(rest);
+            if (!(rest = malloc(rest_cap * sizeof *rest))) { fprintf(stderr, "replay: out of memory ordering the trace\n"); exit(5); }
+        }
+        if (nruns > MERGE_MAX_RUNS) {
+            memcpy(rest, keys + lo, (hi - lo) * sizeof *rest);
+            nrest = hi - lo;
+        } else if (!merge_tick(&merge, t, keys, lo, hi, nruns)) {
+            for (uint32_t u = 0; u < nruns; u++)
+                for (size_t g = merge.head[u]; g < merge.end[u]; g++) rest[nrest++] = keys[g];
+        }
+        if (nrest) {
+            qsort(rest, nrest, sizeof *rest, by_time);
+            memset(used, 0, nrest);
+            place_by_rank(t, rest, nrest, used, &tick);
+        }
     }
+    free(merge.head);
+    free(merge.end);
+    free(merge.made);
+    free(merge.freed);
     free(tick.made);
     free(tick.cursor);
     free(keys);
+    free(rest);
     free(used);
     free(seq);
 }

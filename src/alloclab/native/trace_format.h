@@ -77,9 +77,10 @@
 #define TRACE_BLOCK_MAGIC 0x314b4c42u /* "BLK1" */
 #define TRACE_BLOCK_HEADER_SIZE 32
 #define TRACE_MAX_RAW_BLOCK (8u << 20)
-/* Timestamps are stored in ticks of 32 ns: finer than any allocator's timing matters, and 5 bits
- * of noise less per event on disk. */
-#define TRACE_TICK_NS 32u
+/* Timestamps are stored in ticks of 1 us: finer than replay pacing can honour (a sleep wakes
+ * ~50 us late at best), and ~5 bits of timing noise less per event on disk than 32 ns
+ * (benchmarks/README.md, "Format 3: a coarser tick"). The header records the tick. */
+#define TRACE_TICK_NS 1000u
 #define TRACE_CLASS_BITS 16          /* the live table's value: seq << 16 | class (version 3) */
 
 enum trace_op { OP_MALLOC = 1, OP_FREE = 2, OP_CALLOC = 3, OP_REALLOC = 4, OP_MEMALIGN = 5, OP_THREAD_EXIT = 6 };

@@ -235,7 +235,7 @@ static inline void record(uint64_t t, unsigned op, uint64_t size, const void *pt
 }
 
 /* ---- the writer thread: chunks -> blocks ---- */
-static double ticks_per_unit;         /* TSC cycles (or ns) -> 32 ns ticks */
+static double ticks_per_unit;         /* TSC cycles (or ns) -> TRACE_TICK_NS ticks */
 static uint64_t tsc_hz;
 static ZSTD_CCtx *cctx;
 static uint8_t *cols_buf, *out_buf;

@@ -9,9 +9,7 @@ beside clean figures, the process-age table), `replica` (per-replica estimators 
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass, field
-from typing import Iterable
 
 import numpy as np
 
@@ -91,9 +89,7 @@ class Analysis:
         return [w for w in self.warnings if w.kind == kind]
 
 
-def _median(values: Iterable[float | None]) -> float | None:
-    v = [x for x in values if x is not None and not math.isnan(x)]
-    return float(np.median(v)) if v else None
+_median = stats.median_present     # the median of the figures present (None, NaN left out)
 
 
 def _group_status(words: list[str], verified: int, growth: "stats.GroupGrowth | None" = None) -> str:

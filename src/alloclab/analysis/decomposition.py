@@ -13,13 +13,13 @@ the sweep that would test it, named only when the decomposition points at it —
 from __future__ import annotations
 
 import json
-import math
 import sqlite3
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from .. import stats
 from ..introspect import HELD_KINDS
 from ..store import Store
 
@@ -116,9 +116,7 @@ def _mb(x: float | None) -> str:
     return "–" if x is None else f"{x / MB:,.1f} MB"
 
 
-def _median(xs) -> float | None:
-    v = [float(x) for x in xs if x is not None and not (isinstance(x, float) and math.isnan(x))]
-    return float(np.median(v)) if v else None
+_median = stats.median_present     # the median of the figures present (None, NaN left out)
 
 
 def _replica_points(rows: list[dict], samples: dict[str, list], interval: float) -> list[dict]:

@@ -52,10 +52,11 @@ from .growth import Growth, GroupGrowth, group_growth, growth
 from .status import RULES, STATUS_ORDER, Releases, StatusCall, classify, release_events
 from .compare import Comparison, compare_to_baseline, letters, design_min_p, design_warning
 from .sequential import SequentialDecision, SequentialTest
-from .checks import SeriesMatch, identical_series
+from .checks import SeriesMatch, identical_series, median_present
 from .threshold import ThresholdDecision, ThresholdTest
 
 __all__ = [
+    "median_present",
     "Growth", "growth", "GroupGrowth", "group_growth", "RULES", "STATUS_ORDER", "Releases", "StatusCall", "classify", "release_events",
     "Comparison", "compare_to_baseline", "letters", "design_min_p", "design_warning",
     "SequentialDecision", "SequentialTest", "SeriesMatch", "identical_series",

@@ -35,3 +35,10 @@ def identical_series(a_t: np.ndarray, a_y: np.ndarray, b_t: np.ndarray, b_y: np.
     identical = (shared >= RULES["identical_min_shared"] and share >= RULES["identical_min_share"]
                  and len(np.unique(a_y[ia][eq])) >= RULES["identical_min_distinct"])
     return SeriesMatch(shared, equal, float(share), bool(identical))
+
+
+def median_present(values) -> float | None:
+    """Median of the values that are there (None and NaN left out); None when none is."""
+    v = [float(x) for x in values if x is not None]
+    v = [x for x in v if x == x]          # NaN is the one value not equal to itself
+    return float(np.median(v)) if v else None

@@ -128,6 +128,10 @@ static uint64_t mono_ns(void) {
 }
 
 static inline uint64_t stamp(void) {
+#ifdef ALLOCLAB_TRACE_FAKE_CLOCK    /* benchmarks/recorder_floor.py only: recording without the clock read */
+    static TLS uint64_t fake;
+    return fake += 64;
+#endif
 #if HAVE_TSC
     if (LIKELY(use_tsc)) return __rdtsc();
 #endif

@@ -8,7 +8,7 @@ Side by side, interleaved (A B C A B C ...), on the 1-thread loop of trace_overh
   fake-clock under the same recorder built with -DALLOCLAB_TRACE_FAKE_CLOCK (a per-thread counter
              instead of the clock; its timestamps are meaningless, everything else is the same).
 Also the cost of one clock read on this CPU (rdtsc and clock_gettime(CLOCK_MONOTONIC), 20 M reads,
-median of 3) and of one malloc/free pair in the plain loop. Medians of wall and CPU ratios against
+median of 3) and the plain loop's wall time per malloc/free pair (process start included). Medians of wall and CPU ratios against
 plain; the difference between recorded and fake-clock is what the timestamps cost.
 """
 from __future__ import annotations
@@ -21,6 +21,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+import trace_workloads
 from alloclab import native
 
 CLOCK_COST_C = r"""
@@ -77,8 +78,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=1000, help="loop rounds of 20,000 malloc/free pairs")
     args = ap.parse_args()
     print(json.dumps({"load_average": [round(x, 2) for x in os.getloadavg()]}), flush=True)
-    loop = [str(native.program("stressors")), "--pattern", "loop", "--threads", "1", "--rounds", str(args.rounds),
-            "--slots", "20000"]
+    prog, argv = trace_workloads.loop(1, args.rounds)
+    loop = [str(native.program(prog)), *argv]
     tracer = str(native.program("liballoclab_trace.so"))
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp)
@@ -96,7 +97,7 @@ def main() -> None:
     out = {
         "rdtsc_ns": statistics.median(c["rdtsc_ns"] for c in clocks),
         "clock_gettime_ns": statistics.median(c["clock_gettime_ns"] for c in clocks),
-        "plain_ns_per_pair": round(wall["plain"] / pairs * 1e9, 2),
+        "plain_wall_ns_per_pair": round(wall["plain"] / pairs * 1e9, 2),
         "recorded_slowdown": round(wall["recorded"] / wall["plain"], 2),
         "fake_clock_slowdown": round(wall["fake-clock"] / wall["plain"], 2),
         "recorded_cpu_ratio": round(cpu["recorded"] / cpu["plain"], 2),

@@ -28,20 +28,7 @@ import tempfile
 from pathlib import Path
 
 from alloclab import native
-
-# name: (program, argv) — the workloads of alloclab.workloads.MODELS at sizes that record in a
-# few seconds, plus the bare loops. 4 recorded worker threads at most (+ main).
-WORKLOADS = {
-    "loop-1thread": ("stressors", ["--pattern", "loop", "--threads", "1", "--rounds", "400", "--slots", "20000"]),
-    "loop-4threads": ("stressors", ["--pattern", "loop", "--threads", "4", "--rounds", "100", "--slots", "20000"]),
-    "worker-pool": ("worker_pool", ["--builds", "4", "--modules", "1500", "--gap", "0", "--threads", "4"]),
-    "larson": ("stressors", ["--pattern", "larson", "--threads", "4", "--rounds", "8", "--slots", "20000"]),
-    "xmalloc": ("stressors", ["--pattern", "xmalloc", "--threads", "4", "--rounds", "4", "--slots", "20000"]),
-    "sawtooth": ("stressors", ["--pattern", "sawtooth", "--load", "3", "--period", "1", "--mb", "64"]),
-    "frag-2threads": ("frag", ["--load", "0.5", "--mb", "32", "--threads", "2"]),
-    "frag-4threads": ("frag", ["--load", "0.5", "--mb", "32", "--threads", "4"]),
-    "tor-dircache": ("tor_dircache", ["--load", "4", "--hour", "0.5"]),
-}
+from trace_workloads import REPLAYED
 
 
 def run(cmd: list[str]) -> tuple[dict, float]:
@@ -60,7 +47,7 @@ def record(name: str, directory: Path) -> Path:
     path = directory / f"{name}.trace"
     if path.exists():
         return path
-    prog, argv = WORKLOADS[name]
+    prog, argv = REPLAYED[name]
     env = {"LD_PRELOAD": str(native.program("liballoclab_trace.so")), "ALLOCLAB_TRACE_FILE": str(path)}
     subprocess.run([str(native.program(prog)), *argv], env={**os.environ, **env}, check=True,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -119,7 +106,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         directory = args.keep or Path(tmp)
         directory.mkdir(parents=True, exist_ok=True)
-        for name in WORKLOADS:
+        for name in REPLAYED:
             if args.only and args.only not in name:
                 continue
             row = measure(replayer, record(name, directory), args.pairs, not args.no_control)

@@ -23,21 +23,7 @@ import time
 from pathlib import Path
 
 from alloclab import native, trace
-
-# Paced programs (frag, tor-dircache) run for a fixed time: their recording slowdown is not a
-# wall-time ratio, so only their bytes per event and replay speed are reported.
-PACED = ("frag", "tor-dircache", "sawtooth")
-PROGRAMS = {
-    # name: argv after the program path
-    "loop-1thread (20M malloc/free)": ("stressors", ["--pattern", "loop", "--threads", "1", "--rounds", "1000", "--slots", "20000"]),
-    "loop-4threads (20M malloc/free)": ("stressors", ["--pattern", "loop", "--threads", "4", "--rounds", "250", "--slots", "20000"]),
-    "worker-pool (4 threads, mixed sizes)": ("worker_pool", ["--builds", "4", "--modules", "1500", "--gap", "0", "--threads", "4"]),
-    "larson (4 threads, random-order frees)": ("stressors", ["--pattern", "larson", "--threads", "4", "--rounds", "8", "--slots", "20000"]),
-    "xmalloc (4 threads, cross-thread frees)": ("stressors", ["--pattern", "xmalloc", "--threads", "4", "--rounds", "4", "--slots", "20000"]),
-    "frag (2 threads, churn)": ("frag", ["--load", "3", "--mb", "32", "--threads", "2"]),
-    "sawtooth (retain/drain)": ("stressors", ["--pattern", "sawtooth", "--load", "3", "--period", "1", "--mb", "64"]),
-    "tor-dircache (main + 2 workers)": ("tor_dircache", ["--load", "4", "--hour", "0.5"]),
-}
+from trace_workloads import PACED, RECORDED
 
 
 CPU: list[float] = []                 # CPU seconds (user + sys, all threads) of the last command run
@@ -69,7 +55,7 @@ def main() -> None:
     heaptrack = shutil.which("heaptrack")
     out = {}
     with tempfile.TemporaryDirectory() as d:
-        for name, (prog, argv) in PROGRAMS.items():
+        for name, (prog, argv) in RECORDED.items():
             if args.only and args.only not in name:
                 continue
             cmd = [str(native.program(prog)), *argv]

@@ -20,7 +20,7 @@ import tempfile
 from pathlib import Path
 
 from alloclab import native, trace
-from trace_overhead import PROGRAMS
+from trace_workloads import RECORDED
 
 
 def main() -> None:
@@ -32,7 +32,7 @@ def main() -> None:
     tracer, recode = str(native.program("liballoclab_trace.so")), str(native.program("trace_recode"))
     print(json.dumps({"load_average": os.getloadavg()}), flush=True)
     with tempfile.TemporaryDirectory() as d:
-        for name, (prog, argv) in PROGRAMS.items():
+        for name, (prog, argv) in RECORDED.items():
             if args.only and args.only not in name:
                 continue
             rec, coarse = Path(d) / "rec.trace", Path(d) / "coarse.trace"

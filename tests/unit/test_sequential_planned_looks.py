@@ -86,3 +86,14 @@ def test_a_last_look_close_after_a_doubling_is_still_made(monkeypatch):
     for tick in np.arange(0, 500, 2.0):
         assert stop(runner, float(tick)) is None
     assert made == [60, 120, 240, 480, 490]
+
+
+def test_look_plan_lists_planned_looks_and_their_levels():
+    planned = SequentialTest(0.05, 1, look_times_s=[60, 120, 710])
+    plan = planned.look_plan()
+    assert [t for t, _ in plan] == [60, 120, 710]
+    assert abs(sum(level for _, level in plan) - 0.05) < 1e-12          # all of alpha by the last look
+    assert plan[2][1] == planned.alpha_at(3)
+    doubling = SequentialTest(0.05, 1, first_look_s=30)
+    assert [t for t, _ in doubling.look_plan(3)] == [30, 60, 120]
+    assert [level for _, level in doubling.look_plan(3)] == [0.05 / 2, 0.05 / 6, 0.05 / 12]

@@ -105,8 +105,7 @@ class SignificanceStop:
 
     def schedule(self) -> str:
         """The looks and their levels, for the start of the run."""
-        times = self.test.look_times_s or [(self.test.first_look_s or 0.0) * 2 ** k for k in range(4)]
-        out = [f"{t:g} s at {self.test.alpha_at(k):.2g}" for k, t in enumerate(times, 1)]
+        out = [f"{t:g} s at {level:.2g}" for t, level in self.test.look_plan()]
         return ", ".join(out) + ("" if self.max_looks is not None else ", … (α/(k(k+1)), no planned end)")
 
     def __call__(self, runner: Runner, elapsed: float) -> str | None:

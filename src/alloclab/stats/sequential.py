@@ -72,6 +72,16 @@ class SequentialTest:
             return None
         return None if self.first_look_s is None else self.first_look_s * 2 ** self.looks
 
+    def look_plan(self, unplanned: int = 4) -> list[tuple[float, float]]:
+        """(elapsed seconds, level) of every planned look; without planned look times, of the first
+        `unplanned` doublings (or up to max_looks) from first_look_s (0 s before it is anchored)."""
+        if self.look_times_s is not None:
+            times = self.look_times_s
+        else:
+            n = unplanned if self.max_looks is None else min(unplanned, self.max_looks)
+            times = [(self.first_look_s or 0.0) * 2 ** k for k in range(n)]
+        return [(t, self.alpha_at(k)) for k, t in enumerate(times, 1)]
+
     def alpha_at(self, k: int) -> float:
         if self.look_times_s is not None:
             return self.alpha * self.look_times_s[k - 1] / sum(self.look_times_s) if k <= len(self.look_times_s) else 0.0

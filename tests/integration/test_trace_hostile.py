@@ -111,13 +111,26 @@ def test_same_tick_merge_of_blocked_threads_stays_bounded(tmp_path):
     assert d["operations"] == 2 and d["final_live_bytes"] == 0   # the malloc pulled ahead of one free
 
 
-def test_same_tick_of_more_threads_than_the_merge_takes(tmp_path):
-    """100 threads in one tick (over the merge's 64 runs): ordered by rank, hand-offs still pulled."""
+def test_same_tick_of_more_threads_than_the_merge_scans(tmp_path):
+    """100 threads in one tick (over the merge's 64 runs: merged with parked runs), hand-offs ordered."""
     blocks = [events_block(tid, [ev(FREE, 0, ptr=0x1000 * tid), ev(MALLOC, 0, 32, 0x1000 * (tid + 1))])
               for tid in range(1, 101)]
     p = write(tmp_path, Trace(blocks))
     d = trace.info(p, points=2)
     assert d["untracked_frees"] == 1 and d["final_live_bytes"] == 32
+
+
+def test_crowded_tick_of_blocked_threads_stays_bounded(tmp_path):
+    """The 60-thread case above with 1,000 threads (the crowded merge): every head waits on one
+    address; parked runs are woken by address, and the budget still bounds the work."""
+    n, x = 200, 0x1000
+    blocks = [events_block(tid, [ev(FREE, 0, ptr=x)] * n) for tid in range(1, 1000)]
+    blocks.append(events_block(1000, [ev(FREE, 0, ptr=x)] * n + [ev(MALLOC, 0, 16, x)]))
+    p = write(tmp_path, Trace(blocks))
+    start = time.monotonic()
+    d = trace.info(p, points=2)
+    assert time.monotonic() - start < 3.0
+    assert d["operations"] == 2 and d["final_live_bytes"] == 0
 
 
 def test_many_threads_many_blocks_read_linearly(tmp_path):

@@ -252,12 +252,12 @@ static size_t lower_bound(const addr_at *v, size_t n, uint64_t addr, size_t pos)
     return lo;
 }
 
-#define MERGE_MAX_RUNS 64    /* more threads in one tick: ordered by_time instead (cost bound) */
+#define MERGE_MAX_RUNS 64    /* more threads in one tick: merge_crowded (no rescans of every run) */
 #define MERGE_WORK_PER_EVENT 16   /* searches per event before a tick falls back likewise */
 typedef struct {
     size_t *head, *end;      /* per run: next unplaced position, one past its last */
     addr_at *made, *freed;   /* the tick's allocations (by the address made) and frees/reallocs */
-    size_t nmade, nfreed, cap;
+    size_t nmade, nfreed, cap, runs_cap;
     size_t work;             /* searches so far in this tick */
 } tick_merge;
 
@@ -277,33 +277,37 @@ static int other_run_has(tick_merge *m, const addr_at *v, size_t n, uint64_t add
     return 0;
 }
 
-/* May run u's head be placed now? Not if (a) it makes an address still live that another run
- * frees later in this tick, or (b) it frees an address not live that another run makes in this
- * tick (a hand-off the clock could not order). */
-static int head_ready(tick_merge *m, trace_data *t, const order_key *keys, uint32_t u) {
+/* May run u's head be placed now? Not if (a) it frees an address not live that another run
+ * makes in this tick (a hand-off the clock could not order), or (b) it makes an address still
+ * live that another run frees later in this tick. Returns 0 when it may, else that address. */
+static uint64_t head_blocker(tick_merge *m, trace_data *t, const order_key *keys, uint32_t u) {
     const trace_event *e = &t->threads[keys[m->head[u]].thread].ev[keys[m->head[u]].idx];
     if ((e->op == OP_FREE || e->op == OP_REALLOC) && e->ptr && !table_has(e->ptr) &&
-        other_run_has(m, m->made, m->nmade, e->ptr, u)) return 0;
+        other_run_has(m, m->made, m->nmade, e->ptr, u)) return e->ptr;
     if (is_allocation(e->op) && !(e->op == OP_REALLOC && e->new_ptr == e->ptr)) {
         uint64_t x = made_addr(e);
-        if (x && table_has(x) && other_run_has(m, m->freed, m->nfreed, x, u)) return 0;
+        if (x && table_has(x) && other_run_has(m, m->freed, m->nfreed, x, u)) return x;
     }
-    return 1;
+    return 0;
 }
 
-static void merge_grow(tick_merge *m, size_t n) {
-    if (n <= m->cap) return;
-    m->cap = n;
-    m->made = realloc(m->made, n * sizeof *m->made);
-    m->freed = realloc(m->freed, n * sizeof *m->freed);
-    if (!m->made || !m->freed) { fprintf(stderr, "replay: out of memory ordering the trace\n"); exit(5); }
+static void *grow_or_die(void *p, size_t bytes) {
+    if (!(p = realloc(p, bytes))) { fprintf(stderr, "replay: out of memory ordering the trace\n"); exit(5); }
+    return p;
 }
 
-/* Place keys[lo, hi), one tick holding nruns thread runs (2..MERGE_MAX_RUNS), each run in its
- * recorded order. Returns 0 when the work budget ran out; the unplaced events are then in
- * m->head[u] .. m->end[u] for the caller to order otherwise. */
-static int merge_tick(tick_merge *m, trace_data *t, const order_key *keys, size_t lo, size_t hi, uint32_t nruns) {
-    merge_grow(m, hi - lo);
+/* The tick's runs (head/end) and its allocations and frees by address, for keys[lo, hi). */
+static void merge_index(tick_merge *m, trace_data *t, const order_key *keys, size_t lo, size_t hi, uint32_t nruns) {
+    if (hi - lo > m->cap) {
+        m->cap = hi - lo;
+        m->made = grow_or_die(m->made, m->cap * sizeof *m->made);
+        m->freed = grow_or_die(m->freed, m->cap * sizeof *m->freed);
+    }
+    if (nruns > m->runs_cap) {
+        m->runs_cap = nruns;
+        m->head = grow_or_die(m->head, nruns * sizeof *m->head);
+        m->end = grow_or_die(m->end, nruns * sizeof *m->end);
+    }
     m->nmade = m->nfreed = 0;
     m->work = 0;
     uint32_t u = 0;
@@ -318,6 +322,13 @@ static int merge_tick(tick_merge *m, trace_data *t, const order_key *keys, size_
     m->end[u] = hi;
     qsort(m->made, m->nmade, sizeof *m->made, by_addr_pos);
     qsort(m->freed, m->nfreed, sizeof *m->freed, by_addr_pos);
+}
+
+/* Place keys[lo, hi), one tick holding nruns thread runs (2..MERGE_MAX_RUNS), each run in its
+ * recorded order. Returns 0 when the work budget ran out; the unplaced events are then in
+ * m->head[u] .. m->end[u] for the caller to order otherwise. */
+static int merge_tick(tick_merge *m, trace_data *t, const order_key *keys, size_t lo, size_t hi, uint32_t nruns) {
+    merge_index(m, t, keys, lo, hi, nruns);
     size_t budget = MERGE_WORK_PER_EVENT * (hi - lo) + 256, left = hi - lo;
     while (left) {
         uint32_t pick = UINT32_MAX, first = UINT32_MAX;
@@ -327,7 +338,7 @@ static int merge_tick(tick_merge *m, trace_data *t, const order_key *keys, size_
                 if (first == UINT32_MAX) first = r;
                 uint8_t op = t->threads[keys[m->head[r]].thread].ev[keys[m->head[r]].idx].op;
                 if ((op == OP_FREE || op == OP_REALLOC) != (pass == 0)) continue;
-                if (head_ready(m, t, keys, r)) pick = r;
+                if (!head_blocker(m, t, keys, r)) pick = r;
                 if (m->work > budget) return 0;
             }
         if (pick == UINT32_MAX) pick = first;      /* inconsistent data: every head waits; go on */
@@ -338,13 +349,121 @@ static int merge_tick(tick_merge *m, trace_data *t, const order_key *keys, size_
     return 1;
 }
 
+/* A crowded tick (more than MERGE_MAX_RUNS threads): the same rules as merge_tick without its
+ * rescans of every run per event. A run is drained while its head may be placed; a head that may
+ * not waits ("parks") on the address it depends on and its run is woken when an event of that
+ * address is placed. When every unfinished run waits (inconsistent data), the first of them goes
+ * on anyway, as in merge_tick. Unconstrained events of different threads within one tick come in
+ * run order rather than frees first: any order the dependencies allow is one the program could
+ * have run. Same search budget and return as merge_tick. */
+#define NO_RUN UINT32_MAX
+typedef struct {
+    uint64_t *key;           /* open addressing: address -> first run parked on it (0: empty slot) */
+    uint32_t *first;
+    size_t cap, used;
+    uint32_t *next, *ready;  /* per run: next parked on the same address; stack of runs to drain */
+    uint64_t *on;            /* per run: the address it is parked on, 0 if not parked */
+    uint32_t nready, runs_cap;
+} park_table;
+
+static size_t park_slot(const park_table *p, uint64_t addr) {
+    size_t i = hash(addr) & (p->cap - 1);
+    while (p->key[i] && p->key[i] != addr) i = (i + 1) & (p->cap - 1);
+    return i;
+}
+
+static void park_insert(park_table *p, uint32_t u, uint64_t addr) {
+    size_t i = park_slot(p, addr);
+    if (!p->key[i]) { p->key[i] = addr; p->first[i] = NO_RUN; p->used++; }
+    p->next[u] = p->first[i];
+    p->first[i] = u;
+}
+
+static void park(park_table *p, uint32_t u, uint64_t addr, uint32_t nruns) {
+    if (2 * (p->used + 1) > p->cap) {          /* addresses pile up: rebuild from the runs parked now */
+        memset(p->key, 0, p->cap * sizeof *p->key);
+        p->used = 0;
+        for (uint32_t r = 0; r < nruns; r++) if (p->on[r]) park_insert(p, r, p->on[r]);
+    }
+    p->on[u] = addr;
+    park_insert(p, u, addr);
+}
+
+static void wake(park_table *p, uint64_t addr) {
+    if (!addr) return;
+    size_t i = park_slot(p, addr);
+    if (!p->key[i]) return;
+    for (uint32_t u = p->first[i]; u != NO_RUN; u = p->next[u]) { p->on[u] = 0; p->ready[p->nready++] = u; }
+    p->first[i] = NO_RUN;
+}
+
+static void unpark(park_table *p, uint32_t u) {
+    uint32_t *at = &p->first[park_slot(p, p->on[u])];
+    while (*at != u) at = &p->next[*at];
+    *at = p->next[u];
+    p->on[u] = 0;
+}
+
+static void place_and_wake(park_table *p, trace_data *t, const order_key *key) {
+    trace_event *e = &t->threads[key->thread].ev[key->idx];
+    uint64_t freed = e->op == OP_FREE || e->op == OP_REALLOC ? e->ptr : 0, made = is_allocation(e->op) ? made_addr(e) : 0;
+    place(e, key->thread);
+    wake(p, freed);
+    if (made != freed) wake(p, made);
+}
+
+static int merge_crowded(tick_merge *m, park_table *p, trace_data *t, const order_key *keys, size_t lo, size_t hi,
+                         uint32_t nruns) {
+    merge_index(m, t, keys, lo, hi, nruns);
+    if (nruns > p->runs_cap) {
+        p->runs_cap = nruns;
+        p->next = grow_or_die(p->next, nruns * sizeof *p->next);
+        p->ready = grow_or_die(p->ready, nruns * sizeof *p->ready);
+        p->on = grow_or_die(p->on, nruns * sizeof *p->on);
+    }
+    size_t cap = 16;
+    while (cap < 4 * (size_t)nruns) cap *= 2;
+    if (cap > p->cap) {
+        p->cap = cap;
+        p->key = grow_or_die(p->key, cap * sizeof *p->key);
+        p->first = grow_or_die(p->first, cap * sizeof *p->first);
+    }
+    memset(p->key, 0, p->cap * sizeof *p->key);
+    memset(p->on, 0, nruns * sizeof *p->on);
+    p->used = 0;
+    p->nready = 0;
+    for (uint32_t r = nruns; r-- > 0;) p->ready[p->nready++] = r;     /* run 0 drains first */
+    size_t budget = MERGE_WORK_PER_EVENT * (hi - lo) + 256, left = hi - lo;
+    uint32_t stuck_from = 0;
+    while (left) {
+        uint32_t u;
+        if (p->nready) u = p->ready[--p->nready];
+        else {                                  /* everyone waits: the first unfinished run goes on */
+            while (m->head[stuck_from] == m->end[stuck_from]) { stuck_from++; m->work++; }
+            u = stuck_from;
+            unpark(p, u);
+            place_and_wake(p, t, &keys[m->head[u]++]);
+            left--;
+        }
+        while (m->head[u] < m->end[u]) {
+            uint64_t waits_on = head_blocker(m, t, keys, u);
+            if (m->work > budget) return 0;
+            if (waits_on) { park(p, u, waits_on, nruns); break; }
+            place_and_wake(p, t, &keys[m->head[u]++]);
+            left--;
+        }
+    }
+    return 1;
+}
+
 /* Global order in O(n log n): sort by (time, thread, index), so each thread's events keep their
  * recorded order, and walk it once. Within a clock tick holding several threads' events their
  * runs are merged: frees and reallocs first, then by thread, except that an event whose address
  * another thread has yet to free (or to make, for a free) in the tick waits for it (merge_tick).
- * A tick of more than MERGE_MAX_RUNS threads, or one whose merge exceeds its search budget
- * (hostile input), is ordered by_time instead (place_by_rank), which may break a thread's order
- * inside the tick but keeps the cost bounded. */
+ * A tick of more than MERGE_MAX_RUNS threads is merged by the same rules with runs parked on the
+ * address they wait for (merge_crowded). A tick whose merge exceeds its search budget (hostile
+ * input) is ordered by_time instead (place_by_rank), which may break a thread's order inside the
+ * tick but keeps the cost bounded. */
 static void prepare(trace_data *t) {
     order_key *keys = malloc((t->nevents + 1) * sizeof *keys);
     order_key *rest = NULL;        /* a crowded tick's unplaced events (grown to the largest) */
@@ -361,9 +480,7 @@ static void prepare(trace_data *t) {
     qsort(keys, k, sizeof *keys, by_thread_order);
     tick_index tick = {0};
     tick_merge merge = {0};
-    merge.head = malloc(MERGE_MAX_RUNS * sizeof *merge.head);
-    merge.end = malloc(MERGE_MAX_RUNS * sizeof *merge.end);
-    if (!merge.head || !merge.end) { fprintf(stderr, "replay: out of memory ordering the trace\n"); exit(5); }
+    park_table parking = {0};
     for (size_t lo = 0, hi; lo < k; lo = hi) {
         uint32_t nruns = 1;
         for (hi = lo + 1; hi < k && keys[hi].ts == keys[lo].ts; hi++) nruns += keys[hi].thread != keys[hi - 1].thread;
@@ -377,10 +494,8 @@ static void prepare(trace_data *t) {
             free(rest);
             if (!(rest = malloc(rest_cap * sizeof *rest))) { fprintf(stderr, "replay: out of memory ordering the trace\n"); exit(5); }
         }
-        if (nruns > MERGE_MAX_RUNS) {
-            memcpy(rest, keys + lo, (hi - lo) * sizeof *rest);
-            nrest = hi - lo;
-        } else if (!merge_tick(&merge, t, keys, lo, hi, nruns)) {
+        if (!(nruns > MERGE_MAX_RUNS ? merge_crowded(&merge, &parking, t, keys, lo, hi, nruns)
+                                     : merge_tick(&merge, t, keys, lo, hi, nruns))) {
             for (uint32_t u = 0; u < nruns; u++)
                 for (size_t g = merge.head[u]; g < merge.end[u]; g++) rest[nrest++] = keys[g];
         }
@@ -392,6 +507,11 @@ static void prepare(trace_data *t) {
     }
     free(merge.head);
     free(merge.end);
+    free(parking.key);
+    free(parking.first);
+    free(parking.next);
+    free(parking.ready);
+    free(parking.on);
     free(merge.made);
     free(merge.freed);
     free(tick.made);

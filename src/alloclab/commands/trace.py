@@ -44,7 +44,7 @@ def info_command(trace_file: Path, chart: Path | None, as_json: bool, timeout: f
         return
     t = Table("", "", title=str(trace_file))
     for k in ("threads", "events", "duration_s", "malloc", "calloc", "realloc", "memalign", "free", "thread_exits",
-              "untracked_frees", "objects"):
+              "untracked_frees", "allocations_over_live", "objects"):
         t.add_row(k.replace("_", " "), f"{d[k]:,}" if isinstance(d[k], int) else f"{d[k]:.3f}")
     t.add_row("peak live", f"{d['peak_live_bytes'] / 1048576:.2f} MB")
     t.add_row("live at the end", f"{d['final_live_bytes'] / 1048576:.2f} MB")

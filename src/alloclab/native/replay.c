@@ -73,11 +73,13 @@ static size_t table_cap, table_len;
 static uint64_t hash_seed;          /* random per run: a crafted file cannot aim addresses at one slot */
 static size_t hash(uint64_t k) { k ^= hash_seed; k ^= k >> 33; k *= 0xff51afd7ed558ccdULL; k ^= k >> 33; return (size_t)k; }
 static void table_grow(void);
+static size_t over_live;           /* allocations placed at an address still live: an order the program could not have run */
 static void table_put(uint64_t k, uint32_t obj) {
     if ((table_len + 1) * 2 > table_cap) table_grow();
     size_t i = hash(k) & (table_cap - 1);
     while (table[i].key && table[i].key != k) i = (i + 1) & (table_cap - 1);
     if (!table[i].key) table_len++;
+    else over_live++;
     table[i] = (slot){k, obj};
 }
 static void table_grow(void) {
@@ -178,8 +180,85 @@ static size_t tick_index_find(tick_index *x, uint64_t addr, size_t g, const uint
 static uint32_t *seq;
 static size_t seq_cap;
 
+/* Reallocs pulled forward. The recorder stamps a realloc when it returns, but the block it moves
+ * away from is released inside the call: another thread can get that address and be stamped
+ * first, even many ticks earlier (the copy, or a preemption inside the call, takes time). Frees
+ * are stamped before the call, so only a realloc's release can come late. An allocation placed at
+ * an address still live therefore looks ahead (PULL_WINDOW_NS, in the time the events are read
+ * in) for the next realloc away from that address by another thread whose earlier events are all
+ * placed, and places that realloc first. Each event is placed once: `placed` marks events placed
+ * ahead of their turn. The index of moving reallocs is built at the first such allocation. */
+#define PULL_WINDOW_NS 10000000ull
+typedef struct { uint64_t addr, ts; uint32_t thread, idx; } release_at;   /* a moving realloc */
+static struct {
+    trace_data *t;
+    size_t *base;            /* per thread: index of its first event in `placed` */
+    size_t *next;            /* per thread: its first event not yet placed */
+    uint8_t *placed;
+    release_at *rel;         /* moving reallocs by (address, time); NULL until first needed */
+    size_t nrel, pulled;
+    int depth;
+} ahead;
+
+static int by_release(const void *a, const void *b) {
+    const release_at *x = a, *y = b;
+    if (x->addr != y->addr) return x->addr < y->addr ? -1 : 1;
+    if (x->ts != y->ts) return x->ts < y->ts ? -1 : 1;
+    if (x->thread != y->thread) return x->thread < y->thread ? -1 : 1;
+    return x->idx < y->idx ? -1 : (x->idx > y->idx);
+}
+
+static int table_has(uint64_t k);
+static void place(trace_event *e, uint32_t thread);
+
+static void index_moving_reallocs(void) {
+    trace_data *t = ahead.t;
+    size_t n = 0;
+    for (uint32_t i = 0; i < t->nthreads; i++)
+        for (size_t j = 0; j < t->threads[i].n; j++) n += t->threads[i].ev[j].op == OP_REALLOC;
+    ahead.rel = malloc((n + 1) * sizeof *ahead.rel);
+    if (!ahead.rel) { fprintf(stderr, "replay: out of memory ordering the trace\n"); exit(5); }
+    for (uint32_t i = 0; i < t->nthreads; i++)
+        for (size_t j = 0; j < t->threads[i].n; j++) {
+            const trace_event *e = &t->threads[i].ev[j];
+            if (e->op == OP_REALLOC && e->new_ptr != e->ptr) ahead.rel[ahead.nrel++] = (release_at){e->ptr, e->ts, i, (uint32_t)j};
+        }
+    qsort(ahead.rel, ahead.nrel, sizeof *ahead.rel, by_release);
+}
+
+static void pull_release(uint64_t addr, uint64_t ts, uint32_t me) {
+    if (!ahead.rel) index_moving_reallocs();
+    size_t lo = 0, hi = ahead.nrel;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (ahead.rel[mid].addr < addr || (ahead.rel[mid].addr == addr && ahead.rel[mid].ts < ts)) lo = mid + 1; else hi = mid;
+    }
+    for (size_t i = lo; i < ahead.nrel && ahead.rel[i].addr == addr && ahead.rel[i].ts <= ts + PULL_WINDOW_NS; i++) {
+        const release_at *r = &ahead.rel[i];
+        if (ahead.placed[ahead.base[r->thread] + r->idx] || r->thread == me || ahead.next[r->thread] != r->idx)
+            continue;                                /* placed, or its thread is not there yet */
+        ahead.pulled++;
+        place(&ahead.t->threads[r->thread].ev[r->idx], r->thread);
+        return;
+    }
+}
+
 /* Give event e its object and its place in that object's history; append it to the global order. */
 static void place(trace_event *e, uint32_t thread) {
+    if (ahead.placed) {
+        size_t idx = (size_t)(e - ahead.t->threads[thread].ev), *next = &ahead.next[thread];
+        uint8_t *mine = ahead.placed + ahead.base[thread];
+        if (mine[idx]) return;                       /* pulled forward earlier */
+        mine[idx] = 1;                               /* before pulling: a pull may lead back to e */
+        while (*next < ahead.t->threads[thread].n && mine[*next]) ++*next;
+        uint64_t made = e->op == OP_REALLOC ? (e->new_ptr != e->ptr ? e->new_ptr : 0)
+                      : is_allocation(e->op) ? e->ptr : 0;
+        if (made && ahead.depth < 4 && table_has(made)) {
+            ahead.depth++;
+            pull_release(made, e->ts, thread);
+            ahead.depth--;
+        }
+    }
     rop r = {e->ts, 0, e->size, 0, 0, e->align, thread, e->op};
     uint32_t obj;
     if (e->op == OP_MALLOC || e->op == OP_CALLOC || e->op == OP_MEMALIGN ||
@@ -206,10 +285,10 @@ static void place(trace_event *e, uint32_t thread) {
 }
 
 static int table_has(uint64_t k) {
-    uint32_t obj;
-    if (!table_cap || !table_take(k, &obj)) return 0;
-    table_put(k, obj);
-    return 1;
+    if (!table_cap) return 0;
+    size_t i = hash(k) & (table_cap - 1);
+    while (table[i].key && table[i].key != k) i = (i + 1) & (table_cap - 1);
+    return table[i].key == k;
 }
 
 /* A crowded tick's order, as before threads' runs were merged: frees and reallocs first, then by
@@ -277,16 +356,51 @@ static int other_run_has(tick_merge *m, const addr_at *v, size_t n, uint64_t add
     return 0;
 }
 
+/* Does the run holding position pos free (or realloc away) addr after pos, within the tick?
+ * A run's events are one contiguous range of positions, so one binary search answers. */
+static int run_frees_later(tick_merge *m, uint64_t addr, size_t pos, uint32_t run) {
+    size_t j = lower_bound(m->freed, m->nfreed, addr, pos + 1);
+    m->work++;
+    return j < m->nfreed && m->freed[j].addr == addr && m->freed[j].pos < m->end[run];
+}
+
+/* Does a run other than `me` next do, to addr, an allocation it frees again itself later in the
+ * tick (a closed pair)? Such a pair must come before an allocation that keeps addr to the end. */
+static int other_run_has_closed_pair(tick_merge *m, uint64_t addr, uint32_t me) {
+    size_t i = lower_bound(m->made, m->nmade, addr, 0);
+    while (i < m->nmade && m->made[i].addr == addr) {
+        m->work++;
+        uint32_t u = m->made[i].run;
+        size_t next_made = lower_bound(m->made, m->nmade, addr, m->head[u]);   /* u's first unplaced allocation of addr */
+        if (u != me && next_made < m->nmade && m->made[next_made].addr == addr && m->made[next_made].pos < m->end[u]) {
+            size_t pos = m->made[next_made].pos;
+            size_t f = lower_bound(m->freed, m->nfreed, addr, m->head[u]);        /* ... with no free of addr before it */
+            int freed_first = f < m->nfreed && m->freed[f].addr == addr && m->freed[f].pos < pos;
+            if (!freed_first && run_frees_later(m, addr, pos, u)) return 1;
+        }
+        i = lower_bound(m->made, m->nmade, addr, m->end[u]);
+    }
+    return 0;
+}
+
 /* May run u's head be placed now? Not if (a) it frees an address not live that another run
- * makes in this tick (a hand-off the clock could not order), or (b) it makes an address still
- * live that another run frees later in this tick. Returns 0 when it may, else that address. */
+ * makes in this tick (a hand-off the clock could not order), (b) it makes an address still live
+ * that another run frees later in this tick, or (c) it makes an address not live that it keeps
+ * to the end of the tick while another run has a closed pair of that address still to do (the
+ * pair must have come first). Returns 0 when it may, else that address. */
+static int placed_ahead(const order_key *key) { return ahead.placed && ahead.placed[ahead.base[key->thread] + key->idx]; }
+
 static uint64_t head_blocker(tick_merge *m, trace_data *t, const order_key *keys, uint32_t u) {
-    const trace_event *e = &t->threads[keys[m->head[u]].thread].ev[keys[m->head[u]].idx];
+    size_t pos = m->head[u];
+    if (placed_ahead(&keys[pos])) return 0;            /* pulled forward already: placing it is a no-op */
+    const trace_event *e = &t->threads[keys[pos].thread].ev[keys[pos].idx];
     if ((e->op == OP_FREE || e->op == OP_REALLOC) && e->ptr && !table_has(e->ptr) &&
         other_run_has(m, m->made, m->nmade, e->ptr, u)) return e->ptr;
     if (is_allocation(e->op) && !(e->op == OP_REALLOC && e->new_ptr == e->ptr)) {
         uint64_t x = made_addr(e);
-        if (x && table_has(x) && other_run_has(m, m->freed, m->nfreed, x, u)) return x;
+        if (!x) return 0;
+        if (table_has(x)) return other_run_has(m, m->freed, m->nfreed, x, u) ? x : 0;
+        if (!run_frees_later(m, x, pos, u) && other_run_has_closed_pair(m, x, u)) return x;
     }
     return 0;
 }
@@ -315,9 +429,10 @@ static void merge_index(tick_merge *m, trace_data *t, const order_key *keys, siz
         if (g > lo && keys[g].thread != keys[g - 1].thread) { m->end[u] = g; m->head[++u] = g; }
         else if (g == lo) m->head[0] = g;
         const trace_event *e = &t->threads[keys[g].thread].ev[keys[g].idx];
-        if (e->op == OP_FREE || e->op == OP_REALLOC) m->freed[m->nfreed++] = (addr_at){e->ptr, g, u};
-        if (is_allocation(e->op) && !(e->op == OP_REALLOC && e->new_ptr == e->ptr))
-            m->made[m->nmade++] = (addr_at){made_addr(e), g, u};
+        if (placed_ahead(&keys[g])) continue;           /* done: nobody waits for it */
+        int in_place = e->op == OP_REALLOC && e->new_ptr == e->ptr;     /* neither frees nor makes an address */
+        if ((e->op == OP_FREE || e->op == OP_REALLOC) && !in_place) m->freed[m->nfreed++] = (addr_at){e->ptr, g, u};
+        if (is_allocation(e->op) && !in_place) m->made[m->nmade++] = (addr_at){made_addr(e), g, u};
     }
     m->end[u] = hi;
     qsort(m->made, m->nmade, sizeof *m->made, by_addr_pos);
@@ -478,6 +593,15 @@ static void prepare(trace_data *t) {
             keys[k++] = (order_key){t->threads[i].ev[j].ts, i, (uint32_t)j, (uint8_t)(op == OP_FREE || op == OP_REALLOC ? 0 : 1)};
         }
     qsort(keys, k, sizeof *keys, by_thread_order);
+    ahead.t = t;
+    ahead.base = malloc((t->nthreads + 1) * sizeof *ahead.base);
+    ahead.next = calloc(t->nthreads + 1, sizeof *ahead.next);
+    ahead.placed = calloc(t->nevents + 1, 1);
+    ahead.rel = NULL;
+    ahead.nrel = 0;
+    if (!ahead.base || !ahead.next || !ahead.placed) { fprintf(stderr, "replay: out of memory ordering %zu events\n", t->nevents); exit(5); }
+    size_t at = 0;
+    for (uint32_t i = 0; i < t->nthreads; at += t->threads[i].n, i++) ahead.base[i] = at;
     tick_index tick = {0};
     tick_merge merge = {0};
     park_table parking = {0};
@@ -507,6 +631,11 @@ static void prepare(trace_data *t) {
     }
     free(merge.head);
     free(merge.end);
+    free(ahead.base);
+    free(ahead.next);
+    free(ahead.placed);
+    free(ahead.rel);
+    ahead.placed = NULL;
     free(parking.key);
     free(parking.first);
     free(parking.next);
@@ -961,10 +1090,10 @@ static int info(size_t points) {
     size_t n;
     curve_points(points, &ts, &vals, &n, 0);
     printf("{\"pid\": %u, \"start_realtime_ns\": %llu, \"threads\": %u, \"events\": %zu, \"operations\": %zu, "
-           "\"truncated_bytes\": %zu, \"untracked_frees\": %zu, \"duration_s\": %.6f, \"malloc\": %llu, \"calloc\": %llu, \"realloc\": %llu, "
+           "\"truncated_bytes\": %zu, \"untracked_frees\": %zu, \"allocations_over_live\": %zu, \"duration_s\": %.6f, \"malloc\": %llu, \"calloc\": %llu, \"realloc\": %llu, "
            "\"memalign\": %llu, \"free\": %llu, \"thread_exits\": %llu, \"objects\": %u, \"peak_live_bytes\": %llu, "
            "\"final_live_bytes\": %llu, \"size_histogram_log2\": [", trace_pid, (unsigned long long)trace_start_ns,
-           nrthreads, trace_events, nglobal, trace_truncated, untracked, (double)last * 1e-9, (unsigned long long)count[OP_MALLOC],
+           nrthreads, trace_events, nglobal, trace_truncated, untracked, over_live, (double)last * 1e-9, (unsigned long long)count[OP_MALLOC],
            (unsigned long long)count[OP_CALLOC], (unsigned long long)count[OP_REALLOC], (unsigned long long)count[OP_MEMALIGN],
            (unsigned long long)count[OP_FREE], (unsigned long long)count[OP_THREAD_EXIT], nobjects, (unsigned long long)peak,
            (unsigned long long)live);

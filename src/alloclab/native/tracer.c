@@ -187,25 +187,39 @@ static void enqueue(chunk *c) {                   /* q_lock held */
     pthread_cond_signal(&q_work);
 }
 
+/* q_lock taken by a recording thread with the fatal signals held back: their handler drains on
+ * the thread it interrupts, and would wait for a writer that waits for this lock. */
+static sigset_t fatal_set;
+static void q_lock_recording(sigset_t *old) {
+    pthread_sigmask(SIG_BLOCK, &fatal_set, old);
+    pthread_mutex_lock(&q_lock);
+}
+static void q_unlock_recording(const sigset_t *old) {
+    pthread_mutex_unlock(&q_lock);
+    pthread_sigmask(SIG_SETMASK, old, NULL);
+}
+
 /* A full chunk: queue it (unless a drain already did) and take a fresh one. */
 static void hand_off(tstate *s) {
     chunk *c = s->cur;
-    pthread_mutex_lock(&q_lock);
+    sigset_t old;
+    q_lock_recording(&old);
     if (!atomic_exchange(&c->queued, 1)) enqueue(c);
     while (q_len >= MAX_QUEUED && atomic_load(&enabled)) pthread_cond_wait(&q_space, &q_lock);
     s->cur = chunk_get(s->thread);
-    pthread_mutex_unlock(&q_lock);
+    q_unlock_recording(&old);
 }
 
 static tstate *thread_state(void) {
     tstate *s = mmap(NULL, sizeof *s, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (s == MAP_FAILED) return NULL;
     s->thread = atomic_fetch_add(&next_thread, 1) + 1;
-    pthread_mutex_lock(&q_lock);
+    sigset_t old;
+    q_lock_recording(&old);
     s->cur = chunk_get(s->thread);
     s->next = threads;
     threads = s;
-    pthread_mutex_unlock(&q_lock);
+    q_unlock_recording(&old);
     if (!s->cur) { munmap(s, sizeof *s); return NULL; }   /* stays listed with no chunk: skipped */
     mine = s;
     pthread_setspecific(exit_key, s);
@@ -373,13 +387,15 @@ static void *writer_main(void *arg) {
     return NULL;
 }
 
-/* Stop recording and wait (up to a limit) until the writer has written everything. */
+/* Stop recording and wait (up to a limit of wall time: on a loaded machine a 1 ms sleep can take
+ * several, so counting sleeps would stretch the limit) until the writer has written everything. */
 static void drain(double seconds) {
     if (!atomic_exchange(&enabled, 0)) return;
     atomic_store(&drained, 0);
     atomic_store(&drain_request, 1);
     struct timespec tick = {0, 1000000};
-    for (long i = 0; i < (long)(seconds * 1000) && !atomic_load(&drained); i++) nanosleep(&tick, NULL);
+    uint64_t until = mono_ns() + (uint64_t)(seconds * 1e9);
+    while (!atomic_load(&drained) && mono_ns() < until) nanosleep(&tick, NULL);
 }
 
 /* Not SIGINT: Python (and others) install their own SIGINT handler only when they find the
@@ -403,11 +419,12 @@ static void thread_done(void *arg) {
         c->r[n] = (rec){stamp(), 0, (uint64_t)OP_THREAD_EXIT << 56, 0};
         atomic_store_explicit(&c->n, n + 1, memory_order_release);
     }
-    pthread_mutex_lock(&q_lock);
+    sigset_t old;
+    q_lock_recording(&old);
     if (c && !atomic_exchange(&c->queued, 1)) enqueue(c);
     for (tstate **at = &threads; *at; at = &(*at)->next)   /* forget the thread: threads come and go */
         if (*at == s) { *at = s->next; break; }
-    pthread_mutex_unlock(&q_lock);
+    q_unlock_recording(&old);
     mine = NULL;
     munmap(s, sizeof *s);
     busy--;
@@ -458,6 +475,8 @@ __attribute__((constructor)) static void tracer_init(void) {
     busy--;
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc != 0) { close(out_fd); out_fd = -1; return; }
+    sigemptyset(&fatal_set);
+    for (size_t i = 0; i < sizeof fatal_signals / sizeof *fatal_signals; i++) sigaddset(&fatal_set, fatal_signals[i]);
     for (size_t i = 0; i < sizeof fatal_signals / sizeof *fatal_signals; i++) {
         struct sigaction cur;
         if (sigaction(fatal_signals[i], NULL, &cur) == 0 && !(cur.sa_flags & SA_SIGINFO) && cur.sa_handler == SIG_DFL) {

@@ -107,8 +107,11 @@ time.sleep(60)
 @pytest.mark.parametrize("end", ["exit", "SIGTERM", "SIGHUP"])
 def test_fork_thread_exit_exit_and_signal_death_lose_nothing(tmp_path, end):
     p = tmp_path / "t.trace"
+    # a caller started under nohup passes SIGHUP on ignored, and the recorder rightly leaves an
+    # ignored signal alone: the child gets the default disposition back so the signal kills it
     proc = subprocess.Popen([sys.executable, "-c", SCRIPT, "exit" if end == "exit" else "wait"],
-                            env=_env(p), stdout=subprocess.PIPE, text=True)
+                            env=_env(p), stdout=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(getattr(signal, end, signal.SIGTERM), signal.SIG_DFL))
     if end != "exit":
         assert proc.stdout.readline().strip() == "ready"
         proc.send_signal(getattr(signal, end))

@@ -104,14 +104,19 @@ time.sleep(60)
 """
 
 
+def _signals_at_default() -> None:
+    """Child setup: the signals these tests send back at their default disposition. A caller under
+    nohup passes SIGHUP on ignored, a shell without job control SIGINT; the recorder (and Python's
+    KeyboardInterrupt) rightly leave an ignored signal alone, so the test would wait in vain."""
+    for sig in (signal.SIGHUP, signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize("end", ["exit", "SIGTERM", "SIGHUP"])
 def test_fork_thread_exit_exit_and_signal_death_lose_nothing(tmp_path, end):
     p = tmp_path / "t.trace"
-    # a caller started under nohup passes SIGHUP on ignored, and the recorder rightly leaves an
-    # ignored signal alone: the child gets the default disposition back so the signal kills it
     proc = subprocess.Popen([sys.executable, "-c", SCRIPT, "exit" if end == "exit" else "wait"],
-                            env=_env(p), stdout=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: signal.signal(getattr(signal, end, signal.SIGTERM), signal.SIG_DFL))
+                            env=_env(p), stdout=subprocess.PIPE, text=True, preexec_fn=_signals_at_default)
     if end != "exit":
         assert proc.stdout.readline().strip() == "ready"
         proc.send_signal(getattr(signal, end))
@@ -145,7 +150,8 @@ def test_kill_9_leaves_a_trace_readable_up_to_its_last_block(tmp_path):
 def test_python_keeps_its_own_ctrl_c(tmp_path):
     """The recorder leaves SIGINT alone: Python still turns it into KeyboardInterrupt."""
     script = "import time\ntry:\n    print('ready', flush=True); time.sleep(30)\nexcept KeyboardInterrupt:\n    print('caught')"
-    proc = subprocess.Popen([sys.executable, "-c", script], env=_env(tmp_path / "t.trace"), stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([sys.executable, "-c", script], env=_env(tmp_path / "t.trace"), stdout=subprocess.PIPE, text=True,
+                            preexec_fn=_signals_at_default)
     assert proc.stdout.readline().strip() == "ready"
     proc.send_signal(signal.SIGINT)
     assert proc.communicate(timeout=30)[0].strip() == "caught" and proc.returncode == 0

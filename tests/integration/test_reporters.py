@@ -12,6 +12,7 @@ import shutil
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from alloclab import outputs
@@ -21,7 +22,7 @@ from alloclab.reporters.csv_tables import CsvReporter
 from alloclab.reporters.html import HtmlReporter, plotly_js
 from alloclab.reporters.json_summary import JsonReporter
 from alloclab.reporters.markdown import MarkdownReporter
-from alloclab.reporters.plots import memory_over_time
+from alloclab.reporters.plots import live_bytes, memory_over_time, trajectories
 from alloclab.reporters.png import PngReporter, _Ctx, distribution_figure, fragmentation_figure, timeseries_figure
 from alloclab.reporters.terminal import print_summary
 from alloclab.reporters.torutils_csv import TorUtilsCsvReporter
@@ -212,6 +213,41 @@ def test_html_band_only_from_four_replicas(report_input):
     assert len(lines) == 2 and {t["customdata"][0][0] for t in lines} == {"jemalloc-1", "jemalloc-2"}
     labels = {n["text"] for n in fig["layout"]["annotations"]}
     assert {"load", "idle"} <= labels
+
+
+def _with_spike(report_input, name: str, samples: int = 5_000, at: int = 2_347, mb: float = 10_000.0):
+    """The report input with replica `name` resampled to `samples` samples over its own span, one of
+    them (`at`, which an even 600-point sample skips) a spike of `mb`."""
+    a = report_input.analysis
+    s = next(s for s in a.series if s.name == name)
+    t = np.linspace(s.t[0], s.t[-1], samples)
+    src = np.clip(np.searchsorted(s.t, t, side="right") - 1, 0, len(s.t) - 1)
+    mbs = s.mb[src].copy()
+    mbs[at] = mb
+    long = replace(s, t=t, mb=mbs, phase=s.phase[src], live_mb=s.live_mb[src], ops=s.ops[src], cpu_s=s.cpu_s[src],
+                   lazyfree_mb=s.lazyfree_mb[src])
+    return replace(report_input, analysis=replace(a, series=[long if x is s else x for x in a.series]))
+
+
+def test_a_one_sample_spike_survives_in_the_html_and_png_chart_data(report_input):
+    spiked = _with_spike(_fewer(report_input, "jemalloc", 2), "jemalloc-1")
+    a, events = spiked.analysis, spiked.events
+
+    def peaks(fig):          # the highest point of each HTML line drawn for jemalloc-1
+        return [max(v for v in tr["y"] if v is not None) for tr in fig["data"]
+                if tr.get("customdata") and tr["customdata"][0][0] == "jemalloc-1" and tr["type"] == "scatter"]
+    for fig in (memory_over_time(a, events), trajectories(a, events), live_bytes(a, events)):
+        drawn = [tr for tr in fig["data"] if tr.get("customdata") and tr["customdata"][0][0] == "jemalloc-1"]
+        assert drawn and all(len(tr["x"]) <= 1_200 for tr in drawn)         # thinned: 2 points per bucket and series
+        assert 10_000.0 in peaks(fig), fig["layout"]["title"]
+    c = _Ctx(spiked)
+    frag = fragmentation_figure(c)
+    jem = next(ax for ax in frag.axes if ax.get_title() == "jemalloc")
+    assert any(10_000.0 in ln.get_ydata() for ln in jem.lines)
+    assert max(len(ln.get_ydata()) for ln in jem.lines) <= 1_200
+    ts = timeseries_figure(c)
+    assert any(10_000.0 in ln.get_ydata() for ln in ts.axes[0].lines)
+    c.plt.close("all")
 
 
 def test_torutils_csv_reporter_writes_the_export_layout(report_input, tmp_path):

@@ -21,14 +21,26 @@ def test_extremes_are_kept_and_the_series_is_thinned():
 
 def test_short_or_empty_series_unchanged():
     t, y = np.arange(10.0), np.arange(10.0)
-    assert min_max(t, y, 100)[0] is not None and len(min_max(t, y, 100)[0]) == 10
+    assert min_max(t, y, buckets=100)[0] is not None and len(min_max(t, y, buckets=100)[0]) == 10
     y2 = np.full(5000, np.nan)
-    assert len(min_max(np.arange(5000.0), y2, 10)[1]) == 5000
+    assert len(min_max(np.arange(5000.0), y2, buckets=10)[1]) == 5000
 
 
 def test_nans_are_skipped():
     t = np.arange(10_000.0)
     y = np.sin(t / 100)
     y[::7] = np.nan
-    tt, yy = min_max(t, y, 100)
+    tt, yy = min_max(t, y, buckets=100)
     assert np.all(np.isfinite(yy)) and len(tt) <= 200
+
+
+def test_each_series_keeps_its_own_extremes():
+    t = np.arange(20_000.0)
+    y = np.sin(t / 500)
+    z = np.cos(t / 300)
+    y[5_001] = 50.0                                    # a spike in one series only
+    z[17_777] = -50.0                                  # a dip in the other
+    tt, yy, zz = min_max(t, y, z, buckets=100)
+    assert len(tt) <= 400 and np.all(np.diff(tt) > 0)
+    assert 50.0 in yy and -50.0 in zz
+    assert np.array_equal(yy, y[tt.astype(int)]) and np.array_equal(zz, z[tt.astype(int)])   # rows stay together

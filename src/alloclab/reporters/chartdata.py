@@ -1,5 +1,6 @@
 """What the PNG and HTML charts share: the time axis, group colours, per-group bands over
-replicas, phase and event marks, thinning long series. Pure numpy on the analysis' series."""
+replicas, phase and event marks, thinning long series to their extremes. Pure numpy on the
+analysis' series."""
 from __future__ import annotations
 
 import warnings
@@ -8,6 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..analysis import Analysis, Series
+from ..decimate import min_max
 
 # an interquartile band from fewer replicas says nothing: draw each replica's line instead
 MIN_BAND_REPLICAS = 4
@@ -95,12 +97,14 @@ def marks(events: list[dict], limit: int = 40) -> list[Mark]:
     return out
 
 
-def thin(x: np.ndarray, *ys: np.ndarray, max_points: int = 600) -> tuple[np.ndarray, ...]:
-    """At most max_points evenly spaced samples (the first and last kept): charts stay light."""
-    if len(x) <= max_points:
-        return (x, *ys)
-    idx = np.unique(np.linspace(0, len(x) - 1, max_points).round().astype(int))
-    return (x[idx], *(y[idx] for y in ys))
+# buckets of time per chart line: at most 2 points per bucket and series, ~600 per line as before
+CHART_BUCKETS = 300
+
+
+def thin(x: np.ndarray, *ys: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Each series' minimum and maximum per bucket of x (decimate.min_max): charts stay light and a
+    one-sample spike or dip still shows (an even sample dropped it)."""
+    return min_max(x, *ys, buckets=CHART_BUCKETS)
 
 
 def has_values(arr: np.ndarray) -> bool:

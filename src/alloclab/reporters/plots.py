@@ -239,9 +239,9 @@ def footprint(a: Analysis, events: list[dict]) -> dict | None:
 
     def draw(s, axis, color, xref, yref):
         ok = ~np.isnan(s.lazyfree_mb)
-        x, y, lazy = thin(axis.x(s.t[ok]), s.mb[ok], s.lazyfree_mb[ok])
+        x, y, foot = thin(axis.x(s.t[ok]), s.mb[ok], s.mb[ok] - s.lazyfree_mb[ok])   # both lines' extremes kept
         return [_line(x, y, m, s.group, color, s.name, axis.unit, xaxis=xref, yaxis=yref, showlegend=False),
-                _line(x, y - lazy, "footprint", s.group, color, s.name, axis.unit, xaxis=xref, yaxis=yref,
+                _line(x, foot, "footprint", s.group, color, s.name, axis.unit, xaxis=xref, yaxis=yref,
                       showlegend=False, what="MB footprint", line={"color": color, "width": 1.2, "dash": "dot"})]
     return _group_panels(a, events, f"{m} and footprint ({m} − LazyFree)",
                          "MB", lambda s: has_values(s.lazyfree_mb), draw)

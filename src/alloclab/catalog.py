@@ -184,12 +184,6 @@ def _apt_env(suite: str, log: Path) -> dict[str, str]:
     return env
 
 
-def _download_dir() -> Path:
-    d = cache_dir() / "downloads"
-    d.mkdir(parents=True, exist_ok=True)
-    return d
-
-
 def fetch_debian_binary(src: dict, work: Path, log: Path) -> tuple[Path, dict]:
     env = _apt_env(src["suite"], log)
     dl = work / "deb"

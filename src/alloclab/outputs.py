@@ -18,11 +18,6 @@ def new_output(path: Path) -> None:
         refuse_nonempty(path)
 
 
-# What a run's directory holds when alloclab is done with it (README "Outputs" lists the same).
-RUN_FILES = {
-    "run.db": "the store: every sample, process, verification and event (SQLite, docs/store.md)",
-    "replicas/": "one directory per replica: its logs and working directory",
-}
 # What `alloclab report` (and the end of `alloclab run`) writes, into the run's directory or -o DIR.
 REPORT_FILES = {
     "report.md": "the report: recommendation, summary with intervals, warnings, charts, groups, replicas",

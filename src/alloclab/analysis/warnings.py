@@ -18,8 +18,6 @@ from .replica import ReplicaStats
 from .rules import RULES
 from .windows import EndFigure, Window
 
-SEVERITIES = ("info", "caution", "serious")
-
 
 @dataclass
 class Warning:                     # noqa: A001  (the analysis' own warning type, not the builtin)

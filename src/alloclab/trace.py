@@ -12,7 +12,7 @@ import signal
 import subprocess
 from pathlib import Path
 
-from . import native
+from . import native, settings
 from .config import Experiment
 from .errors import UserError
 
@@ -73,8 +73,10 @@ _REPLAY_ERRORS = {
 def _replay(args: list[str], env: dict | None = None, timeout: float | None = None) -> dict:
     """Run the replayer with a deadline; its last stderr line becomes a UserError on failure."""
     timeout = timeout if timeout is not None else READ_TIMEOUT_BASE_S
+    # the caller's LD_PRELOAD never reaches the replayer: a "glibc" replay runs on glibc
+    env = {**settings.environment_without_preload(), **(env or {})}
     proc = subprocess.Popen([str(native.program("replay")), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            stdin=subprocess.DEVNULL, text=True, errors="replace", env={**os.environ, **(env or {})},
+                            stdin=subprocess.DEVNULL, text=True, errors="replace", env=env,
                             start_new_session=True)
     try:
         out, err = proc.communicate(timeout=timeout)

@@ -11,7 +11,7 @@ import sys
 import numpy as np
 import pytest
 
-from alloclab import trace
+from alloclab import native, trace
 from alloclab.errors import UserError
 from tests.conftest import run_cli
 
@@ -64,6 +64,18 @@ def test_threaded_replay_performs_every_operation(traces, jemalloc):
     assert r["threads"] == info["threads"]
     assert r["operations"] == info["operations"] - info["thread_exits"]
     assert r["live_bytes_end"] == info["final_live_bytes"]
+
+
+def test_a_replay_does_not_inherit_the_callers_preload(traces, tmp_path, monkeypatch):
+    """alloclab run under someone's LD_PRELOAD (here: the recorder, which writes a file whenever it
+    is loaded): a "glibc" replay, its check and --info run without it."""
+    d, _ = traces
+    leak = tmp_path / "leak.trace"
+    monkeypatch.setenv("LD_PRELOAD", str(native.program("liballoclab_trace.so")))
+    monkeypatch.setenv("ALLOCLAB_TRACE_FILE", str(leak))
+    r = trace.replay(d / "python.trace", speed=0)
+    assert r["operations"] > 1000 and trace.info(d / "python.trace", points=5)["events"] > 1000
+    assert not leak.exists(), "the replayer ran under the caller's LD_PRELOAD"
 
 
 def test_replay_keeps_the_recorded_timing(tmp_path, native_dir):

@@ -4,12 +4,12 @@ import os
 import shutil
 import stat
 import subprocess
-import time
 
 import pytest
 
 from alloclab import allocators, resolution
 from alloclab.errors import UserError
+from tests.waiting import wait_until_mapped
 
 
 def test_glibc_reports_its_version():
@@ -181,11 +181,11 @@ def test_missing_library(tmp_path):
 
 
 @contextlib.contextmanager
-def running(argv, env=None):
-    """A real process, given a moment to map its libraries; killed afterwards."""
+def running(argv, mapped: str, env=None):
+    """A real process, once its /proc/PID/maps shows `mapped` (its libraries are loaded); killed afterwards."""
     p = subprocess.Popen(argv, env={**os.environ, **(env or {})})
-    time.sleep(0.3)
     try:
+        wait_until_mapped(p.pid, mapped)
         yield p.pid
     finally:
         p.kill()
@@ -198,25 +198,25 @@ def frag(native_dir, static=False):
 
 def test_verify_preloaded_process(jemalloc, native_dir):
     spec = resolution.resolve(jemalloc)
-    with running(frag(native_dir), {"LD_PRELOAD": jemalloc}) as pid:
+    with running(frag(native_dir), os.path.realpath(jemalloc), {"LD_PRELOAD": jemalloc}) as pid:
         v = allocators.verify_process(pid, spec)
     assert v.verified is True and "libjemalloc" in v.mapped_allocator
 
 
 def test_static_binary_is_unverified(jemalloc, native_dir):
     spec = resolution.resolve(jemalloc)
-    with running(frag(native_dir, static=True), {"LD_PRELOAD": jemalloc}) as pid:
+    with running(frag(native_dir, static=True), "frag-static", {"LD_PRELOAD": jemalloc}) as pid:   # nothing to load
         v = allocators.verify_process(pid, spec)
     assert v.verified is False and "statically linked" in v.detail
 
 
 def test_glibc_group_notices_a_foreign_allocator(mimalloc, native_dir):
-    with running(frag(native_dir), {"LD_PRELOAD": mimalloc}) as pid:
+    with running(frag(native_dir), os.path.realpath(mimalloc), {"LD_PRELOAD": mimalloc}) as pid:
         v = allocators.verify_process(pid, resolution.resolve("glibc"))
     assert v.verified is False and "libmimalloc" in v.detail
 
 
 def test_bundled_detection(native_dir):
-    with running(frag(native_dir)) as pid:
+    with running(frag(native_dir), "libc.so") as pid:
         v = allocators.verify_process(pid, resolution.resolve("bundled"))
     assert v.verified is None and "could not verify" in v.detail

@@ -7,6 +7,7 @@ import time
 import pytest
 
 from alloclab import sampler
+from tests.waiting import wait_for
 
 
 def test_read_stat_of_self():
@@ -20,8 +21,8 @@ def test_comm_with_spaces_and_parentheses(tmp_path):
     os.symlink("/bin/sleep", weird)
     p = subprocess.Popen([str(weird), "5"])
     try:
-        time.sleep(0.2)
-        st = sampler.read_stat(p.pid)
+        # Popen returns after the exec: comm is already the link's name once the stat is readable
+        st = wait_for(lambda: sampler.read_stat(p.pid), what="the child's /proc/PID/stat")
         assert st.comm == "a b) c" and st.ppid == os.getpid()
     finally:
         p.kill()
@@ -41,11 +42,8 @@ def test_tree_follows_the_whole_tree_from_its_identity():
     p = subprocess.Popen(["/bin/sh", "-c", "sleep 5 & /bin/sh -c 'sleep 5 & wait' & wait"], start_new_session=True)
     try:
         root = sampler.read_stat(p.pid).identity
-        tree: list[int] = []
-        deadline = time.time() + 5
-        while time.time() < deadline and len(tree) < 4:
-            tree = sampler.tree({root}, sampler.all_processes())
-            time.sleep(0.05)
+        tree = wait_for(lambda: len(t := sampler.tree({root}, sampler.all_processes())) >= 4 and t, timeout=5,
+                        what="the shells to start their sleeps")
         assert len(tree) == 4 and p.pid in tree
         assert sampler.tree({root}, {}) == []
         assert sampler.tree({(p.pid, root[1] + 1)}, sampler.all_processes()) == []   # another start: not this process

@@ -32,6 +32,7 @@ from alloclab.config import parse_experiment
 from alloclab.runner import Runner
 from alloclab.store import Store
 from tests.conftest import DATASETS, system_lib
+from tests.waiting import wait_for
 
 MB = 1 << 20
 
@@ -129,34 +130,45 @@ os._exit(0)          # the parent exits while the child lives on
 """
 
 
+def _exe(pid: int) -> str | None:
+    try:
+        return os.readlink(f"/proc/{pid}/exe")
+    except OSError:
+        return None
+
+
 def test_fork_exec_and_exit(tmp_path, frag):
     """A forked child gets its own record (not the parent's); exec into a static binary leaves the
     record stale (never read as current); the parent exiting mid-run leaves a readable record; no
     read waits on a process."""
-    static = str(native.program("frag-static"))
+    static = os.path.realpath(native.program("frag-static"))
     env = _env(tmp_path, system_lib("libjemalloc.so.2"), interval=0.2)
     proc = subprocess.Popen([sys.executable, "-c", FORK_EXEC, static, "--load", "3", "--mb", "4"], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline, pids = time.monotonic() + 5, set()
-    while time.monotonic() < deadline and len(pids) < 2:       # the child's first record: one interval after fork
-        time.sleep(0.1)
-        files = sorted(tmp_path.glob("*.bin"))
-        pids = {int(f.name.split("-")[0]) for f in files}
-    assert proc.pid in pids and len(pids) == 2, files           # parent and child, each its own
+
+    def record_pids():
+        pids = {int(f.name.split("-")[0]) for f in tmp_path.glob("*.bin")}
+        return pids if len(pids) >= 2 else None
+    pids = wait_for(record_pids, 10, "the forked child's first record (one interval after fork)")
+    assert proc.pid in pids and len(pids) == 2, pids            # parent and child, each its own
     child = next(p for p in pids if p != proc.pid)
-    proc.wait(timeout=10)
-    t0 = time.monotonic()
-    parent_rec = introspect.read_record(next(tmp_path.glob(f"{proc.pid}-*.bin")))
-    assert parent_rec is not None and parent_rec.family == "jemalloc"     # exited: still readable
-    time.sleep(1.5)                                             # the child has exec'd the static frag
-    child_file = next(tmp_path.glob(f"{child}-*.bin"))
-    rec = introspect.read_record(child_file)
-    time.sleep(0.6)                                             # three of its intervals
-    again = introspect.read_record(child_file)
-    assert rec is not None and again.collections == rec.collections      # nobody rewrites it after exec
-    assert introspect.is_stale(rec, rec.t + 3 * rec.interval_s + 2.1) and not introspect.is_stale(rec, rec.t + 1)
-    assert time.monotonic() - t0 < 5
-    Path(f"/proc/{child}").exists() and os.kill(child, signal.SIGKILL)
+    try:
+        proc.wait(timeout=10)
+        t0 = time.monotonic()
+        parent_rec = introspect.read_record(next(tmp_path.glob(f"{proc.pid}-*.bin")))
+        assert parent_rec is not None and parent_rec.family == "jemalloc"     # exited: still readable
+        wait_for(lambda: _exe(child) == static, 10, "the child to exec the static frag")
+        child_file = next(tmp_path.glob(f"{child}-*.bin"))
+        rec = introspect.read_record(child_file)
+        assert rec is not None
+        # three of its intervals on the record's own clock, the child alive (and static) throughout
+        wait_for(lambda: time.time() > rec.t + 3 * rec.interval_s, 10, "three intervals past the child's last record")
+        again = introspect.read_record(child_file)
+        assert _exe(child) == static and again.collections == rec.collections      # nobody rewrites it after exec
+        assert introspect.is_stale(rec, rec.t + 3 * rec.interval_s + 2.1) and not introspect.is_stale(rec, rec.t + 1)
+        assert time.monotonic() - t0 < 5
+    finally:
+        Path(f"/proc/{child}").exists() and os.kill(child, signal.SIGKILL)
 
 
 def test_exec_into_dynamic_program_reinitialises(tmp_path):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -13,6 +12,7 @@ import pytest
 from alloclab import allocators, catalog, resolution, tunables
 from alloclab.errors import UserError
 from tests.conftest import run_cli
+from tests.waiting import wait_until_mapped
 
 ROUTES = {
     "mimalloc@3.0.1": ("debian-binary", "3.0.1", 0),
@@ -56,7 +56,7 @@ def test_route_builds_verifies_and_runs(builds, allocator_id, native_dir):
     p = subprocess.Popen([str(native_dir / "frag"), "--load", "2", "--mb", "4"], env={**os.environ, "LD_PRELOAD": str(b.path)},
                          stdout=subprocess.PIPE)
     try:
-        time.sleep(0.5)
+        wait_until_mapped(p.pid, os.path.realpath(b.path), timeout=30)
         assert allocators.verify_process(p.pid, spec).verified is True
     finally:
         out, _ = p.communicate(timeout=30)

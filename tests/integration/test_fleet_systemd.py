@@ -19,6 +19,7 @@ import pytest
 
 from alloclab import fleet, sampler
 from alloclab.store import Store
+from tests.waiting import wait_for
 
 SYSTEMD = "/lib/systemd/systemd"
 pytestmark = pytest.mark.skipif(not (Path(SYSTEMD).exists() and shutil.which("systemctl") and shutil.which("unshare")),
@@ -100,6 +101,13 @@ def manager(tmp_path, monkeypatch, native_dir):
     assert Path("/proc/1/cgroup").read_text() == pid1_before, "the manager moved processes outside its own cgroup"
 
 
+def cmdline(pid: int) -> list[str]:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")[:-1]
+    except OSError:
+        return []
+
+
 def environ(pid: int) -> dict[str, str]:
     return dict(i.decode().partition("=")[::2] for i in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0") if i)
 
@@ -166,9 +174,11 @@ def test_a_crash_loop_under_the_new_allocator_is_rolled_back_by_systemd_restarts
     trip = result["tripped"]
     assert trip and trip["unit"] == crashy and "crash loop" in trip["why"], said
     assert existing.read_bytes() == b"[Service]\nEnvironment=\"KEEP=me\"\n"
-    time.sleep(1.5)                                           # it would have crashed by now on jemalloc
-    pid = units.main_pid(crashy)
-    assert pid and units.is_active(crashy)
+    # did not crash: the unit's shell took the branch without jemalloc and became `sleep 3600` (on
+    # jemalloc it would sleep 1 s in a child and exit 1)
+    pid = wait_for(lambda: (p := units.main_pid(crashy)) and cmdline(p) == ["sleep", "3600"] and p, 20,
+                   f"{crashy} to run `sleep 3600`")
+    assert units.is_active(crashy)
     env = environ(pid)
     assert "LD_PRELOAD" not in env and env.get("KEEP") == "me"
     assert {n: units.main_pid(n) for n in names[1:]} == others    # later batches never restarted

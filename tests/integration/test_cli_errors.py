@@ -1,5 +1,8 @@
 """Every bad input: one line naming the problem and the fix, exit code 2, no traceback, no run."""
 import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -48,15 +51,20 @@ def test_bad_experiment_files(tmp_path, text, needles):
 
 
 def test_unreadable_library(tmp_path, jemalloc):
-    if os.geteuid() == 0:
-        lib = tmp_path / "d"
-        lib.mkdir()
-        lib.chmod(0o755)
-        exp = tmp_path / "exp.toml"
-        exp.write_text(BASE.replace('allocator = "glibc"', f'allocator = "{lib}"'))
-        check_one_line_error(run_cli("run", str(exp), "-o", str(tmp_path / "run")), "not a readable file")
-    else:
-        pytest.skip("root reads everything")
+    """A real allocator library with mode 000. Root reads every file through CAP_DAC_OVERRIDE and
+    CAP_DAC_READ_SEARCH: as root the CLI runs without them (setpriv), held to the mode bits like
+    any other user."""
+    lib = tmp_path / "libjemalloc-copy.so"
+    shutil.copyfile(jemalloc, lib)
+    lib.chmod(0o000)
+    exp = tmp_path / "exp.toml"
+    exp.write_text(BASE.replace('allocator = "glibc"', f'allocator = "{lib}"'))
+    drop = ["setpriv", "--inh-caps=-dac_override,-dac_read_search",
+            "--bounding-set=-dac_override,-dac_read_search", "--"] if os.geteuid() == 0 else []
+    proc = subprocess.run([*drop, sys.executable, "-m", "alloclab", "run", str(exp), "-o", str(tmp_path / "run")],
+                          capture_output=True, text=True, timeout=300)
+    check_one_line_error(proc, f"allocator library {lib} is not a readable file", "permissions")
+    assert not (tmp_path / "run").exists() or not any((tmp_path / "run").iterdir())
 
 
 def test_missing_experiment_file(tmp_path):

@@ -4,6 +4,7 @@ datasets; a few cases through the real CLI for the exit code. The fuzz campaign 
 benchmarks/fuzz_import.py (outside the default run)."""
 from __future__ import annotations
 
+import csv
 import json
 import os
 import shutil
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from alloclab.errors import UserError
+from alloclab.store import Store
 from alloclab.torutils import export_csv, import_torutils
 from tests.conftest import DATASETS, run_cli
 
@@ -222,16 +224,48 @@ def test_malformed_import_is_one_clear_line_and_nothing_created(case, tmp_path, 
     assert not (tmp_path / "deep").exists()
 
 
-def test_the_real_datasets_import_cleanly(tmp_path, exported):
-    for src in (GUARD, FIVE, DATASETS / "co-unified-2025-12", exported):
-        import_torutils(src, tmp_path / src.name)
+def _csv_relays(memory_csv: Path) -> dict[str, list[int]]:
+    """Per nickname, [rows, sum of rss_kb] of the relay rows an import keeps: those in a group (a
+    row with an empty group cell belongs to an unlisted relay; without a group column the groups/
+    lists say, and these datasets list every relay)."""
+    out: dict[str, list[int]] = {}
+    with open(memory_csv, newline="", encoding="utf-8-sig") as f:
+        for r in csv.DictReader(f):
+            if r["type"] == "relay" and r.get("group") != "":
+                row = out.setdefault(r["nickname"], [0, 0])
+                row[0] += 1
+                row[1] += int(r["rss_kb"])
+    return out
+
+
+def _stored_relays(run: Path) -> dict[str, list[int]]:
+    store = Store.open(run)
+    try:
+        return {rep["name"]: [len(s["t"]), int(sum(s["rss_kb"]))]
+                for rep in store.replicas() for s in [store.series(rep["id"], ["rss_kb"])]}
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("source,memory", [(GUARD, M), (FIVE, "memory.csv"),
+                                           (DATASETS / "co-unified-2025-12", "memory_measurements.csv"),
+                                           ("exported", "memory.csv")])
+def test_the_real_datasets_import_every_row(tmp_path, exported, source, memory):
+    """Every kept relay row lands once, with its figure: per relay, the stored samples' count and
+    RSS sum equal the CSV's."""
+    src = exported if source == "exported" else source
+    run = import_torutils(src, tmp_path / "run")
+    assert _stored_relays(run) == _csv_relays(src / memory)
 
 
 def test_a_bom_and_crlf_are_accepted(tmp_path, exported):
+    """A byte-order mark and CRLF line ends change nothing: the same relays, rows and figures as
+    the file without them."""
     folder = _prepare(tmp_path, GUARD, exported)
     raw = (folder / M).read_bytes()
     (folder / M).write_bytes(b"\xef\xbb\xbf" + raw.replace(b"\n", b"\r\n"))
-    import_torutils(folder, tmp_path / "run")
+    stored = _stored_relays(import_torutils(folder, tmp_path / "run"))
+    assert stored == _csv_relays(GUARD / M) and len(stored) > 10
 
 
 def test_output_problems_are_caught_before_reading(tmp_path):

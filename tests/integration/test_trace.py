@@ -5,10 +5,8 @@ import json
 import os
 import sqlite3
 import subprocess
-import time
 import sys
 
-import numpy as np
 import pytest
 
 from alloclab import native, trace
@@ -153,38 +151,24 @@ allocator = "{jemalloc}"
 
 
 def test_rss_of_a_replay_tracks_the_original(tmp_path, native_dir, jemalloc):
-    """Fidelity: RSS over time of the original program and of its paced replay correlate. Both run
-    under jemalloc with decay 0, which returns freed pages at once, so RSS shows the sawtooth's
-    teeth (under glibc RSS stays at the peak after the first tooth and only start and end differ)."""
+    """Fidelity: the paced replay of a sawtooth reaches the original's peak RSS. Both run under
+    jemalloc with decay 0, which returns freed pages at once: a replay that dropped or misplaced
+    frees would climb to several teeth (4 x 48 MB), one that dropped allocations would stay low.
+    The peak (ru_maxrss) does not depend on when each process gets the CPU; the shape over time
+    does, and is measured in benchmarks/replay_fidelity.py (r fell from > 0.9 to 0.2-0.5 at load
+    16-20). The replayer also holds the trace's decoded operations: 1.09-1.10 x measured."""
     path = tmp_path / "saw.trace"
     argv = [str(native_dir / "stressors"), "--pattern", "sawtooth", "--load", "4", "--period", "1", "--mb", "48"]
     trace.record(path, argv)
     env = {**os.environ, "LD_PRELOAD": jemalloc, "MALLOC_CONF": "dirty_decay_ms:0,muzzy_decay_ms:0"}
 
-    def rss_curve(cmd):
-        """(times since start, RSS pages), read every 20 ms: on a busy machine a reading can come
-        late, so each is placed at the time it was taken, not at its index."""
-        t0 = time.monotonic()
+    def peak_kb(cmd):
         p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, env=env)
-        times, values = [], []
-        while p.poll() is None:
-            try:
-                values.append(int(open(f"/proc/{p.pid}/statm").read().split()[1]))
-            except (OSError, IndexError):
-                break
-            times.append(time.monotonic() - t0)
-            time.sleep(0.02)
-        p.wait()
-        return np.array(times), np.array(values, dtype=float)
+        _, status, usage = os.wait4(p.pid, 0)
+        p.returncode = os.waitstatus_to_exitcode(status)
+        assert p.returncode == 0, cmd
+        return usage.ru_maxrss
 
-    original = rss_curve(argv)
-    replayed = rss_curve([str(native_dir / "replay"), str(path), "--speed", "1"])
-    # The replayer reads and orders the trace before it replays (RSS flat meanwhile), so the replay's
-    # curve starts late by its start-up: compared on the original's clock, from the best start-up
-    # delay between 0 and 0.4 s (a sawtooth tooth is 1 s: a wrong phase cannot line up).
-    grid = np.linspace(0.0, original[0][-1], 100)
-    a = np.interp(grid, original[0], original[1])
-    r = max(float(np.corrcoef(a, np.interp(grid + lag, replayed[0], replayed[1]))[0, 1])
-            for lag in np.arange(0.0, 0.41, 0.02))
-    assert r > 0.9, r
-    print(f"rss correlation original vs replay: {r:.3f}")
+    original = peak_kb(argv)
+    replayed = peak_kb([str(native_dir / "replay"), str(path), "--speed", "1"])
+    assert original > 40 * 1024 and 0.95 <= replayed / original <= 1.25, (original, replayed)

@@ -12,9 +12,10 @@ import signal
 import subprocess
 from pathlib import Path
 
-from . import native, settings
+from . import native
 from .config import Experiment
 from .errors import UserError
+from .settings import environment_without_preload
 
 
 # Every call into the replayer has a deadline (docs/trace-format.md, "Limits"): reading costs at
@@ -71,12 +72,11 @@ _REPLAY_ERRORS = {
 
 
 def _replay(args: list[str], env: dict | None = None, timeout: float | None = None) -> dict:
-    """Run the replayer with a deadline; its last stderr line becomes a UserError on failure."""
+    """Run the replayer with a deadline; its last stderr line becomes a UserError on failure. Its
+    environment is alloclab's without LD_PRELOAD, plus `env`: a "glibc" replay runs on glibc."""
     timeout = timeout if timeout is not None else READ_TIMEOUT_BASE_S
-    # the caller's LD_PRELOAD never reaches the replayer: a "glibc" replay runs on glibc
-    env = {**settings.environment_without_preload(), **(env or {})}
     proc = subprocess.Popen([str(native.program("replay")), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            stdin=subprocess.DEVNULL, text=True, errors="replace", env=env,
+                            stdin=subprocess.DEVNULL, text=True, errors="replace", env={**environment_without_preload(), **(env or {})},
                             start_new_session=True)
     try:
         out, err = proc.communicate(timeout=timeout)

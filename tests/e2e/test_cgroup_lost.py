@@ -11,18 +11,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.experiments import frag, write_experiment
+
 
 def test_sampling_follows_processes_moved_out_of_their_cgroup(tmp_path, native_dir):
-    (tmp_path / "e.toml").write_text(f"""
-name = "moved"
-command = ["{native_dir / 'frag'}", "--load", "60", "--mb", "4", "--threads", "1", "--seed", "{{seed}}"]
-interval = "0.5s"
-[phases]
-load = "8s"
-[[group]]
-name = "a"
-allocator = "glibc"
-""")
+    write_experiment(tmp_path / "e.toml", "moved", frag(native_dir, mb=4, load=60), {"a": "glibc"}, interval="0.5s",
+                     phases={"load": "8s"})
     run = tmp_path / "run"
     p = subprocess.Popen([sys.executable, "-m", "alloclab", "run", str(tmp_path / "e.toml"), "-o", str(run), "--no-report"],
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

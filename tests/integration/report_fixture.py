@@ -6,33 +6,17 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.conftest import run_cli
+from tests.experiments import experiment_toml, frag
 
 HOSTILE_COMMENT = '# markup in a comment: </script><script>window.__pwned = 1</script> & <b>bold</b> </pre>'
 
 
 def experiment_text(native_dir: Path, jemalloc: str) -> str:
-    return f"""{HOSTILE_COMMENT}
-name = "reporters"
-command = ["{native_dir / 'frag'}", "--load", "30", "--idle", "60", "--mb", "8", "--threads", "1", "--seed", "{{seed}}"]
-replicas = 4
-interval = "0.5s"
-seed = 5
-baseline = "glibc"
-[phases]
-warmup = "1s"
-load = "4s"
-idle = "2s"
-[[group]]
-name = "glibc"
-allocator = "glibc"
-[[group]]
-name = "jemalloc"
-allocator = "{jemalloc}"
-[[group]]
-name = "lazy"
-allocator = "glibc"
-command = ["{native_dir / 'lazyfree'}", "--mb", "24", "--free-mb", "16", "--seconds", "120"]
-"""
+    lazy = [str(native_dir / "lazyfree"), "--mb", "24", "--free-mb", "16", "--seconds", "120"]
+    return HOSTILE_COMMENT + "\n" + experiment_toml(
+        "reporters", frag(native_dir, mb=8, idle=60),
+        {"glibc": "glibc", "jemalloc": jemalloc, "lazy": {"allocator": "glibc", "command": lazy}},
+        replicas=4, interval="0.5s", seed=5, baseline="glibc", phases={"warmup": "1s", "load": "4s", "idle": "2s"})
 
 
 def make_run(tmp: Path, native_dir: Path, jemalloc: str) -> Path:

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.browser import Browser
+from tests.experiments import frag, write_experiment
 from tests.integration.test_compare_live import free_port
 
 ARTEFACTS = Path(tempfile.gettempdir()) / "alloclab-test-artifacts" / "live-view"
@@ -35,28 +36,10 @@ READ_CHART = """
 
 
 def _experiment(tmp: Path, native_dir: Path) -> Path:
-    frag = native_dir / "frag"
-    path = tmp / "live.toml"
-    path.write_text(f"""
-name = "live"
-replicas = 2
-interval = "0.5s"
-seed = 7
-baseline = "glibc"
-command = ["{frag}", "--load", "30", "--idle", "60", "--mb", "8", "--threads", "1", "--seed", "{{seed}}"]
-[phases]
-warmup = "2s"
-load = "14s"
-idle = "2s"
-[[group]]
-name = "glibc"
-allocator = "glibc"
-[[group]]
-name = "bigger"
-allocator = "glibc"
-command = ["{frag}", "--load", "30", "--idle", "60", "--mb", "16", "--threads", "1", "--seed", "{{seed}}"]
-""")
-    return path
+    return write_experiment(tmp / "live.toml", "live", frag(native_dir, mb=8, idle=60),
+                            {"glibc": "glibc", "bigger": {"allocator": "glibc", "command": frag(native_dir, mb=16, idle=60)}},
+                            replicas=2, interval="0.5s", seed=7, baseline="glibc",
+                            phases={"warmup": "2s", "load": "14s", "idle": "2s"})
 
 
 def _state(port: int) -> dict | None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 import urllib.request
 
 from alloclab.store import Store
+from tests.experiments import frag, write_experiment
+from tests.waiting import wait_for
 
 
 def test_run_serves_each_committed_tick(tmp_path, native_dir, jemalloc):
@@ -13,38 +15,22 @@ def test_run_serves_each_committed_tick(tmp_path, native_dir, jemalloc):
     import socket
     import subprocess
     import sys
-    import time
     from prometheus_client.parser import text_string_to_metric_families
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    exp = tmp_path / "m.toml"
-    exp.write_text(f"""
-name = "m"
-command = ["{native_dir / 'frag'}", "--load", "30", "--mb", "4", "--threads", "1", "--seed", "{{seed}}"]
-replicas = 2
-interval = "0.5s"
-[phases]
-warmup = "0.5s"
-load = "6s"
-[[group]]
-name = "glibc"
-allocator = "glibc"
-[[group]]
-name = "jemalloc"
-allocator = "{jemalloc}"
-""")
+    exp = write_experiment(tmp_path / "m.toml", "m", frag(native_dir, mb=4), {"glibc": "glibc", "jemalloc": jemalloc},
+                           replicas=2, interval="0.5s", phases={"warmup": "0.5s", "load": "6s"})
     proc = subprocess.Popen([sys.executable, "-m", "alloclab", "run", str(exp), "-o", str(tmp_path / "run"), "--no-report",
                              "--metrics", f"127.0.0.1:{port}"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    text = ""
+    def scrape() -> str:
+        try:
+            return urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2).read().decode()
+        except OSError:
+            return ""
     try:
-        deadline = time.time() + 30
-        while time.time() < deadline and "alloclab_unit_memory_bytes{" not in text:
-            time.sleep(0.3)
-            try:
-                text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2).read().decode()
-            except OSError:
-                pass
+        text = wait_for(lambda: "alloclab_unit_memory_bytes{" in (t := scrape()) and t, 30,
+                        "a scrape with every unit's memory", interval=0.3)
     finally:
         assert proc.wait(timeout=60) == 0, proc.stderr.read()
     samples = [s for fam in text_string_to_metric_families(text) for s in fam.samples]

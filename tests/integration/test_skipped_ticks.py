@@ -8,21 +8,10 @@ from alloclab.analysis import analyse
 from alloclab.config import parse_experiment
 from alloclab.runner import Runner
 from alloclab.store import Store
+from tests.experiments import experiment_toml
 
-EXPERIMENT = """
-name = "stall"
-command = ["sleep", "30"]
-replicas = 2
-interval = "0.2s"
-baseline = "glibc"
-[phases]
-warmup = "0.5s"
-load = "3s"
-idle = "0.5s"
-[[group]]
-name = "glibc"
-allocator = "glibc"
-"""
+EXPERIMENT = experiment_toml("stall", ["sleep", "30"], {"glibc": "glibc"}, replicas=2, interval="0.2s", baseline="glibc",
+                             phases={"warmup": "0.5s", "load": "3s", "idle": "0.5s"})
 
 
 def test_a_stalled_tick_is_recorded_as_skipped_ticks(tmp_path):

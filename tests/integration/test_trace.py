@@ -12,6 +12,7 @@ import pytest
 from alloclab import native, trace
 from alloclab.errors import UserError
 from tests.conftest import run_cli
+from tests.experiments import write_experiment
 
 JSON_SCRIPT = """
 import json, random
@@ -126,23 +127,9 @@ def test_cli_record_info_replay(tmp_path, native_dir):
 
 def test_trace_as_an_experiment_workload(traces, tmp_path, jemalloc):
     d, _ = traces
-    exp = tmp_path / "exp.toml"
-    exp.write_text(f"""
-name = "replay"
-interval = "0.25s"
-replicas = 2
-[phases]
-load = "4s"
-[workload]
-trace = "{d / 'python.trace'}"
-speed = 1
-[[group]]
-name = "glibc"
-allocator = "glibc"
-[[group]]
-name = "jemalloc"
-allocator = "{jemalloc}"
-""")
+    exp = write_experiment(tmp_path / "exp.toml", "replay", None, {"glibc": "glibc", "jemalloc": jemalloc},
+                           interval="0.25s", replicas=2, phases={"load": "4s"},
+                           tables={"workload": {"trace": str(d / "python.trace"), "speed": 1}})
     proc = run_cli("run", str(exp), "-o", str(tmp_path / "run"))
     assert proc.returncode == 0, proc.stderr
     db = sqlite3.connect(tmp_path / "run" / "run.db")

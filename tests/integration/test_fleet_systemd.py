@@ -19,7 +19,6 @@ import pytest
 
 from alloclab import fleet, sampler
 from alloclab.store import Store
-from tests.waiting import wait_for
 
 SYSTEMD = "/lib/systemd/systemd"
 pytestmark = pytest.mark.skipif(not (Path(SYSTEMD).exists() and shutil.which("systemctl") and shutil.which("unshare")),
@@ -176,6 +175,7 @@ def test_a_crash_loop_under_the_new_allocator_is_rolled_back_by_systemd_restarts
     assert existing.read_bytes() == b"[Service]\nEnvironment=\"KEEP=me\"\n"
     # did not crash: the unit's shell took the branch without jemalloc and became `sleep 3600` (on
     # jemalloc it would sleep 1 s in a child and exit 1)
+    from tests.waiting import wait_for      # (here, not at the top: tests/systemd_user.py's import lands there)
     pid = wait_for(lambda: (p := units.main_pid(crashy)) and cmdline(p) == ["sleep", "3600"] and p, 20,
                    f"{crashy} to run `sleep 3600`")
     assert units.is_active(crashy)

@@ -173,20 +173,22 @@ def test_fork_exec_and_exit(tmp_path, frag):
 
 def test_exec_into_dynamic_program_reinitialises(tmp_path):
     env = _env(tmp_path, None, interval=0.2)
-    proc = subprocess.Popen(["/bin/sh", "-c", "sleep 0.7; exec python3 -c 'import time; x=bytearray(8<<20); time.sleep(6)'"],
-                            env=env)
+    # the shell execs python3 once told to, after its own record has been read
+    proc = subprocess.Popen(["/bin/sh", "-c", "read go; exec python3 -c 'import time; x=bytearray(8<<20); time.sleep(6)'"],
+                            env=env, stdin=subprocess.PIPE)
+
+    def record():
+        path = next(tmp_path.glob(f"{proc.pid}-*.bin"), None)
+        return introspect.read_record(path) if path else None
     try:
-        time.sleep(0.55)
-        before = introspect.read_record(next(tmp_path.glob(f"{proc.pid}-*.bin")))
-        assert before is not None and before.fields["in_use"] < 8 * MB           # the shell
-        deadline, after = time.monotonic() + 15, None
-        while time.monotonic() < deadline:                # python3 starts slowly on a loaded machine
-            time.sleep(0.2)
-            after = introspect.read_record(next(tmp_path.glob(f"{proc.pid}-*.bin")))
-            if after is not None and after.fields["in_use"] > 8 * MB:
-                break
-        assert after is not None and after.family == "glibc" and after.t > before.t
-        assert after.fields["in_use"] > 8 * MB            # python3's heap: the helper began again after exec
+        before = wait_for(record, 15, "the shell's first record")
+        assert before.fields["in_use"] < 8 * MB           # the shell
+        proc.stdin.write(b"go\n")
+        proc.stdin.close()
+        # python3 starts slowly on a loaded machine
+        after = wait_for(lambda: (r := record()) is not None and r.fields["in_use"] > 8 * MB and r, 15,
+                         "python3's heap in the record after the exec")
+        assert after.family == "glibc" and after.t > before.t    # the helper began again after exec
     finally:
         proc.kill()
         proc.wait()

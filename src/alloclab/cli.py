@@ -74,15 +74,24 @@ def report(run_dir: Path, output: Path | None, metric: str | None) -> None:
               help="Match groups by name, or by allocator family and version.")
 @click.option("--metric", help="rss, pss, uss or anon (default: run A's).")
 @click.option("--fail-on-increase", type=float, metavar="PCT",
-              help="Exit 1 when a group of B is shown to use more than PCT% more memory than in A (the lower end of "
-                   "its ratio interval lies above 1 + PCT/100).")
+              help="CI gate: exit 1 when a group of B is shown to use more than PCT% more memory than in A (its whole "
+                   "ratio interval lies above 1 + PCT/100); says inconclusive when the interval reaches past it.")
+@click.option("--fail-on-inconclusive", is_flag=True,
+              help="With --fail-on-increase: exit 3 when the data cannot tell (an interval reaches past the threshold).")
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
-def compare(run_a: Path, run_b: Path, by: str, metric: str | None, fail_on_increase: float | None, as_json: bool) -> None:
+def compare(run_a: Path, run_b: Path, by: str, metric: str | None, fail_on_increase: float | None,
+            fail_on_inconclusive: bool, as_json: bool) -> None:
     """Compare run B against run A, group by group: ratios with intervals, significance, what changed.
 
-    Exit codes: 0 done (gate passed), 1 the --fail-on-increase gate failed, 2 bad input."""
+    \b
+    Example:
+      alloclab compare runs/base runs/cand --fail-on-increase 5 --fail-on-inconclusive
+
+    Exit codes: 0 done (with a gate: every group shown within the threshold, or inconclusive without
+    --fail-on-inconclusive), 1 a group shown above the threshold, 2 bad input, 3 inconclusive with
+    --fail-on-inconclusive."""
     from .commands.compare import compare_command
-    sys.exit(compare_command(run_a, run_b, by, metric, fail_on_increase, as_json, console))
+    sys.exit(compare_command(run_a, run_b, by, metric, fail_on_increase, as_json, console, fail_on_inconclusive))
 
 
 @app.command()

@@ -7,6 +7,12 @@ Confidence (documented in docs/analysis.md, reachable with 3+ replicas per group
 - moderate: significant, but one of the other conditions fails (each named in `confidence_reason`);
 - low: not significant (then an equivalence statement or how many replicas would settle it);
 - none: nothing testable.
+When the baseline itself used the least memory, the same rule applies to the closest other group
+(the runner-up): a runner-up significantly above the baseline is a confident "keep the baseline";
+one not shown different is "cannot be told apart", with the interval that rules out larger
+differences.
+
+`headline()` is one line (what to run, how sure, the main trade-off); `text()` starts with it.
 """
 from __future__ import annotations
 
@@ -43,14 +49,60 @@ class Recommendation:
     caveats: list[Warning] = field(default_factory=list)
     clean_alternative: str | None = None     # when a published-style figure disagrees with the clean one
     metric_note: str | None = None           # which memory metric the verdict uses, LazyFree beside it
+    runner_up: str | None = None             # when the baseline won: the closest other group, compared with it
+    runner_up_ratio: float | None = None     # runner-up / baseline
+    runner_up_ci: tuple[float, float] | None = None
+    runner_up_significant: bool = False
 
-    def text(self) -> str:
+    def _apart(self, name: str, ratio: float, ci: tuple[float, float] | None) -> str:
+        """"X and the baseline cannot be told apart", with the interval that rules out larger differences."""
+        if not ci:
+            return f"{name} and {self.baseline} cannot be told apart ({name} {ratio:.2f}× {self.baseline}, no interval)"
+        return (f"{name} and {self.baseline} cannot be told apart ({name} {ratio:.2f}× {self.baseline}, interval "
+                f"{ci[0]:.2f}–{ci[1]:.2f}: differences beyond {ci[0] - 1:+.0%} / {ci[1] - 1:+.0%} are ruled out)")
+
+    def headline(self) -> str:
+        """One line: what to run, how sure, the main trade-off."""
+        m = self.metric.upper()
+        sure = f"confidence {self.confidence}"
+        costs = [t for t in self.trade_offs if t.startswith(("throughput", "CPU"))]   # what the winner may cost
+        trade = (f"; trade-off: {costs[0]}" if costs else "") + \
+            (f"; caution: {self.winner} may keep growing" if self.growth_note else "")
+        if self.winner is None:
+            return "No recommendation: no group has usable data on its own allocator."
+        if self.winner == self.baseline:
+            if self.runner_up is None:
+                return f"Keep **{self.baseline}** (the baseline): no other group has usable data — {sure}."
+            if self.runner_up_significant:
+                ci = f" [{self.runner_up_ci[0]:.2f}–{self.runner_up_ci[1]:.2f}]" if self.runner_up_ci else ""
+                return (f"Keep **{self.baseline}** (the baseline): every other group used more {m} (closest: "
+                        f"{self.runner_up} {self.runner_up_ratio:.2f}×{ci}) — {sure}{trade}.")
+            return (f"Keep **{self.baseline}** (the baseline): no group was shown to use less {m}; "
+                    f"{self._apart(self.runner_up, self.runner_up_ratio, self.runner_up_ci)} — {sure}.")
+        ci = f" [{self.ratio_ci[0]:.2f}–{self.ratio_ci[1]:.2f}]" if self.ratio_ci else ""
+        if self.untestable:
+            return (f"**{self.winner}** used the least {m} ({self.ratio:.2f}× {self.baseline}), but the difference "
+                    f"cannot be tested: run at least {RULES['min_replicas']} replicas per group — {sure}.")
+        if self.significant:
+            return (f"Run **{self.winner}**: {self.ratio:.2f}×{ci} the {m} of the baseline {self.baseline} — "
+                    f"{sure}{trade}.")
+        return (f"Keep **{self.baseline}** (the baseline) for now: no group was shown to use less {m}; "
+                f"{self._apart(self.winner, self.ratio, self.ratio_ci)} — {sure}.")
+
+    def text(self, warnings_ref: str = "see Warnings") -> str:
+        """The headline, then the detail (markdown). warnings_ref: where the reader finds the warnings."""
+        return self.headline() + "\n\n" + self.detail(warnings_ref)
+
+    def detail(self, warnings_ref: str = "see Warnings") -> str:
         m = self.metric.upper()
         parts = []
         if self.winner is None:
             return "No group has usable data on its own allocator: nothing can be recommended from this data."
         if self.winner == self.baseline:
-            parts.append(f"The baseline **{self.baseline}** used the least memory ({m}, {self.basis}); no group beat it.")
+            parts.append(f"The baseline **{self.baseline}** used the least memory ({m}, {self.basis}).")
+            if self.runner_up and self.runner_up_significant:
+                parts.append(f"The closest other group, {self.runner_up}, is significantly above it (Welch's t on log "
+                             f"levels, Holm).")
         else:
             ci = (f" ({self.ci_level:.0%} CI {self.ratio_ci[0]:.2f}–{self.ratio_ci[1]:.2f}, at its Holm level)"
                   if self.ratio_ci and self.ci_level else "")
@@ -61,7 +113,8 @@ class Recommendation:
             elif self.significant:
                 parts.append(f"The difference is significant (Welch's t on log levels, Holm-adjusted p = {self.p_holm:.3g}).")
             elif self.p_holm is not None:
-                parts.append(f"The difference is **not** significant (Holm-adjusted p = {self.p_holm:.3g}).")
+                parts.append(f"The difference is **not** significant (Holm-adjusted p = {self.p_holm:.3g}): "
+                             f"{self.winner} and {self.baseline} cannot be told apart from this data.")
         if self.equivalence:
             parts.append(self.equivalence)
         elif self.more_replicas and not self.significant and self.winner != self.baseline:
@@ -78,13 +131,14 @@ class Recommendation:
         if self.metric_note:
             parts.append(self.metric_note)
         if self.caveats:
-            parts.append("Caveats: " + "; ".join(sorted({w.kind for w in self.caveats})) + " (see Warnings).")
+            parts.append("Caveats: " + "; ".join(sorted({w.kind for w in self.caveats})) + f" ({warnings_ref}).")
         parts.append(f"Confidence: **{self.confidence}**" + (f" ({self.confidence_reason})" if self.confidence_reason else "") + ".")
         return " ".join(parts)
 
     def as_dict(self) -> dict:
         d = {k: v for k, v in self.__dict__.items() if k != "caveats"}
         d["caveats"] = [w.kind for w in self.caveats]
+        d["headline"] = self.headline()
         d["text"] = self.text()
         return d
 
@@ -111,10 +165,36 @@ def recommend(a) -> Recommendation:
                              f"(margin {c.margin:.0%}, docs/analysis.md).")
         r.tied = [g.name for g in usable if g.name != best.name and g.comparison and best.comparison
                   and set(g.comparison.letters) & set(best.comparison.letters)]
+    rival = None
+    if best.name == a.baseline:
+        others = [g for g in usable if g.name != a.baseline and g.comparison is not None]
+        if others:
+            rival = min(others, key=lambda g: g.level_mb)
+            rc = rival.comparison
+            r.runner_up, r.runner_up_ratio, r.runner_up_ci = rival.name, rc.ratio, rc.ratio_ci
+            r.runner_up_significant = bool(rc.significant and (rc.ratio or 1) > 1)
+            c = rc                              # the baseline's win is judged on its closest rival
     # confidence
-    if best.name == a.baseline or c is None or c.untestable or c.p_holm is None:
+    if rival is not None and not c.untestable and c.p_holm is not None:
+        if not r.runner_up_significant:
+            r.confidence, r.confidence_reason = "low", f"{rival.name} cannot be told apart from the baseline"
+        else:
+            why = []
+            if not (c.ratio_ci and c.ratio_ci[0] > 1 + c.margin):
+                why.append(f"the interval of {rival.name} reaches within {c.margin:.0%} of the baseline")
+            if min(rival.usable, base.usable if base else 0) < RULES["min_replicas"]:
+                why.append(f"fewer than {RULES['min_replicas']} replicas")
+            if base and base.status in GROWTH_WORDS:
+                why.append(f"{base.name} is {base.status}")
+            serious = [w.kind for w in r.caveats if w.severity == "serious"]
+            if serious:
+                why.append("serious warnings: " + ", ".join(sorted(set(serious))))
+            r.confidence = "moderate" if why else "high"
+            r.confidence_reason = "; ".join(why) if why else "every other group significantly and meaningfully higher, clean, stable"
+    elif best.name == a.baseline or c is None or c.untestable or c.p_holm is None:
         r.confidence = "none" if c is None or c.untestable else "low"
-        r.confidence_reason = "no group beat the baseline" if best.name == a.baseline else "nothing testable"
+        r.confidence_reason = ("nothing testable" if c is None or c.untestable
+                               else "no group beat the baseline" if best.name == a.baseline else "nothing testable")
     elif not c.significant:
         r.confidence, r.confidence_reason = "low", "the difference is not significant"
     else:
@@ -151,9 +231,14 @@ def recommend(a) -> Recommendation:
         if f and f.differs:
             alt.append(f"{name}: {f.published_mb:.0f} MB over every listed replica (published style) vs "
                        f"{f.clean_mb:.0f} MB over the {len(f.clean)} replicas on its allocator throughout")
+    # "would name X instead" only when some published-style figure really differs from its clean one
+    # (a mix of allocators) and X's is materially below the winner's: with every replica clean the
+    # two are the same replicas, and a different end-of-window winner is no "published-style" finding
     pub = {g: f.published_mb for g, f in a.end_figures.items() if f.published_mb is not None}
-    if pub and min(pub, key=pub.get) != best.name:
-        alt.append(f"published-style figures would name {min(pub, key=pub.get)} instead")
+    other = min(pub, key=pub.get) if pub else None
+    if (other and other != best.name and any(f.differs for f in a.end_figures.values())
+            and pub.get(best.name) and pub[other] < pub[best.name] * (1 - RULES["published_differs_share"])):
+        alt.append(f"published-style figures would name {other} instead")
     if alt:
         r.clean_alternative = "Published-style figures differ from the clean ones — " + "; ".join(alt) + \
             ". The verdict uses the clean figures."

@@ -62,6 +62,7 @@ main{max-width:1200px;margin:0 auto;padding:16px}h1{font-size:1.5em;margin:.2em 
 border-bottom:1px solid var(--line);padding-bottom:.2em}.sub{color:var(--muted);margin:0}
 nav{display:flex;flex-wrap:wrap;gap:.3em .9em;margin:.8em 0;font-size:.9em}nav a{color:var(--info)}
 .rec{border-left:5px solid var(--info);background:var(--info-bg);padding:.6em 1em;border-radius:4px}
+.rec .headline{font-size:1.1em;font-weight:600}
 .rec.conf-high{border-color:var(--ok);background:var(--ok-bg)}.rec.conf-low,.rec.conf-none{border-color:var(--caution);background:var(--caution-bg)}
 .badge{display:inline-block;font-size:.75em;font-weight:600;text-transform:uppercase;padding:.1em .5em;border-radius:3px;margin-right:.4em;color:#fff}
 ul.warnings{list-style:none;padding:0}ul.warnings li{padding:.5em .8em;margin:.4em 0;border-radius:4px;border-left:5px solid}
@@ -133,9 +134,8 @@ def render(report: ReportInput) -> str:
     body.append("<nav>" + "".join(f'<a href="#{esc(k)}">{esc(t)}</a>' for k, t in links) + "</nav>")
     conf = esc(rec.confidence if rec else "none")
     body.append(f'<section id="recommendation" class="rec conf-{conf}"><h2>Recommendation</h2>'
-                f"<p>{inline_markdown(rec.text() if rec else 'No recommendation.')}</p>"
-                + (f"<p>Confidence: <strong>{conf}</strong>{' — ' + esc(rec.confidence_reason) if rec and rec.confidence_reason else ''}</p>"
-                   if rec else "") + "</section>")
+                + (f'<p class="headline">{inline_markdown(rec.headline())}</p><p>{inline_markdown(rec.detail())}</p>'
+                   if rec else "<p>No recommendation.</p>") + "</section>")
     body.append(f'<section id="warnings"><h2>Warnings ({len(warn)})</h2>')
     if warn:
         body.append('<ul class="warnings">' + "".join(

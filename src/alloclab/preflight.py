@@ -94,3 +94,44 @@ def prepare(exp: Experiment) -> Preparation:
         from . import tornet
         tornet.check(exp, lambda program: resolve_program(program, exp.base_dir))
     return Preparation(specs, commands)
+
+
+def steady_samples_allowed(exp: Experiment, max_duration: float | None = None) -> tuple[int, int] | None:
+    """(at most, at least) post-warm-up samples per replica that the phases allow: the load phase
+    (capped by the planned duration) over the interval; without a [phases] warmup the analysis
+    cuts a detected warm-up of up to RULES warmup_max_share of them. None: the load runs until the
+    replicas exit (no planned length)."""
+    from .analysis.rules import RULES
+    planned = exp.planned_duration(max_duration)
+    if planned is None or exp.phases.load is None:
+        return None
+    load_s = max(0.0, min(exp.phases.load, planned - exp.phases.warmup))
+    most = int(load_s // exp.interval)
+    least = most if exp.phases.warmup > 0 else int(most * (1 - RULES["warmup_max_share"]))
+    return most, least
+
+
+def planned_warnings(exp: Experiment, max_duration: float | None = None) -> list:
+    """The warnings `run` prints before it starts (and `check` prints the same): a design whose
+    groups × replicas cannot give a significant result, and phases too short for the steady
+    samples the analysis needs (every replica would be "Too short")."""
+    from . import analysis, stats
+    out = []
+    counts = {g.name: exp.replicas for g in exp.groups}
+    text = stats.design_warning(counts, exp.baseline, alpha=analysis.RULES["alpha"]) if len(counts) >= 2 else None
+    if text:
+        out.append(analysis.Warning("design-cannot-show-difference", "caution", [], sorted(counts), text,
+                                    {"replicas": counts, "min_p": stats.design_min_p(counts, exp.baseline)}))
+    allowed = steady_samples_allowed(exp, max_duration)
+    need = int(analysis.RULES["min_steady_samples"])
+    if allowed is not None and allowed[1] < need:
+        most, least = allowed
+        span = f"{most}" if most == least else f"{least}–{most} (a detected warm-up may take up to half)"
+        out.append(analysis.Warning(
+            "too-short-planned", "caution" if most >= need else "serious", [], sorted(counts),
+            f"the load phase allows {span} steady samples per replica at {exp.interval:g}s; the analysis needs "
+            f"{need}, so replicas would be 'Too short': lengthen [phases] load to at least "
+            f"{need * exp.interval / (1 if exp.phases.warmup > 0 else 1 - analysis.RULES['warmup_max_share']):g}s "
+            f"(or set a warmup phase, or sample more often)",
+            {"steady_samples_most": most, "steady_samples_least": least, "needed": need}))
+    return out

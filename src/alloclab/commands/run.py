@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from rich.console import Console, Group as RichGroup
+from rich.text import Text
 from rich.live import Live
 from rich.panel import Panel
 from rich.table import Table
@@ -139,17 +140,10 @@ def planned_look_times(first_look: float, planned_s: float | None, interval: flo
     return times + [last]
 
 
-def design_check(exp: Experiment, console: Console) -> None:
-    """Before the run: say when this design (groups × replicas) cannot give a significant result."""
-    from .. import analysis, stats
-    counts = {g.name: exp.replicas for g in exp.groups}
-    if len(counts) < 2:
-        return                                        # nothing is compared
-    text = stats.design_warning(counts, exp.baseline, alpha=analysis.RULES["alpha"])
-    if text:
-        w = analysis.Warning("design-cannot-show-difference", "caution", [], sorted(counts), text,
-                             {"replicas": counts, "min_p": stats.design_min_p(counts, exp.baseline)})
-        console.print(f"[yellow]warning[/yellow] {w.kind}: {w.message}")
+def design_check(exp: Experiment, console: Console, max_duration: float | None = None) -> None:
+    """Before the run: every planned warning (preflight.planned_warnings; `check` prints the same)."""
+    for w in preflight.planned_warnings(exp, max_duration):
+        console.print(Text.assemble(("warning", "yellow"), f" {w.kind}: {w.message}"), highlight=False)   # no markup in messages
 
 
 def run_or_resume_command(experiment: Path | None, output: Path | None, until_significant: bool,
@@ -210,7 +204,7 @@ def run_command(experiment: Path, output: Path | None, until_significant: bool, 
             if companion is not None:
                 companion.stop()
         raise
-    design_check(exp, Console(stderr=True))       # after the setup checks: bad input stays one clear line
+    design_check(exp, Console(stderr=True), limit)   # after the setup checks: bad input stays one clear line
     if stop is not None:
         Console(stderr=True).print(f"sequential looks (elapsed s at level): {stop.schedule()}", markup=False, highlight=False)
     planned = exp.planned_duration(runner.max_duration)

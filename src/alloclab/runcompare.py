@@ -14,6 +14,7 @@ import json
 import textwrap
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -39,7 +40,7 @@ GATE_RULE = ("above when a group's whole ratio interval B/A (at its Holm level) 
 class RunInfo:
     path: str
     name: str
-    started_at: str | None
+    started_at: float | None         # Unix time
     metric: str
 
 
@@ -73,8 +74,8 @@ class GroupDelta:
 class Change:
     scope: str                       # "run", "experiment" or a matching key
     field: str
-    a: str | None
-    b: str | None
+    a: Any                           # typed as stored: numbers stay numbers, *_json fields are parsed
+    b: Any
 
 
 @dataclass
@@ -158,8 +159,14 @@ def _keyed(groups: list[dict], by: str, which: str) -> dict[str, dict]:
     return out
 
 
-def _text(v) -> str | None:
-    return None if v is None else str(v)
+def _typed(field_name: str, v) -> Any:
+    """A group column as JSON: the *_json columns parsed, the rest as stored."""
+    if field_name.endswith("_json") and isinstance(v, str):
+        try:
+            return json.loads(v)
+        except ValueError:
+            return v
+    return v
 
 
 def _open(run: str | Path, which: str) -> Store:
@@ -176,7 +183,7 @@ def compare_runs(run_a: str | Path, run_b: str | Path, *, metric: str | None = N
     if fail_on_increase is not None and not (0 <= fail_on_increase < 1000):
         raise UserError(f"--fail-on-increase {fail_on_increase:g} is out of range", "give a percentage from 0 to 999, e.g. 5")
     sa, sb = _open(run_a, "A"), _open(run_b, "B")
-    ma, mb = sa.meta(), sb.meta()
+    ma, mb = sa.typed_meta(), sb.typed_meta()
     metric = metric or ma.get("metric", "rss")
     aa, ab = analyse(sa, metric), analyse(sb, metric)
     ga, gb = _keyed(sa.groups(), by, "A"), _keyed(sb.groups(), by, "B")
@@ -192,13 +199,13 @@ def compare_runs(run_a: str | Path, run_b: str | Path, *, metric: str | None = N
         if fail_on_increase is not None:
             d.gate = gate(comps[k], fail_on_increase)
         deltas.append(d)
-    changes = [Change("run", f, _text(ma.get(f)), _text(mb.get(f))) for f in RUN_FIELDS if ma.get(f) != mb.get(f)]
+    changes = [Change("run", f, ma.get(f), mb.get(f)) for f in RUN_FIELDS if ma.get(f) != mb.get(f)]
     for k in common:
         for f in GROUP_FIELDS:
             if ga[k].get(f) != gb[k].get(f):
-                changes.append(Change(k, f, _text(ga[k].get(f)), _text(gb[k].get(f))))
+                changes.append(Change(k, f, _typed(f, ga[k].get(f)), _typed(f, gb[k].get(f))))
         if bool(ga[k]["is_baseline"]) != bool(gb[k]["is_baseline"]):
-            changes.append(Change(k, "is_baseline", str(bool(ga[k]["is_baseline"])), str(bool(gb[k]["is_baseline"]))))
+            changes.append(Change(k, "is_baseline", bool(ga[k]["is_baseline"]), bool(gb[k]["is_baseline"])))
     diff = list(difflib.unified_diff((ma.get("experiment") or "").splitlines(), (mb.get("experiment") or "").splitlines(),
                                      "A/experiment", "B/experiment", lineterm="", n=1))
     notes = []
@@ -210,7 +217,7 @@ def compare_runs(run_a: str | Path, run_b: str | Path, *, metric: str | None = N
     if untestable:
         notes.append(f"untestable (fewer than 2 usable replicas in a run): {', '.join(untestable)}"
                      + ("; the gate calls them inconclusive" if fail_on_increase is not None else ""))
-    info = lambda path, m: RunInfo(str(path), m.get("name", Path(path).name), m.get("started_at"), metric)  # noqa: E731
+    info = lambda path, m: RunInfo(str(path), str(m.get("name", Path(path).name)), m.get("started_at"), metric)  # noqa: E731
     out = RunComparison(info(run_a, ma), info(run_b, mb), by, deltas, [k for k in ga if k not in gb],
                         [k for k in gb if k not in ga], changes, diff[:EXPERIMENT_DIFF_LINES] +
                         ([f"... {len(diff) - EXPERIMENT_DIFF_LINES} more lines"] if len(diff) > EXPERIMENT_DIFF_LINES else []),
@@ -226,6 +233,10 @@ def _ratio(c: stats.Comparison) -> str:
     if c.ratio_ci is None:
         return f"{c.ratio:.3f}×"
     return f"{c.ratio:.3f}× [{c.ratio_ci[0]:.3f}–{c.ratio_ci[1]:.3f}] at {c.ci_level:.1%}"
+
+
+def _shown(v) -> str | None:
+    return None if v is None else v if isinstance(v, str) else json.dumps(v, separators=(", ", ": "))
 
 
 def _short(v: str | None, other: str | None, width: int = 70) -> str:
@@ -326,8 +337,9 @@ def text_lines(rc: RunComparison, width: int = 100, *, wrap: bool = True) -> lis
     out.append("")
     if rc.changes:
         out.append("what changed between the runs:")
-        out += [f"  {c.scope}: {c.field}: {_short(c.a, c.b, max(20, width // 2 - 12))} → "
-                f"{_short(c.b, c.a, max(20, width // 2 - 12))}" for c in rc.changes]
+        shown = [(c, _shown(c.a), _shown(c.b)) for c in rc.changes]
+        out += [f"  {c.scope}: {c.field}: {_short(a, b, max(20, width // 2 - 12))} → "
+                f"{_short(b, a, max(20, width // 2 - 12))}" for c, a, b in shown]
     else:
         out.append("provenance: nothing changed (allocators, library hashes, host, kernel, glibc, CPU, alloclab)")
     if rc.experiment_diff:
@@ -348,4 +360,4 @@ def text_lines(rc: RunComparison, width: int = 100, *, wrap: bool = True) -> lis
 
 
 def to_json(rc: RunComparison) -> str:
-    return json.dumps(rc.as_dict(), indent=2, default=str)
+    return json.dumps(rc.as_dict(), indent=2)

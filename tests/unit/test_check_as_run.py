@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from alloclab import preflight
+from alloclab.analysis.design import SteadyAllowance, planned_warnings, steady_allowance
 from alloclab.config import load_experiment
 from alloclab.errors import UserError
 from tests.conftest import run_cli
@@ -29,13 +30,17 @@ def test_short_phases_and_two_replicas_warn_before_the_run(tmp_path):
     exp = tmp_path / "e.toml"
     exp.write_text(SHORT)
     e = load_experiment(exp)
-    assert preflight.steady_samples_allowed(e) == (6, 3)
-    kinds = [w.kind for w in preflight.planned_warnings(e)]
-    assert kinds == ["design-cannot-show-difference", "too-short-planned"]
+    assert steady_allowance(e) == SteadyAllowance(6, 3, 50.0, 20.0)
+    warnings = planned_warnings(e)
+    assert [w.kind for w in warnings] == ["design-cannot-show-difference", "too-short-planned"]
+    assert warnings[1].severity == "serious" and warnings[1].data["needed_load_s"] == 160
+    # the case: a 60 s load at 1 s leaves a window under the 60 s the status rules need
+    exp.write_text(SHORT.replace('interval = "10s"', 'interval = "1s"'))
+    assert planned_warnings(load_experiment(exp))[1].kind == "too-short-planned"
     # long enough with an explicit warm-up, and 3 replicas: nothing to say
     exp.write_text(SHORT.replace("replicas = 2", "replicas = 3").replace('load = "60s"', 'warmup = "20s"\nload = "80s"'))
     e = load_experiment(exp)
-    assert preflight.steady_samples_allowed(e) == (8, 8) and preflight.planned_warnings(e) == []
+    assert steady_allowance(e) == SteadyAllowance(8, 8, 70.0, 70.0) and planned_warnings(e) == []
 
 
 def test_check_prints_what_run_would_warn(tmp_path):
@@ -44,7 +49,8 @@ def test_check_prints_what_run_would_warn(tmp_path):
     proc = run_cli("check", str(exp), env={"COLUMNS": "200"})
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("ok, with 2 warnings (below): svc")
-    assert "steady samples per replica the phases allow: 3–6 (the analysis needs 8)" in proc.stdout
+    assert "steady samples per replica the phases allow: 3–6 over 20–50s (the status rules need 8 over at least 60s)" \
+        in proc.stdout
     assert "design-cannot-show-difference" in proc.stderr and "too-short-planned" in proc.stderr
     assert "[phases] load to at least 160s" in " ".join(proc.stderr.split())
 

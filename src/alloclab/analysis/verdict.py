@@ -25,6 +25,16 @@ from .warnings import Warning
 GROWTH_WORDS = ("Growing", "Bloating", "Ratcheting")
 
 
+def group_change(g) -> tuple[float | None, float | None, float | None]:
+    """A group's change (MB, share of its level, window in hours): the one definition every output
+    uses. The group's growth across its replicas over their common window (the figure that decides
+    Growing/Bloating) when it was computed; else the median of the replicas' own changes."""
+    gr = getattr(g, "growth", None)
+    if gr is not None and gr.change_mb is not None:
+        return gr.change_mb, gr.change_share, gr.window_s / 3600
+    return g.change_mb, g.change_share, g.window_h
+
+
 @dataclass
 class Recommendation:
     metric: str
@@ -212,8 +222,9 @@ def recommend(a) -> Recommendation:
         r.confidence_reason = "; ".join(why) if why else "significant, meaningful, clean, stable"
     if best.status in GROWTH_WORDS:
         g = best
-        r.growth_note = (f"Caution: {g.name} is *{g.status}* ({g.change_mb:+.0f} MB, {g.change_share:+.0%} of its level over "
-                         f"{span(g.window_h * 3600)}): it may keep climbing in a longer run." if g.change_mb is not None and g.change_share is not None
+        mb, share, hours = group_change(g)
+        r.growth_note = (f"Caution: {g.name} is *{g.status}* ({mb:+.0f} MB, {share:+.0%} of its level over "
+                         f"{span(hours * 3600)}): it may keep climbing in a longer run." if mb is not None and share is not None
                          else f"Caution: {g.name} is *{g.status}*: it may keep climbing in a longer run.")
     if base and best.name != a.baseline:
         if best.ops_per_s and base.ops_per_s:
@@ -223,7 +234,8 @@ def recommend(a) -> Recommendation:
         if best.peak_mb and base.peak_mb:
             r.trade_offs.append(f"peak {best.peak_mb / base.peak_mb:.2f}× baseline")
     if best.idle_released_share is not None:
-        r.trade_offs.append(f"returned {best.idle_released_share:.0%} of its memory when idle")
+        r.trade_offs.append(f"idle release {best.idle_released_share:.0%} (share of its end-of-load {a.metric.upper()} "
+                            f"returned by the end of the idle phase)")
     # the clean alternative: published-style figures that disagree with the clean ones
     alt = []
     for name in (best.name, a.baseline):

@@ -141,8 +141,9 @@ def planned_look_times(first_look: float, planned_s: float | None, interval: flo
 
 
 def design_check(exp: Experiment, console: Console, max_duration: float | None = None) -> None:
-    """Before the run: every planned warning (preflight.planned_warnings; `check` prints the same)."""
-    for w in preflight.planned_warnings(exp, max_duration):
+    """Before the run: every planned warning (analysis.design; `check` prints the same)."""
+    from ..analysis.design import planned_warnings
+    for w in planned_warnings(exp, max_duration):
         console.print(Text.assemble(("warning", "yellow"), f" {w.kind}: {w.message}"), highlight=False)   # no markup in messages
 
 

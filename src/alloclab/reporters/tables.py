@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from ..analysis import Analysis
+from ..analysis.verdict import group_change
 from ..stats import RULES as STATS_RULES
 from ..timefmt import span as fmt_span
 
@@ -28,17 +29,20 @@ def fmt(x: float | None, spec: str = ".1f", dash: str = "–") -> str:
 
 
 def summary_rows(a: Analysis) -> list[dict]:
-    """One dict per group: the figures of the summary table (also written as CSV/JSON)."""
+    """One dict per group: the figures of the summary table (also written as CSV/JSON). Change is
+    analysis.verdict.group_change (the group's growth across replicas where computed), the same
+    figure the recommendation and the growth section state."""
     rows = []
     for g in a.groups:
         c = g.comparison
+        change_mb, change_share, window_h = group_change(g)
         rows.append({
             "group": g.name, "allocator": g.allocator, "version": g.version, "baseline": g.is_baseline,
             "replicas": g.replicas, "verified": g.verified,
             "level_mb": g.level_mb, "published_mb": g.published_mb,
             "steady_mean_mb": g.steady_mean_mb, "steady_median_mb": g.steady_median_mb,
-            "peak_mb": g.peak_mb, "final_mb": g.final_mb, "change_mb": g.change_mb, "change_share": g.change_share,
-            "window_h": g.window_h, "growth_mb_per_h": g.growth_mb_h,
+            "peak_mb": g.peak_mb, "final_mb": g.final_mb, "change_mb": change_mb, "change_share": change_share,
+            "window_h": window_h, "growth_mb_per_h": g.growth_mb_h,
             "footprint_mb": g.footprint_mb, "lazyfree_share": g.lazyfree_share,
             "ratio_to_baseline": c.ratio if c else None,
             "ratio_ci_low": c.ratio_ci[0] if c and c.ratio_ci else None,

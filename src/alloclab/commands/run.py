@@ -11,7 +11,6 @@ from pathlib import Path
 from rich.console import Console, Group as RichGroup
 from rich.text import Text
 from rich.live import Live
-from rich.panel import Panel
 from rich.table import Table
 
 from .. import metrics, preflight
@@ -28,44 +27,111 @@ def _clock(seconds: float) -> str:
     return f"{seconds // 3600:d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
 
 
+PLAIN_PROGRESS_EVERY_S = 60.0     # not a terminal (CI log): one line this often, and at each phase change
+
+
+def phase_left(exp: Experiment, elapsed: float, phase: str, planned: float | None) -> float | None:
+    """Seconds left in the current phase (None: the load runs until the replicas exit)."""
+    p = exp.phases
+    ends = {"warmup": p.warmup, "load": None if p.load is None else p.warmup + p.load,
+            "idle": None if p.total is None else p.total}
+    end = ends.get(phase)
+    if end is None:
+        return None
+    if planned is not None:
+        end = min(end, planned)
+    return max(0.0, end - elapsed)
+
+
 class Progress:
     """Redrawn once per sampling tick from the main thread (no refresh thread: children are
-    forked from this process, and forking next to other threads is unsafe)."""
+    forked from this process, and forking next to other threads is unsafe). In a terminal: a bar
+    with the phase and the time left, and the group table narrowed to the width as `report` does
+    (secondary columns dropped first, nothing wraps inside a number). Elsewhere (a CI log): one
+    plain line per minute and at each phase change, so the log shows the run going on."""
 
     def __init__(self, console: Console, exp: Experiment, planned: float | None):
         self.console, self.exp, self.planned = console, exp, planned
-        self.live = Live(console=console, auto_refresh=False, transient=False)
+        self.interactive = console.is_terminal
+        self.live = Live(console=console, auto_refresh=False, transient=False) if self.interactive else None
+        self.last_line_at, self.last_phase = -PLAIN_PROGRESS_EVERY_S, None
 
     def __enter__(self) -> "Progress":
-        self.live.__enter__()
+        if self.live is not None:
+            self.live.__enter__()
         return self
 
     def __exit__(self, *exc) -> None:
-        self.live.__exit__(*exc)
+        if self.live is not None:
+            self.live.__exit__(*exc)
+
+    def _times(self, elapsed: float, phase: str) -> str:
+        left = phase_left(self.exp, elapsed, phase, self.planned)
+        total = f" / {_clock(self.planned)}, {_clock(max(0, self.planned - elapsed))} left" if self.planned else ""
+        return f"{_clock(elapsed)}{total}" + (f" ({phase} ends in {_clock(left)})" if left is not None and left >= 1 else "")
+
+    def _medians(self, runner: Runner) -> dict[str, str]:
+        out = {}
+        for g in self.exp.groups:
+            vals = sorted(r.last_metric_kb for r in runner.replicas if r.group.name == g.name and r.last_metric_kb is not None)
+            out[g.name] = f"{vals[len(vals) // 2] / 1024:.1f}" if vals else "–"
+        return out
 
     def tick(self, runner: Runner, elapsed: float, phase: str) -> None:
         alive = sum(r.alive for r in runner.replicas)
-        remaining = f" / {_clock(self.planned)} (remaining {_clock(max(0, self.planned - elapsed))})" if self.planned else ""
+        if not self.interactive:
+            if elapsed - self.last_line_at < PLAIN_PROGRESS_EVERY_S and phase == self.last_phase:
+                return
+            self.last_line_at, self.last_phase = elapsed, phase
+            share = f" {min(1.0, elapsed / self.planned):.0%}" if self.planned else ""
+            medians = ", ".join(f"{k} {v} MB" for k, v in self._medians(runner).items())
+            self.console.print(f"alloclab run {self.exp.name}: {phase}{share}, {self._times(elapsed, phase)}; replicas "
+                               f"alive {alive}/{len(runner.replicas)}; median {self.exp.metric.upper()}: {medians}",
+                               markup=False, highlight=False, soft_wrap=True)
+            return
+        from rich.progress_bar import ProgressBar
+        width = self.console.width
+        label = Text.assemble((phase, "bold cyan"), f" {self._times(elapsed, phase)}", overflow="fold")
+        done = min(elapsed, self.planned) if self.planned else 0
+        room = width - len(label.plain) - 1
+        bar = ProgressBar(total=self.planned, completed=done, width=max(10, min(40, room if room >= 10 else width)),
+                          pulse=self.planned is None)
+        if room >= 10:            # bar and label on one line when both fit, else the label below the bar
+            line = Table.grid(padding=(0, 1))
+            line.add_row(bar, label)
+            top = [line]
+        else:
+            top = [bar, label]
         share = runner.budget.spent / max(elapsed, 1e-9)
-        head = (f"[bold]{self.exp.name}[/bold]  phase [cyan]{phase}[/cyan]  elapsed {_clock(elapsed)}{remaining}  "
-                f"replicas alive {alive}/{len(runner.replicas)}  smaps tier CPU {share:.1%} of a core")
-        table = Table(box=None, pad_edge=False)
+        head = Text(f"{self.exp.name}: replicas alive {alive}/{len(runner.replicas)}, smaps tier CPU {share:.1%} of a core",
+                    overflow="fold")
         served = runner.network.load_counts() if runner.network is not None else None
-        for col in ("group", "allocator", "alive", f"median {self.exp.metric.upper()} MB", "verified") \
-                + (("dir requests served",) if served is not None else ()):
-            table.add_column(col)
+        medians = self._medians(runner)
+        columns = [("group", 0), ("allocator", 2), ("alive", 1), (f"median {self.exp.metric.upper()} MB", 0), ("verified", 1)] \
+            + ([("dir requests served", 3)] if served is not None else [])
+        rows = []
         for g in self.exp.groups:
             reps = [r for r in runner.replicas if r.group.name == g.name]
-            vals = sorted(r.last_metric_kb for r in reps if r.last_metric_kb is not None)
-            med = f"{vals[len(vals) // 2] / 1024:.1f}" if vals else "–"
             ver = sum(r.state is True for r in reps)
             bad = sum(r.state is False for r in reps)
             extra = () if served is None else \
                 (f"{sum((served.get(r.name) or {}).get('served', 0) for r in reps):,}"
                  if runner.network.has_load(reps[0]) else "– (DirCache 0)",)
-            table.add_row(g.name, runner.specs[g.name].label, f"{sum(r.alive for r in reps)}/{len(reps)}", med,
-                          f"{ver}/{len(reps)}" + (f" [red]{bad} unverified[/red]" if bad else ""), *extra)
-        self.live.update(Panel(RichGroup(head, table), title="alloclab run"), refresh=True)
+            rows.append((g.name, runner.specs[g.name].label, f"{sum(r.alive for r in reps)}/{len(reps)}", medians[g.name],
+                         f"{ver}/{len(reps)}" + (f" {bad} unverified" if bad else ""), *extra))
+        kept = list(range(len(columns)))
+        while True:               # the report's rule: drop the least important column until the table fits
+            need = sum(max(len(columns[i][0]), *(len(r[i]) for r in rows)) + 2 for i in kept)
+            droppable = [i for i in kept if columns[i][1] > 0]
+            if need <= width or not droppable:
+                break
+            kept.remove(max(droppable, key=lambda i: columns[i][1]))
+        table = Table(box=None, pad_edge=False)
+        for i in kept:
+            table.add_column(columns[i][0], no_wrap=columns[i][1] == 0 or i == 3)
+        for r in rows:
+            table.add_row(*(r[i] for i in kept))
+        self.live.update(RichGroup(*top, head, table), refresh=True)
 
 
 class _SetupProgress:

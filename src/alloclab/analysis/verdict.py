@@ -3,7 +3,8 @@
 Confidence (documented in docs/analysis.md, reachable with 3+ replicas per group):
 - high: the winner is significantly below the baseline (Holm), its whole interval lies below
   1/(1 + margin) (a meaningful win, not just a detectable one), both groups have 3+ usable
-  replicas, neither is Growing/Bloating/Ratcheting, and no serious warning names either group;
+  replicas, neither is Growing/Bloating/Ratcheting or Too short, and no serious warning names
+  either group;
 - moderate: significant, but one of the other conditions fails (each named in `confidence_reason`);
 - low: not significant (then an equivalence statement or how many replicas would settle it);
 - none: nothing testable.
@@ -23,6 +24,7 @@ from .rules import RULES
 from .warnings import Warning
 
 GROWTH_WORDS = ("Growing", "Bloating", "Ratcheting")
+TOO_SHORT = "Too short"          # a status word (stats.status): the steady window cannot settle a level
 
 
 def group_change(g) -> tuple[float | None, float | None, float | None]:
@@ -196,6 +198,9 @@ def recommend(a) -> Recommendation:
                 why.append(f"fewer than {RULES['min_replicas']} replicas")
             if base and base.status in GROWTH_WORDS:
                 why.append(f"{base.name} is {base.status}")
+            short = [g.name for g in (rival, base) if g is not None and g.status == TOO_SHORT]
+            if short:
+                why.append(f"{', '.join(short)} too short to settle (levels may still move)")
             serious = [w.kind for w in r.caveats if w.severity == "serious"]
             if serious:
                 why.append("serious warnings: " + ", ".join(sorted(set(serious))))
@@ -215,6 +220,9 @@ def recommend(a) -> Recommendation:
             why.append(f"fewer than {RULES['min_replicas']} replicas")
         if best.status in GROWTH_WORDS:
             why.append(f"{best.name} is {best.status}")
+        short = [g.name for g in (best, base) if g is not None and g.status == TOO_SHORT]
+        if short:
+            why.append(f"{', '.join(short)} too short to settle (levels may still move)")
         serious = [w.kind for w in r.caveats if w.severity == "serious"]
         if serious:
             why.append("serious warnings: " + ", ".join(sorted(set(serious))))

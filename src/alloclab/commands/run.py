@@ -27,6 +27,7 @@ def _clock(seconds: float) -> str:
     return f"{seconds // 3600:d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
 
 
+LIVE_LINGER_S = 2.5               # the live view stays up this long after the report is written
 PLAIN_PROGRESS_EVERY_S = 60.0     # not a terminal (CI log): one line this often, and at each phase change
 
 
@@ -286,25 +287,32 @@ def run_command(experiment: Path, output: Path | None, until_significant: bool, 
         err.print(f"serving /metrics on {exposition.host}:{exposition.port}", markup=False, highlight=False)
     runner.on_setup = _SetupProgress(err)
     try:
-        with Progress(err, exp, planned) as progress:
-            runner.on_tick = progress.tick
-            result = runner.run()
+        try:
+            with Progress(err, exp, planned) as progress:
+                runner.on_tick = progress.tick
+                result = runner.run()
+        finally:
+            if exposition is not None:           # the exposition ends with the run
+                exposition.stop()
+        if runner.network_failed:
+            raise UserError(f"the tor test network did not form ({runner.network_failed}); kept in {result.run_dir}/tor-network",
+                            "read the authorities' notice.log there; on a slow machine raise [scenario] consensus_timeout")
+        if result.cut_short == "disk-full":
+            # one line, no report: writing it would need the space that ran out
+            err.print(f"alloclab: error: the disk holding {result.run_dir} is full: sampling stopped, replicas stopped, "
+                      f"the run is marked cut short (disk-full) — free space, then `alloclab report {result.run_dir}`",
+                      markup=False, highlight=False, soft_wrap=True)
+            return EXIT_CUT_SHORT
+        console.print(f"run ended: {result.end_reason}; data in {result.run_dir}")
+        if not no_report:
+            _report(result.run_dir, console)
     finally:
-        for companion in (live, exposition):     # the live view and the exposition end with the run
-            if companion is not None:
-                companion.stop()
-    if runner.network_failed:
-        raise UserError(f"the tor test network did not form ({runner.network_failed}); kept in {result.run_dir}/tor-network",
-                        "read the authorities' notice.log there; on a slow machine raise [scenario] consensus_timeout")
-    if result.cut_short == "disk-full":
-        # one line, no report: writing it would need the space that ran out
-        err.print(f"alloclab: error: the disk holding {result.run_dir} is full: sampling stopped, replicas stopped, "
-                  f"the run is marked cut short (disk-full) — free space, then `alloclab report {result.run_dir}`",
-                  markup=False, highlight=False, soft_wrap=True)
-        return EXIT_CUT_SHORT
-    console.print(f"run ended: {result.end_reason}; data in {result.run_dir}")
-    if not no_report:
-        _report(result.run_dir, console)
+        # the live view follows the run to its end: its final state and the report's link (served
+        # at /report.html) are there while the report is written; it stops when alloclab is done
+        if live is not None:
+            if not no_report and (runner.run_dir / "report.html").is_file():
+                time.sleep(LIVE_LINGER_S)      # an open page polls every 2 s: let it pick up the report's link
+            live.stop()
     return 130 if result.interrupted else 0
 
 

@@ -16,6 +16,7 @@ from alloclab.report import prepare
 from alloclab.reporters import write_all
 from alloclab.reporters.html import HtmlReporter
 from alloclab.reporters.json_summary import JsonReporter
+from alloclab.reporters.tables import KEY_COLUMNS
 from tests.browser import Browser
 from tests.integration.test_reporters import HOSTILE_NAME, hostile_copy
 
@@ -42,6 +43,37 @@ def browser():
     b = Browser()
     yield b
     b.close()
+
+
+KEY_BOXES = """
+(function () {
+  var view = document.documentElement.clientWidth, cells = [];
+  document.querySelectorAll('table.summary tr').forEach(function (tr) {
+    for (var i = 0; i < %d; i++) {
+      var c = tr.cells[i]; if (!c) continue;
+      var r = c.getBoundingClientRect();
+      cells.push({text: c.textContent, right: r.right, fits: c.scrollWidth <= c.clientWidth + 1});
+    }
+  });
+  return {view: view, cells: cells};
+})()
+""" % KEY_COLUMNS
+
+# every chart's legend box and plotly's toolbar (shown on hover: forced visible here) must not overlap
+MODEBAR_OVERLAPS = """
+(function () {
+  var out = [];
+  document.querySelectorAll('.chart').forEach(function (el) {
+    var bar = el.querySelector('.modebar'), legend = el.querySelector('g.legend');
+    if (!bar || !legend) return;
+    bar.style.opacity = 1;
+    var a = bar.getBoundingClientRect(), b = legend.getBoundingClientRect();
+    if (a.width && b.width && a.left < b.right && b.left < a.right && a.top < b.bottom && b.top < a.bottom)
+      out.push(el.id);
+  });
+  return out;
+})()
+"""
 
 
 def test_report_html_in_headless_chromium(report_input, report_run, browser, tmp_path, capsys):
@@ -93,6 +125,19 @@ def test_report_html_in_headless_chromium(report_input, report_run, browser, tmp
     assert sorted(warnings) == sorted(w["kind"] for w in summary["warnings"])
     ARTEFACTS.mkdir(parents=True, exist_ok=True)
     desktop = browser.screenshot(tmp_path / "report-desktop.png")
+
+    # the key columns (group, level, ratio with interval, status) whole and on screen without scrolling,
+    # at every width from a phone to a desktop; no chart legend under plotly's toolbar
+    for width in (1400, 1024, 390):
+        browser.call("Emulation.setDeviceMetricsOverride", width=width, height=900, deviceScaleFactor=1, mobile=width < 640)
+        browser.open((out / "report.html").as_uri())
+        browser.wait_for(ALL_DRAWN)
+        boxes = browser.evaluate(KEY_BOXES)
+        assert boxes["cells"] and all(b["right"] <= boxes["view"] + 0.5 and b["fits"] for b in boxes["cells"]), (width, boxes)
+        browser.screenshot(tmp_path / f"report-{width}.png")
+        if width == 1400:
+            overlaps = browser.evaluate(MODEBAR_OVERLAPS)
+            assert overlaps == [], overlaps
 
     # a phone: the page does not scroll sideways (wide tables scroll inside their box), charts redrawn
     browser.phone()

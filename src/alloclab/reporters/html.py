@@ -71,7 +71,9 @@ li.sev-caution{background:var(--caution-bg);border-color:var(--caution)}li.sev-c
 li.sev-info{background:var(--info-bg);border-color:var(--info)}li.sev-info .badge{background:var(--info)}
 .scroll{overflow-x:auto;-webkit-overflow-scrolling:touch;max-width:100%}table{border-collapse:collapse;font-size:.88em;margin:.4em 0}
 th,td{border-bottom:1px solid var(--line);padding:.3em .55em;text-align:left;vertical-align:top}th{background:#f4f6f8;white-space:nowrap}
-td{font-variant-numeric:tabular-nums}table.summary td:first-child{font-weight:600}
+td{font-variant-numeric:tabular-nums}table.summary td:first-child{font-weight:600;overflow-wrap:anywhere;min-width:5em}
+table.summary td:nth-child(2),table.summary td:nth-child(4){white-space:nowrap}
+table.summary td:nth-child(3){min-width:8.5em}
 figure{margin:1.2em 0}figure h3{font-size:1em;margin:0 0 .2em}.chart{width:100%;min-height:380px}figcaption{color:var(--muted);font-size:.88em}
 pre{background:#f4f6f8;padding:.8em;overflow-x:auto;font-size:.85em;border-radius:4px;white-space:pre}
 details{margin:.3em 0}summary{cursor:pointer}
@@ -87,11 +89,16 @@ RENDER_JS = """
     var el = document.getElementById('chart-' + f.id);
     var layout = f.figure.layout;
     layout.autosize = true;
-    if (narrow) { layout.margin = {l: 48, r: 8, t: 30, b: 60}; }
+    if (narrow) { layout.margin = {l: 48, r: 8, t: 44, b: 60}; }
+    // the legend inside the plot area, below the toolbar's strip
+    layout.legend = Object.assign({yanchor: 'top', y: 1}, layout.legend || {});
     Plotly.newPlot(el, f.figure.data, layout, config).then(function () { el.setAttribute('data-drawn', 'yes'); });
   });
 })();
 """
+
+
+TOP_MARGIN = 44        # room above the plot for plotly's toolbar, so it never covers a legend or a phase name
 
 
 def lift_title(figure: dict) -> str:
@@ -99,7 +106,7 @@ def lift_title(figure: dict) -> str:
     does not) and return it as plain text."""
     layout = figure["layout"]
     title = (layout.pop("title", None) or {}).get("text", "")
-    layout["margin"] = {**layout.get("margin", {}), "t": 30}
+    layout["margin"] = {**layout.get("margin", {}), "t": TOP_MARGIN}
     return html.unescape(title)
 
 

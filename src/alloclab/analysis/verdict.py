@@ -155,6 +155,27 @@ class Recommendation:
         return d
 
 
+def _settle(r: Recommendation, c, meaningful: bool, interval: str, other, base, growing, clean: str) -> None:
+    """A significant verdict: high, or moderate naming every condition that fails — the interval
+    reaching within the margin, fewer than min_replicas, `growing` Growing/Bloating/Ratcheting, a
+    group Too short, serious warnings."""
+    why = []
+    if not meaningful:
+        why.append(f"{interval} reaches within {c.margin:.0%} of the baseline")
+    if min(other.usable, base.usable if base else 0) < RULES["min_replicas"]:
+        why.append(f"fewer than {RULES['min_replicas']} replicas")
+    if growing is not None and growing.status in GROWTH_WORDS:
+        why.append(f"{growing.name} is {growing.status}")
+    short = list(dict.fromkeys(g.name for g in (other, base) if g is not None and g.status == TOO_SHORT))
+    if short:
+        why.append(f"{', '.join(short)} too short to settle (levels may still move)")
+    serious = [w.kind for w in r.caveats if w.severity == "serious"]
+    if serious:
+        why.append("serious warnings: " + ", ".join(sorted(set(serious))))
+    r.confidence = "moderate" if why else "high"
+    r.confidence_reason = "; ".join(why) if why else clean
+
+
 def recommend(a) -> Recommendation:
     """Build the recommendation of an Analysis (see the module docstring for the confidence rule)."""
     r = Recommendation(a.metric, a.baseline, a.level_basis, metric_note=a.metric_note)
@@ -191,21 +212,9 @@ def recommend(a) -> Recommendation:
         if not r.runner_up_significant:
             r.confidence, r.confidence_reason = "low", f"{rival.name} cannot be told apart from the baseline"
         else:
-            why = []
-            if not (c.ratio_ci and c.ratio_ci[0] > 1 + c.margin):
-                why.append(f"the interval of {rival.name} reaches within {c.margin:.0%} of the baseline")
-            if min(rival.usable, base.usable if base else 0) < RULES["min_replicas"]:
-                why.append(f"fewer than {RULES['min_replicas']} replicas")
-            if base and base.status in GROWTH_WORDS:
-                why.append(f"{base.name} is {base.status}")
-            short = [g.name for g in (rival, base) if g is not None and g.status == TOO_SHORT]
-            if short:
-                why.append(f"{', '.join(short)} too short to settle (levels may still move)")
-            serious = [w.kind for w in r.caveats if w.severity == "serious"]
-            if serious:
-                why.append("serious warnings: " + ", ".join(sorted(set(serious))))
-            r.confidence = "moderate" if why else "high"
-            r.confidence_reason = "; ".join(why) if why else "every other group significantly and meaningfully higher, clean, stable"
+            meaningful = bool(c.ratio_ci and c.ratio_ci[0] > 1 + c.margin)
+            _settle(r, c, meaningful, f"the interval of {rival.name}", rival, base, base,
+                    "every other group significantly and meaningfully higher, clean, stable")
     elif best.name == a.baseline or c is None or c.untestable or c.p_holm is None:
         r.confidence = "none" if c is None or c.untestable else "low"
         r.confidence_reason = ("nothing testable" if c is None or c.untestable
@@ -213,21 +222,8 @@ def recommend(a) -> Recommendation:
     elif not c.significant:
         r.confidence, r.confidence_reason = "low", "the difference is not significant"
     else:
-        why = []
-        if not (c.ratio_ci and c.ratio_ci[1] < 1 / (1 + c.margin)):
-            why.append(f"the interval reaches within {c.margin:.0%} of the baseline")
-        if min(best.usable, base.usable if base else 0) < RULES["min_replicas"]:
-            why.append(f"fewer than {RULES['min_replicas']} replicas")
-        if best.status in GROWTH_WORDS:
-            why.append(f"{best.name} is {best.status}")
-        short = [g.name for g in (best, base) if g is not None and g.status == TOO_SHORT]
-        if short:
-            why.append(f"{', '.join(short)} too short to settle (levels may still move)")
-        serious = [w.kind for w in r.caveats if w.severity == "serious"]
-        if serious:
-            why.append("serious warnings: " + ", ".join(sorted(set(serious))))
-        r.confidence = "moderate" if why else "high"
-        r.confidence_reason = "; ".join(why) if why else "significant, meaningful, clean, stable"
+        _settle(r, c, bool(c.ratio_ci and c.ratio_ci[1] < 1 / (1 + c.margin)), "the interval", best, base, best,
+                "significant, meaningful, clean, stable")
     if best.status in GROWTH_WORDS:
         g = best
         mb, share, hours = group_change(g)

@@ -168,7 +168,7 @@ def _settle(r: Recommendation, c, meaningful: bool, interval: str, other, base, 
         why.append(f"{growing.name} is {growing.status}")
     short = list(dict.fromkeys(g.name for g in (other, base) if g is not None and g.status == TOO_SHORT))
     if short:
-        why.append(f"{', '.join(short)} too short to settle (levels may still move)")
+        why.append(f"{' and '.join(short)} too short to settle a level")
     serious = [w.kind for w in r.caveats if w.severity == "serious"]
     if serious:
         why.append("serious warnings: " + ", ".join(sorted(set(serious))))

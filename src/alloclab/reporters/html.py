@@ -71,9 +71,7 @@ li.sev-caution{background:var(--caution-bg);border-color:var(--caution)}li.sev-c
 li.sev-info{background:var(--info-bg);border-color:var(--info)}li.sev-info .badge{background:var(--info)}
 .scroll{overflow-x:auto;-webkit-overflow-scrolling:touch;max-width:100%}table{border-collapse:collapse;font-size:.88em;margin:.4em 0}
 th,td{border-bottom:1px solid var(--line);padding:.3em .55em;text-align:left;vertical-align:top}th{background:#f4f6f8;white-space:nowrap}
-td{font-variant-numeric:tabular-nums}table.summary td:first-child{font-weight:600;overflow-wrap:anywhere;min-width:5em}
-table.summary td:nth-child(2),table.summary td:nth-child(4){white-space:nowrap}
-table.summary td:nth-child(3){min-width:8.5em}
+td{font-variant-numeric:tabular-nums}table.summary td:first-child{font-weight:600}table.summary td:nth-child(2),.nw{white-space:nowrap}
 figure{margin:1.2em 0}figure h3{font-size:1em;margin:0 0 .2em}.chart{width:100%;min-height:380px}figcaption{color:var(--muted);font-size:.88em}
 pre{background:#f4f6f8;padding:.8em;overflow-x:auto;font-size:.85em;border-radius:4px;white-space:pre}
 details{margin:.3em 0}summary{cursor:pointer}
@@ -84,14 +82,14 @@ RENDER_JS = """
 (function () {
   var payload = JSON.parse(document.getElementById('alloclab-data').textContent);
   var narrow = window.innerWidth < 640;
-  var config = {responsive: true, displaylogo: false};
+  // on a phone the toolbar (shown on a tap) would cover the legend, which wraps across the width:
+  // left out there (pinch and double-tap still zoom)
+  var config = {responsive: true, displaylogo: false, displayModeBar: narrow ? false : 'hover'};
   payload.figures.forEach(function (f) {
     var el = document.getElementById('chart-' + f.id);
     var layout = f.figure.layout;
     layout.autosize = true;
     if (narrow) { layout.margin = {l: 48, r: 8, t: 44, b: 60}; }
-    // the legend inside the plot area, below the toolbar's strip
-    layout.legend = Object.assign({yanchor: 'top', y: 1}, layout.legend || {});
     Plotly.newPlot(el, f.figure.data, layout, config).then(function () { el.setAttribute('data-drawn', 'yes'); });
   });
 })();
@@ -124,6 +122,14 @@ def section_html(s: Section, figures: list[dict]) -> str:
     return "".join(parts) + "</section>"
 
 
+def _key_cells(cells: list[str]) -> list[str]:
+    """The ratio cell as HTML: its estimate and its interval each kept whole ("1.40×" / "[1.23–1.59]"),
+    free to go on two lines, so the key columns fit a phone without breaking a number."""
+    out = list(cells)
+    out[2] = " ".join(f'<span class="nw">{esc(part)}</span>' for part in cells[2].split(" "))
+    return out
+
+
 def render(report: ReportInput) -> str:
     a = report.analysis
     rec = a.recommendation
@@ -152,7 +158,7 @@ def render(report: ReportInput) -> str:
         body.append("<p>None.</p>")
     body.append("</section>")
     body.append(f'<section id="summary"><h2>Summary</h2><p>{esc(summary_note(a))}</p>'
-                + table(TABLE_HEADERS, [table_cells(r) for r in report.rows], "summary")
+                + table(TABLE_HEADERS, [_key_cells(table_cells(r)) for r in report.rows], "summary", raw_cols=(2,))
                 + table(*extra_table_rows(report)) + "<h3>Growth across replicas</h3><ul>"
                 + "".join(f"<li><strong>{esc(g.name)}</strong> ({esc(g.status)}): {esc(g.growth.reason or 'not tested')}</li>"
                           for g in a.groups if g.growth) + "</ul></section>")

@@ -52,6 +52,8 @@ def test_bundle_carries_the_store_so_compare_reads_it_and_is_readable(tmp_path):
     archive is mode 0644, and provenance.json keeps numbers as numbers."""
     from alloclab import runcompare
     run = make_run(tmp_path / "run", {"glibc": [100, 101, 99], "je": [60, 61, 60.5]})
+    (run / "report.md").write_text("# report\n")           # a report exists: the bundle does not write one (speed)
+    (run / "summary.json").write_text("{}")
     out, names = write_bundle(run, tmp_path / "b.tar.gz")
     assert "run-bundle/run.db" in names and os.stat(out).st_mode & 0o777 == 0o644
     with tarfile.open(out) as tar:

@@ -111,6 +111,18 @@ JSON_META = frozenset({"seed", "interval", "replicas_per_group", "phases", "star
                        "unlisted_relays", "duplicate_timestamps"})
 
 
+def decode_meta(meta: dict[str, str]) -> dict[str, Any]:
+    """Meta values written as numbers, lists or objects (JSON_META) decoded again; every other value
+    stays the text it was written as (a host named "1234" stays a name)."""
+    out: dict[str, Any] = {}
+    for k, v in meta.items():
+        try:
+            out[k] = json.loads(v) if k in JSON_META and v else v
+        except (TypeError, ValueError):
+            out[k] = v
+    return out
+
+
 class Store:
     def __init__(self, conn: sqlite3.Connection, path: Path):
         conn.row_factory = sqlite3.Row
@@ -227,15 +239,8 @@ class Store:
             self.conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (k, value))
 
     def typed_meta(self) -> dict[str, Any]:
-        """meta() with the values written as numbers, lists or objects decoded again (JSON_META);
-        every other value stays the text it was written as (a host named "1234" stays a name)."""
-        out: dict[str, Any] = {}
-        for k, v in self.meta().items():
-            try:
-                out[k] = json.loads(v) if k in JSON_META and v else v
-            except ValueError:
-                out[k] = v
-        return out
+        """meta() with the values written as numbers, lists or objects decoded again (decode_meta)."""
+        return decode_meta(self.meta())
 
     def meta(self) -> dict[str, str]:
         return {r[0]: r[1] for r in self.conn.execute("SELECT key, value FROM meta")}

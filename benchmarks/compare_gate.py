@@ -1,8 +1,14 @@
-"""False-alarm rate and power of the CI gate `alloclab compare A B --fail-on-increase PCT`, by
-simulation (outside the default test run).
+"""False-fail, false-pass and inconclusive rates and power of the CI gate `alloclab compare A B
+--fail-on-increase PCT` (three outcomes: within / above / inconclusive), on simulated and on real
+series (outside the default test run).
 
-    python benchmarks/compare_gate.py              # full: the figures in docs/analysis.md
-    python benchmarks/compare_gate.py --quick      # smoke test, a few seconds
+    python benchmarks/compare_gate.py              # full: the figures in docs/compare.md
+    python benchmarks/compare_gate.py --quick      # smoke test, 100 pairs per cell
+
+Real pairs: the per-relay end levels of the two 1AEO TorUtils experiments in tests/data (15 groups,
+9–80 relays each, imported and analysed as `alloclab import torutils` + `report` do). A pair of
+runs draws 3 groups and, in each, two disjoint random sets of n relays (A/A: same allocator, same
+days, real relay-to-relay spread); B is then multiplied by the true ratio of the cell (A/B).
 
 Each simulated run has 3 groups of n replicas. A replica's series is 6 h sampled every 60 s, one of
 (at random) flat AR(1) noise (φ = 0.99 per sample, 2% of the level), a restart with regrowth
@@ -17,6 +23,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from datetime import timedelta, timezone
 from pathlib import Path
 
 import numpy as np
@@ -24,9 +31,12 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from alloclab.stats import calibration as sim  # noqa: E402
-from alloclab.stats.across_runs import compare_pairs, rose_beyond  # noqa: E402
+from alloclab.stats.across_runs import compare_pairs, gate, rose_beyond  # noqa: E402
+
+DATASETS = Path(__file__).resolve().parents[1] / "tests" / "data" / "1aeo-torutils"
 
 GROUPS = 3
+PST = timezone(timedelta(hours=-8))    # the 1AEO CSVs write naive Pacific standard times (tests do the same)
 T = sim.times(6 * 3600.0, 60.0)
 
 
@@ -60,10 +70,72 @@ def gate_rate(rng, sims: int, n: int, ratios: list[float], pct: float, run_sd: f
     return hits / sims
 
 
+def real_levels() -> list[np.ndarray]:
+    """Every group's per-relay levels (MB) of the two 1AEO experiments, as the analysis compares them."""
+    import tempfile
+
+    from alloclab.analysis import analyse
+    from alloclab.store import Store
+    from alloclab.torutils import import_torutils
+    out = []
+    for ds in ("5way-2026-01", "co-unified-2025-12"):
+        with tempfile.TemporaryDirectory(prefix="alloclab-gate-") as d:
+            store = Store.open(import_torutils(DATASETS / ds, Path(d) / "run", PST))
+            out += [v for v in analyse(store).levels.values() if len(v) >= 2 * 5]
+            store.close()
+    return out
+
+
+def real_pair(rng, groups: list[np.ndarray], sims: int, n: int, ratios: list[float]) -> tuple[np.ndarray, np.ndarray]:
+    a = np.empty((sims, GROUPS, n))
+    b = np.empty((sims, GROUPS, n))
+    for i in range(sims):
+        for j, k in enumerate(rng.choice(len(groups), GROUPS, replace=False)):
+            pick = rng.permutation(groups[k])[:2 * n]
+            a[i, j], b[i, j] = pick[:n], pick[n:] * ratios[j]
+    return a, b
+
+
+def outcomes(a: np.ndarray, b: np.ndarray, pct: float) -> dict[str, float]:
+    """Shares of the whole comparison's outcome (above if any group is above; within if every group
+    is; else inconclusive), plus the old rule's pass rate (pass whenever no group is above)."""
+    counts = dict.fromkeys(("within", "above", "inconclusive"), 0)
+    for i in range(len(a)):
+        cs = compare_pairs({f"g{j}": (a[i, j], b[i, j]) for j in range(GROUPS)})
+        got = [gate(c, pct).outcome for c in cs.values()]
+        counts["above" if "above" in got else "inconclusive" if "inconclusive" in got else "within"] += 1
+    return {k: v / len(a) for k, v in counts.items()}
+
+
+def three_outcome_table(rng, sims: int, pct: float = 5.0) -> list[tuple[str, ...]]:
+    """Rows: source, n, true change of one group, within / above / inconclusive shares, and what the
+    cell's error is (false fail: above with a true change <= pct; false pass: within with > pct)."""
+    rows = []
+    groups = real_levels()
+    print(f"  real: {len(groups)} groups of {min(map(len, groups))}–{max(map(len, groups))} relays", file=sys.stderr)
+    for source in ("simulated", "simulated quiet", "real 1AEO"):
+        for n in ((3, 5) if source != "real 1AEO" else (3, 5)):
+            for up in (1.0, 1.05, 1.10, 1.20):
+                ratios = [up, 1.0, 1.0]
+                if source == "real 1AEO":
+                    a, b = real_pair(rng, groups, sims, n, ratios)
+                else:
+                    quiet = source == "simulated quiet"
+                    a = replica_levels(rng, sims, n, [1.0] * GROUPS, 0.0, quiet)
+                    b = replica_levels(rng, sims, n, ratios, 0.0, quiet)
+                o = outcomes(a, b, pct)
+                error = (f"false fail {o['above']:.1%}" if up <= 1 + pct / 100 + 1e-9 else f"false pass {o['within']:.1%}")
+                rows.append((source, str(n), f"{up - 1:+.0%}", f"{o['within']:.1%}", f"{o['above']:.1%}",
+                             f"{o['inconclusive']:.1%}", error, f"{1 - o['above']:.1%}"))
+                print("  " + " | ".join(rows[-1]), file=sys.stderr, flush=True)
+    return rows
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="smoke test: 100 simulations per cell")
     ap.add_argument("--seed", type=int, default=20261122)
+    ap.add_argument("--outcomes-only", action="store_true", help="only the three-outcome table (within/above/inconclusive)")
     args = ap.parse_args()
     sims = 100 if args.quick else 1000
     rng = np.random.default_rng(args.seed)
@@ -74,6 +146,14 @@ def main() -> int:
         rows.append((name, value, target))
         print(f"  {name}: {value} (target {target})", file=sys.stderr, flush=True)
 
+    outcome_rows = three_outcome_table(rng, sims)
+    print("| series | n | true change (one of 3 groups) | within | above | inconclusive | error | old rule's pass |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in outcome_rows:
+        print("| " + " | ".join(r) + " |")
+    if args.outcomes_only:
+        print(f"\n{sims} pairs of runs per cell, seed {args.seed}, {time.monotonic() - started:.0f} s")
+        return 0
     for n in (3, 5):
         row(f"gate false alarms, no change, PCT 5, n={n}", f"{gate_rate(rng, sims, n, [1, 1, 1], 5):.2%}", "≤ 2.5%")
         row(f"gate false alarms, no change, PCT 0 (= significantly higher), n={n}",

@@ -20,6 +20,8 @@ command -v cargo >/dev/null || PKGS="$PKGS cargo"
 [ "${1:-}" = "--test" ] && PKGS="$PKGS prometheus"
 # the HTML report is opened in a real headless browser by the tests
 [ "${1:-}" = "--test" ] && PKGS="$PKGS chromium"
+# `report`, `compare` and `run` are looked at in a real 80-column terminal (tests/integration/test_terminal_80.py)
+[ "${1:-}" = "--test" ] && PKGS="$PKGS tmux"
 missing=""
 for p in $PKGS; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"; done
 if [ -n "$missing" ]; then

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from .errors import UserError
-from .store import Store
+from .store import DB_NAME, Store
 
 REPORT_FILES = ("report.md", "report.html", "summary.json", "summary.csv", "replicas.csv")
 # meta keys that identify this machine's run rather than describe it (nothing secret is in meta;
@@ -52,7 +52,7 @@ def replayed_traces(groups: list[dict]) -> list[Path]:
 
 
 def provenance(store: Store) -> dict:
-    meta = store.meta()
+    meta = store.typed_meta()
     groups = []
     for g in store.groups():
         groups.append({"name": g["name"], "baseline": bool(g["is_baseline"]), "allocator": g["allocator"],
@@ -60,12 +60,11 @@ def provenance(store: Store) -> dict:
                        "library_path": g["library_path"], "library_sha256": g["library_sha256"],
                        "build": _json(g["provenance_json"]), "env": _json(g["env_json"]),
                        "command": _json(g["command_json"])})
-    return {"run": {k: _json(v) if k in ("phases", "command_line") else v for k, v in sorted(meta.items())
-                    if k not in META_LEFT_OUT},
+    return {"run": {k: v for k, v in sorted(meta.items()) if k not in META_LEFT_OUT},
             "groups": groups}
 
 
-def _readme(run_name: str, prov: dict, summary: dict | None, traces: list[tuple[Path, str | None]]) -> str:
+def _readme(run_name: str, prov: dict, summary: dict | None, traces: list[tuple[Path, str | None]], top: str) -> str:
     run = prov["run"]
     lines = [f"# alloclab bundle: {run_name}", "",
              "Made by `alloclab bundle` so that an allocator's maintainers can see, check and reproduce a finding.", ""]
@@ -93,8 +92,9 @@ def _readme(run_name: str, prov: dict, summary: dict | None, traces: list[tuple[
               "`alloclab allocators build ID`; a library path must exist with the sha256 above "
               "(`sha256sum PATH`).",
               "3. `alloclab check experiment.toml`, then `alloclab run experiment.toml -o rerun`.",
-              "4. `alloclab report rerun`, and `alloclab compare ORIGINAL rerun` against the original run if you have its "
-              "directory (this bundle holds its report, not its store).", ""]
+              f"4. `alloclab report rerun`, then `tar xzf` this bundle and `alloclab compare {top} rerun`: the "
+              f"extracted `{top}/` holds the original run's store (`run.db`), so it is a run that `compare` and "
+              "`report` read.", ""]
     if traces:
         lines += ["## Trace", ""]
         for path, inside in traces:
@@ -105,6 +105,7 @@ def _readme(run_name: str, prov: dict, summary: dict | None, traces: list[tuple[
     lines += ["## Files", "",
               "- `experiment.toml`: the exact experiment file of the run",
               "- `provenance.json`: the run's metadata (host, kernel, glibc, CPU, alloclab, phases, seed) and every group",
+              "- `run.db`: the run's store (SQLite: every sample, event and replica), for `alloclab compare` and `report`",
               "- `report.md`, `report.html`, `summary.json`, `summary.csv`, `replicas.csv`, `charts/`: the report",
               "- `trace/`: the replayed trace(s), if any", ""]
     return "\n".join(lines)
@@ -151,7 +152,15 @@ def write_bundle(run: str | Path, output: Path | None = None) -> tuple[Path, lis
         report.write_report(run_dir)
         store = Store.open(run_dir)
     prov = provenance(store)
-    store.close()
+    fd, db_copy = tempfile.mkstemp(prefix=".bundle-", suffix=".db", dir=out.parent)
+    os.close(fd)
+    try:
+        store.copy_to(Path(db_copy))
+    except BaseException:
+        Path(db_copy).unlink(missing_ok=True)
+        raise
+    finally:
+        store.close()
     summary = _json(summary_path.read_text()) if summary_path.exists() else None
     top = f"{run_dir.name}-bundle"
     names: list[str] = []
@@ -167,6 +176,7 @@ def write_bundle(run: str | Path, output: Path | None = None) -> tuple[Path, lis
 
             add("experiment.toml", (meta.get("experiment") or "").encode())
             add("provenance.json", json.dumps(prov, indent=2, default=str).encode())
+            add(DB_NAME, path=Path(db_copy))      # the extracted directory is a run: `compare`, `report` read it
             for f in REPORT_FILES:
                 if (run_dir / f).is_file():
                     add(f, path=run_dir / f)
@@ -182,9 +192,12 @@ def write_bundle(run: str | Path, output: Path | None = None) -> tuple[Path, lis
                     traces.append((trace, inside))
                 else:
                     traces.append((trace, None))
-            add("README.md", _readme(meta.get("name", run_dir.name), prov, summary, traces).encode())
+            add("README.md", _readme(meta.get("name", run_dir.name), prov, summary, traces, top).encode())
+        os.chmod(tmp, 0o644)                   # mkstemp makes it 0600; an archive to hand on is readable
         os.replace(tmp, out)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    finally:
+        Path(db_copy).unlink(missing_ok=True)
     return out, names

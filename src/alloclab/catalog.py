@@ -29,7 +29,7 @@ from typing import Any, Callable
 
 from . import hardening, native, settings
 from .allocators import check_preload_safe, normalise_version, probe, sha256_file
-from .errors import UserError
+from .errors import UserError, did_you_mean
 
 CATALOG_FILE = Path(__file__).parent / "data" / "catalog.toml"
 ID_RE = re.compile(r"^(?P<family>[a-z]+)@(?P<version>\d+(?:\.\d+)*)(?:\+(?P<variant>[a-z]+))?$")
@@ -82,8 +82,10 @@ def entry(allocator_id: str) -> Entry:
                         "write family@version[+variant], e.g. mimalloc@2.0.9 or jemalloc@5.3.0+... (alloclab allocators list)")
     same = sorted(i for i in known if i.startswith(m["family"] + "@"))
     if not same:
-        raise UserError(f"unknown allocator family {m['family']!r}", f"use one of: {', '.join(sorted(families()))}")
-    raise UserError(f"{allocator_id} is not in the catalog", f"known {m['family']} ids: {', '.join(same)}")
+        raise UserError(f"unknown allocator family {m['family']!r}",
+                        f"{did_you_mean(m['family'], families())}use one of: {', '.join(sorted(families()))}")
+    raise UserError(f"{allocator_id} is not in the catalog",
+                    f"{did_you_mean(allocator_id, same)}known {m['family']} ids: {', '.join(same)}")
 
 
 # ---- cache --------------------------------------------------------------------------------------

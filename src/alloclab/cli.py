@@ -4,6 +4,7 @@ input stay fast), and `main` turns every UserError or usage mistake into one lin
 exit code 2."""
 from __future__ import annotations
 
+import inspect
 import sys
 from pathlib import Path
 
@@ -18,8 +19,13 @@ PathArg = click.Path(path_type=Path)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(package_name="alloclab", prog_name="alloclab", message="%(prog)s %(version)s")
 def app() -> None:
-    """Measure which memory allocator your long-running program should run on, with evidence."""
+    """Measure which memory allocator your long-running program should run on, with evidence.
+
+    \b
+    Example:
+      alloclab check service.toml && alloclab run service.toml -o runs/base"""
 
 
 @app.command()
@@ -74,15 +80,24 @@ def report(run_dir: Path, output: Path | None, metric: str | None) -> None:
               help="Match groups by name, or by allocator family and version.")
 @click.option("--metric", help="rss, pss, uss or anon (default: run A's).")
 @click.option("--fail-on-increase", type=float, metavar="PCT",
-              help="Exit 1 when a group of B is shown to use more than PCT% more memory than in A (the lower end of "
-                   "its ratio interval lies above 1 + PCT/100).")
+              help="CI gate: exit 1 when a group of B is shown to use more than PCT% more memory than in A (its whole "
+                   "ratio interval lies above 1 + PCT/100); says inconclusive when the interval reaches past it.")
+@click.option("--fail-on-inconclusive", is_flag=True,
+              help="With --fail-on-increase: exit 3 when the data cannot tell (an interval reaches past the threshold).")
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
-def compare(run_a: Path, run_b: Path, by: str, metric: str | None, fail_on_increase: float | None, as_json: bool) -> None:
+def compare(run_a: Path, run_b: Path, by: str, metric: str | None, fail_on_increase: float | None,
+            fail_on_inconclusive: bool, as_json: bool) -> None:
     """Compare run B against run A, group by group: ratios with intervals, significance, what changed.
 
-    Exit codes: 0 done (gate passed), 1 the --fail-on-increase gate failed, 2 bad input."""
+    \b
+    Example:
+      alloclab compare runs/base runs/cand --fail-on-increase 5 --fail-on-inconclusive
+
+    Exit codes: 0 done (with a gate: every group shown within the threshold, or inconclusive without
+    --fail-on-inconclusive), 1 a group shown above the threshold, 2 bad input, 3 inconclusive with
+    --fail-on-inconclusive."""
     from .commands.compare import compare_command
-    sys.exit(compare_command(run_a, run_b, by, metric, fail_on_increase, as_json, console))
+    sys.exit(compare_command(run_a, run_b, by, metric, fail_on_increase, as_json, console, fail_on_inconclusive))
 
 
 @app.command()
@@ -129,9 +144,9 @@ def import_torutils(folder: Path, output: Path, naive_utc_offset: float, baselin
 @click.option("--step", default="60s", show_default=True, help="Resolution (use the scrape interval or more).")
 @click.option("--query", help="Your own memory series in bytes (PromQL) instead of alloclab's; one series per unit.")
 @click.option("--match", help="Label matchers added to alloclab's series, e.g. 'job=\"alloclab\"'.")
-@click.option("--group-label", default="group", show_default=True)
-@click.option("--unit-label", default="unit", show_default=True)
-@click.option("--host-label", default="host", show_default=True)
+@click.option("--group-label", default="group", show_default=True, help="Label that names a series' group.")
+@click.option("--unit-label", default="unit", show_default=True, help="Label that names a series' unit (one replica).")
+@click.option("--host-label", default="host", show_default=True, help="Label that names a series' host.")
 @click.option("--baseline", help="Baseline group (default: the glibc one).")
 def import_prometheus(url, output, start, end, step, query, match, group_label, unit_label, host_label, baseline) -> None:
     """Import a range of samples from a Prometheus server (/api/v1/query_range) as a run; hosts kept."""
@@ -276,8 +291,8 @@ def _fleet_options(f):
 @fleet_group.command("plan")
 @click.option("--units", "units_glob", required=True, help="Unit glob, e.g. 'tor@*'.")
 @click.option("--groups", type=PathArg, required=True, help="Experiment file whose [[group]]s to assign.")
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option("-o", "--output", type=PathArg, default=Path("fleet-plan.json"), show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random assignment of units to groups.")
+@click.option("-o", "--output", type=PathArg, default=Path("fleet-plan.json"), show_default=True, help="Plan file to write.")
 @_fleet_options
 def fleet_plan(units_glob, groups, seed, output, root, systemctl) -> None:
     """Assign matching units to groups at random, stratified by memory and uptime; save the plan."""
@@ -297,9 +312,9 @@ def fleet_apply(plan, batch, dry_run, root, systemctl) -> None:
 
 
 @fleet_group.command("collect")
-@click.option("--plan", "plan_file", type=PathArg, required=True)
+@click.option("--plan", "plan_file", type=PathArg, required=True, help="The plan file `fleet plan` wrote.")
 @click.option("-o", "--output", type=PathArg, required=True, help="Run directory (resumed if it exists).")
-@click.option("--interval", default="60s", show_default=True)
+@click.option("--interval", default="60s", show_default=True, help="Sampling interval.")
 @click.option("--duration", help="Stop after this long (default: until stopped).")
 @click.option("--install", is_flag=True, help="Write a systemd unit that runs this collector, and stop.")
 @click.option("--listen", metavar="ADDR", help="Also serve /metrics for Prometheus on ADDR (PORT = loopback, or HOST:PORT).")
@@ -313,7 +328,7 @@ def fleet_collect(plan_file, output, interval, duration, install, listen, host_l
 
 @fleet_group.command("deploy")
 @click.argument("allocator")
-@click.option("--units", "units_glob", required=True)
+@click.option("--units", "units_glob", required=True, help="Unit glob, e.g. 'tor@*'.")
 @click.option("--batch", default="5", show_default=True, help="Units per batch, or a share (10%); the first batch is the canary.")
 @click.option("--settle", default="60s", show_default=True, help="How long each batch is watched before the next.")
 @click.option("--max-memory", metavar="SIZE", help="Guard: a unit's RSS above this (e.g. 512M) for --persist samples.")
@@ -323,8 +338,9 @@ def fleet_collect(plan_file, output, interval, duration, install, listen, host_l
 @click.option("--guard-interval", default="5s", show_default=True, help="How often the settle watch samples.")
 @click.option("--rollback-scope", type=click.Choice(["all", "batch"]), default="all", show_default=True,
               help="On a trip, roll back everything deployed so far, or only the tripped batch.")
-@click.option("--dry-run", is_flag=True)
-@click.option("-o", "--output", type=PathArg, default=Path("fleet-deploy.json"), show_default=True)
+@click.option("--dry-run", is_flag=True, help="Show every file and command; change nothing.")
+@click.option("-o", "--output", type=PathArg, default=Path("fleet-deploy.json"), show_default=True,
+              help="Deployment record to write (batches, guard readings, what was rolled back).")
 @_fleet_options
 def fleet_deploy(allocator, units_glob, batch, settle, max_memory, max_increase, max_restarts, persist, guard_interval,
                  rollback_scope, dry_run, output, root, systemctl) -> None:
@@ -336,7 +352,7 @@ def fleet_deploy(allocator, units_glob, batch, settle, max_memory, max_increase,
 
 
 @fleet_group.command("rollback")
-@click.option("--batch", type=int, default=5, show_default=True)
+@click.option("--batch", type=int, default=5, show_default=True, help="Units restored at once.")
 @_fleet_options
 def fleet_rollback(batch, root, systemctl) -> None:
     """Restore the drop-ins from before the last apply, byte for byte, and restart."""
@@ -437,3 +453,46 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+# One example per verb, shown at the end of its --help (tests/unit/test_cli_help.py checks every verb has one).
+EXAMPLES = {
+    ("run",): "alloclab run service.toml -o runs/base --serve 0",
+    ("check",): "alloclab check service.toml",
+    ("report",): "alloclab report runs/base --metric pss",
+    ("bundle",): "alloclab bundle runs/base -o base-bundle.tar.gz",
+    ("export",): "alloclab export runs/base --csv exported/",
+    ("import", "torutils"): "alloclab import torutils ~/torutils-data -o runs/relays --naive-utc-offset -8",
+    ("import", "prometheus"): "alloclab import prometheus http://127.0.0.1:9090 -o runs/prod --from now-24h --step 60s",
+    ("demo",): "alloclab demo -o runs/demo",
+    ("allocators", "list"): "alloclab allocators list",
+    ("allocators", "build"): "alloclab allocators build mimalloc@2.1.7 jemalloc@5.3.0",
+    ("allocators", "verify"): "alloclab allocators verify mimalloc@2.1.7",
+    ("allocators", "show"): "alloclab allocators show jemalloc@5.3.0",
+    ("allocators", "versions"): "alloclab allocators versions mimalloc",
+    ("allocators", "package"): "alloclab allocators package mimalloc@2.1.7 -o debs/",
+    ("allocators", "path"): "alloclab allocators path jemalloc@5.3.0",
+    ("trace", "record"): "alloclab trace record -o app.trace -- ./my-server --port 8080",
+    ("trace", "replay"): "alloclab trace replay app.trace",
+    ("trace", "info"): "alloclab trace info app.trace",
+    ("fleet", "plan"): "alloclab fleet plan --units 'tor@*' --groups groups.toml -o fleet-plan.json",
+    ("fleet", "apply"): "alloclab fleet apply fleet-plan.json --batch 10% --dry-run",
+    ("fleet", "collect"): "alloclab fleet collect --plan fleet-plan.json -o runs/fleet --interval 60s",
+    ("fleet", "deploy"): "alloclab fleet deploy jemalloc@5.3.0 --units 'tor@*' --batch 10% --max-increase 20%",
+    ("fleet", "rollback"): "alloclab fleet rollback --batch 10",
+    ("workloads",): "alloclab workloads",
+    ("bisect",): "alloclab bisect service.toml --family mimalloc --good 2.0.9 --bad 3.0.1",
+    ("sweep",): "alloclab sweep sweep.toml",
+}
+
+
+def _add_examples() -> None:
+    for path, example in EXAMPLES.items():
+        cmd = app
+        for name in path:
+            cmd = cmd.commands[name]
+        if "Example:" not in (cmd.help or ""):      # cleandoc first: the docstring's indentation must not stay
+            cmd.help = inspect.cleandoc(cmd.help or "") + f"\n\n\b\nExample:\n  {example}"
+
+
+_add_examples()

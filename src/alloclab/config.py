@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import UserError
+from .errors import UserError, did_you_mean
 
 # ---- limits (documented in docs/security.md; tests/unit/test_config.py holds each one) ----
 MAX_FILE_BYTES = 1 << 20          # an experiment file is a page of settings, not data
@@ -247,7 +247,7 @@ def _check_keys(table: dict, known: set[str], where: str, src: str) -> None:
     for key in table:
         if key not in known:
             raise UserError(f"{src}: unknown key {show(key, 40)} in {where}",
-                            f"use one of: {', '.join(sorted(known))}")
+                            f"{did_you_mean(key, known)}use one of: {', '.join(sorted(known))}")
 
 
 def _placeholders(arg: str, what: str, src: str) -> int:

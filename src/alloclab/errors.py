@@ -16,3 +16,11 @@ class UserError(Exception):
         self.problem = _one_line(problem)
         self.fix = _one_line(fix) if fix else fix
         super().__init__(f"{self.problem} — {self.fix}" if self.fix else self.problem)
+
+
+def did_you_mean(word: str, choices) -> str:
+    """"did you mean 'x'? " for the closest of `choices` to a misspelt `word` (difflib, cutoff 0.6),
+    or "" when none is close: put before a UserError's fix."""
+    import difflib
+    close = difflib.get_close_matches(str(word), [str(c) for c in choices], n=1, cutoff=0.6)
+    return f"did you mean {close[0]!r}? " if close else ""

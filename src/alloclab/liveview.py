@@ -106,10 +106,15 @@ class LiveData:
         for g in groups:
             vals = sorted(x["last_mb"] for x in replicas if x["group"] == g["name"] and x["last_mb"] is not None)
             by_group[g["name"]] = vals[(len(vals) - 1) // 2] if vals else None   # lower median: a real replica's level
-        phases = meta.get("phases")
-        return {"name": meta.get("name"), "metric": metric, "started_at": _num(meta.get("started_at")),
+        phases = json.loads(meta["phases"]) if meta.get("phases") else None
+        started, ended = _num(meta.get("started_at")), _num(meta.get("ended_at"))
+        report = self.store.run_dir / "report.html"
+        return {"name": meta.get("name"), "metric": metric, "started_at": started,
+                **run_clock(phases, started, ended, time.time()),
+                "report": "/report.html" if ended is not None and report.is_file() else None,
+                "report_path": str(report) if ended is not None and report.is_file() else None,
                 "ended_at": _num(meta.get("ended_at")), "end_reason": meta.get("end_reason"),
-                "interval": _num(meta.get("interval")), "phases": json.loads(phases) if phases else None,
+                "interval": _num(meta.get("interval")), "phases": phases,
                 "host": meta.get("host"), "now": time.time(),
                 "last_sample": max((x["last_t"] for x in replicas if x["last_t"] is not None), default=None),
                 "groups": [{"name": g["name"], "allocator": g["family"] or g["allocator"], "version": g["version"],
@@ -145,14 +150,51 @@ class LiveData:
             self.analysed_mono, self.analysed_at_sample = time.monotonic(), last
             try:
                 a = analyse(self.analysis_store)
-                self.warnings = {"computed_at": time.time(), "up_to": last, "note": None,
-                                 "warnings": [w.as_dict() for w in a.warnings]}
+                ended = self.analysis_store.meta().get("ended_at")
+                # "too short: run longer" is a verdict on the finished run: while it goes on, replicas
+                # simply have not had their load yet (issue 27: the warning 18 s into a 76 s run)
+                shown = [w for w in a.warnings if ended or w.kind not in WHEN_ENDED]
+                self.warnings = {"computed_at": time.time(), "up_to": last, "note": None if ended else
+                                 f"judged when the run ends: {', '.join(WHEN_ENDED)}",
+                                 "warnings": [w.as_dict() for w in shown]}
             except Exception as exc:      # partial data the analysis cannot use yet: say so, keep serving
                 self.warnings = {"computed_at": time.time(), "up_to": last, "warnings": self.warnings["warnings"],
                                  "note": f"analysis not available yet: {type(exc).__name__}: {exc}"}
             return self.warnings
         finally:
             self.analysis_lock.release()
+
+
+WHEN_ENDED = ("too-short",)       # warnings held back while the run goes on
+
+
+def run_clock(phases: dict | None, started: float | None, ended: float | None, now: float) -> dict:
+    """The run's phase, seconds elapsed, planned length and time left (also in the phase), for the
+    page's status line and its phase lines; after the end: phase "ended", nothing left."""
+    out = {"phase": "ended" if ended is not None else None, "elapsed_s": None, "planned_s": None,
+           "left_s": None, "phase_left_s": None, "phase_starts": []}
+    if not phases or started is None:
+        return out
+    warm, load, idle = (float(phases.get(k) or 0) for k in ("warmup", "load", "idle"))
+    load_set = phases.get("load") is not None
+    out["phase_starts"] = [x for x in ([("load", warm)] if warm else []) + ([("idle", warm + load)] if idle and load_set else [])]
+    elapsed = (ended if ended is not None else now) - started
+    out["elapsed_s"] = max(0.0, elapsed)
+    if load_set:
+        out["planned_s"] = warm + load + idle
+    if ended is not None:
+        return out
+    bounds = [("warmup", warm), ("load", warm + load if load_set else None), ("idle", warm + load + idle if load_set else None)]
+    for name, end in bounds:
+        if end is None or elapsed < end:
+            out["phase"] = name
+            out["phase_left_s"] = None if end is None else end - elapsed
+            break
+    else:
+        out["phase"] = "stopping"
+    if out["planned_s"] is not None:
+        out["left_s"] = max(0.0, out["planned_s"] - elapsed)
+    return out
 
 
 def _num(v) -> float | None:
@@ -192,13 +234,13 @@ def make_handler(data: LiveData, any_host: bool = False) -> type[BaseHTTPRequest
         def log_message(self, fmt, *args) -> None:     # quiet: the log is for errors
             pass
 
-        def _send(self, body: bytes, ctype: str, status: int = 200) -> None:
+        def _send(self, body: bytes, ctype: str, status: int = 200, csp: str | None = None) -> None:
             self.send_response(status)
             self.send_header("Content-Type", ctype)
             self.send_header("Content-Length", str(len(body)))
             self.send_header("Cache-Control", "no-store")
             self.send_header("X-Content-Type-Options", "nosniff")
-            self.send_header("Content-Security-Policy", "default-src 'self'; style-src 'self' 'unsafe-inline'; "
+            self.send_header("Content-Security-Policy", csp or "default-src 'self'; style-src 'self' 'unsafe-inline'; "
                              "script-src 'self' 'unsafe-inline' 'unsafe-eval'; connect-src 'self'; img-src 'self' data:")
             self.end_headers()
             self.wfile.write(body)
@@ -228,6 +270,14 @@ def make_handler(data: LiveData, any_host: bool = False) -> type[BaseHTTPRequest
                     self._json(data.series(t))
                 elif url.path == "/api/warnings":
                     self._json(data.analysed_warnings())
+                elif url.path == "/report.html":
+                    page = data.store.run_dir / "report.html"
+                    if not page.is_file():
+                        return self._json({"error": "no report yet"}, 404)
+                    # the report is self-contained: inline scripts and styles, nothing fetched
+                    self._send(page.read_bytes(), "text/html; charset=utf-8",
+                               csp="default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline' "
+                                   "'unsafe-eval'; img-src data:")
                 else:
                     self._json({"error": "not found"}, 404)
             except (BrokenPipeError, ConnectionResetError):

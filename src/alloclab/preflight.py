@@ -94,3 +94,4 @@ def prepare(exp: Experiment) -> Preparation:
         from . import tornet
         tornet.check(exp, lambda program: resolve_program(program, exp.base_dir))
     return Preparation(specs, commands)
+

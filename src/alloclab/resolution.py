@@ -14,7 +14,7 @@ from pathlib import Path
 
 from . import catalog, debpackage, hardening, versions
 from .allocators import AllocatorSpec, check_preload_safe, normalise_version, probe, sha256_file
-from .errors import UserError
+from .errors import UserError, did_you_mean
 
 
 def resolve(request: str, base_dir: Path = Path("."), env: dict[str, str] | None = None) -> AllocatorSpec:
@@ -35,6 +35,7 @@ def resolve(request: str, base_dir: Path = Path("."), env: dict[str, str] | None
     given, path = path, Path(os.path.realpath(path))
     if not path.exists():
         raise UserError(f"allocator library {request} not found ({path})",
+                        f"{did_you_mean(request, ('glibc', 'bundled', *catalog.entries())) if '/' not in request else ''}"
                         "give an existing .so path, \"glibc\", \"bundled\", or a catalog id (alloclab allocators list)")
     if not os.access(path, os.R_OK) or not path.is_file():
         raise UserError(f"allocator library {path} is not a readable file", "check the path and its permissions")

@@ -104,6 +104,25 @@ def resolve_run(arg: str | Path) -> Path:
     return db
 
 
+# meta keys written as JSON (numbers, lists, objects: runner, host, torutils, fleet, promimport)
+JSON_META = frozenset({"seed", "interval", "replicas_per_group", "phases", "start_order", "smaps_budget", "command_line",
+                       "runner", "started_at", "ended_at", "ncpu", "mem_total_kb", "ticks_skipped", "introspect_budget",
+                       "fleet_main_processes", "tor_network", "schema_version", "replicas_in_several_groups",
+                       "unlisted_relays", "duplicate_timestamps"})
+
+
+def decode_meta(meta: dict[str, str]) -> dict[str, Any]:
+    """Meta values written as numbers, lists or objects (JSON_META) decoded again; every other value
+    stays the text it was written as (a host named "1234" stays a name)."""
+    out: dict[str, Any] = {}
+    for k, v in meta.items():
+        try:
+            out[k] = json.loads(v) if k in JSON_META and v else v
+        except (TypeError, ValueError):
+            out[k] = v
+    return out
+
+
 class Store:
     def __init__(self, conn: sqlite3.Connection, path: Path):
         conn.row_factory = sqlite3.Row
@@ -181,6 +200,16 @@ class Store:
         self.commit()
         self.conn.close()
 
+    def copy_to(self, path: Path) -> None:
+        """One consistent copy of the whole store in a single file (SQLite's online backup: WAL
+        pages included, no -wal/-shm beside it), e.g. for `alloclab bundle`."""
+        dst = sqlite3.connect(str(path))
+        try:
+            self.conn.backup(dst)
+            dst.execute("PRAGMA journal_mode=DELETE")
+        finally:
+            dst.close()
+
     @contextmanager
     def bulk_load(self) -> Iterator[None]:
         """One transaction for filling a new store at once (an import of millions of samples):
@@ -208,6 +237,10 @@ class Store:
         for k, v in items.items():
             value = v if isinstance(v, str) else json.dumps(v)
             self.conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (k, value))
+
+    def typed_meta(self) -> dict[str, Any]:
+        """meta() with the values written as numbers, lists or objects decoded again (decode_meta)."""
+        return decode_meta(self.meta())
 
     def meta(self) -> dict[str, str]:
         return {r[0]: r[1] for r in self.conn.execute("SELECT key, value FROM meta")}

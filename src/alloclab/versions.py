@@ -37,7 +37,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from . import catalog, settings
-from .errors import UserError
+from .errors import UserError, did_you_mean
 
 LISTING_MAX_AGE = 86400          # a registry listing is refreshed at most once a day
 
@@ -338,7 +338,7 @@ def available_versions(family: str, refresh: bool = False, progress=lambda s: No
     """Every upstream version of `family` the reachable registries publish (plus the catalog's),
     ascending. Raises UserError for an unknown family."""
     if family not in FAMILIES:
-        raise UserError(f"unknown allocator family {family!r}", f"use one of: {', '.join(FAMILIES)}")
+        raise UserError(f"unknown allocator family {family!r}", f"{did_you_mean(family, FAMILIES)}use one of: {', '.join(FAMILIES)}")
     if family == "glibc":
         from .allocators import probe
         v = probe(None).get("glibc")

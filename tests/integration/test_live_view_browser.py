@@ -13,6 +13,7 @@ import tempfile
 import time
 import urllib.request
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -30,7 +31,14 @@ READ_CHART = """
           data: (el.data || []).map(function (t) { return {name: t.name, y: t.y}; }),
           groups: Array.from(document.querySelectorAll('#groups tbody tr')).map(function (r) { return r.cells[0].textContent; }),
           replicas: document.querySelectorAll('#replicas tbody tr').length,
-          status: document.getElementById('status').textContent};
+          status: document.getElementById('status').textContent,
+          clock: document.getElementById('clock').textContent,
+          final: document.getElementById('final').hidden ? null : document.getElementById('final').textContent,
+          report: (document.querySelector('#final a') || {}).href || null,
+          shapes: ((el.layout || {}).shapes || []).length,
+          phaseNotes: ((el.layout || {}).annotations || []).map(function (a) { return a.text; }),
+          states: Array.from(document.querySelectorAll('#replicas tbody tr')).map(function (r) { return r.cells[4].textContent; }),
+          groupStates: Array.from(document.querySelectorAll('#groups tbody tr')).map(function (r) { return r.cells[3].textContent; })};
 })()
 """
 
@@ -54,7 +62,7 @@ def test_live_view_in_headless_chromium(tmp_path, native_dir, capsys):
     port = free_port()
     origin = f"http://127.0.0.1:{port}"
     proc = subprocess.Popen([sys.executable, "-m", "alloclab", "run", str(_experiment(tmp_path, native_dir)), "-o",
-                             str(tmp_path / "run"), "--no-report", "--serve", f"127.0.0.1:{port}"],
+                             str(tmp_path / "run"), "--serve", f"127.0.0.1:{port}"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     browser = Browser()
     try:
@@ -75,6 +83,12 @@ def test_live_view_in_headless_chromium(tmp_path, native_dir, capsys):
         narrow = browser.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1")
         browser.screenshot(ARTEFACTS / "live-phone.png")
         errors = list(browser.console_errors)
+        # the run ends: the page shows its final state and the report's link while alloclab writes it
+        browser.wait_for("document.querySelector('#final a') !== null", timeout=120)
+        ended = browser.evaluate(READ_CHART)
+        with urllib.request.urlopen(origin + "/report.html", timeout=10) as r:
+            report_page = r.read().decode()
+        browser.screenshot(ARTEFACTS / "live-ended-phone.png")
         proc.communicate(timeout=90)
         browser.pump(3.0)                                   # the page's next poll finds the server gone
         after = browser.evaluate(READ_CHART)
@@ -93,7 +107,14 @@ def test_live_view_in_headless_chromium(tmp_path, native_dir, capsys):
     assert sorted(t["name"] for t in second["data"]) == ["bigger-1", "bigger-2", "glibc-1", "glibc-2"]
     assert second["lines"] == 4 and second["replicas"] == 4
     assert [g.split(" ")[0] for g in second["groups"]] == ["glibc", "bigger"]
-    assert "running" in second["status"]
+    assert "running" in first["status"]
+    # phase and time left while it runs, phase lines on the chart
+    assert re.search(r"(warmup|load|idle) · \d:\d\d:\d\d of 0:00:18 · \d:\d\d:\d\d left", first["clock"]), first["clock"]
+    assert first["shapes"] == 2 and first["phaseNotes"] == ["load", "idle"]
+    # the end: final state (no replica "running"), a link to the report, which the server serves
+    assert ended["final"].startswith("The run has ended") and ended["report"] == origin + "/report.html"
+    assert "running" not in " ".join(ended["states"] + ended["groupStates"]) and ended["clock"] == ""
+    assert "<title>alloclab report: live</title>" in report_page
     # the page follows the run: more points at the second read
     n1 = {t["name"]: len(t["y"]) for t in first["data"]}
     n2 = {t["name"]: len(t["y"]) for t in second["data"]}
@@ -108,7 +129,8 @@ def test_live_view_in_headless_chromium(tmp_path, native_dir, capsys):
     last = {t["name"]: t["y"][-1] for t in second["data"]}
     assert min(last["bigger-1"], last["bigger-2"]) > max(last["glibc-1"], last["glibc-2"])
     assert narrow, "the live page scrolls sideways at phone width"
-    assert "not answering" in after["status"] or after["status"].startswith("ended"), after["status"]
+    assert after["status"].startswith("alloclab has finished; this is the run's final state · report: "), after["status"]
+    assert after["final"] == ended["final"]
     with capsys.disabled():
         print(f"\nlive view screenshots: {shot}, {ARTEFACTS / 'live-phone.png'}")
     shutil.rmtree(tmp_path / "run", ignore_errors=True)

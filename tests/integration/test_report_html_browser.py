@@ -16,6 +16,7 @@ from alloclab.report import prepare
 from alloclab.reporters import write_all
 from alloclab.reporters.html import HtmlReporter
 from alloclab.reporters.json_summary import JsonReporter
+from alloclab.reporters.tables import KEY_COLUMNS
 from tests.browser import Browser
 from tests.integration.test_reporters import HOSTILE_NAME, hostile_copy
 
@@ -44,10 +45,59 @@ def browser():
     b.close()
 
 
+KEY_BOXES = r"""
+(function () {
+  var view = document.documentElement.clientWidth, cells = [];
+  document.querySelectorAll('table.summary tr').forEach(function (tr) {
+    for (var i = 0; i < %d; i++) {
+      var c = tr.cells[i]; if (!c) continue;
+      var r = c.getBoundingClientRect(), broken = [];
+      // every word (a number, a status word, a bracketed interval) on one line: its range has one box
+      var text = c.textContent, re = /\S+/g, m, node = c.firstChild;
+      var walker = document.createTreeWalker(c, NodeFilter.SHOW_TEXT), t;
+      while ((t = walker.nextNode())) {
+        while ((m = re.exec(t.data)) !== null) {
+          var range = document.createRange(); range.setStart(t, m.index); range.setEnd(t, m.index + m[0].length);
+          if (range.getClientRects().length > 1) broken.push(m[0]);
+        }
+        re.lastIndex = 0;
+      }
+      cells.push({text: text, right: r.right, fits: c.scrollWidth <= c.clientWidth + 1, broken: broken});
+    }
+  });
+  return {view: view, cells: cells};
+})()
+""" % KEY_COLUMNS
+
+# every chart's legend box and plotly's toolbar (shown on hover: forced visible here) must not overlap
+MODEBAR_OVERLAPS = """
+(function () {
+  var out = [];
+  document.querySelectorAll('.chart').forEach(function (el) {
+    var bar = el.querySelector('.modebar'), legend = el.querySelector('g.legend');
+    if (!bar || !legend) return;
+    bar.style.opacity = 1;
+    var a = bar.getBoundingClientRect(), b = legend.getBoundingClientRect();
+    if (a.width && b.width && a.left < b.right && b.left < a.right && a.top < b.bottom && b.top < a.bottom)
+      out.push(el.id);
+  });
+  return out;
+})()
+"""
+
+
+def _key_columns_whole_and_visible(browser, width: int) -> None:
+    boxes = browser.evaluate(KEY_BOXES)
+    assert boxes["cells"] and all(b["right"] <= boxes["view"] + 0.5 and b["fits"] for b in boxes["cells"]), (width, boxes)
+    assert [b for b in boxes["cells"] if b["broken"]] == [], width
+    assert browser.evaluate(MODEBAR_OVERLAPS) == [], width
+
+
 def test_report_html_in_headless_chromium(report_input, report_run, browser, tmp_path, capsys):
     out = tmp_path / "report"
     write_all(report_input, out, [JsonReporter(), HtmlReporter()])
     summary = json.loads((out / "summary.json").read_text())
+    browser.call("Emulation.setDeviceMetricsOverride", width=1400, height=900, deviceScaleFactor=1, mobile=False)
     browser.open((out / "report.html").as_uri())
     browser.wait_for(ALL_DRAWN)
     browser.pump(0.5)
@@ -94,10 +144,16 @@ def test_report_html_in_headless_chromium(report_input, report_run, browser, tmp
     ARTEFACTS.mkdir(parents=True, exist_ok=True)
     desktop = browser.screenshot(tmp_path / "report-desktop.png")
 
+    # the key columns (group, level, ratio with interval, status) whole and on screen without scrolling,
+    # at every width from a phone to a desktop; no chart legend under plotly's toolbar
+    # (1,400 px here, 390 px with the phone below)
+    _key_columns_whole_and_visible(browser, 1400)
+
     # a phone: the page does not scroll sideways (wide tables scroll inside their box), charts redrawn
     browser.phone()
     browser.open((out / "report.html").as_uri())
     browser.wait_for(ALL_DRAWN)
+    _key_columns_whole_and_visible(browser, 390)
     assert browser.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1")
     assert browser.evaluate("Math.max.apply(null, Array.from(document.querySelectorAll('.chart svg.main-svg'))"
                             ".map(function (s) { return s.getBoundingClientRect().width; })) <= window.innerWidth")

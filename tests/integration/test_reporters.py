@@ -53,7 +53,7 @@ def test_json_carries_metadata_provenance_host_and_the_exact_experiment(report_i
     assert doc["experiment"] == (report_run.parent / "exp.toml").read_text()
     assert doc["experiment"].startswith(HOSTILE_COMMENT)
     assert doc["run"]["name"] == "reporters" and "experiment" not in doc["run"]["meta"]
-    assert doc["host"]["kernel"] == os.uname().release and int(doc["host"]["ncpu"]) == os.cpu_count()
+    assert doc["host"]["kernel"] == os.uname().release and doc["host"]["ncpu"] == os.cpu_count()   # a number, not text
     builds = {b["name"]: b for b in doc["allocator_builds"]}
     real = os.path.realpath(jemalloc)
     assert builds["jemalloc"]["library_sha256"] == hashlib.sha256(Path(real).read_bytes()).hexdigest()

@@ -45,3 +45,27 @@ def test_output_in_missing_directory_is_refused(tmp_path):
     run = make_run(tmp_path / "run", {"g": [100, 101]})
     with pytest.raises(UserError, match="not a directory"):
         write_bundle(run, tmp_path / "no" / "b.tar.gz")
+
+
+def test_bundle_carries_the_store_so_compare_reads_it_and_is_readable(tmp_path):
+    """Issue 27: the bundle holds run.db (the extracted directory is a run `compare` reads), the
+    archive is mode 0644, and provenance.json keeps numbers as numbers."""
+    from alloclab import runcompare
+    run = make_run(tmp_path / "run", {"glibc": [100, 101, 99], "je": [60, 61, 60.5]})
+    (run / "report.md").write_text("# report\n")           # a report exists: the bundle does not write one (speed)
+    (run / "summary.json").write_text("{}")
+    out, names = write_bundle(run, tmp_path / "b.tar.gz")
+    assert "run-bundle/run.db" in names and os.stat(out).st_mode & 0o777 == 0o644
+    with tarfile.open(out) as tar:
+        tar.extractall(tmp_path / "x", filter="data")
+        readme = tar.extractfile("run-bundle/README.md").read().decode()
+    assert "alloclab compare run-bundle rerun" in readme
+    prov = json.loads((tmp_path / "x" / "run-bundle" / "provenance.json").read_text())
+    assert isinstance(prov["run"]["interval"], float) and isinstance(prov["run"]["seed"], int)
+    assert isinstance(prov["run"]["started_at"], float) and prov["run"]["phases"]["load"] == 300.0
+    assert isinstance(prov["run"]["kernel"], str)
+    rc = runcompare.compare_runs(run, tmp_path / "x" / "run-bundle", fail_on_increase=5)
+    assert [g.key for g in rc.groups] == ["glibc", "je"] and not rc.changes
+    assert all(g.comparison.ratio == 1.0 for g in rc.groups)     # the very same samples
+    d = json.loads(runcompare.to_json(rc))
+    assert isinstance(d["run_a"]["started_at"], float) and isinstance(d["groups"][0]["level_a_mb"], float)

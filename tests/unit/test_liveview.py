@@ -24,3 +24,36 @@ def test_host_header():
     assert _host_allowed("127.0.0.1:8765", "127.0.0.1") and _host_allowed("localhost:1", "127.0.0.1")
     assert _host_allowed("[::1]:8765", "::1") and _host_allowed("127.0.0.2:9", "127.0.0.2")
     assert not _host_allowed("attacker.example:8765", "127.0.0.1") and not _host_allowed(None, "127.0.0.1")
+
+
+def test_run_clock_gives_phase_time_left_and_phase_lines():
+    from alloclab.liveview import run_clock
+    phases = {"warmup": 10.0, "load": 60.0, "idle": 6.0}
+    c = run_clock(phases, 1000.0, None, 1018.0)
+    assert (c["phase"], c["elapsed_s"], c["planned_s"], c["left_s"], c["phase_left_s"]) == ("load", 18.0, 76.0, 58.0, 52.0)
+    assert c["phase_starts"] == [("load", 10.0), ("idle", 70.0)]
+    assert run_clock(phases, 1000.0, None, 1005.0)["phase"] == "warmup"
+    done = run_clock(phases, 1000.0, 1076.5, 2000.0)
+    assert done["phase"] == "ended" and done["left_s"] is None and done["elapsed_s"] == 76.5
+    assert run_clock({"warmup": 0, "load": None, "idle": 0}, 1000.0, None, 1100.0)["left_s"] is None
+
+
+def test_too_short_waits_for_the_end_of_the_run(tmp_path):
+    """Issue 27: no "run longer" warning 18 s into a 76 s run; at the end it is shown."""
+    from alloclab.liveview import LiveData
+    from alloclab.store import Store
+    from tests.unit.test_runcompare import make_run
+    run = make_run(tmp_path / "r", {"a": [100, 101], "b": [60, 61]})
+    st = Store.open(run)
+    st.conn.execute("DELETE FROM meta WHERE key = 'ended_at'")
+    st.conn.execute("DELETE FROM samples WHERE t > ?", (1_790_000_020.0,))     # 20 s in: every replica Too short so far
+    st.close()
+    data = LiveData(run / "run.db")
+    w = data.analysed_warnings()
+    kinds = {x["kind"] for x in w["warnings"]}
+    assert w["computed_at"] and "too-short" not in kinds and "too-short" in w["note"]
+    st = Store.open(run)
+    st.set_meta(ended_at=1_790_000_300.0)
+    st.close()
+    data.analysed_at_sample, data.analysed_mono = None, -1e9
+    assert "too-short" in {x["kind"] for x in data.analysed_warnings()["warnings"]}

@@ -9,7 +9,8 @@ import pytest
 
 from alloclab import runcompare
 from alloclab.errors import UserError
-from alloclab.stats.across_runs import compare_pairs, rose_beyond
+from alloclab.commands.compare import exit_code as compare_exit_code
+from alloclab.stats.across_runs import compare_pairs, gate, rose_beyond
 from alloclab.store import Store
 
 T0 = 1_790_000_000.0
@@ -72,10 +73,13 @@ def test_a_larger_group_fails_the_gate_and_provenance_changes_are_named(tmp_path
     fields = {(c.scope, c.field) for c in rc.changes}
     assert ("run", "kernel") in fields and ("jemalloc", "library_sha256") in fields and ("glibc", "library_sha256") in fields
     assert any(ln.startswith("+name") for ln in rc.experiment_diff)
-    # a larger threshold than the increase: the same data pass
-    assert not runcompare.compare_runs(a, b, fail_on_increase=50).failed
+    # a larger threshold than the increase: the same data are shown within it
+    wide = runcompare.compare_runs(a, b, fail_on_increase=50)
+    assert not wide.failed and wide.gate_outcome == "within"
     d = json.loads(runcompare.to_json(rc))
-    assert d["gate"] == "fail" and d["groups"][1]["rose_beyond_gate"] is True
+    assert d["gate"] == "above" and d["groups"][1]["rose_beyond_gate"] is True
+    assert d["groups"][1]["gate"]["outcome"] == "above" and isinstance(d["groups"][1]["gate"]["limit"], float)
+    assert rc.gate_outcome == "above" and compare_exit_code(rc.gate_outcome, False) == 1
 
 
 def test_matching_by_allocator_and_groups_in_one_run_only(tmp_path):
@@ -98,6 +102,8 @@ def test_single_replica_is_untestable_never_no_change(tmp_path):
     rc = runcompare.compare_runs(a, b, fail_on_increase=0)
     assert rc.groups[0].verdict == "untestable" and not rc.failed
     assert any("untestable" in n for n in rc.notes)
+    # a 3x larger single replica cannot be shown anything: the gate says so, it does not pass
+    assert rc.gate_outcome == "inconclusive" and rc.groups[0].gate.outcome == "inconclusive"
 
 
 def test_not_a_run_is_refused(tmp_path):
@@ -117,3 +123,39 @@ def test_gate_is_the_intervals_lower_end():
     c2 = compare_pairs({"g": (a, a * np.exp(rng.normal(0.06, 0.03, 5)))})["g"]
     if c2.ratio > 1.05 and c2.ratio_ci[0] <= 1.05:
         assert not rose_beyond(c2, 5)
+
+
+def test_gate_has_three_outcomes_and_states_what_the_data_could_detect():
+    rng = np.random.default_rng(4)
+    a = 100 * np.exp(rng.normal(0, 0.01, 5))
+    quiet = compare_pairs({"g": (a, a * np.exp(rng.normal(0, 0.01, 5)))})["g"]
+    r = gate(quiet, 5)
+    assert r.outcome == "within" and r.upper_pct == pytest.approx(100 * (quiet.ratio_ci[1] - 1))
+    assert r.upper_pct < 5 and 5 < r.detectable_pct < 10
+    # two noisy replicas a side: the interval allows +50% and more, so a 5% gate cannot pass
+    noisy = compare_pairs({"g": (np.array([80.0, 120.0]), np.array([82.0, 121.0]))})["g"]
+    r = gate(noisy, 5)
+    assert r.outcome == "inconclusive" and r.upper_pct > 50 and "reaches past 1.05" in r.reason
+    assert r.detectable_pct > r.upper_pct
+    assert compare_exit_code("inconclusive", False) == 0 and compare_exit_code("inconclusive", True) == 3
+    assert compare_exit_code("within", True) == 0
+
+
+def test_text_names_every_warning_fits_80_columns_and_says_inconclusive(tmp_path):
+    """The issue's case: two short runs of 2 replicas whose interval allows +55% must not pass a
+    5% gate; the comparison's own notes and both runs' warnings reach the text output."""
+    a = make_run(tmp_path / "a", {"svc": [80, 120]}, seed=1)
+    b = make_run(tmp_path / "b", {"svc": [85, 119]}, seed=2)
+    rc = runcompare.compare_runs(a, b, fail_on_increase=5)
+    assert rc.gate_outcome == "inconclusive"
+    lines = runcompare.text_lines(rc, width=80)
+    text = "\n".join(lines)
+    assert max(map(len, lines)) <= 80
+    assert lines[-1].startswith("gate INCONCLUSIVE") or "gate INCONCLUSIVE" in text.split("\n\n")[-1]
+    assert "gate passed" not in text.lower()
+    for w in rc.warnings_a + rc.warnings_b:
+        assert f"{w.severity} {w.kind}" in text
+    assert rc.warnings_a and any(n in text for n in ["Welch df", "too-few-replicas"])
+    # no word split over two lines: every token of the wrapped text is a token of the unwrapped one
+    wide = " ".join(runcompare.text_lines(rc, width=80, wrap=False)).split()
+    assert set(" ".join(lines).split()) <= set(wide)

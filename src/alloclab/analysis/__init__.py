@@ -9,6 +9,7 @@ beside clean figures, the process-age table), `replica` (per-replica estimators 
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -90,6 +91,12 @@ class Analysis:
 
 
 _median = stats.median_present     # the median of the figures present (None, NaN left out)
+
+
+def _mean_present(xs) -> float | None:
+    """The mean of the figures present (None, NaN left out), as the group level averages replicas."""
+    v = [x for x in xs if x is not None and not math.isnan(x)]
+    return float(np.mean(v)) if v else None
 
 
 def _group_status(words: list[str], verified: int, growth: "stats.GroupGrowth | None" = None) -> str:
@@ -199,7 +206,8 @@ def analyse(store: Store, metric: str | None = None) -> Analysis:
             final_mb=_median(r.final_mb for r in ok), change_mb=_median(r.change_mb for r in ok),
             change_share=_median(r.change_share for r in ok), window_h=_median(r.window_h for r in ok),
             growth_mb_h=_median(rates) if rates and all(x is not None for x in rates) else None,
-            footprint_mb=_median(r.footprint_mb for r in ok), lazyfree_share=_median(r.lazyfree_share for r in ok),
+            footprint_mb=_mean_present(r.footprint_mb for r in ok),    # level − LazyFree, averaged as the level is
+            lazyfree_share=_median(r.lazyfree_share for r in ok),
             idle_released_share=_median(r.idle_released_share for r in ok),
             release_events=_median(float(r.release_events) for r in ok),
             frag_overhead_mb=_median(r.frag_overhead_mb for r in ok), ops_per_s=_median(r.ops_per_s for r in ok),

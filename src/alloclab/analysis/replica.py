@@ -159,7 +159,7 @@ def replica_stats(s: Series, idle_configured: bool = False) -> ReplicaStats:
         lf = s.lazyfree_mb[load][start:]
         if np.any(~np.isnan(lf)) and r.steady_mb > 0:
             r.lazyfree_share = float(np.nanmedian(lf / sy))
-            r.footprint_mb = float(np.nanmedian(sy - lf))
+            r.footprint_mb = float(np.nanmean(sy - lf))     # the level's own estimator (a mean): footprint ≤ level
     g = stats.growth(st, sy, level=r.steady_mb) if len(sy) >= 3 and r.window_h > 0 else None
     if g is not None:
         r.change_mb, r.change_lo, r.change_hi, r.change_share = g.change_mb, g.change_lo, g.change_hi, g.change_share

@@ -3,10 +3,17 @@
 Confidence (documented in docs/analysis.md, reachable with 3+ replicas per group):
 - high: the winner is significantly below the baseline (Holm), its whole interval lies below
   1/(1 + margin) (a meaningful win, not just a detectable one), both groups have 3+ usable
-  replicas, neither is Growing/Bloating/Ratcheting, and no serious warning names either group;
+  replicas, neither is Growing/Bloating/Ratcheting or Too short, and no serious warning names
+  either group;
 - moderate: significant, but one of the other conditions fails (each named in `confidence_reason`);
 - low: not significant (then an equivalence statement or how many replicas would settle it);
 - none: nothing testable.
+When the baseline itself used the least memory, the same rule applies to the closest other group
+(the runner-up): a runner-up significantly above the baseline is a confident "keep the baseline";
+one not shown different is "cannot be told apart", with the interval that rules out larger
+differences.
+
+`headline()` is one line (what to run, how sure, the main trade-off); `text()` starts with it.
 """
 from __future__ import annotations
 
@@ -17,6 +24,17 @@ from .rules import RULES
 from .warnings import Warning
 
 GROWTH_WORDS = ("Growing", "Bloating", "Ratcheting")
+TOO_SHORT = "Too short"          # a status word (stats.status): the steady window cannot settle a level
+
+
+def group_change(g) -> tuple[float | None, float | None, float | None]:
+    """A group's change (MB, share of its level, window in hours): the one definition every output
+    uses. The group's growth across its replicas over their common window (the figure that decides
+    Growing/Bloating) when it was computed; else the median of the replicas' own changes."""
+    gr = getattr(g, "growth", None)
+    if gr is not None and gr.change_mb is not None:
+        return gr.change_mb, gr.change_share, gr.window_s / 3600
+    return g.change_mb, g.change_share, g.window_h
 
 
 @dataclass
@@ -43,14 +61,60 @@ class Recommendation:
     caveats: list[Warning] = field(default_factory=list)
     clean_alternative: str | None = None     # when a published-style figure disagrees with the clean one
     metric_note: str | None = None           # which memory metric the verdict uses, LazyFree beside it
+    runner_up: str | None = None             # when the baseline won: the closest other group, compared with it
+    runner_up_ratio: float | None = None     # runner-up / baseline
+    runner_up_ci: tuple[float, float] | None = None
+    runner_up_significant: bool = False
 
-    def text(self) -> str:
+    def _apart(self, name: str, ratio: float, ci: tuple[float, float] | None) -> str:
+        """"X and the baseline cannot be told apart", with the interval that rules out larger differences."""
+        if not ci:
+            return f"{name} and {self.baseline} cannot be told apart ({name} {ratio:.2f}× {self.baseline}, no interval)"
+        return (f"{name} and {self.baseline} cannot be told apart ({name} {ratio:.2f}× {self.baseline}, interval "
+                f"{ci[0]:.2f}–{ci[1]:.2f}: differences beyond {ci[0] - 1:+.0%} / {ci[1] - 1:+.0%} are ruled out)")
+
+    def headline(self) -> str:
+        """One line: what to run, how sure, the main trade-off."""
+        m = self.metric.upper()
+        sure = f"confidence {self.confidence}"
+        costs = [t for t in self.trade_offs if t.startswith(("throughput", "CPU"))]   # what the winner may cost
+        trade = (f"; trade-off: {costs[0]}" if costs else "") + \
+            (f"; caution: {self.winner} may keep growing" if self.growth_note else "")
+        if self.winner is None:
+            return "No recommendation: no group has usable data on its own allocator."
+        if self.winner == self.baseline:
+            if self.runner_up is None:
+                return f"Keep **{self.baseline}** (the baseline): no other group has usable data — {sure}."
+            if self.runner_up_significant:
+                ci = f" [{self.runner_up_ci[0]:.2f}–{self.runner_up_ci[1]:.2f}]" if self.runner_up_ci else ""
+                return (f"Keep **{self.baseline}** (the baseline): every other group used more {m} (closest: "
+                        f"{self.runner_up} {self.runner_up_ratio:.2f}×{ci}) — {sure}{trade}.")
+            return (f"Keep **{self.baseline}** (the baseline): no group was shown to use less {m}; "
+                    f"{self._apart(self.runner_up, self.runner_up_ratio, self.runner_up_ci)} — {sure}.")
+        ci = f" [{self.ratio_ci[0]:.2f}–{self.ratio_ci[1]:.2f}]" if self.ratio_ci else ""
+        if self.untestable:
+            return (f"**{self.winner}** used the least {m} ({self.ratio:.2f}× {self.baseline}), but the difference "
+                    f"cannot be tested: run at least {RULES['min_replicas']} replicas per group — {sure}.")
+        if self.significant:
+            return (f"Run **{self.winner}**: {self.ratio:.2f}×{ci} the {m} of the baseline {self.baseline} — "
+                    f"{sure}{trade}.")
+        return (f"Keep **{self.baseline}** (the baseline) for now: no group was shown to use less {m}; "
+                f"{self._apart(self.winner, self.ratio, self.ratio_ci)} — {sure}.")
+
+    def text(self, warnings_ref: str = "see Warnings") -> str:
+        """The headline, then the detail (markdown). warnings_ref: where the reader finds the warnings."""
+        return self.headline() + "\n\n" + self.detail(warnings_ref)
+
+    def detail(self, warnings_ref: str = "see Warnings") -> str:
         m = self.metric.upper()
         parts = []
         if self.winner is None:
             return "No group has usable data on its own allocator: nothing can be recommended from this data."
         if self.winner == self.baseline:
-            parts.append(f"The baseline **{self.baseline}** used the least memory ({m}, {self.basis}); no group beat it.")
+            parts.append(f"The baseline **{self.baseline}** used the least memory ({m}, {self.basis}).")
+            if self.runner_up and self.runner_up_significant:
+                parts.append(f"The closest other group, {self.runner_up}, is significantly above it (Welch's t on log "
+                             f"levels, Holm).")
         else:
             ci = (f" ({self.ci_level:.0%} CI {self.ratio_ci[0]:.2f}–{self.ratio_ci[1]:.2f}, at its Holm level)"
                   if self.ratio_ci and self.ci_level else "")
@@ -61,7 +125,8 @@ class Recommendation:
             elif self.significant:
                 parts.append(f"The difference is significant (Welch's t on log levels, Holm-adjusted p = {self.p_holm:.3g}).")
             elif self.p_holm is not None:
-                parts.append(f"The difference is **not** significant (Holm-adjusted p = {self.p_holm:.3g}).")
+                parts.append(f"The difference is **not** significant (Holm-adjusted p = {self.p_holm:.3g}): "
+                             f"{self.winner} and {self.baseline} cannot be told apart from this data.")
         if self.equivalence:
             parts.append(self.equivalence)
         elif self.more_replicas and not self.significant and self.winner != self.baseline:
@@ -78,15 +143,37 @@ class Recommendation:
         if self.metric_note:
             parts.append(self.metric_note)
         if self.caveats:
-            parts.append("Caveats: " + "; ".join(sorted({w.kind for w in self.caveats})) + " (see Warnings).")
+            parts.append("Caveats: " + "; ".join(sorted({w.kind for w in self.caveats})) + f" ({warnings_ref}).")
         parts.append(f"Confidence: **{self.confidence}**" + (f" ({self.confidence_reason})" if self.confidence_reason else "") + ".")
         return " ".join(parts)
 
     def as_dict(self) -> dict:
         d = {k: v for k, v in self.__dict__.items() if k != "caveats"}
         d["caveats"] = [w.kind for w in self.caveats]
+        d["headline"] = self.headline()
         d["text"] = self.text()
         return d
+
+
+def _settle(r: Recommendation, c, meaningful: bool, interval: str, other, base, growing, clean: str) -> None:
+    """A significant verdict: high, or moderate naming every condition that fails — the interval
+    reaching within the margin, fewer than min_replicas, `growing` Growing/Bloating/Ratcheting, a
+    group Too short, serious warnings."""
+    why = []
+    if not meaningful:
+        why.append(f"{interval} reaches within {c.margin:.0%} of the baseline")
+    if min(other.usable, base.usable if base else 0) < RULES["min_replicas"]:
+        why.append(f"fewer than {RULES['min_replicas']} replicas")
+    if growing is not None and growing.status in GROWTH_WORDS:
+        why.append(f"{growing.name} is {growing.status}")
+    short = list(dict.fromkeys(g.name for g in (other, base) if g is not None and g.status == TOO_SHORT))
+    if short:
+        why.append(f"{' and '.join(short)} too short to settle a level")
+    serious = [w.kind for w in r.caveats if w.severity == "serious"]
+    if serious:
+        why.append("serious warnings: " + ", ".join(sorted(set(serious))))
+    r.confidence = "moderate" if why else "high"
+    r.confidence_reason = "; ".join(why) if why else clean
 
 
 def recommend(a) -> Recommendation:
@@ -111,29 +198,37 @@ def recommend(a) -> Recommendation:
                              f"(margin {c.margin:.0%}, docs/analysis.md).")
         r.tied = [g.name for g in usable if g.name != best.name and g.comparison and best.comparison
                   and set(g.comparison.letters) & set(best.comparison.letters)]
+    rival = None
+    if best.name == a.baseline:
+        others = [g for g in usable if g.name != a.baseline and g.comparison is not None]
+        if others:
+            rival = min(others, key=lambda g: g.level_mb)
+            rc = rival.comparison
+            r.runner_up, r.runner_up_ratio, r.runner_up_ci = rival.name, rc.ratio, rc.ratio_ci
+            r.runner_up_significant = bool(rc.significant and (rc.ratio or 1) > 1)
+            c = rc                              # the baseline's win is judged on its closest rival
     # confidence
-    if best.name == a.baseline or c is None or c.untestable or c.p_holm is None:
+    if rival is not None and not c.untestable and c.p_holm is not None:
+        if not r.runner_up_significant:
+            r.confidence, r.confidence_reason = "low", f"{rival.name} cannot be told apart from the baseline"
+        else:
+            meaningful = bool(c.ratio_ci and c.ratio_ci[0] > 1 + c.margin)
+            _settle(r, c, meaningful, f"the interval of {rival.name}", rival, base, base,
+                    "every other group significantly and meaningfully higher, clean, stable")
+    elif best.name == a.baseline or c is None or c.untestable or c.p_holm is None:
         r.confidence = "none" if c is None or c.untestable else "low"
-        r.confidence_reason = "no group beat the baseline" if best.name == a.baseline else "nothing testable"
+        r.confidence_reason = ("nothing testable" if c is None or c.untestable
+                               else "no group beat the baseline" if best.name == a.baseline else "nothing testable")
     elif not c.significant:
         r.confidence, r.confidence_reason = "low", "the difference is not significant"
     else:
-        why = []
-        if not (c.ratio_ci and c.ratio_ci[1] < 1 / (1 + c.margin)):
-            why.append(f"the interval reaches within {c.margin:.0%} of the baseline")
-        if min(best.usable, base.usable if base else 0) < RULES["min_replicas"]:
-            why.append(f"fewer than {RULES['min_replicas']} replicas")
-        if best.status in GROWTH_WORDS:
-            why.append(f"{best.name} is {best.status}")
-        serious = [w.kind for w in r.caveats if w.severity == "serious"]
-        if serious:
-            why.append("serious warnings: " + ", ".join(sorted(set(serious))))
-        r.confidence = "moderate" if why else "high"
-        r.confidence_reason = "; ".join(why) if why else "significant, meaningful, clean, stable"
+        _settle(r, c, bool(c.ratio_ci and c.ratio_ci[1] < 1 / (1 + c.margin)), "the interval", best, base, best,
+                "significant, meaningful, clean, stable")
     if best.status in GROWTH_WORDS:
         g = best
-        r.growth_note = (f"Caution: {g.name} is *{g.status}* ({g.change_mb:+.0f} MB, {g.change_share:+.0%} of its level over "
-                         f"{span(g.window_h * 3600)}): it may keep climbing in a longer run." if g.change_mb is not None and g.change_share is not None
+        mb, share, hours = group_change(g)
+        r.growth_note = (f"Caution: {g.name} is *{g.status}* ({mb:+.0f} MB, {share:+.0%} of its level over "
+                         f"{span(hours * 3600)}): it may keep climbing in a longer run." if mb is not None and share is not None
                          else f"Caution: {g.name} is *{g.status}*: it may keep climbing in a longer run.")
     if base and best.name != a.baseline:
         if best.ops_per_s and base.ops_per_s:
@@ -143,7 +238,8 @@ def recommend(a) -> Recommendation:
         if best.peak_mb and base.peak_mb:
             r.trade_offs.append(f"peak {best.peak_mb / base.peak_mb:.2f}× baseline")
     if best.idle_released_share is not None:
-        r.trade_offs.append(f"returned {best.idle_released_share:.0%} of its memory when idle")
+        r.trade_offs.append(f"idle release {best.idle_released_share:.0%} (share of its end-of-load {a.metric.upper()} "
+                            f"returned by the end of the idle phase)")
     # the clean alternative: published-style figures that disagree with the clean ones
     alt = []
     for name in (best.name, a.baseline):
@@ -151,9 +247,14 @@ def recommend(a) -> Recommendation:
         if f and f.differs:
             alt.append(f"{name}: {f.published_mb:.0f} MB over every listed replica (published style) vs "
                        f"{f.clean_mb:.0f} MB over the {len(f.clean)} replicas on its allocator throughout")
+    # "would name X instead" only when some published-style figure really differs from its clean one
+    # (a mix of allocators) and X's is materially below the winner's: with every replica clean the
+    # two are the same replicas, and a different end-of-window winner is no "published-style" finding
     pub = {g: f.published_mb for g, f in a.end_figures.items() if f.published_mb is not None}
-    if pub and min(pub, key=pub.get) != best.name:
-        alt.append(f"published-style figures would name {min(pub, key=pub.get)} instead")
+    other = min(pub, key=pub.get) if pub else None
+    if (other and other != best.name and any(f.differs for f in a.end_figures.values())
+            and pub.get(best.name) and pub[other] < pub[best.name] * (1 - RULES["published_differs_share"])):
+        alt.append(f"published-style figures would name {other} instead")
     if alt:
         r.clean_alternative = "Published-style figures differ from the clean ones — " + "; ".join(alt) + \
             ". The verdict uses the clean figures."

@@ -9,4 +9,5 @@ from rich.console import Console
 def bundle_command(run_dir: Path, output: Path | None, console: Console) -> None:
     from .. import bundle
     path, names = bundle.write_bundle(run_dir, output)
-    console.print(f"bundle: {path} ({len(names)} files)", markup=False, highlight=False)
+    console.print(f"bundle: {path} ({len(names)} files, the run's store included: extract it and `alloclab compare "
+                  f"{names[0].split('/')[0]} OTHER_RUN`)", markup=False, highlight=False)

@@ -4,16 +4,32 @@ from __future__ import annotations
 from pathlib import Path
 
 from rich.console import Console
+from rich.text import Text
 
 from .. import preflight
+from ..analysis.design import planned_warnings, steady_allowance
+from ..stats.rules import RULES as STATS_RULES
 from ..config import load_experiment
 
 
 def check_command(experiment: Path, console: Console) -> int:
     exp = load_experiment(experiment)
     specs = preflight.prepare(exp).specs
+    preflight.check_load_command(exp)
     planned = exp.planned_duration()
     length = f"{planned:g}s planned" if planned is not None else "until the replicas exit"
-    console.print(f"ok: {exp.name}: {len(exp.groups)} groups ({', '.join(f'{g.name}={specs[g.name].kind}' for g in exp.groups)}) "
-                  f"x {exp.replicas} replicas, sampled every {exp.interval:g}s, {length}")
+    warnings = planned_warnings(exp)
+    verdict = "ok" if not warnings else f"ok, with {len(warnings)} warning{'s' * (len(warnings) > 1)} (below)"
+    console.print(f"{verdict}: {exp.name}: {len(exp.groups)} groups ({', '.join(f'{g.name}={specs[g.name].kind}' for g in exp.groups)}) "
+                  f"x {exp.replicas} replicas, sampled every {exp.interval:g}s, {length}", highlight=False)
+    a = steady_allowance(exp)
+    if a is not None:
+        samples = a.samples_most if a.samples_most == a.samples_least else f"{a.samples_least}–{a.samples_most}"
+        window = f"{a.window_most_s:g}" if a.samples_most == a.samples_least else f"{a.window_least_s:g}–{a.window_most_s:g}"
+        console.print(f"steady samples per replica the phases allow: {samples} over {window}s (the status rules need "
+                      f"{STATS_RULES['min_samples']:g} over at least {STATS_RULES['min_window_s']:g}s)", highlight=False)
+    # every warning `run` would print before it starts, on the same stream
+    err = Console(stderr=True)
+    for w in warnings:
+        err.print(Text.assemble(("warning", "yellow"), f" {w.kind}: {w.message}"), highlight=False)   # no markup in messages
     return 0

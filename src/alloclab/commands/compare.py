@@ -8,18 +8,32 @@ from rich.console import Console
 from ..config import METRICS
 from ..errors import UserError
 
-EXIT_GATE_FAILED = 1
+# exit codes (docs/compare.md): 0 shown within (or no gate), 2 bad input
+EXIT_GATE_ABOVE = 1          # a group shown above the threshold
+EXIT_GATE_INCONCLUSIVE = 3   # with --fail-on-inconclusive: the data cannot tell
+GATE_STYLE = {"gate PASSED": "bold green", "gate FAILED": "bold red", "gate INCONCLUSIVE": "bold yellow"}
+
+
+def exit_code(outcome: str | None, fail_on_inconclusive: bool) -> int:
+    if outcome == "above":
+        return EXIT_GATE_ABOVE
+    if outcome == "inconclusive" and fail_on_inconclusive:
+        return EXIT_GATE_INCONCLUSIVE
+    return 0
 
 
 def compare_command(run_a: Path, run_b: Path, by: str, metric: str | None, fail_on_increase: float | None,
-                    as_json: bool, console: Console) -> int:
+                    as_json: bool, console: Console, fail_on_inconclusive: bool = False) -> int:
     if metric and metric not in METRICS:
         raise UserError(f"--metric {metric!r} is not known", f"use one of: {', '.join(METRICS)}")
+    if fail_on_inconclusive and fail_on_increase is None:
+        raise UserError("--fail-on-inconclusive needs a threshold", "add --fail-on-increase PCT, e.g. 5")
     from .. import runcompare
     rc = runcompare.compare_runs(run_a, run_b, metric=metric, by=by, fail_on_increase=fail_on_increase)
     if as_json:
         print(runcompare.to_json(rc))
     else:
-        for line in runcompare.text_lines(rc):
-            console.print(line, markup=False, highlight=False, soft_wrap=True)
-    return EXIT_GATE_FAILED if rc.failed else 0
+        for line in runcompare.text_lines(rc, width=console.width):
+            style = next((v for k, v in GATE_STYLE.items() if line.startswith(k)), None)
+            console.print(line, style=style, markup=False, highlight=False, soft_wrap=True)
+    return exit_code(rc.gate_outcome, fail_on_inconclusive)

@@ -9,8 +9,8 @@ import time
 from pathlib import Path
 
 from rich.console import Console, Group as RichGroup
+from rich.text import Text
 from rich.live import Live
-from rich.panel import Panel
 from rich.table import Table
 
 from .. import metrics, preflight
@@ -27,44 +27,112 @@ def _clock(seconds: float) -> str:
     return f"{seconds // 3600:d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
 
 
+LIVE_LINGER_S = 2.5               # the live view stays up this long after the report is written
+PLAIN_PROGRESS_EVERY_S = 60.0     # not a terminal (CI log): one line this often, and at each phase change
+
+
+def phase_left(exp: Experiment, elapsed: float, phase: str, planned: float | None) -> float | None:
+    """Seconds left in the current phase (None: the load runs until the replicas exit)."""
+    p = exp.phases
+    ends = {"warmup": p.warmup, "load": None if p.load is None else p.warmup + p.load,
+            "idle": None if p.total is None else p.total}
+    end = ends.get(phase)
+    if end is None:
+        return None
+    if planned is not None:
+        end = min(end, planned)
+    return max(0.0, end - elapsed)
+
+
 class Progress:
     """Redrawn once per sampling tick from the main thread (no refresh thread: children are
-    forked from this process, and forking next to other threads is unsafe)."""
+    forked from this process, and forking next to other threads is unsafe). In a terminal: a bar
+    with the phase and the time left, and the group table narrowed to the width as `report` does
+    (secondary columns dropped first, nothing wraps inside a number). Elsewhere (a CI log): one
+    plain line per minute and at each phase change, so the log shows the run going on."""
 
     def __init__(self, console: Console, exp: Experiment, planned: float | None):
         self.console, self.exp, self.planned = console, exp, planned
-        self.live = Live(console=console, auto_refresh=False, transient=False)
+        self.interactive = console.is_terminal
+        self.live = Live(console=console, auto_refresh=False, transient=False) if self.interactive else None
+        self.last_line_at, self.last_phase = -PLAIN_PROGRESS_EVERY_S, None
 
     def __enter__(self) -> "Progress":
-        self.live.__enter__()
+        if self.live is not None:
+            self.live.__enter__()
         return self
 
     def __exit__(self, *exc) -> None:
-        self.live.__exit__(*exc)
+        if self.live is not None:
+            self.live.__exit__(*exc)
+
+    def _times(self, elapsed: float, phase: str) -> str:
+        left = phase_left(self.exp, elapsed, phase, self.planned)
+        total = f" / {_clock(self.planned)}, {_clock(max(0, self.planned - elapsed))} left" if self.planned else ""
+        return f"{_clock(elapsed)}{total}" + (f" ({phase} ends in {_clock(left)})" if left is not None and left >= 1 else "")
+
+    def _medians(self, runner: Runner) -> dict[str, str]:
+        out = {}
+        for g in self.exp.groups:
+            vals = sorted(r.last_metric_kb for r in runner.replicas if r.group.name == g.name and r.last_metric_kb is not None)
+            out[g.name] = f"{vals[len(vals) // 2] / 1024:.1f}" if vals else "–"
+        return out
 
     def tick(self, runner: Runner, elapsed: float, phase: str) -> None:
         alive = sum(r.alive for r in runner.replicas)
-        remaining = f" / {_clock(self.planned)} (remaining {_clock(max(0, self.planned - elapsed))})" if self.planned else ""
+        if not self.interactive:
+            if elapsed - self.last_line_at < PLAIN_PROGRESS_EVERY_S and phase == self.last_phase:
+                return
+            self.last_line_at, self.last_phase = elapsed, phase
+            share = f" {min(1.0, elapsed / self.planned):.0%}" if self.planned else ""
+            medians = ", ".join(f"{k} {v} MB" for k, v in self._medians(runner).items())
+            self.console.print(f"alloclab run {self.exp.name}: {phase}{share}, {self._times(elapsed, phase)}; replicas "
+                               f"alive {alive}/{len(runner.replicas)}; median {self.exp.metric.upper()}: {medians}",
+                               markup=False, highlight=False, soft_wrap=True)
+            return
+        from rich.progress_bar import ProgressBar
+        width = self.console.width
+        label = Text.assemble((phase, "bold cyan"), f" {self._times(elapsed, phase)}", overflow="fold")
+        done = min(elapsed, self.planned) if self.planned else 0
+        room = width - len(label.plain) - 1
+        bar = ProgressBar(total=self.planned, completed=done, width=max(10, min(40, room if room >= 10 else width)),
+                          pulse=self.planned is None)
+        if room >= 10:            # bar and label on one line when both fit, else the label below the bar
+            line = Table.grid(padding=(0, 1))
+            line.add_row(bar, label)
+            top = [line]
+        else:
+            top = [bar, label]
         share = runner.budget.spent / max(elapsed, 1e-9)
-        head = (f"[bold]{self.exp.name}[/bold]  phase [cyan]{phase}[/cyan]  elapsed {_clock(elapsed)}{remaining}  "
-                f"replicas alive {alive}/{len(runner.replicas)}  smaps tier CPU {share:.1%} of a core")
-        table = Table(box=None, pad_edge=False)
+        head = Text(f"{self.exp.name}: replicas alive {alive}/{len(runner.replicas)}, smaps tier CPU {share:.1%} of a core",
+                    overflow="fold")
         served = runner.network.load_counts() if runner.network is not None else None
-        for col in ("group", "allocator", "alive", f"median {self.exp.metric.upper()} MB", "verified") \
-                + (("dir requests served",) if served is not None else ()):
-            table.add_column(col)
+        medians = self._medians(runner)
+        columns = [("group", 0), ("allocator", 2), ("alive", 1), (f"median {self.exp.metric.upper()} MB", 0), ("verified", 1)] \
+            + ([("dir requests served", 3)] if served is not None else [])
+        rows = []
         for g in self.exp.groups:
             reps = [r for r in runner.replicas if r.group.name == g.name]
-            vals = sorted(r.last_metric_kb for r in reps if r.last_metric_kb is not None)
-            med = f"{vals[len(vals) // 2] / 1024:.1f}" if vals else "–"
             ver = sum(r.state is True for r in reps)
             bad = sum(r.state is False for r in reps)
             extra = () if served is None else \
                 (f"{sum((served.get(r.name) or {}).get('served', 0) for r in reps):,}"
                  if runner.network.has_load(reps[0]) else "– (DirCache 0)",)
-            table.add_row(g.name, runner.specs[g.name].label, f"{sum(r.alive for r in reps)}/{len(reps)}", med,
-                          f"{ver}/{len(reps)}" + (f" [red]{bad} unverified[/red]" if bad else ""), *extra)
-        self.live.update(Panel(RichGroup(head, table), title="alloclab run"), refresh=True)
+            rows.append((g.name, runner.specs[g.name].label, f"{sum(r.alive for r in reps)}/{len(reps)}", medians[g.name],
+                         f"{ver}/{len(reps)}" + (f" {bad} unverified" if bad else ""), *extra))
+        kept = list(range(len(columns)))
+        while True:               # the report's rule: drop the least important column until the table fits
+            need = sum(max(len(columns[i][0]), *(len(r[i]) for r in rows)) + 2 for i in kept)
+            droppable = [i for i in kept if columns[i][1] > 0]
+            if need <= width or not droppable:
+                break
+            kept.remove(max(droppable, key=lambda i: columns[i][1]))
+        table = Table(box=None, pad_edge=False)
+        for i in kept:
+            table.add_column(columns[i][0], no_wrap=columns[i][1] == 0 or i == 3)
+        for r in rows:
+            table.add_row(*(r[i] for i in kept))
+        self.live.update(RichGroup(*top, head, table), refresh=True)
 
 
 class _SetupProgress:
@@ -139,17 +207,11 @@ def planned_look_times(first_look: float, planned_s: float | None, interval: flo
     return times + [last]
 
 
-def design_check(exp: Experiment, console: Console) -> None:
-    """Before the run: say when this design (groups × replicas) cannot give a significant result."""
-    from .. import analysis, stats
-    counts = {g.name: exp.replicas for g in exp.groups}
-    if len(counts) < 2:
-        return                                        # nothing is compared
-    text = stats.design_warning(counts, exp.baseline, alpha=analysis.RULES["alpha"])
-    if text:
-        w = analysis.Warning("design-cannot-show-difference", "caution", [], sorted(counts), text,
-                             {"replicas": counts, "min_p": stats.design_min_p(counts, exp.baseline)})
-        console.print(f"[yellow]warning[/yellow] {w.kind}: {w.message}")
+def design_check(exp: Experiment, console: Console, max_duration: float | None = None) -> None:
+    """Before the run: every planned warning (analysis.design; `check` prints the same)."""
+    from ..analysis.design import planned_warnings
+    for w in planned_warnings(exp, max_duration):
+        console.print(Text.assemble(("warning", "yellow"), f" {w.kind}: {w.message}"), highlight=False)   # no markup in messages
 
 
 def run_or_resume_command(experiment: Path | None, output: Path | None, until_significant: bool,
@@ -210,7 +272,7 @@ def run_command(experiment: Path, output: Path | None, until_significant: bool, 
             if companion is not None:
                 companion.stop()
         raise
-    design_check(exp, Console(stderr=True))       # after the setup checks: bad input stays one clear line
+    design_check(exp, Console(stderr=True), limit)   # after the setup checks: bad input stays one clear line
     if stop is not None:
         Console(stderr=True).print(f"sequential looks (elapsed s at level): {stop.schedule()}", markup=False, highlight=False)
     planned = exp.planned_duration(runner.max_duration)
@@ -225,25 +287,32 @@ def run_command(experiment: Path, output: Path | None, until_significant: bool, 
         err.print(f"serving /metrics on {exposition.host}:{exposition.port}", markup=False, highlight=False)
     runner.on_setup = _SetupProgress(err)
     try:
-        with Progress(err, exp, planned) as progress:
-            runner.on_tick = progress.tick
-            result = runner.run()
+        try:
+            with Progress(err, exp, planned) as progress:
+                runner.on_tick = progress.tick
+                result = runner.run()
+        finally:
+            if exposition is not None:           # the exposition ends with the run
+                exposition.stop()
+        if runner.network_failed:
+            raise UserError(f"the tor test network did not form ({runner.network_failed}); kept in {result.run_dir}/tor-network",
+                            "read the authorities' notice.log there; on a slow machine raise [scenario] consensus_timeout")
+        if result.cut_short == "disk-full":
+            # one line, no report: writing it would need the space that ran out
+            err.print(f"alloclab: error: the disk holding {result.run_dir} is full: sampling stopped, replicas stopped, "
+                      f"the run is marked cut short (disk-full) — free space, then `alloclab report {result.run_dir}`",
+                      markup=False, highlight=False, soft_wrap=True)
+            return EXIT_CUT_SHORT
+        console.print(f"run ended: {result.end_reason}; data in {result.run_dir}")
+        if not no_report:
+            _report(result.run_dir, console)
     finally:
-        for companion in (live, exposition):     # the live view and the exposition end with the run
-            if companion is not None:
-                companion.stop()
-    if runner.network_failed:
-        raise UserError(f"the tor test network did not form ({runner.network_failed}); kept in {result.run_dir}/tor-network",
-                        "read the authorities' notice.log there; on a slow machine raise [scenario] consensus_timeout")
-    if result.cut_short == "disk-full":
-        # one line, no report: writing it would need the space that ran out
-        err.print(f"alloclab: error: the disk holding {result.run_dir} is full: sampling stopped, replicas stopped, "
-                  f"the run is marked cut short (disk-full) — free space, then `alloclab report {result.run_dir}`",
-                  markup=False, highlight=False, soft_wrap=True)
-        return EXIT_CUT_SHORT
-    console.print(f"run ended: {result.end_reason}; data in {result.run_dir}")
-    if not no_report:
-        _report(result.run_dir, console)
+        # the live view follows the run to its end: its final state and the report's link (served
+        # at /report.html) are there while the report is written; it stops when alloclab is done
+        if live is not None:
+            if not no_report and (runner.run_dir / "report.html").is_file():
+                time.sleep(LIVE_LINGER_S)      # an open page polls every 2 s: let it pick up the report's link
+            live.stop()
     return 130 if result.interrupted else 0
 
 

@@ -62,6 +62,7 @@ main{max-width:1200px;margin:0 auto;padding:16px}h1{font-size:1.5em;margin:.2em 
 border-bottom:1px solid var(--line);padding-bottom:.2em}.sub{color:var(--muted);margin:0}
 nav{display:flex;flex-wrap:wrap;gap:.3em .9em;margin:.8em 0;font-size:.9em}nav a{color:var(--info)}
 .rec{border-left:5px solid var(--info);background:var(--info-bg);padding:.6em 1em;border-radius:4px}
+.rec .headline{font-size:1.1em;font-weight:600}
 .rec.conf-high{border-color:var(--ok);background:var(--ok-bg)}.rec.conf-low,.rec.conf-none{border-color:var(--caution);background:var(--caution-bg)}
 .badge{display:inline-block;font-size:.75em;font-weight:600;text-transform:uppercase;padding:.1em .5em;border-radius:3px;margin-right:.4em;color:#fff}
 ul.warnings{list-style:none;padding:0}ul.warnings li{padding:.5em .8em;margin:.4em 0;border-radius:4px;border-left:5px solid}
@@ -70,7 +71,7 @@ li.sev-caution{background:var(--caution-bg);border-color:var(--caution)}li.sev-c
 li.sev-info{background:var(--info-bg);border-color:var(--info)}li.sev-info .badge{background:var(--info)}
 .scroll{overflow-x:auto;-webkit-overflow-scrolling:touch;max-width:100%}table{border-collapse:collapse;font-size:.88em;margin:.4em 0}
 th,td{border-bottom:1px solid var(--line);padding:.3em .55em;text-align:left;vertical-align:top}th{background:#f4f6f8;white-space:nowrap}
-td{font-variant-numeric:tabular-nums}table.summary td:first-child{font-weight:600}
+td{font-variant-numeric:tabular-nums}table.summary td:first-child{font-weight:600}table.summary td:nth-child(2),.nw{white-space:nowrap}
 figure{margin:1.2em 0}figure h3{font-size:1em;margin:0 0 .2em}.chart{width:100%;min-height:380px}figcaption{color:var(--muted);font-size:.88em}
 pre{background:#f4f6f8;padding:.8em;overflow-x:auto;font-size:.85em;border-radius:4px;white-space:pre}
 details{margin:.3em 0}summary{cursor:pointer}
@@ -81,16 +82,21 @@ RENDER_JS = """
 (function () {
   var payload = JSON.parse(document.getElementById('alloclab-data').textContent);
   var narrow = window.innerWidth < 640;
-  var config = {responsive: true, displaylogo: false};
+  // on a phone the toolbar (shown on a tap) would cover the legend, which wraps across the width:
+  // left out there (pinch and double-tap still zoom)
+  var config = {responsive: true, displaylogo: false, displayModeBar: narrow ? false : 'hover'};
   payload.figures.forEach(function (f) {
     var el = document.getElementById('chart-' + f.id);
     var layout = f.figure.layout;
     layout.autosize = true;
-    if (narrow) { layout.margin = {l: 48, r: 8, t: 30, b: 60}; }
+    if (narrow) { layout.margin = {l: 48, r: 8, t: 44, b: 60}; }
     Plotly.newPlot(el, f.figure.data, layout, config).then(function () { el.setAttribute('data-drawn', 'yes'); });
   });
 })();
 """
+
+
+TOP_MARGIN = 44        # room above the plot for plotly's toolbar, so it never covers a legend or a phase name
 
 
 def lift_title(figure: dict) -> str:
@@ -98,7 +104,7 @@ def lift_title(figure: dict) -> str:
     does not) and return it as plain text."""
     layout = figure["layout"]
     title = (layout.pop("title", None) or {}).get("text", "")
-    layout["margin"] = {**layout.get("margin", {}), "t": 30}
+    layout["margin"] = {**layout.get("margin", {}), "t": TOP_MARGIN}
     return html.unescape(title)
 
 
@@ -114,6 +120,14 @@ def section_html(s: Section, figures: list[dict]) -> str:
         figures.append({"id": fid, "figure": fig})
         parts.append(f'<figure><h3>{esc(title)}</h3><div class="chart" id="chart-{esc(fid)}"></div></figure>')
     return "".join(parts) + "</section>"
+
+
+def _key_cells(cells: list[str]) -> list[str]:
+    """The ratio cell as HTML: its estimate and its interval each kept whole ("1.40×" / "[1.23–1.59]"),
+    free to go on two lines, so the key columns fit a phone without breaking a number."""
+    out = list(cells)
+    out[2] = " ".join(f'<span class="nw">{esc(part)}</span>' for part in cells[2].split(" "))
+    return out
 
 
 def render(report: ReportInput) -> str:
@@ -133,9 +147,8 @@ def render(report: ReportInput) -> str:
     body.append("<nav>" + "".join(f'<a href="#{esc(k)}">{esc(t)}</a>' for k, t in links) + "</nav>")
     conf = esc(rec.confidence if rec else "none")
     body.append(f'<section id="recommendation" class="rec conf-{conf}"><h2>Recommendation</h2>'
-                f"<p>{inline_markdown(rec.text() if rec else 'No recommendation.')}</p>"
-                + (f"<p>Confidence: <strong>{conf}</strong>{' — ' + esc(rec.confidence_reason) if rec and rec.confidence_reason else ''}</p>"
-                   if rec else "") + "</section>")
+                + (f'<p class="headline">{inline_markdown(rec.headline())}</p><p>{inline_markdown(rec.detail())}</p>'
+                   if rec else "<p>No recommendation.</p>") + "</section>")
     body.append(f'<section id="warnings"><h2>Warnings ({len(warn)})</h2>')
     if warn:
         body.append('<ul class="warnings">' + "".join(
@@ -145,7 +158,7 @@ def render(report: ReportInput) -> str:
         body.append("<p>None.</p>")
     body.append("</section>")
     body.append(f'<section id="summary"><h2>Summary</h2><p>{esc(summary_note(a))}</p>'
-                + table(TABLE_HEADERS, [table_cells(r) for r in report.rows], "summary")
+                + table(TABLE_HEADERS, [_key_cells(table_cells(r)) for r in report.rows], "summary", raw_cols=(2,))
                 + table(*extra_table_rows(report)) + "<h3>Growth across replicas</h3><ul>"
                 + "".join(f"<li><strong>{esc(g.name)}</strong> ({esc(g.status)}): {esc(g.growth.reason or 'not tested')}</li>"
                           for g in a.groups if g.growth) + "</ul></section>")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ..store import decode_meta
 from .input import ReportInput
 
 FORMAT = 2      # 2: adds run, host, allocator_builds, experiment, sections
@@ -18,8 +19,8 @@ def summary_document(report: ReportInput) -> dict:
         "window": {"start": a.window.start, "end": a.window.end, "basis": a.window.basis} if a.window else None,
         "warnings": [w.as_dict() for w in a.warnings],
         "recommendation": a.recommendation.as_dict() if a.recommendation else None,
-        "run": {"name": report.run_name, "dir": str(report.run_dir), "meta": report.meta},
-        "host": report.host,
+        "run": {"name": report.run_name, "dir": str(report.run_dir), "meta": decode_meta(report.meta)},
+        "host": decode_meta(report.host),
         "allocator_builds": [g.as_dict() for g in report.groups],
         "experiment": report.experiment_text,
         "sections": {s.key: s.data for s in report.sections if s.data},

@@ -76,6 +76,23 @@ class MarkdownReporter:
         return [path]
 
 
+def provenance_value(key: str, value) -> str:
+    """One build-provenance value for a reader: times (*_at, Unix seconds) in UTC, lists joined,
+    nested records as `key=value` pairs, text and hashes in code spans; never a Python repr."""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, (int, float)) and key.endswith("_at"):
+        return utc(float(value))
+    if isinstance(value, (int, float)):
+        return f"{value:g}"
+    if isinstance(value, list):
+        return ", ".join(provenance_value(key, v) for v in value) or "–"
+    if isinstance(value, dict):
+        return "; ".join(f"{k}={provenance_value(k, v)}" for k, v in sorted(value.items()) if v not in (None, ""))
+    text = str(value).replace("`", "'")
+    return f"`{text}`"
+
+
 def render(report: ReportInput, out_dir: Path) -> str:
     a = report.analysis
     md = [f"# alloclab report: {report.run_name}", "", md_table(["", ""], metadata_rows(report))]
@@ -106,7 +123,9 @@ def render(report: ReportInput, out_dir: Path) -> str:
     built = [g for g in report.groups if g.provenance]
     if built:
         md += ["", "Allocator builds (catalog provenance):", ""]
-        md += [f"- **{g.name}**: " + "; ".join(f"{k}: {v}" for k, v in sorted(g.provenance.items())) for g in built]
+        for g in built:
+            md += [f"- **{g.name}**:"] + [f"  - {k}: {provenance_value(k, v)}" for k, v in sorted(g.provenance.items())
+                                          if v not in (None, "", [], {})]
     md += ["", "## Replicas", "", md_table(*replica_rows(report))]
     md += ["", "## How the status words are decided", ""]
     md += [f"- **{w}**: {STATUS_RULES[w]}" for w in STATUS_ORDER]

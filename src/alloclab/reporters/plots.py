@@ -243,8 +243,9 @@ def footprint(a: Analysis, events: list[dict]) -> dict | None:
         return [_line(x, y, m, s.group, color, s.name, axis.unit, xaxis=xref, yaxis=yref, showlegend=False),
                 _line(x, foot, "footprint", s.group, color, s.name, axis.unit, xaxis=xref, yaxis=yref,
                       showlegend=False, what="MB footprint", line={"color": color, "width": 1.2, "dash": "dot"})]
-    return _group_panels(a, events, f"{m} and footprint ({m} − LazyFree)",
-                         "MB", lambda s: has_values(s.lazyfree_mb), draw)
+    # a replica with LazyFree 0 throughout has a footprint equal to its metric: nothing to draw
+    return _group_panels(a, events, f"{m} and footprint ({m} − LazyFree)", "MB",
+                         lambda s: has_values(s.lazyfree_mb) and bool(np.nanmax(s.lazyfree_mb) > 0), draw)
 
 
 def _alpha(hex_color: str, alpha: float) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from ..analysis import Analysis
+from ..analysis.verdict import group_change
 from ..stats import RULES as STATS_RULES
 from ..timefmt import span as fmt_span
 
@@ -28,17 +29,20 @@ def fmt(x: float | None, spec: str = ".1f", dash: str = "–") -> str:
 
 
 def summary_rows(a: Analysis) -> list[dict]:
-    """One dict per group: the figures of the summary table (also written as CSV/JSON)."""
+    """One dict per group: the figures of the summary table (also written as CSV/JSON). Change is
+    analysis.verdict.group_change (the group's growth across replicas where computed), the same
+    figure the recommendation and the growth section state."""
     rows = []
     for g in a.groups:
         c = g.comparison
+        change_mb, change_share, window_h = group_change(g)
         rows.append({
             "group": g.name, "allocator": g.allocator, "version": g.version, "baseline": g.is_baseline,
             "replicas": g.replicas, "verified": g.verified,
             "level_mb": g.level_mb, "published_mb": g.published_mb,
             "steady_mean_mb": g.steady_mean_mb, "steady_median_mb": g.steady_median_mb,
-            "peak_mb": g.peak_mb, "final_mb": g.final_mb, "change_mb": g.change_mb, "change_share": g.change_share,
-            "window_h": g.window_h, "growth_mb_per_h": g.growth_mb_h,
+            "peak_mb": g.peak_mb, "final_mb": g.final_mb, "change_mb": change_mb, "change_share": change_share,
+            "window_h": window_h, "growth_mb_per_h": g.growth_mb_h,
             "footprint_mb": g.footprint_mb, "lazyfree_share": g.lazyfree_share,
             "ratio_to_baseline": c.ratio if c else None,
             "ratio_ci_low": c.ratio_ci[0] if c and c.ratio_ci else None,
@@ -76,16 +80,19 @@ def _allocator_cell(row: dict) -> str:
     return f"{row['allocator']} {row['version']}" if row["version"] else str(row["allocator"])
 
 
-TABLE_HEADERS = ["group", "allocator", "verified", "level MB", "footprint MB", "steady median MB", "peak MB", "final MB",
-                 "change over window", "vs baseline [CI]", "p (Holm)", "letters", "status"]
+# The key columns first (group, level, ratio with its interval, status): a narrow page or a
+# scrolled table still shows them whole (tests/integration/test_report_html_browser.py measures it)
+TABLE_HEADERS = ["group", "level MB", "vs baseline [CI]", "status", "allocator", "verified", "footprint MB",
+                 "steady median MB", "peak MB", "final MB", "change over window", "p (Holm)", "letters"]
+KEY_COLUMNS = 4
 
 
 def table_cells(row: dict) -> list[str]:
     verified = f"{row['verified']}/{row['replicas']}" if row["verified"] or row["status"] == "Unverified" \
         else f"n/a ({row['replicas']})"   # imported data: nobody checked
-    return [row["group"], _allocator_cell(row), verified, fmt(row["level_mb"]), fmt(row["footprint_mb"]),
-            fmt(row["steady_median_mb"]), fmt(row["peak_mb"]), fmt(row["final_mb"]), _growth_cell(row),
-            _ratio_cell(row), fmt(row["p_holm"], ".3g"), row["letters"] or "–", row["status"]]
+    return [row["group"], fmt(row["level_mb"]), _ratio_cell(row), row["status"], _allocator_cell(row), verified,
+            fmt(row["footprint_mb"]), fmt(row["steady_median_mb"]), fmt(row["peak_mb"]), fmt(row["final_mb"]),
+            _growth_cell(row), fmt(row["p_holm"], ".3g"), row["letters"] or "–"]
 
 
 def md_table(headers: list[str], rows: list[list[str]]) -> str:

@@ -54,7 +54,13 @@ def print_summary(a: Analysis, console, rows: list[dict] | None = None) -> None:
         console.print(Text.assemble((w.severity, SEVERITY_STYLE.get(w.severity, "")), f" {w.kind}: {w.message}"),
                       highlight=False)
     if a.recommendation:
-        console.print(a.recommendation.text().replace("**", "").replace("*", ""), markup=False, highlight=False)
+        rec = a.recommendation
+        console.print(plain(rec.headline()), style="bold", markup=False, highlight=False)
+        console.print(plain(rec.detail("the warnings printed above")), markup=False, highlight=False)
+
+
+def plain(markdown: str) -> str:
+    return markdown.replace("**", "").replace("*", "")
 
 
 class TerminalReporter:

@@ -28,7 +28,9 @@ across_runs.py
     compare_pairs(pairs, *, alpha=0.05, margin=0.05, seed=0) -> dict[str, Comparison]
         The same group in two runs (B against A): Welch t on log levels, Holm across groups, ratio
         B/A intervals at each group's Holm level (`alloclab compare`).
-    rose_beyond(comparison, pct) -> bool   the CI gate: the interval's lower end above 1 + pct/100
+    rose_beyond(comparison, pct) -> bool   the interval's lower end above 1 + pct/100 ("shown above")
+    gate(comparison, pct) -> GateResult   the CI gate: within | above | inconclusive, with the upper
+        end of the interval in percent and the smallest increase detectable with 80% power
 sequential.py
     SequentialTest(alpha=0.05, n_comparisons=1, *, max_looks=None, first_look_s=None, look_times_s=None)
         .update(levels_by_group, baseline, *, elapsed_s=None) -> SequentialDecision

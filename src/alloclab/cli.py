@@ -83,7 +83,7 @@ def report(run_dir: Path, output: Path | None, metric: str | None) -> None:
               help="CI gate: exit 1 when a group of B is shown to use more than PCT% more memory than in A (its whole "
                    "ratio interval lies above 1 + PCT/100); says inconclusive when the interval reaches past it.")
 @click.option("--fail-on-inconclusive", is_flag=True,
-              help="With --fail-on-increase: exit 3 when the data cannot tell (an interval reaches past the threshold).")
+              help="With --fail-on-increase: exit 4 when the data cannot tell (an interval reaches past the threshold).")
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
 def compare(run_a: Path, run_b: Path, by: str, metric: str | None, fail_on_increase: float | None,
             fail_on_inconclusive: bool, as_json: bool) -> None:

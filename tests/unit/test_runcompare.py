@@ -137,7 +137,7 @@ def test_gate_has_three_outcomes_and_states_what_the_data_could_detect():
     r = gate(noisy, 5)
     assert r.outcome == "inconclusive" and r.upper_pct > 50 and "reaches past 1.05" in r.reason
     assert r.detectable_pct > r.upper_pct
-    assert compare_exit_code("inconclusive", False) == 0 and compare_exit_code("inconclusive", True) == 3
+    assert compare_exit_code("inconclusive", False) == 0 and compare_exit_code("inconclusive", True) == 4
     assert compare_exit_code("within", True) == 0
 
 

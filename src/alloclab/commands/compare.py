@@ -10,7 +10,7 @@ from ..errors import UserError
 
 # exit codes (docs/compare.md): 0 shown within (or no gate), 2 bad input
 EXIT_GATE_ABOVE = 1          # a group shown above the threshold
-EXIT_GATE_INCONCLUSIVE = 3   # with --fail-on-inconclusive: the data cannot tell
+EXIT_GATE_INCONCLUSIVE = 4   # with --fail-on-inconclusive: the data cannot tell (3 is taken: environment faults such as a full disk or a damaged store)
 GATE_STYLE = {"gate PASSED": "bold green", "gate FAILED": "bold red", "gate INCONCLUSIVE": "bold yellow"}
 
 

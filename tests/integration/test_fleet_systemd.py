@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from alloclab import fleet, sampler
+from alloclab import collector, fleet, sampler
 from alloclab.store import Store
 
 SYSTEMD = "/lib/systemd/systemd"
@@ -126,7 +126,7 @@ def test_apply_collect_rollback_against_a_real_systemd(manager, tmp_path, jemall
     if cg is not None:                          # a memory controller is delegated here: the unit's usage is real
         assert cg.usage_kb() and cg.usage_kb() > 0
     run = tmp_path / "run"
-    fleet.collect(units, plan, run, interval=0.3, duration=1.5, say=lambda s: None)
+    collector.collect(units, plan, run, interval=0.3, duration=1.5, say=lambda s: None)
     store = Store.open(run)
     reps = store.replicas()
     assert all(r["verified"] == 1 for r in reps), [(r["name"], r["verify_detail"]) for r in reps]

@@ -6,7 +6,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from .. import fleet, metrics, rollout, unitfile
+from .. import collector, fleet, metrics, rollout, unitfile
 from ..config import parse_duration
 from ..errors import UserError
 
@@ -39,7 +39,7 @@ def collect_command(plan_file: Path, run: Path, interval: str, duration: str | N
     units = fleet.units_from(systemctl, root)
     plan = fleet.load_plan(plan_file)
     if install:
-        path = fleet.install_collector(units, plan_file, run, interval)
+        path = collector.install_collector(units, plan_file, run, interval)
         console.print(f"wrote {path}; start it with: systemctl enable --now alloclab-collector.service")
         return
     if host is not None:
@@ -50,7 +50,7 @@ def collect_command(plan_file: Path, run: Path, interval: str, duration: str | N
         server, port = metrics.serve(exposition, listen)
         console.print(f"serving /metrics on {metrics.parse_listen(listen)[0]}:{port}")
     try:
-        fleet.collect(units, plan, run, parse_duration(interval, "--interval"),
+        collector.collect(units, plan, run, parse_duration(interval, "--interval"),
                       parse_duration(duration, "--duration") if duration else None, console.print,
                       exposition=exposition, host=host)
     finally:

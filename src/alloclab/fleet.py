@@ -45,10 +45,19 @@ def validate_unit(name: str) -> str:
 
 # ---- the seam ---------------------------------------------------------------------------------------
 
+@dataclass(frozen=True)
+class UnitState:
+    """What systemd says about a unit at one moment: its main process and its cgroup (relative to a
+    hierarchy's root, "" when it has none, e.g. while stopped)."""
+    main_pid: int | None
+    control_group: str = ""
+
+
 class Units(Protocol):
     root: Path
 
     def list_units(self) -> list[str]: ...
+    def unit_states(self, units: list[str]) -> dict[str, UnitState]: ...
     def main_pid(self, unit: str) -> int | None: ...
     def pids(self, unit: str) -> list[int]: ...
     def is_active(self, unit: str) -> bool: ...
@@ -79,24 +88,27 @@ class Systemd:
         pid = int(self._ctl("show", "-p", "MainPID", "--value", unit).strip() or 0)
         return pid or None
 
+    def unit_states(self, units: list[str]) -> dict[str, UnitState]:
+        """Main process and cgroup of many units in one `systemctl show` (the collector asks only
+        about units whose main process it lost): one child process, not one per unit."""
+        states: dict[str, UnitState] = {}
+        for start in range(0, len(units), 4000):          # well under the kernel's argument limit
+            out = self._ctl("show", "-p", "Id,MainPID,ControlGroup", *units[start:start + 4000])
+            for block in out.split("\n\n"):
+                props = dict(line.partition("=")[::2] for line in block.splitlines() if "=" in line)
+                if props.get("Id"):
+                    states[props["Id"]] = UnitState(int(props.get("MainPID") or 0) or None, props.get("ControlGroup", ""))
+        return {u: states.get(u, UnitState(None)) for u in units}
+
     def pids(self, unit: str) -> list[int]:
-        cg = self._ctl("show", "-p", "ControlGroup", "--value", unit).strip()
-        for base in ("/sys/fs/cgroup", "/sys/fs/cgroup/unified", "/sys/fs/cgroup/systemd"):
-            procs = Path(base + cg) / "cgroup.procs"
-            if cg and procs.exists():
-                return sorted(int(x) for x in procs.read_text().split())
+        procs, _ = cgroup_files(self._ctl("show", "-p", "ControlGroup", "--value", unit).strip())
+        if procs is not None:
+            return read_cgroup_procs(procs) or []
         return _tree_of(self.main_pid(unit))
 
     def memory_cgroup(self, unit: str) -> sampler.Cgroup | None:
         """The unit's cgroup where it has a memory controller (v2, or v1's memory hierarchy)."""
-        cg = self._ctl("show", "-p", "ControlGroup", "--value", unit).strip()
-        if not cg:
-            return None
-        for base, version in (("/sys/fs/cgroup", 2), ("/sys/fs/cgroup/unified", 2), ("/sys/fs/cgroup/memory", 1)):
-            path = Path(base + cg)
-            if (path / ("memory.current" if version == 2 else "memory.usage_in_bytes")).exists():
-                return sampler.Cgroup(path, version)
-        return None
+        return cgroup_files(self._ctl("show", "-p", "ControlGroup", "--value", unit).strip())[1]
 
     def is_active(self, unit: str) -> bool:
         return self._ctl("is-active", unit).strip() == "active"
@@ -108,6 +120,29 @@ class Systemd:
         # a unit that hit its start limit (a crash loop being rolled back) refuses a plain restart
         subprocess.run(["systemctl", *(["--user"] if self.user else []), "reset-failed", unit], capture_output=True)
         self._ctl("restart", unit)
+
+
+def cgroup_files(control_group: str) -> tuple[str | None, sampler.Cgroup | None]:
+    """A unit's cgroup.procs file (v2, v1's systemd hierarchy) and its memory cgroup (v2, or v1's
+    memory hierarchy), where they exist; (None, None) for a unit without a cgroup."""
+    if not control_group:
+        return None, None
+    procs = next((f for base in ("/sys/fs/cgroup", "/sys/fs/cgroup/unified", "/sys/fs/cgroup/systemd")
+                  if os.path.exists(f := f"{base}{control_group}/cgroup.procs")), None)
+    for base, version in (("/sys/fs/cgroup", 2), ("/sys/fs/cgroup/unified", 2), ("/sys/fs/cgroup/memory", 1)):
+        path = Path(base + control_group)
+        if (path / ("memory.current" if version == 2 else "memory.usage_in_bytes")).exists():
+            return procs, sampler.Cgroup(path, version)
+    return procs, None
+
+
+def read_cgroup_procs(path: str) -> list[int] | None:
+    """The pids in a cgroup.procs file ([] when empty), None when the cgroup is gone."""
+    try:
+        with open(path, "rb") as f:
+            return [int(x) for x in f.read().split()]
+    except OSError:
+        return None
 
 
 class LocalUnits:
@@ -155,6 +190,9 @@ class LocalUnits:
 
     def pids(self, unit: str) -> list[int]:
         return _tree_of(self.main_pid(unit))
+
+    def unit_states(self, units: list[str]) -> dict[str, UnitState]:
+        return {u: UnitState(self.main_pid(u)) for u in units}     # no cgroups: the collector walks the tree
 
     def is_active(self, unit: str) -> bool:
         return self.main_pid(unit) is not None

@@ -39,20 +39,21 @@ def collect_command(plan_file: Path, run: Path, interval: str, duration: str | N
     units = fleet.units_from(systemctl, root)
     plan = fleet.load_plan(plan_file)
     if install:
-        path = collector.install_collector(units, plan_file, run, interval)
-        console.print(f"wrote {path}; start it with: systemctl enable --now alloclab-collector.service")
+        path = collector.install_collector(units, plan_file, run, interval, systemctl, listen, host, duration)
+        user = " --user" if systemctl == "user" else ""
+        console.print(f"wrote {path}; start it with: systemctl{user} enable --now alloclab-collector.service")
         return
     if host is not None:
         unitfile.check_value(host, "--host")
     exposition, server = None, None
     if listen:
-        exposition = metrics.Exposition()
+        exposition = metrics.Exposition(metrics.CollectorHealth())
         server, port = metrics.serve(exposition, listen)
         console.print(f"serving /metrics on {metrics.parse_listen(listen)[0]}:{port}")
     try:
         collector.collect(units, plan, run, parse_duration(interval, "--interval"),
-                      parse_duration(duration, "--duration") if duration else None, console.print,
-                      exposition=exposition, host=host)
+                          parse_duration(duration, "--duration") if duration else None, console.print,
+                          exposition=exposition, host=host)
     finally:
         if server is not None:
             server.shutdown()

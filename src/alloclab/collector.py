@@ -166,6 +166,31 @@ class UnitReader:
         return out
 
 
+@dataclass
+class CgroupReading:
+    """A unit's memory cgroup read once this tick (the recorder asks for usage and peak)."""
+    usage: int | None
+    peak: int | None
+
+    def usage_kb(self) -> int | None:
+        return self.usage
+
+    def peak_kb(self) -> int | None:
+        return self.peak
+
+
+def _cgroup_reading(cgroup: sampler.Cgroup | None, budget: sampler.SmapsBudget) -> CgroupReading | None:
+    """The unit cgroup's memory figures, read within the full tier's budget: cgroup v1's
+    memory.usage_in_bytes costs the kernel ~40-90 us a read (measured: benchmarks/fleet_collector.py),
+    more than the cheap tier's whole per-unit cost."""
+    if cgroup is None or not budget.allowed():
+        return None
+    t0 = time.thread_time()
+    reading = CgroupReading(cgroup.usage_kb(), cgroup.peak_kb())
+    budget.spent += time.thread_time() - t0
+    return reading
+
+
 def collect(units: Units, plan: Plan, run: Path, interval: float, duration: float | None, say=print,
             smaps_budget: float = 0.02, verify_every: float = 300.0, exposition: "metrics.Exposition | None" = None,
             host: str | None = None) -> dict:
@@ -256,7 +281,7 @@ def collect(units: Units, plan: Plan, run: Path, interval: float, duration: floa
                         restarts[unit] += 1
                     mains[unit] = w.main
                 if rd:
-                    recorder.observe(t, rd, now, "load", cgroup=w.memory)
+                    recorder.observe(t, rd, now, "load", cgroup=_cgroup_reading(w.memory, budget))
                 elif w.up:
                     store.event(now, "unit_stopped", f"{unit}: no process", t.id, t.group_name)
                 w.up = bool(rd)
@@ -287,7 +312,7 @@ def collect(units: Units, plan: Plan, run: Path, interval: float, duration: floa
         store.close()
     say(f"collected {ticks} rounds of {len(watches)} units into {run}")
     return {"ticks": ticks, "resumed": resumed, "lateness": list(lateness), "durations": list(durations),
-            "systemd_queries": reader.queries}
+            "systemd_queries": reader.queries, "full_tier_cpu_s": budget.spent}
 
 
 def _snapshot(now: float, host: str, watches: dict[str, Watch], groups: dict, rows: list[tuple],

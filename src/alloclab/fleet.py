@@ -139,8 +139,7 @@ def cgroup_files(control_group: str) -> tuple[str | None, sampler.Cgroup | None]
 def read_cgroup_procs(path: str) -> list[int] | None:
     """The pids in a cgroup.procs file ([] when empty), None when the cgroup is gone."""
     try:
-        with open(path, "rb") as f:
-            return [int(x) for x in f.read().split()]
+        return [int(x) for x in sampler.read_small(path).split()]
     except OSError:
         return None
 

@@ -392,12 +392,14 @@ def _check_library(group: dict) -> None:
 
 def apply_plan(units: Units, plan: Plan, batch: int | str, dry_run: bool, say=print, timeout: float = 30.0,
                guards: rollout.Guards | None = None, settle: float = 0.0, scope: str = "all",
-               sample_every: float = 1.0) -> dict:
+               sample_every: float = 1.0, history: Path | None = None) -> dict:
     """Back up every drop-in, then batch by batch: write the batch's drop-ins, reload, restart,
     verify. Without guards the first failure stops the rollout (undo: `fleet rollback`). With
     guards (a canary rollout, `fleet deploy`) each batch also settles for `settle` seconds under
     watch, and a failure or a tripped guard rolls back automatically: the tripped batch
-    (scope "batch") or everything this apply restarted (scope "all"), byte for byte."""
+    (scope "batch") or everything this apply restarted (scope "all"), byte for byte. `history`: the
+    collector's run of these units, where the increase guard reads each old process's level at the
+    new process's age (rollout.memory_trip)."""
     root = units.root
     present = set(units.list_units())
     missing = [u for u in plan.data["units"] if u not in present]
@@ -438,9 +440,11 @@ def apply_plan(units: Units, plan: Plan, batch: int | str, dry_run: bool, say=pr
             manifest["units"][unit] = {"dropin": str(path), "had_file": False, "dir_existed": path.parent.exists()}
     (generation / "manifest.json").write_text(json.dumps(manifest, indent=2))
     done: list[str] = []
+    watched: dict[str, dict] = {}
+    past = _open_history(history) if guards is not None else None
     for i, b in enumerate(batches, 1):
         names = [u for u, _, _ in b]
-        old_kb = {u: _rss_kb(units, u) for u in names}          # each unit's level on its old allocator
+        old = {u: _old_process(units, u, past) for u in names}   # each unit's level on its old allocator
         for unit, path, text in b:       # later batches keep their old drop-ins until their turn
             path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_suffix(".tmp")
@@ -456,7 +460,7 @@ def apply_plan(units: Units, plan: Plan, batch: int | str, dry_run: bool, say=pr
                 problem = (unit, f"failed verification after restart: {detail}")
                 break
         if problem is None and guards is not None:
-            problem = _settle(units, names, old_kb, guards, settle, sample_every)
+            problem = _settle(units, names, old, guards, settle, sample_every, watched)
         if problem is not None:
             unit, why = problem
             if guards is None:
@@ -469,11 +473,36 @@ def apply_plan(units: Units, plan: Plan, batch: int | str, dry_run: bool, say=pr
             if scope == "all":
                 generation.rename(generation.with_name(generation.name + ".rolled-back"))
             return {"dry_run": False, "units": len(done), "batches": len(batches), "generation": str(generation),
-                    "tripped": {"batch": i, "unit": unit, "why": why, "rolled_back": undo, "scope": scope}}
+                    "tripped": {"batch": i, "unit": unit, "why": why, "rolled_back": undo, "scope": scope},
+                    "watched": watched}
         done.extend(names)
         say(f"batch {i}/{len(batches)}: {', '.join(names)} active and verified"
             + (f", settled {settle:g} s within the guards" if guards is not None else ""))
-    return {"dry_run": False, "units": len(done), "batches": len(batches), "generation": str(generation), "tripped": None}
+    return {"dry_run": False, "units": len(done), "batches": len(batches), "generation": str(generation), "tripped": None,
+            "watched": watched}
+
+
+def _open_history(run: Path | None):
+    """The collector's store of these units, read-only (None without one)."""
+    if run is None:
+        return None
+    from .store import DB_NAME, Store
+    db = run / DB_NAME if run.is_dir() else run
+    if not db.is_file():
+        raise UserError(f"--history {run}: no collector run there", "give the -o directory of `alloclab fleet collect`")
+    return Store.open_readonly(db)
+
+
+def _old_process(units: Units, unit: str, past) -> dict:
+    """A unit's process before its restart: its level now (kB), its age (s), and its level along its
+    life by age, [(age, kB)], from the collector's store where it has the process."""
+    ident = _identity(units, unit)
+    age = sampler.process_age(ident[1]) if ident else None
+    curve = []
+    if ident and past is not None:
+        born = time.time() - age
+        curve = [(t - born, kb) for t, kb in past.process_curve(unit, *ident)]
+    return {"kb": _rss_kb(units, unit), "age": age, "curve": curve}
 
 
 def _rss_kb(units: Units, unit: str) -> int | None:
@@ -484,12 +513,20 @@ def _rss_kb(units: Units, unit: str) -> int | None:
     return sum((sampler.read_statm(p) or (0, 0))[1] for p in pids)
 
 
-def _settle(units: Units, names: list[str], old_kb: dict[str, int | None], guards: rollout.Guards, settle: float,
-            sample_every: float) -> tuple[str, str] | None:
-    """Watch a restarted batch for `settle` seconds; the first unit that trips a guard, and why."""
+def _settle(units: Units, names: list[str], old: dict[str, dict], guards: rollout.Guards, settle: float,
+            sample_every: float, watched: dict[str, dict] | None = None) -> tuple[str, str] | None:
+    """Watch a restarted batch for `settle` seconds; the first unit that trips a guard, and why.
+    Each sample is taken with the new process's age, so the increase guard compares like with like
+    (rollout.memory_trip); what was watched goes into `watched` (the deploy's --json, tests)."""
     memory: dict[str, list[int]] = {u: [] for u in names}
+    ages: dict[str, list[float]] = {u: [] for u in names}
     identity = {u: _identity(units, u) for u in names}
     restarts = {u: 0 for u in names}
+    warmup = {u: rollout.effective_warmup(guards, old[u]["age"], settle) for u in names}
+    if watched is not None:
+        for u in names:
+            watched[u] = {"kb": memory[u], "ages": ages[u], "old_kb": old[u]["kb"], "old_age": old[u]["age"],
+                          "warmup": warmup[u], "old_curve_points": len(old[u]["curve"])}
     deadline = time.monotonic() + settle
     while True:
         for unit in names:
@@ -503,7 +540,9 @@ def _settle(units: Units, names: list[str], old_kb: dict[str, int | None], guard
             if now is not None:
                 identity[unit] = now
                 memory[unit].append(_rss_kb(units, unit) or 0)
-            why = rollout.restart_trip(restarts[unit], guards) or rollout.memory_trip(memory[unit], old_kb[unit], guards)
+                ages[unit].append(sampler.process_age(now[1]))
+            why = rollout.restart_trip(restarts[unit], guards) or rollout.memory_trip(
+                memory[unit], old[unit]["kb"], guards, ages[unit], warmup[unit], old[unit]["curve"] or None)
             if why:
                 return unit, why
         if time.monotonic() >= deadline:
@@ -552,17 +591,46 @@ def _dev_inode(library: str | None) -> dict:
     return {"dev": st.st_dev, "inode": st.st_ino}
 
 
-def deploy(units: Units, allocator: str, pattern: str, batch: int | str, dry_run: bool, out: Path, say=print,
+def deploy(units: Units, allocator: str | None, pattern: str, batch: int | str, dry_run: bool, out: Path, say=print,
            env: dict[str, str] | None = None, guards: rollout.Guards | None = None, settle: float = 0.0,
-           scope: str = "all", sample_every: float = 1.0) -> dict:
+           scope: str = "all", sample_every: float = 1.0, group_file: Path | None = None, group: str | None = None,
+           history: Path | None = None) -> dict:
     """Roll one allocator out to every matching unit: a one-group plan, applied in canary batches
-    under the guards (rolled back automatically when one trips)."""
+    under the guards (rolled back automatically when one trips). The allocator and its environment
+    come from the arguments, or from group `group` of a groups file (its env, then `env` over it);
+    make_plan validates them as it does every group's tunables."""
     groups_file = out.with_suffix(".toml")
+    if group_file is not None:
+        allocator, file_env = group_from_file(group_file, group, allocator)
+        env = {**file_env, **(env or {})}
+    elif allocator is None:
+        raise UserError("deploy needs an allocator", "give ALLOCATOR, or --group-file FILE --group NAME")
     unitfile.check_env(env or {}, "deploy")
     env_line = "".join(f'\nenv = {{ {", ".join(f"{json.dumps(k)} = {json.dumps(v)}" for k, v in (env or {}).items())} }}' if env else "")
     groups_file.write_text(f'name = "deploy"\ncommand = ["/bin/true"]\n[[group]]\nname = "deploy"\nallocator = {json.dumps(allocator)}{env_line}\n')
     plan = make_plan(units, pattern, groups_file, 0, out)
-    return apply_plan(units, plan, batch, dry_run, say, guards=guards, settle=settle, scope=scope, sample_every=sample_every)
+    return apply_plan(units, plan, batch, dry_run, say, guards=guards, settle=settle, scope=scope, sample_every=sample_every,
+                      history=history)
+
+
+def group_from_file(path: Path, name: str | None, allocator: str | None) -> tuple[str, dict[str, str]]:
+    """(allocator, env) of group NAME of a groups file; a relative library path is made absolute
+    from the file's directory (the deploy's own groups file lives elsewhere)."""
+    if allocator is not None:
+        raise UserError("give either ALLOCATOR or --group-file/--group, not both", "drop one of them")
+    exp = load_experiment(path)
+    names = [g.name for g in exp.groups]
+    if name is None:
+        if len(names) != 1:
+            raise UserError(f"{path} has {len(names)} groups", f"choose one with --group ({', '.join(names)})")
+        name = names[0]
+    chosen = next((g for g in exp.groups if g.name == name), None)
+    if chosen is None:
+        raise UserError(f"{path} has no group {name!r}", f"groups: {', '.join(names)}")
+    request = chosen.allocator
+    if "/" in request and not Path(request).is_absolute():
+        request = str((exp.base_dir / request).resolve())
+    return request, dict(chosen.env)
 
 
 def load_manifest(path: Path, root: Path) -> dict:

@@ -261,6 +261,16 @@ class Store:
     def groups(self) -> list[dict]:
         return [dict(r) for r in self.query("SELECT * FROM groups ORDER BY id")]
 
+    def process_curve(self, replica: str, pid: int, start_ticks: int) -> list[tuple[float, int]]:
+        """(t, rss_kb) of a replica's samples taken while one of its processes (pid, start ticks)
+        lived, in time order: a fleet unit's level along its old main process's life (the canary
+        guard compares a new process with it at the same age)."""
+        return [(r[0], r[1]) for r in self.query(
+            "SELECT s.t, s.rss_kb FROM samples s JOIN replicas r ON r.id = s.replica_id "
+            "JOIN processes p ON p.replica_id = r.id AND p.pid = ? AND p.start_ticks = ? "
+            "WHERE r.name = ? AND s.t BETWEEN p.first_seen AND p.last_seen AND s.rss_kb IS NOT NULL ORDER BY s.t",
+            (pid, start_ticks, replica))]
+
     def replicas(self) -> list[dict]:
         """Every replica with its group's name as `group` (ordered by group, then index)."""
         return [dict(r) for r in self.query(

@@ -9,7 +9,9 @@ second template that exits after 0.5 s with Restart=always (a crash loop, as in 
 is made by `fleet plan`'s code; the collector is `collector.collect` exactly as `fleet collect`
 runs it, in a child process (RUSAGE_SELF + RUSAGE_CHILDREN, so `systemctl` children count),
 interval 1 s, full tier within its default budget (2% of a core, the same as `run`'s sampler).
-Measured per size: CPU share of one core (collector + its children), the full tier's share,
+Measured per size: CPU share of one core (collector + its children, start-up included), the
+steady-state CPU per tick (median over the ticks after the third, process CPU of the collector;
+the cheap tier is that less the full tier's mean per tick), the full tier's share,
 tick duration (median, p99), tick lateness against the fixed schedule (p99, as a share of the
 interval), systemd questions per tick, and the C floor of the cheap tier (native/sampler_floor.c
 -c: each unit's cgroup.procs, then stat + statm of its processes; open/read/close, no Python).
@@ -53,7 +55,7 @@ def child(args) -> None:
     wall = time.monotonic() - t0
     me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     print(json.dumps({"wall_s": wall, "cpu_self_s": me.ru_utime + me.ru_stime, "cpu_children_s": kids.ru_utime + kids.ru_stime,
-                      **{k: result[k] for k in ("ticks", "lateness", "durations", "systemd_queries", "full_tier_cpu_s")}}))
+                      **{k: result[k] for k in ("ticks", "lateness", "durations", "tick_cpu", "systemd_queries", "full_tier_cpu_s")}}))
 
 
 def start_units(names: list[str]) -> None:
@@ -109,11 +111,18 @@ def measure(n: int, crashing: int, seconds: float, interval: float, helpers: Pat
     cheap_cpu = cpu - got["full_tier_cpu_s"]
     floor_share = floor["unit_us"] * 1e-6 * n / interval
     late = got["lateness"]
+    steady = got["tick_cpu"][3:] or got["tick_cpu"]            # after start-up (first verifications, rows)
+    full_per_tick = got["full_tier_cpu_s"] / got["ticks"]
     return {
         "units": n, "crashing_units": crashing, "unit_type": "Type=simple (memhog 1 MiB)", "interval_s": interval,
         "seconds": round(got["wall_s"], 1), "ticks": got["ticks"], "load_average": os.getloadavg(),
         "start_units_s": round(started_s, 1), "plan_s": round(plan_s, 1),
         "cpu_share_of_one_core": round(cpu / got["wall_s"], 4),
+        "slots": int(got["wall_s"] / interval), "ticks_on_time": sum(1 for x in late if x <= 0.1 * interval) + 1,
+        "steady_tick_cpu_median_s": round(statistics.median(steady), 4),
+        "steady_cheap_share_at_interval": round((statistics.median(steady) - full_per_tick) / interval, 4),
+        "steady_cheap_us_per_unit": round((statistics.median(steady) - full_per_tick) / n * 1e6, 1),
+        "steady_ratio_to_floor": round((statistics.median(steady) - full_per_tick) / n * 1e6 / floor["unit_us"], 2),
         "cpu_children_share": round(got["cpu_children_s"] / got["wall_s"], 4),
         "full_tier_share": round(got["full_tier_cpu_s"] / got["wall_s"], 4),
         "cheap_tier_share": round(cheap_cpu / got["wall_s"], 4),

@@ -85,15 +85,13 @@ class TickClock:
         self.slot = 0
 
     def wait(self) -> float | None:
-        """Lateness of the next tick in seconds, None when stopped while waiting."""
-        self.slot += 1
-        now = time.monotonic()
-        behind = int((now - self.t0) / self.interval)
-        if behind >= self.slot:                   # overran: the next slot still ahead
-            self.slot = behind + 1
+        """Lateness of the next tick in seconds (from the slot it was due at, the one right after the
+        last tick's, even when an overrun skips to a later slot), None when stopped while waiting."""
+        due = self.t0 + (self.slot + 1) * self.interval
+        self.slot = max(self.slot + 1, int((time.monotonic() - self.t0) / self.interval) + 1)
         if self.stop.wait(max(0.0, self.t0 + self.slot * self.interval - time.monotonic())):
             return None
-        return max(0.0, time.monotonic() - (self.t0 + self.slot * self.interval))
+        return max(0.0, time.monotonic() - due)
 
 
 def _raise_open_files() -> None:
@@ -141,28 +139,29 @@ class UnitReader:
             return []
         return sampler.tree({w.main}, table) if table is not None else []
 
+    def _sample(self, members: dict[str, list[int]], budget: sampler.SmapsBudget) -> dict[str, list[sampler.ProcReading]]:
+        """One sampler pass over every unit's members (one budget order, one pid re-check), split by unit."""
+        readings = {r.stat.pid: r for r in sampler.sample_processes([p for ps in members.values() for p in ps], budget)}
+        return {unit: [readings[p] for p in ps if p in readings] for unit, ps in members.items()}
+
     def read(self, budget: sampler.SmapsBudget, first: bool = False) -> dict[str, list[sampler.ProcReading]]:
         """unit -> its readings this tick ([] when it has no process)."""
         now = time.monotonic()
         if first:
             self._ask(list(self.watches))
         table = sampler.all_processes() if any(w.procs is None for w in self.watches.values()) else None
-        out: dict[str, list[sampler.ProcReading]] = {}
+        out = self._sample({unit: self._members(w, table) for unit, w in self.watches.items()}, budget)
         lost = []
         for unit, w in self.watches.items():
-            members = self._members(w, table)
-            readings = sampler.sample_processes(members, budget) if members else []
+            readings = out[unit]
             if w.main is not None and not any(r.stat.identity == w.main for r in readings):
                 lost.append(unit)               # its main process is gone: a restart, a stop, or a crash loop
             elif w.main is None and (readings or now - w.asked >= REASK_DOWN):
                 lost.append(unit)               # processes back in its cgroup, or a periodic look at a stopped unit
-            out[unit] = readings
         if lost and not first:
             self._ask(lost)
             table = sampler.all_processes() if any(self.watches[u].procs is None for u in lost) else table
-            for unit in lost:
-                members = self._members(self.watches[unit], table)
-                out[unit] = sampler.sample_processes(members, budget) if members else []
+            out.update(self._sample({unit: self._members(self.watches[unit], table) for unit in lost}, budget))
         return out
 
 
@@ -262,10 +261,11 @@ def collect(units: Units, plan: Plan, run: Path, interval: float, duration: floa
     started, ticks = time.monotonic(), 0
     lateness: collections.deque[float] = collections.deque(maxlen=100_000)
     durations: collections.deque[float] = collections.deque(maxlen=100_000)
+    tick_cpu: collections.deque[float] = collections.deque(maxlen=100_000)     # process CPU per tick
     readings_now: dict[str, list[sampler.ProcReading]] | None = first
     try:
         while duration is None or time.monotonic() - started < duration:
-            t_tick = time.monotonic()
+            t_tick, cpu_tick = time.monotonic(), time.process_time()
             now = time.time()
             if last is not None and now <= last:       # never two samples at one time, even across restarts
                 now = last + 1e-3
@@ -294,6 +294,7 @@ def collect(units: Units, plan: Plan, run: Path, interval: float, duration: floa
             ticks += 1
             spent = time.monotonic() - t_tick
             durations.append(spent)
+            tick_cpu.append(time.process_time() - cpu_tick)
             if health:
                 health.tick(spent)
             if duration is not None and time.monotonic() - started >= duration:
@@ -312,6 +313,7 @@ def collect(units: Units, plan: Plan, run: Path, interval: float, duration: floa
         store.close()
     say(f"collected {ticks} rounds of {len(watches)} units into {run}")
     return {"ticks": ticks, "resumed": resumed, "lateness": list(lateness), "durations": list(durations),
+            "tick_cpu": list(tick_cpu),
             "systemd_queries": reader.queries, "full_tier_cpu_s": budget.spent}
 
 

@@ -262,14 +262,23 @@ class Plan:
         return self.data["assignments"]
 
 
-def _unit_facts(units: Units, unit: str) -> dict:
-    pid = units.main_pid(unit)
-    rss = sum((sampler.read_statm(p) or (0, 0))[1] for p in units.pids(unit)) if pid else 0
-    uptime = 0.0
-    if pid:
-        st = sampler.read_stat(pid)
+def _unit_facts(units: Units, names: list[str]) -> list[dict]:
+    """Memory and uptime of each unit now: systemd asked once for all of them (unit_states), the
+    members read from each unit's cgroup (or its main process's tree where it has none)."""
+    states = units.unit_states(names)
+    table = None
+    out = []
+    for unit in names:
+        pid = states[unit].main_pid
+        st = sampler.read_stat(pid) if pid else None
+        members = read_cgroup_procs(procs) if (procs := cgroup_files(states[unit].control_group)[0]) else None
+        if members is None and st:
+            table = table if table is not None else sampler.all_processes()
+            members = sampler.tree({st.identity}, table)
+        rss = sum((sampler.read_statm(p) or (0, 0))[1] for p in members or []) if st else 0
         uptime = sampler.process_age(st.start_ticks) if st else 0.0
-    return {"unit": unit, "memory_kb": rss, "uptime_s": round(uptime, 1), "main_pid": pid}
+        out.append({"unit": unit, "memory_kb": rss, "uptime_s": round(uptime, 1), "main_pid": pid})
+    return out
 
 
 def make_plan(units: Units, pattern: str, groups_file: Path, seed: int, out: Path) -> Plan:
@@ -288,7 +297,7 @@ def make_plan(units: Units, pattern: str, groups_file: Path, seed: int, out: Pat
         groups.append({"name": g.name, "allocator": g.allocator, "kind": spec.kind, "library": spec.path,
                        "sha256": spec.sha256, "family": spec.family, "version": spec.version, "env": g.env})
         check_group(groups[-1], str(groups_file))
-    facts = [_unit_facts(units, u) for u in chosen]
+    facts = _unit_facts(units, chosen)
     # stratify: rank by memory (then uptime); each consecutive block of len(groups) units gets
     # every group once, in a seeded random order, so groups start with similar memory and age
     rng = random.Random(seed)

@@ -226,6 +226,10 @@ class Store:
         sets = ", ".join(f"{k} = ?" for k in values)
         self.conn.execute(f"UPDATE {table} SET {sets} WHERE id = ?", (*values.values(), row_id))
 
+    def processes_seen(self, t: float, process_ids: Iterable[int]) -> None:
+        """last_seen = t for many processes rows in one statement (one per tick, not per process)."""
+        self.conn.executemany("UPDATE processes SET last_seen = ? WHERE id = ?", ((t, i) for i in process_ids))
+
     def process_row(self, pid: int, start_ticks: int) -> int | None:
         """The id of the processes row of (pid, start ticks), if it was recorded."""
         found = self.conn.execute("SELECT id FROM processes WHERE pid = ? AND start_ticks = ?", (pid, start_ticks)).fetchone()

@@ -23,6 +23,7 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -59,16 +60,20 @@ def child(args) -> None:
 
 
 def start_units(names: list[str]) -> None:
-    for i in range(0, len(names), 500):
-        subprocess.run(["systemctl", "--user", "start", "--no-block", *names[i:i + 500]], check=True)
-    deadline = time.monotonic() + 600
+    """Start them in chunks (no waiting on each job), then until all are active, start what is not
+    (a busy manager can refuse a chunk: "Connection timed out")."""
+    wanted = set(names)
+    deadline = time.monotonic() + 900
     while time.monotonic() < deadline:
         out = subprocess.run(["systemctl", "--user", "list-units", "--type=service", "--state=active", "--no-legend",
                               "--plain"], capture_output=True, text=True).stdout
-        if sum(1 for line in out.splitlines() if line.split()[0] in set(names)) >= len(names):
+        missing = sorted(wanted - {line.split()[0] for line in out.splitlines() if line.strip()})
+        if not missing:
             return
-        time.sleep(1)
-    raise RuntimeError("units did not all start in 600 s")
+        for i in range(0, len(missing), 250):
+            subprocess.run(["systemctl", "--user", "start", "--no-block", *missing[i:i + 250]], capture_output=True)
+        time.sleep(2)
+    raise RuntimeError("units did not all start in 900 s")
 
 
 def pct(values: list[float], q: float) -> float:
@@ -157,6 +162,9 @@ def main() -> None:
             print(json.dumps(measure(n, args.crashing, args.seconds, args.interval, helpers, scratch), indent=2), flush=True)
     except Unavailable as exc:
         sys.exit(f"no systemd user manager here: {exc}")
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+        shutil.rmtree(helpers, ignore_errors=True)
 
 
 if __name__ == "__main__":

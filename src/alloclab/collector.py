@@ -111,13 +111,15 @@ class UnitReader:
         self.units, self.watches, self.health = units, watches, health
         self.boot = time.time() - sampler.uptime()
         self.queries = 0                           # batched systemd questions asked (benchmarks)
+        self.last_error: str | None = None
 
     def _ask(self, names: list[str]) -> None:
         if not names:
             return
         try:
             states = self.units.unit_states(names)
-        except UserError:
+        except UserError as exc:
+            self.last_error = exc.problem
             if self.health:
                 self.health.error("systemd")
             return
@@ -217,7 +219,8 @@ def collect(units: Units, plan: Plan, run: Path, interval: float, duration: floa
             raise UserError(f"cannot read the memory of any of the {len(watches)} units' processes (e.g. {having[0]}, "
                             f"pid {watches[having[0]].main[0]})", "run the collector as root or as the units' user")
         raise UserError(f"none of the plan's {len(watches)} units has a running process here "
-                        f"({type(units).__name__} under {units.root})",
+                        f"({type(units).__name__} under {units.root}"
+                        + (f"; {reader.last_error}" if reader.last_error else "") + ")",
                         "start the units, or give the --systemctl (systemd, user) and --root the plan was made with")
     resumed = (run / DB_NAME).exists()
     if resumed:

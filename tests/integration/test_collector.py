@@ -143,7 +143,7 @@ def test_redeploying_the_same_jemalloc_setup_after_45s_does_not_trip_the_increas
         assert col.returncode == 0, col.stderr
         guards = rollout.Guards(max_increase=0.25, persist=3)
         again = fleet.deploy(units, jemalloc, "spike@*", 2, False, tmp_path / "d2.json", say=lambda s: None, env=setup,
-                             guards=guards, settle=8.0, sample_every=0.5, history=run)
+                             guards=guards, settle=6.0, sample_every=0.5, history=run)
         watched = again["watched"]
         assert again["tripped"] is None, again["tripped"]
         for unit, w in watched.items():
@@ -153,3 +153,21 @@ def test_redeploying_the_same_jemalloc_setup_after_45s_does_not_trip_the_increas
     finally:
         for a in ("spike@a.service", "spike@b.service"):
             units.stop(a)
+
+
+def test_deploy_takes_a_groups_file_group_and_env_validated_as_tunables(root):  # noqa: F811
+    """`fleet deploy --group-file groups.toml --group jemalloc --env KEY=VALUE` (a dry run: every
+    drop-in it would write), and its bad input in one line with exit 2."""
+    base = ["fleet", "deploy", "--units", "tor@*", "--root", str(root), "--systemctl", "local", "--dry-run",
+            "-o", str(root.parent / "deploy.json")]
+    groups = str(root.parent / "groups.toml")
+    ok = run_cli(*base, "--group-file", groups, "--group", "jemalloc", "--env", "MALLOC_CONF=background_thread:true,dirty_decay_ms:0")
+    assert ok.returncode == 0, ok.stderr
+    assert ok.stdout.count('Environment="MALLOC_CONF=background_thread:true,dirty_decay_ms:0"') == len(
+        [n for n in ok.stdout.splitlines() if n.startswith("would write")]) == 6
+    assert "LD_PRELOAD=" in ok.stdout
+    for args, says in [(["--env", "NOEQUALS"], "not KEY=VALUE"),
+                       (["--group-file", groups, "--group", "nosuch"], "has no group 'nosuch'"),
+                       (["--group-file", groups, "--group", "jemalloc", "--env", "MALLOC_CONF=no_such_option:1"], "MALLOC_CONF")]:
+        bad = run_cli(*base, *args)
+        assert bad.returncode == 2 and says in bad.stderr and "Traceback" not in bad.stderr, (args, bad.stderr)

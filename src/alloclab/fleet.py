@@ -30,6 +30,7 @@ from .config import load_experiment
 from .errors import UserError
 
 DROPIN_NAME = "50-alloclab.conf"
+UNIT_STATES_TIMEOUT = 30.0      # seconds one batched `systemctl show` may take before the collector moves on
 UNIT_NAME = re.compile(r"^[A-Za-z0-9:_.\\-]+(@[A-Za-z0-9:_.\\-]*)?\.service$")
 
 
@@ -74,8 +75,12 @@ class Systemd:
     def __init__(self, root: Path = Path("/"), user: bool = False):
         self.root, self.user = root, user
 
-    def _ctl(self, *args: str) -> str:
-        proc = subprocess.run(["systemctl", *(["--user"] if self.user else []), *args], capture_output=True, text=True)
+    def _ctl(self, *args: str, timeout: float | None = None) -> str:
+        try:
+            proc = subprocess.run(["systemctl", *(["--user"] if self.user else []), *args], capture_output=True, text=True,
+                                  timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise UserError(f"systemctl {args[0]} did not answer in {timeout:g} s", "check the manager's load") from None
         if proc.returncode not in (0, 3):          # 3: inactive, for is-active
             raise UserError(f"systemctl {' '.join(args)} failed: {proc.stderr.strip()[:200]}", "check the unit and your rights")
         return proc.stdout
@@ -93,7 +98,8 @@ class Systemd:
         about units whose main process it lost): one child process, not one per unit."""
         states: dict[str, UnitState] = {}
         for start in range(0, len(units), 4000):          # well under the kernel's argument limit
-            out = self._ctl("show", "-p", "Id,MainPID,ControlGroup", *units[start:start + 4000])
+            # bounded: a manager busy with a crash loop on a loaded host answered after minutes
+            out = self._ctl("show", "-p", "Id,MainPID,ControlGroup", *units[start:start + 4000], timeout=UNIT_STATES_TIMEOUT)
             for block in out.split("\n\n"):
                 props = dict(line.partition("=")[::2] for line in block.splitlines() if "=" in line)
                 if props.get("Id"):

@@ -24,6 +24,7 @@ import json
 import os
 import resource
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -155,6 +156,7 @@ def main() -> None:
     if args.child:
         child(args)
         return
+    signal.signal(signal.SIGTERM, lambda *a: sys.exit(143))    # `timeout` and friends: clean up (manager, cgroups) on the way out
     helpers = build_helpers()
     scratch = Path(tempfile.mkdtemp(prefix=f"alloclab-fleet-bench-{os.getpid()}-"))
     try:

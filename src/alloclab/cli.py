@@ -301,7 +301,7 @@ def fleet_apply(plan, batch, dry_run, root, systemctl) -> None:
 @click.option("-o", "--output", type=PathArg, required=True, help="Run directory (resumed if it exists).")
 @click.option("--interval", default="60s", show_default=True)
 @click.option("--duration", help="Stop after this long (default: until stopped).")
-@click.option("--install", is_flag=True, help="Write a systemd unit that runs this collector, and stop.")
+@click.option("--install", is_flag=True, help="Write a systemd unit that runs this collector with every option given here, and stop.")
 @click.option("--listen", metavar="ADDR", help="Also serve /metrics for Prometheus on ADDR (PORT = loopback, or HOST:PORT).")
 @click.option("--host", "host_label", metavar="NAME", help="The host label of the metrics and replicas [this machine's name].")
 @_fleet_options

@@ -316,7 +316,7 @@ def fleet_apply(plan, batch, dry_run, root, systemctl) -> None:
 @click.option("-o", "--output", type=PathArg, required=True, help="Run directory (resumed if it exists).")
 @click.option("--interval", default="60s", show_default=True, help="Sampling interval.")
 @click.option("--duration", help="Stop after this long (default: until stopped).")
-@click.option("--install", is_flag=True, help="Write a systemd unit that runs this collector, and stop.")
+@click.option("--install", is_flag=True, help="Write a systemd unit that runs this collector with every option given here, and stop.")
 @click.option("--listen", metavar="ADDR", help="Also serve /metrics for Prometheus on ADDR (PORT = loopback, or HOST:PORT).")
 @click.option("--host", "host_label", metavar="NAME", help="The host label of the metrics and replicas [this machine's name].")
 @_fleet_options
@@ -327,8 +327,12 @@ def fleet_collect(plan_file, output, interval, duration, install, listen, host_l
 
 
 @fleet_group.command("deploy")
-@click.argument("allocator")
+@click.argument("allocator", required=False)
 @click.option("--units", "units_glob", required=True, help="Unit glob, e.g. 'tor@*'.")
+@click.option("--env", "env_items", multiple=True, metavar="KEY=VALUE",
+              help="Environment of the deployed units (repeatable), validated as a group's tunables.")
+@click.option("--group-file", type=PathArg, help="Deploy a group of this groups file (its allocator and env) instead of ALLOCATOR.")
+@click.option("--group", "group_name", metavar="NAME", help="The group of --group-file [its only group].")
 @click.option("--batch", default="5", show_default=True, help="Units per batch, or a share (10%); the first batch is the canary.")
 @click.option("--settle", default="60s", show_default=True, help="How long each batch is watched before the next.")
 @click.option("--max-memory", metavar="SIZE", help="Guard: a unit's RSS above this (e.g. 512M) for --persist samples.")
@@ -336,18 +340,25 @@ def fleet_collect(plan_file, output, interval, duration, install, listen, host_l
 @click.option("--max-restarts", type=int, default=3, show_default=True, help="Guard: this many restarts while settling.")
 @click.option("--persist", type=int, default=3, show_default=True, help="Consecutive samples over a memory bound that trip it.")
 @click.option("--guard-interval", default="5s", show_default=True, help="How often the settle watch samples.")
+@click.option("--warmup", metavar="DURATION", default="auto", show_default=True,
+              help="Guard: a new process younger than this is not compared with the old level; auto = the old "
+                   "process's age at the restart, at most half of --settle. Not used where --history has the old process.")
+@click.option("--history", type=PathArg, metavar="RUN",
+              help="The collector's run (fleet collect -o): --max-increase compares each new process with its old "
+                   "process at the same age.")
 @click.option("--rollback-scope", type=click.Choice(["all", "batch"]), default="all", show_default=True,
               help="On a trip, roll back everything deployed so far, or only the tripped batch.")
 @click.option("--dry-run", is_flag=True, help="Show every file and command; change nothing.")
 @click.option("-o", "--output", type=PathArg, default=Path("fleet-deploy.json"), show_default=True,
               help="Deployment record to write (batches, guard readings, what was rolled back).")
 @_fleet_options
-def fleet_deploy(allocator, units_glob, batch, settle, max_memory, max_increase, max_restarts, persist, guard_interval,
-                 rollback_scope, dry_run, output, root, systemctl) -> None:
+def fleet_deploy(allocator, units_glob, env_items, group_file, group_name, batch, settle, max_memory, max_increase,
+                 max_restarts, persist, guard_interval, warmup, history, rollback_scope, dry_run, output, root, systemctl) -> None:
     """Roll one allocator out in canary batches; roll back by itself when a guard trips (exit 1)."""
     from .commands.fleet import deploy_command
     guard_options = {"settle": settle, "max_memory": max_memory, "max_increase": max_increase, "max_restarts": max_restarts,
-                     "persist": persist, "guard_interval": guard_interval, "scope": rollback_scope}
+                     "persist": persist, "guard_interval": guard_interval, "scope": rollback_scope, "warmup": warmup,
+                     "history": history, "env_items": env_items, "group_file": group_file, "group": group_name}
     sys.exit(deploy_command(allocator, units_glob, batch, dry_run, output, root, systemctl, console, **guard_options))
 
 

@@ -4,7 +4,7 @@ Life cycle: `plan` (pick units by glob, assign them to groups at random, stratif
 uptime, seeded) -> `apply` (one drop-in per unit, reload, restart in batches, verify each unit's
 new main process maps its group's allocator, stop at the first failure) -> `collect` (sample the
 units into a run store, resumable) -> `deploy` the winner the same way -> `rollback` restores the
-previous drop-ins byte for byte.
+previous drop-ins byte for byte. The collector itself lives in collector.py.
 
 systemd is reached only through the `Units` seam. `Systemd` drives the real systemctl; `LocalUnits`
 stands in where systemd cannot be PID 1 (tests, these machines): each unit is a real process
@@ -19,22 +19,18 @@ import os
 import random
 import re
 import signal
-import socket
 import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from . import allocators, metrics, resolution, rollout, sampler, settings, timefmt, tunables, unitfile
-from .config import load_experiment, parse_duration
+from . import allocators, resolution, rollout, sampler, settings, timefmt, tunables, unitfile
+from .config import load_experiment
 from .errors import UserError
-from .host import host_metadata
-from .recorder import Recorder, Tracked
-from .store import DB_NAME, Store
 
 DROPIN_NAME = "50-alloclab.conf"
+UNIT_STATES_TIMEOUT = 30.0      # seconds one batched `systemctl show` may take before the collector moves on
 UNIT_NAME = re.compile(r"^[A-Za-z0-9:_.\\-]+(@[A-Za-z0-9:_.\\-]*)?\.service$")
 
 
@@ -50,10 +46,19 @@ def validate_unit(name: str) -> str:
 
 # ---- the seam ---------------------------------------------------------------------------------------
 
+@dataclass(frozen=True)
+class UnitState:
+    """What systemd says about a unit at one moment: its main process and its cgroup (relative to a
+    hierarchy's root, "" when it has none, e.g. while stopped)."""
+    main_pid: int | None
+    control_group: str = ""
+
+
 class Units(Protocol):
     root: Path
 
     def list_units(self) -> list[str]: ...
+    def unit_states(self, units: list[str]) -> dict[str, UnitState]: ...
     def main_pid(self, unit: str) -> int | None: ...
     def pids(self, unit: str) -> list[int]: ...
     def is_active(self, unit: str) -> bool: ...
@@ -70,8 +75,12 @@ class Systemd:
     def __init__(self, root: Path = Path("/"), user: bool = False):
         self.root, self.user = root, user
 
-    def _ctl(self, *args: str) -> str:
-        proc = subprocess.run(["systemctl", *(["--user"] if self.user else []), *args], capture_output=True, text=True)
+    def _ctl(self, *args: str, timeout: float | None = None) -> str:
+        try:
+            proc = subprocess.run(["systemctl", *(["--user"] if self.user else []), *args], capture_output=True, text=True,
+                                  timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise UserError(f"systemctl {args[0]} did not answer in {timeout:g} s", "check the manager's load") from None
         if proc.returncode not in (0, 3):          # 3: inactive, for is-active
             raise UserError(f"systemctl {' '.join(args)} failed: {proc.stderr.strip()[:200]}", "check the unit and your rights")
         return proc.stdout
@@ -84,24 +93,28 @@ class Systemd:
         pid = int(self._ctl("show", "-p", "MainPID", "--value", unit).strip() or 0)
         return pid or None
 
+    def unit_states(self, units: list[str]) -> dict[str, UnitState]:
+        """Main process and cgroup of many units in one `systemctl show` (the collector asks only
+        about units whose main process it lost): one child process, not one per unit."""
+        states: dict[str, UnitState] = {}
+        for start in range(0, len(units), 4000):          # well under the kernel's argument limit
+            # bounded: a manager busy with a crash loop on a loaded host answered after minutes
+            out = self._ctl("show", "-p", "Id,MainPID,ControlGroup", *units[start:start + 4000], timeout=UNIT_STATES_TIMEOUT)
+            for block in out.split("\n\n"):
+                props = dict(line.partition("=")[::2] for line in block.splitlines() if "=" in line)
+                if props.get("Id"):
+                    states[props["Id"]] = UnitState(int(props.get("MainPID") or 0) or None, props.get("ControlGroup", ""))
+        return {u: states.get(u, UnitState(None)) for u in units}
+
     def pids(self, unit: str) -> list[int]:
-        cg = self._ctl("show", "-p", "ControlGroup", "--value", unit).strip()
-        for base in ("/sys/fs/cgroup", "/sys/fs/cgroup/unified", "/sys/fs/cgroup/systemd"):
-            procs = Path(base + cg) / "cgroup.procs"
-            if cg and procs.exists():
-                return sorted(int(x) for x in procs.read_text().split())
+        procs, _ = cgroup_files(self._ctl("show", "-p", "ControlGroup", "--value", unit).strip())
+        if procs is not None:
+            return read_cgroup_procs(procs) or []
         return _tree_of(self.main_pid(unit))
 
     def memory_cgroup(self, unit: str) -> sampler.Cgroup | None:
         """The unit's cgroup where it has a memory controller (v2, or v1's memory hierarchy)."""
-        cg = self._ctl("show", "-p", "ControlGroup", "--value", unit).strip()
-        if not cg:
-            return None
-        for base, version in (("/sys/fs/cgroup", 2), ("/sys/fs/cgroup/unified", 2), ("/sys/fs/cgroup/memory", 1)):
-            path = Path(base + cg)
-            if (path / ("memory.current" if version == 2 else "memory.usage_in_bytes")).exists():
-                return sampler.Cgroup(path, version)
-        return None
+        return cgroup_files(self._ctl("show", "-p", "ControlGroup", "--value", unit).strip())[1]
 
     def is_active(self, unit: str) -> bool:
         return self._ctl("is-active", unit).strip() == "active"
@@ -113,6 +126,28 @@ class Systemd:
         # a unit that hit its start limit (a crash loop being rolled back) refuses a plain restart
         subprocess.run(["systemctl", *(["--user"] if self.user else []), "reset-failed", unit], capture_output=True)
         self._ctl("restart", unit)
+
+
+def cgroup_files(control_group: str) -> tuple[str | None, sampler.Cgroup | None]:
+    """A unit's cgroup.procs file (v2, v1's systemd hierarchy) and its memory cgroup (v2, or v1's
+    memory hierarchy), where they exist; (None, None) for a unit without a cgroup."""
+    if not control_group:
+        return None, None
+    procs = next((f for base in ("/sys/fs/cgroup", "/sys/fs/cgroup/unified", "/sys/fs/cgroup/systemd")
+                  if os.path.exists(f := f"{base}{control_group}/cgroup.procs")), None)
+    for base, version in (("/sys/fs/cgroup", 2), ("/sys/fs/cgroup/unified", 2), ("/sys/fs/cgroup/memory", 1)):
+        path = Path(base + control_group)
+        if (path / ("memory.current" if version == 2 else "memory.usage_in_bytes")).exists():
+            return procs, sampler.Cgroup(path, version)
+    return procs, None
+
+
+def read_cgroup_procs(path: str) -> list[int] | None:
+    """The pids in a cgroup.procs file ([] when empty), None when the cgroup is gone."""
+    try:
+        return [int(x) for x in sampler.read_small(path).split()]
+    except OSError:
+        return None
 
 
 class LocalUnits:
@@ -160,6 +195,9 @@ class LocalUnits:
 
     def pids(self, unit: str) -> list[int]:
         return _tree_of(self.main_pid(unit))
+
+    def unit_states(self, units: list[str]) -> dict[str, UnitState]:
+        return {u: UnitState(self.main_pid(u)) for u in units}     # no cgroups: the collector walks the tree
 
     def is_active(self, unit: str) -> bool:
         return self.main_pid(unit) is not None
@@ -230,14 +268,23 @@ class Plan:
         return self.data["assignments"]
 
 
-def _unit_facts(units: Units, unit: str) -> dict:
-    pid = units.main_pid(unit)
-    rss = sum((sampler.read_statm(p) or (0, 0))[1] for p in units.pids(unit)) if pid else 0
-    uptime = 0.0
-    if pid:
-        st = sampler.read_stat(pid)
+def _unit_facts(units: Units, names: list[str]) -> list[dict]:
+    """Memory and uptime of each unit now: systemd asked once for all of them (unit_states), the
+    members read from each unit's cgroup (or its main process's tree where it has none)."""
+    states = units.unit_states(names)
+    table = None
+    out = []
+    for unit in names:
+        pid = states[unit].main_pid
+        st = sampler.read_stat(pid) if pid else None
+        members = read_cgroup_procs(procs) if (procs := cgroup_files(states[unit].control_group)[0]) else None
+        if members is None and st:
+            table = table if table is not None else sampler.all_processes()
+            members = sampler.tree({st.identity}, table)
+        rss = sum((sampler.read_statm(p) or (0, 0))[1] for p in members or []) if st else 0
         uptime = sampler.process_age(st.start_ticks) if st else 0.0
-    return {"unit": unit, "memory_kb": rss, "uptime_s": round(uptime, 1), "main_pid": pid}
+        out.append({"unit": unit, "memory_kb": rss, "uptime_s": round(uptime, 1), "main_pid": pid})
+    return out
 
 
 def make_plan(units: Units, pattern: str, groups_file: Path, seed: int, out: Path) -> Plan:
@@ -256,7 +303,7 @@ def make_plan(units: Units, pattern: str, groups_file: Path, seed: int, out: Pat
         groups.append({"name": g.name, "allocator": g.allocator, "kind": spec.kind, "library": spec.path,
                        "sha256": spec.sha256, "family": spec.family, "version": spec.version, "env": g.env})
         check_group(groups[-1], str(groups_file))
-    facts = [_unit_facts(units, u) for u in chosen]
+    facts = _unit_facts(units, chosen)
     # stratify: rank by memory (then uptime); each consecutive block of len(groups) units gets
     # every group once, in a seeded random order, so groups start with similar memory and age
     rng = random.Random(seed)
@@ -360,12 +407,14 @@ def _check_library(group: dict) -> None:
 
 def apply_plan(units: Units, plan: Plan, batch: int | str, dry_run: bool, say=print, timeout: float = 30.0,
                guards: rollout.Guards | None = None, settle: float = 0.0, scope: str = "all",
-               sample_every: float = 1.0) -> dict:
+               sample_every: float = 1.0, history: Path | None = None) -> dict:
     """Back up every drop-in, then batch by batch: write the batch's drop-ins, reload, restart,
     verify. Without guards the first failure stops the rollout (undo: `fleet rollback`). With
     guards (a canary rollout, `fleet deploy`) each batch also settles for `settle` seconds under
     watch, and a failure or a tripped guard rolls back automatically: the tripped batch
-    (scope "batch") or everything this apply restarted (scope "all"), byte for byte."""
+    (scope "batch") or everything this apply restarted (scope "all"), byte for byte. `history`: the
+    collector's run of these units, where the increase guard reads each old process's level at the
+    new process's age (rollout.memory_trip)."""
     root = units.root
     present = set(units.list_units())
     missing = [u for u in plan.data["units"] if u not in present]
@@ -406,9 +455,11 @@ def apply_plan(units: Units, plan: Plan, batch: int | str, dry_run: bool, say=pr
             manifest["units"][unit] = {"dropin": str(path), "had_file": False, "dir_existed": path.parent.exists()}
     (generation / "manifest.json").write_text(json.dumps(manifest, indent=2))
     done: list[str] = []
+    watched: dict[str, dict] = {}
+    past = _open_history(history) if guards is not None else None
     for i, b in enumerate(batches, 1):
         names = [u for u, _, _ in b]
-        old_kb = {u: _rss_kb(units, u) for u in names}          # each unit's level on its old allocator
+        old = {u: _old_process(units, u, past) for u in names}   # each unit's level on its old allocator
         for unit, path, text in b:       # later batches keep their old drop-ins until their turn
             path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_suffix(".tmp")
@@ -424,7 +475,7 @@ def apply_plan(units: Units, plan: Plan, batch: int | str, dry_run: bool, say=pr
                 problem = (unit, f"failed verification after restart: {detail}")
                 break
         if problem is None and guards is not None:
-            problem = _settle(units, names, old_kb, guards, settle, sample_every)
+            problem = _settle(units, names, old, guards, settle, sample_every, watched)
         if problem is not None:
             unit, why = problem
             if guards is None:
@@ -437,11 +488,36 @@ def apply_plan(units: Units, plan: Plan, batch: int | str, dry_run: bool, say=pr
             if scope == "all":
                 generation.rename(generation.with_name(generation.name + ".rolled-back"))
             return {"dry_run": False, "units": len(done), "batches": len(batches), "generation": str(generation),
-                    "tripped": {"batch": i, "unit": unit, "why": why, "rolled_back": undo, "scope": scope}}
+                    "tripped": {"batch": i, "unit": unit, "why": why, "rolled_back": undo, "scope": scope},
+                    "watched": watched}
         done.extend(names)
         say(f"batch {i}/{len(batches)}: {', '.join(names)} active and verified"
             + (f", settled {settle:g} s within the guards" if guards is not None else ""))
-    return {"dry_run": False, "units": len(done), "batches": len(batches), "generation": str(generation), "tripped": None}
+    return {"dry_run": False, "units": len(done), "batches": len(batches), "generation": str(generation), "tripped": None,
+            "watched": watched}
+
+
+def _open_history(run: Path | None):
+    """The collector's store of these units, read-only (None without one)."""
+    if run is None:
+        return None
+    from .store import DB_NAME, Store
+    db = run / DB_NAME if run.is_dir() else run
+    if not db.is_file():
+        raise UserError(f"--history {run}: no collector run there", "give the -o directory of `alloclab fleet collect`")
+    return Store.open_readonly(db)
+
+
+def _old_process(units: Units, unit: str, past) -> dict:
+    """A unit's process before its restart: its level now (kB), its age (s), and its level along its
+    life by age, [(age, kB)], from the collector's store where it has the process."""
+    ident = _identity(units, unit)
+    age = sampler.process_age(ident[1]) if ident else None
+    curve = []
+    if ident and past is not None:
+        born = time.time() - age
+        curve = [(t - born, kb) for t, kb in past.process_curve(unit, *ident)]
+    return {"kb": _rss_kb(units, unit), "age": age, "curve": curve}
 
 
 def _rss_kb(units: Units, unit: str) -> int | None:
@@ -452,12 +528,20 @@ def _rss_kb(units: Units, unit: str) -> int | None:
     return sum((sampler.read_statm(p) or (0, 0))[1] for p in pids)
 
 
-def _settle(units: Units, names: list[str], old_kb: dict[str, int | None], guards: rollout.Guards, settle: float,
-            sample_every: float) -> tuple[str, str] | None:
-    """Watch a restarted batch for `settle` seconds; the first unit that trips a guard, and why."""
+def _settle(units: Units, names: list[str], old: dict[str, dict], guards: rollout.Guards, settle: float,
+            sample_every: float, watched: dict[str, dict] | None = None) -> tuple[str, str] | None:
+    """Watch a restarted batch for `settle` seconds; the first unit that trips a guard, and why.
+    Each sample is taken with the new process's age, so the increase guard compares like with like
+    (rollout.memory_trip); what was watched goes into `watched` (the deploy's --json, tests)."""
     memory: dict[str, list[int]] = {u: [] for u in names}
+    ages: dict[str, list[float]] = {u: [] for u in names}
     identity = {u: _identity(units, u) for u in names}
     restarts = {u: 0 for u in names}
+    warmup = {u: rollout.effective_warmup(guards, old[u]["age"], settle) for u in names}
+    if watched is not None:
+        for u in names:
+            watched[u] = {"kb": memory[u], "ages": ages[u], "old_kb": old[u]["kb"], "old_age": old[u]["age"],
+                          "warmup": warmup[u], "old_curve_points": len(old[u]["curve"])}
     deadline = time.monotonic() + settle
     while True:
         for unit in names:
@@ -471,7 +555,9 @@ def _settle(units: Units, names: list[str], old_kb: dict[str, int | None], guard
             if now is not None:
                 identity[unit] = now
                 memory[unit].append(_rss_kb(units, unit) or 0)
-            why = rollout.restart_trip(restarts[unit], guards) or rollout.memory_trip(memory[unit], old_kb[unit], guards)
+                ages[unit].append(sampler.process_age(now[1]))
+            why = rollout.restart_trip(restarts[unit], guards) or rollout.memory_trip(
+                memory[unit], old[unit]["kb"], guards, ages[unit], warmup[unit], old[unit]["curve"] or None)
             if why:
                 return unit, why
         if time.monotonic() >= deadline:
@@ -520,17 +606,46 @@ def _dev_inode(library: str | None) -> dict:
     return {"dev": st.st_dev, "inode": st.st_ino}
 
 
-def deploy(units: Units, allocator: str, pattern: str, batch: int | str, dry_run: bool, out: Path, say=print,
+def deploy(units: Units, allocator: str | None, pattern: str, batch: int | str, dry_run: bool, out: Path, say=print,
            env: dict[str, str] | None = None, guards: rollout.Guards | None = None, settle: float = 0.0,
-           scope: str = "all", sample_every: float = 1.0) -> dict:
+           scope: str = "all", sample_every: float = 1.0, group_file: Path | None = None, group: str | None = None,
+           history: Path | None = None) -> dict:
     """Roll one allocator out to every matching unit: a one-group plan, applied in canary batches
-    under the guards (rolled back automatically when one trips)."""
+    under the guards (rolled back automatically when one trips). The allocator and its environment
+    come from the arguments, or from group `group` of a groups file (its env, then `env` over it);
+    make_plan validates them as it does every group's tunables."""
     groups_file = out.with_suffix(".toml")
+    if group_file is not None:
+        allocator, file_env = group_from_file(group_file, group, allocator)
+        env = {**file_env, **(env or {})}
+    elif allocator is None:
+        raise UserError("deploy needs an allocator", "give ALLOCATOR, or --group-file FILE --group NAME")
     unitfile.check_env(env or {}, "deploy")
     env_line = "".join(f'\nenv = {{ {", ".join(f"{json.dumps(k)} = {json.dumps(v)}" for k, v in (env or {}).items())} }}' if env else "")
     groups_file.write_text(f'name = "deploy"\ncommand = ["/bin/true"]\n[[group]]\nname = "deploy"\nallocator = {json.dumps(allocator)}{env_line}\n')
     plan = make_plan(units, pattern, groups_file, 0, out)
-    return apply_plan(units, plan, batch, dry_run, say, guards=guards, settle=settle, scope=scope, sample_every=sample_every)
+    return apply_plan(units, plan, batch, dry_run, say, guards=guards, settle=settle, scope=scope, sample_every=sample_every,
+                      history=history)
+
+
+def group_from_file(path: Path, name: str | None, allocator: str | None) -> tuple[str, dict[str, str]]:
+    """(allocator, env) of group NAME of a groups file; a relative library path is made absolute
+    from the file's directory (the deploy's own groups file lives elsewhere)."""
+    if allocator is not None:
+        raise UserError("give either ALLOCATOR or --group-file/--group, not both", "drop one of them")
+    exp = load_experiment(path)
+    names = [g.name for g in exp.groups]
+    if name is None:
+        if len(names) != 1:
+            raise UserError(f"{path} has {len(names)} groups", f"choose one with --group ({', '.join(names)})")
+        name = names[0]
+    chosen = next((g for g in exp.groups if g.name == name), None)
+    if chosen is None:
+        raise UserError(f"{path} has no group {name!r}", f"groups: {', '.join(names)}")
+    request = chosen.allocator
+    if "/" in request and not Path(request).is_absolute():
+        request = str((exp.base_dir / request).resolve())
+    return request, dict(chosen.env)
 
 
 def load_manifest(path: Path, root: Path) -> dict:
@@ -589,126 +704,3 @@ def rollback(units: Units, batch: int, say=print) -> dict:
     gen.rename(gen.with_name(gen.name + ".rolled-back"))
     say(f"rolled back {len(names)} units to their drop-ins before {gen.name}")
     return {"units": len(names), "generation": str(gen)}
-
-
-# ---- collect ------------------------------------------------------------------------------------------
-
-def install_collector(units: Units, plan: Path, run: Path, interval: str) -> Path:
-    """A systemd unit that runs the collector (it resumes the same run after restarts). The
-    interval is parsed and written back in seconds; paths are absolute and quoted."""
-    seconds = parse_duration(interval, "--interval")
-    argv = [sys.executable, "-m", "alloclab", "fleet", "collect", "--plan", str(plan.resolve()), "-o", str(run.resolve()),
-            "--interval", f"{seconds:g}s", "--root", str(units.root.resolve())]
-    unit = units.root / "etc" / "systemd" / "system" / "alloclab-collector.service"
-    text = ("[Unit]\nDescription=alloclab fleet collector\nAfter=network.target\n\n[Service]\n"
-            + unitfile.exec_line("ExecStart", argv, "collector command")
-            + "\nRestart=always\nRestartSec=5\n\n[Install]\nWantedBy=multi-user.target\n")
-    unit.parent.mkdir(parents=True, exist_ok=True)
-    unit.write_text(text)
-    units.daemon_reload()
-    return unit
-
-
-def collect(units: Units, plan: Plan, run: Path, interval: float, duration: float | None, say=print,
-            smaps_budget: float = 0.02, verify_every: float = 300.0, exposition: "metrics.Exposition | None" = None,
-            host: str | None = None) -> dict:
-    """Sample every unit of the plan into RUN until stopped (or for `duration` seconds). A run that
-    exists is resumed: same groups and replicas, a `collector_resumed` event marks the gap. With an
-    `exposition`, every tick's rows are also published for Prometheus (metrics.py), labelled `host`
-    (default: this machine's name, also stored with each replica)."""
-    groups = {g["name"]: g for g in plan.data["groups"]}
-    host = host or socket.gethostname()
-    resumed = (run / DB_NAME).exists()
-    if resumed:
-        store = Store.open(run)
-        if store.meta().get("source") != "fleet":
-            raise UserError(f"{run} is not a fleet run", "give a new directory or the collector's own run")
-    else:
-        run.mkdir(parents=True, exist_ok=True)
-        store = Store.create(run / DB_NAME)
-    store.begin()
-    last = store.last_sample_time()
-    if resumed:
-        store.event(time.time(), "collector_resumed", f"collector restarted; no samples for {time.time() - (last or time.time()):.0f} s")
-    else:
-        store.set_meta(name=plan.data["name"], source="fleet", metric="rss", interval=interval, seed=plan.data["seed"],
-                       baseline=plan.data["groups"][0]["name"], experiment=plan.data["experiment"], plan=str(plan.path),
-                       started_at=time.time(), **{**host_metadata(), "host": host})
-        for g in plan.data["groups"]:
-            store.insert("groups", name=g["name"], allocator=g["allocator"], kind=g["kind"], library_path=g["library"],
-                         library_sha256=g["sha256"], family=g["family"], version=g["version"], env_json=json.dumps(g["env"]),
-                         command_json="[]", is_baseline=int(g["name"] == plan.data["groups"][0]["name"]))
-        gid = {r["name"]: r["id"] for r in store.groups()}
-        for i, a in enumerate(plan.assignments):
-            store.insert("replicas", group_id=gid[a["group"]], idx=i, name=a["unit"], start_order=i, started_at=time.time(),
-                         host=host)
-    store.commit()
-    recorder = Recorder(store, verify_every, "rss")
-    tracked = {}
-    for row in store.replicas():
-        g = groups[row["group"]]
-        spec = allocators.AllocatorSpec(kind=g["kind"], request=g["allocator"], path=g["library"], sha256=g["sha256"],
-                                        family=g["family"], version=g["version"], **_dev_inode(g["library"]))
-        tracked[row["name"]] = Tracked(id=row["id"], name=row["name"], group_name=row["group"], spec=spec)
-    # each unit's main process identity, kept in the store so a resumed collector sees restarts
-    mains = {u: tuple(v) for u, v in json.loads(store.meta().get("fleet_main_processes", "{}")).items()}
-    restarts = {unit: 0 for unit in tracked}
-    for e in store.events(kinds=["process_restart"]):
-        unit = e["description"].split(":")[0]
-        if unit in restarts:
-            restarts[unit] += 1
-    budget = sampler.SmapsBudget(smaps_budget)
-    stop = {"now": False}
-    previous = signal.signal(signal.SIGTERM, lambda *a: stop.update(now=True))
-    started, ticks = time.monotonic(), 0
-    try:
-        while not stop["now"] and (duration is None or time.monotonic() - started < duration):
-            now = time.time()
-            if last is not None and now <= last:       # never two samples at one time, even across restarts
-                time.sleep(0.01)
-                continue
-            store.begin()
-            for unit, t in tracked.items():
-                pid = units.main_pid(unit)
-                st = sampler.read_stat(pid) if pid else None
-                ident = (pid, st.start_ticks) if st else None
-                if ident and mains.get(unit) and mains[unit] != ident:
-                    store.event(now, "process_restart", f"{unit}: main process {mains[unit][0]} -> {pid}", t.id, t.group_name)
-                    restarts[unit] += 1
-                if ident:
-                    mains[unit] = ident
-                readings = sampler.sample_processes(units.pids(unit), budget)
-                recorder.observe(t, readings, now, "load", cgroup=units.memory_cgroup(unit) if ident else None)
-            if exposition is not None:
-                exposition.publish(_snapshot(now, host, tracked, groups, recorder.replica_rows, restarts))
-            recorder.flush(now)
-            store.set_meta(fleet_main_processes=mains)
-            store.commit()
-            last = now
-            ticks += 1
-            time.sleep(max(0.0, interval - (time.time() - now)))
-    except KeyboardInterrupt:
-        pass
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-        store.set_meta(ended_at=time.time(), end_reason="collector stopped")
-        store.close()
-    say(f"collected {ticks} rounds of {len(tracked)} units into {run}")
-    return {"ticks": ticks, "resumed": resumed}
-
-
-def _snapshot(now: float, host: str, tracked: dict, groups: dict, rows: list[tuple], restarts: dict[str, int]) -> "metrics.Snapshot":
-    """This tick's replica rows (exactly what goes to the store) as one exposition snapshot."""
-    cols = Recorder.SAMPLE_COLUMNS
-    by_id = {row[cols.index("replica_id")]: row for row in rows}
-    snap = metrics.Snapshot(t=now, host=host)
-    for unit, t in tracked.items():
-        row = by_id.get(t.id)
-        if row is None:
-            continue
-        g = groups[t.group_name]
-        snap.units.append(metrics.UnitFigures(
-            unit=unit, group=t.group_name, allocator=g["allocator"], version=g["version"] or "",
-            nprocs=row[cols.index("nprocs")], memory_kb={c: row[cols.index(c)] for c in metrics.MEMTYPES},
-            cpu_s=row[cols.index("cpu_s")], verified=t.state, restarts=restarts[unit]))
-    return snap

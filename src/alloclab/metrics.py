@@ -3,10 +3,14 @@ official client library (prometheus_client).
 
 The collector publishes one `Snapshot` per sampling tick (the very rows it writes to its store)
 and swaps it in whole, so every scrape reads one tick: per-unit and per-group figures of one
-scrape always agree. Names follow Prometheus conventions (base units, `_bytes`, `_seconds_total`)
-and process-exporter's where they overlap (`memory_bytes` with a `memtype` label: `resident`,
-`proportionalResident`, `swapped`; `num_procs`; `cpu_seconds_total`). The table is in
-docs/fleet.md; `import prometheus` reads these names back.
+scrape always agree. Layout (docs/fleet.md, "Metrics"): figures are labelled by `host` and `unit`
+only, so a unit's series survive a deploy; what the unit runs (group, allocator, version, library
+sha256) is one `alloclab_unit_info` series joined by host and unit. A unit without a process is
+absent from every figure and `alloclab_unit_up` 0, never 0 bytes. Names follow Prometheus
+conventions (base units, `_bytes`, `_seconds_total`) and process-exporter's where they overlap
+(`memory_bytes` with a `memtype` label: `resident`, `proportionalResident`, `swapped`;
+`num_procs`; `cpu_seconds_total`). The collector adds its own health (tick durations, late ticks,
+errors, build info, `process_*`). `import prometheus` reads these names back.
 """
 from __future__ import annotations
 
@@ -15,6 +19,7 @@ import subprocess
 import threading
 from dataclasses import dataclass, field
 
+from . import __version__
 from .companion import Companion, become_companion, companion_args, serve_on_fd
 from .errors import UserError
 
@@ -22,8 +27,20 @@ PREFIX = "alloclab_"
 # store column -> memtype label value (process-exporter's names where it has the figure)
 MEMTYPES = {"rss_kb": "resident", "pss_kb": "proportionalResident", "uss_kb": "unique", "anon_kb": "anonymous",
             "lazyfree_kb": "lazyfree", "swap_kb": "swapped", "cgroup_kb": "cgroup"}
-UNIT_LABELS = ("host", "group", "allocator", "version", "unit")
-GROUP_LABELS = ("host", "group", "allocator", "version")
+UNIT_LABELS = ("host", "unit")
+INFO_LABELS = ("host", "unit", "group", "allocator", "version", "library_sha256")
+GROUP_LABELS = ("host", "group")
+# tick durations: from a few ms (a handful of units) to past a 1 s interval (thousands on a busy host)
+TICK_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+
+
+def allocator_label(group: dict) -> str:
+    """The allocator a group runs, as a stable id: the catalog id or name it was asked for, or its
+    family (e.g. jemalloc) where it was asked for by file path (the path is in the plan)."""
+    request = group.get("allocator") or group.get("kind") or ""
+    if "/" in request:
+        return group.get("family") or "custom"
+    return request
 
 
 @dataclass
@@ -38,6 +55,9 @@ class UnitFigures:
     cpu_s: float | None
     verified: bool | None
     restarts: int
+    up: bool = True
+    sha256: str = ""
+    start_time: float | None = None            # unix time the unit's main process started
 
 
 @dataclass
@@ -47,12 +67,51 @@ class Snapshot:
     units: list[UnitFigures] = field(default_factory=list)
 
 
+class CollectorHealth:
+    """The collector's own figures: tick durations, late ticks, errors by kind, build info, and
+    the standard process_* of the collector's process."""
+
+    def __init__(self) -> None:
+        from prometheus_client import Counter, Histogram
+        self.durations = Histogram(PREFIX + "collector_tick_duration_seconds",
+                                   "Time one collector tick took (reading every unit, storing, publishing).",
+                                   buckets=TICK_BUCKETS, registry=None)
+        self.ticks_late = Counter(PREFIX + "collector_ticks_late",
+                                  "Ticks that started more than 10% of the interval after their slot.", registry=None)
+        self.errors = Counter(PREFIX + "collector_errors", "Errors the collector survived, by kind.", ["kind"],
+                              registry=None)
+        for kind in ("systemd",):
+            self.errors.labels(kind)          # present at 0 from the start, so rate() works from the first scrape
+
+    def tick(self, seconds: float) -> None:
+        self.durations.observe(seconds)
+
+    def late(self) -> None:
+        self.ticks_late.inc()
+
+    def error(self, kind: str) -> None:
+        self.errors.labels(kind).inc()
+
+    def collectors(self) -> list:
+        return [self.durations, self.ticks_late, self.errors]
+
+
+def build_info():
+    import platform
+    from prometheus_client.core import GaugeMetricFamily
+    info = GaugeMetricFamily(PREFIX + "collector_build_info", "alloclab's version and Python's, 1.",
+                             labels=["version", "python_version"])
+    info.add_metric([__version__, platform.python_version()], 1.0)
+    return info
+
+
 class Exposition:
     """The latest snapshot, and a prometheus_client Collector over it."""
 
-    def __init__(self) -> None:
+    def __init__(self, health: CollectorHealth | None = None) -> None:
         self._snapshot: Snapshot | None = None
         self._lock = threading.Lock()
+        self.health = health
 
     def publish(self, snapshot: Snapshot) -> None:
         with self._lock:
@@ -66,51 +125,71 @@ class Exposition:
         return []
 
     def collect(self):
-        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+        yield build_info()
         snap = self.latest()
-        if snap is None:
-            return
-        unit_mem = GaugeMetricFamily(PREFIX + "unit_memory_bytes", "Memory of a unit's processes (summed), by memtype.",
-                                     labels=[*UNIT_LABELS, "memtype"])
-        group_mem = GaugeMetricFamily(PREFIX + "group_memory_bytes", "Memory of a group's units on this host (summed), by memtype.",
-                                      labels=[*GROUP_LABELS, "memtype"])
-        procs = GaugeMetricFamily(PREFIX + "unit_num_procs", "Processes sampled in the unit.", labels=list(UNIT_LABELS))
-        cpu = CounterMetricFamily(PREFIX + "unit_cpu_seconds", "CPU time (user + system) of the unit's live processes.",
-                                  labels=list(UNIT_LABELS))
-        verified = GaugeMetricFamily(PREFIX + "unit_allocator_verified",
-                                     "1 when every process maps the group's allocator, 0 when one does not (absent: not yet known).",
-                                     labels=list(UNIT_LABELS))
-        restarts = CounterMetricFamily(PREFIX + "unit_restarts", "Main-process changes seen by the collector.",
-                                       labels=list(UNIT_LABELS))
-        units = GaugeMetricFamily(PREFIX + "group_units", "Units of the group sampled on this host.", labels=list(GROUP_LABELS))
-        sampled = GaugeMetricFamily(PREFIX + "last_sample_timestamp_seconds", "Unix time of the tick these figures are from.",
-                                    labels=["host"])
-        sampled.add_metric([snap.host], snap.t)
-        sums: dict[tuple, dict[str, int]] = {}
-        counts: dict[tuple, int] = {}
-        for u in snap.units:
-            labels = [snap.host, u.group, u.allocator, u.version, u.unit]
-            gkey = tuple(labels[:4])
-            counts[gkey] = counts.get(gkey, 0) + 1
-            for col, memtype in MEMTYPES.items():
-                kb = u.memory_kb.get(col)
-                if kb is None:
-                    continue
-                unit_mem.add_metric([*labels, memtype], kb * 1024)
-                sums.setdefault(gkey, {})
-                sums[gkey][memtype] = sums[gkey].get(memtype, 0) + kb * 1024
-            procs.add_metric(labels, u.nprocs)
-            if u.cpu_s is not None:
-                cpu.add_metric(labels, u.cpu_s)
-            if u.verified is not None:
-                verified.add_metric(labels, 1.0 if u.verified else 0.0)
-            restarts.add_metric(labels, u.restarts)
-        for gkey, by_type in sums.items():
-            for memtype, value in by_type.items():
-                group_mem.add_metric([*gkey, memtype], value)
-        for gkey, n in counts.items():
-            units.add_metric(list(gkey), n)
-        yield from (unit_mem, group_mem, procs, cpu, verified, restarts, units, sampled)
+        if snap is not None:
+            yield from families(snap)
+
+
+def families(snap: Snapshot):
+    """The metric families of one snapshot (the layout in docs/fleet.md)."""
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+    up = GaugeMetricFamily(PREFIX + "unit_up", "1 when the unit has a running process this tick, 0 when it has none.",
+                           labels=list(UNIT_LABELS))
+    info = GaugeMetricFamily(PREFIX + "unit_info", "What the unit runs (group, allocator, version, library sha256), 1; "
+                             "join on host and unit.", labels=list(INFO_LABELS))
+    unit_mem = GaugeMetricFamily(PREFIX + "unit_memory_bytes", "Memory of a unit's processes (summed), by memtype; "
+                                 "absent when not measured.", labels=[*UNIT_LABELS, "memtype"])
+    procs = GaugeMetricFamily(PREFIX + "unit_num_procs", "Processes of the unit this tick.", labels=list(UNIT_LABELS))
+    cpu = CounterMetricFamily(PREFIX + "unit_cpu_seconds", "CPU time (user + system) of the unit's live processes.",
+                              labels=list(UNIT_LABELS))
+    verified = GaugeMetricFamily(PREFIX + "unit_allocator_verified",
+                                 "1 when every process maps the group's allocator, 0 when one does not (absent: not yet known).",
+                                 labels=list(UNIT_LABELS))
+    restarts = CounterMetricFamily(PREFIX + "unit_restarts", "Main-process changes seen by the collector.",
+                                   labels=list(UNIT_LABELS))
+    started = GaugeMetricFamily(PREFIX + "unit_process_start_time_seconds",
+                                "Unix time the unit's main process started.", labels=list(UNIT_LABELS))
+    group_mem = GaugeMetricFamily(PREFIX + "group_memory_bytes", "Memory of a group's units on this host (summed over "
+                                  "alloclab_group_units of them), by memtype.", labels=[*GROUP_LABELS, "memtype"])
+    group_units = GaugeMetricFamily(PREFIX + "group_units", "Units in the group's memory sum of that memtype this tick.",
+                                    labels=[*GROUP_LABELS, "memtype"])
+    expected = GaugeMetricFamily(PREFIX + "group_units_expected", "Units the plan puts in the group on this host.",
+                                 labels=list(GROUP_LABELS))
+    sampled = GaugeMetricFamily(PREFIX + "last_sample_timestamp_seconds", "Unix time of the tick these figures are from.",
+                                labels=["host"])
+    sampled.add_metric([snap.host], snap.t)
+    sums: dict[tuple[str, str], list[int]] = {}        # (group, memtype) -> [bytes, units]
+    counts: dict[str, int] = {}
+    for u in snap.units:
+        labels = [snap.host, u.unit]
+        counts[u.group] = counts.get(u.group, 0) + 1
+        up.add_metric(labels, 1.0 if u.up else 0.0)
+        info.add_metric([*labels, u.group, u.allocator, u.version, u.sha256], 1.0)
+        restarts.add_metric(labels, u.restarts)
+        if not u.up:
+            continue
+        for col, memtype in MEMTYPES.items():
+            kb = u.memory_kb.get(col)
+            if kb is None:
+                continue
+            unit_mem.add_metric([*labels, memtype], kb * 1024)
+            total = sums.setdefault((u.group, memtype), [0, 0])
+            total[0] += kb * 1024
+            total[1] += 1
+        procs.add_metric(labels, u.nprocs)
+        if u.cpu_s is not None:
+            cpu.add_metric(labels, u.cpu_s)
+        if u.verified is not None:
+            verified.add_metric(labels, 1.0 if u.verified else 0.0)
+        if u.start_time is not None:
+            started.add_metric(labels, u.start_time)
+    for (group, memtype), (value, n) in sorted(sums.items()):
+        group_mem.add_metric([snap.host, group, memtype], value)
+        group_units.add_metric([snap.host, group, memtype], n)
+    for group, n in sorted(counts.items()):
+        expected.add_metric([snap.host, group], n)
+    yield from (up, info, unit_mem, procs, cpu, verified, restarts, started, group_mem, group_units, expected, sampled)
 
 
 def parse_listen(addr: str, option: str = "--listen") -> tuple[str, int]:
@@ -132,13 +211,23 @@ def parse_listen(addr: str, option: str = "--listen") -> tuple[str, int]:
     return host, number
 
 
+def registry_for(exposition: Exposition):
+    """A registry with the exposition, its collector's health and the standard process_* metrics."""
+    from prometheus_client import CollectorRegistry, ProcessCollector
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(exposition)
+    ProcessCollector(registry=registry)
+    for c in exposition.health.collectors() if exposition.health else []:
+        registry.register(c)
+    return registry
+
+
 def serve(exposition: Exposition, addr: str):
     """Serve /metrics on ADDR in a daemon thread; returns (server, bound port). The server stops
     with the process (or server.shutdown())."""
-    from prometheus_client import CollectorRegistry, start_http_server
+    from prometheus_client import start_http_server
     host, port = parse_listen(addr)
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(exposition)
+    registry = registry_for(exposition)
     try:
         server, _ = start_http_server(port, addr=host, registry=registry)
     except OSError as exc:
@@ -162,13 +251,14 @@ def snapshot_from_store(store, host: str) -> Snapshot | None:
     snap = Snapshot(t=max(r["t"] for r in rows.values()), host=host)
     for r in replicas:
         row = rows.get(r["name"])
-        if row is None:
-            continue
         g = groups[r["group"]]
-        snap.units.append(UnitFigures(unit=r["name"], group=r["group"], allocator=g["allocator"] or g["kind"],
-                                      version=g["version"] or "", nprocs=row["nprocs"] or 0,
-                                      memory_kb={c: row[c] for c in MEMTYPES}, cpu_s=row["cpu_s"],
-                                      verified=None if r["verified"] is None else bool(r["verified"]),
+        up = row is not None and row["t"] >= snap.t and not r["ended_at"]        # sampled in the last tick
+        snap.units.append(UnitFigures(unit=r["name"], group=r["group"], allocator=allocator_label(g),
+                                      version=g["version"] or "", sha256=g["library_sha256"] or "", up=up,
+                                      nprocs=row["nprocs"] or 0 if up else 0,
+                                      memory_kb={c: row[c] for c in MEMTYPES} if up else {},
+                                      cpu_s=row["cpu_s"] if up else None,
+                                      verified=None if not up or r["verified"] is None else bool(r["verified"]),
                                       restarts=restarts.get(r["id"], 0)))
     return snap
 
@@ -200,15 +290,13 @@ class MetricsServer(Companion):
 
 def main() -> None:
     """The companion process of `run --metrics` (`python -m alloclab.metrics --fd N --db RUN.db ...`)."""
-    from prometheus_client import CollectorRegistry
     from prometheus_client.exposition import MetricsHandler
     from .store import Store
     ap = companion_args("alloclab's Prometheus exposition of a run (started by `alloclab run --metrics`).")
     ap.add_argument("--host", required=True, help="the host label")
     args = ap.parse_args()
     become_companion(args.parent)
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(StoreExposition(Store.open_readonly(args.db), args.host))
+    registry = registry_for(StoreExposition(Store.open_readonly(args.db), args.host))
     serve_on_fd(args.fd, MetricsHandler.factory(registry))
 
 

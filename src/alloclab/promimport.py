@@ -50,10 +50,18 @@ class Labels:
 def default_queries(rss_query: str | None, match: str = "") -> dict[str, str]:
     """store column -> PromQL. `match` adds label matchers (e.g. 'job="alloclab"') to each."""
     extra = f",{match}" if match else ""
-    queries = {col: f'{PREFIX}unit_memory_bytes{{memtype="{m}"{extra}}}' for col, m in MEMTYPES.items()}
     sel = f"{{{match}}}" if match else ""
-    queries.update(cpu_s=f"{PREFIX}unit_cpu_seconds_total{sel}", nprocs=f"{PREFIX}unit_num_procs{sel}",
-                   verified=f"{PREFIX}unit_allocator_verified{sel}", restarts=f"{PREFIX}unit_restarts_total{sel}")
+
+    def joined(series: str) -> str:
+        # the layout since issue 25: figures by host+unit, identity in alloclab_unit_info; older
+        # data has group, allocator and version on every series
+        info = f"{PREFIX}unit_info{sel}"
+        return (f"({series} * on(host, unit) group_left(group, allocator, version) {info}) "
+                f"or {series[:-1] + ',' if series.endswith('}') else series + '{'}group!=\"\"}}")
+    queries = {col: joined(f'{PREFIX}unit_memory_bytes{{memtype="{m}"{extra}}}') for col, m in MEMTYPES.items()}
+    queries.update(cpu_s=joined(f"{PREFIX}unit_cpu_seconds_total{sel}"), nprocs=joined(f"{PREFIX}unit_num_procs{sel}"),
+                   verified=joined(f"{PREFIX}unit_allocator_verified{sel}"),
+                   restarts=joined(f"{PREFIX}unit_restarts_total{sel}"))
     if rss_query:                       # the operator's own series: only memory, in bytes
         queries = {"rss_kb": rss_query}
     return queries

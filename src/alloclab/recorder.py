@@ -47,6 +47,7 @@ class Recorder:
         self.store, self.verify_every, self.metric = store, verify_every, metric
         self.proc_rows: list[tuple] = []
         self.replica_rows: list[tuple] = []
+        self.seen: list[int] = []               # processes rows sampled this tick (last_seen, at flush)
 
     def verify(self, r: Tracked, key: tuple[int, int], proc_id: int, now: float) -> None:
         try:
@@ -102,7 +103,7 @@ class Recorder:
                                    f.get("uss_kb"), f.get("anon_kb"), f.get("swap_kb"), rd.stat.utime_s,
                                    rd.stat.stime_s, rd.stat.minflt, rd.stat.majflt, rd.stat.threads,
                                    f.get("lazyfree_kb")))
-            self.store.update("processes", proc_id, last_seen=now)
+            self.seen.append(proc_id)
         full = bool(readings) and all(rd.full for rd in readings)
         total = lambda k: sum(rd.full[k] for rd in readings) if full else None  # noqa: E731
         row = (now, r.id, phase, len(readings), sum(rd.rss_kb for rd in readings), total("pss_kb"),
@@ -118,6 +119,7 @@ class Recorder:
     def flush(self, now: float) -> None:
         self.store.insert_many("process_samples", self.PROCESS_COLUMNS, self.proc_rows)
         self.store.insert_many("samples", self.SAMPLE_COLUMNS, self.replica_rows)
-        self.proc_rows, self.replica_rows = [], []
+        self.store.processes_seen(now, self.seen)
+        self.proc_rows, self.replica_rows, self.seen = [], [], []
         mem = sampler.read_meminfo()
         self.store.insert("host_samples", t=now, load1=os.getloadavg()[0], sampler_cpu_s=time.process_time(), **mem)

@@ -5,7 +5,10 @@ docs/analysis.md) and applied by fleet.apply_plan.
 
 A batch trips when, during its settle time, any of its units
 - stays above a memory bound for `persist` consecutive samples: the absolute `max_memory_kb`, or
-  `max_increase` above the unit's level on the old allocator (its RSS just before the restart);
+  `max_increase` above the unit's level on the old allocator *at the same process age* (a new
+  process's start-up is compared with the old process's start-up, not with its settled level):
+  the old process's level at that age from the collector's store when it has one (`old_curve`),
+  else its level just before the restart, compared only once the new process is `warmup` old;
 - restarts `max_restarts` times or more (a crash loop), or is found not running;
 - fails verification (its new main process does not map the allocator: checked before settling).
 `persist` consecutive samples (not one) keeps a single noisy reading from rolling a fleet back.
@@ -25,6 +28,8 @@ class Guards:
     max_increase: float | None = None    # share above the unit's old level, e.g. 0.25
     max_restarts: int = 3                # restarts within the settle time: a crash loop
     persist: int = 3                     # consecutive samples above a memory bound before it trips
+    warmup: float | None = None          # seconds of a new process not compared with the old level
+                                         # (None: the old process's age at the restart, capped at half the settle)
 
     def memory_bound_kb(self, old_kb: int | None) -> float:
         """The lowest bound that applies to a unit whose old level was `old_kb` (inf: none)."""
@@ -46,18 +51,61 @@ def first_persistent_excess(values: list[float], bound: float, persist: int) -> 
     return None
 
 
-def memory_trip(values_kb: list[int], old_kb: int | None, guards: Guards) -> str | None:
-    """Why this unit's memory trips its guard (None: it does not)."""
-    bound = guards.memory_bound_kb(old_kb)
-    if bound == math.inf:
-        return None
-    at = first_persistent_excess(values_kb, bound, guards.persist)
-    if at is None:
-        return None
-    which = "the bound" if guards.max_memory_kb is not None and bound == guards.max_memory_kb else \
-        f"{guards.max_increase:.0%} above its old level ({old_kb / 1024:.1f} MB)"
-    return (f"memory {values_kb[at] / 1024:.1f} MB above {which} ({bound / 1024:.1f} MB) "
-            f"for {guards.persist} samples in a row")
+def level_at(curve: list[tuple[float, float]], age: float) -> float:
+    """The old process's level at `age` seconds (linear between its samples; its last level past its end)."""
+    if age <= curve[0][0]:
+        return curve[0][1]
+    for (a0, v0), (a1, v1) in zip(curve, curve[1:]):
+        if age <= a1:
+            return v0 + (v1 - v0) * (age - a0) / (a1 - a0) if a1 > a0 else v1
+    return curve[-1][1]
+
+
+def effective_warmup(guards: Guards, old_age: float | None, settle: float) -> float:
+    """--warmup as given, or (auto) the old process's age at the restart, capped at half the settle
+    time so that the rest of the settle time is still watched."""
+    if guards.warmup is not None:
+        return guards.warmup
+    return min(old_age or 0.0, settle / 2)
+
+
+def increase_bounds(ages: list[float], old_kb: int | None, guards: Guards, warmup: float = 0.0,
+                    old_curve: list[tuple[float, float]] | None = None,
+                    tolerance: float = 1.0) -> list[tuple[float, str]]:
+    """Per sample of the new process (at `ages`): the --max-increase bound, like with like, and what
+    it compares with. Where the old process's curve covers that age (within `tolerance` s of its
+    first sample), its level at the same age; else the old level, only from `warmup` on (inf
+    before: not compared)."""
+    out: list[tuple[float, str]] = []
+    for age in ages:
+        if guards.max_increase is None:
+            out.append((math.inf, ""))
+        elif old_curve and age + tolerance >= old_curve[0][0]:
+            out.append((level_at(old_curve, age) * (1 + guards.max_increase),
+                        f"{guards.max_increase:.0%} above the old process's level at the same age ({age:.0f} s)"))
+        elif old_kb and age >= warmup:
+            out.append((old_kb * (1 + guards.max_increase),
+                        f"{guards.max_increase:.0%} above its old level ({old_kb / 1024:.1f} MB)"))
+        else:
+            out.append((math.inf, ""))
+    return out
+
+
+def memory_trip(values_kb: list[int], old_kb: int | None, guards: Guards, ages: list[float] | None = None,
+                warmup: float = 0.0, old_curve: list[tuple[float, float]] | None = None) -> str | None:
+    """Why this unit's memory trips its guard (None: it does not). `ages`: the new process's age
+    at each sample (None: every sample compared with the old level, the rule before issue 25)."""
+    absolute = guards.max_memory_kb if guards.max_memory_kb is not None else math.inf
+    increase = increase_bounds(ages if ages is not None else [math.inf] * len(values_kb), old_kb, guards,
+                               warmup if ages is not None else 0.0, old_curve)
+    run = 0
+    for v, (bound, which) in zip(values_kb, increase):
+        if absolute <= bound:
+            bound, which = absolute, "the bound"
+        run = run + 1 if v > bound else 0
+        if run >= guards.persist:
+            return f"memory {v / 1024:.1f} MB above {which} ({bound / 1024:.1f} MB) for {guards.persist} samples in a row"
+    return None
 
 
 def restart_trip(restarts: int, guards: Guards) -> str | None:

@@ -216,6 +216,16 @@ def read_meminfo() -> dict[str, int]:
 
 # ---- cgroups ------------------------------------------------------------------------------------
 
+def read_small(path: str) -> bytes:
+    """A small kernel file read afresh (open, one read, close: no Python file object). For files a
+    kept descriptor would not refresh (cgroup v1's cgroup.procs) or that outlive their cgroup."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        return os.read(fd, 1 << 20)
+    finally:
+        os.close(fd)
+
+
 class Cgroup:
     """One replica's memory cgroup (v2 or v1 memory controller) under alloclab's own cgroup."""
 
@@ -234,7 +244,7 @@ class Cgroup:
 
     def _read_int(self, name: str) -> int | None:
         try:
-            return int((self.path / name).read_text().split()[0])
+            return int(read_small(f"{self.path}/{name}").split()[0])
         except (OSError, ValueError, IndexError):
             return None
 

@@ -259,6 +259,10 @@ class Store:
         sets = ", ".join(f"{k} = ?" for k in values)
         self.conn.execute(f"UPDATE {table} SET {sets} WHERE id = ?", (*values.values(), row_id))
 
+    def processes_seen(self, t: float, process_ids: Iterable[int]) -> None:
+        """last_seen = t for many processes rows in one statement (one per tick, not per process)."""
+        self.conn.executemany("UPDATE processes SET last_seen = ? WHERE id = ?", ((t, i) for i in process_ids))
+
     def process_row(self, pid: int, start_ticks: int) -> int | None:
         """The id of the processes row of (pid, start ticks), if it was recorded."""
         found = self.conn.execute("SELECT id FROM processes WHERE pid = ? AND start_ticks = ?", (pid, start_ticks)).fetchone()
@@ -293,6 +297,16 @@ class Store:
     # ---- read API: the only SQL the analysis and reporters depend on ----
     def groups(self) -> list[dict]:
         return [dict(r) for r in self.query("SELECT * FROM groups ORDER BY id")]
+
+    def process_curve(self, replica: str, pid: int, start_ticks: int) -> list[tuple[float, int]]:
+        """(t, rss_kb) of a replica's samples taken while one of its processes (pid, start ticks)
+        lived, in time order: a fleet unit's level along its old main process's life (the canary
+        guard compares a new process with it at the same age)."""
+        return [(r[0], r[1]) for r in self.query(
+            "SELECT s.t, s.rss_kb FROM samples s JOIN replicas r ON r.id = s.replica_id "
+            "JOIN processes p ON p.replica_id = r.id AND p.pid = ? AND p.start_ticks = ? "
+            "WHERE r.name = ? AND s.t BETWEEN p.first_seen AND p.last_seen AND s.rss_kb IS NOT NULL ORDER BY s.t",
+            (pid, start_ticks, replica))]
 
     def replicas(self) -> list[dict]:
         """Every replica with its group's name as `group` (ordered by group, then index)."""

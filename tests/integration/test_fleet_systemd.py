@@ -7,9 +7,7 @@ host's /run changes."""
 from __future__ import annotations
 
 import os
-import re
 import shutil
-import signal
 import subprocess
 import time
 import uuid
@@ -17,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from alloclab import fleet, sampler
+from alloclab import collector, fleet, sampler
 from alloclab.store import Store
+from tests.systemd_user import SYSTEMD, Unavailable, user_manager
 
-SYSTEMD = "/lib/systemd/systemd"
 pytestmark = pytest.mark.skipif(not (Path(SYSTEMD).exists() and shutil.which("systemctl") and shutil.which("unshare")),
                                 reason="systemd missing: run scripts/install.sh --test")
 
@@ -35,68 +33,15 @@ def manager(tmp_path, monkeypatch, native_dir):
     for i, name in enumerate(names):
         (unit_dir / name).write_text(f"[Service]\nExecStart={native_dir / 'stressors'} --pattern sawtooth "
                                      f"--load 3600 --period 1 --mb {2 + i}\n")
-    # The manager takes the cgroup it starts in as its own and moves every process found there into
-    # its init.scope: so it starts in a cgroup made for it (the same path in every hierarchy), never
-    # in a cgroup shared with other processes; the test removes that cgroup afterwards.
-    own = f"alloclab-systemd-{tag}"
-    hierarchies = [Path(m) for m in re.findall(r"^\S+ \S+ \S+ \S+ (/sys/fs/cgroup\S*) .* - cgroup2? ",
-                                                 Path("/proc/self/mountinfo").read_text(), re.M)
-                   if not m.endswith("cpuset")]          # systemd leaves v1 cpuset alone (and it needs cpus/mems set)
-    made = []
-    try:
-        for h in hierarchies:
-            (h / own).mkdir()
-            made.append(h / own)
-    except OSError as exc:
-        for d in made:
-            d.rmdir()
-        pytest.skip(f"cannot make a cgroup for the manager ({exc.strerror}): no systemd can run here")
     pid1_before = Path("/proc/1/cgroup").read_text()
-    runtime = tmp_path / "xdg"
-    runtime.mkdir(mode=0o700)
-    env = {**os.environ, "XDG_RUNTIME_DIR": str(runtime), "HOME": str(tmp_path), "SYSTEMD_UNIT_PATH": f"{unit_dir}:"}
-    enter = " && ".join(f"echo $$ > {d / 'cgroup.procs'}" for d in made)
-    script = f"{enter} && mount -t tmpfs tmpfs /run/systemd && mkdir -p /run/systemd/system && exec {SYSTEMD} --user"
-    proc = subprocess.Popen(["unshare", "-m", "--propagation", "private", "sh", "-c", script], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))        # for systemctl --user, as a user's session has it
-    deadline = time.time() + 20
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            pytest.skip(f"no systemd user manager can run here: {proc.stderr.read().strip()[-300:]}")
-        # (not is-system-running: that looks for /run/systemd/system in this namespace, where it is absent)
-        if subprocess.run(["systemctl", "--user", "show", "-p", "SystemState", "--value"], capture_output=True,
-                          text=True).stdout.strip() in ("running", "degraded"):
-            break
-        time.sleep(0.2)
-    else:
-        proc.kill()
-        pytest.skip("the systemd user manager did not come up in 20 s")
-    units = fleet.units_from("user", root)
-    for name in names:                       # the services run before alloclab arrives
-        units.restart(name)
     try:
-        yield units, names
-    finally:
-        proc.terminate()                          # the manager stops its units as it exits
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        for top in made:                          # whatever is left below its cgroup, then the cgroup
-            for d in sorted((p for p in top.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)) + [top]:
-                for pid in (d / "cgroup.procs").read_text().split() if (d / "cgroup.procs").exists() else []:
-                    try:
-                        os.kill(int(pid), signal.SIGKILL)
-                    except ProcessLookupError:
-                        pass
-                for _ in range(50):
-                    try:
-                        d.rmdir()
-                        break
-                    except OSError:
-                        time.sleep(0.1)
+        with user_manager(unit_dir, tmp_path, monkeypatch):
+            units = fleet.units_from("user", root)
+            for name in names:                       # the services run before alloclab arrives
+                units.restart(name)
+            yield units, names
+    except Unavailable as exc:
+        pytest.skip(str(exc))
     assert Path("/proc/1/cgroup").read_text() == pid1_before, "the manager moved processes outside its own cgroup"
 
 
@@ -133,7 +78,8 @@ def test_apply_collect_rollback_against_a_real_systemd(manager, tmp_path, jemall
     if cg is not None:                          # a memory controller is delegated here: the unit's usage is real
         assert cg.usage_kb() and cg.usage_kb() > 0
     run = tmp_path / "run"
-    fleet.collect(units, plan, run, interval=0.3, duration=1.5, say=lambda s: None)
+    result = collector.collect(units, plan, run, interval=0.3, duration=1.5, say=lambda s: None)
+    assert result["ticks"] >= 4 and result["systemd_queries"] == 1     # asked once, all units in one call
     store = Store.open(run)
     reps = store.replicas()
     assert all(r["verified"] == 1 for r in reps), [(r["name"], r["verify_detail"]) for r in reps]
@@ -142,6 +88,12 @@ def test_apply_collect_rollback_against_a_real_systemd(manager, tmp_path, jemall
     if cg is not None:
         assert all(v and v > 0 for v in first["cgroup_kb"])
     store.close()
+    # the collector's own unit, installed for this user manager with every option it was given
+    path = collector.install_collector(units, tmp_path / "plan.json", run, "5m", "user", "127.0.0.1:9464", "relay-h1")
+    assert "WantedBy=default.target" in path.read_text()        # a user manager has no multi-user.target
+    shown = subprocess.run(["systemctl", "--user", "show", "-p", "ExecStart", path.name], capture_output=True, text=True)
+    for option in ("--systemctl user", "--listen 127.0.0.1:9464", "--host relay-h1", "--interval 300s"):
+        assert option in shown.stdout, shown.stdout
     fleet.rollback(units, batch=3, say=lambda s: None)
     for n in names:
         assert not fleet.dropin_path(units.root, n).exists()

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from alloclab import fleet, unitfile
+from alloclab import collector, fleet, unitfile
 from alloclab.errors import UserError
 from tests.conftest import run_cli
 
@@ -146,7 +146,7 @@ def test_collector_unit_quotes_paths_and_refuses_an_injected_interval(tmp_path):
     units = fleet.LocalUnits(root)
     plan = tmp_path / 'plan "%h" $HOME.json'
     run = tmp_path / "run dir"
-    path = fleet.install_collector(units, plan, run, "90s")
+    path = collector.install_collector(units, plan, run, "90s")
     assert verify(path.parent, path.name) == ""
     [(_, _, value)] = [d for d in unitfile.settings(path.read_text()) if d[1] == "ExecStart"]
     argv = unitfile.split_words(value, command=True)
@@ -154,7 +154,7 @@ def test_collector_unit_quotes_paths_and_refuses_an_injected_interval(tmp_path):
                     str(run.resolve()), "--interval", "90s", "--root", str(root.resolve())]
     for hostile in ["5m\nExecStartPre=/nonexistent-alloclab-pwned", "5m ExecStartPre=/x", "%n", "nan", "-5s"]:
         with pytest.raises(UserError):
-            fleet.install_collector(units, plan, run, hostile)
+            collector.install_collector(units, plan, run, hostile)
     assert "pwned" not in path.read_text()
 
 

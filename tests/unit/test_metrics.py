@@ -2,7 +2,9 @@
 store migration that added replicas.host."""
 from __future__ import annotations
 
+import shutil
 import sqlite3
+import subprocess
 import urllib.request
 
 import pytest
@@ -23,30 +25,69 @@ def test_listen_addresses():
             metrics.parse_listen(bad)
 
 
-def test_a_scrape_reads_one_snapshot_with_group_sums():
-    exp = metrics.Exposition()
+def _snapshot_of_three():
+    units = [metrics.UnitFigures(f"u{i}.service", "jemalloc", "jemalloc@5.3.0", "5.3.0", 2,
+                                 {"rss_kb": 1000 + i, "pss_kb": 500 if i else None, "cgroup_kb": 2000}, 1.5, i == 0, i,
+                                 sha256="ab" * 32, start_time=1000.0 + i)
+             for i in range(3)]
+    units.append(metrics.UnitFigures("down.service", "jemalloc", "jemalloc@5.3.0", "5.3.0", 0, {}, None, None, 4,
+                                     up=False, sha256="ab" * 32))
+    return metrics.Snapshot(t=1234.5, host="h1", units=units)
+
+
+def _scrape(exp) -> str:
     server, port = metrics.serve(exp, "127.0.0.1:0")
     try:
-        assert urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics").read() == b""     # nothing sampled yet
-        units = [metrics.UnitFigures(f"u{i}.service", "jemalloc", "jemalloc@5.3.0", "5.3.0", 2,
-                                     {"rss_kb": 1000 + i, "pss_kb": None, "cgroup_kb": 2000}, 1.5, i == 0, i)
-                 for i in range(3)]
-        exp.publish(metrics.Snapshot(t=1234.5, host="h1", units=units))
-        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics").read().decode()
+        return urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics").read().decode()
     finally:
         server.shutdown()
+
+
+def test_a_scrape_reads_one_snapshot_with_group_sums():
+    exp = metrics.Exposition(metrics.CollectorHealth())
+    assert "alloclab_unit" not in _scrape(exp)                    # nothing sampled yet: only the collector's own
+    exp.publish(_snapshot_of_three())
+    text = _scrape(exp)
     from prometheus_client.parser import text_string_to_metric_families
     samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
                for fam in text_string_to_metric_families(text) for s in fam.samples}
-    group_labels = (("allocator", "jemalloc@5.3.0"), ("group", "jemalloc"), ("host", "h1"))
-    assert samples[("alloclab_group_memory_bytes", group_labels + (("memtype", "resident"), ("version", "5.3.0")))] == 3003 * 1024
-    assert samples[("alloclab_group_memory_bytes", group_labels + (("memtype", "cgroup"), ("version", "5.3.0")))] == 3 * 2000 * 1024
-    assert samples[("alloclab_group_units", group_labels + (("version", "5.3.0"),))] == 3
-    assert 'memtype="proportionalResident"' not in text          # not measured this tick: absent, not 0
-    assert text.count("alloclab_unit_restarts_total{") == 3 and "# TYPE alloclab_unit_cpu_seconds_total counter" in text
-    assert 'alloclab_unit_allocator_verified{allocator="jemalloc@5.3.0",group="jemalloc",host="h1",unit="u1.service",' \
-           'version="5.3.0"} 0.0' in text
+    group = (("group", "jemalloc"), ("host", "h1"))
+    assert samples[("alloclab_group_memory_bytes", group + (("memtype", "resident"),))] == 3003 * 1024
+    assert samples[("alloclab_group_memory_bytes", group + (("memtype", "cgroup"),))] == 3 * 2000 * 1024
+    assert samples[("alloclab_group_units", group + (("memtype", "resident"),))] == 3
+    assert samples[("alloclab_group_units", group + (("memtype", "proportionalResident"),))] == 2   # the sum covers 2
+    assert samples[("alloclab_group_units_expected", group)] == 4
+    assert samples[("alloclab_unit_up", (("host", "h1"), ("unit", "down.service")))] == 0
+    assert samples[("alloclab_unit_up", (("host", "h1"), ("unit", "u0.service")))] == 1
+    # a stopped unit: no memory, processes, cpu or verification, never 0 bytes; its identity and restarts stay
+    assert not [k for k in samples if ("unit", "down.service") in k[1] and k[0] not in
+                ("alloclab_unit_up", "alloclab_unit_info", "alloclab_unit_restarts_total")]
+    assert samples[("alloclab_unit_info", (("allocator", "jemalloc@5.3.0"), ("group", "jemalloc"), ("host", "h1"),
+                                           ("library_sha256", "ab" * 32), ("unit", "u1.service"), ("version", "5.3.0")))] == 1
+    # figures carry host and unit only: a deploy changes the info series, not the memory series
+    assert all(set(dict(k[1])) <= {"host", "unit", "memtype"} for k in samples if k[0].startswith("alloclab_unit_")
+               and k[0] != "alloclab_unit_info")
+    assert 'alloclab_unit_memory_bytes{host="h1",memtype="proportionalResident",unit="u0.service"}' not in text
+    assert text.count("alloclab_unit_restarts_total{") == 4 and "# TYPE alloclab_unit_cpu_seconds_total counter" in text
+    assert 'alloclab_unit_allocator_verified{host="h1",unit="u1.service"} 0.0' in text
+    assert 'alloclab_unit_process_start_time_seconds{host="h1",unit="u2.service"} 1002.0' in text
     assert 'alloclab_last_sample_timestamp_seconds{host="h1"} 1234.5' in text
+    assert "alloclab_collector_tick_duration_seconds_bucket" in text and "process_cpu_seconds_total" in text
+    assert 'alloclab_collector_errors_total{kind="systemd"} 0.0' in text and "alloclab_collector_build_info{" in text
+
+
+@pytest.mark.skipif(not shutil.which("promtool"), reason="promtool missing: run scripts/install.sh --test")
+def test_every_name_and_help_passes_promtool():
+    """promtool's linter (names, units, counters' _total, HELP present) on a full scrape."""
+    health = metrics.CollectorHealth()
+    exp = metrics.Exposition(health)
+    exp.publish(_snapshot_of_three())
+    health.tick(0.02)
+    health.late()
+    health.error("systemd")
+    text = _scrape(exp)
+    check = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True, timeout=60)
+    assert check.returncode == 0 and not check.stdout.strip() and not check.stderr.strip(), check.stdout + check.stderr
 
 
 def rep(name, group, host):

@@ -43,3 +43,21 @@ def test_memory_guard_needs_persistence_and_takes_the_lowest_bound():
 def test_crash_loop_guard():
     g = rollout.Guards(max_restarts=3)
     assert rollout.restart_trip(2, g) is None and "crash loop" in rollout.restart_trip(3, g)
+
+
+def test_the_increase_guard_compares_a_new_process_with_the_old_one_at_the_same_age():
+    """Issue 25's case in numbers: a start-up at 28.4 MB against a settled 5.9 MB."""
+    guards = rollout.Guards(max_increase=0.25, persist=3)
+    ages = [1.0, 2.0, 3.0, 4.0, 5.0, 20.0, 40.0, 50.0]
+    new = [28400, 28000, 27000, 20000, 12000, 6000, 5900, 5900]
+    old_curve = [(1.0, 28000.0), (3.0, 27500.0), (5.0, 12500.0), (30.0, 6000.0), (45.0, 5900.0)]
+    assert rollout.memory_trip(new, 5900, guards) is not None                       # the rule before: a false trip
+    assert rollout.memory_trip(new, 5900, guards, ages, 0.0, old_curve) is None      # same age: none
+    assert rollout.memory_trip(new, 5900, guards, ages, 10.0) is None                # warm-up: start-up not compared
+    assert "same age" in rollout.memory_trip([v * 2 for v in new], 5900, guards, ages, 0.0, old_curve)
+    assert rollout.level_at(old_curve, 4.0) == 20000.0 and rollout.level_at(old_curve, 99.0) == 5900.0
+    # a history that starts after the new process's age falls back to the warm-up rule
+    late_curve = [(3600.0, 5900.0)]
+    assert rollout.increase_bounds([2.0], 5900, guards, 10.0, late_curve)[0][0] == float("inf")
+    assert rollout.effective_warmup(guards, 45.0, 60.0) == 30.0 and rollout.effective_warmup(guards, 12.0, 60.0) == 12.0
+    assert rollout.effective_warmup(rollout.Guards(warmup=5.0), 45.0, 60.0) == 5.0

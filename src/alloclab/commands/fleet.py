@@ -6,7 +6,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from .. import fleet, metrics, rollout, unitfile
+from .. import collector, fleet, metrics, rollout, unitfile
 from ..config import parse_duration
 from ..errors import UserError
 
@@ -39,39 +39,45 @@ def collect_command(plan_file: Path, run: Path, interval: str, duration: str | N
     units = fleet.units_from(systemctl, root)
     plan = fleet.load_plan(plan_file)
     if install:
-        path = fleet.install_collector(units, plan_file, run, interval)
-        console.print(f"wrote {path}; start it with: systemctl enable --now alloclab-collector.service")
+        path = collector.install_collector(units, plan_file, run, interval, systemctl, listen, host, duration)
+        user = " --user" if systemctl == "user" else ""
+        console.print(f"wrote {path}; start it with: systemctl{user} enable --now alloclab-collector.service")
         return
     if host is not None:
         unitfile.check_value(host, "--host")
     exposition, server = None, None
     if listen:
-        exposition = metrics.Exposition()
+        exposition = metrics.Exposition(metrics.CollectorHealth())
         server, port = metrics.serve(exposition, listen)
         console.print(f"serving /metrics on {metrics.parse_listen(listen)[0]}:{port}")
     try:
-        fleet.collect(units, plan, run, parse_duration(interval, "--interval"),
-                      parse_duration(duration, "--duration") if duration else None, console.print,
-                      exposition=exposition, host=host)
+        collector.collect(units, plan, run, parse_duration(interval, "--interval"),
+                          parse_duration(duration, "--duration") if duration else None, console.print,
+                          exposition=exposition, host=host)
     finally:
         if server is not None:
             server.shutdown()
 
 
-def deploy_command(allocator: str, units_glob: str, batch: str, dry_run: bool, out: Path, root: Path,
+def deploy_command(allocator: str | None, units_glob: str, batch: str, dry_run: bool, out: Path, root: Path,
                    systemctl: str | None, console: Console, settle: str = "60s", max_memory: str | None = None,
                    max_increase: str | None = None, max_restarts: int = 3, persist: int = 3, guard_interval: str = "5s",
-                   scope: str = "all") -> int:
+                   scope: str = "all", warmup: str = "auto", history: Path | None = None, env_items: tuple[str, ...] = (),
+                   group_file: Path | None = None, group: str | None = None) -> int:
     """Exit status: 0 deployed, 1 a guard tripped and the deployment was rolled back."""
     if max_restarts < 1 or persist < 1:
         raise UserError("--max-restarts and --persist must be at least 1", "give a count of 1 or more")
+    if group is not None and group_file is None:
+        raise UserError("--group needs --group-file", "name the groups file with --group-file FILE")
     guards = rollout.Guards(max_memory_kb=rollout.parse_size_kb(max_memory, "--max-memory") if max_memory else None,
                             max_increase=rollout.parse_share(max_increase, "--max-increase") if max_increase else None,
-                            max_restarts=max_restarts, persist=persist)
+                            max_restarts=max_restarts, persist=persist,
+                            warmup=None if warmup == "auto" else parse_duration(warmup, "--warmup"))
     units = fleet.units_from(systemctl, root)
-    result = fleet.deploy(units, allocator, units_glob, batch, dry_run, out, console.print, guards=guards,
-                          settle=parse_duration(settle, "--settle"), scope=scope,
-                          sample_every=parse_duration(guard_interval, "--guard-interval"))
+    result = fleet.deploy(units, allocator, units_glob, batch, dry_run, out, console.print, env=parse_env(env_items),
+                          guards=guards, settle=parse_duration(settle, "--settle"), scope=scope,
+                          sample_every=parse_duration(guard_interval, "--guard-interval"), group_file=group_file,
+                          group=group, history=history)
     trip = result.get("tripped")
     if trip:
         console.print(f"deploy stopped at batch {trip['batch']}: {trip['unit']} {trip['why']}; "
@@ -80,6 +86,17 @@ def deploy_command(allocator: str, units_glob: str, batch: str, dry_run: bool, o
     if not dry_run:
         console.print(f"deployed to {result['units']} units in {result['batches']} batches; backup in {result['generation']}")
     return 0
+
+
+def parse_env(items: tuple[str, ...]) -> dict[str, str]:
+    """--env KEY=VALUE, repeatable; the values are checked later with the group's tunables."""
+    env: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise UserError(f"--env {item!r} is not KEY=VALUE", "e.g. --env MALLOC_CONF=background_thread:true")
+        env[key] = value
+    return env
 
 
 def rollback_command(batch: int, root: Path, systemctl: str | None, console: Console) -> None:

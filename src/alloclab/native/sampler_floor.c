@@ -2,6 +2,9 @@
  * /proc files alloclab reads (stat + statm for the cheap tier, smaps_rollup for the full tier) and
  * pulls one number out of each. Prints CPU microseconds per process-sample for both tiers.
  *   sampler_floor ROUNDS PID...
+ * With -c, the floor of the fleet collector's cheap tier: each unit's cgroup.procs read, then stat +
+ * statm of every pid in it; prints CPU microseconds per unit-sample.
+ *   sampler_floor -c ROUNDS CGROUP_PROCS_FILE...
  */
 #include <fcntl.h>
 #include <stdio.h>
@@ -28,7 +31,34 @@ static long read_first_number(const char *path, const char *after) {
     return p ? strtol(p + (after ? strlen(after) : 0), NULL, 10) : -1;
 }
 
+static int cgroup_floor(int rounds, int n, char **files) {
+    static char buf[65536];
+    char path[64];
+    long sink = 0;
+    double t0 = cpu_now();
+    for (int r = 0; r < rounds; r++)
+        for (int i = 0; i < n; i++) {
+            int fd = open(files[i], O_RDONLY);
+            if (fd < 0) continue;
+            ssize_t len = read(fd, buf, sizeof buf - 1);
+            close(fd);
+            if (len <= 0) continue;
+            buf[len] = 0;
+            for (char *p = buf, *end; *p; p = end) {
+                long pid = strtol(p, &end, 10);
+                if (end == p) break;
+                snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+                sink += read_first_number(path, ") ");
+                snprintf(path, sizeof path, "/proc/%ld/statm", pid);
+                sink += read_first_number(path, NULL);
+            }
+        }
+    printf("{\"unit_us\": %.3f, \"sink\": %ld}\n", (cpu_now() - t0) / rounds / n * 1e6, sink & 1);
+    return 0;
+}
+
 int main(int argc, char **argv) {
+    if (argc > 3 && strcmp(argv[1], "-c") == 0) return cgroup_floor(atoi(argv[2]), argc - 3, argv + 3);
     if (argc < 3) { fprintf(stderr, "usage: sampler_floor ROUNDS PID...\n"); return 2; }
     int rounds = atoi(argv[1]), n = argc - 2;
     char path[64];

@@ -1,0 +1,339 @@
+"""The fleet collector (`alloclab fleet collect`): samples a plan's systemd units into a run store,
+resumable, and optionally publishes every tick for Prometheus (metrics.py).
+
+Cost (issue 25): systemd is asked only about units whose main process was lost since the last
+tick, all of them in one batched query (fleet.Units.unit_states); every tick reads each unit's
+members from its cgroup.procs and their memory from /proc (sampler's cheap tier, with the full
+tier under its CPU budget). Ticks keep a fixed schedule (slots t0 + k * interval; a tick that
+overruns skips the slots it missed and counts as late), and every wait is interruptible, so
+SIGTERM ends the collector within one tick at any interval. A unit without a process is absent
+(no sample stored, `alloclab_unit_up 0`), never 0 bytes.
+"""
+from __future__ import annotations
+
+import collections
+import json
+import resource
+import signal
+import socket
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import allocators, metrics, sampler, unitfile
+from .config import parse_duration
+from .errors import UserError
+from .fleet import Plan, Units, _dev_inode, cgroup_files, read_cgroup_procs
+from .host import host_metadata
+from .recorder import Recorder, Tracked
+from .store import DB_NAME, Store
+
+REASK_DOWN = 5.0           # seconds between questions to systemd about a unit with no process and no known cgroup
+LATE_SHARE = 0.1           # a tick that starts more than this share of the interval after its slot is late
+
+
+def install_collector(units: Units, plan: Path, run: Path, interval: str, systemctl: str | None = None,
+                      listen: str | None = None, host: str | None = None, duration: str | None = None) -> Path:
+    """A systemd unit that runs the collector (it resumes the same run after restarts) with every
+    option it was given. Durations are parsed and written back in seconds; paths are absolute;
+    every value is quoted by unitfile."""
+    seconds = parse_duration(interval, "--interval")
+    argv = [sys.executable, "-m", "alloclab", "fleet", "collect", "--plan", str(plan.resolve()), "-o", str(run.resolve()),
+            "--interval", f"{seconds:g}s", "--root", str(units.root.resolve())]
+    if systemctl not in (None, "auto"):
+        argv += ["--systemctl", systemctl]
+    if listen is not None:
+        metrics.parse_listen(listen)
+        argv += ["--listen", listen]
+    if host is not None:
+        unitfile.check_value(host, "--host")
+        argv += ["--host", host]
+    if duration is not None:
+        argv += ["--duration", f"{parse_duration(duration, '--duration'):g}s"]
+    unit = units.root / "etc" / "systemd" / "system" / "alloclab-collector.service"
+    text = ("[Unit]\nDescription=alloclab fleet collector\nAfter=network.target\n\n[Service]\n"
+            + unitfile.exec_line("ExecStart", argv, "collector command")
+            + "\nRestart=always\nRestartSec=5\n\n[Install]\nWantedBy="
+            + ("default.target" if systemctl == "user" else "multi-user.target") + "\n")
+    unit.parent.mkdir(parents=True, exist_ok=True)
+    unit.write_text(text)
+    units.daemon_reload()
+    return unit
+
+
+@dataclass
+class Watch:
+    """What the collector knows of one unit between ticks."""
+    tracked: Tracked
+    main: tuple[int, int] | None = None         # (pid, start ticks) of its main process, as systemd named it
+    procs: str | None = None                    # its cgroup.procs file (kept while it is down: the path returns)
+    memory: sampler.Cgroup | None = None
+    asked: float = -1e18                        # monotonic time systemd was last asked about it
+    up: bool = False
+    start_time: float | None = None             # unix time its main process started
+
+
+class TickClock:
+    """Fixed slots t0 + k * interval; `wait` sleeps to the next slot (interruptibly) and says how
+    late the tick that follows starts; slots missed by an overrunning tick are skipped."""
+
+    def __init__(self, interval: float, stop: threading.Event):
+        self.interval, self.stop = interval, stop
+        self.t0 = time.monotonic()
+        self.slot = 0
+
+    def wait(self) -> float | None:
+        """Lateness of the next tick in seconds (from the slot it was due at, the one right after the
+        last tick's, even when an overrun skips to a later slot), None when stopped while waiting."""
+        due = self.t0 + (self.slot + 1) * self.interval
+        self.slot = max(self.slot + 1, int((time.monotonic() - self.t0) / self.interval) + 1)
+        if self.stop.wait(max(0.0, self.t0 + self.slot * self.interval - time.monotonic())):
+            return None
+        return max(0.0, time.monotonic() - due)
+
+
+def _raise_open_files() -> None:
+    """Descriptors to /proc files stay open between ticks (sampler._read): 2 per unit process."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard if hard != resource.RLIM_INFINITY else max(soft, 65536), hard))
+        sampler.MAX_OPEN_FILES = max(sampler.MAX_OPEN_FILES, min(65536, resource.getrlimit(resource.RLIMIT_NOFILE)[0] // 2))
+
+
+class UnitReader:
+    """Each tick: the members of every unit (cgroup.procs, or the main process's tree where a unit
+    has no cgroup) and their readings; systemd asked once per tick about the units whose main
+    process is unknown or gone."""
+
+    def __init__(self, units: Units, watches: dict[str, Watch], health: "metrics.CollectorHealth | None" = None):
+        self.units, self.watches, self.health = units, watches, health
+        self.boot = time.time() - sampler.uptime()
+        self.queries = 0                           # batched systemd questions asked (benchmarks)
+        self.last_error: str | None = None
+
+    def _ask(self, names: list[str]) -> None:
+        if not names:
+            return
+        try:
+            states = self.units.unit_states(names)
+        except UserError as exc:
+            self.last_error = exc.problem
+            if self.health:
+                self.health.error("systemd")
+            return
+        self.queries += 1
+        now = time.monotonic()
+        for unit, state in states.items():
+            w = self.watches[unit]
+            w.asked = now
+            st = sampler.read_stat(state.main_pid) if state.main_pid else None
+            w.main = st.identity if st else None
+            w.start_time = self.boot + st.start_ticks / sampler.CLK_TCK if st else None
+            if state.control_group:
+                w.procs, w.memory = cgroup_files(state.control_group)
+
+    def _members(self, w: Watch, table: dict | None) -> list[int]:
+        if w.procs is not None:
+            return read_cgroup_procs(w.procs) or []
+        if w.main is None:
+            return []
+        return sampler.tree({w.main}, table) if table is not None else []
+
+    def _sample(self, members: dict[str, list[int]], budget: sampler.SmapsBudget) -> dict[str, list[sampler.ProcReading]]:
+        """One sampler pass over every unit's members (one budget order, one pid re-check), split by unit."""
+        readings = {r.stat.pid: r for r in sampler.sample_processes([p for ps in members.values() for p in ps], budget)}
+        return {unit: [readings[p] for p in ps if p in readings] for unit, ps in members.items()}
+
+    def read(self, budget: sampler.SmapsBudget, first: bool = False) -> dict[str, list[sampler.ProcReading]]:
+        """unit -> its readings this tick ([] when it has no process)."""
+        now = time.monotonic()
+        if first:
+            self._ask(list(self.watches))
+        table = sampler.all_processes() if any(w.procs is None for w in self.watches.values()) else None
+        out = self._sample({unit: self._members(w, table) for unit, w in self.watches.items()}, budget)
+        lost = []
+        for unit, w in self.watches.items():
+            readings = out[unit]
+            if w.main is not None and not any(r.stat.identity == w.main for r in readings):
+                lost.append(unit)               # its main process is gone: a restart, a stop, or a crash loop
+            elif w.main is None and (readings or now - w.asked >= REASK_DOWN):
+                lost.append(unit)               # processes back in its cgroup, or a periodic look at a stopped unit
+        if lost and not first:
+            self._ask(lost)
+            table = sampler.all_processes() if any(self.watches[u].procs is None for u in lost) else table
+            out.update(self._sample({unit: self._members(self.watches[unit], table) for unit in lost}, budget))
+        return out
+
+
+@dataclass
+class CgroupReading:
+    """A unit's memory cgroup read once this tick (the recorder asks for usage and peak)."""
+    usage: int | None
+    peak: int | None
+
+    def usage_kb(self) -> int | None:
+        return self.usage
+
+    def peak_kb(self) -> int | None:
+        return self.peak
+
+
+def _cgroup_reading(cgroup: sampler.Cgroup | None, budget: sampler.SmapsBudget) -> CgroupReading | None:
+    """The unit cgroup's memory figures, read within the full tier's budget: cgroup v1's
+    memory.usage_in_bytes costs the kernel ~40-90 us a read (measured: benchmarks/fleet_collector.py),
+    more than the cheap tier's whole per-unit cost."""
+    if cgroup is None or not budget.allowed():
+        return None
+    t0 = time.thread_time()
+    reading = CgroupReading(cgroup.usage_kb(), cgroup.peak_kb())
+    budget.spent += time.thread_time() - t0
+    return reading
+
+
+def collect(units: Units, plan: Plan, run: Path, interval: float, duration: float | None, say=print,
+            smaps_budget: float = 0.02, verify_every: float = 300.0, exposition: "metrics.Exposition | None" = None,
+            host: str | None = None) -> dict:
+    """Sample every unit of the plan into RUN until stopped (or for `duration` seconds). A run that
+    exists is resumed: same groups and replicas, a `collector_resumed` event marks the gap. With an
+    `exposition`, every tick's rows are also published for Prometheus (metrics.py), labelled `host`
+    (default: this machine's name, also stored with each replica). Refuses (UserError) when none
+    of the plan's units has a process whose memory can be read, before anything is stored."""
+    groups = {g["name"]: g for g in plan.data["groups"]}
+    host = host or socket.gethostname()
+    health = exposition.health if exposition is not None else None
+    _raise_open_files()
+    watches: dict[str, Watch] = {}
+    for a in plan.assignments:
+        g = groups[a["group"]]
+        spec = allocators.AllocatorSpec(kind=g["kind"], request=g["allocator"], path=g["library"], sha256=g["sha256"],
+                                        family=g["family"], version=g["version"], **_dev_inode(g["library"]))
+        watches[a["unit"]] = Watch(Tracked(id=0, name=a["unit"], group_name=a["group"], spec=spec))
+    reader = UnitReader(units, watches, health)
+    budget = sampler.SmapsBudget(smaps_budget)
+    first = reader.read(budget, first=True)
+    if not any(first.values()):
+        having = [u for u, w in watches.items() if w.main is not None]
+        if having:
+            raise UserError(f"cannot read the memory of any of the {len(watches)} units' processes (e.g. {having[0]}, "
+                            f"pid {watches[having[0]].main[0]})", "run the collector as root or as the units' user")
+        raise UserError(f"none of the plan's {len(watches)} units has a running process here "
+                        f"({type(units).__name__} under {units.root}"
+                        + (f"; {reader.last_error}" if reader.last_error else "") + ")",
+                        "start the units, or give the --systemctl (systemd, user) and --root the plan was made with")
+    resumed = (run / DB_NAME).exists()
+    if resumed:
+        store = Store.open(run)
+        if store.meta().get("source") != "fleet":
+            raise UserError(f"{run} is not a fleet run", "give a new directory or the collector's own run")
+    else:
+        run.mkdir(parents=True, exist_ok=True)
+        store = Store.create(run / DB_NAME)
+    store.begin()
+    last = store.last_sample_time()
+    if resumed:
+        store.event(time.time(), "collector_resumed", f"collector restarted; no samples for {time.time() - (last or time.time()):.0f} s")
+    else:
+        store.set_meta(name=plan.data["name"], source="fleet", metric="rss", interval=interval, seed=plan.data["seed"],
+                       baseline=plan.data["groups"][0]["name"], experiment=plan.data["experiment"], plan=str(plan.path),
+                       started_at=time.time(), **{**host_metadata(), "host": host})
+        for g in plan.data["groups"]:
+            store.insert("groups", name=g["name"], allocator=g["allocator"], kind=g["kind"], library_path=g["library"],
+                         library_sha256=g["sha256"], family=g["family"], version=g["version"], env_json=json.dumps(g["env"]),
+                         command_json="[]", is_baseline=int(g["name"] == plan.data["groups"][0]["name"]))
+        gid = {r["name"]: r["id"] for r in store.groups()}
+        for i, a in enumerate(plan.assignments):
+            store.insert("replicas", group_id=gid[a["group"]], idx=i, name=a["unit"], start_order=i, started_at=time.time(),
+                         host=host)
+    store.commit()
+    recorder = Recorder(store, verify_every, "rss")
+    for row in store.replicas():
+        if row["name"] in watches:
+            watches[row["name"]].tracked.id = row["id"]
+    # each unit's main process identity, kept in the store so a resumed collector sees restarts
+    mains = {u: tuple(v) for u, v in json.loads(store.meta().get("fleet_main_processes", "{}")).items()}
+    restarts = {unit: 0 for unit in watches}
+    for e in store.events(kinds=["process_restart"]):
+        unit = e["description"].split(":")[0]
+        if unit in restarts:
+            restarts[unit] += 1
+    stop = threading.Event()
+    previous = signal.signal(signal.SIGTERM, lambda *a: stop.set())
+    clock = TickClock(interval, stop)
+    started, ticks = time.monotonic(), 0
+    lateness: collections.deque[float] = collections.deque(maxlen=100_000)
+    durations: collections.deque[float] = collections.deque(maxlen=100_000)
+    tick_cpu: collections.deque[float] = collections.deque(maxlen=100_000)     # process CPU per tick
+    readings_now: dict[str, list[sampler.ProcReading]] | None = first
+    try:
+        while duration is None or time.monotonic() - started < duration:
+            t_tick, cpu_tick = time.monotonic(), time.process_time()
+            now = time.time()
+            if last is not None and now <= last:       # never two samples at one time, even across restarts
+                now = last + 1e-3
+            readings = readings_now if readings_now is not None else reader.read(budget)
+            readings_now = None
+            store.begin()
+            for unit, w in watches.items():
+                rd, t = readings[unit], w.tracked
+                if rd and w.main is not None:
+                    if mains.get(unit) and tuple(mains[unit]) != w.main:
+                        store.event(now, "process_restart", f"{unit}: main process {mains[unit][0]} -> {w.main[0]}",
+                                    t.id, t.group_name)
+                        restarts[unit] += 1
+                    mains[unit] = w.main
+                if rd:
+                    recorder.observe(t, rd, now, "load", cgroup=_cgroup_reading(w.memory, budget))
+                elif w.up:
+                    store.event(now, "unit_stopped", f"{unit}: no process", t.id, t.group_name)
+                w.up = bool(rd)
+            if exposition is not None:
+                exposition.publish(_snapshot(now, host, watches, groups, recorder.replica_rows, restarts))
+            recorder.flush(now)
+            store.set_meta(fleet_main_processes=mains)
+            store.commit()
+            last = now
+            ticks += 1
+            spent = time.monotonic() - t_tick
+            durations.append(spent)
+            tick_cpu.append(time.process_time() - cpu_tick)
+            if health:
+                health.tick(spent)
+            if duration is not None and time.monotonic() - started >= duration:
+                break
+            late = clock.wait()
+            if late is None:
+                break
+            lateness.append(late)
+            if health and late > LATE_SHARE * interval:
+                health.late()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        store.set_meta(ended_at=time.time(), end_reason="collector stopped")
+        store.close()
+    say(f"collected {ticks} rounds of {len(watches)} units into {run}")
+    return {"ticks": ticks, "resumed": resumed, "lateness": list(lateness), "durations": list(durations),
+            "tick_cpu": list(tick_cpu),
+            "systemd_queries": reader.queries, "full_tier_cpu_s": budget.spent}
+
+
+def _snapshot(now: float, host: str, watches: dict[str, Watch], groups: dict, rows: list[tuple],
+              restarts: dict[str, int]) -> "metrics.Snapshot":
+    """This tick's replica rows (exactly what goes to the store) as one exposition snapshot; a
+    unit without a row this tick is down (no figures, only its up, info and restart counter)."""
+    cols = Recorder.SAMPLE_COLUMNS
+    by_id = {row[cols.index("replica_id")]: row for row in rows}
+    snap = metrics.Snapshot(t=now, host=host)
+    for unit, w in watches.items():
+        row, t = by_id.get(w.tracked.id), w.tracked
+        snap.units.append(metrics.UnitFigures(
+            unit=unit, group=t.group_name, allocator=metrics.allocator_label(groups[t.group_name]),
+            version=groups[t.group_name]["version"] or "", sha256=groups[t.group_name]["sha256"] or "",
+            up=row is not None, nprocs=row[cols.index("nprocs")] if row else 0,
+            memory_kb={c: row[cols.index(c)] for c in metrics.MEMTYPES} if row else {},
+            cpu_s=row[cols.index("cpu_s")] if row else None, verified=t.state if row else None,
+            restarts=restarts[unit], start_time=w.start_time if row else None))
+    return snap

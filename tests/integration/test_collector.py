@@ -1,0 +1,173 @@
+"""The fleet collector (collector.py) against real processes standing in for units (LocalUnits):
+it ends within 2 s of SIGTERM at any interval, stores nothing for a stopped unit (and exports it
+as down), refuses in one line when no unit has a process, and its installed unit carries every
+option it was given (a user manager loads it: test_fleet_systemd.py). The real-systemd path (cgroup.procs, batched `systemctl show`) is in
+test_fleet_systemd.py."""
+from __future__ import annotations
+
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+
+from alloclab import collector, fleet, metrics, unitfile
+from tests.conftest import run_cli
+from tests.integration.test_fleet import make_plan, root  # noqa: F401  (the fixture)
+
+
+def _cli_collect(root, run, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "alloclab", "fleet", "collect", "--plan", str(root.parent / "plan.json"), "-o", str(run),
+            "--root", str(root), "--systemctl", "local", *extra]
+
+
+def _wait_for_ticks(run, n: int, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if sqlite3.connect(run / "run.db").execute("SELECT COUNT(DISTINCT t) FROM samples").fetchone()[0] >= n:
+                return
+        except sqlite3.OperationalError:
+            pass
+        time.sleep(0.05)
+    raise AssertionError(f"the collector stored fewer than {n} ticks in {timeout:g} s")
+
+
+def test_the_collector_ends_within_2s_of_sigterm_at_a_5m_interval(root):  # noqa: F811
+    """Issue 25: at --interval 5m the collector took 275 s to exit after SIGTERM."""
+    make_plan(root)
+    run = root.parent / "run"
+    p = subprocess.Popen(_cli_collect(root, run, "--interval", "5m"), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                         text=True)
+    try:
+        _wait_for_ticks(run, 1)
+        time.sleep(0.2)                      # into the wait for the next slot, 5 minutes away
+        sent = time.monotonic()
+        p.send_signal(signal.SIGTERM)
+        p.wait(timeout=10)
+        took = time.monotonic() - sent
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 0, p.stderr.read()
+    assert took <= 2.0, f"exited {took:.2f} s after SIGTERM"
+
+
+def test_a_stopped_unit_is_absent_from_the_store_and_down_in_the_exposition(root):  # noqa: F811
+    plan = make_plan(root)
+    units = fleet.LocalUnits(root)
+    victim = plan.assignments[0]["unit"]
+    run = root.parent / "run"
+    exposition = metrics.Exposition(metrics.CollectorHealth())
+
+    def stop_one():
+        _wait_for_ticks(run, 3)
+        units.stop(victim)
+
+    t = threading.Thread(target=stop_one)
+    t.start()
+    result = collector.collect(units, plan, run, interval=0.2, duration=3.0, say=lambda s: None, exposition=exposition)
+    t.join()
+    db = sqlite3.connect(run / "run.db")
+    rid = db.execute("SELECT id FROM replicas WHERE name = ?", (victim,)).fetchone()[0]
+    stored = db.execute("SELECT nprocs, rss_kb FROM samples WHERE replica_id = ?", (rid,)).fetchall()
+    others = db.execute("SELECT COUNT(DISTINCT t) FROM samples").fetchone()[0]
+    assert stored and all(n > 0 and rss > 0 for n, rss in stored), "a stopped unit was stored as 0 bytes"
+    assert len(stored) < others, "the stopped unit kept being sampled"
+    assert db.execute("SELECT COUNT(*) FROM events WHERE kind = 'unit_stopped' AND replica_id = ?", (rid,)).fetchone()[0] == 1
+    assert db.execute("SELECT COUNT(*) FROM samples WHERE nprocs = 0 OR rss_kb = 0").fetchone()[0] == 0
+    snap = exposition.latest()
+    down = [u for u in snap.units if u.unit == victim]
+    assert down and not down[0].up and down[0].memory_kb == {}
+    assert sum(u.up for u in snap.units) == len(plan.assignments) - 1
+    assert result["ticks"] >= 5 and max(result["lateness"]) < 0.2
+
+
+def test_collect_with_no_running_unit_says_so_and_stores_nothing(root):  # noqa: F811
+    make_plan(root)
+    units = fleet.LocalUnits(root)
+    for a in fleet.load_plan(root.parent / "plan.json").assignments:
+        units.stop(a["unit"])
+    run = root.parent / "run"
+    p = subprocess.run(_cli_collect(root, run, "--interval", "1s", "--duration", "3s"), capture_output=True, text=True,
+                       timeout=60)
+    assert p.returncode == 2 and "none of the plan's 6 units has a running process" in p.stderr
+    assert "Traceback" not in p.stderr and len(p.stderr.strip().splitlines()) <= 2
+    assert not run.exists()
+
+
+def test_install_writes_every_option_it_was_given(root):  # noqa: F811
+    make_plan(root)
+    run = root.parent / "run"
+    p = run_cli("fleet", "collect", "--install", "--plan", str(root.parent / "plan.json"), "-o", str(run), "--interval", "5m",
+                "--listen", "127.0.0.1:9464", "--host", "relay-h1", "--root", str(root), "--systemctl", "local")
+    assert p.returncode == 0, p.stderr
+    text = (root / "etc" / "systemd" / "system" / "alloclab-collector.service").read_text()
+    [(_, _, value)] = [d for d in unitfile.settings(text) if d[1] == "ExecStart"]
+    argv = unitfile.split_words(value, command=True)
+    assert argv[argv.index("--interval") + 1] == "300s"
+    assert argv[argv.index("--listen") + 1] == "127.0.0.1:9464"
+    assert argv[argv.index("--host") + 1] == "relay-h1"
+    assert argv[argv.index("--systemctl") + 1] == "local"
+    assert argv[argv.index("--root") + 1] == str(root.resolve())
+    bad = run_cli("fleet", "collect", "--install", "--plan", str(root.parent / "plan.json"), "-o", str(run),
+                  "--listen", "example.org:80", "--root", str(root), "--systemctl", "local")
+    assert bad.returncode == 2 and "not an address" in bad.stderr
+
+
+def test_redeploying_the_same_jemalloc_setup_after_45s_does_not_trip_the_increase_guard(tmp_path, native_dir, jemalloc):
+    """Issue 25's case: units on jemalloc (pages returned at once) whose start-up holds ~31 MB for
+    5 s and then settles near 11 MB run 45 s under the collector; the same setup is deployed again
+    with --max-increase 25%. The new processes' start-up is compared with the old processes' at the
+    same age (from the collector's store): no trip. The rule before (every sample against the old
+    process's settled level) trips on the very samples this deploy watched."""
+    from alloclab import rollout
+    root = tmp_path / "root"
+    unit_dir = root / "etc" / "systemd" / "system"
+    unit_dir.mkdir(parents=True)
+    for name in ("spike@a", "spike@b"):
+        (unit_dir / f"{name}.service").write_text(
+            f"[Service]\nExecStart={native_dir / 'stressors'} --pattern sawtooth --load 10 --period 10 --mb 24 --idle 3600\n")
+    units = fleet.LocalUnits(root)
+    setup = {"MALLOC_CONF": "dirty_decay_ms:0,muzzy_decay_ms:0"}
+    try:
+        first = fleet.deploy(units, jemalloc, "spike@*", 2, False, tmp_path / "d1.json", say=lambda s: None, env=setup,
+                             guards=rollout.Guards(), settle=0.0)
+        assert first["tripped"] is None
+        run = tmp_path / "run"
+        col = subprocess.run([sys.executable, "-m", "alloclab", "fleet", "collect", "--plan", str(tmp_path / "d1.json"),
+                              "-o", str(run), "--interval", "0.5s", "--duration", "45s", "--root", str(root),
+                              "--systemctl", "local"], capture_output=True, text=True, timeout=120)
+        assert col.returncode == 0, col.stderr
+        guards = rollout.Guards(max_increase=0.25, persist=3)
+        again = fleet.deploy(units, jemalloc, "spike@*", 2, False, tmp_path / "d2.json", say=lambda s: None, env=setup,
+                             guards=guards, settle=6.0, sample_every=0.5, history=run)
+        watched = again["watched"]
+        assert again["tripped"] is None, again["tripped"]
+        for unit, w in watched.items():
+            assert w["old_age"] >= 45 and w["old_curve_points"] >= 60, (unit, w["old_age"], w["old_curve_points"])
+            assert max(w["kb"]) > 2 * w["old_kb"], "the new process's start-up should stand far above the settled level"
+            assert rollout.memory_trip(w["kb"], w["old_kb"], guards) is not None      # the old rule: a false trip
+    finally:
+        for a in ("spike@a.service", "spike@b.service"):
+            units.stop(a)
+
+
+def test_deploy_takes_a_groups_file_group_and_env_validated_as_tunables(root):  # noqa: F811
+    """`fleet deploy --group-file groups.toml --group jemalloc --env KEY=VALUE` (a dry run: every
+    drop-in it would write), and its bad input in one line with exit 2."""
+    base = ["fleet", "deploy", "--units", "tor@*", "--root", str(root), "--systemctl", "local", "--dry-run",
+            "-o", str(root.parent / "deploy.json")]
+    groups = str(root.parent / "groups.toml")
+    ok = run_cli(*base, "--group-file", groups, "--group", "jemalloc", "--env", "MALLOC_CONF=background_thread:true,dirty_decay_ms:0")
+    assert ok.returncode == 0, ok.stderr
+    assert ok.stdout.count('Environment="MALLOC_CONF=background_thread:true,dirty_decay_ms:0"') == len(
+        [n for n in ok.stdout.splitlines() if n.startswith("would write")]) == 6
+    assert "LD_PRELOAD=" in ok.stdout
+    for args, says in [(["--env", "NOEQUALS"], "not KEY=VALUE"),
+                       (["--group-file", groups, "--group", "nosuch"], "has no group 'nosuch'"),
+                       (["--group-file", groups, "--group", "jemalloc", "--env", "MALLOC_CONF=no_such_option:1"], "MALLOC_CONF")]:
+        bad = run_cli(*base, *args)
+        assert bad.returncode == 2 and says in bad.stderr and "Traceback" not in bad.stderr, (args, bad.stderr)

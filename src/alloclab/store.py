@@ -423,3 +423,53 @@ class Store:
 
     def _columns(self, table: str) -> list[str]:
         return [r[1] for r in self.query(f"PRAGMA table_info({table})")]
+
+    # ---- merge (alloclab.merge): another run store's rows copied in, ids renumbered ----
+    def absorb(self, source: Path, host: str, group_ids: dict[str, int]) -> dict[str, int]:
+        """Copy every replica of the store at `source` (with its processes, verifications, samples,
+        process samples, allocator statistics, events and host samples) into this one: replicas are
+        named HOST/NAME and keep `host`; groups are mapped by name to `group_ids`; times are kept
+        as recorded. One transaction; returns the rows copied per table."""
+        self.conn.execute("ATTACH DATABASE ? AS src", (str(Path(source).resolve()),))     # only read from
+        try:
+            self.begin()
+            roff = self.conn.execute("SELECT COALESCE(MAX(id), 0) FROM replicas").fetchone()[0]
+            poff = self.conn.execute("SELECT COALESCE(MAX(id), 0) FROM processes").fetchone()[0]
+            order = self.conn.execute("SELECT COALESCE(MAX(start_order) + 1, 0) FROM replicas").fetchone()[0]
+            self.conn.execute("CREATE TEMP TABLE group_map(src_id INTEGER PRIMARY KEY, dst_id INTEGER)")
+            for g in self.conn.execute("SELECT id, name FROM src.groups").fetchall():
+                self.conn.execute("INSERT INTO group_map VALUES (?, ?)", (g[0], group_ids[g[1]]))
+            counts = {}
+
+            def copy(table: str, changes: dict[str, str], skip: tuple[str, ...] = ()) -> None:
+                cols = [c for c in self._columns(table) if c not in skip and c in self._attached_columns(table)]
+                picks = [changes.get(c, c) for c in cols]
+                cur = self.conn.execute(f"INSERT INTO main.{table}({', '.join(cols)}) SELECT {', '.join(picks)} "
+                                        f"FROM src.{table}")
+                counts[table] = cur.rowcount
+            cols = [c for c in self._columns("replicas") if c in self._attached_columns("replicas")]
+            picks = {"id": f"id + {roff}", "group_id": "(SELECT dst_id FROM group_map WHERE src_id = group_id)",
+                     "name": ":host || '/' || name", "start_order": f"COALESCE(start_order, 0) + {order}",
+                     "host": "COALESCE(host, :host)"}
+            cur = self.conn.execute(f"INSERT INTO main.replicas({', '.join(cols)}) SELECT "
+                                    f"{', '.join(picks.get(c, c) for c in cols)} FROM src.replicas", {"host": host})
+            counts["replicas"] = cur.rowcount
+            copy("processes", {"id": f"id + {poff}", "replica_id": f"replica_id + {roff}"})
+            copy("verifications", {"process_id": f"process_id + {poff}"})
+            copy("samples", {"replica_id": f"replica_id + {roff}"})
+            copy("process_samples", {"process_id": f"process_id + {poff}"})
+            copy("alloc_stats", {"process_id": f"process_id + {poff}", "replica_id": f"replica_id + {roff}"})
+            copy("events", {"replica_id": f"replica_id + {roff}"}, skip=("id",))
+            copy("host_samples", {})
+            self.conn.execute("DROP TABLE temp.group_map")
+            self.commit()
+        except BaseException:
+            if self.conn.in_transaction:
+                self.conn.execute("ROLLBACK")
+            raise
+        finally:
+            self.conn.execute("DETACH DATABASE src")
+        return counts
+
+    def _attached_columns(self, table: str) -> set[str]:
+        return {r[1] for r in self.query(f"PRAGMA src.table_info({table})")}

@@ -33,13 +33,14 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def make_host(base: Path, name: str, groups_toml: str, n_units: int, native_dir: Path) -> tuple[Path, Path]:
+def make_host(base: Path, name: str, groups_toml: str, n_units: int, native_dir: Path, command=None) -> tuple[Path, Path]:
+    """A host: --root with N relay@ units (default: the sawtooth stressor; `command(i)`: unit i's ExecStart)."""
     root = base / name / "root"
     unit_dir = root / "etc" / "systemd" / "system"
     unit_dir.mkdir(parents=True)
     for i in range(n_units):
-        (unit_dir / f"relay@{name}{i}.service").write_text(
-            f"[Service]\nExecStart={native_dir / 'stressors'} --pattern sawtooth --load 3600 --period 2 --mb {3 + i}\n")
+        exec_start = command(i) if command else f"{native_dir / 'stressors'} --pattern sawtooth --load 3600 --period 2 --mb {3 + i}"
+        (unit_dir / f"relay@{name}{i}.service").write_text(f"[Service]\nExecStart={exec_start}\n")
     (base / name / "groups.toml").write_text(groups_toml)
     plan = base / name / "plan.json"
     p = run_cli("fleet", "plan", "--units", "relay@*", "--groups", str(base / name / "groups.toml"), "-o", str(plan),

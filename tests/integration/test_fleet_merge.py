@@ -1,0 +1,157 @@
+"""Two hosts' data into one run without losing what alloclab knew (issue 24 item 2).
+
+Two "hosts" (each its own --root with 8 `relay@` units of the sawtooth allocate/free stressor, and
+its own `fleet collect --listen` collector ticking every 0.5 s) run four groups: glibc, jemalloc
+5.3.0, jemalloc with MALLOC_CONF=background_thread:true (its RSS falls in release cycles, which
+the TorUtils rules read as restarts) and mimalloc 2.0.9. Debian's real Prometheus scrapes both
+every second. The group ratios must agree within 5% from a host's own store, from `alloclab merge`
+of both stores, and from `alloclab import prometheus` at steps of 5, 15 and 60 s with two window
+ends, and the merged run reports a host effect beside the group effects.
+"""
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from alloclab.analysis import analyse
+from alloclab.store import Store
+from tests.conftest import run_cli
+from tests.integration.test_prometheus import free_port, make_host, query, pytestmark  # noqa: F401  (skip without prometheus)
+
+TICK = 0.5
+SCRAPE = 1.0
+SPAN = 60.0                     # seconds of scraped data: one 60-s step holds all of it
+STEPS = (5.0, 15.0, 60.0)
+PERIOD = 4.0                    # the service's allocate/free cycle
+# jemalloc's background thread purges dirty pages over dirty_decay_ms (10 s by default): 500 ms
+# makes its release cycle fit this test's minute; benchmarks/fleet_merge.py keeps the default
+BACKGROUND = "background_thread:true,dirty_decay_ms:500,muzzy_decay_ms:0"
+
+
+def groups_toml(jemalloc: str, mimalloc: str) -> str:
+    return (f'name = "relays"\ncommand = ["/bin/true"]\n[[group]]\nname = "glibc"\nallocator = "glibc"\n'
+            f'[[group]]\nname = "jemalloc"\nallocator = "{jemalloc}"\n'
+            f'[[group]]\nname = "jemalloc-bg"\nallocator = "{jemalloc}"\nenv = {{ MALLOC_CONF = "{BACKGROUND}" }}\n'
+            f'[[group]]\nname = "mimalloc"\nallocator = "{mimalloc}"\n')
+
+
+def ratios(run) -> dict[str, float]:
+    store = Store.open(run)
+    try:
+        a = analyse(store)
+    finally:
+        store.close()
+    return {g.name: g.comparison.ratio for g in a.groups if not g.is_baseline}
+
+
+@pytest.fixture
+def two_hosts(tmp_path, native_dir, jemalloc, mimalloc):
+    text = groups_toml(jemalloc, mimalloc)
+    service = f"{sys.executable} {Path(__file__).with_name('alloc_free_service.py')} 24 {PERIOD:g}"
+    made = {h: make_host(tmp_path, h, text, 8, native_dir, command=lambda i: service) for h in ("h1", "h2")}
+    yield made
+    for root, _ in made.values():
+        for pidfile in (root / "run" / "alloclab-units").glob("*.pid"):
+            try:
+                import os
+                os.killpg(int(pidfile.read_text().split()[0]), signal.SIGKILL)
+            except (ProcessLookupError, ValueError):
+                pass
+
+
+def test_two_hosts_same_ratios_from_own_store_merge_and_prometheus(tmp_path, two_hosts):
+    ports = {h: free_port() for h in two_hosts}
+    collectors = {h: subprocess.Popen(
+        [sys.executable, "-m", "alloclab", "fleet", "collect", "--plan", str(plan), "-o", str(tmp_path / h / "run"),
+         "--interval", f"{TICK}s", "--root", str(root), "--systemctl", "local", "--listen", f"127.0.0.1:{ports[h]}",
+         "--host", h], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        for h, (root, plan) in two_hosts.items()}
+    prom_port = free_port()
+    targets = ", ".join(f"'127.0.0.1:{p}'" for p in ports.values())
+    (tmp_path / "prometheus.yml").write_text(
+        f"global:\n  scrape_interval: {SCRAPE:g}s\n  scrape_timeout: {SCRAPE:g}s\n"
+        f"scrape_configs:\n  - job_name: alloclab\n    static_configs:\n      - targets: [{targets}]\n")
+    prom = subprocess.Popen(["prometheus", f"--config.file={tmp_path / 'prometheus.yml'}",
+                             f"--storage.tsdb.path={tmp_path / 'tsdb'}", f"--web.listen-address=127.0.0.1:{prom_port}"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{prom_port}"
+    imports = {}
+    try:
+        deadline, start = time.time() + 40 + SPAN, None
+        while time.time() < deadline:
+            try:
+                up = query(url, "alloclab_last_sample_timestamp_seconds")
+            except OSError:
+                up = []
+            if len(up) == 2 and start is None:
+                start = time.time()
+            if start and time.time() - start >= SPAN:
+                break
+            time.sleep(0.5)
+        else:
+            pytest.fail("Prometheus did not scrape both collectors for 60 s")
+        end = time.time()
+        for c in collectors.values():
+            c.send_signal(signal.SIGTERM)
+        for c in collectors.values():
+            c.wait(timeout=30)
+        assert all(c.returncode == 0 for c in collectors.values()), [c.stderr.read() for c in collectors.values()]
+        for step in STEPS:
+            for shift in (0.0, 7.0):          # two window ends, a different phase of every release cycle
+                out = tmp_path / f"prom-{step:g}-{shift:g}"
+                p = run_cli("import", "prometheus", url, "--from", f"{start:.3f}", "--to", f"{end - shift:.3f}",
+                            "--step", f"{step:g}s", "-o", str(out))
+                assert p.returncode == 0, p.stderr
+                imports[(step, shift)] = out
+    finally:
+        for c in collectors.values():
+            if c.poll() is None:
+                c.kill()
+                c.wait()
+        prom.terminate()
+        prom.wait(timeout=30)
+
+    merged = tmp_path / "merged"
+    p = run_cli("merge", str(tmp_path / "h1" / "run"), str(tmp_path / "h2" / "run"), "-o", str(merged))
+    assert p.returncode == 0, p.stderr
+    store = Store.open(merged)
+    reps = store.replicas()
+    assert sorted(r["host"] for r in reps) == ["h1"] * 8 + ["h2"] * 8
+    assert all(r["name"].startswith(r["host"] + "/") for r in reps)
+    sources = json.loads(store.meta()["merged_from"])
+    assert [s["host"] for s in sources] == ["h1", "h2"] and all(s["rows"]["samples"] > 0 for s in sources)
+    own_h1 = Store.open(tmp_path / "h1" / "run")
+    h1_times = sorted(own_h1.series(own_h1.replicas()[0]["id"], [])["t"])
+    merged_h1 = next(r for r in reps if r["name"] == "h1/" + own_h1.replicas()[0]["name"])
+    assert sorted(store.series(merged_h1["id"], [])["t"]) == h1_times        # sample times stay per host
+    own_h1.close()
+    store.close()
+
+    reference = ratios(tmp_path / "h1" / "run")
+    figures = {"h1 store": reference, "h2 store": ratios(tmp_path / "h2" / "run"), "merged": ratios(merged)}
+    for (step, shift), out in imports.items():
+        imported = Store.open(out)
+        assert imported.meta()["records"] == "alloclab"
+        # the background thread's releases are not restarts: the counter said none
+        assert not imported.events(kinds=["process_restart"])
+        imported.close()
+        figures[f"prometheus step {step:g}s end -{shift:g}s"] = ratios(out)
+    print(json.dumps(figures, indent=1))
+    assert reference["jemalloc-bg"] < 0.95 * reference["jemalloc"], reference      # the groups really differ
+    for source, got in figures.items():
+        for g, r in reference.items():
+            assert abs(got[g] / r - 1) < 0.05, (source, g, got[g], r)
+
+    rep = run_cli("report", str(merged))
+    assert rep.returncode == 0, rep.stderr
+    summary = json.loads((merged / "summary.json").read_text())
+    hosts = summary["sections"]["hosts"]
+    assert set(hosts["host_effects"]) == {"h1", "h2"}
+    assert set(hosts["group_effects"]) == {"jemalloc", "jemalloc-bg", "mimalloc"}
+    assert "Host" in (merged / "report.md").read_text()

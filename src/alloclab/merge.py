@@ -90,7 +90,7 @@ def merge_runs(sources: list[Path], out: Path, say=print) -> Path:
 
 
 def _write(out: Path, opened: list[tuple[Path, Store]], hosts: list[str], metas: list[dict], groups: list[dict], say) -> Path:
-    store = Store.create(out / DB_NAME)
+    store = Store.create(out / DB_NAME, several_hosts=True)
     first = metas[0]
     provenance = []
     store.begin()

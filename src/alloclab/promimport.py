@@ -409,8 +409,17 @@ def import_prometheus(url: str, out: Path, start: float, end: float, step: float
     if (out / DB_NAME).exists():
         raise UserError(f"{out} already holds a run", "give a new directory with -o")
     own = "info" in queries if own is None else own
+    first = start
+    if own:
+        # each point is the mean over the step before it: points end at --to, and the earliest
+        # one's step starts at or after --from (no point reaches outside the range asked for)
+        steps = math.floor((end - start) / step + 1e-9)
+        if steps < 1:
+            raise UserError(f"--step {step:g}s is longer than the range ({end - start:.0f} s)",
+                            "give a shorter --step or a longer range")
+        first = end - (steps - 1) * step
     client = Client(url, limits)
-    answers = fetch(client, queries, start, end, step, say)
+    answers = fetch(client, queries, first, end, step, say)
     if own:
         units, facts, layout = join_own(answers, labels, queries)
     else:

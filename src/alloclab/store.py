@@ -111,11 +111,14 @@ class Store:
 
     # ---- open / create ----
     @classmethod
-    def create(cls, path: Path) -> "Store":
+    def create(cls, path: Path, several_hosts: bool = False) -> "Store":
+        """A new store. `several_hosts` (a merge): a process is identified by (pid, start time) on
+        its own host only, so the identity is unique per replica, not across the store."""
         conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")   # WAL+NORMAL survives a killed process
-        conn.executescript(SCHEMA)
+        conn.executescript(SCHEMA.replace("UNIQUE(pid, start_ticks)", "UNIQUE(replica_id, pid, start_ticks)")
+                           if several_hosts else SCHEMA)
         store = cls(conn, path)
         store.set_meta(schema_version=SCHEMA_VERSION)
         return store

@@ -25,7 +25,7 @@ def prometheus_command(url: str, output: Path, start: str, end: str, step: str, 
     labels = promimport.Labels(group=group_label, unit=unit_label, host=host_label)
     seconds = parse_duration(step, "--step")
     limits = promimport.Limits(max_bytes=int(max_answer_mb * 2**20), deadline_s=parse_duration(timeout, "--timeout"))
-    progress = Console(stderr=True, highlight=False)          # a line per query answered
+    progress = Console(stderr=True, highlight=False, soft_wrap=True)     # a line per query answered
     out = promimport.import_prometheus(url, output, promimport.parse_time(start, "--from", now),
                                        promimport.parse_time(end, "--to", now), seconds,
                                        promimport.default_queries(query, match or "", seconds), labels, baseline,

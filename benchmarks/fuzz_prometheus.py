@@ -22,17 +22,16 @@ import json
 import os
 import random
 import shutil
-import signal
 import sys
 import tempfile
 import time
-import traceback
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "src"))
 
+from fuzz_import import run_cli_forked  # noqa: E402  (benchmarks/fuzz_import.py)
 from tests.prom_server import PromServer  # noqa: E402
 
 T0, STEP, N = 1_000_000.0, 5.0, 40
@@ -147,41 +146,6 @@ def make_answer(rng: random.Random):
     return answer, ("bytes" if mode > 0.9 else "json") + f" x{hits}", len(sample)
 
 
-def run_forked(url: str, out: Path, log: Path, timeout: float) -> tuple[int | None, float, int]:
-    """The CLI's entry point in a forked child: (exit code or None on a hang, seconds, peak RSS kB)."""
-    from alloclab import cli
-    started = time.monotonic()
-    pid = os.fork()
-    if pid == 0:
-        code = 1
-        try:
-            fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-            os.dup2(fd, 1)
-            os.dup2(fd, 2)
-            sys.argv = ["alloclab", "import", "prometheus", url, "--from", f"{T0:.0f}", "--to", f"{TIMES[-1]:.0f}",
-                        "--step", f"{STEP:g}s", "--timeout", "10s", "-o", str(out)]
-            cli.main()
-            code = 0
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else 1
-        except BaseException:
-            traceback.print_exc()
-            code = 1
-        finally:
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(code)
-    while True:
-        done, status, usage = os.wait4(pid, os.WNOHANG)
-        if done:
-            return os.waitstatus_to_exitcode(status), time.monotonic() - started, usage.ru_maxrss
-        if time.monotonic() - started > timeout:
-            os.kill(pid, signal.SIGKILL)
-            _, _, usage = os.wait4(pid, 0)
-            return None, time.monotonic() - started, usage.ru_maxrss
-        time.sleep(0.01)
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cases", type=int, default=600)
@@ -202,7 +166,9 @@ def main() -> None:
             answer, what, size = make_answer(rng)
             out, log = work / f"run{n}", work / f"log{n}"
             with PromServer(answer) as srv:
-                code, took, rss = run_forked(srv.url, out, log, 40.0)
+                code, took, rss = run_cli_forked(
+                    ["import", "prometheus", srv.url, "--from", f"{T0:.0f}", "--to", f"{TIMES[-1]:.0f}", "--step",
+                     f"{STEP:g}s", "--timeout", "10s", "-o", str(out)], log, 40.0)
             times.append(took)
             text = log.read_text(errors="replace")
             if size <= 1 << 20:

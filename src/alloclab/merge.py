@@ -10,7 +10,6 @@ Checks run before the output exists; a failure while copying removes it.
 """
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
@@ -119,7 +118,3 @@ def _write(out: Path, opened: list[tuple[Path, Store]], hosts: list[str], metas:
     say(f"merged {len(hosts)} hosts ({', '.join(hosts)}) into {out}")
     return out
 
-
-def provenance(store: Store) -> list[dict]:
-    """The sources of a merged run (meta merged_from), [] for any other run."""
-    return json.loads(store.meta().get("merged_from", "[]") or "[]")

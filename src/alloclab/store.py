@@ -185,6 +185,18 @@ class Store:
         self.conn.close()
 
     @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """One transaction: committed at the end, rolled back on any exception."""
+        self.begin()
+        try:
+            yield
+            self.commit()
+        except BaseException:
+            if self.conn.in_transaction:
+                self.conn.execute("ROLLBACK")
+            raise
+
+    @contextmanager
     def bulk_load(self) -> Iterator[None]:
         """One transaction for filling a new store at once (an import of millions of samples):
         no fsync and a 256 MiB page cache while it lasts, and the samples index built once at the
@@ -194,14 +206,9 @@ class Store:
         self.conn.execute("PRAGMA cache_size=-262144")
         try:
             self.conn.execute("DROP INDEX IF EXISTS samples_by_replica")
-            self.begin()
-            yield
-            self.conn.execute(SAMPLES_INDEX)
-            self.commit()
-        except BaseException:
-            if self.conn.in_transaction:
-                self.conn.execute("ROLLBACK")
-            raise
+            with self.transaction():
+                yield
+                self.conn.execute(SAMPLES_INDEX)
         finally:
             self.conn.execute("PRAGMA cache_size=-2000")         # SQLite's default
             self.conn.execute("PRAGMA synchronous=NORMAL")      # as Store.create sets it
@@ -434,42 +441,30 @@ class Store:
         named HOST/NAME and keep `host`; groups are mapped by name to `group_ids`; times are kept
         as recorded. One transaction; returns the rows copied per table."""
         self.conn.execute("ATTACH DATABASE ? AS src", (str(Path(source).resolve()),))     # only read from
+        counts: dict[str, int] = {}
         try:
-            self.begin()
-            roff = self.conn.execute("SELECT COALESCE(MAX(id), 0) FROM replicas").fetchone()[0]
-            poff = self.conn.execute("SELECT COALESCE(MAX(id), 0) FROM processes").fetchone()[0]
-            order = self.conn.execute("SELECT COALESCE(MAX(start_order) + 1, 0) FROM replicas").fetchone()[0]
-            self.conn.execute("CREATE TEMP TABLE group_map(src_id INTEGER PRIMARY KEY, dst_id INTEGER)")
-            for g in self.conn.execute("SELECT id, name FROM src.groups").fetchall():
-                self.conn.execute("INSERT INTO group_map VALUES (?, ?)", (g[0], group_ids[g[1]]))
-            counts = {}
+            with self.transaction():
+                roff = self.conn.execute("SELECT COALESCE(MAX(id), 0) FROM replicas").fetchone()[0]
+                poff = self.conn.execute("SELECT COALESCE(MAX(id), 0) FROM processes").fetchone()[0]
+                order = self.conn.execute("SELECT COALESCE(MAX(start_order) + 1, 0) FROM replicas").fetchone()[0]
+                mapping = " ".join(f"WHEN {int(g[0])} THEN {int(group_ids[g[1]])}"
+                                   for g in self.conn.execute("SELECT id, name FROM src.groups").fetchall())
 
-            def copy(table: str, changes: dict[str, str], skip: tuple[str, ...] = ()) -> None:
-                cols = [c for c in self._columns(table) if c not in skip and c in self._attached_columns(table)]
-                picks = [changes.get(c, c) for c in cols]
-                cur = self.conn.execute(f"INSERT INTO main.{table}({', '.join(cols)}) SELECT {', '.join(picks)} "
-                                        f"FROM src.{table}")
-                counts[table] = cur.rowcount
-            cols = [c for c in self._columns("replicas") if c in self._attached_columns("replicas")]
-            picks = {"id": f"id + {roff}", "group_id": "(SELECT dst_id FROM group_map WHERE src_id = group_id)",
-                     "name": ":host || '/' || name", "start_order": f"COALESCE(start_order, 0) + {order}",
-                     "host": "COALESCE(host, :host)"}
-            cur = self.conn.execute(f"INSERT INTO main.replicas({', '.join(cols)}) SELECT "
-                                    f"{', '.join(picks.get(c, c) for c in cols)} FROM src.replicas", {"host": host})
-            counts["replicas"] = cur.rowcount
-            copy("processes", {"id": f"id + {poff}", "replica_id": f"replica_id + {roff}"})
-            copy("verifications", {"process_id": f"process_id + {poff}"})
-            copy("samples", {"replica_id": f"replica_id + {roff}"})
-            copy("process_samples", {"process_id": f"process_id + {poff}"})
-            copy("alloc_stats", {"process_id": f"process_id + {poff}", "replica_id": f"replica_id + {roff}"})
-            copy("events", {"replica_id": f"replica_id + {roff}"}, skip=("id",))
-            copy("host_samples", {})
-            self.conn.execute("DROP TABLE temp.group_map")
-            self.commit()
-        except BaseException:
-            if self.conn.in_transaction:
-                self.conn.execute("ROLLBACK")
-            raise
+                def copy(table: str, changes: dict[str, str], skip: tuple[str, ...] = (), params: dict | None = None) -> None:
+                    cols = [c for c in self._columns(table) if c not in skip and c in self._attached_columns(table)]
+                    cur = self.conn.execute(f"INSERT INTO main.{table}({', '.join(cols)}) SELECT "
+                                            f"{', '.join(changes.get(c, c) for c in cols)} FROM src.{table}", params or {})
+                    counts[table] = cur.rowcount
+                copy("replicas", {"id": f"id + {roff}", "group_id": f"CASE group_id {mapping} END",
+                                  "name": ":host || '/' || name", "start_order": f"COALESCE(start_order, 0) + {order}",
+                                  "host": "COALESCE(host, :host)"}, params={"host": host})
+                copy("processes", {"id": f"id + {poff}", "replica_id": f"replica_id + {roff}"})
+                copy("verifications", {"process_id": f"process_id + {poff}"})
+                copy("samples", {"replica_id": f"replica_id + {roff}"})
+                copy("process_samples", {"process_id": f"process_id + {poff}"})
+                copy("alloc_stats", {"process_id": f"process_id + {poff}", "replica_id": f"replica_id + {roff}"})
+                copy("events", {"replica_id": f"replica_id + {roff}"}, skip=("id",))
+                copy("host_samples", {})
         finally:
             self.conn.execute("DETACH DATABASE src")
         return counts

@@ -51,6 +51,19 @@ def make_host(base: Path, name: str, groups_toml: str, n_units: int, native_dir:
     return root, plan
 
 
+def start_prometheus(tmp_path: Path, ports, scrape: float = SCRAPE) -> tuple[subprocess.Popen, str]:
+    """Debian's Prometheus on a free loopback port, scraping 127.0.0.1:PORT for each port."""
+    prom_port = free_port()
+    targets = ", ".join(f"'127.0.0.1:{p}'" for p in ports)
+    (tmp_path / "prometheus.yml").write_text(
+        f"global:\n  scrape_interval: {scrape:g}s\n  scrape_timeout: {scrape:g}s\n"
+        f"scrape_configs:\n  - job_name: alloclab\n    static_configs:\n      - targets: [{targets}]\n")
+    prom = subprocess.Popen(["prometheus", f"--config.file={tmp_path / 'prometheus.yml'}",
+                             f"--storage.tsdb.path={tmp_path / 'tsdb'}", f"--web.listen-address=127.0.0.1:{prom_port}"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return prom, f"http://127.0.0.1:{prom_port}"
+
+
 def query(url: str, promql: str) -> list:
     with urllib.request.urlopen(url + "/api/v1/query?" + urllib.parse.urlencode({"query": promql}), timeout=5) as r:
         return json.loads(r.read())["data"]["result"]
@@ -80,15 +93,7 @@ def test_prometheus_scrapes_two_collectors_and_the_import_matches_their_stores(t
             [sys.executable, "-m", "alloclab", "fleet", "collect", "--plan", str(plan), "-o", str(tmp_path / h / "run"),
              "--interval", f"{TICK}s", "--root", str(root), "--systemctl", "local", "--listen", f"127.0.0.1:{ports[h]}",
              "--host", h], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    prom_port = free_port()
-    targets = ", ".join(f"'127.0.0.1:{p}'" for p in ports.values())
-    (tmp_path / "prometheus.yml").write_text(
-        f"global:\n  scrape_interval: {SCRAPE:g}s\n  scrape_timeout: {SCRAPE:g}s\n"
-        f"scrape_configs:\n  - job_name: alloclab\n    static_configs:\n      - targets: [{targets}]\n")
-    prom = subprocess.Popen(["prometheus", f"--config.file={tmp_path / 'prometheus.yml'}",
-                             f"--storage.tsdb.path={tmp_path / 'tsdb'}", f"--web.listen-address=127.0.0.1:{prom_port}"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{prom_port}"
+    prom, url = start_prometheus(tmp_path, ports.values())
     try:
         deadline = time.time() + 40
         start = None

@@ -22,7 +22,7 @@ import pytest
 from alloclab.analysis import analyse
 from alloclab.store import Store
 from tests.conftest import run_cli
-from tests.integration.test_prometheus import free_port, make_host, pytestmark, query, start_prometheus  # noqa: F401  (skip without prometheus)
+from tests.integration.test_prometheus import free_port, make_host, pytestmark, query, start_prometheus, stop_servers, stop_units  # noqa: F401  (skip without prometheus)
 
 TICK = 0.5
 SCRAPE = 1.0
@@ -54,13 +54,7 @@ def two_hosts(tmp_path, native_dir, jemalloc, mimalloc):
     service = f"{sys.executable} {Path(__file__).with_name('alloc_free_service.py')} 24 {PERIOD:g}"
     made = {h: make_host(tmp_path, h, text, 8, native_dir, command=lambda i: service) for h in ("h1", "h2")}
     yield made
-    for root, _ in made.values():
-        for pidfile in (root / "run" / "alloclab-units").glob("*.pid"):
-            try:
-                import os
-                os.killpg(int(pidfile.read_text().split()[0]), signal.SIGKILL)
-            except (ProcessLookupError, ValueError):
-                pass
+    stop_units(made)
 
 
 def wait_until(what: str, check, seconds: float) -> None:
@@ -129,12 +123,7 @@ def test_two_hosts_same_ratios_from_own_store_merge_and_prometheus(tmp_path, two
         h1_imports = {f"prometheus h1 step {step:g}s": import_run(url, tmp_path / f"prom-h1-{step:g}", start, end, step,
                                                                  "--match", 'host="h1"') for step in steps[:1]}
     finally:
-        for c in collectors.values():
-            if c.poll() is None:
-                c.kill()
-                c.wait()
-        prom.terminate()
-        prom.wait(timeout=30)
+        stop_servers(collectors.values(), prom)
 
     merged = tmp_path / "merged"
     p = run_cli("merge", str(tmp_path / "h1" / "run"), str(tmp_path / "h2" / "run"), "-o", str(merged))

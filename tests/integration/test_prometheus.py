@@ -77,6 +77,21 @@ def hosts(tmp_path, native_dir, jemalloc):
     made = {"h1": make_host(tmp_path, "h1", both, 4, native_dir),       # 2 glibc + 2 jemalloc
             "h2": make_host(tmp_path, "h2", only_jemalloc, 2, native_dir)}  # jemalloc only: unevenly spread
     yield made
+    stop_units(made)
+
+
+def stop_servers(collectors, prom: subprocess.Popen) -> None:
+    """Kill the collectors still running and stop Prometheus (test cleanup)."""
+    for c in collectors:
+        if c.poll() is None:
+            c.kill()
+            c.wait()
+    prom.terminate()
+    prom.wait(timeout=30)
+
+
+def stop_units(made: dict) -> None:
+    """Kill every unit the local stand-in started under each host's --root (fixture teardown)."""
     for root, _ in made.values():
         for pidfile in (root / "run" / "alloclab-units").glob("*.pid"):
             try:
@@ -120,12 +135,7 @@ def test_prometheus_scrapes_two_collectors_and_the_import_matches_their_stores(t
                     "-o", str(out))
         assert p.returncode == 0, p.stderr
     finally:
-        for c in collectors.values():
-            if c.poll() is None:
-                c.kill()
-                c.wait()
-        prom.terminate()
-        prom.wait(timeout=30)
+        stop_servers(collectors.values(), prom)
 
     imported = Store.open(out)
     reps = imported.replicas()

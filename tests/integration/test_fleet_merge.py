@@ -11,7 +11,6 @@ ends, and the merged run reports a host effect beside the group effects.
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
 import sys
 import time
@@ -22,7 +21,8 @@ import pytest
 from alloclab.analysis import analyse
 from alloclab.store import Store
 from tests.conftest import run_cli
-from tests.integration.test_prometheus import free_port, make_host, pytestmark, query, start_prometheus, stop_servers, stop_units  # noqa: F401  (skip without prometheus)
+from tests.integration.test_prometheus import (free_port, make_host, pytestmark, query,  # noqa: F401  (pytestmark: skip without prometheus)
+                                              start_prometheus, stop_collectors, stop_servers, stop_units)
 
 TICK = 0.5
 SCRAPE = 1.0
@@ -110,11 +110,7 @@ def test_two_hosts_same_ratios_from_own_store_merge_and_prometheus(tmp_path, two
         wait_until("Prometheus did not keep scraping both collectors", lambda: time.time() - start >= span and len(
             query(url, f"count_over_time(alloclab_last_sample_timestamp_seconds[{span:g}s])")) == 2, span + 60)
         end = time.time()
-        for c in collectors.values():
-            c.send_signal(signal.SIGTERM)
-        for c in collectors.values():
-            c.wait(timeout=30)
-        assert all(c.returncode == 0 for c in collectors.values()), [c.stderr.read() for c in collectors.values()]
+        stop_collectors(collectors.values())
         for step in steps:
             for shift in shifts:               # other window ends: another phase of every release cycle
                 if shift == 0 or end - shift - start >= 2 * step:

@@ -80,6 +80,15 @@ def hosts(tmp_path, native_dir, jemalloc):
     stop_units(made)
 
 
+def stop_collectors(collectors) -> None:
+    """SIGTERM: each collector ends its run (end reason written) and exits 0."""
+    for c in collectors:
+        c.send_signal(signal.SIGTERM)
+    for c in collectors:
+        c.wait(timeout=30)
+    assert all(c.returncode == 0 for c in collectors), [c.stderr.read() for c in collectors]
+
+
 def stop_servers(collectors, prom: subprocess.Popen) -> None:
     """Kill the collectors still running and stop Prometheus (test cleanup)."""
     for c in collectors:
@@ -125,11 +134,7 @@ def test_prometheus_scrapes_two_collectors_and_the_import_matches_their_stores(t
         else:
             pytest.fail("Prometheus did not scrape both collectors 10 times in 40 s")
         end = time.time()
-        for c in collectors.values():
-            c.send_signal(signal.SIGTERM)
-        for c in collectors.values():
-            c.wait(timeout=30)
-        assert all(c.returncode == 0 for c in collectors.values()), [c.stderr.read() for c in collectors.values()]
+        stop_collectors(collectors.values())
         out = tmp_path / "imported"
         p = run_cli("import", "prometheus", url, "--from", f"{start:.3f}", "--to", f"{end:.3f}", "--step", f"{SCRAPE:g}s",
                     "-o", str(out))

@@ -257,6 +257,13 @@ def mutated_cases(bases: dict[str, Path], work: Path, rng: random.Random, count:
 
 def run_forked(folder: Path, out: Path, log: Path, timeout: float) -> tuple[int | None, float]:
     """The CLI's entry point in a forked child; (exit code or None on timeout, seconds)."""
+    code, seconds, _ = run_cli_forked(["import", "torutils", str(folder), "-o", str(out)], log, timeout)
+    return code, seconds
+
+
+def run_cli_forked(args: list[str], log: Path, timeout: float) -> tuple[int | None, float, int]:
+    """`alloclab ARGS` by the CLI's entry point in a forked child, stdout and stderr to `log`:
+    (exit code or None on timeout, seconds, the child's peak RSS in kB from wait4)."""
     from alloclab import cli
     started = time.monotonic()
     pid = os.fork()
@@ -266,7 +273,7 @@ def run_forked(folder: Path, out: Path, log: Path, timeout: float) -> tuple[int 
             fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
             os.dup2(fd, 1)
             os.dup2(fd, 2)
-            sys.argv = ["alloclab", "import", "torutils", str(folder), "-o", str(out)]
+            sys.argv = ["alloclab", *args]
             cli.main()
             code = 0
         except SystemExit as exc:
@@ -280,13 +287,13 @@ def run_forked(folder: Path, out: Path, log: Path, timeout: float) -> tuple[int 
             os._exit(code)
     deadline = started + timeout
     while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
+        done, status, usage = os.wait4(pid, os.WNOHANG)
         if done:
-            return os.waitstatus_to_exitcode(status), time.monotonic() - started
+            return os.waitstatus_to_exitcode(status), time.monotonic() - started, usage.ru_maxrss
         if time.monotonic() > deadline:
             os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-            return None, time.monotonic() - started
+            _, _, usage = os.wait4(pid, 0)
+            return None, time.monotonic() - started, usage.ru_maxrss
         time.sleep(0.005)
 
 

@@ -74,6 +74,16 @@ def report(run_dir: Path, output: Path | None, metric: str | None) -> None:
 
 
 @app.command()
+@click.argument("runs", metavar="RUN...", nargs=-1, required=True, type=PathArg)
+@click.option("-o", "--output", type=PathArg, required=True, help="New run directory for the merged run.")
+def merge(runs: tuple[Path, ...], output: Path) -> None:
+    """Merge hosts' run stores (e.g. each host's `fleet collect` run) into one run: replicas keep their
+    host, processes, restarts, verification and sample times; the groups must agree."""
+    from .commands.merge import merge_command
+    merge_command(runs, output, console)
+
+
+@app.command()
 @click.argument("run_a", metavar="RUN_A", type=PathArg)
 @click.argument("run_b", metavar="RUN_B", type=PathArg)
 @click.option("--by", type=click.Choice(["group", "allocator"]), default="group", show_default=True,
@@ -148,10 +158,18 @@ def import_torutils(folder: Path, output: Path, naive_utc_offset: float, baselin
 @click.option("--unit-label", default="unit", show_default=True, help="Label that names a series' unit (one replica).")
 @click.option("--host-label", default="host", show_default=True, help="Label that names a series' host.")
 @click.option("--baseline", help="Baseline group (default: the glibc one).")
-def import_prometheus(url, output, start, end, step, query, match, group_label, unit_label, host_label, baseline) -> None:
-    """Import a range of samples from a Prometheus server (/api/v1/query_range) as a run; hosts kept."""
+@click.option("--timeout", default="120s", show_default=True, help="Deadline for the whole import (every answer).")
+@click.option("--max-answer-mb", type=click.FloatRange(min=0.001, max=4096), default=64, show_default=True,
+              help="Largest answer accepted from the server, in MiB.")
+def import_prometheus(url, output, start, end, step, query, match, group_label, unit_label, host_label, baseline,
+                      timeout, max_answer_mb) -> None:
+    """Import a range of samples from a Prometheus server (/api/v1/query_range) as a run; hosts kept.
+
+    alloclab's own series keep their meaning (restarts, verification, groups from alloclab_unit_info);
+    each point is the mean of the scrapes within its step."""
     from .commands.imports import prometheus_command
-    prometheus_command(url, output, start, end, step, query, match, group_label, unit_label, host_label, baseline, console)
+    prometheus_command(url, output, start, end, step, query, match, group_label, unit_label, host_label, baseline,
+                       timeout, max_answer_mb, console)
 
 
 @app.command()

@@ -130,11 +130,14 @@ class Store:
 
     # ---- open / create ----
     @classmethod
-    def create(cls, path: Path) -> "Store":
+    def create(cls, path: Path, several_hosts: bool = False) -> "Store":
+        """A new store. `several_hosts` (a merge): a process is identified by (pid, start time) on
+        its own host only, so the identity is unique per replica, not across the store."""
         conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")   # WAL+NORMAL survives a killed process
-        conn.executescript(SCHEMA)
+        conn.executescript(SCHEMA.replace("UNIQUE(pid, start_ticks)", "UNIQUE(replica_id, pid, start_ticks)")
+                           if several_hosts else SCHEMA)
         store = cls(conn, path)
         store.set_meta(schema_version=SCHEMA_VERSION)
         return store
@@ -211,6 +214,18 @@ class Store:
             dst.close()
 
     @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """One transaction: committed at the end, rolled back on any exception."""
+        self.begin()
+        try:
+            yield
+            self.commit()
+        except BaseException:
+            if self.conn.in_transaction:
+                self.conn.execute("ROLLBACK")
+            raise
+
+    @contextmanager
     def bulk_load(self) -> Iterator[None]:
         """One transaction for filling a new store at once (an import of millions of samples):
         no fsync and a 256 MiB page cache while it lasts, and the samples index built once at the
@@ -220,14 +235,9 @@ class Store:
         self.conn.execute("PRAGMA cache_size=-262144")
         try:
             self.conn.execute("DROP INDEX IF EXISTS samples_by_replica")
-            self.begin()
-            yield
-            self.conn.execute(SAMPLES_INDEX)
-            self.commit()
-        except BaseException:
-            if self.conn.in_transaction:
-                self.conn.execute("ROLLBACK")
-            raise
+            with self.transaction():
+                yield
+                self.conn.execute(SAMPLES_INDEX)
         finally:
             self.conn.execute("PRAGMA cache_size=-2000")         # SQLite's default
             self.conn.execute("PRAGMA synchronous=NORMAL")      # as Store.create sets it
@@ -470,3 +480,41 @@ class Store:
 
     def _columns(self, table: str) -> list[str]:
         return [r[1] for r in self.query(f"PRAGMA table_info({table})")]
+
+    # ---- merge (alloclab.merge): another run store's rows copied in, ids renumbered ----
+    def absorb(self, source: Path, host: str, group_ids: dict[str, int]) -> dict[str, int]:
+        """Copy every replica of the store at `source` (with its processes, verifications, samples,
+        process samples, allocator statistics, events and host samples) into this one: replicas are
+        named HOST/NAME and keep `host`; groups are mapped by name to `group_ids`; times are kept
+        as recorded. One transaction; returns the rows copied per table."""
+        self.conn.execute("ATTACH DATABASE ? AS src", (str(Path(source).resolve()),))     # only read from
+        counts: dict[str, int] = {}
+        try:
+            with self.transaction():
+                roff = self.conn.execute("SELECT COALESCE(MAX(id), 0) FROM replicas").fetchone()[0]
+                poff = self.conn.execute("SELECT COALESCE(MAX(id), 0) FROM processes").fetchone()[0]
+                order = self.conn.execute("SELECT COALESCE(MAX(start_order) + 1, 0) FROM replicas").fetchone()[0]
+                mapping = " ".join(f"WHEN {int(g[0])} THEN {int(group_ids[g[1]])}"
+                                   for g in self.conn.execute("SELECT id, name FROM src.groups").fetchall())
+
+                def copy(table: str, changes: dict[str, str], skip: tuple[str, ...] = (), params: dict | None = None) -> None:
+                    cols = [c for c in self._columns(table) if c not in skip and c in self._attached_columns(table)]
+                    cur = self.conn.execute(f"INSERT INTO main.{table}({', '.join(cols)}) SELECT "
+                                            f"{', '.join(changes.get(c, c) for c in cols)} FROM src.{table}", params or {})
+                    counts[table] = cur.rowcount
+                copy("replicas", {"id": f"id + {roff}", "group_id": f"CASE group_id {mapping} END",
+                                  "name": ":host || '/' || name", "start_order": f"COALESCE(start_order, 0) + {order}",
+                                  "host": "COALESCE(host, :host)"}, params={"host": host})
+                copy("processes", {"id": f"id + {poff}", "replica_id": f"replica_id + {roff}"})
+                copy("verifications", {"process_id": f"process_id + {poff}"})
+                copy("samples", {"replica_id": f"replica_id + {roff}"})
+                copy("process_samples", {"process_id": f"process_id + {poff}"})
+                copy("alloc_stats", {"process_id": f"process_id + {poff}", "replica_id": f"replica_id + {roff}"})
+                copy("events", {"replica_id": f"replica_id + {roff}"}, skip=("id",))
+                copy("host_samples", {})
+        finally:
+            self.conn.execute("DETACH DATABASE src")
+        return counts
+
+    def _attached_columns(self, table: str) -> set[str]:
+        return {r[1] for r in self.query(f"PRAGMA src.table_info({table})")}

@@ -19,7 +19,7 @@ import alloclab
 PACKAGE = Path(alloclab.__file__).parent
 
 # Modules that write to or read from a run's store: everything else comes before it in the flow.
-STORE_USERS = {"store", "recorder", "runner", "fleet", "collector", "watchdog", "report", "torutils", "promimport", "cli", "__main__",
+STORE_USERS = {"store", "recorder", "runner", "fleet", "collector", "watchdog", "report", "torutils", "promimport", "merge", "cli", "__main__",
                "runcompare", "liveview", "bundle", "metrics",     # compare, live view, bundle and run --metrics read runs
                "bisection", "sweep"}   # bisect and sweep drive runs (runner) and read their results (analysis)
 STORE_USER_PACKAGES = ("analysis", "commands", "reporters")

@@ -128,11 +128,13 @@ def test_import_refuses_what_prometheus_should_not_have_sent(tmp_path, monkeypat
         "malformed": [{"metric": {"group": "g", "unit": "u"}, "values": [[1, "five"]]}],
     }
     for what, answer in answers.items():
-        monkeypatch.setattr(promimport, "query_range", lambda *a, answer=answer, **k: answer)
+        document = {"status": "success", "data": {"resultType": "matrix", "result": answer}}
+        monkeypatch.setattr(promimport.Client, "get", lambda self, path, params, document=document: document)
         with pytest.raises(UserError):
             promimport.import_prometheus("http://x", tmp_path / what, 0, 10, 1, {"rss_kb": "q"}, say=lambda s: None)
         assert not (tmp_path / what).exists()          # nothing created before the data were read
-    monkeypatch.setattr(promimport, "query_range", lambda *a, **k: [])
+    monkeypatch.setattr(promimport.Client, "get", lambda self, path, params: {
+        "status": "success", "data": {"resultType": "matrix", "result": []}})
     with pytest.raises(UserError, match="no series"):
         promimport.import_prometheus("http://x", tmp_path / "empty", 0, 10, 1, {"rss_kb": "q"}, say=lambda s: None)
     with pytest.raises(UserError, match="not before"):

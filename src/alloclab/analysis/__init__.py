@@ -19,6 +19,7 @@ from ..store import Store
 from ..timefmt import utc
 from .compare import GroupComparison, compare_groups
 from .duplicates import Duplicate, drop_duplicates
+from .hosts import HostFactor, host_factor
 from .load import METRIC_COLUMN, LabelMapping, Segment, Series, is_imported, load_series, segment
 from .replica import ReplicaStats, classify, detect_warmup, release_events, replica_stats, theil_sen
 from .rules import RULES, STATUS_ORDER
@@ -82,6 +83,7 @@ class Analysis:
     duplicates: list[Duplicate] = field(default_factory=list)
     decomposition: list | None = None   # decomposition.GroupDecomposition per group; None: no allocator figures
     levels: dict[str, np.ndarray] = field(default_factory=dict)   # per group: the replica levels compared (MB)
+    hosts: HostFactor | None = None     # group effects within hosts and host effects (replicas on ≥ 2 hosts)
 
     def group(self, name: str) -> GroupSummary:
         return next(g for g in self.groups if g.name == name)
@@ -226,6 +228,10 @@ def analyse(store: Store, metric: str | None = None) -> Analysis:
                          f"(LazyFree up to {max(g.lazyfree_share for g in lazy):.1%} of {metric.upper()}).")
     else:
         a.metric_note = f"The verdict uses {metric.upper()} (LazyFree was not sampled, so no footprint is shown)."
+    if not imported:                     # the same replica levels as the headline comparison, with their hosts
+        host_of = {r["name"]: r.get("host") for r in store.replicas()}
+        a.hosts = host_factor([(r.group, host_of.get(r.name), r.steady_mean_mb) for r in reps if r.verified is not False
+                               and r.steady_mean_mb is not None and r.excluded is None], baseline)
     a.warnings = collect(store, series, reps, window, figures, mapping, names, imported, duplicates)
     a.recommendation = recommend(a)
     from .decomposition import decompose

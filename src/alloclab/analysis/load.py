@@ -115,8 +115,12 @@ def load_series(store: Store, metric: str) -> list[Series]:
 
 def is_imported(store: Store) -> bool:
     """Data alloclab did not record itself (no verification history): segmented by evidence. An
-    alloclab run that went through export and import keeps its origin and is read as a run."""
+    alloclab run that went through export and import keeps its origin and is read as a run, and so
+    is an import of alloclab's own records (meta records = alloclab: a Prometheus import of the
+    collector's series, restarts and verification included; a merge of run stores)."""
     meta = store.meta()
+    if meta.get("records") == "alloclab":
+        return False
     origin = meta.get("original_source") or meta.get("source", "")
     return origin.startswith("import") or any(g["kind"] == "imported" for g in store.groups())
 

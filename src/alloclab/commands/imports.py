@@ -17,12 +17,17 @@ def torutils_command(folder: Path, output: Path, naive_utc_offset: float, baseli
 
 
 def prometheus_command(url: str, output: Path, start: str, end: str, step: str, query: str | None, match: str | None,
-                       group_label: str, unit_label: str, host_label: str, baseline: str | None, console: Console) -> None:
+                       group_label: str, unit_label: str, host_label: str, baseline: str | None, timeout: str,
+                       max_answer_mb: float, console: Console) -> None:
     from .. import promimport
     from ..config import parse_duration
     now = time.time()
     labels = promimport.Labels(group=group_label, unit=unit_label, host=host_label)
+    seconds = parse_duration(step, "--step")
+    limits = promimport.Limits(max_bytes=int(max_answer_mb * 2**20), deadline_s=parse_duration(timeout, "--timeout"))
+    progress = Console(stderr=True, highlight=False, soft_wrap=True)     # a line per query answered
     out = promimport.import_prometheus(url, output, promimport.parse_time(start, "--from", now),
-                                       promimport.parse_time(end, "--to", now), parse_duration(step, "--step"),
-                                       promimport.default_queries(query, match or ""), labels, baseline, console.print)
+                                       promimport.parse_time(end, "--to", now), seconds,
+                                       promimport.default_queries(query, match or "", seconds), labels, baseline,
+                                       progress.print, limits)
     console.print(f"next: alloclab report {out}")

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from . import allocators, metrics, resolution, rollout, sampler, settings, timefmt, tunables, unitaccess, unitfile
+from . import allocators, debpackage, metrics, resolution, rollout, sampler, settings, timefmt, tunables, unitaccess, unitfile
 from .config import load_experiment, parse_duration
 from .errors import UserError
 from .host import host_metadata
@@ -302,9 +302,13 @@ def load_facts(path: Path) -> dict:
     return facts
 
 
-def plan_groups(groups_file: Path) -> tuple[object, list[dict]]:
+def plan_groups(groups_file: Path, for_hosts: bool = False) -> tuple[object, list[dict]]:
     """The experiment's groups as a plan records them: each library resolved (an installed
-    package's path under /usr/lib/alloclab before any cached build) with its sha256."""
+    package's path under /usr/lib/alloclab before any cached build) with its sha256.
+    `for_hosts` (a fleet-wide plan, made on a controller): a catalog id is recorded at the path
+    its package installs it on the hosts (`alloclab allocators package ID`, then dpkg -i),
+    /usr/lib/alloclab/ID/LIBRARY under the package root, with the build's sha256; each host
+    checks those bytes when it applies."""
     exp = load_experiment(groups_file, fleet=True)
     groups = []
     for g in exp.groups:
@@ -312,7 +316,10 @@ def plan_groups(groups_file: Path) -> tuple[object, list[dict]]:
         if spec.kind == "bundled":
             raise UserError(f"group {g.name}: fleet mode preloads libraries; 'bundled' does not apply", "use glibc, a path or a catalog id")
         tunables.validate(g.env, spec.family, spec.path, g.name)
-        groups.append({"name": g.name, "allocator": g.allocator, "kind": spec.kind, "library": spec.path,
+        library = spec.path
+        if for_hosts and "@" in g.allocator and "/" not in g.allocator:
+            library = str(settings.package_root() / debpackage.install_dir(g.allocator) / Path(spec.path).name)
+        groups.append({"name": g.name, "allocator": g.allocator, "kind": spec.kind, "library": library,
                        "sha256": spec.sha256, "family": spec.family, "version": spec.version, "env": g.env})
         check_group(groups[-1], str(groups_file))
     return exp, groups
@@ -377,7 +384,7 @@ def make_fleet_plan(facts_files: list[Path], groups_file: Path, seed: int, out: 
     """ONE plan over every host's units, from each host's `fleet facts`: assignments balanced
     within each host, one seed (recorded), the sandbox of every unit checked against its group's
     library here (each host checks file permissions again when it applies)."""
-    exp, groups = plan_groups(groups_file)
+    exp, groups = plan_groups(groups_file, for_hosts=True)
     facts = [load_facts(f) for f in facts_files]
     hosts = [f["host"] for f in facts]
     if len(set(hosts)) != len(hosts):

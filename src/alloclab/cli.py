@@ -287,7 +287,8 @@ def fleet_facts(units_glob, host_label, as_json, root, systemctl) -> None:
 @fleet_group.command("plan")
 @click.option("--units", "units_glob", help="Unit glob, e.g. 'tor@*' (this host's units).")
 @click.option("--facts", "facts", type=PathArg, multiple=True,
-              help="A host's `fleet facts --json` (repeat per host): one plan over every host's units.")
+              help="A host's `fleet facts --json` (repeat per host; - reads a JSON list of them from stdin): "
+                   "one plan over every host's units.")
 @click.option("--groups", type=PathArg, required=True, help="Experiment file whose [[group]]s to assign.")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("-o", "--output", type=PathArg, default=Path("fleet-plan.json"), show_default=True)

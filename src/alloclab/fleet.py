@@ -286,20 +286,28 @@ def unit_facts(units: Units, pattern: str, host: str | None = None) -> dict:
             "units": [{**_unit_facts(units, u), "sandbox": units.sandbox(u).as_dict()} for u in matching_units(units, pattern)]}
 
 
-def load_facts(path: Path) -> dict:
+def load_facts(source: Path) -> list[dict]:
+    """Hosts' facts from a file, or from stdin when SOURCE is "-" (the Ansible route pipes every
+    host's facts as one JSON list): each checked in full before a plan is made from it."""
+    where = "stdin" if str(source) == "-" else str(source)
     try:
-        facts = json.loads(path.read_text())
-        assert facts.get("kind") == "alloclab-fleet-facts" and isinstance(facts["units"], list)
-        unitfile.check_value(facts["host"], f"{path}: host")
-        for u in facts["units"]:
-            validate_unit(u["unit"])
-            int(u["memory_kb"]), float(u["uptime_s"]), dict(u["sandbox"])
-    except (OSError, ValueError, AssertionError, KeyError, TypeError, AttributeError):
-        raise UserError(f"{path} is not the output of alloclab fleet facts --json",
-                        "gather it on the host with: alloclab fleet facts --units GLOB --json > FILE") from None
-    if not facts["units"]:
-        raise UserError(f"{path}: host {facts['host']} reported no units", "check the --units glob on that host")
-    return facts
+        data = json.loads(sys.stdin.read() if str(source) == "-" else Path(source).read_text())
+    except (OSError, ValueError):
+        data = None
+    found = data if isinstance(data, list) else [data]
+    for facts in found:
+        try:
+            assert facts.get("kind") == "alloclab-fleet-facts" and isinstance(facts["units"], list)
+            unitfile.check_value(facts["host"], f"{where}: host")
+            for u in facts["units"]:
+                validate_unit(u["unit"])
+                int(u["memory_kb"]), float(u["uptime_s"]), dict(u["sandbox"])
+        except (AssertionError, KeyError, TypeError, ValueError, AttributeError):
+            raise UserError(f"{where} is not the output of alloclab fleet facts --json",
+                            "gather it on each host with: alloclab fleet facts --units GLOB --host NAME --json") from None
+        if not facts["units"]:
+            raise UserError(f"{where}: host {facts['host']} reported no units", "check the --units glob on that host")
+    return found
 
 
 def plan_groups(groups_file: Path, for_hosts: bool = False) -> tuple[object, list[dict]]:
@@ -385,7 +393,7 @@ def make_fleet_plan(facts_files: list[Path], groups_file: Path, seed: int, out: 
     within each host, one seed (recorded), the sandbox of every unit checked against its group's
     library here (each host checks file permissions again when it applies)."""
     exp, groups = plan_groups(groups_file, for_hosts=True)
-    facts = [load_facts(f) for f in facts_files]
+    facts = [one for f in facts_files for one in load_facts(f)]
     hosts = [f["host"] for f in facts]
     if len(set(hosts)) != len(hosts):
         raise UserError(f"two facts files are from the same host ({', '.join(sorted({h for h in hosts if hosts.count(h) > 1}))})",

@@ -66,9 +66,23 @@ class Fleet:
     controller: Path | None = None
     env: dict[str, str] = field(default_factory=dict)
 
+    log_dir: Path | None = None     # each playbook's output, each line with its time (kept after the test)
+
     def playbook(self, name: str, *extra: str, timeout: float = 300) -> subprocess.CompletedProcess:
-        return subprocess.run([str(VENV_BIN / "ansible-playbook"), "-i", str(self.inventory), f"alloclab.fleet.{name}", *extra],
-                              capture_output=True, text=True, env=self.env, timeout=timeout, cwd=self.base)
+        argv = [str(VENV_BIN / "ansible-playbook"), "-i", str(self.inventory), f"alloclab.fleet.{name}", *extra]
+        started = time.monotonic()
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=self.env, cwd=self.base)
+        lines = []
+        try:
+            for line in proc.stdout:
+                lines.append(f"{time.monotonic() - started:7.2f} {line}")
+                if time.monotonic() - started > timeout:
+                    proc.kill()
+        finally:
+            proc.wait()
+        if self.log_dir is not None:
+            (self.log_dir / f"ansible-{name}.log").write_text("".join(lines))
+        return subprocess.CompletedProcess(argv, proc.returncode, "".join(line[8:] for line in lines), "")
 
     def nsenter(self, host: str, *argv: str) -> subprocess.CompletedProcess:
         """A command in a host's mount (and network) namespace, as its sshd sessions see it."""
@@ -147,7 +161,7 @@ def fleet(unit_counts: dict[str, int], native_dir: Path, jemalloc: str):
             root = base / host
             names = _relay_names(i, count)
             _host_tree(root, shared, names)
-            h = Host(root / "manager", shared / "etc" / "systemd" / "system", netns=True, binds=((root, shared),))
+            h = Host(root / "manager", shared / "etc" / "systemd" / "system", netns=True, prepare=f"mount --bind {root} {shared}")
             f.hosts[host] = h
             h.start()
             h.start_sshd(authorized)

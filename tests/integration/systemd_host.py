@@ -46,10 +46,12 @@ class Host:
     """One manager (and, with `netns`, its namespace and an sshd on ADDRESS:22 inside it)."""
 
     def __init__(self, workdir: Path, unit_dir: Path, netns: bool = False, address: str = "127.0.0.1",
-                 binds: tuple[tuple[Path, Path], ...] = (), tmpfs: tuple[Path, ...] = ()):
-        """binds: (source, target) bind mounts and tmpfs: empty file systems, made in the host's
-        private mount namespace before the manager starts (so every host can see its own tree at
-        the same path, as separate machines would)."""
+                 prepare: str = "", runtime_at: Path | None = None):
+        """prepare: shell commands run in the host's private mount namespace before the manager
+        starts (bind mounts, so every host sees its own tree at the same path as separate machines
+        would; a tmpfs on /run). runtime_at: where the manager finds its runtime directory inside
+        that namespace (bind-mounted there by `prepare`), when services must reach it (Type=notify
+        under PrivateTmp=)."""
         self.tag = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self.workdir, self.unit_dir, self.address = workdir, unit_dir, address
         self.runtime = workdir / "xdg"
@@ -57,8 +59,8 @@ class Host:
         self.manager: subprocess.Popen | None = None
         self.sshd: subprocess.Popen | None = None
         self.cgroups: list[Path] = []
-        self.mounts = "".join(f"mount --bind {src} {dst} && " for src, dst in binds) + \
-            "".join(f"mount -t tmpfs tmpfs {dst} && " for dst in tmpfs)
+        self.prepare = f"{prepare} && " if prepare else ""
+        self.runtime_at = runtime_at
 
     # -- start ---------------------------------------------------------------------------------------
     def start(self, timeout: float = 20.0) -> "Host":
@@ -86,10 +88,10 @@ class Host:
                 _run(["ip", "-n", self.netns, "addr", "add", f"{self.address}/32", "dev", "lo"])
             # nsenter --net, not `ip netns exec`: that remounts /sys, hiding the cgroup hierarchies
             prefix = ["nsenter", f"--net=/run/netns/{self.netns}"]
-        env = {**os.environ, "XDG_RUNTIME_DIR": str(self.runtime), "HOME": str(self.workdir),
+        env = {**os.environ, "XDG_RUNTIME_DIR": str(self.runtime_at or self.runtime), "HOME": str(self.workdir),
                "SYSTEMD_UNIT_PATH": f"{self.unit_dir}:"}
         enter = " && ".join(f"echo $$ > {d / 'cgroup.procs'}" for d in self.cgroups)
-        script = f"{enter} && {self.mounts}mount -t tmpfs tmpfs /run/systemd && mkdir -p /run/systemd/system && {INACCESSIBLE} && exec {SYSTEMD} --user"
+        script = f"{enter} && {self.prepare}mkdir -p /run/systemd && mount -t tmpfs tmpfs /run/systemd && mkdir -p /run/systemd/system && {INACCESSIBLE} && exec {SYSTEMD} --user"
         self.manager = subprocess.Popen([*prefix, "unshare", "-m", "--propagation", "private", "sh", "-c", script],
                                         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         deadline = time.time() + timeout

@@ -46,6 +46,7 @@ def three_hosts(native_dir, jemalloc):
 
 def test_ansible_runs_the_experiment_deploy_and_rollback_across_three_hosts(three_hosts, tmp_path, mimalloc):
     f = three_hosts
+    f.log_dir = tmp_path
     debian_tor = __import__("pwd").getpwnam("debian-tor").pw_uid
     # the groups: a catalog id rolled out as its .deb (twice: plain, and with a tunable), a
     # library at a system path, and glibc; no command (the services already run)
@@ -111,12 +112,12 @@ def test_ansible_runs_the_experiment_deploy_and_rollback_across_three_hosts(thre
     dropin.mkdir(parents=True)
     (dropin / "10-test.conf").write_text(
         "[Unit]\nStartLimitIntervalSec=0\n[Service]\nRestart=always\nRestartSec=0.2\nExecStart=\n"
-        "ExecStart=/bin/sh -c 'case \"$$LD_PRELOAD\" in *jemalloc*) sleep 0.3; exit 1;; esac; exec sleep 3600'\n")
+        "ExecStart=/bin/sh -c 'case \"$$LD_PRELOAD\" in *jemalloc*) sleep 1; exit 1;; esac; exec sleep 3600'\n")
     f.hosts["h3"].systemctl("daemon-reload")
     f.hosts["h3"].systemctl("start", crashy)
     started = time.monotonic()
-    run = f.playbook("deploy", "-e", "alloclab_deploy_allocator=jemalloc@5.3.0", "-e", "alloclab_deploy_batch=50%",
-                     "-e", "alloclab_deploy_settle=3s", "-e", "alloclab_deploy_guard_interval=0.3s", "-e", "alloclab_deploy_max_increase=")
+    run = f.playbook("deploy", "-e", "alloclab_deploy_allocator=jemalloc@5.3.0", "-e", "alloclab_deploy_batch=100%",
+                     "-e", "alloclab_deploy_settle=2s", "-e", "alloclab_deploy_guard_interval=0.3s", "-e", "alloclab_deploy_max_increase=")
     deploy_s = time.monotonic() - started
     print(f"deploy playbook: {deploy_s:.1f} s")
     assert run.returncode != 0, run.stdout[-3000:]
@@ -140,4 +141,4 @@ def test_ansible_runs_the_experiment_deploy_and_rollback_across_three_hosts(thre
             pid = f.main_pid(host, u)
             assert pid and "LD_PRELOAD" not in environ(pid) and uid(pid) == debian_tor
     print(f"\nthree hosts, 13 relays: experiment {experiment_s:.1f} s, deploy (tripped on h3) {deploy_s:.1f} s, "
-          f"rollback {rollback_s:.1f} s")
+          f"rollback {rollback_s:.1f} s (playbook logs with times: {tmp_path})")

@@ -100,6 +100,12 @@ class Host:
                 raise Unavailable(f"no systemd user manager can run here: {self.manager.stderr.read().strip()[-300:]}")
             # (not is-system-running: that looks for /run/systemd/system in this namespace, where it is absent)
             if self.systemctl("show", "-p", "SystemState", "--value").stdout.strip() in ("running", "degraded"):
+                # the system manager's notify socket is writable by every user (services that drop
+                # privileges, tor among them, report readiness through it); a user manager's is
+                # its owner's only, so it is opened up as PID 1's is
+                notify = self.runtime / "systemd" / "notify"
+                if notify.exists():
+                    notify.chmod(0o777)
                 return
             time.sleep(0.2)
         raise Unavailable(f"the systemd user manager did not come up in {timeout:g} s")

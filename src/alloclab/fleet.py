@@ -666,6 +666,11 @@ def _verify_unit(units: Units, unit: str, group: dict, timeout: float) -> str | 
                                     **_dev_inode(group["library"]))
     time.sleep(0.2)                      # let the new process map its libraries
     pid = units.main_pid(unit)
+    # a Type=simple unit is active as soon as systemd forked its main process; until that child
+    # has set up the sandbox and User= and exec'd the service, its maps are systemd's own
+    while pid is not None and _still_the_manager(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+        pid = units.main_pid(unit)
     if pid is None:
         return "no main process after restart"
     try:
@@ -673,6 +678,15 @@ def _verify_unit(units: Units, unit: str, group: dict, timeout: float) -> str | 
     except OSError as exc:
         return f"cannot read its maps ({exc.strerror})"
     return None if verdict.verified else verdict.detail
+
+
+def _still_the_manager(pid: int) -> bool:
+    """Whether PID is a child systemd forked that has not exec'd the service yet."""
+    try:
+        exe = os.path.basename(os.readlink(f"/proc/{pid}/exe"))
+    except OSError:
+        return False
+    return exe in ("systemd", "systemd-executor")
 
 
 def _dev_inode(library: str | None) -> dict:

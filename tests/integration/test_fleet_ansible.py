@@ -112,12 +112,12 @@ def test_ansible_runs_the_experiment_deploy_and_rollback_across_three_hosts(thre
     dropin.mkdir(parents=True)
     (dropin / "10-test.conf").write_text(
         "[Unit]\nStartLimitIntervalSec=0\n[Service]\nRestart=always\nRestartSec=0.2\nExecStart=\n"
-        "ExecStart=/bin/sh -c 'case \"$$LD_PRELOAD\" in *jemalloc*) sleep 1; exit 1;; esac; exec sleep 3600'\n")
+        "ExecStart=/bin/sh -c 'case \"$$LD_PRELOAD\" in *jemalloc*) sleep 0.5; exit 1;; esac; exec sleep 3600'\n")
     f.hosts["h3"].systemctl("daemon-reload")
     f.hosts["h3"].systemctl("start", crashy)
     started = time.monotonic()
     run = f.playbook("deploy", "-e", "alloclab_deploy_allocator=jemalloc@5.3.0", "-e", "alloclab_deploy_batch=100%",
-                     "-e", "alloclab_deploy_settle=2s", "-e", "alloclab_deploy_guard_interval=0.3s", "-e", "alloclab_deploy_max_increase=")
+                     "-e", "alloclab_deploy_settle=2s", "-e", "alloclab_deploy_max_restarts=1", "-e", "alloclab_deploy_guard_interval=0.3s", "-e", "alloclab_deploy_max_increase=")
     deploy_s = time.monotonic() - started
     print(f"deploy playbook: {deploy_s:.1f} s")
     assert run.returncode != 0, run.stdout[-3000:]

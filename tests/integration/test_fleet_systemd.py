@@ -7,10 +7,7 @@ host's /run changes."""
 from __future__ import annotations
 
 import os
-import re
 import shutil
-import signal
-import subprocess
 import time
 import uuid
 from pathlib import Path
@@ -19,9 +16,9 @@ import pytest
 
 from alloclab import fleet, sampler
 from alloclab.store import Store
+from tests.integration import systemd_host
 
-SYSTEMD = "/lib/systemd/systemd"
-pytestmark = pytest.mark.skipif(not (Path(SYSTEMD).exists() and shutil.which("systemctl") and shutil.which("unshare")),
+pytestmark = pytest.mark.skipif(not (Path(systemd_host.SYSTEMD).exists() and shutil.which("systemctl") and shutil.which("unshare")),
                                 reason="systemd missing: run scripts/install.sh --test")
 
 
@@ -35,68 +32,21 @@ def manager(tmp_path, monkeypatch, native_dir):
     for i, name in enumerate(names):
         (unit_dir / name).write_text(f"[Service]\nExecStart={native_dir / 'stressors'} --pattern sawtooth "
                                      f"--load 3600 --period 1 --mb {2 + i}\n")
-    # The manager takes the cgroup it starts in as its own and moves every process found there into
-    # its init.scope: so it starts in a cgroup made for it (the same path in every hierarchy), never
-    # in a cgroup shared with other processes; the test removes that cgroup afterwards.
-    own = f"alloclab-systemd-{tag}"
-    hierarchies = [Path(m) for m in re.findall(r"^\S+ \S+ \S+ \S+ (/sys/fs/cgroup\S*) .* - cgroup2? ",
-                                                 Path("/proc/self/mountinfo").read_text(), re.M)
-                   if not m.endswith("cpuset")]          # systemd leaves v1 cpuset alone (and it needs cpus/mems set)
-    made = []
-    try:
-        for h in hierarchies:
-            (h / own).mkdir()
-            made.append(h / own)
-    except OSError as exc:
-        for d in made:
-            d.rmdir()
-        pytest.skip(f"cannot make a cgroup for the manager ({exc.strerror}): no systemd can run here")
+    # the manager in its own cgroup and mount namespace (tests/integration/systemd_host.py)
     pid1_before = Path("/proc/1/cgroup").read_text()
-    runtime = tmp_path / "xdg"
-    runtime.mkdir(mode=0o700)
-    env = {**os.environ, "XDG_RUNTIME_DIR": str(runtime), "HOME": str(tmp_path), "SYSTEMD_UNIT_PATH": f"{unit_dir}:"}
-    enter = " && ".join(f"echo $$ > {d / 'cgroup.procs'}" for d in made)
-    script = f"{enter} && mount -t tmpfs tmpfs /run/systemd && mkdir -p /run/systemd/system && exec {SYSTEMD} --user"
-    proc = subprocess.Popen(["unshare", "-m", "--propagation", "private", "sh", "-c", script], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))        # for systemctl --user, as a user's session has it
-    deadline = time.time() + 20
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            pytest.skip(f"no systemd user manager can run here: {proc.stderr.read().strip()[-300:]}")
-        # (not is-system-running: that looks for /run/systemd/system in this namespace, where it is absent)
-        if subprocess.run(["systemctl", "--user", "show", "-p", "SystemState", "--value"], capture_output=True,
-                          text=True).stdout.strip() in ("running", "degraded"):
-            break
-        time.sleep(0.2)
-    else:
-        proc.kill()
-        pytest.skip("the systemd user manager did not come up in 20 s")
-    units = fleet.units_from("user", root)
-    for name in names:                       # the services run before alloclab arrives
-        units.restart(name)
+    host = systemd_host.Host(tmp_path, unit_dir)
     try:
+        host.start()
+    except systemd_host.Unavailable as exc:
+        pytest.skip(str(exc))
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(host.runtime))        # for systemctl --user, as a user's session has it
+    units = fleet.units_from("user", root)
+    try:
+        for name in names:                       # the services run before alloclab arrives
+            units.restart(name)
         yield units, names
     finally:
-        proc.terminate()                          # the manager stops its units as it exits
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        for top in made:                          # whatever is left below its cgroup, then the cgroup
-            for d in sorted((p for p in top.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)) + [top]:
-                for pid in (d / "cgroup.procs").read_text().split() if (d / "cgroup.procs").exists() else []:
-                    try:
-                        os.kill(int(pid), signal.SIGKILL)
-                    except ProcessLookupError:
-                        pass
-                for _ in range(50):
-                    try:
-                        d.rmdir()
-                        break
-                    except OSError:
-                        time.sleep(0.1)
+        host.close()                              # the manager stops its units; its cgroup is removed
     assert Path("/proc/1/cgroup").read_text() == pid1_before, "the manager moved processes outside its own cgroup"
 
 

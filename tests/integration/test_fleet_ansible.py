@@ -142,3 +142,14 @@ def test_ansible_runs_the_experiment_deploy_and_rollback_across_three_hosts(thre
             assert pid and "LD_PRELOAD" not in environ(pid) and uid(pid) == debian_tor
     print(f"\nthree hosts, 13 relays: experiment {experiment_s:.1f} s, deploy (tripped on h3) {deploy_s:.1f} s, "
           f"rollback {rollback_s:.1f} s (playbook logs with times: {tmp_path})")
+
+
+def test_the_report_playbook_parses(tmp_path):
+    """(the other playbooks run for real above)"""
+    playbook = "report"
+    from tests.integration.ansible_fleet import COLLECTIONS, REPO
+    env = {**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(COLLECTIONS), "ANSIBLE_CONFIG": str(REPO / "ansible" / "ansible.cfg"),
+           "ANSIBLE_HOME": str(tmp_path), "ANSIBLE_LOCAL_TEMP": str(tmp_path / "tmp")}
+    out = __import__("subprocess").run([str(VENV_BIN / "ansible-playbook"), "-i", "localhost,", "--syntax-check",
+                                        f"alloclab.fleet.{playbook}"], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stdout[-1500:] + out.stderr[-1500:]

@@ -18,6 +18,8 @@ command -v cargo >/dev/null || PKGS="$PKGS cargo"
 [ "${1:-}" = "--test" ] && PKGS="$PKGS systemd"
 # ... and a real Prometheus server scrapes the collectors and serves the import (tests/integration/test_prometheus.py)
 [ "${1:-}" = "--test" ] && PKGS="$PKGS prometheus"
+# the multi-host tests drive hosts over real SSH: Debian's sshd, one per network namespace (tests/integration/ansible_fleet.py)
+[ "${1:-}" = "--test" ] && PKGS="$PKGS openssh-server openssh-client iproute2"
 # the HTML report is opened in a real headless browser by the tests
 [ "${1:-}" = "--test" ] && PKGS="$PKGS chromium"
 # `report`, `compare` and `run` are looked at in a real 80-column terminal (tests/integration/test_terminal_80.py)
@@ -28,6 +30,10 @@ if [ -n "$missing" ]; then
   echo "installing Debian packages:$missing"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $missing >/dev/null
+  # the tests start their own sshd inside namespaces; the package's own service is not wanted
+  case " $missing " in
+    *" openssh-server "*) [ -d /run/systemd/system ] && $SUDO systemctl disable --now ssh.service ssh.socket >/dev/null 2>&1 || true ;;
+  esac
 fi
 
 PY=${PYTHON:-python3}
@@ -36,8 +42,9 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null
 if [ "${1:-}" = "--test" ]; then
-  .venv/bin/python -m pip install -q -e '.[test]'
+  .venv/bin/python -m pip install -q -e '.[fleet,test]'
 else
-  .venv/bin/python -m pip install -q -e .
+  # with ansible-core: this machine can be the controller of a fleet (ansible/README.md)
+  .venv/bin/python -m pip install -q -e '.[fleet]'
 fi
 echo "alloclab installed: $(.venv/bin/alloclab --help >/dev/null && echo .venv/bin/alloclab)"

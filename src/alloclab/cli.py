@@ -306,27 +306,44 @@ def _fleet_options(f):
     return f
 
 
-@fleet_group.command("plan")
+@fleet_group.command("facts")
 @click.option("--units", "units_glob", required=True, help="Unit glob, e.g. 'tor@*'.")
+@click.option("--host", "host_label", metavar="NAME", help="This host's name in the fleet plan [this machine's name].")
+@click.option("--json", "as_json", is_flag=True, help="Print the facts as JSON (for fleet plan --facts).")
+@_fleet_options
+def fleet_facts(units_glob, host_label, as_json, root, systemctl) -> None:
+    """Each matching unit's memory, age, user and sandbox: one host's input to a fleet-wide plan."""
+    from .commands.fleet import facts_command
+    facts_command(units_glob, host_label, root, systemctl, as_json, console)
+
+
+@fleet_group.command("plan")
+@click.option("--units", "units_glob", help="Unit glob, e.g. 'tor@*' (this host's units).")
+@click.option("--facts", "facts", type=PathArg, multiple=True,
+              help="A host's `fleet facts --json` (repeat per host; - reads a JSON list of them from stdin): "
+                   "one plan over every host's units.")
 @click.option("--groups", type=PathArg, required=True, help="Experiment file whose [[group]]s to assign.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random assignment of units to groups.")
 @click.option("-o", "--output", type=PathArg, default=Path("fleet-plan.json"), show_default=True, help="Plan file to write.")
+@click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
 @_fleet_options
-def fleet_plan(units_glob, groups, seed, output, root, systemctl) -> None:
-    """Assign matching units to groups at random, stratified by memory and uptime; save the plan."""
+def fleet_plan(units_glob, facts, groups, seed, output, as_json, root, systemctl) -> None:
+    """Assign units to groups at random, stratified by memory and uptime (within each host); save the plan."""
     from .commands.fleet import plan_command
-    plan_command(units_glob, groups, seed, output, root, systemctl, console)
+    plan_command(units_glob, groups, seed, output, root, systemctl, console, facts, as_json)
 
 
 @fleet_group.command("apply")
 @click.argument("plan", type=PathArg)
 @click.option("--batch", default="5", show_default=True, help="Units restarted at once, or a share (10%).")
 @click.option("--dry-run", is_flag=True, help="Show every file and command; change nothing.")
+@click.option("--host", "host_label", metavar="NAME", help="This host's share of a fleet-wide plan [this machine's name].")
+@click.option("--json", "as_json", is_flag=True, help="Print what changed as JSON (progress goes to stderr).")
 @_fleet_options
-def fleet_apply(plan, batch, dry_run, root, systemctl) -> None:
+def fleet_apply(plan, batch, dry_run, host_label, as_json, root, systemctl) -> None:
     """Write drop-ins, restart in batches, verify each unit maps its allocator; stop at the first failure."""
     from .commands.fleet import apply_command
-    apply_command(plan, batch, dry_run, root, systemctl, console)
+    apply_command(plan, batch, dry_run, root, systemctl, console, host_label, as_json)
 
 
 @fleet_group.command("collect")
@@ -336,12 +353,14 @@ def fleet_apply(plan, batch, dry_run, root, systemctl) -> None:
 @click.option("--duration", help="Stop after this long (default: until stopped).")
 @click.option("--install", is_flag=True, help="Write a systemd unit that runs this collector with every option given here, and stop.")
 @click.option("--listen", metavar="ADDR", help="Also serve /metrics for Prometheus on ADDR (PORT = loopback, or HOST:PORT).")
-@click.option("--host", "host_label", metavar="NAME", help="The host label of the metrics and replicas [this machine's name].")
+@click.option("--host", "host_label", metavar="NAME", help="The host label of the metrics and replicas, and this host's "
+              "share of a fleet-wide plan [this machine's name].")
+@click.option("--json", "as_json", is_flag=True, help="When the collector stops, print what it collected as JSON.")
 @_fleet_options
-def fleet_collect(plan_file, output, interval, duration, install, listen, host_label, root, systemctl) -> None:
+def fleet_collect(plan_file, output, interval, duration, install, listen, host_label, as_json, root, systemctl) -> None:
     """Sample every planned unit (memory, processes, allocator verification) into a run store."""
     from .commands.fleet import collect_command
-    collect_command(plan_file, output, interval, duration, install, root, systemctl, console, listen, host_label)
+    collect_command(plan_file, output, interval, duration, install, root, systemctl, console, listen, host_label, as_json)
 
 
 @fleet_group.command("deploy")
@@ -369,24 +388,28 @@ def fleet_collect(plan_file, output, interval, duration, install, listen, host_l
 @click.option("--dry-run", is_flag=True, help="Show every file and command; change nothing.")
 @click.option("-o", "--output", type=PathArg, default=Path("fleet-deploy.json"), show_default=True,
               help="Deployment record to write (batches, guard readings, what was rolled back).")
+@click.option("--json", "as_json", is_flag=True, help="Print what changed, or the trip, as JSON (progress goes to stderr).")
 @_fleet_options
 def fleet_deploy(allocator, units_glob, env_items, group_file, group_name, batch, settle, max_memory, max_increase,
-                 max_restarts, persist, guard_interval, warmup, history, rollback_scope, dry_run, output, root, systemctl) -> None:
+                 max_restarts, persist, guard_interval, warmup, history, rollback_scope, dry_run, output, as_json, root,
+                 systemctl) -> None:
     """Roll one allocator out in canary batches; roll back by itself when a guard trips (exit 1)."""
     from .commands.fleet import deploy_command
     guard_options = {"settle": settle, "max_memory": max_memory, "max_increase": max_increase, "max_restarts": max_restarts,
                      "persist": persist, "guard_interval": guard_interval, "scope": rollback_scope, "warmup": warmup,
-                     "history": history, "env_items": env_items, "group_file": group_file, "group": group_name}
+                     "history": history, "env_items": env_items, "group_file": group_file, "group": group_name,
+                     "as_json": as_json}
     sys.exit(deploy_command(allocator, units_glob, batch, dry_run, output, root, systemctl, console, **guard_options))
 
 
 @fleet_group.command("rollback")
 @click.option("--batch", type=int, default=5, show_default=True, help="Units restored at once.")
+@click.option("--json", "as_json", is_flag=True, help="Print what was restored as JSON.")
 @_fleet_options
-def fleet_rollback(batch, root, systemctl) -> None:
+def fleet_rollback(batch, as_json, root, systemctl) -> None:
     """Restore the drop-ins from before the last apply, byte for byte, and restart."""
     from .commands.fleet import rollback_command
-    rollback_command(batch, root, systemctl, console)
+    rollback_command(batch, root, systemctl, console, as_json)
 
 
 @app.command("workloads")
@@ -504,12 +527,14 @@ EXAMPLES = {
     ("trace", "record"): "alloclab trace record -o app.trace -- ./my-server --port 8080",
     ("trace", "replay"): "alloclab trace replay app.trace",
     ("trace", "info"): "alloclab trace info app.trace",
+    ("fleet", "facts"): "alloclab fleet facts --units 'tor@*' --json > facts-h1.json",
     ("fleet", "plan"): "alloclab fleet plan --units 'tor@*' --groups groups.toml -o fleet-plan.json",
     ("fleet", "apply"): "alloclab fleet apply fleet-plan.json --batch 10% --dry-run",
     ("fleet", "collect"): "alloclab fleet collect --plan fleet-plan.json -o runs/fleet --interval 60s",
     ("fleet", "deploy"): "alloclab fleet deploy jemalloc@5.3.0 --units 'tor@*' --batch 10% --max-increase 20%",
     ("fleet", "rollback"): "alloclab fleet rollback --batch 10",
     ("workloads",): "alloclab workloads",
+    ("merge",): "alloclab merge h1/run h2/run -o runs/fleet",
     ("bisect",): "alloclab bisect service.toml --family mimalloc --good 2.0.9 --bad 3.0.1",
     ("sweep",): "alloclab sweep sweep.toml",
 }

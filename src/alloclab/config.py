@@ -386,7 +386,9 @@ def _scenario(table: Any, src: str) -> Scenario:
     return Scenario(name, tor, authorities, voting, timeout, torrc, float(rate), requests)
 
 
-def parse_experiment(text: str, source: str = "<experiment>", base_dir: Path = Path(".")) -> Experiment:
+def parse_experiment(text: str, source: str = "<experiment>", base_dir: Path = Path("."), fleet: bool = False) -> Experiment:
+    """`fleet`: the groups of a fleet experiment (alloclab fleet plan), whose services already run
+    under systemd: no command is needed."""
     if len(text) > MAX_FILE_BYTES:
         raise UserError(f"{source}: the file is larger than {MAX_FILE_BYTES // 1024} KiB", "an experiment file holds settings only")
     try:
@@ -500,7 +502,7 @@ def parse_experiment(text: str, source: str = "<experiment>", base_dir: Path = P
         gtorrc = _torrc(g["torrc"], f"group {gname} torrc", source) if "torrc" in g else ()
         groups.append(Group(gname, allocator, env, gcommand, gtorrc))
 
-    if command is None and workload is None and scenario is None and any(g.command is None for g in groups):
+    if not fleet and command is None and workload is None and scenario is None and any(g.command is None for g in groups):
         raise UserError(f"{source}: no command to run", 'add command = ["./app", ...] or a [workload] table')
     baseline = _typed(data, "baseline", str, source, "", default=groups[0].name)
     if baseline not in {g.name for g in groups}:
@@ -513,7 +515,7 @@ def parse_experiment(text: str, source: str = "<experiment>", base_dir: Path = P
                       introspect=introspect, introspect_budget=float(introspect_budget), base_dir=base_dir)
 
 
-def load_experiment(path: Path) -> Experiment:
+def load_experiment(path: Path, fleet: bool = False) -> Experiment:
     """Read and parse an experiment file: a regular UTF-8 file of at most MAX_FILE_BYTES."""
     check_path_text(str(path), "the experiment file path")
     try:
@@ -531,4 +533,4 @@ def load_experiment(path: Path) -> Experiment:
         raise UserError(f"experiment file {path} is not UTF-8 text (byte {exc.start})", "save it as UTF-8") from None
     except OSError as exc:
         raise UserError(f"cannot read experiment file {path}: {exc.strerror}", "check its permissions") from None
-    return parse_experiment(text, str(path), path.resolve().parent)
+    return parse_experiment(text, str(path), path.resolve().parent, fleet)

@@ -16,16 +16,19 @@ import fnmatch
 import hashlib
 import json
 import os
+import pwd
 import random
 import re
 import signal
+import socket
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from . import allocators, resolution, rollout, sampler, settings, timefmt, tunables, unitfile
+from . import allocators, debpackage, resolution, rollout, sampler, settings, timefmt, tunables, unitaccess, unitfile
 from .config import load_experiment
 from .errors import UserError
 
@@ -65,6 +68,7 @@ class Units(Protocol):
     def daemon_reload(self) -> None: ...
     def restart(self, unit: str) -> None: ...
     def memory_cgroup(self, unit: str) -> sampler.Cgroup | None: ...
+    def sandbox(self, unit: str) -> unitaccess.Sandbox: ...
 
 
 class Systemd:
@@ -118,6 +122,13 @@ class Systemd:
 
     def is_active(self, unit: str) -> bool:
         return self._ctl("is-active", unit).strip() == "active"
+
+    def sandbox(self, unit: str) -> unitaccess.Sandbox:
+        """User= and the sandbox settings as systemd resolved them (unit file, drop-ins, defaults)."""
+        out = self._ctl("show", "-p", ",".join(unitaccess.PROPERTIES), unit)
+        props = dict(line.partition("=")[::2] for line in out.splitlines() if "=" in line)
+        # a user manager runs its services as its own user
+        return unitaccess.from_properties(props, _user_name(os.getuid()) if self.user else "root")
 
     def daemon_reload(self) -> None:
         self._ctl("daemon-reload")
@@ -208,6 +219,17 @@ class LocalUnits:
     def memory_cgroup(self, unit: str) -> sampler.Cgroup | None:
         return None                       # the stand-in's units share the caller's cgroup
 
+    def sandbox(self, unit: str) -> unitaccess.Sandbox:
+        """The sandbox settings as written in the unit file and its drop-ins (the stand-in does not
+        apply them: it says what systemd would)."""
+        props: dict[str, str] = {}
+        for f in [self.unit_dir / unit] + sorted((self.unit_dir / f"{unit}.d").glob("*.conf")):
+            for section, key, value in unitfile.settings(f.read_text()):
+                if section == "Service" and key in unitaccess.PROPERTIES:
+                    many = key in ("InaccessiblePaths", "TemporaryFileSystem", "SupplementaryGroups")
+                    props[key] = (props.get(key, "") + " " + value).strip() if many and value else value
+        return unitaccess.from_properties(props, _user_name(os.getuid()))
+
     def stop(self, unit: str) -> None:
         pid = self.main_pid(unit)
         if pid:
@@ -232,6 +254,13 @@ class LocalUnits:
                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         st = sampler.read_stat(p.pid)        # not reaped yet: the pid is still this process's
         (self.run_dir / f"{unit}.pid").write_text(f"{p.pid} {st.start_ticks if st else -1}")
+
+
+def _user_name(uid: int) -> str:
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
 
 
 def _tree_of(pid: int | None) -> list[int]:
@@ -287,47 +316,170 @@ def _unit_facts(units: Units, names: list[str]) -> list[dict]:
     return out
 
 
-def make_plan(units: Units, pattern: str, groups_file: Path, seed: int, out: Path) -> Plan:
-    exp = load_experiment(groups_file)
+def matching_units(units: Units, pattern: str) -> list[str]:
     present = units.list_units()
     glob = pattern if pattern.endswith(".service") or pattern.endswith("*") else pattern + ".service"
     chosen = [validate_unit(u) for u in present if fnmatch.fnmatchcase(u, glob) or fnmatch.fnmatchcase(u, glob + ".service")]
     if not chosen:
         raise UserError(f"no unit matches {pattern!r}", f"units present: {', '.join(present[:10]) or 'none'}")
+    return chosen
+
+
+def unit_facts(units: Units, pattern: str, host: str | None = None) -> dict:
+    """What the controller needs to plan this host's share of a fleet-wide experiment
+    (`alloclab fleet facts --json`): each matching unit's memory, age and sandbox."""
+    host = host or socket.gethostname()
+    unitfile.check_value(host, "--host")
+    return {"version": 1, "kind": "alloclab-fleet-facts", "host": host, "pattern": pattern,
+            "root": str(units.root), "collected": time.time(),
+            "units": [{**f, "sandbox": units.sandbox(f["unit"]).as_dict()} for f in _unit_facts(units, matching_units(units, pattern))]}
+
+
+def load_facts(source: Path) -> list[dict]:
+    """Hosts' facts from a file, or from stdin when SOURCE is "-" (the Ansible route pipes every
+    host's facts as one JSON list): each checked in full before a plan is made from it."""
+    where = "stdin" if str(source) == "-" else str(source)
+    try:
+        data = json.loads(sys.stdin.read() if str(source) == "-" else Path(source).read_text())
+    except (OSError, ValueError):
+        data = None
+    found = data if isinstance(data, list) else [data]
+    for facts in found:
+        try:
+            assert facts.get("kind") == "alloclab-fleet-facts" and isinstance(facts["units"], list)
+            unitfile.check_value(facts["host"], f"{where}: host")
+            for u in facts["units"]:
+                validate_unit(u["unit"])
+                int(u["memory_kb"]), float(u["uptime_s"]), dict(u["sandbox"])
+        except (AssertionError, KeyError, TypeError, ValueError, AttributeError):
+            raise UserError(f"{where} is not the output of alloclab fleet facts --json",
+                            "gather it on each host with: alloclab fleet facts --units GLOB --host NAME --json") from None
+        if not facts["units"]:
+            raise UserError(f"{where}: host {facts['host']} reported no units", "check the --units glob on that host")
+    return found
+
+
+def plan_groups(groups_file: Path, for_hosts: bool = False) -> tuple[object, list[dict]]:
+    """The experiment's groups as a plan records them: each library resolved (an installed
+    package's path under /usr/lib/alloclab before any cached build) with its sha256.
+    `for_hosts` (a fleet-wide plan, made on a controller): a catalog id is recorded at the path
+    its package installs it on the hosts (`alloclab allocators package ID`, then dpkg -i),
+    /usr/lib/alloclab/ID/LIBRARY under the package root, with the build's sha256; each host
+    checks those bytes when it applies."""
+    exp = load_experiment(groups_file, fleet=True)
     groups = []
     for g in exp.groups:
         spec = resolution.resolve(g.allocator, exp.base_dir, g.env)
         if spec.kind == "bundled":
             raise UserError(f"group {g.name}: fleet mode preloads libraries; 'bundled' does not apply", "use glibc, a path or a catalog id")
         tunables.validate(g.env, spec.family, spec.path, g.name)
-        groups.append({"name": g.name, "allocator": g.allocator, "kind": spec.kind, "library": spec.path,
+        library = spec.path
+        if for_hosts and "@" in g.allocator and "/" not in g.allocator:
+            library = str(settings.package_root() / debpackage.install_dir(g.allocator) / Path(spec.path).name)
+        groups.append({"name": g.name, "allocator": g.allocator, "kind": spec.kind, "library": library,
                        "sha256": spec.sha256, "family": spec.family, "version": spec.version, "env": g.env})
         check_group(groups[-1], str(groups_file))
-    facts = _unit_facts(units, chosen)
-    # stratify: rank by memory (then uptime); each consecutive block of len(groups) units gets
-    # every group once, in a seeded random order, so groups start with similar memory and age
+    return exp, groups
+
+
+def assign(facts_by_host: dict[str, list[dict]], names: list[str], seed: int) -> list[dict]:
+    """Stratified random assignment, host by host (host is a blocking factor): a host's units are
+    ranked by memory (then uptime) and each consecutive block of len(names) units gets every group
+    once, in a random order, so within every host the groups start with similar memory and age and
+    every host carries every group where its unit count allows. A last, smaller block takes the
+    groups that have the fewest units fleet-wide so far (ties at random). One seeded generator
+    for the whole fleet, hosts in sorted order: the same seed gives the same plan."""
     rng = random.Random(seed)
-    facts.sort(key=lambda f: (f["memory_kb"], f["uptime_s"], f["unit"]))
-    for start in range(0, len(facts), len(groups)):
-        block = facts[start:start + len(groups)]
-        names = [g["name"] for g in groups]
-        rng.shuffle(names)
-        for f, name in zip(block, names):
-            f["group"] = name
+    counts = {n: 0 for n in names}
+    out = []
+    for host in sorted(facts_by_host):
+        facts = sorted(facts_by_host[host], key=lambda f: (f["memory_kb"], f["uptime_s"], f["unit"]))
+        for start in range(0, len(facts), len(names)):
+            block = facts[start:start + len(names)]
+            order = list(names)
+            if len(block) < len(names):
+                order = sorted(order, key=lambda n: (counts[n], rng.random()))[:len(block)]
+            rng.shuffle(order)
+            for f, name in zip(block, order):
+                out.append({**f, "group": name, "host": host})
+                counts[name] += 1
+    return out
+
+
+def _check_loadable(assignments: list[dict], groups: dict[str, dict], sandbox_of, check_files: bool) -> None:
+    """Refuse, in one line naming the unit, its user and the path, a group library a unit cannot load."""
+    for a in assignments:
+        lib = groups[a["group"]]["library"]
+        if not lib:
+            continue
+        sandbox = sandbox_of(a)
+        why = unitaccess.refusal(sandbox, lib, check_files)
+        if why:
+            user = sandbox.user or sandbox.manager_user
+            where = f"host {a['host']}: " if a.get("host") else ""
+            raise UserError(f"{where}{a['unit']} (User={user}) cannot load {lib}: {why}",
+                            "install the library where the service can read it: alloclab allocators package ID, "
+                            "then dpkg -i the .deb (it goes under /usr/lib/alloclab), and plan again")
+
+
+def make_plan(units: Units, pattern: str, groups_file: Path, seed: int, out: Path) -> Plan:
+    """One host's plan (the units of this host's manager)."""
+    exp, groups = plan_groups(groups_file)
+    facts = _unit_facts(units, matching_units(units, pattern))
+    assignments = [{k: v for k, v in a.items() if k != "host"}
+                   for a in assign({"": facts}, [g["name"] for g in groups], seed)]
+    _check_loadable(assignments, {g["name"]: g for g in groups}, lambda a: units.sandbox(a["unit"]), True)
     data = {"version": 1, "created": time.time(), "seed": seed, "pattern": pattern, "groups": groups,
-            "assignments": sorted(facts, key=lambda f: f["unit"]), "units": sorted(chosen),
+            "assignments": sorted(assignments, key=lambda f: f["unit"]), "units": sorted(f["unit"] for f in facts),
             "experiment": groups_file.read_text(), "name": exp.name}
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(data, indent=2))
     return Plan(out, data)
 
 
-def load_plan(path: Path) -> Plan:
+def make_fleet_plan(facts_files: list[Path], groups_file: Path, seed: int, out: Path) -> Plan:
+    """ONE plan over every host's units, from each host's `fleet facts`: assignments balanced
+    within each host, one seed (recorded), the sandbox of every unit checked against its group's
+    library here (each host checks file permissions again when it applies)."""
+    exp, groups = plan_groups(groups_file, for_hosts=True)
+    facts = [one for f in facts_files for one in load_facts(f)]
+    hosts = [f["host"] for f in facts]
+    if len(set(hosts)) != len(hosts):
+        raise UserError(f"two facts files are from the same host ({', '.join(sorted({h for h in hosts if hosts.count(h) > 1}))})",
+                        "give each host's facts once (each host reports --host with its inventory name)")
+    by_host = {f["host"]: [{k: u[k] for k in ("unit", "memory_kb", "uptime_s", "main_pid", "sandbox")} for u in f["units"]]
+               for f in facts}
+    assignments = assign(by_host, [g["name"] for g in groups], seed)
+    _check_loadable(assignments, {g["name"]: g for g in groups}, lambda a: unitaccess.from_dict(a["sandbox"]), False)
+    data = {"version": 1, "created": time.time(), "seed": seed, "pattern": facts[0]["pattern"], "groups": groups,
+            "assignments": sorted(assignments, key=lambda f: (f["host"], f["unit"])),
+            "hosts": {f["host"]: {"units": sorted(u["unit"] for u in f["units"]), "root": f["root"]} for f in facts},
+            "experiment": groups_file.read_text(), "name": exp.name}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(data, indent=2))
+    return Plan(out, data)
+
+
+def load_plan(path: Path, host: str | None = None) -> Plan:
+    """A plan as this host applies it. A fleet-wide plan (with `hosts`) is narrowed to HOST's
+    share (default: this machine's name): its units and assignments, the groups and seed as they are."""
     try:
         data = json.loads(path.read_text())
         assert data.get("version") == 1 and data["assignments"]
+        if "hosts" in data:
+            assert isinstance(data["hosts"], dict)
     except (OSError, ValueError, AssertionError, KeyError, AttributeError):
         raise UserError(f"{path} is not an alloclab fleet plan", "make one with: alloclab fleet plan") from None
+    if "hosts" in data:
+        host = host or socket.gethostname()
+        if host not in data["hosts"]:
+            raise UserError(f"{path} is a fleet plan without host {host!r} (hosts: {', '.join(sorted(data['hosts']))[:200]})",
+                            "give --host with this host's name in the plan (its inventory name)")
+        try:
+            data = {**data, "host": host, "units": data["hosts"][host]["units"],
+                    "assignments": [a for a in data["assignments"] if a.get("host") == host]}
+        except (KeyError, TypeError, AttributeError):
+            raise UserError(f"{path} is not a complete alloclab fleet plan", "make a new plan with: alloclab fleet plan") from None
     check_plan(data, path)
     return Plan(path, data)
 
@@ -426,6 +578,8 @@ def apply_plan(units: Units, plan: Plan, batch: int | str, dry_run: bool, say=pr
     groups = {g["name"]: g for g in plan.data["groups"]}
     for g in groups.values():
         _check_library(g)
+    # on the host the units run on: their sandbox as systemd has it now, and the files' permissions
+    _check_loadable(plan.assignments, groups, lambda a: units.sandbox(a["unit"]), True)
     plan_id = hashlib.sha256(plan.path.read_bytes()).hexdigest()[:12]
     writes = [(a["unit"], dropin_path(root, a["unit"]), dropin_text(groups[a["group"]], plan_id)) for a in plan.assignments]
     sizes = rollout.batch_sizes(batch, len(writes))
@@ -437,7 +591,8 @@ def apply_plan(units: Units, plan: Plan, batch: int | str, dry_run: bool, say=pr
         for i, b in enumerate(batches, 1):
             say(f"batch {i}: write its drop-ins, systemctl daemon-reload, systemctl restart {' '.join(u for u, _, _ in b)}, "
                 "then check active and allocator mapped" + (f", then settle {settle:g} s under the guards" if guards else ""))
-        return {"dry_run": True, "units": len(writes), "batches": len(batches)}
+        return {"dry_run": True, "units": len(writes), "batches": len(batches), "host": plan.data.get("host"),
+                "would_change": [{"unit": u, "group": _group_of(plan, u), "dropin": str(p)} for u, p, _ in writes]}
     # back up what is there (or that nothing is), byte for byte, before touching anything
     generation = state_dir(root) / "applied" / timefmt.local_stamp()
     n = 0
@@ -487,14 +642,23 @@ def apply_plan(units: Units, plan: Plan, batch: int | str, dry_run: bool, say=pr
             restore(units, generation, manifest, undo, max(sizes), say)
             if scope == "all":
                 generation.rename(generation.with_name(generation.name + ".rolled-back"))
+            kept = [u for u in done if u not in undo]
             return {"dry_run": False, "units": len(done), "batches": len(batches), "generation": str(generation),
+                    "host": plan.data.get("host"), "changed": _changes(units, plan, kept),
                     "tripped": {"batch": i, "unit": unit, "why": why, "rolled_back": undo, "scope": scope},
                     "watched": watched}
         done.extend(names)
         say(f"batch {i}/{len(batches)}: {', '.join(names)} active and verified"
             + (f", settled {settle:g} s within the guards" if guards is not None else ""))
-    return {"dry_run": False, "units": len(done), "batches": len(batches), "generation": str(generation), "tripped": None,
+    return {"dry_run": False, "units": len(done), "batches": len(batches), "generation": str(generation),
+            "host": plan.data.get("host"), "changed": _changes(units, plan, done), "tripped": None,
             "watched": watched}
+
+
+def _changes(units: Units, plan: Plan, names: list[str]) -> list[dict]:
+    """What an apply changed, for --json: each unit's group, drop-in and new main process."""
+    return [{"unit": u, "group": _group_of(plan, u), "dropin": str(dropin_path(units.root, u)), "main_pid": units.main_pid(u)}
+            for u in names]
 
 
 def _open_history(run: Path | None):
@@ -590,6 +754,11 @@ def _verify_unit(units: Units, unit: str, group: dict, timeout: float) -> str | 
                                     **_dev_inode(group["library"]))
     time.sleep(0.2)                      # let the new process map its libraries
     pid = units.main_pid(unit)
+    # a Type=simple unit is active as soon as systemd forked its main process; until that child
+    # has set up the sandbox and User= and exec'd the service, its maps are systemd's own
+    while pid is not None and _still_the_manager(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+        pid = units.main_pid(unit)
     if pid is None:
         return "no main process after restart"
     try:
@@ -597,6 +766,15 @@ def _verify_unit(units: Units, unit: str, group: dict, timeout: float) -> str | 
     except OSError as exc:
         return f"cannot read its maps ({exc.strerror})"
     return None if verdict.verified else verdict.detail
+
+
+def _still_the_manager(pid: int) -> bool:
+    """Whether PID is a child systemd forked that has not exec'd the service yet."""
+    try:
+        exe = os.path.basename(os.readlink(f"/proc/{pid}/exe"))
+    except OSError:
+        return False
+    return exe in ("systemd", "systemd-executor")
 
 
 def _dev_inode(library: str | None) -> dict:
@@ -703,4 +881,4 @@ def rollback(units: Units, batch: int, say=print) -> dict:
     restore(units, gen, manifest, names, batch, say)
     gen.rename(gen.with_name(gen.name + ".rolled-back"))
     say(f"rolled back {len(names)} units to their drop-ins before {gen.name}")
-    return {"units": len(names), "generation": str(gen)}
+    return {"units": len(names), "generation": str(gen), "restored": names}

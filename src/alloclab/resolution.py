@@ -25,9 +25,11 @@ def resolve(request: str, base_dir: Path = Path("."), env: dict[str, str] | None
         info = probe(None)
         return AllocatorSpec(kind="glibc", request=request, family="glibc", version=info.get("glibc"))
     if "/" not in request and "@" in request:
-        # a host with the id's package installed (alloclab allocators package) uses those exact bytes;
+        # a host with the id's package installed (alloclab allocators package) uses those exact bytes,
+        # even when a build of the id is cached too: the package's path under /usr/lib/alloclab is
+        # one every service user can read, a cache under the invoking user's home is not (fleet use);
         # otherwise provisioning builds on demand and returns the verified cached library
-        installed = debpackage.installed_library(request) if catalog.find_build(request) is None else None
+        installed = debpackage.installed_library(request)
         path = installed[0] if installed else versions.library_for(
             request, lambda step: print(f"alloclab: provisioning {request}: {step}", file=sys.stderr, flush=True))
     else:
@@ -55,11 +57,11 @@ def provenance(spec: AllocatorSpec) -> str | None:
     """The catalog's provenance record of a catalog or published id (JSON), stored with the run."""
     if spec.kind != "preload" or "@" not in spec.request or "/" in spec.request:
         return None
+    installed = debpackage.installed_library(spec.request)      # preferred by resolve(), so first here too
+    if installed and os.path.realpath(installed[0]) == spec.path:
+        return json.dumps({**installed[1], "installed_at": str(installed[0])}, sort_keys=True)
     build = catalog.find_build(spec.request)
-    if build:
-        return json.dumps(build.provenance, sort_keys=True)
-    installed = debpackage.installed_library(spec.request)
-    return json.dumps({**installed[1], "installed_at": str(installed[0])}, sort_keys=True) if installed else None
+    return json.dumps(build.provenance, sort_keys=True) if build else None
 
 
 def hardening_json(spec: AllocatorSpec, env: dict[str, str] | None = None) -> str | None:

@@ -1,6 +1,8 @@
 """`alloclab fleet ...`: experiments on live systemd services and a careful rollout."""
 from __future__ import annotations
 
+import json
+import sys
 from pathlib import Path
 
 from rich.console import Console
@@ -11,33 +13,75 @@ from ..config import parse_duration
 from ..errors import UserError
 
 
-def plan_command(units_glob: str, groups: Path, seed: int, out: Path, root: Path, systemctl: str | None, console: Console) -> None:
-    units = fleet.units_from(systemctl, root)
-    plan = fleet.make_plan(units, units_glob, groups, seed, out)
-    t = Table("unit", "group", "memory MB", "uptime h", title=f"plan {out} (seed {seed})")
-    for a in plan.assignments:
-        t.add_row(a["unit"], a["group"], f"{a['memory_kb'] / 1024:.1f}", f"{a['uptime_s'] / 3600:.2f}")
+def _emit_json(data: dict) -> None:
+    """--json: one JSON document on stdout (progress, if any, went to stderr)."""
+    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+    sys.stdout.flush()
+
+
+def _progress(console: Console, as_json: bool):
+    """Where progress lines go: the console, or stderr when stdout carries the JSON."""
+    if not as_json:
+        return console.print
+    return lambda line: print(line, file=sys.stderr, flush=True)
+
+
+def facts_command(units_glob: str, host: str | None, root: Path, systemctl: str | None, as_json: bool, console: Console) -> None:
+    facts = fleet.unit_facts(fleet.units_from(systemctl, root), units_glob, host)
+    if as_json:
+        _emit_json(facts)
+        return
+    t = Table("unit", "memory MB", "uptime h", "user", "ProtectHome", "ProtectSystem", title=f"host {facts['host']}")
+    for u in facts["units"]:
+        sb = u["sandbox"]
+        t.add_row(u["unit"], f"{u['memory_kb'] / 1024:.1f}", f"{u['uptime_s'] / 3600:.2f}", sb["user"], sb["protect_home"],
+                  sb["protect_system"])
     console.print(t)
-    balance = Table("group", "units", "mean memory MB", "mean uptime h", title="balance")
-    for g in plan.data["groups"]:
-        mine = [a for a in plan.assignments if a["group"] == g["name"]]
-        n = max(1, len(mine))
-        balance.add_row(g["name"], str(len(mine)), f"{sum(a['memory_kb'] for a in mine) / n / 1024:.1f}",
-                        f"{sum(a['uptime_s'] for a in mine) / n / 3600:.2f}")
+
+
+def plan_command(units_glob: str | None, groups: Path, seed: int, out: Path, root: Path, systemctl: str | None, console: Console,
+                 facts: tuple[Path, ...] = (), as_json: bool = False) -> None:
+    if facts and units_glob:
+        raise UserError("give --units (this host) or --facts (a fleet), not both", "drop one of them")
+    if facts:
+        plan = fleet.make_fleet_plan(list(facts), groups, seed, out)
+    elif units_glob:
+        plan = fleet.make_plan(fleet.units_from(systemctl, root), units_glob, groups, seed, out)
+    else:
+        raise UserError("fleet plan needs --units GLOB or --facts FILE...", "e.g. --units 'tor@*'")
+    if as_json:
+        _emit_json({**plan.data, "path": str(out)})
+        return
+    hosted = "hosts" in plan.data
+    t = Table(*(["host"] if hosted else []), "unit", "group", "memory MB", "uptime h", title=f"plan {out} (seed {seed})")
+    for a in plan.assignments:
+        t.add_row(*([a["host"]] if hosted else []), a["unit"], a["group"], f"{a['memory_kb'] / 1024:.1f}", f"{a['uptime_s'] / 3600:.2f}")
+    console.print(t)
+    balance = Table(*(["host"] if hosted else []), "group", "units", "mean memory MB", "mean uptime h", title="balance")
+    for host in sorted(plan.data["hosts"]) if hosted else [None]:
+        for g in plan.data["groups"]:
+            mine = [a for a in plan.assignments if a["group"] == g["name"] and a.get("host") == host]
+            n = max(1, len(mine))
+            balance.add_row(*([host] if hosted else []), g["name"], str(len(mine)), f"{sum(a['memory_kb'] for a in mine) / n / 1024:.1f}",
+                            f"{sum(a['uptime_s'] for a in mine) / n / 3600:.2f}")
     console.print(balance)
 
 
-def apply_command(plan_file: Path, batch: str, dry_run: bool, root: Path, systemctl: str | None, console: Console) -> None:
+def apply_command(plan_file: Path, batch: str, dry_run: bool, root: Path, systemctl: str | None, console: Console,
+                  host: str | None = None, as_json: bool = False) -> None:
     units = fleet.units_from(systemctl, root)
-    result = fleet.apply_plan(units, fleet.load_plan(plan_file), batch, dry_run, console.print)
-    if not dry_run:
+    result = fleet.apply_plan(units, fleet.load_plan(plan_file, host), batch, dry_run, _progress(console, as_json))
+    if as_json:
+        _emit_json(result)
+    elif not dry_run:
         console.print(f"applied to {result['units']} units in {result['batches']} batches; backup in {result['generation']}")
 
 
 def collect_command(plan_file: Path, run: Path, interval: str, duration: str | None, install: bool, root: Path,
-                    systemctl: str | None, console: Console, listen: str | None = None, host: str | None = None) -> None:
+                    systemctl: str | None, console: Console, listen: str | None = None, host: str | None = None,
+                    as_json: bool = False) -> None:
     units = fleet.units_from(systemctl, root)
-    plan = fleet.load_plan(plan_file)
+    plan = fleet.load_plan(plan_file, host)          # a fleet-wide plan: this host's share
     if install:
         path = collector.install_collector(units, plan_file, run, interval, systemctl, listen, host, duration)
         user = " --user" if systemctl == "user" else ""
@@ -51,9 +95,11 @@ def collect_command(plan_file: Path, run: Path, interval: str, duration: str | N
         server, port = metrics.serve(exposition, listen)
         console.print(f"serving /metrics on {metrics.parse_listen(listen)[0]}:{port}")
     try:
-        collector.collect(units, plan, run, parse_duration(interval, "--interval"),
-                          parse_duration(duration, "--duration") if duration else None, console.print,
-                          exposition=exposition, host=host)
+        result = collector.collect(units, plan, run, parse_duration(interval, "--interval"),
+                                   parse_duration(duration, "--duration") if duration else None, _progress(console, as_json),
+                                   exposition=exposition, host=host)
+        if as_json:
+            _emit_json({**result, "run": str(run), "units": len(plan.assignments), "host": host})
     finally:
         if server is not None:
             server.shutdown()
@@ -63,7 +109,7 @@ def deploy_command(allocator: str | None, units_glob: str, batch: str, dry_run: 
                    systemctl: str | None, console: Console, settle: str = "60s", max_memory: str | None = None,
                    max_increase: str | None = None, max_restarts: int = 3, persist: int = 3, guard_interval: str = "5s",
                    scope: str = "all", warmup: str = "auto", history: Path | None = None, env_items: tuple[str, ...] = (),
-                   group_file: Path | None = None, group: str | None = None) -> int:
+                   group_file: Path | None = None, group: str | None = None, as_json: bool = False) -> int:
     """Exit status: 0 deployed, 1 a guard tripped and the deployment was rolled back."""
     if max_restarts < 1 or persist < 1:
         raise UserError("--max-restarts and --persist must be at least 1", "give a count of 1 or more")
@@ -74,11 +120,14 @@ def deploy_command(allocator: str | None, units_glob: str, batch: str, dry_run: 
                             max_restarts=max_restarts, persist=persist,
                             warmup=None if warmup == "auto" else parse_duration(warmup, "--warmup"))
     units = fleet.units_from(systemctl, root)
-    result = fleet.deploy(units, allocator, units_glob, batch, dry_run, out, console.print, env=parse_env(env_items),
-                          guards=guards, settle=parse_duration(settle, "--settle"), scope=scope,
+    result = fleet.deploy(units, allocator, units_glob, batch, dry_run, out, _progress(console, as_json),
+                          env=parse_env(env_items), guards=guards, settle=parse_duration(settle, "--settle"), scope=scope,
                           sample_every=parse_duration(guard_interval, "--guard-interval"), group_file=group_file,
                           group=group, history=history)
     trip = result.get("tripped")
+    if as_json:
+        _emit_json(result)
+        return 1 if trip else 0
     if trip:
         console.print(f"deploy stopped at batch {trip['batch']}: {trip['unit']} {trip['why']}; "
                       f"{len(trip['rolled_back'])} units restored to their previous drop-ins ({trip['scope']})")
@@ -99,5 +148,7 @@ def parse_env(items: tuple[str, ...]) -> dict[str, str]:
     return env
 
 
-def rollback_command(batch: int, root: Path, systemctl: str | None, console: Console) -> None:
-    fleet.rollback(fleet.units_from(systemctl, root), batch, console.print)
+def rollback_command(batch: int, root: Path, systemctl: str | None, console: Console, as_json: bool = False) -> None:
+    result = fleet.rollback(fleet.units_from(systemctl, root), batch, _progress(console, as_json))
+    if as_json:
+        _emit_json(result)

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from . import allocators, metrics, resolution, rollout, sampler, settings, timefmt, tunables, unitfile
+from . import allocators, metrics, resolution, rollout, rootfs, sampler, settings, timefmt, tunables, unitfile
 from .config import load_experiment, parse_duration
 from .errors import UserError
 from .host import host_metadata
@@ -123,9 +123,10 @@ class LocalUnits:
 
     def __init__(self, root: Path):
         self.root = root
+        self.fs = rootfs.Root(root)
         self.unit_dir = root / "etc" / "systemd" / "system"
         self.run_dir = root / "run" / "alloclab-units"
-        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.fs.mkdirs(self.run_dir)
         self.log: list[tuple[float, str, str]] = []     # (time, action, unit): restart order for tests
 
     def list_units(self) -> list[str]:
@@ -133,11 +134,12 @@ class LocalUnits:
 
     def _settings(self, unit: str) -> tuple[list[str], dict[str, str]]:
         """ExecStart= and the environment, read with systemd's quoting rules (unitfile.split_words)."""
-        files = [self.unit_dir / unit] + sorted((self.unit_dir / f"{unit}.d").glob("*.conf"))
+        dropins = self.unit_dir / f"{unit}.d"
+        files = [self.unit_dir / unit] + [dropins / n for n in self.fs.listdir(dropins) if n.endswith(".conf")]
         argv: list[str] = []
         env: dict[str, str] = {}
         for f in files:
-            for section, key, value in unitfile.settings(f.read_text()):
+            for section, key, value in unitfile.settings(self.fs.read_text(f)):
                 if section != "Service":
                     continue
                 if key == "ExecStart":
@@ -153,8 +155,8 @@ class LocalUnits:
 
     def main_pid(self, unit: str) -> int | None:
         try:
-            pid, start_ticks = (int(x) for x in (self.run_dir / f"{unit}.pid").read_text().split())
-        except (OSError, ValueError):      # missing, or not "pid start_ticks"
+            pid, start_ticks = (int(x) for x in self.fs.read_text(self.run_dir / f"{unit}.pid").split())
+        except (OSError, ValueError, UserError):      # missing, or not "pid start_ticks"
             return None
         return pid if sampler.is_alive((pid, start_ticks)) else None
 
@@ -193,7 +195,7 @@ class LocalUnits:
         p = subprocess.Popen(argv, env={**settings.environment_without_preload(), **env}, start_new_session=True,
                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         st = sampler.read_stat(p.pid)        # not reaped yet: the pid is still this process's
-        (self.run_dir / f"{unit}.pid").write_text(f"{p.pid} {st.start_ticks if st else -1}")
+        self.fs.write(self.run_dir / f"{unit}.pid", f"{p.pid} {st.start_ticks if st else -1}")
 
 
 def _tree_of(pid: int | None) -> list[int]:
@@ -389,31 +391,33 @@ def apply_plan(units: Units, plan: Plan, batch: int | str, dry_run: bool, say=pr
             say(f"batch {i}: write its drop-ins, systemctl daemon-reload, systemctl restart {' '.join(u for u, _, _ in b)}, "
                 "then check active and allocator mapped" + (f", then settle {settle:g} s under the guards" if guards else ""))
         return {"dry_run": True, "units": len(writes), "batches": len(batches)}
-    # back up what is there (or that nothing is), byte for byte, before touching anything
+    # back up what is there (or that nothing is), byte for byte, before touching anything; every
+    # path under the root is reached without following links (rootfs)
+    fs = rootfs.Root(root)
+    for _, path, _ in writes:            # a planted link is refused before anything is written
+        if fs.exists(path) and not fs.is_file(path):
+            raise fs._refuse(fs._parts(path), "not a regular file (a symbolic link?)")
     generation = state_dir(root) / "applied" / timefmt.local_stamp()
     n = 0
-    while generation.exists():
+    while fs.exists(generation):
         n += 1
         generation = generation.with_name(f"{generation.name.split('.')[0]}.{n}")
-    (generation / "backup").mkdir(parents=True)
+    fs.mkdirs(generation / "backup")
     manifest = {"plan": str(plan.path), "plan_id": plan_id, "units": {}}
     for unit, path, _ in writes:
         backup = generation / "backup" / unit
-        if path.exists():
-            backup.write_bytes(path.read_bytes())
+        if fs.exists(path):
+            fs.write(backup, fs.read_bytes(path))
             manifest["units"][unit] = {"dropin": str(path), "had_file": True, "dir_existed": True}
         else:
-            manifest["units"][unit] = {"dropin": str(path), "had_file": False, "dir_existed": path.parent.exists()}
-    (generation / "manifest.json").write_text(json.dumps(manifest, indent=2))
+            manifest["units"][unit] = {"dropin": str(path), "had_file": False, "dir_existed": fs.is_dir(path.parent)}
+    fs.write(generation / "manifest.json", json.dumps(manifest, indent=2))
     done: list[str] = []
     for i, b in enumerate(batches, 1):
         names = [u for u, _, _ in b]
         old_kb = {u: _rss_kb(units, u) for u in names}          # each unit's level on its old allocator
         for unit, path, text in b:       # later batches keep their old drop-ins until their turn
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(".tmp")
-            tmp.write_text(text)
-            os.replace(tmp, path)
+            fs.write(path, text)
         units.daemon_reload()
         for unit in names:
             units.restart(unit)
@@ -435,7 +439,7 @@ def apply_plan(units: Units, plan: Plan, batch: int | str, dry_run: bool, say=pr
             say(f"batch {i}: {unit}: {why}: guard tripped; rolling back {len(undo)} units ({scope})")
             restore(units, generation, manifest, undo, max(sizes), say)
             if scope == "all":
-                generation.rename(generation.with_name(generation.name + ".rolled-back"))
+                fs.rename(generation, generation.with_name(generation.name + ".rolled-back"))
             return {"dry_run": False, "units": len(done), "batches": len(batches), "generation": str(generation),
                     "tripped": {"batch": i, "unit": unit, "why": why, "rolled_back": undo, "scope": scope}}
         done.extend(names)
@@ -536,15 +540,16 @@ def deploy(units: Units, allocator: str, pattern: str, batch: int | str, dry_run
 def load_manifest(path: Path, root: Path) -> dict:
     """An apply's manifest, checked before rollback trusts it: every unit valid, every drop-in path
     exactly the one alloclab writes for that unit under this root, every backup present."""
+    fs = rootfs.Root(root)
     try:
-        manifest = json.loads(path.read_text())
+        manifest = json.loads(fs.read_text(path))
         entries = manifest["units"].items()
         for unit, m in entries:
             if Path(m["dropin"]) != dropin_path(root, unit) or not isinstance(m["had_file"], bool) \
                     or not isinstance(m["dir_existed"], bool):
                 raise UserError(f"{path}: the entry for {unit} does not name {dropin_path(root, unit)}",
                                 "the manifest was edited or belongs to another --root; restore the drop-ins by hand")
-            if m["had_file"] and not (path.parent / "backup" / unit).is_file():
+            if m["had_file"] and not fs.is_file(path.parent / "backup" / unit):
                 raise UserError(f"{path}: the backup of {unit} is missing", "restore its drop-in by hand")
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         raise UserError(f"{path} is not a readable alloclab apply manifest", "restore the drop-ins by hand") from None
@@ -554,16 +559,16 @@ def load_manifest(path: Path, root: Path) -> dict:
 def restore(units: Units, gen: Path, manifest: dict, names: list[str], batch: int, say=print) -> None:
     """Put back the drop-ins of `names` as the generation's backup has them (or remove what the
     apply created), reload, restart them in batches and wait until each is active."""
+    fs = rootfs.Root(units.root)
     for unit in names:
         m = manifest["units"][unit]
         path = Path(m["dropin"])
         if m["had_file"]:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes((gen / "backup" / unit).read_bytes())
+            fs.write(path, fs.read_bytes(gen / "backup" / unit))
         else:
-            path.unlink(missing_ok=True)
-            if not m["dir_existed"] and path.parent.exists() and not any(path.parent.iterdir()):
-                path.parent.rmdir()
+            fs.unlink(path)
+            if not m["dir_existed"]:
+                fs.rmdir_if_empty(path.parent)
     units.daemon_reload()
     for i in range(0, len(names), batch):
         for unit in names[i:i + batch]:
@@ -578,15 +583,17 @@ def restore(units: Units, gen: Path, manifest: dict, names: list[str], batch: in
 
 def rollback(units: Units, batch: int, say=print) -> dict:
     """Undo the newest apply: restore each drop-in byte for byte (or remove what it created)."""
-    applied = sorted(m for m in (state_dir(units.root) / "applied").glob("*/manifest.json")
-                     if not m.parent.name.endswith(".rolled-back"))
+    fs = rootfs.Root(units.root)
+    where = state_dir(units.root) / "applied"
+    applied = sorted(where / g / "manifest.json" for g in fs.listdir(where)
+                     if not g.endswith(".rolled-back") and fs.is_file(where / g / "manifest.json"))
     if not applied:
         raise UserError(f"nothing to roll back under {units.root}", "no alloclab fleet apply was recorded there")
     gen = applied[-1].parent
     manifest = load_manifest(applied[-1], units.root)
     names = list(manifest["units"])
     restore(units, gen, manifest, names, batch, say)
-    gen.rename(gen.with_name(gen.name + ".rolled-back"))
+    fs.rename(gen, gen.with_name(gen.name + ".rolled-back"))
     say(f"rolled back {len(names)} units to their drop-ins before {gen.name}")
     return {"units": len(names), "generation": str(gen)}
 
@@ -603,8 +610,7 @@ def install_collector(units: Units, plan: Path, run: Path, interval: str) -> Pat
     text = ("[Unit]\nDescription=alloclab fleet collector\nAfter=network.target\n\n[Service]\n"
             + unitfile.exec_line("ExecStart", argv, "collector command")
             + "\nRestart=always\nRestartSec=5\n\n[Install]\nWantedBy=multi-user.target\n")
-    unit.parent.mkdir(parents=True, exist_ok=True)
-    unit.write_text(text)
+    rootfs.Root(units.root).write(unit, text)
     units.daemon_reload()
     return unit
 

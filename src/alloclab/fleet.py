@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from . import allocators, metrics, resolution, rollout, rootfs, sampler, settings, timefmt, tunables, unitfile
+from . import allocators, loaderenv, metrics, resolution, rollout, rootfs, sampler, settings, timefmt, tunables, unitfile
 from .config import load_experiment, parse_duration
 from .errors import UserError
 from .host import host_metadata
@@ -251,6 +251,7 @@ def make_plan(units: Units, pattern: str, groups_file: Path, seed: int, out: Pat
         raise UserError(f"no unit matches {pattern!r}", f"units present: {', '.join(present[:10]) or 'none'}")
     groups = []
     for g in exp.groups:
+        loaderenv.check(g.env, f"group {g.name}: env")
         spec = resolution.resolve(g.allocator, exp.base_dir, g.env)
         if spec.kind == "bundled":
             raise UserError(f"group {g.name}: fleet mode preloads libraries; 'bundled' does not apply", "use glibc, a path or a catalog id")
@@ -351,6 +352,7 @@ def state_dir(root: Path) -> Path:
 
 
 def _check_library(group: dict) -> None:
+    loaderenv.check(group["env"], f"group {group['name']}: env")
     if group["library"]:
         lib = Path(group["library"])
         if not lib.exists():

@@ -9,7 +9,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import resolution, tunables, workloads
+from . import loaderenv, resolution, settings, tunables, workloads
 from .allocators import AllocatorSpec
 from .config import Experiment, Group, check_path_text, substitute
 from .errors import UserError
@@ -82,6 +82,10 @@ class Preparation:
 
 def prepare(exp: Experiment) -> Preparation:
     """Every check `alloclab run` makes before creating anything; the groups' allocator specs and commands."""
+    inherited = {k: v for k, v in settings.environment_without_preload().items() if loaderenv.affects_loading(k)}
+    loaderenv.check(inherited, "alloclab's own environment (replicas inherit it)")
+    for g in exp.groups:                 # before anything runs under them, the probe included
+        loaderenv.check(g.env, f"group {g.name}: env")
     specs = {g.name: resolution.resolve(g.allocator, exp.base_dir, g.env) for g in exp.groups}
     commands = {}
     for g in exp.groups:

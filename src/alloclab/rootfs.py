@@ -51,6 +51,8 @@ class Root:
     @contextlib.contextmanager
     def _dir(self, parts: list[str], create: bool = False) -> Iterator[int]:
         """A descriptor of ROOT/parts..., each step opened with O_NOFOLLOW relative to the last."""
+        if create:                       # the root itself is the operator's choice, as given
+            os.makedirs(self.path, exist_ok=True)
         fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
             for i, name in enumerate(parts):

@@ -144,7 +144,7 @@ def probe(library: str | None, env: dict[str, str] | None = None) -> dict:
     if library:
         run_env["LD_PRELOAD"] = library
     proc = subprocess.run([str(native.program("probe"))], env=run_env, capture_output=True, text=True, timeout=30)
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    lines = [ln for ln in proc.stdout.split("\n") if ln.startswith("{")]   # JSON may hold U+2028: \n ends a line
     if proc.returncode != 0 or not lines:
         err = (proc.stderr.strip().splitlines() or ["no output"])[-1]
         raise UserError(f"the allocator {library or 'glibc'} does not load: {err}",

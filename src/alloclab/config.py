@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import UserError
+from .unitfile import CONTROL as _CONTROL          # incl. U+0085, U+2028/9: no line break in any path
 
 # ---- limits (documented in docs/security.md; tests/unit/test_config.py holds each one) ----
 MAX_FILE_BYTES = 1 << 20          # an experiment file is a page of settings, not data
@@ -43,7 +44,6 @@ _DURATION = re.compile(r"[ \t]*(\d+(?:\.\d+)?)[ \t]*(ms|s|m|h|d)?[ \t]*", re.ASC
 _UNIT_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}", re.ASCII)        # used in directory names
 _ENV_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,254}", re.ASCII)          # a POSIX variable name
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 METRICS = ("rss", "pss", "uss", "anon")
 PLACEHOLDERS = ("replica", "group", "port", "workdir", "seed")  # seed: per replica, same across groups
 RESERVED_ENV = ("LD_PRELOAD", "ALLOCLAB_REPLICA", "ALLOCLAB_GROUP", "ALLOCLAB_STATS")

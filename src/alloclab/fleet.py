@@ -35,7 +35,7 @@ from .recorder import Recorder, Tracked
 from .store import DB_NAME, Store
 
 DROPIN_NAME = "50-alloclab.conf"
-UNIT_NAME = re.compile(r"^[A-Za-z0-9:_.\\-]+(@[A-Za-z0-9:_.\\-]*)?\.service$")
+UNIT_NAME = re.compile(r"^[A-Za-z0-9:_.\\-]+(@[A-Za-z0-9:_.\\-]+)?\.service$")   # "a@.service" is a template, not a unit
 
 
 def validate_unit(name: str) -> str:

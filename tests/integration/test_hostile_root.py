@@ -84,3 +84,16 @@ def test_rollback_through_a_linked_state_directory_is_refused(site):
     r = run_cli("fleet", "rollback", "--root", str(root), "--systemctl", "local")
     assert r.returncode == 2 and "symbolic link" in r.stderr and "Traceback" not in r.stderr, r.stderr
     assert _everything(outside) == before
+
+
+def test_fleet_plan_refuses_a_template_unit(tmp_path):
+    """`a@.service` is a template (systemd cannot start it); a plan naming it is refused, not written."""
+    root = tmp_path / "root"
+    (root / "etc" / "systemd" / "system").mkdir(parents=True)
+    (root / "etc" / "systemd" / "system" / "a@.service").write_text("[Service]\nExecStart=/bin/sleep 30\n")
+    (tmp_path / "groups.toml").write_text('name = "g"\ncommand = ["/bin/true"]\n[[group]]\nname = "glibc"\nallocator = "glibc"\n')
+    r = run_cli("fleet", "plan", "--units", "a@*", "--groups", str(tmp_path / "groups.toml"), "-o", str(tmp_path / "p.json"),
+                "--root", str(root), "--systemctl", "local")
+    assert r.returncode == 2 and "a@.service" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert not (tmp_path / "p.json").exists()
+    assert fleet.validate_unit("a@b.service") == "a@b.service"

@@ -386,9 +386,26 @@ def _scenario(table: Any, src: str) -> Scenario:
     return Scenario(name, tor, authorities, voting, timeout, torrc, float(rate), requests)
 
 
+# Before parsing: tomllib's cost grows with the square of a dotted key's length (a 40 KB key
+# `a.a.a...` takes ~6 s, 1 MiB would take an hour), so the depth limit is checked on the raw text
+# first, in one linear pass: strings and comments are blanked, then no run of more than MAX_DEPTH
+# dot-separated key parts may remain (outside strings only keys are dot-separated words).
+_STRINGS_AND_COMMENTS = re.compile(r'"""[\s\S]*?"""|\'\'\'[\s\S]*?\'\'\'|"(?:[^"\\\n]|\\.)*+"|\'[^\'\n]*+\'|#[^\n]*+')
+_KEY_PART = r'(?:(?<![A-Za-z0-9_-])[A-Za-z0-9_-]++|"")'
+_DEEP_KEY = re.compile(_KEY_PART + r"(?:[ \t]*+\.[ \t]*+" + _KEY_PART + r"){%d}" % MAX_DEPTH)
+
+
+def _check_dotted_keys(text: str, source: str) -> None:
+    deep = _DEEP_KEY.search(_STRINGS_AND_COMMENTS.sub('""', text))
+    if deep:
+        raise UserError(f"{source}: the dotted key {show(deep.group(), 40)}... is nested more than {MAX_DEPTH} deep",
+                        "flatten it: experiment settings are a few tables of plain values")
+
+
 def parse_experiment(text: str, source: str = "<experiment>", base_dir: Path = Path(".")) -> Experiment:
     if len(text) > MAX_FILE_BYTES:
         raise UserError(f"{source}: the file is larger than {MAX_FILE_BYTES // 1024} KiB", "an experiment file holds settings only")
+    _check_dotted_keys(text, source)
     try:
         data = tomllib.loads(text.removeprefix("\ufeff"))
     except tomllib.TOMLDecodeError as exc:

@@ -6,13 +6,16 @@ answers into tables, charts and experiment commands.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
+import threading
 from pathlib import Path
+from typing import Iterator
 
-from . import native
+from . import native, reaper
 from .config import Experiment
 from .errors import UserError
 
@@ -70,14 +73,33 @@ _REPLAY_ERRORS = {
 }
 
 
+@contextlib.contextmanager
+def _sigterm_exits() -> Iterator[None]:
+    """SIGTERM raises SystemExit (exit code 143) here, so cleanup runs instead of a silent death."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum, frame):
+        raise SystemExit(128 + signum)
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def _replay(args: list[str], env: dict | None = None, timeout: float | None = None) -> dict:
     """Run the replayer with a deadline; its last stderr line becomes a UserError on failure."""
     timeout = timeout if timeout is not None else READ_TIMEOUT_BASE_S
+    # its own process group (ended whole), SIGKILL if alloclab dies (even by SIGKILL), and a SIGTERM
+    # to alloclab becomes an exit through the `finally` below, which ends the group
     proc = subprocess.Popen([str(native.program("replay")), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             stdin=subprocess.DEVNULL, text=True, errors="replace", env={**os.environ, **(env or {})},
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=reaper.dies_with(os.getpid()))
     try:
-        out, err = proc.communicate(timeout=timeout)
+        with _sigterm_exits():
+            out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         _kill_group(proc)
         raise UserError(f"the replayer did not finish within {timeout:.0f} s and was stopped",

@@ -236,7 +236,7 @@ def trace_record(output: Path, allocator: str | None, command: tuple[str, ...]) 
 @click.option("--max-gap", type=float, help="Shorten idle gaps longer than this many replay seconds [3600].")
 @click.option("--max-duration", type=float, help="Refuse a replay schedule longer than this many seconds [604800].")
 @click.option("--max-threads", type=int, help="Refuse traces with more threads [4096].")
-@click.option("--max-alloc", type=int, help="Refuse a single request over this many bytes [16 GiB].")
+@click.option("--max-alloc", type=int, help="Refuse a single request over this many bytes [1 GiB].")
 @click.option("--max-live", type=int, help="Refuse traces holding more live bytes [3/4 of RAM, at most 1 TiB].")
 @click.option("--timeout", type=float, help="Stop the replayer after this many seconds [from the trace's schedule].")
 def trace_replay(trace_file: Path, speed: float, allocator: str | None, max_gap: float | None, max_duration: float | None,

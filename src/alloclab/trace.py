@@ -21,8 +21,8 @@ from .errors import UserError
 
 
 # Every call into the replayer has a deadline (docs/trace-format.md, "Limits"): reading costs at
-# most a few microseconds per event and a file unpacks to at most 64 events per byte beyond the
-# first 4 M, so 60 s plus 5 s per MB of file is ample for --info and --check on this machine's
+# most a few microseconds per event and a file unpacks to at most 4 events per byte beyond the
+# first 1 M, so 60 s plus 5 s per MB of file is ample for --info and --check on this machine's
 # slowest day; a replay adds its schedule (gaps capped) and 5 us per operation.
 READ_TIMEOUT_BASE_S = 60.0
 READ_TIMEOUT_PER_MB_S = 5.0

@@ -4,6 +4,7 @@ input stay fast), and `main` turns every UserError or usage mistake into one lin
 exit code 2."""
 from __future__ import annotations
 
+import sqlite3
 import sys
 from pathlib import Path
 
@@ -422,7 +423,12 @@ def main() -> None:
         app.main(standalone_mode=False)
     except UserError as exc:
         print(f"alloclab: error: {exc}", file=sys.stderr)
-        sys.exit(2)
+        sys.exit(exc.exit_code)
+    except sqlite3.DatabaseError as exc:       # a store damaged past what opening it found
+        from .store import explain_database_error
+        err = explain_database_error(exc)
+        print(f"alloclab: error: {err}", file=sys.stderr)
+        sys.exit(err.exit_code)
     except click.UsageError as exc:
         if type(exc).__name__ == "NoArgsIsHelpError" and exc.ctx:   # bare `alloclab`: show the help
             click.echo(exc.ctx.get_help())

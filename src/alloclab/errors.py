@@ -10,9 +10,16 @@ def _one_line(text: str) -> str:
 
 
 class UserError(Exception):
-    """Bad input or an environment problem the user can fix. The CLI prints str(self), exits 2."""
+    """Bad input or an environment problem the user can fix. The CLI prints str(self), exits
+    with `exit_code` (2; 3 for data that cannot be read or written: a damaged store, a full disk)."""
+    exit_code = 2
 
     def __init__(self, problem: str, fix: str | None = None):
         self.problem = _one_line(problem)
         self.fix = _one_line(fix) if fix else fix
         super().__init__(f"{self.problem} — {self.fix}" if self.fix else self.problem)
+
+
+class DataError(UserError):
+    """Recorded data that cannot be read (a damaged store) or written (a full disk): exit code 3."""
+    exit_code = 3

@@ -137,7 +137,7 @@ def _geo(levels: np.ndarray) -> float | None:
 
 
 def _open(run: str | Path, which: str) -> Store:
-    store = Store.open(run)
+    store = Store.open_checked(run)
     if not store.groups():
         raise UserError(f"run {which} ({run}) has no groups", "give a run made by `alloclab run` or `alloclab import`")
     return store

@@ -7,6 +7,7 @@ answers into tables, charts and experiment commands.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import signal
@@ -17,7 +18,7 @@ from typing import Iterator
 
 from . import native, reaper
 from .config import Experiment
-from .errors import UserError
+from .errors import DataError, UserError
 
 
 # Every call into the replayer has a deadline (docs/trace-format.md, "Limits"): reading costs at
@@ -120,6 +121,19 @@ def _replay(args: list[str], env: dict | None = None, timeout: float | None = No
     return json.loads(line)
 
 
+WRITE_ERRNO_AT = 48                      # native/trace_format.h, TRACE_WRITE_ERRNO_AT
+
+
+def write_errno(path: Path) -> int:
+    """The errno of the recorder's failed write (ENOSPC: the disk filled), 0 when all was written."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(WRITE_ERRNO_AT + 4)
+    except OSError:
+        return 0
+    return int.from_bytes(head[WRITE_ERRNO_AT:], "little") if len(head) == WRITE_ERRNO_AT + 4 else 0
+
+
 def preload_chain(*libraries: str | None) -> str:
     return " ".join(str(lib) for lib in libraries if lib)
 
@@ -145,6 +159,14 @@ def record(output: Path, command: list[str], allocator: str | None = None) -> di
         raise UserError(f"command {command[0]!r} not found", "give a program on PATH or a path to one") from None
     except PermissionError:
         raise UserError(f"command {command[0]!r} is not executable", f"chmod +x {command[0]}") from None
+    lost = write_errno(output)
+    if lost:
+        kept = ""
+        with contextlib.suppress(UserError):
+            kept = f"; it holds the first {info(output, points=2)['events']:,} events, marked incomplete"
+        what = "the disk was full" if lost in (errno.ENOSPC, errno.EDQUOT) else os.strerror(lost)
+        raise DataError(f"the recording of {command[0]} into {output} lost its end: {what}{kept}",
+                        f"free space on {output.parent} (or record to another disk with -o) and record again")
     result = info(output)
     result["exit_code"] = proc.returncode
     result["bytes"] = output.stat().st_size

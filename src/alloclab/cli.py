@@ -4,6 +4,7 @@ input stay fast), and `main` turns every UserError or usage mistake into one lin
 exit code 2."""
 from __future__ import annotations
 
+import errno
 import sqlite3
 import sys
 from pathlib import Path
@@ -424,6 +425,13 @@ def main() -> None:
     except UserError as exc:
         print(f"alloclab: error: {exc}", file=sys.stderr)
         sys.exit(exc.exit_code)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        where = f" writing {exc.filename}" if exc.filename else ""
+        print(f"alloclab: error: the disk is full{where} ({exc.strerror}) — free space on that file system, then retry",
+              file=sys.stderr)
+        sys.exit(3)
     except sqlite3.DatabaseError as exc:       # a store damaged past what opening it found
         from .store import explain_database_error
         err = explain_database_error(exc)

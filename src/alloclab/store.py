@@ -7,6 +7,7 @@ reads is described in docs/store.md.
 from __future__ import annotations
 
 import json
+import os
 import re
 import sqlite3
 from contextlib import contextmanager
@@ -118,8 +119,15 @@ def _table_names(sql: str) -> list[str]:
     return re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", sql)
 
 
-def _disk_full(exc: BaseException) -> bool:
-    return "disk is full" in str(exc) or getattr(exc, "sqlite_errorname", "") == "SQLITE_FULL"
+def _disk_full(exc: BaseException, db: Path | None = None) -> bool:
+    """SQLite's "disk is full", or an I/O error on a file system with no free block left (opening a
+    WAL store needs its -shm file: on a full disk that fails as a mere "disk I/O error")."""
+    if "disk is full" in str(exc) or getattr(exc, "sqlite_errorname", "") == "SQLITE_FULL":
+        return True
+    try:
+        return db is not None and os.statvfs(db.parent).f_bavail == 0
+    except OSError:
+        return False
 
 
 def integrity_problem(db: Path) -> str | None:
@@ -144,7 +152,7 @@ def damaged(db: Path, what: str) -> DataError:
 
 def explain_database_error(exc: sqlite3.DatabaseError) -> DataError:
     """One line for a database error met while reading: a full disk, or which store is damaged."""
-    if _disk_full(exc):
+    if _disk_full(exc, _read_stores[-1] if _read_stores else None):
         return DataError("the disk is full: SQLite could not write", "free space on that file system, then retry")
     if _read_stores:
         return damaged(_read_stores[-1], str(exc))
@@ -208,8 +216,9 @@ class Store:
                 if store.conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() is None:
                     raise UserError(f"{db} has no schema version", "it was not written by alloclab")
         except sqlite3.DatabaseError as exc:
-            if _disk_full(exc):
-                raise explain_database_error(exc) from None
+            if _disk_full(exc, db):
+                raise DataError(f"the disk is full: SQLite cannot open {db} ({exc})",
+                                "free space on that file system, then retry") from None
             raise damaged(db, str(exc)) from None
         _read_stores.append(db)
         try:

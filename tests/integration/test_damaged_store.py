@@ -3,9 +3,11 @@
 integrity_check, exit code 3, the store untouched (docs/security.md, "Damaged stores")."""
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import shutil
 import sqlite3
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -66,3 +68,25 @@ def test_every_reader_turns_damage_into_one_line(intact, tmp_path, damage, capsy
         assert len(err.strip().splitlines()) == 1 and "integrity_check" in err and "damaged" in err, err
     assert hashlib.sha256((run / "run.db").read_bytes()).hexdigest() == before, "a reader wrote to the store"
     assert not (tmp_path / "b.tar.gz").exists()
+
+
+def test_report_on_a_full_disk_says_the_disk_is_full(intact, tmp_path, capsys, monkeypatch):
+    mnt = tmp_path / "full"
+    mnt.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)], capture_output=True).returncode != 0:
+        pytest.skip("cannot mount a tmpfs (needs root)")
+    try:
+        shutil.copytree(intact, mnt / "run", ignore=shutil.ignore_patterns("report*", "summary*", "*.png", "*.csv"))
+        with open(mnt / "filler", "wb") as f:            # take every free byte
+            with contextlib.suppress(OSError):
+                while True:
+                    f.write(b"x" * 65536)
+                    f.flush()
+        monkeypatch.setattr("sys.argv", ["alloclab", "report", str(mnt / "run")])
+        with pytest.raises(SystemExit) as end:
+            cli.main()
+        err = capsys.readouterr().err
+        assert end.value.code == 3 and "disk is full" in err and len(err.strip().splitlines()) == 1, err
+        assert "not an alloclab run store" not in err
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)])

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from . import host, introspect, outputs, preflight, reaper, resolution, sampler, settings, timefmt, workloads
+from . import host, introspect, logcap, outputs, preflight, reaper, resolution, sampler, settings, timefmt, workloads
 from .allocators import AllocatorSpec
 from .config import Experiment, Group, Phases, substitute
 from .errors import UserError
@@ -582,6 +582,7 @@ class Runner:
                 phase = new_phase
             self._reap(now, self.started_wall + planned if planned else None)
             self._sample(now, phase, sampler.all_processes() if need_procs else None)
+            logcap.rotate_over_cap(r.log_dir / n for r in self.replicas for n in logcap.STREAMS)
             if self.network is not None:
                 self._network_tick(now)
             self.store.commit()

@@ -695,6 +695,12 @@ def resume(run: Path, grace: float = 5.0, on_tick: Callable[[int, int], None] | 
     one), end time = the last sample, a 'resumed' event, leftover cgroups removed."""
     store = Store.open(run)
     meta = store.meta()
+    if meta.get("source") is None and not store.replicas():
+        # killed between creating the store and recording the run in it: nothing ran, nothing to
+        # sample; closed as cut short so the directory is never a store `--resume` refuses
+        store.mark_cut_short("killed", time.time(), "alloclab died while setting the run up, before any replica started")
+        store.close()
+        return ResumeResult(store.run_dir, "killed", 0, 0, False)
     if meta.get("source") != "run":
         store.close()
         raise UserError(f"{run} was not made by `alloclab run`", "--resume continues runs of `alloclab run` only")

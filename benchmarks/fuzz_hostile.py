@@ -40,7 +40,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "tests" / "data" / "1aeo-torutils" / "co-guard-2025-09"
-ENV = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+ENV = {**os.environ, "PYTHONPATH": os.environ.get("ALLOCLAB_FUZZ_SRC", str(REPO / "src"))}   # another tree: a "before" figure
 
 
 def cli(args: list[str], timeout: float, cwd: Path | None = None) -> dict:
@@ -117,8 +117,9 @@ def damage_store(db: Path, rng: random.Random) -> str:
         cols = [r[1] for r in conn.execute(f"PRAGMA table_info({table})")]
         col = "t" if kind == "absurd-time" and "t" in cols else rng.choice(cols)
         value = rng.choice(VALUES)
-        conn.execute(f"UPDATE {table} SET {col} = ? WHERE rowid IN (SELECT rowid FROM {table} ORDER BY random() LIMIT 3)",
-                     (value,))
+        rowids = [r[0] for r in conn.execute(f"SELECT rowid FROM {table} ORDER BY rowid")]
+        for rowid in rng.sample(rowids, min(3, len(rowids))):
+            conn.execute(f"UPDATE OR IGNORE {table} SET {col} = ? WHERE rowid = ?", (value, rowid))
         kind = f"{kind} {table}.{col}={value!r}"[:80]
     conn.commit()
     conn.close()
@@ -242,7 +243,8 @@ def _trusted_chain(path: str, directory: bool) -> bool:
 
 
 def loader(args) -> dict:
-    from alloclab import loaderenv
+    sys.path.insert(0, str(REPO / "src"))
+    from alloclab import loaderenv           # the variable names; the checks run in the CLI under test
     rng = random.Random(args.seed)
     work = Path(tempfile.mkdtemp(prefix=f"alloclab-fuzz-loader-{os.getpid()}-"))
     os.chmod(work, 0o755)

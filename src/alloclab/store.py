@@ -219,6 +219,9 @@ class Store:
             if _disk_full(exc, db):
                 raise DataError(f"the disk is full: SQLite cannot open {db} ({exc})",
                                 "free space on that file system, then retry") from None
+            if "file is not a database" in str(exc):       # no SQLite header at all: the wrong file
+                raise UserError(f"{db} is not an alloclab run store (not an SQLite file)",
+                                "give a run made by `alloclab run` or `alloclab import`") from None
             raise damaged(db, str(exc)) from None
         _read_stores.append(db)
         try:

@@ -11,12 +11,14 @@ from alloclab.trace_codec import FREE, MALLOC, Block, Trace, ev, events_block
 
 
 def _claiming(tmp_path, events: int):
-    """A small file whose zstd frames unpack to `events` distinct 16-byte mallocs (100,000 a block)."""
+    """A small file whose zstd frames unpack to `events` 16-byte mallocs: one block of 100,000,
+    encoded once and repeated under distinct thread numbers."""
     per = 100_000
-    blocks = [Block(t, 0, ops=[MALLOC] * per, times=[0] * per, sizes=[16] * per, pointers=[1] * per)
-              for t in range(1, events // per + 1)]
+    one = Trace([Block(1, 0, ops=[MALLOC] * per, times=[0] * per, sizes=[16] * per, pointers=[1] * per)]).to_bytes()
+    header, body = one[:64], one[64:]
+    blocks = [body[:12] + t.to_bytes(4, "little") + body[16:] for t in range(1, events // per + 1)]
     p = tmp_path / "dense.trace"
-    p.write_bytes(Trace(blocks).to_bytes())
+    p.write_bytes(header + b"".join(blocks))
     return p
 
 

@@ -311,6 +311,20 @@ def _session_members(sid: int) -> list[int]:
     return out
 
 
+def _end_reason(run: Path) -> str | None:
+    """The run's recorded end reason (meta end_reason), None when it has none or no store."""
+    import sqlite3
+    try:
+        conn = sqlite3.connect(f"file:{run / 'run.db'}?mode=ro", uri=True)
+        try:
+            row = conn.execute("SELECT value FROM meta WHERE key='end_reason'").fetchone()
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return None
+    return row[0] if row else None
+
+
 def run_case(index: int, kind: str, text: str, work: Path, timeout: float) -> dict:
     case_dir = work / f"case-{index:05d}"
     case_dir.mkdir()
@@ -353,6 +367,8 @@ def run_case(index: int, kind: str, text: str, work: Path, timeout: float) -> di
         problems.append("leftover run directory")
     if survivors:
         problems.append(f"{len(survivors)} processes left")
+    if code != 2 and out.exists() and _end_reason(out) is None:
+        problems.append("run directory without an end reason")
     return {"index": index, "kind": kind, "code": code, "seconds": round(seconds, 2), "problems": problems,
             "message": lines[-1][:300] if lines else "", "file": str(exp)}
 
@@ -374,6 +390,7 @@ def experiments(args: argparse.Namespace) -> int:
         "hangs": sum("hang" in r["problems"] for r in results),
         "other_exit_codes": sum(any(p.startswith("exit") for p in r["problems"]) for r in results),
         "leftover_run_dirs": sum("leftover run directory" in r["problems"] for r in results),
+        "run_dirs_without_end_reason": sum("run directory without an end reason" in r["problems"] for r in results),
         "leftover_processes": sum(any("processes left" in p for p in r["problems"]) for r in results),
         "leaked_cgroups": sum(any("cgroups left" in p for p in r["problems"]) for r in results),
         "max_case_seconds": max(r["seconds"] for r in results),

@@ -62,20 +62,20 @@ def _owner_name(uid: int) -> str:
         return f"uid {uid}"
 
 
-def _check_trusted(p: str, st: os.stat_result, what: str, library: str, trusted: set[int]) -> None:
+def _check_trusted(p: str, st: os.stat_result, what: str, subject: str, trusted: set[int]) -> None:
     """One step of the chain: owned by a trusted user; writable by nobody else (a sticky directory
     such as /tmp excepted: others may add entries there but not rename or replace ours)."""
     if st.st_uid not in trusted:
-        raise UserError(f"cannot preload {library}: {what} {p} is owned by {_owner_name(st.st_uid)}, "
-                        f"not by root or the user running alloclab, so its owner could change what is preloaded",
-                        f"chown root {p}, or copy the library to a directory owned by root")
+        raise UserError(f"{subject}: {what} {p} is owned by {_owner_name(st.st_uid)}, "
+                        f"not by root or the user running alloclab, so its owner could change what is loaded",
+                        f"chown root {p}, or copy the files to a directory owned by root")
     # A link's own mode is always 0777 and means nothing; its owner (checked above) is what counts.
     writable = st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not stat.S_ISLNK(st.st_mode)
     if writable and not (stat.S_ISDIR(st.st_mode) and st.st_mode & stat.S_ISVTX):
         who = "world" if st.st_mode & stat.S_IWOTH else "group"
-        raise UserError(f"cannot preload {library}: {what} {p} is group- or world-writable "
+        raise UserError(f"{subject}: {what} {p} is group- or world-writable "
                         f"({who}-writable, mode {stat.S_IMODE(st.st_mode):04o})",
-                        f"chmod go-w {p}, or copy the library somewhere only root can write")
+                        f"chmod go-w {p}, or copy the files somewhere only root can write")
 
 
 def check_preload_safe(path: Path | str) -> None:
@@ -87,19 +87,27 @@ def check_preload_safe(path: Path | str) -> None:
     running alloclab; none of them is group- or world-writable, except a directory with the sticky
     bit (such as /tmp), whose other users cannot rename or replace an entry they do not own. The
     library itself is a regular file."""
-    library = str(path)
+    check_trusted_path(path, directory=False, subject=f"cannot preload {path}")
+
+
+def check_trusted_path(path: Path | str, directory: bool, subject: str) -> None:
+    """The preload rule (check_preload_safe) for any file or directory the loader or libc reads
+    code or data from: a library, or a directory of LD_LIBRARY_PATH, GCONV_PATH... (loaderenv)."""
+    given = str(path)
     trusted = {0, os.geteuid()}
-    full = library if os.path.isabs(library) else os.path.join(os.getcwd(), library)
+    kind = "directory" if directory else "library"
+    full = given if os.path.isabs(given) else os.path.join(os.getcwd(), given)
     pending = [c for c in full.split("/") if c and c != "."]   # ".." is resolved physically, below
     current, hops = "/", 0
     while True:
         try:
-            _check_trusted(current, os.stat(current), "directory", library, trusted)
+            _check_trusted(current, os.stat(current), "directory", subject, trusted)
         except FileNotFoundError:
-            raise UserError(f"cannot preload {library}: {current} does not exist", "give an existing library path")
+            raise UserError(f"{subject}: {current} does not exist", f"give an existing {kind} path")
         if not pending:
-            raise UserError(f"cannot preload {library}: it resolves to the directory {current}",
-                            "give the path of the library file")
+            if directory:
+                return
+            raise UserError(f"{subject}: it resolves to the directory {current}", "give the path of the library file")
         name = pending.pop(0)
         if name == "..":
             current = os.path.dirname(current)
@@ -108,24 +116,24 @@ def check_preload_safe(path: Path | str) -> None:
         try:
             st = os.lstat(nxt)
         except OSError as e:
-            raise UserError(f"cannot preload {library}: {nxt}: {e.strerror}", "give an existing, readable library path")
+            raise UserError(f"{subject}: {nxt}: {e.strerror}", f"give an existing, readable {kind} path")
         if stat.S_ISLNK(st.st_mode):
             hops += 1
             if hops > 40:
-                raise UserError(f"cannot preload {library}: too many symbolic links", "give the library's real path")
-            _check_trusted(nxt, st, "symbolic link", library, trusted)
+                raise UserError(f"{subject}: too many symbolic links", f"give the {kind}'s real path")
+            _check_trusted(nxt, st, "symbolic link", subject, trusted)
             target = os.readlink(nxt)
             pending = [c for c in target.split("/") if c and c != "."] + pending
             if target.startswith("/"):
                 current = "/"
             continue
-        if not pending:
+        if not pending and not directory:
             if not stat.S_ISREG(st.st_mode):
-                raise UserError(f"cannot preload {library}: {nxt} is not a regular file", "give the library file itself")
-            _check_trusted(nxt, st, "library", library, trusted)
+                raise UserError(f"{subject}: {nxt} is not a regular file", "give the library file itself")
+            _check_trusted(nxt, st, "library", subject, trusted)
             return
         if not stat.S_ISDIR(st.st_mode):
-            raise UserError(f"cannot preload {library}: {nxt} is not a directory", "check the library path")
+            raise UserError(f"{subject}: {nxt} is not a directory", f"check the {kind} path")
         current = nxt
 
 
@@ -136,7 +144,7 @@ def probe(library: str | None, env: dict[str, str] | None = None) -> dict:
     if library:
         run_env["LD_PRELOAD"] = library
     proc = subprocess.run([str(native.program("probe"))], env=run_env, capture_output=True, text=True, timeout=30)
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    lines = [ln for ln in proc.stdout.split("\n") if ln.startswith("{")]   # JSON may hold U+2028: \n ends a line
     if proc.returncode != 0 or not lines:
         err = (proc.stderr.strip().splitlines() or ["no output"])[-1]
         raise UserError(f"the allocator {library or 'glibc'} does not load: {err}",

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from .errors import UserError
-from .store import DB_NAME, Store
+from .store import DB_NAME, Store, damaged, resolve_run
 
 REPORT_FILES = ("report.md", "report.html", "summary.json", "summary.csv", "replicas.csv")
 # meta keys that identify this machine's run rather than describe it (nothing secret is in meta;
@@ -133,10 +133,10 @@ def default_output(run_dir: Path) -> Path:
 def write_bundle(run: str | Path, output: Path | None = None) -> tuple[Path, list[str]]:
     """Write the bundle; returns its path and the member names."""
     try:
-        store = Store.open(run)
+        store = Store.open_checked(run)
         meta, groups = store.meta(), store.groups()
     except sqlite3.DatabaseError as exc:
-        raise UserError(f"{run} cannot be read as an alloclab run ({exc})", "give a run directory made by `alloclab run`") from None
+        raise damaged(resolve_run(run), str(exc)) from None
     if not groups:
         raise UserError(f"{run} has no groups: nothing to bundle", "give a run made by `alloclab run` or `alloclab import`")
     run_dir = store.run_dir
@@ -150,7 +150,7 @@ def write_bundle(run: str | Path, output: Path | None = None) -> tuple[Path, lis
         store.close()
         from . import report
         report.write_report(run_dir)
-        store = Store.open(run_dir)
+        store = Store.open_checked(run_dir)
     prov = provenance(store)
     fd, db_copy = tempfile.mkstemp(prefix=".bundle-", suffix=".db", dir=out.parent)
     os.close(fd)

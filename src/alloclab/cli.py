@@ -4,7 +4,9 @@ input stay fast), and `main` turns every UserError or usage mistake into one lin
 exit code 2."""
 from __future__ import annotations
 
+import errno
 import inspect
+import sqlite3
 import sys
 from pathlib import Path
 
@@ -269,7 +271,7 @@ def trace_record(output: Path, allocator: str | None, command: tuple[str, ...]) 
 @click.option("--max-gap", type=float, help="Shorten idle gaps longer than this many replay seconds [3600].")
 @click.option("--max-duration", type=float, help="Refuse a replay schedule longer than this many seconds [604800].")
 @click.option("--max-threads", type=int, help="Refuse traces with more threads [4096].")
-@click.option("--max-alloc", type=int, help="Refuse a single request over this many bytes [16 GiB].")
+@click.option("--max-alloc", type=int, help="Refuse a single request over this many bytes [1 GiB].")
 @click.option("--max-live", type=int, help="Refuse traces holding more live bytes [3/4 of RAM, at most 1 TiB].")
 @click.option("--timeout", type=float, help="Stop the replayer after this many seconds [from the trace's schedule].")
 def trace_replay(trace_file: Path, speed: float, allocator: str | None, max_gap: float | None, max_duration: float | None,
@@ -490,7 +492,19 @@ def main() -> None:
         app.main(standalone_mode=False)
     except UserError as exc:
         print(f"alloclab: error: {exc}", file=sys.stderr)
-        sys.exit(2)
+        sys.exit(exc.exit_code)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        where = f" writing {exc.filename}" if exc.filename else ""
+        print(f"alloclab: error: the disk is full{where} ({exc.strerror}) — free space on that file system, then retry",
+              file=sys.stderr)
+        sys.exit(3)
+    except sqlite3.DatabaseError as exc:       # a store damaged past what opening it found
+        from .store import explain_database_error
+        err = explain_database_error(exc)
+        print(f"alloclab: error: {err}", file=sys.stderr)
+        sys.exit(err.exit_code)
     except click.UsageError as exc:
         if type(exc).__name__ == "NoArgsIsHelpError" and exc.ctx:   # bare `alloclab`: show the help
             click.echo(exc.ctx.get_help())

@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import allocators, metrics, sampler, unitfile
+from . import allocators, metrics, rootfs, sampler, unitfile
 from .config import parse_duration
 from .errors import UserError
 from .fleet import Plan, Units, _dev_inode, cgroup_files, read_cgroup_procs
@@ -57,8 +57,7 @@ def install_collector(units: Units, plan: Path, run: Path, interval: str, system
             + unitfile.exec_line("ExecStart", argv, "collector command")
             + "\nRestart=always\nRestartSec=5\n\n[Install]\nWantedBy="
             + ("default.target" if systemctl == "user" else "multi-user.target") + "\n")
-    unit.parent.mkdir(parents=True, exist_ok=True)
-    unit.write_text(text)
+    rootfs.Root(units.root).write(unit, text)     # never through a link under the root
     units.daemon_reload()
     return unit
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import UserError, did_you_mean
+from .unitfile import CONTROL as _CONTROL          # incl. U+0085, U+2028/9: no line break in any path
 
 # ---- limits (documented in docs/security.md; tests/unit/test_config.py holds each one) ----
 MAX_FILE_BYTES = 1 << 20          # an experiment file is a page of settings, not data
@@ -43,7 +44,6 @@ _DURATION = re.compile(r"[ \t]*(\d+(?:\.\d+)?)[ \t]*(ms|s|m|h|d)?[ \t]*", re.ASC
 _UNIT_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}", re.ASCII)        # used in directory names
 _ENV_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,254}", re.ASCII)          # a POSIX variable name
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 METRICS = ("rss", "pss", "uss", "anon")
 PLACEHOLDERS = ("replica", "group", "port", "workdir", "seed")  # seed: per replica, same across groups
 RESERVED_ENV = ("LD_PRELOAD", "ALLOCLAB_REPLICA", "ALLOCLAB_GROUP", "ALLOCLAB_STATS")
@@ -386,11 +386,28 @@ def _scenario(table: Any, src: str) -> Scenario:
     return Scenario(name, tor, authorities, voting, timeout, torrc, float(rate), requests)
 
 
+# Before parsing: tomllib's cost grows with the square of a dotted key's length (a 40 KB key
+# `a.a.a...` takes ~6 s, 1 MiB would take an hour), so the depth limit is checked on the raw text
+# first, in one linear pass: strings and comments are blanked, then no run of more than MAX_DEPTH
+# dot-separated key parts may remain (outside strings only keys are dot-separated words).
+_STRINGS_AND_COMMENTS = re.compile(r'"""[\s\S]*?"""|\'\'\'[\s\S]*?\'\'\'|"(?:[^"\\\n]|\\.)*+"|\'[^\'\n]*+\'|#[^\n]*+')
+_KEY_PART = r'(?:(?<![A-Za-z0-9_-])[A-Za-z0-9_-]++|"")'
+_DEEP_KEY = re.compile(_KEY_PART + r"(?:[ \t]*+\.[ \t]*+" + _KEY_PART + r"){%d}" % MAX_DEPTH)
+
+
+def _check_dotted_keys(text: str, source: str) -> None:
+    deep = _DEEP_KEY.search(_STRINGS_AND_COMMENTS.sub('""', text))
+    if deep:
+        raise UserError(f"{source}: the dotted key {show(deep.group(), 40)}... is nested more than {MAX_DEPTH} deep",
+                        "flatten it: experiment settings are a few tables of plain values")
+
+
 def parse_experiment(text: str, source: str = "<experiment>", base_dir: Path = Path("."), fleet: bool = False) -> Experiment:
     """`fleet`: the groups of a fleet experiment (alloclab fleet plan), whose services already run
     under systemd: no command is needed."""
     if len(text) > MAX_FILE_BYTES:
         raise UserError(f"{source}: the file is larger than {MAX_FILE_BYTES // 1024} KiB", "an experiment file holds settings only")
+    _check_dotted_keys(text, source)
     try:
         data = tomllib.loads(text.removeprefix("\ufeff"))
     except tomllib.TOMLDecodeError as exc:

@@ -10,7 +10,9 @@ def _one_line(text: str) -> str:
 
 
 class UserError(Exception):
-    """Bad input or an environment problem the user can fix. The CLI prints str(self), exits 2."""
+    """Bad input or an environment problem the user can fix. The CLI prints str(self), exits
+    with `exit_code` (2; 3 for data that cannot be read or written: a damaged store, a full disk)."""
+    exit_code = 2
 
     def __init__(self, problem: str, fix: str | None = None):
         self.problem = _one_line(problem)
@@ -24,3 +26,8 @@ def did_you_mean(word: str, choices) -> str:
     import difflib
     close = difflib.get_close_matches(str(word), [str(c) for c in choices], n=1, cutoff=0.6)
     return f"did you mean {close[0]!r}? " if close else ""
+
+
+class DataError(UserError):
+    """Recorded data that cannot be read (a damaged store) or written (a full disk): exit code 3."""
+    exit_code = 3

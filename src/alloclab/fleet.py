@@ -28,13 +28,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from . import allocators, debpackage, resolution, rollout, sampler, settings, timefmt, tunables, unitaccess, unitfile
+from . import allocators, debpackage, loaderenv, resolution, rollout, rootfs, sampler, settings, timefmt, tunables, unitaccess, unitfile
 from .config import load_experiment
 from .errors import UserError
 
 DROPIN_NAME = "50-alloclab.conf"
 UNIT_STATES_TIMEOUT = 30.0      # seconds one batched `systemctl show` may take before the collector moves on
-UNIT_NAME = re.compile(r"^[A-Za-z0-9:_.\\-]+(@[A-Za-z0-9:_.\\-]*)?\.service$")
+UNIT_NAME = re.compile(r"^[A-Za-z0-9:_.\\-]+(@[A-Za-z0-9:_.\\-]+)?\.service$")   # "a@.service" is a template, not a unit
 
 
 def validate_unit(name: str) -> str:
@@ -169,9 +169,10 @@ class LocalUnits:
 
     def __init__(self, root: Path):
         self.root = root
+        self.fs = rootfs.Root(root)
         self.unit_dir = root / "etc" / "systemd" / "system"
         self.run_dir = root / "run" / "alloclab-units"
-        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.fs.mkdirs(self.run_dir)
         self.log: list[tuple[float, str, str]] = []     # (time, action, unit): restart order for tests
 
     def list_units(self) -> list[str]:
@@ -179,11 +180,12 @@ class LocalUnits:
 
     def _settings(self, unit: str) -> tuple[list[str], dict[str, str]]:
         """ExecStart= and the environment, read with systemd's quoting rules (unitfile.split_words)."""
-        files = [self.unit_dir / unit] + sorted((self.unit_dir / f"{unit}.d").glob("*.conf"))
+        dropins = self.unit_dir / f"{unit}.d"
+        files = [self.unit_dir / unit] + [dropins / n for n in self.fs.listdir(dropins) if n.endswith(".conf")]
         argv: list[str] = []
         env: dict[str, str] = {}
         for f in files:
-            for section, key, value in unitfile.settings(f.read_text()):
+            for section, key, value in unitfile.settings(self.fs.read_text(f)):
                 if section != "Service":
                     continue
                 if key == "ExecStart":
@@ -199,8 +201,8 @@ class LocalUnits:
 
     def main_pid(self, unit: str) -> int | None:
         try:
-            pid, start_ticks = (int(x) for x in (self.run_dir / f"{unit}.pid").read_text().split())
-        except (OSError, ValueError):      # missing, or not "pid start_ticks"
+            pid, start_ticks = (int(x) for x in self.fs.read_text(self.run_dir / f"{unit}.pid").split())
+        except (OSError, ValueError, UserError):      # missing, or not "pid start_ticks"
             return None
         return pid if sampler.is_alive((pid, start_ticks)) else None
 
@@ -253,7 +255,7 @@ class LocalUnits:
         p = subprocess.Popen(argv, env={**settings.environment_without_preload(), **env}, start_new_session=True,
                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         st = sampler.read_stat(p.pid)        # not reaped yet: the pid is still this process's
-        (self.run_dir / f"{unit}.pid").write_text(f"{p.pid} {st.start_ticks if st else -1}")
+        self.fs.write(self.run_dir / f"{unit}.pid", f"{p.pid} {st.start_ticks if st else -1}")
 
 
 def _user_name(uid: int) -> str:
@@ -369,6 +371,7 @@ def plan_groups(groups_file: Path, for_hosts: bool = False) -> tuple[object, lis
     exp = load_experiment(groups_file, fleet=True)
     groups = []
     for g in exp.groups:
+        loaderenv.check(g.env, f"group {g.name}: env")
         spec = resolution.resolve(g.allocator, exp.base_dir, g.env)
         if spec.kind == "bundled":
             raise UserError(f"group {g.name}: fleet mode preloads libraries; 'bundled' does not apply", "use glibc, a path or a catalog id")
@@ -548,6 +551,7 @@ def state_dir(root: Path) -> Path:
 
 
 def _check_library(group: dict) -> None:
+    loaderenv.check(group["env"], f"group {group['name']}: env")
     if group["library"]:
         lib = Path(group["library"])
         if not lib.exists():
@@ -593,22 +597,27 @@ def apply_plan(units: Units, plan: Plan, batch: int | str, dry_run: bool, say=pr
                 "then check active and allocator mapped" + (f", then settle {settle:g} s under the guards" if guards else ""))
         return {"dry_run": True, "units": len(writes), "batches": len(batches), "host": plan.data.get("host"),
                 "would_change": [{"unit": u, "group": _group_of(plan, u), "dropin": str(p)} for u, p, _ in writes]}
-    # back up what is there (or that nothing is), byte for byte, before touching anything
+    # back up what is there (or that nothing is), byte for byte, before touching anything; every
+    # path under the root is reached without following links (rootfs)
+    fs = rootfs.Root(root)
+    for _, path, _ in writes:            # a planted link is refused before anything is written
+        if fs.exists(path) and not fs.is_file(path):
+            raise fs._refuse(fs._parts(path), "not a regular file (a symbolic link?)")
     generation = state_dir(root) / "applied" / timefmt.local_stamp()
     n = 0
-    while generation.exists():
+    while fs.exists(generation):
         n += 1
         generation = generation.with_name(f"{generation.name.split('.')[0]}.{n}")
-    (generation / "backup").mkdir(parents=True)
+    fs.mkdirs(generation / "backup")
     manifest = {"plan": str(plan.path), "plan_id": plan_id, "units": {}}
     for unit, path, _ in writes:
         backup = generation / "backup" / unit
-        if path.exists():
-            backup.write_bytes(path.read_bytes())
+        if fs.exists(path):
+            fs.write(backup, fs.read_bytes(path))
             manifest["units"][unit] = {"dropin": str(path), "had_file": True, "dir_existed": True}
         else:
-            manifest["units"][unit] = {"dropin": str(path), "had_file": False, "dir_existed": path.parent.exists()}
-    (generation / "manifest.json").write_text(json.dumps(manifest, indent=2))
+            manifest["units"][unit] = {"dropin": str(path), "had_file": False, "dir_existed": fs.is_dir(path.parent)}
+    fs.write(generation / "manifest.json", json.dumps(manifest, indent=2))
     done: list[str] = []
     watched: dict[str, dict] = {}
     past = _open_history(history) if guards is not None else None
@@ -616,10 +625,7 @@ def apply_plan(units: Units, plan: Plan, batch: int | str, dry_run: bool, say=pr
         names = [u for u, _, _ in b]
         old = {u: _old_process(units, u, past) for u in names}   # each unit's level on its old allocator
         for unit, path, text in b:       # later batches keep their old drop-ins until their turn
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(".tmp")
-            tmp.write_text(text)
-            os.replace(tmp, path)
+            fs.write(path, text)
         units.daemon_reload()
         for unit in names:
             units.restart(unit)
@@ -641,7 +647,7 @@ def apply_plan(units: Units, plan: Plan, batch: int | str, dry_run: bool, say=pr
             say(f"batch {i}: {unit}: {why}: guard tripped; rolling back {len(undo)} units ({scope})")
             restore(units, generation, manifest, undo, max(sizes), say)
             if scope == "all":
-                generation.rename(generation.with_name(generation.name + ".rolled-back"))
+                fs.rename(generation, generation.with_name(generation.name + ".rolled-back"))
             kept = [u for u in done if u not in undo]
             return {"dry_run": False, "units": len(done), "batches": len(batches), "generation": str(generation),
                     "host": plan.data.get("host"), "changed": _changes(units, plan, kept),
@@ -829,15 +835,16 @@ def group_from_file(path: Path, name: str | None, allocator: str | None) -> tupl
 def load_manifest(path: Path, root: Path) -> dict:
     """An apply's manifest, checked before rollback trusts it: every unit valid, every drop-in path
     exactly the one alloclab writes for that unit under this root, every backup present."""
+    fs = rootfs.Root(root)
     try:
-        manifest = json.loads(path.read_text())
+        manifest = json.loads(fs.read_text(path))
         entries = manifest["units"].items()
         for unit, m in entries:
             if Path(m["dropin"]) != dropin_path(root, unit) or not isinstance(m["had_file"], bool) \
                     or not isinstance(m["dir_existed"], bool):
                 raise UserError(f"{path}: the entry for {unit} does not name {dropin_path(root, unit)}",
                                 "the manifest was edited or belongs to another --root; restore the drop-ins by hand")
-            if m["had_file"] and not (path.parent / "backup" / unit).is_file():
+            if m["had_file"] and not fs.is_file(path.parent / "backup" / unit):
                 raise UserError(f"{path}: the backup of {unit} is missing", "restore its drop-in by hand")
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         raise UserError(f"{path} is not a readable alloclab apply manifest", "restore the drop-ins by hand") from None
@@ -847,16 +854,16 @@ def load_manifest(path: Path, root: Path) -> dict:
 def restore(units: Units, gen: Path, manifest: dict, names: list[str], batch: int, say=print) -> None:
     """Put back the drop-ins of `names` as the generation's backup has them (or remove what the
     apply created), reload, restart them in batches and wait until each is active."""
+    fs = rootfs.Root(units.root)
     for unit in names:
         m = manifest["units"][unit]
         path = Path(m["dropin"])
         if m["had_file"]:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes((gen / "backup" / unit).read_bytes())
+            fs.write(path, fs.read_bytes(gen / "backup" / unit))
         else:
-            path.unlink(missing_ok=True)
-            if not m["dir_existed"] and path.parent.exists() and not any(path.parent.iterdir()):
-                path.parent.rmdir()
+            fs.unlink(path)
+            if not m["dir_existed"]:
+                fs.rmdir_if_empty(path.parent)
     units.daemon_reload()
     for i in range(0, len(names), batch):
         for unit in names[i:i + batch]:
@@ -871,14 +878,16 @@ def restore(units: Units, gen: Path, manifest: dict, names: list[str], batch: in
 
 def rollback(units: Units, batch: int, say=print) -> dict:
     """Undo the newest apply: restore each drop-in byte for byte (or remove what it created)."""
-    applied = sorted(m for m in (state_dir(units.root) / "applied").glob("*/manifest.json")
-                     if not m.parent.name.endswith(".rolled-back"))
+    fs = rootfs.Root(units.root)
+    where = state_dir(units.root) / "applied"
+    applied = sorted(where / g / "manifest.json" for g in fs.listdir(where)
+                     if not g.endswith(".rolled-back") and fs.is_file(where / g / "manifest.json"))
     if not applied:
         raise UserError(f"nothing to roll back under {units.root}", "no alloclab fleet apply was recorded there")
     gen = applied[-1].parent
     manifest = load_manifest(applied[-1], units.root)
     names = list(manifest["units"])
     restore(units, gen, manifest, names, batch, say)
-    gen.rename(gen.with_name(gen.name + ".rolled-back"))
+    fs.rename(gen, gen.with_name(gen.name + ".rolled-back"))
     say(f"rolled back {len(names)} units to their drop-ins before {gen.name}")
     return {"units": len(names), "generation": str(gen), "restored": names}

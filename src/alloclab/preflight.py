@@ -9,7 +9,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import resolution, tunables, workloads
+from . import loaderenv, resolution, settings, tunables, workloads
 from .allocators import AllocatorSpec
 from .config import Experiment, Group, check_path_text, substitute
 from .errors import UserError
@@ -29,13 +29,40 @@ def resolve_program(argv0: str, base_dir: Path) -> str:
         path = shutil.which(argv0) or ""
     if not path or not os.path.isfile(path):
         raise UserError(f"command {argv0!r} not found", "give a path to an executable (relative to the experiment file) or a program on PATH")
+    _check_executable(path, 0)
+    return path
+
+
+SHEBANG_MAX = 256              # the kernel reads this much of a script's first line (BINPRM_BUF_SIZE)
+INTERPRETER_DEPTH = 4          # a script's interpreter may itself be a script, this many times
+
+
+def _check_executable(path: str, depth: int) -> None:
+    """What execve would refuse, refused now: not executable, neither ELF nor #!, or a #! line
+    whose interpreter is missing, not executable, or itself such a script."""
     if not os.stat(path).st_mode & 0o111 or not os.access(path, os.X_OK):
         raise UserError(f"command {path} is not executable", f"chmod +x {path}")
     with open(path, "rb") as f:
-        head = f.read(4)
-    if head != b"\x7fELF" and not head.startswith(b"#!"):
+        head = f.read(SHEBANG_MAX)
+    if head.startswith(b"\x7fELF"):
+        return
+    if not head.startswith(b"#!"):
         raise UserError(f"command {path} is neither a program nor a script with #!", "give a compiled program or a script")
-    return path
+    line = head[2:].split(b"\n", 1)[0]
+    words = line.replace(b"\t", b" ").split()
+    if b"\n" not in head and len(head) == SHEBANG_MAX or not words:
+        raise UserError(f"script {path} has no interpreter on its #! line (or the line is over {SHEBANG_MAX} bytes)",
+                        "start it with e.g. #!/bin/sh")
+    interpreter = os.fsdecode(words[0])
+    if not os.path.isabs(interpreter) or not os.path.isfile(interpreter):
+        raise UserError(f"script {path} names the interpreter {interpreter!r} on its #! line, which does not exist",
+                        "install it, or fix the #! line (e.g. #!/usr/bin/env python3)")
+    if depth >= INTERPRETER_DEPTH:
+        raise UserError(f"script {path}: its #! interpreters nest more than {INTERPRETER_DEPTH} deep", "name a program")
+    try:
+        _check_executable(interpreter, depth + 1)
+    except UserError as err:
+        raise UserError(f"script {path}: {err.problem}", err.fix) from None
 
 
 def check_output(output: Path | None) -> None:
@@ -82,6 +109,10 @@ class Preparation:
 
 def prepare(exp: Experiment) -> Preparation:
     """Every check `alloclab run` makes before creating anything; the groups' allocator specs and commands."""
+    inherited = {k: v for k, v in settings.environment_without_preload().items() if loaderenv.affects_loading(k)}
+    loaderenv.check(inherited, "alloclab's own environment (replicas inherit it)")
+    for g in exp.groups:                 # before anything runs under them, the probe included
+        loaderenv.check(g.env, f"group {g.name}: env")
     specs = {g.name: resolution.resolve(g.allocator, exp.base_dir, g.env) for g in exp.groups}
     commands = {}
     for g in exp.groups:

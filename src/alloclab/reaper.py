@@ -31,6 +31,17 @@ from . import sampler, settings
 PR_SET_CHILD_SUBREAPER = 36
 TOKEN_VAR = "ALLOCLAB_RUN_TOKEN"      # set in every replica's (and load client's) environment
 _libc = ctypes.CDLL(None, use_errno=True)
+PR_SET_PDEATHSIG = 1
+
+
+def dies_with(parent: int, sig: int = signal.SIGKILL) -> Callable[[], None]:
+    """A preexec_fn: the child gets `sig` the moment `parent` (alloclab) dies, however it dies
+    (SIGKILL included), and exits at once if the parent died before the prctl took hold."""
+    def setup() -> None:   # between fork and exec: no allocation-heavy work
+        _libc.prctl(PR_SET_PDEATHSIG, sig)
+        if os.getppid() != parent:
+            os._exit(1)
+    return setup
 
 
 def become_subreaper() -> bool:

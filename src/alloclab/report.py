@@ -15,7 +15,7 @@ from .store import Store
 
 def prepare(run: str | Path, metric: str | None = None, sections: list[Section] | None = None) -> ReportInput:
     """Analyse the run and read what the reporters need from its store, once."""
-    store = Store.open(run)
+    store = Store.open_checked(run)
     try:
         return build_input(store, analyse(store, metric), sections)
     finally:

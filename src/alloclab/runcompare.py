@@ -170,7 +170,7 @@ def _typed(field_name: str, v) -> Any:
 
 
 def _open(run: str | Path, which: str) -> Store:
-    store = Store.open(run)
+    store = Store.open_checked(run)
     if not store.groups():
         raise UserError(f"run {which} ({run}) has no groups", "give a run made by `alloclab run` or `alloclab import`")
     return store

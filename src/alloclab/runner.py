@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from . import host, introspect, outputs, preflight, reaper, resolution, sampler, settings, timefmt, workloads
+from . import host, introspect, logcap, outputs, preflight, reaper, resolution, sampler, settings, timefmt, workloads
 from .allocators import AllocatorSpec
 from .config import Experiment, Group, Phases, substitute
 from .errors import UserError
@@ -582,6 +582,7 @@ class Runner:
                 phase = new_phase
             self._reap(now, self.started_wall + planned if planned else None)
             self._sample(now, phase, sampler.all_processes() if need_procs else None)
+            logcap.rotate_over_cap(r.log_dir / n for r in self.replicas for n in logcap.STREAMS)
             if self.network is not None:
                 self._network_tick(now)
             self.store.commit()
@@ -694,6 +695,12 @@ def resume(run: Path, grace: float = 5.0, on_tick: Callable[[int, int], None] | 
     one), end time = the last sample, a 'resumed' event, leftover cgroups removed."""
     store = Store.open(run)
     meta = store.meta()
+    if meta.get("source") is None and not store.replicas():
+        # killed between creating the store and recording the run in it: nothing ran, nothing to
+        # sample; closed as cut short so the directory is never a store `--resume` refuses
+        store.mark_cut_short("killed", time.time(), "alloclab died while setting the run up, before any replica started")
+        store.close()
+        return ResumeResult(store.run_dir, "killed", 0, 0, False)
     if meta.get("source") != "run":
         store.close()
         raise UserError(f"{run} was not made by `alloclab run`", "--resume continues runs of `alloclab run` only")

@@ -7,6 +7,7 @@ reads is described in docs/store.md.
 from __future__ import annotations
 
 import json
+import os
 import re
 import sqlite3
 from contextlib import contextmanager
@@ -15,7 +16,7 @@ from typing import Any, Iterable, Iterator
 
 import numpy as np
 
-from .errors import UserError
+from .errors import DataError, UserError
 
 SCHEMA_VERSION = 6
 DB_NAME = "run.db"
@@ -123,6 +124,60 @@ def decode_meta(meta: dict[str, str]) -> dict[str, Any]:
     return out
 
 
+# ---- damaged stores ------------------------------------------------------------------------------
+# A store is read by report, compare, export and bundle through Store.open_checked: read-only, every
+# table present, every time finite and plausible. Damage found later (a page that reads as garbage
+# mid-query) reaches the CLI as sqlite3.DatabaseError and is explained by the same check.
+MAX_SPAN_S = 20 * 366 * 86400.0       # no run or import covers more than 20 years
+MAX_TIME_S = 1e11                      # Unix seconds: year 5138
+TIMED_TABLES = ("samples", "process_samples", "host_samples", "events")
+_read_stores: list[Path] = []          # stores this process opened for reading, newest last
+
+
+def _table_names(sql: str) -> list[str]:
+    return re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", sql)
+
+
+def _disk_full(exc: BaseException, db: Path | None = None) -> bool:
+    """SQLite's "disk is full", or an I/O error on a file system with no free block left (opening a
+    WAL store needs its -shm file: on a full disk that fails as a mere "disk I/O error")."""
+    if "disk is full" in str(exc) or getattr(exc, "sqlite_errorname", "") == "SQLITE_FULL":
+        return True
+    try:
+        return db is not None and os.statvfs(db.parent).f_bavail == 0
+    except OSError:
+        return False
+
+
+def integrity_problem(db: Path) -> str | None:
+    """What `PRAGMA integrity_check` says is wrong with the store (its first lines), or None."""
+    try:
+        conn = sqlite3.connect(f"file:{Path(db).resolve()}?mode=ro", uri=True)
+        try:
+            rows = [r[0] for r in conn.execute("PRAGMA integrity_check(5)")]
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError as exc:
+        return str(exc)
+    return None if rows == ["ok"] else "; ".join(rows)[:300]
+
+
+def damaged(db: Path, what: str) -> DataError:
+    found = integrity_problem(db)
+    check = f"integrity_check: {found}" if found else "integrity_check: ok"
+    return DataError(f"{db} is damaged: {what} ({check})",
+                     "restore it from a backup or the run's bundle; `sqlite3 run.db .recover` may save what is left")
+
+
+def explain_database_error(exc: sqlite3.DatabaseError) -> DataError:
+    """One line for a database error met while reading: a full disk, or which store is damaged."""
+    if _disk_full(exc, _read_stores[-1] if _read_stores else None):
+        return DataError("the disk is full: SQLite could not write", "free space on that file system, then retry")
+    if _read_stores:
+        return damaged(_read_stores[-1], str(exc))
+    return DataError(f"a run store could not be read: {exc}", "check it with: sqlite3 run.db 'PRAGMA integrity_check'")
+
+
 class Store:
     def __init__(self, conn: sqlite3.Connection, path: Path):
         conn.row_factory = sqlite3.Row
@@ -164,6 +219,55 @@ class Store:
             conn.executescript(SCHEMA)
             conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
         return cls(conn, db)
+
+    @classmethod
+    def open_checked(cls, arg: str | Path) -> "Store":
+        """A store opened to be read (report, compare, export, bundle): read-only unless a killed
+        writer left a WAL to recover (Store.open recovers it), then checked: every table present,
+        every sample and event time finite and plausible. Damage is one DataError naming what
+        `PRAGMA integrity_check` says (exit code 3), never a traceback or a MemoryError."""
+        db = resolve_run(arg)
+        wal = db.with_name(db.name + "-wal")
+        try:
+            if wal.exists() and wal.stat().st_size > 0:
+                store = cls.open(db)
+            else:
+                conn = sqlite3.connect(f"file:{db.resolve()}?mode=ro", uri=True, isolation_level=None,
+                                       check_same_thread=False)
+                store = cls(conn, db)
+                if store.conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() is None:
+                    raise UserError(f"{db} has no schema version", "it was not written by alloclab")
+        except sqlite3.DatabaseError as exc:
+            if _disk_full(exc, db):
+                raise DataError(f"the disk is full: SQLite cannot open {db} ({exc})",
+                                "free space on that file system, then retry") from None
+            if "file is not a database" in str(exc):       # no SQLite header at all: the wrong file
+                raise UserError(f"{db} is not an alloclab run store (not an SQLite file)",
+                                "give a run made by `alloclab run` or `alloclab import`") from None
+            raise damaged(db, str(exc)) from None
+        _read_stores.append(db)
+        try:
+            store._check_shape(db)
+        except sqlite3.DatabaseError as exc:
+            store.conn.close()
+            raise damaged(db, str(exc)) from None
+        except DataError:
+            store.conn.close()
+            raise
+        return store
+
+    def _check_shape(self, db: Path) -> None:
+        present = {r[0] for r in self.conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        missing = [t for t in _table_names(SCHEMA) if t not in present]
+        if missing:
+            raise damaged(db, f"table {', '.join(missing)} is missing")
+        for table in TIMED_TABLES:
+            lo, hi, bad = self.conn.execute(
+                f"SELECT min(t), max(t), sum(t IS NULL OR typeof(t) NOT IN ('real', 'integer') OR abs(t) > ?) FROM {table}",
+                (MAX_TIME_S,)).fetchone()
+            if bad or (lo is not None and hi - lo > MAX_SPAN_S):
+                raise damaged(db, f"{table} holds a time that is not a plausible Unix time "
+                                  f"(from {lo!r} to {hi!r}; at most {MAX_TIME_S:g} and a {MAX_SPAN_S / 86400 / 366:g}-year span)")
 
     @classmethod
     def open_readonly(cls, db: Path) -> "Store":

@@ -56,7 +56,7 @@ def _cell(v: object) -> object:
 
 
 def export_csv(run: str | Path, out_dir: Path) -> list[Path]:
-    store = Store.open(run)
+    store = Store.open_checked(run)
     meta = store.meta()
     host = meta.get("host", "")
     try:

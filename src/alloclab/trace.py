@@ -6,21 +6,25 @@ answers into tables, charts and experiment commands.
 """
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
 import signal
 import subprocess
+import threading
 from pathlib import Path
+from typing import Iterator
 
-from . import native
+from . import native, reaper
 from .config import Experiment
-from .errors import UserError
+from .errors import DataError, UserError
 from .settings import environment_without_preload
 
 
 # Every call into the replayer has a deadline (docs/trace-format.md, "Limits"): reading costs at
-# most a few microseconds per event and a file unpacks to at most 64 events per byte beyond the
-# first 4 M, so 60 s plus 5 s per MB of file is ample for --info and --check on this machine's
+# most a few microseconds per event and a file unpacks to at most 4 events per byte beyond the
+# first 1 M, so 60 s plus 5 s per MB of file is ample for --info and --check on this machine's
 # slowest day; a replay adds its schedule (gaps capped) and 5 us per operation.
 READ_TIMEOUT_BASE_S = 60.0
 READ_TIMEOUT_PER_MB_S = 5.0
@@ -71,15 +75,34 @@ _REPLAY_ERRORS = {
 }
 
 
+@contextlib.contextmanager
+def _sigterm_exits() -> Iterator[None]:
+    """SIGTERM raises SystemExit (exit code 143) here, so cleanup runs instead of a silent death."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum, frame):
+        raise SystemExit(128 + signum)
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def _replay(args: list[str], env: dict | None = None, timeout: float | None = None) -> dict:
     """Run the replayer with a deadline; its last stderr line becomes a UserError on failure. Its
     environment is alloclab's without LD_PRELOAD, plus `env`: a "glibc" replay runs on glibc."""
     timeout = timeout if timeout is not None else READ_TIMEOUT_BASE_S
+    # its own process group (ended whole), SIGKILL if alloclab dies (even by SIGKILL), and a SIGTERM
+    # to alloclab becomes an exit through the `finally` below, which ends the group
     proc = subprocess.Popen([str(native.program("replay")), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             stdin=subprocess.DEVNULL, text=True, errors="replace", env={**environment_without_preload(), **(env or {})},
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=reaper.dies_with(os.getpid()))
     try:
-        out, err = proc.communicate(timeout=timeout)
+        with _sigterm_exits():
+            out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         _kill_group(proc)
         raise UserError(f"the replayer did not finish within {timeout:.0f} s and was stopped",
@@ -98,6 +121,19 @@ def _replay(args: list[str], env: dict | None = None, timeout: float | None = No
     if line is None:
         raise UserError("the replayer printed no result", f"stderr: {err.strip()[:200]}")
     return json.loads(line)
+
+
+WRITE_ERRNO_AT = 48                      # native/trace_format.h, TRACE_WRITE_ERRNO_AT
+
+
+def write_errno(path: Path) -> int:
+    """The errno of the recorder's failed write (ENOSPC: the disk filled), 0 when all was written."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(WRITE_ERRNO_AT + 4)
+    except OSError:
+        return 0
+    return int.from_bytes(head[WRITE_ERRNO_AT:], "little") if len(head) == WRITE_ERRNO_AT + 4 else 0
 
 
 def preload_chain(*libraries: str | None) -> str:
@@ -125,6 +161,14 @@ def record(output: Path, command: list[str], allocator: str | None = None) -> di
         raise UserError(f"command {command[0]!r} not found", "give a program on PATH or a path to one") from None
     except PermissionError:
         raise UserError(f"command {command[0]!r} is not executable", f"chmod +x {command[0]}") from None
+    lost = write_errno(output)
+    if lost:
+        kept = ""
+        with contextlib.suppress(UserError):
+            kept = f"; it holds the first {info(output, points=2)['events']:,} events, marked incomplete"
+        what = "the disk was full" if lost in (errno.ENOSPC, errno.EDQUOT) else os.strerror(lost)
+        raise DataError(f"the recording of {command[0]} into {output} lost its end: {what}{kept}",
+                        f"free space on {output.parent} (or record to another disk with -o) and record again")
     result = info(output)
     result["exit_code"] = proc.returncode
     result["bytes"] = output.stat().st_size

@@ -25,7 +25,10 @@ from .errors import UserError
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 MAX_VALUE = 4096                       # far above any allocator option string; bounds the line
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+# control characters, C1 ones (U+0085 NEL) and U+2028/U+2029: every character str.splitlines()
+# (or a reader in another language) may take for a line break, so none can end a directive
+CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_CONTROL = CONTROL
 _SIMPLE_ESCAPES = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v",
                    "s": " ", "\\": "\\", '"': '"', "'": "'"}
 
@@ -164,7 +167,8 @@ def settings(text: str) -> list[tuple[str, str, str]]:
     ending in a backslash goes on) and comments (# or ; at the start) skipped."""
     out: list[tuple[str, str, str]] = []
     section, pending = "", ""
-    for raw in text.splitlines():
+    for raw in text.split("\n"):      # systemd ends a line at \n only (not at U+2028, U+0085...)
+        raw = raw.removesuffix("\r")
         line = pending + raw
         pending = ""
         stripped = line.strip()

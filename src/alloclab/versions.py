@@ -429,7 +429,7 @@ def entry(allocator_id: str, progress=lambda s: None) -> catalog.Entry:
     family, version, variant = m["family"], m["version"], m["variant"]
     infos = available_versions(family, progress=progress)
     info = next((v for v in infos if v.version == version), None)
-    if info is None:
+    if info is None and could_be_new(version, infos):
         infos = available_versions(family, refresh=True, progress=progress)   # released since the last listing?
         info = next((v for v in infos if v.version == version), None)
     if info is None:
@@ -447,6 +447,15 @@ def entry(allocator_id: str, progress=lambda s: None) -> catalog.Entry:
                       f"published version (from: {'; '.join(info.published_as[:3])})")
     catalog.register(e)
     return e
+
+
+def could_be_new(version: str, known: list[VersionInfo]) -> bool:
+    """Whether a version missing from the listing may have been released since: only one newer
+    than every known version of its major line can be. An older one that the listing lacks was
+    never published, which is known offline: refused at once, without waiting on registries."""
+    key = version_key(version)
+    same_line = [version_key(v.version) for v in known if version_key(v.version)[:1] == key[:1]]
+    return not same_line or key > max(same_line)
 
 
 def library_for(allocator_id: str, progress=lambda s: None) -> Path:

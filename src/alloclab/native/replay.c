@@ -43,7 +43,7 @@
 #define DEFAULT_MAX_GAP 3600.0             /* s: a longer idle gap is shortened to this */
 #define DEFAULT_MAX_DURATION 604800.0      /* s (7 days): a longer schedule is refused */
 #define DEFAULT_MAX_THREADS 4096u
-#define DEFAULT_MAX_ALLOC (16ull << 30)    /* bytes in one request */
+#define DEFAULT_MAX_ALLOC (1ull << 30)     /* bytes in one request: above any tor or server request seen; --max-alloc raises it */
 #define DEFAULT_MAX_LIVE_CAP (1ull << 40)  /* live bytes: 3/4 of physical memory, at most this */
 #define REPLAY_STACK (1u << 20)            /* replay threads call only malloc and memset */
 

@@ -6,7 +6,9 @@
  *   file   := header block*
  *   header := 64 bytes: magic "ALCTRACE", u32 version, u32 flags, u64 start_realtime_ns,
  *             u64 start_monotonic_ns, u32 pid, u32 tick_ns (timestamp unit), u64 tsc_hz (the
- *             TSC's measured frequency when flags & TRACE_TSC, else 0), 16 zero bytes
+ *             TSC's measured frequency when flags & TRACE_TSC, else 0), u32 write_errno (0;
+ *             else the errno of the write that failed, ENOSPC for a full disk: the file then
+ *             lacks TRACE_COMPLETE and holds the blocks before it), 12 zero bytes
  *             (all little-endian)
  *   block  := 32-byte block header + payload
  *             header: u32 magic "BLK1", u32 payload_len, u32 raw_len, u32 thread, u32 events,
@@ -74,6 +76,7 @@
                                   * file cut inside its last block is a killed recording, read up to
                                   * its last whole block */
 #define TRACE_HEADER_SIZE 64
+#define TRACE_WRITE_ERRNO_AT 48
 #define TRACE_BLOCK_MAGIC 0x314b4c42u /* "BLK1" */
 #define TRACE_BLOCK_HEADER_SIZE 32
 #define TRACE_MAX_RAW_BLOCK (8u << 20)

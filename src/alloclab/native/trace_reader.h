@@ -8,14 +8,16 @@
 /* Limits a file must respect to be read at all (docs/trace-format.md, "Limits"):
  *  - threads: at most TRACE_MAX_THREADS distinct thread numbers;
  *  - events: at most TRACE_EVENTS_BASE + TRACE_EVENTS_PER_BYTE x the file's size, and never over
- *    TRACE_MAX_EVENTS. Recordings measured here take 0.43-3.5 bytes per event (up to 2.3 events
- *    per byte); a zstd frame of zeros can claim ~100,000 events per byte, and decoded events cost
- *    memory (~150 bytes each through replay), so a file claiming more is refused as not a recording.
+ *    TRACE_MAX_EVENTS. Recordings measured here take 0.43-3.5 bytes per event (at most 2.3 events
+ *    per byte, a bare malloc/free loop; benchmarks/README.md); a zstd frame of zeros can claim
+ *    ~100,000 events per byte, and decoded events cost memory (~143 bytes each through the reader
+ *    and the replay schedule, benchmarks/trace_memory_ceiling.py), so a file claiming more is
+ *    refused as not a recording. 1 M + 4 per byte keeps any file of at most 1 MB under 1 GB.
  *  - a block's raw length at most 20 + TRACE_MAX_EVENT_BYTES per event it declares (checked
  *    before decompressing, so decompression work is bounded by the event budget too). */
 #define TRACE_MAX_THREADS (1u << 16)
-#define TRACE_EVENTS_BASE ((size_t)4 << 20)
-#define TRACE_EVENTS_PER_BYTE ((size_t)64)
+#define TRACE_EVENTS_BASE ((size_t)1 << 20)
+#define TRACE_EVENTS_PER_BYTE ((size_t)4)
 #define TRACE_MAX_EVENTS ((size_t)1 << 31)
 #define TRACE_MAX_EVENT_BYTES 64u          /* REALLOC: op, 3 split values (ts, free code, size: 11 bytes each), 3 varints (old, reuse, new) */
 /* Requests above this are corruption, not a recording (the replayer's own, lower, limits are

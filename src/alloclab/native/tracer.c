@@ -89,6 +89,7 @@ static void *(*real_pvalloc)(size_t);
 static size_t (*real_usable)(void *);
 
 static int out_fd = -1;
+static int write_errno;             /* the first failed write (ENOSPC...): nothing more is written, the file is never marked complete */
 static _Atomic int enabled;
 static int use_tsc;
 static uint64_t start_mono, start_tsc;
@@ -263,9 +264,10 @@ static size_t out_cap;
 #define COL_CAP(per_event) ((size_t)CHUNK_EVENTS * (per_event))
 
 static void write_all(const uint8_t *p, size_t n) {
-    while (n) {
+    while (n && !write_errno) {
         ssize_t w = write(out_fd, p, n);
-        if (w < 0) { if (errno == EINTR) continue; return; }
+        if (w < 0) { if (errno == EINTR) continue; write_errno = errno ? errno : EIO; return; }
+        if (w == 0) { write_errno = ENOSPC; return; }
         p += w;
         n -= (size_t)w;
     }
@@ -378,8 +380,13 @@ static void *writer_main(void *arg) {
                 (void)!pwrite(out_fd, hz, 8, 40);
             }
             uint8_t fl[4];              /* finished: from now on a cut file is corrupt, not killed */
-            put_u32(fl, TRACE_ZSTD | (use_tsc ? TRACE_TSC : 0) | TRACE_COMPLETE);
-            (void)!pwrite(out_fd, fl, 4, 12);
+            if (write_errno) {          /* a block was lost (disk full): say why, never claim complete */
+                put_u32(fl, (uint32_t)write_errno);
+                (void)!pwrite(out_fd, fl, 4, TRACE_WRITE_ERRNO_AT);
+            } else {
+                put_u32(fl, TRACE_ZSTD | (use_tsc ? TRACE_TSC : 0) | TRACE_COMPLETE);
+                (void)!pwrite(out_fd, fl, 4, 12);
+            }
             atomic_store(&drained, 1);
             atomic_store(&drain_request, 0);
         }

@@ -541,7 +541,7 @@ EXAMPLES = {
     ("trace", "record"): "alloclab trace record -o app.trace -- ./my-server --port 8080",
     ("trace", "replay"): "alloclab trace replay app.trace",
     ("trace", "info"): "alloclab trace info app.trace",
-    ("fleet", "facts"): "alloclab fleet facts --units 'tor@*' --json > facts-h1.json",
+    ("fleet", "facts"): "alloclab fleet facts --units 'tor@*' --host h1 --json",
     ("fleet", "plan"): "alloclab fleet plan --units 'tor@*' --groups groups.toml -o fleet-plan.json",
     ("fleet", "apply"): "alloclab fleet apply fleet-plan.json --batch 10% --dry-run",
     ("fleet", "collect"): "alloclab fleet collect --plan fleet-plan.json -o runs/fleet --interval 60s",

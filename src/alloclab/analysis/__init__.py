@@ -23,7 +23,7 @@ from .replica import ReplicaStats, classify, detect_warmup, release_events, repl
 from .rules import RULES, STATUS_ORDER
 from .verdict import Recommendation, recommend
 from .warnings import Warning, collect, signal_name
-from .windows import AgeTable, EndFigure, Window, age_table, clean_in_window, edge_levels, end_figures, treatment_window
+from .windows import AgeTable, EndFigure, Window, age_table, clean_in_window, end_figures, treatment_window
 
 __all__ = ["analyse", "Analysis", "GroupSummary", "GroupComparison", "ReplicaStats", "Series", "Segment", "Warning",
            "Recommendation", "RULES", "STATUS_ORDER", "METRIC_COLUMN", "classify", "replica_stats", "theil_sen",
@@ -143,7 +143,7 @@ def _group_growth(series: list[Series], reps: list[ReplicaStats], groups: list[s
         if hi <= lo:
             continue
         edge = RULES["growth_edge_share"] * (hi - lo)
-        lv = [e for s in inc if (e := edge_levels(s, lo, hi, edge)) is not None]
+        lv = [e[:2] for s in inc if (e := stats.trend_edges(s.t, s.mb, lo, hi, edge)) is not None]
         starts[g], ends[g] = np.array([a for a, _ in lv]), np.array([b for _, b in lv])
         spans[g], lengths[g] = (lo, hi), hi - lo
     return stats.group_growth(starts, ends, lengths), spans

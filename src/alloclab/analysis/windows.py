@@ -151,15 +151,3 @@ def age_table(series: list[Series], groups: list[str]) -> AgeTable:
             row.append((float(np.median(vals)) if vals else None, len(vals)))
         cells[g] = row
     return AgeTable(unit, points, cells)
-
-
-def edge_levels(s: Series, start: float, end: float, edge: float) -> tuple[float, float] | None:
-    """The replica's level at a span's start and end: medians of its samples in [start, start + edge]
-    and [end − edge, end] (at least the first sample at or after start, the last at or before end)."""
-    m = (s.t >= start) & (s.t <= end) & ~np.isnan(s.mb)
-    if m.sum() < 2:
-        return None
-    t, y = s.t[m], s.mb[m]
-    head = y[t <= start + edge] if np.any(t <= start + edge) else y[:1]
-    tail = y[t >= end - edge] if np.any(t >= end - edge) else y[-1:]
-    return float(np.median(head)), float(np.median(tail))

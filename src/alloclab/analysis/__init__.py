@@ -23,7 +23,7 @@ from .replica import ReplicaStats, classify, detect_warmup, release_events, repl
 from .rules import RULES, STATUS_ORDER
 from .verdict import Recommendation, recommend
 from .warnings import Warning, collect, signal_name
-from .windows import AgeTable, EndFigure, Window, age_table, clean_in_window, end_figures, treatment_window
+from .windows import AgeTable, EndFigure, Window, age_table, clean_in_window, cut_before_restarts, end_figures, treatment_window
 
 __all__ = ["analyse", "Analysis", "GroupSummary", "GroupComparison", "ReplicaStats", "Series", "Segment", "Warning",
            "Recommendation", "RULES", "STATUS_ORDER", "METRIC_COLUMN", "classify", "replica_stats", "theil_sen",
@@ -160,16 +160,22 @@ def analyse(store: Store, metric: str | None = None) -> Analysis:
     series = load_series(store, metric)
     duplicates = drop_duplicates(series)          # one process sampled twice counts once (before segmenting)
     mapping = segment(store, series)
-    reps = [replica_stats(s, idle_configured=bool(phases.get("idle"))) for s in series]
     window = treatment_window(series, names)
-    interval = float(meta.get("interval", 0) or 0)
+    window, restarts = cut_before_restarts(series, window) if window else (None, [])
     by_series = {s.name: s for s in series}
+    measured = {r.replica: seg for r in restarts if not r.excluded and window is not None
+                for seg in by_series[r.replica].segments if seg.start <= window.end <= seg.end}
+    reps = [replica_stats(s, idle_configured=bool(phases.get("idle")), span=measured.get(s.name)) for s in series]
+    interval = float(meta.get("interval", 0) or 0)
+    early = {r.replica: r for r in restarts if r.excluded}
     for r in reps:
-        r.excluded = _ended_early(by_series[r.name], window, interval)
+        r.excluded = _ended_early(by_series[r.name], window, interval) or (
+            f"process restarted inside the comparison window ({early[r.name].reason}, "
+            f"{utc(early[r.name].t, minutes=True)}): its level is a young process's" if r.name in early else None)
     listed: dict[str, set[str]] = {}
     for m in store.memberships():
         listed.setdefault(m["group_name"], set()).add(m["replica"])
-    figures = end_figures(series, names, window, listed) if window else {}
+    figures = end_figures(series, names, window, listed, set(early)) if window else {}
     # the level each replica enters the comparison with
     levels: dict[str, np.ndarray] = {}
     if imported and window:
@@ -218,7 +224,7 @@ def analyse(store: Store, metric: str | None = None) -> Analysis:
                          f"(LazyFree up to {max(g.lazyfree_share for g in lazy):.1%} of {metric.upper()}).")
     else:
         a.metric_note = f"The verdict uses {metric.upper()} (LazyFree was not sampled, so no footprint is shown)."
-    a.warnings = collect(store, series, reps, window, figures, mapping, names, imported, duplicates)
+    a.warnings = collect(store, series, reps, window, figures, mapping, names, imported, duplicates, restarts)
     a.recommendation = recommend(a)
     from .decomposition import decompose
     a.decomposition = decompose(store, a)

@@ -61,6 +61,7 @@ class GroupSummary:
     growth: stats.GroupGrowth | None = None   # change over the group's common window, tested across replicas
     growth_span: tuple[float, float] | None = None
     excluded: list[str] = field(default_factory=list)   # replicas left out of the comparison (ended early), by name
+    status_reason: str = ""            # why the group's word: its replicas' votes, or the across-replica test and why it differs
 
 
 @dataclass
@@ -92,22 +93,33 @@ class Analysis:
 _median = stats.median_present     # the median of the figures present (None, NaN left out)
 
 
-def _group_status(words: list[str], verified: int, growth: "stats.GroupGrowth | None" = None) -> str:
-    """The most common replica word (ties: the more severe); a group whose replicas grow
-    significantly beyond the flat threshold across replicas (stats.group_growth) is Growing or
-    Bloating whatever single replicas' withheld intervals say (Ratcheting, the more specific
-    diagnosis, stays when it is the replicas' word and the growth is below Bloating)."""
+GROWTH_WORDS = ("Growing", "Bloating", "Ratcheting")
+
+
+def _group_status(words: list[str], verified: int, growth: "stats.GroupGrowth | None" = None) -> tuple[str, str]:
+    """(word, why). The most common replica word (ties: the more severe); a group whose replicas
+    grow significantly beyond the flat threshold across replicas (stats.group_growth, a daily
+    cycle fitted out) is Growing or Bloating even where single replicas' intervals are too wide
+    to show it — the reason then says so (Ratcheting, the more specific diagnosis, stays when it
+    is the replicas' word and the growth is below Bloating); replicas growing by their own
+    intervals that the across-replica test does not confirm keep their word, with that reason."""
     if verified == 0:
-        return "Unverified"
+        return "Unverified", "no replica verified"
     if not words:
-        return "Too short"
+        return "Too short", "no replica with a steady window"
     counts = {w: words.count(w) for w in set(words)}
     top = max(counts.values())
     word = min((w for w, c in counts.items() if c == top), key=STATUS_ORDER.index)
+    votes = f"{counts[word]} of {len(words)} replicas {word}"
+    growing = sum(w in GROWTH_WORDS for w in words)
     if growth is not None and growth.word is not None:
         if growth.word == "Bloating" or word not in ("Ratcheting", "Bloating"):
-            return growth.word
-    return word
+            alone = (f"; {growing} of {len(words)} replicas show growth by their own intervals"
+                     + (" (each alone too noisy to)" if growing < len(words) else ""))
+            return growth.word, f"across replicas: {growth.reason}{alone}"
+    if word in GROWTH_WORDS and growth is not None and growth.p_adj is not None and not growth.significant:
+        return word, f"{votes} by their own intervals; across replicas not shown ({growth.reason})"
+    return word, votes
 
 
 def _ended_early(s: Series, window: Window | None, interval: float) -> str | None:
@@ -190,6 +202,10 @@ def analyse(store: Store, metric: str | None = None) -> Analysis:
     comps = compare_groups(levels, baseline, seed=int(meta.get("seed", "0") or 0))
     growths, spans = _group_growth(series, reps, names, window, interval)
     summaries = []
+    status_of = {g: _group_status([r.status for r in reps if r.group == g and r.verified is not False
+                                   and r.steady_mb is not None and r.excluded is None],
+                                  len([r for r in reps if r.group == g and r.verified is not False]), growths.get(g))
+                 for g in names}
     for g in groups:
         rs = [r for r in reps if r.group == g["name"]]
         ok = [r for r in rs if r.verified is not False and r.steady_mb is not None and r.excluded is None]
@@ -210,8 +226,7 @@ def analyse(store: Store, metric: str | None = None) -> Analysis:
             release_events=_median(float(r.release_events) for r in ok),
             frag_overhead_mb=_median(r.frag_overhead_mb for r in ok), ops_per_s=_median(r.ops_per_s for r in ok),
             cpu_us_per_op=_median(r.cpu_us_per_op for r in ok),
-            status=_group_status([r.status for r in ok], len([r for r in rs if r.verified is not False]),
-                                 growths.get(g["name"])),
+            status=status_of[g["name"]][0], status_reason=status_of[g["name"]][1],
             comparison=comps.get(g["name"]), published_mb=fig.published_mb if fig else None,
             growth=growths.get(g["name"]), growth_span=spans.get(g["name"]),
             excluded=[r.name for r in rs if r.excluded]))

@@ -132,8 +132,13 @@ def recommend(a) -> Recommendation:
         r.confidence_reason = "; ".join(why) if why else "significant, meaningful, clean, stable"
     if best.status in GROWTH_WORDS:
         g = best
-        r.growth_note = (f"Caution: {g.name} is *{g.status}* ({g.change_mb:+.0f} MB, {g.change_share:+.0%} of its level over "
-                         f"{span(g.window_h * 3600)}): it may keep climbing in a longer run." if g.change_mb is not None and g.change_share is not None
+        # the figures behind the word: the across-replica test's when it gave the word (the
+        # replicas' median change can be +2% beside a word that needs > 5%)
+        gg = g.growth if g.growth is not None and g.growth.word == g.status else None
+        mb, share, secs = ((gg.change_mb, gg.change_share, gg.window_s) if gg is not None
+                           else (g.change_mb, g.change_share, (g.window_h or 0) * 3600))
+        r.growth_note = (f"Caution: {g.name} is *{g.status}* ({mb:+.0f} MB, {share:+.0%} of its level over "
+                         f"{span(secs)}): it may keep climbing in a longer run." if mb is not None and share is not None
                          else f"Caution: {g.name} is *{g.status}*: it may keep climbing in a longer run.")
     if base and best.name != a.baseline:
         if best.ops_per_s and base.ops_per_s:

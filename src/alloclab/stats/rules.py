@@ -38,6 +38,8 @@ RULES: dict[str, float] = {
     "alpha": 0.05,                    # family-wise error rate (Holm)
     "equivalence_margin": 0.05,       # equivalent: ratio interval inside [1/1.05, 1.05]
     "power_target": 0.80,             # "replicas needed" is for 80% power
+    "design_replica_cv": 0.20,        # the design check before a run assumes replicas may differ by 20% ...
+    "design_ratio": 0.70,             # ... and asks for 80% power to show a 0.7× (and 1/0.7×) difference
     "permutation_exact_limit": 20000, # exact permutation p up to this many splits, else sampled
     "permutation_samples": 20000,
     # -- identical-series check (stats.checks)

@@ -34,6 +34,7 @@ RULES: dict[str, float] = {
     "ratchet_min_quiet_share": 0.5,   # ... and over ≥ half of the steady window, up to its end,
     "ratchet_max_drawdown": 0.25,     # ... never falling back by more than 25% of that climb ...
     "ratchet_step_time_share": 0.2,   # ... and in steps: half of the rise within ≤ 20% of the time
+    "ratchet_noise_climb": 2.0,       # in noise (per-bin medians): the climb ≥ 2 × the medians' largest noise excursion
     # -- comparisons (stats.compare)
     "alpha": 0.05,                    # family-wise error rate (Holm)
     "equivalence_margin": 0.05,       # equivalent: ratio interval inside [1/1.05, 1.05]

@@ -402,6 +402,43 @@ def scenarios(rng: np.random.Generator, n: int) -> None:
     shutil.rmtree(work, ignore_errors=True)
 
 
+def user_path(rng: np.random.Generator, n: int) -> None:
+    """The faster path (import_torutils + analyse) against the users' (the `alloclab import torutils`
+    and `alloclab report` commands, then summary.json): the same group words, comparisons, p-values
+    and warning kinds on every dataset (cycles, late restarts and staircases mixed)."""
+    import json
+    import subprocess
+    import tempfile
+    import torutils_scenarios as ts
+    exe = str(Path(sys.executable).with_name("alloclab"))
+    same = 0
+    for k in range(n):
+        kind = k % 3
+        sc = _draw(rng, n=3, days=1.5, cycle_share=0.04 if kind == 0 else 0.0,
+                   restart_before_end_s={"B": (2 * 3600.0, 5 * 3600.0)} if kind == 1 else {},
+                   staircase={"A": (5, 0.08)} if kind == 2 else {})
+        t, mb, _ = ts.series(rng, sc)
+        with tempfile.TemporaryDirectory(prefix="alloclab-userpath-") as tmp:
+            folder = ts.write_folder(Path(tmp) / "data", t, mb)
+            a = ts.analyse_folder(folder)
+            subprocess.run([exe, "import", "torutils", str(folder), "-o", str(Path(tmp) / "run")], check=True,
+                           capture_output=True)
+            subprocess.run([exe, "report", str(Path(tmp) / "run"), "-o", str(Path(tmp) / "rep")], check=True,
+                           capture_output=True)
+            doc = json.loads((Path(tmp) / "rep" / "summary.json").read_text())
+        fast = {(g.name, g.status, g.comparison.status if g.comparison else None,
+                 None if g.comparison is None or g.comparison.p_holm is None else round(g.comparison.p_holm, 9))
+                for g in a.groups}
+        slow = {(g["group"], g["status"], g["comparison"], None if g["p_holm"] is None else round(g["p_holm"], 9))
+                for g in doc["groups"]}
+        kinds_fast, kinds_slow = sorted(w.kind for w in a.warnings), sorted(w["kind"] for w in doc["warnings"])
+        same += fast == slow and kinds_fast == kinds_slow
+        if not (fast == slow and kinds_fast == kinds_slow):
+            print(f"  differs: {fast ^ slow} {kinds_fast} {kinds_slow}", file=sys.stderr)
+    row("user path: import_torutils + analyse against `alloclab import torutils` + `alloclab report` (summary.json): "
+        "same words, comparisons, Holm p and warning kinds", f"{same} of {n} datasets", "all", n)
+
+
 def growth_two_scale(rng: np.random.Generator, n: int) -> None:
     """Within-series growth interval under noise on two time scales (stats.growth directly)."""
     for label, window, dt in (("1.5 d @ 10 min", 1.5 * 86400, 600.0), ("3 d @ 5 min", 3 * 86400, 300.0),
@@ -438,7 +475,7 @@ def main() -> int:
     ap.add_argument("--datasets", type=int, default=0, help="datasets per scenario row (--part scenarios; default 200)")
     ap.add_argument("--seed", type=int, default=20261122, help="seed of every simulation")
     ap.add_argument("--part", default="all", choices=["all", "status", "growth", "compare", "sequential", "identical", "tor-verdict",
-                                                      "scenarios", "two-scale", "staircases"],
+                                                      "scenarios", "two-scale", "staircases", "user-path"],
                     help="run one part only")
     args = ap.parse_args()
     n = 60 if args.quick else 1000
@@ -452,6 +489,7 @@ def main() -> int:
         "identical": lambda rng: identical(rng, 30 if args.quick else 200, 2 if args.quick else 9),
         "tor-verdict": lambda rng: tor_verdict(rng, 200 if args.quick else 2000),
         "scenarios": lambda rng: scenarios(rng, args.datasets or (20 if args.quick else 200)),
+        "user-path": lambda rng: user_path(rng, 6 if args.quick else 30),
         "two-scale": lambda rng: growth_two_scale(rng, 60 if args.quick else 400),
         "staircases": lambda rng: staircases(rng, 60 if args.quick else 400),
     }

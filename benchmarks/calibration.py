@@ -456,17 +456,23 @@ def growth_two_scale(rng: np.random.Generator, n: int) -> None:
 
 
 def staircases(rng: np.random.Generator, n: int) -> None:
-    """Ratcheting at realistic noise: +8% in five uneven steps, AR(1) 1–2%."""
-    for label, window, dt in (("1.5 d @ 10 min", 1.5 * 86400, 600.0), ("9 d @ 15 min", 9 * 86400, 900.0)):
+    """Ratcheting at realistic noise: +8% in five uneven steps, AR(1) 1–2% at φ 0.5 / 0.9 per
+    sample; and how often flat, cyclic (±4% daily, 1% AR) and smoothly growing (+10%) series get it."""
+    for label, window, dt in (("1.5 d @ 10 min", 1.5 * 86400, 600.0), ("9 d @ 15 min", 9 * 86400, 900.0),
+                              ("6 h @ 60 s", 6 * 3600.0, 60.0)):
         t = sim.times(window, dt)
-        for sd, phi in ((0.01, 0.5), (0.01, 0.9), (0.02, 0.9)):
+        for sd, phi in ((0.01, 0.5), (0.02, 0.5), (0.01, 0.9), (0.02, 0.9)):
             ws = words(t, sim.staircase(rng, n, t, climb_share=0.08, steps=5, sd_share=sd, phi=phi))
             row(f"Ratcheting on +8% five-step staircases, AR(1) {sd:.0%} φ {phi}, {label}",
                 rate(sum(w == "Ratcheting" for w in ws), n), "≥ 80%", n)
-        ws = words(t, sim.flat(rng, n, t, phi=0.9, sd_share=0.02))
-        row(f"Ratcheting on flat AR(1) 2% φ 0.9, {label}", rate(sum(w == "Ratcheting" for w in ws), n), "≤ 1%", n)
+        for phi in (0.5, 0.9, 0.99):
+            ws = words(t, sim.flat(rng, n, t, phi=phi, sd_share=0.02))
+            row(f"Ratcheting on flat AR(1) 2% φ {phi}, {label}", rate(sum(w == "Ratcheting" for w in ws), n), "≤ 1%", n)
         ws = words(t, sim.sinusoid(rng, n, t, amplitude_share=0.04, period_s=86400.0, sd_share=0.01, phi=0.9))
         row(f"Ratcheting on a daily cycle ±4% with AR(1) 1%, {label}", rate(sum(w == "Ratcheting" for w in ws), n), "≤ 1%", n)
+        ws = words(t, sim.growing(rng, n, t, share=0.10, phi=0.9, sd_share=0.02))
+        row(f"Ratcheting (not Growing) on a smooth +10% climb, AR(1) 2% φ 0.9, {label}",
+            rate(sum(w == "Ratcheting" for w in ws), n), "stated", n)
 
 
 def main() -> int:

@@ -26,7 +26,9 @@ compare.py
         exact permutation p on log levels as a cross-check.
     letters(levels, *, alpha=0.05) -> dict[str, str]   compact letter display, Holm over all pairs
     design_min_p(replicas, baseline=None, *, method="welch") -> float
-    design_warning(replicas, baseline=None, *, alpha=0.05) -> str | None
+    design_warning(replicas, baseline=None, *, alpha=0.05, cv=None) -> str | None
+        also the power to show a 0.7× difference when replicas differ by cv (RULES design_replica_cv,
+        20%), with the replicas needed (compare.design_power, design_spread_warning)
 across_runs.py
     compare_pairs(pairs, *, alpha=0.05, margin=0.05, seed=0) -> dict[str, Comparison]
         The same group in two runs (B against A): Welch t on log levels, Holm across groups, ratio

@@ -223,8 +223,10 @@ def restart_warning(restarts: list[Restart], window: Window | None) -> Warning:
                      f"{_names(sorted({r.replica for r in cut}))} restarted, so their levels are the processes "
                      "that ran through it")
     if left:
-        parts.append(f"{_names(sorted({r.replica for r in left}))} restarted too early for that and "
-                     "are left out of the comparison, growth test and status vote")
+        parts.append(f"{_names(sorted({r.replica for r in left}))} "
+                     f"{'are' if len({r.replica for r in left}) > 1 else 'is'} left out of the comparison, growth test "
+                     "and status vote (the group keeps enough replicas without them, or the restart came in the "
+                     "window's first half)")
     unrecorded = sum(not r.recorded for r in restarts)
     first = restarts[0]
     return Warning("restart-in-window", "caution", sorted({r.replica for r in restarts}), sorted({r.group for r in restarts}),

@@ -183,15 +183,26 @@ def restarts_in_window(series: list[Series], w: Window) -> list[Restart]:
 def cut_before_restarts(series: list[Series], w: Window) -> tuple[Window, list[Restart]]:
     """A restart inside the window makes that replica's level at the end a young process's: the
     comparison would measure age, not allocator (every relay of a group restarted 2-5 h before the
-    end: 0.70x "significant" in 56% of null datasets). The window ends just before the first
-    restart when that keeps ≥ RULES restart_keep_window_share of it; replicas restarted earlier
-    than that are left out of the comparison by name (Restart.excluded)."""
+    end: 0.70x "significant" in 56% of null datasets). Restarted replicas are left out by name
+    (Restart.excluded) where their group keeps ≥ RULES min_replicas and ≥ half of its clean
+    replicas without them; otherwise the window ends just before the group's first restart when
+    that keeps ≥ RULES restart_keep_window_share of it (then restarts after the new end are no
+    longer inside it), and replicas restarted earlier are left out."""
     found = restarts_in_window(series, w)
     if not found:
         return w, []
+    clean: dict[str, int] = {}
+    for s in series:
+        if clean_in_window(s, w):
+            clean[s.group] = clean.get(s.group, 0) + 1
+    restarted: dict[str, set[str]] = {}
+    for r in found:
+        restarted.setdefault(r.group, set()).add(r.replica)
+    affordable = {g for g, names in restarted.items()
+                  if clean[g] - len(names) >= max(RULES["min_replicas"], clean[g] / 2)}
     keep = w.start + RULES["restart_keep_window_share"] * (w.end - w.start)
     for r in found:
-        r.excluded = r.t < keep
+        r.excluded = r.group in affordable or r.t < keep
     late = [r for r in found if not r.excluded]
     if not late:
         return w, found
@@ -199,7 +210,9 @@ def cut_before_restarts(series: list[Series], w: Window) -> tuple[Window, list[R
     by = {s.name: s for s in series}
     first = late[0]
     before = by[first.replica].t[by[first.replica].t < first.t]
-    end = float(before[-1]) if len(before) else first.t - 1.0
+    end = max(float(before[-1]) if len(before) else first.t - 1.0, w.start)
+    for r in found:
+        r.excluded = r.excluded and r.t <= end          # after the new end: no longer inside the window
     basis = (w.basis + f"; ended at {utc(end, minutes=True)}, before {first.replica}'s process restart "
              f"({first.reason}), so every level is a process that ran through the window")
-    return Window(w.start, max(end, w.start), w.group_starts, basis), found
+    return Window(w.start, end, w.group_starts, basis), found

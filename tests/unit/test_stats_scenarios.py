@@ -51,16 +51,19 @@ def test_restarts_late_in_the_window_end_it_before_them_with_a_warning(tmp_path)
     assert all(r.status == "Flat" for r in a.replicas if r.group == "B")      # partly regrown: not Bloating
 
 
-def test_an_early_restart_leaves_the_replica_out_by_name(tmp_path):
-    sc = ts.Scenario(n=4, days=1.5, restart_before_end_s={"C": (30 * 3600.0, 31 * 3600.0)}, restart_low=0.4,
+def test_a_late_restart_of_a_few_relays_leaves_them_out_by_name_and_an_early_one_is_named(tmp_path):
+    # n = 8: three of C's relays restart 2-5 h before the end (C keeps 5), nothing else
+    sc = ts.Scenario(n=8, days=1.5, restart_before_end_s={"C": (2 * 3600.0, 5 * 3600.0)}, restart_low=0.4,
                      ar_share=0.015, step_s=900.0)
-    a, _ = _analyse(tmp_path, 3, sc)
+    t, mb, restarts = ts.series(np.random.default_rng(3), sc)
+    for i in range(3, 8):                                          # only relays 0-2 restart
+        mb["C"][i] = mb["A"][i] * 1.013                           # no restart (not equal: no duplicate)
+    a = ts.analyse_folder(ts.write_folder(tmp_path / "data", t, mb))
     [w] = a.warning("restart-in-window")
-    assert "left out of the comparison" in w.message
-    c = a.group("C")
-    assert c.usable == 0 and c.comparison.status == "untestable"
-    assert all(r.excluded and "restarted inside the comparison window" in r.excluded
-               for r in a.replicas if r.group == "C")
+    assert sorted(w.replicas) == ["crelay00", "crelay01", "crelay02"] and "left out of the comparison" in w.message
+    assert a.window.end == t[-1]                                   # the window is kept
+    assert a.group("C").usable == 5
+    assert all(r.excluded for r in a.replicas if r.name in w.replicas)
 
 
 def test_the_growth_interval_covers_under_noise_on_two_time_scales(monkeypatch):

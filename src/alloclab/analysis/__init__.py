@@ -175,7 +175,7 @@ def analyse(store: Store, metric: str | None = None) -> Analysis:
     window = treatment_window(series, names)
     window, restarts = cut_before_restarts(series, window) if window else (None, [])
     by_series = {s.name: s for s in series}
-    measured = {r.replica: seg for r in restarts if not r.excluded and window is not None
+    measured = {r.replica: seg for r in restarts if r.after_end and window is not None
                 for seg in by_series[r.replica].segments if seg.start <= window.end <= seg.end}
     reps = [replica_stats(s, idle_configured=bool(phases.get("idle")), span=measured.get(s.name)) for s in series]
     interval = float(meta.get("interval", 0) or 0)

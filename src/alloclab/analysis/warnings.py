@@ -215,8 +215,9 @@ def collect(store: Store, series: list[Series], reps: list[ReplicaStats], window
 def restart_warning(restarts: list[Restart], window: Window | None) -> Warning:
     """`restart-in-window` (caution): processes restarted inside the comparison window, recorded
     or not, by name, and what the analysis did about each (docs/analysis.md)."""
-    cut = [r for r in restarts if not r.excluded]
+    cut = [r for r in restarts if r.after_end]
     left = [r for r in restarts if r.excluded]
+    kept = [r for r in restarts if not r.after_end and not r.excluded]
     parts = []
     if cut and window is not None:
         parts.append(f"the window now ends at {utc(window.end, minutes=True)}, before "
@@ -225,8 +226,11 @@ def restart_warning(restarts: list[Restart], window: Window | None) -> Warning:
     if left:
         parts.append(f"{_names(sorted({r.replica for r in left}))} "
                      f"{'are' if len({r.replica for r in left}) > 1 else 'is'} left out of the comparison, growth test "
-                     "and status vote (the group keeps enough replicas without them, or the restart came in the "
-                     "window's first half)")
+                     "and status vote (restarted in the window's second half; the group keeps enough replicas)")
+    if kept:
+        parts.append(f"{_names(sorted({r.replica for r in kept}))} still compared (restarted in the window's first "
+                     "half, or in a group that restarts as a pattern): read their levels as those of processes "
+                     "of that age (the age table)")
     unrecorded = sum(not r.recorded for r in restarts)
     first = restarts[0]
     return Warning("restart-in-window", "caution", sorted({r.replica for r in restarts}), sorted({r.group for r in restarts}),
@@ -234,7 +238,8 @@ def restart_warning(restarts: list[Restart], window: Window | None) -> Warning:
                    f"({unrecorded} with no recorded event; first: {first.replica} at {utc(first.t, minutes=True)}, "
                    f"{first.reason}): a young process's level is not its allocator's; " + "; ".join(parts),
                    {"restarts": [{"replica": r.replica, "group": r.group, "t": r.t, "reason": r.reason,
-                                  "recorded": r.recorded, "excluded": r.excluded} for r in restarts]})
+                                  "recorded": r.recorded, "excluded": r.excluded, "after_window": r.after_end}
+                                 for r in restarts]})
 
 
 def signal_name(sig: int) -> str:

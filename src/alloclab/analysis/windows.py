@@ -163,7 +163,8 @@ class Restart:
     t: float                                # first sample of the new process (segment)
     reason: str                             # the segment's evidence ("unrecorded restart: level -62%", an event)
     recorded: bool
-    excluded: bool = False                  # restarted too early to cut the window there: left out by name
+    excluded: bool = False                  # left out of the comparison by name
+    after_end: bool = False                 # the window was cut to end before it
 
 
 def restarts_in_window(series: list[Series], w: Window) -> list[Restart]:
@@ -181,13 +182,15 @@ def restarts_in_window(series: list[Series], w: Window) -> list[Restart]:
 
 
 def cut_before_restarts(series: list[Series], w: Window) -> tuple[Window, list[Restart]]:
-    """A restart inside the window makes that replica's level at the end a young process's: the
+    """A restart late in the window makes that replica's level at the end a young process's: the
     comparison would measure age, not allocator (every relay of a group restarted 2-5 h before the
-    end: 0.70x "significant" in 56% of null datasets). Restarted replicas are left out by name
-    (Restart.excluded) where their group keeps ≥ RULES min_replicas and ≥ half of its clean
-    replicas without them; otherwise the window ends just before the group's first restart when
-    that keeps ≥ RULES restart_keep_window_share of it (then restarts after the new end are no
-    longer inside it), and replicas restarted earlier are left out."""
+    end: 0.70x "significant" in 56% of null datasets). Acted on: restarts in the window's last
+    (1 − RULES restart_keep_window_share), in groups that do not restart as a pattern (no replica
+    restarted twice inside the window: periodic restarts are a treatment, e.g. "restart-24h").
+    Those replicas are left out by name (Restart.excluded) where their group keeps ≥ RULES
+    min_replicas and ≥ half of its clean replicas without them; otherwise the window ends just
+    before the first such restart, so every level is a process that ran through it. Every
+    restart inside the window is named in the warning, acted on or not."""
     found = restarts_in_window(series, w)
     if not found:
         return w, []
@@ -195,24 +198,29 @@ def cut_before_restarts(series: list[Series], w: Window) -> tuple[Window, list[R
     for s in series:
         if clean_in_window(s, w):
             clean[s.group] = clean.get(s.group, 0) + 1
-    restarted: dict[str, set[str]] = {}
+    count: dict[tuple[str, str], int] = {}
     for r in found:
+        count[(r.group, r.replica)] = count.get((r.group, r.replica), 0) + 1
+    periodic = {g for (g, _), c in count.items() if c >= 2}
+    keep = w.start + RULES["restart_keep_window_share"] * (w.end - w.start)
+    late = [r for r in found if r.group not in periodic and r.t >= keep]
+    restarted: dict[str, set[str]] = {}
+    for r in late:
         restarted.setdefault(r.group, set()).add(r.replica)
     affordable = {g for g, names in restarted.items()
                   if clean[g] - len(names) >= max(RULES["min_replicas"], clean[g] / 2)}
-    keep = w.start + RULES["restart_keep_window_share"] * (w.end - w.start)
-    for r in found:
-        r.excluded = r.group in affordable or r.t < keep
-    late = [r for r in found if not r.excluded]
-    if not late:
+    for r in late:
+        r.excluded = r.group in affordable
+    cut = [r for r in late if not r.excluded]
+    if not cut:
         return w, found
-    # the last sample before the first late restart, over the restarted replicas
     by = {s.name: s for s in series}
-    first = late[0]
+    first = cut[0]
     before = by[first.replica].t[by[first.replica].t < first.t]
     end = max(float(before[-1]) if len(before) else first.t - 1.0, w.start)
     for r in found:
         r.excluded = r.excluded and r.t <= end          # after the new end: no longer inside the window
+        r.after_end = r.t > end
     basis = (w.basis + f"; ended at {utc(end, minutes=True)}, before {first.replica}'s process restart "
              f"({first.reason}), so every level is a process that ran through the window")
     return Window(w.start, end, w.group_starts, basis), found

@@ -51,7 +51,7 @@ def test_restarts_late_in_the_window_end_it_before_them_with_a_warning(tmp_path)
     assert all(r.status == "Flat" for r in a.replicas if r.group == "B")      # partly regrown: not Bloating
 
 
-def test_a_late_restart_of_a_few_relays_leaves_them_out_by_name_and_an_early_one_is_named(tmp_path):
+def test_a_late_restart_of_a_few_relays_leaves_them_out_by_name(tmp_path):
     # n = 8: three of C's relays restart 2-5 h before the end (C keeps 5), nothing else
     sc = ts.Scenario(n=8, days=1.5, restart_before_end_s={"C": (2 * 3600.0, 5 * 3600.0)}, restart_low=0.4,
                      ar_share=0.015, step_s=900.0)

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from alloclab.stats import (SequentialTest, classify, compare_to_baseline, group_growth, growth,  # noqa: E402
                             identical_series)
@@ -314,11 +315,173 @@ def identical(rng: np.random.Generator, relays: int, days: float) -> None:
     row("identical-series: one relay sampled twice (5% of samples missing)", "detected" if hit else "MISSED", "detected", 1)
 
 
+def clopper_pearson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
+    from scipy import stats as sps
+    a = 1 - level
+    lo = 0.0 if k == 0 else float(sps.beta.ppf(a / 2, k, n - k + 1))
+    hi = 1.0 if k == n else float(sps.beta.ppf(1 - a / 2, k + 1, n - k))
+    return lo, hi
+
+
+def rate(k: int, n: int) -> str:
+    lo, hi = clopper_pearson(k, n)
+    return f"{k / n:.1%} [{lo:.1%}–{hi:.1%}] ({k}/{n})"
+
+
+def _draw(rng: np.random.Generator, **fixed):
+    """A TorUtils-like dataset design with its nuisance parameters drawn (so the figures hold across
+    them, not at one setting): sampling 5/10/15 min, AR(1) φ 0.8–0.98 per sample at 1–2%, relay
+    offsets lognormal or heavy-tailed (t4) with spread 5–15%, window start at any hour."""
+    import torutils_scenarios as ts
+    kw = dict(step_s=float(rng.choice([300.0, 600.0, 900.0])), ar_phi=float(rng.uniform(0.8, 0.98)),
+              ar_share=float(rng.uniform(0.01, 0.02)), cv=float(rng.uniform(0.05, 0.15)), heavy=bool(rng.random() < 0.5),
+              start_hour=float(rng.uniform(0, 24)), level_mb=float(rng.uniform(150, 600)))
+    kw.update(fixed)
+    return ts.Scenario(**kw)
+
+
+def scenarios(rng: np.random.Generator, n: int) -> None:
+    """Through the user path: each dataset written as a TorUtils folder (memory.csv, experiment.json),
+    imported with alloclab.torutils.import_torutils and analysed with alloclab.analysis.analyse (what
+    `alloclab report` renders into summary.json / replicas.csv / report.md); 4 groups (A, B, C and
+    the glibc baseline Z), true ratio 1.00 unless stated."""
+    import tempfile
+    import torutils_scenarios as ts
+    work = Path(tempfile.mkdtemp(prefix="alloclab-calibration-"))
+    growing = ("Growing", "Bloating")
+
+    def count(make, what):
+        k_group = k_groups = k_rep = k_reps = k_sig = k_warn = k_bloat = k_b = 0
+        for _ in range(n):
+            sc = make()
+            a, _ = ts.run_scenario(rng, sc, work)
+            k_group += sum(g.status in growing for g in a.groups)
+            k_groups += len(a.groups)
+            reps = [r for r in a.replicas if r.excluded is None]
+            k_rep += sum(r.status in growing for r in reps)
+            k_reps += len(reps)
+            k_sig += any(g.comparison is not None and g.comparison.significant for g in a.groups)
+            k_warn += bool(a.warning("restart-in-window"))
+            b = [r for r in a.replicas if r.group == "B"]
+            k_bloat += sum(r.status == "Bloating" for r in b)
+            k_b += len(b)
+        return dict(group=(k_group, k_groups), rep=(k_rep, k_reps), sig=(k_sig, n), warn=(k_warn, n), bloat=(k_bloat, k_b))
+
+    c = count(lambda: _draw(rng, n=5, days=1.5, cycle_share=float(rng.uniform(0.02, 0.08)),
+                            cycle_phase=float(rng.uniform(0, 2 * np.pi))), "cycle")
+    row("daily cycle 2–8% (shared phase), no trend, 1.5 d, n = 5, window start at any hour: groups Growing/Bloating",
+        rate(*c["group"]), "≤ 1%", n)
+    row("… replicas Growing/Bloating", rate(*c["rep"]), "stated", n)
+    row("… datasets with a significant comparison (family-wise, Holm)", rate(*c["sig"]), "≤ 5%", n)
+    c = count(lambda: _draw(rng, n=5, days=float(rng.uniform(1.5, 4)), cycle_share=float(rng.uniform(0.02, 0.08)),
+                            cycle_period_s=43200.0, cycle_phase=float(rng.uniform(0, 2 * np.pi))), "cycle12")
+    row("12-hour cycle 2–8%, 1.5–4 d, n = 5: groups Growing/Bloating", rate(*c["group"]), "≤ 1%", n)
+    c = count(lambda: _draw(rng, n=5, days=1.5, restart_before_end_s={"B": (2 * 3600.0, 5 * 3600.0)},
+                            restart_low=float(rng.uniform(0.25, 0.6)), restart_regrow_s=float(rng.uniform(3, 12)) * 3600), "late")
+    row("every relay of group B restarts 2–5 h before the end, no event, n = 5: datasets with a significant comparison",
+        rate(*c["sig"]), "≤ 5%", n)
+    row("… restart-in-window warning", rate(*c["warn"]), "100%", n)
+    row("… B relays called Bloating", rate(*c["bloat"]), "0%", n)
+    c = count(lambda: _draw(rng, n=3, days=1.5, restart_before_end_s={"B": (3 * 3600.0, 30 * 3600.0)},
+                            restart_low=float(rng.uniform(0.25, 0.6)), restart_regrow_s=float(rng.uniform(3, 12)) * 3600), "any")
+    row("every relay of B restarts at any position (3–30 h before the end of 36 h), no event, n = 3: significant comparison",
+        rate(*c["sig"]), "≤ 5%", n)
+    row("… restart-in-window warning", rate(*c["warn"]), "100%", n)
+    row("… B relays called Bloating", rate(*c["bloat"]), "stated", n)
+    c = count(lambda: _draw(rng, n=5, days=float(rng.uniform(1.5, 9)), slow_share=0.03, ar_share=0.02,
+                            slow_tau_s=1.7 * 86400, step_s=900.0), "twoscale")
+    row("two-scale noise (AR(1) 2% + slow wander 3%, τ 1.7 d), flat, 1.5–9 d @ 15 min, n = 5: replicas Growing/Bloating",
+        rate(*c["rep"]), "stated", n)
+    row("… groups Growing/Bloating", rate(*c["group"]), "≤ 1%", n)
+    for reps in (3, 5):
+        c = count(lambda: _draw(rng, n=reps, days=float(rng.uniform(1, 9)), heavy=True, cv=0.2), "heavy")
+        row(f"null, heavy-tailed relay offsets (t4, spread 20%), n = {reps}: significant comparison", rate(*c["sig"]), "≤ 5%", n)
+        c = count(lambda: _draw(rng, n=reps, days=2.0, cv=0.2, ratio={"B": 0.7}), "power")
+        row(f"power: B at 0.70×, spread 20%, n = {reps}: datasets with a significant comparison", rate(*c["sig"]), "stated", n)
+    import shutil
+    shutil.rmtree(work, ignore_errors=True)
+
+
+def user_path(rng: np.random.Generator, n: int) -> None:
+    """The faster path (import_torutils + analyse) against the users' (the `alloclab import torutils`
+    and `alloclab report` commands, then summary.json): the same group words, comparisons, p-values
+    and warning kinds on every dataset (cycles, late restarts and staircases mixed)."""
+    import json
+    import subprocess
+    import tempfile
+    import torutils_scenarios as ts
+    exe = str(Path(sys.executable).with_name("alloclab"))
+    same = 0
+    for k in range(n):
+        kind = k % 3
+        sc = _draw(rng, n=3, days=1.5, cycle_share=0.04 if kind == 0 else 0.0,
+                   restart_before_end_s={"B": (2 * 3600.0, 5 * 3600.0)} if kind == 1 else {},
+                   staircase={"A": (5, 0.08)} if kind == 2 else {})
+        t, mb, _ = ts.series(rng, sc)
+        with tempfile.TemporaryDirectory(prefix="alloclab-userpath-") as tmp:
+            folder = ts.write_folder(Path(tmp) / "data", t, mb)
+            a = ts.analyse_folder(folder)
+            subprocess.run([exe, "import", "torutils", str(folder), "-o", str(Path(tmp) / "run")], check=True,
+                           capture_output=True)
+            subprocess.run([exe, "report", str(Path(tmp) / "run"), "-o", str(Path(tmp) / "rep")], check=True,
+                           capture_output=True)
+            doc = json.loads((Path(tmp) / "rep" / "summary.json").read_text())
+        fast = {(g.name, g.status, g.comparison.status if g.comparison else None,
+                 None if g.comparison is None or g.comparison.p_holm is None else round(g.comparison.p_holm, 9))
+                for g in a.groups}
+        slow = {(g["group"], g["status"], g["comparison"], None if g["p_holm"] is None else round(g["p_holm"], 9))
+                for g in doc["groups"]}
+        kinds_fast, kinds_slow = sorted(w.kind for w in a.warnings), sorted(w["kind"] for w in doc["warnings"])
+        same += fast == slow and kinds_fast == kinds_slow
+        if not (fast == slow and kinds_fast == kinds_slow):
+            print(f"  differs: {fast ^ slow} {kinds_fast} {kinds_slow}", file=sys.stderr)
+    row("user path: import_torutils + analyse against `alloclab import torutils` + `alloclab report` (summary.json): "
+        "same words, comparisons, Holm p and warning kinds", f"{same} of {n} datasets", "all", n)
+
+
+def growth_two_scale(rng: np.random.Generator, n: int) -> None:
+    """Within-series growth interval under noise on two time scales (stats.growth directly)."""
+    for label, window, dt in (("1.5 d @ 10 min", 1.5 * 86400, 600.0), ("3 d @ 5 min", 3 * 86400, 300.0),
+                              ("9 d @ 15 min", 9 * 86400, 900.0)):
+        t = sim.times(window, dt)
+        ys = sim.two_scale(rng, n, t, fast_phi=0.9)
+        gs = [growth(t, y) for y in ys]
+        k = sum(g.change_lo <= 0 <= g.change_hi for g in gs)
+        row(f"growth interval coverage, flat, AR(1) 2% (φ 0.9) + slow wander 3% (τ 1.7 d), {label}", rate(k, n), "≥ 93%", n)
+        k = sum(classify(t, y, growth=g).word in ("Growing", "Bloating") for y, g in zip(ys, gs))
+        row(f"… replica Growing/Bloating, {label}", rate(k, n), "≤ 1%", n)
+        ys = sim.growing(rng, n, t, share=0.10, phi=0.95, sd_share=0.02)
+        k = sum(growth(t, y).change_lo > 0 for y in ys)
+        row(f"… power: interval above 0 for +10% (AR(1) φ 0.95, 2%), {label}", rate(k, n), "stated", n)
+
+
+def staircases(rng: np.random.Generator, n: int) -> None:
+    """Ratcheting at realistic noise: +8% in five uneven steps, AR(1) 1–2% at φ 0.5 / 0.9 per
+    sample; and how often flat, cyclic (±4% daily, 1% AR) and smoothly growing (+10%) series get it."""
+    for label, window, dt in (("1.5 d @ 10 min", 1.5 * 86400, 600.0), ("9 d @ 15 min", 9 * 86400, 900.0),
+                              ("6 h @ 60 s", 6 * 3600.0, 60.0)):
+        t = sim.times(window, dt)
+        for sd, phi in ((0.01, 0.5), (0.02, 0.5), (0.01, 0.9), (0.02, 0.9)):
+            ws = words(t, sim.staircase(rng, n, t, climb_share=0.08, steps=5, sd_share=sd, phi=phi))
+            row(f"Ratcheting on +8% five-step staircases, AR(1) {sd:.0%} φ {phi}, {label}",
+                rate(sum(w == "Ratcheting" for w in ws), n), "≥ 80%", n)
+        for phi in (0.5, 0.9, 0.99):
+            ws = words(t, sim.flat(rng, n, t, phi=phi, sd_share=0.02))
+            row(f"Ratcheting on flat AR(1) 2% φ {phi}, {label}", rate(sum(w == "Ratcheting" for w in ws), n), "≤ 1%", n)
+        ws = words(t, sim.sinusoid(rng, n, t, amplitude_share=0.04, period_s=86400.0, sd_share=0.01, phi=0.9))
+        row(f"Ratcheting on a daily cycle ±4% with AR(1) 1%, {label}", rate(sum(w == "Ratcheting" for w in ws), n), "≤ 1%", n)
+        ws = words(t, sim.growing(rng, n, t, share=0.10, phi=0.9, sd_share=0.02))
+        row(f"Ratcheting (not Growing) on a smooth +10% climb, AR(1) 2% φ 0.9, {label}",
+            rate(sum(w == "Ratcheting" for w in ws), n), "stated", n)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="smoke test: fewer simulations")
+    ap.add_argument("--datasets", type=int, default=0, help="datasets per scenario row (--part scenarios; default 200)")
     ap.add_argument("--seed", type=int, default=20261122, help="seed of every simulation")
-    ap.add_argument("--part", default="all", choices=["all", "status", "growth", "compare", "sequential", "identical", "tor-verdict"],
+    ap.add_argument("--part", default="all", choices=["all", "status", "growth", "compare", "sequential", "identical", "tor-verdict",
+                                                      "scenarios", "two-scale", "staircases", "user-path"],
                     help="run one part only")
     args = ap.parse_args()
     n = 60 if args.quick else 1000
@@ -331,6 +494,10 @@ def main() -> int:
         "sequential": lambda rng: sequential(rng, 40 if args.quick else 400),
         "identical": lambda rng: identical(rng, 30 if args.quick else 200, 2 if args.quick else 9),
         "tor-verdict": lambda rng: tor_verdict(rng, 200 if args.quick else 2000),
+        "scenarios": lambda rng: scenarios(rng, args.datasets or (20 if args.quick else 200)),
+        "user-path": lambda rng: user_path(rng, 6 if args.quick else 30),
+        "two-scale": lambda rng: growth_two_scale(rng, 60 if args.quick else 400),
+        "staircases": lambda rng: staircases(rng, 60 if args.quick else 400),
     }
     for k, (name, part) in enumerate(parts.items()):
         if args.part in ("all", name):

@@ -87,6 +87,12 @@ def test_fiveway_final_figures_agree_with_an_independent_computation(fiveway):
     end = max(t for pts in series.values() for t, _ in pts)
     assert a.window.start == start and a.window.end == end
     expected = _expected_end_levels(series, current, start, end)
+    # peterock and posnerdetroit (B) fall 32-33% at 2026-01-10 10:00 UTC with no event: restarted
+    # inside the window, left out by name (B keeps enough relays), so the comparison is not a young process's
+    [w] = a.warning("restart-in-window")
+    assert sorted(w.replicas) == ["peterock", "posnerdetroit"] and "left out" in w.message
+    for nick in w.replicas:
+        expected["B"].pop(nick)
     for g in "ABCDE":
         fig = a.end_figures[g]
         assert set(fig.clean) == set(expected[g]), g

@@ -116,7 +116,13 @@ def test_design_check_warns_before_a_run_when_significance_is_impossible(tmp_pat
     out = StringIO()
     design_check(load_experiment(exp), Console(file=out, width=200))
     assert "design-cannot-show-difference" in out.getvalue() and "replica" in out.getvalue()
+    # 3 replicas: testable, but relays that differ by 20% hide a 0.7× difference (issue 29: 12.5% seen)
     exp.write_text(exp.read_text().replace("replicas = 1", "replicas = 3"))
+    out = StringIO()
+    design_check(load_experiment(exp), Console(file=out, width=200))
+    text = " ".join(out.getvalue().split())
+    assert "differ by 20%" in text and "0.70×" in text and "about 7 replicas per group" in text, text
+    exp.write_text(exp.read_text().replace("replicas = 3", "replicas = 8"))
     out = StringIO()
     design_check(load_experiment(exp), Console(file=out, width=200))
     assert out.getvalue() == ""

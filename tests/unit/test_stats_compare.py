@@ -5,6 +5,7 @@ import numpy as np
 from hypothesis import given, settings, strategies as st
 
 from alloclab.stats import compare_to_baseline, design_min_p, design_warning, letters
+from alloclab.stats.compare import design_power
 from alloclab.stats import calibration as sim
 
 
@@ -74,7 +75,12 @@ def test_letters_never_chain(groups):
 def test_design_checks():
     assert design_min_p((4, 3)) == 0.0
     assert abs(design_min_p((4, 3), method="permutation") - 3 * 2 / 20) < 1e-12    # Holm factor 3 × 2/C(6,3)
-    assert design_warning((4, 3)) is None
+    # 3 replicas per group of 4: fine for relays 3% apart, not for relays 20% apart (issue 29)
+    assert design_warning((4, 3), cv=0.03) is None
+    w = design_warning((4, 3))
+    assert "differ by 20%" in w and "about 18% of runs" in w and "about 9 replicas per group" in w, w
+    assert design_warning((4, 9)) is None
+    assert design_power(3, 3, 0.7, 0.2, gamma=0.05 / 3) < design_power(9, 9, 0.7, 0.2, gamma=0.05 / 3)
     assert "2 replicas" in design_warning({"a": 2, "b": 3}, "b")
 
 

@@ -25,7 +25,7 @@ from .replica import ReplicaStats, classify, detect_warmup, release_events, repl
 from .rules import RULES, STATUS_ORDER
 from .verdict import Recommendation, recommend
 from .warnings import Warning, collect, signal_name
-from .windows import AgeTable, EndFigure, Window, age_table, clean_in_window, edge_levels, end_figures, treatment_window
+from .windows import AgeTable, EndFigure, Window, age_table, clean_in_window, cut_before_restarts, end_figures, treatment_window
 
 __all__ = ["analyse", "Analysis", "GroupSummary", "GroupComparison", "ReplicaStats", "Series", "Segment", "Warning",
            "Recommendation", "RULES", "STATUS_ORDER", "METRIC_COLUMN", "classify", "replica_stats", "theil_sen",
@@ -63,6 +63,7 @@ class GroupSummary:
     growth: stats.GroupGrowth | None = None   # change over the group's common window, tested across replicas
     growth_span: tuple[float, float] | None = None
     excluded: list[str] = field(default_factory=list)   # replicas left out of the comparison (ended early), by name
+    status_reason: str = ""            # why the group's word: its replicas' votes, or the across-replica test and why it differs
 
 
 @dataclass
@@ -101,22 +102,33 @@ def _mean_present(xs) -> float | None:
     return float(np.mean(v)) if v else None
 
 
-def _group_status(words: list[str], verified: int, growth: "stats.GroupGrowth | None" = None) -> str:
-    """The most common replica word (ties: the more severe); a group whose replicas grow
-    significantly beyond the flat threshold across replicas (stats.group_growth) is Growing or
-    Bloating whatever single replicas' withheld intervals say (Ratcheting, the more specific
-    diagnosis, stays when it is the replicas' word and the growth is below Bloating)."""
+GROWTH_WORDS = ("Growing", "Bloating", "Ratcheting")
+
+
+def _group_status(words: list[str], verified: int, growth: "stats.GroupGrowth | None" = None) -> tuple[str, str]:
+    """(word, why). The most common replica word (ties: the more severe); a group whose replicas
+    grow significantly beyond the flat threshold across replicas (stats.group_growth, a daily
+    cycle fitted out) is Growing or Bloating even where single replicas' intervals are too wide
+    to show it — the reason then says so (Ratcheting, the more specific diagnosis, stays when it
+    is the replicas' word and the growth is below Bloating); replicas growing by their own
+    intervals that the across-replica test does not confirm keep their word, with that reason."""
     if verified == 0:
-        return "Unverified"
+        return "Unverified", "no replica verified"
     if not words:
-        return "Too short"
+        return "Too short", "no replica with a steady window"
     counts = {w: words.count(w) for w in set(words)}
     top = max(counts.values())
     word = min((w for w, c in counts.items() if c == top), key=STATUS_ORDER.index)
+    votes = f"{counts[word]} of {len(words)} replicas {word}"
+    growing = sum(w in GROWTH_WORDS for w in words)
     if growth is not None and growth.word is not None:
         if growth.word == "Bloating" or word not in ("Ratcheting", "Bloating"):
-            return growth.word
-    return word
+            alone = (f"; {growing} of {len(words)} replicas show growth by their own intervals"
+                     + (" (each alone too noisy to)" if growing < len(words) else ""))
+            return growth.word, f"across replicas: {growth.reason}{alone}"
+    if word in GROWTH_WORDS and growth is not None and growth.p_adj is not None and not growth.significant:
+        return word, f"{votes} by their own intervals; across replicas not shown ({growth.reason})"
+    return word, votes
 
 
 def _ended_early(s: Series, window: Window | None, interval: float) -> str | None:
@@ -152,7 +164,7 @@ def _group_growth(series: list[Series], reps: list[ReplicaStats], groups: list[s
         if hi <= lo:
             continue
         edge = RULES["growth_edge_share"] * (hi - lo)
-        lv = [e for s in inc if (e := edge_levels(s, lo, hi, edge)) is not None]
+        lv = [e[:2] for s in inc if (e := stats.trend_edges(s.t, s.mb, lo, hi, edge)) is not None]
         starts[g], ends[g] = np.array([a for a, _ in lv]), np.array([b for _, b in lv])
         spans[g], lengths[g] = (lo, hi), hi - lo
     return stats.group_growth(starts, ends, lengths), spans
@@ -169,16 +181,22 @@ def analyse(store: Store, metric: str | None = None) -> Analysis:
     series = load_series(store, metric)
     duplicates = drop_duplicates(series)          # one process sampled twice counts once (before segmenting)
     mapping = segment(store, series)
-    reps = [replica_stats(s, idle_configured=bool(phases.get("idle"))) for s in series]
     window = treatment_window(series, names)
-    interval = float(meta.get("interval", 0) or 0)
+    window, restarts = cut_before_restarts(series, window) if window else (None, [])
     by_series = {s.name: s for s in series}
+    measured = {r.replica: seg for r in restarts if r.after_end and window is not None
+                for seg in by_series[r.replica].segments if seg.start <= window.end <= seg.end}
+    reps = [replica_stats(s, idle_configured=bool(phases.get("idle")), span=measured.get(s.name)) for s in series]
+    interval = float(meta.get("interval", 0) or 0)
+    early = {r.replica: r for r in restarts if r.excluded}
     for r in reps:
-        r.excluded = _ended_early(by_series[r.name], window, interval)
+        r.excluded = _ended_early(by_series[r.name], window, interval) or (
+            f"process restarted inside the comparison window ({early[r.name].reason}, "
+            f"{utc(early[r.name].t, minutes=True)}): its level is a young process's" if r.name in early else None)
     listed: dict[str, set[str]] = {}
     for m in store.memberships():
         listed.setdefault(m["group_name"], set()).add(m["replica"])
-    figures = end_figures(series, names, window, listed) if window else {}
+    figures = end_figures(series, names, window, listed, set(early)) if window else {}
     # the level each replica enters the comparison with
     levels: dict[str, np.ndarray] = {}
     if imported and window:
@@ -193,6 +211,10 @@ def analyse(store: Store, metric: str | None = None) -> Analysis:
     comps = compare_groups(levels, baseline, seed=int(meta.get("seed", "0") or 0))
     growths, spans = _group_growth(series, reps, names, window, interval)
     summaries = []
+    status_of = {g: _group_status([r.status for r in reps if r.group == g and r.verified is not False
+                                   and r.steady_mb is not None and r.excluded is None],
+                                  len([r for r in reps if r.group == g and r.verified is not False]), growths.get(g))
+                 for g in names}
     for g in groups:
         rs = [r for r in reps if r.group == g["name"]]
         ok = [r for r in rs if r.verified is not False and r.steady_mb is not None and r.excluded is None]
@@ -214,8 +236,7 @@ def analyse(store: Store, metric: str | None = None) -> Analysis:
             release_events=_median(float(r.release_events) for r in ok),
             frag_overhead_mb=_median(r.frag_overhead_mb for r in ok), ops_per_s=_median(r.ops_per_s for r in ok),
             cpu_us_per_op=_median(r.cpu_us_per_op for r in ok),
-            status=_group_status([r.status for r in ok], len([r for r in rs if r.verified is not False]),
-                                 growths.get(g["name"])),
+            status=status_of[g["name"]][0], status_reason=status_of[g["name"]][1],
             comparison=comps.get(g["name"]), published_mb=fig.published_mb if fig else None,
             growth=growths.get(g["name"]), growth_span=spans.get(g["name"]),
             excluded=[r.name for r in rs if r.excluded]))
@@ -232,7 +253,7 @@ def analyse(store: Store, metric: str | None = None) -> Analysis:
         host_of = {r["name"]: r.get("host") for r in store.replicas()}
         a.hosts = host_factor([(r.group, host_of.get(r.name), r.steady_mean_mb) for r in reps if r.verified is not False
                                and r.steady_mean_mb is not None and r.excluded is None], baseline)
-    a.warnings = collect(store, series, reps, window, figures, mapping, names, imported, duplicates)
+    a.warnings = collect(store, series, reps, window, figures, mapping, names, imported, duplicates, restarts)
     a.recommendation = recommend(a)
     from .decomposition import decompose
     a.decomposition = decompose(store, a)

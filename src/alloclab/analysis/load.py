@@ -230,6 +230,21 @@ def _applies(e: dict, group: str, mapping: dict[str, LabelMapping]) -> bool:
     return bool(m and group in m.groups)
 
 
+def _unrecorded_restarts(mb: np.ndarray, rels: np.ndarray) -> list[int]:
+    """Sample indices where a process restarted with no event recorded: a fall of ≥
+    RULES restart_fall_share between two samples to a level the series stays near (the median of
+    that sample and the next two is still ≥ half that fall below the level before it) — a young
+    process, not a one-sample dip; or any fall of ≥ unexplained_drop_share."""
+    fall = RULES["restart_fall_share"]
+    out = []
+    for i in (np.flatnonzero(rels <= -fall) + 1).tolist():
+        before = mb[i - 1]
+        after = float(np.nanmedian(mb[i:i + 3]))
+        if rels[i - 1] <= -RULES["unexplained_drop_share"] or after <= before * (1 - fall / 2):
+            out.append(i)
+    return out
+
+
 def segments_imported(store: Store, series: list[Series], mapping: dict[str, LabelMapping]) -> None:
     """Cut imported series at confirmed steps; attribute each piece (see the module docstring)."""
     events = [e for e in store.events(exclude=NOT_CHANGES - RESTART_KINDS)]
@@ -253,8 +268,8 @@ def segments_imported(store: Store, series: list[Series], mapping: dict[str, Lab
         with np.errstate(divide="ignore", invalid="ignore"):
             rels = np.where(prev > 0, (s.mb[1:] - prev) / np.where(prev > 0, prev, 1.0), 0.0)
         # only samples with an event or a drop can be cut: visit those, not every sample
-        drops = np.flatnonzero(rels <= -RULES["unexplained_drop_share"]) + 1
-        for i in sorted(set(at) | set(drops.tolist())):
+        drops = _unrecorded_restarts(s.mb, rels)
+        for i in sorted(set(at) | set(drops)):
             evs = at.get(i, [])
             rel = float(rels[i - 1])
             if evs and abs(rel) >= step:
@@ -264,7 +279,7 @@ def segments_imported(store: Store, series: list[Series], mapping: dict[str, Lab
                 desc = "; ".join(f"{e['kind']} '{e['description']}' ({e['group_name']})" for e in evs)
                 cuts.append((i, bool(changes), bool(own), f"{desc}; level {rel:+.0%}",
                              sources.pop() if len(sources) == 1 else None))
-            elif rel <= -RULES["unexplained_drop_share"]:
+            elif i in drops:
                 cuts.append((i, False, False, f"unrecorded restart: level {rel:+.0%}", None))
         lists = historical.get(s.replica_id, [])
         moved_from = [g for g in lists if g != s.group]       # it ran that group's allocator before it moved

@@ -11,7 +11,7 @@ import numpy as np
 from scipy import stats as sps
 
 from .. import stats
-from .load import Series
+from .load import Segment, Series
 from .rules import RULES
 
 @dataclass
@@ -123,11 +123,12 @@ def _view(s: Series, start: float, end: float) -> Series:
                   s.cpu_s[m], s.lazyfree_mb[m], s.segments, s.exit_code, s.ended_at, s.end_kind)
 
 
-def replica_stats(s: Series, idle_configured: bool = False) -> ReplicaStats:
-    """Statistics of the replica's clean span (none: the replica ends off its group's allocator).
-    Samples with no recorded phase count as load; idle release is measured only when the run
-    configured an idle phase (no phase is invented)."""
-    clean = s.clean
+def replica_stats(s: Series, idle_configured: bool = False, span: Segment | None = None) -> ReplicaStats:
+    """Statistics of the replica's clean span (none: the replica ends off its group's allocator),
+    or of `span` (the process the comparison measures when the last one restarted inside the
+    window: a partly regrown process is not Bloating). Samples with no recorded phase count as
+    load; idle release is measured only when the run configured an idle phase (no phase is invented)."""
+    clean = span or s.clean
     r = ReplicaStats(s.name, s.group, s.verified, 0)
     if clean is None or not len(s.t):
         r.status = classify(r)

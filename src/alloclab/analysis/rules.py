@@ -26,7 +26,10 @@ RULES = {
     "start_skew_intervals": 3,        # replicas whose analysed data start further apart: started apart
     # segments (analysis/load.py)
     "segment_step_share": 0.3,        # a step of 30%+ between the samples around an event confirms it
-    "unexplained_drop_share": 0.5,    # a drop of 50%+ with no event: an unrecorded process restart
+    "unexplained_drop_share": 0.5,    # a drop of 50%+ with no event: an unrecorded process restart ...
+    "restart_fall_share": 0.3,        # ... or of 30%+ to a level the next samples stay near (a young process)
+    "restart_keep_window_share": 0.5, # restarts inside the window: it ends before the first one when that keeps half of it;
+                                      # replicas restarted earlier are left out of the comparison by name
     # windows (analysis/windows.py)
     "end_span_share": 0.0,            # a level "at time T": its last sample at or before T (a share > 0: median over that share of the window)
     "published_differs_share": 0.02,  # published-style and clean figures further apart: show both, say why

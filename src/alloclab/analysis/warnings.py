@@ -16,7 +16,7 @@ from .duplicates import Duplicate, identical_pairs  # noqa: F401  (identical_pai
 from .load import LabelMapping, Series
 from .replica import ReplicaStats
 from .rules import RULES
-from .windows import EndFigure, Window
+from .windows import EndFigure, Restart, Window
 
 
 @dataclass
@@ -39,9 +39,12 @@ def _names(xs: list[str], k: int = 8) -> str:
 
 def collect(store: Store, series: list[Series], reps: list[ReplicaStats], window: Window | None,
             figures: dict[str, EndFigure], mapping: dict[str, LabelMapping], groups: list[str],
-            imported: bool, duplicates: list[Duplicate] | None = None) -> list[Warning]:
+            imported: bool, duplicates: list[Duplicate] | None = None,
+            restarts: list[Restart] | None = None) -> list[Warning]:
     meta = store.meta()
     out: list[Warning] = []
+    if restarts:
+        out.append(restart_warning(restarts, window))
     # mixed allocators: a group's published figure includes data from other allocators
     for g, f in figures.items():
         mixed = [w for w in f.why if "data end at" not in w]      # ended early: named elsewhere, not a mix
@@ -205,6 +208,36 @@ def collect(store: Store, series: list[Series], reps: list[ReplicaStats], window
         out.append(Warning("event-label-unmapped", "info", [], [], "event labels mapped without evidence: "
                            + "; ".join(f"{m.label} → {', '.join(m.groups) or 'none'}" for m in guessed)))
     return out
+
+
+def restart_warning(restarts: list[Restart], window: Window | None) -> Warning:
+    """`restart-in-window` (caution): processes restarted inside the comparison window, recorded
+    or not, by name, and what the analysis did about each (docs/analysis.md)."""
+    cut = [r for r in restarts if r.after_end]
+    left = [r for r in restarts if r.excluded]
+    kept = [r for r in restarts if not r.after_end and not r.excluded]
+    parts = []
+    if cut and window is not None:
+        parts.append(f"the window now ends at {utc(window.end, minutes=True)}, before "
+                     f"{_names(sorted({r.replica for r in cut}))} restarted, so their levels are the processes "
+                     "that ran through it")
+    if left:
+        parts.append(f"{_names(sorted({r.replica for r in left}))} "
+                     f"{'are' if len({r.replica for r in left}) > 1 else 'is'} left out of the comparison, growth test "
+                     "and status vote (restarted in the window's second half; the group keeps enough replicas)")
+    if kept:
+        parts.append(f"{_names(sorted({r.replica for r in kept}))} still compared (restarted in the window's first "
+                     "half, or in a group that restarts as a pattern): read their levels as those of processes "
+                     "of that age (the age table)")
+    unrecorded = sum(not r.recorded for r in restarts)
+    first = restarts[0]
+    return Warning("restart-in-window", "caution", sorted({r.replica for r in restarts}), sorted({r.group for r in restarts}),
+                   f"{len({r.replica for r in restarts})} replicas' processes restarted inside the comparison window "
+                   f"({unrecorded} with no recorded event; first: {first.replica} at {utc(first.t, minutes=True)}, "
+                   f"{first.reason}): a young process's level is not its allocator's; " + "; ".join(parts),
+                   {"restarts": [{"replica": r.replica, "group": r.group, "t": r.t, "reason": r.reason,
+                                  "recorded": r.recorded, "excluded": r.excluded, "after_window": r.after_end}
+                                 for r in restarts]})
 
 
 def signal_name(sig: int) -> str:

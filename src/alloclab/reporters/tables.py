@@ -52,7 +52,7 @@ def summary_rows(a: Analysis) -> list[dict]:
             "p_holm": c.p_holm if c else None, "cliffs_delta": c.cliffs_delta if c else None,
             "rank": c.rank if c else None, "idle_released_share": g.idle_released_share,
             "release_events": g.release_events, "frag_overhead_mb": g.frag_overhead_mb,
-            "ops_per_s": g.ops_per_s, "cpu_us_per_op": g.cpu_us_per_op, "status": g.status,
+            "ops_per_s": g.ops_per_s, "cpu_us_per_op": g.cpu_us_per_op, "status": g.status, "status_reason": g.status_reason,
         })
     return rows
 

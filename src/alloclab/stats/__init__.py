@@ -12,6 +12,9 @@ growth.py
         The same question across replicas: log(end/start) per clean replica over the group's common
         window, one-sample t, Holm across groups; .word is "Growing"/"Bloating" when the group grows
         beyond the flat threshold (within-series intervals may be withheld; this test needs none).
+    trend_edges(t_s, y, start, end, edge_s) -> (start_mb, end_mb, basis) | None
+        A replica's level at a span's ends: over a day or more, the trend beside a fitted daily
+        cycle (2 harmonics), so a cycle every replica shares is not growth; else edge medians.
 status.py
     RULES, STATUS_ORDER, release_events(t_s, y, level) -> Releases,
     classify(t_s, y, *, verified=True, growth=None, seed=0) -> StatusCall (its .word is the status word)
@@ -23,7 +26,9 @@ compare.py
         exact permutation p on log levels as a cross-check.
     letters(levels, *, alpha=0.05) -> dict[str, str]   compact letter display, Holm over all pairs
     design_min_p(replicas, baseline=None, *, method="welch") -> float
-    design_warning(replicas, baseline=None, *, alpha=0.05) -> str | None
+    design_warning(replicas, baseline=None, *, alpha=0.05, cv=None) -> str | None
+        also the power to show a 0.7× difference when replicas differ by cv (RULES design_replica_cv,
+        20%), with the replicas needed (compare.design_power, design_spread_warning)
 across_runs.py
     compare_pairs(pairs, *, alpha=0.05, margin=0.05, seed=0) -> dict[str, Comparison]
         The same group in two runs (B against A): Welch t on log levels, Holm across groups, ratio
@@ -50,7 +55,7 @@ calibration.py
 Changes from the brief: classify takes the steady window's arrays and returns a StatusCall (word
 plus the evidence behind it) rather than a bare string; growth takes an optional `level`.
 """
-from .growth import Growth, GroupGrowth, group_growth, growth
+from .growth import Growth, GroupGrowth, group_growth, growth, trend_edges
 from .status import RULES, STATUS_ORDER, Releases, StatusCall, classify, release_events
 from .compare import Comparison, compare_to_baseline, letters, design_min_p, design_warning
 from .sequential import SequentialDecision, SequentialTest
@@ -59,7 +64,7 @@ from .threshold import ThresholdDecision, ThresholdTest
 
 __all__ = [
     "median_present",
-    "Growth", "growth", "GroupGrowth", "group_growth", "RULES", "STATUS_ORDER", "Releases", "StatusCall", "classify", "release_events",
+    "Growth", "growth", "GroupGrowth", "group_growth", "trend_edges", "RULES", "STATUS_ORDER", "Releases", "StatusCall", "classify", "release_events",
     "Comparison", "compare_to_baseline", "letters", "design_min_p", "design_warning",
     "SequentialDecision", "SequentialTest", "SeriesMatch", "identical_series",
     "ThresholdDecision", "ThresholdTest",

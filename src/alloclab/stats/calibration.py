@@ -26,6 +26,18 @@ def flat(rng, n_series, t, *, level=100.0, sd_share=0.02, phi=0.95) -> np.ndarra
     return level * (1 + ar1(rng, n_series, len(t), phi, sd_share))
 
 
+def two_scale(rng, n_series, t, *, fast_share=0.02, fast_phi=0.9, slow_share=0.03, slow_tau_s=1.7 * 86400,
+              share=0.0, level=100.0) -> np.ndarray:
+    """Noise on two time scales: a fast AR(1) (marginal SD fast_share, φ per sample) plus a slow
+    wander (marginal SD slow_share, autocorrelation time slow_tau_s, i.e. φ = exp(−dt/τ)), and a
+    true linear growth of `share` over the window."""
+    dt = float(np.median(np.diff(t)))
+    slow_phi = float(np.exp(-dt / slow_tau_s))
+    ramp = share * (t - t[0]) / (t[-1] - t[0])
+    return level * (1 + ramp[None, :] + ar1(rng, n_series, len(t), fast_phi, fast_share)
+                    + ar1(rng, n_series, len(t), slow_phi, slow_share))
+
+
 def growing(rng, n_series, t, *, share=0.10, level=100.0, sd_share=0.02, phi=0.95) -> np.ndarray:
     """A true linear growth of `share` of the level over the window, plus AR(1) noise."""
     ramp = share * (t - t[0]) / (t[-1] - t[0])

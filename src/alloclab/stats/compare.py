@@ -327,9 +327,45 @@ def design_min_p(replicas, baseline: str | None = None, *, method: str = "welch"
     raise ValueError(f"unknown method {method!r}")
 
 
-def design_warning(replicas, baseline: str | None = None, *, alpha: float = 0.05) -> str | None:
+def design_power(n_a: int, n_b: int, ratio: float, cv: float, *, gamma: float) -> float:
+    """Power of a two-sided t test at level gamma on log levels (df n_a + n_b − 2) for a true
+    ratio between groups whose replicas spread with log-sd cv (noncentral t)."""
+    if n_a < 2 or n_b < 2:
+        return 0.0
+    df = n_a + n_b - 2
+    nc = abs(math.log(ratio)) / (cv * math.sqrt(1 / n_a + 1 / n_b))
+    tc = special.stdtrit(df, 1 - gamma / 2)
+    pw = float(1 - special.nctdtr(df, nc, tc) + special.nctdtr(df, nc, -tc))
+    return pw if math.isfinite(pw) else 1.0          # nctdtr gives NaN far in the tail
+
+
+def design_spread_warning(counts: dict[str, int], baseline: str, *, alpha: float, cv: float | None = None,
+                          ratio: float | None = None) -> str | None:
+    """When replicas differ by `cv` (RULES design_replica_cv, 20%: Tor relays can), can this
+    design show a `ratio` (RULES design_ratio, 0.7×, and its inverse) at 80% power? The test is
+    taken at α/m (Holm's first step, m comparisons to the baseline), the smallest group against
+    the baseline. None when it can."""
+    cv = RULES["design_replica_cv"] if cv is None else cv
+    ratio = RULES["design_ratio"] if ratio is None else ratio
+    others = {g: n for g, n in counts.items() if g != baseline}
+    if not others or counts[baseline] < 2:
+        return None
+    m = len(others)
+    n = min(others.values())
+    gamma = alpha / m
+    low = design_power(n, counts[baseline], ratio, cv, gamma=gamma)
+    if low >= RULES["power_target"]:
+        return None
+    need = replicas_needed(math.log(ratio), cv, gamma=gamma)
+    return (f"if replicas differ by {cv:.0%} (coefficient of variation; Tor relays can), {n} replicas per group "
+            f"show a {ratio:.2f}× (or {1 / ratio:.2f}×) difference from the baseline in only about {low:.0%} of runs (Holm over {m} comparison{'s' if m > 1 else ''}); about "
+            f"{need if need is not None else 'more than 1000'} replicas per group give {RULES['power_target']:.0%}")
+
+
+def design_warning(replicas, baseline: str | None = None, *, alpha: float = 0.05, cv: float | None = None) -> str | None:
     """None, or one sentence on why a significant result is impossible or unlikely with this
-    design (groups × replicas), to show before a run starts."""
+    design (groups × replicas), to show before a run starts; `cv`: the replicas' expected spread
+    (default RULES design_replica_cv)."""
     counts, baseline = _design(replicas, baseline)
     if counts[baseline] < 2:
         return (f"the baseline {baseline} has {counts[baseline]} replica: no difference from it can be "
@@ -345,4 +381,4 @@ def design_warning(replicas, baseline: str | None = None, *, alpha: float = 0.05
         return (f"{', '.join(two)} {'has' if len(two) == 1 else 'have'} 2 replicas: Welch's test then has "
                 "as little as 1 degree of freedom and only differences far larger than the replica "
                 "spread can be significant; run at least 3 replicas per group")
-    return None
+    return design_spread_warning(counts, baseline, alpha=alpha, cv=cv)

@@ -14,9 +14,14 @@ RULES: dict[str, float] = {
     "growth_max_points": 512,         # longer series are averaged into this many equal time bins
     "growth_level": 0.95,             # the change's interval: 95% ...
     "growth_phi_bound": 0.90,         # ... at a 90% upper confidence bound on the residuals' AR(1) φ
+    "growth_min_scale_points": 12,    # ... also on 128 / 32 / 16 coarser bins (≥ 12 points) where the fine AR(1) fails there
+    "growth_phi_bound_coarse": 0.90,  # ... then at that scale's own 90% bound (noise on two time scales)
+    "growth_coarse_trigger": 0.25,    # ... "fails": the median-unbiased variance there above a quarter of the fine bound's
     "growth_exact_rel": 1e-9,         # residuals below 1e-9 of the level: an exact line, exact answer
     "rate_min_window_s": 6 * 3600.0,  # a rate per hour only over ≥ 6 h ...
     "rate_min_blocks": 8,             # ... resting on ≥ 8 effective independent samples
+    "growth_cycle_period_s": 86400.0, # group growth over ≥ a day: the trend beside a fitted daily cycle ...
+    "growth_cycle_harmonics": 2,      # ... of 2 harmonics (24 h and 12 h)
     # -- status words (stats.status)
     "flat_max_growth_share": 0.05,    # Growing needs a change > 5% of the level over the window ...
     "growing_min_change_mb": 1.0,     # ... and ≥ 1 MB, with its 95% interval above zero
@@ -30,10 +35,13 @@ RULES: dict[str, float] = {
     "ratchet_min_quiet_share": 0.5,   # ... and over ≥ half of the steady window, up to its end,
     "ratchet_max_drawdown": 0.25,     # ... never falling back by more than 25% of that climb ...
     "ratchet_step_time_share": 0.2,   # ... and in steps: half of the rise within ≤ 20% of the time
+    "ratchet_noise_climb": 2.0,       # in noise (per-bin medians): the climb ≥ 2 × the medians' largest noise excursion
     # -- comparisons (stats.compare)
     "alpha": 0.05,                    # family-wise error rate (Holm)
     "equivalence_margin": 0.05,       # equivalent: ratio interval inside [1/1.05, 1.05]
     "power_target": 0.80,             # "replicas needed" is for 80% power
+    "design_replica_cv": 0.20,        # the design check before a run assumes replicas may differ by 20% ...
+    "design_ratio": 0.70,             # ... and asks for 80% power to show a 0.7× (and 1/0.7×) difference
     "permutation_exact_limit": 20000, # exact permutation p up to this many splits, else sampled
     "permutation_samples": 20000,
     # -- identical-series check (stats.checks)

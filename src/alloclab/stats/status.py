@@ -158,6 +158,95 @@ def _ratchet(t: np.ndarray, y: np.ndarray, level: float, rel: Releases) -> tuple
                   f"(largest fall back {drawdown:.1f} MB)")
 
 
+def isotonic(y: np.ndarray) -> np.ndarray:
+    """The non-decreasing least-squares fit of y (pool adjacent violators)."""
+    vals, counts = [], []
+    for v in y.tolist():
+        vals.append(v)
+        counts.append(1)
+        while len(vals) > 1 and vals[-2] > vals[-1]:
+            c = counts[-2] + counts[-1]
+            vals[-2] = (vals[-2] * counts[-2] + vals[-1] * counts[-1]) / c
+            counts[-2] = c
+            vals.pop()
+            counts.pop()
+    return np.repeat(vals, counts)
+
+
+def _sudden_steps(med: np.ndarray, first: int, sd: float, rho: float) -> list[float]:
+    """Sizes of the separate sudden rises of the bin medians from index `first` on: peaks of
+    D_j = mean(med[j:j+w]) − mean(med[j−w:j]) (w = k/12 bins) beyond √(2 ln(k/w)) + 0.5 times
+    the SD of D under AR(1) noise of marginal SD `sd` and lag-1 correlation `rho` between bins,
+    at least w apart, largest first."""
+    k = len(med)
+    w = max(2, k // 12)
+    c = np.concatenate([[0.0], np.cumsum(med)])
+    j = np.arange(max(first, w), k - w + 1)
+    if len(j) < 3:
+        return []
+    dj = (c[j + w] - c[j]) / w - (c[j] - c[j - w]) / w
+    rho = min(max(rho, 0.0), 0.95)
+    sd_d = sd * math.sqrt(2 / w * (1 + rho) / (1 - rho))
+    # a smooth climb lifts D everywhere: the baseline is D's lower quartile plus where that
+    # quartile sits in noise alone (0.674 SD), ≈ 0 for steps on a flat floor, the slope for a climb
+    base = max(float(np.percentile(dj, 25)) + 0.674 * sd_d, 0.0)
+    cut = base + (math.sqrt(2 * math.log(max(k / w, 2.0))) + 0.5) * sd_d
+    out, taken = [], []
+    for idx in np.argsort(dj)[::-1]:
+        if dj[idx] <= cut:
+            break
+        if all(abs(int(idx) - t) >= w for t in taken):
+            taken.append(int(idx))
+            out.append(float(dj[idx] - base))
+    return out
+
+
+def _ratchet_in_noise(t: np.ndarray, y: np.ndarray, level: float) -> tuple[bool, str]:
+    """Ratcheting where the noise wanders more than the steps are tall (1–2% AR noise against
+    +1.6% steps): on the per-bin medians (1/50 of the window), whose noise is estimated from their
+    differences (robust to the few steps) and scaled up by their lag-1 autocorrelation around a
+    non-decreasing fit (a wander is not independent bin to bin). A release is a fall from the
+    medians' running peak beyond what two noisy medians differ by (the max over the bins); the
+    release-free stretch up to the end lasts ≥ ratchet_min_quiet_s and ≥ ratchet_min_quiet_share
+    of the window; over it the non-decreasing fit climbs ≥ ratchet_min_climb_share of the level
+    and ≥ ratchet_noise_climb × the noise, half of it in ≥ 2 sudden steps (bin-to-bin rises beyond
+    the largest the bin-to-bin noise gives)."""
+    _, med = bin_medians(t, y)
+    ok = np.isfinite(med)
+    med = med[ok]
+    k = len(med)
+    if k < 12:
+        return False, ""
+    d = np.diff(med)
+    sd = 1.4826 * float(np.median(np.abs(d - np.median(d)))) / math.sqrt(2)
+    r = med - isotonic(med)
+    r = r - r.mean()
+    rho = float(np.sum(r[1:] * r[:-1]) / max(float(np.sum(r * r)), 1e-300))
+    sd = max(sd / math.sqrt(max(1 - rho, 0.05)), 1e-9 * max(level, 1.0))     # marginal, from differences
+    q = math.sqrt(2 * math.log(k)) + 1
+    falls = np.maximum.accumulate(med) - med
+    out = np.flatnonzero(falls > q * sd * math.sqrt(2))
+    first = int(out[-1]) + 1 if len(out) else 0
+    window = float(t[-1] - t[0])
+    quiet = window * (k - first) / k
+    if first >= k - 3 or quiet < max(RULES["ratchet_min_quiet_s"], RULES["ratchet_min_quiet_share"] * window):
+        return False, "released memory in its noise-level medians"
+    fit = isotonic(med[first:])
+    climb = float(fit[-1] - fit[0])
+    if climb < max(RULES["ratchet_min_climb_share"] * level, RULES["ratchet_noise_climb"] * q * sd):
+        return False, f"climbed {climb:+.1f} MB in its medians, within the noise ({sd:.1f} MB)"
+    # steps: rises between the means of w bins before and after a point, beyond what the noise
+    # gives there (robust spread of that difference over the window, the largest of k/w), carrying
+    # half of the climb; a smooth climb or a wander rises about as much
+    # everywhere and has no such peaks
+    steps = _sudden_steps(med, first, sd, rho)
+    if not steps or sum(steps) < 0.5 * climb:
+        return False, (f"climbed {climb:.1f} MB, {len(steps)} sudden step(s) carrying {sum(steps):.1f} MB: "
+                       "a smooth climb, not steps")
+    return True, (f"climbed {climb:.1f} MB ({climb / level:.1%}) in steps over the last {quiet / window:.0%} of the window "
+                  f"without a release beyond its noise ({sd:.1f} MB per 1/{k} of the window)")
+
+
 def classify(t_s: np.ndarray, y: np.ndarray, *, verified: bool | None = True,
              growth: Growth | None = None, seed: int = 0) -> StatusCall:
     """The status word of one replica from its steady window (t_s seconds, y MB)."""
@@ -181,6 +270,10 @@ def classify(t_s: np.ndarray, y: np.ndarray, *, verified: bool | None = True,
     if growing and g.change_share >= RULES["bloating_window_share"]:
         return StatusCall("Bloating", grew, g, rel, iqr)
     ratchet, why = _ratchet(t_s, y, level, rel)
+    if not ratchet:
+        noisy, why_noisy = _ratchet_in_noise(t_s, y, level)
+        if noisy:
+            ratchet, why = True, why_noisy
     if ratchet:
         return StatusCall("Ratcheting", why, g, rel, iqr)
     if growing:

@@ -37,10 +37,14 @@ def test_short_phases_and_two_replicas_warn_before_the_run(tmp_path):
     # the case: a 60 s load at 1 s leaves a window under the 60 s the status rules need
     exp.write_text(SHORT.replace('interval = "10s"', 'interval = "1s"'))
     assert planned_warnings(load_experiment(exp))[1].kind == "too-short-planned"
-    # long enough with an explicit warm-up, and 3 replicas: nothing to say
+    # long enough with an explicit warm-up: at 3 replicas only the power statement (replicas that may
+    # differ by 20%, as relays do) remains; at 9 replicas nothing to say
     exp.write_text(SHORT.replace("replicas = 2", "replicas = 3").replace('load = "60s"', 'warmup = "20s"\nload = "80s"'))
     e = load_experiment(exp)
-    assert steady_allowance(e) == SteadyAllowance(8, 8, 70.0, 70.0) and planned_warnings(e) == []
+    assert steady_allowance(e) == SteadyAllowance(8, 8, 70.0, 70.0)
+    assert [w.kind for w in planned_warnings(e)] == ["design-cannot-show-difference"]
+    exp.write_text(SHORT.replace("replicas = 2", "replicas = 9").replace('load = "60s"', 'warmup = "20s"\nload = "80s"'))
+    assert planned_warnings(load_experiment(exp)) == []
 
 
 def test_check_prints_what_run_would_warn(tmp_path):

@@ -18,8 +18,8 @@ ntor key, hence a new microdescriptor), which is what changes from one consensus
 public network (bandwidth weights, flags, relays' rotated keys). Routers carry no Ed25519 identity
 (authorities accept RSA-only descriptors; their consensus entries read `id ed25519 none`).
 
-Identity keys are cached in ALLOCLAB's cache directory (keygen is ~20 ms a key; 7,000 routers would
-cost minutes of CPU each run), given as --keys. Only 127.0.0.0/8 is ever addressed (tor_dirload's
+Identity keys are products of pairs from a small pool of primes (`make_keys`: a second for 7,000
+keys, where generating each costs ~20 ms). Only 127.0.0.0/8 is ever addressed (tor_dirload's
 `connect_loopback`). Status (routers made, uploads accepted/refused, seconds) goes to --out as JSON.
 """
 from __future__ import annotations
@@ -52,12 +52,11 @@ ROTATE = 0.1                 # share of a churn round's routers that move to ano
 class Key:
     """An RSA key as tor uses it: the DER of the public key (PKCS#1), and raw signing with CRT."""
 
-    def __init__(self, private) -> None:
-        from cryptography.hazmat.primitives import serialization
-        n = private.private_numbers()
-        self.n, self.p, self.q = n.public_numbers.n, n.p, n.q
-        self.dp, self.dq, self.qinv = n.dmp1, n.dmq1, n.iqmp
-        self.der = private.public_key().public_bytes(serialization.Encoding.DER, serialization.PublicFormat.PKCS1)
+    def __init__(self, p: int, q: int, e: int = 65537) -> None:
+        self.n, self.p, self.q = p * q, p, q
+        d = pow(e, -1, (p - 1) * (q - 1))
+        self.dp, self.dq, self.qinv = d % (p - 1), d % (q - 1), pow(q, -1, p)
+        self.der = _der_seq(_der_int(self.n) + _der_int(e))       # RSAPublicKey (PKCS#1)
         self.fingerprint = hashlib.sha1(self.der).hexdigest().upper()
 
     def pem(self) -> str:
@@ -73,42 +72,63 @@ class Key:
         return s.to_bytes(k, "big")
 
 
+def _der_len(n: int) -> bytes:
+    return bytes([n]) if n < 128 else bytes([0x80 | ((n.bit_length() + 7) // 8)]) + n.to_bytes((n.bit_length() + 7) // 8, "big")
+
+
+def _der_int(v: int) -> bytes:
+    body = v.to_bytes(v.bit_length() // 8 + 1, "big")          # a leading 0 keeps it positive
+    return b"\x02" + _der_len(len(body)) + body
+
+
+def _der_seq(body: bytes) -> bytes:
+    return b"\x30" + _der_len(len(body)) + body
+
+
 def _armor(kind: str, data: bytes) -> str:
     b = base64.b64encode(data).decode()
     return "\n".join([f"-----BEGIN {kind}-----", *[b[i:i + 64] for i in range(0, len(b), 64)], f"-----END {kind}-----"])
 
 
-def load_keys(path: Path, count: int, progress=lambda made: None) -> list[Key]:
-    """`count` identity keys: those cached in `path` (PEM, one after another), then new ones appended."""
-    from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric import rsa
-    import fcntl
-    keys: list[Key] = []
-    path.parent.mkdir(parents=True, exist_ok=True)
-    lock = open(path.with_suffix(".lock"), "w")
-    fcntl.flock(lock, fcntl.LOCK_EX)           # another run filling the same cache waits, then reads its keys
-    end = b"-----END PRIVATE KEY-----\n"
-    good = 0                                   # bytes of whole, readable keys
-    if path.exists():
-        data = path.read_bytes()
-        while len(keys) < count and (cut := data.find(end, good)) >= 0:
-            try:
-                keys.append(Key(serialization.load_pem_private_key(data[good:cut + len(end)], None)))
-            except ValueError:
+_SMALL_PRIMES = [p for p in range(3, 2000) if all(p % d for d in range(2, int(p ** 0.5) + 1))]
+
+
+def _is_prime(n: int, rng: random.Random) -> bool:
+    if any(n % p == 0 for p in _SMALL_PRIMES):
+        return False
+    d, r = n - 1, 0
+    while d % 2 == 0:
+        d, r = d // 2, r + 1
+    for _ in range(24):                             # Miller-Rabin, error < 4^-24
+        x = pow(rng.randrange(2, n - 1), d, n)
+        if x in (1, n - 1):
+            continue
+        for _ in range(r - 1):
+            x = x * x % n
+            if x == n - 1:
                 break
-            good = cut + len(end)
-        if len(keys) < count:
-            os.truncate(path, good)            # a torn last key (a run killed mid-write) is made again
-    with lock, open(path, "ab") as f:
-        while len(keys) < count:
-            k = rsa.generate_private_key(65537, KEY_BITS)
-            f.write(k.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                    serialization.NoEncryption()))
-            keys.append(Key(k))
-            if len(keys) % 200 == 0:
-                f.flush()
-                progress(len(keys))
-    return keys
+        else:
+            return False
+    return True
+
+
+def _prime(rng: random.Random, bits: int = KEY_BITS // 2) -> int:
+    while True:                                     # top two bits set: any two multiply to exactly KEY_BITS
+        n = rng.getrandbits(bits) | (3 << (bits - 2)) | 1
+        if n % 65537 != 1 and _is_prime(n, rng):
+            return n
+
+
+def make_keys(count: int, rng: random.Random) -> list[Key]:
+    """`count` distinct 1024-bit RSA keys, each the product of two primes from a pool of about
+    sqrt(2 count): making 7,000 keys the usual way costs ~20 ms each (minutes of CPU a run), a pool
+    of 120 primes about a second. Keys sharing a prime are factorable by each other's owner — of no
+    matter for routers that exist only on this test network; tor checks size and signatures only."""
+    primes: list[int] = []
+    while len(primes) * (len(primes) - 1) // 2 < count:
+        primes.append(_prime(rng))
+    pairs = [(primes[i], primes[j]) for j in range(len(primes)) for i in range(j)]
+    return [Key(p, q) for p, q in pairs[:count]]
 
 
 # ---- Ed25519: identity certificates, and the ntor key's cross-certificate ---------------------------
@@ -362,8 +382,8 @@ def upload(authorities: list[tuple[str, int]], routers: list[Router], status: St
         status.write()
 
 
-def run(authorities: list[tuple[str, int]], count: int, interval: float, churn: float, keys_path: Path,
-        out: str, seed: int, duration: float) -> Status:
+def run(authorities: list[tuple[str, int]], count: int, interval: float, churn: float, out: str, seed: int,
+        duration: float) -> Status:
     for host, _ in authorities:
         check_loopback(host)
     stop = {"now": False}
@@ -371,13 +391,9 @@ def run(authorities: list[tuple[str, int]], count: int, interval: float, churn: 
     status = Status(out, count)
     status.write()
 
-    def made(n: int) -> None:
-        status.data["keys"] = n
-        status.write()
-
-    keys = load_keys(keys_path, count + 1, made)
-    status.data["keys"] = len(keys)
     rng = random.Random(seed)
+    keys = make_keys(count + 1, rng)
+    status.data["keys"] = len(keys)
     onion = keys[-1]                       # one TAP onion key for all (only the ntor key must differ)
     ntor_pool = [NtorKey(rng) for _ in range(NTOR_POOL)]
     routers = [Router(i, keys[i], onion, ntor_pool, random.Random(rng.getrandbits(64))) for i in range(count)]
@@ -405,7 +421,6 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--routers", type=int, required=True, help="how many routers")
     p.add_argument("--interval", type=float, default=60.0, help="seconds between churn rounds")
     p.add_argument("--churn", type=float, default=0.2, help="share of the routers that publish anew each round")
-    p.add_argument("--keys", required=True, help="PEM file of cached identity keys (made and appended as needed)")
     p.add_argument("--out", required=True, help="JSON status file")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--duration", type=float, default=86400.0, help="stop churning after this many seconds")
@@ -418,7 +433,7 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError as exc:
             print(f"tor_routers: refused: {exc}", file=sys.stderr)
             return 2
-    run(auths, a.routers, a.interval, a.churn, Path(a.keys), a.out, a.seed, a.duration)
+    run(auths, a.routers, a.interval, a.churn, a.out, a.seed, a.duration)
     return 0
 
 

@@ -275,6 +275,8 @@ class TorNetwork:
                       f"V3AuthVoteDelay {delay}", f"V3AuthDistDelay {delay}", "TestingV3AuthVotingStartOffset 0"]
             if self.sc.routers:          # the descriptor-only routers have no ORPort to test: vote them Running
                 lines += ["AuthDirTestReachability 0"]
+            if self.sc.variant == "co-guard":   # the relays under test (all on 127.0.0.1; routers are 127.100+) are guards
+                lines += ["TestingDirAuthVoteGuard 127.0.0.1", "TestingDirAuthVoteGuardIsStrict 1"]
         lines += ["# the experiment's own options (scenario, then group): later lines win", *extra]
         return "".join(line + "\n" for line in lines)
 
@@ -283,10 +285,8 @@ class TorNetwork:
         `routers`, uploading to every authority and churning once per voting interval; None without."""
         if not self.sc.routers:
             return None
-        from . import settings
         argv = [sys.executable, str(Path(__file__).with_name("tor_routers.py")), "--routers", str(self.sc.routers),
                 "--interval", f"{self.sc.voting_interval:g}", "--churn", f"{self.sc.router_churn:g}",
-                "--keys", str(settings.cache_root() / "tor-routers" / "identity-keys.pem"),
                 "--out", str(self.dir / ROUTERS_OUT), "--seed", str(self.exp.seed)]
         for a in self.authorities:
             argv += ["--authority", f"127.0.0.1:{a.dir_port}"]

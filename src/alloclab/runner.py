@@ -530,7 +530,8 @@ class Runner:
                              r.id, r.group.name)
         self.store.set_meta(tor_network=json.dumps({
             "consensus_at": self.network.consensus_at, "relays_ready_at": self.network.relays_ready_at,
-            "relays_listed": self.network.relays_listed(), "load": counts}))
+            "relays_listed": self.network.relays_listed(), "load": counts,
+            "routers": self.network.routers_status(), "consensus_bytes": self.network.consensus_bytes()}))
 
     # ---- the run ----
     def run(self) -> RunResult:

@@ -298,6 +298,13 @@ class TorNetwork:
         except (OSError, ValueError):
             return {}
 
+    def consensus_bytes(self) -> int:
+        """Size of the (full-flavour) consensus the first authority holds: the directory's size."""
+        try:
+            return (self.authorities[0].datadir / "cached-consensus").stat().st_size
+        except (OSError, IndexError):
+            return 0
+
     def directory_ready(self) -> tuple[str, int] | None:
         """The authorities' consensus once it lists the directory the relays are to cache: any
         consensus without descriptor-only routers, else one listing ROUTERS_LISTED of them."""
@@ -374,8 +381,12 @@ def report_summary(meta: dict[str, str], replicas: list[dict]) -> tuple[str, lis
     info = json.loads(meta["tor_network"])
     load = info.get("load", {})
     started = float(meta.get("started_at") or 0)
+    routers = info.get("routers") or {}
     paragraph = (f"Private test network on loopback ({meta.get('network_namespace', 'namespace not recorded')}); "
                  f"{info.get('relays_listed', 0)} relays listed in the authorities' last consensus"
+                 + (f" ({routers.get('routers', 0):,} of them descriptor-only routers filling the directory to "
+                    f"{info.get('consensus_bytes', 0) / 1e6:.1f} MB, {routers.get('accepted', 0):,} descriptors uploaded "
+                    f"in {routers.get('rounds', 0)} rounds)" if routers.get("routers") else "")
                  + (f"; every relay held a consensus {info['relays_ready_at'] - started:.0f} s after the start"
                     if info.get("relays_ready_at") and started else "; not every relay fetched a consensus") + ". "
                  "Directory requests per relay (median over the group's relays); the network (keys, torrcs, logs) is in "

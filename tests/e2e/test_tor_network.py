@@ -50,6 +50,7 @@ verify_every = "10s"
 name = "tor-network"
 voting_interval = "10s"
 load_rate = 5
+routers = 40                     # descriptor-only routers in the directory (7,000 in benchmarks/tor)
 [phases]
 warmup = "10s"
 load = "30s"
@@ -73,6 +74,12 @@ allocator = "{jemalloc}"
     assert meta["network_namespace"] == "interfaces: lo"          # nothing but loopback
     load = json.loads(meta["tor_network"])["load"]
     assert sorted(load) == ["glibc-1", "glibc-2", "jemalloc-1", "jemalloc-2"]
+    info = json.loads(meta["tor_network"])
+    # the routers' signed descriptors were accepted and voted in: the consensus lists them beside the relays
+    assert info["routers"]["accepted"] >= 40 and info["routers"]["refused"] == 0, info["routers"]
+    assert info["relays_listed"] >= 40 + 4, info["relays_listed"]
+    cached = (run / "replicas" / "glibc-1" / "work" / "data" / "cached-consensus").read_text()
+    assert sum(line.startswith("r fake") for line in cached.splitlines()) >= 36     # what the relay caches and serves
     for name, counts in load.items():
         assert counts["served"] > 20, (name, counts)                 # every relay served directory requests
         assert counts["by_kind"].get("consensus", 0) > 0 and counts["by_kind"].get("server/all", 0) > 0
@@ -84,6 +91,7 @@ allocator = "{jemalloc}"
                                        "JOIN groups g ON g.id = r.group_id WHERE g.name = 'jemalloc'")}
     assert any("jemalloc" in (m or "") for m in mapped), mapped
     assert "## Tor test network" in (run / "report.md").read_text()
+    assert "descriptor-only routers" in (run / "report.md").read_text()
     # the network is kept for inspection: keys, torrcs (with the group's own option), logs
     assert (run / "tor-network" / "auth0" / "keys" / "authority_certificate").is_file()
     assert "MaxMemInQueues 256 MB" in (run / "replicas" / "glibc-1" / "work" / "torrc").read_text()

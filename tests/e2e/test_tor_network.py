@@ -100,6 +100,21 @@ allocator = "{jemalloc}"
     print(f"tor e2e took {took:.0f} s")
 
 
+def _consensus_flags(path: Path) -> dict[str, set[str]]:
+    """nickname -> flags of a consensus ({} while there is none)."""
+    try:
+        lines = path.read_text().splitlines()
+    except OSError:
+        return {}
+    out, nick = {}, None
+    for line in lines:
+        if line.startswith("r "):
+            nick = line.split()[1]
+        elif line.startswith("s ") and nick:
+            out[nick] = set(line.split()[1:])
+    return out
+
+
 def test_kill_9_leaves_no_tor_behind(tor, tmp_path):
     (tmp_path / "tor.toml").write_text("""
 name = "tor-kill"
@@ -109,13 +124,14 @@ interval = "1s"
 name = "tor-network"
 authorities = 1
 voting_interval = "10s"
+variant = "co-guard"              # guard relays with DirCache 0 (no DirPort, no load, still relays)
+routers = 20
 [phases]
 warmup = "10s"
 load = "10m"
 [[group]]
 name = "glibc"
 allocator = "glibc"
-torrc = ["DirCache 0"]            # a relay without a directory cache: no DirPort, no load, still a relay
 """)
     run = tmp_path / "run"
     p = subprocess.Popen([sys.executable, "-m", "alloclab", "run", str(tmp_path / "tor.toml"), "-o", str(run), "--no-report"],
@@ -133,10 +149,15 @@ torrc = ["DirCache 0"]            # a relay without a directory cache: no DirPor
                 samples = 0
             if token and samples >= 3:
                 tor_pids = [pid for pid in _token_processes(token) if sampler.read_stat(pid).comm == "tor"]
-                if len(tor_pids) >= 3:                 # the authority and both relays
+                flags = _consensus_flags(run / "tor-network" / "auth0" / "cached-consensus")
+                if len(tor_pids) >= 3 and {"glibc1", "glibc2"} <= set(flags):   # the authority and both relays, listed
                     break
             time.sleep(0.5)
         assert len(tor_pids) >= 3, "the network did not start"
+        # co-guard: the relays under test are voted Guard, the descriptor-only routers are not
+        assert all("Guard" in flags[n] for n in ("glibc1", "glibc2")), flags
+        routers = [f for n, f in flags.items() if n.startswith("fake")]
+        assert len(routers) >= 18 and not any("Guard" in f for f in routers), flags
         torrc = (run / "replicas" / "glibc-1" / "work" / "torrc").read_text()
         assert "DirCache 0" in torrc and "DirPort" not in torrc
         p.send_signal(signal.SIGKILL)

@@ -145,6 +145,9 @@ class Scenario:
     torrc: tuple[str, ...] = ()             # options for every relay (a group's torrc comes after)
     load_rate: float = 4.0                  # directory requests per second per relay, at most
     load_requests: int = 1_000_000          # per relay, at most
+    routers: int = 0                        # descriptor-only routers in the directory (tor_routers); 0: none
+    router_churn: float = 0.1               # share of them publishing a new descriptor every voting interval
+    variant: str = "dircache"               # "co-guard": the relays are voted Guard and default to DirCache 0
 
 
 @dataclass(frozen=True)
@@ -201,7 +204,9 @@ _TOP_KEYS = {"name", "command", "replicas", "interval", "baseline", "seed", "pha
 _GROUP_KEYS = {"name", "allocator", "env", "command", "torrc"}
 SCENARIOS = ("tor-network",)
 _SCENARIO_KEYS = {"name", "tor", "authorities", "voting_interval", "consensus_timeout", "torrc", "load_rate",
-                  "load_requests"}
+                  "load_requests", "routers", "router_churn", "variant"}
+SCENARIO_VARIANTS = ("dircache", "co-guard")
+MAX_ROUTERS = 20_000
 MAX_TORRC_LINES = 64
 MAX_TORRC_LINE = 1024
 _TORRC_LINE = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,63}(?:[ \t]+[^\x00-\x1f\x7f]*)?", re.ASCII)
@@ -382,8 +387,22 @@ def _scenario(table: Any, src: str) -> Scenario:
     requests = _typed(table, "load_requests", int, src, "scenario.", default=1_000_000)
     if not 1 <= requests <= 10 ** 9:
         raise UserError(f"{src}: scenario.load_requests = {requests} is out of range", "give 1 to 1e9 requests per relay")
+    routers = _typed(table, "routers", int, src, "scenario.", default=0)
+    if not 0 <= routers <= MAX_ROUTERS:
+        raise UserError(f"{src}: scenario.routers = {routers} is out of range",
+                        f"give 0 to {MAX_ROUTERS:,} routers (the public network lists about 7,000)")
+    churn = _typed(table, "router_churn", (int, float), src, "scenario.", default=0.1)
+    if not 0 <= churn <= 1:
+        raise UserError(f"{src}: scenario.router_churn = {churn} is out of range",
+                        "give the share of routers publishing anew each voting interval, 0 to 1")
+    variant = _typed(table, "variant", str, src, "scenario.", default="dircache")
+    if variant not in SCENARIO_VARIANTS:
+        raise UserError(f"{src}: scenario.variant = {show(variant, 40)} is not known",
+                        'use "dircache" (directory caches under load) or "co-guard" (guard relays with DirCache 0)')
     torrc = _torrc(table["torrc"], "scenario.torrc", src) if "torrc" in table else ()
-    return Scenario(name, tor, authorities, voting, timeout, torrc, float(rate), requests)
+    if variant == "co-guard":              # 1AEO's co-guard relays: DirCache 0 unless a group's torrc says otherwise
+        torrc = ("DirCache 0", *torrc)
+    return Scenario(name, tor, authorities, voting, timeout, torrc, float(rate), requests, routers, float(churn), variant)
 
 
 # Before parsing: tomllib's cost grows with the square of a dotted key's length (a 40 KB key

@@ -469,11 +469,18 @@ class Runner:
             self.support.append(p)
             st = sampler.read_stat(p.pid)
             self._register([st.identity] if st else [])
+        routers = net.router_command()
+        if routers:                        # descriptor-only routers filling the directory, owned the same way
+            argv, cwd = routers
+            p = self._spawn(argv, env, cwd, cwd / "routers.stdout.log", cwd / "routers.stderr.log", None)
+            self.support.append(p)
+            st = sampler.read_stat(p.pid)
+            self._register([st.identity] if st else [])
         started = time.monotonic()
         timeout = self.exp.scenario.consensus_timeout
         while True:
             self._reap_children()
-            got = net.authority_consensus()
+            got = net.directory_ready()
             waited = time.monotonic() - started
             if got:
                 net.consensus_at = time.time()
@@ -485,13 +492,20 @@ class Runner:
                 return None
             if self.stop_reason:
                 return self.stop_reason
-            if all(p.poll() is not None for p in self.support):
+            if all(p.poll() is not None for p in self.support[:len(net.authorities)]):
                 why = f"every directory authority exited before a consensus: {net.authority_log_tail(1)}"
                 break
             if waited > timeout:
                 why = f"no consensus within {timeout:g} s: {net.authority_log_tail(1)}"
                 break
-            self.on_setup(f"waiting for the authorities' first consensus: {waited:.0f} s / {timeout:g} s")
+            if self.exp.scenario.routers:
+                rs = net.routers_status()
+                listed = net.authority_consensus()
+                self.on_setup(f"waiting for a consensus listing the {self.exp.scenario.routers:,} routers: keys "
+                              f"{rs.get('keys', 0):,}, descriptors accepted {rs.get('accepted', 0):,}, listed "
+                              f"{max(0, listed[1] - len(net.authorities)) if listed else 0:,}; {waited:.0f} s / {timeout:g} s")
+            else:
+                self.on_setup(f"waiting for the authorities' first consensus: {waited:.0f} s / {timeout:g} s")
             time.sleep(1.0)
         self.store.begin()
         self.store.event(time.time(), "tor_no_consensus", why)
@@ -516,7 +530,8 @@ class Runner:
                              r.id, r.group.name)
         self.store.set_meta(tor_network=json.dumps({
             "consensus_at": self.network.consensus_at, "relays_ready_at": self.network.relays_ready_at,
-            "relays_listed": self.network.relays_listed(), "load": counts}))
+            "relays_listed": self.network.relays_listed(), "load": counts,
+            "routers": self.network.routers_status(), "consensus_bytes": self.network.consensus_bytes()}))
 
     # ---- the run ----
     def run(self) -> RunResult:

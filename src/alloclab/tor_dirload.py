@@ -12,6 +12,7 @@ written to --out as JSON every few seconds and at the end (SIGTERM included).
 from __future__ import annotations
 
 import argparse
+import base64
 import hashlib
 import ipaddress
 import json
@@ -25,11 +26,13 @@ import time
 import zlib
 
 LOOPBACK = ipaddress.ip_network("127.0.0.0/8")
-MAX_RESPONSE = 64 << 20        # a consensus of this test network is kilobytes; 64 MiB bounds a broken reply
+MAX_RESPONSE = 64 << 20        # a consensus of ~7,000 routers is ~3 MB; 64 MiB bounds a broken reply
 TIMEOUT = 10.0
 # what tor offers (compress.c's names); one request per encoding exercises each compressor
 ENCODINGS = ("identity", "deflate", "gzip", "x-zstd", "x-tor-lzma")
 MICRODESC_BATCH = 64
+FP_BATCH = 96                  # descriptors by fingerprint per request (tor's own batch size)
+LARGE_DIRECTORY = 500          # above this many routers, descriptors are fetched in batches, not all at once
 
 
 class NotLoopback(ValueError):
@@ -145,8 +148,10 @@ class Counts:
         os.replace(tmp, path)
 
 
-def request_plan(rng: random.Random, seen_digests: list[str], micro_digests: list[str]):
-    """The next request: (kind, path, headers). Consensus fetches dominate, as on a real cache."""
+def request_plan(rng: random.Random, seen_digests: list[str], micro_digests: list[str], fingerprints: list[str] = ()):
+    """The next request: (kind, path, headers). Consensus fetches dominate, as on a real cache. In a
+    directory of more than LARGE_DIRECTORY routers, descriptors are asked for by fingerprint in
+    batches (as relays fetch them) rather than all at once (tens of MB a reply)."""
     choice = rng.random()
     flavour = rng.choice(("consensus", "consensus-microdesc"))
     base = f"/tor/status-vote/current/{flavour}"
@@ -159,6 +164,10 @@ def request_plan(rng: random.Random, seen_digests: list[str], micro_digests: lis
         earlier = rng.sample(seen_digests, min(3, len(seen_digests)))
         return f"{flavour}-diff", base, {"X-Or-Diff-From-Consensus": ", ".join(earlier),
                                           "Accept-Encoding": rng.choice(ENCODINGS)}
+    if choice < 0.75 and len(fingerprints) > LARGE_DIRECTORY:
+        which = "server" if choice < 0.65 else "extra"
+        batch = rng.sample(fingerprints, FP_BATCH)
+        return f"{which}/fp", f"/tor/{which}/fp/" + "+".join(batch), {"Accept-Encoding": rng.choice(ENCODINGS)}
     if choice < 0.65:
         return "server/all", "/tor/server/all", {"Accept-Encoding": rng.choice(ENCODINGS)}
     if choice < 0.75:
@@ -178,6 +187,7 @@ def run(host: str, port: int, out: str, max_requests: int, duration: float, rate
     seen: dict[str, list[str]] = {"consensus": [], "consensus-microdesc": []}
     last_plain: dict[str, bytes] = {}
     micro: list[str] = []
+    fingerprints: list[str] = []
     deadline = time.monotonic() + duration
     next_write = 0.0
     while not stop["now"] and counts.requests < max_requests and time.monotonic() < deadline:
@@ -187,7 +197,7 @@ def run(host: str, port: int, out: str, max_requests: int, duration: float, rate
         if not last_plain.get(flavour) or rng.random() < 0.1:
             kind, path, headers = flavour, f"/tor/status-vote/current/{flavour}", {}
         else:
-            kind, path, headers = request_plan(rng, seen["consensus"] + seen["consensus-microdesc"], micro)
+            kind, path, headers = request_plan(rng, seen["consensus"] + seen["consensus-microdesc"], micro, fingerprints)
         try:
             status, hdrs, body = http_get(host, port, path, headers)
         except OSError:
@@ -210,6 +220,9 @@ def run(host: str, port: int, out: str, max_requests: int, duration: float, rate
             del seen[flavour][:-8]
             if flavour == "consensus-microdesc":
                 micro = [line.split()[1].decode() for line in body.split(b"\n") if line.startswith(b"m ")]
+            else:
+                fingerprints = [base64.b64decode(line.split()[2] + b"=").hex().upper()
+                                for line in body.split(b"\n") if line.startswith(b"r ")]
         if time.monotonic() >= next_write:
             counts.write(out)
             next_write = time.monotonic() + 2.0

@@ -39,6 +39,8 @@ SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1
 OR_PORT_OFFSET = 2048            # port_base <= 60000, + 1,024 replicas + this < 65,536
 NETWORK_DIR = "tor-network"
 LOAD_OUT = "dirload.json"        # in each replica's log directory
+ROUTERS_OUT = "routers.json"     # the descriptor-only routers' status, in the network directory
+ROUTERS_LISTED = 0.9             # the relays start once the consensus lists this share of the routers
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
@@ -271,8 +273,45 @@ class TorNetwork:
                       f"TestingV3AuthInitialVotingInterval {v}", f"TestingV3AuthInitialVoteDelay {delay}",
                       f"TestingV3AuthInitialDistDelay {delay}", f"V3AuthVotingInterval {v}",
                       f"V3AuthVoteDelay {delay}", f"V3AuthDistDelay {delay}", "TestingV3AuthVotingStartOffset 0"]
+            if self.sc.routers:          # the descriptor-only routers have no ORPort to test: vote them Running
+                lines += ["AuthDirTestReachability 0"]
+            if self.sc.variant == "co-guard":   # the relays under test (all on 127.0.0.1; routers are 127.100+) are guards
+                lines += ["TestingDirAuthVoteGuard 127.0.0.1", "TestingDirAuthVoteGuardIsStrict 1"]
         lines += ["# the experiment's own options (scenario, then group): later lines win", *extra]
         return "".join(line + "\n" for line in lines)
+
+    def router_command(self) -> tuple[list[str], Path] | None:
+        """The descriptor-only routers (alloclab/tor_routers.py) that fill the directory to
+        `routers`, uploading to every authority and churning once per voting interval; None without."""
+        if not self.sc.routers:
+            return None
+        argv = [sys.executable, str(Path(__file__).with_name("tor_routers.py")), "--routers", str(self.sc.routers),
+                "--interval", f"{self.sc.voting_interval:g}", "--churn", f"{self.sc.router_churn:g}",
+                "--out", str(self.dir / ROUTERS_OUT), "--seed", str(self.exp.seed)]
+        for a in self.authorities:
+            argv += ["--authority", f"127.0.0.1:{a.dir_port}"]
+        return argv, self.dir
+
+    def routers_status(self) -> dict:
+        try:
+            return json.loads((self.dir / ROUTERS_OUT).read_text())
+        except (OSError, ValueError):
+            return {}
+
+    def consensus_bytes(self) -> int:
+        """Size of the (full-flavour) consensus the first authority holds: the directory's size."""
+        try:
+            return (self.authorities[0].datadir / "cached-consensus").stat().st_size
+        except (OSError, IndexError):
+            return 0
+
+    def directory_ready(self) -> tuple[str, int] | None:
+        """The authorities' consensus once it lists the directory the relays are to cache: any
+        consensus without descriptor-only routers, else one listing ROUTERS_LISTED of them."""
+        got = self.authority_consensus(count=bool(self.sc.routers))
+        if got is None or got[1] - len(self.authorities) < ROUTERS_LISTED * self.sc.routers:
+            return None
+        return got
 
     def has_load(self, replica) -> bool:
         return serves_directory(self.sc.torrc + replica.group.torrc)
@@ -283,12 +322,13 @@ class TorNetwork:
 
     # ---- progress ----
     @staticmethod
-    def _consensus(datadir: Path) -> tuple[str, int] | None:
-        """(valid-after, relays listed) of the consensus a tor holds, or None."""
+    def _consensus(datadir: Path, count: bool = True) -> tuple[str, int] | None:
+        """(valid-after, relays listed) of the consensus a tor holds, or None (count=False: 0 listed,
+        only the head is read)."""
         for name in ("cached-consensus", "cached-microdesc-consensus"):
             try:
                 with open(datadir / name, "rb") as f:
-                    head = f.read(1 << 20)
+                    head = f.read() if count else f.read(4096)
             except OSError:
                 continue
             m = re.search(rb"^valid-after (.+)$", head, re.M)
@@ -296,12 +336,12 @@ class TorNetwork:
                 return m.group(1).decode(), len(re.findall(rb"^r ", head, re.M))
         return None
 
-    def authority_consensus(self) -> tuple[str, int] | None:
-        got = [c for a in self.authorities if (c := self._consensus(a.datadir))]
+    def authority_consensus(self, count: bool = True) -> tuple[str, int] | None:
+        got = [c for a in self.authorities if (c := self._consensus(a.datadir, count))]
         return max(got) if len(got) == len(self.authorities) else None
 
     def relays_with_consensus(self) -> int:
-        return sum(self._consensus(r.workdir / "data") is not None for r in self.relays)
+        return sum(self._consensus(r.workdir / "data", count=False) is not None for r in self.relays)
 
     def relays_listed(self) -> int:
         c = self.authority_consensus()
@@ -341,8 +381,12 @@ def report_summary(meta: dict[str, str], replicas: list[dict]) -> tuple[str, lis
     info = json.loads(meta["tor_network"])
     load = info.get("load", {})
     started = float(meta.get("started_at") or 0)
+    routers = info.get("routers") or {}
     paragraph = (f"Private test network on loopback ({meta.get('network_namespace', 'namespace not recorded')}); "
                  f"{info.get('relays_listed', 0)} relays listed in the authorities' last consensus"
+                 + (f" ({routers.get('routers', 0):,} of them descriptor-only routers filling the directory to "
+                    f"{info.get('consensus_bytes', 0) / 1e6:.1f} MB, {routers.get('accepted', 0):,} descriptors uploaded "
+                    f"in {routers.get('rounds', 0)} rounds)" if routers.get("routers") else "")
                  + (f"; every relay held a consensus {info['relays_ready_at'] - started:.0f} s after the start"
                     if info.get("relays_ready_at") and started else "; not every relay fetched a consensus") + ". "
                  "Directory requests per relay (median over the group's relays); the network (keys, torrcs, logs) is in "

@@ -50,6 +50,7 @@ verify_every = "10s"
 name = "tor-network"
 voting_interval = "10s"
 load_rate = 5
+routers = 40                     # descriptor-only routers in the directory (7,000 in benchmarks/tor)
 [phases]
 warmup = "10s"
 load = "30s"
@@ -73,6 +74,12 @@ allocator = "{jemalloc}"
     assert meta["network_namespace"] == "interfaces: lo"          # nothing but loopback
     load = json.loads(meta["tor_network"])["load"]
     assert sorted(load) == ["glibc-1", "glibc-2", "jemalloc-1", "jemalloc-2"]
+    info = json.loads(meta["tor_network"])
+    # the routers' signed descriptors were accepted and voted in: the consensus lists them beside the relays
+    assert info["routers"]["accepted"] >= 40 and info["routers"]["refused"] == 0, info["routers"]
+    assert info["relays_listed"] >= 40 + 4, info["relays_listed"]
+    cached = (run / "replicas" / "glibc-1" / "work" / "data" / "cached-consensus").read_text()
+    assert sum(line.startswith("r fake") for line in cached.splitlines()) >= 36     # what the relay caches and serves
     for name, counts in load.items():
         assert counts["served"] > 20, (name, counts)                 # every relay served directory requests
         assert counts["by_kind"].get("consensus", 0) > 0 and counts["by_kind"].get("server/all", 0) > 0
@@ -84,12 +91,28 @@ allocator = "{jemalloc}"
                                        "JOIN groups g ON g.id = r.group_id WHERE g.name = 'jemalloc'")}
     assert any("jemalloc" in (m or "") for m in mapped), mapped
     assert "## Tor test network" in (run / "report.md").read_text()
+    assert "descriptor-only routers" in (run / "report.md").read_text()
     # the network is kept for inspection: keys, torrcs (with the group's own option), logs
     assert (run / "tor-network" / "auth0" / "keys" / "authority_certificate").is_file()
     assert "MaxMemInQueues 256 MB" in (run / "replicas" / "glibc-1" / "work" / "torrc").read_text()
     assert "MaxMemInQueues" not in (run / "replicas" / "jemalloc-1" / "work" / "torrc").read_text()
     assert _token_processes(meta["run_token"]) == []
     print(f"tor e2e took {took:.0f} s")
+
+
+def _consensus_flags(path: Path) -> dict[str, set[str]]:
+    """nickname -> flags of a consensus ({} while there is none)."""
+    try:
+        lines = path.read_text().splitlines()
+    except OSError:
+        return {}
+    out, nick = {}, None
+    for line in lines:
+        if line.startswith("r "):
+            nick = line.split()[1]
+        elif line.startswith("s ") and nick:
+            out[nick] = set(line.split()[1:])
+    return out
 
 
 def test_kill_9_leaves_no_tor_behind(tor, tmp_path):
@@ -101,13 +124,14 @@ interval = "1s"
 name = "tor-network"
 authorities = 1
 voting_interval = "10s"
+variant = "co-guard"              # guard relays with DirCache 0 (no DirPort, no load, still relays)
+routers = 20
 [phases]
 warmup = "10s"
 load = "10m"
 [[group]]
 name = "glibc"
 allocator = "glibc"
-torrc = ["DirCache 0"]            # a relay without a directory cache: no DirPort, no load, still a relay
 """)
     run = tmp_path / "run"
     p = subprocess.Popen([sys.executable, "-m", "alloclab", "run", str(tmp_path / "tor.toml"), "-o", str(run), "--no-report"],
@@ -125,10 +149,15 @@ torrc = ["DirCache 0"]            # a relay without a directory cache: no DirPor
                 samples = 0
             if token and samples >= 3:
                 tor_pids = [pid for pid in _token_processes(token) if sampler.read_stat(pid).comm == "tor"]
-                if len(tor_pids) >= 3:                 # the authority and both relays
+                flags = _consensus_flags(run / "tor-network" / "auth0" / "cached-consensus")
+                if len(tor_pids) >= 3 and {"glibc1", "glibc2"} <= set(flags):   # the authority and both relays, listed
                     break
             time.sleep(0.5)
         assert len(tor_pids) >= 3, "the network did not start"
+        # co-guard: the relays under test are voted Guard, the descriptor-only routers are not
+        assert all("Guard" in flags[n] for n in ("glibc1", "glibc2")), flags
+        routers = [f for n, f in flags.items() if n.startswith("fake")]
+        assert len(routers) >= 18 and not any("Guard" in f for f in routers), flags
         torrc = (run / "replicas" / "glibc-1" / "work" / "torrc").read_text()
         assert "DirCache 0" in torrc and "DirPort" not in torrc
         p.send_signal(signal.SIGKILL)

@@ -58,11 +58,27 @@ def test_torrc_lines_are_one_option_each(group, message):
     ('tor = ""', "", "scenario.tor is empty"),
     ("load_rate = 0", "", "load_rate = 0 is out of range"),
     ("wobble = 1", "", "unknown key 'wobble' in \\[scenario\\]"),
+    ("routers = 20001", "", "routers = 20001 is out of range"),
+    ("routers = -1", "", "routers = -1 is out of range"),
+    ("router_churn = 1.5", "", "router_churn = 1.5 is out of range"),
+    ('variant = "exit"', "", "variant = 'exit' is not known"),
     ("", 'command = ["/bin/true"]\n', "provides the relays' command and load; remove command"),
 ])
 def test_scenario_mistakes(scenario, top, message):
     with pytest.raises(UserError, match=message):
         exp(scenario, top=top)
+
+
+def test_directory_size_and_the_co_guard_variant():
+    e = exp("routers = 7000\nrouter_churn = 0.05")
+    assert (e.scenario.routers, e.scenario.router_churn, e.scenario.variant) == (7000, 0.05, "dircache")
+    assert exp().scenario.routers == 0                   # the default keeps the network (and the tests) small
+    # co-guard: DirCache 0 by default, before the scenario's and the group's lines (a group's DirCache 1 wins)
+    from alloclab.tornet import serves_directory
+    g = exp('variant = "co-guard"\ntorrc = ["MaxMemInQueues 2 GB"]')
+    assert g.scenario.torrc == ("DirCache 0", "MaxMemInQueues 2 GB") and not serves_directory(g.scenario.torrc)
+    g = exp('variant = "co-guard"', 'torrc = ["DirCache 1"]')
+    assert serves_directory(g.scenario.torrc + g.groups[0].torrc)
 
 
 def test_unknown_scenario_and_torrc_without_scenario():

@@ -11,7 +11,9 @@ whose own version call answers anything else.
 
 Registries are reached only through their ordinary clients: cargo (`cargo info` refreshes the
 crate's entry in cargo's own index cache, which is then read; `cargo fetch` downloads sources) and
-apt (`apt-cache madison` over the private APT configuration the catalog already uses). Listings
+apt (`apt-cache madison` over the private APT configuration the catalog already uses; a Debian
+source is offered only while its .dsc, at the URI `apt-get source --print-uris` names, answers a
+HEAD request: an archive keeps a removed source in its index for a while). Listings
 are cached for a day under <cache>/allocators/versions/; what a published crate version bundles
 never changes and is cached for good.
 
@@ -33,6 +35,9 @@ import shutil
 import subprocess
 import tempfile
 import time
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -40,6 +45,8 @@ from . import catalog, settings
 from .errors import UserError, did_you_mean
 
 LISTING_MAX_AGE = 86400          # a registry listing is refreshed at most once a day
+RECHECK_AFTER = 600              # ...but one whose source files could not be checked, after 10 minutes
+FILE_CHECK_TIMEOUT = 5.0         # seconds for one HEAD request on a source's .dsc
 
 # Crates that ship an allocator's C sources, per family.
 CRATES = {
@@ -291,13 +298,59 @@ def system_glibc() -> str:
     return os.confstr("CS_GNU_LIBC_VERSION").split()[-1]
 
 
-def _debian_offers(family: str, refresh: bool) -> tuple[list, list]:
+def uri_answers(uri: str, timeout: float = FILE_CHECK_TIMEOUT) -> bool | None:
+    """Whether a file apt would download is there: True, False (the server says 404/410: gone),
+    None (no verdict: timeout, no answer, another error, a URI scheme this cannot ask)."""
+    if uri.startswith("file:"):
+        return Path(urllib.request.url2pathname(uri[len("file:"):])).is_file()
+    if not uri.startswith(("http:", "https:")):
+        return None
+    try:
+        with urllib.request.urlopen(urllib.request.Request(uri, method="HEAD"), timeout=timeout):
+            return True
+    except urllib.error.HTTPError as exc:
+        return False if exc.code in (404, 410) else None
+    except (OSError, ValueError):        # URLError, timeouts, refused connections
+        return None
+
+
+def _source_fetchable(suite: str, package: str, version: str) -> bool | None:
+    """Whether `apt-get source PACKAGE=VERSION` can fetch its files: apt names the .dsc's URI
+    (its own mirror and configuration), one HEAD request asks whether it is still there.
+    An archive keeps a source in its index for a while after removing its files."""
+    env = {**os.environ, **catalog._apt_env(suite, _log())}
+    try:
+        proc = subprocess.run(["apt-get", "source", "--print-uris", "-qq", f"{package}={version}"], env=env,
+                              capture_output=True, text=True, timeout=60, cwd=tempfile.gettempdir())
+    except subprocess.SubprocessError:
+        return None
+    dsc = [m.group(1) for m in re.finditer(r"^'([^']+\.dsc)'", proc.stdout, re.M)]
+    verdict = uri_answers(dsc[0]) if proc.returncode == 0 and dsc else None
+    with open(_log(), "a") as f:
+        f.write(f"$ apt-get source --print-uris {package}={version} ({suite}): {dsc[:1]} -> "
+                f"{ {True: 'there', False: 'gone (404)', None: 'no verdict'}[verdict]}\n")
+    return verdict
+
+
+def _check_sources(rows: list) -> list:
+    """Rows with a 6th field: for Sources rows, whether their files can be fetched (None: unknown)."""
+    wanted = sorted({(r[0], r[1], r[2]) for r in rows if r[3] == "Sources"})
+    with ThreadPoolExecutor(max_workers=4) as pool:      # an unreachable mirror costs one timeout, not one per row
+        verdicts = dict(zip(wanted, pool.map(lambda k: _source_fetchable(*k), wanted)))
+    return [[*r[:5], verdicts.get((r[0], r[1], r[2]))] for r in rows]
+
+
+def _debian_offers(family: str, refresh: bool) -> tuple[list, list, list]:
     binaries = dict(DEBIAN_BINARIES.get(family, ()))
     source = DEBIAN_SOURCES.get(family)
     if not binaries and not source:
         return [], [], []
     listing = _dir() / f"debian-{family}.json"
-    if refresh or not _fresh(listing):
+    rows = json.loads(listing.read_text()) if listing.exists() else []
+    # a Sources row whose files could not be checked (6th field None, or a listing from before the
+    # check) is offered, but that verdict is not kept a day: it is asked again after RECHECK_AFTER
+    unchecked = any(r[3] == "Sources" and (len(r) < 6 or r[5] is None) for r in rows)
+    if refresh or not _fresh(listing) or (unchecked and not _fresh(listing, RECHECK_AFTER)):
         rows = []
         for suite in debian_suites():
             try:
@@ -305,10 +358,10 @@ def _debian_offers(family: str, refresh: bool) -> tuple[list, list]:
             except (catalog.SourceFailed, UserError, subprocess.SubprocessError) as exc:
                 with open(_log(), "a") as f:
                     f.write(f"apt-cache madison in {suite} failed: {exc}\n")
+        rows = _check_sources(rows)
         listing.write_text(json.dumps(rows))
-    rows = json.loads(listing.read_text())
     plain, secure, unusable = [], [], []
-    for suite, package, version, kind, needs in rows:
+    for suite, package, version, kind, needs, *checked in rows:
         up = debian_upstream(version)
         if not up:
             continue
@@ -319,10 +372,14 @@ def _debian_offers(family: str, refresh: bool) -> tuple[list, list]:
             plain.append((up, {"kind": "debian-binary", "suite": suite, "package": package, "version": version,
                                "library": binaries[package]}, f"debian {suite} {package} {version}"))
         elif kind == "Sources" and package == source:
+            where = f"debian {suite} source {package} {version}"
+            if checked and checked[0] is False:
+                unusable.append((up, f"{where}: its files are no longer in the archive (404)"))
+                continue
             src = {"kind": "debian-source", "suite": suite, "package": package, "version": version,
                    "recipe": "mimalloc-unity"}
-            plain.append((up, src, f"debian {suite} source {package} {version}"))
-            secure.append((up, {**src, "secure": True}, f"debian {suite} source {package} {version}"))
+            plain.append((up, src, where))
+            secure.append((up, {**src, "secure": True}, where))
     return plain, secure, unusable
 
 
@@ -381,7 +438,7 @@ def available_versions(family: str, refresh: bool = False, progress=lambda s: No
                 ssrcs = [(s, "catalog") for s in catalog.entries()[f"{family}@{up}+secure"].sources] + ssrcs
         published = tuple(dict.fromkeys(w for _, w in srcs + ssrcs if w != "catalog"))
         out.append(VersionInfo(family, up, tuple(_dedupe(s for s, _ in srcs)), tuple(_dedupe(s for s, _ in ssrcs)),
-                               published, in_cat, tuple(unusable.get(up, ()))))
+                               published, in_cat, tuple(dict.fromkeys(unusable.get(up, ())))))
     if not out and failures:
         raise UserError(f"no {family} versions could be listed: {failures[0]}",
                         "check that cargo and apt can reach their registries (alloclab allocators versions --refresh)")

@@ -42,7 +42,7 @@ def test_short_phases_and_two_replicas_warn_before_the_run(tmp_path):
     exp.write_text(SHORT.replace("replicas = 2", "replicas = 3").replace('load = "60s"', 'warmup = "20s"\nload = "80s"'))
     e = load_experiment(exp)
     assert steady_allowance(e) == SteadyAllowance(8, 8, 70.0, 70.0)
-    assert [w.kind for w in planned_warnings(e)] == ["design-cannot-show-difference"]
+    assert [(w.kind, w.severity) for w in planned_warnings(e)] == [("design-cannot-show-difference", "info")]
     exp.write_text(SHORT.replace("replicas = 2", "replicas = 9").replace('load = "60s"', 'warmup = "20s"\nload = "80s"'))
     assert planned_warnings(load_experiment(exp)) == []
 

@@ -56,7 +56,10 @@ def planned_warnings(exp: Experiment, max_duration: float | None = None) -> list
     counts = {g.name: exp.replicas for g in exp.groups}
     text = stats.design_warning(counts, exp.baseline, alpha=RULES["alpha"]) if len(counts) >= 2 else None
     if text:
-        out.append(Warning("design-cannot-show-difference", "caution", [], sorted(counts), text,
+        # 1–2 replicas (or a lone group) cannot show anything: a caution. With more, the text is the
+        # power under an assumed relay-sized spread (issue 29), which the run may not have: a note.
+        hard = len(counts) < 2 or min(counts.values()) <= 2
+        out.append(Warning("design-cannot-show-difference", "caution" if hard else "info", [], sorted(counts), text,
                            {"replicas": counts, "min_p": stats.design_min_p(counts, exp.baseline)}))
     allowed = steady_allowance(exp, max_duration)
     if allowed is not None and not allowed.enough_at_least:

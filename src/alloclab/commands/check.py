@@ -19,7 +19,10 @@ def check_command(experiment: Path, console: Console) -> int:
     planned = exp.planned_duration()
     length = f"{planned:g}s planned" if planned is not None else "until the replicas exit"
     warnings = planned_warnings(exp)
-    verdict = "ok" if not warnings else f"ok, with {len(warnings)} warning{'s' * (len(warnings) > 1)} (below)"
+    serious = [w for w in warnings if w.severity != "info"]
+    notes = len(warnings) - len(serious)
+    said = [f"{len(serious)} warning{'s' * (len(serious) > 1)}"] * bool(serious) + [f"{notes} note{'s' * (notes > 1)}"] * bool(notes)
+    verdict = "ok" if not warnings else f"ok, with {' and '.join(said)} (below)"
     console.print(f"{verdict}: {exp.name}: {len(exp.groups)} groups ({', '.join(f'{g.name}={specs[g.name].kind}' for g in exp.groups)}) "
                   f"x {exp.replicas} replicas, sampled every {exp.interval:g}s, {length}", highlight=False)
     a = steady_allowance(exp)
@@ -29,7 +32,12 @@ def check_command(experiment: Path, console: Console) -> int:
         console.print(f"steady samples per replica the phases allow: {samples} over {window}s (the status rules need "
                       f"{STATS_RULES['min_samples']:g} over at least {STATS_RULES['min_window_s']:g}s)", highlight=False)
     # every warning `run` would print before it starts, on the same stream
-    err = Console(stderr=True)
-    for w in warnings:
-        err.print(Text.assemble(("warning", "yellow"), f" {w.kind}: {w.message}"), highlight=False)   # no markup in messages
+    print_planned_warnings(warnings, Console(stderr=True))
     return 0
+
+
+def print_planned_warnings(warnings, console: Console) -> None:
+    """The planned warnings as `check` and `run` print them: cautions as warnings, info as notes."""
+    for w in warnings:
+        label = ("note", "dim") if w.severity == "info" else ("warning", "yellow")
+        console.print(Text.assemble(label, f" {w.kind}: {w.message}"), highlight=False)   # no markup in messages

@@ -210,8 +210,8 @@ def planned_look_times(first_look: float, planned_s: float | None, interval: flo
 def design_check(exp: Experiment, console: Console, max_duration: float | None = None) -> None:
     """Before the run: every planned warning (analysis.design; `check` prints the same)."""
     from ..analysis.design import planned_warnings
-    for w in planned_warnings(exp, max_duration):
-        console.print(Text.assemble(("warning", "yellow"), f" {w.kind}: {w.message}"), highlight=False)   # no markup in messages
+    from .check import print_planned_warnings
+    print_planned_warnings(planned_warnings(exp, max_duration), console)
 
 
 def run_or_resume_command(experiment: Path | None, output: Path | None, until_significant: bool,

@@ -5,15 +5,18 @@ option it was given (a user manager loads it: test_fleet_systemd.py). The real-s
 test_fleet_systemd.py."""
 from __future__ import annotations
 
+import os
 import signal
 import sqlite3
 import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 from alloclab import collector, fleet, metrics, unitfile
 from tests.conftest import run_cli
+from tests.waiting import wait_for
 from tests.integration.test_fleet import make_plan, root  # noqa: F401  (the fixture)
 
 
@@ -34,6 +37,15 @@ def _wait_for_ticks(run, n: int, timeout: float = 30.0) -> None:
     raise AssertionError(f"the collector stored fewer than {n} ticks in {timeout:g} s")
 
 
+def _all_threads_asleep(pid: int) -> bool:
+    """Every thread of PID in state S (interruptible sleep), read from /proc/PID/task/*/stat."""
+    try:
+        return all(Path(f"/proc/{pid}/task/{t}/stat").read_text().rsplit(")", 1)[1].split()[0] == "S"
+                   for t in os.listdir(f"/proc/{pid}/task"))
+    except FileNotFoundError:            # a thread ended while we read: look again
+        return False
+
+
 def test_the_collector_ends_within_2s_of_sigterm_at_a_5m_interval(root):  # noqa: F811
     """Issue 25: at --interval 5m the collector took 275 s to exit after SIGTERM."""
     make_plan(root)
@@ -42,7 +54,8 @@ def test_the_collector_ends_within_2s_of_sigterm_at_a_5m_interval(root):  # noqa
                          text=True)
     try:
         _wait_for_ticks(run, 1)
-        time.sleep(0.2)                      # into the wait for the next slot, 5 minutes away
+        # into the wait for the next slot, 5 minutes away: every thread of the collector asleep
+        wait_for(lambda: _all_threads_asleep(p.pid), 10, "the collector waiting for its next slot")
         sent = time.monotonic()
         p.send_signal(signal.SIGTERM)
         p.wait(timeout=10)

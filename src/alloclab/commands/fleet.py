@@ -99,7 +99,7 @@ def collect_command(plan_file: Path, run: Path, interval: str, duration: str | N
                                    parse_duration(duration, "--duration") if duration else None, _progress(console, as_json),
                                    exposition=exposition, host=host)
         if as_json:
-            _emit_json({**result, "run": str(run), "units": len(plan.assignments), "host": host})
+            _emit_json({**_tick_summary(result), "run": str(run), "units": len(plan.assignments), "host": host})
     finally:
         if server is not None:
             server.shutdown()
@@ -152,3 +152,15 @@ def rollback_command(batch: int, root: Path, systemctl: str | None, console: Con
     result = fleet.rollback(fleet.units_from(systemctl, root), batch, _progress(console, as_json))
     if as_json:
         _emit_json(result)
+
+
+def _tick_summary(result: dict) -> dict:
+    """collect()'s result for --json: the per-tick lists (up to 100,000 each on a long run) as their
+    count, median and 99th percentile, not raw."""
+    import numpy as np
+    out = {k: v for k, v in result.items() if k not in ("lateness", "durations")}
+    for key in ("lateness", "durations"):
+        xs = result.get(key) or []
+        out[f"{key}_s"] = ({"count": len(xs), "median": float(np.median(xs)), "p99": float(np.percentile(xs, 99))}
+                           if xs else {"count": 0})
+    return out

@@ -69,26 +69,32 @@ def wait_until(what: str, check, seconds: float) -> None:
     pytest.fail(f"{what} within {seconds:g} s")
 
 
-def import_run(url: str, out, start: float, end: float, step: float, *extra: str):
+def import_run(url: str, out, start: float, end: float, step: float, *extra: str, replicas: int = 16):
     p = run_cli("import", "prometheus", url, "--from", f"{start:.3f}", "--to", f"{end:.3f}", "--step", f"{step:g}s",
                 "-o", str(out), *extra)
     assert p.returncode == 0, p.stderr
     imported = Store.open(out)
     assert imported.meta()["records"] == "alloclab"
+    assert len(imported.replicas()) == replicas, [r["name"] for r in imported.replicas()]
     # the background thread's releases are not restarts: the counter and start times said none
     assert not imported.events(kinds=["process_restart"])
     imported.close()
     return ratios(out)
 
 
-@pytest.mark.parametrize("span, steps, shifts, tolerance", [
+@pytest.mark.parametrize("span, steps, shifts, tolerance, one_host_tolerance", [
     # the default run: 40 s of data (9 release cycles); a window edge a cycle earlier or later moves
-    # a level by a few percent on a loaded machine, hence 8% here and steps that cover the whole span
-    pytest.param(40.0, (5.0, 20.0, 40.0), (0.0, 3.0), 0.08, id="40s"),
+    # a level by a few percent on a loaded machine, hence 8% here and steps that cover the whole span.
+    # One host alone has 2 replicas a group over those 9 cycles, and its store's window is not the
+    # import's (the collector starts before the first scrape and stops after the last), so its
+    # jemalloc-bg level wanders more: 0.864 against 0.791 (9.3%) in one CI run. 15% still fails on
+    # what issue 24 found (0.59 against 0.19: the release cycles read as restarts)
+    pytest.param(40.0, (5.0, 20.0, 40.0), (0.0, 3.0), 0.08, 0.15, id="40s"),
     # the issue's acceptance: steps of 5, 15 and 60 s, three window ends, within 5% (docs/fleet.md)
-    pytest.param(130.0, (5.0, 15.0, 60.0), (0.0, 7.0, 23.0), 0.05, id="130s", marks=pytest.mark.slow),
+    pytest.param(130.0, (5.0, 15.0, 60.0), (0.0, 7.0, 23.0), 0.05, 0.05, id="130s", marks=pytest.mark.slow),
 ])
-def test_two_hosts_same_ratios_from_own_store_merge_and_prometheus(tmp_path, two_hosts, span, steps, shifts, tolerance):
+def test_two_hosts_same_ratios_from_own_store_merge_and_prometheus(tmp_path, two_hosts, span, steps, shifts, tolerance,
+                                                                  one_host_tolerance):
     """The same units' data by three routes give the same group ratios: a host's own store and the
     import of that host's series; the merged stores and the import of both hosts at every step and
     window end. (Hosts differ from each other: that is the host factor's job, checked at the end.)"""
@@ -117,7 +123,8 @@ def test_two_hosts_same_ratios_from_own_store_merge_and_prometheus(tmp_path, two
                     figures[f"prometheus step {step:g}s end -{shift:g}s"] = import_run(
                         url, tmp_path / f"prom-{step:g}-{shift:g}", start, end - shift, step)
         h1_imports = {f"prometheus h1 step {step:g}s": import_run(url, tmp_path / f"prom-h1-{step:g}", start, end, step,
-                                                                 "--match", 'host="h1"') for step in steps[:1]}
+                                                                 "--match", 'host="h1"', replicas=8)
+                      for step in steps[:1]}
     finally:
         stop_servers(collectors.values(), prom)
 
@@ -144,7 +151,7 @@ def test_two_hosts_same_ratios_from_own_store_merge_and_prometheus(tmp_path, two
     assert whole["jemalloc-bg"] < 0.97 * whole["jemalloc"], whole      # the groups really differ
     for source, got in h1_imports.items():
         for g, r in h1.items():
-            assert abs(got[g] / r - 1) < tolerance, (source, g, got[g], r)
+            assert abs(got[g] / r - 1) < one_host_tolerance, (source, g, got[g], r)
     for source, got in figures.items():
         for g, r in whole.items():
             assert abs(got[g] / r - 1) < tolerance, (source, g, got[g], r)

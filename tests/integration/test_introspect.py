@@ -324,3 +324,26 @@ def test_descriptor_reused_by_the_program_is_left_alone(tmp_path):
     assert not written, [p.read_text()[:80] for p in written]
     rec = introspect.read_record(next(tmp_path.glob("*-*.bin")))
     assert rec is not None and rec.family == "glibc" and rec.fields["in_use"] > 4 * (1 << 20)
+
+
+def test_a_store_older_than_the_recorded_facts_still_reports(decomposed_run, tmp_path):
+    """A schema-6 store (no tunables_json, no embedded_json) reports, and says what it lacks: the
+    decomposition's note for the preloaded mimalloc, the facts-not-recorded warning for an
+    unverified replica, which the report cannot tell apart from one carrying its own allocator."""
+    import sqlite3
+    old = tmp_path / "old"
+    old.mkdir()
+    src = sqlite3.connect(decomposed_run / "run.db")
+    src.backup(dst := sqlite3.connect(old / "run.db"))
+    src.close()
+    dst.executescript("ALTER TABLE groups DROP COLUMN tunables_json; ALTER TABLE replicas DROP COLUMN embedded_json; "
+                      "UPDATE meta SET value = '6' WHERE key = 'schema_version'; "
+                      "UPDATE replicas SET verified = 0 WHERE name = 'static-1'")
+    dst.close()
+    doc = summary_document(prepare(old))
+    [w] = [w for w in doc["warnings"] if w["kind"] == "facts-not-recorded"]
+    assert w["replicas"] == ["static-1"] and w["data"] == {"missing": ["replicas.embedded_json"]}
+    mi = next(g for g in doc["sections"]["decomposition"]["groups"] if g["group"] == "mimalloc")
+    assert any("before alloclab stored the options its library knows" in n for n in mi["notes"])
+    jem = next(g for g in doc["sections"]["decomposition"]["groups"] if g["group"] == "jemalloc")
+    assert not any("options its library knows" in n for n in jem["notes"])     # only where it changes a suggestion

@@ -11,9 +11,6 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Callable, Iterable, Iterator
 
-import numpy as np
-
-from .. import stats
 from ..store import CUT_SHORT_REASONS, Store
 from ..timefmt import span, utc
 from .duplicates import Duplicate, identical_pairs  # noqa: F401  (identical_pairs: re-exported)

@@ -200,11 +200,6 @@ def mapped_files(pid: int) -> list[Mapping]:
 EMBEDDED_PREFIX = "embedded allocator: "
 
 
-def is_embedded_detail(detail: str | None) -> bool:
-    """Whether a stored verify_detail says the program carries its own allocator."""
-    return bool(detail) and EMBEDDED_PREFIX in detail   # a replica joins its processes' details with "; "
-
-
 LIBC_OR_LOADER = re.compile(r"/(libc|ld-linux[\w-]*|ld)[.-][\w.-]*so")
 
 

@@ -19,7 +19,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from . import catalog, hardening, settings
+from . import catalog, hardening, hardening_summary, settings
 from .allocators import sha256_file
 from .errors import UserError
 
@@ -101,7 +101,7 @@ def build_deb(build: catalog.Build, out_dir: Path) -> Path:
             "X-Alloclab-Library": f"/{install_dir(allocator_id) / build.path.name}",
             "X-Alloclab-Sha256": prov["library_sha256"],
             "X-Alloclab-Source": _origin(prov),
-            "X-Alloclab-Hardening": hardening.summary(prov["hardening"]),
+            "X-Alloclab-Hardening": hardening_summary.summary(prov["hardening"]),
         }
         (root / "DEBIAN" / "control").write_text("".join(f"{k}: {v}\n" for k, v in fields.items() if v))
         for dirpath, dirnames, filenames in os.walk(root):

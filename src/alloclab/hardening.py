@@ -15,7 +15,8 @@ LD_PRELOAD=library with the group's allocator settings; the outcome is read from
 Declared settings: mimalloc's secure level (MIMALLOC_VERBOSE output), jemalloc's opt.junk,
 opt.zero and config.debug (mallctl), glibc's malloc.check, malloc.perturb and mem.tagging tunables
 (the loader's own --list-tunables). Stored per group (groups.hardening_json) and per build
-(provenance "hardening"), so a report can put "secure mode costs X% CPU" beside what it buys.
+(provenance "hardening"), so a report can put "secure mode costs X% CPU" beside what it buys;
+the one-line summary of a stored record is hardening_summary.summary.
 """
 from __future__ import annotations
 
@@ -89,19 +90,3 @@ def features(family: str | None, library: str | None, env: dict[str, str] | None
         if name in effective:
             out[name] = effective[name][0]
     return out
-
-
-def summary(h: dict | None) -> str:
-    """One line for tables and reports, e.g. "double free: aborts; invalid free: aborts; secure 4"."""
-    if not h:
-        return ""
-    parts = [f"double free: {h.get('double_free')}", f"invalid free: {h.get('invalid_free')}"]
-    if h.get("mimalloc_secure_level") is not None:
-        parts.append(f"secure level {h['mimalloc_secure_level']}")
-    if h.get("jemalloc_opt_junk") not in (None, "false"):
-        parts.append(f"junk {h['jemalloc_opt_junk']}")
-    if h.get("jemalloc_opt_zero"):
-        parts.append("zero")
-    if h.get("glibc.malloc.perturb") not in (None, "0", "0x0"):
-        parts.append(f"perturb {h['glibc.malloc.perturb']}")
-    return "; ".join(parts)

@@ -18,6 +18,9 @@ def new_output(path: Path) -> None:
         refuse_nonempty(path)
 
 
+# The Tor test network's directory inside a run (tornet writes it; the report names it).
+TOR_NETWORK_DIR = "tor-network"
+
 # What `alloclab report` (and the end of `alloclab run`) writes, into the run's directory or -o DIR.
 REPORT_FILES = {
     "report.md": "the report: recommendation, summary with intervals, warnings, charts, groups, replicas",

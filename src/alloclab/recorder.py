@@ -6,6 +6,7 @@ A process is known by (pid, start ticks); it is verified (its maps read) when fi
 """
 from __future__ import annotations
 
+import json
 import os
 import time
 from dataclasses import dataclass, field
@@ -28,6 +29,7 @@ class Tracked:
     verified_at: dict[tuple[int, int], float] = field(default_factory=dict)
     verdicts: dict[tuple[int, int], bool | None] = field(default_factory=dict)
     details: dict[tuple[int, int], str] = field(default_factory=dict)
+    embedded: dict[tuple[int, int], tuple[str, ...]] = field(default_factory=dict)   # families a process carries itself
     state: bool | None = None         # verified? (None: not yet known)
     last_metric_kb: int | None = None
     current: set[tuple[int, int]] = field(default_factory=set)           # processes seen last tick
@@ -59,6 +61,7 @@ class Recorder:
         previous = r.verdicts.get(key, "unset")
         r.verdicts[key] = verdict.verified
         r.details[key] = verdict.detail
+        r.embedded[key] = verdict.embedded if verdict.state == "embedded" else ()
         r.verified_at[key] = now
         if previous != verdict.verified:
             self.store.insert("verifications", t=now, process_id=proc_id, verified=verdict.verified,
@@ -72,7 +75,9 @@ class Recorder:
         if state != r.state:
             r.state = state
             detail = "; ".join(sorted({r.details[k] for k, v in r.verdicts.items() if v is state}))
-            self.store.update("replicas", r.id, verified=state, verify_detail=detail)
+            # stored as data beside the words, so the analysis never parses verify_detail
+            carried = sorted({f for k, v in r.verdicts.items() if v is state for f in r.embedded.get(k, ())})
+            self.store.update("replicas", r.id, verified=state, verify_detail=detail, embedded_json=json.dumps(carried))
             if state is False:
                 self.store.event(now, "unverified", f"{r.name}: {detail}", r.id, r.group_name)
 

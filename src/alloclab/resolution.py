@@ -12,7 +12,7 @@ import os
 import sys
 from pathlib import Path
 
-from . import catalog, debpackage, hardening, versions
+from . import catalog, debpackage, hardening, tunables, versions
 from .allocators import AllocatorSpec, check_preload_safe, normalise_version, probe, sha256_file
 from .errors import UserError, did_you_mean
 
@@ -62,6 +62,16 @@ def provenance(spec: AllocatorSpec) -> str | None:
         return json.dumps({**installed[1], "installed_at": str(installed[0])}, sort_keys=True)
     build = catalog.find_build(spec.request)
     return json.dumps(build.provenance, sort_keys=True) if build else None
+
+
+def tunables_json(spec: AllocatorSpec) -> str | None:
+    """The options the group's preloaded library knows (tunables.known_options), stored with the run
+    so the analysis names a tunable without reading the library again (docs/store.md); None when
+    nothing is preloaded."""
+    if spec.kind != "preload" or not spec.path:
+        return None
+    return json.dumps({"family": spec.family, "known": tunables.known_options(spec.family, spec.path),
+                       "read_from": spec.path, "library_sha256": spec.sha256}, sort_keys=True)
 
 
 def hardening_json(spec: AllocatorSpec, env: dict[str, str] | None = None) -> str | None:

@@ -230,7 +230,7 @@ class Runner:
                 library_sha256=spec.sha256, family=spec.family, version=spec.version,
                 env_json=json.dumps(g.env), command_json=json.dumps(list(self.templates[g.name])),
                 is_baseline=int(g.name == exp.baseline), provenance_json=resolution.provenance(spec),
-                hardening_json=resolution.hardening_json(spec, g.env))
+                hardening_json=resolution.hardening_json(spec, g.env), tunables_json=resolution.tunables_json(spec))
         notes = []
         use_cgroups = settings.cgroups_enabled()
         for n, (gname, idx) in enumerate(order):

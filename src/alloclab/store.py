@@ -18,7 +18,7 @@ import numpy as np
 
 from .errors import DataError, UserError
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 DB_NAME = "run.db"
 
 SAMPLES_INDEX = "CREATE INDEX IF NOT EXISTS samples_by_replica ON samples(replica_id, t)"
@@ -28,12 +28,12 @@ CREATE TABLE IF NOT EXISTS groups(
     id INTEGER PRIMARY KEY, name TEXT UNIQUE NOT NULL, allocator TEXT NOT NULL, kind TEXT,
     library_path TEXT, library_sha256 TEXT, family TEXT, version TEXT,
     env_json TEXT, command_json TEXT, is_baseline INTEGER DEFAULT 0, provenance_json TEXT,
-    hardening_json TEXT);
+    hardening_json TEXT, tunables_json TEXT);
 CREATE TABLE IF NOT EXISTS replicas(
     id INTEGER PRIMARY KEY, group_id INTEGER NOT NULL REFERENCES groups(id), idx INTEGER,
     name TEXT UNIQUE NOT NULL, workdir TEXT, start_order INTEGER, started_at REAL, ended_at REAL,
     exit_code INTEGER, root_pid INTEGER, cgroup TEXT,
-    verified INTEGER, verify_detail TEXT, end_kind TEXT, host TEXT);
+    verified INTEGER, verify_detail TEXT, end_kind TEXT, host TEXT, embedded_json TEXT);
 CREATE TABLE IF NOT EXISTS processes(
     id INTEGER PRIMARY KEY, replica_id INTEGER NOT NULL REFERENCES replicas(id),
     pid INTEGER, start_ticks INTEGER, ppid INTEGER, comm TEXT, cmdline TEXT,
@@ -84,7 +84,12 @@ MIGRATIONS = {
     4: ["ALTER TABLE replicas ADD COLUMN host TEXT"],       # fleet and Prometheus imports: the machine
     5: [],          # alloc_stats: a new table, made by SCHEMA on open
     6: ["ALTER TABLE groups ADD COLUMN hardening_json TEXT"],     # alloclab.hardening (docs/allocators.md)
+    # what the analysis needs from the host, recorded at run time (docs/store.md): the options the
+    # preloaded library knows, and the allocators a replica's program carries itself
+    7: ["ALTER TABLE groups ADD COLUMN tunables_json TEXT", "ALTER TABLE replicas ADD COLUMN embedded_json TEXT"],
 }
+# Kinds of free-but-held memory (alloc_stats' held_* columns), in the order charts stack them.
+HELD_KINDS = tuple(re.findall(r"\bheld_(\w+) INTEGER", SCHEMA))
 # How a run ends before its planned end (meta end_reason, event 'cut_short'); see docs/store.md.
 CUT_SHORT_REASONS = ("killed", "disk-full")
 

@@ -33,11 +33,11 @@ from typing import Callable
 
 from .config import Experiment, Group, Scenario
 from .errors import UserError
+from .outputs import TOR_NETWORK_DIR
 
 CLONE_NEWNET = 0x40000000
 SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1
 OR_PORT_OFFSET = 2048            # port_base <= 60000, + 1,024 replicas + this < 65,536
-NETWORK_DIR = "tor-network"
 LOAD_OUT = "dirload.json"        # in each replica's log directory
 ROUTERS_OUT = "routers.json"     # the descriptor-only routers' status, in the network directory
 ROUTERS_LISTED = 0.9             # the relays start once the consensus lists this share of the routers
@@ -208,7 +208,7 @@ class TorNetwork:
 
     def __init__(self, exp: Experiment, run_dir: Path, tor: str):
         self.exp, self.sc = exp, exp.scenario
-        self.dir = run_dir / NETWORK_DIR
+        self.dir = run_dir / TOR_NETWORK_DIR     # the network: keys, torrcs, logs
         self.tor = tor
         self.authorities: list[Authority] = []
         self.relays: list = []                  # runner replicas
@@ -365,47 +365,3 @@ class TorNetwork:
                 continue
             tails += [f"{a.nick}: {ln}" for ln in text[-lines:]]
         return "\n".join(tails)
-
-
-# ---- the report's section ----------------------------------------------------------------------------
-
-LOAD_HEADERS = ["group", "relays", "requests", "served (200)", "consensus diffs", "MB served", "by compression"]
-
-
-def report_summary(meta: dict[str, str], replicas: list[dict]) -> tuple[str, list[list[str]], dict] | None:
-    """The report's "Tor test network" section as data: a paragraph on the network's milestones, the
-    directory load each group's relays served (LOAD_HEADERS rows: medians over a group's relays) and
-    the raw figures (from the run's meta `tor_network`); None for runs without the scenario."""
-    if not meta.get("tor_network"):
-        return None
-    info = json.loads(meta["tor_network"])
-    load = info.get("load", {})
-    started = float(meta.get("started_at") or 0)
-    routers = info.get("routers") or {}
-    paragraph = (f"Private test network on loopback ({meta.get('network_namespace', 'namespace not recorded')}); "
-                 f"{info.get('relays_listed', 0)} relays listed in the authorities' last consensus"
-                 + (f" ({routers.get('routers', 0):,} of them descriptor-only routers filling the directory to "
-                    f"{info.get('consensus_bytes', 0) / 1e6:.1f} MB, {routers.get('accepted', 0):,} descriptors uploaded "
-                    f"in {routers.get('rounds', 0)} rounds)" if routers.get("routers") else "")
-                 + (f"; every relay held a consensus {info['relays_ready_at'] - started:.0f} s after the start"
-                    if info.get("relays_ready_at") and started else "; not every relay fetched a consensus") + ". "
-                 "Directory requests per relay (median over the group's relays); the network (keys, torrcs, logs) is in "
-                 f"`{NETWORK_DIR}/` and each relay's data directory in `replicas/NAME/work/data`.")
-    by_group: dict[str, list[dict]] = {}
-    for r in replicas:
-        by_group.setdefault(r["group"], []).append(load.get(r["name"]) or {})
-    med = lambda xs: sorted(xs)[len(xs) // 2] if xs else 0  # noqa: E731
-    rows = []
-    for g, counts in by_group.items():
-        if not any(counts):
-            rows.append([g, str(len(counts)), "– (DirCache 0: no DirPort, no load)", "–", "–", "–", "–"])
-            continue
-        enc: dict[str, int] = {}
-        for c in counts:
-            for k, v in (c.get("by_encoding") or {}).items():
-                enc[k] = enc.get(k, 0) + v
-        rows.append([g, str(len(counts)), str(med([c.get('requests', 0) for c in counts])),
-                     str(med([c.get('served', 0) for c in counts])), str(med([c.get('diffs_served', 0) for c in counts])),
-                     f"{med([c.get('bytes', 0) for c in counts]) / 1e6:.1f}",
-                     ", ".join(f"{k} {v}" for k, v in sorted(enc.items()))])
-    return paragraph, rows, info

@@ -71,6 +71,17 @@ def _present(names: tuple[str, ...], library: str | None) -> list[str]:
     return sorted({n for n in names if n.encode() in blob})
 
 
+# The candidate option names per family: the ones a library knows are those found in its bytes.
+CANDIDATES = {"mimalloc": MIMALLOC_OPTIONS, "jemalloc": JEMALLOC_CONF_KEYS, "tcmalloc": TCMALLOC_ENV}
+
+
+def known_options(family: str | None, library: str) -> list[str]:
+    """The options of `family` that the library at `library` knows (its own strings); [] for a
+    family whose options are not read from its library."""
+    names = CANDIDATES.get(family or "")
+    return _present(names, library) if names else []
+
+
 def validate(env: dict[str, str], family: str | None, library: str | None, group: str) -> None:
     """Raise UserError for a tunable the group's allocator does not know."""
     fam = family or "glibc"

@@ -216,6 +216,8 @@ allocator = "{jemalloc}"
                                        "LD_PRELOAD of jemalloc")
     recorded = db.execute("SELECT DISTINCT verified, mapped_allocator FROM verifications").fetchall()
     assert recorded == [(0, "embedded:mimalloc")]
+    # the families as data beside the words: what the analysis reads (it never parses verify_detail)
+    assert db.execute("SELECT DISTINCT embedded_json FROM replicas").fetchall() == [('["mimalloc"]',)]
     report = (tmp_path / "run" / "report.md").read_text()
     assert report.count("embedded allocator: the executable embeds mimalloc (statically linked)") >= 2
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())

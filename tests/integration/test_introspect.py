@@ -13,7 +13,9 @@ Tolerances (why):
 """
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import signal
 import statistics
 import struct
@@ -24,9 +26,12 @@ from pathlib import Path
 
 import pytest
 
-from alloclab import introspect, native, resolution, workloads
+from alloclab import introspect, native, resolution, tunables, workloads
 from alloclab.analysis import analyse
-from alloclab.analysis.decomposition import decompose, decomposition_data, decomposition_rows, draw_decomposition
+from alloclab.analysis.decomposition import decompose
+from alloclab.reporters.decomposition import decomposition_data, decomposition_rows, draw_decomposition
+from alloclab.report import prepare
+from alloclab.reporters.json_summary import summary_document
 from alloclab.reporters.sections import decomposition as decomposition_section
 from alloclab.config import parse_experiment
 from alloclab.runner import Runner
@@ -229,25 +234,39 @@ allocator = "glibc"
 name = "jemalloc"
 allocator = "{jemalloc}"
 [[group]]
+name = "mimalloc"
+allocator = "{mimalloc}"
+[[group]]
 name = "static"
 allocator = "glibc"
 command = ["{static}", "--load", "5", "--idle", "30", "--mb", "8"]
 """
 
 
-def test_run_stores_and_decomposes(tmp_path, jemalloc):
-    text = EXPERIMENT.format(jemalloc=jemalloc, static=native.program("frag-static"))
-    exp = parse_experiment(text, "introspect.toml", tmp_path)
-    result = Runner(exp, tmp_path / "run").run()
-    store = Store.open(result.run_dir)
+@pytest.fixture(scope="module")
+def decomposed_run(tmp_path_factory, jemalloc, mimalloc) -> Path:
+    """One real run (glibc, jemalloc and mimalloc with the helper; a static binary without): the
+    preloaded libraries are copies in their own directory, so a test can take them away."""
+    tmp = tmp_path_factory.mktemp("decomposed")
+    libs = tmp / "libs"
+    libs.mkdir()
+    for lib in (jemalloc, mimalloc):
+        shutil.copyfile(lib, libs / Path(lib).name)
+    text = EXPERIMENT.format(jemalloc=libs / Path(jemalloc).name, mimalloc=libs / Path(mimalloc).name,
+                             static=native.program("frag-static"))
+    return Runner(parse_experiment(text, "introspect.toml", tmp), tmp / "run").run().run_dir
+
+
+def test_run_stores_and_decomposes(decomposed_run, tmp_path):
+    store = Store.open(decomposed_run)
     rows = store.alloc_stats()
     fams = {(r["group"], r["family"]) for r in rows}
-    assert fams == {("glibc", "glibc"), ("jemalloc", "jemalloc")}          # nothing from the static binary
+    assert fams == {("glibc", "glibc"), ("jemalloc", "jemalloc"), ("mimalloc", "mimalloc")}   # nothing from the static binary
     absent = store.events(["introspect_absent"])
     assert [e["group_name"] for e in absent] == ["static"]
     a = analyse(store)
     d = {g.group: g for g in a.decomposition}
-    assert set(d) == {"glibc", "jemalloc"}
+    assert set(d) == {"glibc", "jemalloc", "mimalloc"}
     assert "in free chunks of" in d["glibc"].summary or "held under 1 MB" in d["glibc"].summary
     assert d["jemalloc"].end.held.get("dirty", 0) > 0 and "dirty pages" in d["jemalloc"].summary
     assert 0 <= d["glibc"].helper_cpu_share < 0.05
@@ -257,6 +276,31 @@ def test_run_stores_and_decomposes(tmp_path, jemalloc):
     assert decomposition_data(a)[0]["group"] in ("glibc", "jemalloc")
     assert draw_decomposition(a, tmp_path / "d.png").stat().st_size > 1000
     store.close()
+
+
+def test_a_stored_run_reports_the_same_without_its_libraries(decomposed_run):
+    """The analysis is a pure function of the store (issue 28): what it needs from the allocator
+    libraries (the options each knows, its hardening) was recorded at run time with its provenance,
+    so the same summary.json comes out after the libraries are gone."""
+    store = Store.open_checked(decomposed_run)
+    groups = {g["name"]: g for g in store.groups()}
+    store.conn.close()
+    for name in ("jemalloc", "mimalloc"):
+        facts = json.loads(groups[name]["tunables_json"])
+        assert facts["read_from"] == groups[name]["library_path"] and facts["library_sha256"] == groups[name]["library_sha256"]
+        assert facts["known"] == tunables.known_options(name, groups[name]["library_path"])   # read while it exists
+    assert groups["glibc"]["tunables_json"] is None
+    before = summary_document(prepare(decomposed_run))
+    libs = Path(groups["mimalloc"]["library_path"]).parent
+    shutil.rmtree(libs)
+    after = summary_document(prepare(decomposed_run))
+    assert not libs.exists() and after == before
+    # a library that knows no purge_delay (mimalloc before 2.1) is suggested reset_delay: recorded, not re-read
+    mi = next(g for g in before["sections"]["decomposition"]["groups"] if g["group"] == "mimalloc")
+    known = set(json.loads(groups["mimalloc"]["tunables_json"])["known"])
+    for s in mi["suggestions"]:
+        if s["tunable"] in ("MIMALLOC_PURGE_DELAY", "MIMALLOC_RESET_DELAY"):
+            assert s["tunable"] == ("MIMALLOC_PURGE_DELAY" if "purge_delay" in known else "MIMALLOC_RESET_DELAY")
 
 
 def test_imported_data_has_no_decomposition(tmp_path):
@@ -280,3 +324,26 @@ def test_descriptor_reused_by_the_program_is_left_alone(tmp_path):
     assert not written, [p.read_text()[:80] for p in written]
     rec = introspect.read_record(next(tmp_path.glob("*-*.bin")))
     assert rec is not None and rec.family == "glibc" and rec.fields["in_use"] > 4 * (1 << 20)
+
+
+def test_a_store_older_than_the_recorded_facts_still_reports(decomposed_run, tmp_path):
+    """A schema-6 store (no tunables_json, no embedded_json) reports, and says what it lacks: the
+    decomposition's note for the preloaded mimalloc, the facts-not-recorded warning for an
+    unverified replica, which the report cannot tell apart from one carrying its own allocator."""
+    import sqlite3
+    old = tmp_path / "old"
+    old.mkdir()
+    src = sqlite3.connect(decomposed_run / "run.db")
+    src.backup(dst := sqlite3.connect(old / "run.db"))
+    src.close()
+    dst.executescript("ALTER TABLE groups DROP COLUMN tunables_json; ALTER TABLE replicas DROP COLUMN embedded_json; "
+                      "UPDATE meta SET value = '6' WHERE key = 'schema_version'; "
+                      "UPDATE replicas SET verified = 0 WHERE name = 'static-1'")
+    dst.close()
+    doc = summary_document(prepare(old))
+    [w] = [w for w in doc["warnings"] if w["kind"] == "facts-not-recorded"]
+    assert w["replicas"] == ["static-1"] and w["data"] == {"missing": ["replicas.embedded_json"]}
+    mi = next(g for g in doc["sections"]["decomposition"]["groups"] if g["group"] == "mimalloc")
+    assert any("before alloclab stored the options its library knows" in n for n in mi["notes"])
+    jem = next(g for g in doc["sections"]["decomposition"]["groups"] if g["group"] == "jemalloc")
+    assert not any("options its library knows" in n for n in jem["notes"])     # only where it changes a suggestion

@@ -3,8 +3,10 @@
 Static: every `import` / `from` statement of every module under src/alloclab, function-local ones
 included, read with `ast`; the graph of alloclab.* modules must have no cycle. Then the layering
 the data flow asks for (experiment file -> runner -> sampler -> store -> analysis -> reporters):
-nothing before the store reaches it, and fleet does not reach the runner. Dynamic: each checked
-module imported alone in a fresh interpreter loads no module it must not.
+nothing before the store reaches it, fleet does not reach the runner, and the analysis and the
+reporters are a pure function of the store: they reach no module that reads the host (allocator
+libraries, processes, the network: PURE_FORBIDDEN, issue 28). Dynamic: each checked module
+imported alone in a fresh interpreter loads no module it must not.
 """
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import ast
 import json
 import subprocess
 import sys
+from functools import cache
 from pathlib import Path
 
 import alloclab
@@ -23,6 +26,10 @@ STORE_USERS = {"store", "recorder", "runner", "fleet", "collector", "watchdog", 
                "runcompare", "liveview", "bundle", "metrics",     # compare, live view, bundle and run --metrics read runs
                "bisection", "sweep"}   # bisect and sweep drive runs (runner) and read their results (analysis)
 STORE_USER_PACKAGES = ("analysis", "commands", "reporters")
+# What the analysis and the reporters may not reach: what they need from the host is recorded in
+# the store at run time (docs/architecture.md).
+PURE_PACKAGES = ("analysis", "reporters")
+PURE_FORBIDDEN = {"allocators", "tunables", "introspect", "native", "tornet", "hardening"}
 
 
 def _modules() -> dict[str, Path]:
@@ -53,6 +60,7 @@ def _targets(name: str, path: Path, node: ast.Import | ast.ImportFrom) -> set[st
     return {t for t in found if t in MODULES and t != name and not name.startswith(t + ".")}
 
 
+@cache          # read once per session: every test below asks for the same graph
 def import_graph() -> dict[str, set[str]]:
     graph = {}
     for name, path in MODULES.items():
@@ -133,6 +141,40 @@ def test_nothing_before_the_store_reaches_it():
     offenders = {_short(m): sorted(_short(x) for x in _reach(graph, m) if _uses_store(x))
                  for m in graph if not _uses_store(m) and "alloclab.store" in _reach(graph, m)}
     assert not offenders, f"modules before the store in the flow that import it: {offenders}"
+
+
+def _impure(graph: dict[str, set[str]]) -> dict[str, list[str]]:
+    """Modules of PURE_PACKAGES that reach a PURE_FORBIDDEN module (directly or through others)."""
+    forbidden = {f"alloclab.{m}" for m in PURE_FORBIDDEN}
+    return {_short(m): sorted(_short(x) for x in _reach(graph, m) & forbidden)
+            for m in graph if _short(m).split(".")[0] in PURE_PACKAGES and _reach(graph, m) & forbidden}
+
+
+def test_analysis_and_reporters_do_not_reach_the_host():
+    offenders = _impure(import_graph())
+    assert not offenders, f"analysis/reporters modules that reach host-reading modules: {offenders}"
+
+
+def test_a_planted_host_import_is_found():
+    # the shape issue 28 found: a reporter importing hardening, the analysis reaching allocators through a helper
+    graph = {"alloclab.reporters.markdown": {"alloclab.hardening"}, "alloclab.hardening": {"alloclab.native"},
+             "alloclab.native": set(), "alloclab.analysis.warnings": {"alloclab.timefmt"},
+             "alloclab.timefmt": {"alloclab.allocators"}, "alloclab.allocators": set(),
+             "alloclab.reporters.csv_tables": {"alloclab.store"}, "alloclab.store": set()}
+    assert _impure(graph) == {"reporters.markdown": ["hardening", "native"], "analysis.warnings": ["allocators"]}
+
+
+def test_a_report_loads_no_host_reading_module():
+    """Dynamic: every analysis and reporters module, and `report`, imported in one fresh interpreter."""
+    pure = sorted(m for m in MODULES if _short(m).split(".")[0] in PURE_PACKAGES)
+    script = ("import importlib, json, sys\nfor m in sys.argv[1:]: importlib.import_module(m)\n"
+              "print(json.dumps(sorted(m for m in sys.modules if m.startswith('alloclab'))))\n")
+    proc = subprocess.run([sys.executable, "-c", script, "alloclab.report", *pure], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr[-500:]
+    loaded = {_short(m) for m in json.loads(proc.stdout)}
+    assert "analysis.decomposition" in loaded and "reporters.html" in loaded
+    assert not loaded & PURE_FORBIDDEN, f"a report loads {sorted(loaded & PURE_FORBIDDEN)}"
 
 
 def test_fleet_does_not_import_the_runner():

@@ -9,19 +9,21 @@ introspection helper, docs/introspection.md); absent for runs without it and for
 Per group: a timeline (median across replicas at each interval since their start), two
 snapshots (late load phase, end of run), one plain-words summary, and suggestions: a tunable and
 the sweep that would test it, named only when the decomposition points at it — never a verdict.
+
+A pure function of the store: the options a library knows are those recorded at run time
+(groups.tunables_json), never read from the library at report time. How it is drawn and laid
+out is reporters/decomposition.py.
 """
 from __future__ import annotations
 
 import json
 import sqlite3
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 
 import numpy as np
 
 from .. import stats
-from ..introspect import HELD_KINDS
-from ..store import Store
+from ..store import HELD_KINDS, Store
 
 MB = 1024 * 1024
 # A held kind is worth a suggestion when it is at least this share of RSS and this many bytes.
@@ -201,10 +203,10 @@ def _words(label: str, family: str, load: Snapshot | None, end: Snapshot | None)
     return (". ".join(p[0].upper() + p[1:] for p in parts) + ".") if parts else ""
 
 
-def _suggest(group: str, family: str, library: str | None, s: Snapshot | None) -> list[Suggestion]:
+def _suggest(group: str, family: str, known: set[str], s: Snapshot | None) -> list[Suggestion]:
+    """`known`: the options the group's library knows (recorded at run time; empty: not known)."""
     if s is None or s.rss is None:
         return []
-    from .. import tunables
     big = lambda v: v is not None and v >= max(SUGGEST_MIN, SUGGEST_SHARE * s.rss)  # noqa: E731
     out: list[Suggestion] = []
     h = s.held
@@ -230,7 +232,6 @@ def _suggest(group: str, family: str, library: str | None, s: Snapshot | None) -
             out.append(Suggestion(group, "MALLOC_CONF", ["narenas:1", "narenas:2", "narenas:4"],
                                   f"{_mb(h['bins'])} free inside active slabs of {s.arenas:.0f} arenas"))
     elif family == "mimalloc":
-        known = set(tunables._present(tunables.MIMALLOC_OPTIONS, library)) if library and Path(library).exists() else set()
         gap = h.get("committed_free")
         if gap is None and s.in_use is None and s.committed is not None and s.live is not None:
             gap = s.committed - s.live      # live requested bytes: a lower bound on in use, so an upper bound here
@@ -307,8 +308,11 @@ def decompose(store: Store, analysis=None) -> list[GroupDecomposition] | None:
         d = GroupDecomposition(gname, label, family, len(per_rep), times, layers, load, end, _words(label, family, load, end),
                                notes=notes, helper_cpu_share=_median(shares),
                                helper_interval_s=_median(p["interval_s"] for ps in per_rep for p in ps))
+        known, missing = _known_options(g)
+        if missing and family == "mimalloc":
+            d.notes.append(missing)
         seen = set()
-        for s in _suggest(gname, family, g["library_path"], end) + _suggest(gname, family, g["library_path"], load):
+        for s in _suggest(gname, family, known, end) + _suggest(gname, family, known, load):
             if (s.tunable, tuple(s.values)) not in seen:
                 seen.add((s.tunable, tuple(s.values)))
                 s.allocator = g["allocator"]
@@ -318,6 +322,18 @@ def decompose(store: Store, analysis=None) -> list[GroupDecomposition] | None:
                            "in use and free-but-held are not split; committed is shown against RSS")
         out.append(d)
     return out or None
+
+
+def _known_options(g: dict) -> tuple[set[str], str | None]:
+    """The options the group's preloaded library knows, as recorded at run time, and a note when a
+    library was preloaded but the run predates that record (schema < 7)."""
+    facts = g.get("tunables_json")
+    if facts:
+        return set(json.loads(facts).get("known") or ()), None
+    if g.get("library_path") and g.get("kind") == "preload":
+        return set(), ("this run was recorded before alloclab stored the options its library knows: suggestions "
+                       "use the current option names and omit those a version may lack")
+    return set(), None
 
 
 def _label(g: dict) -> str:
@@ -339,102 +355,3 @@ def _timeline(per_rep: list[list[dict]], starts: list[float], interval: float) -
             layers[c].append(None if m is None else m / MB)
     layers = {c: v for c, v in layers.items() if any(x is not None for x in v)}
     return times, layers
-
-
-# ---- for reporters -------------------------------------------------------------------------------
-
-def decomposition_data(analysis) -> list[dict] | None:
-    """The decomposition as plain dicts (JSON/HTML); None when the run has none."""
-    d = getattr(analysis, "decomposition", None)
-    return [g.as_dict() for g in d] if d else None
-
-
-INTRO = ("The allocator's own account (introspection helper, docs/introspection.md) beside the kernel's: live "
-         "requested bytes (when the workload publishes them) → allocator in use → free but held, by kind → RSS. "
-         "Medians across replicas; late load = second half of the load phase.")
-TABLE_HEADERS = ["group", "when", "live MB", "in use MB", "held MB by kind", "committed MB", "rest of RSS MB", "RSS MB",
-                 "LazyFree MB"]
-
-
-def decomposition_rows(analysis) -> list[list[str]]:
-    """The layers table (TABLE_HEADERS): per group its late-load and end snapshots; [] without data."""
-    rows = []
-    for g in getattr(analysis, "decomposition", None) or []:
-        for when, s in (("late load", g.load), ("end", g.end)):
-            if s is None:
-                continue
-            held = ", ".join(f"{k} {v / MB:.1f}" for k, v in sorted(s.held.items(), key=lambda kv: -kv[1]) if v >= 0.05 * MB)
-            rows.append([g.group, when, _mbn(s.live), _mbn(s.in_use), held or "–", _mbn(s.committed), _mbn(s.other),
-                         _mbn(s.rss), _mbn(s.lazyfree)])
-    return rows
-
-
-def decomposition_paragraphs(analysis) -> list[str]:
-    """Per group, in plain words: the summary, then suggestions, notes and the helper's cost."""
-    out = []
-    for g in getattr(analysis, "decomposition", None) or []:
-        lines = [f"**{g.group}**: {g.summary or 'no allocator figures.'}"]
-        lines += [f"Suggestion: {s.text()}" for s in g.suggestions]
-        lines += [f"Note: {n}" for n in g.notes]
-        if g.helper_cpu_share is not None:
-            lines.append(f"Helper cost: {g.helper_cpu_share:.2%} of the replicas' CPU, one collection every "
-                         f"{g.helper_interval_s or 0:.1f} s.")
-        out.append(" ".join(lines))
-    return out
-
-
-def _mbn(x: float | None) -> str:
-    return "–" if x is None else f"{x / MB:.1f}"
-
-
-LAYER_COLORS = {"in_use": "#4c72b0", "committed": "#4c72b0", "held_bins": "#dd8452", "held_top": "#c44e52",
-                "held_dirty": "#8172b3", "held_muzzy": "#937860", "held_abandoned": "#da8bc3", "held_cached": "#8c8c8c",
-                "held_committed_free": "#ccb974", "held_metadata": "#64b5cd", "other": "#dddddd"}
-
-
-def layer_stack(g: GroupDecomposition) -> tuple[np.ndarray, list[tuple[str, np.ndarray]], dict[str, np.ndarray]]:
-    """A group's timeline as drawn (PNG and HTML alike): times, the stacked layers bottom to top (in
-    use or committed, each held kind, the rest of RSS) and the lines (rss, live) in MB."""
-    t = np.array(g.times)
-    L = g.layers
-    arr = lambda c: np.array([np.nan if x is None else x for x in L.get(c, [None] * len(t))], dtype=float)  # noqa: E731
-    stack: list[tuple[str, np.ndarray]] = []
-    base = "in_use" if "in_use" in L else ("committed" if "committed" in L else None)
-    if base:
-        stack.append((base, arr(base)))
-    stack += [(f"held_{k}", arr(f"held_{k}")) for k in HELD_KINDS if f"held_{k}" in L]
-    lines = {c: arr(c) for c in ("rss", "live") if c in L}
-    if "rss" in lines and stack:
-        rest = lines["rss"] - np.nansum(np.vstack([v for _, v in stack]), axis=0)
-        stack.append(("other", np.clip(rest, 0, None)))
-    return t, stack, lines
-
-
-def draw_decomposition(analysis, path: Path) -> Path | None:
-    """A stacked chart per group: in use, then each held kind, then the rest of RSS; live bytes
-    and RSS as lines. None when the run has no allocator figures."""
-    d = [g for g in (getattr(analysis, "decomposition", None) or []) if g.times]
-    if not d:
-        return None
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(len(d), 1, figsize=(10, 3.2 * len(d)), sharex=True, squeeze=False)
-    for ax, g in zip(axes[:, 0], d):
-        t, stack, lines = layer_stack(g)
-        if stack:
-            ax.stackplot(t, *[np.nan_to_num(v) for _, v in stack], labels=[n.replace("held_", "held: ") for n, _ in stack],
-                         colors=[LAYER_COLORS.get(n, "#999999") for n, _ in stack], alpha=0.85)
-        if "rss" in lines:
-            ax.plot(t, lines["rss"], color="black", lw=1.2, label="RSS")
-        if "live" in lines:
-            ax.plot(t, lines["live"], color="green", lw=1.2, ls="--", label="live requested")
-        ax.set_title(f"{g.group} ({g.label})", fontsize=10)
-        ax.set_ylabel("MB")
-        ax.legend(fontsize=7, loc="upper right", ncol=3)
-    axes[-1, 0].set_xlabel("seconds since start")
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path

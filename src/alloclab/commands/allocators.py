@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from .. import catalog, hardening, versions
+from .. import catalog, hardening, hardening_summary, versions
 from ..errors import UserError
 
 
@@ -21,8 +21,8 @@ def list_command(console: Console) -> None:
             r = b.provenance["reported"]
             reported = f"{r['family']} {r['version'] or '(no version call)'}" + (f", secure {r['secure_level']}" if r.get("secure_level") else "")
         t.add_row(e.id, ", ".join(s["kind"] for s in e.sources), f"yes ({b.provenance['source']['kind']})" if b else "no",
-                  reported, hardening.summary(b.provenance.get("hardening")) if b else "", e.notes)
-    t.add_row("glibc", "the system's", "yes", "", hardening.summary(hardening.features(None, None)), "")
+                  reported, hardening_summary.summary(b.provenance.get("hardening")) if b else "", e.notes)
+    t.add_row("glibc", "the system's", "yes", "", hardening_summary.summary(hardening.features(None, None)), "")
     console.print(t)
 
 

@@ -1,33 +1,17 @@
-"""Sections other modules contribute to every report (registered providers, reporters.input):
-the allocator-memory decomposition (analysis.decomposition) and the Tor test network (tornet).
-Each is plain data; markdown, HTML, PNG and JSON reporters render it their own way."""
+"""Sections beside the core report (registered providers, reporters.input): the allocator-memory
+decomposition (analysis.decomposition, laid out by reporters.decomposition) and the Tor test
+network (read from the run's meta `tor_network`, which tornet records). Each is plain data;
+markdown, HTML, PNG and JSON reporters render it their own way."""
 from __future__ import annotations
 
-from pathlib import Path
+import json
 
 from ..analysis import Analysis
-from ..analysis.decomposition import (INTRO, LAYER_COLORS, TABLE_HEADERS, decomposition_data, decomposition_paragraphs,
-                                      decomposition_rows, draw_decomposition, layer_stack)
+from ..outputs import TOR_NETWORK_DIR
 from ..store import Store
+from .decomposition import (INTRO, TABLE_HEADERS, decomposition_data, decomposition_paragraphs, decomposition_rows,
+                            draw_decomposition, figure)
 from .input import Section, Table, register_section
-
-
-def _decomposition_figure(g) -> dict:
-    """One group's stacked layers as a plotly figure (hover shows layer, time and MB)."""
-    t, stack, lines = layer_stack(g)
-    x = [float(v) for v in t]
-    clean = lambda v: [None if v_ != v_ else round(float(v_), 2) for v_ in v]  # noqa: E731  (NaN -> gap)
-    data = [{"type": "scatter", "mode": "lines", "x": x, "y": clean(v), "name": n.replace("held_", "held: "),
-             "stackgroup": "layers", "line": {"width": 0.5, "color": LAYER_COLORS.get(n, "#999999")},
-             "hovertemplate": f"{n} %{{y:.1f}} MB at %{{x:.0f}} s<extra>{g.group}</extra>"} for n, v in stack]
-    styles = {"rss": {"color": "black", "width": 1.5}, "live": {"color": "green", "width": 1.5, "dash": "dash"}}
-    data += [{"type": "scatter", "mode": "lines", "x": x, "y": clean(v), "name": "RSS" if c == "rss" else "live requested",
-              "line": styles[c], "hovertemplate": f"{c} %{{y:.1f}} MB at %{{x:.0f}} s<extra>{g.group}</extra>"}
-             for c, v in lines.items()]
-    return {"data": data, "layout": {"title": {"text": f"{g.group} ({g.label}): why the memory is held"},
-                                     "xaxis": {"title": {"text": "seconds since start"}},
-                                     "yaxis": {"title": {"text": "MB"}, "rangemode": "tozero"},
-                                     "legend": {"orientation": "h"}, "margin": {"t": 40, "r": 10}}}
 
 
 @register_section
@@ -38,15 +22,56 @@ def decomposition(store: Store, analysis: Analysis) -> Section | None:
     return Section(key="decomposition", title="Why the memory is held",
                    paragraphs=[INTRO] + decomposition_paragraphs(analysis),
                    table=Table(TABLE_HEADERS, decomposition_rows(analysis)),
-                   figures=[_decomposition_figure(g) for g in d if g.times],
+                   figures=[figure(g) for g in d if g.times],
                    pngs=[("decomposition.png", lambda path: draw_decomposition(analysis, path))] if any(g.times for g in d) else [],
                    data={"groups": decomposition_data(analysis)})
 
 
+LOAD_HEADERS = ["group", "relays", "requests", "served (200)", "consensus diffs", "MB served", "by compression"]
+
+
+def tor_summary(meta: dict[str, str], replicas: list[dict]) -> tuple[str, list[list[str]], dict] | None:
+    """The report's "Tor test network" section as data: a paragraph on the network's milestones, the
+    directory load each group's relays served (LOAD_HEADERS rows: medians over a group's relays) and
+    the raw figures (from the run's meta `tor_network`); None for runs without the scenario."""
+    if not meta.get("tor_network"):
+        return None
+    info = json.loads(meta["tor_network"])
+    load = info.get("load", {})
+    started = float(meta.get("started_at") or 0)
+    routers = info.get("routers") or {}
+    paragraph = (f"Private test network on loopback ({meta.get('network_namespace', 'namespace not recorded')}); "
+                 f"{info.get('relays_listed', 0)} relays listed in the authorities' last consensus"
+                 + (f" ({routers.get('routers', 0):,} of them descriptor-only routers filling the directory to "
+                    f"{info.get('consensus_bytes', 0) / 1e6:.1f} MB, {routers.get('accepted', 0):,} descriptors uploaded "
+                    f"in {routers.get('rounds', 0)} rounds)" if routers.get("routers") else "")
+                 + (f"; every relay held a consensus {info['relays_ready_at'] - started:.0f} s after the start"
+                    if info.get("relays_ready_at") and started else "; not every relay fetched a consensus") + ". "
+                 "Directory requests per relay (median over the group's relays); the network (keys, torrcs, logs) is in "
+                 f"`{TOR_NETWORK_DIR}/` and each relay's data directory in `replicas/NAME/work/data`.")
+    by_group: dict[str, list[dict]] = {}
+    for r in replicas:
+        by_group.setdefault(r["group"], []).append(load.get(r["name"]) or {})
+    med = lambda xs: sorted(xs)[len(xs) // 2] if xs else 0  # noqa: E731
+    rows = []
+    for g, counts in by_group.items():
+        if not any(counts):
+            rows.append([g, str(len(counts)), "– (DirCache 0: no DirPort, no load)", "–", "–", "–", "–"])
+            continue
+        enc: dict[str, int] = {}
+        for c in counts:
+            for k, v in (c.get("by_encoding") or {}).items():
+                enc[k] = enc.get(k, 0) + v
+        rows.append([g, str(len(counts)), str(med([c.get('requests', 0) for c in counts])),
+                     str(med([c.get('served', 0) for c in counts])), str(med([c.get('diffs_served', 0) for c in counts])),
+                     f"{med([c.get('bytes', 0) for c in counts]) / 1e6:.1f}",
+                     ", ".join(f"{k} {v}" for k, v in sorted(enc.items()))])
+    return paragraph, rows, info
+
+
 @register_section
 def tor_network(store: Store, analysis: Analysis) -> Section | None:
-    from ..tornet import LOAD_HEADERS, report_summary
-    got = report_summary(store.meta(), store.replicas())
+    got = tor_summary(store.meta(), store.replicas())
     if got is None:
         return None
     paragraph, rows, info = got

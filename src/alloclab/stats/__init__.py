@@ -1,4 +1,9 @@
-"""Pure statistics for alloclab verdicts: numpy arrays in, dataclasses out (no store, no I/O).
+"""Statistics for alloclab verdicts: numpy arrays in, dataclasses out. No store and no run data are
+read; the one file access is a cache: growth.lag1_quantiles simulates a table of lag-1
+autocorrelation quantiles once (seeded, so the same on every machine) and keeps it as
+stats/lag1-*.npy under the cache directory (settings.cache_root: $ALLOCLAB_CACHE,
+$XDG_CACHE_HOME/alloclab or ~/.cache/alloclab), simulating again when that directory is not
+writable or the file is damaged.
 
 Public API (stable; the analysis package calls these):
 

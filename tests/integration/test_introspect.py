@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from alloclab import introspect, native, resolution, workloads
+from alloclab import introspect, native, workloads
 from alloclab.analysis import analyse
 from alloclab.analysis.decomposition import decompose, decomposition_data, decomposition_rows, draw_decomposition
 from alloclab.reporters.sections import decomposition as decomposition_section
@@ -32,6 +32,7 @@ from alloclab.config import parse_experiment
 from alloclab.runner import Runner
 from alloclab.store import Store
 from tests.conftest import DATASETS, system_lib
+from tests.registries import published_library
 from tests.waiting import wait_for
 
 MB = 1 << 20
@@ -46,7 +47,7 @@ def _env(directory: Path, lib: str | None, interval: float = 0.25) -> dict[str, 
 
 def _mimalloc_with_stats() -> str:
     """A mimalloc that counts bytes in use in a release build (3.1+), from the catalog."""
-    return resolution.resolve("mimalloc@3.6.1").path
+    return published_library("mimalloc@3.6.1")
 
 
 @pytest.fixture(scope="module")

@@ -27,31 +27,15 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from alloclab import analysis, runner  # noqa: E402
 from alloclab.config import load_experiment  # noqa: E402
 from alloclab.store import Store  # noqa: E402
+from tests.experiments import write_experiment  # noqa: E402
 
-EXPERIMENT = """name = "start-order-aa"
-replicas = {replicas}
-interval = "1s"
-baseline = "a"
-seed = {seed}
-[phases]
-warmup = "{warmup}s"
-load = "{load}s"
-[workload]
-name = "worker-pool"
-threads = 2
-modules = 800
-gap = 3
-[[group]]
-name = "a"
-allocator = "glibc"
-[[group]]
-name = "b"
-allocator = "glibc"
-"""
+WORKLOAD = {"name": "worker-pool", "threads": 2, "modules": 800, "gap": 3}
+
 
 
 def whole_shuffle(groups: list[str], replicas: int, seed: int) -> list[tuple[str, int]]:
@@ -88,8 +72,10 @@ def design() -> dict:
 def one_run(order_name: str, seed: int, replicas: int, seconds: int, root: Path) -> dict:
     runner.start_order = ORDERS[order_name]      # the benchmark's only seam: which order the runner uses
     warmup = max(10, seconds // 3)
-    exp_file = root / f"{order_name}-{seed}.toml"
-    exp_file.write_text(EXPERIMENT.format(replicas=replicas, seed=seed, warmup=warmup, load=seconds - warmup))
+    exp_file = write_experiment(root / f"{order_name}-{seed}.toml", "start-order-aa", None, {"a": "glibc", "b": "glibc"},
+                                replicas=replicas, interval="1s", baseline="a", seed=seed,
+                                phases={"warmup": f"{warmup}s", "load": f"{seconds - warmup}s"},
+                                tables={"workload": WORKLOAD})
     result = runner.Runner(load_experiment(exp_file), root / f"{order_name}-{seed}").run()
     store = Store.open_readonly(result.run_dir / "run.db")
     position = {r["name"]: r["start_order"] for r in store.replicas()}

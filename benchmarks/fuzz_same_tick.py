@@ -1,5 +1,5 @@
 """Random same-tick traces through a sanitizer build of the replayer: the tick-ordering code
-(replay.c `prepare`: merge_tick for up to 64 threads in a tick, merge_crowded above that, the
+(replay_order.c `prepare`: merge_tick for up to 64 threads in a tick, merge_crowded above that, the
 by-rank fallback when a merge runs out of budget).
 
     python benchmarks/fuzz_same_tick.py [--cases 300] [--seed 1]
@@ -40,9 +40,9 @@ from alloclab.trace_codec import FREE, MALLOC, REALLOC, Trace, encode_blocks, ev
 def build(d: Path) -> Path:
     src = Path(native.__file__).parent / "native"
     out = d / "replay_asan"
-    subprocess.run(["gcc", "-g", "-O1", "-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-std=c11",
-                    "-D_GNU_SOURCE", "-o", str(out), str(src / "replay.c"), str(src / "trace_reader.c"),
-                    str(src / "wl_common.c"), "-lpthread", "-lm", "-lzstd"], check=True)
+    subprocess.run(["make", "-s", "-C", str(src), f"OUT={d}", f"{d}/replay",
+                    "CFLAGS=-g -O1 -fsanitize=address,undefined -fno-omit-frame-pointer -std=c11 -D_GNU_SOURCE"], check=True)
+    (d / "replay").rename(out)
     return out
 
 

@@ -32,7 +32,7 @@ def app() -> None:
 
 @app.command()
 @click.argument("experiment", type=PathArg, required=False)
-@click.option("-o", "--output", type=PathArg, help="Run directory (default runs/<time>-<name>).")
+@click.option("-o", "--output", type=PathArg, help="Run directory.", show_default="runs/<time>-<name>")
 @click.option("--until-significant", is_flag=True, help="Stop once the best group beats the baseline significantly.")
 @click.option("--max-duration", help="Stop after this long, e.g. 30m.")
 @click.option("--stable-for", default="60s", show_default=True, help="With --until-significant: time of the first look (later looks at doublings of it, and a last one just before --max-duration).")
@@ -67,8 +67,8 @@ def check(experiment: Path) -> None:
 
 @app.command()
 @click.argument("run_dir", metavar="RUN", type=PathArg)
-@click.option("-o", "--output", type=PathArg, help="Where to write (default: the run directory).")
-@click.option("--metric", help="rss, pss, uss or anon (default: the run's).")
+@click.option("-o", "--output", type=PathArg, help="Where to write.", show_default="the run directory")
+@click.option("--metric", help="rss, pss, uss or anon.", show_default="the run's")
 def report(run_dir: Path, output: Path | None, metric: str | None) -> None:
     """Analyse a run: write report.md, report.html, summary.csv/json and charts; print the summary table."""
     from .commands.report import report_command
@@ -90,7 +90,7 @@ def merge(runs: tuple[Path, ...], output: Path) -> None:
 @click.argument("run_b", metavar="RUN_B", type=PathArg)
 @click.option("--by", type=click.Choice(["group", "allocator"]), default="group", show_default=True,
               help="Match groups by name, or by allocator family and version.")
-@click.option("--metric", help="rss, pss, uss or anon (default: run A's).")
+@click.option("--metric", help="rss, pss, uss or anon.", show_default="run A's")
 @click.option("--fail-on-increase", type=float, metavar="PCT",
               help="CI gate: exit 1 when a group of B is shown to use more than PCT% more memory than in A (its whole "
                    "ratio interval lies above 1 + PCT/100); says inconclusive when the interval reaches past it.")
@@ -114,7 +114,7 @@ def compare(run_a: Path, run_b: Path, by: str, metric: str | None, fail_on_incre
 
 @app.command()
 @click.argument("run_dir", metavar="RUN", type=PathArg)
-@click.option("-o", "--output", type=PathArg, help="Archive to write (default RUN-bundle.tar.gz beside the run).")
+@click.option("-o", "--output", type=PathArg, help="Archive to write.", show_default="RUN-bundle.tar.gz beside the run")
 def bundle(run_dir: Path, output: Path | None) -> None:
     """One .tar.gz for an upstream maintainer: experiment, allocator provenance, host, report, charts, trace, README."""
     from .commands.bundle import bundle_command
@@ -141,7 +141,7 @@ def import_group() -> None:
 @click.option("-o", "--output", type=PathArg, required=True, help="New run directory.")
 @click.option("--naive-utc-offset", type=float, default=0.0, show_default=True,
               help="Hours east of UTC for timestamps written without an offset.")
-@click.option("--baseline", help="Baseline group (default: the glibc one).")
+@click.option("--baseline", help="Baseline group.", show_default="the glibc one")
 def import_torutils(folder: Path, output: Path, naive_utc_offset: float, baseline: str | None) -> None:
     """Import a TorUtils memory experiment (memory CSV, group lists, events) as a run."""
     from .commands.imports import torutils_command
@@ -159,7 +159,7 @@ def import_torutils(folder: Path, output: Path, naive_utc_offset: float, baselin
 @click.option("--group-label", default="group", show_default=True, help="Label that names a series' group.")
 @click.option("--unit-label", default="unit", show_default=True, help="Label that names a series' unit (one replica).")
 @click.option("--host-label", default="host", show_default=True, help="Label that names a series' host.")
-@click.option("--baseline", help="Baseline group (default: the glibc one).")
+@click.option("--baseline", help="Baseline group.", show_default="the glibc one")
 @click.option("--timeout", default="120s", show_default=True, help="Deadline for the whole import (every answer).")
 @click.option("--max-answer-mb", type=click.FloatRange(min=0.001, max=4096), default=64, show_default=True,
               help="Largest answer accepted from the server, in MiB.")
@@ -175,7 +175,7 @@ def import_prometheus(url, output, start, end, step, query, match, group_label, 
 
 
 @app.command()
-@click.option("-o", "--output", type=PathArg, help="Where the demo's experiments and runs go (default runs/demo-<time>).")
+@click.option("-o", "--output", type=PathArg, help="Where the demo's experiments and runs go.", show_default="runs/demo-<time>")
 @click.option("--seconds", type=int, default=270, show_default=True, help="Total length of both comparisons.")
 def demo(output: Path | None, seconds: int) -> None:
     """Real, short comparisons on this machine (tor-dircache, worker-pool), with reports at the end."""
@@ -256,7 +256,7 @@ def trace_group() -> None:
 
 @trace_group.command("record", context_settings={"ignore_unknown_options": True})
 @click.option("-o", "--output", type=PathArg, required=True, help="Trace file to write.")
-@click.option("--under", "allocator", help="Allocator to record under (catalog id or path; default glibc).")
+@click.option("--under", "allocator", help="Allocator to record under (catalog id or path).", show_default="glibc")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
 def trace_record(output: Path, allocator: str | None, command: tuple[str, ...]) -> None:
     """Run COMMAND with the recorder preloaded: alloclab trace record -o app.trace -- CMD ARGS"""
@@ -267,7 +267,7 @@ def trace_record(output: Path, allocator: str | None, command: tuple[str, ...]) 
 @trace_group.command("replay")
 @click.argument("trace_file", metavar="TRACE", type=PathArg)
 @click.option("--speed", type=float, default=1.0, show_default=True, help="Time scale: 2 = twice as fast, 0 = no waiting.")
-@click.option("--under", "allocator", help="Allocator to replay under (catalog id or path; default glibc).")
+@click.option("--under", "allocator", help="Allocator to replay under (catalog id or path).", show_default="glibc")
 @click.option("--max-gap", type=float, help="Shorten idle gaps longer than this many replay seconds [3600].")
 @click.option("--max-duration", type=float, help="Refuse a replay schedule longer than this many seconds [604800].")
 @click.option("--max-threads", type=int, help="Refuse traces with more threads [4096].")
@@ -352,7 +352,7 @@ def fleet_apply(plan, batch, dry_run, host_label, as_json, root, systemctl) -> N
 @click.option("--plan", "plan_file", type=PathArg, required=True, help="The plan file `fleet plan` wrote.")
 @click.option("-o", "--output", type=PathArg, required=True, help="Run directory (resumed if it exists).")
 @click.option("--interval", default="60s", show_default=True, help="Sampling interval.")
-@click.option("--duration", help="Stop after this long (default: until stopped).")
+@click.option("--duration", help="Stop after this long.", show_default="until stopped")
 @click.option("--install", is_flag=True, help="Write a systemd unit that runs this collector with every option given here, and stop.")
 @click.option("--listen", metavar="ADDR", help="Also serve /metrics for Prometheus on ADDR (PORT = loopback, or HOST:PORT).")
 @click.option("--host", "host_label", metavar="NAME", help="The host label of the metrics and replicas, and this host's "
@@ -426,24 +426,24 @@ def workloads_list() -> None:
 @click.option("--family", help="Bisect versions of this allocator family (with --good and --bad).")
 @click.option("--good", help="Known-good version, e.g. 2.0.9.")
 @click.option("--bad", help="Known-bad version, e.g. 3.0.1.")
-@click.option("--variant", help="Versions of this variant only, e.g. secure (default: plain builds).")
+@click.option("--variant", help="Versions of this variant only, e.g. secure.", show_default="plain builds")
 @click.option("--tunable", help="Bisect the values of this environment tunable, e.g. MIMALLOC_PURGE_DELAY.")
 @click.option("--param", help="Bisect the values of this workload parameter (built-in workloads).")
 @click.option("--values", help="With --tunable/--param: ordered values, good end first, e.g. 0,10,100,1000.")
-@click.option("--allocator", help="With --tunable/--param: the allocator every step runs (default: the experiment's baseline's).")
+@click.option("--allocator", help="With --tunable/--param: the allocator every step runs.", show_default="the experiment's baseline's")
 @click.option("--metric", default="rss", show_default=True, help="rss, pss, uss, anon or cpu_per_op.")
 @click.option("--threshold-ratio", type=float, default=1.10, show_default=True,
               help="Bad: candidate/good shown above this ratio; good: shown below it.")
-@click.option("--replicas", type=int, help="Replicas per side (default: the file's, or 3).")
-@click.option("--interval", help="Sampling interval (default: the file's, or 2s).")
-@click.option("--warmup", help="Warm-up excluded from the levels (default: the file's, or 20s).")
+@click.option("--replicas", type=int, help="Replicas per side.", show_default="the file's, or 3")
+@click.option("--interval", help="Sampling interval.", show_default="the file's, or 2s")
+@click.option("--warmup", help="Warm-up excluded from the levels.", show_default="the file's, or 20s")
 @click.option("--workload-param", "workload_params", multiple=True, metavar="NAME=NUMBER",
               help="A built-in workload's fixed parameter (repeatable).")
 @click.option("--max-step", default="10m", show_default=True, help="Longest a step may run before it is undecided.")
 @click.option("--first-look", default="60s", show_default=True, help="First look of each step's sequential test (then at doublings).")
 @click.option("--check-bad/--no-check-bad", default=True, show_default=True, help="Run the bad end first to confirm it is bad.")
 @click.option("--no-report", is_flag=True, help="Skip each step's report (bisect.md is still written).")
-@click.option("-o", "--output", type=PathArg, help="Output directory (default runs/<time>-bisect-<axis>).")
+@click.option("-o", "--output", type=PathArg, help="Output directory.", show_default="runs/<time>-bisect-<axis>")
 def bisect(target, family, good, bad, variant, tunable, param, values, allocator, metric, threshold_ratio, replicas,
            interval, warmup, workload_params, max_step, first_look, check_bad, no_report, output) -> None:
     """Find the first bad version (or tunable value, or workload parameter) by binary search over real runs.
@@ -462,18 +462,18 @@ def bisect(target, family, good, bad, variant, tunable, param, values, allocator
 
 @app.command()
 @click.argument("target", metavar="SWEEP_FILE_OR_EXPERIMENT_OR_WORKLOAD")
-@click.option("--allocator", "allocators", multiple=True, help="An allocator of the grid (repeatable; default: the experiment's).")
+@click.option("--allocator", "allocators", multiple=True, help="An allocator of the grid (repeatable).", show_default="the experiment's")
 @click.option("--set", "settings", multiple=True, metavar="NAME=V1,V2,...",
               help="A tunable's values, e.g. MIMALLOC_PURGE_DELAY=0,10,100,1000 (repeatable; the default is always included).")
-@click.option("--replicas", type=int, help="Replicas per setting (default: the file's, or 3).")
-@click.option("--interval", help="Sampling interval (default: the file's, or 2s).")
-@click.option("--warmup", help="Warm-up (default: the file's, or 20s).")
-@click.option("--load", help="Load phase of every batch (default: the file's, or 2m for a workload name).")
+@click.option("--replicas", type=int, help="Replicas per setting.", show_default="the file's, or 3")
+@click.option("--interval", help="Sampling interval.", show_default="the file's, or 2s")
+@click.option("--warmup", help="Warm-up.", show_default="the file's, or 20s")
+@click.option("--load", help="Load phase of every batch.", show_default="the file's, or 2m for a workload name")
 @click.option("--workload-param", "workload_params", multiple=True, metavar="NAME=NUMBER",
               help="A built-in workload's parameter (repeatable).")
-@click.option("--max-groups-per-batch", "max_groups", type=int, help="Groups per batch, baseline included (default: from cores and memory).")
+@click.option("--max-groups-per-batch", "max_groups", type=int, help="Groups per batch, baseline included.", show_default="from cores and memory")
 @click.option("--no-report", is_flag=True, help="Skip each batch's run report (sweep.md is still written).")
-@click.option("-o", "--output", type=PathArg, help="Output directory (default runs/<time>-sweep-<name>).")
+@click.option("-o", "--output", type=PathArg, help="Output directory.", show_default="runs/<time>-sweep-<name>")
 def sweep(target, allocators, settings, replicas, interval, warmup, load, workload_params, max_groups, no_report,
           output) -> None:
     """Run a grid or list of settings (allocator versions × tunables) beside one baseline, in batches.

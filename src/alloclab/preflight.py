@@ -107,13 +107,21 @@ class Preparation:
     commands: dict[str, tuple[str, ...]]        # group name -> command_template
 
 
+def _resolve_group(exp: Experiment, g: Group) -> AllocatorSpec:
+    """The group's allocator; a refusal names the group (a typo is found where it is)."""
+    try:
+        return resolution.resolve(g.allocator, exp.base_dir, g.env)
+    except UserError as exc:
+        raise type(exc)(f"group {g.name}: {exc.problem}", exc.fix) from None
+
+
 def prepare(exp: Experiment) -> Preparation:
     """Every check `alloclab run` makes before creating anything; the groups' allocator specs and commands."""
     inherited = {k: v for k, v in settings.environment_without_preload().items() if loaderenv.affects_loading(k)}
     loaderenv.check(inherited, "alloclab's own environment (replicas inherit it)")
     for g in exp.groups:                 # before anything runs under them, the probe included
         loaderenv.check(g.env, f"group {g.name}: env")
-    specs = {g.name: resolution.resolve(g.allocator, exp.base_dir, g.env) for g in exp.groups}
+    specs = {g.name: _resolve_group(exp, g) for g in exp.groups}
     commands = {}
     for g in exp.groups:
         if specs[g.name].kind != "bundled":

@@ -338,7 +338,7 @@ def text_lines(rc: RunComparison, width: int = 100, *, wrap: bool = True) -> lis
     if rc.changes:
         out.append("what changed between the runs:")
         shown = [(c, _shown(c.a), _shown(c.b)) for c in rc.changes]
-        out += [f"  {c.scope}: {c.field}: {_short(a, b, max(20, width // 2 - 12))} → "
+        out += [f"  {c.scope}: {c.field.removesuffix('_json')}: {_short(a, b, max(20, width // 2 - 12))} → "
                 f"{_short(b, a, max(20, width // 2 - 12))}" for c, a, b in shown]
     else:
         out.append("provenance: nothing changed (allocators, library hashes, host, kernel, glibc, CPU, alloclab)")

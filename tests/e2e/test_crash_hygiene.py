@@ -17,6 +17,7 @@ import pytest
 
 from alloclab import reaper, sampler
 from tests.conftest import run_cli
+from tests.waiting import wait_for
 
 
 def _start(exp: Path, out: Path, env: dict | None = None) -> subprocess.Popen:
@@ -83,9 +84,9 @@ def test_kill_minus_nine_leaves_nothing_and_the_run_is_closed_by_resume(tmp_path
     p.kill()
     p.wait()
     killed_at = time.time()
-    time.sleep(5)
-    assert _run_processes(token) == []
-    assert _cgroups_of(p.pid) == []
+    # the watchdog sweeps the run's processes and cgroups after alloclab died, then closes the run
+    wait_for(lambda: not _run_processes(token) and not _cgroups_of(p.pid) and "end_reason" in _meta(out / "run.db"), 30,
+             "the watchdog to end every process of the run, remove its cgroups and record the end", interval=0.2)   # a /proc walk per look
     db = sqlite3.connect(out / "run.db")
     assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     last = db.execute("SELECT MAX(t) FROM samples").fetchone()[0]
@@ -216,9 +217,11 @@ def test_without_cgroups_a_reused_pid_is_never_adopted(tmp_path):
             q.wait()
         if intruder is None:
             pytest.skip("could not get the pid reused on this busy host")
-        time.sleep(2.0)                   # ten sampling intervals with the intruder alive
-        intruder_start = sampler.read_stat(child).start_ticks
+        intruder_born = time.time()
         db = sqlite3.connect(out / "run.db")
+        wait_for(lambda: db.execute("SELECT COUNT(DISTINCT t) FROM samples WHERE t > ?", (intruder_born,)).fetchone()[0] >= 10,
+                 30, "ten ticks sampled with the intruder alive")
+        intruder_start = sampler.read_stat(child).start_ticks
         assert db.execute("SELECT COUNT(*) FROM processes WHERE pid = ? AND start_ticks = ?", (child, intruder_start)).fetchone()[0] == 0
         assert db.execute("SELECT COUNT(*) FROM processes WHERE pid = ?", (child,)).fetchone()[0] == 1   # the real child
         assert db.execute("SELECT MAX(rss_kb) FROM samples").fetchone()[0] < 50_000

@@ -12,6 +12,7 @@ import pytest
 from alloclab import allocators, catalog, resolution, tunables
 from alloclab.errors import UserError
 from tests.conftest import run_cli
+from tests.registries import registry_or_skip
 from tests.waiting import wait_until_mapped
 
 ROUTES = {
@@ -38,7 +39,8 @@ def cache(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def builds(cache):
-    return {i: catalog.build(i) for i in ROUTES}
+    with registry_or_skip("the routes' sources (Debian's archive, crates, PyPI)"):
+        return {i: catalog.build(i) for i in ROUTES}
 
 
 @pytest.mark.parametrize("allocator_id", list(ROUTES))

@@ -37,6 +37,7 @@ from alloclab.config import parse_experiment
 from alloclab.runner import Runner
 from alloclab.store import Store
 from tests.conftest import DATASETS, system_lib
+from tests.registries import published_library
 from tests.waiting import wait_for
 
 MB = 1 << 20
@@ -51,7 +52,7 @@ def _env(directory: Path, lib: str | None, interval: float = 0.25) -> dict[str, 
 
 def _mimalloc_with_stats() -> str:
     """A mimalloc that counts bytes in use in a release build (3.1+), from the catalog."""
-    return resolution.resolve("mimalloc@3.6.1").path
+    return published_library("mimalloc@3.6.1")
 
 
 @pytest.fixture(scope="module")

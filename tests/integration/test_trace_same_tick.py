@@ -1,5 +1,5 @@
 """Events that share one timestamp tick must replay in an order the program could have run them.
-The replayer (replay.c, prepare) used to sort a tick's frees and reallocs before its allocations and
+The replayer (replay_order.c, prepare) used to sort a tick's frees and reallocs before its allocations and
 pull the allocation of a hand-off forward; two cases that got wrong at the 32 ns tick, and that a
 coarser tick (1 us: sawtooth 3.49 -> 2.82 bytes/event, benchmarks/README.md) would make ~11x more
 frequent (worker-pool, 4.8 M events: 5 -> 57 allocations placed over a live address, counted by a

@@ -20,6 +20,7 @@ import pytest
 from alloclab import allocators, catalog, hardening, resolution, tunables, versions
 from alloclab.errors import UserError
 from tests.conftest import run_cli
+from tests.registries import published_library
 
 NOT_IN_CATALOG_MIMALLOC = ["mimalloc@2.1.6", "mimalloc@3.5.2"]
 NOT_IN_CATALOG_JEMALLOC = "jemalloc@5.3.1"
@@ -182,6 +183,8 @@ def _experiment(tmp_path: Path, allocator: str, env: dict[str, str]) -> Path:
     ("glibc", {"GLIBC_TUNABLES": "glibc.malloc.check=9"}, "glibc.malloc.check: 0 (min: 0, max: 3)"),
 ])
 def test_a_rejected_value_is_refused_before_the_run_in_the_allocators_words(tmp_path, allocator, env, words):
+    if allocator != "glibc":
+        published_library(allocator)          # provisioned first: or a skip that says why
     exp = _experiment(tmp_path, allocator, env)
     proc = run_cli("check", str(exp))
     assert proc.returncode == 2, proc.stdout + proc.stderr
@@ -197,6 +200,8 @@ def test_a_rejected_value_is_refused_before_the_run_in_the_allocators_words(tmp_
     ("glibc", {"GLIBC_TUNABLES": "glibc.malloc.arena_max=2:glibc.malloc.trim_threshold=0x20000", "MALLOC_ARENA_MAX": "2"}),
 ])
 def test_accepted_values_pass(tmp_path, allocator, env):
+    if allocator != "glibc":
+        published_library(allocator)
     proc = run_cli("check", str(_experiment(tmp_path, allocator, env)))
     assert proc.returncode == 0, proc.stderr
 
@@ -206,13 +211,12 @@ def test_accepted_values_pass(tmp_path, allocator, env):
 def test_hardening_is_measured_not_assumed():
     g = hardening.features(None, None)
     assert g["double_free"] == "aborts" and "double free detected" in g["double_free_message"]
-    plain = versions.library_for("mimalloc@2.1.6")
-    secure = versions.library_for("mimalloc@2.1.6+secure")
+    plain, secure = published_library("mimalloc@2.1.6"), published_library("mimalloc@2.1.6+secure")
     hp, hs = hardening.features("mimalloc", str(plain)), hardening.features("mimalloc", str(secure))
     assert hp["mimalloc_secure_level"] == 0 and hp["double_free"] == "tolerated"
     assert hs["mimalloc_secure_level"] == 4 and hs["double_free"] in ("reports", "aborts")
     assert "double free" in hs["double_free_message"]
-    je = str(versions.library_for("jemalloc@5.3.0"))
+    je = published_library("jemalloc@5.3.0")
     assert hardening.features("jemalloc", je)["jemalloc_opt_junk"] == "false"
     assert hardening.features("jemalloc", je, {"MALLOC_CONF": "junk:true"})["jemalloc_opt_junk"] == "true"
     assert hardening.features(None, None, {"GLIBC_TUNABLES": "glibc.malloc.perturb=85"})["glibc.malloc.perturb"] == "85"

@@ -9,9 +9,9 @@ import subprocess
 
 import pytest
 
-from alloclab import catalog
 from alloclab.workloads import MODELS, read_stats
 from tests.conftest import run_cli
+from tests.registries import published_library
 
 QUICK = {
     "tor-dircache": ["--load", "2", "--hour", "0.5", "--tph", "10", "--relays", "500", "--doc-kb", "200",
@@ -59,7 +59,7 @@ def test_live_bytes_are_exact(native_dir, name):
 
 @pytest.fixture(scope="module")
 def default_libraries():
-    return {a: None if a == "glibc" else str(catalog.library_for(a)) for a in DEFAULT_ALLOCATORS}
+    return {a: None if a == "glibc" else published_library(a) for a in DEFAULT_ALLOCATORS}
 
 
 @pytest.mark.parametrize("allocator", DEFAULT_ALLOCATORS)

@@ -121,6 +121,23 @@ def test_idle_release():
     assert r.idle_half_release_s == pytest.approx(5 * 60)
 
 
+def test_idle_release_counts_memory_given_back_as_the_load_winds_down():
+    """The rolldown case: builds hold ~500 MB, the last build ends before the load phase does and the
+    allocator gives memory back then, so the idle phase starts (and ends) low. Measured from the
+    load's last samples that was "0% released" beside a final RSS 42% below the level."""
+    rng = np.random.default_rng(27)
+    load = np.concatenate([500 + rng.normal(0, 5, 45), 250 + rng.normal(0, 2, 15)])   # winding down
+    idle = 250 + rng.normal(0, 2, 20)
+    s = series(np.concatenate([load, idle]))
+    s.phase = np.array(["load"] * 60 + ["idle"] * 20, dtype=object)
+    r = replica_stats(s, idle_configured=True)
+    assert r.end_of_load_mb == pytest.approx(r.idle_final_mb, rel=0.03)     # nothing more left during idle itself
+    assert r.final_mb < 0.6 * r.steady_mean_mb                               # 42%+ below the level
+    assert r.idle_released_share == pytest.approx(1 - r.idle_final_mb / r.steady_mean_mb)
+    assert r.idle_released_share > 0.4
+    assert r.idle_half_release_s == 0.0                                      # already below half-way when idle began
+
+
 def test_groups_compared_with_letters_and_untestable_singletons():
     levels = {"base": np.array([100.0, 102, 98, 101, 99]), "same": np.array([100.5, 101, 99, 98.5, 100]),
               "small": np.array([50.0, 51, 49, 50.5, 49.5]), "one": np.array([40.0])}

@@ -55,9 +55,9 @@ def test_tree_follows_the_whole_tree_from_its_identity():
 def test_process_age_counts_from_the_start_time():
     p = subprocess.Popen(["sleep", "5"])
     try:
-        time.sleep(0.3)
-        age = sampler.process_age(sampler.read_stat(p.pid).start_ticks)
-        assert 0.2 <= age < 5
+        start = sampler.read_stat(p.pid).start_ticks
+        age = wait_for(lambda: (a := sampler.process_age(start)) >= 0.2 and a, 5, "the process to be 0.2 s old")
+        assert age < 5
     finally:
         p.kill()
         p.wait()

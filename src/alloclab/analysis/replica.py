@@ -170,14 +170,21 @@ def replica_stats(s: Series, idle_configured: bool = False, span: Segment | None
         r.slope_lo_ts = theil_sen((st - st[0]) / 3600, sy)[1]
     r.release_events, r.largest_release_mb = release_events(sy, r.steady_mb or 0.0)   # steady window only
     if idle.any() and len(ly):
+        # Idle release: the share of the load's level (its steady mean, the level every output
+        # shows) no longer held once idle (median of the idle phase's last 3 samples). Measured
+        # from the level, not from the load's last samples: a program that gives memory back as
+        # its work winds down, before the idle phase starts (a bundler between builds), released
+        # it as much as one that does so after.
         r.end_of_load_mb = float(np.median(ly[-3:]))
         iy, it = s.mb[idle], s.t[idle]
         r.idle_final_mb = float(np.median(iy[-3:]))
-        released = r.end_of_load_mb - r.idle_final_mb
-        r.idle_released_share = float(max(0.0, released) / r.end_of_load_mb) if r.end_of_load_mb > 0 else None
-        if released > 0:
-            half = np.nonzero(iy <= r.end_of_load_mb - released / 2)[0]
-            r.idle_half_release_s = float(it[half[0]] - it[0]) if len(half) else None
+        level = r.steady_mean_mb
+        if level is not None and level > 0:
+            released = level - r.idle_final_mb
+            r.idle_released_share = float(max(0.0, released) / level)
+            if released > 0:
+                half = np.nonzero(iy <= level - released / 2)[0]
+                r.idle_half_release_s = float(it[half[0]] - it[0]) if len(half) else None
     live = s.live_mb[load][start:]
     good = ~np.isnan(live)
     if good.sum() >= 3:

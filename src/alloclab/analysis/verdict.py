@@ -238,8 +238,8 @@ def recommend(a) -> Recommendation:
         if best.peak_mb and base.peak_mb:
             r.trade_offs.append(f"peak {best.peak_mb / base.peak_mb:.2f}× baseline")
     if best.idle_released_share is not None:
-        r.trade_offs.append(f"idle release {best.idle_released_share:.0%} (share of its end-of-load {a.metric.upper()} "
-                            f"returned by the end of the idle phase)")
+        r.trade_offs.append(f"idle release {best.idle_released_share:.0%} (share of its load level of {a.metric.upper()} "
+                            f"no longer held at the end of the idle phase)")
     # the clean alternative: published-style figures that disagree with the clean ones
     alt = []
     for name in (best.name, a.baseline):

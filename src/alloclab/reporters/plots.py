@@ -174,7 +174,7 @@ def distribution(a: Analysis) -> dict:
 
 
 def idle_release(a: Analysis) -> dict | None:
-    """Share of its end-of-load level each replica released by the end of idle; bar = group median."""
+    """Share of its load level each replica no longer held at the end of idle; bar = group median."""
     groups = [g.name for g in a.groups]
     colors = group_colors(groups)
     per = {g: [r for r in a.replicas if r.group == g and r.idle_released_share is not None and r.verified is not False]
@@ -262,8 +262,8 @@ def report_figures(a: Analysis, events: list[dict]) -> list[tuple[str, str, dict
                              "another or an unknown allocator (excluded from the figures).", trajectories(a, events)),
             ("distribution", "Steady level of each replica; the diamond is the group's level in the summary. The axis "
                              "starts at zero.", distribution(a)),
-            ("idle-release", "The share of its end-of-load level each replica gave back by the end of the idle "
-                             "phase; the bar is the group's median.", idle_release(a)),
+            ("idle-release", "The share of its load level (the steady mean) each replica no longer held at the end "
+                             "of the idle phase (median of its last 3 samples); the bar is the group's median.", idle_release(a)),
             ("live-bytes", "Memory (solid) against the live bytes the program asked for (black dashed), where it "
                            "reports them: the gap is allocator overhead.", live_bytes(a, events)),
             ("footprint", "Memory (solid) against its footprint (dotted: LazyFree subtracted, pages freed with "

@@ -133,7 +133,7 @@ def trajectories_figure(c: _Ctx):
 
 
 def idle_release_figure(c: _Ctx):
-    """The share of its end-of-load level each replica gave back by the end of idle (None: no idle data)."""
+    """The share of its load level each replica no longer held at the end of idle (None: no idle data)."""
     a, groups = c.a, c.groups
     idle = {g: [r.idle_released_share for r in a.replicas if r.group == g and r.idle_released_share is not None
                 and r.verified is not False] for g in groups}
@@ -148,7 +148,7 @@ def idle_release_figure(c: _Ctx):
     ax.set_xticks(range(len(groups)), groups, rotation=20)
     ax.axhline(0, color="black", lw=0.8)
     ax.yaxis.set_major_formatter(c.plt.FuncFormatter(lambda y, _: f"{y:.0%}"))
-    ax.set_ylabel("released during idle (share of end-of-load level)")
+    ax.set_ylabel("no longer held at the end of idle (share of the load level)")
     ax.set_title("Idle release: bar = median, dots = replicas")
     ax.grid(alpha=0.3, axis="y")
     return fig

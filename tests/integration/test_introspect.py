@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from alloclab import introspect, native, resolution, tunables, workloads
+from alloclab import introspect, native, tunables, workloads
 from alloclab.analysis import analyse
 from alloclab.analysis.decomposition import decompose
 from alloclab.reporters.decomposition import decomposition_data, decomposition_rows, draw_decomposition

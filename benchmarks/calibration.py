@@ -340,7 +340,7 @@ def _draw(rng: np.random.Generator, **fixed):
     return ts.Scenario(**kw)
 
 
-def scenarios(rng: np.random.Generator, n: int) -> None:
+def scenarios(rng: np.random.Generator, n: int, cycles_only: bool = False) -> None:
     """Through the user path: each dataset written as a TorUtils folder (memory.csv, experiment.json),
     imported with alloclab.torutils.import_torutils and analysed with alloclab.analysis.analyse (what
     `alloclab report` renders into summary.json / replicas.csv / report.md); 4 groups (A, B, C and
@@ -352,7 +352,8 @@ def scenarios(rng: np.random.Generator, n: int) -> None:
 
     def count(make, what):
         k_group = k_groups = k_rep = k_reps = k_sig = k_warn = k_bloat = k_b = 0
-        for _ in range(n):
+        for i in range(n):
+            print(f"  {what}: dataset {i + 1} of {n}", file=sys.stderr, flush=True)
             sc = make()
             a, _ = ts.run_scenario(rng, sc, work)
             k_group += sum(g.status in growing for g in a.groups)
@@ -376,6 +377,10 @@ def scenarios(rng: np.random.Generator, n: int) -> None:
     c = count(lambda: _draw(rng, n=5, days=float(rng.uniform(1.5, 4)), cycle_share=float(rng.uniform(0.02, 0.08)),
                             cycle_period_s=43200.0, cycle_phase=float(rng.uniform(0, 2 * np.pi))), "cycle12")
     row("12-hour cycle 2–8%, 1.5–4 d, n = 5: groups Growing/Bloating", rate(*c["group"]), "≤ 1%", n)
+    row("… replicas Growing/Bloating", rate(*c["rep"]), "stated", n)
+    row("… datasets with a significant comparison (family-wise, Holm)", rate(*c["sig"]), "≤ 5%", n)
+    if cycles_only:
+        return
     c = count(lambda: _draw(rng, n=5, days=1.5, restart_before_end_s={"B": (2 * 3600.0, 5 * 3600.0)},
                             restart_low=float(rng.uniform(0.25, 0.6)), restart_regrow_s=float(rng.uniform(3, 12)) * 3600), "late")
     row("every relay of group B restarts 2–5 h before the end, no event, n = 5: datasets with a significant comparison",
@@ -413,6 +418,7 @@ def user_path(rng: np.random.Generator, n: int) -> None:
     exe = str(Path(sys.executable).with_name("alloclab"))
     same = 0
     for k in range(n):
+        print(f"  user path: dataset {k + 1} of {n}", file=sys.stderr, flush=True)
         kind = k % 3
         sc = _draw(rng, n=3, days=1.5, cycle_share=0.04 if kind == 0 else 0.0,
                    restart_before_end_s={"B": (2 * 3600.0, 5 * 3600.0)} if kind == 1 else {},
@@ -478,10 +484,10 @@ def staircases(rng: np.random.Generator, n: int) -> None:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="smoke test: fewer simulations")
-    ap.add_argument("--datasets", type=int, default=0, help="datasets per scenario row (--part scenarios; default 200)")
+    ap.add_argument("--datasets", type=int, default=0, help="datasets per scenario row (--part scenarios / cycles / user-path; default 200 / 100 / 30)")
     ap.add_argument("--seed", type=int, default=20261122, help="seed of every simulation")
     ap.add_argument("--part", default="all", choices=["all", "status", "growth", "compare", "sequential", "identical", "tor-verdict",
-                                                      "scenarios", "two-scale", "staircases", "user-path"],
+                                                      "scenarios", "cycles", "two-scale", "staircases", "user-path"],
                     help="run one part only")
     args = ap.parse_args()
     n = 60 if args.quick else 1000
@@ -495,12 +501,13 @@ def main() -> int:
         "identical": lambda rng: identical(rng, 30 if args.quick else 200, 2 if args.quick else 9),
         "tor-verdict": lambda rng: tor_verdict(rng, 200 if args.quick else 2000),
         "scenarios": lambda rng: scenarios(rng, args.datasets or (20 if args.quick else 200)),
-        "user-path": lambda rng: user_path(rng, 6 if args.quick else 30),
+        "user-path": lambda rng: user_path(rng, args.datasets or (6 if args.quick else 30)),
         "two-scale": lambda rng: growth_two_scale(rng, 60 if args.quick else 400),
         "staircases": lambda rng: staircases(rng, 60 if args.quick else 400),
+        "cycles": lambda rng: scenarios(rng, args.datasets or (20 if args.quick else 100), cycles_only=True),
     }
     for k, (name, part) in enumerate(parts.items()):
-        if args.part in ("all", name):
+        if args.part == name or (args.part == "all" and name != "cycles"):   # cycles: a larger run of scenarios' first rows
             part(np.random.default_rng([args.seed, k]))
     print(f"| figure | measured | target | simulations |\n|---|---|---|---|")
     for name, value, target, k in ROWS:

@@ -481,13 +481,129 @@ def staircases(rng: np.random.Generator, n: int) -> None:
             rate(sum(w == "Ratcheting" for w in ws), n), "stated", n)
 
 
+def staircase_reach(rng: np.random.Generator, n: int) -> None:
+    """What the Ratcheting rule reaches at 2% AR noise: the same five-step staircases with a taller
+    climb (+8 / +16 / +24%), and at 1.5% noise, in the two TorUtils designs."""
+    for label, window, dt in (("1.5 d @ 10 min", 1.5 * 86400, 600.0), ("9 d @ 15 min", 9 * 86400, 900.0)):
+        t = sim.times(window, dt)
+        for sd, phi in ((0.015, 0.5), (0.015, 0.9), (0.02, 0.5), (0.02, 0.9)):
+            for climb in (0.08, 0.16, 0.24):
+                if sd == 0.015 and climb != 0.08:
+                    continue
+                ws = words(t, sim.staircase(rng, n, t, climb_share=climb, steps=5, sd_share=sd, phi=phi))
+                row(f"Ratcheting on +{climb:.0%} five-step staircases, AR(1) {sd:.1%} φ {phi}, {label}",
+                    rate(sum(w == "Ratcheting" for w in ws), n), "stated (what is reachable)", n)
+
+
+def _clock_series(rng: np.random.Generator, k: int, t: np.ndarray, kind: str, start_hour: float,
+                  cycle_share: float = 0.04) -> np.ndarray:
+    """(k, len(t)) series around level 1: 'cycle' — a daily cycle shared by every series (the UTC
+    clock, window starting at start_hour) plus AR(1) 1.5% (φ 0.9 per sample); 'two-scale' — AR(1)
+    2% (φ 0.9) plus a slow wander 3% (τ 1.7 d), each series its own."""
+    if kind == "cycle":
+        clock = 2 * np.pi * (t + start_hour * 3600) / 86400.0
+        return 1 + cycle_share * np.sin(clock)[None, :] + sim.ar1(rng, k, len(t), 0.9, 0.015)
+    return sim.two_scale(rng, k, t, fast_phi=0.9, level=1.0)
+
+
+def gates(rng: np.random.Generator, n: int) -> None:
+    """The host-blocking factor, the `compare --fail-on-increase` gate and the canary start-up
+    guard on daily-cycle and two-scale series. Levels as analysis takes them from imported data:
+    each replica's last sample of a 1.5-day window at 10 minutes, times a lognormal replica offset
+    (cv 5%)."""
+    from alloclab import rollout
+    from alloclab.analysis.hosts import host_factor
+    from alloclab.stats import compare_to_baseline
+    from alloclab.stats.across_runs import compare_pairs, gate
+    t = sim.times(1.5 * 86400, 600.0)
+
+    def levels(kind: str, shape: tuple[int, ...], start_hour: float, ratios=None) -> np.ndarray:
+        k = int(np.prod(shape))
+        end = _clock_series(rng, k, t, kind, start_hour)[:, -1].reshape(shape)
+        out = 100.0 * end * np.exp(0.05 * rng.normal(size=shape))
+        return out if ratios is None else out * np.asarray(ratios)[:, None]
+
+    groups = ["glibc", "a", "b", "c"]
+    layouts = {"balanced, 2 hosts (2 2 2 2 / 2 2 2 2)": [[2, 2, 2, 2], [2, 2, 2, 2]],
+               "strongly unbalanced, 2 hosts (4 2 1 1 / 0 2 3 3)": [[4, 2, 1, 1], [0, 2, 3, 3]]}
+    for kind in ("cycle", "two-scale"):
+        for name, layout in layouts.items():
+            for host_sd in (0.0, 0.15):
+                blocked = pooled = 0
+                for _ in range(n):
+                    hour = float(rng.uniform(0, 24))
+                    rows = []
+                    for h, counts in enumerate(layout):
+                        effect = np.exp(rng.normal(0, host_sd))
+                        for g, c in zip(groups, counts):
+                            rows += [(g, f"h{h}", float(v * effect)) for v in levels(kind, (c,), hour)] if c else []
+                    hf = host_factor(rows, "glibc")
+                    blocked += hf is not None and any(e.significant for e in hf.group_effects)
+                    by = {g: np.array([v for gg, _, v in rows if gg == g]) for g in groups}
+                    pooled += any(c.significant for c in compare_to_baseline(by, "glibc").values())
+                row(f"host factor, {kind} series, {name}, host SD {host_sd}: family-wise false significance, blocked / pooled",
+                    f"{rate(blocked, n)} / {rate(pooled, n)}", "blocked ≤ 5%", n)
+    # the compare gate: run B is run A's design started at another hour (or the same hour)
+    for kind in ("cycle", "two-scale"):
+        for reps in (3, 5):
+            for hours in ("any", "same"):
+                for up in (1.0, 1.05, 1.20):
+                    counts = dict.fromkeys(("within", "above", "inconclusive"), 0)
+                    for _ in range(n):
+                        ha = float(rng.uniform(0, 24))
+                        hb = ha if hours == "same" else float(rng.uniform(0, 24))
+                        a = levels(kind, (3, reps), ha)
+                        b = levels(kind, (3, reps), hb, ratios=[up, 1.0, 1.0])
+                        got = [gate(c, 5.0).outcome for c in compare_pairs({f"g{j}": (a[j], b[j]) for j in range(3)}).values()]
+                        counts["above" if "above" in got else "inconclusive" if "inconclusive" in got else "within"] += 1
+                    if kind == "two-scale" and hours == "same":
+                        continue                    # no clock component: the start hour does not matter
+                    err = ("false fail " + rate(counts["above"], n)) if up <= 1.05 else ("false pass " + rate(counts["within"], n))
+                    row(f"compare --fail-on-increase 5, {kind} series, n = {reps}, run B started at "
+                        f"{'any hour' if hours == 'any' else 'the same hour'}, one of 3 groups {up - 1:+.0%}: "
+                        f"within / above / inconclusive", f"{counts['within'] / n:.1%} / {counts['above'] / n:.1%} / "
+                        f"{counts['inconclusive'] / n:.1%}; {err}", "false fail ≤ 2.5%, false pass ≤ 5%", n)
+    # the canary start-up guard (--warmup auto; and the same-age rule, whose old curve the collector
+    # recorded over the old process's life, old_age to 0 s before the restart, at other clock times)
+    guards = rollout.Guards(max_increase=0.25, persist=3)
+    ages = sim.times(60.0, 5.0)[1:]
+    slow_tau = 1.7 * 86400
+    for kind in ("cycle", "two-scale"):
+        for k_, tau in ((4.0, 10.0), (1.0, 30.0)):
+            for old_age in (300.0, 3600.0):
+                trips = {"warmup": 0, "curve": 0}
+                shape = lambda a: 100.0 * (1 + k_ * np.exp(-a / tau))    # noqa: E731
+                warmup = rollout.effective_warmup(guards, old_age, 60.0)
+                old_ages = np.arange(1.0, old_age + 1e-9, 5.0)
+                for _ in range(n):
+                    if kind == "cycle":       # ±4% with the clock; the restart at any hour
+                        clock = rng.uniform(0, 86400)
+                        part = lambda at: 1 + 0.04 * np.sin(2 * np.pi * (clock + at) / 86400)   # noqa: E731
+                        now, hist = part(ages), part(old_ages - old_age)
+                    else:                     # slow wander 3% (τ 1.7 d): its value now and old_age earlier
+                        z = rng.normal()
+                        rho = np.exp(-old_age / slow_tau)
+                        now = 1 + 0.03 * z
+                        hist = 1 + 0.03 * (rho * z + np.sqrt(1 - rho * rho) * rng.normal())
+                    new = shape(ages) * now * (1 + sim.ar1(rng, 1, len(ages), 0.9, 0.02)[0])
+                    old_level = float(shape(np.array([old_age]))[0] * (now if np.isscalar(now) else now[0])
+                                      * (1 + 0.02 * rng.normal()))
+                    old_curve = shape(old_ages) * hist * (1 + sim.ar1(rng, 1, len(old_ages), 0.9, 0.02)[0])
+                    trips["warmup"] += rollout.memory_trip(list(new), old_level, guards, list(ages), warmup) is not None
+                    trips["curve"] += rollout.memory_trip(list(new), old_level, guards, list(ages), warmup,
+                                                          list(zip(old_ages, old_curve))) is not None
+                row(f"canary guard --max-increase 25%, persist 3, same allocator redeployed, {kind} series, start-up "
+                    f"{1 + k_:g}× (τ {tau:g} s), old process {old_age:g} s: false trips, --warmup auto / same age from "
+                    f"--history", f"{rate(trips['warmup'], n)} / {rate(trips['curve'], n)}", "stated", n)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="smoke test: fewer simulations")
     ap.add_argument("--datasets", type=int, default=0, help="datasets per scenario row (--part scenarios / cycles / user-path; default 200 / 100 / 30)")
     ap.add_argument("--seed", type=int, default=20261122, help="seed of every simulation")
     ap.add_argument("--part", default="all", choices=["all", "status", "growth", "compare", "sequential", "identical", "tor-verdict",
-                                                      "scenarios", "cycles", "two-scale", "staircases", "user-path"],
+                                                      "scenarios", "cycles", "two-scale", "staircases", "user-path", "gates", "staircase-reach"],
                     help="run one part only")
     args = ap.parse_args()
     n = 60 if args.quick else 1000
@@ -505,6 +621,8 @@ def main() -> int:
         "two-scale": lambda rng: growth_two_scale(rng, 60 if args.quick else 400),
         "staircases": lambda rng: staircases(rng, 60 if args.quick else 400),
         "cycles": lambda rng: scenarios(rng, args.datasets or (20 if args.quick else 100), cycles_only=True),
+        "gates": lambda rng: gates(rng, 100 if args.quick else 1000),
+        "staircase-reach": lambda rng: staircase_reach(rng, 60 if args.quick else 200),
     }
     for k, (name, part) in enumerate(parts.items()):
         if args.part == name or (args.part == "all" and name != "cycles"):   # cycles: a larger run of scenarios' first rows

@@ -380,6 +380,8 @@ def scenarios(rng: np.random.Generator, n: int, cycles_only: bool = False) -> No
     row("… replicas Growing/Bloating", rate(*c["rep"]), "stated", n)
     row("… datasets with a significant comparison (family-wise, Holm)", rate(*c["sig"]), "≤ 5%", n)
     if cycles_only:
+        import shutil
+        shutil.rmtree(work, ignore_errors=True)
         return
     c = count(lambda: _draw(rng, n=5, days=1.5, restart_before_end_s={"B": (2 * 3600.0, 5 * 3600.0)},
                             restart_low=float(rng.uniform(0.25, 0.6)), restart_regrow_s=float(rng.uniform(3, 12)) * 3600), "late")

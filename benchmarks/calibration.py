@@ -602,7 +602,7 @@ def gates(rng: np.random.Generator, n: int) -> None:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="smoke test: fewer simulations")
-    ap.add_argument("--datasets", type=int, default=0, help="datasets per scenario row (--part scenarios / cycles / user-path; default 200 / 100 / 30)")
+    ap.add_argument("--datasets", type=int, default=0, help="datasets per scenario row (--part scenarios / cycles / user-path; default 200 / 100 / 30), simulations per row (--part gates; 1000)")
     ap.add_argument("--seed", type=int, default=20261122, help="seed of every simulation")
     ap.add_argument("--part", default="all", choices=["all", "status", "growth", "compare", "sequential", "identical", "tor-verdict",
                                                       "scenarios", "cycles", "two-scale", "staircases", "user-path", "gates", "staircase-reach"],
@@ -623,7 +623,7 @@ def main() -> int:
         "two-scale": lambda rng: growth_two_scale(rng, 60 if args.quick else 400),
         "staircases": lambda rng: staircases(rng, 60 if args.quick else 400),
         "cycles": lambda rng: scenarios(rng, args.datasets or (20 if args.quick else 100), cycles_only=True),
-        "gates": lambda rng: gates(rng, 100 if args.quick else 1000),
+        "gates": lambda rng: gates(rng, args.datasets or (100 if args.quick else 1000)),
         "staircase-reach": lambda rng: staircase_reach(rng, 60 if args.quick else 200),
     }
     for k, (name, part) in enumerate(parts.items()):

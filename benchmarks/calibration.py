@@ -2,6 +2,8 @@
 
     python benchmarks/calibration.py            # full: the figures in docs/analysis.md
     python benchmarks/calibration.py --quick    # smoke test, ~1 minute, wider error bars
+    python benchmarks/calibration.py --part P   # one part; the issue-29 parts and their commands
+                                                # are listed in docs/analysis.md ("Issue 29 scenarios")
 
 Prints one markdown table: each figure, what was measured, its target and the number of
 simulations. Every simulation is seeded (--seed, default 20261122).
@@ -677,7 +679,8 @@ def gates(rng: np.random.Generator, n: int) -> None:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="smoke test: fewer simulations")
-    ap.add_argument("--datasets", type=int, default=0, help="datasets per scenario row (--part scenarios / cycles / user-path; default 200 / 100 / 30), simulations per row (--part gates; 1000)")
+    ap.add_argument("--datasets", type=int, default=0, help="datasets per scenario row (--part scenarios / cycles / user-path; default 200 / 100 / 30), "
+                    "simulations per row (--part gates / growth-frontier; 1000 / 200)")
     ap.add_argument("--seed", type=int, default=20261122, help="seed of every simulation")
     ap.add_argument("--part", default="all", choices=["all", "status", "growth", "compare", "sequential", "identical", "tor-verdict",
                                                       "scenarios", "cycles", "two-scale", "staircases", "user-path", "gates", "staircase-reach", "growth-frontier"],

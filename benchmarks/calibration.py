@@ -2,6 +2,8 @@
 
     python benchmarks/calibration.py            # full: the figures in docs/analysis.md
     python benchmarks/calibration.py --quick    # smoke test, ~1 minute, wider error bars
+    python benchmarks/calibration.py --part P   # one part; the issue-29 parts and their commands
+                                                # are listed in docs/analysis.md ("Issue 29 scenarios")
 
 Prints one markdown table: each figure, what was measured, its target and the number of
 simulations. Every simulation is seeded (--seed, default 20261122).
@@ -340,7 +342,7 @@ def _draw(rng: np.random.Generator, **fixed):
     return ts.Scenario(**kw)
 
 
-def scenarios(rng: np.random.Generator, n: int) -> None:
+def scenarios(rng: np.random.Generator, n: int, cycles_only: bool = False) -> None:
     """Through the user path: each dataset written as a TorUtils folder (memory.csv, experiment.json),
     imported with alloclab.torutils.import_torutils and analysed with alloclab.analysis.analyse (what
     `alloclab report` renders into summary.json / replicas.csv / report.md); 4 groups (A, B, C and
@@ -352,7 +354,8 @@ def scenarios(rng: np.random.Generator, n: int) -> None:
 
     def count(make, what):
         k_group = k_groups = k_rep = k_reps = k_sig = k_warn = k_bloat = k_b = 0
-        for _ in range(n):
+        for i in range(n):
+            print(f"  {what}: dataset {i + 1} of {n}", file=sys.stderr, flush=True)
             sc = make()
             a, _ = ts.run_scenario(rng, sc, work)
             k_group += sum(g.status in growing for g in a.groups)
@@ -376,6 +379,12 @@ def scenarios(rng: np.random.Generator, n: int) -> None:
     c = count(lambda: _draw(rng, n=5, days=float(rng.uniform(1.5, 4)), cycle_share=float(rng.uniform(0.02, 0.08)),
                             cycle_period_s=43200.0, cycle_phase=float(rng.uniform(0, 2 * np.pi))), "cycle12")
     row("12-hour cycle 2–8%, 1.5–4 d, n = 5: groups Growing/Bloating", rate(*c["group"]), "≤ 1%", n)
+    row("… replicas Growing/Bloating", rate(*c["rep"]), "stated", n)
+    row("… datasets with a significant comparison (family-wise, Holm)", rate(*c["sig"]), "≤ 5%", n)
+    if cycles_only:
+        import shutil
+        shutil.rmtree(work, ignore_errors=True)
+        return
     c = count(lambda: _draw(rng, n=5, days=1.5, restart_before_end_s={"B": (2 * 3600.0, 5 * 3600.0)},
                             restart_low=float(rng.uniform(0.25, 0.6)), restart_regrow_s=float(rng.uniform(3, 12)) * 3600), "late")
     row("every relay of group B restarts 2–5 h before the end, no event, n = 5: datasets with a significant comparison",
@@ -413,6 +422,7 @@ def user_path(rng: np.random.Generator, n: int) -> None:
     exe = str(Path(sys.executable).with_name("alloclab"))
     same = 0
     for k in range(n):
+        print(f"  user path: dataset {k + 1} of {n}", file=sys.stderr, flush=True)
         kind = k % 3
         sc = _draw(rng, n=3, days=1.5, cycle_share=0.04 if kind == 0 else 0.0,
                    restart_before_end_s={"B": (2 * 3600.0, 5 * 3600.0)} if kind == 1 else {},
@@ -475,13 +485,205 @@ def staircases(rng: np.random.Generator, n: int) -> None:
             rate(sum(w == "Ratcheting" for w in ws), n), "stated", n)
 
 
+def staircase_reach(rng: np.random.Generator, n: int) -> None:
+    """What the Ratcheting rule reaches at 2% AR noise: the same five-step staircases with a taller
+    climb (+8 / +16 / +24%), and at 1.5% noise, in the two TorUtils designs."""
+    for label, window, dt in (("1.5 d @ 10 min", 1.5 * 86400, 600.0), ("9 d @ 15 min", 9 * 86400, 900.0)):
+        t = sim.times(window, dt)
+        for sd, phi in ((0.015, 0.5), (0.015, 0.9), (0.02, 0.5), (0.02, 0.9)):
+            for climb in (0.08, 0.16, 0.24):
+                if sd == 0.015 and climb != 0.08:
+                    continue
+                ws = words(t, sim.staircase(rng, n, t, climb_share=climb, steps=5, sd_share=sd, phi=phi))
+                row(f"Ratcheting on +{climb:.0%} five-step staircases, AR(1) {sd:.1%} φ {phi}, {label}",
+                    rate(sum(w == "Ratcheting" for w in ws), n), "stated (what is reachable)", n)
+
+
+def _bin_lag1(phi: float, m: float) -> float:
+    """Lag-1 autocorrelation of means of m consecutive samples of an AR(1) with this φ."""
+    if phi <= 0:
+        return 0.0
+    if phi >= 1 - 1e-9:
+        return 1.0
+    a = (1 - phi ** m) / (1 - phi)
+    return phi * a * a / (m * (1 + phi) / (1 - phi) - 2 * phi * a / (1 - phi))
+
+
+def _interval_tested_trigger(t: np.ndarray, y: np.ndarray, q: float) -> tuple[float, float, float]:
+    """The growth interval with the coarse scales' 90% bound used only where the coarse bins'
+    lag-1 autocorrelation rejects the fine AR(1) at its bound (its q-level lower bound on φ above
+    what that AR(1) gives at the scale): the alternative trigger of the frontier table."""
+    import importlib
+    import math
+    g = importlib.import_module("alloclab.stats.growth")
+    t = t - t[0]
+    tb, yb = g.bin_series(t, y, 512)
+    nb = len(tb)
+    change = g.theil_sen_slope(tb, yb) * t[-1]
+    var, phi_hi, _ = g._ar1_bound_var(tb, yb)
+    for points in [k for k in (128, 32, 16) if 12 <= k < nb]:
+        tk, yk = g.bin_series(tb, yb, points)
+        r = yk - np.polyval(np.polyfit(tk, yk, 1), tk)
+        if g.phi_for_lag1(float(np.sum(r[1:] * r[:-1]) / np.sum(r * r)), points, q) > _bin_lag1(phi_hi, nb / points):
+            var = max(var, g._ar1_bound_var(tk, yk, 0.9)[0])
+    half = 1.96 * math.sqrt(var) * t[-1]
+    return change, change - half, change + half
+
+
+def growth_frontier(rng: np.random.Generator, n: int) -> None:
+    """Coverage under two-scale noise against power on one-scale AR(1), for the coarse-scale rule's
+    settings (RULES growth_coarse_trigger / growth_phi_bound_coarse, scales used) and for a tested
+    trigger: every setting on the same series. 'Growing' here: interval above 0 and change > 5%."""
+    from alloclab.stats.rules import RULES
+    import importlib
+    gm = importlib.import_module("alloclab.stats.growth")
+    settings = [("current: trigger 0.25, coarse bound 90%, 128/32/16 bins", 0.25, 0.90, (4, 16, 32)),
+                ("trigger 0.35, coarse bound 85%", 0.35, 0.85, (4, 16, 32)),
+                ("trigger 0.5, coarse bound 75%", 0.5, 0.75, (4, 16, 32)),
+                ("trigger 0.25, coarse bound 90%, 128/32 bins (no 16)", 0.25, 0.90, (4, 16)),
+                ("coarse median-unbiased variance always (no bound)", 0.0, 0.5, (4, 16, 32)),
+                ("tested trigger (coarse lag-1 rejects the fine AR(1), 80% lower bound)", None, 0.8, None)]
+    saved = dict(RULES), gm._scales
+    designs = (("1.5 d @ 10 min", 1.5 * 86400, 600.0), ("3 d @ 5 min", 3 * 86400, 300.0), ("9 d @ 15 min", 9 * 86400, 900.0))
+    data = []
+    for label, window, dt in designs:
+        t = sim.times(window, dt)
+        data.append((label, t, sim.two_scale(rng, n, t, fast_phi=0.9), sim.growing(rng, n, t, share=0.10, phi=0.95, sd_share=0.02)))
+    try:
+        for name, trig, bound, divs in settings:
+            if trig is None:
+                fn = lambda t, y: _interval_tested_trigger(t, y, bound)    # noqa: E731
+            else:
+                RULES["growth_coarse_trigger"], RULES["growth_phi_bound_coarse"] = trig, bound
+                gm._scales = lambda nb, divs=divs: [nb] + [k for k in (int(RULES["growth_max_points"]) // d for d in divs)
+                                                         if RULES["growth_min_scale_points"] <= k < nb]
+
+                def fn(t, y):
+                    g = gm.growth(t, y)
+                    return g.change_mb, g.change_lo, g.change_hi
+            for label, t, flat2, up in data:
+                a = [fn(t, y) for y in flat2]
+                cov = sum(lo <= 0 <= hi for _, lo, hi in a)
+                grow = sum(lo > 0 and c > 5.0 for c, lo, _ in a)
+                pw = sum(fn(t, y)[1] > 0 for y in up)
+                row(f"frontier, {name}, {label}: coverage (two-scale, flat) / 'Growing' (two-scale) / power (+10%, AR(1) φ 0.95 2%)",
+                    f"{rate(cov, n)} / {rate(grow, n)} / {rate(pw, n)}", "≥ 93% / ≤ 1% / as before (94–97%)", n)
+    finally:
+        RULES.clear()
+        RULES.update(saved[0])
+        gm._scales = saved[1]
+
+
+def _clock_series(rng: np.random.Generator, k: int, t: np.ndarray, kind: str, start_hour: float,
+                  cycle_share: float = 0.04) -> np.ndarray:
+    """(k, len(t)) series around level 1: 'cycle' — a daily cycle shared by every series (the UTC
+    clock, window starting at start_hour) plus AR(1) 1.5% (φ 0.9 per sample); 'two-scale' — AR(1)
+    2% (φ 0.9) plus a slow wander 3% (τ 1.7 d), each series its own."""
+    if kind == "cycle":
+        clock = 2 * np.pi * (t + start_hour * 3600) / 86400.0
+        return 1 + cycle_share * np.sin(clock)[None, :] + sim.ar1(rng, k, len(t), 0.9, 0.015)
+    return sim.two_scale(rng, k, t, fast_phi=0.9, level=1.0)
+
+
+def gates(rng: np.random.Generator, n: int) -> None:
+    """The host-blocking factor, the `compare --fail-on-increase` gate and the canary start-up
+    guard on daily-cycle and two-scale series. Levels as analysis takes them from imported data:
+    each replica's last sample of a 1.5-day window at 10 minutes, times a lognormal replica offset
+    (cv 5%)."""
+    from alloclab import rollout
+    from alloclab.analysis.hosts import host_factor
+    from alloclab.stats import compare_to_baseline
+    from alloclab.stats.across_runs import compare_pairs, gate
+    t = sim.times(1.5 * 86400, 600.0)
+
+    def levels(kind: str, shape: tuple[int, ...], start_hour: float, ratios=None) -> np.ndarray:
+        k = int(np.prod(shape))
+        end = _clock_series(rng, k, t, kind, start_hour)[:, -1].reshape(shape)
+        out = 100.0 * end * np.exp(0.05 * rng.normal(size=shape))
+        return out if ratios is None else out * np.asarray(ratios)[:, None]
+
+    groups = ["glibc", "a", "b", "c"]
+    layouts = {"balanced, 2 hosts (2 2 2 2 / 2 2 2 2)": [[2, 2, 2, 2], [2, 2, 2, 2]],
+               "strongly unbalanced, 2 hosts (4 2 1 1 / 0 2 3 3)": [[4, 2, 1, 1], [0, 2, 3, 3]]}
+    for kind in ("cycle", "two-scale"):
+        for name, layout in layouts.items():
+            for host_sd in (0.0, 0.15):
+                blocked = pooled = 0
+                for _ in range(n):
+                    hour = float(rng.uniform(0, 24))
+                    rows = []
+                    for h, counts in enumerate(layout):
+                        effect = np.exp(rng.normal(0, host_sd))
+                        for g, c in zip(groups, counts):
+                            rows += [(g, f"h{h}", float(v * effect)) for v in levels(kind, (c,), hour)] if c else []
+                    hf = host_factor(rows, "glibc")
+                    blocked += hf is not None and any(e.significant for e in hf.group_effects)
+                    by = {g: np.array([v for gg, _, v in rows if gg == g]) for g in groups}
+                    pooled += any(c.significant for c in compare_to_baseline(by, "glibc").values())
+                row(f"host factor, {kind} series, {name}, host SD {host_sd}: family-wise false significance, blocked / pooled",
+                    f"{rate(blocked, n)} / {rate(pooled, n)}", "blocked ≤ 5%", n)
+    # the compare gate: run B is run A's design started at another hour (or the same hour)
+    for kind in ("cycle", "two-scale"):
+        for reps in (3, 5):
+            for hours in ("any", "same"):
+                for up in (1.0, 1.05, 1.20):
+                    counts = dict.fromkeys(("within", "above", "inconclusive"), 0)
+                    for _ in range(n):
+                        ha = float(rng.uniform(0, 24))
+                        hb = ha if hours == "same" else float(rng.uniform(0, 24))
+                        a = levels(kind, (3, reps), ha)
+                        b = levels(kind, (3, reps), hb, ratios=[up, 1.0, 1.0])
+                        got = [gate(c, 5.0).outcome for c in compare_pairs({f"g{j}": (a[j], b[j]) for j in range(3)}).values()]
+                        counts["above" if "above" in got else "inconclusive" if "inconclusive" in got else "within"] += 1
+                    if kind == "two-scale" and hours == "same":
+                        continue                    # no clock component: the start hour does not matter
+                    err = ("false fail " + rate(counts["above"], n)) if up <= 1.05 else ("false pass " + rate(counts["within"], n))
+                    row(f"compare --fail-on-increase 5, {kind} series, n = {reps}, run B started at "
+                        f"{'any hour' if hours == 'any' else 'the same hour'}, one of 3 groups {up - 1:+.0%}: "
+                        f"within / above / inconclusive", f"{counts['within'] / n:.1%} / {counts['above'] / n:.1%} / "
+                        f"{counts['inconclusive'] / n:.1%}; {err}", "false fail ≤ 2.5%, false pass ≤ 5%", n)
+    # the canary start-up guard (--warmup auto; and the same-age rule, whose old curve the collector
+    # recorded over the old process's life, old_age to 0 s before the restart, at other clock times)
+    guards = rollout.Guards(max_increase=0.25, persist=3)
+    ages = sim.times(60.0, 5.0)[1:]
+    slow_tau = 1.7 * 86400
+    for kind in ("cycle", "two-scale"):
+        for k_, tau in ((4.0, 10.0), (1.0, 30.0)):
+            for old_age in (300.0, 3600.0):
+                trips = {"warmup": 0, "curve": 0}
+                shape = lambda a: 100.0 * (1 + k_ * np.exp(-a / tau))    # noqa: E731
+                warmup = rollout.effective_warmup(guards, old_age, 60.0)
+                old_ages = np.arange(1.0, old_age + 1e-9, 5.0)
+                for _ in range(n):
+                    if kind == "cycle":       # ±4% with the clock; the restart at any hour
+                        clock = rng.uniform(0, 86400)
+                        part = lambda at: 1 + 0.04 * np.sin(2 * np.pi * (clock + at) / 86400)   # noqa: E731
+                        now, hist = part(ages), part(old_ages - old_age)
+                    else:                     # slow wander 3% (τ 1.7 d): its value now and old_age earlier
+                        z = rng.normal()
+                        rho = np.exp(-old_age / slow_tau)
+                        now = 1 + 0.03 * z
+                        hist = 1 + 0.03 * (rho * z + np.sqrt(1 - rho * rho) * rng.normal())
+                    new = shape(ages) * now * (1 + sim.ar1(rng, 1, len(ages), 0.9, 0.02)[0])
+                    old_level = float(shape(np.array([old_age]))[0] * (now if np.isscalar(now) else now[0])
+                                      * (1 + 0.02 * rng.normal()))
+                    old_curve = shape(old_ages) * hist * (1 + sim.ar1(rng, 1, len(old_ages), 0.9, 0.02)[0])
+                    trips["warmup"] += rollout.memory_trip(list(new), old_level, guards, list(ages), warmup) is not None
+                    trips["curve"] += rollout.memory_trip(list(new), old_level, guards, list(ages), warmup,
+                                                          list(zip(old_ages, old_curve))) is not None
+                row(f"canary guard --max-increase 25%, persist 3, same allocator redeployed, {kind} series, start-up "
+                    f"{1 + k_:g}× (τ {tau:g} s), old process {old_age:g} s: false trips, --warmup auto / same age from "
+                    f"--history", f"{rate(trips['warmup'], n)} / {rate(trips['curve'], n)}", "stated", n)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="smoke test: fewer simulations")
-    ap.add_argument("--datasets", type=int, default=0, help="datasets per scenario row (--part scenarios; default 200)")
+    ap.add_argument("--datasets", type=int, default=0, help="datasets per scenario row (--part scenarios / cycles / user-path; default 200 / 100 / 30), "
+                    "simulations per row (--part gates / growth-frontier; 1000 / 200)")
     ap.add_argument("--seed", type=int, default=20261122, help="seed of every simulation")
     ap.add_argument("--part", default="all", choices=["all", "status", "growth", "compare", "sequential", "identical", "tor-verdict",
-                                                      "scenarios", "two-scale", "staircases", "user-path"],
+                                                      "scenarios", "cycles", "two-scale", "staircases", "user-path", "gates", "staircase-reach", "growth-frontier"],
                     help="run one part only")
     args = ap.parse_args()
     n = 60 if args.quick else 1000
@@ -495,12 +697,16 @@ def main() -> int:
         "identical": lambda rng: identical(rng, 30 if args.quick else 200, 2 if args.quick else 9),
         "tor-verdict": lambda rng: tor_verdict(rng, 200 if args.quick else 2000),
         "scenarios": lambda rng: scenarios(rng, args.datasets or (20 if args.quick else 200)),
-        "user-path": lambda rng: user_path(rng, 6 if args.quick else 30),
+        "user-path": lambda rng: user_path(rng, args.datasets or (6 if args.quick else 30)),
         "two-scale": lambda rng: growth_two_scale(rng, 60 if args.quick else 400),
         "staircases": lambda rng: staircases(rng, 60 if args.quick else 400),
+        "cycles": lambda rng: scenarios(rng, args.datasets or (20 if args.quick else 100), cycles_only=True),
+        "gates": lambda rng: gates(rng, args.datasets or (100 if args.quick else 1000)),
+        "staircase-reach": lambda rng: staircase_reach(rng, 60 if args.quick else 200),
+        "growth-frontier": lambda rng: growth_frontier(rng, args.datasets or (40 if args.quick else 200)),
     }
     for k, (name, part) in enumerate(parts.items()):
-        if args.part in ("all", name):
+        if args.part == name or (args.part == "all" and name != "cycles"):   # cycles: a larger run of scenarios' first rows
             part(np.random.default_rng([args.seed, k]))
     print(f"| figure | measured | target | simulations |\n|---|---|---|---|")
     for name, value, target, k in ROWS:

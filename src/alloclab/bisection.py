@@ -138,7 +138,7 @@ class ThresholdStop:
         if self.last.verdict is None:
             return None
         reason = f"step decided {self.last.verdict}: {self.last.reason} (sequential test, error rate ≤ {self.test.test.alpha:g})"
-        runner.store.event(time.time(), "sequential_stop", reason)
+        runner.store.add_event(time.time(), "sequential_stop", reason)
         return reason
 
 

@@ -14,14 +14,12 @@ WNOWAIT), so a root's pid, and with it its process group, cannot be reused durin
 from __future__ import annotations
 
 import ctypes
-import errno
 import json
 import os
 import random
 import shutil
 import signal
 import subprocess
-import sqlite3
 import sys
 import time
 import uuid
@@ -32,9 +30,9 @@ from typing import Callable
 from . import host, introspect, logcap, outputs, preflight, reaper, resolution, sampler, settings, timefmt, workloads
 from .allocators import AllocatorSpec
 from .config import Experiment, Group, Phases, substitute
-from .errors import UserError
+from .errors import StoreError, UserError
 from .recorder import Recorder, Tracked
-from .store import CUT_SHORT_REASONS, DB_NAME, Store
+from .store import CUT_SHORT_REASONS, DB_NAME, Store, disk_full_error
 
 PR_SET_PDEATHSIG = 1
 RESERVE_NAME = ".space-reserve"        # freed when the disk fills, so the end of the run can still be written
@@ -106,12 +104,6 @@ class RunResult:
     end_reason: str
     interrupted: bool
     cut_short: str | None = None      # 'disk-full' (store.CUT_SHORT_REASONS) when the run could not go on
-
-
-def _disk_full(exc: BaseException) -> bool:
-    if isinstance(exc, sqlite3.OperationalError):
-        return "full" in str(exc)          # SQLITE_FULL: "database or disk is full"
-    return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
 
 
 def _exit_status(pid: int) -> int | None:
@@ -225,8 +217,8 @@ class Runner:
         group_ids = {}
         for g in exp.groups:
             spec = self.specs[g.name]
-            group_ids[g.name] = st.insert(
-                "groups", name=g.name, allocator=g.allocator, kind=spec.kind, library_path=spec.path,
+            group_ids[g.name] = st.add_group(
+                name=g.name, allocator=g.allocator, kind=spec.kind, library_path=spec.path,
                 library_sha256=spec.sha256, family=spec.family, version=spec.version,
                 env_json=json.dumps(g.env), command_json=json.dumps(list(self.templates[g.name])),
                 is_baseline=int(g.name == exp.baseline), provenance_json=resolution.provenance(spec),
@@ -256,8 +248,8 @@ class Runner:
                 else (None, f"{settings.CGROUPS}=off")
             if cg is None:
                 notes.append(why)
-            rid = st.insert("replicas", group_id=group_ids[gname], idx=idx, name=name, workdir=str(workdir),
-                            start_order=n, cgroup=str(cg.path) if cg else None)
+            rid = st.add_replica(group_id=group_ids[gname], idx=idx, name=name, workdir=str(workdir),
+                                 start_order=n, cgroup=str(cg.path) if cg else None)
             self.replicas.append(Replica(id=rid, name=name, group_name=gname, spec=spec, idx=idx, group=g, argv=argv,
                                          env=env, workdir=workdir, log_dir=log_dir, port=port, cgroup=cg))
         self.cgroup_note = f"no per-replica memory cgroup ({notes[0]}); cgroup figures are left empty" if notes else ""
@@ -300,15 +292,15 @@ class Runner:
             st = sampler.read_stat(r.popen.pid)
             r.root = st.identity if st else (r.popen.pid, -1)
             self._register([r.root])
-            self.store.update("replicas", r.id, started_at=time.time(), root_pid=r.popen.pid)
+            self.store.update_replica(r.id, started_at=time.time(), root_pid=r.popen.pid)
         self.store.set_meta(started_at=self.started_wall)
-        self.store.event(self.started_wall, "start", f"{len(self.replicas)} replicas started")
+        self.store.add_event(self.started_wall, "start", f"{len(self.replicas)} replicas started")
         self.store.commit()
 
     def _abandon(self) -> None:
         """A replica could not start: nothing has been measured, so stop what started and leave
         no half-made run behind (the run directory is removed)."""
-        self.store.conn.rollback() if self.store.conn.in_transaction else None
+        self.store.rollback()
         reaper.sweep(self.finder.find, 0.0, on_poll=self._reap_children)
         for r in self.replicas:
             if r.popen is not None:
@@ -317,7 +309,7 @@ class Runner:
                 r.cgroup.remove(wait=2.0)
         if self.watchdog:
             self.watchdog.close()
-        self.store.conn.close()
+        self.store.discard()
         shutil.rmtree(self.run_dir, ignore_errors=True)
         self.abandoned = True
 
@@ -398,7 +390,7 @@ class Runner:
                 # its root lives but the cgroup is empty: something moved the processes out (e.g. a
                 # service manager re-homing init.scope); follow the process tree from now on
                 r.cgroup_lost = True
-                self.store.event(now, "cgroup_lost", f"{r.name}: its processes left its cgroup {r.cgroup.path} while "
+                self.store.add_event(now, "cgroup_lost", f"{r.name}: its processes left its cgroup {r.cgroup.path} while "
                                  "running; sampled by process tree from now on (cgroup figures left empty)", r.id, r.group.name)
             if r.cgroup and not r.cgroup_lost:
                 expected = None
@@ -446,8 +438,8 @@ class Runner:
             else:
                 kind, end_kind = "replica_end", "ended"
                 text = f"{r.name} exited with code {code}"
-            self.store.update("replicas", r.id, ended_at=r.root_exit_t, exit_code=code, end_kind=end_kind)
-            self.store.event(r.root_exit_t, kind, text, r.id, r.group.name)
+            self.store.update_replica(r.id, ended_at=r.root_exit_t, exit_code=code, end_kind=end_kind)
+            self.store.add_event(r.root_exit_t, kind, text, r.id, r.group.name)
 
     # ---- a scenario's supporting processes (tornet) ----
     def _start_network(self) -> str | None:
@@ -485,7 +477,7 @@ class Runner:
             if got:
                 net.consensus_at = time.time()
                 self.store.begin()
-                self.store.event(net.consensus_at, "tor_consensus", f"{len(net.authorities)} authorit{'y' if len(net.authorities) == 1 else 'ies'} published "
+                self.store.add_event(net.consensus_at, "tor_consensus", f"{len(net.authorities)} authorit{'y' if len(net.authorities) == 1 else 'ies'} published "
                                  f"a consensus (valid-after {got[0]}) after {waited:.0f} s")
                 self.store.commit()
                 self.on_setup(f"consensus published after {waited:.0f} s; starting the relays")
@@ -508,7 +500,7 @@ class Runner:
                 self.on_setup(f"waiting for the authorities' first consensus: {waited:.0f} s / {timeout:g} s")
             time.sleep(1.0)
         self.store.begin()
-        self.store.event(time.time(), "tor_no_consensus", why)
+        self.store.add_event(time.time(), "tor_no_consensus", why)
         self.store.commit()
         self.network_failed = why
         return "no tor consensus"
@@ -517,7 +509,7 @@ class Runner:
         net = self.network
         if net.relays_ready_at is None and net.relays_with_consensus() == len(net.relays):
             net.relays_ready_at = now
-            self.store.event(now, "tor_relays_ready", f"all {len(net.relays)} relays hold a consensus, "
+            self.store.add_event(now, "tor_relays_ready", f"all {len(net.relays)} relays hold a consensus, "
                              f"{now - self.started_wall:.0f} s after they started")
 
     def _record_network(self, now: float) -> None:
@@ -525,7 +517,7 @@ class Runner:
         counts = self.network.load_counts()
         for r in self.replicas:
             c = counts.get(r.name) or {}
-            self.store.event(now, "tor_load", f"{r.name}: {c.get('served', 0)} of {c.get('requests', 0)} directory "
+            self.store.add_event(now, "tor_load", f"{r.name}: {c.get('served', 0)} of {c.get('requests', 0)} directory "
                              f"requests served ({c.get('diffs_served', 0)} consensus diffs, {c.get('bytes', 0):,} bytes)",
                              r.id, r.group.name)
         self.store.set_meta(tor_network=json.dumps({
@@ -553,8 +545,8 @@ class Runner:
             try:
                 self.stop_reason = self.stop_reason or self._loop()
                 self._record_skips(time.time())
-            except (sqlite3.OperationalError, OSError) as exc:
-                if not _disk_full(exc):
+            except (StoreError, OSError) as exc:
+                if not disk_full_error(exc):
                     raise
                 self.cut_short = self.stop_reason = "disk-full"
         finally:
@@ -573,7 +565,7 @@ class Runner:
         event = self.skips.take(self.exp.interval)
         if event:
             self.store.begin()
-            self.store.event(now, TICKS_SKIPPED, event)
+            self.store.add_event(now, TICKS_SKIPPED, event)
             self.store.set_meta(ticks_skipped=self.skips.total)
             self.store.commit()
 
@@ -586,21 +578,20 @@ class Runner:
             elapsed = time.monotonic() - self.started_mono
             now = time.time()
             new_phase = exp.phases.at(elapsed)
-            self.store.begin()
-            if new_phase != phase:
-                self.store.event(now, "phase", f"{new_phase} phase begins")
-                if new_phase == "load":
-                    self._start_load()
-                if new_phase == "idle":
-                    for r in self.replicas:
-                        self._stop_load(r.load_popen)
-                phase = new_phase
-            self._reap(now, self.started_wall + planned if planned else None)
-            self._sample(now, phase, sampler.all_processes() if need_procs else None)
-            logcap.rotate_over_cap(r.log_dir / n for r in self.replicas for n in logcap.STREAMS)
-            if self.network is not None:
-                self._network_tick(now)
-            self.store.commit()
+            with self.store.tick():
+                if new_phase != phase:
+                    self.store.add_event(now, "phase", f"{new_phase} phase begins")
+                    if new_phase == "load":
+                        self._start_load()
+                    if new_phase == "idle":
+                        for r in self.replicas:
+                            self._stop_load(r.load_popen)
+                    phase = new_phase
+                self._reap(now, self.started_wall + planned if planned else None)
+                self._sample(now, phase, sampler.all_processes() if need_procs else None)
+                logcap.rotate_over_cap(r.log_dir / n for r in self.replicas for n in logcap.STREAMS)
+                if self.network is not None:
+                    self._network_tick(now)
             if self.on_tick:
                 self.on_tick(self, elapsed, phase)
             if self.stop_reason:
@@ -643,8 +634,7 @@ class Runner:
     def _finish(self) -> None:
         if self.cut_short:
             self._release_space()
-            if self.store.conn.in_transaction:
-                self.store.conn.rollback()
+            self.store.rollback()
         else:
             self.store.commit()
         swept = self._stop_all()
@@ -653,13 +643,12 @@ class Runner:
         leaked = [r.cgroup for r in self.replicas if r.cgroup and not r.cgroup.remove(wait=5.0)]
         try:
             self._record_end(swept, leaked)
-        except (sqlite3.OperationalError, OSError) as exc:
-            if not _disk_full(exc):
+        except (StoreError, OSError) as exc:
+            if not disk_full_error(exc):
                 raise
             self.cut_short = self.stop_reason = "disk-full"
             self._release_space()
-            if self.store.conn.in_transaction:
-                self.store.conn.rollback()
+            self.store.rollback()
             self.store.mark_cut_short("disk-full", time.time(), "the disk filled while the run's end was written")
         if self.watchdog:
             self.watchdog.close()
@@ -670,23 +659,23 @@ class Runner:
         self.store.begin()
         for r in self.replicas:
             if r.alive and r.popen is not None:
-                self.store.update("replicas", r.id, ended_at=now, exit_code=r.popen.returncode, end_kind="stopped")
+                self.store.update_replica(r.id, ended_at=now, exit_code=r.popen.returncode, end_kind="stopped")
                 r.exited_at = now
             if swept.killed & ({r.root} | set(r.processes)):
-                self.store.event(now, "sigkill", f"{r.name} ignored SIGTERM for {self.exp.grace:g}s", r.id, r.group.name)
+                self.store.add_event(now, "sigkill", f"{r.name} ignored SIGTERM for {self.exp.grace:g}s", r.id, r.group.name)
         if self.network is not None:
             self._record_network(now)
         if swept.left:
-            self.store.event(now, "processes_left", f"{len(swept.left)} processes of the run could not be ended: "
+            self.store.add_event(now, "processes_left", f"{len(swept.left)} processes of the run could not be ended: "
                              + ", ".join(str(pid) for pid, _ in sorted(swept.left)))
         if leaked:
-            self.store.event(now, "cgroup_leaked", "could not remove " + ", ".join(str(c.path) for c in leaked))
+            self.store.add_event(now, "cgroup_leaked", "could not remove " + ", ".join(str(c.path) for c in leaked))
         self.store.commit()
         if self.cut_short:
             self.store.mark_cut_short(self.cut_short, now, "the disk filled: sampling stopped, replicas were stopped")
         else:
             self.store.begin()
-            self.store.event(now, "end", self.stop_reason or "run ended")
+            self.store.add_event(now, "end", self.stop_reason or "run ended")
             self.store.set_meta(ended_at=now, end_reason=self.stop_reason or "")
             self.store.commit()
 
@@ -735,7 +724,7 @@ def resume(run: Path, grace: float = 5.0, on_tick: Callable[[int, int], None] | 
     survivors = finder.find() if meta.get("run_token") else set()
     now = time.time()
     store.begin()
-    store.event(now, "resumed", f"alloclab run --resume: {len(survivors)} processes of the run still alive")
+    store.add_event(now, "resumed", f"alloclab run --resume: {len(survivors)} processes of the run still alive")
     store.commit()
     ticks, interrupted = 0, False
     if survivors:
@@ -748,7 +737,7 @@ def resume(run: Path, grace: float = 5.0, on_tick: Callable[[int, int], None] | 
         store.commit()
     if leaked:
         store.begin()
-        store.event(time.time(), "cgroup_leaked", "could not remove " + ", ".join(str(c.path) for c in leaked))
+        store.add_event(time.time(), "cgroup_leaked", "could not remove " + ", ".join(str(c.path) for c in leaked))
         store.commit()
     reason = store.meta().get("end_reason", "killed")
     store.close()

@@ -13,13 +13,13 @@ the sweep that would test it, named only when the decomposition points at it —
 from __future__ import annotations
 
 import json
-import sqlite3
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from .. import stats
+from ..errors import StoreError
 from ..introspect import HELD_KINDS
 from ..store import Store
 
@@ -257,7 +257,7 @@ def decompose(store: Store, analysis=None) -> list[GroupDecomposition] | None:
     off, or imported data)."""
     try:
         rows = store.alloc_stats()
-    except sqlite3.OperationalError:     # no alloc_stats table (a store not migrated): simply absent
+    except StoreError:     # no alloc_stats table (a store not migrated): simply absent
         return None
     if not rows:
         return None

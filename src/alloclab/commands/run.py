@@ -190,7 +190,7 @@ class SignificanceStop:
             return None
         reason = (f"stopped early at look {d.look}: {d.reason} (sequential test, total false-stop rate "
                   f"≤ {self.test.alpha:g})")
-        runner.store.event(time.time(), "sequential_stop", reason)
+        runner.store.add_event(time.time(), "sequential_stop", reason)
         return reason
 
 

@@ -17,6 +17,7 @@ from .. import metrics, preflight
 from ..config import Experiment, load_experiment, parse_duration
 from ..errors import UserError
 from ..runner import Runner, resume
+from ..stopping import SignificanceStop
 from ..store import Store
 
 EXIT_CUT_SHORT = 3      # the run could not go on (disk full); its data so far is kept (docs/store.md)
@@ -147,64 +148,6 @@ class _SetupProgress:
         if step != self.last_step or time.monotonic() - self.last_t >= 10:
             self.console.print(f"[cyan]setup[/cyan] {text}", highlight=False)
             self.last_step, self.last_t = step, time.monotonic()
-
-
-class SignificanceStop:
-    """--until-significant: a group-sequential test (stats.SequentialTest, Bonferroni alpha
-    spending over looks at doublings of the elapsed time from `first_look`), so stopping early
-    keeps the family-wise false-stop rate at alpha however long the run goes on. Between looks
-    nothing is analysed or spent (a look is due at its planned time, not at a check period: a last
-    look 10 s after a doubling must not be skipped).
-
-    With a planned end (`planned_s`: --max-duration, the file's max_duration or the phases), the
-    looks are laid out before the run: first_look·2^(k−1) while before the last look, and a last
-    look just before the planned end, so the whole run counts; look k is tested at α·t_k/Σt (α in
-    proportion to the look's elapsed time, all of it spent by the last look). Without a planned
-    end, first_look·2^(k−1) tested at α/(k(k+1)), which front-loads α on looks where the levels
-    have barely settled (a 4% difference seen at 8 minutes: tested at 0.0025, against 0.022 at
-    710 s with a 12-minute plan); benchmarks/calibration.py --part tor-verdict measures both."""
-
-    def __init__(self, first_look: float, n_comparisons: int, planned_s: float | None = None, interval: float = 0.0):
-        from .. import analysis, stats
-        times = planned_look_times(first_look, planned_s, interval)
-        self.max_looks = None if times is None else len(times)
-        self.test = stats.SequentialTest(alpha=analysis.RULES["alpha"], n_comparisons=n_comparisons,
-                                         first_look_s=first_look, look_times_s=times)
-
-    def schedule(self) -> str:
-        """The looks and their levels, for the start of the run."""
-        out = [f"{t:g} s at {level:.2g}" for t, level in self.test.look_plan()]
-        return ", ".join(out) + ("" if self.max_looks is not None else ", … (α/(k(k+1)), no planned end)")
-
-    def __call__(self, runner: Runner, elapsed: float) -> str | None:
-        due = self.test.next_look_s()
-        if due is None or elapsed < due:
-            return None                                   # between looks, or every planned look spent
-        import numpy as np
-        from .. import analysis
-        a = analysis.analyse(runner.store)
-        levels = {g.name: np.array([r.steady_mean_mb for r in a.replicas if r.group == g.name and r.verified is not False
-                                    and r.steady_mean_mb is not None]) for g in a.groups}
-        d = self.test.update(levels, a.baseline, elapsed_s=elapsed)
-        if not d.stop:
-            return None
-        reason = (f"stopped early at look {d.look}: {d.reason} (sequential test, total false-stop rate "
-                  f"≤ {self.test.alpha:g})")
-        runner.store.add_event(time.time(), "sequential_stop", reason)
-        return reason
-
-
-def planned_look_times(first_look: float, planned_s: float | None, interval: float = 0.0) -> list[float] | None:
-    """The looks of a run with a planned end: first_look·2^(k−1) while before the last look, then
-    the last look max(2 intervals, 10 s) before the end, so the runner's ticks reach it before the
-    run stops; None without a planned end."""
-    if planned_s is None or first_look <= 0:
-        return None
-    last = max(first_look, planned_s - max(2 * interval, 10.0))
-    times = []
-    while first_look * 2 ** len(times) < last:
-        times.append(first_look * 2 ** len(times))
-    return times + [last]
 
 
 def design_check(exp: Experiment, console: Console, max_duration: float | None = None) -> None:

@@ -107,18 +107,17 @@ class Progress:
         share = runner.budget.spent / max(elapsed, 1e-9)
         head = Text(f"{self.exp.name}: replicas alive {alive}/{len(runner.replicas)}, smaps tier CPU {share:.1%} of a core",
                     overflow="fold")
-        served = runner.network.load_counts() if runner.network is not None else None
+        by_group = {g.name: [r for r in runner.replicas if r.group.name == g.name] for g in self.exp.groups}
+        extra_column = runner.scenario.progress_column(by_group) if runner.scenario is not None else None
         medians = self._medians(runner)
         columns = [("group", 0), ("allocator", 2), ("alive", 1), (f"median {self.exp.metric.upper()} MB", 0), ("verified", 1)] \
-            + ([("dir requests served", 3)] if served is not None else [])
+            + ([(extra_column[0], 3)] if extra_column is not None else [])
         rows = []
         for g in self.exp.groups:
-            reps = [r for r in runner.replicas if r.group.name == g.name]
+            reps = by_group[g.name]
             ver = sum(r.state is True for r in reps)
             bad = sum(r.state is False for r in reps)
-            extra = () if served is None else \
-                (f"{sum((served.get(r.name) or {}).get('served', 0) for r in reps):,}"
-                 if runner.network.has_load(reps[0]) else "– (DirCache 0)",)
+            extra = () if extra_column is None else (extra_column[1][g.name],)
             rows.append((g.name, runner.specs[g.name].label, f"{sum(r.alive for r in reps)}/{len(reps)}", medians[g.name],
                          f"{ver}/{len(reps)}" + (f" {bad} unverified" if bad else ""), *extra))
         kept = list(range(len(columns)))
@@ -237,9 +236,9 @@ def run_command(experiment: Path, output: Path | None, until_significant: bool, 
         finally:
             if exposition is not None:           # the exposition ends with the run
                 exposition.stop()
-        if runner.network_failed:
-            raise UserError(f"the tor test network did not form ({runner.network_failed}); kept in {result.run_dir}/tor-network",
-                            "read the authorities' notice.log there; on a slow machine raise [scenario] consensus_timeout")
+        failure = runner.scenario.failure(result.run_dir) if runner.scenario is not None else None
+        if failure is not None:
+            raise failure
         if result.cut_short == "disk-full":
             # one line, no report: writing it would need the space that ran out
             err.print(f"alloclab: error: the disk holding {result.run_dir} is full: sampling stopped, replicas stopped, "

@@ -203,9 +203,13 @@ def _sqlite_errors() -> Iterator[None]:
     try:
         yield
     except sqlite3.Error as exc:
-        name = getattr(exc, "sqlite_errorname", "")
-        full = name == "SQLITE_FULL" or (isinstance(exc, sqlite3.OperationalError) and "full" in str(exc))
-        raise StoreError(str(exc), disk_full=full, sqlite_errorname=name) from exc
+        raise _store_error(exc) from exc
+
+
+def _store_error(exc: sqlite3.Error) -> StoreError:
+    name = getattr(exc, "sqlite_errorname", "")
+    full = name == "SQLITE_FULL" or (isinstance(exc, sqlite3.OperationalError) and "full" in str(exc))
+    return StoreError(str(exc), disk_full=full, sqlite_errorname=name)
 
 
 def _raising_store_errors(cls: type) -> type:
@@ -213,8 +217,10 @@ def _raising_store_errors(cls: type) -> type:
     def wrap(fn):
         @functools.wraps(fn)
         def method(*args, **kwargs):
-            with _sqlite_errors():
+            try:
                 return fn(*args, **kwargs)
+            except sqlite3.Error as exc:
+                raise _store_error(exc) from exc
         return method
     for name, attr in list(vars(cls).items()):
         if name.startswith("_"):

@@ -96,14 +96,14 @@ def synthesise_store(run: Path, relays: int, days: float, interval: float, seed:
     store.set_meta(name="scale-benchmark", metric="rss", seed=0, interval=interval, started_at=float(t[0]),
                    ended_at=float(t[-1]), host="bench", end_reason="imported", source="import torutils (synthesised)",
                    baseline="Z", replicas_in_several_groups=[], unlisted_relays=[])
-    gid = {g: store.insert("groups", name=g, allocator=c.get("allocator", name), kind="imported",
+    gid = {g: store.add_group(name=g, allocator=c.get("allocator", name), kind="imported",
                            family=c.get("allocator", name), version=c.get("version"), env_json="{}", command_json="[]",
                            is_baseline=int(g == "Z")) for g, (name, c, _) in GROUPS.items()}
     letters = list(GROUPS)
     nulls = (None,) * (len(SAMPLE_COLUMNS) - 6)
     for r in range(relays):
         g = letters[r % len(letters)]
-        rid = store.insert("replicas", group_id=gid[g], idx=r, name=f"relay{r:04d}", start_order=r, started_at=float(t[0]),
+        rid = store.add_replica(group_id=gid[g], idx=r, name=f"relay{r:04d}", start_order=r, started_at=float(t[0]),
                            ended_at=float(t[-1]), verified=None, verify_detail="imported: allocator not verified by alloclab")
         base = 200_000 + rng.normal(0, 10_000)
         ceiling = 1_500_000 * GROUPS[g][2] * (1 + rng.normal(0, 0.05))
@@ -114,7 +114,7 @@ def synthesise_store(run: Path, relays: int, days: float, interval: float, seed:
             noise[k:] += (0.95 ** k) * e[:-k]
         rss = (base + (ceiling - base) * (1 - np.exp(-age / (2.5 * 86400))) + noise).astype(np.int64)
         # columns: t, replica_id, phase, tier, rss_kb, vmsize_kb, then the rest empty; nprocs 1
-        store.insert_many("samples", SAMPLE_COLUMNS,
+        store.add_samples(SAMPLE_COLUMNS,
                           ((tt, rid, None, "imported", v, v * 7 + 1_000_000, *nulls[:-1], 1)
                            for tt, v in zip(t.tolist(), rss.tolist())))
     store.commit()

@@ -252,7 +252,7 @@ def tor_verdict(rng: np.random.Generator, n_sims: int) -> None:
     measured variance structure, and on one where the seed is half of both groups' spread."""
     from scipy import stats as sps
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-    from alloclab.commands.run import planned_look_times
+    from alloclab.stopping import planned_look_times
     t = np.arange(0.0, 720.0 + 1, 2.0)
     designs = {"before (warm-up 20 s, looks 60–480 s, α/(k(k+1)))": (20.0, [60.0, 120.0, 240.0, 480.0], SequentialTest(0.05, 1)),
                "after (warm-up 120 s, planned looks 140/280/560/710 s)":

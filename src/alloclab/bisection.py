@@ -19,18 +19,16 @@ step's ratio for the reader to check.
 from __future__ import annotations
 
 import json
-import math
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-import numpy as np
-
 from . import allocator_options, outputs
 from .derive import Base, Point, derive
 from .errors import UserError
 from .runner import Runner
+from .stopping import ThresholdStop
 
 MEMORY_METRICS = ("rss", "pss", "uss", "anon")
 METRICS = MEMORY_METRICS + ("cpu_per_op",)
@@ -104,44 +102,6 @@ class BisectResult:
                 "steps": [asdict(s) for s in self.steps], "changed": self.changed}
 
 
-def replica_levels(a, metric: str) -> dict[str, np.ndarray]:
-    """Per-replica levels of each group as the comparison uses them (clean, verified, not excluded)."""
-    out = {}
-    for g in a.groups:
-        reps = [r for r in a.replicas if r.group == g.name and r.verified is not False and r.excluded is None]
-        vals = [r.cpu_us_per_op if metric == "cpu_per_op" else r.steady_mean_mb for r in reps]
-        out[g.name] = np.array([v for v in vals if v is not None and v > 0], dtype=float)
-    return out
-
-
-class ThresholdStop:
-    """The runner's stop check for one step: the analysis is run only when a look is due."""
-
-    def __init__(self, threshold: float, first_look_s: float, planned_s: float, interval: float, metric: str):
-        from . import analysis, stats
-        usable = max(first_look_s, planned_s - 2 * interval)      # the last look must come before the planned end
-        self.max_looks = int(math.floor(math.log2(usable / first_look_s))) + 1
-        self.test = stats.ThresholdTest(threshold, analysis.RULES["alpha"], max_looks=self.max_looks,
-                                        first_look_s=first_look_s)
-        self.metric = metric
-        self.last = None
-        self.levels: dict[str, np.ndarray] = {}
-
-    def __call__(self, runner: Runner, elapsed: float) -> str | None:
-        if self.test.looks >= self.max_looks or not self.test.due(elapsed):
-            return None
-        from . import analysis
-        a = analysis.analyse(runner.store, None if self.metric == "cpu_per_op" else self.metric)
-        self.levels = replica_levels(a, self.metric)
-        self.last = self.test.update(self.levels.get(GOOD, np.array([])), self.levels.get(CANDIDATE, np.array([])),
-                                     elapsed_s=elapsed)
-        if self.last.verdict is None:
-            return None
-        reason = f"step decided {self.last.verdict}: {self.last.reason} (sequential test, error rate ≤ {self.test.test.alpha:g})"
-        runner.store.event(time.time(), "sequential_stop", reason)
-        return reason
-
-
 @dataclass
 class Plan:
     base: Base
@@ -167,7 +127,7 @@ def run_step(plan: Plan, out: Path, k: int, index: int, on_tick: Callable | None
     run_dir = out / "steps" / _dirname(k, value)
     planned = exp.planned_duration()
     first = max(plan.first_look_s, exp.phases.warmup + 10 * exp.interval)
-    stop = ThresholdStop(plan.threshold, min(first, planned), planned, exp.interval, plan.metric)
+    stop = ThresholdStop(plan.threshold, min(first, planned), planned, exp.interval, plan.metric, GOOD, CANDIDATE)
     runner = Runner(exp, run_dir, stop_check=stop)
     if on_tick:
         runner.on_tick = lambda r, elapsed, phase: on_tick(k, value, r, elapsed, phase)

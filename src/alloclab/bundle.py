@@ -13,13 +13,12 @@ from __future__ import annotations
 import io
 import json
 import os
-import sqlite3
 import tarfile
 import tempfile
 import time
 from pathlib import Path
 
-from .errors import UserError
+from .errors import StoreError, UserError
 from .store import DB_NAME, Store, damaged, resolve_run
 
 REPORT_FILES = ("report.md", "report.html", "summary.json", "summary.csv", "replicas.csv")
@@ -135,7 +134,7 @@ def write_bundle(run: str | Path, output: Path | None = None) -> tuple[Path, lis
     try:
         store = Store.open_checked(run)
         meta, groups = store.meta(), store.groups()
-    except sqlite3.DatabaseError as exc:
+    except StoreError as exc:
         raise damaged(resolve_run(run), str(exc)) from None
     if not groups:
         raise UserError(f"{run} has no groups: nothing to bundle", "give a run made by `alloclab run` or `alloclab import`")

@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import errno
 import inspect
-import sqlite3
 import sys
 from pathlib import Path
 
 import click
 from rich.console import Console
 
-from .errors import UserError
+from .errors import StoreError, UserError
 
 # Not a terminal (logs, CI): wide enough that the summary table does not wrap.
 console = Console() if sys.stdout.isatty() else Console(width=160)
@@ -500,7 +499,7 @@ def main() -> None:
         print(f"alloclab: error: the disk is full{where} ({exc.strerror}) — free space on that file system, then retry",
               file=sys.stderr)
         sys.exit(3)
-    except sqlite3.DatabaseError as exc:       # a store damaged past what opening it found
+    except StoreError as exc:       # a store damaged past what opening it found, or a full disk
         from .store import explain_database_error
         err = explain_database_error(exc)
         print(f"alloclab: error: {err}", file=sys.stderr)

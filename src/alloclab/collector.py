@@ -232,18 +232,18 @@ def collect(units: Units, plan: Plan, run: Path, interval: float, duration: floa
     store.begin()
     last = store.last_sample_time()
     if resumed:
-        store.event(time.time(), "collector_resumed", f"collector restarted; no samples for {time.time() - (last or time.time()):.0f} s")
+        store.add_event(time.time(), "collector_resumed", f"collector restarted; no samples for {time.time() - (last or time.time()):.0f} s")
     else:
         store.set_meta(name=plan.data["name"], source="fleet", metric="rss", interval=interval, seed=plan.data["seed"],
                        baseline=plan.data["groups"][0]["name"], experiment=plan.data["experiment"], plan=str(plan.path),
                        started_at=time.time(), **{**host_metadata(), "host": host})
         for g in plan.data["groups"]:
-            store.insert("groups", name=g["name"], allocator=g["allocator"], kind=g["kind"], library_path=g["library"],
+            store.add_group(name=g["name"], allocator=g["allocator"], kind=g["kind"], library_path=g["library"],
                          library_sha256=g["sha256"], family=g["family"], version=g["version"], env_json=json.dumps(g["env"]),
                          command_json="[]", is_baseline=int(g["name"] == plan.data["groups"][0]["name"]))
         gid = {r["name"]: r["id"] for r in store.groups()}
         for i, a in enumerate(plan.assignments):
-            store.insert("replicas", group_id=gid[a["group"]], idx=i, name=a["unit"], start_order=i, started_at=time.time(),
+            store.add_replica(group_id=gid[a["group"]], idx=i, name=a["unit"], start_order=i, started_at=time.time(),
                          host=host)
     store.commit()
     recorder = Recorder(store, verify_every, "rss")
@@ -278,14 +278,14 @@ def collect(units: Units, plan: Plan, run: Path, interval: float, duration: floa
                 rd, t = readings[unit], w.tracked
                 if rd and w.main is not None:
                     if mains.get(unit) and tuple(mains[unit]) != w.main:
-                        store.event(now, "process_restart", f"{unit}: main process {mains[unit][0]} -> {w.main[0]}",
+                        store.add_event(now, "process_restart", f"{unit}: main process {mains[unit][0]} -> {w.main[0]}",
                                     t.id, t.group_name)
                         restarts[unit] += 1
                     mains[unit] = w.main
                 if rd:
                     recorder.observe(t, rd, now, "load", cgroup=_cgroup_reading(w.memory, budget))
                 elif w.up:
-                    store.event(now, "unit_stopped", f"{unit}: no process", t.id, t.group_name)
+                    store.add_event(now, "unit_stopped", f"{unit}: no process", t.id, t.group_name)
                 w.up = bool(rd)
             if exposition is not None:
                 exposition.publish(_snapshot(now, host, watches, groups, recorder.replica_rows, restarts))

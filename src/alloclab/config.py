@@ -134,8 +134,9 @@ class Workload:
 
 
 @dataclass(frozen=True)
-class Scenario:
-    """A built-in scenario (alloclab.tornet): it provides the replicas' command, their load and
+class ScenarioSettings:
+    """The [scenario] table: which built-in scenario (alloclab.scenarios; "tor-network" is
+    alloclab.tornet) and its settings. The scenario provides the replicas' command, their load and
     supporting processes the runner starts, owns and stops with the replicas."""
     name: str                               # "tor-network"
     tor: str = "tor"                        # the relays' (and authorities') tor binary
@@ -170,7 +171,7 @@ class Experiment:
     max_duration: float | None = None
     introspect: bool = False               # preload the introspection helper after each group's allocator
     introspect_budget: float = 0.01        # share of one core each process's helper may spend
-    scenario: Scenario | None = None
+    scenario: ScenarioSettings | None = None
     source_text: str = ""                  # the file as given, stored with the run
     base_dir: Path = Path(".")
 
@@ -362,7 +363,7 @@ def _torrc(value: Any, what: str, src: str) -> tuple[str, ...]:
     return tuple(line.strip() for line in value)
 
 
-def _scenario(table: Any, src: str) -> Scenario:
+def _scenario(table: Any, src: str) -> ScenarioSettings:
     if not isinstance(table, dict):
         raise UserError(f"{src}: scenario must be a table", '[scenario] name = "tor-network"')
     _check_keys(table, _SCENARIO_KEYS, "[scenario]", src)
@@ -402,7 +403,7 @@ def _scenario(table: Any, src: str) -> Scenario:
     torrc = _torrc(table["torrc"], "scenario.torrc", src) if "torrc" in table else ()
     if variant == "co-guard":              # 1AEO's co-guard relays: DirCache 0 unless a group's torrc says otherwise
         torrc = ("DirCache 0", *torrc)
-    return Scenario(name, tor, authorities, voting, timeout, torrc, float(rate), requests, routers, float(churn), variant)
+    return ScenarioSettings(name, tor, authorities, voting, timeout, torrc, float(rate), requests, routers, float(churn), variant)
 
 
 # Before parsing: tomllib's cost grows with the square of a dotted key's length (a 40 KB key

@@ -28,6 +28,17 @@ def did_you_mean(word: str, choices) -> str:
     return f"did you mean {close[0]!r}? " if close else ""
 
 
+class StoreError(Exception):
+    """A failure of SQLite underneath a run store's operation: the one error type `store` raises
+    for them, so no other module handles sqlite3's. `disk_full`: a write failed for lack of space
+    (the runner then cuts the run short); met while reading, store.explain_database_error says
+    which store is damaged."""
+
+    def __init__(self, message: str, disk_full: bool = False, sqlite_errorname: str = ""):
+        super().__init__(message)
+        self.disk_full, self.sqlite_errorname = disk_full, sqlite_errorname
+
+
 class DataError(UserError):
     """Recorded data that cannot be read (a damaged store) or written (a full disk): exit code 3."""
     exit_code = 3

@@ -309,7 +309,7 @@ class Collector:
                 if state is not None and sampler.is_alive(key):
                     self.checked[key] = now
                     if self.mapped.get(key) is not state and state is False:
-                        self.store.event(now, "introspect_absent", f"{replica_name} pid {key[0]}: the introspection "
+                        self.store.add_event(now, "introspect_absent", f"{replica_name} pid {key[0]}: the introspection "
                                          "helper is not mapped (static binary, or LD_PRELOAD dropped): no allocator "
                                          "figures for this process", replica_id, group)
                     self.mapped[key] = state
@@ -321,5 +321,5 @@ class Collector:
 
     def flush(self) -> None:
         if self.rows:
-            self.store.insert_many("alloc_stats", ALLOC_COLUMNS, self.rows)
+            self.store.add_alloc_stats(ALLOC_COLUMNS, self.rows)
             self.rows = []

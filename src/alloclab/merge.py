@@ -93,7 +93,7 @@ def _write(out: Path, opened: list[tuple[Path, Store]], hosts: list[str], metas:
     first = metas[0]
     provenance = []
     store.begin()
-    gid = {g["name"]: store.insert("groups", **{k: v for k, v in g.items() if k != "id"}) for g in groups}
+    gid = {g["name"]: store.add_group(**{k: v for k, v in g.items() if k != "id"}) for g in groups}
     store.commit()
     for (db, _), host, meta in zip(opened, hosts, metas):
         counts = store.absorb(db, host, gid)

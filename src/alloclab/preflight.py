@@ -9,10 +9,11 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import loaderenv, resolution, settings, tunables, workloads
+from . import loaderenv, resolution, scenarios, settings, tunables, workloads
 from .allocators import AllocatorSpec
 from .config import Experiment, Group, check_path_text, substitute
 from .errors import UserError
+from .scenarios import Scenario
 
 
 def _sample_values(exp: Experiment, group: str, replica: int) -> dict[str, str]:
@@ -91,11 +92,10 @@ def check_load_command(exp: Experiment) -> None:
             raise UserError(f"[load] {err.problem}", err.fix) from None
 
 
-def command_template(exp: Experiment, g: Group) -> tuple[str, ...]:
+def command_template(exp: Experiment, g: Group, scenario: Scenario | None = None) -> tuple[str, ...]:
     """A group's command with its program resolved (the other arguments keep their placeholders)."""
-    if exp.scenario is not None:
-        from . import tornet
-        argv = tornet.relay_command(exp, g)
+    if scenario is not None:
+        argv = scenario.command(g)
     else:
         argv = g.command or exp.command or workloads.command_for(exp)
     return (resolve_program(substitute(argv[:1], _sample_values(exp, g.name, 1))[0], exp.base_dir), *argv[1:])
@@ -105,6 +105,7 @@ def command_template(exp: Experiment, g: Group) -> tuple[str, ...]:
 class Preparation:
     specs: dict[str, AllocatorSpec]             # group name -> its resolved allocator
     commands: dict[str, tuple[str, ...]]        # group name -> command_template
+    scenario: Scenario | None                   # the experiment's scenario, prepared (checked)
 
 
 def _resolve_group(exp: Experiment, g: Group) -> AllocatorSpec:
@@ -122,15 +123,15 @@ def prepare(exp: Experiment) -> Preparation:
     for g in exp.groups:                 # before anything runs under them, the probe included
         loaderenv.check(g.env, f"group {g.name}: env")
     specs = {g.name: _resolve_group(exp, g) for g in exp.groups}
+    scenario = scenarios.of(exp)
     commands = {}
     for g in exp.groups:
         if specs[g.name].kind != "bundled":
             tunables.validate(g.env, specs[g.name].family, specs[g.name].path, g.name)
             tunables.validate_values(g.env, specs[g.name].family, specs[g.name].path, g.name)
-        commands[g.name] = command_template(exp, g)
+        commands[g.name] = command_template(exp, g, scenario)
     check_load_command(exp)
-    if exp.scenario is not None:
-        from . import tornet
-        tornet.check(exp, lambda program: resolve_program(program, exp.base_dir))
-    return Preparation(specs, commands)
+    if scenario is not None:
+        scenario.prepare(lambda program: resolve_program(program, exp.base_dir))
+    return Preparation(specs, commands, scenario)
 

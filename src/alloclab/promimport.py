@@ -488,7 +488,7 @@ def _write(out: Path, units: dict[tuple[str, str, str], Unit], facts: dict, grou
     n_samples = 0
     with store.bulk_load():
         store.set_meta(**meta)
-        gid = {g: store.insert("groups", name=g, allocator=facts[g]["allocator"], kind="prometheus" if recorded else "imported",
+        gid = {g: store.add_group(name=g, allocator=facts[g]["allocator"], kind="prometheus" if recorded else "imported",
                                version=facts[g]["version"], library_sha256=facts[g].get("library_sha256") or None,
                                env_json="{}", command_json="[]", is_baseline=int(g == base)) for g in groups}
         for i, ((host, unit, group), u) in enumerate(sorted(units.items())):
@@ -499,16 +499,16 @@ def _write(out: Path, units: dict[tuple[str, str, str], Unit], facts: dict, grou
             times = sorted(v["rss_kb"])
             procs, restarts = lineages(u) if recorded else ([], [])
             last_verified = next((p.verified[-1][1] for p in reversed(procs) if p.verified), None)
-            rid = store.insert("replicas", group_id=gid[group], idx=i, name=name, start_order=i, started_at=times[0],
+            rid = store.add_replica(group_id=gid[group], idx=i, name=name, start_order=i, started_at=times[0],
                                ended_at=times[-1], host=host or None, verified=last_verified, end_kind="imported")
             for p in procs:
-                pid = store.insert("processes", replica_id=rid, first_seen=p.first, last_seen=p.last,
+                pid = store.add_process(replica_id=rid, first_seen=p.first, last_seen=p.last,
                                    verified=None if not p.verified else int(p.verified[-1][1]))
                 for t, ok in p.verified:
-                    store.insert("verifications", t=t, process_id=pid, verified=int(ok),
+                    store.add_verification(t=t, process_id=pid, verified=int(ok),
                                  detail=None if ok else "alloclab_unit_allocator_verified = 0 (Prometheus)")
             for t, why in restarts:
-                store.event(t, "process_restart", why, rid, group)
+                store.add_event(t, "process_restart", why, rid, group)
             rows = []
             for t in times:
                 kb = {c: (round(v[c][t] / 1024) if t in v.get(c, {}) else None) for c in MEMTYPES}
@@ -516,7 +516,7 @@ def _write(out: Path, units: dict[tuple[str, str, str], Unit], facts: dict, grou
                 rows.append((t, rid, "load", int(nprocs) if nprocs is not None else None, kb["rss_kb"], kb["pss_kb"],
                              kb["uss_kb"], kb["anon_kb"], kb["swap_kb"], kb["lazyfree_kb"], kb["cgroup_kb"],
                              v.get("cpu_s", {}).get(t), "full" if kb["pss_kb"] is not None else "cheap"))
-            store.insert_many("samples", columns, rows)
+            store.add_samples(columns, rows)
             n_samples += len(rows)
     store.close()
     return n_samples

@@ -64,12 +64,12 @@ class Recorder:
         r.embedded[key] = verdict.embedded if verdict.state == "embedded" else ()
         r.verified_at[key] = now
         if previous != verdict.verified:
-            self.store.insert("verifications", t=now, process_id=proc_id, verified=verdict.verified,
+            self.store.add_verification(t=now, process_id=proc_id, verified=verdict.verified,
                               detail=verdict.detail, mapped_allocator=verdict.mapped_allocator)
-            self.store.update("processes", proc_id, verified=verdict.verified, verify_detail=verdict.detail,
+            self.store.update_process(proc_id, verified=verdict.verified, verify_detail=verdict.detail,
                               mapped_allocator=verdict.mapped_allocator)
             if previous is True and verdict.verified is not True:
-                self.store.event(now, "allocator_changed", f"pid {key[0]}: {verdict.detail}", r.id, r.group_name)
+                self.store.add_event(now, "allocator_changed", f"pid {key[0]}: {verdict.detail}", r.id, r.group_name)
         states = list(r.verdicts.values())
         state = False if False in states else (None if None in states else True)
         if state != r.state:
@@ -77,16 +77,16 @@ class Recorder:
             detail = "; ".join(sorted({r.details[k] for k, v in r.verdicts.items() if v is state}))
             # stored as data beside the words, so the analysis never parses verify_detail
             carried = sorted({f for k, v in r.verdicts.items() if v is state for f in r.embedded.get(k, ())})
-            self.store.update("replicas", r.id, verified=state, verify_detail=detail, embedded_json=json.dumps(carried))
+            self.store.update_replica(r.id, verified=state, verify_detail=detail, embedded_json=json.dumps(carried))
             if state is False:
-                self.store.event(now, "unverified", f"{r.name}: {detail}", r.id, r.group_name)
+                self.store.add_event(now, "unverified", f"{r.name}: {detail}", r.id, r.group_name)
 
     def process_id(self, r: Tracked, rd: sampler.ProcReading, now: float) -> int:
         key = (rd.stat.pid, rd.stat.start_ticks)
         proc_id = r.processes.get(key)
         if proc_id is None:
-            proc_id = self.store.process_row(*key) or self.store.insert(
-                "processes", replica_id=r.id, pid=key[0], start_ticks=key[1], ppid=rd.stat.ppid, comm=rd.stat.comm,
+            proc_id = self.store.process_row(*key) or self.store.add_process(
+                replica_id=r.id, pid=key[0], start_ticks=key[1], ppid=rd.stat.ppid, comm=rd.stat.comm,
                 cmdline=sampler.read_cmdline(key[0]), first_seen=now, last_seen=now)
             r.processes[key] = proc_id
         return proc_id
@@ -122,9 +122,9 @@ class Recorder:
         r.last_metric_kb = value if value is not None else r.last_metric_kb
 
     def flush(self, now: float) -> None:
-        self.store.insert_many("process_samples", self.PROCESS_COLUMNS, self.proc_rows)
-        self.store.insert_many("samples", self.SAMPLE_COLUMNS, self.replica_rows)
+        self.store.add_process_samples(self.PROCESS_COLUMNS, self.proc_rows)
+        self.store.add_samples(self.SAMPLE_COLUMNS, self.replica_rows)
         self.store.processes_seen(now, self.seen)
         self.proc_rows, self.replica_rows, self.seen = [], [], []
         mem = sampler.read_meminfo()
-        self.store.insert("host_samples", t=now, load1=os.getloadavg()[0], sampler_cpu_s=time.process_time(), **mem)
+        self.store.add_host_sample(t=now, load1=os.getloadavg()[0], sampler_cpu_s=time.process_time(), **mem)

@@ -19,7 +19,7 @@ def prepare(run: str | Path, metric: str | None = None, sections: list[Section] 
     try:
         return build_input(store, analyse(store, metric), sections)
     finally:
-        store.conn.close()
+        store.close()
 
 
 def report_run(run: str | Path, out_dir: Path | None = None, metric: str | None = None,

@@ -2,10 +2,11 @@
 
 Flow: resolve and check everything (preflight.prepare, the very checks of `alloclab check`:
 nothing is written if the experiment is wrong) -> create the run directory and store -> start the
-watchdog, then replicas in seeded blocks (start_order) -> every interval sample each replica's
-process tree, verify new processes, record the tick (recorder) -> stop (SIGTERM to every process
-of the run, SIGKILL after the grace period; see reaper) -> remove the cgroups -> record why the
-run ended.
+watchdog, the scenario's supporting processes when the experiment has one (scenarios.Scenario:
+the runner knows none by name), then replicas in seeded blocks (start_order) -> every interval
+sample each replica's process tree, verify new processes, record the tick (recorder) -> stop
+(SIGTERM to every process of the run, SIGKILL after the grace period; see reaper) -> remove the
+cgroups -> record why the run ended.
 
 A process is always known by (pid, start ticks): a pid reused after its process ended is never
 taken for that process. Replica roots are not reaped until the end (their exit is read with
@@ -14,14 +15,12 @@ WNOWAIT), so a root's pid, and with it its process group, cannot be reused durin
 from __future__ import annotations
 
 import ctypes
-import errno
 import json
 import os
 import random
 import shutil
 import signal
 import subprocess
-import sqlite3
 import sys
 import time
 import uuid
@@ -32,9 +31,9 @@ from typing import Callable
 from . import host, introspect, logcap, outputs, preflight, reaper, resolution, sampler, settings, timefmt, workloads
 from .allocators import AllocatorSpec
 from .config import Experiment, Group, Phases, substitute
-from .errors import UserError
+from .errors import StoreError, UserError
 from .recorder import Recorder, Tracked
-from .store import CUT_SHORT_REASONS, DB_NAME, Store
+from .store import CUT_SHORT_REASONS, DB_NAME, Store, disk_full_error
 
 PR_SET_PDEATHSIG = 1
 RESERVE_NAME = ".space-reserve"        # freed when the disk fills, so the end of the run can still be written
@@ -108,12 +107,6 @@ class RunResult:
     cut_short: str | None = None      # 'disk-full' (store.CUT_SHORT_REASONS) when the run could not go on
 
 
-def _disk_full(exc: BaseException) -> bool:
-    if isinstance(exc, sqlite3.OperationalError):
-        return "full" in str(exc)          # SQLITE_FULL: "database or disk is full"
-    return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
-
-
 def _exit_status(pid: int) -> int | None:
     """Exit code (or -signal) of an exited child, without reaping it; None while it runs."""
     try:
@@ -159,7 +152,7 @@ class Runner:
         self.max_duration = max_duration or exp.max_duration
         self.stop_reason: str | None = None
         prepared = preflight.prepare(exp)      # the very checks of `alloclab check`
-        self.specs, self.templates = prepared.specs, prepared.commands
+        self.specs, self.templates, self.scenario = prepared.specs, prepared.commands, prepared.scenario
         self.run_dir = self._make_run_dir(run_dir or default_run_dir(exp))
         self._reserve_space()
         self.store = Store.create(self.run_dir / DB_NAME)
@@ -178,15 +171,9 @@ class Runner:
         self.registered: set[tuple[int, int]] = set()         # identities sent to the watchdog
         self.cut_short: str | None = None
         self.companions: list[subprocess.Popen] = []        # alloclab's own helpers (the live view): not the run's
-        self.load_template = exp.load_command
-        self.network = None                   # the tor-network scenario's supporting processes (tornet)
-        self.support: list[subprocess.Popen] = []
-        if exp.scenario is not None:
-            from . import tornet
-            self.load_template = tornet.load_command(exp)
-            self.network = tornet.TorNetwork(exp, self.run_dir, preflight.resolve_program(exp.scenario.tor, exp.base_dir))
+        self.load_template = self.scenario.load_command() if self.scenario is not None else exp.load_command
+        self.support: list[subprocess.Popen] = []       # the scenario's supporting processes (start_support)
         self.on_setup: Callable[[str], None] = lambda text: None     # progress while the scenario sets up
-        self.network_failed: str | None = None                       # why the scenario's network did not form
 
     def add_companion(self, popen: subprocess.Popen) -> None:
         """A helper process alloclab started beside the run (the live view): never swept as part of
@@ -236,8 +223,8 @@ class Runner:
         group_ids = {}
         for g in exp.groups:
             spec = self.specs[g.name]
-            group_ids[g.name] = st.insert(
-                "groups", name=g.name, allocator=g.allocator, kind=spec.kind, library_path=spec.path,
+            group_ids[g.name] = st.add_group(
+                name=g.name, allocator=g.allocator, kind=spec.kind, library_path=spec.path,
                 library_sha256=spec.sha256, family=spec.family, version=spec.version,
                 env_json=json.dumps(g.env), command_json=json.dumps(list(self.templates[g.name])),
                 is_baseline=int(g.name == exp.baseline), provenance_json=resolution.provenance(spec),
@@ -267,8 +254,8 @@ class Runner:
                 else (None, f"{settings.CGROUPS}=off")
             if cg is None:
                 notes.append(why)
-            rid = st.insert("replicas", group_id=group_ids[gname], idx=idx, name=name, workdir=str(workdir),
-                            start_order=n, cgroup=str(cg.path) if cg else None)
+            rid = st.add_replica(group_id=group_ids[gname], idx=idx, name=name, workdir=str(workdir),
+                                 start_order=n, cgroup=str(cg.path) if cg else None)
             self.replicas.append(Replica(id=rid, name=name, group_name=gname, spec=spec, idx=idx, group=g, argv=argv,
                                          env=env, workdir=workdir, log_dir=log_dir, port=port, cgroup=cg))
         self.cgroup_note = f"no per-replica memory cgroup ({notes[0]}); cgroup figures are left empty" if notes else ""
@@ -311,16 +298,16 @@ class Runner:
             st = sampler.read_stat(r.popen.pid)
             r.root = st.identity if st else (r.popen.pid, -1)
             self._register([r.root])
-            self.store.update("replicas", r.id, started_at=time.time(), root_pid=r.popen.pid)
+            self.store.update_replica(r.id, started_at=time.time(), root_pid=r.popen.pid)
         self.store.set_meta(started_at=self.started_wall)
-        self.store.event(self.started_wall, "start", f"{len(self.replicas)} replicas started")
+        self.store.add_event(self.started_wall, "start", f"{len(self.replicas)} replicas started")
         self.store.commit()
 
     def _abandon(self) -> None:
         """A replica could not start: nothing has been measured, so stop what started and leave
         no half-made run behind (the run directory is removed)."""
-        self.store.conn.rollback() if self.store.conn.in_transaction else None
-        reaper.sweep(self.finder.find, 0.0, on_poll=self._reap_children)
+        self.store.rollback()
+        reaper.sweep(self.finder.find, 0.0, on_poll=self.reap_children)
         for r in self.replicas:
             if r.popen is not None:
                 r.popen.wait()
@@ -328,7 +315,7 @@ class Runner:
                 r.cgroup.remove(wait=2.0)
         if self.watchdog:
             self.watchdog.close()
-        self.store.conn.close()
+        self.store.discard()
         shutil.rmtree(self.run_dir, ignore_errors=True)
         self.abandoned = True
 
@@ -344,8 +331,8 @@ class Runner:
         if not self.load_template:
             return
         for r in self.replicas:
-            if self.network is not None and not self.network.has_load(r):
-                continue            # a DirCache 0 relay: no DirPort, nothing to fetch from it
+            if self.scenario is not None and not self.scenario.has_load(r):
+                continue            # e.g. a DirCache 0 relay: no DirPort, nothing to fetch from it
             if r.alive:
                 argv = substitute(self.load_template,
                                   self.exp.placeholder_values(r.group.name, r.idx, r.port, r.workdir))
@@ -382,8 +369,19 @@ class Runner:
             own.add(self.watchdog.popen.pid)
         return own
 
-    def _reap_children(self) -> None:
+    def reap_children(self) -> None:
         reaper.reap_adopted(self._own_children())
+
+    def start_support(self, argv: list[str], cwd: Path, stdout: Path, stderr: Path) -> subprocess.Popen:
+        """A scenario's supporting process, owned like a replica: run token in its environment,
+        parent-death signal, registered with the watchdog, stopped with the run."""
+        env = settings.environment_without_preload()
+        env[reaper.TOKEN_VAR] = self.token
+        p = self._spawn(argv, env, cwd, stdout, stderr, None)
+        self.support.append(p)
+        st = sampler.read_stat(p.pid)
+        self._register([st.identity] if st else [])
+        return p
 
     # ---- one sampling tick ----
     def _adopted_roots(self) -> dict[str, set[tuple[int, int]]]:
@@ -409,7 +407,7 @@ class Runner:
                 # its root lives but the cgroup is empty: something moved the processes out (e.g. a
                 # service manager re-homing init.scope); follow the process tree from now on
                 r.cgroup_lost = True
-                self.store.event(now, "cgroup_lost", f"{r.name}: its processes left its cgroup {r.cgroup.path} while "
+                self.store.add_event(now, "cgroup_lost", f"{r.name}: its processes left its cgroup {r.cgroup.path} while "
                                  "running; sampled by process tree from now on (cgroup figures left empty)", r.id, r.group.name)
             if r.cgroup and not r.cgroup_lost:
                 expected = None
@@ -436,7 +434,7 @@ class Runner:
     def _reap(self, now: float, planned_end: float | None) -> None:
         """Notice replicas that ended by themselves: a crash (killed by a signal alloclab did not
         send), an early exit (before the planned end), or a normal end."""
-        self._reap_children()
+        self.reap_children()
         for r in self.replicas:
             if r.root_exit is None and r.popen is not None:
                 r.root_exit = _exit_status(r.popen.pid)
@@ -457,92 +455,8 @@ class Runner:
             else:
                 kind, end_kind = "replica_end", "ended"
                 text = f"{r.name} exited with code {code}"
-            self.store.update("replicas", r.id, ended_at=r.root_exit_t, exit_code=code, end_kind=end_kind)
-            self.store.event(r.root_exit_t, kind, text, r.id, r.group.name)
-
-    # ---- a scenario's supporting processes (tornet) ----
-    def _start_network(self) -> str | None:
-        """Enter the loopback-only namespace, build the test network, start its authorities (owned
-        like replicas: run token, parent-death signal, registered with the watchdog) and wait for
-        their first consensus. A reason to stop, or None once the consensus is there."""
-        from . import tornet
-        net = self.network
-        net.namespace.enter()
-        self.store.begin()
-        self.store.set_meta(network_namespace="interfaces: " + ", ".join(tornet.interfaces()))
-        self.store.commit()
-        self.on_setup("generating authority keys and torrcs")
-        net.build(self.replicas)
-        env = settings.environment_without_preload()
-        env[reaper.TOKEN_VAR] = self.token
-        for nick, argv, datadir in net.authority_commands():
-            p = self._spawn(argv, env, datadir, datadir / "stdout.log", datadir / "stderr.log", None)
-            self.support.append(p)
-            st = sampler.read_stat(p.pid)
-            self._register([st.identity] if st else [])
-        routers = net.router_command()
-        if routers:                        # descriptor-only routers filling the directory, owned the same way
-            argv, cwd = routers
-            p = self._spawn(argv, env, cwd, cwd / "routers.stdout.log", cwd / "routers.stderr.log", None)
-            self.support.append(p)
-            st = sampler.read_stat(p.pid)
-            self._register([st.identity] if st else [])
-        started = time.monotonic()
-        timeout = self.exp.scenario.consensus_timeout
-        while True:
-            self._reap_children()
-            got = net.directory_ready()
-            waited = time.monotonic() - started
-            if got:
-                net.consensus_at = time.time()
-                self.store.begin()
-                self.store.event(net.consensus_at, "tor_consensus", f"{len(net.authorities)} authorit{'y' if len(net.authorities) == 1 else 'ies'} published "
-                                 f"a consensus (valid-after {got[0]}) after {waited:.0f} s")
-                self.store.commit()
-                self.on_setup(f"consensus published after {waited:.0f} s; starting the relays")
-                return None
-            if self.stop_reason:
-                return self.stop_reason
-            if all(p.poll() is not None for p in self.support[:len(net.authorities)]):
-                why = f"every directory authority exited before a consensus: {net.authority_log_tail(1)}"
-                break
-            if waited > timeout:
-                why = f"no consensus within {timeout:g} s: {net.authority_log_tail(1)}"
-                break
-            if self.exp.scenario.routers:
-                rs = net.routers_status()
-                listed = net.authority_consensus()
-                self.on_setup(f"waiting for a consensus listing the {self.exp.scenario.routers:,} routers: keys "
-                              f"{rs.get('keys', 0):,}, descriptors accepted {rs.get('accepted', 0):,}, listed "
-                              f"{max(0, listed[1] - len(net.authorities)) if listed else 0:,}; {waited:.0f} s / {timeout:g} s")
-            else:
-                self.on_setup(f"waiting for the authorities' first consensus: {waited:.0f} s / {timeout:g} s")
-            time.sleep(1.0)
-        self.store.begin()
-        self.store.event(time.time(), "tor_no_consensus", why)
-        self.store.commit()
-        self.network_failed = why
-        return "no tor consensus"
-
-    def _network_tick(self, now: float) -> None:
-        net = self.network
-        if net.relays_ready_at is None and net.relays_with_consensus() == len(net.relays):
-            net.relays_ready_at = now
-            self.store.event(now, "tor_relays_ready", f"all {len(net.relays)} relays hold a consensus, "
-                             f"{now - self.started_wall:.0f} s after they started")
-
-    def _record_network(self, now: float) -> None:
-        """The directory load each relay served (its load client's counts), as events and meta."""
-        counts = self.network.load_counts()
-        for r in self.replicas:
-            c = counts.get(r.name) or {}
-            self.store.event(now, "tor_load", f"{r.name}: {c.get('served', 0)} of {c.get('requests', 0)} directory "
-                             f"requests served ({c.get('diffs_served', 0)} consensus diffs, {c.get('bytes', 0):,} bytes)",
-                             r.id, r.group.name)
-        self.store.set_meta(tor_network=json.dumps({
-            "consensus_at": self.network.consensus_at, "relays_ready_at": self.network.relays_ready_at,
-            "relays_listed": self.network.relays_listed(), "load": counts,
-            "routers": self.network.routers_status(), "consensus_bytes": self.network.consensus_bytes()}))
+            self.store.update_replica(r.id, ended_at=r.root_exit_t, exit_code=code, end_kind=end_kind)
+            self.store.add_event(r.root_exit_t, kind, text, r.id, r.group.name)
 
     # ---- the run ----
     def run(self) -> RunResult:
@@ -557,15 +471,15 @@ class Runner:
                 self.finder.cgroups.append(r.cgroup)
         previous = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
         try:
-            if self.network is not None:
-                self.stop_reason = self._start_network()
+            if self.scenario is not None:
+                self.stop_reason = self.scenario.setup(self)
             if self.stop_reason is None:
                 self._start_replicas()
             try:
                 self.stop_reason = self.stop_reason or self._loop()
                 self._record_skips(time.time())
-            except (sqlite3.OperationalError, OSError) as exc:
-                if not _disk_full(exc):
+            except (StoreError, OSError) as exc:
+                if not disk_full_error(exc):
                     raise
                 self.cut_short = self.stop_reason = "disk-full"
         finally:
@@ -584,7 +498,7 @@ class Runner:
         event = self.skips.take(self.exp.interval)
         if event:
             self.store.begin()
-            self.store.event(now, TICKS_SKIPPED, event)
+            self.store.add_event(now, TICKS_SKIPPED, event)
             self.store.set_meta(ticks_skipped=self.skips.total)
             self.store.commit()
 
@@ -597,21 +511,20 @@ class Runner:
             elapsed = time.monotonic() - self.started_mono
             now = time.time()
             new_phase = exp.phases.at(elapsed)
-            self.store.begin()
-            if new_phase != phase:
-                self.store.event(now, "phase", f"{new_phase} phase begins")
-                if new_phase == "load":
-                    self._start_load()
-                if new_phase == "idle":
-                    for r in self.replicas:
-                        self._stop_load(r.load_popen)
-                phase = new_phase
-            self._reap(now, self.started_wall + planned if planned else None)
-            self._sample(now, phase, sampler.all_processes() if need_procs else None)
-            logcap.rotate_over_cap(r.log_dir / n for r in self.replicas for n in logcap.STREAMS)
-            if self.network is not None:
-                self._network_tick(now)
-            self.store.commit()
+            with self.store.tick():
+                if new_phase != phase:
+                    self.store.add_event(now, "phase", f"{new_phase} phase begins")
+                    if new_phase == "load":
+                        self._start_load()
+                    if new_phase == "idle":
+                        for r in self.replicas:
+                            self._stop_load(r.load_popen)
+                    phase = new_phase
+                self._reap(now, self.started_wall + planned if planned else None)
+                self._sample(now, phase, sampler.all_processes() if need_procs else None)
+                logcap.rotate_over_cap(r.log_dir / n for r in self.replicas for n in logcap.STREAMS)
+                if self.scenario is not None:
+                    self.scenario.tick(self, now)
             if self.on_tick:
                 self.on_tick(self, elapsed, phase)
             if self.stop_reason:
@@ -642,35 +555,33 @@ class Runner:
         """End every process of the run: load clients first, then everything else at once."""
         for r in self.replicas:
             self._stop_load(r.load_popen)
-        result = reaper.sweep(self.finder.find, self.exp.grace, on_poll=self._reap_children)
+        result = reaper.sweep(self.finder.find, self.exp.grace, on_poll=self.reap_children)
         for r in self.replicas:
             if r.popen is not None:
                 r.popen.wait()
         for p in self.support:
             p.wait()
-        self._reap_children()
+        self.reap_children()
         return result
 
     def _finish(self) -> None:
         if self.cut_short:
             self._release_space()
-            if self.store.conn.in_transaction:
-                self.store.conn.rollback()
+            self.store.rollback()
         else:
             self.store.commit()
         swept = self._stop_all()
-        if self.network is not None:
-            self.network.namespace.leave()
+        if self.scenario is not None:
+            self.scenario.teardown()
         leaked = [r.cgroup for r in self.replicas if r.cgroup and not r.cgroup.remove(wait=5.0)]
         try:
             self._record_end(swept, leaked)
-        except (sqlite3.OperationalError, OSError) as exc:
-            if not _disk_full(exc):
+        except (StoreError, OSError) as exc:
+            if not disk_full_error(exc):
                 raise
             self.cut_short = self.stop_reason = "disk-full"
             self._release_space()
-            if self.store.conn.in_transaction:
-                self.store.conn.rollback()
+            self.store.rollback()
             self.store.mark_cut_short("disk-full", time.time(), "the disk filled while the run's end was written")
         if self.watchdog:
             self.watchdog.close()
@@ -681,23 +592,23 @@ class Runner:
         self.store.begin()
         for r in self.replicas:
             if r.alive and r.popen is not None:
-                self.store.update("replicas", r.id, ended_at=now, exit_code=r.popen.returncode, end_kind="stopped")
+                self.store.update_replica(r.id, ended_at=now, exit_code=r.popen.returncode, end_kind="stopped")
                 r.exited_at = now
             if swept.killed & ({r.root} | set(r.processes)):
-                self.store.event(now, "sigkill", f"{r.name} ignored SIGTERM for {self.exp.grace:g}s", r.id, r.group.name)
-        if self.network is not None:
-            self._record_network(now)
+                self.store.add_event(now, "sigkill", f"{r.name} ignored SIGTERM for {self.exp.grace:g}s", r.id, r.group.name)
+        if self.scenario is not None:
+            self.scenario.finish(self, now)
         if swept.left:
-            self.store.event(now, "processes_left", f"{len(swept.left)} processes of the run could not be ended: "
+            self.store.add_event(now, "processes_left", f"{len(swept.left)} processes of the run could not be ended: "
                              + ", ".join(str(pid) for pid, _ in sorted(swept.left)))
         if leaked:
-            self.store.event(now, "cgroup_leaked", "could not remove " + ", ".join(str(c.path) for c in leaked))
+            self.store.add_event(now, "cgroup_leaked", "could not remove " + ", ".join(str(c.path) for c in leaked))
         self.store.commit()
         if self.cut_short:
             self.store.mark_cut_short(self.cut_short, now, "the disk filled: sampling stopped, replicas were stopped")
         else:
             self.store.begin()
-            self.store.event(now, "end", self.stop_reason or "run ended")
+            self.store.add_event(now, "end", self.stop_reason or "run ended")
             self.store.set_meta(ended_at=now, end_reason=self.stop_reason or "")
             self.store.commit()
 
@@ -746,7 +657,7 @@ def resume(run: Path, grace: float = 5.0, on_tick: Callable[[int, int], None] | 
     survivors = finder.find() if meta.get("run_token") else set()
     now = time.time()
     store.begin()
-    store.event(now, "resumed", f"alloclab run --resume: {len(survivors)} processes of the run still alive")
+    store.add_event(now, "resumed", f"alloclab run --resume: {len(survivors)} processes of the run still alive")
     store.commit()
     ticks, interrupted = 0, False
     if survivors:
@@ -759,7 +670,7 @@ def resume(run: Path, grace: float = 5.0, on_tick: Callable[[int, int], None] | 
         store.commit()
     if leaked:
         store.begin()
-        store.event(time.time(), "cgroup_leaked", "could not remove " + ", ".join(str(c.path) for c in leaked))
+        store.add_event(time.time(), "cgroup_leaked", "could not remove " + ", ".join(str(c.path) for c in leaked))
         store.commit()
     reason = store.meta().get("end_reason", "killed")
     store.close()

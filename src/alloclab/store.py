@@ -6,6 +6,8 @@ reads is described in docs/store.md.
 """
 from __future__ import annotations
 
+import errno
+import functools
 import json
 import os
 import re
@@ -16,7 +18,7 @@ from typing import Any, Iterable, Iterator
 
 import numpy as np
 
-from .errors import DataError, UserError
+from .errors import DataError, StoreError, UserError
 
 SCHEMA_VERSION = 7
 DB_NAME = "run.db"
@@ -132,7 +134,7 @@ def decode_meta(meta: dict[str, str]) -> dict[str, Any]:
 # ---- damaged stores ------------------------------------------------------------------------------
 # A store is read by report, compare, export and bundle through Store.open_checked: read-only, every
 # table present, every time finite and plausible. Damage found later (a page that reads as garbage
-# mid-query) reaches the CLI as sqlite3.DatabaseError and is explained by the same check.
+# mid-query) reaches the CLI as StoreError and is explained by the same check.
 MAX_SPAN_S = 20 * 366 * 86400.0       # no run or import covers more than 20 years
 MAX_TIME_S = 1e11                      # Unix seconds: year 5138
 TIMED_TABLES = ("samples", "process_samples", "host_samples", "events")
@@ -174,7 +176,7 @@ def damaged(db: Path, what: str) -> DataError:
                      "restore it from a backup or the run's bundle; `sqlite3 run.db .recover` may save what is left")
 
 
-def explain_database_error(exc: sqlite3.DatabaseError) -> DataError:
+def explain_database_error(exc: StoreError) -> DataError:
     """One line for a database error met while reading: a full disk, or which store is damaged."""
     if _disk_full(exc, _read_stores[-1] if _read_stores else None):
         return DataError("the disk is full: SQLite could not write", "free space on that file system, then retry")
@@ -183,7 +185,68 @@ def explain_database_error(exc: sqlite3.DatabaseError) -> DataError:
     return DataError(f"a run store could not be read: {exc}", "check it with: sqlite3 run.db 'PRAGMA integrity_check'")
 
 
+def _given(args: dict[str, Any]) -> dict[str, Any]:
+    """A typed write's arguments as a row (its `self` left out)."""
+    return {k: v for k, v in args.items() if k != "self"}
+
+
+def _check_columns(table: str, names: Iterable[str]) -> None:
+    unknown = [c for c in names if c not in _COLUMNS[table]]
+    if unknown:
+        raise ValueError(f"not a {table} column: {', '.join(unknown)}")
+
+
+def disk_full_error(exc: BaseException) -> bool:
+    """A write failed because the disk (or quota) is full: SQLite's or the file system's."""
+    if isinstance(exc, StoreError):
+        return exc.disk_full
+    return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
+
+
+@contextmanager
+def _sqlite_errors() -> Iterator[None]:
+    try:
+        yield
+    except sqlite3.Error as exc:
+        raise _store_error(exc) from exc
+
+
+def _store_error(exc: sqlite3.Error) -> StoreError:
+    name = getattr(exc, "sqlite_errorname", "")
+    full = name == "SQLITE_FULL" or (isinstance(exc, sqlite3.OperationalError) and "full" in str(exc))
+    return StoreError(str(exc), disk_full=full, sqlite_errorname=name)
+
+
+def _raising_store_errors(cls: type) -> type:
+    """Every public method of the class raises StoreError, never sqlite3's errors."""
+    def wrap(fn):
+        @functools.wraps(fn)
+        def method(*args, **kwargs):
+            try:
+                return fn(*args, **kwargs)
+            except sqlite3.Error as exc:
+                raise _store_error(exc) from exc
+        return method
+    for name, attr in list(vars(cls).items()):
+        if name.startswith("_"):
+            continue
+        if isinstance(attr, classmethod):
+            setattr(cls, name, classmethod(wrap(attr.__func__)))
+        elif callable(attr):
+            setattr(cls, name, wrap(attr))
+    return cls
+
+
+# columns of each table (from SCHEMA): the typed writes check names before any SQL is built
+_COLUMNS = {t: frozenset(re.findall(r"(?:^|[(,])\s*(\w+) (?:INTEGER|REAL|TEXT)", body))
+            for t, body in re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)\((.*?)\);", SCHEMA, re.S)}
+
+
+@_raising_store_errors
 class Store:
+    """A run's store. Writes go through the typed `add_*` / `update_*` methods, inside
+    `transaction()` or, for the runner's sampling ticks, `tick()`."""
+
     def __init__(self, conn: sqlite3.Connection, path: Path):
         conn.row_factory = sqlite3.Row
         self.conn, self.path = conn, path
@@ -242,7 +305,7 @@ class Store:
                 store = cls(conn, db)
                 if store.conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() is None:
                     raise UserError(f"{db} has no schema version", "it was not written by alloclab")
-        except sqlite3.DatabaseError as exc:
+        except (sqlite3.DatabaseError, StoreError) as exc:       # StoreError: from Store.open
             if _disk_full(exc, db):
                 raise DataError(f"the disk is full: SQLite cannot open {db} ({exc})",
                                 "free space on that file system, then retry") from None
@@ -295,21 +358,50 @@ class Store:
         if self.conn.in_transaction:
             self.conn.execute("COMMIT")
 
+    def rollback(self) -> None:
+        """Drop what the open transaction wrote (nothing happens outside one)."""
+        if self.conn.in_transaction:
+            self.conn.execute("ROLLBACK")
+
+    @contextmanager
+    def tick(self) -> Iterator[None]:
+        """One sampling tick's writes, committed together at its end. When the tick fails, what it
+        wrote so far is kept (committed) — unless the failure is a full disk, where the write
+        cannot go on: it is rolled back, so the run's end can still be recorded (see runner)."""
+        self.begin()
+        try:
+            yield
+        except BaseException as exc:
+            self.rollback() if disk_full_error(exc) else self.commit()
+            raise
+        try:
+            self.commit()
+        except StoreError as exc:
+            if exc.disk_full:
+                self.rollback()
+            raise
+
     @contextmanager
     def read_snapshot(self):
         """Reads inside see one committed state (one read transaction): e.g. one whole sampling
         tick while the runner writes the next. Inside a transaction already: that one."""
-        if self.conn.in_transaction:
-            yield
-            return
-        self.conn.execute("BEGIN")
-        try:
-            yield
-        finally:
-            self.conn.execute("COMMIT")
+        with _sqlite_errors():
+            if self.conn.in_transaction:
+                yield
+                return
+            self.conn.execute("BEGIN")
+            try:
+                yield
+            finally:
+                self.conn.execute("COMMIT")
 
     def close(self) -> None:
         self.commit()
+        self.conn.close()
+
+    def discard(self) -> None:
+        """Close without committing: what an open transaction wrote is dropped (a store being
+        thrown away, or one whose last write failed)."""
         self.conn.close()
 
     def copy_to(self, path: Path) -> None:
@@ -330,8 +422,7 @@ class Store:
             yield
             self.commit()
         except BaseException:
-            if self.conn.in_transaction:
-                self.conn.execute("ROLLBACK")
+            self.rollback()
             raise
 
     @contextmanager
@@ -340,16 +431,17 @@ class Store:
         no fsync and a 256 MiB page cache while it lasts, and the samples index built once at the
         end instead of row by row (the schema ends up the same). Both settings are restored after;
         on an exception the transaction is rolled back (the caller removes a new store)."""
-        self.conn.execute("PRAGMA synchronous=OFF")
-        self.conn.execute("PRAGMA cache_size=-262144")
-        try:
-            self.conn.execute("DROP INDEX IF EXISTS samples_by_replica")
-            with self.transaction():
-                yield
-                self.conn.execute(SAMPLES_INDEX)
-        finally:
-            self.conn.execute("PRAGMA cache_size=-2000")         # SQLite's default
-            self.conn.execute("PRAGMA synchronous=NORMAL")      # as Store.create sets it
+        with _sqlite_errors():
+            self.conn.execute("PRAGMA synchronous=OFF")
+            self.conn.execute("PRAGMA cache_size=-262144")
+            try:
+                self.conn.execute("DROP INDEX IF EXISTS samples_by_replica")
+                with self.transaction():
+                    yield
+                    self.conn.execute(SAMPLES_INDEX)
+            finally:
+                self.conn.execute("PRAGMA cache_size=-2000")         # SQLite's default
+                self.conn.execute("PRAGMA synchronous=NORMAL")      # as Store.create sets it
 
     # ---- metadata ----
     def set_meta(self, **items: Any) -> None:
@@ -364,17 +456,82 @@ class Store:
     def meta(self) -> dict[str, str]:
         return {r[0]: r[1] for r in self.conn.execute("SELECT key, value FROM meta")}
 
-    # ---- writes ----
-    def insert(self, table: str, **row: Any) -> int:
+    # ---- writes: one typed method per kind of row; table names and SQL stay in here ----
+    def add_group(self, *, name: str, allocator: str, kind: str | None = None, library_path: str | None = None,
+                  library_sha256: str | None = None, family: str | None = None, version: str | None = None,
+                  env_json: str | None = None, command_json: str | None = None, is_baseline: int = 0,
+                  provenance_json: str | None = None, hardening_json: str | None = None) -> int:
+        """A group (one allocator setting); returns its id."""
+        return self._insert("groups", **_given(locals()))
+
+    def add_replica(self, *, group_id: int, name: str, idx: int | None = None, workdir: str | None = None,
+                    start_order: int | None = None, started_at: float | None = None, ended_at: float | None = None,
+                    exit_code: int | None = None, root_pid: int | None = None, cgroup: str | None = None,
+                    verified: int | None = None, verify_detail: str | None = None, end_kind: str | None = None,
+                    host: str | None = None) -> int:
+        """A replica (one sampled instance: a started program, a fleet unit, an imported relay); returns its id."""
+        return self._insert("replicas", **_given(locals()))
+
+    def add_process(self, *, replica_id: int, pid: int | None = None, start_ticks: int | None = None,
+                    ppid: int | None = None, comm: str | None = None, cmdline: str | None = None,
+                    first_seen: float | None = None, last_seen: float | None = None, verified: int | None = None,
+                    verify_detail: str | None = None, mapped_allocator: str | None = None) -> int:
+        """A process of a replica, known by (pid, start ticks); returns its id."""
+        return self._insert("processes", **_given(locals()))
+
+    def add_verification(self, *, t: float, process_id: int, verified: int | bool | None, detail: str | None = None,
+                         mapped_allocator: str | None = None) -> None:
+        """A verdict on which allocator a process has mapped (stored when it changes)."""
+        self._insert("verifications", **_given(locals()))
+
+    def add_membership(self, *, replica_id: int, group_name: str, list_kind: str, source: str | None = None) -> None:
+        """An imported group list a replica appears in ('current' or 'historical')."""
+        self._insert("memberships", **_given(locals()))
+
+    def add_host_sample(self, *, t: float, mem_total_kb: int | None = None, mem_available_kb: int | None = None,
+                        swap_total_kb: int | None = None, swap_free_kb: int | None = None, load1: float | None = None,
+                        sampler_cpu_s: float | None = None) -> None:
+        self._insert("host_samples", **_given(locals()))
+
+    def add_event(self, t: float, kind: str, description: str, replica_id: int | None = None,
+                  group_name: str | None = None) -> None:
+        self._insert("events", t=t, kind=kind, description=description, replica_id=replica_id, group_name=group_name)
+
+    # many rows at once (a tick's samples, an import's series): `columns` names each tuple's values
+    def add_samples(self, columns: tuple[str, ...], rows: Iterable[tuple]) -> None:
+        self._insert_many("samples", columns, rows)
+
+    def add_process_samples(self, columns: tuple[str, ...], rows: Iterable[tuple]) -> None:
+        self._insert_many("process_samples", columns, rows)
+
+    def add_host_samples(self, columns: tuple[str, ...], rows: Iterable[tuple]) -> None:
+        self._insert_many("host_samples", columns, rows)
+
+    def add_alloc_stats(self, columns: tuple[str, ...], rows: Iterable[tuple]) -> None:
+        self._insert_many("alloc_stats", columns, rows)
+
+    def update_group(self, group_id: int, **values: Any) -> None:
+        self._update("groups", group_id, values)
+
+    def update_replica(self, replica_id: int, **values: Any) -> None:
+        self._update("replicas", replica_id, values)
+
+    def update_process(self, process_id: int, **values: Any) -> None:
+        self._update("processes", process_id, values)
+
+    def _insert(self, table: str, **row: Any) -> int:
+        _check_columns(table, row)
         cols = ", ".join(row)
         marks = ", ".join("?" for _ in row)
         return self.conn.execute(f"INSERT INTO {table}({cols}) VALUES ({marks})", tuple(row.values())).lastrowid
 
-    def insert_many(self, table: str, columns: tuple[str, ...], rows: Iterable[tuple]) -> None:
+    def _insert_many(self, table: str, columns: tuple[str, ...], rows: Iterable[tuple]) -> None:
+        _check_columns(table, columns)
         marks = ", ".join("?" for _ in columns)
         self.conn.executemany(f"INSERT INTO {table}({', '.join(columns)}) VALUES ({marks})", rows)
 
-    def update(self, table: str, row_id: int, **values: Any) -> None:
+    def _update(self, table: str, row_id: int, values: dict[str, Any]) -> None:
+        _check_columns(table, values)
         sets = ", ".join(f"{k} = ?" for k in values)
         self.conn.execute(f"UPDATE {table} SET {sets} WHERE id = ?", (*values.values(), row_id))
 
@@ -386,10 +543,6 @@ class Store:
         """The id of the processes row of (pid, start ticks), if it was recorded."""
         found = self.conn.execute("SELECT id FROM processes WHERE pid = ? AND start_ticks = ?", (pid, start_ticks)).fetchone()
         return found[0] if found else None
-
-    def event(self, t: float, kind: str, description: str, replica_id: int | None = None,
-              group_name: str | None = None) -> None:
-        self.insert("events", t=t, kind=kind, description=description, replica_id=replica_id, group_name=group_name)
 
     def mark_cut_short(self, reason: str, t: float, description: str) -> bool:
         """Record that the run ended before its end (reason in CUT_SHORT_REASONS): end reason,
@@ -405,7 +558,7 @@ class Store:
         self.conn.execute("UPDATE replicas SET end_kind = 'cut-short', ended_at = COALESCE("
                           "(SELECT MAX(s.t) FROM samples s WHERE s.replica_id = replicas.id), ?) WHERE ended_at IS NULL",
                           (last or t,))
-        self.event(t, "cut_short", description)
+        self.add_event(t, "cut_short", description)
         self.commit()
         return True
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from .config import Experiment, Group, Scenario
+from .config import Experiment, Group
 from .errors import UserError
 from .outputs import TOR_NETWORK_DIR
 
@@ -365,3 +365,120 @@ class TorNetwork:
                 continue
             tails += [f"{a.nick}: {ln}" for ln in text[-lines:]]
         return "\n".join(tails)
+
+
+# ---- the scenario the runner runs (scenarios.Scenario) ---------------------------------------------
+
+class TorScenario:
+    """The tor-network scenario behind scenarios.Scenario: the replicas are relays, the directory
+    authorities (and descriptor-only routers) supporting processes, all in a loopback-only namespace."""
+
+    def __init__(self, exp: Experiment):
+        self.exp = exp
+        self.network: TorNetwork | None = None      # made by setup, in the run directory
+        self.failed: str | None = None              # why the network did not form
+
+    def prepare(self, resolve: Callable[[str], str]) -> None:
+        check(self.exp, resolve)
+        self.tor = resolve(self.exp.scenario.tor)
+
+    def command(self, group: Group) -> tuple[str, ...]:
+        return relay_command(self.exp, group)
+
+    def load_command(self) -> tuple[str, ...]:
+        return load_command(self.exp)
+
+    def has_load(self, replica) -> bool:
+        return self.network.has_load(replica)
+
+    def setup(self, run) -> str | None:
+        """Enter the loopback-only namespace, build the test network, start its authorities (owned
+        like replicas: run token, parent-death signal, registered with the watchdog) and wait for
+        their first consensus. A reason to stop, or None once the consensus is there."""
+        net = self.network = TorNetwork(self.exp, run.run_dir, self.tor)
+        net.namespace.enter()
+        with run.store.transaction():
+            run.store.set_meta(network_namespace="interfaces: " + ", ".join(interfaces()))
+        run.on_setup("generating authority keys and torrcs")
+        net.build(run.replicas)
+        authorities = [run.start_support(argv, datadir, datadir / "stdout.log", datadir / "stderr.log")
+                       for nick, argv, datadir in net.authority_commands()]
+        routers = net.router_command()
+        if routers:                        # descriptor-only routers filling the directory, owned the same way
+            argv, cwd = routers
+            run.start_support(argv, cwd, cwd / "routers.stdout.log", cwd / "routers.stderr.log")
+        started = time.monotonic()
+        timeout = self.exp.scenario.consensus_timeout
+        while True:
+            run.reap_children()
+            got = net.directory_ready()
+            waited = time.monotonic() - started
+            if got:
+                net.consensus_at = time.time()
+                with run.store.transaction():
+                    run.store.add_event(net.consensus_at, "tor_consensus", f"{len(net.authorities)} authorit{'y' if len(net.authorities) == 1 else 'ies'} published "
+                                        f"a consensus (valid-after {got[0]}) after {waited:.0f} s")
+                run.on_setup(f"consensus published after {waited:.0f} s; starting the relays")
+                return None
+            if run.stop_reason:
+                return run.stop_reason
+            if all(p.poll() is not None for p in authorities):
+                why = f"every directory authority exited before a consensus: {net.authority_log_tail(1)}"
+                break
+            if waited > timeout:
+                why = f"no consensus within {timeout:g} s: {net.authority_log_tail(1)}"
+                break
+            if self.exp.scenario.routers:
+                rs = net.routers_status()
+                listed = net.authority_consensus()
+                run.on_setup(f"waiting for a consensus listing the {self.exp.scenario.routers:,} routers: keys "
+                             f"{rs.get('keys', 0):,}, descriptors accepted {rs.get('accepted', 0):,}, listed "
+                             f"{max(0, listed[1] - len(net.authorities)) if listed else 0:,}; {waited:.0f} s / {timeout:g} s")
+            else:
+                run.on_setup(f"waiting for the authorities' first consensus: {waited:.0f} s / {timeout:g} s")
+            time.sleep(1.0)
+        with run.store.transaction():
+            run.store.add_event(time.time(), "tor_no_consensus", why)
+        self.failed = why
+        return "no tor consensus"
+
+    def tick(self, run, now: float) -> None:
+        net = self.network
+        if net.relays_ready_at is None and net.relays_with_consensus() == len(net.relays):
+            net.relays_ready_at = now
+            run.store.add_event(now, "tor_relays_ready", f"all {len(net.relays)} relays hold a consensus, "
+                                f"{now - run.started_wall:.0f} s after they started")
+
+    def teardown(self) -> None:
+        if self.network is not None:
+            self.network.namespace.leave()
+
+    def finish(self, run, now: float) -> None:
+        """The directory load each relay served (its load client's counts), as events and meta."""
+        if self.network is None:
+            return
+        counts = self.network.load_counts()
+        for r in run.replicas:
+            c = counts.get(r.name) or {}
+            run.store.add_event(now, "tor_load", f"{r.name}: {c.get('served', 0)} of {c.get('requests', 0)} directory "
+                                f"requests served ({c.get('diffs_served', 0)} consensus diffs, {c.get('bytes', 0):,} bytes)",
+                                r.id, r.group.name)
+        run.store.set_meta(tor_network=json.dumps({
+            "consensus_at": self.network.consensus_at, "relays_ready_at": self.network.relays_ready_at,
+            "relays_listed": self.network.relays_listed(), "load": counts,
+            "routers": self.network.routers_status(), "consensus_bytes": self.network.consensus_bytes()}))
+
+    def progress_column(self, replicas_by_group: dict[str, list]) -> tuple[str, dict[str, str]] | None:
+        """Directory requests each group's relays served so far ("– (DirCache 0)" without a DirPort)."""
+        if self.network is None:
+            return None
+        served = self.network.load_counts()
+        return "dir requests served", {
+            g: f"{sum((served.get(r.name) or {}).get('served', 0) for r in reps):,}" if self.has_load(reps[0])
+            else "– (DirCache 0)" for g, reps in replicas_by_group.items()}
+
+    def failure(self, run_dir: Path) -> UserError | None:
+        if not self.failed:
+            return None
+        return UserError(f"the tor test network did not form ({self.failed}); kept in {run_dir}/{TOR_NETWORK_DIR}",
+                         "read the authorities' notice.log there; on a slow machine raise [scenario] consensus_timeout")

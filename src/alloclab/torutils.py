@@ -19,7 +19,6 @@ import json
 import math
 import re
 import shutil
-import sqlite3
 import stat
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -29,7 +28,7 @@ import numpy as np
 
 from . import outputs, torutils_fast
 from .errors import UserError
-from .store import DB_NAME, Store
+from .store import DB_NAME, Store, StoreError
 from .timefmt import utc_iso
 
 MEMORY_COLUMNS = ["timestamp", "server", "type", "fingerprint", "nickname", "group", "rss_kb", "vmsize_kb", "hwm_kb",
@@ -121,7 +120,7 @@ def export_csv(run: str | Path, out_dir: Path) -> list[Path]:
                                                                "version": g["version"]}} for g in groups},
            "alloclab": section}
     experiment.write_text(json.dumps(doc, indent=1, allow_nan=False) + "\n")
-    store.conn.close()
+    store.close()
     return [memory, events, diagnostics, experiment]
 
 
@@ -675,52 +674,52 @@ def import_torutils(folder: Path, out: Path, naive_tz: timezone = timezone.utc, 
                 family, version = labels.get(g, (g, None))
                 row = exported_groups.get(g) or dict(name=g, allocator=family, kind="imported", family=family, version=version,
                                                      env_json="{}", command_json="[]")
-                gid[g] = store.insert("groups", **{**row, "is_baseline": int(g == base)})
+                gid[g] = store.add_group(**{**row, "is_baseline": int(g == base)})
             rid = {}
             if section:
                 for r in section["replicas"]:
-                    rid[r["name"]] = store.insert("replicas", group_id=gid[r["group"]],
+                    rid[r["name"]] = store.add_replica(group_id=gid[r["group"]],
                                                   **{k: v for k, v in r.items() if k != "group"})
             written = reported = 0
             for i, nick in enumerate(relays.names):
                 lo, hi = relays.bounds[i]
                 if nick not in rid:
                     first, last = (float(relays.t[lo]), float(relays.t[hi - 1])) if hi > lo else (None, None)
-                    rid[nick] = store.insert("replicas", group_id=gid[group_of[nick]], idx=i, name=nick, start_order=i,
+                    rid[nick] = store.add_replica(group_id=gid[group_of[nick]], idx=i, name=nick, start_order=i,
                                              started_at=first, ended_at=last, verified=None,
                                              verify_detail="imported: allocator not verified by alloclab")
                 for start in range(lo, hi, 200_000):
-                    store.insert_many("samples", relays.columns(), relays.rows(start, min(hi, start + 200_000), rid[nick]))
+                    store.add_samples(relays.columns(), relays.rows(start, min(hi, start + 200_000), rid[nick]))
                 written += hi - lo
                 if progress and written - reported >= PROGRESS_ROWS:
                     reported = written
                     progress(f"wrote {written:,} of {len(all_t):,} samples")
                 for group_name, kind, source in memberships.get(nick, [(group_of[nick], "current", memory.name)]):
-                    store.insert("memberships", replica_id=rid[nick], group_name=group_name, list_kind=kind, source=source)
+                    store.add_membership(replica_id=rid[nick], group_name=group_name, list_kind=kind, source=source)
             if section:
                 pid_of = {}
                 for p in section["processes"]:
-                    pid_of[(p["pid"], p.get("start_ticks"))] = store.insert(
-                        "processes", replica_id=rid[p["replica"]], **{k: v for k, v in p.items() if k != "replica"})
+                    pid_of[(p["pid"], p.get("start_ticks"))] = store.add_process(
+                        replica_id=rid[p["replica"]], **{k: v for k, v in p.items() if k != "replica"})
                 for v in section["verifications"]:
-                    store.insert("verifications", t=v["t"], process_id=pid_of[(v["pid"], v.get("start_ticks"))],
+                    store.add_verification(t=v["t"], process_id=pid_of[(v["pid"], v.get("start_ticks"))],
                                  verified=v.get("verified"), detail=v.get("detail"), mapped_allocator=v.get("mapped_allocator"))
             for t, kind, description, group, replica in events:
-                store.event(t, kind, description, rid.get(replica) if replica else None, group_name=group)
+                store.add_event(t, kind, description, rid.get(replica) if replica else None, group_name=group)
             if host:
-                store.insert_many("host_samples", ("t",) + tuple(DIAG_EXTRA_COLUMNS[1:]), host)
+                store.add_host_samples(("t",) + tuple(DIAG_EXTRA_COLUMNS[1:]), host)
             if relays.unlisted:
-                store.event(first_t, "note", f"{relays.unlisted_rows} rows of {len(relays.unlisted)} relays had no group "
+                store.add_event(first_t, "note", f"{relays.unlisted_rows} rows of {len(relays.unlisted)} relays had no group "
                             "(other relays, or a relay before it joined a group) and were left out")
             if relays.duplicate_times:
-                store.event(first_t, "note", f"{sum(relays.duplicate_times.values())} rows repeat a relay's timestamp with "
+                store.add_event(first_t, "note", f"{sum(relays.duplicate_times.values())} rows repeat a relay's timestamp with "
                             f"other figures ({', '.join(sorted(relays.duplicate_times)[:6])}): two processes under one nickname?")
         store.close()
     except BaseException as exc:
         if store is not None:
-            store.conn.close()
+            store.discard()
         _remove_output(out, created)
-        if isinstance(exc, (OSError, sqlite3.Error)):
+        if isinstance(exc, (OSError, StoreError)):
             raise UserError(f"writing {out} failed ({exc}); nothing was kept", "check free space and permissions") from None
         raise
     return out

@@ -128,7 +128,7 @@ def hostile_copy(run: Path, tmp: Path, name: str) -> Path:
     store = Store.open(copy)
     gid = next(g["id"] for g in store.groups() if g["name"] == "jemalloc")
     store.begin()
-    store.update("groups", gid, name=name)
+    store.update_group(gid, name=name)
     store.close()
     return copy
 

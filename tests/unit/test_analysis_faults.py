@@ -22,7 +22,7 @@ def _store(tmp_path, faults: dict[str, tuple[str, int, float]], grow: set[str] =
     st = Store.create(tmp_path / "run.db")
     st.set_meta(source="run", metric="rss", interval=5.0, end_reason="planned duration reached",
                 phases='{"warmup": 0, "load": 3600, "idle": 0}', seed=1)
-    gid = {g: st.insert("groups", name=g, allocator=fam, kind="system", family=fam, version=None,
+    gid = {g: st.add_group(name=g, allocator=fam, kind="system", family=fam, version=None,
                         env_json="{}", command_json="[]", is_baseline=int(g == "a"))
            for g, fam in (("a", "glibc"), ("b", "jemalloc"))}
     rng = np.random.default_rng(3)
@@ -42,16 +42,16 @@ def _store(tmp_path, faults: dict[str, tuple[str, int, float]], grow: set[str] =
         keep = t <= t[0] + at * 3600
         if copies and name == copies[0]:
             y = np.where(t >= t[0] + copies[2] * 3600, ys[copies[1]][2], y)
-        rid = st.insert("replicas", group_id=gid[g], idx=i, name=name, start_order=i, verified=1, exit_code=code,
+        rid = st.add_replica(group_id=gid[g], idx=i, name=name, start_order=i, verified=1, exit_code=code,
                         end_kind=kind, started_at=t[0], ended_at=float(t[keep][-1]))
-        pid = st.insert("processes", replica_id=rid, pid=1000 + rid, start_ticks=rid, first_seen=t[0], last_seen=t[keep][-1])
-        st.insert("verifications", t=t[0], process_id=pid, verified=1, detail="ok")
-        st.insert_many("samples", ("t", "replica_id", "phase", "rss_kb"),
+        pid = st.add_process(replica_id=rid, pid=1000 + rid, start_ticks=rid, first_seen=t[0], last_seen=t[keep][-1])
+        st.add_verification(t=t[0], process_id=pid, verified=1, detail="ok")
+        st.add_samples(("t", "replica_id", "phase", "rss_kb"),
                        [(float(a), rid, "load", int(b * 1024)) for a, b in zip(t[keep], y[keep])])
         if kind == "crashed":
-            st.event(float(t[keep][-1]), "replica_crash", f"{name} was killed by SIGSEGV", replica_id=rid)
+            st.add_event(float(t[keep][-1]), "replica_crash", f"{name} was killed by SIGSEGV", replica_id=rid)
         elif kind == "exited-early":
-            st.event(float(t[keep][-1]), "replica_exit", f"{name} exited with code {code}", replica_id=rid)
+            st.add_event(float(t[keep][-1]), "replica_exit", f"{name} exited with code {code}", replica_id=rid)
     st.commit()
     return st
 
@@ -112,7 +112,7 @@ def test_cpu_saturation_is_judged_over_the_compared_window(tmp_path, loads, expe
     st = _store(tmp_path, {})
     st.set_meta(ncpu=2)
     x = np.arange(0.0, 3600.0, 5.0)
-    st.insert_many("host_samples", ("t", "mem_total_kb", "mem_available_kb", "swap_total_kb", "swap_free_kb", "load1"),
+    st.add_host_samples(("t", "mem_total_kb", "mem_available_kb", "swap_total_kb", "swap_free_kb", "load1"),
                    [(T0 + a, 1 << 24, 1 << 23, 0, 0, float(v)) for a, v in zip(x, loads(x))])
     st.commit()
     kinds = {w.kind for w in analyse(st).warnings}

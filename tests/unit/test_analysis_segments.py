@@ -12,7 +12,7 @@ DAY = 86400.0
 
 
 def _group(st: Store, name: str, family: str, version: str | None = None, baseline: bool = False, kind: str = "imported") -> int:
-    return st.insert("groups", name=name, allocator=family, kind=kind, family=family, version=version,
+    return st.add_group(name=name, allocator=family, kind=kind, family=family, version=version,
                      env_json="{}", command_json="[]", is_baseline=int(baseline))
 
 
@@ -30,15 +30,15 @@ def _imported(tmp_path) -> Store:
         name = f"g{i}" if i < 4 else f"j{i}"
         moved = i in (2, 3)
         grp = "G" if i < 2 else "J"                       # g2, g3 now in J's current list
-        rid = st.insert("replicas", group_id=gid[grp], idx=i, name=name, start_order=i)
+        rid = st.add_replica(group_id=gid[grp], idx=i, name=name, start_order=i)
         level = np.where(t < move, 6000.0, 2800.0) if moved else np.full(len(t), 6000.0 if i < 2 else 2800.0)
         y = level * (1 + 0.01 * rng.standard_normal(len(t)))
         rows += [(float(a), rid, None, int(b * 1024)) for a, b in zip(t, y)]
-        st.insert("memberships", replica_id=rid, group_name=grp, list_kind="current", source="lists")
+        st.add_membership(replica_id=rid, group_name=grp, list_kind="current", source="lists")
         if moved:
-            st.insert("memberships", replica_id=rid, group_name="G", list_kind="historical", source="lists")
-    st.insert_many("samples", ("t", "replica_id", "phase", "rss_kb"), rows)
-    st.event(move, "migration", "2 relays from glibc → jemalloc 5.3.0", group_name="group_x")
+            st.add_membership(replica_id=rid, group_name="G", list_kind="historical", source="lists")
+    st.add_samples(("t", "replica_id", "phase", "rss_kb"), rows)
+    st.add_event(move, "migration", "2 relays from glibc → jemalloc 5.3.0", group_name="group_x")
     return st
 
 
@@ -71,15 +71,15 @@ def _run_store(tmp_path, lazy: bool) -> Store:
     t = T0 + np.arange(600.0)
     for gid, g, level in ((ga, "a", 100.0), (gb, "b", 60.0)):
         for i in range(1, 4):
-            rid = st.insert("replicas", group_id=gid, idx=i, name=f"{g}-{i}", start_order=i, verified=1,
+            rid = st.add_replica(group_id=gid, idx=i, name=f"{g}-{i}", start_order=i, verified=1,
                             exit_code=1 if (g, i) == ("b", 2) else 0)
-            pid = st.insert("processes", replica_id=rid, pid=1000 + rid, start_ticks=rid, first_seen=t[0], last_seen=t[-1])
-            st.insert("verifications", t=t[0], process_id=pid, verified=1, detail="ok")
+            pid = st.add_process(replica_id=rid, pid=1000 + rid, start_ticks=rid, first_seen=t[0], last_seen=t[-1])
+            st.add_verification(t=t[0], process_id=pid, verified=1, detail="ok")
             if (g, i) == ("b", 3):
-                st.insert("verifications", t=t[300], process_id=pid, verified=0, detail="library unmapped")
+                st.add_verification(t=t[300], process_id=pid, verified=0, detail="library unmapped")
             y = level * (1 + 0.005 * rng.standard_normal(len(t)))
             lf = (0.2 * y if g == "b" else 0 * y) if lazy else [None] * len(t)
-            st.insert_many("samples", ("t", "replica_id", "phase", "rss_kb", "lazyfree_kb"),
+            st.add_samples(("t", "replica_id", "phase", "rss_kb", "lazyfree_kb"),
                            [(float(a), rid, "load", int(b * 1024), None if c is None else int(c * 1024))
                             for a, b, c in zip(t, y, lf)])
     return st

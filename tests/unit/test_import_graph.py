@@ -24,7 +24,8 @@ PACKAGE = Path(alloclab.__file__).parent
 # Modules that write to or read from a run's store: everything else comes before it in the flow.
 STORE_USERS = {"store", "recorder", "runner", "fleet", "collector", "watchdog", "report", "torutils", "promimport", "merge", "cli", "__main__",
                "runcompare", "liveview", "bundle", "metrics",     # compare, live view, bundle and run --metrics read runs
-               "bisection", "sweep"}   # bisect and sweep drive runs (runner) and read their results (analysis)
+               "bisection", "sweep",   # bisect and sweep drive runs (runner) and read their results (analysis)
+               "stopping"}             # the runner's sequential stop checks analyse the store as it stands
 STORE_USER_PACKAGES = ("analysis", "commands", "reporters")
 # What the analysis and the reporters may not reach: what they need from the host is recorded in
 # the store at run time (docs/architecture.md).

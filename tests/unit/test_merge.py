@@ -21,16 +21,16 @@ def host_run(path, host: str, t0: float, groups=GROUPS, units: int = 2):
     s.begin()
     s.set_meta(name="relays", source="fleet", metric="rss", interval=1.0, seed=7, baseline="glibc", host=host,
                started_at=t0, ended_at=t0 + 10)
-    gid = {g: s.insert("groups", name=g, allocator=a, kind="preload", version=v, library_sha256=(v and "ab"), env_json="{}",
+    gid = {g: s.add_group(name=g, allocator=a, kind="preload", version=v, library_sha256=(v and "ab"), env_json="{}",
                        command_json="[]", is_baseline=int(g == "glibc")) for g, a, v in groups}
     for i in range(units * len(groups)):
         g = groups[i % len(groups)][0]
-        rid = s.insert("replicas", group_id=gid[g], idx=i, name=f"relay@{i}", start_order=i, started_at=t0, host=host)
-        pid = s.insert("processes", replica_id=rid, pid=100 + i, start_ticks=5, first_seen=t0, last_seen=t0 + 9, verified=1)
-        s.insert("verifications", t=t0, process_id=pid, verified=1)
-        s.insert_many("samples", ("t", "replica_id", "phase", "rss_kb"),
+        rid = s.add_replica(group_id=gid[g], idx=i, name=f"relay@{i}", start_order=i, started_at=t0, host=host)
+        pid = s.add_process(replica_id=rid, pid=100 + i, start_ticks=5, first_seen=t0, last_seen=t0 + 9, verified=1)
+        s.add_verification(t=t0, process_id=pid, verified=1)
+        s.add_samples(("t", "replica_id", "phase", "rss_kb"),
                       [(t0 + k + 0.01 * i, rid, "load", 1000 * (i + 1)) for k in range(10)])
-        s.event(t0 + 5, "process_restart", f"relay@{i}: main process 1 -> 2", rid, g)
+        s.add_event(t0 + 5, "process_restart", f"relay@{i}: main process 1 -> 2", rid, g)
     s.commit()
     s.close()
     return path

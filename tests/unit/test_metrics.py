@@ -106,8 +106,8 @@ def test_host_spread_warns_only_when_groups_are_uneven():
 
 def test_a_schema_3_store_gains_the_host_column(tmp_path):
     store = Store.create(tmp_path / "run.db")
-    store.insert("groups", name="g", allocator="glibc")
-    store.insert("replicas", group_id=1, name="r1", idx=0)
+    store.add_group(name="g", allocator="glibc")
+    store.add_replica(group_id=1, name="r1", idx=0)
     store.close()
     conn = sqlite3.connect(tmp_path / "run.db")          # make it what an older alloclab wrote
     conn.execute("ALTER TABLE replicas DROP COLUMN host")

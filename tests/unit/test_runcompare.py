@@ -30,17 +30,17 @@ def make_run(path, groups: dict[str, list[float]], *, seed: int = 0, sha: str = 
                 kernel=kernel, host="h", glibc="glibc 2.36", cpu="c", alloclab_version="0", experiment=experiment)
     for k, (g, levels) in enumerate(groups.items()):
         fam = (family or {}).get(g, "glibc")
-        gid = st.insert("groups", name=g, allocator=fam, kind="preload", library_path=f"/lib/{fam}.so",
+        gid = st.add_group(name=g, allocator=fam, kind="preload", library_path=f"/lib/{fam}.so",
                         library_sha256=sha, family=fam, version="1", env_json='{"MALLOC_ARENA_MAX": "2"}', command_json=json.dumps(command or ["prog"]),
                         is_baseline=int(k == 0), provenance_json="{}")
         for i, level in enumerate(levels, 1):
-            rid = st.insert("replicas", group_id=gid, idx=i, name=f"{g}-{i}", start_order=i, started_at=T0,
+            rid = st.add_replica(group_id=gid, idx=i, name=f"{g}-{i}", start_order=i, started_at=T0,
                             ended_at=T0 + N, exit_code=0, root_pid=1000 + i, verified=1, end_kind="stopped")
             noise = np.zeros(N)
             for j in range(1, N):
                 noise[j] = 0.9 * noise[j - 1] + rng.normal(0, 0.004)
             kb = (level * 1024 * (1 + noise)).astype(int)
-            st.insert_many("samples", ("t", "replica_id", "phase", "nprocs", "rss_kb", "tier"),
+            st.add_samples(("t", "replica_id", "phase", "nprocs", "rss_kb", "tier"),
                            [(T0 + j, rid, "load", 1, int(v), "fast") for j, v in enumerate(kb)])
     st.commit()
     st.close()

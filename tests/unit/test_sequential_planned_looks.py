@@ -3,7 +3,7 @@ look just before the end, alpha in proportion to each look's elapsed time, never
 import numpy as np
 import pytest
 
-from alloclab.commands.run import SignificanceStop, planned_look_times
+from alloclab.stopping import SignificanceStop, planned_look_times
 from alloclab.stats import SequentialTest
 from alloclab.stats import calibration as sim
 
@@ -81,7 +81,7 @@ def test_a_last_look_close_after_a_doubling_is_still_made(monkeypatch):
         stop.test.looks += 1
         return SequentialDecision(False, None, {}, 0.0, stop.test.looks, "recorded")
     monkeypatch.setattr(stop.test, "update", update)
-    monkeypatch.setattr(analysis, "analyse", lambda store: type("A", (), {"groups": [], "replicas": [], "baseline": "b"})())
+    monkeypatch.setattr(analysis, "analyse", lambda store, metric=None: type("A", (), {"groups": [], "replicas": [], "baseline": "b"})())
     runner = type("R", (), {"store": None})()
     for tick in np.arange(0, 500, 2.0):
         assert stop(runner, float(tick)) is None

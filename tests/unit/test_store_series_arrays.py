@@ -7,10 +7,10 @@ from alloclab.store import Store
 
 def _store(tmp_path) -> tuple[Store, int, int]:
     st = Store.create(tmp_path / "run.db")
-    gid = st.insert("groups", name="a", allocator="glibc", kind="system", family="glibc", version=None,
+    gid = st.add_group(name="a", allocator="glibc", kind="system", family="glibc", version=None,
                     env_json="{}", command_json="[]", is_baseline=1)
-    r1 = st.insert("replicas", group_id=gid, idx=1, name="a-1", start_order=1)
-    r2 = st.insert("replicas", group_id=gid, idx=2, name="a-2", start_order=2)
+    r1 = st.add_replica(group_id=gid, idx=1, name="a-1", start_order=1)
+    r2 = st.add_replica(group_id=gid, idx=2, name="a-2", start_order=2)
     rng = np.random.default_rng(5)
     rows = []
     for rid in (r1, r2):
@@ -21,7 +21,7 @@ def _store(tmp_path) -> tuple[Store, int, int]:
             phase = ("warmup", "load", None)[k % 3]
             rows.append((t, rid, phase, rss, live, float(rng.random()) * 1e4))
     rng.shuffle(rows)                                                     # stored out of time order (as a run interleaves)
-    st.insert_many("samples", ("t", "replica_id", "phase", "rss_kb", "live_bytes", "cpu_s"), rows)
+    st.add_samples(("t", "replica_id", "phase", "rss_kb", "live_bytes", "cpu_s"), rows)
     st.commit()
     return st, r1, r2
 

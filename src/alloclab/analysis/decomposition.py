@@ -17,12 +17,12 @@ out is reporters/decomposition.py.
 from __future__ import annotations
 
 import json
-import sqlite3
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
 from .. import stats
+from ..errors import StoreError
 from ..store import HELD_KINDS, Store
 
 MB = 1024 * 1024
@@ -258,7 +258,7 @@ def decompose(store: Store, analysis=None) -> list[GroupDecomposition] | None:
     off, or imported data)."""
     try:
         rows = store.alloc_stats()
-    except sqlite3.OperationalError:     # no alloc_stats table (a store not migrated): simply absent
+    except StoreError:     # no alloc_stats table (a store not migrated): simply absent
         return None
     if not rows:
         return None

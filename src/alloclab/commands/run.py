@@ -17,6 +17,7 @@ from .. import metrics, preflight
 from ..config import Experiment, load_experiment, parse_duration
 from ..errors import UserError
 from ..runner import Runner, resume
+from ..stopping import SignificanceStop
 from ..store import Store
 
 EXIT_CUT_SHORT = 3      # the run could not go on (disk full); its data so far is kept (docs/store.md)
@@ -106,18 +107,17 @@ class Progress:
         share = runner.budget.spent / max(elapsed, 1e-9)
         head = Text(f"{self.exp.name}: replicas alive {alive}/{len(runner.replicas)}, smaps tier CPU {share:.1%} of a core",
                     overflow="fold")
-        served = runner.network.load_counts() if runner.network is not None else None
+        by_group = {g.name: [r for r in runner.replicas if r.group.name == g.name] for g in self.exp.groups}
+        extra_column = runner.scenario.progress_column(by_group) if runner.scenario is not None else None
         medians = self._medians(runner)
         columns = [("group", 0), ("allocator", 2), ("alive", 1), (f"median {self.exp.metric.upper()} MB", 0), ("verified", 1)] \
-            + ([("dir requests served", 3)] if served is not None else [])
+            + ([(extra_column[0], 3)] if extra_column is not None else [])
         rows = []
         for g in self.exp.groups:
-            reps = [r for r in runner.replicas if r.group.name == g.name]
+            reps = by_group[g.name]
             ver = sum(r.state is True for r in reps)
             bad = sum(r.state is False for r in reps)
-            extra = () if served is None else \
-                (f"{sum((served.get(r.name) or {}).get('served', 0) for r in reps):,}"
-                 if runner.network.has_load(reps[0]) else "– (DirCache 0)",)
+            extra = () if extra_column is None else (extra_column[1][g.name],)
             rows.append((g.name, runner.specs[g.name].label, f"{sum(r.alive for r in reps)}/{len(reps)}", medians[g.name],
                          f"{ver}/{len(reps)}" + (f" {bad} unverified" if bad else ""), *extra))
         kept = list(range(len(columns)))
@@ -147,64 +147,6 @@ class _SetupProgress:
         if step != self.last_step or time.monotonic() - self.last_t >= 10:
             self.console.print(f"[cyan]setup[/cyan] {text}", highlight=False)
             self.last_step, self.last_t = step, time.monotonic()
-
-
-class SignificanceStop:
-    """--until-significant: a group-sequential test (stats.SequentialTest, Bonferroni alpha
-    spending over looks at doublings of the elapsed time from `first_look`), so stopping early
-    keeps the family-wise false-stop rate at alpha however long the run goes on. Between looks
-    nothing is analysed or spent (a look is due at its planned time, not at a check period: a last
-    look 10 s after a doubling must not be skipped).
-
-    With a planned end (`planned_s`: --max-duration, the file's max_duration or the phases), the
-    looks are laid out before the run: first_look·2^(k−1) while before the last look, and a last
-    look just before the planned end, so the whole run counts; look k is tested at α·t_k/Σt (α in
-    proportion to the look's elapsed time, all of it spent by the last look). Without a planned
-    end, first_look·2^(k−1) tested at α/(k(k+1)), which front-loads α on looks where the levels
-    have barely settled (a 4% difference seen at 8 minutes: tested at 0.0025, against 0.022 at
-    710 s with a 12-minute plan); benchmarks/calibration.py --part tor-verdict measures both."""
-
-    def __init__(self, first_look: float, n_comparisons: int, planned_s: float | None = None, interval: float = 0.0):
-        from .. import analysis, stats
-        times = planned_look_times(first_look, planned_s, interval)
-        self.max_looks = None if times is None else len(times)
-        self.test = stats.SequentialTest(alpha=analysis.RULES["alpha"], n_comparisons=n_comparisons,
-                                         first_look_s=first_look, look_times_s=times)
-
-    def schedule(self) -> str:
-        """The looks and their levels, for the start of the run."""
-        out = [f"{t:g} s at {level:.2g}" for t, level in self.test.look_plan()]
-        return ", ".join(out) + ("" if self.max_looks is not None else ", … (α/(k(k+1)), no planned end)")
-
-    def __call__(self, runner: Runner, elapsed: float) -> str | None:
-        due = self.test.next_look_s()
-        if due is None or elapsed < due:
-            return None                                   # between looks, or every planned look spent
-        import numpy as np
-        from .. import analysis
-        a = analysis.analyse(runner.store)
-        levels = {g.name: np.array([r.steady_mean_mb for r in a.replicas if r.group == g.name and r.verified is not False
-                                    and r.steady_mean_mb is not None]) for g in a.groups}
-        d = self.test.update(levels, a.baseline, elapsed_s=elapsed)
-        if not d.stop:
-            return None
-        reason = (f"stopped early at look {d.look}: {d.reason} (sequential test, total false-stop rate "
-                  f"≤ {self.test.alpha:g})")
-        runner.store.event(time.time(), "sequential_stop", reason)
-        return reason
-
-
-def planned_look_times(first_look: float, planned_s: float | None, interval: float = 0.0) -> list[float] | None:
-    """The looks of a run with a planned end: first_look·2^(k−1) while before the last look, then
-    the last look max(2 intervals, 10 s) before the end, so the runner's ticks reach it before the
-    run stops; None without a planned end."""
-    if planned_s is None or first_look <= 0:
-        return None
-    last = max(first_look, planned_s - max(2 * interval, 10.0))
-    times = []
-    while first_look * 2 ** len(times) < last:
-        times.append(first_look * 2 ** len(times))
-    return times + [last]
 
 
 def design_check(exp: Experiment, console: Console, max_duration: float | None = None) -> None:
@@ -294,9 +236,9 @@ def run_command(experiment: Path, output: Path | None, until_significant: bool, 
         finally:
             if exposition is not None:           # the exposition ends with the run
                 exposition.stop()
-        if runner.network_failed:
-            raise UserError(f"the tor test network did not form ({runner.network_failed}); kept in {result.run_dir}/tor-network",
-                            "read the authorities' notice.log there; on a slow machine raise [scenario] consensus_timeout")
+        failure = runner.scenario.failure(result.run_dir) if runner.scenario is not None else None
+        if failure is not None:
+            raise failure
         if result.cut_short == "disk-full":
             # one line, no report: writing it would need the space that ran out
             err.print(f"alloclab: error: the disk holding {result.run_dir} is full: sampling stopped, replicas stopped, "

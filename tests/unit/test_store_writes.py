@@ -1,0 +1,45 @@
+"""The store's typed writes on a real SQLite file: SQLite's failures arrive as StoreError, a
+sampling tick keeps what it wrote when it fails (a transaction drops it), misspelt columns fail."""
+import sqlite3
+
+import pytest
+
+from alloclab.errors import StoreError
+from alloclab.store import Store
+
+
+def test_sqlite_failures_arrive_as_one_store_error(tmp_path):
+    st = Store.create(tmp_path / "run.db")
+    with st.transaction():
+        st.add_group(name="a", allocator="glibc")
+    with pytest.raises(StoreError) as err:
+        st.add_group(name="a", allocator="glibc")          # UNIQUE(name)
+    assert not isinstance(err.value, sqlite3.Error) and "UNIQUE" in str(err.value) and not err.value.disk_full
+    st.close()
+    with pytest.raises(StoreError):
+        st.meta()                                          # a closed store: sqlite3.ProgrammingError underneath
+
+
+def test_a_failed_tick_keeps_its_rows_a_failed_transaction_drops_them(tmp_path):
+    st = Store.create(tmp_path / "run.db")
+    with st.transaction():
+        gid = st.add_group(name="a", allocator="glibc", is_baseline=1)
+        rid = st.add_replica(group_id=gid, name="a-1", idx=1)
+    with pytest.raises(RuntimeError):
+        with st.tick():
+            st.add_event(1.0, "phase", "kept", rid, "a")
+            raise RuntimeError("a tick failed half-way")
+    with pytest.raises(RuntimeError):
+        with st.transaction():
+            st.add_event(2.0, "phase", "dropped")
+            raise RuntimeError("a set-up failed half-way")
+    assert [e["description"] for e in st.events()] == ["kept"]
+    assert st.groups()[0]["is_baseline"] == 1 and st.replicas()[0]["group"] == "a"
+
+
+def test_a_misspelt_column_is_refused_before_any_sql(tmp_path):
+    st = Store.create(tmp_path / "run.db")
+    with pytest.raises(ValueError, match="not a replicas column: endkind"):
+        st.update_replica(1, endkind="stopped")
+    with pytest.raises(ValueError, match="not a samples column: rss"):
+        st.add_samples(("t", "replica_id", "rss"), [])

@@ -1,9 +1,9 @@
 """The fleet collector's cheap tier in native code (native/fleet_reader.c, liballoclab_fleet.so):
-one call a tick reads every unit's cgroup.procs and the stat + statm of each member, with /proc
-descriptors kept open across ticks, into records whose layout the library itself describes
+one call a tick reads every unit's cgroup.procs and the /proc/PID/stat of each member (its resident
+and virtual sizes too: statm's figures, one read not two), with descriptors kept open across ticks, into records whose layout the library itself describes
 (native/fleet_record.h, the one definition; checked here against the library's record size).
 
-Why: the same reads in Python cost ~75 us a unit-tick, most of it interpreter work around the
+Why: the same reads in Python cost ~50 us a unit-tick, most of it interpreter work around the
 system calls; a 2,000-unit fleet at a 1 s interval has 25 us (5% of a core) for all of it
 (benchmarks/fleet_collector.py). Where the library cannot be built (no compiler on the host),
 `open_reader` says why and the collector reads in Python (sampler.sample_processes).
@@ -34,7 +34,7 @@ class NativeReader:
         lib.alloclab_fleet_units.argtypes = [ctypes.c_void_p, ctypes.c_int]
         lib.alloclab_fleet_set_unit.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_char_p]
         lib.alloclab_fleet_read.restype = ctypes.c_long
-        lib.alloclab_fleet_read.argtypes = [ctypes.c_void_p]
+        lib.alloclab_fleet_read.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_int32), ctypes.c_int]
         lib.alloclab_fleet_records.restype = ctypes.c_void_p
         lib.alloclab_fleet_records.argtypes = [ctypes.c_void_p]
         lib.alloclab_fleet_open_processes.restype = ctypes.c_size_t
@@ -49,6 +49,7 @@ class NativeReader:
         if not self.handle:
             raise MemoryError(LIBRARY)
         self.units = 0
+        self.names: dict[bytes, str] = {}
 
     def set_units(self, n: int) -> None:
         if self.lib.alloclab_fleet_units(self.handle, n) != 0:
@@ -62,18 +63,32 @@ class NativeReader:
     def open_processes(self) -> int:
         return self.lib.alloclab_fleet_open_processes(self.handle)
 
-    def read(self) -> dict[int, list[sampler.ProcReading]]:
-        """unit index -> its processes' cheap readings (units without a record: none readable)."""
-        n = self.lib.alloclab_fleet_read(self.handle)
+    def read(self, only: list[int] | None = None) -> dict[int, list[sampler.ProcReading]]:
+        """unit index -> its processes' cheap readings (units without a record: none readable), of
+        every unit or `only` those (a second read in one tick: descriptors are closed only after a
+        read of every unit)."""
+        chosen = (ctypes.c_int32 * len(only))(*only) if only is not None else None
+        n = self.lib.alloclab_fleet_read(self.handle, chosen, len(only) if only is not None else 0)
         if n < 0:
             raise MemoryError(LIBRARY)
         data = ctypes.string_at(self.lib.alloclab_fleet_records(self.handle), n * self.record.size) if n else b""
         out: dict[int, list[sampler.ProcReading]] = {}
         tck, page_kb, stat, reading = sampler.CLK_TCK, sampler.PAGE_KB, sampler.ProcStat, sampler.ProcReading
+        names = self.names                 # decoded once: a fleet has few distinct names and states
         for r in map(self.fields._make, self.record.iter_unpack(data)):
-            st = stat(r.pid, r.ppid, r.comm.rstrip(b"\0").decode(errors="replace"), r.start_ticks, r.utime_ticks / tck,
-                      r.stime_ticks / tck, r.minflt, r.majflt, r.threads, r.pgrp, r.state.decode())
-            out.setdefault(r.unit, []).append(reading(st, r.vmsize_pages * page_kb, r.resident_pages * page_kb, None))
+            comm = names.get(r.comm)
+            if comm is None:
+                comm = names[r.comm] = r.comm.rstrip(b"\0").decode(errors="replace")
+            state = names.get(r.state)
+            if state is None:
+                state = names[r.state] = r.state.decode(errors="replace")
+            st = stat(r.pid, r.ppid, comm, r.start_ticks, r.utime_ticks / tck, r.stime_ticks / tck, r.minflt, r.majflt,
+                      r.threads, r.pgrp, state)
+            got = out.get(r.unit)
+            if got is None:
+                out[r.unit] = [reading(st, r.vmsize_pages * page_kb, r.resident_pages * page_kb, None)]
+            else:
+                got.append(reading(st, r.vmsize_pages * page_kb, r.resident_pages * page_kb, None))
         return out
 
     def close(self) -> None:

@@ -333,7 +333,7 @@ def make_cgroup(name: str) -> tuple[Cgroup | None, str]:
 
 # ---- the tiered sampler -------------------------------------------------------------------------
 
-@dataclass
+@dataclass(slots=True)
 class ProcReading:
     stat: ProcStat
     vmsize_kb: int
@@ -361,6 +361,8 @@ class SmapsBudget:
 def full_tier(readings: list[ProcReading], budget: SmapsBudget) -> None:
     """smaps_rollup for the stalest readings first while the budget allows (in place: `full`,
     and `rss_kb` from the same read)."""
+    if not budget.allowed():                         # nothing to order this tick
+        return
     by_key = {r.stat.identity: r for r in readings}
     for key in budget.order(list(by_key)):
         if not budget.allowed():
@@ -374,7 +376,7 @@ def full_tier(readings: list[ProcReading], budget: SmapsBudget) -> None:
             budget.last_full[key] = time.monotonic()
 
 
-def sample_processes(pids: list[int], budget: SmapsBudget,
+def sample_processes(pids: list[int], budget: SmapsBudget | None,
                      expected: dict[int, int] | None = None) -> list[ProcReading]:
     """Cheap tier for every pid, full tier in stalest-first order while the budget allows.
     `expected` (pid -> start ticks) names the processes the caller matched; a reading of another
@@ -388,8 +390,9 @@ def sample_processes(pids: list[int], budget: SmapsBudget,
         if st is None or st.state == "Z" or (expected is not None and expected.get(pid, st.start_ticks) != st.start_ticks):
             continue
         statm = read_statm(pid)
-        if statm is not None:
+        if statm is not None and statm[0] > 0:       # no address space: exiting, its memory already released
             readings.append(ProcReading(st, statm[0], statm[1], None))
-    full_tier(readings, budget)
+    if budget is not None:                           # None: the cheap tier only
+        full_tier(readings, budget)
     return [r for r in readings if str(r.stat.pid) not in _opened_pids
             or ((again := read_stat(r.stat.pid)) is not None and again.start_ticks == r.stat.start_ticks)]

@@ -1,14 +1,14 @@
 /* fleet_reader.c — liballoclab_fleet.so: the fleet collector's cheap tier in one call a tick.
- * For every unit (a cgroup.procs file) it reads the member pids, then /proc/PID/stat and
- * /proc/PID/statm of each, into one array of records (fleet_record.h) that alloclab/fleetread.py
- * unpacks. Why native: the same reads cost ~75 us a unit-tick in Python, ~10 in C
+ * For every unit (a cgroup.procs file) it reads the member pids, then /proc/PID/stat of each
+ * (which carries the same resident and virtual sizes as statm: get_mm_rss and total_vm, so one
+ * read a process, not two), into one array of records (fleet_record.h) that alloclab/fleetread.py
+ * unpacks. Why native: the same reads cost ~50 us a unit-tick in Python, ~10 in C
  * (benchmarks/fleet_collector.py), and a 2,000-unit fleet at 1 s must stay under 5% of a core.
  *
  * /proc descriptors stay open between ticks and are re-read with pread (open and close cost more
  * than the kernel's work on these small files); a descriptor reads only the process it was opened
- * on (ESRCH after it exits), so a reused pid is opened afresh. A reading whose descriptors were
- * opened this tick is re-checked (stat read again after statm was opened: the process it names
- * was still alive, so statm is of the same process). Descriptors of processes not seen in a tick
+ * on (ESRCH after it exits), so a reused pid is opened afresh, and every figure of a reading comes
+ * from one read of one file, so it cannot mix two processes. Descriptors of processes not seen in a tick
  * are closed at its end. A unit's cgroup.procs is kept open too on cgroup v2 (a read at offset 0
  * walks the cgroup's members again; an empty read is retried on a fresh descriptor, as the unit may
  * have a new cgroup at the same path), and opened afresh each tick on v1, which keeps the pid list
@@ -29,7 +29,7 @@
 
 struct proc_fds {
     int32_t pid;          /* 0: free slot */
-    int stat_fd, statm_fd;
+    int fd;               /* its /proc/PID/stat; -1 once it failed */
     uint64_t seen;        /* the tick it was last read in */
 };
 
@@ -46,13 +46,15 @@ struct fleet_reader {
     struct proc_fds *table;          /* open addressing on pid, capacity a power of two */
     size_t cap, used;                /* slots taken */
     size_t open;                     /* processes with descriptors open */
-    size_t max_open;                 /* processes whose descriptors may stay open (2 each) */
+    size_t max_open;                 /* processes whose descriptor may stay open */
     uint64_t tick;
     struct alloclab_fleet_record *out;
     size_t out_len, out_cap;
     char *buf;                       /* cgroup.procs contents */
     size_t buf_cap;
 };
+
+static unsigned long long page_size = 4096;      /* set by alloclab_fleet_new */
 
 #define LAYOUT(type, name, dims, code) #name ":" code " "
 static const char layout[] = ALLOCLAB_FLEET_RECORD_FIELDS(LAYOUT);
@@ -62,6 +64,7 @@ API const char *alloclab_fleet_record_layout(void) { return layout; }
 API size_t alloclab_fleet_record_size(void) { return sizeof(struct alloclab_fleet_record); }
 
 API struct fleet_reader *alloclab_fleet_new(size_t max_open) {
+    page_size = (unsigned long long)sysconf(_SC_PAGESIZE);
     struct fleet_reader *r = calloc(1, sizeof *r);
     if (!r) return NULL;
     r->cap = 1024;
@@ -74,9 +77,8 @@ API struct fleet_reader *alloclab_fleet_new(size_t max_open) {
 }
 
 static void close_fds(struct proc_fds *e) {
-    if (e->stat_fd >= 0) close(e->stat_fd);
-    if (e->statm_fd >= 0) close(e->statm_fd);
-    e->stat_fd = e->statm_fd = -1;
+    if (e->fd >= 0) close(e->fd);
+    e->fd = -1;
 }
 
 
@@ -131,10 +133,10 @@ static int rebuild(struct fleet_reader *r, size_t keep_cap, int tick_end) {
     r->used = r->open = 0;
     for (size_t i = 0; i < old_cap; i++) {
         if (!old[i].pid) continue;
-        if (tick_end && (old[i].seen != r->tick || old[i].stat_fd < 0)) { close_fds(&old[i]); continue; }
+        if (tick_end && (old[i].seen != r->tick || old[i].fd < 0)) { close_fds(&old[i]); continue; }
         r->table[slot_of(r, old[i].pid)] = old[i];
         r->used++;
-        r->open += old[i].stat_fd >= 0;
+        r->open += old[i].fd >= 0;
     }
     free(old);
     return 0;
@@ -151,9 +153,9 @@ static int parse_stat(const char *buf, ssize_t n, struct alloclab_fleet_record *
     const char *p = rpar + 2;
     rec->state = *p;
     char *end;
-    unsigned long long field[20];                 /* fields 4..23 of proc(5): ppid .. starttime */
+    unsigned long long field[21];                 /* fields 4..24 of proc(5): ppid .. rss */
     p++;
-    for (int k = 0; k < 20; k++) {
+    for (int k = 0; k < 21; k++) {
         field[k] = strtoull(p, &end, 10);
         if (end == p) return -1;
         p = end;
@@ -166,16 +168,9 @@ static int parse_stat(const char *buf, ssize_t n, struct alloclab_fleet_record *
     rec->stime_ticks = field[11];
     rec->threads = (int32_t)field[16];
     rec->start_ticks = field[18];
+    rec->vmsize_pages = field[19] / page_size;    /* vsize is in bytes */
+    rec->resident_pages = field[20];
     return 0;
-}
-
-static int parse_statm(const char *buf, struct alloclab_fleet_record *rec) {
-    char *end;
-    rec->vmsize_pages = strtoull(buf, &end, 10);
-    if (end == buf) return -1;
-    const char *p = end;
-    rec->resident_pages = strtoull(p, &end, 10);
-    return end == p ? -1 : 0;
 }
 
 static ssize_t read_fd(int fd, char *buf, size_t cap) {
@@ -184,42 +179,36 @@ static ssize_t read_fd(int fd, char *buf, size_t cap) {
     return n;
 }
 
-/* One process into rec; 0, or -1 when it is gone, a zombie, or unreadable. A process whose
- * descriptor fails keeps its slot (descriptors -1) until the tick's end, so probe chains hold. */
+/* One process into rec; 0, or -1 when it is gone, a zombie, exiting, or unreadable. A process
+ * whose descriptor fails keeps its slot (descriptor -1) until the tick's end, so probe chains hold. */
 static int read_process(struct fleet_reader *r, int32_t pid, struct alloclab_fleet_record *rec) {
-    char stat[1024], statm[256], path[64];
+    char stat[1024], path[64];
     struct proc_fds *e = &r->table[slot_of(r, pid)];
     if (e->pid == pid && e->seen == r->tick) return -1;          /* listed twice in one tick */
     ssize_t n = -1;
-    if (e->pid == pid && e->stat_fd >= 0) {
-        n = read_fd(e->stat_fd, stat, sizeof stat);
+    if (e->pid == pid && e->fd >= 0) {
+        n = read_fd(e->fd, stat, sizeof stat);
         if (n <= 0) { close_fds(e); r->open--; }
     }
-    int fresh = !(e->pid == pid && e->stat_fd >= 0);
-    struct proc_fds f = fresh ? (struct proc_fds){pid, -1, -1, 0} : *e;
+    int fresh = !(e->pid == pid && e->fd >= 0), fd = fresh ? -1 : e->fd;
     if (fresh) {
         snprintf(path, sizeof path, "/proc/%d/stat", pid);
-        f.stat_fd = open(path, O_RDONLY | O_CLOEXEC);
-        snprintf(path, sizeof path, "/proc/%d/statm", pid);
-        f.statm_fd = f.stat_fd >= 0 ? open(path, O_RDONLY | O_CLOEXEC) : -1;
-        if (f.statm_fd < 0) { if (f.stat_fd >= 0) close(f.stat_fd); return -1; }
-        n = read_fd(f.stat_fd, stat, sizeof stat);
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0) return -1;
+        n = read_fd(fd, stat, sizeof stat);
     }
     int ok = n > 0 && parse_stat(stat, n, rec) == 0 && rec->state != 'Z'
-             && read_fd(f.statm_fd, statm, sizeof statm) > 0 && parse_statm(statm, rec) == 0
-             && (!fresh || read_fd(f.stat_fd, stat, sizeof stat) > 0);   /* still the process statm was opened on */
+             && rec->vmsize_pages > 0;              /* no address space: exiting, its memory already released */
     if (!fresh) {
         e->seen = r->tick;
         return ok ? 0 : -1;
     }
     if (!ok || r->open >= r->max_open) {          /* not kept: read once, closed */
-        close(f.stat_fd);
-        close(f.statm_fd);
+        close(fd);
         return ok ? 0 : -1;
     }
-    f.seen = r->tick;
     if (e->pid != pid) r->used++;
-    *e = f;
+    *e = (struct proc_fds){pid, fd, r->tick};
     r->open++;
     return r->used * 2 > r->cap ? rebuild(r, r->cap * 2, 0) : 0;
 }
@@ -276,13 +265,15 @@ static long read_members(struct fleet_reader *r, struct unit_file *u) {
     return len == -2 ? 0 : len;
 }
 
-/* Read every unit with a cgroup.procs file; returns the number of records (then
- * alloclab_fleet_records), or -1 out of memory. A unit whose file is gone has no records. */
-API long alloclab_fleet_read(struct fleet_reader *r) {
+/* Read the n units listed in `only` (none given: every unit, and then the descriptors of processes
+ * not seen are closed); returns the number of records (then alloclab_fleet_records), or -1 out of
+ * memory. A unit whose file is gone, or not set, has no records. */
+API long alloclab_fleet_read(struct fleet_reader *r, const int32_t *only, int n) {
     r->tick++;
     r->out_len = 0;
-    for (int u = 0; u < r->nunits; u++) {
-        if (!r->procs[u].path) continue;
+    for (int k = 0; k < (only ? n : r->nunits); k++) {
+        int u = only ? only[k] : k;
+        if (u < 0 || u >= r->nunits || !r->procs[u].path) continue;
         long len = read_members(r, &r->procs[u]);
         if (len < 0) return -1;
         r->buf[len] = 0;
@@ -295,7 +286,7 @@ API long alloclab_fleet_read(struct fleet_reader *r) {
             if (pid > 0 && read_process(r, (int32_t)pid, &rec) == 0 && push(r, &rec) != 0) return -1;
         }
     }
-    if (rebuild(r, r->used < r->cap / 8 && r->cap > 1024 ? r->cap / 2 : r->cap, 1) != 0)   /* closes what was not seen */
+    if (!only && rebuild(r, r->used < r->cap / 8 && r->cap > 1024 ? r->cap / 2 : r->cap, 1) != 0)   /* closes what was not seen */
         return -1;
     return (long)r->out_len;
 }

@@ -96,7 +96,7 @@ class TickClock:
 def _raise_open_files() -> int:
     """Descriptors to /proc files stay open between ticks: the soft limit raised to the hard one,
     a quarter of it for the Python sampler's (smaps_rollup, and stat + statm where the native reader
-    is not used), an eighth for the native reader's processes (one each). Returns the latter."""
+    is not used), an eighth for the native reader's processes (2 each). Returns the latter."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft < hard:
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard if hard != resource.RLIM_INFINITY else max(soft, 65536), hard))
@@ -104,7 +104,7 @@ def _raise_open_files() -> int:
     # at the import-time cap (4,096) the sampler's three descriptors a process for 2,000 processes
     # were evicted oldest-first every tick: every read opened afresh (benchmarks/README.md)
     sampler.MAX_OPEN_FILES = max(sampler.MAX_OPEN_FILES, soft // 4)
-    return max(16, soft // 8)
+    return max(16, soft // 16)
 
 
 class UnitReader:

@@ -1,14 +1,15 @@
 /* fleet_reader.c — liballoclab_fleet.so: the fleet collector's cheap tier in one call a tick.
- * For every unit (a cgroup.procs file) it reads the member pids, then /proc/PID/stat of each
- * (which carries the same resident and virtual sizes as statm: get_mm_rss and total_vm, so one
- * read a process, not two), into one array of records (fleet_record.h) that alloclab/fleetread.py
- * unpacks. Why native: the same reads cost ~50 us a unit-tick in Python, ~10 in C
+ * For every unit (a cgroup.procs file) it reads the member pids, then /proc/PID/stat and
+ * /proc/PID/statm of each (statm for the sizes: stat's rss is the kernel's per-CPU approximation,
+ * measured 10% below statm on a fresh 1 MiB process), into one array of records (fleet_record.h)
+ * that alloclab/fleetread.py unpacks. Why native: the same reads cost ~50 us a unit-tick in Python, ~10 in C
  * (benchmarks/fleet_collector.py), and a 2,000-unit fleet at 1 s must stay under 5% of a core.
  *
  * /proc descriptors stay open between ticks and are re-read with pread (open and close cost more
  * than the kernel's work on these small files); a descriptor reads only the process it was opened
- * on (ESRCH after it exits), so a reused pid is opened afresh, and every figure of a reading comes
- * from one read of one file, so it cannot mix two processes. Descriptors of processes not seen in a tick
+ * on (ESRCH after it exits), so a reused pid is opened afresh. A reading whose descriptors were
+ * opened this tick is re-checked (stat read again after statm was opened: the process it names
+ * was still alive, so statm is of the same process). Descriptors of processes not seen in a tick
  * are closed at its end. A unit's cgroup.procs is kept open too on cgroup v2 (a read at offset 0
  * walks the cgroup's members again; an empty read is retried on a fresh descriptor, as the unit may
  * have a new cgroup at the same path), and opened afresh each tick on v1, which keeps the pid list
@@ -29,7 +30,7 @@
 
 struct proc_fds {
     int32_t pid;          /* 0: free slot */
-    int fd;               /* its /proc/PID/stat; -1 once it failed */
+    int fd, statm_fd;     /* its /proc/PID/stat and statm; -1 once one failed */
     uint64_t seen;        /* the tick it was last read in */
 };
 
@@ -46,15 +47,13 @@ struct fleet_reader {
     struct proc_fds *table;          /* open addressing on pid, capacity a power of two */
     size_t cap, used;                /* slots taken */
     size_t open;                     /* processes with descriptors open */
-    size_t max_open;                 /* processes whose descriptor may stay open */
+    size_t max_open;                 /* processes whose descriptors may stay open (2 each) */
     uint64_t tick;
     struct alloclab_fleet_record *out;
     size_t out_len, out_cap;
     char *buf;                       /* cgroup.procs contents */
     size_t buf_cap;
 };
-
-static unsigned long long page_size = 4096;      /* set by alloclab_fleet_new */
 
 #define LAYOUT(type, name, dims, code) #name ":" code " "
 static const char layout[] = ALLOCLAB_FLEET_RECORD_FIELDS(LAYOUT);
@@ -64,7 +63,6 @@ API const char *alloclab_fleet_record_layout(void) { return layout; }
 API size_t alloclab_fleet_record_size(void) { return sizeof(struct alloclab_fleet_record); }
 
 API struct fleet_reader *alloclab_fleet_new(size_t max_open) {
-    page_size = (unsigned long long)sysconf(_SC_PAGESIZE);
     struct fleet_reader *r = calloc(1, sizeof *r);
     if (!r) return NULL;
     r->cap = 1024;
@@ -78,7 +76,8 @@ API struct fleet_reader *alloclab_fleet_new(size_t max_open) {
 
 static void close_fds(struct proc_fds *e) {
     if (e->fd >= 0) close(e->fd);
-    e->fd = -1;
+    if (e->statm_fd >= 0) close(e->statm_fd);
+    e->fd = e->statm_fd = -1;
 }
 
 
@@ -153,9 +152,9 @@ static int parse_stat(const char *buf, ssize_t n, struct alloclab_fleet_record *
     const char *p = rpar + 2;
     rec->state = *p;
     char *end;
-    unsigned long long field[21];                 /* fields 4..24 of proc(5): ppid .. rss */
+    unsigned long long field[19];                 /* fields 4..22 of proc(5): ppid .. starttime */
     p++;
-    for (int k = 0; k < 21; k++) {
+    for (int k = 0; k < 19; k++) {
         field[k] = strtoull(p, &end, 10);
         if (end == p) return -1;
         p = end;
@@ -168,9 +167,16 @@ static int parse_stat(const char *buf, ssize_t n, struct alloclab_fleet_record *
     rec->stime_ticks = field[11];
     rec->threads = (int32_t)field[16];
     rec->start_ticks = field[18];
-    rec->vmsize_pages = field[19] / page_size;    /* vsize is in bytes */
-    rec->resident_pages = field[20];
     return 0;
+}
+
+static int parse_statm(const char *buf, struct alloclab_fleet_record *rec) {
+    char *end;
+    rec->vmsize_pages = strtoull(buf, &end, 10);
+    if (end == buf) return -1;
+    const char *p = end;
+    rec->resident_pages = strtoull(p, &end, 10);
+    return end == p ? -1 : 0;
 }
 
 static ssize_t read_fd(int fd, char *buf, size_t cap) {
@@ -182,7 +188,7 @@ static ssize_t read_fd(int fd, char *buf, size_t cap) {
 /* One process into rec; 0, or -1 when it is gone, a zombie, exiting, or unreadable. A process
  * whose descriptor fails keeps its slot (descriptor -1) until the tick's end, so probe chains hold. */
 static int read_process(struct fleet_reader *r, int32_t pid, struct alloclab_fleet_record *rec) {
-    char stat[1024], path[64];
+    char stat[1024], statm[256], path[64];
     struct proc_fds *e = &r->table[slot_of(r, pid)];
     if (e->pid == pid && e->seen == r->tick) return -1;          /* listed twice in one tick */
     ssize_t n = -1;
@@ -190,25 +196,31 @@ static int read_process(struct fleet_reader *r, int32_t pid, struct alloclab_fle
         n = read_fd(e->fd, stat, sizeof stat);
         if (n <= 0) { close_fds(e); r->open--; }
     }
-    int fresh = !(e->pid == pid && e->fd >= 0), fd = fresh ? -1 : e->fd;
+    int fresh = !(e->pid == pid && e->fd >= 0);
+    struct proc_fds f = fresh ? (struct proc_fds){pid, -1, -1, 0} : *e;
     if (fresh) {
         snprintf(path, sizeof path, "/proc/%d/stat", pid);
-        fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0) return -1;
-        n = read_fd(fd, stat, sizeof stat);
+        f.fd = open(path, O_RDONLY | O_CLOEXEC);
+        snprintf(path, sizeof path, "/proc/%d/statm", pid);
+        f.statm_fd = f.fd >= 0 ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+        if (f.statm_fd < 0) { if (f.fd >= 0) close(f.fd); return -1; }
+        n = read_fd(f.fd, stat, sizeof stat);
     }
     int ok = n > 0 && parse_stat(stat, n, rec) == 0 && rec->state != 'Z'
-             && rec->vmsize_pages > 0;              /* no address space: exiting, its memory already released */
+             && read_fd(f.statm_fd, statm, sizeof statm) > 0 && parse_statm(statm, rec) == 0
+             && rec->vmsize_pages > 0                /* no address space: exiting, its memory already released */
+             && (!fresh || read_fd(f.fd, stat, sizeof stat) > 0);   /* still the process statm was opened on */
     if (!fresh) {
         e->seen = r->tick;
         return ok ? 0 : -1;
     }
     if (!ok || r->open >= r->max_open) {          /* not kept: read once, closed */
-        close(fd);
+        close_fds(&f);
         return ok ? 0 : -1;
     }
     if (e->pid != pid) r->used++;
-    *e = (struct proc_fds){pid, fd, r->tick};
+    f.seen = r->tick;
+    *e = f;
     r->open++;
     return r->used * 2 > r->cap ? rebuild(r, r->cap * 2, 0) : 0;
 }

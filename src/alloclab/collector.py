@@ -25,7 +25,7 @@ from pathlib import Path
 from . import allocators, fleetread, metrics, rootfs, sampler, unitfile
 from .config import parse_duration
 from .errors import UserError
-from .fleet import Plan, Units, _dev_inode, cgroup_files, read_cgroup_procs
+from .fleet import START_STATES_TIMEOUT, Plan, Units, _dev_inode, cgroup_files, read_cgroup_procs
 from .host import host_metadata
 from .recorder import Recorder, Tracked
 from .store import DB_NAME, Store
@@ -123,11 +123,11 @@ class UnitReader:
         self.queries = 0                           # batched systemd questions asked (benchmarks)
         self.last_error: str | None = None
 
-    def _ask(self, names: list[str]) -> None:
+    def _ask(self, names: list[str], timeout: float | None = None) -> None:
         if not names:
             return
         try:
-            states = self.units.unit_states(names)
+            states = self.units.unit_states(names, timeout=timeout)
         except UserError as exc:
             self.last_error = exc.problem
             if self.health:
@@ -171,7 +171,7 @@ class UnitReader:
         """unit -> its readings this tick ([] when it has no process)."""
         now = time.monotonic()
         if first:
-            self._ask(list(self.watches))
+            self._ask(list(self.watches), timeout=START_STATES_TIMEOUT)
         table = sampler.all_processes() if any(w.procs is None for w in self.watches.values()) else None
         out = self._sample(self.names, budget, table, every=True)
         lost = []

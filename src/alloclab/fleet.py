@@ -34,6 +34,9 @@ from .errors import UserError
 
 DROPIN_NAME = "50-alloclab.conf"
 UNIT_STATES_TIMEOUT = 30.0      # seconds one batched `systemctl show` may take before the collector moves on
+# the collector's first question, before any tick is due: a manager on a loaded host (load 60-100)
+# answered one `systemctl show` of 2,000 units after more than 30 s (benchmarks/fleet_collector.py)
+START_STATES_TIMEOUT = 600.0
 UNIT_NAME = re.compile(r"^[A-Za-z0-9:_.\\-]+(@[A-Za-z0-9:_.\\-]+)?\.service$")   # "a@.service" is a template, not a unit
 
 
@@ -62,7 +65,7 @@ class Units(Protocol):
     root: Path
 
     def list_units(self) -> list[str]: ...
-    def unit_states(self, units: list[str], sandbox: bool = False) -> dict[str, UnitState]: ...
+    def unit_states(self, units: list[str], sandbox: bool = False, timeout: float | None = None) -> dict[str, UnitState]: ...
     def main_pid(self, unit: str) -> int | None: ...
     def pids(self, unit: str) -> list[int]: ...
     def is_active(self, unit: str) -> bool: ...
@@ -98,17 +101,18 @@ class Systemd:
         pid = int(self._ctl("show", "-p", "MainPID", "--value", unit).strip() or 0)
         return pid or None
 
-    def unit_states(self, units: list[str], sandbox: bool = False) -> dict[str, UnitState]:
+    def unit_states(self, units: list[str], sandbox: bool = False, timeout: float | None = None) -> dict[str, UnitState]:
         """Main process and cgroup (and with `sandbox`, User= and the sandbox settings as systemd
         resolved them) of many units in one `systemctl show` (the collector asks only about units
         whose main process it lost; plan and apply check every unit's sandbox): one child process,
-        not one per unit."""
+        not one per unit. Bounded by `timeout` (default UNIT_STATES_TIMEOUT)."""
         states: dict[str, UnitState] = {}
         props_asked = "Id,MainPID,ControlGroup" + ("," + ",".join(unitaccess.PROPERTIES) if sandbox else "")
         manager_user = _user_name(os.getuid()) if self.user else "root"    # a user manager runs its services as its user
         for start in range(0, len(units), 4000):          # well under the kernel's argument limit
             # bounded: a manager busy with a crash loop on a loaded host answered after minutes
-            out = self._ctl("show", "-p", props_asked, *units[start:start + 4000], timeout=UNIT_STATES_TIMEOUT)
+            out = self._ctl("show", "-p", props_asked, *units[start:start + 4000],
+                            timeout=timeout or UNIT_STATES_TIMEOUT)
             for block in out.split("\n\n"):
                 props = dict(line.partition("=")[::2] for line in block.splitlines() if "=" in line)
                 if props.get("Id"):
@@ -212,7 +216,7 @@ class LocalUnits:
     def pids(self, unit: str) -> list[int]:
         return _tree_of(self.main_pid(unit))
 
-    def unit_states(self, units: list[str], sandbox: bool = False) -> dict[str, UnitState]:
+    def unit_states(self, units: list[str], sandbox: bool = False, timeout: float | None = None) -> dict[str, UnitState]:
         # no cgroups: the collector walks the tree
         return {u: UnitState(self.main_pid(u), sandbox=self.sandbox(u) if sandbox else None) for u in units}
 

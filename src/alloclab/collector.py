@@ -22,10 +22,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import allocators, metrics, rootfs, sampler, unitfile
+from . import allocators, fleetread, metrics, rootfs, sampler, unitfile
 from .config import parse_duration
 from .errors import UserError
-from .fleet import Plan, Units, _dev_inode, cgroup_files, read_cgroup_procs
+from .fleet import START_STATES_TIMEOUT, Plan, Units, _dev_inode, cgroup_files, read_cgroup_procs
 from .host import host_metadata
 from .recorder import Recorder, Tracked
 from .store import DB_NAME, Store
@@ -93,12 +93,18 @@ class TickClock:
         return max(0.0, time.monotonic() - due)
 
 
-def _raise_open_files() -> None:
-    """Descriptors to /proc files stay open between ticks (sampler._read): 2 per unit process."""
+def _raise_open_files() -> int:
+    """Descriptors to /proc files stay open between ticks: the soft limit raised to the hard one,
+    a quarter of it for the Python sampler's (smaps_rollup, and stat + statm where the native reader
+    is not used), an eighth for the native reader's processes (2 each). Returns the latter."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft < hard:
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard if hard != resource.RLIM_INFINITY else max(soft, 65536), hard))
-        sampler.MAX_OPEN_FILES = max(sampler.MAX_OPEN_FILES, min(65536, resource.getrlimit(resource.RLIMIT_NOFILE)[0] // 2))
+    soft = min(1 << 20, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+    # at the import-time cap (4,096) the sampler's three descriptors a process for 2,000 processes
+    # were evicted oldest-first every tick: every read opened afresh (benchmarks/README.md)
+    sampler.MAX_OPEN_FILES = max(sampler.MAX_OPEN_FILES, soft // 4)
+    return max(16, soft // 16)
 
 
 class UnitReader:
@@ -106,17 +112,22 @@ class UnitReader:
     has no cgroup) and their readings; systemd asked once per tick about the units whose main
     process is unknown or gone."""
 
-    def __init__(self, units: Units, watches: dict[str, Watch], health: "metrics.CollectorHealth | None" = None):
-        self.units, self.watches, self.health = units, watches, health
+    def __init__(self, units: Units, watches: dict[str, Watch], health: "metrics.CollectorHealth | None" = None,
+                 native: fleetread.NativeReader | None = None):
+        self.units, self.watches, self.health, self.native = units, watches, health, native
+        self.index = {unit: i for i, unit in enumerate(watches)}
+        self.names = list(watches)
+        if native is not None:
+            native.set_units(len(watches))
         self.boot = time.time() - sampler.uptime()
         self.queries = 0                           # batched systemd questions asked (benchmarks)
         self.last_error: str | None = None
 
-    def _ask(self, names: list[str]) -> None:
+    def _ask(self, names: list[str], timeout: float | None = None) -> None:
         if not names:
             return
         try:
-            states = self.units.unit_states(names)
+            states = self.units.unit_states(names, timeout=timeout)
         except UserError as exc:
             self.last_error = exc.problem
             if self.health:
@@ -132,6 +143,8 @@ class UnitReader:
             w.start_time = self.boot + st.start_ticks / sampler.CLK_TCK if st else None
             if state.control_group:
                 w.procs, w.memory = cgroup_files(state.control_group)
+                if self.native is not None:
+                    self.native.set_unit(self.index[unit], w.procs)
 
     def _members(self, w: Watch, table: dict | None) -> list[int]:
         if w.procs is not None:
@@ -140,18 +153,27 @@ class UnitReader:
             return []
         return sampler.tree({w.main}, table) if table is not None else []
 
-    def _sample(self, members: dict[str, list[int]], budget: sampler.SmapsBudget) -> dict[str, list[sampler.ProcReading]]:
-        """One sampler pass over every unit's members (one budget order, one pid re-check), split by unit."""
-        readings = {r.stat.pid: r for r in sampler.sample_processes([p for ps in members.values() for p in ps], budget)}
-        return {unit: [readings[p] for p in ps if p in readings] for unit, ps in members.items()}
+    def _sample(self, names: list[str], budget: sampler.SmapsBudget, table: dict | None,
+                every: bool) -> dict[str, list[sampler.ProcReading]]:
+        """The cheap tier of the named units (natively where a unit has a cgroup.procs file, else
+        in Python from its members), then one full-tier pass over all of them (one budget order)."""
+        native = self.native is not None
+        members = {u: self._members(self.watches[u], table) for u in names if not (native and self.watches[u].procs)}
+        readings = {r.stat.pid: r for r in sampler.sample_processes([p for ps in members.values() for p in ps], None)}
+        out = {unit: [readings[p] for p in ps if p in readings] for unit, ps in members.items()}
+        if native:
+            by_index = self.native.read(None if every else [self.index[u] for u in names if u not in members])
+            out.update((u, by_index.get(self.index[u], [])) for u in names if u not in members)
+        sampler.full_tier([r for rs in out.values() for r in rs], budget)
+        return out
 
     def read(self, budget: sampler.SmapsBudget, first: bool = False) -> dict[str, list[sampler.ProcReading]]:
         """unit -> its readings this tick ([] when it has no process)."""
         now = time.monotonic()
         if first:
-            self._ask(list(self.watches))
+            self._ask(list(self.watches), timeout=START_STATES_TIMEOUT)
         table = sampler.all_processes() if any(w.procs is None for w in self.watches.values()) else None
-        out = self._sample({unit: self._members(w, table) for unit, w in self.watches.items()}, budget)
+        out = self._sample(self.names, budget, table, every=True)
         lost = []
         for unit, w in self.watches.items():
             readings = out[unit]
@@ -162,7 +184,7 @@ class UnitReader:
         if lost and not first:
             self._ask(lost)
             table = sampler.all_processes() if any(self.watches[u].procs is None for u in lost) else table
-            out.update(self._sample({unit: self._members(self.watches[unit], table) for unit in lost}, budget))
+            out.update(self._sample(lost, budget, table, every=False))
         return out
 
 
@@ -202,14 +224,16 @@ def collect(units: Units, plan: Plan, run: Path, interval: float, duration: floa
     groups = {g["name"]: g for g in plan.data["groups"]}
     host = host or socket.gethostname()
     health = exposition.health if exposition is not None else None
-    _raise_open_files()
+    native_reader, why_not = fleetread.open_reader(_raise_open_files())
+    if native_reader is None:
+        say(f"reading units in Python (slower): {why_not}")
     watches: dict[str, Watch] = {}
     for a in plan.assignments:
         g = groups[a["group"]]
         spec = allocators.AllocatorSpec(kind=g["kind"], request=g["allocator"], path=g["library"], sha256=g["sha256"],
                                         family=g["family"], version=g["version"], **_dev_inode(g["library"]))
         watches[a["unit"]] = Watch(Tracked(id=0, name=a["unit"], group_name=a["group"], spec=spec))
-    reader = UnitReader(units, watches, health)
+    reader = UnitReader(units, watches, health, native_reader)
     budget = sampler.SmapsBudget(smaps_budget)
     first = reader.read(budget, first=True)
     if not any(first.values()):
@@ -246,7 +270,7 @@ def collect(units: Units, plan: Plan, run: Path, interval: float, duration: floa
             store.add_replica(group_id=gid[a["group"]], idx=i, name=a["unit"], start_order=i, started_at=time.time(),
                          host=host)
     store.commit()
-    recorder = Recorder(store, verify_every, "rss")
+    recorder = Recorder(store, verify_every, "rss", single_process_rows=False)
     for row in store.replicas():
         if row["name"] in watches:
             watches[row["name"]].tracked.id = row["id"]
@@ -273,24 +297,28 @@ def collect(units: Units, plan: Plan, run: Path, interval: float, duration: floa
                 now = last + 1e-3
             readings = readings_now if readings_now is not None else reader.read(budget)
             readings_now = None
+            mains_changed = False
+            cgroups = budget.allowed()                 # else no unit's cgroup is read this tick (asked once, not per unit)
             store.begin()
             for unit, w in watches.items():
                 rd, t = readings[unit], w.tracked
-                if rd and w.main is not None:
-                    if mains.get(unit) and tuple(mains[unit]) != w.main:
+                if rd and w.main is not None and mains.get(unit) != w.main:
+                    if mains.get(unit):
                         store.add_event(now, "process_restart", f"{unit}: main process {mains[unit][0]} -> {w.main[0]}",
                                     t.id, t.group_name)
                         restarts[unit] += 1
                     mains[unit] = w.main
+                    mains_changed = True
                 if rd:
-                    recorder.observe(t, rd, now, "load", cgroup=_cgroup_reading(w.memory, budget))
+                    recorder.observe(t, rd, now, "load", cgroup=_cgroup_reading(w.memory, budget) if cgroups else None)
                 elif w.up:
                     store.add_event(now, "unit_stopped", f"{unit}: no process", t.id, t.group_name)
                 w.up = bool(rd)
             if exposition is not None:
                 exposition.publish(_snapshot(now, host, watches, groups, recorder.replica_rows, restarts))
             recorder.flush(now)
-            store.set_meta(fleet_main_processes=mains)
+            if mains_changed:                          # ~2 ms of JSON at 2,000 units: only when one changed
+                store.set_meta(fleet_main_processes=mains)
             store.commit()
             last = now
             ticks += 1
@@ -313,6 +341,8 @@ def collect(units: Units, plan: Plan, run: Path, interval: float, duration: floa
         signal.signal(signal.SIGTERM, previous)
         store.set_meta(ended_at=time.time(), end_reason="collector stopped")
         store.close()
+        if native_reader is not None:
+            native_reader.close()
     say(f"collected {ticks} rounds of {len(watches)} units into {run}")
     return {"ticks": ticks, "resumed": resumed, "lateness": list(lateness), "durations": list(durations),
             "tick_cpu": list(tick_cpu),

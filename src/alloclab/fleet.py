@@ -34,6 +34,9 @@ from .errors import UserError
 
 DROPIN_NAME = "50-alloclab.conf"
 UNIT_STATES_TIMEOUT = 30.0      # seconds one batched `systemctl show` may take before the collector moves on
+# the collector's first question, before any tick is due: a manager on a loaded host (load 60-100)
+# answered one `systemctl show` of 2,000 units after more than 30 s (benchmarks/fleet_collector.py)
+START_STATES_TIMEOUT = 600.0
 UNIT_NAME = re.compile(r"^[A-Za-z0-9:_.\\-]+(@[A-Za-z0-9:_.\\-]+)?\.service$")   # "a@.service" is a template, not a unit
 
 
@@ -55,13 +58,14 @@ class UnitState:
     hierarchy's root, "" when it has none, e.g. while stopped)."""
     main_pid: int | None
     control_group: str = ""
+    sandbox: unitaccess.Sandbox | None = None    # asked for with unit_states(..., sandbox=True)
 
 
 class Units(Protocol):
     root: Path
 
     def list_units(self) -> list[str]: ...
-    def unit_states(self, units: list[str]) -> dict[str, UnitState]: ...
+    def unit_states(self, units: list[str], sandbox: bool = False, timeout: float | None = None) -> dict[str, UnitState]: ...
     def main_pid(self, unit: str) -> int | None: ...
     def pids(self, unit: str) -> list[int]: ...
     def is_active(self, unit: str) -> bool: ...
@@ -97,17 +101,23 @@ class Systemd:
         pid = int(self._ctl("show", "-p", "MainPID", "--value", unit).strip() or 0)
         return pid or None
 
-    def unit_states(self, units: list[str]) -> dict[str, UnitState]:
-        """Main process and cgroup of many units in one `systemctl show` (the collector asks only
-        about units whose main process it lost): one child process, not one per unit."""
+    def unit_states(self, units: list[str], sandbox: bool = False, timeout: float | None = None) -> dict[str, UnitState]:
+        """Main process and cgroup (and with `sandbox`, User= and the sandbox settings as systemd
+        resolved them) of many units in one `systemctl show` (the collector asks only about units
+        whose main process it lost; plan and apply check every unit's sandbox): one child process,
+        not one per unit. Bounded by `timeout` (default UNIT_STATES_TIMEOUT)."""
         states: dict[str, UnitState] = {}
+        props_asked = "Id,MainPID,ControlGroup" + ("," + ",".join(unitaccess.PROPERTIES) if sandbox else "")
+        manager_user = _user_name(os.getuid()) if self.user else "root"    # a user manager runs its services as its user
         for start in range(0, len(units), 4000):          # well under the kernel's argument limit
             # bounded: a manager busy with a crash loop on a loaded host answered after minutes
-            out = self._ctl("show", "-p", "Id,MainPID,ControlGroup", *units[start:start + 4000], timeout=UNIT_STATES_TIMEOUT)
+            out = self._ctl("show", "-p", props_asked, *units[start:start + 4000],
+                            timeout=timeout or UNIT_STATES_TIMEOUT)
             for block in out.split("\n\n"):
                 props = dict(line.partition("=")[::2] for line in block.splitlines() if "=" in line)
                 if props.get("Id"):
-                    states[props["Id"]] = UnitState(int(props.get("MainPID") or 0) or None, props.get("ControlGroup", ""))
+                    states[props["Id"]] = UnitState(int(props.get("MainPID") or 0) or None, props.get("ControlGroup", ""),
+                                                    unitaccess.from_properties(props, manager_user) if sandbox else None)
         return {u: states.get(u, UnitState(None)) for u in units}
 
     def pids(self, unit: str) -> list[int]:
@@ -125,10 +135,7 @@ class Systemd:
 
     def sandbox(self, unit: str) -> unitaccess.Sandbox:
         """User= and the sandbox settings as systemd resolved them (unit file, drop-ins, defaults)."""
-        out = self._ctl("show", "-p", ",".join(unitaccess.PROPERTIES), unit)
-        props = dict(line.partition("=")[::2] for line in out.splitlines() if "=" in line)
-        # a user manager runs its services as its own user
-        return unitaccess.from_properties(props, _user_name(os.getuid()) if self.user else "root")
+        return self.unit_states([unit], sandbox=True)[unit].sandbox
 
     def daemon_reload(self) -> None:
         self._ctl("daemon-reload")
@@ -209,8 +216,9 @@ class LocalUnits:
     def pids(self, unit: str) -> list[int]:
         return _tree_of(self.main_pid(unit))
 
-    def unit_states(self, units: list[str]) -> dict[str, UnitState]:
-        return {u: UnitState(self.main_pid(u)) for u in units}     # no cgroups: the collector walks the tree
+    def unit_states(self, units: list[str], sandbox: bool = False, timeout: float | None = None) -> dict[str, UnitState]:
+        # no cgroups: the collector walks the tree
+        return {u: UnitState(self.main_pid(u), sandbox=self.sandbox(u) if sandbox else None) for u in units}
 
     def is_active(self, unit: str) -> bool:
         return self.main_pid(unit) is not None
@@ -299,10 +307,11 @@ class Plan:
         return self.data["assignments"]
 
 
-def _unit_facts(units: Units, names: list[str]) -> list[dict]:
-    """Memory and uptime of each unit now: systemd asked once for all of them (unit_states), the
-    members read from each unit's cgroup (or its main process's tree where it has none)."""
-    states = units.unit_states(names)
+def _unit_facts(units: Units, names: list[str], sandbox: bool = False) -> list[dict]:
+    """Memory and uptime of each unit now (and with `sandbox`, its Sandbox): systemd asked once
+    for all of them (unit_states), the members read from each unit's cgroup (or its main process's
+    tree where it has none)."""
+    states = units.unit_states(names, sandbox=sandbox)
     table = None
     out = []
     for unit in names:
@@ -314,7 +323,8 @@ def _unit_facts(units: Units, names: list[str]) -> list[dict]:
             members = sampler.tree({st.identity}, table)
         rss = sum((sampler.read_statm(p) or (0, 0))[1] for p in members or []) if st else 0
         uptime = sampler.process_age(st.start_ticks) if st else 0.0
-        out.append({"unit": unit, "memory_kb": rss, "uptime_s": round(uptime, 1), "main_pid": pid})
+        out.append({"unit": unit, "memory_kb": rss, "uptime_s": round(uptime, 1), "main_pid": pid,
+                    **({"sandbox": states[unit].sandbox} if sandbox else {})})
     return out
 
 
@@ -334,7 +344,8 @@ def unit_facts(units: Units, pattern: str, host: str | None = None) -> dict:
     unitfile.check_value(host, "--host")
     return {"version": 1, "kind": "alloclab-fleet-facts", "host": host, "pattern": pattern,
             "root": str(units.root), "collected": time.time(),
-            "units": [{**f, "sandbox": units.sandbox(f["unit"]).as_dict()} for f in _unit_facts(units, matching_units(units, pattern))]}
+            "units": [{**f, "sandbox": f["sandbox"].as_dict()}
+                      for f in _unit_facts(units, matching_units(units, pattern), sandbox=True)]}
 
 
 def load_facts(source: Path) -> list[dict]:
@@ -428,10 +439,11 @@ def _check_loadable(assignments: list[dict], groups: dict[str, dict], sandbox_of
 def make_plan(units: Units, pattern: str, groups_file: Path, seed: int, out: Path) -> Plan:
     """One host's plan (the units of this host's manager)."""
     exp, groups = plan_groups(groups_file)
-    facts = _unit_facts(units, matching_units(units, pattern))
+    facts = _unit_facts(units, matching_units(units, pattern), sandbox=True)
+    sandboxes = {f["unit"]: f.pop("sandbox") for f in facts}
     assignments = [{k: v for k, v in a.items() if k != "host"}
                    for a in assign({"": facts}, [g["name"] for g in groups], seed)]
-    _check_loadable(assignments, {g["name"]: g for g in groups}, lambda a: units.sandbox(a["unit"]), True)
+    _check_loadable(assignments, {g["name"]: g for g in groups}, lambda a: sandboxes[a["unit"]], True)
     data = {"version": 1, "created": time.time(), "seed": seed, "pattern": pattern, "groups": groups,
             "assignments": sorted(assignments, key=lambda f: f["unit"]), "units": sorted(f["unit"] for f in facts),
             "experiment": groups_file.read_text(), "name": exp.name}
@@ -583,7 +595,8 @@ def apply_plan(units: Units, plan: Plan, batch: int | str, dry_run: bool, say=pr
     for g in groups.values():
         _check_library(g)
     # on the host the units run on: their sandbox as systemd has it now, and the files' permissions
-    _check_loadable(plan.assignments, groups, lambda a: units.sandbox(a["unit"]), True)
+    states = units.unit_states([a["unit"] for a in plan.assignments], sandbox=True)
+    _check_loadable(plan.assignments, groups, lambda a: states[a["unit"]].sandbox, True)
     plan_id = hashlib.sha256(plan.path.read_bytes()).hexdigest()[:12]
     writes = [(a["unit"], dropin_path(root, a["unit"]), dropin_text(groups[a["group"]], plan_id)) for a in plan.assignments]
     sizes = rollout.batch_sizes(batch, len(writes))

@@ -42,11 +42,16 @@ class Recorder:
 
     SAMPLE_COLUMNS = ("t", "replica_id", "phase", "nprocs", "rss_kb", "pss_kb", "uss_kb", "anon_kb", "swap_kb", "cpu_s",
                       "cgroup_kb", "cgroup_peak_kb", "live_bytes", "ops", "tier", "vmsize_kb", "lazyfree_kb")
+    METRIC_INDEX = {c[:-3]: i for i, c in enumerate(SAMPLE_COLUMNS) if c.endswith("_kb")}
     PROCESS_COLUMNS = ("t", "process_id", "tier", "rss_kb", "pss_kb", "uss_kb", "anon_kb", "swap_kb", "cpu_user_s",
                        "cpu_sys_s", "minflt", "majflt", "threads", "lazyfree_kb")
 
-    def __init__(self, store: Store, verify_every: float, metric: str):
+    def __init__(self, store: Store, verify_every: float, metric: str, single_process_rows: bool = True):
+        """`single_process_rows=False` (the fleet collector): a unit with one process gets a
+        per-process row only on the tick it is first seen and when its full tier ran; its cheap
+        figures are the unit's own row (issue 25: 2,000 units a second)."""
         self.store, self.verify_every, self.metric = store, verify_every, metric
+        self.single_process_rows = single_process_rows
         self.proc_rows: list[tuple] = []
         self.replica_rows: list[tuple] = []
         self.seen: list[int] = []               # processes rows sampled this tick (last_seen, at flush)
@@ -93,32 +98,44 @@ class Recorder:
 
     def observe(self, r: Tracked, readings: list[sampler.ProcReading], now: float, phase: str,
                 cgroup: sampler.Cgroup | None = None, stats=None) -> None:
-        seen = {(rd.stat.pid, rd.stat.start_ticks) for rd in readings}
-        for pid, _ in r.current - seen:      # gone since last tick: close its cached /proc files
-            sampler.forget(pid)
-        r.current = seen
+        seen = {rd.stat.identity for rd in readings}
+        if seen != r.current:
+            for pid, _ in r.current - seen:      # gone since last tick: close its cached /proc files
+                sampler.forget(pid)
+            r.current = seen
+        rows_for_all = self.single_process_rows or len(readings) > 1
         for rd in readings:
-            key = (rd.stat.pid, rd.stat.start_ticks)
-            proc_id = self.process_id(r, rd, now)
+            st = rd.stat
+            key = st.identity
+            proc_id = r.processes.get(key)
+            new = proc_id is None
+            if new:
+                proc_id = self.process_id(r, rd, now)
             if now - r.verified_at.get(key, -1e18) >= self.verify_every and \
-                    sampler.process_age(rd.stat.start_ticks) >= VERIFY_MIN_AGE:
+                    sampler.process_age(st.start_ticks) >= VERIFY_MIN_AGE:
                 self.verify(r, key, proc_id, now)
-            f = rd.full or {}
-            self.proc_rows.append((now, proc_id, "full" if rd.full else "cheap", rd.rss_kb, f.get("pss_kb"),
-                                   f.get("uss_kb"), f.get("anon_kb"), f.get("swap_kb"), rd.stat.utime_s,
-                                   rd.stat.stime_s, rd.stat.minflt, rd.stat.majflt, rd.stat.threads,
-                                   f.get("lazyfree_kb")))
+            f = rd.full
+            if rows_for_all or new or f:
+                f = f or {}
+                self.proc_rows.append((now, proc_id, "full" if rd.full else "cheap", rd.rss_kb, f.get("pss_kb"),
+                                       f.get("uss_kb"), f.get("anon_kb"), f.get("swap_kb"), st.utime_s,
+                                       st.stime_s, st.minflt, st.majflt, st.threads, f.get("lazyfree_kb")))
             self.seen.append(proc_id)
-        full = bool(readings) and all(rd.full for rd in readings)
-        total = lambda k: sum(rd.full[k] for rd in readings) if full else None  # noqa: E731
-        row = (now, r.id, phase, len(readings), sum(rd.rss_kb for rd in readings), total("pss_kb"),
-               total("uss_kb"), total("anon_kb"), total("swap_kb"),
-               sum(rd.stat.utime_s + rd.stat.stime_s for rd in readings),
-               cgroup.usage_kb() if cgroup else None, cgroup.peak_kb() if cgroup else None,
-               stats.live_bytes if stats else None, stats.ops if stats else None, "full" if full else "cheap",
-               sum(rd.vmsize_kb for rd in readings), total("lazyfree_kb"))
+        cg_usage, cg_peak = (cgroup.usage_kb(), cgroup.peak_kb()) if cgroup else (None, None)
+        if len(readings) == 1 and not readings[0].full and stats is None:    # the fleet's common case, kept short
+            rd = readings[0]
+            row = (now, r.id, phase, 1, rd.rss_kb, None, None, None, None, rd.stat.utime_s + rd.stat.stime_s,
+                   cg_usage, cg_peak, None, None, "cheap", rd.vmsize_kb, None)
+        else:
+            full = bool(readings) and all(rd.full for rd in readings)
+            total = lambda k: sum(rd.full[k] for rd in readings) if full else None  # noqa: E731
+            row = (now, r.id, phase, len(readings), sum(rd.rss_kb for rd in readings), total("pss_kb"),
+                   total("uss_kb"), total("anon_kb"), total("swap_kb"),
+                   sum(rd.stat.utime_s + rd.stat.stime_s for rd in readings),
+                   cg_usage, cg_peak, stats.live_bytes if stats else None, stats.ops if stats else None,
+                   "full" if full else "cheap", sum(rd.vmsize_kb for rd in readings), total("lazyfree_kb"))
         self.replica_rows.append(row)
-        value = row[self.SAMPLE_COLUMNS.index(self.metric + "_kb")]
+        value = row[self.METRIC_INDEX[self.metric]]
         r.last_metric_kb = value if value is not None else r.last_metric_kb
 
     def flush(self, now: float) -> None:

@@ -16,6 +16,7 @@ import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 PAGE_KB = os.sysconf("SC_PAGE_SIZE") // 1024
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -25,8 +26,8 @@ SMAPS_FIELDS = {"Rss": "rss_kb", "Pss": "pss_kb", "Anonymous": "anon_kb", "Swap"
                 "LazyFree": "lazyfree_kb"}
 
 
-@dataclass(frozen=True)
-class ProcStat:
+class ProcStat(NamedTuple):
+    """One /proc/PID/stat reading (a named tuple: the collector builds thousands a tick)."""
     pid: int
     ppid: int
     comm: str
@@ -332,7 +333,7 @@ def make_cgroup(name: str) -> tuple[Cgroup | None, str]:
 
 # ---- the tiered sampler -------------------------------------------------------------------------
 
-@dataclass
+@dataclass(slots=True)
 class ProcReading:
     stat: ProcStat
     vmsize_kb: int
@@ -357,7 +358,25 @@ class SmapsBudget:
         return sorted(keys, key=lambda k: self.last_full.get(k, -1.0))
 
 
-def sample_processes(pids: list[int], budget: SmapsBudget,
+def full_tier(readings: list[ProcReading], budget: SmapsBudget) -> None:
+    """smaps_rollup for the stalest readings first while the budget allows (in place: `full`,
+    and `rss_kb` from the same read)."""
+    if not budget.allowed():                         # nothing to order this tick
+        return
+    by_key = {r.stat.identity: r for r in readings}
+    for key in budget.order(list(by_key)):
+        if not budget.allowed():
+            break
+        t0 = time.thread_time()
+        full = read_smaps_rollup(key[0])
+        budget.spent += time.thread_time() - t0
+        if full is not None:
+            by_key[key].full = full
+            by_key[key].rss_kb = full["rss_kb"]
+            budget.last_full[key] = time.monotonic()
+
+
+def sample_processes(pids: list[int], budget: SmapsBudget | None,
                      expected: dict[int, int] | None = None) -> list[ProcReading]:
     """Cheap tier for every pid, full tier in stalest-first order while the budget allows.
     `expected` (pid -> start ticks) names the processes the caller matched; a reading of another
@@ -371,18 +390,9 @@ def sample_processes(pids: list[int], budget: SmapsBudget,
         if st is None or st.state == "Z" or (expected is not None and expected.get(pid, st.start_ticks) != st.start_ticks):
             continue
         statm = read_statm(pid)
-        if statm is not None:
+        if statm is not None and statm[0] > 0:       # no address space: exiting, its memory already released
             readings.append(ProcReading(st, statm[0], statm[1], None))
-    by_key = {(r.stat.pid, r.stat.start_ticks): r for r in readings}
-    for key in budget.order(list(by_key)):
-        if not budget.allowed():
-            break
-        t0 = time.thread_time()
-        full = read_smaps_rollup(key[0])
-        budget.spent += time.thread_time() - t0
-        if full is not None:
-            by_key[key].full = full
-            by_key[key].rss_kb = full["rss_kb"]
-            budget.last_full[key] = time.monotonic()
+    if budget is not None:                           # None: the cheap tier only
+        full_tier(readings, budget)
     return [r for r in readings if str(r.stat.pid) not in _opened_pids
             or ((again := read_stat(r.stat.pid)) is not None and again.start_ticks == r.stat.start_ticks)]

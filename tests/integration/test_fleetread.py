@@ -1,0 +1,94 @@
+"""The fleet collector's native reader (native/fleet_reader.c through fleetread.py) on real
+cgroups and real processes: each tick it sees a member that joined since the last one (on cgroup
+v2 through a descriptor kept open, on v1 by opening afresh), reads the same figures /proc shows,
+drops a member that left and closes its descriptor, and reads only the units asked for."""
+from __future__ import annotations
+
+import os
+import subprocess
+import uuid
+from pathlib import Path
+
+import pytest
+
+from alloclab import fleetread, sampler
+
+
+def _cgroups() -> list[tuple[str, Path]]:
+    """A fresh cgroup of each kind this host lets us make: v2 (the unified hierarchy) and v1
+    (the memory controller's, as the runner makes them)."""
+    made = []
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        hid, controllers, rel = line.split(":", 2)
+        if hid == "0" and controllers == "":
+            for mount in ("/sys/fs/cgroup/unified", "/sys/fs/cgroup"):
+                if (Path(mount) / "cgroup.procs").exists() and (Path(mount) / "cgroup.controllers").exists():
+                    path = Path(mount + rel) / f"alloclab-fleetread-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+                    try:
+                        path.mkdir()
+                        made.append(("v2", path))
+                    except OSError:
+                        pass
+                    break
+    cg, _ = sampler.make_cgroup(f"alloclab-fleetread-{os.getpid()}-{uuid.uuid4().hex[:6]}")
+    if cg is not None and cg.version == 1:
+        made.append(("v1", cg.path))
+    return made
+
+
+def _join(cgroup: Path, proc: subprocess.Popen) -> None:
+    (cgroup / "cgroup.procs").write_text(str(proc.pid))
+
+
+@pytest.fixture
+def reader():
+    r, why = fleetread.open_reader(64)
+    if r is None:
+        pytest.skip(f"native reader unavailable: {why}")
+    yield r
+    r.close()
+
+
+def test_members_that_join_and_leave_are_seen_on_the_next_tick(reader):
+    made = _cgroups()
+    if not made:
+        pytest.skip("no cgroup can be made here")
+    procs: list[subprocess.Popen] = []
+    try:
+        reader.set_units(len(made) + 1)
+        for i, (_, path) in enumerate(made):
+            reader.set_unit(i, str(path / "cgroup.procs"))
+        reader.set_unit(len(made), None)                      # a unit without a cgroup: not read here
+        first = [subprocess.Popen(["sleep", "600"]) for _ in made]
+        procs += first
+        for (_, path), p in zip(made, first):
+            _join(path, p)
+        got = reader.read()
+        for i, ((kind, _), p) in enumerate(zip(made, first)):
+            (rd,) = got[i]
+            st, (vmsize, resident) = sampler.read_stat(p.pid), sampler.read_statm(p.pid)
+            assert rd.stat.identity == st.identity and rd.stat.comm == "sleep", kind
+            assert (rd.vmsize_kb, rd.rss_kb) == (vmsize, resident), kind      # the figures statm shows
+        assert len(made) not in got
+        second = [subprocess.Popen(["sleep", "600"]) for _ in made]
+        procs += second
+        for (_, path), p in zip(made, second):
+            _join(path, p)
+        got = reader.read()
+        for i, ((kind, _), a, b) in enumerate(zip(made, first, second)):
+            assert sorted(rd.stat.pid for rd in got[i]) == sorted([a.pid, b.pid]), f"{kind}: a member that joined was not seen"
+        assert reader.open_processes() == 2 * len(made)
+        for p in first:
+            p.kill()
+            p.wait()
+        got = reader.read()
+        for i, ((kind, _), b) in enumerate(zip(made, second)):
+            assert [rd.stat.pid for rd in got[i]] == [b.pid], kind
+        assert reader.open_processes() == len(made), "the descriptor of a process that left stayed open"
+        assert set(reader.read(only=[0])) == {0}                # a second read in one tick: the units asked for
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+        for _, path in made:
+            path.rmdir()

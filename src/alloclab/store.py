@@ -460,7 +460,8 @@ class Store:
     def add_group(self, *, name: str, allocator: str, kind: str | None = None, library_path: str | None = None,
                   library_sha256: str | None = None, family: str | None = None, version: str | None = None,
                   env_json: str | None = None, command_json: str | None = None, is_baseline: int = 0,
-                  provenance_json: str | None = None, hardening_json: str | None = None) -> int:
+                  provenance_json: str | None = None, hardening_json: str | None = None,
+                  tunables_json: str | None = None) -> int:
         """A group (one allocator setting); returns its id."""
         return self._insert("groups", **_given(locals()))
 
@@ -468,7 +469,7 @@ class Store:
                     start_order: int | None = None, started_at: float | None = None, ended_at: float | None = None,
                     exit_code: int | None = None, root_pid: int | None = None, cgroup: str | None = None,
                     verified: int | None = None, verify_detail: str | None = None, end_kind: str | None = None,
-                    host: str | None = None) -> int:
+                    host: str | None = None, embedded_json: str | None = None) -> int:
         """A replica (one sampled instance: a started program, a fleet unit, an imported relay); returns its id."""
         return self._insert("replicas", **_given(locals()))
 

@@ -93,7 +93,8 @@ def merge(runs: tuple[Path, ...], output: Path) -> None:
 @click.option("--metric", help="rss, pss, uss or anon.", show_default="run A's")
 @click.option("--fail-on-increase", type=float, metavar="PCT",
               help="CI gate: exit 1 when a group of B is shown to use more than PCT% more memory than in A (its whole "
-                   "ratio interval lies above 1 + PCT/100); says inconclusive when the interval reaches past it.")
+                   "ratio interval lies above 1 + PCT/100); says inconclusive when the interval reaches past it, or when "
+                   "the runs' levels stand for times of day more than 2 h apart (a daily cycle; warning times-of-day-differ).")
 @click.option("--fail-on-inconclusive", is_flag=True,
               help="With --fail-on-increase: exit 4 when the data cannot tell (an interval reaches past the threshold).")
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")

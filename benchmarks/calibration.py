@@ -585,6 +585,40 @@ def _clock_series(rng: np.random.Generator, k: int, t: np.ndarray, kind: str, st
     return sim.two_scale(rng, k, t, fast_phi=0.9, level=1.0)
 
 
+def compare_gate(rng: np.random.Generator, n: int, levels) -> None:
+    """The `compare --fail-on-increase 5` gate: run B is run A's design started at another hour (or
+    the same hour); each outcome from the intervals alone and with the comparison's
+    times-of-day-differ warning (analysis.warnings, real rule), which makes it inconclusive."""
+    from alloclab.analysis.warnings import LevelTime, times_of_day_differ
+    from alloclab.stats.across_runs import compare_pairs, gate
+    window = 1.5 * 86400                    # levels: each replica's last sample (imported data's basis)
+    for kind in ("cycle", "two-scale"):
+        for reps in (3, 5):
+            for hours in ("any", "same"):
+                for up in (1.0, 1.05, 1.20):
+                    counts = dict.fromkeys(("within", "above", "inconclusive"), 0)
+                    ruled = dict(counts)
+                    for _ in range(n):
+                        ha = float(rng.uniform(0, 24))
+                        hb = ha if hours == "same" else float(rng.uniform(0, 24))
+                        a = levels(kind, (3, reps), ha)
+                        b = levels(kind, (3, reps), hb, ratios=[up, 1.0, 1.0])
+                        got = [gate(c, 5.0).outcome for c in compare_pairs({f"g{j}": (a[j], b[j]) for j in range(3)}).values()]
+                        outcome = "above" if "above" in got else "inconclusive" if "inconclusive" in got else "within"
+                        counts[outcome] += 1
+                        held = times_of_day_differ(LevelTime(ha * 3600, ha * 3600 + window, averaged=False),
+                                                   LevelTime(hb * 3600, hb * 3600 + window, averaged=False))
+                        ruled["inconclusive" if held else outcome] += 1
+                    if kind == "two-scale" and hours == "same":
+                        continue                    # no clock component: the start hour does not matter
+                    for label, c in (("intervals alone", counts), ("with times-of-day-differ", ruled)):
+                        err = ("false fail " + rate(c["above"], n)) if up <= 1.05 else ("false pass " + rate(c["within"], n))
+                        row(f"compare --fail-on-increase 5, {kind} series, n = {reps}, run B started at "
+                            f"{'any hour' if hours == 'any' else 'the same hour'}, one of 3 groups {up - 1:+.0%}, "
+                            f"{label}: within / above / inconclusive", f"{c['within'] / n:.1%} / {c['above'] / n:.1%} / "
+                            f"{c['inconclusive'] / n:.1%}; {err}", "false fail ≤ 2.5%, false pass ≤ 5%", n)
+
+
 def gates(rng: np.random.Generator, n: int) -> None:
     """The host-blocking factor, the `compare --fail-on-increase` gate and the canary start-up
     guard on daily-cycle and two-scale series. Levels as analysis takes them from imported data:
@@ -593,7 +627,6 @@ def gates(rng: np.random.Generator, n: int) -> None:
     from alloclab import rollout
     from alloclab.analysis.hosts import host_factor
     from alloclab.stats import compare_to_baseline
-    from alloclab.stats.across_runs import compare_pairs, gate
     t = sim.times(1.5 * 86400, 600.0)
 
     def levels(kind: str, shape: tuple[int, ...], start_hour: float, ratios=None) -> np.ndarray:
@@ -622,26 +655,7 @@ def gates(rng: np.random.Generator, n: int) -> None:
                     pooled += any(c.significant for c in compare_to_baseline(by, "glibc").values())
                 row(f"host factor, {kind} series, {name}, host SD {host_sd}: family-wise false significance, blocked / pooled",
                     f"{rate(blocked, n)} / {rate(pooled, n)}", "blocked ≤ 5%", n)
-    # the compare gate: run B is run A's design started at another hour (or the same hour)
-    for kind in ("cycle", "two-scale"):
-        for reps in (3, 5):
-            for hours in ("any", "same"):
-                for up in (1.0, 1.05, 1.20):
-                    counts = dict.fromkeys(("within", "above", "inconclusive"), 0)
-                    for _ in range(n):
-                        ha = float(rng.uniform(0, 24))
-                        hb = ha if hours == "same" else float(rng.uniform(0, 24))
-                        a = levels(kind, (3, reps), ha)
-                        b = levels(kind, (3, reps), hb, ratios=[up, 1.0, 1.0])
-                        got = [gate(c, 5.0).outcome for c in compare_pairs({f"g{j}": (a[j], b[j]) for j in range(3)}).values()]
-                        counts["above" if "above" in got else "inconclusive" if "inconclusive" in got else "within"] += 1
-                    if kind == "two-scale" and hours == "same":
-                        continue                    # no clock component: the start hour does not matter
-                    err = ("false fail " + rate(counts["above"], n)) if up <= 1.05 else ("false pass " + rate(counts["within"], n))
-                    row(f"compare --fail-on-increase 5, {kind} series, n = {reps}, run B started at "
-                        f"{'any hour' if hours == 'any' else 'the same hour'}, one of 3 groups {up - 1:+.0%}: "
-                        f"within / above / inconclusive", f"{counts['within'] / n:.1%} / {counts['above'] / n:.1%} / "
-                        f"{counts['inconclusive'] / n:.1%}; {err}", "false fail ≤ 2.5%, false pass ≤ 5%", n)
+    compare_gate(rng, n, levels)
     # the canary start-up guard (--warmup auto; and the same-age rule, whose old curve the collector
     # recorded over the old process's life, old_age to 0 s before the restart, at other clock times)
     guards = rollout.Guards(max_increase=0.25, persist=3)

@@ -92,7 +92,8 @@ def merge(runs: tuple[Path, ...], output: Path) -> None:
 @click.option("--metric", help="rss, pss, uss or anon.", show_default="run A's")
 @click.option("--fail-on-increase", type=float, metavar="PCT",
               help="CI gate: exit 1 when a group of B is shown to use more than PCT% more memory than in A (its whole "
-                   "ratio interval lies above 1 + PCT/100); says inconclusive when the interval reaches past it.")
+                   "ratio interval lies above 1 + PCT/100); says inconclusive when the interval reaches past it, or when "
+                   "the runs' levels stand for times of day more than 2 h apart (a daily cycle; warning times-of-day-differ).")
 @click.option("--fail-on-inconclusive", is_flag=True,
               help="With --fail-on-increase: exit 4 when the data cannot tell (an interval reaches past the threshold).")
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
@@ -105,8 +106,8 @@ def compare(run_a: Path, run_b: Path, by: str, metric: str | None, fail_on_incre
       alloclab compare runs/base runs/cand --fail-on-increase 5 --fail-on-inconclusive
 
     Exit codes: 0 done (with a gate: every group shown within the threshold, or inconclusive without
-    --fail-on-inconclusive), 1 a group shown above the threshold, 2 bad input, 3 inconclusive with
-    --fail-on-inconclusive."""
+    --fail-on-inconclusive), 1 a group shown above the threshold, 2 bad input, 3 an environment fault
+    (a damaged store, a full disk), 4 inconclusive with --fail-on-inconclusive."""
     from .commands.compare import compare_command
     sys.exit(compare_command(run_a, run_b, by, metric, fail_on_increase, as_json, console, fail_on_inconclusive))
 

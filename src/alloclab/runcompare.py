@@ -21,7 +21,8 @@ import numpy as np
 from . import stats
 from .analysis import RULES, analyse
 from .errors import UserError
-from .analysis.warnings import Warning
+from .analysis.load import is_imported
+from .analysis.warnings import LevelTime, Warning, times_of_day_differ
 from .stats.across_runs import GateResult, compare_pairs, gate
 from .store import Store
 
@@ -94,6 +95,7 @@ class RunComparison:
     notes: list[str] = field(default_factory=list)
     warnings_a: list[Warning] = field(default_factory=list)   # each run's own analysis warnings
     warnings_b: list[Warning] = field(default_factory=list)
+    warnings: list[Warning] = field(default_factory=list)     # the comparison's own (times-of-day-differ)
 
     @property
     def failed(self) -> list[GroupDelta]:
@@ -108,11 +110,23 @@ class RunComparison:
         """within | above | inconclusive for the whole comparison (None without --fail-on-increase):
         above when any group is shown above; inconclusive when none is but one is inconclusive, or
         no group was matched at all."""
+        raw = self.gate_raw
+        return "inconclusive" if raw and self.gate_held else raw
+
+    @property
+    def gate_raw(self) -> str | None:
+        """The outcome from the intervals alone, before gate_held."""
         if self.fail_on_increase is None:
             return None
         if self.failed:
             return "above"
         return "inconclusive" if self.inconclusive or not self.groups else "within"
+
+    @property
+    def gate_held(self) -> list[Warning]:
+        """Warnings that make any gate outcome inconclusive: levels taken at different times of day
+        (a daily cycle alone moves B/A; calibration in docs/analysis.md, "Issue 29 scenarios")."""
+        return [w for w in self.warnings if w.kind == "times-of-day-differ"]
 
     @property
     def any_significant(self) -> bool:
@@ -122,7 +136,7 @@ class RunComparison:
         return {
             "run_a": asdict(self.a), "run_b": asdict(self.b), "matched_by": self.by, "basis": self.basis,
             "alpha": self.alpha, "fail_on_increase_pct": self.fail_on_increase,
-            "gate": self.gate_outcome,
+            "gate": self.gate_outcome, "gate_before_warnings": self.gate_raw,
             "gate_rule": None if self.fail_on_increase is None else GATE_RULE.format(limit=1 + self.fail_on_increase / 100),
             "any_significant_change": self.any_significant,
             "groups": [{"key": g.key, "group_a": g.group_a, "group_b": g.group_b, "replicas_a": g.n_a,
@@ -136,6 +150,7 @@ class RunComparison:
                             "outcome": g.gate.outcome, "limit": g.gate.limit, "allows_up_to_pct": g.gate.upper_pct,
                             "smallest_detectable_increase_pct": g.gate.detectable_pct, "reason": g.gate.reason}}
                        for g in self.groups],
+            "warnings": [w.as_dict() for w in self.warnings],
             "warnings_a": [w.as_dict() for w in self.warnings_a], "warnings_b": [w.as_dict() for w in self.warnings_b],
             "only_in_a": self.only_a, "only_in_b": self.only_b,
             "provenance_changes": [asdict(c) for c in self.changes], "experiment_diff": self.experiment_diff,
@@ -174,6 +189,21 @@ def _open(run: str | Path, which: str) -> Store:
     if not store.groups():
         raise UserError(f"run {which} ({run}) has no groups", "give a run made by `alloclab run` or `alloclab import`")
     return store
+
+
+def _level_time(store: Store, an) -> LevelTime | None:
+    """When the run's compared levels were taken: imported data at the comparable window's end; a
+    run of ours as a mean over its replicas' steady windows (the medians of their starts and ends)."""
+    if is_imported(store):
+        return None if an.window is None else LevelTime(an.window.start, an.window.end, averaged=False)
+    if store.meta().get("source") == "run":
+        return None     # an experiment makes its own load (command, [load]): the hour it ran at is no factor
+    used = [r for r in an.replicas if r.verified is not False and r.steady_mean_mb is not None and r.excluded is None
+            and r.steady_start is not None]
+    if not used:
+        return None
+    return LevelTime(float(np.median([r.steady_start for r in used])), float(np.median([r.steady_end for r in used])),
+                     averaged=True)
 
 
 def compare_runs(run_a: str | Path, run_b: str | Path, *, metric: str | None = None, by: str = "group",
@@ -222,6 +252,8 @@ def compare_runs(run_a: str | Path, run_b: str | Path, *, metric: str | None = N
                         [k for k in gb if k not in ga], changes, diff[:EXPERIMENT_DIFF_LINES] +
                         ([f"... {len(diff) - EXPERIMENT_DIFF_LINES} more lines"] if len(diff) > EXPERIMENT_DIFF_LINES else []),
                         aa.level_basis, RULES["alpha"], fail_on_increase, notes, aa.warnings, ab.warnings)
+    clock = times_of_day_differ(_level_time(sa, aa), _level_time(sb, ab))
+    out.warnings += [clock] if clock else []
     sa.close()
     sb.close()
     return out
@@ -262,7 +294,7 @@ def _wrap(line: str, width: int, indent: str = "") -> list[str]:
 
 
 def _warning_lines(rc: RunComparison) -> list[str]:
-    out = []
+    out = [f"  comparison, {w.severity} {w.kind}: {w.message}" for w in rc.warnings]
     for g in rc.groups:
         out += [f"  comparison, {g.key}: {n}" for n in g.comparison.notes]
     for which, ws in (("A", rc.warnings_a), ("B", rc.warnings_b)):
@@ -285,6 +317,9 @@ def _gate_lines(rc: RunComparison) -> list[str]:
                 ", ".join(g.key for g in rc.failed))
     elif outcome == "within":
         head = f"gate PASSED (--fail-on-increase {pct:g}): every group shown within {limit:g}× of run A"
+    elif rc.gate_held:
+        head = (f"gate INCONCLUSIVE (--fail-on-increase {pct:g}): the intervals alone say {rc.gate_raw}, but "
+                + "; ".join(f"{w.kind}: {w.message}" for w in rc.gate_held))
     else:
         which = ", ".join(g.key for g in rc.inconclusive) or "no group matched"
         head = (f"gate INCONCLUSIVE (--fail-on-increase {pct:g}): the data cannot tell whether {which} rose by more "

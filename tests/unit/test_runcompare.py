@@ -18,15 +18,16 @@ N = 300          # samples per replica, 1 s apart
 
 
 def make_run(path, groups: dict[str, list[float]], *, seed: int = 0, sha: str = "a" * 64, kernel: str = "6.1.0",
-             experiment: str = 'name = "x"\n', family: dict[str, str] | None = None, command: list[str] | None = None):
+             experiment: str = 'name = "x"\n', family: dict[str, str] | None = None, command: list[str] | None = None,
+             t0: float = T0, step: float = 1.0, source: str = "run"):
     """A finished run: each group's replicas flat at the given levels (MB) with 1% AR(1) noise,
-    N samples 1 s apart, every replica verified."""
+    N samples `step` s apart from t0, every replica verified."""
     path.mkdir(parents=True)
     st = Store.create(path / "run.db")
     rng = np.random.default_rng(seed)
     st.begin()
-    st.set_meta(name="x", metric="rss", interval=1.0, phases={"warmup": 0.0, "load": float(N), "idle": 0.0},
-                started_at=T0, ended_at=T0 + N, end_reason="planned duration reached", source="run", seed=0,
+    st.set_meta(name="x", metric="rss", interval=step, phases={"warmup": 0.0, "load": float(N * step), "idle": 0.0},
+                started_at=t0, ended_at=t0 + N * step, end_reason="planned duration reached", source=source, seed=0,
                 kernel=kernel, host="h", glibc="glibc 2.36", cpu="c", alloclab_version="0", experiment=experiment)
     for k, (g, levels) in enumerate(groups.items()):
         fam = (family or {}).get(g, "glibc")
@@ -34,14 +35,14 @@ def make_run(path, groups: dict[str, list[float]], *, seed: int = 0, sha: str = 
                         library_sha256=sha, family=fam, version="1", env_json='{"MALLOC_ARENA_MAX": "2"}', command_json=json.dumps(command or ["prog"]),
                         is_baseline=int(k == 0), provenance_json="{}")
         for i, level in enumerate(levels, 1):
-            rid = st.add_replica(group_id=gid, idx=i, name=f"{g}-{i}", start_order=i, started_at=T0,
-                            ended_at=T0 + N, exit_code=0, root_pid=1000 + i, verified=1, end_kind="stopped")
+            rid = st.add_replica(group_id=gid, idx=i, name=f"{g}-{i}", start_order=i, started_at=t0,
+                            ended_at=t0 + N * step, exit_code=0, root_pid=1000 + i, verified=1, end_kind="stopped")
             noise = np.zeros(N)
             for j in range(1, N):
                 noise[j] = 0.9 * noise[j - 1] + rng.normal(0, 0.004)
             kb = (level * 1024 * (1 + noise)).astype(int)
             st.add_samples(("t", "replica_id", "phase", "nprocs", "rss_kb", "tier"),
-                           [(T0 + j, rid, "load", 1, int(v), "fast") for j, v in enumerate(kb)])
+                           [(t0 + j * step, rid, "load", 1, int(v), "fast") for j, v in enumerate(kb)])
     st.commit()
     st.close()
     return path
@@ -159,3 +160,39 @@ def test_text_names_every_warning_fits_80_columns_and_says_inconclusive(tmp_path
     # no word split over two lines: every token of the wrapped text is a token of the unwrapped one
     wide = " ".join(runcompare.text_lines(rc, width=80, wrap=False)).split()
     assert set(" ".join(lines).split()) <= set(wide)
+
+
+def test_levels_taken_at_different_times_of_day_warn_and_hold_the_gate(tmp_path):
+    """A daily cycle alone moves B/A when the runs' levels stand for different hours (calibration:
+    7.0% false fails at n = 5 without this): warned, in --json, and the gate says inconclusive."""
+    groups = {"jemalloc": [60, 61, 60.5]}
+    a = make_run(tmp_path / "a", groups, seed=1, source="fleet")
+    late = make_run(tmp_path / "late", {"jemalloc": [80, 81, 80.5]}, seed=2, t0=T0 + 6 * 3600, source="fleet")
+    rc = runcompare.compare_runs(a, late, fail_on_increase=5)
+    [w] = rc.warnings
+    assert w.kind == "times-of-day-differ" and w.data["hours_apart"] == pytest.approx(6.0, abs=0.01)
+    assert rc.gate_raw == "above" and rc.gate_outcome == "inconclusive"
+    assert compare_exit_code(rc.gate_outcome, False) == 0 and compare_exit_code(rc.gate_outcome, True) == 4
+    text = runcompare.text_lines(rc, wrap=False)
+    gate_line = next(ln for ln in text if ln.startswith("gate INCONCLUSIVE"))
+    assert "times-of-day-differ" in gate_line and "same hour" in gate_line and "≥ 24 h" in gate_line
+    clock = lambda t: __import__("alloclab.timefmt", fromlist=["utc"]).utc(t, minutes=True)[11:16]   # noqa: E731
+    assert clock(T0) in w.message and clock(T0 + 6 * 3600) in w.message
+    d = json.loads(runcompare.to_json(rc))
+    assert d["gate"] == "inconclusive" and d["gate_before_warnings"] == "above"
+    assert [x["kind"] for x in d["warnings"]] == ["times-of-day-differ"]
+    # two experiments of `alloclab run` make their own load: the hour they ran at is no factor
+    lab_a = make_run(tmp_path / "lab-a", groups, seed=1)
+    lab_b = make_run(tmp_path / "lab-b", {"jemalloc": [80, 81, 80.5]}, seed=2, t0=T0 + 6 * 3600)
+    lab = runcompare.compare_runs(lab_a, lab_b, fail_on_increase=5)
+    assert lab.warnings == [] and lab.gate_outcome == "above"
+    # the same hour a day later: no warning, the gate decides
+    same = runcompare.compare_runs(a, make_run(tmp_path / "same", groups, seed=2, t0=T0 + 86400, source="fleet"), fail_on_increase=5)
+    assert same.warnings == [] and same.gate_outcome == same.gate_raw
+    # both levels are means over ≥ 24 h: the cycle averages out whatever the start hour
+    long_a = make_run(tmp_path / "la", groups, seed=1, step=300.0, source="fleet")
+    long_b = make_run(tmp_path / "lb", groups, seed=2, step=300.0, t0=T0 + 7 * 3600, source="fleet")
+    assert runcompare.compare_runs(long_a, long_b, fail_on_increase=5).warnings == []
+    # one a day average, the other not: warned whatever the hours
+    mixed = runcompare.compare_runs(long_a, a, fail_on_increase=5)
+    assert [w.kind for w in mixed.warnings] == ["times-of-day-differ"]

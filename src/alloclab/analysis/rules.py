@@ -44,4 +44,9 @@ RULES = {
     "cpu_saturated_load_per_core": 1.5,
     "ticks_skipped_share": 0.05,      # more than 5% of the sampling ticks skipped (a tick overran): ticks-skipped is a caution
     "host_share_gap": 0.2,            # a host's share of a group's replicas 20 points off its share of all: hosts-unbalanced
+    # compare (runcompare.py): a daily cycle of amplitude A shifts a level taken at time-of-day
+    # offset d by up to 2A·sin(πd/24): 2 h keeps that ≤ 0.52A (≤ 2.1% for the calibration's 4% cycle);
+    # a mean over ≥ 20 h keeps ≤ 0.19A of the cycle (|sin(πL/24)/(πL/24)|), so it is a day average
+    "clock_skew_hours": 2.0,          # the runs' levels taken further apart in time of day: times-of-day-differ
+    "day_average_hours": 20.0,        # a level averaged over this long is not biased by the time of day
 }

@@ -425,3 +425,48 @@ def host_spread(replicas: list[dict], groups: list[str]) -> list[Warning]:
                     f"a difference between hosts (largest gap: {worst[0]} on {worst[1]}, {worst[2]:+.0%} of its replicas "
                     f"against the fleet's share); compare within a host, or re-plan each host with every group",
                     {"replicas_per_host": table, "hosts": hosts})]
+
+
+@dataclass
+class LevelTime:
+    """When a run's levels were taken (compare): over the window [start, end] (Unix s), as a mean
+    over it (`averaged`) or at its end."""
+    start: float
+    end: float
+    averaged: bool
+
+    @property
+    def day_average(self) -> bool:
+        return self.averaged and (self.end - self.start) / 3600 >= RULES["day_average_hours"]
+
+    @property
+    def at(self) -> float:
+        """The time of day the level stands for: the window's middle for a mean, else its end."""
+        return (self.start + self.end) / 2 if self.averaged else self.end
+
+    def words(self) -> str:
+        clock = lambda t: utc(t, minutes=True)[11:16]   # noqa: E731
+        how = f"mean over {span(self.end - self.start)}" if self.averaged else "level at its end"
+        return f"{clock(self.start)}–{clock(self.end)} UTC ({how}, stands for {clock(self.at)} UTC)"
+
+
+def times_of_day_differ(a: LevelTime | None, b: LevelTime | None) -> Warning | None:
+    """Two runs' levels taken at different times of day (more than RULES clock_skew_hours apart), or
+    one a day average and the other not: a daily cycle in memory shifts one run against the other,
+    so a ratio B/A can move by the cycle alone. None when both levels average ≥ day_average_hours."""
+    if a is None or b is None or (a.day_average and b.day_average):
+        return None
+    apart = abs((a.at - b.at) / 3600) % 24
+    apart = min(apart, 24 - apart)
+    if a.day_average == b.day_average and apart <= RULES["clock_skew_hours"]:
+        return None
+    why = (f"{apart:.1f} h apart in time of day" if a.day_average == b.day_average else
+           "one run's level is a day average, the other's is taken at one time of day")
+    return Warning("times-of-day-differ", "caution", [], [],
+                   f"the runs' levels cover different parts of the day ({why}): A {a.words()}, B {b.words()}; a daily "
+                   f"cycle in memory moves B/A by itself, so the gate calls such a comparison inconclusive. Start both "
+                   f"runs at the same hour (within {RULES['clock_skew_hours']:g} h), or run each ≥ 24 h",
+                   {"a": {"start": a.start, "end": a.end, "averaged": a.averaged, "at": a.at},
+                    "b": {"start": b.start, "end": b.end, "averaged": b.averaged, "at": b.at},
+                    "hours_apart": round(apart, 2), "limit_hours": RULES["clock_skew_hours"],
+                    "day_average_hours": RULES["day_average_hours"]})

@@ -25,7 +25,7 @@ import sqlite3
 import sys
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
@@ -168,6 +168,8 @@ class Runner:
         self.companions: list[subprocess.Popen] = []        # alloclab's own helpers (the live view): not the run's
         self.load_template = exp.load_command
         self.network = None                   # the tor-network scenario's supporting processes (tornet)
+        self.phases = exp.phases              # as run: the scenario may hold the warm-up (see _warmup_held)
+        self.planned = exp.planned_duration(self.max_duration)    # seconds the run lasts (moves with a held warm-up)
         self.support: list[subprocess.Popen] = []
         if exp.scenario is not None:
             from . import tornet
@@ -519,6 +521,11 @@ class Runner:
             net.relays_ready_at = now
             self.store.event(now, "tor_relays_ready", f"all {len(net.relays)} relays hold a consensus, "
                              f"{now - self.started_wall:.0f} s after they started")
+        if net.directory_at is None and len(net.relays_holding_directory()) == len(net.relays):
+            net.directory_at = now
+            listed = max(h["listed"] for h in net.holding.values())
+            self.store.event(now, "tor_directory_held", f"all {len(net.relays)} relays hold the directory (a consensus "
+                             f"of {listed:,} routers and their descriptors), {now - self.started_wall:.0f} s after they started")
 
     def _record_network(self, now: float) -> None:
         """The directory load each relay served (its load client's counts), as events and meta."""
@@ -530,6 +537,7 @@ class Runner:
                              r.id, r.group.name)
         self.store.set_meta(tor_network=json.dumps({
             "consensus_at": self.network.consensus_at, "relays_ready_at": self.network.relays_ready_at,
+            "directory_at": self.network.directory_at, "holding": self.network.holding,
             "relays_listed": self.network.relays_listed(), "load": counts,
             "routers": self.network.routers_status(), "consensus_bytes": self.network.consensus_bytes()}))
 
@@ -577,16 +585,38 @@ class Runner:
             self.store.set_meta(ticks_skipped=self.skips.total)
             self.store.commit()
 
+    def _warmup_held(self, elapsed: float, now: float) -> bool:
+        """Whether the warm-up goes on past its planned end: the tor-network scenario holds it until
+        every relay holds the directory (downloading thousands of descriptors is not the load under
+        test), at most consensus_timeout longer. When it ends, the later phases move on by as much."""
+        net = self.network
+        if net is None or net.directory_at is not None:
+            return False
+        if elapsed < self.exp.phases.warmup + self.exp.scenario.consensus_timeout:
+            return True
+        self.store.event(now, "tor_directory_incomplete", f"{len(net.holding)} of {len(net.relays)} relays held the "
+                         f"directory when the warm-up's hold ended ({self.exp.scenario.consensus_timeout:g} s past its plan)")
+        return False
+
     def _loop(self) -> str:
         exp = self.exp
-        planned = exp.planned_duration(self.max_duration)
+        planned = self.planned
         need_procs = any(r.cgroup is None for r in self.replicas)
         phase, next_tick = None, time.monotonic()      # the grid starts with the first tick, not before the replicas' start
         while True:
             elapsed = time.monotonic() - self.started_mono
             now = time.time()
-            new_phase = exp.phases.at(elapsed)
+            new_phase = self.phases.at(elapsed)
             self.store.begin()
+            if phase == "warmup" and new_phase != "warmup":
+                if self._warmup_held(elapsed, now):
+                    new_phase = "warmup"
+                elif elapsed > exp.phases.warmup + exp.interval:      # held: the load starts now, as long as planned
+                    self.phases = replace(exp.phases, warmup=elapsed)
+                    planned = self.planned = replace(exp, phases=self.phases).planned_duration(self.max_duration)
+                    self.store.set_meta(phases={"warmup": elapsed, "load": exp.phases.load, "idle": exp.phases.idle},
+                                        planned_warmup=exp.phases.warmup)
+                    new_phase = self.phases.at(elapsed)
             if new_phase != phase:
                 self.store.event(now, "phase", f"{new_phase} phase begins")
                 if new_phase == "load":
@@ -608,7 +638,7 @@ class Runner:
             if all(not r.alive for r in self.replicas):
                 return "all replicas exited"
             if planned is not None and elapsed >= planned:
-                return "planned duration reached" if self.max_duration is None or (exp.phases.total or 0) <= self.max_duration \
+                return "planned duration reached" if self.max_duration is None or (self.phases.total or 0) <= self.max_duration \
                     else "max duration reached"
             if self.stop_check:
                 verdict = self.stop_check(self, elapsed)

@@ -41,6 +41,8 @@ NETWORK_DIR = "tor-network"
 LOAD_OUT = "dirload.json"        # in each replica's log directory
 ROUTERS_OUT = "routers.json"     # the descriptor-only routers' status, in the network directory
 ROUTERS_LISTED = 0.9             # the relays start once the consensus lists this share of the routers
+DIRECTORY_HELD = 0.95            # a relay holds the directory once it has descriptors for this share of its consensus
+DIRECTORY_CHECK_SHARE = 0.05    # reading the relays' caches may take this share of the time while the directory comes in
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
@@ -215,6 +217,9 @@ class TorNetwork:
         self.namespace = LoopbackNamespace()
         self.consensus_at: float | None = None
         self.relays_ready_at: float | None = None
+        self.directory_at: float | None = None      # every relay held the directory (the end of the warm-up)
+        self.holding: dict[str, dict] = {}          # relay -> its directory_held figures, once it held it
+        self._next_check = 0.0
 
     # authorities' ports sit just below port_base (relays use [port_base, port_base + 1024) and the same + 2048)
     def build(self, replicas: list) -> None:
@@ -343,6 +348,22 @@ class TorNetwork:
     def relays_with_consensus(self) -> int:
         return sum(self._consensus(r.workdir / "data", count=False) is not None for r in self.relays)
 
+    def relays_holding_directory(self) -> dict[str, dict]:
+        """The relays that hold the whole directory (`directory_held`), with their figures; a relay
+        once counted is not read again, and the reads take at most DIRECTORY_CHECK_SHARE of the time
+        (a relay's caches are tens of MB at 7,000 routers: a check every few ticks; a small directory:
+        every tick)."""
+        started = time.monotonic()
+        if started < self._next_check:
+            return self.holding
+        for r in self.relays:
+            if r.name not in self.holding:
+                got = directory_held(r.workdir / "data", cache=self.has_load(r))
+                if got["held"]:
+                    self.holding[r.name] = got
+        self._next_check = time.monotonic() + (time.monotonic() - started) / DIRECTORY_CHECK_SHARE
+        return self.holding
+
     def relays_listed(self) -> int:
         c = self.authority_consensus()
         return 0 if c is None else max(0, c[1] - len(self.authorities))
@@ -365,6 +386,36 @@ class TorNetwork:
                 continue
             tails += [f"{a.nick}: {ln}" for ln in text[-lines:]]
         return "\n".join(tails)
+
+
+def _read_all(*paths: Path) -> bytes:
+    out = b""
+    for p in paths:
+        try:
+            out += p.read_bytes()
+        except OSError:
+            pass
+    return out
+
+
+def directory_held(datadir: Path, cache: bool = True) -> dict:
+    """What of the directory one relay's data directory holds: the routers its consensus lists, the
+    distinct routers it holds a server descriptor for (`fingerprint` lines of cached-descriptors and
+    its journal) and the microdescriptors for distinct routers (`id ed25519` lines), against the
+    microdesc consensus's entries. `held`: a consensus and descriptors for DIRECTORY_HELD of its
+    routers — both kinds for a directory cache (it fetches and serves both), either for a relay
+    without the cache (it fetches only what it uses). Identities, not digests: a router publishing
+    anew (churn) is held until the next fetch replaces its descriptor, as on a public relay."""
+    ns = _read_all(datadir / "cached-consensus")
+    md_ns = _read_all(datadir / "cached-microdesc-consensus")
+    listed, md_listed = ns.count(b"\nr "), md_ns.count(b"\nm ")
+    descs = len(set(re.findall(rb"\nfingerprint ([^\n]*)", b"\n" + _read_all(datadir / "cached-descriptors",
+                                                                             datadir / "cached-descriptors.new"))))
+    mds = len(set(re.findall(rb"\nid ed25519 ([^\n]*)", b"\n" + _read_all(datadir / "cached-microdescs",
+                                                                            datadir / "cached-microdescs.new"))))
+    full = [listed > 0 and descs >= DIRECTORY_HELD * listed, md_listed > 0 and mds >= DIRECTORY_HELD * md_listed]
+    return {"listed": listed, "descriptors": descs, "md_listed": md_listed, "microdescs": mds,
+            "held": all(full) if cache else any(full)}
 
 
 # ---- the report's section ----------------------------------------------------------------------------

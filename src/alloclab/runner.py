@@ -640,7 +640,7 @@ class Runner:
             if planned is not None and elapsed >= planned:
                 return "planned duration reached" if self.max_duration is None or (self.phases.total or 0) <= self.max_duration \
                     else "max duration reached"
-            if self.stop_check:
+            if self.stop_check and phase != "warmup":        # a look spent on a held warm-up has no load to test
                 verdict = self.stop_check(self, elapsed)
                 if verdict:
                     return verdict

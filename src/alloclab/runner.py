@@ -609,11 +609,13 @@ class Runner:
             new_phase = self.phases.at(elapsed)
             self.store.begin()
             if phase == "warmup" and new_phase != "warmup":
-                if self._warmup_held(elapsed, now):
-                    new_phase = "warmup"
-                elif elapsed > exp.phases.warmup + exp.interval:      # held: the load starts now, as long as planned
+                held = self._warmup_held(elapsed, now)
+                if held or self.phases is not exp.phases:      # held (now or until now): the later phases move on with it
                     self.phases = replace(exp.phases, warmup=elapsed)
                     planned = self.planned = replace(exp, phases=self.phases).planned_duration(self.max_duration)
+                if held:
+                    new_phase = "warmup"
+                elif self.phases is not exp.phases:            # the held warm-up ends: the load starts now, as long as planned
                     self.store.set_meta(phases={"warmup": elapsed, "load": exp.phases.load, "idle": exp.phases.idle},
                                         planned_warmup=exp.phases.warmup)
                     new_phase = self.phases.at(elapsed)

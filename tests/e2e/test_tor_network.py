@@ -83,6 +83,8 @@ allocator = "{jemalloc}"
     load_at = db.execute("SELECT t FROM events WHERE kind = 'phase' AND description LIKE 'load%'").fetchone()
     assert held and load_at and load_at[0] >= held[0], (held, load_at)
     assert db.execute("SELECT count(*) FROM samples WHERE phase = 'load' AND t < ?", held).fetchone()[0] == 0
+    load_s = db.execute("SELECT max(t) - min(t) FROM samples WHERE phase = 'load'").fetchone()[0]
+    assert load_s >= 30 - 2, load_s                                  # the load lasts as planned after a held warm-up
     assert json.loads(meta["phases"])["warmup"] >= 10 and info["directory_at"] == held[0]
     for name, h in info["holding"].items():
         assert h["listed"] >= 36 and h["descriptors"] >= 0.98 * h["listed"] and h["microdescs"] >= 0.98 * h["md_listed"], (name, h)

@@ -24,7 +24,7 @@ import subprocess
 import sys
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
@@ -173,6 +173,8 @@ class Runner:
         self.companions: list[subprocess.Popen] = []        # alloclab's own helpers (the live view): not the run's
         self.load_template = self.scenario.load_command() if self.scenario is not None else exp.load_command
         self.support: list[subprocess.Popen] = []       # the scenario's supporting processes (start_support)
+        self.phases = exp.phases              # as run: the scenario may hold the warm-up (_warmup_held)
+        self.planned = exp.planned_duration(self.max_duration)    # seconds the run lasts (moves with a held warm-up)
         self.on_setup: Callable[[str], None] = lambda text: None     # progress while the scenario sets up
 
     def add_companion(self, popen: subprocess.Popen) -> None:
@@ -502,16 +504,33 @@ class Runner:
             self.store.set_meta(ticks_skipped=self.skips.total)
             self.store.commit()
 
+    def _warmup_held(self, elapsed: float, now: float) -> bool:
+        """Whether the warm-up goes on past its planned end (the scenario's setting is not ready for
+        the load, e.g. relays still downloading the directory). When it ends, the later phases move on
+        by as much."""
+        return self.scenario is not None and self.scenario.holds_warmup(self, elapsed, now)
+
     def _loop(self) -> str:
         exp = self.exp
-        planned = exp.planned_duration(self.max_duration)
+        planned = self.planned
         need_procs = any(r.cgroup is None for r in self.replicas)
         phase, next_tick = None, time.monotonic()      # the grid starts with the first tick, not before the replicas' start
         while True:
             elapsed = time.monotonic() - self.started_mono
             now = time.time()
-            new_phase = exp.phases.at(elapsed)
+            new_phase = self.phases.at(elapsed)
             with self.store.tick():
+                if phase == "warmup" and new_phase != "warmup":
+                    held = self._warmup_held(elapsed, now)
+                    if held or self.phases is not exp.phases:      # held (now or until now): the later phases move on with it
+                        self.phases = replace(exp.phases, warmup=elapsed)
+                        planned = self.planned = replace(exp, phases=self.phases).planned_duration(self.max_duration)
+                    if held:
+                        new_phase = "warmup"
+                    elif self.phases is not exp.phases:            # the held warm-up ends: the load starts now, as long as planned
+                        self.store.set_meta(phases={"warmup": elapsed, "load": exp.phases.load, "idle": exp.phases.idle},
+                                            planned_warmup=exp.phases.warmup)
+                        new_phase = self.phases.at(elapsed)
                 if new_phase != phase:
                     self.store.add_event(now, "phase", f"{new_phase} phase begins")
                     if new_phase == "load":
@@ -532,9 +551,9 @@ class Runner:
             if all(not r.alive for r in self.replicas):
                 return "all replicas exited"
             if planned is not None and elapsed >= planned:
-                return "planned duration reached" if self.max_duration is None or (exp.phases.total or 0) <= self.max_duration \
+                return "planned duration reached" if self.max_duration is None or (self.phases.total or 0) <= self.max_duration \
                     else "max duration reached"
-            if self.stop_check:
+            if self.stop_check and phase != "warmup":        # a look spent on a held warm-up has no load to test
                 verdict = self.stop_check(self, elapsed)
                 if verdict:
                     return verdict

@@ -12,6 +12,8 @@ The calls, in order:
   setup(run)          the store exists, no replica has started: build the setting, start the supporting
                       processes, wait until they are ready; a reason to stop, or None to start the replicas
   tick(run, now)      every sampling tick, inside its transaction
+  holds_warmup(run, elapsed, now)  at the warm-up's planned end (and each tick after): whether the
+                      setting is not ready for the load yet; the later phases move on by as much
   teardown()          every process of the run has been stopped
   finish(run, now)    inside the transaction recording the run's end: what the scenario measured
 """
@@ -60,6 +62,9 @@ class Scenario(Protocol):
 
     def tick(self, run: Run, now: float) -> None:
         """One sampling tick (inside its transaction)."""
+
+    def holds_warmup(self, run: Run, elapsed: float, now: float) -> bool:
+        """Whether the warm-up goes on past its planned end (the setting is not ready for the load)."""
 
     def teardown(self) -> None:
         """After every process of the run was stopped."""

@@ -313,7 +313,9 @@ class Router:
             "onion-key", self.onion.pem(), "signing-key", self.key.pem(),
             "onion-key-crosscert", self.onion_cc, f"ntor-onion-key-crosscert {ntor.signbit}", self.ntor_certs[self.ntor],
             "hidden-service-dir", f"contact fake router {self.index} <alloclab@test.invalid>",
-            f"ntor-onion-key {ntor.line}", "reject *:*", "tunnelled-dir-server")), self.key)
+            # no tunnelled-dir-server: a router that cannot answer must not be voted V2Dir, or the relays
+            # (DirCache 0 ones above all) spend their bootstrap connecting to 7,000 closed ports for directory info
+            f"ntor-onion-key {ntor.line}", "reject *:*")), self.key)
         return server, extra
 
 

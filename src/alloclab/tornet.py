@@ -41,6 +41,8 @@ OR_PORT_OFFSET = 2048            # port_base <= 60000, + 1,024 replicas + this <
 LOAD_OUT = "dirload.json"        # in each replica's log directory
 ROUTERS_OUT = "routers.json"     # the descriptor-only routers' status, in the network directory
 ROUTERS_LISTED = 0.9             # the relays start once the consensus lists this share of the routers
+DIRECTORY_HELD = 0.95            # a relay holds the directory once it has descriptors for this share of its consensus
+DIRECTORY_CHECK_SHARE = 0.05    # reading the relays' caches may take this share of the time while the directory comes in
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
@@ -215,6 +217,9 @@ class TorNetwork:
         self.namespace = LoopbackNamespace()
         self.consensus_at: float | None = None
         self.relays_ready_at: float | None = None
+        self.directory_at: float | None = None      # every relay held the directory (the end of the warm-up)
+        self.holding: dict[str, dict] = {}          # relay -> its directory_held figures, once it held it
+        self._next_check = 0.0
 
     # authorities' ports sit just below port_base (relays use [port_base, port_base + 1024) and the same + 2048)
     def build(self, replicas: list) -> None:
@@ -343,6 +348,22 @@ class TorNetwork:
     def relays_with_consensus(self) -> int:
         return sum(self._consensus(r.workdir / "data", count=False) is not None for r in self.relays)
 
+    def relays_holding_directory(self) -> dict[str, dict]:
+        """The relays that hold the whole directory (`directory_held`), with their figures; a relay
+        once counted is not read again, and the reads take at most DIRECTORY_CHECK_SHARE of the time
+        (a relay's caches are tens of MB at 7,000 routers: a check every few ticks; a small directory:
+        every tick)."""
+        started = time.monotonic()
+        if started < self._next_check:
+            return self.holding
+        for r in self.relays:
+            if r.name not in self.holding:
+                got = directory_held(r.workdir / "data", cache=self.has_load(r))
+                if got["held"]:
+                    self.holding[r.name] = got
+        self._next_check = time.monotonic() + (time.monotonic() - started) / DIRECTORY_CHECK_SHARE
+        return self.holding
+
     def relays_listed(self) -> int:
         c = self.authority_consensus()
         return 0 if c is None else max(0, c[1] - len(self.authorities))
@@ -365,6 +386,36 @@ class TorNetwork:
                 continue
             tails += [f"{a.nick}: {ln}" for ln in text[-lines:]]
         return "\n".join(tails)
+
+
+def _read_all(*paths: Path) -> bytes:
+    out = b""
+    for p in paths:
+        try:
+            out += p.read_bytes()
+        except OSError:
+            pass
+    return out
+
+
+def directory_held(datadir: Path, cache: bool = True) -> dict:
+    """What of the directory one relay's data directory holds: the routers its consensus lists, the
+    distinct routers it holds a server descriptor for (`fingerprint` lines of cached-descriptors and
+    its journal) and the microdescriptors for distinct routers (`id ed25519` lines), against the
+    microdesc consensus's entries. `held`: a consensus and descriptors for DIRECTORY_HELD of its
+    routers — both kinds for a directory cache (it fetches and serves both), either for a relay
+    without the cache (it fetches only what it uses). Identities, not digests: a router publishing
+    anew (churn) is held until the next fetch replaces its descriptor, as on a public relay."""
+    ns = _read_all(datadir / "cached-consensus")
+    md_ns = _read_all(datadir / "cached-microdesc-consensus")
+    listed, md_listed = ns.count(b"\nr "), md_ns.count(b"\nm ")
+    descs = len(set(re.findall(rb"\nfingerprint ([^\n]*)", b"\n" + _read_all(datadir / "cached-descriptors",
+                                                                             datadir / "cached-descriptors.new"))))
+    mds = len(set(re.findall(rb"\nid ed25519 ([^\n]*)", b"\n" + _read_all(datadir / "cached-microdescs",
+                                                                            datadir / "cached-microdescs.new"))))
+    full = [listed > 0 and descs >= DIRECTORY_HELD * listed, md_listed > 0 and mds >= DIRECTORY_HELD * md_listed]
+    return {"listed": listed, "descriptors": descs, "md_listed": md_listed, "microdescs": mds,
+            "held": all(full) if cache else any(full)}
 
 
 # ---- the scenario the runner runs (scenarios.Scenario) ---------------------------------------------
@@ -448,6 +499,24 @@ class TorScenario:
             net.relays_ready_at = now
             run.store.add_event(now, "tor_relays_ready", f"all {len(net.relays)} relays hold a consensus, "
                                 f"{now - run.started_wall:.0f} s after they started")
+        if net.directory_at is None and len(net.relays_holding_directory()) == len(net.relays):
+            net.directory_at = now
+            listed = max(h["listed"] for h in net.holding.values())
+            run.store.add_event(now, "tor_directory_held", f"all {len(net.relays)} relays hold the directory (a consensus "
+                                f"of {listed:,} routers and their descriptors), {now - run.started_wall:.0f} s after they started")
+
+    def holds_warmup(self, run, elapsed: float, now: float) -> bool:
+        """The warm-up goes on past its planned end until every relay holds the directory
+        (downloading thousands of descriptors is not the load under test), at most consensus_timeout
+        longer."""
+        net = self.network
+        if net is None or net.directory_at is not None:
+            return False
+        if elapsed < self.exp.phases.warmup + self.exp.scenario.consensus_timeout:
+            return True
+        run.store.add_event(now, "tor_directory_incomplete", f"{len(net.holding)} of {len(net.relays)} relays held the "
+                            f"directory when the warm-up's hold ended ({self.exp.scenario.consensus_timeout:g} s past its plan)")
+        return False
 
     def teardown(self) -> None:
         if self.network is not None:
@@ -465,6 +534,7 @@ class TorScenario:
                                 r.id, r.group.name)
         run.store.set_meta(tor_network=json.dumps({
             "consensus_at": self.network.consensus_at, "relays_ready_at": self.network.relays_ready_at,
+            "directory_at": self.network.directory_at, "holding": self.network.holding,
             "relays_listed": self.network.relays_listed(), "load": counts,
             "routers": self.network.routers_status(), "consensus_bytes": self.network.consensus_bytes()}))
 

@@ -78,6 +78,16 @@ allocator = "{jemalloc}"
     # the routers' signed descriptors were accepted and voted in: the consensus lists them beside the relays
     assert info["routers"]["accepted"] >= 40 and info["routers"]["refused"] == 0, info["routers"]
     assert info["relays_listed"] >= 40 + 4, info["relays_listed"]
+    # the warm-up lasts until every relay holds the directory (issue 26: the download is not the load under test)
+    held = db.execute("SELECT t FROM events WHERE kind = 'tor_directory_held'").fetchone()
+    load_at = db.execute("SELECT t FROM events WHERE kind = 'phase' AND description LIKE 'load%'").fetchone()
+    assert held and load_at and load_at[0] >= held[0], (held, load_at)
+    assert db.execute("SELECT count(*) FROM samples WHERE phase = 'load' AND t < ?", held).fetchone()[0] == 0
+    load_s = db.execute("SELECT max(t) - min(t) FROM samples WHERE phase = 'load'").fetchone()[0]
+    assert load_s >= 30 - 2, load_s                                  # the load lasts as planned after a held warm-up
+    assert json.loads(meta["phases"])["warmup"] >= 10 and info["directory_at"] == held[0]
+    for name, h in info["holding"].items():
+        assert h["listed"] >= 36 and h["descriptors"] >= 0.98 * h["listed"] and h["microdescs"] >= 0.98 * h["md_listed"], (name, h)
     cached = (run / "replicas" / "glibc-1" / "work" / "data" / "cached-consensus").read_text()
     assert sum(line.startswith("r fake") for line in cached.splitlines()) >= 36     # what the relay caches and serves
     for name, counts in load.items():

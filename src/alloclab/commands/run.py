@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import socket
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from rich.console import Console, Group as RichGroup
@@ -80,6 +81,8 @@ class Progress:
         return out
 
     def tick(self, runner: Runner, elapsed: float, phase: str) -> None:
+        if runner.phases is not self.exp.phases:      # the scenario held the warm-up: the later phases moved on
+            self.exp, self.planned = replace(self.exp, phases=runner.phases), runner.planned
         alive = sum(r.alive for r in runner.replicas)
         if not self.interactive:
             if elapsed - self.last_line_at < PLAIN_PROGRESS_EVERY_S and phase == self.last_phase:

@@ -86,7 +86,7 @@ def synthesise_store(run: Path, relays: int, days: float, interval: float, seed:
     """The same fleet written straight into a run.db through the store API, as `import torutils`
     would write it (for a report at a scale whose CSV import does not fit in memory)."""
     from alloclab.store import DB_NAME, Store
-    from alloclab.torutils import SAMPLE_COLUMNS
+    from alloclab.torutils.layout import SAMPLE_COLUMNS
     rng = np.random.default_rng(seed)
     n = int(days * 86400 / interval)
     t = 1_767_225_600.0 + np.arange(n) * interval

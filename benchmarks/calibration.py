@@ -344,7 +344,7 @@ def _draw(rng: np.random.Generator, **fixed):
 
 def scenarios(rng: np.random.Generator, n: int, cycles_only: bool = False) -> None:
     """Through the user path: each dataset written as a TorUtils folder (memory.csv, experiment.json),
-    imported with alloclab.torutils.import_torutils and analysed with alloclab.analysis.analyse (what
+    imported with alloclab.torutils.importer.import_torutils and analysed with alloclab.analysis.analyse (what
     `alloclab report` renders into summary.json / replicas.csv / report.md); 4 groups (A, B, C and
     the glibc baseline Z), true ratio 1.00 unless stated."""
     import tempfile
@@ -624,7 +624,7 @@ def gates(rng: np.random.Generator, n: int) -> None:
     guard on daily-cycle and two-scale series. Levels as analysis takes them from imported data:
     each replica's last sample of a 1.5-day window at 10 minutes, times a lognormal replica offset
     (cv 5%)."""
-    from alloclab import rollout
+    from alloclab.fleet import rollout
     from alloclab.analysis.hosts import host_factor
     from alloclab.stats import compare_to_baseline
     t = sim.times(1.5 * 86400, 600.0)

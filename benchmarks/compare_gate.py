@@ -76,7 +76,7 @@ def real_levels() -> list[np.ndarray]:
 
     from alloclab.analysis import analyse
     from alloclab.store import Store
-    from alloclab.torutils import import_torutils
+    from alloclab.torutils.importer import import_torutils
     out = []
     for ds in ("5way-2026-01", "co-unified-2025-12"):
         with tempfile.TemporaryDirectory(prefix="alloclab-gate-") as d:

@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/embedded_scan.py [ROOT ...] [--expect PATH=FAMILY ...]
 
 Scans each distinct ELF regular file under the roots (default: /usr /opt /root /work/main/.venv,
-symlinks not followed, one scan per inode) with alloclab.embedded.scan_file, as verification does,
+symlinks not followed, one scan per inode) with alloclab.allocators.embedded.scan_file, as verification does,
 and prints: files and bytes scanned, time, every file in which an allocator was found (with the
 evidence), split into allocator libraries (named by their file name, so verification never scans
 them) and the rest, which must each be a real embedder: review that list. `--expect` adds positive
@@ -21,8 +21,8 @@ from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
-from alloclab import embedded  # noqa: E402
-from alloclab.allocators import KNOWN_LIBRARY, LIBC_OR_LOADER  # noqa: E402
+from alloclab.allocators import embedded  # noqa: E402
+from alloclab.allocators.library import KNOWN_LIBRARY, LIBC_OR_LOADER  # noqa: E402
 
 
 def elf_files(roots):

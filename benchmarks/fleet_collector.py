@@ -38,14 +38,14 @@ sys.path.insert(0, str(REPO))
 
 from sampler_scale import build_helpers  # noqa: E402  (benchmarks/ is this script's directory)
 
-from alloclab import collector, fleet  # noqa: E402
+from alloclab.fleet import collector, lifecycle  # noqa: E402
 from tests.systemd_user import Unavailable, user_manager  # noqa: E402
 
 
 def child(args) -> None:
     """The collector itself, in its own process, so its CPU (and its children's) is its own."""
-    units = fleet.units_from("user", Path(args.root))
-    plan = fleet.load_plan(Path(args.plan))
+    units = lifecycle.units_from("user", Path(args.root))
+    plan = lifecycle.load_plan(Path(args.plan))
     t0 = time.monotonic()
     if os.environ.get("ALLOCLAB_BENCH_PROFILE"):            # where the time goes: cProfile to that file
         import cProfile
@@ -102,8 +102,8 @@ def measure(n: int, crashing: int, seconds: float, interval: float, helpers: Pat
         t0 = time.monotonic()
         # set-up only (the collector's child keeps the default bound): on a loaded host the
         # manager answered one `systemctl show` of 2,000 units after more than 30 s
-        fleet.UNIT_STATES_TIMEOUT = 900.0
-        plan = fleet.make_plan(fleet.units_from("user", root), f"*{tag}@*", groups, 1, scratch / f"plan-{n}.json")
+        lifecycle.UNIT_STATES_TIMEOUT = 900.0
+        plan = lifecycle.make_plan(lifecycle.units_from("user", root), f"*{tag}@*", groups, 1, scratch / f"plan-{n}.json")
         plan_s = time.monotonic() - t0
         run = scratch / f"run-{n}"
         proc = subprocess.run([sys.executable, __file__, "--child", "--root", str(root), "--plan", str(plan.path),
@@ -112,8 +112,8 @@ def measure(n: int, crashing: int, seconds: float, interval: float, helpers: Pat
         if proc.returncode:
             raise RuntimeError(proc.stderr[-2000:])
         got = json.loads(proc.stdout.strip().splitlines()[-1])
-        state = fleet.units_from("user", root).unit_states(names[:n])   # (also set-up: the floor's files)
-        procs = [files[0] for files in (fleet.cgroup_files(s.control_group) for s in state.values()) if files[0]]
+        state = lifecycle.units_from("user", root).unit_states(names[:n])   # (also set-up: the floor's files)
+        procs = [files[0] for files in (lifecycle.cgroup_files(s.control_group) for s in state.values()) if files[0]]
         floor = json.loads(subprocess.run([str(helpers / "sampler_floor"), "-c", "20", *procs], capture_output=True,
                                           text=True, check=True).stdout)
     cpu = got["cpu_self_s"] + got["cpu_children_s"]

@@ -244,7 +244,7 @@ def _trusted_chain(path: str, directory: bool) -> bool:
 
 def loader(args) -> dict:
     sys.path.insert(0, str(REPO / "src"))
-    from alloclab import loaderenv           # the variable names; the checks run in the CLI under test
+    from alloclab.allocators import loaderenv           # the variable names; the checks run in the CLI under test
     rng = random.Random(args.seed)
     work = Path(tempfile.mkdtemp(prefix=f"alloclab-fuzz-loader-{os.getpid()}-"))
     os.chmod(work, 0o755)

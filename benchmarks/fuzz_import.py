@@ -235,7 +235,8 @@ def mutate(folder: Path, rng: random.Random) -> str:
 
 def make_bases(work: Path, names=("co-guard-2025-09", "5way-2026-01")) -> dict[str, Path]:
     """Copies of the named datasets and an alloclab export of co-guard under work/base: what cases mutate."""
-    from alloclab.torutils import export_csv, import_torutils
+    from alloclab.torutils.export import export_csv
+    from alloclab.torutils.importer import import_torutils
     bases = {name: work / "base" / name for name in names}
     for name, path in bases.items():
         shutil.copytree(DATASETS / name, path)

@@ -47,15 +47,15 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--keep", type=Path, help="where disagreeing cases are kept (default: a temp dir)")
     args = ap.parse_args()
-    from alloclab import torutils
+    from alloclab.torutils import importer
     from tests.integration.test_import_equivalence import _generate
     work = Path(tempfile.mkdtemp(prefix="alloclab-fuzz-equivalence-"))
     keep = args.keep or work / "disagreements"
     keep.mkdir(parents=True, exist_ok=True)
     bases = make_bases(work, ("co-guard-2025-09", "5way-2026-01", "co-unified-2025-12"))
     bases["generated"] = _generate(work / "base" / "generated", times=60)
-    importers = {"before": importer_at().import_torutils, "streaming": torutils.import_torutils,
-                 "row-by-row": lambda f, o: torutils.import_torutils(f, o, fast=False)}
+    importers = {"before": importer_at().import_torutils, "streaming": importer.import_torutils,
+                 "row-by-row": lambda f, o: importer.import_torutils(f, o, fast=False)}
     rng = random.Random(args.seed)
     counts = {"cases": 0, "stores_equal": 0, "errors_equal": 0, "crashes_equal": 0, "fixed_crashes": 0,
               "disagree": 0}

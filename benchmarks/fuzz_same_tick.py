@@ -33,12 +33,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-from alloclab import native
+from alloclab import nativebuild
 from alloclab.trace_codec import FREE, MALLOC, REALLOC, Trace, encode_blocks, ev
 
 
 def build(d: Path) -> Path:
-    src = Path(native.__file__).parent / "native"
+    src = Path(nativebuild.__file__).parent / "native"
     out = d / "replay_asan"
     subprocess.run(["make", "-s", "-C", str(src), f"OUT={d}", f"{d}/replay",
                     "CFLAGS=-g -O1 -fsanitize=address,undefined -fno-omit-frame-pointer -std=c11 -D_GNU_SOURCE"], check=True)

@@ -33,7 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
-from alloclab import native, trace  # noqa: E402
+from alloclab import nativebuild, trace  # noqa: E402
 from alloclab.trace_codec import (FREE, MALLOC, REALLOC, THREAD_EXIT, TICK_NS, Trace, parse)  # noqa: E402
 
 INTERESTING = [0, 1, 2, 7, 8, 15, 16, 127, 128, 255, 4096, 1 << 20, 1 << 30, (1 << 32) - 1, 1 << 32, 1 << 40,
@@ -44,7 +44,7 @@ PYSCRIPT = "import json\nd=[json.dumps({str(i): [i]*5 for i in range(300)}) for 
 
 
 def record_seeds(work: Path) -> list[bytes]:
-    nd = native.build_dir()
+    nd = nativebuild.build_dir()
     programs = {
         "xmalloc": [str(nd / "stressors"), "--pattern", "xmalloc", "--rounds", "1", "--slots", "300"],
         "pool": [str(nd / "worker_pool"), "--builds", "1", "--modules", "40", "--gap", "0.05", "--threads", "3"],

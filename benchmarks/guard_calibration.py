@@ -1,4 +1,4 @@
-"""False-trip and detection rates of the canary rollout's memory guards (alloclab.rollout), by
+"""False-trip and detection rates of the canary rollout's memory guards (alloclab.fleet.rollout), by
 simulation on realistic series (outside the default test run).
 
     python benchmarks/guard_calibration.py [--n 20000] [--seed 20261122]
@@ -30,7 +30,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from alloclab import rollout  # noqa: E402
+from alloclab.fleet import rollout  # noqa: E402
 from alloclab.stats import calibration as sim  # noqa: E402
 
 

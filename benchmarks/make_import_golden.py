@@ -50,7 +50,7 @@ def main() -> int:
     ap.add_argument("--commit", default=COMMIT, help="the commit whose importer makes the records (default %(default)s)")
     args = ap.parse_args()
     sys.path[:0] = [str(REPO / "src"), str(REPO)]
-    from alloclab import torutils
+    from alloclab.torutils import importer
     from alloclab.errors import UserError  # noqa: F401 - outcome() catches it
     from tests.integration.test_import_equivalence import CASE_IDS, build_case, input_digest, make_export, outcome
     before = importer_at(args.commit)
@@ -63,7 +63,7 @@ def main() -> int:
         for n, case_id in enumerate(CASE_IDS):
             tmp = work / f"case{n}"
             folder = build_case(case_id, tmp / "case", exported)
-            run = torutils.import_torutils if case_id in INTENDED else before.import_torutils
+            run = importer.import_torutils if case_id in INTENDED else before.import_torutils
             record = {"input": input_digest(folder), **outcome(run, folder, tmp / "out")}
             if case_id in INTENDED:
                 record["note"] = "recorded from the current importer: " + INTENDED[case_id]

@@ -15,7 +15,7 @@ import sys
 import tempfile
 import time
 
-from alloclab import catalog
+from alloclab.allocators import catalog
 
 
 def build_all(env: dict, jobs: int) -> float:

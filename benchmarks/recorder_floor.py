@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 
 import trace_workloads
-from alloclab import native
+from alloclab import nativebuild
 
 CLOCK_COST_C = r"""
 #include <stdint.h>
@@ -61,7 +61,7 @@ def timed(cmd: list[str], env: dict | None = None) -> tuple[float, float]:
 
 
 def build(d: Path) -> tuple[Path, Path]:
-    src = Path(native.__file__).parent / "native"
+    src = Path(nativebuild.__file__).parent / "native"
     fake = d / "liballoclab_trace_fake_clock.so"
     subprocess.run(["gcc", "-O2", "-g", "-std=c11", "-D_GNU_SOURCE", "-DALLOCLAB_TRACE_FAKE_CLOCK", "-fPIC", "-shared",
                     "-fvisibility=hidden", "-ftls-model=initial-exec", "-o", str(fake), str(src / "tracer.c"),
@@ -79,8 +79,8 @@ def main() -> None:
     args = ap.parse_args()
     print(json.dumps({"load_average": [round(x, 2) for x in os.getloadavg()]}), flush=True)
     prog, argv = trace_workloads.loop(1, args.rounds)
-    loop = [str(native.program(prog)), *argv]
-    tracer = str(native.program("liballoclab_trace.so"))
+    loop = [str(nativebuild.program(prog)), *argv]
+    tracer = str(nativebuild.program("liballoclab_trace.so"))
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp)
         fake, clock_cost = build(d)

@@ -27,7 +27,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from alloclab import native
+from alloclab import nativebuild
 from trace_workloads import REPLAYED
 
 
@@ -48,8 +48,8 @@ def record(name: str, directory: Path) -> Path:
     if path.exists():
         return path
     prog, argv = REPLAYED[name]
-    env = {"LD_PRELOAD": str(native.program("liballoclab_trace.so")), "ALLOCLAB_TRACE_FILE": str(path)}
-    subprocess.run([str(native.program(prog)), *argv], env={**os.environ, **env}, check=True,
+    env = {"LD_PRELOAD": str(nativebuild.program("liballoclab_trace.so")), "ALLOCLAB_TRACE_FILE": str(path)}
+    subprocess.run([str(nativebuild.program(prog)), *argv], env={**os.environ, **env}, check=True,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return path
 
@@ -100,7 +100,7 @@ def main() -> None:
     args = ap.parse_args()
     if args.pairs < 1:
         ap.error("--pairs must be at least 1")
-    replayer = args.replayer or str(native.program("replay"))
+    replayer = args.replayer or str(nativebuild.program("replay"))
     print(json.dumps({"load_average": os.getloadavg(), "replayer": replayer}), flush=True)
     out = {}
     with tempfile.TemporaryDirectory() as tmp:

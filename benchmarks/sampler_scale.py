@@ -25,12 +25,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from alloclab import native, sampler
+from alloclab import nativebuild, sampler
 
 
 def build_helpers() -> Path:
     out = Path(tempfile.mkdtemp(prefix="alloclab-bench-"))
-    subprocess.run(["make", "-s", "-C", str(native.SOURCE_DIR), f"OUT={out}", "bench"], check=True)
+    subprocess.run(["make", "-s", "-C", str(nativebuild.SOURCE_DIR), f"OUT={out}", "bench"], check=True)
     return out
 
 

@@ -107,7 +107,7 @@ def analyse_folder(folder: Path):
     """Import the folder as `alloclab import torutils` does and analyse it as `report` does."""
     from alloclab.analysis import analyse
     from alloclab.store import Store
-    from alloclab.torutils import import_torutils
+    from alloclab.torutils.importer import import_torutils
     with tempfile.TemporaryDirectory(prefix=f"alloclab-cal-{folder.name}-") as tmp:
         run = import_torutils(folder, Path(tmp) / "run")
         store = Store.open(run)

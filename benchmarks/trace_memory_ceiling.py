@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from alloclab import native
+from alloclab import nativebuild
 from alloclab.trace_codec import MALLOC, Block, Trace
 
 PER_BLOCK = 100_000
@@ -84,7 +84,7 @@ def main() -> int:
     ap.add_argument("--sizes", default="100000,1000000")
     ap.add_argument("--timeout", type=float, default=300)
     a = ap.parse_args()
-    replay = str(native.program("replay"))
+    replay = str(nativebuild.program("replay"))
     worst = 0.0
     with tempfile.TemporaryDirectory(prefix=f"alloclab-memceiling-{os.getpid()}-") as d:
         for size in (int(s) for s in a.sizes.split(",")):

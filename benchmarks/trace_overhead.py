@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from alloclab import native, trace
+from alloclab import nativebuild, trace
 from trace_workloads import PACED, RECORDED
 
 
@@ -51,14 +51,14 @@ def main() -> None:
     ap.add_argument("--baseline-tracer", help="a second liballoclab_trace.so to record with, side by side")
     args = ap.parse_args()
     print(json.dumps({"load_average": os.getloadavg()}), flush=True)
-    tracer = str(native.program("liballoclab_trace.so"))
+    tracer = str(nativebuild.program("liballoclab_trace.so"))
     heaptrack = shutil.which("heaptrack")
     out = {}
     with tempfile.TemporaryDirectory() as d:
         for name, (prog, argv) in RECORDED.items():
             if args.only and args.only not in name:
                 continue
-            cmd = [str(native.program(prog)), *argv]
+            cmd = [str(nativebuild.program(prog)), *argv]
             path = Path(d) / "t.trace"
             base_path = Path(d) / "base.trace"
             plain, recorded, heap, plain_cpu, recorded_cpu, base, base_cpu = [], [], [], [], [], [], []

@@ -19,7 +19,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from alloclab import native, trace
+from alloclab import nativebuild, trace
 from trace_workloads import RECORDED
 
 
@@ -29,14 +29,14 @@ def main() -> None:
     ap.add_argument("--ticks", default="1000,4000", help="ticks to re-encode at, in ns (comma-separated)")
     args = ap.parse_args()
     ticks = [int(t) for t in args.ticks.split(",")]
-    tracer, recode = str(native.program("liballoclab_trace.so")), str(native.program("trace_recode"))
+    tracer, recode = str(nativebuild.program("liballoclab_trace.so")), str(nativebuild.program("trace_recode"))
     print(json.dumps({"load_average": os.getloadavg()}), flush=True)
     with tempfile.TemporaryDirectory() as d:
         for name, (prog, argv) in RECORDED.items():
             if args.only and args.only not in name:
                 continue
             rec, coarse = Path(d) / "rec.trace", Path(d) / "coarse.trace"
-            subprocess.run([str(native.program(prog)), *argv], check=True, stdout=subprocess.DEVNULL,
+            subprocess.run([str(nativebuild.program(prog)), *argv], check=True, stdout=subprocess.DEVNULL,
                            env={**os.environ, "LD_PRELOAD": tracer, "ALLOCLAB_TRACE_FILE": str(rec)})
             for tick in ticks:
                 out = subprocess.run([recode, str(rec), "--tick", str(tick), "--out", str(coarse)],

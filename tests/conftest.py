@@ -33,8 +33,8 @@ def mimalloc() -> str:
 
 @pytest.fixture(scope="session")
 def native_dir() -> Path:
-    from alloclab import native
-    return native.build_dir()
+    from alloclab import nativebuild
+    return nativebuild.build_dir()
 
 
 def run_cli(*args: str, cwd: Path | None = None, timeout: float = 300, env: dict | None = None) -> subprocess.CompletedProcess:

@@ -10,7 +10,7 @@ from typing import Iterator
 
 import pytest
 
-from alloclab import catalog, resolution
+from alloclab.allocators import catalog, resolution
 from alloclab.errors import UserError
 
 

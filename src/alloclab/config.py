@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import UserError, did_you_mean
-from .unitfile import CONTROL as _CONTROL          # incl. U+0085, U+2028/9: no line break in any path
+from .fleet.unitfile import CONTROL as _CONTROL          # incl. U+0085, U+2028/9: no line break in any path
 
 # ---- limits (documented in docs/security.md; tests/unit/test_config.py holds each one) ----
 MAX_FILE_BYTES = 1 << 20          # an experiment file is a page of settings, not data
@@ -136,7 +136,7 @@ class Workload:
 @dataclass(frozen=True)
 class ScenarioSettings:
     """The [scenario] table: which built-in scenario (alloclab.scenarios; "tor-network" is
-    alloclab.tornet) and its settings. The scenario provides the replicas' command, their load and
+    alloclab.tor.network) and its settings. The scenario provides the replicas' command, their load and
     supporting processes the runner starts, owns and stops with the replicas."""
     name: str                               # "tor-network"
     tor: str = "tor"                        # the relays' (and authorities') tor binary

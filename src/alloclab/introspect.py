@@ -239,8 +239,8 @@ def account(rec: Record) -> Account:
 # ---- during a run: which helper, whether it is mapped, rows for the store ---------------------
 
 def helper_path() -> Path:
-    from . import native
-    return native.program(HELPER)
+    from . import nativebuild
+    return nativebuild.program(HELPER)
 
 
 def preload_with_helper(allocator_path: str | None, helper: Path | str) -> str:
@@ -254,7 +254,7 @@ def helper_env(directory: Path, interval: float, budget: float) -> dict[str, str
 
 def helper_mapped(pid: int, helper: Path | str) -> bool | None:
     """Whether the helper (that very file: device and inode) is mapped in pid; None if pid is gone."""
-    from .allocators import mapped_files
+    from .allocators.library import mapped_files
     try:
         st = os.stat(helper)
         maps = mapped_files(pid)

@@ -9,8 +9,9 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import loaderenv, resolution, scenarios, settings, tunables, workloads
-from .allocators import AllocatorSpec
+from .allocators import loaderenv, resolution, tunables
+from . import scenarios, settings, workloads
+from .allocators.library import AllocatorSpec
 from .config import Experiment, Group, check_path_text, substitute
 from .errors import UserError
 from .scenarios import Scenario

@@ -28,11 +28,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
-from . import host, introspect, logcap, outputs, preflight, reaper, resolution, sampler, settings, timefmt, workloads
-from .allocators import AllocatorSpec
+from . import host, introspect, logcap, outputs, preflight, reaper, sampler, settings, timefmt, workloads
+from .allocators import resolution
+from .allocators.library import AllocatorSpec
 from .config import Experiment, Group, Phases, substitute
 from .errors import StoreError, UserError
-from .recorder import Recorder, Tracked
+from .tickwriter import Recorder, Tracked
 from .store import CUT_SHORT_REASONS, DB_NAME, Store, disk_full_error
 
 PR_SET_PDEATHSIG = 1

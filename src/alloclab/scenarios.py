@@ -1,4 +1,4 @@
-"""Scenarios: a built-in setting the replicas run in (so far one: the Tor test network, alloclab.tornet).
+"""Scenarios: a built-in setting the replicas run in (so far one: the Tor test network, alloclab.tor.network).
 
 A scenario provides the replicas' command and their load, and may run supporting processes that
 the runner starts, owns and stops with the replicas. The runner and preflight know a scenario only
@@ -84,6 +84,6 @@ def of(exp: Experiment) -> Scenario | None:
     if exp.scenario is None:
         return None
     if exp.scenario.name == "tor-network":
-        from .tornet import TorScenario
+        from .tor.network import TorScenario
         return TorScenario(exp)
     raise ValueError(f"no scenario named {exp.scenario.name!r}")      # config refuses unknown names first

@@ -85,7 +85,7 @@ MIGRATIONS = {
     3: ["ALTER TABLE replicas ADD COLUMN end_kind TEXT"],
     4: ["ALTER TABLE replicas ADD COLUMN host TEXT"],       # fleet and Prometheus imports: the machine
     5: [],          # alloc_stats: a new table, made by SCHEMA on open
-    6: ["ALTER TABLE groups ADD COLUMN hardening_json TEXT"],     # alloclab.hardening (docs/allocators.md)
+    6: ["ALTER TABLE groups ADD COLUMN hardening_json TEXT"],     # alloclab.allocators.hardening (docs/allocators.md)
     # what the analysis needs from the host, recorded at run time (docs/store.md): the options the
     # preloaded library knows, and the allocators a replica's program carries itself
     7: ["ALTER TABLE groups ADD COLUMN tunables_json TEXT", "ALTER TABLE replicas ADD COLUMN embedded_json TEXT"],

@@ -16,7 +16,7 @@ import threading
 from pathlib import Path
 from typing import Iterator
 
-from . import native, reaper
+from . import nativebuild, reaper
 from .config import Experiment
 from .errors import DataError, UserError
 from .settings import environment_without_preload
@@ -97,7 +97,7 @@ def _replay(args: list[str], env: dict | None = None, timeout: float | None = No
     timeout = timeout if timeout is not None else READ_TIMEOUT_BASE_S
     # its own process group (ended whole), SIGKILL if alloclab dies (even by SIGKILL), and a SIGTERM
     # to alloclab becomes an exit through the `finally` below, which ends the group
-    proc = subprocess.Popen([str(native.program("replay")), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    proc = subprocess.Popen([str(nativebuild.program("replay")), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             stdin=subprocess.DEVNULL, text=True, errors="replace", env={**environment_without_preload(), **(env or {})},
                             start_new_session=True, preexec_fn=reaper.dies_with(os.getpid()))
     try:
@@ -146,7 +146,7 @@ def record(output: Path, command: list[str], allocator: str | None = None) -> di
         raise UserError("no command to record", "write: alloclab trace record -o app.trace -- CMD ARGS")
     lib = None
     if allocator and allocator != "glibc":
-        from .resolution import resolve
+        from .allocators.resolution import resolve
         lib = resolve(allocator).path
     try:
         output.parent.mkdir(parents=True, exist_ok=True)
@@ -154,7 +154,7 @@ def record(output: Path, command: list[str], allocator: str | None = None) -> di
     except OSError as exc:
         raise UserError(f"cannot write {output}: {exc.strerror}", "choose a writable path with -o") from None
     env = {**os.environ, "ALLOCLAB_TRACE_FILE": str(output.resolve()),
-           "LD_PRELOAD": preload_chain(native.program("liballoclab_trace.so"), lib)}
+           "LD_PRELOAD": preload_chain(nativebuild.program("liballoclab_trace.so"), lib)}
     try:
         proc = subprocess.run(command, env=env)
     except FileNotFoundError:
@@ -218,7 +218,7 @@ def replay_command(exp: Experiment) -> tuple[str, ...]:
         raise UserError(f"[workload] speed = {speed!r} must be a number >= 0", "1 keeps the recorded timing; 0 replays flat out")
     path = Path(trace) if os.path.isabs(str(trace)) else exp.base_dir / str(trace)
     check(path, float(speed))     # a corrupt trace, or one over a limit, is refused before the run starts
-    return (str(native.program("replay")), str(path.resolve()), "--speed", f"{speed:g}",
+    return (str(nativebuild.program("replay")), str(path.resolve()), "--speed", f"{speed:g}",
             "--linger", f"{exp.phases.idle + 3600:g}")
 
 

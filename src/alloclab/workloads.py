@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from . import native
+from . import nativebuild
 from .config import Experiment
 from .errors import UserError
 
@@ -99,7 +99,7 @@ def command_for(exp: Experiment) -> tuple[str, ...]:
             raise UserError(f"workload {wl.name}: {key} = {value!r} must be a non-negative number", "fix the value")
         params[key] = value
     load = exp.phases.load if exp.phases.load is not None else 60.0
-    argv = [str(native.program(model.program)), *model.fixed, "--load", f"{exp.phases.warmup + load:g}",
+    argv = [str(nativebuild.program(model.program)), *model.fixed, "--load", f"{exp.phases.warmup + load:g}",
             "--idle", f"{exp.phases.idle + 3600:g}", "--seed", str(params.pop("seed", "{seed}"))]
     for key, value in params.items():
         argv += [f"--{key.replace('_', '-')}", str(value)]

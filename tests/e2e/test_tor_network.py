@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from alloclab import reaper, sampler, tornet
+from alloclab import reaper, sampler
+from alloclab.tor import network
 from tests.conftest import run_cli
 
 
@@ -25,7 +26,7 @@ def tor() -> str:
     found = shutil.which("tor") or ("/usr/sbin/tor" if os.path.exists("/usr/sbin/tor") else None)
     if not found:
         pytest.fail("tor missing: run scripts/install.sh --test")
-    why = tornet.namespace_refusal()
+    why = network.namespace_refusal()
     if why:
         pytest.skip(f"no network namespace here ({why}): the scenario refuses to run tor on the host network")
     return found

@@ -119,7 +119,7 @@ def _host_tree(root: Path, shared: Path, names: list[str]) -> None:
 
 def fake_catalog_build(cache: Path, allocator_id: str, library: str) -> Path:
     """The stand-in described in the module docstring: one catalog build in a private cache."""
-    from alloclab import catalog, hardening
+    from alloclab.allocators import catalog, hardening
     lib = Path(os.path.realpath(library))
     sha = hashlib.sha256(lib.read_bytes()).hexdigest()
     family, version = allocator_id.split("@")

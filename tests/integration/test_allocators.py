@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from alloclab import allocators, resolution
+from alloclab.allocators import library, resolution
 from alloclab.errors import UserError
 from tests.waiting import wait_until_mapped
 
@@ -23,14 +23,14 @@ def test_jemalloc_and_mimalloc_report_themselves(jemalloc, mimalloc):
     mi = resolution.resolve(mimalloc)
     assert (je.family, mi.family) == ("jemalloc", "mimalloc")
     assert je.version.count(".") == 2 and mi.version.count(".") == 2
-    assert je.sha256 == allocators.sha256_file(jemalloc) and je.inode == os.stat(jemalloc).st_ino
+    assert je.sha256 == library.sha256_file(jemalloc) and je.inode == os.stat(jemalloc).st_ino
 
 
 @pytest.mark.parametrize("raw,family,want", [("209", "mimalloc", "2.0.9"), ("30600", "mimalloc", "3.6.0"),
                                              ("301", "mimalloc", "3.0.1"), ("5.3.0-0-g54eaed1d", "jemalloc", "5.3.0"),
                                              ("gperftools 2.10", "tcmalloc", "2.10")])
 def test_version_normalisation(raw, family, want):
-    assert allocators.normalise_version(family, raw) == want
+    assert library.normalise_version(family, raw) == want
 
 
 def test_a_library_that_is_not_an_allocator_is_refused(tmp_path):
@@ -69,13 +69,13 @@ def tree(tmp_path, jemalloc):
     lib = b / "libjemalloc.so.2"
     shutil.copy(jemalloc, lib)
     lib.chmod(0o644)
-    allocators.check_preload_safe(lib)     # the baseline passes
+    library.check_preload_safe(lib)     # the baseline passes
     return tmp_path, lib
 
 
 def refused(lib, *needles):
     with pytest.raises(UserError) as e:
-        allocators.check_preload_safe(lib)
+        library.check_preload_safe(lib)
     msg = str(e.value)
     assert "\n" not in msg and " — " in msg      # one line: the problem, then the fix
     for n in needles:
@@ -94,7 +94,7 @@ def test_world_writable_grandparent_is_refused(tree):
 def test_sticky_world_writable_directory_owned_by_root_is_accepted(tree):
     root, lib = tree
     (root / "a").chmod(0o1777)          # like /tmp: others may add entries, not replace ours
-    allocators.check_preload_safe(lib)
+    library.check_preload_safe(lib)
     assert resolution.resolve(str(lib)).family == "jemalloc"
 
 
@@ -129,14 +129,14 @@ def test_symlink_chain_is_checked_where_it_leads(tree, tmp_path_factory):
     safe.chmod(0o755)
     link = safe / "libjemalloc.so"
     link.symlink_to(lib)
-    allocators.check_preload_safe(link)
+    library.check_preload_safe(link)
     assert resolution.resolve(str(link)).path == str(lib)
     (root / "a").chmod(0o777)           # the target's grandparent: the link's own directory is fine
     refused(link, f"directory {root / 'a'} is group- or world-writable")
     (root / "a").chmod(0o755)
     hop = safe / "hop"                  # a relative link to a directory, then ".." across it
     hop.symlink_to(os.path.relpath(root / "a" / "b", safe))
-    allocators.check_preload_safe(safe / "hop" / ".." / "b" / lib.name)
+    library.check_preload_safe(safe / "hop" / ".." / "b" / lib.name)
     (root / "a").chmod(0o777)
     refused(safe / "hop" / lib.name, f"directory {root / 'a'}")
 
@@ -199,24 +199,24 @@ def frag(native_dir, static=False):
 def test_verify_preloaded_process(jemalloc, native_dir):
     spec = resolution.resolve(jemalloc)
     with running(frag(native_dir), os.path.realpath(jemalloc), {"LD_PRELOAD": jemalloc}) as pid:
-        v = allocators.verify_process(pid, spec)
+        v = library.verify_process(pid, spec)
     assert v.verified is True and "libjemalloc" in v.mapped_allocator
 
 
 def test_static_binary_is_unverified(jemalloc, native_dir):
     spec = resolution.resolve(jemalloc)
     with running(frag(native_dir, static=True), "frag-static", {"LD_PRELOAD": jemalloc}) as pid:   # nothing to load
-        v = allocators.verify_process(pid, spec)
+        v = library.verify_process(pid, spec)
     assert v.verified is False and "statically linked" in v.detail
 
 
 def test_glibc_group_notices_a_foreign_allocator(mimalloc, native_dir):
     with running(frag(native_dir), os.path.realpath(mimalloc), {"LD_PRELOAD": mimalloc}) as pid:
-        v = allocators.verify_process(pid, resolution.resolve("glibc"))
+        v = library.verify_process(pid, resolution.resolve("glibc"))
     assert v.verified is False and "libmimalloc" in v.detail
 
 
 def test_bundled_detection(native_dir):
     with running(frag(native_dir), "libc.so") as pid:
-        v = allocators.verify_process(pid, resolution.resolve("bundled"))
+        v = library.verify_process(pid, resolution.resolve("bundled"))
     assert v.verified is None and "could not verify" in v.detail

@@ -13,7 +13,7 @@ import pytest
 
 from alloclab.analysis import analyse
 from alloclab.store import Store
-from alloclab.torutils import import_torutils
+from alloclab.torutils.importer import import_torutils
 from tests.conftest import DATASETS
 
 PST = timezone(timedelta(hours=-8))     # the 5-way data's naive timestamps (its events say -08:00)

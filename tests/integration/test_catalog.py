@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from alloclab import allocators, catalog, resolution, tunables
+from alloclab.allocators import library, catalog, resolution, tunables
 from alloclab.errors import UserError
 from tests.conftest import run_cli
 from tests.registries import registry_or_skip
@@ -50,7 +50,7 @@ def test_route_builds_verifies_and_runs(builds, allocator_id, native_dir):
     assert b.provenance["source"]["kind"] == kind
     assert b.provenance["reported"]["version"] == version
     assert b.provenance["reported"]["secure_level"] == secure
-    assert b.provenance["library_sha256"] == allocators.sha256_file(b.path)
+    assert b.provenance["library_sha256"] == library.sha256_file(b.path)
     assert len(b.provenance["source"]["sha256"]) == 64
     # a real program under it maps exactly this file
     spec = resolution.resolve(allocator_id)
@@ -59,7 +59,7 @@ def test_route_builds_verifies_and_runs(builds, allocator_id, native_dir):
                          stdout=subprocess.PIPE)
     try:
         wait_until_mapped(p.pid, os.path.realpath(b.path), timeout=30)
-        assert allocators.verify_process(p.pid, spec).verified is True
+        assert library.verify_process(p.pid, spec).verified is True
     finally:
         out, _ = p.communicate(timeout=30)
     assert p.returncode == 0 and b"frag: ops=" in out

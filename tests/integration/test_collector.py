@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from alloclab import collector, fleet, metrics, unitfile
+from alloclab.fleet import collector, lifecycle, unitfile
+from alloclab import metrics
 from tests.conftest import run_cli
 from tests.waiting import wait_for
 from tests.integration.test_fleet import make_plan, root  # noqa: F401  (the fixture)
@@ -72,7 +73,7 @@ def test_the_collector_ends_within_2s_of_sigterm_at_a_5m_interval(root):  # noqa
 
 def test_a_stopped_unit_is_absent_from_the_store_and_down_in_the_exposition(root):  # noqa: F811
     plan = make_plan(root)
-    units = fleet.LocalUnits(root)
+    units = lifecycle.LocalUnits(root)
     victim = plan.assignments[0]["unit"]
     run = root.parent / "run"
     exposition = metrics.Exposition(metrics.CollectorHealth())
@@ -104,8 +105,8 @@ def test_a_stopped_unit_is_absent_from_the_store_and_down_in_the_exposition(root
 
 def test_collect_with_no_running_unit_says_so_and_stores_nothing(root):  # noqa: F811
     make_plan(root)
-    units = fleet.LocalUnits(root)
-    for a in fleet.load_plan(root.parent / "plan.json").assignments:
+    units = lifecycle.LocalUnits(root)
+    for a in lifecycle.load_plan(root.parent / "plan.json").assignments:
         units.stop(a["unit"])
     run = root.parent / "run"
     p = subprocess.run(_cli_collect(root, run, "--interval", "1s", "--duration", "3s"), capture_output=True, text=True,
@@ -140,7 +141,7 @@ def _redeploy_same_setup(tmp_path, native_dir, jemalloc, period: float, ran: flo
     again with --max-increase 25%. The new processes' start-up is compared with the old processes'
     at the same age (from the collector's store): no trip. The rule before (every sample against
     the old process's settled level) trips on the very samples this deploy watched."""
-    from alloclab import rollout
+    from alloclab.fleet import rollout
     root = tmp_path / "root"
     unit_dir = root / "etc" / "systemd" / "system"
     unit_dir.mkdir(parents=True)
@@ -148,10 +149,10 @@ def _redeploy_same_setup(tmp_path, native_dir, jemalloc, period: float, ran: flo
         (unit_dir / f"{name}.service").write_text(
             f"[Service]\nExecStart={native_dir / 'stressors'} --pattern sawtooth --load {period:g} --period {period:g} "
             "--mb 24 --idle 3600\n")
-    units = fleet.LocalUnits(root)
+    units = lifecycle.LocalUnits(root)
     setup = {"MALLOC_CONF": "dirty_decay_ms:0,muzzy_decay_ms:0"}
     try:
-        first = fleet.deploy(units, jemalloc, "spike@*", 2, False, tmp_path / "d1.json", say=lambda s: None, env=setup,
+        first = lifecycle.deploy(units, jemalloc, "spike@*", 2, False, tmp_path / "d1.json", say=lambda s: None, env=setup,
                              guards=rollout.Guards(), settle=0.0)
         assert first["tripped"] is None
         run = tmp_path / "run"
@@ -160,7 +161,7 @@ def _redeploy_same_setup(tmp_path, native_dir, jemalloc, period: float, ran: flo
                               "--systemctl", "local"], capture_output=True, text=True, timeout=120 + 2 * ran)
         assert col.returncode == 0, col.stderr
         guards = rollout.Guards(max_increase=0.25, persist=3)
-        again = fleet.deploy(units, jemalloc, "spike@*", 2, False, tmp_path / "d2.json", say=lambda s: None, env=setup,
+        again = lifecycle.deploy(units, jemalloc, "spike@*", 2, False, tmp_path / "d2.json", say=lambda s: None, env=setup,
                              guards=guards, settle=settle, sample_every=interval, history=run)
         watched = again["watched"]
         assert again["tripped"] is None, again["tripped"]

@@ -22,7 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from alloclab import allocators, embedded, native, resolution
+from alloclab.allocators import library, embedded, resolution
+from alloclab import nativebuild
 from tests.conftest import REPO, run_cli
 
 CRATE = REPO / "tests" / "data" / "embedded-rust"
@@ -37,7 +38,7 @@ def _source_key() -> str:
 
 def build(binary: str, feature: str) -> Path:
     """The built program, from the cache when its sources did not change."""
-    target = native.cache_root() / "test-builds" / f"embedded-rust-{_source_key()}"
+    target = nativebuild.cache_root() / "test-builds" / f"embedded-rust-{_source_key()}"
     exe = target / "release" / binary
     if exe.exists():
         return exe
@@ -99,7 +100,7 @@ def running(argv, env=None, ready=b"ready", drop=()):
 
 def test_embedded_mimalloc_under_glibc_is_not_verified(rust_mimalloc):
     with running([rust_mimalloc]) as pid:
-        v = allocators.verify_process(pid, resolution.resolve("glibc"))
+        v = library.verify_process(pid, resolution.resolve("glibc"))
     assert v.verified is False and v.state == "embedded" and v.embedded == ("mimalloc",)
     assert v.detail == ("embedded allocator: the executable embeds mimalloc (statically linked): "
                         "its allocations do not go through glibc malloc")
@@ -109,8 +110,8 @@ def test_embedded_mimalloc_under_glibc_is_not_verified(rust_mimalloc):
 def test_embedded_mimalloc_under_preloaded_jemalloc_is_not_verified(rust_mimalloc, jemalloc):
     spec = resolution.resolve(jemalloc)
     with running([rust_mimalloc], {"LD_PRELOAD": jemalloc}) as pid:
-        assert any(allocators._same_file(m, spec) for m in allocators.mapped_files(pid))   # the preload did load
-        v = allocators.verify_process(pid, spec)
+        assert any(library._same_file(m, spec) for m in library.mapped_files(pid))   # the preload did load
+        v = library.verify_process(pid, spec)
     assert v.state == "embedded" and v.embedded == ("mimalloc",)     # the preloaded jemalloc itself does not count
     assert f"the executable embeds mimalloc (statically linked): LD_PRELOAD of {spec.label} does not reach" in v.detail
     assert "not mapped" not in v.detail
@@ -119,21 +120,21 @@ def test_embedded_mimalloc_under_preloaded_jemalloc_is_not_verified(rust_mimallo
 def test_embedded_mimalloc_under_preloaded_mimalloc_is_still_not_verified(rust_mimalloc, mimalloc):
     spec = resolution.resolve(mimalloc)
     with running([rust_mimalloc], {"LD_PRELOAD": mimalloc}) as pid:
-        v = allocators.verify_process(pid, spec)
+        v = library.verify_process(pid, spec)
     assert v.state == "embedded" and "the executable embeds mimalloc" in v.detail
 
 
 def test_embedded_jemalloc_is_named(rust_jemalloc, mimalloc):
     spec = resolution.resolve(mimalloc)
     with running([rust_jemalloc], {"LD_PRELOAD": mimalloc}) as pid:
-        v = allocators.verify_process(pid, spec)
+        v = library.verify_process(pid, spec)
     assert v.state == "embedded" and v.embedded == ("jemalloc",)
     assert f"the executable embeds jemalloc (statically linked): LD_PRELOAD of {spec.label}" in v.detail
 
 
 def test_bundled_group_finds_the_embedded_allocator(rust_mimalloc):
     with running([rust_mimalloc]) as pid:
-        v = allocators.verify_process(pid, resolution.resolve("bundled"))
+        v = library.verify_process(pid, resolution.resolve("bundled"))
     assert v.verified is True and v.detail == "bundled allocator found: mimalloc in the executable"
 
 
@@ -142,7 +143,7 @@ def test_allocator_hidden_in_a_loaded_object(hidden_mimalloc_object):
     code = ("import ctypes, sys, time\nlib = ctypes.CDLL(sys.argv[1])\nlib.binding_work.restype = ctypes.c_void_p\n"
             "assert lib.binding_work(1000)\nprint('ready', flush=True)\ntime.sleep(60)\n")
     with running([sys.executable, "-c", code, hidden_mimalloc_object]) as pid:
-        v = allocators.verify_process(pid, resolution.resolve("glibc"))
+        v = library.verify_process(pid, resolution.resolve("glibc"))
     assert v.state == "embedded"
     assert v.detail.startswith(f"embedded allocator: {hidden_mimalloc_object.name} embeds mimalloc (statically linked)")
 
@@ -151,11 +152,11 @@ def test_plain_programs_are_still_verified(native_dir, mimalloc):
     """No false positives: python (which mentions malloc everywhere), C workloads, the preloaded library itself."""
     code = "import sqlite3, ssl, json, ctypes; print('ready', flush=True); import time; time.sleep(60)"
     with running([sys.executable, "-c", code]) as pid:
-        v = allocators.verify_process(pid, resolution.resolve("glibc"))
+        v = library.verify_process(pid, resolution.resolve("glibc"))
         assert (v.verified, v.embedded) == (True, ())
     spec = resolution.resolve(mimalloc)
     with running([sys.executable, "-c", code], {"LD_PRELOAD": mimalloc}) as pid:
-        v = allocators.verify_process(pid, spec)
+        v = library.verify_process(pid, spec)
         assert (v.verified, v.embedded) == (True, ())
 
 
@@ -163,14 +164,14 @@ def test_scan_is_done_once_per_file(rust_mimalloc):
     """Periodic verification reads a mapped object once: later passes are answered from the cache."""
     with running([rust_mimalloc]) as pid:
         spec = resolution.resolve("glibc")
-        allocators.verify_process(pid, spec)
+        library.verify_process(pid, spec)
         calls = []
         real = embedded.scan_file
         embedded.scan_file = lambda fd: calls.append(fd) or real(fd)
         try:
             t0 = time.perf_counter()
             for _ in range(20):
-                assert allocators.verify_process(pid, spec).state == "embedded"
+                assert library.verify_process(pid, spec).state == "embedded"
             per_pass = (time.perf_counter() - t0) / 20
         finally:
             embedded.scan_file = real
@@ -245,8 +246,8 @@ def test_cpython_mimalloc_counts_only_when_selected():
     code = "print('ready', flush=True); import time; time.sleep(60)"
     glibc = resolution.resolve("glibc")
     with running([py, "-c", code], drop=("PYTHONMALLOC",)) as pid:
-        v = allocators.verify_process(pid, glibc)
+        v = library.verify_process(pid, glibc)
     assert (v.verified, v.embedded) == (True, ()), v     # default pymalloc + malloc: glibc serves it
     with running([py, "-c", code], {"PYTHONMALLOC": "mimalloc"}) as pid:
-        v = allocators.verify_process(pid, glibc)
+        v = library.verify_process(pid, glibc)
     assert v.state == "embedded" and "embeds mimalloc" in v.detail

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from alloclab import fleetread, sampler
+from alloclab.fleet import fleetread
+from alloclab import sampler
 
 
 def _cgroups() -> list[tuple[str, Path]]:

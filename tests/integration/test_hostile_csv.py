@@ -14,7 +14,8 @@ import pytest
 
 from alloclab.errors import UserError
 from alloclab.store import Store
-from alloclab.torutils import export_csv, import_torutils
+from alloclab.torutils.export import export_csv
+from alloclab.torutils.importer import import_torutils
 from tests.conftest import DATASETS, run_cli
 
 GUARD = DATASETS / "co-guard-2025-09"          # group column, experiment.json, 72 relay rows

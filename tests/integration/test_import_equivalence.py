@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from alloclab import torutils, torutils_fast
+from alloclab.torutils import export, importer, fastcsv
 from alloclab.errors import UserError
 from tests.conftest import DATASETS, REPO
 from tests.integration.test_hostile_csv import CASES, _prepare
@@ -167,7 +167,7 @@ CASE_IDS = ([f"dataset:{d}" for d in ("co-guard-2025-09", "co-unified-2025-12", 
 def make_export(tmp: Path) -> Path:
     """An alloclab export of co-guard, with the same bytes on every machine: the export names the
     folder it was imported from, written here relative to the repository."""
-    torutils.export_csv(torutils.import_torutils(DATASETS / "co-guard-2025-09", tmp / "run"), tmp / "csv")
+    export.export_csv(importer.import_torutils(DATASETS / "co-guard-2025-09", tmp / "run"), tmp / "csv")
     doc = tmp / "csv" / "experiment.json"
     text = doc.read_text()
     assert str(REPO) + "/" in text
@@ -308,9 +308,9 @@ def _check(case_id: str, tmp_path: Path, monkeypatch, exported: Path, fast_expec
     folder = build_case(case_id, tmp_path / "case", exported)
     assert input_digest(folder) == want["input"], f"{case_id}: the input is not the one the golden record was made from"
     calls = []
-    original = torutils._read_relay_rows
-    monkeypatch.setattr(torutils, "_read_relay_rows", lambda *a, **k: calls.append(1) or original(*a, **k))
-    for name, run in (("new", torutils.import_torutils), ("rows", lambda f, o: torutils.import_torutils(f, o, fast=False))):
+    original = importer._read_relay_rows
+    monkeypatch.setattr(importer, "_read_relay_rows", lambda *a, **k: calls.append(1) or original(*a, **k))
+    for name, run in (("new", importer.import_torutils), ("rows", lambda f, o: importer.import_torutils(f, o, fast=False))):
         got = outcome(run, folder, tmp_path / name)
         if name == "new" and fast_expected is not None:
             assert (not calls) == fast_expected, "fast path taken" if calls == [] else "row-by-row reader taken"
@@ -343,16 +343,16 @@ def test_generated_files_land_the_same_rows(variant, tmp_path, monkeypatch, expo
 
 def test_blocks_cut_anywhere_land_the_same_rows(tmp_path, monkeypatch, exported):
     """Blocks of 1,000 bytes cut rows in the middle: the carried-over part must join the next block."""
-    monkeypatch.setattr(torutils_fast, "BLOCK_BYTES", 1000)
+    monkeypatch.setattr(fastcsv, "BLOCK_BYTES", 1000)
     _check("generated:extras", tmp_path, monkeypatch, exported, fast_expected=True)
 
 
 def test_progress_lines(tmp_path, monkeypatch):
-    monkeypatch.setattr(torutils_fast, "BLOCK_BYTES", 4096)
-    monkeypatch.setattr(torutils_fast, "PROGRESS_ROWS", 500)
-    monkeypatch.setattr(torutils, "PROGRESS_ROWS", 500)
+    monkeypatch.setattr(fastcsv, "BLOCK_BYTES", 4096)
+    monkeypatch.setattr(fastcsv, "PROGRESS_ROWS", 500)
+    monkeypatch.setattr(importer, "PROGRESS_ROWS", 500)
     lines: list[str] = []
-    torutils.import_torutils(_variant("extras", tmp_path), tmp_path / "run", progress=lines.append)
+    importer.import_torutils(_variant("extras", tmp_path), tmp_path / "run", progress=lines.append)
     read = [ln for ln in lines if ln.startswith("read ")]
     wrote = [ln for ln in lines if ln.startswith("wrote ")]
     assert len(read) >= 3 and "of memory.csv (" in read[0] and len(wrote) >= 2, lines

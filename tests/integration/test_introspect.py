@@ -26,7 +26,8 @@ from pathlib import Path
 
 import pytest
 
-from alloclab import introspect, native, tunables, workloads
+from alloclab import introspect, nativebuild, workloads
+from alloclab.allocators import tunables
 from alloclab.analysis import analyse
 from alloclab.analysis.decomposition import decompose
 from alloclab.reporters.decomposition import decomposition_data, decomposition_rows, draw_decomposition
@@ -57,7 +58,7 @@ def _mimalloc_with_stats() -> str:
 
 @pytest.fixture(scope="module")
 def frag():
-    return str(native.program("frag"))
+    return str(nativebuild.program("frag"))
 
 
 def _observe(frag: str, lib: str | None, tmp: Path, load: float = 7.0) -> list[tuple]:
@@ -147,7 +148,7 @@ def test_fork_exec_and_exit(tmp_path, frag):
     """A forked child gets its own record (not the parent's); exec into a static binary leaves the
     record stale (never read as current); the parent exiting mid-run leaves a readable record; no
     read waits on a process."""
-    static = os.path.realpath(native.program("frag-static"))
+    static = os.path.realpath(nativebuild.program("frag-static"))
     env = _env(tmp_path, system_lib("libjemalloc.so.2"), interval=0.2)
     proc = subprocess.Popen([sys.executable, "-c", FORK_EXEC, static, "--load", "3", "--mb", "4"], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -254,7 +255,7 @@ def decomposed_run(tmp_path_factory, jemalloc, mimalloc) -> Path:
     for lib in (jemalloc, mimalloc):
         shutil.copyfile(lib, libs / Path(lib).name)
     text = EXPERIMENT.format(jemalloc=libs / Path(jemalloc).name, mimalloc=libs / Path(mimalloc).name,
-                             static=native.program("frag-static"))
+                             static=nativebuild.program("frag-static"))
     return Runner(parse_experiment(text, "introspect.toml", tmp), tmp / "run").run().run_dir
 
 
@@ -305,7 +306,7 @@ def test_a_stored_run_reports_the_same_without_its_libraries(decomposed_run):
 
 
 def test_imported_data_has_no_decomposition(tmp_path):
-    from alloclab.torutils import import_torutils
+    from alloclab.torutils.importer import import_torutils
     run = import_torutils(DATASETS / "co-guard-2025-09", tmp_path / "run")
     store = Store.open(run)
     assert store.alloc_stats() == [] and decompose(store) is None

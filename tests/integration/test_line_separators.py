@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from alloclab import fleet, unitfile
+from alloclab.fleet import lifecycle, unitfile
 from alloclab.errors import UserError
 from tests.conftest import run_cli
 
@@ -40,7 +40,7 @@ def test_fleet_plan_refuses_a_line_separator_in_an_env_value_or_library(tmp_path
     (root / "etc" / "systemd" / "system").mkdir(parents=True)
     (root / "etc" / "systemd" / "system" / "s.service").write_text("[Service]\nExecStart=/bin/sleep 30\n")
     with pytest.raises(UserError) as e:
-        fleet.make_plan(fleet.LocalUnits(root), "s", _exp(tmp_path, env=f"2{brk}[Service]"), 0, tmp_path / "p.json")
+        lifecycle.make_plan(lifecycle.LocalUnits(root), "s", _exp(tmp_path, env=f"2{brk}[Service]"), 0, tmp_path / "p.json")
     assert "control character" in str(e.value)
     assert not (tmp_path / "p.json").exists()
     with pytest.raises(UserError):

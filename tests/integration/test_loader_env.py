@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from alloclab import fleet, loaderenv
+from alloclab.fleet import lifecycle
+from alloclab.allocators import loaderenv
 from alloclab.errors import UserError
 from tests.conftest import run_cli
 
@@ -51,7 +52,7 @@ def test_apply_refuses_a_plan_whose_env_was_changed_to_a_loader_variable(tmp_pat
     root = tmp_path / "root"
     (root / "etc" / "systemd" / "system").mkdir(parents=True)
     (root / "etc" / "systemd" / "system" / "svc.service").write_text("[Service]\nExecStart=/bin/sleep 30\n")
-    plan = fleet.make_plan(fleet.LocalUnits(root), "svc", _experiment(tmp_path, {"LD_BIND_NOW": "1"}), 0, tmp_path / "plan.json")
+    plan = lifecycle.make_plan(lifecycle.LocalUnits(root), "svc", _experiment(tmp_path, {"LD_BIND_NOW": "1"}), 0, tmp_path / "plan.json")
     data = json.loads(plan.path.read_text())
     data["groups"][0]["env"]["GCONV_PATH"] = str(writable)
     plan.path.write_text(json.dumps(data))

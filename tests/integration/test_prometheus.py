@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from alloclab import fleet
+from alloclab.fleet import lifecycle
 from alloclab.store import Store
 from tests.conftest import run_cli
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from alloclab import tor_dirload
+from alloclab.tor import dirload
 
 OUTSIDE = ["10.0.0.1", "192.168.1.1", "8.8.8.8", "0.0.0.0", "128.0.0.1", "126.255.255.255", "255.255.255.255",
            "::1", "::ffff:127.0.0.1", "localhost", "127.0.0.1.example", "", "127.1"]
@@ -24,21 +24,21 @@ OUTSIDE = ["10.0.0.1", "192.168.1.1", "8.8.8.8", "0.0.0.0", "128.0.0.1", "126.25
 @pytest.mark.parametrize("host", OUTSIDE)
 def test_no_socket_is_made_for_an_address_outside_loopback(host, monkeypatch):
     made = []
-    monkeypatch.setattr(tor_dirload.socket, "socket", lambda *a, **k: made.append(a) or pytest.fail("socket made"))
-    with pytest.raises(tor_dirload.NotLoopback):
-        tor_dirload.connect_loopback(host, 80)
-    with pytest.raises(tor_dirload.NotLoopback):
-        tor_dirload.http_get(host, 80, "/tor/keys/all", {})
+    monkeypatch.setattr(dirload.socket, "socket", lambda *a, **k: made.append(a) or pytest.fail("socket made"))
+    with pytest.raises(dirload.NotLoopback):
+        dirload.connect_loopback(host, 80)
+    with pytest.raises(dirload.NotLoopback):
+        dirload.http_get(host, 80, "/tor/keys/all", {})
     assert made == []
 
 
 @pytest.mark.parametrize("host", ["127.0.0.1", "127.0.0.2", "127.255.255.254"])
 def test_loopback_addresses_pass(host):
-    assert tor_dirload.check_loopback(host) == host
+    assert dirload.check_loopback(host) == host
 
 
 def test_the_script_refuses_another_host_with_exit_2(tmp_path):
-    out = subprocess.run([sys.executable, str(Path(tor_dirload.__file__)), "--host", "10.1.2.3", "--port", "80",
+    out = subprocess.run([sys.executable, str(Path(dirload.__file__)), "--host", "10.1.2.3", "--port", "80",
                           "--out", str(tmp_path / "c.json"), "--duration", "2"], capture_output=True, text=True, timeout=30)
     assert out.returncode == 2 and "outside 127.0.0.0/8" in out.stderr
     assert not (tmp_path / "c.json").exists()
@@ -80,7 +80,7 @@ def test_fetches_and_counts_against_a_loopback_server(tmp_path):
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         out = tmp_path / "counts.json"
-        counts = tor_dirload.run("127.0.0.1", server.server_address[1], str(out), max_requests=60, duration=30,
+        counts = dirload.run("127.0.0.1", server.server_address[1], str(out), max_requests=60, duration=30,
                                  rate=200, seed=3)
     finally:
         server.shutdown()
@@ -96,5 +96,5 @@ def test_a_refused_connection_is_counted_not_fatal(tmp_path):
     with socket.socket() as s:          # a loopback port nothing listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    counts = tor_dirload.run("127.0.0.1", port, str(tmp_path / "c.json"), max_requests=3, duration=10, rate=100, seed=1)
+    counts = dirload.run("127.0.0.1", port, str(tmp_path / "c.json"), max_requests=3, duration=10, rate=100, seed=1)
     assert counts.errors == 3 and counts.served == 0

@@ -7,7 +7,9 @@ from datetime import datetime, timezone
 import pytest
 
 from alloclab.store import Store
-from alloclab.torutils import MEMORY_COLUMNS, export_csv, import_torutils
+from alloclab.torutils.layout import MEMORY_COLUMNS
+from alloclab.torutils.export import export_csv
+from alloclab.torutils.importer import import_torutils
 from tests.conftest import DATASETS
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from alloclab import allocators, catalog, hardening, resolution, tunables, versions
+from alloclab.allocators import library, catalog, hardening, resolution, tunables, versions
 from alloclab.errors import UserError
 from tests.conftest import run_cli
 from tests.registries import published_library
@@ -149,8 +149,8 @@ def test_published_mimalloc_versions_build_and_report_their_own_version(allocato
     assert allocator_id not in catalog.entries()               # not pinned in the catalog
     b = versions.build(allocator_id)
     version = allocator_id.split("@")[1].split("+")[0]
-    assert allocators.probe(str(b.path))["version"] and \
-        allocators.normalise_version("mimalloc", allocators.probe(str(b.path))["version"]) == version
+    assert library.probe(str(b.path))["version"] and \
+        library.normalise_version("mimalloc", library.probe(str(b.path))["version"]) == version
     assert (b.provenance["reported"]["secure_level"] or 0) > 0 if allocator_id.endswith("+secure") else \
         b.provenance["reported"]["secure_level"] == 0
 
@@ -159,7 +159,7 @@ def test_published_jemalloc_version_reports_its_own_version():
     if catalog.find_build(NOT_IN_CATALOG_JEMALLOC) is None:
         pytest.skip(WARM)
     b = versions.build(NOT_IN_CATALOG_JEMALLOC)
-    raw = allocators.probe(str(b.path))["version"]
+    raw = library.probe(str(b.path))["version"]
     assert raw.startswith("5.3.1-0-g") and b.provenance["reported"]["version"] == "5.3.1"
     assert b.provenance["source"]["kind"] == "crate"       # sid's binary needs a newer glibc: it fell through
 
@@ -260,8 +260,8 @@ def test_package_installs_the_exact_bytes_and_resolves_by_id(fresh_build, tmp_pa
     root = tmp_path / "host"
     subprocess.run(["dpkg", "-x", str(deb), str(root)], check=True)
     lib = root / "usr/lib/alloclab/mimalloc-2.1.6/libmimalloc.so"
-    assert allocators.sha256_file(lib) == fresh_build.provenance["library_sha256"]
-    assert allocators.normalise_version("mimalloc", allocators.probe(str(lib))["version"]) == "2.1.6"
+    assert library.sha256_file(lib) == fresh_build.provenance["library_sha256"]
+    assert library.normalise_version("mimalloc", library.probe(str(lib))["version"]) == "2.1.6"
     # a host without alloclab's build cache: the id resolves to the installed package
     empty = tmp_path / "empty-cache"
     code = ("from alloclab import resolution; import json; s = resolution.resolve('mimalloc@2.1.6'); "

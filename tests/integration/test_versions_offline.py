@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from alloclab import catalog, versions
+from alloclab.allocators import catalog, versions
 from alloclab.errors import UserError
 
 

@@ -4,10 +4,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from alloclab import derive, sweep, version_range
+from alloclab.experiments import derive, sweep
+from alloclab.allocators import version_range
 from alloclab.errors import UserError
 from alloclab.stats import ThresholdTest
-from alloclab.sweep_report import pareto_front
+from alloclab.experiments.sweep_report import pareto_front
 
 
 def levels(geo: float, n: int = 5, cv: float = 0.01, seed: int = 0) -> np.ndarray:

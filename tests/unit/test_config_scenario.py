@@ -74,7 +74,7 @@ def test_directory_size_and_the_co_guard_variant():
     assert (e.scenario.routers, e.scenario.router_churn, e.scenario.variant) == (7000, 0.05, "dircache")
     assert exp().scenario.routers == 0                   # the default keeps the network (and the tests) small
     # co-guard: DirCache 0 by default, before the scenario's and the group's lines (a group's DirCache 1 wins)
-    from alloclab.tornet import serves_directory
+    from alloclab.tor.network import serves_directory
     g = exp('variant = "co-guard"\ntorrc = ["MaxMemInQueues 2 GB"]')
     assert g.scenario.torrc == ("DirCache 0", "MaxMemInQueues 2 GB") and not serves_directory(g.scenario.torrc)
     g = exp('variant = "co-guard"', 'torrc = ["DirCache 1"]')
@@ -98,15 +98,15 @@ def test_cli_refuses_with_one_line_and_exit_2(tmp_path):
 
 
 def test_a_group_can_run_another_tor_build():
-    from alloclab import tornet
+    from alloclab.tor import network
     e = exp(group='command = ["/opt/tor-0.4.9/tor"]')
-    assert tornet.relay_command(e, e.groups[0])[:3] == ("/opt/tor-0.4.9/tor", "-f", "{workdir}/torrc")
-    assert tornet.tor_program(e, e.groups[0]) == "/opt/tor-0.4.9/tor"
-    load = tornet.load_command(e)
+    assert network.relay_command(e, e.groups[0])[:3] == ("/opt/tor-0.4.9/tor", "-f", "{workdir}/torrc")
+    assert network.tor_program(e, e.groups[0]) == "/opt/tor-0.4.9/tor"
+    load = network.load_command(e)
     assert load[load.index("--host") + 1] == "127.0.0.1" and load[load.index("--port") + 1] == "{port}"
 
 
 def test_dircache_0_means_no_dirport():
-    from alloclab.tornet import serves_directory
+    from alloclab.tor.network import serves_directory
     assert serves_directory(()) and serves_directory(("DirCache 1",)) and serves_directory(("DirCache 0", "dircache 1"))
     assert not serves_directory(("MaxMemInQueues 64 MB", "DirCache 0")) and not serves_directory(("DIRCACHE 0",))

@@ -22,15 +22,15 @@ import alloclab
 PACKAGE = Path(alloclab.__file__).parent
 
 # Modules that write to or read from a run's store: everything else comes before it in the flow.
-STORE_USERS = {"store", "recorder", "runner", "fleet", "collector", "watchdog", "report", "torutils", "promimport", "merge", "cli", "__main__",
+STORE_USERS = {"store", "tickwriter", "runner", "fleet.lifecycle", "fleet.collector", "watchdog", "report", "torutils.export", "torutils.importer", "promimport", "merge", "cli", "__main__",
                "runcompare", "liveview", "bundle", "metrics",     # compare, live view, bundle and run --metrics read runs
-               "bisection", "sweep",   # bisect and sweep drive runs (runner) and read their results (analysis)
+               "experiments.bisection", "experiments.sweep",   # bisect and sweep drive runs (runner) and read their results (analysis)
                "stopping"}             # the runner's sequential stop checks analyse the store as it stands
 STORE_USER_PACKAGES = ("analysis", "commands", "reporters")
 # What the analysis and the reporters may not reach: what they need from the host is recorded in
 # the store at run time (docs/architecture.md).
 PURE_PACKAGES = ("analysis", "reporters")
-PURE_FORBIDDEN = {"allocators", "tunables", "introspect", "native", "tornet", "hardening"}
+PURE_FORBIDDEN = {"allocators.library", "allocators.tunables", "introspect", "nativebuild", "tor.network", "allocators.hardening"}
 
 
 def _modules() -> dict[str, Path]:
@@ -115,8 +115,8 @@ def _uses_store(name: str) -> bool:
 
 def test_the_graph_is_read_in_full():
     graph = import_graph()
-    assert "alloclab.resolution" in graph["alloclab.runner"] or "alloclab.resolution" in _reach(graph, "alloclab.runner")
-    assert "alloclab.catalog" in graph["alloclab.resolution"]
+    assert "alloclab.allocators.resolution" in graph["alloclab.runner"] or "alloclab.allocators.resolution" in _reach(graph, "alloclab.runner")
+    assert "alloclab.allocators.catalog" in graph["alloclab.allocators.resolution"]
     # a function-local import counts: cli imports its verbs inside the click functions
     assert "alloclab.commands.run" in graph["alloclab.cli"]
 
@@ -133,8 +133,8 @@ def test_a_planted_cycle_is_found():
 
 def test_catalog_is_above_allocators():
     graph = import_graph()
-    assert "alloclab.catalog" not in _reach(graph, "alloclab.allocators")
-    assert "alloclab.allocators" in graph["alloclab.catalog"]
+    assert "alloclab.allocators.catalog" not in _reach(graph, "alloclab.allocators.library")
+    assert "alloclab.allocators.library" in graph["alloclab.allocators.catalog"]
 
 
 def test_nothing_before_the_store_reaches_it():
@@ -158,11 +158,11 @@ def test_analysis_and_reporters_do_not_reach_the_host():
 
 def test_a_planted_host_import_is_found():
     # the shape issue 28 found: a reporter importing hardening, the analysis reaching allocators through a helper
-    graph = {"alloclab.reporters.markdown": {"alloclab.hardening"}, "alloclab.hardening": {"alloclab.native"},
-             "alloclab.native": set(), "alloclab.analysis.warnings": {"alloclab.timefmt"},
-             "alloclab.timefmt": {"alloclab.allocators"}, "alloclab.allocators": set(),
+    graph = {"alloclab.reporters.markdown": {"alloclab.allocators.hardening"}, "alloclab.allocators.hardening": {"alloclab.nativebuild"},
+             "alloclab.nativebuild": set(), "alloclab.analysis.warnings": {"alloclab.timefmt"},
+             "alloclab.timefmt": {"alloclab.allocators.library"}, "alloclab.allocators.library": set(),
              "alloclab.reporters.csv_tables": {"alloclab.store"}, "alloclab.store": set()}
-    assert _impure(graph) == {"reporters.markdown": ["hardening", "native"], "analysis.warnings": ["allocators"]}
+    assert _impure(graph) == {"reporters.markdown": ["allocators.hardening", "nativebuild"], "analysis.warnings": ["allocators.library"]}
 
 
 def test_a_report_loads_no_host_reading_module():
@@ -179,7 +179,7 @@ def test_a_report_loads_no_host_reading_module():
 
 
 def test_fleet_does_not_import_the_runner():
-    assert "alloclab.runner" not in _reach(import_graph(), "alloclab.fleet")
+    assert "alloclab.runner" not in _reach(import_graph(), "alloclab.fleet.lifecycle")
 
 
 # One interpreter that has loaded the third-party libraries (none of them loads alloclab) forks a
@@ -215,17 +215,17 @@ for module in sys.argv[1:]:
 
 def test_fresh_interpreters_load_only_what_the_layering_allows():
     lower = sorted(m for m in MODULES if not _uses_store(m) and m != "alloclab")
-    proc = subprocess.run([sys.executable, "-c", FORKING_IMPORTER, *lower, "alloclab.fleet"], capture_output=True,
+    proc = subprocess.run([sys.executable, "-c", FORKING_IMPORTER, *lower, "alloclab.fleet.lifecycle"], capture_output=True,
                           text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr.strip().splitlines()[-1:]
     answers = [json.loads(line) for line in proc.stdout.splitlines()]
-    assert [a["module"] for a in answers] == lower + ["alloclab.fleet"]
+    assert [a["module"] for a in answers] == lower + ["alloclab.fleet.lifecycle"]
     for answer in answers:
         module = answer["module"]
         assert "error" not in answer, f"{module} does not import on its own: {answer.get('error')}"
         loaded = set(answer["loaded"])
         assert module in loaded
-        if module == "alloclab.fleet":
+        if module == "alloclab.fleet.lifecycle":
             assert "alloclab.runner" not in loaded
         else:
             assert "alloclab.store" not in loaded, f"{module} loads the store"

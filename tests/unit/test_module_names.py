@@ -27,5 +27,5 @@ def test_no_module_shadows_the_standard_library_or_an_installed_package():
 
 def test_the_directory_load_script_runs_as_a_script():
     import subprocess
-    out = subprocess.run([sys.executable, str(SRC / "tor_dirload.py"), "--help"], capture_output=True, text=True, timeout=60)
+    out = subprocess.run([sys.executable, str(SRC / "tor" / "dirload.py"), "--help"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and "usage" in out.stdout.lower(), out.stderr[-500:]

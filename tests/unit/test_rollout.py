@@ -1,9 +1,9 @@
-"""The canary rollout's guard rules and option parsing (alloclab.rollout)."""
+"""The canary rollout's guard rules and option parsing (alloclab.fleet.rollout)."""
 from __future__ import annotations
 
 import pytest
 
-from alloclab import rollout
+from alloclab.fleet import rollout
 from alloclab.errors import UserError
 
 

@@ -6,7 +6,8 @@ import ast
 import inspect
 from pathlib import Path
 
-from alloclab import scenarios, tornet
+from alloclab import scenarios
+from alloclab.tor import network
 from alloclab.config import load_experiment
 
 SRC = Path(scenarios.__file__).parent
@@ -49,7 +50,7 @@ def test_the_tor_scenario_implements_every_call_of_the_protocol():
     calls = {n: f for n, f in vars(scenarios.Scenario).items() if callable(f) and not n.startswith("_")}
     assert {"prepare", "command", "load_command", "setup", "tick", "teardown", "finish"} <= set(calls)
     for name, proto in calls.items():
-        impl = getattr(tornet.TorScenario, name, None)
+        impl = getattr(network.TorScenario, name, None)
         assert impl is not None, f"TorScenario has no {name}"
         assert list(inspect.signature(impl).parameters) == list(inspect.signature(proto).parameters), name
 
@@ -61,6 +62,6 @@ def test_an_experiment_gets_its_scenario(tmp_path):
     tor.write_text('name = "t"\n[scenario]\nname = "tor-network"\ntor = "/usr/sbin/tor"\n[[group]]\nname = "a"\nallocator = "glibc"\n')
     assert scenarios.of(load_experiment(plain)) is None
     sc = scenarios.of(load_experiment(tor))
-    assert isinstance(sc, tornet.TorScenario)
+    assert isinstance(sc, network.TorScenario)
     assert sc.command(load_experiment(tor).groups[0])[:3] == ("/usr/sbin/tor", "-f", "{workdir}/torrc")
     assert "tor_dirload.py" in sc.load_command()[1]

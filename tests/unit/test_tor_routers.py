@@ -11,7 +11,7 @@ import time
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from alloclab import tor_routers
+from alloclab.tor import routers as tor_routers
 from stem.descriptor.extrainfo_descriptor import RelayExtraInfoDescriptor
 from stem.descriptor.server_descriptor import RelayDescriptor
 

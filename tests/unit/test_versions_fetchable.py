@@ -15,7 +15,7 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from alloclab import versions
+from alloclab.allocators import versions
 from alloclab.errors import UserError
 
 

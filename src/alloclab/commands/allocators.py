@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from .. import catalog, hardening, hardening_summary, versions
+from ..allocators import catalog, hardening, hardening_summary, versions
 from ..errors import UserError
 
 
@@ -106,7 +106,8 @@ def versions_command(family: str, newer_than: str | None, refresh: bool, as_json
 def package_command(allocator_id: str, out_dir, console: Console) -> None:
     """A .deb of a verified build (built first if needed): the exact bytes, under a versioned path."""
     from pathlib import Path
-    from .. import debpackage, preflight
+    from ..allocators import debpackage
+    from .. import preflight
     preflight.check_output(Path(out_dir))          # a directory (or nothing yet), not a file
     b = catalog.find_build(allocator_id)
     if b is None:

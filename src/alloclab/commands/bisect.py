@@ -1,4 +1,4 @@
-"""`alloclab bisect`: find the first bad version / tunable value / workload parameter (alloclab.bisection)."""
+"""`alloclab bisect`: find the first bad version / tunable value / workload parameter (alloclab.experiments.bisection)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -31,7 +31,8 @@ def bisect_command(target: str, family: str | None, good: str | None, bad: str |
                    threshold_ratio: float, replicas: int | None, interval: str | None, warmup: str | None,
                    workload_params: tuple[str, ...], max_step: str, first_look: str, check_bad: bool, no_report: bool,
                    output: Path | None, console: Console) -> int:
-    from .. import bisection as bisect, derive, version_range
+    from ..experiments import bisection as bisect, derive
+    from ..allocators import version_range
     axes = [name for name, given in (("--family", family), ("--tunable", tunable), ("--param", param)) if given]
     if len(axes) != 1:
         raise UserError("say what to bisect: --family F --good V --bad V, or --tunable NAME --values ..., "
@@ -80,7 +81,7 @@ def bisect_command(target: str, family: str | None, good: str | None, bad: str |
         res = bisect.search(plan, out, on_step=lambda s: ticker.step_done(s), on_tick=ticker.tick)
     finally:
         ticker.close()
-    from ..bisect_report import headline
+    from ..experiments.bisect_report import headline
     console.print(headline(res).replace("**", ""), markup=False, highlight=False)
     console.print(f"bisect: {out}/bisect.md (steps in {out}/steps)")
     if res.status == "interrupted":

@@ -10,7 +10,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from .. import catalog, outputs, timefmt
+from ..allocators import catalog
+from .. import outputs, timefmt
 from ..errors import UserError
 from .run import run_command
 

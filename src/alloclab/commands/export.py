@@ -5,7 +5,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from ..torutils import export_csv
+from ..torutils.export import export_csv
 
 
 def export_command(run_dir: Path, csv_dir: Path, console: Console) -> None:

@@ -8,7 +8,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from .. import collector, fleet, metrics, rollout, unitfile
+from ..fleet import collector, lifecycle, rollout, unitfile
+from .. import metrics
 from ..config import parse_duration
 from ..errors import UserError
 
@@ -27,7 +28,7 @@ def _progress(console: Console, as_json: bool):
 
 
 def facts_command(units_glob: str, host: str | None, root: Path, systemctl: str | None, as_json: bool, console: Console) -> None:
-    facts = fleet.unit_facts(fleet.units_from(systemctl, root), units_glob, host)
+    facts = lifecycle.unit_facts(lifecycle.units_from(systemctl, root), units_glob, host)
     if as_json:
         _emit_json(facts)
         return
@@ -44,9 +45,9 @@ def plan_command(units_glob: str | None, groups: Path, seed: int, out: Path, roo
     if facts and units_glob:
         raise UserError("give --units (this host) or --facts (a fleet), not both", "drop one of them")
     if facts:
-        plan = fleet.make_fleet_plan(list(facts), groups, seed, out)
+        plan = lifecycle.make_fleet_plan(list(facts), groups, seed, out)
     elif units_glob:
-        plan = fleet.make_plan(fleet.units_from(systemctl, root), units_glob, groups, seed, out)
+        plan = lifecycle.make_plan(lifecycle.units_from(systemctl, root), units_glob, groups, seed, out)
     else:
         raise UserError("fleet plan needs --units GLOB or --facts FILE...", "e.g. --units 'tor@*'")
     if as_json:
@@ -69,8 +70,8 @@ def plan_command(units_glob: str | None, groups: Path, seed: int, out: Path, roo
 
 def apply_command(plan_file: Path, batch: str, dry_run: bool, root: Path, systemctl: str | None, console: Console,
                   host: str | None = None, as_json: bool = False) -> None:
-    units = fleet.units_from(systemctl, root)
-    result = fleet.apply_plan(units, fleet.load_plan(plan_file, host), batch, dry_run, _progress(console, as_json))
+    units = lifecycle.units_from(systemctl, root)
+    result = lifecycle.apply_plan(units, lifecycle.load_plan(plan_file, host), batch, dry_run, _progress(console, as_json))
     if as_json:
         _emit_json(result)
     elif not dry_run:
@@ -80,8 +81,8 @@ def apply_command(plan_file: Path, batch: str, dry_run: bool, root: Path, system
 def collect_command(plan_file: Path, run: Path, interval: str, duration: str | None, install: bool, root: Path,
                     systemctl: str | None, console: Console, listen: str | None = None, host: str | None = None,
                     as_json: bool = False) -> None:
-    units = fleet.units_from(systemctl, root)
-    plan = fleet.load_plan(plan_file, host)          # a fleet-wide plan: this host's share
+    units = lifecycle.units_from(systemctl, root)
+    plan = lifecycle.load_plan(plan_file, host)          # a fleet-wide plan: this host's share
     if install:
         path = collector.install_collector(units, plan_file, run, interval, systemctl, listen, host, duration)
         user = " --user" if systemctl == "user" else ""
@@ -119,8 +120,8 @@ def deploy_command(allocator: str | None, units_glob: str, batch: str, dry_run: 
                             max_increase=rollout.parse_share(max_increase, "--max-increase") if max_increase else None,
                             max_restarts=max_restarts, persist=persist,
                             warmup=None if warmup == "auto" else parse_duration(warmup, "--warmup"))
-    units = fleet.units_from(systemctl, root)
-    result = fleet.deploy(units, allocator, units_glob, batch, dry_run, out, _progress(console, as_json),
+    units = lifecycle.units_from(systemctl, root)
+    result = lifecycle.deploy(units, allocator, units_glob, batch, dry_run, out, _progress(console, as_json),
                           env=parse_env(env_items), guards=guards, settle=parse_duration(settle, "--settle"), scope=scope,
                           sample_every=parse_duration(guard_interval, "--guard-interval"), group_file=group_file,
                           group=group, history=history)
@@ -149,7 +150,7 @@ def parse_env(items: tuple[str, ...]) -> dict[str, str]:
 
 
 def rollback_command(batch: int, root: Path, systemctl: str | None, console: Console, as_json: bool = False) -> None:
-    result = fleet.rollback(fleet.units_from(systemctl, root), batch, _progress(console, as_json))
+    result = lifecycle.rollback(lifecycle.units_from(systemctl, root), batch, _progress(console, as_json))
     if as_json:
         _emit_json(result)
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from ..torutils import import_torutils, naive_timezone
+from ..torutils.importer import import_torutils, naive_timezone
 
 
 def torutils_command(folder: Path, output: Path, naive_utc_offset: float, baseline: str | None, console: Console) -> None:

@@ -1,4 +1,4 @@
-"""`alloclab sweep`: settings (allocators × tunables) run in batches beside one baseline (alloclab.sweep)."""
+"""`alloclab sweep`: settings (allocators × tunables) run in batches beside one baseline (alloclab.experiments.sweep)."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -15,7 +15,7 @@ from .bisect import _params
 def sweep_command(target: str, allocators: tuple[str, ...], settings: tuple[str, ...], replicas: int | None,
                   interval: str | None, warmup: str | None, load: str | None, workload_params: tuple[str, ...],
                   max_groups: int | None, no_report: bool, output: Path | None, console: Console) -> int:
-    from .. import derive, sweep
+    from ..experiments import derive, sweep
     preflight.check_output(output)
     load_s = parse_duration(load, "--load") if load else None
     if max_groups is not None and not 2 <= max_groups <= MAX_GROUPS:

@@ -11,7 +11,7 @@ from rich.table import Table
 
 from .. import trace
 from ..errors import UserError
-from ..resolution import resolve
+from ..allocators.resolution import resolve
 
 
 def record_command(output: Path, allocator: str | None, command: list[str], console: Console) -> None:

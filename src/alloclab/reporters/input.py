@@ -31,7 +31,7 @@ class GroupRecord:
     command: list | None
     is_baseline: bool
     provenance: dict | None          # the catalog build's record (source, checksums, build flags), when built by alloclab
-    hardening: dict | None = None    # heap-hardening features measured for the group (alloclab.hardening)
+    hardening: dict | None = None    # heap-hardening features measured for the group (alloclab.allocators.hardening)
 
     def as_dict(self) -> dict:
         return dict(self.__dict__)

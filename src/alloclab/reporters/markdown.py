@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..analysis import STATUS_ORDER, Analysis
-from ..hardening_summary import summary as hardening_summary
+from ..allocators.hardening_summary import summary as hardening_summary
 from ..timefmt import utc
 from .input import ReportInput, Section
 from .png import CHART_FILES

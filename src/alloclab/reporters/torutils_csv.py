@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..torutils import export_csv
+from ..torutils.export import export_csv
 from .input import ReportInput
 
 

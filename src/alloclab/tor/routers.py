@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from tor_dirload import check_loopback, connect_loopback  # noqa: E402  (stdlib-only sibling)
+from dirload import check_loopback, connect_loopback  # noqa: E402  (stdlib-only sibling)
 
 PLATFORM = "Tor 0.4.9.11 on Linux"
 PROTO = ("Conflux=1 Cons=1-2 Desc=1-2 DirCache=2 FlowCtrl=1-2 HSDir=2 HSIntro=4-5 HSRend=1-2 Link=1-5 "

@@ -13,7 +13,7 @@ import re
 import shutil
 import subprocess
 
-from . import settings
+from .. import settings
 
 _MIMALLOC = re.compile(r"^mimalloc: option '([a-z_]+)': (.*?)\s*$", re.M)
 _JEMALLOC = re.compile(r"^  opt\.([a-z_0-9]+): (.*?)\s*$", re.M)

@@ -22,13 +22,15 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import allocators, fleetread, metrics, rootfs, sampler, unitfile
-from .config import parse_duration
-from .errors import UserError
-from .fleet import START_STATES_TIMEOUT, Plan, Units, _dev_inode, cgroup_files, read_cgroup_procs
-from .host import host_metadata
-from .recorder import Recorder, Tracked
-from .store import DB_NAME, Store
+from ..allocators import library
+from . import fleetread, rootfs, unitfile
+from .. import metrics, sampler
+from ..config import parse_duration
+from ..errors import UserError
+from .lifecycle import START_STATES_TIMEOUT, Plan, Units, _dev_inode, cgroup_files, read_cgroup_procs
+from ..host import host_metadata
+from ..tickwriter import Recorder, Tracked
+from ..store import DB_NAME, Store
 
 REASK_DOWN = 5.0           # seconds between questions to systemd about a unit with no process and no known cgroup
 LATE_SHARE = 0.1           # a tick that starts more than this share of the interval after its slot is late
@@ -230,7 +232,7 @@ def collect(units: Units, plan: Plan, run: Path, interval: float, duration: floa
     watches: dict[str, Watch] = {}
     for a in plan.assignments:
         g = groups[a["group"]]
-        spec = allocators.AllocatorSpec(kind=g["kind"], request=g["allocator"], path=g["library"], sha256=g["sha256"],
+        spec = library.AllocatorSpec(kind=g["kind"], request=g["allocator"], path=g["library"], sha256=g["sha256"],
                                         family=g["family"], version=g["version"], **_dev_inode(g["library"]))
         watches[a["unit"]] = Watch(Tracked(id=0, name=a["unit"], group_name=a["group"], spec=spec))
     reader = UnitReader(units, watches, health, native_reader)

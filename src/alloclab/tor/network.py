@@ -2,7 +2,7 @@
 
 `[scenario] name = "tor-network"` in an experiment file. The runner asks this module for
 - the relays' command (`relay_command`: tor -f {workdir}/torrc) and their directory load
-  (`load_command`: alloclab/tor_dirload.py against the relay's DirPort), started like any
+  (`load_command`: alloclab/tor/dirload.py against the relay's DirPort), started like any
   replica's and load client's, under the group's LD_PRELOAD, sampled and verified;
 - the supporting processes (`TorNetwork`): directory authorities, whose keys and torrcs it
   generates, started by the runner (run token in their environment, parent-death signal,
@@ -31,9 +31,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from .config import Experiment, Group
-from .errors import UserError
-from .outputs import TOR_NETWORK_DIR
+from ..config import Experiment, Group
+from ..errors import UserError
+from ..outputs import TOR_NETWORK_DIR
 
 CLONE_NEWNET = 0x40000000
 SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1
@@ -62,7 +62,7 @@ def load_command(exp: Experiment) -> tuple[str, ...]:
     """The directory load of one relay (a stdlib-only script, so it needs no import path)."""
     sc = exp.scenario
     duration = (exp.phases.load or 3600.0) + 60
-    return (sys.executable, str(Path(__file__).with_name("tor_dirload.py")), "--host", "127.0.0.1", "--port", "{port}",
+    return (sys.executable, str(Path(__file__).with_name("dirload.py")), "--host", "127.0.0.1", "--port", "{port}",
             "--out", "{workdir}/../" + LOAD_OUT, "--rate", f"{sc.load_rate:g}", "--requests", str(sc.load_requests),
             "--duration", f"{duration:g}", "--seed", "{seed}")
 
@@ -286,11 +286,11 @@ class TorNetwork:
         return "".join(line + "\n" for line in lines)
 
     def router_command(self) -> tuple[list[str], Path] | None:
-        """The descriptor-only routers (alloclab/tor_routers.py) that fill the directory to
+        """The descriptor-only routers (alloclab/tor/routers.py) that fill the directory to
         `routers`, uploading to every authority and churning once per voting interval; None without."""
         if not self.sc.routers:
             return None
-        argv = [sys.executable, str(Path(__file__).with_name("tor_routers.py")), "--routers", str(self.sc.routers),
+        argv = [sys.executable, str(Path(__file__).with_name("routers.py")), "--routers", str(self.sc.routers),
                 "--interval", f"{self.sc.voting_interval:g}", "--churn", f"{self.sc.router_churn:g}",
                 "--out", str(self.dir / ROUTERS_OUT), "--seed", str(self.exp.seed)]
         for a in self.authorities:

@@ -20,7 +20,7 @@ import stat
 from pathlib import Path
 from typing import Iterator
 
-from .errors import UserError
+from ..errors import UserError
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 

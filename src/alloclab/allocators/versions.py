@@ -41,8 +41,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from . import catalog, settings
-from .errors import UserError, did_you_mean
+from . import catalog
+from .. import settings
+from ..errors import UserError, did_you_mean
 
 LISTING_MAX_AGE = 86400          # a registry listing is refreshed at most once a day
 RECHECK_AFTER = 600              # ...but one whose source files could not be checked, after 10 minutes
@@ -197,7 +198,7 @@ MI_VERSION_RE = re.compile(rb"#define\s+MI_MALLOC_VERSION\s+(\d+)")
 
 
 def _scan_crate(crate: str, version: str) -> list[dict]:
-    from .allocators import normalise_version
+    from .library import normalise_version
     meta = version.split("+", 1)[1] if "+" in version else ""
     if crate in CRATES["jemalloc"]:
         # the crate's build script passes its build metadata to configure as --with-version
@@ -397,7 +398,7 @@ def available_versions(family: str, refresh: bool = False, progress=lambda s: No
     if family not in FAMILIES:
         raise UserError(f"unknown allocator family {family!r}", f"{did_you_mean(family, FAMILIES)}use one of: {', '.join(FAMILIES)}")
     if family == "glibc":
-        from .allocators import probe
+        from .library import probe
         v = probe(None).get("glibc")
         return [VersionInfo("glibc", v, (), (), ("the system's C library",), True)] if v else []
     lock_path = _dir() / f".{family}.lock"

@@ -18,8 +18,9 @@ import subprocess
 from dataclasses import dataclass, asdict
 from pathlib import Path
 
-from .errors import UserError
-from . import embedded, native, settings
+from ..errors import UserError
+from . import embedded
+from .. import nativebuild, settings
 
 # Names of allocator libraries we recognise when they are mapped where they were not asked for.
 KNOWN_LIBRARY = re.compile(r"lib(jemalloc|mimalloc|tcmalloc(?:_minimal)?|snmalloc\w*|rpmalloc|hoard|scalloc|tbbmalloc)"
@@ -143,7 +144,7 @@ def probe(library: str | None, env: dict[str, str] | None = None) -> dict:
     run_env.update(env or {})
     if library:
         run_env["LD_PRELOAD"] = library
-    proc = subprocess.run([str(native.program("probe"))], env=run_env, capture_output=True, text=True, timeout=30)
+    proc = subprocess.run([str(nativebuild.program("probe"))], env=run_env, capture_output=True, text=True, timeout=30)
     lines = [ln for ln in proc.stdout.split("\n") if ln.startswith("{")]   # JSON may hold U+2028: \n ends a line
     if proc.returncode != 0 or not lines:
         err = (proc.stderr.strip().splitlines() or ["no output"])[-1]

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from . import workloads
-from .config import Experiment, Group, Phases, Workload, load_experiment, parse_experiment
-from .errors import UserError
+from .. import workloads
+from ..config import Experiment, Group, Phases, Workload, load_experiment, parse_experiment
+from ..errors import UserError
 
 _GROUP_NAME_BAD = re.compile(r"[^A-Za-z0-9_.+-]+")
 

@@ -27,11 +27,12 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Callable
 
-from . import hardening, native, settings
-from .allocators import check_preload_safe, normalise_version, probe, sha256_file
-from .errors import UserError, did_you_mean
+from . import hardening
+from .. import nativebuild, settings
+from .library import check_preload_safe, normalise_version, probe, sha256_file
+from ..errors import UserError, did_you_mean
 
-CATALOG_FILE = Path(__file__).parent / "data" / "catalog.toml"
+CATALOG_FILE = Path(__file__).parent.parent / "data" / "catalog.toml"
 ID_RE = re.compile(r"^(?P<family>[a-z]+)@(?P<version>\d+(?:\.\d+)*)(?:\+(?P<variant>[a-z]+))?$")
 Progress = Callable[[str], None]
 
@@ -57,7 +58,7 @@ def entries() -> dict[str, Entry]:
     return out
 
 
-# Entries made at run time from what registries publish (alloclab.versions), beside the pinned ones.
+# Entries made at run time from what registries publish (alloclab.allocators.versions), beside the pinned ones.
 _registered: dict[str, Entry] = {}
 
 
@@ -91,7 +92,7 @@ def entry(allocator_id: str) -> Entry:
 # ---- cache --------------------------------------------------------------------------------------
 
 def cache_dir() -> Path:
-    return native.cache_root() / "allocators"
+    return nativebuild.cache_root() / "allocators"
 
 
 def _safe(allocator_id: str) -> str:

@@ -24,11 +24,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from . import allocator_options, outputs
+from ..allocators import options
+from .. import outputs
 from .derive import Base, Point, derive
-from .errors import UserError
-from .runner import Runner
-from .stopping import ThresholdStop
+from ..errors import UserError
+from ..runner import Runner
+from ..stopping import ThresholdStop
 
 MEMORY_METRICS = ("rss", "pss", "uss", "anon")
 METRICS = MEMORY_METRICS + ("cpu_per_op",)
@@ -139,7 +140,7 @@ def run_step(plan: Plan, out: Path, k: int, index: int, on_tick: Callable | None
     if verdict == "undecided":
         reason = f"not decided within {planned:g} s ({result.end_reason}); last look: {reason}"
     if plan.write_reports and not result.cut_short:
-        from . import report
+        from .. import report
         report.write_report(run_dir)
     spec = runner.specs[CANDIDATE]
     return Step(index, value, str(run_dir), verdict, reason, d.ratio if d else None, d.p if d else None,
@@ -200,7 +201,7 @@ def finish(plan: Plan, out: Path, res: BisectResult) -> BisectResult:
 def what_changed(plan: Plan, before: str, after: str) -> dict[str, Any]:
     """The two points' upstream versions and the options whose values the libraries report
     differently (allocator_options)."""
-    from . import resolution
+    from ..allocators import resolution
     sides = {}
     for label, value in (("before", before), ("after", after)):
         p = plan.axis.point(value)
@@ -211,9 +212,9 @@ def what_changed(plan: Plan, before: str, after: str) -> dict[str, Any]:
             continue
         env = {**plan.base.env, **p.env}
         sides[label] = {"point": p.label, "family": spec.family, "version": spec.version, "library": spec.path,
-                        "options": allocator_options.library_options(spec.family, spec.path, env)}
+                        "options": options.library_options(spec.family, spec.path, env)}
     b, a = sides["before"], sides["after"]
-    diff = allocator_options.differences(b.get("options", {}), a.get("options", {}))
+    diff = options.differences(b.get("options", {}), a.get("options", {}))
     return {"before": {k: v for k, v in b.items() if k != "options"}, "after": {k: v for k, v in a.items() if k != "options"},
             "options_reported": bool(b.get("options") or a.get("options")), "options_differing": diff}
 
@@ -221,7 +222,7 @@ def what_changed(plan: Plan, before: str, after: str) -> dict[str, Any]:
 def check_plan(plan: Plan) -> None:
     """Every point of a tunable or parameter axis (the two ends of a version axis: the others are
     built when reached) passes `alloclab check`'s checks before anything is created."""
-    from . import preflight
+    from .. import preflight
     values = plan.axis.values
     chosen = [values[0], values[-1]] if plan.axis.kind == "version" else list(values)
     exp = derive(plan.base, "bisect-check", [(f"v{i:02d}", plan.axis.point(v)) for i, v in enumerate(chosen)],

@@ -8,7 +8,7 @@ every version the reachable registries publish and alloclab can build (`versions
 from __future__ import annotations
 
 from . import catalog
-from .errors import UserError
+from ..errors import UserError
 
 
 def version_key(version: str) -> tuple[int, ...]:

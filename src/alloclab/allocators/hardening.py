@@ -25,7 +25,8 @@ import re
 import signal
 import subprocess
 
-from . import native, settings, tunables
+from .. import nativebuild, settings
+from . import tunables
 
 MODES = ("double-free", "invalid-free")
 FIRST_MESSAGE = re.compile(r"^(free\(\)|double free|munmap_chunk|realloc\(\)|malloc\(\)|mimalloc: (error|warning)|<jemalloc>|"
@@ -41,7 +42,7 @@ def _run(mode: str, library: str | None, env: dict[str, str]) -> subprocess.Comp
     if library:
         run_env["LD_PRELOAD"] = library
     try:
-        return subprocess.run([str(native.program("hardening_probe")), mode], env=run_env, capture_output=True,
+        return subprocess.run([str(nativebuild.program("hardening_probe")), mode], env=run_env, capture_output=True,
                               text=True, timeout=TIMEOUT)
     except subprocess.TimeoutExpired:
         return None

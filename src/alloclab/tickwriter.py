@@ -11,8 +11,9 @@ import os
 import time
 from dataclasses import dataclass, field
 
-from . import allocators, sampler
-from .allocators import AllocatorSpec
+from .allocators import library
+from . import sampler
+from .allocators.library import AllocatorSpec
 from .store import Store
 
 VERIFY_MIN_AGE = 0.2          # seconds: a younger process may not have exec'd / mapped its preload yet
@@ -58,7 +59,7 @@ class Recorder:
 
     def verify(self, r: Tracked, key: tuple[int, int], proc_id: int, now: float) -> None:
         try:
-            verdict = allocators.verify_process(key[0], r.spec)
+            verdict = library.verify_process(key[0], r.spec)
         except OSError:
             return
         if not sampler.is_alive(key):        # the pid was reused while its maps were read

@@ -11,7 +11,7 @@ import re
 from functools import cache
 from pathlib import Path
 
-from .errors import UserError
+from ..errors import UserError
 
 MIMALLOC_OPTIONS = (
     "show_errors", "show_stats", "verbose", "eager_commit", "arena_eager_commit", "purge_decommits",
@@ -173,7 +173,7 @@ def _int(text: str) -> int | None:
 def glibc_effective(env: dict[str, str]) -> dict[str, tuple[str, str, str]]:
     """{tunable: (effective value, min, max)} as glibc's loader reads this environment."""
     import subprocess
-    from . import settings
+    from .. import settings
     ld = loader_path()
     if not ld:
         return {}
@@ -215,7 +215,7 @@ def _glibc_problems(env: dict[str, str]) -> list[str]:
 def allocator_complaints(env: dict[str, str], family: str | None, library: str | None) -> list[str]:
     """What the allocator itself says about the group's settings (empty: it took them all)."""
     import subprocess
-    from . import native, settings
+    from .. import nativebuild, settings
     owned = _owned(env)
     if not owned:
         return []
@@ -225,7 +225,7 @@ def allocator_complaints(env: dict[str, str], family: str | None, library: str |
         run_env = {**settings.environment_without_preload(), **owned, "LD_PRELOAD": library}
         if fam == "mimalloc":
             run_env.setdefault("MIMALLOC_SHOW_ERRORS", "1")
-        proc = subprocess.run([str(native.program("probe"))], env=run_env, capture_output=True, text=True, timeout=30)
+        proc = subprocess.run([str(nativebuild.program("probe"))], env=run_env, capture_output=True, text=True, timeout=30)
         pattern = JEMALLOC_COMPLAINT if fam == "jemalloc" else MIMALLOC_COMPLAINT
         problems += [ln.strip() for ln in proc.stderr.splitlines() if pattern.match(ln.strip())]
     return problems

@@ -28,9 +28,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from . import allocators, debpackage, loaderenv, resolution, rollout, rootfs, sampler, settings, timefmt, tunables, unitaccess, unitfile
-from .config import load_experiment
-from .errors import UserError
+from ..allocators import library as allocators, debpackage, loaderenv, resolution, tunables
+from . import rollout, rootfs, unitaccess, unitfile
+from .. import sampler, settings, timefmt
+from ..config import load_experiment
+from ..errors import UserError
 
 DROPIN_NAME = "50-alloclab.conf"
 UNIT_STATES_TIMEOUT = 30.0      # seconds one batched `systemctl show` may take before the collector moves on
@@ -684,7 +686,7 @@ def _open_history(run: Path | None):
     """The collector's store of these units, read-only (None without one)."""
     if run is None:
         return None
-    from .store import DB_NAME, Store
+    from ..store import DB_NAME, Store
     db = run / DB_NAME if run.is_dir() else run
     if not db.is_file():
         raise UserError(f"--history {run}: no collector run there", "give the -o directory of `alloclab fleet collect`")

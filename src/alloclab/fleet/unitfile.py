@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 
-from .errors import UserError
+from ..errors import UserError
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 MAX_VALUE = 4096                       # far above any allocator option string; bounds the line

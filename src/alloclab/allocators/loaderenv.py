@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import re
 
-from .allocators import check_trusted_path
-from .errors import UserError
+from .library import check_trusted_path
+from ..errors import UserError
 
 # name -> (kind, separators): "dirs" every entry a trusted directory; "files" every entry a trusted file
 LOADED_FROM = {

@@ -31,11 +31,12 @@ from typing import Any, Callable
 
 import numpy as np
 
-from . import catalog, outputs, sampler, tunables
-from .config import MAX_GROUPS, _check_keys, _check_tree, _env, _typed, parse_experiment, show
+from ..allocators import catalog, tunables
+from .. import outputs, sampler
+from ..config import MAX_GROUPS, _check_keys, _check_tree, _env, _typed, parse_experiment, show
 from .derive import Base, Point, _v, derive, group_name
-from .errors import UserError
-from .runner import Runner
+from ..errors import UserError
+from ..runner import Runner
 
 MAX_POINTS = 256
 MAX_VALUES = 64                 # per axis
@@ -275,8 +276,8 @@ def _cpu_levels(a, group: str) -> np.ndarray:
 def collect(a, batch: int, labels: dict[str, Point]) -> list[PointResult]:
     """One batch's figures per point, ratios and intervals against the batch's baseline (the
     comparisons of the analysis: Welch on log levels, Holm within the batch)."""
-    from . import stats
-    from .analysis import RULES
+    from .. import stats
+    from ..analysis import RULES
     cpu = {g.name: _cpu_levels(a, g.name) for g in a.groups}
     cpu_cmp = stats.compare_to_baseline(cpu, a.baseline, alpha=RULES["alpha"]) if any(len(v) for v in cpu.values()) else {}
     base = a.group(a.baseline)
@@ -295,7 +296,8 @@ def collect(a, batch: int, labels: dict[str, Point]) -> list[PointResult]:
 
 def run_sweep(base: Base, spec: SweepSpec, out: Path, *, load_s: float | None = None, write_reports: bool = True,
               on_batch: Callable[[int, int, Runner], None] | None = None) -> SweepResult:
-    from . import analysis, preflight, sweep_report
+    from .. import analysis, preflight
+    from . import sweep_report
     exp0 = base.experiment
     named = [(group_name(i, p.label), p) for i, p in enumerate(spec.points)]
     # every point checked (allocators built, tunables known) before anything is created
@@ -326,9 +328,9 @@ def run_sweep(base: Base, spec: SweepSpec, out: Path, *, load_s: float | None = 
         result = runner.run()
         res.batch_dirs.append(str(run_dir))
         if write_reports and not result.cut_short:
-            from . import report
+            from .. import report
             report.write_report(run_dir)
-        from .store import Store
+        from ..store import Store
         store = Store.open(run_dir)
         a = analysis.analyse(store)
         store.close()

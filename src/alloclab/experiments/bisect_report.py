@@ -1,5 +1,5 @@
 """bisect.md and bisect.png: a bisect's answer, its evidence step by step, and what changed.
-(bisect.json, the same in data, is written by alloclab.bisection after every step.)"""
+(bisect.json, the same in data, is written by alloclab.experiments.bisection after every step.)"""
 from __future__ import annotations
 
 from pathlib import Path

@@ -13,8 +13,8 @@ import sys
 from pathlib import Path
 
 from . import catalog, debpackage, hardening, tunables, versions
-from .allocators import AllocatorSpec, check_preload_safe, normalise_version, probe, sha256_file
-from .errors import UserError, did_you_mean
+from .library import AllocatorSpec, check_preload_safe, normalise_version, probe, sha256_file
+from ..errors import UserError, did_you_mean
 
 
 def resolve(request: str, base_dir: Path = Path("."), env: dict[str, str] | None = None) -> AllocatorSpec:
@@ -75,7 +75,7 @@ def tunables_json(spec: AllocatorSpec) -> str | None:
 
 
 def hardening_json(spec: AllocatorSpec, env: dict[str, str] | None = None) -> str | None:
-    """The group's heap hardening under its own environment (alloclab.hardening), stored with the
+    """The group's heap hardening under its own environment (alloclab.allocators.hardening), stored with the
     run; None for "bundled", whose allocator LD_PRELOAD does not choose."""
     if spec.kind == "bundled":
         return None

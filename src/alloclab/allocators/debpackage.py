@@ -19,9 +19,10 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from . import catalog, hardening, hardening_summary, settings
-from .allocators import sha256_file
-from .errors import UserError
+from . import catalog, hardening, hardening_summary
+from .. import settings
+from .library import sha256_file
+from ..errors import UserError
 
 INSTALL_DIR = Path("usr/lib/alloclab")
 

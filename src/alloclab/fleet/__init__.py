@@ -1,0 +1,3 @@
+"""Fleet mode on live systemd services: the plan/deploy/rollback life cycle (lifecycle), the
+collector (with its native reader, fleetread), the rollout guards, and the unit-file, sandbox
+and root-file helpers they share."""

@@ -1,0 +1,91 @@
+"""`alloclab export --csv`: a run written in the TorUtils layout (memory.csv, events.csv,
+diagnostics.csv, experiment.json)."""
+from __future__ import annotations
+
+import csv
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+
+from ..errors import UserError
+from ..store import Store
+from ..timefmt import utc_iso
+from .layout import (
+    DIAG_COLUMNS, DIAG_EXTRA_COLUMNS, EVENT_COLUMNS, EVENT_EXTRA_COLUMNS, EXPORTED_META, EXPORT_FORMAT, EXTRA_COLUMNS,
+    MEMORY_COLUMNS, _GROUP_FIELDS, _PROCESS_FIELDS, _REPLICA_FIELDS,
+)
+
+# ---- export -------------------------------------------------------------------------------------
+
+def _cell(v: object) -> object:
+    return "" if v is None else v
+
+
+def export_csv(run: str | Path, out_dir: Path) -> list[Path]:
+    store = Store.open_checked(run)
+    meta = store.meta()
+    host = meta.get("host", "")
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"cannot create {out_dir}: {exc.strerror}", "choose a writable directory") from None
+    rows = store.samples_by_time()
+    memory = out_dir / "memory.csv"
+    with open(memory, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(MEMORY_COLUMNS + EXTRA_COLUMNS)
+        by_time: dict[float, list] = {}
+        for r in rows:
+            by_time.setdefault(r["t"], []).append(r)
+        totals: dict[float, tuple[int, int | None]] = {}     # time -> (replica samples, summed RSS): diagnostics
+        for t, batch in by_time.items():
+            rss = [r["rss_kb"] for r in batch if r["rss_kb"] is not None]
+            totals[t] = (len(batch), sum(rss) if rss else None)
+            if rss:
+                w.writerow([utc_iso(t), host, "aggregate", "", "", "", "", "", "", "", len(rss), sum(rss),
+                            sum(rss) // len(rss), min(rss), max(rss)] + [""] * len(EXTRA_COLUMNS))
+            for r in batch:
+                vms = r["vmsize_kb"]
+                frag = f"{vms / r['rss_kb']:.2f}" if vms and r["rss_kb"] else ""
+                w.writerow([utc_iso(t), host, "relay", "", r["replica"], r["grp"], _cell(r["rss_kb"]), _cell(vms),
+                            _cell(r["hwm_kb"]), frag, "", "", "", "", ""] +
+                           [_cell(r[c]) for c in EXTRA_COLUMNS[:-1]] + [repr(t)])
+    events = out_dir / "events.csv"
+    with open(events, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(EVENT_COLUMNS + EVENT_EXTRA_COLUMNS)
+        for e in store.events_with_names():
+            w.writerow([utc_iso(e["t"]), e["kind"], _cell(e["description"]), e["g"], _cell(e["replica"]), repr(e["t"])])
+    diagnostics = out_dir / "diagnostics.csv"
+    groups = store.groups()
+    allocators = "; ".join(f"{g['name']}={g['family'] or g['allocator']} {g['version'] or ''}".strip() for g in groups)
+    with open(diagnostics, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(DIAG_COLUMNS + DIAG_EXTRA_COLUMNS)
+        for h in store.host_samples():
+            d = datetime.fromtimestamp(h["t"], timezone.utc)
+            count, total = totals.get(h["t"], (0, 0))
+            mb = lambda kb: "" if kb is None else kb // 1024  # noqa: E731
+            w.writerow([d.strftime("%Y-%m-%d"), d.strftime("%H:%M:%S"), host, "", meta.get("os", ""), meta.get("kernel", ""),
+                        allocators, mb(h["mem_total_kb"]), "", mb(h["mem_available_kb"]), "", mb(h["swap_total_kb"]),
+                        mb(h["swap_free_kb"]), "", "", "", count, mb(total or 0), mb((total or 0) // count) if count else ""] +
+                       [repr(h["t"])] + [_cell(h[c]) for c in DIAG_EXTRA_COLUMNS[1:]])
+    experiment = out_dir / "experiment.json"
+    section = {
+        "format": EXPORT_FORMAT,
+        "meta": {k: v for k, v in meta.items() if k in EXPORTED_META},
+        "groups": [{k: g.get(k) for k in _GROUP_FIELDS} for g in groups],
+        "replicas": [{"group": r["group"], **{k: r.get(k) for k in _REPLICA_FIELDS}}
+                     for r in sorted(store.replicas(), key=lambda r: r["id"])],
+        "processes": [{"replica": p["replica"], **{k: p[k] for k in _PROCESS_FIELDS}} for p in store.processes()],
+        "verifications": store.verification_history(),
+    }
+    doc = {"id": Path(store.run_dir).name, "name": meta.get("name", ""),
+           "description": "exported by alloclab: the TorUtils groups below, and under \"alloclab\" what an import "
+                          "needs to reproduce the run's analysis",
+           "groups": {g["name"]: {"name": g["name"], "config": {"allocator": g["family"] or g["allocator"],
+                                                               "version": g["version"]}} for g in groups},
+           "alloclab": section}
+    experiment.write_text(json.dumps(doc, indent=1, allow_nan=False) + "\n")
+    store.close()
+    return [memory, events, diagnostics, experiment]

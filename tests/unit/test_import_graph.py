@@ -22,7 +22,8 @@ import alloclab
 PACKAGE = Path(alloclab.__file__).parent
 
 # Modules that write to or read from a run's store: everything else comes before it in the flow.
-STORE_USERS = {"store", "tickwriter", "runner", "fleet.lifecycle", "fleet.collector", "watchdog", "report", "torutils.export", "torutils.importer", "promimport", "merge", "cli", "__main__",
+STORE_USERS = {"store", "tickwriter", "runner", "fleet.lifecycle", "fleet.collector", "watchdog", "report", "torutils.export",
+               "torutils.importer", "promimport", "merge", "cli", "__main__",
                "runcompare", "liveview", "bundle", "metrics",     # compare, live view, bundle and run --metrics read runs
                "experiments.bisection", "experiments.sweep",   # bisect and sweep drive runs (runner) and read their results (analysis)
                "stopping"}             # the runner's sequential stop checks analyse the store as it stands
@@ -30,7 +31,9 @@ STORE_USER_PACKAGES = ("analysis", "commands", "reporters")
 # What the analysis and the reporters may not reach: what they need from the host is recorded in
 # the store at run time (docs/architecture.md).
 PURE_PACKAGES = ("analysis", "reporters")
-PURE_FORBIDDEN = {"allocators.library", "allocators.tunables", "introspect", "nativebuild", "tor.network", "allocators.hardening"}
+PURE_FORBIDDEN = {"allocators.library", "allocators.tunables", "allocators.hardening", "allocators.catalog",
+                  "allocators.resolution", "allocators.versions", "allocators.debpackage", "allocators.embedded",
+                  "introspect", "nativebuild", "tor.network", "tor.dirload", "tor.routers"}
 
 
 def _modules() -> dict[str, Path]:

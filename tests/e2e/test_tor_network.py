@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from alloclab.tor.network import DIRECTORY_HELD
 from alloclab import reaper, sampler
 from alloclab.tor import network
 from tests.conftest import run_cli
@@ -88,7 +89,9 @@ allocator = "{jemalloc}"
     assert load_s >= 30 - 2, load_s                                  # the load lasts as planned after a held warm-up
     assert json.loads(meta["phases"])["warmup"] >= 10 and info["directory_at"] == held[0]
     for name, h in info["holding"].items():
-        assert h["listed"] >= 36 and h["descriptors"] >= 0.98 * h["listed"] and h["microdescs"] >= 0.98 * h["md_listed"], (name, h)
+        # held by the scenario's own rule (a few descriptors are always in flight under churn)
+        assert h["listed"] >= 36 and h["descriptors"] >= DIRECTORY_HELD * h["listed"] and \
+            h["microdescs"] >= DIRECTORY_HELD * h["md_listed"], (name, h)
     cached = (run / "replicas" / "glibc-1" / "work" / "data" / "cached-consensus").read_text()
     assert sum(line.startswith("r fake") for line in cached.splitlines()) >= 36     # what the relay caches and serves
     for name, counts in load.items():

@@ -264,7 +264,7 @@ def test_package_installs_the_exact_bytes_and_resolves_by_id(fresh_build, tmp_pa
     assert library.normalise_version("mimalloc", library.probe(str(lib))["version"]) == "2.1.6"
     # a host without alloclab's build cache: the id resolves to the installed package
     empty = tmp_path / "empty-cache"
-    code = ("from alloclab import resolution; import json; s = resolution.resolve('mimalloc@2.1.6'); "
+    code = ("from alloclab.allocators import resolution; import json; s = resolution.resolve('mimalloc@2.1.6'); "
             "print(json.dumps([s.path, s.version, json.loads(resolution.provenance(s))['id']]))")
     import sys
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,

@@ -11,7 +11,11 @@ from alloclab.tor import network
 from alloclab.config import load_experiment
 
 SRC = Path(scenarios.__file__).parent
-SCENARIO_MODULES = {"tornet", "tor_dirload", "tor_routers"}
+SCENARIO_MODULES = {"tornet", "tor_dirload", "tor_routers"}       # the modules' names before the tor/ package
+
+
+def _scenario_module(name: str) -> bool:
+    return name in SCENARIO_MODULES or name == "tor" or name.startswith("tor.")
 GENERIC = ("runner.py", "preflight.py")
 
 
@@ -21,10 +25,11 @@ def names_a_scenario(source: str) -> list[str]:
     found = []
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.ImportFrom):
-            names = {node.module or ""} | {a.name for a in node.names}
-            if names & SCENARIO_MODULES:
-                found.append(f"{node.lineno}: imports {sorted(names & SCENARIO_MODULES)[0]}")
-        elif isinstance(node, ast.Import) and any(a.name.split(".")[-1] in SCENARIO_MODULES for a in node.names):
+            names = sorted(n for n in {node.module or ""} | {a.name for a in node.names} if _scenario_module(n))
+            if names:
+                found.append(f"{node.lineno}: imports {names[0]}")
+        elif isinstance(node, ast.Import) and any(_scenario_module(a.name.removeprefix("alloclab."))
+                                                  or a.name.split(".")[-1] in SCENARIO_MODULES for a in node.names):
             found.append(f"{node.lineno}: imports a scenario module")
         elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute) and node.value.attr == "scenario" \
                 and isinstance(node.value.value, (ast.Name, ast.Attribute)) \
@@ -43,6 +48,8 @@ def test_the_check_finds_what_the_old_runner_did():
            "timeout = self.exp.scenario.consensus_timeout\n")
     assert sorted(names_a_scenario(old)) == ["1: imports tornet", "2: reads exp.scenario.tor",
                                              "3: reads exp.scenario.consensus_timeout"]
+    assert names_a_scenario("from .tor import network\nfrom .tor.network import TorNetwork\n") == \
+        ["1: imports tor", "2: imports tor.network"]
     assert not names_a_scenario("from . import scenarios\nself.scenario.tick(self, now)\n")
 
 
@@ -64,4 +71,4 @@ def test_an_experiment_gets_its_scenario(tmp_path):
     sc = scenarios.of(load_experiment(tor))
     assert isinstance(sc, network.TorScenario)
     assert sc.command(load_experiment(tor).groups[0])[:3] == ("/usr/sbin/tor", "-f", "{workdir}/torrc")
-    assert "tor_dirload.py" in sc.load_command()[1]
+    assert "dirload.py" in sc.load_command()[1]

@@ -31,9 +31,9 @@ EXPORTED_META = ("name", "experiment", "seed", "interval", "metric", "baseline",
                  "replicas_in_several_groups", "unlisted_relays", "naive_timezone", "duplicate_timestamps",
                  "fleet_main_processes", "original_source", "cut_short")
 _GROUP_FIELDS = ("name", "allocator", "kind", "library_path", "library_sha256", "family", "version", "env_json",
-                 "command_json", "is_baseline", "provenance_json", "hardening_json")
+                 "command_json", "is_baseline", "provenance_json", "hardening_json", "tunables_json")
 _REPLICA_FIELDS = ("name", "idx", "start_order", "started_at", "ended_at", "exit_code", "end_kind", "verified",
-                   "verify_detail", "host")
+                   "verify_detail", "host", "embedded_json")
 _PROCESS_FIELDS = ("pid", "start_ticks", "ppid", "comm", "cmdline", "first_seen", "last_seen", "verified",
                    "verify_detail", "mapped_allocator")
 

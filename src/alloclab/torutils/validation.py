@@ -253,7 +253,7 @@ _FIELD_TYPES: dict[str, tuple] = {
     "name": (str,), "allocator": (str,), "kind": (str, None), "library_path": (str, None), "library_sha256": (str, None),
     "family": (str, None), "version": (str, None), "env_json": (str, None), "command_json": (str, None),
     "is_baseline": (int, None), "provenance_json": (str, None), "hardening_json": (str, None),
-    "host": (str, None), "group": (str,), "replica": (str,),
+    "tunables_json": (str, None), "embedded_json": (str, None), "host": (str, None), "group": (str,), "replica": (str,),
     "idx": (int, None), "start_order": (int, None), "started_at": (float, None), "ended_at": (float, None),
     "exit_code": (int, None), "end_kind": (str, None), "verified": (int, None), "verify_detail": (str, None), "pid": (int,),
     "start_ticks": (int, None), "ppid": (int, None), "comm": (str, None), "cmdline": (str, None),

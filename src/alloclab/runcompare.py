@@ -193,7 +193,8 @@ def _open(run: str | Path, which: str) -> Store:
 
 def _level_time(store: Store, an) -> LevelTime | None:
     """When the run's compared levels were taken: imported data at the comparable window's end; a
-    run of ours as a mean over its replicas' steady windows (the medians of their starts and ends)."""
+    fleet collector run or a merge as a mean over its replicas' steady windows (the medians of their
+    starts and ends); None for an experiment of `alloclab run`, which makes its own load."""
     if is_imported(store):
         return None if an.window is None else LevelTime(an.window.start, an.window.end, averaged=False)
     if store.meta().get("source") == "run":

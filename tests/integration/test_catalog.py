@@ -40,7 +40,7 @@ def cache(tmp_path_factory):
 @pytest.fixture(scope="module")
 def builds(cache):
     with registry_or_skip("the routes' sources (Debian's archive, crates, PyPI)"):
-        return {i: catalog.build(i) for i in ROUTES}
+        return {i: catalog.build(catalog.pinned(i)) for i in ROUTES}
 
 
 @pytest.mark.parametrize("allocator_id", list(ROUTES))
@@ -80,13 +80,13 @@ def test_changed_bytes_are_refused(builds, tmp_path):
         with open(b.path, "ab") as f:
             f.write(b"\0")
         with pytest.raises(UserError, match="changed after it was built"):
-            catalog.library_for("mimalloc@2.1.7")
+            resolution.BUILDS.library("mimalloc@2.1.7")
         proc = run_cli("allocators", "verify", "mimalloc@2.1.7")
         assert proc.returncode == 2 and "changed after it was built" in proc.stderr
     finally:
         shutil.copy2(saved, b.path)
         b.path.chmod(0o644)
-    assert catalog.library_for("mimalloc@2.1.7") == b.path
+    assert resolution.BUILDS.library("mimalloc@2.1.7") == b.path
 
 
 def test_world_writable_copy_is_refused(builds):
@@ -94,7 +94,7 @@ def test_world_writable_copy_is_refused(builds):
     try:
         b.path.chmod(0o666)
         with pytest.raises(UserError, match="world-writable"):
-            catalog.library_for("mimalloc@3.0.1")
+            resolution.BUILDS.library("mimalloc@3.0.1")
     finally:
         b.path.chmod(0o644)
 

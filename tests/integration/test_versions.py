@@ -60,7 +60,7 @@ def private_cache(tmp_path_factory, registries):
 def fresh_build(private_cache):
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("ALLOCLAB_CACHE", str(private_cache))
-        return versions.build("mimalloc@2.1.6")
+        return resolution.BUILDS.build("mimalloc@2.1.6")
 
 
 # ---- listing --------------------------------------------------------------------------------------
@@ -147,7 +147,7 @@ def test_a_published_version_is_built_fresh_and_reports_itself(fresh_build, priv
 @pytest.mark.parametrize("allocator_id", NOT_IN_CATALOG_MIMALLOC + ["mimalloc@2.1.6+secure"])
 def test_published_mimalloc_versions_build_and_report_their_own_version(allocator_id, registries):
     assert allocator_id not in catalog.entries()               # not pinned in the catalog
-    b = versions.build(allocator_id)
+    b = resolution.BUILDS.build(allocator_id)
     version = allocator_id.split("@")[1].split("+")[0]
     assert library.probe(str(b.path))["version"] and \
         library.normalise_version("mimalloc", library.probe(str(b.path))["version"]) == version
@@ -158,7 +158,7 @@ def test_published_mimalloc_versions_build_and_report_their_own_version(allocato
 def test_published_jemalloc_version_reports_its_own_version():
     if catalog.find_build(NOT_IN_CATALOG_JEMALLOC) is None:
         pytest.skip(WARM)
-    b = versions.build(NOT_IN_CATALOG_JEMALLOC)
+    b = resolution.BUILDS.build(NOT_IN_CATALOG_JEMALLOC)
     raw = library.probe(str(b.path))["version"]
     assert raw.startswith("5.3.1-0-g") and b.provenance["reported"]["version"] == "5.3.1"
     assert b.provenance["source"]["kind"] == "crate"       # sid's binary needs a newer glibc: it fell through

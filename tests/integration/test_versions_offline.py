@@ -23,6 +23,6 @@ def test_an_unknown_old_version_is_refused_without_asking_the_registries_again(m
         return real(family, refresh=refresh, progress=progress)
     monkeypatch.setattr(versions, "available_versions", spy)
     with pytest.raises(UserError, match="no reachable registry publishes"):
-        versions.entry(f"mimalloc@{bogus}")
+        versions.published_entry(f"mimalloc@{bogus}")
     assert calls == [False], f"the registries were asked again: {calls}"
     assert versions.could_be_new("999.0", known) and not versions.could_be_new(bogus, known)

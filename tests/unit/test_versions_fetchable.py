@@ -76,7 +76,7 @@ def test_a_source_whose_files_are_gone_is_not_offered_and_says_why(archive):
                                "its files are no longer in the archive (404)",)
     assert sorted(archive["asked"]) == ["3.5.3+ds-1~bpo13+1", "3.6.1+ds-1~bpo13+1"]   # once per source
     with pytest.raises(UserError, match=r"no reachable source can build mimalloc@3\.5\.3 .*\(404\)"):
-        versions.entry("mimalloc@3.5.3")
+        versions.published_entry("mimalloc@3.5.3")
     # no answer about 3.6.1's files: it stays offered, not dropped as unfetchable
     assert found["3.6.1"].ids == ["mimalloc@3.6.1", "mimalloc@3.6.1+secure"]
 

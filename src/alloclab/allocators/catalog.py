@@ -1,6 +1,7 @@
 """Provisioning: pinned allocator builds by catalog id, cached by content, with provenance.
 
-The catalog (data/catalog.toml) names each id's sources. `build(id)` fetches the first source
+The catalog (data/catalog.toml) names each pinned id's sources (`pinned`); registries publish
+the others (alloclab.allocators.versions); `resolution` asks both. `build(entry)` fetches the first source
 that works (Debian package from the machine's own mirror, Debian source, crate, PyPI wheel),
 builds it with a named recipe, proves with the probe that the result is the allocator and version
 the id promises (and secure, for +secure), and stores it under
@@ -58,35 +59,30 @@ def entries() -> dict[str, Entry]:
     return out
 
 
-# Entries made at run time from what registries publish (alloclab.allocators.versions), beside the pinned ones.
-_registered: dict[str, Entry] = {}
-
-
-def register(e: Entry) -> None:
-    """Make a published (non-catalog) id known to build/verify/find_build for this process."""
-    _registered[e.id] = e
-
-
 def families() -> set[str]:
     return {e.family for e in entries().values()} | {"glibc"}
 
 
-def entry(allocator_id: str) -> Entry:
+def pinned(allocator_id: str) -> Entry | None:
+    """The catalog's own entry of an id, None when the catalog does not pin it (the registries may
+    still publish it: alloclab.allocators.versions.published_entry)."""
+    return entries().get(allocator_id)
+
+
+def unknown(allocator_id: str) -> UserError:
+    """The error for an id that no provider knows: not an id, an unknown family, or a version the
+    catalog lacks (with the ids it has)."""
     known = entries()
-    if allocator_id in known:
-        return known[allocator_id]
-    if allocator_id in _registered:
-        return _registered[allocator_id]
     m = ID_RE.match(allocator_id)
     if not m:
-        raise UserError(f"{allocator_id!r} is not a catalog id",
-                        "write family@version[+variant], e.g. mimalloc@2.0.9 or jemalloc@5.3.0+... (alloclab allocators list)")
+        return UserError(f"{allocator_id!r} is not a catalog id",
+                         "write family@version[+variant], e.g. mimalloc@2.0.9 or jemalloc@5.3.0+... (alloclab allocators list)")
     same = sorted(i for i in known if i.startswith(m["family"] + "@"))
     if not same:
-        raise UserError(f"unknown allocator family {m['family']!r}",
-                        f"{did_you_mean(m['family'], families())}use one of: {', '.join(sorted(families()))}")
-    raise UserError(f"{allocator_id} is not in the catalog",
-                    f"{did_you_mean(allocator_id, same)}known {m['family']} ids: {', '.join(same)}")
+        return UserError(f"unknown allocator family {m['family']!r}",
+                         f"{did_you_mean(m['family'], families())}use one of: {', '.join(sorted(families()))}")
+    return UserError(f"{allocator_id} is not in the catalog",
+                     f"{did_you_mean(allocator_id, same)}known {m['family']} ids: {', '.join(same)}")
 
 
 # ---- cache --------------------------------------------------------------------------------------
@@ -348,9 +344,9 @@ def _compiler() -> str:
         return "unknown"
 
 
-def build(allocator_id: str, progress: Progress = lambda s: None, force: bool = False) -> Build:
-    """Fetch, build and verify one id (or return the cached build)."""
-    e = entry(allocator_id)
+def build(e: Entry, progress: Progress = lambda s: None, force: bool = False) -> Build:
+    """Fetch, build and verify one entry (or return the cached build of its id)."""
+    allocator_id = e.id
     lock_dir = cache_dir() / "locks"
     lock_dir.mkdir(parents=True, exist_ok=True)
     with open(lock_dir / f"{_safe(allocator_id)}.lock", "w") as lock:
@@ -439,14 +435,15 @@ def verify_library(e: Entry, lib: Path) -> dict:
             "secure_level": secure, "malloc_resolves_to": os.path.basename(served)}
 
 
-def verify(allocator_id: str) -> dict:
+def verify(e: Entry) -> dict:
     """Re-verify a cached build: bytes unchanged since the build, safe to preload, still answers right."""
+    allocator_id = e.id
     b = find_build(allocator_id)
     if b is None:
         raise UserError(f"{allocator_id} is not built", f"run: alloclab allocators build {allocator_id}")
     check_integrity(b)
     try:
-        return verify_library(entry(allocator_id), b.path)
+        return verify_library(e, b.path)
     except SourceFailed as exc:
         raise UserError(f"{allocator_id} failed verification: {exc}", "rebuild it: alloclab allocators build --force ID") from None
 
@@ -459,12 +456,3 @@ def check_integrity(b: Build) -> None:
     if actual != b.provenance["library_sha256"]:
         raise UserError(f"{b.path} changed after it was built (sha256 {actual[:12]}… ≠ {b.provenance['library_sha256'][:12]}…)",
                         f"do not preload it; rebuild: alloclab allocators build --force {b.provenance['id']}")
-
-
-def library_for(allocator_id: str, progress: Progress = lambda s: None) -> Path:
-    """The verified library of a catalog id, built on demand. Used by experiments."""
-    if allocator_id.startswith("glibc@"):
-        raise UserError("glibc is the system's", 'write allocator = "glibc"')
-    b = find_build(allocator_id) or build(allocator_id, progress)
-    check_integrity(b)
-    return b.path

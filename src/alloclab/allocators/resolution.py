@@ -1,8 +1,16 @@
 """A group's `allocator` string made into a verified AllocatorSpec: "glibc", "bundled", a library
-path, or a catalog id (built on demand).
+path, or an allocator id, whose library comes from explicit providers asked in order.
 
-This layer sits above both `allocators` (what a library is, whether it may be preloaded, how a
-process is verified) and `catalog` (which builds libraries with allocators' helpers), so neither
+Providers of an id (each answers None for an id that is not its own):
+    InstalledPackage   an installed alloclab package of the id (debpackage): those exact bytes
+    Pinned             the catalog's pinned ids (data/catalog.toml): its cached build, else built now
+    Published          every other version a reachable registry publishes (versions): likewise
+`Resolver` composes them; `DEFAULT` is the three in that order, and `resolve()` uses it unless
+given another. Nothing is registered anywhere: two resolvers share no state, and an id's entry is
+looked up afresh by whoever needs it (build, verify, show).
+
+This layer sits above both `library` (what a library is, whether it may be preloaded, how a
+process is verified) and `catalog` (which builds libraries with library's helpers), so neither
 of them imports the other's caller: the imports run one way.
 """
 from __future__ import annotations
@@ -10,30 +18,141 @@ from __future__ import annotations
 import json
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable, Protocol
 
 from . import catalog, debpackage, hardening, tunables, versions
 from .library import AllocatorSpec, check_preload_safe, normalise_version, probe, sha256_file
 from ..errors import UserError, did_you_mean
 
+Progress = Callable[[str], None]
 
-def resolve(request: str, base_dir: Path = Path("."), env: dict[str, str] | None = None) -> AllocatorSpec:
+
+def _quiet(step: str) -> None:
+    pass
+
+
+class Provider(Protocol):
+    """One place an allocator id's library can come from."""
+
+    def entry(self, allocator_id: str, progress: Progress) -> catalog.Entry | None:
+        """The id's sources, None when the id is not this provider's."""
+
+    def library(self, allocator_id: str, progress: Progress) -> Path | None:
+        """The id's verified library (built now if need be), None when the id is not this provider's."""
+
+
+class InstalledPackage:
+    """An installed alloclab package of the id: one path every service user can read, unlike a
+    cache under the invoking user's home (fleet use), so it is preferred even to a cached build."""
+
+    def entry(self, allocator_id: str, progress: Progress) -> catalog.Entry | None:
+        return None
+
+    def library(self, allocator_id: str, progress: Progress) -> Path | None:
+        installed = debpackage.installed_library(allocator_id)
+        return installed[0] if installed else None
+
+
+class _Builds:
+    """A provider whose ids are built from an entry: the cached build first, else built now."""
+
+    def entry(self, allocator_id: str, progress: Progress) -> catalog.Entry | None:
+        raise NotImplementedError
+
+    def library(self, allocator_id: str, progress: Progress) -> Path | None:
+        b = catalog.find_build(allocator_id) if self.owns_cached(allocator_id) else None
+        if b is None:
+            e = self.entry(allocator_id, progress)
+            if e is None:
+                return None
+            b = catalog.build(e, progress)
+        catalog.check_integrity(b)
+        return b.path
+
+    def owns_cached(self, allocator_id: str) -> bool:
+        raise NotImplementedError
+
+
+class Pinned(_Builds):
+    """The catalog's pinned ids."""
+
+    def entry(self, allocator_id: str, progress: Progress) -> catalog.Entry | None:
+        return catalog.pinned(allocator_id)
+
+    def owns_cached(self, allocator_id: str) -> bool:
+        return catalog.pinned(allocator_id) is not None
+
+
+class Published(_Builds):
+    """Every other version a reachable registry publishes. A cached build of such an id needs no
+    registry: the cache holds only ids that were buildable when built."""
+
+    def entry(self, allocator_id: str, progress: Progress) -> catalog.Entry | None:
+        return versions.published_entry(allocator_id, progress)
+
+    def owns_cached(self, allocator_id: str) -> bool:
+        return True
+
+
+@dataclass(frozen=True)
+class Resolver:
+    """Allocator ids looked up through explicit providers, asked in order; the first that owns an
+    id answers for it."""
+    providers: tuple[Provider, ...]
+
+    def entry(self, allocator_id: str, progress: Progress = _quiet) -> catalog.Entry:
+        """The id's sources (pinned or published), or UserError naming the ids that exist."""
+        for p in self.providers:
+            e = p.entry(allocator_id, progress)
+            if e is not None:
+                return e
+        raise catalog.unknown(allocator_id)
+
+    def library(self, allocator_id: str, progress: Progress = _quiet) -> Path:
+        """The verified library of an id, built on demand (cached)."""
+        if allocator_id.startswith("glibc@"):
+            raise UserError("glibc is the system's", 'write allocator = "glibc"')
+        for p in self.providers:
+            path = p.library(allocator_id, progress)
+            if path is not None:
+                return path
+        raise catalog.unknown(allocator_id)
+
+    def build(self, allocator_id: str, progress: Progress = _quiet, force: bool = False) -> catalog.Build:
+        return catalog.build(self.entry(allocator_id, progress), progress, force=force)
+
+    def verify(self, allocator_id: str) -> dict:
+        return catalog.verify(self.entry(allocator_id))
+
+    def resolve(self, request: str, base_dir: Path = Path("."), env: dict[str, str] | None = None) -> AllocatorSpec:
+        """Turn a group's allocator string into a verified spec, or raise UserError."""
+        if request == "bundled":
+            return AllocatorSpec(kind="bundled", request=request)
+        if request == "glibc":
+            info = probe(None)
+            return AllocatorSpec(kind="glibc", request=request, family="glibc", version=info.get("glibc"))
+        if "/" not in request and "@" in request:
+            path = self.library(request, lambda step: print(f"alloclab: provisioning {request}: {step}",
+                                                            file=sys.stderr, flush=True))
+        else:
+            path = (base_dir / request) if not os.path.isabs(request) else Path(request)
+        return _verified(request, path, env)
+
+
+DEFAULT = Resolver((InstalledPackage(), Pinned(), Published()))
+BUILDS = Resolver((Pinned(), Published()))      # cached or built here, never an installed package
+
+
+def resolve(request: str, base_dir: Path = Path("."), env: dict[str, str] | None = None,
+            resolver: Resolver = DEFAULT) -> AllocatorSpec:
     """Turn a group's allocator string into a verified spec, or raise UserError."""
-    if request == "bundled":
-        return AllocatorSpec(kind="bundled", request=request)
-    if request == "glibc":
-        info = probe(None)
-        return AllocatorSpec(kind="glibc", request=request, family="glibc", version=info.get("glibc"))
-    if "/" not in request and "@" in request:
-        # a host with the id's package installed (alloclab allocators package) uses those exact bytes,
-        # even when a build of the id is cached too: the package's path under /usr/lib/alloclab is
-        # one every service user can read, a cache under the invoking user's home is not (fleet use);
-        # otherwise provisioning builds on demand and returns the verified cached library
-        installed = debpackage.installed_library(request)
-        path = installed[0] if installed else versions.library_for(
-            request, lambda step: print(f"alloclab: provisioning {request}: {step}", file=sys.stderr, flush=True))
-    else:
-        path = (base_dir / request) if not os.path.isabs(request) else Path(request)
+    return resolver.resolve(request, base_dir, env)
+
+
+def _verified(request: str, path: Path, env: dict[str, str] | None) -> AllocatorSpec:
+    """The spec of a library path: it exists, may be preloaded, and malloc resolves to it."""
     given, path = path, Path(os.path.realpath(path))
     if not path.exists():
         raise UserError(f"allocator library {request} not found ({path})",
@@ -57,7 +176,7 @@ def provenance(spec: AllocatorSpec) -> str | None:
     """The catalog's provenance record of a catalog or published id (JSON), stored with the run."""
     if spec.kind != "preload" or "@" not in spec.request or "/" in spec.request:
         return None
-    installed = debpackage.installed_library(spec.request)      # preferred by resolve(), so first here too
+    installed = debpackage.installed_library(spec.request)      # preferred by DEFAULT, so first here too
     if installed and os.path.realpath(installed[0]) == spec.path:
         return json.dumps({**installed[1], "installed_at": str(installed[0])}, sort_keys=True)
     build = catalog.find_build(spec.request)

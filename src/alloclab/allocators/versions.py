@@ -21,8 +21,8 @@ API for other modules (bisect, sweep):
     available_versions(family) -> list[VersionInfo]   ascending by version
     between(family, low, high) -> list[VersionInfo]   buildable versions low..high, both included
     newer_than(family, version) -> list[VersionInfo]  released after a pinned version
-    entry(allocator_id) -> catalog.Entry               catalog id or any published one; UserError otherwise
-    library_for(allocator_id, progress) -> Path        built and verified on demand (cached)
+    published_entry(allocator_id) -> catalog.Entry    a published id's entry (None: not a family served here)
+The lookup of an id asks this module as one of its providers (alloclab.allocators.resolution).
 """
 from __future__ import annotations
 
@@ -475,15 +475,13 @@ def between(family: str, low: str, high: str, refresh: bool = False, progress=la
 
 # ---- ids -----------------------------------------------------------------------------------------------
 
-def entry(allocator_id: str, progress=lambda s: None) -> catalog.Entry:
-    """The catalog entry of any id: pinned in the catalog, or made from what registries publish
-    (then registered with the catalog so builds, verification and provenance treat it alike)."""
-    try:
-        return catalog.entry(allocator_id)
-    except UserError as not_pinned:
-        m = catalog.ID_RE.match(allocator_id)
-        if not m or m["family"] not in CRATES and m["family"] not in DEBIAN_BINARIES:
-            raise not_pinned
+def published_entry(allocator_id: str, progress=lambda s: None) -> catalog.Entry | None:
+    """The entry of an id made from what registries publish; None for an id whose family no
+    registry here serves (or no id at all), UserError when the family is served but the version
+    cannot be had. Nothing is remembered: each call reads the (cached) listing."""
+    m = catalog.ID_RE.match(allocator_id)
+    if not m or m["family"] not in CRATES and m["family"] not in DEBIAN_BINARIES:
+        return None
     family, version, variant = m["family"], m["version"], m["variant"]
     infos = available_versions(family, progress=progress)
     info = next((v for v in infos if v.version == version), None)
@@ -501,10 +499,8 @@ def entry(allocator_id: str, progress=lambda s: None) -> catalog.Entry:
         why = f" ({'; '.join(info.not_usable)})" if info.not_usable else ""
         raise UserError(f"no reachable source can build {allocator_id} on this machine{why}",
                         f"buildable: {', '.join(info.ids)}" if info.ids else "choose another version (alloclab allocators versions)")
-    e = catalog.Entry(allocator_id, family, version, variant, tuple(sources),
-                      f"published version (from: {'; '.join(info.published_as[:3])})")
-    catalog.register(e)
-    return e
+    return catalog.Entry(allocator_id, family, version, variant, tuple(sources),
+                         f"published version (from: {'; '.join(info.published_as[:3])})")
 
 
 def could_be_new(version: str, known: list[VersionInfo]) -> bool:
@@ -514,15 +510,3 @@ def could_be_new(version: str, known: list[VersionInfo]) -> bool:
     key = version_key(version)
     same_line = [version_key(v.version) for v in known if version_key(v.version)[:1] == key[:1]]
     return not same_line or key > max(same_line)
-
-
-def library_for(allocator_id: str, progress=lambda s: None) -> Path:
-    """The verified library of any catalog or published id, built on demand (cached)."""
-    if not allocator_id.startswith("glibc@") and catalog.find_build(allocator_id) is None:
-        entry(allocator_id, progress)      # a cached build needs no registry
-    return catalog.library_for(allocator_id, progress)
-
-
-def build(allocator_id: str, progress=lambda s: None, force: bool = False) -> catalog.Build:
-    entry(allocator_id, progress)
-    return catalog.build(allocator_id, progress, force=force)

@@ -9,6 +9,7 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from ..allocators import catalog, hardening, hardening_summary, versions
+from ..allocators.resolution import BUILDS
 from ..errors import UserError
 
 
@@ -28,7 +29,7 @@ def list_command(console: Console) -> None:
 
 def build_command(ids: list[str], force: bool, jobs: int, console: Console) -> None:
     for i in ids:
-        versions.entry(i)                     # unknown ids fail before anything starts
+        BUILDS.entry(i)                       # unknown ids fail before anything starts
     failures: list[str] = []
     with Progress(SpinnerColumn(), TextColumn("{task.fields[id]:<24}"), TextColumn("{task.description}"),
                   TimeElapsedColumn(), console=console) as progress:
@@ -36,7 +37,7 @@ def build_command(ids: list[str], force: bool, jobs: int, console: Console) -> N
 
         def one(i: str) -> None:
             try:
-                b = versions.build(i, lambda step: progress.update(tasks[i], description=step), force=force)
+                b = BUILDS.build(i, lambda step: progress.update(tasks[i], description=step), force=force)
                 r = b.provenance["reported"]
                 progress.update(tasks[i], completed=1,
                                 description=f"[green]ok[/green] {r['family']} {r['version'] or ''} → {b.path}")
@@ -51,15 +52,14 @@ def build_command(ids: list[str], force: bool, jobs: int, console: Console) -> N
 
 
 def verify_command(allocator_id: str, console: Console) -> None:
-    versions.entry(allocator_id)
-    r = catalog.verify(allocator_id)
+    r = BUILDS.verify(allocator_id)
     secure = f", secure level {r['secure_level']}" if r.get("secure_level") is not None else ""
     console.print(f"{allocator_id}: verified — malloc resolves to {r['malloc_resolves_to']}, "
                   f"the library reports {r['family']} {r['version'] or '(no version call)'}{secure}; sha256 unchanged")
 
 
 def show_command(allocator_id: str, console: Console) -> None:
-    e = versions.entry(allocator_id)
+    e = BUILDS.entry(allocator_id)
     b = catalog.find_build(allocator_id)
     build = {"path": str(b.path), **b.provenance} if b else None
     if build and "hardening" not in build:      # built before hardening was recorded: measured now
@@ -69,7 +69,7 @@ def show_command(allocator_id: str, console: Console) -> None:
 
 def path_command(allocator_id: str) -> str:
     if catalog.find_build(allocator_id) is None:
-        versions.entry(allocator_id)
+        BUILDS.entry(allocator_id)          # an unknown id says so, a known one "not built"
     b = catalog.find_build(allocator_id)
     if b is None:
         raise UserError(f"{allocator_id} is not built", f"run: alloclab allocators build {allocator_id}")
@@ -112,7 +112,7 @@ def package_command(allocator_id: str, out_dir, console: Console) -> None:
     b = catalog.find_build(allocator_id)
     if b is None:
         with console.status(f"building {allocator_id}") as status:
-            b = versions.build(allocator_id, lambda step: status.update(f"building {allocator_id}: {step}"))
+            b = BUILDS.build(allocator_id, lambda step: status.update(f"building {allocator_id}: {step}"))
     deb = debpackage.build_deb(b, Path(out_dir))
     console.print(f"{deb}\n  installs /{debpackage.install_dir(allocator_id) / b.path.name} "
                   f"(sha256 {b.provenance['library_sha256'][:16]}…); install: dpkg -i {deb.name}; "

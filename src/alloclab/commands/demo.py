@@ -10,7 +10,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from ..allocators import catalog
+from ..allocators.resolution import BUILDS
 from .. import outputs, timefmt
 from ..errors import UserError
 from .run import run_command
@@ -27,7 +27,7 @@ def demo_command(output: Path | None, seconds: int, console: Console) -> int:
     outputs.new_output(out)
     console.print("provisioning allocators: " + ", ".join(ALLOCATORS))
     for allocator_id in ALLOCATORS:
-        b = catalog.library_for(allocator_id, lambda step, i=allocator_id: console.print(f"  {i}: {step}"))
+        b = BUILDS.library(allocator_id, lambda step, i=allocator_id: console.print(f"  {i}: {step}"))
         console.print(f"  {allocator_id}: {b}")
     code = 0
     for label, template, share in DEMOS:

@@ -16,6 +16,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .store import HELD_KINDS        # the kinds of free-but-held memory are the store's held_* columns
+
 HELPER = "liballoclab_introspect.so"
 DIR_VAR = "ALLOCLAB_INTROSPECT"                 # set for replicas: where records go
 INTERVAL_VAR = "ALLOCLAB_INTROSPECT_INTERVAL"   # seconds between collections
@@ -30,8 +32,6 @@ FIELDS = ("in_use", "bins", "top", "dirty", "muzzy", "retained", "mapped", "resi
           "arenas", "mmapped", "free_chunks", "free_total", "dirty_decay_ms", "muzzy_decay_ms", "peak_committed")
 FAMILIES = {0: "unknown", 1: "glibc", 2: "jemalloc", 3: "mimalloc", 4: "tcmalloc"}
 TEXT_MALLOC_INFO, TEXT_MI_STATS = 1, 2
-# Kinds of free-but-held memory, in the order charts stack them.
-HELD_KINDS = ("bins", "top", "dirty", "muzzy", "abandoned", "cached", "committed_free", "metadata")
 
 
 @dataclass

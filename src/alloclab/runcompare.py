@@ -21,7 +21,7 @@ import numpy as np
 from . import stats
 from .analysis import RULES, analyse
 from .errors import UserError
-from .analysis.load import is_imported
+from .analysis.replica import usable
 from .analysis.warnings import LevelTime, Warning, times_of_day_differ
 from .stats.across_runs import GateResult, compare_pairs, gate
 from .store import Store
@@ -191,16 +191,15 @@ def _open(run: str | Path, which: str) -> Store:
     return store
 
 
-def _level_time(store: Store, an) -> LevelTime | None:
+def _level_time(an, meta: dict) -> LevelTime | None:
     """When the run's compared levels were taken: imported data at the comparable window's end; a
     fleet collector run or a merge as a mean over its replicas' steady windows (the medians of their
     starts and ends); None for an experiment of `alloclab run`, which makes its own load."""
-    if is_imported(store):
+    if an.imported:
         return None if an.window is None else LevelTime(an.window.start, an.window.end, averaged=False)
-    if store.meta().get("source") == "run":
+    if meta.get("source") == "run":
         return None     # an experiment makes its own load (command, [load]): the hour it ran at is no factor
-    used = [r for r in an.replicas if r.verified is not False and r.steady_mean_mb is not None and r.excluded is None
-            and r.steady_start is not None]
+    used = [r for r in an.replicas if usable(r)]
     if not used:
         return None
     return LevelTime(float(np.median([r.steady_start for r in used])), float(np.median([r.steady_end for r in used])),
@@ -253,7 +252,7 @@ def compare_runs(run_a: str | Path, run_b: str | Path, *, metric: str | None = N
                         [k for k in gb if k not in ga], changes, diff[:EXPERIMENT_DIFF_LINES] +
                         ([f"... {len(diff) - EXPERIMENT_DIFF_LINES} more lines"] if len(diff) > EXPERIMENT_DIFF_LINES else []),
                         aa.level_basis, RULES["alpha"], fail_on_increase, notes, aa.warnings, ab.warnings)
-    clock = times_of_day_differ(_level_time(sa, aa), _level_time(sb, ab))
+    clock = times_of_day_differ(_level_time(aa, ma), _level_time(ab, mb))
     out.warnings += [clock] if clock else []
     sa.close()
     sb.close()

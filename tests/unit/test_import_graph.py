@@ -26,7 +26,8 @@ STORE_USERS = {"store", "tickwriter", "runner", "fleet.lifecycle", "fleet.collec
                "torutils.importer", "promimport", "merge", "cli", "__main__",
                "runcompare", "liveview", "bundle", "metrics",     # compare, live view, bundle and run --metrics read runs
                "experiments.bisection", "experiments.sweep",   # bisect and sweep drive runs (runner) and read their results (analysis)
-               "stopping"}             # the runner's sequential stop checks analyse the store as it stands
+               "stopping",             # the runner's sequential stop checks analyse the store as it stands
+               "introspect"}           # writes the allocator helper's alloc_stats rows (their held_* columns are the store's)
 STORE_USER_PACKAGES = ("analysis", "commands", "reporters")
 # What the analysis and the reporters may not reach: what they need from the host is recorded in
 # the store at run time (docs/architecture.md).

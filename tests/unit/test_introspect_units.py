@@ -97,10 +97,3 @@ def test_malloc_info_parser():
 def test_staleness():
     rec = introspect.Record("glibc", 1000.0, 3, 0.0, 0.0, 1.0, {}, "", 0, "")
     assert not introspect.is_stale(rec, 1004.9) and introspect.is_stale(rec, 1005.1)
-
-
-def test_the_store_and_the_helper_name_the_same_held_kinds():
-    """The analysis reads the held kinds from the store's schema (it may not import introspect):
-    the helper's account and the alloc_stats columns must list the same kinds in the same order."""
-    from alloclab import store
-    assert store.HELD_KINDS == introspect.HELD_KINDS

@@ -21,7 +21,7 @@ from .compare import GroupComparison, compare_groups
 from .duplicates import Duplicate, drop_duplicates
 from .hosts import HostFactor, host_factor
 from .load import METRIC_COLUMN, LabelMapping, Segment, Series, is_imported, load_series, segment
-from .replica import ReplicaStats, classify, detect_warmup, release_events, replica_stats, theil_sen
+from .replica import ReplicaStats, classify, detect_warmup, release_events, replica_stats, theil_sen, usable
 from .rules import RULES, STATUS_ORDER
 from .verdict import Recommendation, recommend
 from .warnings import Warning, collect, signal_name
@@ -85,6 +85,7 @@ class Analysis:
     decomposition: list | None = None   # decomposition.GroupDecomposition per group; None: no allocator figures
     levels: dict[str, np.ndarray] = field(default_factory=dict)   # per group: the replica levels compared (MB)
     hosts: HostFactor | None = None     # group effects within hosts and host effects (replicas on ≥ 2 hosts)
+    imported: bool = False              # data alloclab did not record itself (load.is_imported)
 
     def group(self, name: str) -> GroupSummary:
         return next(g for g in self.groups if g.name == name)
@@ -154,8 +155,7 @@ def _group_growth(series: list[Series], reps: list[ReplicaStats], groups: list[s
     by = {r.name: r for r in reps}
     starts, ends, spans, lengths = {}, {}, {}, {}
     for g in groups:
-        inc = [s for s in series if s.group == g and (r := by.get(s.name)) is not None and r.excluded is None
-               and r.verified is not False and r.steady_start is not None
+        inc = [s for s in series if s.group == g and (r := by.get(s.name)) is not None and usable(r)
                and clean_in_window(s, window, max(interval, 1.0))]
         if not inc:
             continue
@@ -205,19 +205,17 @@ def analyse(store: Store, metric: str | None = None) -> Analysis:
         basis = f"level at the end of the comparable window, {window.hours / 24:.1f} days, {_fmt_span(window)}"
     else:
         for g in names:
-            levels[g] = np.array([r.steady_mean_mb for r in reps if r.group == g and r.verified is not False
-                                  and r.steady_mean_mb is not None and r.excluded is None])
+            levels[g] = np.array([r.steady_mean_mb for r in reps if r.group == g and usable(r)])
         basis = "steady mean over the load phase after warm-up"
     comps = compare_groups(levels, baseline, seed=int(meta.get("seed", "0") or 0))
     growths, spans = _group_growth(series, reps, names, window, interval)
     summaries = []
-    status_of = {g: _group_status([r.status for r in reps if r.group == g and r.verified is not False
-                                   and r.steady_mb is not None and r.excluded is None],
+    status_of = {g: _group_status([r.status for r in reps if r.group == g and usable(r)],
                                   len([r for r in reps if r.group == g and r.verified is not False]), growths.get(g))
                  for g in names}
     for g in groups:
         rs = [r for r in reps if r.group == g["name"]]
-        ok = [r for r in rs if r.verified is not False and r.steady_mb is not None and r.excluded is None]
+        ok = [r for r in rs if usable(r)]
         rates = [r.slope_mb_h for r in ok]
         lv = levels[g["name"]]
         fig = figures.get(g["name"])
@@ -242,7 +240,7 @@ def analyse(store: Store, metric: str | None = None) -> Analysis:
             excluded=[r.name for r in rs if r.excluded]))
     a = Analysis(metric, baseline, reps, summaries, series=series, window=window, end_figures=figures,
                  ages=age_table(series, names), label_mapping=mapping, level_basis=basis, duplicates=duplicates,
-                 levels=levels)
+                 levels=levels, imported=imported)
     lazy = [g for g in summaries if g.lazyfree_share is not None]
     if lazy:
         a.metric_note = (f"The verdict uses {metric.upper()}; the footprint ({metric.upper()} − LazyFree) is shown beside it "
@@ -251,8 +249,8 @@ def analyse(store: Store, metric: str | None = None) -> Analysis:
         a.metric_note = f"The verdict uses {metric.upper()} (LazyFree was not sampled, so no footprint is shown)."
     if not imported:                     # the same replica levels as the headline comparison, with their hosts
         host_of = {r["name"]: r.get("host") for r in store.replicas()}
-        a.hosts = host_factor([(r.group, host_of.get(r.name), r.steady_mean_mb) for r in reps if r.verified is not False
-                               and r.steady_mean_mb is not None and r.excluded is None], baseline)
+        a.hosts = host_factor([(r.group, host_of.get(r.name), r.steady_mean_mb) for r in reps if usable(r)],
+                              baseline)
     a.warnings = collect(store, series, reps, window, figures, mapping, names, imported, duplicates, restarts)
     a.recommendation = recommend(a)
     from .decomposition import decompose

@@ -60,6 +60,13 @@ class ReplicaStats:
     excluded: str | None = None           # why the replica is left out of its group's comparison (data still shown)
 
 
+def usable(r: ReplicaStats) -> bool:
+    """Whether a replica enters its group's figures: not shown to run another allocator (unknown
+    counts), with a steady level, and not excluded. replica_stats sets steady_mb, steady_mean_mb and
+    steady_start together, so one of them says "has a level"."""
+    return r.verified is not False and r.steady_mean_mb is not None and r.excluded is None
+
+
 # ---- per replica --------------------------------------------------------------------------------
 
 def theil_sen(t_h: np.ndarray, y: np.ndarray, max_points: int = 400) -> tuple[float, float, float]:

@@ -1,8 +1,9 @@
 """Writes tests/data/import_golden.json, the golden records tests/integration/test_import_equivalence.py
 holds the streaming importer to: for every case of that test (its inputs are built by the test's own
 build_case, deterministically), the store the importer BEFORE streaming made of it (commit b5a2729's
-src/alloclab/torutils.py, loaded from git at generation time, no copy in the tree) as a row count and
-sha256 per table (rowid order, each value with its SQLite type), or the one-line message it gave.
+src/alloclab/torutils.py and the store.py it wrote through, loaded from git at generation time, no
+copy in the tree) as a row count and sha256 per table (rowid order, each value with its SQLite
+type), or the one-line message it gave.
 
     PYTHONPATH=src .venv/bin/python benchmarks/make_import_golden.py            # rewrites the file
     PYTHONPATH=src .venv/bin/python benchmarks/make_import_golden.py --out /tmp/g.json   # e.g. to compare two runs
@@ -29,19 +30,33 @@ INTENDED = {"export-without-processes": "the importer before raised KeyError 'pr
                                         "a part left out of the section is now an empty list"}
 
 
-def importer_at(commit: str = COMMIT):
-    """alloclab.torutils as it was at `commit`, read with `git show` and run against today's alloclab
-    package (its relative imports resolve there): a module with that commit's import_torutils."""
-    text = subprocess.run(["git", "-C", str(REPO), "show", f"{commit}:src/alloclab/torutils.py"],
+def _module_at(commit: str, name: str):
+    """src/alloclab/NAME.py as it was at `commit` (read with `git show`), as the module
+    alloclab.NAME_COMMIT of today's package: its relative imports resolve there."""
+    module_name = f"alloclab.{name}_{commit}"
+    if module_name in sys.modules:
+        return sys.modules[module_name]
+    text = subprocess.run(["git", "-C", str(REPO), "show", f"{commit}:src/alloclab/{name}.py"],
                           capture_output=True, text=True, check=True).stdout
-    name = f"alloclab.torutils_{commit}"
-    if name in sys.modules:
-        return sys.modules[name]
-    module = importlib.util.module_from_spec(importlib.util.spec_from_loader(name, loader=None))
+    module = importlib.util.module_from_spec(importlib.util.spec_from_loader(module_name, loader=None))
     module.__package__ = "alloclab"
-    sys.modules[name] = module
-    exec(compile(text, f"{commit}:src/alloclab/torutils.py", "exec"), module.__dict__)
+    sys.modules[module_name] = module
+    exec(compile(text, f"{commit}:src/alloclab/{name}.py", "exec"), module.__dict__)
     return module
+
+
+def importer_at(commit: str = COMMIT):
+    """alloclab.torutils as it was at `commit`, with the store it wrote through: that commit's
+    store.py too (its insert/begin/commit calls predate the typed store API), put in place of
+    alloclab.store only while the importer's own imports run. Its other relative imports (errors,
+    outputs, timefmt) resolve in today's package. A module with that commit's import_torutils."""
+    import alloclab.store        # noqa: F401 - today's, put back below
+    today = sys.modules["alloclab.store"]
+    sys.modules["alloclab.store"] = _module_at(commit, "store")
+    try:
+        return _module_at(commit, "torutils")
+    finally:
+        sys.modules["alloclab.store"] = today
 
 
 def main() -> int:

@@ -424,7 +424,34 @@ def _check_dotted_keys(text: str, source: str) -> None:
 
 def parse_experiment(text: str, source: str = "<experiment>", base_dir: Path = Path("."), fleet: bool = False) -> Experiment:
     """`fleet`: the groups of a fleet experiment (alloclab fleet plan), whose services already run
-    under systemd: no command is needed."""
+    under systemd: no command is needed. The steps below read the file in the order its problems
+    are named."""
+    data = _toml_tree(text, source)
+    name = _typed(data, "name", str, source, "", default=Path(source).stem or "experiment")
+    if not _NAME.fullmatch(name):
+        raise UserError(f"{source}: name {show(name, 40)} must be 1-64 letters, digits, '.', '_', '+' or '-', starting with a letter or digit",
+                        'write name = "..." (it names the run directory)')
+    command = _argv(data["command"], "command", source) if "command" in data else None
+    workload = _workload(data, source, command)
+    scenario = _scenario_alone(data, source)
+    replicas = _bounded_int(data, "replicas", 1, MAX_REPLICAS, 1, source, f"use 1 to {MAX_REPLICAS} replicas per group")
+    sampling = _sampling(data, source)
+    phases = _phases(data, source)
+    load_command = _load_command(data, source)
+    groups = _groups(data, source, replicas, scenario)
+    if not fleet and command is None and workload is None and scenario is None and any(g.command is None for g in groups):
+        raise UserError(f"{source}: no command to run", 'add command = ["./app", ...] or a [workload] table')
+    baseline = _typed(data, "baseline", str, source, "", default=groups[0].name)
+    if baseline not in {g.name for g in groups}:
+        raise UserError(f"{source}: baseline {show(baseline, 40)} is not a group",
+                        f"use one of: {', '.join(g.name for g in groups)}")
+    return Experiment(name=name, command=command, groups=tuple(groups), replicas=replicas, baseline=baseline,
+                      phases=phases, load_command=load_command, workload=workload, scenario=scenario,
+                      source_text=text, base_dir=base_dir, **sampling)
+
+
+def _toml_tree(text: str, source: str) -> dict:
+    """The file as a checked TOML tree: its size, dotted keys, syntax, depth and top-level keys."""
     if len(text) > MAX_FILE_BYTES:
         raise UserError(f"{source}: the file is larger than {MAX_FILE_BYTES // 1024} KiB", "an experiment file holds settings only")
     _check_dotted_keys(text, source)
@@ -437,37 +464,41 @@ def parse_experiment(text: str, source: str = "<experiment>", base_dir: Path = P
                         "flatten it: experiment settings are a few tables of plain values") from None
     _check_tree(data, source)
     _check_keys(data, _TOP_KEYS, "the top level", source)
+    return data
 
-    name = _typed(data, "name", str, source, "", default=Path(source).stem or "experiment")
-    if not _NAME.fullmatch(name):
-        raise UserError(f"{source}: name {show(name, 40)} must be 1-64 letters, digits, '.', '_', '+' or '-', starting with a letter or digit",
-                        'write name = "..." (it names the run directory)')
-    command = _argv(data["command"], "command", source) if "command" in data else None
 
-    workload = None
-    if "workload" in data:
-        wl = _typed(data, "workload", dict, source, "")
-        if "name" not in wl and "trace" not in wl:
-            raise UserError(f"{source}: [workload] needs name = \"...\" or trace = \"file.trace\"",
-                            "see `alloclab workloads` for the built-in models")
-        wl = dict(wl)
-        wname = "trace" if "trace" in wl and "name" not in wl else _typed(wl, "name", str, source, "workload.")
-        wl.pop("name", None)
-        if "trace" in wl:
-            _typed(wl, "trace", str, source, "workload.")
-            check_path_text(wl["trace"], f"{source}: workload.trace")
-        workload = Workload(wname, wl)
-        if command is not None:
-            raise UserError(f"{source}: give either command or [workload], not both", "remove one of them")
+def _workload(data: dict, source: str, command: list[str] | None) -> Workload | None:
+    """[workload]: a built-in model by name, or a trace to replay; not together with command."""
+    if "workload" not in data:
+        return None
+    wl = _typed(data, "workload", dict, source, "")
+    if "name" not in wl and "trace" not in wl:
+        raise UserError(f"{source}: [workload] needs name = \"...\" or trace = \"file.trace\"",
+                        "see `alloclab workloads` for the built-in models")
+    wl = dict(wl)
+    wname = "trace" if "trace" in wl and "name" not in wl else _typed(wl, "name", str, source, "workload.")
+    wl.pop("name", None)
+    if "trace" in wl:
+        _typed(wl, "trace", str, source, "workload.")
+        check_path_text(wl["trace"], f"{source}: workload.trace")
+    if command is not None:
+        raise UserError(f"{source}: give either command or [workload], not both", "remove one of them")
+    return Workload(wname, wl)
 
+
+def _scenario_alone(data: dict, source: str) -> ScenarioSettings | None:
+    """[scenario], which provides the command and the load itself: refused beside either."""
     scenario = _scenario(data["scenario"], source) if "scenario" in data else None
     if scenario is not None:
         for key, what in (("command", "command"), ("workload", "[workload]"), ("load", "[load]")):
             if key in data:
                 raise UserError(f"{source}: the {scenario.name} scenario provides the relays' command and load; remove {what}",
                                 "name another tor binary with [scenario] tor = \"...\" or a group's command = [\"/path/to/tor\"]")
+    return scenario
 
-    replicas = _bounded_int(data, "replicas", 1, MAX_REPLICAS, 1, source, f"use 1 to {MAX_REPLICAS} replicas per group")
+
+def _sampling(data: dict, source: str) -> dict:
+    """The run's sampling and limits, as Experiment's keyword arguments."""
     interval = parse_duration(data.get("interval", "1s"), f"{source}: interval", MIN_INTERVAL, MAX_INTERVAL)
     seed = _bounded_int(data, "seed", 0, MAX_SEED, 0, source, f"use a seed from 0 to {MAX_SEED}")
     metric = _typed(data, "metric", str, source, "", default="rss")
@@ -485,7 +516,13 @@ def parse_experiment(text: str, source: str = "<experiment>", base_dir: Path = P
                         "e.g. introspect_budget = 0.01 (1%)")
     port_base = _bounded_int(data, "port_base", 1024, 60000, 20000, source, "use a port between 1024 and 60000")  # + 1,024 replicas < 65,536
     max_duration = parse_duration(data["max_duration"], f"{source}: max_duration") if "max_duration" in data else None
+    return dict(interval=interval, seed=seed, metric=metric, grace=grace, verify_every=verify_every,
+                smaps_budget=float(budget), introspect=introspect, introspect_budget=float(introspect_budget),
+                port_base=port_base, max_duration=max_duration)
 
+
+def _phases(data: dict, source: str) -> Phases:
+    """[phases]: warm-up, load and idle; idle needs a load phase, and all of them a bound."""
     phases_t = _typed(data, "phases", dict, source, "", default={})
     _check_keys(phases_t, _PHASE_KEYS, "[phases]", source)
     phases = Phases(
@@ -498,15 +535,22 @@ def parse_experiment(text: str, source: str = "<experiment>", base_dir: Path = P
     if (phases.total or 0) > MAX_DURATION:
         raise UserError(f"{source}: the phases last {_span(phases.total)} in all, longer than the maximum of {_span(MAX_DURATION)}",
                         "shorten them")
+    return phases
 
-    load_command = None
-    if "load" in data:
-        load_t = _typed(data, "load", dict, source, "")
-        _check_keys(load_t, {"command"}, "[load]", source)
-        if "command" not in load_t:
-            raise UserError(f"{source}: [load] needs command = [...]", "give the load generator's argv")
-        load_command = _argv(load_t["command"], "load.command", source)
 
+def _load_command(data: dict, source: str) -> list[str] | None:
+    """[load] command: the load generator's argv."""
+    if "load" not in data:
+        return None
+    load_t = _typed(data, "load", dict, source, "")
+    _check_keys(load_t, {"command"}, "[load]", source)
+    if "command" not in load_t:
+        raise UserError(f"{source}: [load] needs command = [...]", "give the load generator's argv")
+    return _argv(load_t["command"], "load.command", source)
+
+
+def _groups(data: dict, source: str, replicas: int, scenario: ScenarioSettings | None) -> list[Group]:
+    """The [[group]] tables: at least one, within the limits, each with its own name."""
     raw_groups = data.get("group")
     if not isinstance(raw_groups, list) or not raw_groups:
         raise UserError(f"{source}: no [[group]] tables", 'add at least one: [[group]] name = "glibc" allocator = "glibc"')
@@ -517,39 +561,33 @@ def parse_experiment(text: str, source: str = "<experiment>", base_dir: Path = P
                         f"run at most {MAX_TOTAL_REPLICAS} replicas in all")
     groups: list[Group] = []
     for i, g in enumerate(raw_groups, 1):
-        if not isinstance(g, dict):
-            raise UserError(f"{source}: group #{i} must be a table", "write it as [[group]]")
-        where = f"[[group]] #{i}"
-        _check_keys(g, _GROUP_KEYS, where, source)
-        gname = _typed(g, "name", str, source, f"{where} ")
-        if gname is None or not _NAME.fullmatch(gname):
-            raise UserError(f"{source}: {where} needs a name of 1-64 letters, digits, '.', '_', '+' or '-', starting with a letter or digit",
-                            'write name = "..." (it names directories)')
-        if any(x.name == gname for x in groups):
-            raise UserError(f"{source}: two groups are named {gname!r}", "give every group its own name")
-        allocator = _typed(g, "allocator", str, source, f"group {gname}: ", default=None)
-        if not allocator:
-            raise UserError(f"{source}: group {gname!r} has no allocator",
-                            'add allocator = "glibc", a library path, a catalog id, or "bundled"')
-        check_path_text(allocator, f"{source}: group {gname!r} allocator")
-        env = _env(_typed(g, "env", dict, source, f"group {gname}: ", default={}), gname, source)
-        gcommand = _argv(g["command"], f"group {gname} command", source) if "command" in g else None
-        if "torrc" in g and scenario is None:
-            raise UserError(f"{source}: group {gname!r} sets torrc without a tor scenario", 'add [scenario] name = "tor-network"')
-        gtorrc = _torrc(g["torrc"], f"group {gname} torrc", source) if "torrc" in g else ()
-        groups.append(Group(gname, allocator, env, gcommand, gtorrc))
+        groups.append(_group(g, i, source, scenario, {x.name for x in groups}))
+    return groups
 
-    if not fleet and command is None and workload is None and scenario is None and any(g.command is None for g in groups):
-        raise UserError(f"{source}: no command to run", 'add command = ["./app", ...] or a [workload] table')
-    baseline = _typed(data, "baseline", str, source, "", default=groups[0].name)
-    if baseline not in {g.name for g in groups}:
-        raise UserError(f"{source}: baseline {show(baseline, 40)} is not a group",
-                        f"use one of: {', '.join(g.name for g in groups)}")
-    return Experiment(name=name, command=command, groups=tuple(groups), replicas=replicas, interval=interval,
-                      baseline=baseline, seed=seed, phases=phases, load_command=load_command, workload=workload,
-                      metric=metric, grace=grace, smaps_budget=float(budget), verify_every=verify_every,
-                      port_base=port_base, max_duration=max_duration, scenario=scenario, source_text=text,
-                      introspect=introspect, introspect_budget=float(introspect_budget), base_dir=base_dir)
+
+def _group(g, i: int, source: str, scenario: ScenarioSettings | None, taken: set[str]) -> Group:
+    """One [[group]] table (the i-th); `taken`: the names of the groups before it."""
+    if not isinstance(g, dict):
+        raise UserError(f"{source}: group #{i} must be a table", "write it as [[group]]")
+    where = f"[[group]] #{i}"
+    _check_keys(g, _GROUP_KEYS, where, source)
+    gname = _typed(g, "name", str, source, f"{where} ")
+    if gname is None or not _NAME.fullmatch(gname):
+        raise UserError(f"{source}: {where} needs a name of 1-64 letters, digits, '.', '_', '+' or '-', starting with a letter or digit",
+                        'write name = "..." (it names directories)')
+    if gname in taken:
+        raise UserError(f"{source}: two groups are named {gname!r}", "give every group its own name")
+    allocator = _typed(g, "allocator", str, source, f"group {gname}: ", default=None)
+    if not allocator:
+        raise UserError(f"{source}: group {gname!r} has no allocator",
+                        'add allocator = "glibc", a library path, a catalog id, or "bundled"')
+    check_path_text(allocator, f"{source}: group {gname!r} allocator")
+    env = _env(_typed(g, "env", dict, source, f"group {gname}: ", default={}), gname, source)
+    gcommand = _argv(g["command"], f"group {gname} command", source) if "command" in g else None
+    if "torrc" in g and scenario is None:
+        raise UserError(f"{source}: group {gname!r} sets torrc without a tor scenario", 'add [scenario] name = "tor-network"')
+    gtorrc = _torrc(g["torrc"], f"group {gname} torrc", source) if "torrc" in g else ()
+    return Group(gname, allocator, env, gcommand, gtorrc)
 
 
 def load_experiment(path: Path, fleet: bool = False) -> Experiment:

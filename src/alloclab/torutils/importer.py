@@ -7,6 +7,7 @@ import itertools
 import json
 import math
 import shutil
+from dataclasses import dataclass
 from datetime import timedelta, timezone
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
@@ -129,9 +130,56 @@ def import_torutils(folder: Path, out: Path, naive_tz: timezone = timezone.utc, 
                     progress: Callable[[str], None] | None = None, fast: bool = True) -> Path:
     """A TorUtils experiment folder (or an `alloclab export`) as a new run in `out`. Every file is
     read and checked first; `out` is created only once all of it is sound. The memory CSV is
-    streamed: a plain file by the columnar fast path (torutils_fast), anything else (or
+    streamed: a plain file by the columnar fast path (torutils.fastcsv), anything else (or
     fast=False) row by row; both keep the checks, their order and the rows that land.
     `progress` gets a line per PROGRESS_ROWS rows read and samples written."""
+    data = _read_folder(folder, out, naive_tz, baseline, progress, fast)
+    # everything is read and sound: only now is anything created
+    created = _make_output(out)
+    store = None
+    try:
+        store = Store.create(out / DB_NAME)
+        with store.bulk_load():
+            _write_run(store, data, progress)
+        store.close()
+    except BaseException as exc:
+        if store is not None:
+            store.discard()
+        _remove_output(out, created)
+        if isinstance(exc, (OSError, StoreError)):
+            raise UserError(f"writing {out} failed ({exc}); nothing was kept", "check free space and permissions") from None
+        raise
+    return out
+
+
+@dataclass
+class _GroupSources:
+    """What says which relay is in which group, besides the memory CSV's own group column."""
+    assignment: dict[str, str]                          # relay -> group, from groups/ lists
+    labels: dict[str, tuple[str, str | None]]           # group -> (allocator family, version)
+    seen_in: dict[str, set[str]]                        # relay -> every group list naming it
+    memberships: dict[str, list[tuple[str, str, str]]]  # relay -> (group, list kind, source)
+    section: dict | None                                # an export's "alloclab" section
+
+
+@dataclass
+class _Folder:
+    """A TorUtils folder read and checked in full: everything the import writes."""
+    folder: Path
+    memory: Path
+    naive_tz: timezone
+    relays: _SampleTable
+    sources: _GroupSources
+    events: list[tuple]
+    host: list[tuple]
+    groups: list[str]
+    baseline: str
+
+
+def _read_folder(folder: Path, out: Path, naive_tz: timezone, baseline: str | None,
+                 progress: Callable[[str], None] | None, fast: bool) -> _Folder:
+    """Every file of the folder read and checked, in the order the problems are named; UserError
+    on the first."""
     if not folder.is_dir():
         raise UserError(f"{folder} is not a directory", "give the folder holding memory.csv or memory_measurements.csv")
     memory = next((folder / n for n in MEMORY_FILES if (folder / n).exists() or (folder / n).is_symlink()), None)
@@ -146,119 +194,141 @@ def import_torutils(folder: Path, out: Path, naive_tz: timezone = timezone.utc, 
     if structure_checked:
         header = _memory_structure(memory, MEMORY_REQUIRED, MEMORY_FIX)
     try:
-        has_group_column = "group" in header
-        _check_group_list_files(folder / "groups")
-        assignment, labels, seen_in = ({}, {}, {})
-        memberships: dict[str, list[tuple[str, str, str]]] = {}
-        if (folder / "groups").is_dir():
-            assignment, labels, seen_in = _read_group_lists(folder / "groups")
-            memberships = _list_memberships(folder / "groups")
-        config_labels, section = _read_experiment_json(folder)
-        labels.update({k: v for k, v in config_labels.items() if k not in labels})
-        if not has_group_column and not assignment:
-            raise UserError(f"{folder} has neither a group column nor groups/ lists", "add groups/group_<L>_<allocator>.txt files")
+        sources = _read_group_sources(folder, "group" in header)
     except UserError:
         if not structure_checked:           # the memory CSV's own problems are named first, as ever
             _memory_structure(memory, MEMORY_REQUIRED, MEMORY_FIX)
         raise
-    relays = None
-    if not structure_checked:
-        try:
-            relays = _read_relay_columns(memory, header, naive_tz, has_group_column, assignment, section, progress)
-        except fastcsv.NotSimple:
-            _memory_structure(memory, MEMORY_REQUIRED, MEMORY_FIX)
-    if relays is None:
-        relays = _read_relay_rows(memory, header, _memory_rows(memory), naive_tz, has_group_column, assignment, section,
-                                  progress).table(header)
-    group_of = relays.group_of
-    events = _read_events(folder / "events.csv", naive_tz, set(group_of))
+    relays = _read_relays(memory, header, structure_checked, naive_tz, sources, progress)
+    events = _read_events(folder / "events.csv", naive_tz, set(relays.group_of))
     host = _read_host_samples(folder / "diagnostics.csv", naive_tz)
-
-    section_groups = [g["name"] for g in section["groups"]] if section else []
-    groups = section_groups or sorted(set(group_of.values()))
+    section = sources.section
+    groups = [g["name"] for g in section["groups"]] if section else []
+    groups = groups or sorted(set(relays.group_of.values()))
     if not groups:
         raise UserError(f"{memory.name} has no relay row with a group", "give relays a group (column or groups/ lists)")
-    all_t = relays.t
-    if not len(all_t):
+    if not len(relays.t):
         raise UserError(f"{memory.name} has no relay row with an rss_kb value", "is it the right file?")
-    exported_meta = section["meta"] if section else {}
-    base = baseline or exported_meta.get("baseline") or _default_baseline(groups, labels)
+    base = baseline or (section["meta"] if section else {}).get("baseline") or _default_baseline(groups, sources.labels)
     if base not in groups:
         raise UserError(f"baseline {base!r} is not a group of this data", f"use one of: {', '.join(groups)}")
-    several = sorted(n for n, gs in seen_in.items() if len(gs) > 1)
-    first_t = float(all_t.min())
+    return _Folder(folder, memory, naive_tz, relays, sources, events, host, groups, base)
 
-    # everything is read and sound: only now is anything created
-    created = _make_output(out)
-    store = None
-    try:
-        store = Store.create(out / DB_NAME)
-        with store.bulk_load():
-            meta = {"name": folder.name, "metric": "rss", "seed": 0, "interval": _typical_interval(all_t),
-                    "started_at": first_t, "ended_at": float(all_t.max()), "host": relays.server, "end_reason": "imported",
-                    "replicas_in_several_groups": several, "unlisted_relays": sorted(relays.unlisted)}
-            meta.update(exported_meta)
-            meta.update(source=f"import torutils {folder}", baseline=base, naive_timezone=str(naive_tz))
-            if exported_meta:
-                meta["original_source"] = exported_meta.get("original_source") or exported_meta.get("source", "")
-            if relays.duplicate_times:
-                meta["duplicate_timestamps"] = relays.duplicate_times
-            store.set_meta(**meta)
-            gid = {}
-            exported_groups = {g["name"]: g for g in section["groups"]} if section else {}
-            for g in groups:
-                family, version = labels.get(g, (g, None))
-                row = exported_groups.get(g) or dict(name=g, allocator=family, kind="imported", family=family, version=version,
-                                                     env_json="{}", command_json="[]")
-                gid[g] = store.add_group(**{**row, "is_baseline": int(g == base)})
-            rid = {}
-            if section:
-                for r in section["replicas"]:
-                    rid[r["name"]] = store.add_replica(group_id=gid[r["group"]],
-                                                  **{k: v for k, v in r.items() if k != "group"})
-            written = reported = 0
-            for i, nick in enumerate(relays.names):
-                lo, hi = relays.bounds[i]
-                if nick not in rid:
-                    first, last = (float(relays.t[lo]), float(relays.t[hi - 1])) if hi > lo else (None, None)
-                    rid[nick] = store.add_replica(group_id=gid[group_of[nick]], idx=i, name=nick, start_order=i,
-                                             started_at=first, ended_at=last, verified=None,
-                                             verify_detail="imported: allocator not verified by alloclab")
-                for start in range(lo, hi, 200_000):
-                    store.add_samples(relays.columns(), relays.rows(start, min(hi, start + 200_000), rid[nick]))
-                written += hi - lo
-                if progress and written - reported >= PROGRESS_ROWS:
-                    reported = written
-                    progress(f"wrote {written:,} of {len(all_t):,} samples")
-                for group_name, kind, source in memberships.get(nick, [(group_of[nick], "current", memory.name)]):
-                    store.add_membership(replica_id=rid[nick], group_name=group_name, list_kind=kind, source=source)
-            if section:
-                pid_of = {}
-                for p in section["processes"]:
-                    pid_of[(p["pid"], p.get("start_ticks"))] = store.add_process(
-                        replica_id=rid[p["replica"]], **{k: v for k, v in p.items() if k != "replica"})
-                for v in section["verifications"]:
-                    store.add_verification(t=v["t"], process_id=pid_of[(v["pid"], v.get("start_ticks"))],
-                                 verified=v.get("verified"), detail=v.get("detail"), mapped_allocator=v.get("mapped_allocator"))
-            for t, kind, description, group, replica in events:
-                store.add_event(t, kind, description, rid.get(replica) if replica else None, group_name=group)
-            if host:
-                store.add_host_samples(("t",) + tuple(DIAG_EXTRA_COLUMNS[1:]), host)
-            if relays.unlisted:
-                store.add_event(first_t, "note", f"{relays.unlisted_rows} rows of {len(relays.unlisted)} relays had no group "
-                            "(other relays, or a relay before it joined a group) and were left out")
-            if relays.duplicate_times:
-                store.add_event(first_t, "note", f"{sum(relays.duplicate_times.values())} rows repeat a relay's timestamp with "
-                            f"other figures ({', '.join(sorted(relays.duplicate_times)[:6])}): two processes under one nickname?")
-        store.close()
-    except BaseException as exc:
-        if store is not None:
-            store.discard()
-        _remove_output(out, created)
-        if isinstance(exc, (OSError, StoreError)):
-            raise UserError(f"writing {out} failed ({exc}); nothing was kept", "check free space and permissions") from None
-        raise
-    return out
+
+def _read_group_sources(folder: Path, has_group_column: bool) -> _GroupSources:
+    """The groups/ lists and experiment.json (an export's section included)."""
+    _check_group_list_files(folder / "groups")
+    sources = _GroupSources({}, {}, {}, {}, None)
+    if (folder / "groups").is_dir():
+        sources.assignment, sources.labels, sources.seen_in = _read_group_lists(folder / "groups")
+        sources.memberships = _list_memberships(folder / "groups")
+    config_labels, sources.section = _read_experiment_json(folder)
+    sources.labels.update({k: v for k, v in config_labels.items() if k not in sources.labels})
+    if not has_group_column and not sources.assignment:
+        raise UserError(f"{folder} has neither a group column nor groups/ lists", "add groups/group_<L>_<allocator>.txt files")
+    return sources
+
+
+def _read_relays(memory: Path, header: list[str], structure_checked: bool, naive_tz: timezone,
+                 sources: _GroupSources, progress: Callable[[str], None] | None) -> _SampleTable:
+    """The memory CSV's relay rows: by the fast path when its header was simple and the file turns
+    out so, else row by row (after the structure checks the fast path skipped)."""
+    has_group_column = "group" in header
+    if not structure_checked:
+        try:
+            return _read_relay_columns(memory, header, naive_tz, has_group_column, sources.assignment, sources.section,
+                                       progress)
+        except fastcsv.NotSimple:
+            _memory_structure(memory, MEMORY_REQUIRED, MEMORY_FIX)
+    return _read_relay_rows(memory, header, _memory_rows(memory), naive_tz, has_group_column, sources.assignment,
+                            sources.section, progress).table(header)
+
+
+def _write_run(store: Store, data: _Folder, progress: Callable[[str], None] | None) -> None:
+    """The checked folder as a run: meta, groups, replicas with their samples and memberships, an
+    export's processes and verifications, events, host samples and notes."""
+    store.set_meta(**_run_meta(data))
+    gid = _write_groups(store, data)
+    rid = _write_replicas(store, data, gid, progress)
+    section, relays, first_t = data.sources.section, data.relays, float(data.relays.t.min())
+    if section:
+        pid_of = {}
+        for p in section["processes"]:
+            pid_of[(p["pid"], p.get("start_ticks"))] = store.add_process(
+                replica_id=rid[p["replica"]], **{k: v for k, v in p.items() if k != "replica"})
+        for v in section["verifications"]:
+            store.add_verification(t=v["t"], process_id=pid_of[(v["pid"], v.get("start_ticks"))],
+                                   verified=v.get("verified"), detail=v.get("detail"),
+                                   mapped_allocator=v.get("mapped_allocator"))
+    for t, kind, description, group, replica in data.events:
+        store.add_event(t, kind, description, rid.get(replica) if replica else None, group_name=group)
+    if data.host:
+        store.add_host_samples(("t",) + tuple(DIAG_EXTRA_COLUMNS[1:]), data.host)
+    if relays.unlisted:
+        store.add_event(first_t, "note", f"{relays.unlisted_rows} rows of {len(relays.unlisted)} relays had no group "
+                        "(other relays, or a relay before it joined a group) and were left out")
+    if relays.duplicate_times:
+        store.add_event(first_t, "note", f"{sum(relays.duplicate_times.values())} rows repeat a relay's timestamp with "
+                        f"other figures ({', '.join(sorted(relays.duplicate_times)[:6])}): two processes under one nickname?")
+
+
+def _run_meta(data: _Folder) -> dict:
+    """The run's meta: what the data says, an export's own meta over it, then where it came from."""
+    relays, all_t = data.relays, data.relays.t
+    exported_meta = data.sources.section["meta"] if data.sources.section else {}
+    meta = {"name": data.folder.name, "metric": "rss", "seed": 0, "interval": _typical_interval(all_t),
+            "started_at": float(all_t.min()), "ended_at": float(all_t.max()), "host": relays.server,
+            "end_reason": "imported",
+            "replicas_in_several_groups": sorted(n for n, gs in data.sources.seen_in.items() if len(gs) > 1),
+            "unlisted_relays": sorted(relays.unlisted)}
+    meta.update(exported_meta)
+    meta.update(source=f"import torutils {data.folder}", baseline=data.baseline, naive_timezone=str(data.naive_tz))
+    if exported_meta:
+        meta["original_source"] = exported_meta.get("original_source") or exported_meta.get("source", "")
+    if relays.duplicate_times:
+        meta["duplicate_timestamps"] = relays.duplicate_times
+    return meta
+
+
+def _write_groups(store: Store, data: _Folder) -> dict[str, int]:
+    """Each group's row (an export's own, else one made from its label); group -> id."""
+    exported_groups = {g["name"]: g for g in data.sources.section["groups"]} if data.sources.section else {}
+    gid = {}
+    for g in data.groups:
+        family, version = data.sources.labels.get(g, (g, None))
+        row = exported_groups.get(g) or dict(name=g, allocator=family, kind="imported", family=family, version=version,
+                                             env_json="{}", command_json="[]")
+        gid[g] = store.add_group(**{**row, "is_baseline": int(g == data.baseline)})
+    return gid
+
+
+def _write_replicas(store: Store, data: _Folder, gid: dict[str, int],
+                    progress: Callable[[str], None] | None) -> dict[str, int]:
+    """An export's replicas, then one per relay not among them, each with its samples and
+    memberships; replica name -> id."""
+    relays, section = data.relays, data.sources.section
+    rid = {}
+    if section:
+        for r in section["replicas"]:
+            rid[r["name"]] = store.add_replica(group_id=gid[r["group"]], **{k: v for k, v in r.items() if k != "group"})
+    written = reported = 0
+    for i, nick in enumerate(relays.names):
+        lo, hi = relays.bounds[i]
+        if nick not in rid:
+            first, last = (float(relays.t[lo]), float(relays.t[hi - 1])) if hi > lo else (None, None)
+            rid[nick] = store.add_replica(group_id=gid[relays.group_of[nick]], idx=i, name=nick, start_order=i,
+                                          started_at=first, ended_at=last, verified=None,
+                                          verify_detail="imported: allocator not verified by alloclab")
+        for start in range(lo, hi, 200_000):
+            store.add_samples(relays.columns(), relays.rows(start, min(hi, start + 200_000), rid[nick]))
+        written += hi - lo
+        if progress and written - reported >= PROGRESS_ROWS:
+            reported = written
+            progress(f"wrote {written:,} of {len(relays.t):,} samples")
+        for group_name, kind, source in data.sources.memberships.get(nick, [(relays.group_of[nick], "current",
+                                                                             data.memory.name)]):
+            store.add_membership(replica_id=rid[nick], group_name=group_name, list_kind=kind, source=source)
+    return rid
 
 
 def _check_output(out: Path) -> None:

@@ -2,35 +2,27 @@
 module. Before, `catalog.entry` knew a published id only after `versions.entry` had written it into
 `catalog._registered`: every later lookup in the process then saw it, whoever asked.
 
-The registry's answer (`apt-cache madison`, the .dsc's verdict) is fixed here, as in
-test_versions_fetchable, since the archive's state cannot be chosen from here."""
+The registry's answer (`apt-cache madison`, the .dsc's verdict) is fixed by the `archive` fixture
+(conftest.py), since the archive's state cannot be chosen from here."""
 from __future__ import annotations
 
 import pytest
 
-from alloclab.allocators import catalog, resolution, versions
+from alloclab.allocators import catalog, resolution
 from alloclab.errors import UserError
 
-PUBLISHED = "mimalloc@3.4.9"          # not pinned in data/catalog.toml
-
-
-@pytest.fixture
-def archive(tmp_path, monkeypatch):
-    monkeypatch.setenv("ALLOCLAB_CACHE", str(tmp_path))
-    monkeypatch.setattr(versions, "debian_suites", lambda: ["trixie-backports"])
-    monkeypatch.setattr(versions, "_crate_offers", lambda family, refresh, progress: [])
-    monkeypatch.setattr(versions, "_madison", lambda suite, packages: [
-        ("mimalloc", "3.4.9+ds-1~bpo13+1", "Sources", None)])
-    monkeypatch.setattr(versions, "_source_fetchable", lambda suite, package, version: True)
+PUBLISHED = "mimalloc@3.5.3"          # not pinned in data/catalog.toml
+SOURCE = "3.5.3+ds-1~bpo13+1"
 
 
 def test_two_resolvers_share_no_state(archive):
+    archive[SOURCE] = True                                  # its files are there: buildable
     published = resolution.Resolver((resolution.Pinned(), resolution.Published()))
     e = published.entry(PUBLISHED)
-    assert (e.id, e.family, e.version, e.sources[0]["kind"]) == (PUBLISHED, "mimalloc", "3.4.9", "debian-source")
+    assert (e.id, e.family, e.version, e.sources[0]["kind"]) == (PUBLISHED, "mimalloc", "3.5.3", "debian-source")
     assert published.entry(PUBLISHED + "+secure").sources[0]["secure"] is True
     # a resolver of pinned ids only still does not know it, and the catalog holds only its own
-    with pytest.raises(UserError, match=r"mimalloc@3\.4\.9 is not in the catalog"):
+    with pytest.raises(UserError, match=r"mimalloc@3\.5\.3 is not in the catalog"):
         resolution.Resolver((resolution.Pinned(),)).entry(PUBLISHED)
     assert catalog.pinned(PUBLISHED) is None and catalog.pinned("mimalloc@3.6.1").id == "mimalloc@3.6.1"
     assert not hasattr(catalog, "_registered") and not hasattr(catalog, "register")

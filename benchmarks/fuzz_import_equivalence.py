@@ -4,7 +4,7 @@ by the importer before streaming (commit b5a2729's src/alloclab/torutils.py, loa
 make_import_golden.importer_at: no copy in the tree), the streaming importer and the streaming
 importer without its fast path. Counts cases where they disagree: a
 different first problem (message), or different store content (every table, rowid order, SQLite
-types). Target: 0.
+types, read as the golden records' schema: test_import_equivalence.store_digest). Target: 0.
 
     PYTHONPATH=src .venv/bin/python benchmarks/fuzz_import_equivalence.py --mutations 500 --seed 1
 
@@ -31,14 +31,16 @@ from make_import_golden import importer_at  # noqa: E402
 
 def outcome(run, folder: Path, out: Path) -> tuple[str, object]:
     from alloclab.errors import UserError
-    from tests.integration.test_import_equivalence import _dump
+    from tests.integration.test_import_equivalence import store_digest
     try:
         run(folder, out)
     except UserError as exc:
         return "error", str(exc)
     except Exception as exc:                               # noqa: BLE001 - a crash is an outcome to compare
         return "crash", f"{type(exc).__name__}: {exc}"[:300]
-    return "store", _dump(out / "run.db")
+    # per table, as the golden records compare: the importer before writes that commit's schema (6),
+    # without the columns added since; store_digest reads both stores as that schema
+    return "store", store_digest(out / "run.db", folder)
 
 
 def main() -> int:
@@ -48,12 +50,14 @@ def main() -> int:
     ap.add_argument("--keep", type=Path, help="where disagreeing cases are kept (default: a temp dir)")
     args = ap.parse_args()
     from alloclab.torutils import importer
-    from tests.integration.test_import_equivalence import _generate
+    from tests.integration.test_import_equivalence import _generate, make_export
     work = Path(tempfile.mkdtemp(prefix="alloclab-fuzz-equivalence-"))
     keep = args.keep or work / "disagreements"
     keep.mkdir(parents=True, exist_ok=True)
     bases = make_bases(work, ("co-guard-2025-09", "5way-2026-01", "co-unified-2025-12"))
     bases["generated"] = _generate(work / "base" / "generated", times=60)
+    # the export as the importer before can read it: without the columns added since (schema 7)
+    bases["alloclab-export"] = make_export(work / "base" / "export-as-golden")
     importers = {"before": importer_at().import_torutils, "streaming": importer.import_torutils,
                  "row-by-row": lambda f, o: importer.import_torutils(f, o, fast=False)}
     rng = random.Random(args.seed)
@@ -75,7 +79,7 @@ def main() -> int:
             counts["disagree"] += 1
             dest = keep / f"{n:05d}"
             shutil.copytree(case / "in", dest / "in", symlinks=True, ignore_dangling_symlinks=True)
-            shown = {k: (v[0], v[1] if v[0] != "store" else {t: len(rows) for t, rows in v[1].items()})
+            shown = {k: (v[0], v[1] if v[0] != "store" else {t: d["rows"] for t, d in v[1].items()})
                      for k, v in results.items()}
             (dest / "what.txt").write_text(f"base {base_name}\nmutation {what}\n{json.dumps(shown, indent=1, default=str)}\n")
             print(f"case {n} ({base_name}: {what}): disagree {json.dumps(shown, default=str)[:600]}", file=sys.stderr)

@@ -55,45 +55,37 @@ class InstalledPackage:
         return installed[0] if installed else None
 
 
-class _Builds:
-    """A provider whose ids are built from an entry: the cached build first, else built now."""
+class Pinned:
+    """The catalog's pinned ids: the cached build, else built now."""
 
     def entry(self, allocator_id: str, progress: Progress) -> catalog.Entry | None:
-        raise NotImplementedError
+        return catalog.pinned(allocator_id)
 
     def library(self, allocator_id: str, progress: Progress) -> Path | None:
-        b = catalog.find_build(allocator_id) if self.owns_cached(allocator_id) else None
+        e = catalog.pinned(allocator_id)
+        return None if e is None else _verified_build(catalog.find_build(allocator_id) or catalog.build(e, progress))
+
+
+class Published:
+    """Every other version a reachable registry publishes: the cached build (which needs no
+    registry: the cache holds only ids that were buildable when built), else built now."""
+
+    def entry(self, allocator_id: str, progress: Progress) -> catalog.Entry | None:
+        return versions.published_entry(allocator_id, progress)
+
+    def library(self, allocator_id: str, progress: Progress) -> Path | None:
+        b = catalog.find_build(allocator_id)
         if b is None:
             e = self.entry(allocator_id, progress)
             if e is None:
                 return None
             b = catalog.build(e, progress)
-        catalog.check_integrity(b)
-        return b.path
-
-    def owns_cached(self, allocator_id: str) -> bool:
-        raise NotImplementedError
+        return _verified_build(b)
 
 
-class Pinned(_Builds):
-    """The catalog's pinned ids."""
-
-    def entry(self, allocator_id: str, progress: Progress) -> catalog.Entry | None:
-        return catalog.pinned(allocator_id)
-
-    def owns_cached(self, allocator_id: str) -> bool:
-        return catalog.pinned(allocator_id) is not None
-
-
-class Published(_Builds):
-    """Every other version a reachable registry publishes. A cached build of such an id needs no
-    registry: the cache holds only ids that were buildable when built."""
-
-    def entry(self, allocator_id: str, progress: Progress) -> catalog.Entry | None:
-        return versions.published_entry(allocator_id, progress)
-
-    def owns_cached(self, allocator_id: str) -> bool:
-        return True
+def _verified_build(b: catalog.Build) -> Path:
+    catalog.check_integrity(b)
+    return b.path
 
 
 @dataclass(frozen=True)

@@ -398,12 +398,12 @@ _TIER_CODE = {"cheap": 1, "full": 2, "imported": 3}
 class _SampleTable:
     """The samples to write as columns, ordered by relay (names sorted) and then time (rows of one
     time in file order), with what the rows said about relays and groups. `columns` holds t, phase
-    and tier codes (torutils_fast) and the SAMPLE_FIGURES with any value (float64, NaN for none;
+    and tier codes (fastcsv) and the SAMPLE_FIGURES with any value (float64, NaN for none;
     integer kinds exact); `constant` figures have one value for every sample. The columns are
     taken from the dict one by one as they are sorted, so the caller should hold no other
     reference to them (ten million samples: each column copy is 80 MB)."""
     def __init__(self, names: list[str], rank: np.ndarray, columns: dict[str, np.ndarray], constant: dict[str, int],
-                 relays: "_Relays | torutils_fast.RelayRows", duplicate_times: dict[str, int]) -> None:
+                 relays: "_Relays | fastcsv.RelayRows", duplicate_times: dict[str, int]) -> None:
         order = np.lexsort((columns["t"], rank))         # stable: equal times keep file order
         self.names = names
         self.columns_: dict[str, np.ndarray] = {}
@@ -452,7 +452,7 @@ def _python_values(v: np.ndarray, kind: str) -> list:
 def _read_relay_columns(path: Path, header: list[str], naive_tz: timezone, has_group_column: bool,
                         assignment: dict[str, str], section: dict | None,
                         progress: Callable[[str], None] | None) -> _SampleTable:
-    """The fast path (torutils_fast.scan), then the one check it leaves: rows repeating a relay's
+    """The fast path (fastcsv.scan), then the one check it leaves: rows repeating a relay's
     time, found by sorting (relay, time) and judged by the row-by-row rules on just those rows."""
     exported = {r["name"]: r["group"] for r in section["replicas"]} if section else None
     shown = (lambda rows, done, size: progress(f"read {rows:,} rows of {path.name} ({100 * done // max(size, 1)}%)")) \

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .analysis.replica import usable
+
 if TYPE_CHECKING:
     from .runner import Runner
 
@@ -75,8 +77,9 @@ class SignificanceStop(SequentialStop):
         return due is not None and elapsed >= due           # not between looks, nor after every planned look
 
     def decide(self, a, elapsed: float) -> str | None:
-        levels = {g.name: np.array([r.steady_mean_mb for r in a.replicas if r.group == g.name and r.verified is not False
-                                    and r.steady_mean_mb is not None]) for g in a.groups}
+        # the replicas the final comparison will use: a stop must not rest on one it will leave out
+        levels = {g.name: np.array([r.steady_mean_mb for r in a.replicas if r.group == g.name and usable(r)])
+                  for g in a.groups}
         d = self.test.update(levels, a.baseline, elapsed_s=elapsed)
         if not d.stop:
             return None

@@ -97,3 +97,28 @@ def test_look_plan_lists_planned_looks_and_their_levels():
     doubling = SequentialTest(0.05, 1, first_look_s=30)
     assert [t for t, _ in doubling.look_plan(3)] == [30, 60, 120]
     assert [level for _, level in doubling.look_plan(3)] == [0.05 / 2, 0.05 / 6, 0.05 / 12]
+
+
+def test_a_stop_looks_only_at_the_replicas_the_comparison_keeps(monkeypatch):
+    """An excluded replica (ended early, restarted) is left out of the final comparison, so the
+    stop must not count it either: here it alone would make the groups differ."""
+    from types import SimpleNamespace
+    from alloclab.analysis.replica import ReplicaStats
+    from alloclab.stats.sequential import SequentialDecision
+    stop = SignificanceStop(60, 1, planned_s=500, interval=2)
+    seen = {}
+
+    def update(levels, baseline, *, elapsed_s):
+        seen.update(levels)
+        return SequentialDecision(False, None, {}, 0.0, 1, "recorded")
+    monkeypatch.setattr(stop.test, "update", update)
+    reps = [ReplicaStats(f"b{i}", "base", True, 10, steady_mb=100.0, steady_mean_mb=100.0) for i in range(3)]
+    reps += [ReplicaStats(f"a{i}", "a", None, 10, steady_mb=100.0, steady_mean_mb=100.0) for i in range(3)]
+    reps.append(ReplicaStats("a-restarted", "a", True, 10, steady_mb=20.0, steady_mean_mb=20.0,
+                             excluded="restarted"))
+    reps.append(ReplicaStats("a-other", "a", False, 10, steady_mb=20.0, steady_mean_mb=20.0))
+    a = SimpleNamespace(groups=[SimpleNamespace(name="base"), SimpleNamespace(name="a")], replicas=reps,
+                        baseline="base")
+    assert stop.decide(a, 60.0) is None
+    assert sorted(seen["a"]) == [100.0, 100.0, 100.0]
+    assert len(seen["base"]) == 3

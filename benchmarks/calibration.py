@@ -485,6 +485,57 @@ def staircases(rng: np.random.Generator, n: int) -> None:
             rate(sum(w == "Ratcheting" for w in ws), n), "stated", n)
 
 
+def growth_pooled(rng: np.random.Generator, n: int) -> None:
+    """Per-replica growth intervals narrowed by the group's spread (stats.growth_pool / pooled):
+    groups of 3 and 5 replicas, each replica's own series; coverage and Growing on flat two-scale
+    noise, power for +10% on one-scale AR(1), a lone grower among flat replicas, flat AR(1) at
+    φ 0.95 / 0.99, and a daily cycle every replica shares (the spread does not see it)."""
+    from alloclab.stats import growth_pool, pooled
+    growing_words = ("Growing", "Bloating")
+
+    def cycle(rng_, m, t):
+        phase = rng_.uniform(0, 2 * np.pi)
+        return 100 * (1 + 0.04 * np.sin(2 * np.pi * t / 86400.0 + phase) + sim.ar1(rng_, m, len(t), 0.9, 0.01))
+
+    def lone(rng_, m, t):
+        y = sim.flat(rng_, m, t, phi=0.95, sd_share=0.02)
+        y[0] += 10.0 * (t - t[0]) / (t[-1] - t[0])
+        return y
+    cells = (("flat two-scale (AR(1) 2% φ 0.9 + slow wander 3%, τ 1.7 d)", lambda r, m, t: sim.two_scale(r, m, t, fast_phi=0.9), 0.0),
+             ("+10%, AR(1) 2% φ 0.95", lambda r, m, t: sim.growing(r, m, t, share=0.10, phi=0.95, sd_share=0.02), 10.0),
+             ("flat AR(1) 2% φ 0.95", lambda r, m, t: sim.flat(r, m, t, phi=0.95, sd_share=0.02), 0.0),
+             ("flat AR(1) 2% φ 0.99", lambda r, m, t: sim.flat(r, m, t, phi=0.99, sd_share=0.02), 0.0),
+             ("daily cycle ±4% shared by the group (AR(1) 1% φ 0.9)", cycle, 0.0),
+             ("one replica +10% among flat ones (AR(1) 2% φ 0.95): that replica", lone, None))
+    for m in (5, 3):
+        for label, window, dt in (("1.5 d @ 10 min", 1.5 * 86400, 600.0), ("3 d @ 5 min", 3 * 86400, 300.0),
+                                  ("9 d @ 15 min", 9 * 86400, 900.0)):
+            t = sim.times(window, dt)
+            for name, make, truth in cells:
+                cover = above = word = own_above = total = 0
+                for _ in range(n):
+                    ys = make(rng, m, t)
+                    gs = [growth(t, y) for y in ys]
+                    pool = growth_pool([g.change_share for g in gs], [g.window_s for g in gs])
+                    for i, (y, g) in enumerate(zip(ys, gs)):
+                        if truth is None and i > 0:
+                            continue
+                        p = pooled(g, pool)
+                        true = (10.0 if i == 0 else 0.0) if truth is None else truth
+                        cover += p.change_lo <= true <= p.change_hi
+                        above += p.change_lo > 0
+                        own_above += g.change_lo > 0
+                        word += classify(t, y, growth=p).word in (growing_words if truth == 0.0 else growing_words + ("Ratcheting",))
+                        total += 1
+                if truth == 0.0:
+                    row(f"pooled, n = {m}, {name}, {label}: interval coverage", rate(cover, total), "≥ 93%", total)
+                    row(f"pooled, n = {m}, {name}, {label}: replicas Growing/Bloating", rate(word, total), "≤ 1%", total)
+                else:
+                    row(f"pooled, n = {m}, {name}, {label}: interval above 0 (own interval alone)",
+                        f"{rate(above, total)} ({own_above / total:.1%})", "stated (≈ 94% before the coarse scales)", total)
+                    row(f"pooled, n = {m}, {name}, {label}: a growth word (Growing/Bloating/Ratcheting)", rate(word, total), "stated", total)
+
+
 def staircase_reach(rng: np.random.Generator, n: int) -> None:
     """What the Ratcheting rule reaches at 2% AR noise: the same five-step staircases with a taller
     climb (+8 / +16 / +24%), and at 1.5% noise, in the two TorUtils designs."""
@@ -694,10 +745,10 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="smoke test: fewer simulations")
     ap.add_argument("--datasets", type=int, default=0, help="datasets per scenario row (--part scenarios / cycles / user-path; default 200 / 100 / 30), "
-                    "simulations per row (--part gates / growth-frontier; 1000 / 200)")
+                    "simulations per row (--part gates / growth-frontier; 1000 / 200), groups per row (--part pooled; 200)")
     ap.add_argument("--seed", type=int, default=20261122, help="seed of every simulation")
     ap.add_argument("--part", default="all", choices=["all", "status", "growth", "compare", "sequential", "identical", "tor-verdict",
-                                                      "scenarios", "cycles", "two-scale", "staircases", "user-path", "gates", "staircase-reach", "growth-frontier"],
+                                                      "scenarios", "cycles", "two-scale", "staircases", "user-path", "gates", "staircase-reach", "growth-frontier", "pooled"],
                     help="run one part only")
     args = ap.parse_args()
     n = 60 if args.quick else 1000
@@ -718,6 +769,7 @@ def main() -> int:
         "gates": lambda rng: gates(rng, args.datasets or (100 if args.quick else 1000)),
         "staircase-reach": lambda rng: staircase_reach(rng, 60 if args.quick else 200),
         "growth-frontier": lambda rng: growth_frontier(rng, args.datasets or (40 if args.quick else 200)),
+        "pooled": lambda rng: growth_pooled(rng, args.datasets or (20 if args.quick else 200)),
     }
     for k, (name, part) in enumerate(parts.items()):
         if args.part == name or (args.part == "all" and name != "cycles"):   # cycles: a larger run of scenarios' first rows

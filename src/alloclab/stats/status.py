@@ -266,7 +266,7 @@ def classify(t_s: np.ndarray, y: np.ndarray, *, verified: bool | None = True,
     growing = bool(g is not None and g.significant and g.change_mb > 0 and g.change_share > RULES["flat_max_growth_share"] \
             and g.change_mb >= RULES["growing_min_change_mb"])
     grew = (f"grew {g.change_mb:.1f} MB ({g.change_share:.1%}) over {window:.0f} s, 95% interval "
-            f"{g.change_lo:.1f}–{g.change_hi:.1f} MB") if growing else ""
+            f"{g.change_lo:.1f}–{g.change_hi:.1f} MB" + (f", {g.pooled}" if g.pooled else "")) if growing else ""
     if growing and g.change_share >= RULES["bloating_window_share"]:
         return StatusCall("Bloating", grew, g, rel, iqr)
     ratchet, why = _ratchet(t_s, y, level, rel)

@@ -485,7 +485,7 @@ def staircases(rng: np.random.Generator, n: int) -> None:
             rate(sum(w == "Ratcheting" for w in ws), n), "stated", n)
 
 
-def growth_pooled(rng: np.random.Generator, n: int) -> None:
+def growth_pooled(rng: np.random.Generator, n: int, sizes: tuple[int, ...] = (5, 3)) -> None:
     """Per-replica growth intervals narrowed by the group's spread (stats.growth_pool / pooled):
     groups of 3 and 5 replicas, each replica's own series; coverage and Growing on flat two-scale
     noise, power for +10% on one-scale AR(1), a lone grower among flat replicas, flat AR(1) at
@@ -507,7 +507,7 @@ def growth_pooled(rng: np.random.Generator, n: int) -> None:
              ("flat AR(1) 2% φ 0.99", lambda r, m, t: sim.flat(r, m, t, phi=0.99, sd_share=0.02), 0.0),
              ("daily cycle ±4% shared by the group (AR(1) 1% φ 0.9)", cycle, 0.0),
              ("one replica +10% among flat ones (AR(1) 2% φ 0.95): that replica", lone, None))
-    for m in (5, 3):
+    for m in sizes:
         for label, window, dt in (("1.5 d @ 10 min", 1.5 * 86400, 600.0), ("3 d @ 5 min", 3 * 86400, 300.0),
                                   ("9 d @ 15 min", 9 * 86400, 900.0)):
             t = sim.times(window, dt)
@@ -746,6 +746,7 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="smoke test: fewer simulations")
     ap.add_argument("--datasets", type=int, default=0, help="datasets per scenario row (--part scenarios / cycles / user-path; default 200 / 100 / 30), "
                     "simulations per row (--part gates / growth-frontier; 1000 / 200), groups per row (--part pooled; 200)")
+    ap.add_argument("--replicas", default="5,3", help="group sizes of --part pooled (comma-separated)")
     ap.add_argument("--seed", type=int, default=20261122, help="seed of every simulation")
     ap.add_argument("--part", default="all", choices=["all", "status", "growth", "compare", "sequential", "identical", "tor-verdict",
                                                       "scenarios", "cycles", "two-scale", "staircases", "user-path", "gates", "staircase-reach", "growth-frontier", "pooled"],
@@ -769,7 +770,8 @@ def main() -> int:
         "gates": lambda rng: gates(rng, args.datasets or (100 if args.quick else 1000)),
         "staircase-reach": lambda rng: staircase_reach(rng, 60 if args.quick else 200),
         "growth-frontier": lambda rng: growth_frontier(rng, args.datasets or (40 if args.quick else 200)),
-        "pooled": lambda rng: growth_pooled(rng, args.datasets or (20 if args.quick else 200)),
+        "pooled": lambda rng: growth_pooled(rng, args.datasets or (20 if args.quick else 200),
+                                            tuple(int(k) for k in args.replicas.split(","))),
     }
     for k, (name, part) in enumerate(parts.items()):
         if args.part == name or (args.part == "all" and name != "cycles"):   # cycles: a larger run of scenarios' first rows

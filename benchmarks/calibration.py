@@ -575,6 +575,38 @@ def pooled_path(rng: np.random.Generator, n: int) -> None:
     shutil.rmtree(work, ignore_errors=True)
 
 
+def ratchet_pooled(rng: np.random.Generator, n: int) -> None:
+    """Ratcheting with the noise pooled over a group of 5 replicas (median of their per-bin-median
+    noise shares and lag-1 autocorrelations, stats.status.ratchet_noise) against each series' own:
+    the Ratcheting routes alone (a release-free climb in steps, or the same in noise), n groups."""
+    from alloclab.stats import status as st
+    m = 5
+
+    def ratchets(t, y, noise=None):
+        level = float(np.median(y))
+        return st._ratchet(t, y, level, st.release_events(t, y, level))[0] or st._ratchet_in_noise(t, y, level, noise)[0]
+    for label, window, dt in (("1.5 d @ 10 min", 1.5 * 86400, 600.0), ("9 d @ 15 min", 9 * 86400, 900.0)):
+        t = sim.times(window, dt)
+        cells = [(f"+8% five-step staircase, AR(1) {sd:.1%} φ {phi}", "≥ 80%",
+                  lambda sd=sd, phi=phi: sim.staircase(rng, m, t, climb_share=0.08, steps=5, sd_share=sd, phi=phi))
+                 for sd, phi in ((0.01, 0.5), (0.01, 0.9), (0.015, 0.5), (0.02, 0.5), (0.02, 0.9))]
+        cells += [(f"flat AR(1) 2% φ {phi}", "≤ 1%", lambda phi=phi: sim.flat(rng, m, t, phi=phi, sd_share=0.02)) for phi in (0.9, 0.99)]
+        cells += [("daily cycle ±4%, AR(1) 1% φ 0.9", "≤ 1%",
+                   lambda: sim.sinusoid(rng, m, t, amplitude_share=0.04, period_s=86400.0, sd_share=0.01, phi=0.9))]
+        for name, target, make in cells:
+            own = pool = total = 0
+            for _ in range(n):
+                ys = make()
+                noises = [x for y in ys if (x := st.ratchet_noise(t, y)) is not None]
+                shared = (float(np.median([a for a, _ in noises])), float(np.median([b for _, b in noises]))) if noises else None
+                for y in ys:
+                    own += ratchets(t, y)
+                    pool += ratchets(t, y, shared)
+                    total += 1
+            row(f"Ratcheting, group of 5, {name}, {label}: own noise / pooled noise", f"{rate(own, total)} / {rate(pool, total)}",
+                target, total)
+
+
 def staircase_reach(rng: np.random.Generator, n: int) -> None:
     """What the Ratcheting rule reaches at 2% AR noise: the same five-step staircases with a taller
     climb (+8 / +16 / +24%), and at 1.5% noise, in the two TorUtils designs."""
@@ -788,7 +820,7 @@ def main() -> int:
     ap.add_argument("--replicas", default="5,3", help="group sizes of --part pooled (comma-separated)")
     ap.add_argument("--seed", type=int, default=20261122, help="seed of every simulation")
     ap.add_argument("--part", default="all", choices=["all", "status", "growth", "compare", "sequential", "identical", "tor-verdict",
-                                                      "scenarios", "cycles", "two-scale", "staircases", "user-path", "gates", "staircase-reach", "growth-frontier", "pooled", "pooled-path"],
+                                                      "scenarios", "cycles", "two-scale", "staircases", "user-path", "gates", "staircase-reach", "growth-frontier", "pooled", "pooled-path", "ratchet-pooled"],
                     help="run one part only")
     args = ap.parse_args()
     n = 60 if args.quick else 1000
@@ -809,6 +841,7 @@ def main() -> int:
         "gates": lambda rng: gates(rng, args.datasets or (100 if args.quick else 1000)),
         "staircase-reach": lambda rng: staircase_reach(rng, 60 if args.quick else 200),
         "growth-frontier": lambda rng: growth_frontier(rng, args.datasets or (40 if args.quick else 200)),
+        "ratchet-pooled": lambda rng: ratchet_pooled(rng, args.datasets or (12 if args.quick else 60)),
         "pooled-path": lambda rng: pooled_path(rng, args.datasets or (10 if args.quick else 40)),
         "pooled": lambda rng: growth_pooled(rng, args.datasets or (20 if args.quick else 200),
                                             tuple(int(k) for k in args.replicas.split(","))),

@@ -14,7 +14,8 @@ every series gets an honest interval, none withheld. Innovation variance from th
 quasi-differenced at that φ; normal reference. Noise on two time scales (a fast AR(1) beside a
 slow wander) defeats one AR(1) fitted at the finest scale, so the same variance is also taken on
 the series averaged into 128, 32 and 16 bins, and the largest kept where the fine model fails
-there (see growth()). Calibration: benchmarks/calibration.py.
+there (see growth()); that protection costs power on every series, and a group's replicas give it
+back where they scatter less than it assumes (pooled()). Calibration: benchmarks/calibration.py.
 """
 from __future__ import annotations
 

@@ -485,6 +485,128 @@ def staircases(rng: np.random.Generator, n: int) -> None:
             rate(sum(w == "Ratcheting" for w in ws), n), "stated", n)
 
 
+def growth_pooled(rng: np.random.Generator, n: int, sizes: tuple[int, ...] = (5, 3)) -> None:
+    """Per-replica growth intervals narrowed by the group's spread (stats.growth_pool / pooled):
+    groups of 3 and 5 replicas, each replica's own series; coverage and Growing on flat two-scale
+    noise, power for +10% on one-scale AR(1), a lone grower among flat replicas, flat AR(1) at
+    φ 0.95 / 0.99, and a daily cycle every replica shares (the spread does not see it)."""
+    from alloclab.stats import growth_pool, pooled
+    growing_words = ("Growing", "Bloating")
+
+    def cycle(rng_, m, t):
+        phase = rng_.uniform(0, 2 * np.pi)
+        return 100 * (1 + 0.04 * np.sin(2 * np.pi * t / 86400.0 + phase) + sim.ar1(rng_, m, len(t), 0.9, 0.01))
+
+    def lone(rng_, m, t):
+        y = sim.flat(rng_, m, t, phi=0.95, sd_share=0.02)
+        y[0] += 10.0 * (t - t[0]) / (t[-1] - t[0])
+        return y
+    cells = (("flat two-scale (AR(1) 2% φ 0.9 + slow wander 3%, τ 1.7 d)", lambda r, m, t: sim.two_scale(r, m, t, fast_phi=0.9), 0.0),
+             ("+10%, AR(1) 2% φ 0.95", lambda r, m, t: sim.growing(r, m, t, share=0.10, phi=0.95, sd_share=0.02), 10.0),
+             ("flat AR(1) 2% φ 0.95", lambda r, m, t: sim.flat(r, m, t, phi=0.95, sd_share=0.02), 0.0),
+             ("flat AR(1) 2% φ 0.99", lambda r, m, t: sim.flat(r, m, t, phi=0.99, sd_share=0.02), 0.0),
+             ("daily cycle ±4% shared by the group (AR(1) 1% φ 0.9)", cycle, 0.0),
+             ("one replica +10% among flat ones (AR(1) 2% φ 0.95): that replica", lone, None))
+    for m in sizes:
+        for label, window, dt in (("1.5 d @ 10 min", 1.5 * 86400, 600.0), ("3 d @ 5 min", 3 * 86400, 300.0),
+                                  ("9 d @ 15 min", 9 * 86400, 900.0)):
+            t = sim.times(window, dt)
+            for name, make, truth in cells:
+                cover = above = word = own_above = own_word = total = 0
+                for _ in range(n):
+                    ys = make(rng, m, t)
+                    gs = [growth(t, y) for y in ys]
+                    pool = growth_pool([g.change_share for g in gs], [g.window_s for g in gs])
+                    for i, (y, g) in enumerate(zip(ys, gs)):
+                        if truth is None and i > 0:
+                            continue
+                        p = pooled(g, pool)
+                        true = (10.0 if i == 0 else 0.0) if truth is None else truth
+                        cover += p.change_lo <= true <= p.change_hi
+                        above += p.change_lo > 0
+                        own_above += g.change_lo > 0
+                        word += classify(t, y, growth=p).word in (growing_words if truth == 0.0 else growing_words + ("Ratcheting",))
+                        if truth == 0.0:
+                            own_word += classify(t, y, growth=g).word in growing_words
+                        total += 1
+                if truth == 0.0:
+                    row(f"pooled, n = {m}, {name}, {label}: interval coverage", rate(cover, total), "≥ 93%", total)
+                    row(f"pooled, n = {m}, {name}, {label}: replicas Growing/Bloating (own interval alone)",
+                        f"{rate(word, total)} ({own_word / total:.1%})", "≤ 1%", total)
+                else:
+                    row(f"pooled, n = {m}, {name}, {label}: interval above 0 (own interval alone)",
+                        f"{rate(above, total)} ({own_above / total:.1%})", "stated (≈ 94% before the coarse scales)", total)
+                    row(f"pooled, n = {m}, {name}, {label}: a growth word (Growing/Bloating/Ratcheting)", rate(word, total), "stated", total)
+
+
+def pooled_path(rng: np.random.Generator, n: int) -> None:
+    """The pooled replica intervals through the user path (import_torutils + analyse): 4 groups of
+    5 relays over 3 days at 15 minutes, nuisance parameters drawn as in --part scenarios; flat
+    two-scale noise (AR(1) 2% + slow wander 3%, τ 1.7 d), then group A growing +10% with one-scale
+    AR(1) 2% (φ 0.8–0.98 per sample)."""
+    import shutil
+    import tempfile
+    import torutils_scenarios as ts
+    work = Path(tempfile.mkdtemp(prefix="alloclab-calibration-"))
+    growing = ("Growing", "Bloating")
+    cover = word = grp = total = groups = 0
+    for i in range(n):
+        print(f"  pooled path, two-scale: dataset {i + 1} of {n}", file=sys.stderr, flush=True)
+        a, _ = ts.run_scenario(rng, _draw(rng, n=5, days=3.0, step_s=900.0, slow_share=0.03, ar_share=0.02), work)
+        reps = [r for r in a.replicas if r.excluded is None and r.change_lo is not None]
+        cover += sum(r.change_lo <= 0 <= r.change_hi for r in reps)
+        word += sum(r.status in growing for r in reps)
+        total += len(reps)
+        grp += sum(g.status in growing for g in a.groups)
+        groups += len(a.groups)
+    row("through import + analyse, flat two-scale, 3 d @ 15 min, n = 5: replica interval coverage", rate(cover, total), "≥ 93%", total)
+    row("… replicas Growing/Bloating", rate(word, total), "≤ 1%", total)
+    row("… groups Growing/Bloating", rate(grp, groups), "≤ 1%", groups)
+    above = word = total = 0
+    for i in range(n):
+        print(f"  pooled path, +10%: dataset {i + 1} of {n}", file=sys.stderr, flush=True)
+        a, _ = ts.run_scenario(rng, _draw(rng, n=5, days=3.0, step_s=900.0, ar_share=0.02, growth={"A": 0.10}), work)
+        reps = [r for r in a.replicas if r.group == "A" and r.excluded is None and r.change_lo is not None]
+        above += sum(r.change_lo > 0 for r in reps)
+        word += sum(r.status in growing + ("Ratcheting",) for r in reps)
+        total += len(reps)
+    row("… group A +10%, AR(1) 2% φ 0.8–0.98: replica interval above 0", rate(above, total), "stated", total)
+    row("… A replicas with a growth word", rate(word, total), "stated", total)
+    shutil.rmtree(work, ignore_errors=True)
+
+
+def ratchet_pooled(rng: np.random.Generator, n: int) -> None:
+    """Ratcheting with the noise pooled over a group of 5 replicas (median of their per-bin-median
+    noise shares and lag-1 autocorrelations, stats.status.ratchet_noise) against each series' own:
+    the Ratcheting routes alone (a release-free climb in steps, or the same in noise), n groups."""
+    from alloclab.stats import status as st
+    m = 5
+
+    def ratchets(t, y, noise=None):
+        level = float(np.median(y))
+        return st._ratchet(t, y, level, st.release_events(t, y, level))[0] or st._ratchet_in_noise(t, y, level, noise)[0]
+    for label, window, dt in (("1.5 d @ 10 min", 1.5 * 86400, 600.0), ("9 d @ 15 min", 9 * 86400, 900.0)):
+        t = sim.times(window, dt)
+        cells = [(f"+8% five-step staircase, AR(1) {sd:.1%} φ {phi}", "≥ 80%",
+                  lambda sd=sd, phi=phi: sim.staircase(rng, m, t, climb_share=0.08, steps=5, sd_share=sd, phi=phi))
+                 for sd, phi in ((0.01, 0.5), (0.01, 0.9), (0.015, 0.5), (0.02, 0.5), (0.02, 0.9))]
+        cells += [(f"flat AR(1) 2% φ {phi}", "≤ 1%", lambda phi=phi: sim.flat(rng, m, t, phi=phi, sd_share=0.02)) for phi in (0.9, 0.99)]
+        cells += [("daily cycle ±4%, AR(1) 1% φ 0.9", "≤ 1%",
+                   lambda: sim.sinusoid(rng, m, t, amplitude_share=0.04, period_s=86400.0, sd_share=0.01, phi=0.9))]
+        for name, target, make in cells:
+            own = pool = total = 0
+            for _ in range(n):
+                ys = make()
+                noises = [x for y in ys if (x := st.ratchet_noise(t, y)) is not None]
+                shared = (float(np.median([a for a, _ in noises])), float(np.median([b for _, b in noises]))) if noises else None
+                for y in ys:
+                    own += ratchets(t, y)
+                    pool += ratchets(t, y, shared)
+                    total += 1
+            row(f"Ratcheting, group of 5, {name}, {label}: own noise / pooled noise", f"{rate(own, total)} / {rate(pool, total)}",
+                target, total)
+
+
 def staircase_reach(rng: np.random.Generator, n: int) -> None:
     """What the Ratcheting rule reaches at 2% AR noise: the same five-step staircases with a taller
     climb (+8 / +16 / +24%), and at 1.5% noise, in the two TorUtils designs."""
@@ -694,10 +816,11 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="smoke test: fewer simulations")
     ap.add_argument("--datasets", type=int, default=0, help="datasets per scenario row (--part scenarios / cycles / user-path; default 200 / 100 / 30), "
-                    "simulations per row (--part gates / growth-frontier; 1000 / 200)")
+                    "simulations per row (--part gates / growth-frontier; 1000 / 200), groups per row (--part pooled; 200)")
+    ap.add_argument("--replicas", default="5,3", help="group sizes of --part pooled (comma-separated)")
     ap.add_argument("--seed", type=int, default=20261122, help="seed of every simulation")
     ap.add_argument("--part", default="all", choices=["all", "status", "growth", "compare", "sequential", "identical", "tor-verdict",
-                                                      "scenarios", "cycles", "two-scale", "staircases", "user-path", "gates", "staircase-reach", "growth-frontier"],
+                                                      "scenarios", "cycles", "two-scale", "staircases", "user-path", "gates", "staircase-reach", "growth-frontier", "pooled", "pooled-path", "ratchet-pooled"],
                     help="run one part only")
     args = ap.parse_args()
     n = 60 if args.quick else 1000
@@ -718,6 +841,10 @@ def main() -> int:
         "gates": lambda rng: gates(rng, args.datasets or (100 if args.quick else 1000)),
         "staircase-reach": lambda rng: staircase_reach(rng, 60 if args.quick else 200),
         "growth-frontier": lambda rng: growth_frontier(rng, args.datasets or (40 if args.quick else 200)),
+        "ratchet-pooled": lambda rng: ratchet_pooled(rng, args.datasets or (12 if args.quick else 60)),
+        "pooled-path": lambda rng: pooled_path(rng, args.datasets or (10 if args.quick else 40)),
+        "pooled": lambda rng: growth_pooled(rng, args.datasets or (20 if args.quick else 200),
+                                            tuple(int(k) for k in args.replicas.split(","))),
     }
     for k, (name, part) in enumerate(parts.items()):
         if args.part == name or (args.part == "all" and name != "cycles"):   # cycles: a larger run of scenarios' first rows

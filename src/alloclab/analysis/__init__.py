@@ -170,6 +170,28 @@ def _group_growth(series: list[Series], reps: list[ReplicaStats], groups: list[s
     return stats.group_growth(starts, ends, lengths), spans
 
 
+def _pooled_growth(series: list[Series], reps: list[ReplicaStats], idle: bool,
+                   measured: dict[str, Segment]) -> list[ReplicaStats]:
+    """The replicas again, each growth interval narrowed by its group's spread of changes where
+    that is narrower (stats.growth_pool / stats.pooled; the group: its verified, non-excluded
+    replicas with an interval). Replicas outside a pooled group are returned as they were."""
+    pools = {}
+    for g in {r.group for r in reps}:
+        rs = [r for r in reps if r.group == g and r.verified is not False and r.excluded is None
+              and r.change_lo is not None and r.change_share is not None]
+        pool = stats.growth_pool([r.change_share for r in rs], [r.window_h * 3600 for r in rs])
+        if pool is not None:
+            pools[g] = pool
+    out = []
+    for s, r in zip(series, reps):
+        if r.group in pools and r.change_lo is not None:
+            again = replica_stats(s, idle_configured=idle, span=measured.get(s.name), pool=pools[r.group])
+            again.excluded = r.excluded
+            r = again
+        out.append(r)
+    return out
+
+
 def analyse(store: Store, metric: str | None = None) -> Analysis:
     meta = store.meta()
     metric = metric or meta.get("metric", "rss")
@@ -196,6 +218,7 @@ def analyse(store: Store, metric: str | None = None) -> Analysis:
     listed: dict[str, set[str]] = {}
     for m in store.memberships():
         listed.setdefault(m["group_name"], set()).add(m["replica"])
+    reps = _pooled_growth(series, reps, bool(phases.get("idle")), measured)
     figures = end_figures(series, names, window, listed, set(early)) if window else {}
     # the level each replica enters the comparison with
     levels: dict[str, np.ndarray] = {}

@@ -130,11 +130,14 @@ def _view(s: Series, start: float, end: float) -> Series:
                   s.cpu_s[m], s.lazyfree_mb[m], s.segments, s.exit_code, s.ended_at, s.end_kind)
 
 
-def replica_stats(s: Series, idle_configured: bool = False, span: Segment | None = None) -> ReplicaStats:
+def replica_stats(s: Series, idle_configured: bool = False, span: Segment | None = None,
+                  pool: stats.GrowthPool | None = None) -> ReplicaStats:
     """Statistics of the replica's clean span (none: the replica ends off its group's allocator),
     or of `span` (the process the comparison measures when the last one restarted inside the
     window: a partly regrown process is not Bloating). Samples with no recorded phase count as
-    load; idle release is measured only when the run configured an idle phase (no phase is invented)."""
+    load; idle release is measured only when the run configured an idle phase (no phase is invented).
+    `pool`: the group's replicas' spread of changes (stats.growth_pool), which may narrow the
+    growth interval (stats.pooled)."""
     clean = span or s.clean
     r = ReplicaStats(s.name, s.group, s.verified, 0)
     if clean is None or not len(s.t):
@@ -168,7 +171,7 @@ def replica_stats(s: Series, idle_configured: bool = False, span: Segment | None
         if np.any(~np.isnan(lf)) and r.steady_mb > 0:
             r.lazyfree_share = float(np.nanmedian(lf / sy))
             r.footprint_mb = float(np.nanmean(sy - lf))     # the level's own estimator (a mean): footprint ≤ level
-    g = stats.growth(st, sy, level=r.steady_mb) if len(sy) >= 3 and r.window_h > 0 else None
+    g = stats.pooled(stats.growth(st, sy, level=r.steady_mb) if len(sy) >= 3 and r.window_h > 0 else None, pool)
     if g is not None:
         r.change_mb, r.change_lo, r.change_hi, r.change_share = g.change_mb, g.change_lo, g.change_hi, g.change_share
         r.rate_supported = g.rate_mb_h is not None

@@ -17,6 +17,11 @@ growth.py
         The same question across replicas: log(end/start) per clean replica over the group's common
         window, one-sample t, Holm across groups; .word is "Growing"/"Bloating" when the group grows
         beyond the flat threshold (within-series intervals may be withheld; this test needs none).
+    growth_pool(shares, windows_s) -> GrowthPool | None;  pooled(growth, pool) -> Growth
+        A group's replicas' changes scatter by a measured SD (every noise scale in it); each
+        replica's interval is narrowed to t(n−1) × that SD where narrower than its own
+        (floor: its finest scale's AR(1) bound), so a slow wander keeps its width only where the
+        group shows one.
     trend_edges(t_s, y, start, end, edge_s) -> (start_mb, end_mb, basis) | None
         A replica's level at a span's ends: over a day or more, the trend beside a fitted daily
         cycle (2 harmonics), so a cycle every replica shares is not growth; else edge medians.
@@ -60,7 +65,7 @@ calibration.py
 Changes from the brief: classify takes the steady window's arrays and returns a StatusCall (word
 plus the evidence behind it) rather than a bare string; growth takes an optional `level`.
 """
-from .growth import Growth, GroupGrowth, group_growth, growth, trend_edges
+from .growth import Growth, GroupGrowth, GrowthPool, group_growth, growth, growth_pool, pooled, trend_edges
 from .status import RULES, STATUS_ORDER, Releases, StatusCall, classify, release_events
 from .compare import Comparison, compare_to_baseline, letters, design_min_p, design_warning
 from .sequential import SequentialDecision, SequentialTest
@@ -69,7 +74,7 @@ from .threshold import ThresholdDecision, ThresholdTest
 
 __all__ = [
     "median_present",
-    "Growth", "growth", "GroupGrowth", "group_growth", "trend_edges", "RULES", "STATUS_ORDER", "Releases", "StatusCall", "classify", "release_events",
+    "Growth", "growth", "GrowthPool", "growth_pool", "pooled", "GroupGrowth", "group_growth", "trend_edges", "RULES", "STATUS_ORDER", "Releases", "StatusCall", "classify", "release_events",
     "Comparison", "compare_to_baseline", "letters", "design_min_p", "design_warning",
     "SequentialDecision", "SequentialTest", "SeriesMatch", "identical_series",
     "ThresholdDecision", "ThresholdTest",

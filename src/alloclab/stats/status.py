@@ -201,7 +201,28 @@ def _sudden_steps(med: np.ndarray, first: int, sd: float, rho: float) -> list[fl
     return out
 
 
-def _ratchet_in_noise(t: np.ndarray, y: np.ndarray, level: float) -> tuple[bool, str]:
+def _median_noise(med: np.ndarray) -> tuple[float, float]:
+    """(robust SD of the medians' differences / √2, their lag-1 autocorrelation around a non-decreasing fit)."""
+    d = np.diff(med)
+    sd = 1.4826 * float(np.median(np.abs(d - np.median(d)))) / math.sqrt(2)
+    r = med - isotonic(med)
+    r = r - r.mean()
+    return sd, float(np.sum(r[1:] * r[:-1]) / max(float(np.sum(r * r)), 1e-300))
+
+
+def ratchet_noise(t: np.ndarray, y: np.ndarray) -> tuple[float, float] | None:
+    """The noise _ratchet_in_noise reads from one series' per-bin medians, the SD as a share of
+    the series' median (so replicas at other levels can pool it); None with fewer than 12 bins."""
+    _, med = bin_medians(t, y)
+    med = med[np.isfinite(med)]
+    if len(med) < 12:
+        return None
+    sd, rho = _median_noise(med)
+    return sd / max(abs(float(np.median(y))), 1e-300), rho
+
+
+def _ratchet_in_noise(t: np.ndarray, y: np.ndarray, level: float,
+                      noise: tuple[float, float] | None = None) -> tuple[bool, str]:
     """Ratcheting where the noise wanders more than the steps are tall (1–2% AR noise against
     +1.6% steps): on the per-bin medians (1/50 of the window), whose noise is estimated from their
     differences (robust to the few steps) and scaled up by their lag-1 autocorrelation around a
@@ -210,18 +231,15 @@ def _ratchet_in_noise(t: np.ndarray, y: np.ndarray, level: float) -> tuple[bool,
     release-free stretch up to the end lasts ≥ ratchet_min_quiet_s and ≥ ratchet_min_quiet_share
     of the window; over it the non-decreasing fit climbs ≥ ratchet_min_climb_share of the level
     and ≥ ratchet_noise_climb × the noise, half of it in ≥ 2 sudden steps (bin-to-bin rises beyond
-    the largest the bin-to-bin noise gives)."""
+    the largest the bin-to-bin noise gives). `noise`: (SD share, lag-1) from elsewhere (e.g. the
+    group's replicas, ratchet_noise) instead of this series' own."""
     _, med = bin_medians(t, y)
     ok = np.isfinite(med)
     med = med[ok]
     k = len(med)
     if k < 12:
         return False, ""
-    d = np.diff(med)
-    sd = 1.4826 * float(np.median(np.abs(d - np.median(d)))) / math.sqrt(2)
-    r = med - isotonic(med)
-    r = r - r.mean()
-    rho = float(np.sum(r[1:] * r[:-1]) / max(float(np.sum(r * r)), 1e-300))
+    sd, rho = _median_noise(med) if noise is None else (noise[0] * abs(float(np.median(y))), noise[1])
     sd = max(sd / math.sqrt(max(1 - rho, 0.05)), 1e-9 * max(level, 1.0))     # marginal, from differences
     q = math.sqrt(2 * math.log(k)) + 1
     falls = np.maximum.accumulate(med) - med
@@ -266,7 +284,7 @@ def classify(t_s: np.ndarray, y: np.ndarray, *, verified: bool | None = True,
     growing = bool(g is not None and g.significant and g.change_mb > 0 and g.change_share > RULES["flat_max_growth_share"] \
             and g.change_mb >= RULES["growing_min_change_mb"])
     grew = (f"grew {g.change_mb:.1f} MB ({g.change_share:.1%}) over {window:.0f} s, 95% interval "
-            f"{g.change_lo:.1f}–{g.change_hi:.1f} MB") if growing else ""
+            f"{g.change_lo:.1f}–{g.change_hi:.1f} MB" + (f", {g.pooled}" if g.pooled else "")) if growing else ""
     if growing and g.change_share >= RULES["bloating_window_share"]:
         return StatusCall("Bloating", grew, g, rel, iqr)
     ratchet, why = _ratchet(t_s, y, level, rel)

@@ -1,0 +1,46 @@
+"""stats.growth_pool / pooled: a replica's growth interval narrowed by its group's spread."""
+import numpy as np
+
+from alloclab.stats import calibration as sim
+from alloclab.stats import growth, growth_pool, pooled
+
+T = sim.times(3 * 86400.0, 1800.0)      # 3 days every 30 min: the coarse scales apply, and it is quick
+
+
+def _group(ys):
+    gs = [growth(T, y) for y in ys]
+    return gs, growth_pool([g.change_share for g in gs], [g.window_s for g in gs])
+
+
+def test_replicas_that_agree_give_back_the_power_the_coarse_scales_took():
+    rng = np.random.default_rng(29)
+    gs, pool = _group(sim.growing(rng, 5, T, share=0.10, phi=0.8, sd_share=0.02))
+    ps = [pooled(g, pool) for g in gs]
+    assert pool is not None and pool.n == 5
+    assert all(p.change_hi - p.change_lo <= g.change_hi - g.change_lo + 1e-9 for p, g in zip(ps, gs))
+    assert sum(p.change_lo > 0 for p in ps) > sum(g.change_lo > 0 for g in gs)
+    assert all(bool(p.pooled) == (p is not g) for p, g in zip(ps, gs))
+
+
+def test_the_pooled_interval_is_never_narrower_than_the_finest_scale_bound():
+    rng = np.random.default_rng(30)
+    gs, pool = _group(sim.flat(rng, 5, T, phi=0.8, sd_share=0.02))
+    for g in gs:
+        p = pooled(g, pool)
+        assert (p.change_hi - p.change_mb) >= 1.959 * g.se_fine - 1e-9
+
+
+def test_a_lone_grower_keeps_its_own_interval():
+    rng = np.random.default_rng(31)
+    ys = sim.flat(rng, 4, T, phi=0.8, sd_share=0.02)
+    ys[0] *= 1.4                              # a level far from the others' does not matter: shares
+    ys[1] += 30.0 * (T - T[0]) / (T[-1] - T[0])
+    gs, pool = _group(ys)
+    assert pooled(gs[1], pool) is gs[1]       # the group scatters more than its own interval allows
+
+
+def test_a_pool_needs_three_replicas_over_alike_windows():
+    assert growth_pool([0.01, 0.02], [86400.0, 86400.0]) is None
+    assert growth_pool([0.01, 0.02, 0.03], [86400.0, 86400.0, 3 * 86400.0]) is None
+    p = growth_pool([0.01, 0.02, 0.03, 0.5], [86400.0, 86400.0, 86400.0, 9 * 86400.0])
+    assert p is not None and p.n == 3 and abs(p.share_sd - 0.01) < 1e-12

@@ -176,9 +176,9 @@ def _settle(r: Recommendation, c, meaningful: bool, interval: str, other, base, 
     short (`unsettled`): a difference between levels that never settled is no verdict to act on."""
     if unsettled:
         r.confidence = "low"
-        r.confidence_reason = (f"every replica of {' and '.join(unsettled)} too short to settle a level (fewer than "
-                               f"{STATS_RULES['min_samples']} steady samples or under {STATS_RULES['min_window_s']:g} s "
-                               "of them): run longer, on a machine with CPU to spare")
+        r.confidence_reason = (f"every replica of {' and '.join(unsettled)} too short to settle a level, under "
+                               f"{STATS_RULES['min_window_s']:g} s or {STATS_RULES['min_samples']} steady samples: "
+                               "run longer, on a machine with CPU to spare")
         return
     why = []
     if not meaningful:

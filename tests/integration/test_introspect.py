@@ -95,7 +95,7 @@ def _observe(frag: str, lib: str | None, tmp: Path, n: int = 8, timeout: float =
     finally:
         proc.kill()
         proc.wait()
-    assert len(pairs) >= 5, "too few collections observed"
+    assert len(pairs) == n, f"{len(pairs)} of {n} collections observed in {timeout:g} s"
     return pairs
 
 
@@ -121,7 +121,7 @@ def test_in_use_tracks_live_bytes_and_adds_up_to_rss(family, frag, tmp_path):
 def test_mimalloc_without_byte_counts_says_so(frag, tmp_path):
     """Debian's mimalloc 2.0.9 counts no bytes in use in a release build: in use is absent (not 0),
     committed and abandoned pages are there."""
-    pairs = _observe(frag, system_lib("libmimalloc.so.2"), tmp_path, n=5)
+    pairs = _observe(frag, system_lib("libmimalloc.so.2"), tmp_path, n=2)
     a = pairs[-1][1]
     assert a.family == "mimalloc" and a.in_use is None and a.held == {}
     # reserved counts arena reservations; committed also counts small OS allocations outside them
@@ -129,7 +129,7 @@ def test_mimalloc_without_byte_counts_says_so(frag, tmp_path):
 
 
 def test_tcmalloc_best_effort(frag, tmp_path):
-    pairs = _observe(frag, system_lib("libtcmalloc_minimal.so.4"), tmp_path, n=5)
+    pairs = _observe(frag, system_lib("libtcmalloc_minimal.so.4"), tmp_path, n=2)
     live, a, rss = pairs[-1]
     assert a.family == "tcmalloc" and a.in_use > 0.8 * live and a.mapped >= a.in_use
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 import textwrap
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -272,14 +273,25 @@ def _shown(v) -> str | None:
 
 
 def _short(v: str | None, other: str | None, width: int = 70) -> str:
-    """v cut to width around where it first differs from `other` (long commands differ late)."""
+    """v cut to about width around where it first differs from `other` (long commands differ late),
+    at token boundaries (an argv element is shown whole or not at all), "…" where cut; a single
+    token longer than the width is cut inside, as nothing else can show the difference."""
     if v is None:
         return "(none)"
     if len(v) <= width:
         return v
     same = next((i for i, (x, y) in enumerate(zip(v, other or "")) if x != y), min(len(v), len(other or "")))
     start = max(0, min(same - width // 3, len(v) - width))
-    return ("…" if start else "") + v[start:start + width] + ("…" if start + width < len(v) else "")
+    end = start + width
+    tokens = [m.span() for m in re.finditer(r"\S+", v)]
+    differing = next((t for t in tokens if t[1] > same), tokens[-1] if tokens else (0, len(v)))
+    if differing[1] - differing[0] <= width:
+        # whole tokens only, the differing one among them: from the first starting in the window
+        # (slid right when the differing token would end past it), up to the last ending by its end
+        at_least = max(start, differing[1] - width)
+        start = min(next((b for b, _ in tokens if b >= at_least), differing[0]), differing[0])
+        end = max(e for b, e in tokens if b >= start and e <= start + width)
+    return ("…" if start else "") + v[start:end] + ("…" if end < len(v) else "")
 
 
 GATE_WORDS = {"within": "PASSED: shown within", "above": "FAILED: shown above", "inconclusive": "INCONCLUSIVE"}

@@ -164,6 +164,7 @@ class Runner:
         self.budget = sampler.SmapsBudget(exp.smaps_budget)
         self.started_mono = 0.0
         self.started_wall = 0.0
+        self.spawned_s = 0.0                   # how long starting every replica took (long on a saturated machine)
         self.skips = SkippedTicks()
         self.cgroup_note = ""
         self.token = uuid.uuid4().hex          # in every replica's environment: finds what escaped the tree
@@ -302,6 +303,7 @@ class Runner:
             r.root = st.identity if st else (r.popen.pid, -1)
             self._register([r.root])
             self.store.update_replica(r.id, started_at=time.time(), root_pid=r.popen.pid)
+        self.spawned_s = time.monotonic() - self.started_mono
         self.store.set_meta(started_at=self.started_wall)
         self.store.add_event(self.started_wall, "start", f"{len(self.replicas)} replicas started")
         self.store.commit()
@@ -506,9 +508,13 @@ class Runner:
             self.store.commit()
 
     def _warmup_held(self, elapsed: float, now: float) -> bool:
-        """Whether the warm-up goes on past its planned end (the scenario's setting is not ready for
-        the load, e.g. relays still downloading the directory). When it ends, the later phases move on
-        by as much."""
+        """Whether the warm-up goes on past its planned end (replicas started late, or the scenario's
+        setting is not ready for the load, e.g. relays still downloading the directory). When it
+        ends, the later phases move on by as much."""
+        # the last replica started gets at least half the warm-up: on a saturated machine starting
+        # them can outlast the warm-up, and the phases would pass before anything was measured
+        if elapsed < self.spawned_s + self.exp.phases.warmup / 2:
+            return True
         return self.scenario is not None and self.scenario.holds_warmup(self, elapsed, now)
 
     def _loop(self) -> str:
@@ -521,7 +527,7 @@ class Runner:
             now = time.time()
             new_phase = self.phases.at(elapsed)
             with self.store.tick():
-                if phase == "warmup" and new_phase != "warmup":
+                if phase in (None, "warmup") and new_phase != "warmup" and exp.phases.warmup > 0:
                     held = self._warmup_held(elapsed, now)
                     if held or self.phases is not exp.phases:      # held (now or until now): the later phases move on with it
                         self.phases = replace(exp.phases, warmup=elapsed)

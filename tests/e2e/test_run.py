@@ -44,12 +44,17 @@ def finished_run(tmp_path_factory, native_dir, jemalloc, mimalloc):
 def test_every_replica_sampled_every_interval(finished_run):
     run, _ = finished_run
     db = sqlite3.connect(run / "run.db")
-    total = WARMUP + LOAD + IDLE
-    expected = total / INTERVAL + 1
     counts = db.execute("SELECT r.name, COUNT(s.t) FROM replicas r LEFT JOIN samples s ON s.replica_id = r.id GROUP BY r.id").fetchall()
     assert len(counts) == 8
     # a tick that overran (a busy host) skips ticks and says so: a ticks_skipped event and the total in meta
     meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
+    # the warm-up as run: as planned, or held until the last replica started has had half of it (a
+    # saturated machine can take longer to start them than the warm-up lasts)
+    ran = json.loads(meta["phases"])
+    last_start = db.execute("SELECT MAX(started_at) FROM replicas").fetchone()[0] - float(meta["started_at"])
+    assert ran["warmup"] >= max(WARMUP, last_start + WARMUP / 2) - 0.01 and (ran["load"], ran["idle"]) == (LOAD, IDLE)
+    total = ran["warmup"] + LOAD + IDLE
+    expected = total / INTERVAL + 1
     skipped = int(meta.get("ticks_skipped", 0))
     events = db.execute("SELECT COUNT(*) FROM events WHERE kind = 'ticks_skipped'").fetchone()[0]
     assert (events > 0) == (skipped > 0)

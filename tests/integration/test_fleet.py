@@ -16,6 +16,7 @@ import pytest
 from alloclab.fleet import lifecycle
 from alloclab.errors import UserError
 from tests.conftest import run_cli
+from tests.waiting import wait_for
 
 NAMES = ["tor@alpha", "tor@bravo", "tor@charlie", "tor@delta", "tor@echo", "tor@foxtrot"]
 
@@ -319,6 +320,24 @@ def test_a_canary_that_trips_a_guard_leaves_every_unit_on_its_previous_dropin(ro
     assert again.returncode == 2 and "nothing to roll back" in again.stderr
 
 
+def test_a_settle_time_too_short_for_the_guard_still_takes_the_samples_it_needs(root, native_dir):
+    """A starved machine can spend a whole settle time on fewer samples than a memory guard needs to
+    trip (seen: 2 samples in 4 s at a 10% CPU quota beside 10 busy loops; `persist` is 3), and a unit
+    far above the bound was then said to have "settled within the guards". A settle time of 0 s makes
+    that case certain: the watch goes on until the unit has its `persist` samples, and trips."""
+    units, unit = lifecycle.LocalUnits(root), f"{NAMES[0]}.service"
+    # a sawtooth whose period outlasts the test holds its 40 MB (no tooth dips under the bound)
+    (root / "etc/systemd/system" / unit).write_text(
+        f"[Service]\nExecStart={native_dir / 'stressors'} --pattern sawtooth --load 3600 --period 1000 --mb 40\n")
+    units.restart(unit)
+    wait_for(lambda: (lifecycle._rss_kb(units, unit) or 0) > 30 * 1024, 30, "the unit to hold 30 MB")
+    guards = lifecycle.rollout.Guards(max_memory_kb=20 * 1024)
+    watched: dict = {}
+    tripped = lifecycle._settle(units, [unit], {unit: {"kb": None, "age": None, "curve": []}}, guards, 0.0, 0.05, watched)
+    assert tripped is not None and tripped[0] == unit and "above the bound" in tripped[1], (tripped, watched)
+    assert len(watched[unit]["kb"]) == guards.persist
+
+
 def test_rollback_scope_batch_keeps_the_batches_that_passed(root, native_dir, jemalloc, tmp_path):
     order = sorted(NAMES)
     _big_units(root, native_dir, {n: (3 if n in order[:2] else 40) for n in NAMES})
@@ -329,6 +348,7 @@ def test_rollback_scope_batch_keeps_the_batches_that_passed(root, native_dir, je
     result = lifecycle.deploy(units, jemalloc, "tor@*", 2, False, tmp_path / "deploy.json", said.append, guards=guards,
                           settle=2.0, scope="batch", sample_every=0.2)
     trip = result["tripped"]
+    assert trip is not None, (said, result.get("watched"))
     assert trip["batch"] == 2 and sorted(trip["rolled_back"]) == [f"{n}.service" for n in order[2:4]], said
     lib = os.path.realpath(jemalloc)
     for n in order[:2]:                                          # passed: deployed

@@ -1,8 +1,8 @@
 """The introspection helper in real processes under real allocators (docs/introspection.md).
 
 Tolerances (why):
-- in use vs live requested bytes (medians over the second half of a 7 s load of `frag`, 2 threads,
-  48 MB of survivors): 0.95 x live - 2 MB <= in use <= 1.30 x live + 8 MB. The allocator counts
+- in use vs live requested bytes (medians over 8 helper collections once `frag`, 2 threads,
+  48 MB of survivors, has done WARM_OPS of its load): 0.95 x live - 2 MB <= in use <= 1.30 x live + 8 MB. The allocator counts
   whole size classes (jemalloc's spacing rounds up to 25%, mimalloc's 12.5%, glibc adds an 8-byte
   header and 16-byte alignment; frag's sizes are log-uniform 16 B..8 KiB, ~10% on average), and
   the two figures are read up to 100 ms apart while each thread churns a burst of ~5 MB.
@@ -61,21 +61,33 @@ def frag():
     return str(nativebuild.program("frag"))
 
 
-def _observe(frag: str, lib: str | None, tmp: Path, load: float = 7.0) -> list[tuple]:
-    """Run frag under `lib` + the helper; pairs of (live bytes, account, RSS bytes) over its load."""
+# frag's survivor set fills like a coupon collector: ~128 survivors a round of ~2,560 ops, into
+# 48 MB / 1.3 KiB slots; after 1.5 M ops ~86% of the slots hold one (~41 MB). Counting work, not
+# seconds, puts every observation past the same point however loaded the machine is.
+WARM_OPS = 1_500_000
+
+
+def _observe(frag: str, lib: str | None, tmp: Path, n: int = 8, timeout: float = 120.0) -> list[tuple]:
+    """Run frag under `lib` + the helper; once it has done WARM_OPS of its load, `n` pairs of
+    (live bytes, account, RSS bytes), one per helper collection."""
     env = _env(tmp, lib)
     env["ALLOCLAB_STATS"] = str(tmp / "stats.bin")
-    proc = subprocess.Popen([frag, "--load", str(load), "--idle", "30", "--mb", "48", "--threads", "2"], env=env,
+    # the load outlasts any wait below; the process is killed once the pairs are in
+    proc = subprocess.Popen([frag, "--load", "600", "--idle", "30", "--mb", "48", "--threads", "2"], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     pairs, seen = [], set()
     try:
-        start = time.monotonic()
-        while time.monotonic() - start < load - 0.3:
-            time.sleep(0.2)
+        deadline = time.monotonic() + timeout
+        wait_for(lambda: (s := workloads.read_stats(tmp / "stats.bin")) is not None and s.ops >= WARM_OPS,
+                 timeout, f"frag to do {WARM_OPS} ops of its load")
+        # a collection made before that point is not one of them
+        seen.update(r.collections for st in tmp.glob(f"{proc.pid}-*.bin") if (r := introspect.read_record(st)))
+        while len(pairs) < n and time.monotonic() < deadline:
+            time.sleep(0.05)
             st = next(iter(p for p in tmp.glob(f"{proc.pid}-*.bin")), None)
             rec = introspect.read_record(st) if st else None
             stats = workloads.read_stats(tmp / "stats.bin")
-            if rec is None or stats is None or rec.collections in seen or time.monotonic() - start < load / 2:
+            if rec is None or stats is None or rec.collections in seen:
                 continue
             seen.add(rec.collections)
             rss = int(Path(f"/proc/{proc.pid}/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
@@ -83,7 +95,7 @@ def _observe(frag: str, lib: str | None, tmp: Path, load: float = 7.0) -> list[t
     finally:
         proc.kill()
         proc.wait()
-    assert len(pairs) >= 5, "too few collections observed"
+    assert len(pairs) == n, f"{len(pairs)} of {n} collections observed in {timeout:g} s"
     return pairs
 
 
@@ -109,7 +121,7 @@ def test_in_use_tracks_live_bytes_and_adds_up_to_rss(family, frag, tmp_path):
 def test_mimalloc_without_byte_counts_says_so(frag, tmp_path):
     """Debian's mimalloc 2.0.9 counts no bytes in use in a release build: in use is absent (not 0),
     committed and abandoned pages are there."""
-    pairs = _observe(frag, system_lib("libmimalloc.so.2"), tmp_path, load=4.0)
+    pairs = _observe(frag, system_lib("libmimalloc.so.2"), tmp_path, n=2)
     a = pairs[-1][1]
     assert a.family == "mimalloc" and a.in_use is None and a.held == {}
     # reserved counts arena reservations; committed also counts small OS allocations outside them
@@ -117,7 +129,7 @@ def test_mimalloc_without_byte_counts_says_so(frag, tmp_path):
 
 
 def test_tcmalloc_best_effort(frag, tmp_path):
-    pairs = _observe(frag, system_lib("libtcmalloc_minimal.so.4"), tmp_path, load=4.0)
+    pairs = _observe(frag, system_lib("libtcmalloc_minimal.so.4"), tmp_path, n=2)
     live, a, rss = pairs[-1]
     assert a.family == "tcmalloc" and a.in_use > 0.8 * live and a.mapped >= a.in_use
 

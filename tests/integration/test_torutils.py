@@ -62,6 +62,7 @@ def test_co_unified_import_uses_the_group_column(tmp_path):
 
 def test_export_round_trips_through_import(tmp_path):
     run = import_torutils(DATASETS / "co-guard-2025-09", tmp_path / "run")
+    Store.open(run).set_meta(ticks_skipped=7)        # a sampler that fell behind: the ticks-skipped warning's data
     out = tmp_path / "csv"
     export_csv(run, out)
     header = (out / "memory.csv").read_text().splitlines()[0].split(",")
@@ -70,6 +71,7 @@ def test_export_round_trips_through_import(tmp_path):
     a, b = Store.open(run), Store.open(again)
     q = "SELECT r.name, s.t, s.rss_kb FROM samples s JOIN replicas r ON r.id = s.replica_id ORDER BY r.name, s.t"
     assert [tuple(x) for x in a.query(q)] == [tuple(x) for x in b.query(q)]
+    assert b.meta()["ticks_skipped"] == "7"          # the warning it feeds travels too
 
 
 def test_not_a_torutils_folder(tmp_path):

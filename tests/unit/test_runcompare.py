@@ -196,3 +196,21 @@ def test_levels_taken_at_different_times_of_day_warn_and_hold_the_gate(tmp_path)
     # one a day average, the other not: warned whatever the hours
     mixed = runcompare.compare_runs(long_a, a, fail_on_increase=5)
     assert [w.kind for w in mixed.warnings] == ["times-of-day-differ"]
+
+
+def test_what_changed_cuts_long_commands_between_whole_arguments(tmp_path):
+    """A long argv that differs late is shown around the difference, cut between arguments with "…",
+    never inside one (the cut used to fall mid-argument: `…"--thr`)."""
+    argv = ["/usr/local/lib/alloclab/native/stressors", "--pattern", "sawtooth", "--load", "3600", "--period", "2",
+            "--mb", "48", "--seed", "7", "--threads", "4"]
+    argv_b = [*argv[:-3], "8", *argv[-2:]]
+    a = make_run(tmp_path / "a", {"svc": [100, 101, 99]}, seed=1, command=argv)
+    b = make_run(tmp_path / "b", {"svc": [100, 101, 99]}, seed=2, command=argv_b)
+    rc = runcompare.compare_runs(a, b)
+    for width in (60, 80, 100, 140):
+        line = next(ln for ln in runcompare.text_lines(rc, width=width, wrap=False) if ln.startswith("  svc: command: "))
+        before, after = line.removeprefix("  svc: command: ").split(" → ")
+        for shown, full in ((before, argv), (after, argv_b)):
+            assert shown.startswith("…"), (width, shown)
+            assert all(w.strip('[],"') in full for w in shown.strip("…").split()), (width, shown)
+        assert '"7"' in before and '"8"' in after, (width, line)

@@ -47,3 +47,18 @@ def test_terminal_prints_the_headline_first_and_points_to_warnings_it_shows(tmp_
     assert a.recommendation.headline().replace("**", "") in text.replace("\n", " ").replace("  ", " ") or \
         text.split("Run je")[1]
     assert "(see Warnings)" not in text
+
+
+def test_levels_that_never_settled_are_low_confidence_and_say_why(tmp_path):
+    """Every replica Too short (300 samples 0.1 s apart: a 30 s steady window, under a minute; what a
+    saturated machine that samples too rarely also gives) is no verdict to act on, however clear the
+    difference: low, naming why (it was moderate). Same for a baseline that wins."""
+    for name, groups, unsettled in (("win", {"glibc": [100, 101, 99], "je": [60, 61, 60.5]}, "je and glibc"),
+                                    ("keep", {"glibc": [60, 61, 60.5], "je": [100, 101, 99]}, "je and glibc")):
+        a = analyse(Store.open(make_run(tmp_path / name, groups, seed=5, step=0.1)))
+        assert {r.status for r in a.replicas} == {"Too short"}
+        rec = a.recommendation
+        assert rec.significant or rec.runner_up_significant
+        assert rec.confidence == "low", (name, rec.confidence, rec.confidence_reason)
+        assert rec.confidence_reason.startswith(f"every replica of {unsettled} too short to settle a level"), rec.confidence_reason
+        assert "confidence low" in rec.headline()

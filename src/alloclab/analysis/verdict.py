@@ -6,7 +6,8 @@ Confidence (documented in docs/analysis.md, reachable with 3+ replicas per group
   replicas, neither is Growing/Bloating/Ratcheting or Too short, and no serious warning names
   either group;
 - moderate: significant, but one of the other conditions fails (each named in `confidence_reason`);
-- low: not significant (then an equivalence statement or how many replicas would settle it);
+- low: not significant (then an equivalence statement or how many replicas would settle it), or
+  every replica of the winner or the baseline Too short (no level settled: the reason says so);
 - none: nothing testable.
 When the baseline itself used the least memory, the same rule applies to the closest other group
 (the runner-up): a runner-up significantly above the baseline is a confident "keep the baseline";
@@ -20,6 +21,7 @@ from __future__ import annotations
 from ..timefmt import span
 from dataclasses import dataclass, field
 
+from ..stats.rules import RULES as STATS_RULES
 from .rules import RULES
 from .warnings import Warning
 
@@ -155,10 +157,29 @@ class Recommendation:
         return d
 
 
-def _settle(r: Recommendation, c, meaningful: bool, interval: str, other, base, growing, clean: str) -> None:
+def _unsettled(a, groups) -> list[str]:
+    """The groups (of `groups`, None left out) none of whose replicas settled a level: every one Too
+    short (e.g. a run too brief, or a saturated machine that sampled too rarely)."""
+    out = []
+    for g in groups:
+        words = [rep.status for rep in a.replicas if g is not None and rep.group == g.name]
+        if words and all(w == TOO_SHORT for w in words) and g.name not in out:
+            out.append(g.name)
+    return out
+
+
+def _settle(r: Recommendation, c, meaningful: bool, interval: str, other, base, growing, clean: str,
+            unsettled: list[str]) -> None:
     """A significant verdict: high, or moderate naming every condition that fails — the interval
     reaching within the margin, fewer than min_replicas, `growing` Growing/Bloating/Ratcheting, a
-    group Too short, serious warnings."""
+    group Too short, serious warnings; low when every replica of `other` or the baseline is Too
+    short (`unsettled`): a difference between levels that never settled is no verdict to act on."""
+    if unsettled:
+        r.confidence = "low"
+        r.confidence_reason = (f"every replica of {' and '.join(unsettled)} too short to settle a level, under "
+                               f"{STATS_RULES['min_window_s']:g} s or {STATS_RULES['min_samples']} steady samples: "
+                               "run longer, on a machine with CPU to spare")
+        return
     why = []
     if not meaningful:
         why.append(f"{interval} reaches within {c.margin:.0%} of the baseline")
@@ -214,7 +235,7 @@ def recommend(a) -> Recommendation:
         else:
             meaningful = bool(c.ratio_ci and c.ratio_ci[0] > 1 + c.margin)
             _settle(r, c, meaningful, f"the interval of {rival.name}", rival, base, base,
-                    "every other group significantly and meaningfully higher, clean, stable")
+                    "every other group significantly and meaningfully higher, clean, stable", _unsettled(a, (rival, base)))
     elif best.name == a.baseline or c is None or c.untestable or c.p_holm is None:
         r.confidence = "none" if c is None or c.untestable else "low"
         r.confidence_reason = ("nothing testable" if c is None or c.untestable
@@ -223,7 +244,7 @@ def recommend(a) -> Recommendation:
         r.confidence, r.confidence_reason = "low", "the difference is not significant"
     else:
         _settle(r, c, bool(c.ratio_ci and c.ratio_ci[1] < 1 / (1 + c.margin)), "the interval", best, base, best,
-                "significant, meaningful, clean, stable")
+                "significant, meaningful, clean, stable", _unsettled(a, (best, base)))
     if best.status in GROWTH_WORDS:
         g = best
         mb, share, hours = group_change(g)

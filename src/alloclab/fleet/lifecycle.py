@@ -715,7 +715,8 @@ def _rss_kb(units: Units, unit: str) -> int | None:
 
 def _settle(units: Units, names: list[str], old: dict[str, dict], guards: rollout.Guards, settle: float,
             sample_every: float, watched: dict[str, dict] | None = None) -> tuple[str, str] | None:
-    """Watch a restarted batch for `settle` seconds; the first unit that trips a guard, and why.
+    """Watch a restarted batch for `settle` seconds, and at least `guards.persist` samples of each
+    running unit; the first unit that trips a guard, and why.
     Each sample is taken with the new process's age, so the increase guard compares like with like
     (rollout.memory_trip); what was watched goes into `watched` (the deploy's --json, tests)."""
     memory: dict[str, list[int]] = {u: [] for u in names}
@@ -745,9 +746,13 @@ def _settle(units: Units, names: list[str], old: dict[str, dict], guards: rollou
                 memory[unit], old[unit]["kb"], guards, ages[unit], warmup[unit], old[unit]["curve"] or None)
             if why:
                 return unit, why
-        if time.monotonic() >= deadline:
+        # the settle time is over once every running unit also has the samples a memory guard
+        # needs to trip: a starved machine can spend it on two samples (else "settled within the
+        # guards" would be said of a unit the guard could not have caught)
+        left = deadline - time.monotonic()
+        if left <= 0 and all(len(memory[u]) >= guards.persist for u in names if identity[u] is not None):
             break
-        time.sleep(min(sample_every, max(0.0, deadline - time.monotonic())))
+        time.sleep(min(sample_every, left) if left > 0 else sample_every)
     stopped = [u for u in names if identity[u] is None]
     if stopped:
         return stopped[0], "not running at the end of the settle time"

@@ -29,7 +29,7 @@ EXPORTED_META = ("name", "experiment", "seed", "interval", "metric", "baseline",
                  "start_order", "smaps_budget", "host", "kernel", "glibc", "cpu", "ncpu", "mem_total_kb", "os",
                  "alloclab_version", "python", "cgroups", "started_at", "ended_at", "end_reason", "source",
                  "replicas_in_several_groups", "unlisted_relays", "naive_timezone", "duplicate_timestamps",
-                 "fleet_main_processes", "original_source", "cut_short")
+                 "fleet_main_processes", "original_source", "cut_short", "ticks_skipped")
 _GROUP_FIELDS = ("name", "allocator", "kind", "library_path", "library_sha256", "family", "version", "env_json",
                  "command_json", "is_baseline", "provenance_json", "hardening_json", "tunables_json")
 _REPLICA_FIELDS = ("name", "idx", "start_order", "started_at", "ended_at", "exit_code", "end_kind", "verified",

@@ -116,6 +116,8 @@ def measure(n: int, crashing: int, seconds: float, interval: float, helpers: Pat
         procs = [files[0] for files in (lifecycle.cgroup_files(s.control_group) for s in state.values()) if files[0]]
         floor = json.loads(subprocess.run([str(helpers / "sampler_floor"), "-c", "20", *procs], capture_output=True,
                                           text=True, check=True).stdout)
+        reads = json.loads(subprocess.run([str(helpers / "sampler_floor"), "-b", "20", *procs], capture_output=True,
+                                          text=True, check=True).stdout)
     cpu = got["cpu_self_s"] + got["cpu_children_s"]
     cheap_cpu = cpu - got["full_tier_cpu_s"]
     floor_share = floor["unit_us"] * 1e-6 * n / interval
@@ -142,6 +144,7 @@ def measure(n: int, crashing: int, seconds: float, interval: float, helpers: Pat
         "lateness_p99_share_of_interval": round(pct(late, 0.99) / interval, 4) if late else None,
         "lateness_max_s": round(max(late), 4) if late else None,
         "systemd_queries_per_tick": round(got["systemd_queries"] / got["ticks"], 2),
+        "kernel_read_us_per_unit": reads,
     }
 
 

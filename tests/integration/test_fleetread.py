@@ -93,3 +93,56 @@ def test_members_that_join_and_leave_are_seen_on_the_next_tick(reader):
             p.wait()
         for _, path in made:
             path.rmdir()
+
+
+def test_between_membership_reads_a_restart_is_seen_at_once_and_a_new_child_within_the_period(reader):
+    """With cgroup.procs read every 3 ticks: a member that exits is noticed in the tick it goes (its
+    kept statm descriptor reads zeros or fails) and the unit's new member is read in that same tick;
+    a child that joins while the known member still runs is seen within 3 ticks, never later; stat's
+    CPU figures are refreshed on the membership ticks, statm's sizes every tick."""
+    made = _cgroups()
+    if not made:
+        pytest.skip("no cgroup can be made here")
+    procs: list[subprocess.Popen] = []
+    try:
+        reader.membership_every(3)
+        reader.set_units(len(made))
+        for i, (_, path) in enumerate(made):
+            reader.set_unit(i, str(path / "cgroup.procs"))
+        first = [subprocess.Popen(["sleep", "600"]) for _ in made]
+        procs += first
+        for (_, path), p in zip(made, first):
+            _join(path, p)
+        reader.read()
+        for _ in range(2):
+            reader.read()                                   # every unit past its first membership read
+        joined = [subprocess.Popen(["sleep", "600"]) for _ in made]
+        procs += joined
+        for (_, path), p in zip(made, joined):
+            _join(path, p)
+        seen_at = {}
+        for tick in range(1, 4):
+            got = reader.read()
+            for i, p in enumerate(joined):
+                if i not in seen_at and p.pid in {rd.stat.pid for rd in got.get(i, [])}:
+                    seen_at[i] = tick
+        assert len(seen_at) == len(made), f"a child that joined was not seen within 3 ticks: {seen_at}"
+        assert max(seen_at.values()) <= 3
+        reader.read()                      # (a read of every unit: the new children's descriptors kept)
+        for p in first:                    # the known members exit, a replacement joins: one tick sees both
+            p.kill()
+            p.wait()
+        again = [subprocess.Popen(["sleep", "600"]) for _ in made]
+        procs += again
+        for (_, path), p in zip(made, again):
+            _join(path, p)
+        got = reader.read()
+        for i, ((kind, _), old, new) in enumerate(zip(made, first, again)):
+            pids = {rd.stat.pid for rd in got.get(i, [])}
+            assert old.pid not in pids and new.pid in pids, f"{kind}: a restart was not seen in the tick it happened"
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+        for _, path in made:
+            path.rmdir()

@@ -33,6 +33,7 @@ class NativeReader:
         lib.alloclab_fleet_free.argtypes = [ctypes.c_void_p]
         lib.alloclab_fleet_units.argtypes = [ctypes.c_void_p, ctypes.c_int]
         lib.alloclab_fleet_set_unit.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_char_p]
+        lib.alloclab_fleet_membership_every.argtypes = [ctypes.c_void_p, ctypes.c_int]
         lib.alloclab_fleet_read.restype = ctypes.c_long
         lib.alloclab_fleet_read.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_int32), ctypes.c_int]
         lib.alloclab_fleet_records.restype = ctypes.c_void_p
@@ -59,6 +60,12 @@ class NativeReader:
     def set_unit(self, unit: int, procs: str | None) -> None:
         if self.lib.alloclab_fleet_set_unit(self.handle, unit, procs.encode() if procs is not None else None) != 0:
             raise MemoryError(LIBRARY)
+
+    def membership_every(self, ticks: int) -> None:
+        """Read each unit's cgroup.procs (and its members' stat) every `ticks` reads, and only the
+        known members' statm in between; a member gone makes its unit's cgroup.procs read at once
+        (native/fleet_reader.c says why and what can go unseen)."""
+        self.lib.alloclab_fleet_membership_every(self.handle, ticks)
 
     def open_processes(self) -> int:
         return self.lib.alloclab_fleet_open_processes(self.handle)

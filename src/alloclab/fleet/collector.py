@@ -2,9 +2,11 @@
 resumable, and optionally publishes every tick for Prometheus (metrics.py).
 
 Cost (issue 25): systemd is asked only about units whose main process was lost since the last
-tick, all of them in one batched query (fleet.Units.unit_states); every tick reads each unit's
-members from its cgroup.procs and their memory from /proc (sampler's cheap tier, with the full
-tier under its CPU budget). Ticks keep a fixed schedule (slots t0 + k * interval; a tick that
+tick, all of them in one batched query (fleet.Units.unit_states) by a background thread, so a
+tick never waits for systemd (SystemdQuestions); every tick reads each unit's memory from /proc,
+its members from its cgroup.procs every MEMBERSHIP_SECONDS or as soon as a known member is gone
+(fleet_reader.c; docs/fleet.md gives what that can miss), with the full tier under its CPU
+budget, capped per tick. Ticks keep a fixed schedule (slots t0 + k * interval; a tick that
 overruns skips the slots it missed and counts as late), and every wait is interruptible, so
 SIGTERM ends the collector within one tick at any interval. A unit without a process is absent
 (no sample stored, `alloclab_unit_up 0`), never 0 bytes.
@@ -34,6 +36,7 @@ from ..store import DB_NAME, Store
 
 REASK_DOWN = 5.0           # seconds between questions to systemd about a unit with no process and no known cgroup
 LATE_SHARE = 0.1           # a tick that starts more than this share of the interval after its slot is late
+MEMBERSHIP_SECONDS = 10.0  # a unit's cgroup.procs (and its members' stat) read at least this often; statm every tick
 
 
 def install_collector(units: Units, plan: Path, run: Path, interval: str, systemctl: str | None = None,
@@ -109,25 +112,99 @@ def _raise_open_files() -> int:
     return max(16, soft // 16)
 
 
+class SystemdQuestions:
+    """A background thread that asks systemd about the units a tick hands it (`ask`), all of them in
+    one batched query per round, and keeps the answers until the next tick takes them (`answers`).
+    Why: with 20 of 200 units in a crash loop, a tick that asked systemd itself started up to 105%
+    of the interval late (benchmarks/fleet_collector.py --crashing). A failed query is retried after
+    RETRY_S; units asked about while a query runs go in the next one."""
+
+    RETRY_S = 1.0
+
+    def __init__(self, units: Units, health: "metrics.CollectorHealth | None"):
+        self.units, self.health = units, health
+        self.lock = threading.Lock()
+        self.wanted: set[str] = set()
+        self.got: dict = {}
+        self.wake, self.closed = threading.Event(), threading.Event()
+        self.queries = 0
+        self.last_error: str | None = None
+        self.thread: threading.Thread | None = None      # started at the first question
+
+    def ask(self, names: list[str]) -> None:
+        if not names:
+            return
+        with self.lock:
+            self.wanted.update(names)
+        if self.thread is None:
+            self.thread = threading.Thread(target=self._run, name="alloclab-systemd-questions", daemon=True)
+            self.thread.start()
+        self.wake.set()
+
+    def answers(self) -> dict:
+        """unit -> UnitState, every answer that arrived since the last call."""
+        with self.lock:
+            got, self.got = self.got, {}
+        return got
+
+    def _run(self) -> None:
+        while not self.closed.is_set():
+            self.wake.wait()
+            self.wake.clear()
+            with self.lock:
+                names = sorted(self.wanted)
+            if not names or self.closed.is_set():
+                continue
+            try:
+                states = self.units.unit_states(names)
+            except UserError as exc:
+                self.last_error = exc.problem
+                if self.health:
+                    self.health.error("systemd")
+                self.wake.set()
+                self.closed.wait(self.RETRY_S)
+                continue
+            with self.lock:
+                self.got.update(states)
+                self.wanted.difference_update(names)
+            self.queries += 1
+
+    def close(self) -> None:
+        """Stop the thread; a query under way is not waited for (the collector is exiting)."""
+        self.closed.set()
+        self.wake.set()
+        if self.thread is not None:
+            self.thread.join(timeout=0.2)
+
+
 class UnitReader:
     """Each tick: the members of every unit (cgroup.procs, or the main process's tree where a unit
-    has no cgroup) and their readings; systemd asked once per tick about the units whose main
-    process is unknown or gone."""
+    has no cgroup) and their readings; the units whose main process is unknown or gone handed to
+    SystemdQuestions, its answers taken at the start of the next tick."""
 
     def __init__(self, units: Units, watches: dict[str, Watch], health: "metrics.CollectorHealth | None" = None,
-                 native: fleetread.NativeReader | None = None):
+                 native: fleetread.NativeReader | None = None, membership_every: int = 1):
         self.units, self.watches, self.health, self.native = units, watches, health, native
         self.index = {unit: i for i, unit in enumerate(watches)}
         self.names = list(watches)
         if native is not None:
             native.set_units(len(watches))
+            native.membership_every(membership_every)
         self.boot = time.time() - sampler.uptime()
-        self.queries = 0                           # batched systemd questions asked (benchmarks)
+        self.questions = SystemdQuestions(units, health)
+        self.first_queries = 0
         self.last_error: str | None = None
 
-    def _ask(self, names: list[str], timeout: float | None = None) -> None:
-        if not names:
-            return
+    @property
+    def queries(self) -> int:
+        """Batched systemd questions asked (benchmarks)."""
+        return self.first_queries + self.questions.queries
+
+    def close(self) -> None:
+        self.questions.close()
+
+    def _ask_now(self, names: list[str], timeout: float) -> None:
+        """The first question, waited for: the collector cannot start without it."""
         try:
             states = self.units.unit_states(names, timeout=timeout)
         except UserError as exc:
@@ -135,7 +212,10 @@ class UnitReader:
             if self.health:
                 self.health.error("systemd")
             return
-        self.queries += 1
+        self.first_queries += 1
+        self._apply(states)
+
+    def _apply(self, states: dict) -> None:
         now = time.monotonic()
         for unit, state in states.items():
             w = self.watches[unit]
@@ -144,9 +224,10 @@ class UnitReader:
             w.main = st.identity if st else None
             w.start_time = self.boot + st.start_ticks / sampler.CLK_TCK if st else None
             if state.control_group:
-                w.procs, w.memory = cgroup_files(state.control_group)
-                if self.native is not None:
-                    self.native.set_unit(self.index[unit], w.procs)
+                procs, w.memory = cgroup_files(state.control_group)
+                if self.native is not None and procs != w.procs:     # (set again: its membership read afresh)
+                    self.native.set_unit(self.index[unit], procs)
+                w.procs = procs
 
     def _members(self, w: Watch, table: dict | None) -> list[int]:
         if w.procs is not None:
@@ -155,27 +236,28 @@ class UnitReader:
             return []
         return sampler.tree({w.main}, table) if table is not None else []
 
-    def _sample(self, names: list[str], budget: sampler.SmapsBudget, table: dict | None,
-                every: bool) -> dict[str, list[sampler.ProcReading]]:
-        """The cheap tier of the named units (natively where a unit has a cgroup.procs file, else
-        in Python from its members), then one full-tier pass over all of them (one budget order)."""
+    def _sample(self, budget: sampler.SmapsBudget, table: dict | None) -> dict[str, list[sampler.ProcReading]]:
+        """The cheap tier of every unit (natively where a unit has a cgroup.procs file, else in
+        Python from its members), then one full-tier pass over all of them (one budget order)."""
         native = self.native is not None
-        members = {u: self._members(self.watches[u], table) for u in names if not (native and self.watches[u].procs)}
+        members = {u: self._members(w, table) for u, w in self.watches.items() if not (native and w.procs)}
         readings = {r.stat.pid: r for r in sampler.sample_processes([p for ps in members.values() for p in ps], None)}
         out = {unit: [readings[p] for p in ps if p in readings] for unit, ps in members.items()}
         if native:
-            by_index = self.native.read(None if every else [self.index[u] for u in names if u not in members])
-            out.update((u, by_index.get(self.index[u], [])) for u in names if u not in members)
+            by_index = self.native.read()
+            out.update((u, by_index.get(i, [])) for u, i in self.index.items() if u not in members)
         sampler.full_tier([r for rs in out.values() for r in rs], budget)
         return out
 
     def read(self, budget: sampler.SmapsBudget, first: bool = False) -> dict[str, list[sampler.ProcReading]]:
         """unit -> its readings this tick ([] when it has no process)."""
-        now = time.monotonic()
         if first:
-            self._ask(list(self.watches), timeout=START_STATES_TIMEOUT)
+            self._ask_now(self.names, START_STATES_TIMEOUT)
+        else:
+            self._apply(self.questions.answers())
+        now = time.monotonic()
         table = sampler.all_processes() if any(w.procs is None for w in self.watches.values()) else None
-        out = self._sample(self.names, budget, table, every=True)
+        out = self._sample(budget, table)
         lost = []
         for unit, w in self.watches.items():
             readings = out[unit]
@@ -183,10 +265,8 @@ class UnitReader:
                 lost.append(unit)               # its main process is gone: a restart, a stop, or a crash loop
             elif w.main is None and (readings or now - w.asked >= REASK_DOWN):
                 lost.append(unit)               # processes back in its cgroup, or a periodic look at a stopped unit
-        if lost and not first:
-            self._ask(lost)
-            table = sampler.all_processes() if any(self.watches[u].procs is None for u in lost) else table
-            out.update(self._sample(lost, budget, table, every=False))
+        if not first:
+            self.questions.ask(lost)
         return out
 
 
@@ -235,8 +315,9 @@ def collect(units: Units, plan: Plan, run: Path, interval: float, duration: floa
         spec = library.AllocatorSpec(kind=g["kind"], request=g["allocator"], path=g["library"], sha256=g["sha256"],
                                         family=g["family"], version=g["version"], **_dev_inode(g["library"]))
         watches[a["unit"]] = Watch(Tracked(id=0, name=a["unit"], group_name=a["group"], spec=spec))
-    reader = UnitReader(units, watches, health, native_reader)
-    budget = sampler.SmapsBudget(smaps_budget)
+    reader = UnitReader(units, watches, health, native_reader, max(1, round(MEMBERSHIP_SECONDS / interval)))
+    # capped per tick at the budget's share of one interval: a tick never spends what skipped slots accrued
+    budget = sampler.SmapsBudget(smaps_budget, per_tick=smaps_budget * interval)
     first = reader.read(budget, first=True)
     if not any(first.values()):
         having = [u for u, w in watches.items() if w.main is not None]
@@ -294,6 +375,7 @@ def collect(units: Units, plan: Plan, run: Path, interval: float, duration: floa
     try:
         while duration is None or time.monotonic() - started < duration:
             t_tick, cpu_tick = time.monotonic(), time.process_time()
+            budget.begin_tick()
             now = time.time()
             if last is not None and now <= last:       # never two samples at one time, even across restarts
                 now = last + 1e-3
@@ -343,6 +425,7 @@ def collect(units: Units, plan: Plan, run: Path, interval: float, duration: floa
         signal.signal(signal.SIGTERM, previous)
         store.set_meta(ended_at=time.time(), end_reason="collector stopped")
         store.close()
+        reader.close()
         if native_reader is not None:
             native_reader.close()
     say(f"collected {ticks} rounds of {len(watches)} units into {run}")

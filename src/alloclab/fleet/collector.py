@@ -371,6 +371,8 @@ def collect(units: Units, plan: Plan, run: Path, interval: float, duration: floa
     lateness: collections.deque[float] = collections.deque(maxlen=100_000)
     durations: collections.deque[float] = collections.deque(maxlen=100_000)
     tick_cpu: collections.deque[float] = collections.deque(maxlen=100_000)     # process CPU per tick
+    # process CPU per tick by phase: reading units (and the full tier), recording rows, writing them
+    phase_cpu = {k: collections.deque(maxlen=100_000) for k in ("read", "record", "store")}
     readings_now: dict[str, list[sampler.ProcReading]] | None = first
     try:
         while duration is None or time.monotonic() - started < duration:
@@ -381,6 +383,7 @@ def collect(units: Units, plan: Plan, run: Path, interval: float, duration: floa
                 now = last + 1e-3
             readings = readings_now if readings_now is not None else reader.read(budget)
             readings_now = None
+            cpu_read = time.process_time()
             mains_changed = False
             cgroups = budget.allowed()                 # else no unit's cgroup is read this tick (asked once, not per unit)
             store.begin()
@@ -400,6 +403,7 @@ def collect(units: Units, plan: Plan, run: Path, interval: float, duration: floa
                 w.up = bool(rd)
             if exposition is not None:
                 exposition.publish(_snapshot(now, host, watches, groups, recorder.replica_rows, restarts))
+            cpu_record = time.process_time()
             recorder.flush(now)
             if mains_changed:                          # ~2 ms of JSON at 2,000 units: only when one changed
                 store.set_meta(fleet_main_processes=mains)
@@ -408,7 +412,10 @@ def collect(units: Units, plan: Plan, run: Path, interval: float, duration: floa
             ticks += 1
             spent = time.monotonic() - t_tick
             durations.append(spent)
-            tick_cpu.append(time.process_time() - cpu_tick)
+            cpu_end = time.process_time()
+            tick_cpu.append(cpu_end - cpu_tick)
+            for k, v in (("read", cpu_read - cpu_tick), ("record", cpu_record - cpu_read), ("store", cpu_end - cpu_record)):
+                phase_cpu[k].append(v)
             if health:
                 health.tick(spent)
             if duration is not None and time.monotonic() - started >= duration:
@@ -430,7 +437,7 @@ def collect(units: Units, plan: Plan, run: Path, interval: float, duration: floa
             native_reader.close()
     say(f"collected {ticks} rounds of {len(watches)} units into {run}")
     return {"ticks": ticks, "resumed": resumed, "lateness": list(lateness), "durations": list(durations),
-            "tick_cpu": list(tick_cpu),
+            "tick_cpu": list(tick_cpu), "phase_cpu": {k: list(v) for k, v in phase_cpu.items()},
             "systemd_queries": reader.queries, "full_tier_cpu_s": budget.spent}
 
 

@@ -10,8 +10,8 @@ system calls; a 2,000-unit fleet at a 1 s interval has 25 us (5% of a core) for 
 """
 from __future__ import annotations
 
-import collections
 import ctypes
+import operator
 import struct
 
 from .. import nativebuild, sampler
@@ -23,6 +23,9 @@ LIBRARY = "liballoclab_fleet.so"
 class NativeReader:
     """Units 0..n-1, each a cgroup.procs file or None (not read here); `read` gives each read
     unit's processes, in the cheap tier (full readings are the caller's: sampler.full_tier)."""
+
+    USED = ("unit", "pid", "ppid", "comm", "start_ticks", "utime_ticks", "stime_ticks", "minflt", "majflt", "threads",
+            "pgrp", "state", "vmsize_pages", "resident_pages")
 
     def __init__(self, path: str, max_open: int):
         lib = ctypes.CDLL(path)
@@ -42,7 +45,9 @@ class NativeReader:
         lib.alloclab_fleet_open_processes.argtypes = [ctypes.c_void_p]
         fields = [f.split(":") for f in lib.alloclab_fleet_record_layout().decode().split()]
         self.record = struct.Struct("=" + "".join(code for _, code in fields))
-        self.fields = collections.namedtuple("FleetRecord", [name for name, _ in fields])
+        names = [name for name, _ in fields]
+        # the fields `read` uses, in its order, picked from each unpacked tuple (no object a record)
+        self.pick = operator.itemgetter(*(names.index(n) for n in self.USED))
         if self.record.size != lib.alloclab_fleet_record_size():
             raise RuntimeError(f"{LIBRARY}: record layout {self.record.format!r} is not its {lib.alloclab_fleet_record_size()} bytes")
         self.lib = lib
@@ -82,20 +87,21 @@ class NativeReader:
         out: dict[int, list[sampler.ProcReading]] = {}
         tck, page_kb, stat, reading = sampler.CLK_TCK, sampler.PAGE_KB, sampler.ProcStat, sampler.ProcReading
         names = self.names                 # decoded once: a fleet has few distinct names and states
-        for r in map(self.fields._make, self.record.iter_unpack(data)):
-            comm = names.get(r.comm)
+        for unit, pid, ppid, comm_b, start, utime, stime, minflt, majflt, threads, pgrp, state_b, vmsize, resident \
+                in map(self.pick, self.record.iter_unpack(data)):
+            comm = names.get(comm_b)
             if comm is None:
-                comm = names[r.comm] = r.comm.rstrip(b"\0").decode(errors="replace")
-            state = names.get(r.state)
+                comm = names[comm_b] = comm_b.rstrip(b"\0").decode(errors="replace")
+            state = names.get(state_b)
             if state is None:
-                state = names[r.state] = r.state.decode(errors="replace")
-            st = stat(r.pid, r.ppid, comm, r.start_ticks, r.utime_ticks / tck, r.stime_ticks / tck, r.minflt, r.majflt,
-                      r.threads, r.pgrp, state)
-            got = out.get(r.unit)
+                state = names[state_b] = state_b.decode(errors="replace")
+            rd = reading(stat(pid, ppid, comm, start, utime / tck, stime / tck, minflt, majflt, threads, pgrp, state),
+                         vmsize * page_kb, resident * page_kb, None)
+            got = out.get(unit)
             if got is None:
-                out[r.unit] = [reading(st, r.vmsize_pages * page_kb, r.resident_pages * page_kb, None)]
+                out[unit] = [rd]
             else:
-                got.append(reading(st, r.vmsize_pages * page_kb, r.resident_pages * page_kb, None))
+                got.append(rd)
         return out
 
     def close(self) -> None:

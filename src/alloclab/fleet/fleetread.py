@@ -1,6 +1,7 @@
 """The fleet collector's cheap tier in native code (native/fleet_reader.c, liballoclab_fleet.so):
-one call a tick reads every unit's cgroup.procs and the /proc/PID/stat and statm of each member,
-with descriptors kept open across ticks, into records whose layout the library itself describes
+one call a tick reads every unit's members' /proc/PID/statm (and, every `membership_every` ticks
+or when a member is gone, the unit's cgroup.procs and each member's stat), with descriptors kept
+open across ticks, into records whose layout the library itself describes
 (native/fleet_record.h, the one definition; checked here against the library's record size).
 
 Why: the same reads in Python cost ~50 us a unit-tick, most of it interpreter work around the

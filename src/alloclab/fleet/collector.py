@@ -157,8 +157,8 @@ class SystemdQuestions:
                 continue
             try:
                 states = self.units.unit_states(names)
-            except UserError as exc:
-                self.last_error = exc.problem
+            except (UserError, OSError) as exc:           # the thread lives on: the next round asks again
+                self.last_error = exc.problem if isinstance(exc, UserError) else str(exc)
                 if self.health:
                     self.health.error("systemd")
                 self.wake.set()

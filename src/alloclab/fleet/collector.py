@@ -438,6 +438,7 @@ def collect(units: Units, plan: Plan, run: Path, interval: float, duration: floa
         pass
     finally:
         signal.signal(signal.SIGTERM, previous)
+        gc.unfreeze()                                  # (collect called in a longer-lived process: tests)
         store.set_meta(ended_at=time.time(), end_reason="collector stopped")
         store.close()
         reader.close()

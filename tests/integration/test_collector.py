@@ -243,3 +243,36 @@ def test_deploy_takes_a_groups_file_group_and_env_validated_as_tunables(root):  
                        (["--group-file", groups, "--group", "jemalloc", "--env", "MALLOC_CONF=no_such_option:1"], "MALLOC_CONF")]:
         bad = run_cli(*base, *args)
         assert bad.returncode == 2 and says in bad.stderr and "Traceback" not in bad.stderr, (args, bad.stderr)
+
+
+def test_a_systemd_query_under_way_dies_with_the_collector(tmp_path):
+    """The collector exits on SIGTERM without waiting for a `systemctl show` under way (its
+    question thread); that child must not outlive it. A systemctl that never answers, asked from a
+    thread of a process then killed with SIGKILL: the child is gone too."""
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    pidfile = tmp_path / "systemctl.pid"
+    (fake / "systemctl").write_text(f"#!/bin/sh\necho $$ > {pidfile}\nexec sleep 300\n")
+    (fake / "systemctl").chmod(0o755)
+    code = ("import threading, time\n"
+            "from alloclab.fleet import lifecycle\n"
+            "threading.Thread(target=lambda: lifecycle.Systemd().unit_states(['a.service'], timeout=300),"
+            " daemon=True).start()\n"
+            "time.sleep(300)\n")
+    env = {**os.environ, "PATH": f"{fake}:{os.environ['PATH']}"}
+    parent = subprocess.Popen([sys.executable, "-c", code], env=env)
+    try:
+        wait_for(lambda: pidfile.exists() and pidfile.read_text().strip(), timeout=30, what="the systemctl child")
+        child = int(pidfile.read_text())
+        parent.kill()
+        parent.wait(timeout=10)
+
+        def gone() -> bool:
+            try:
+                return Path(f"/proc/{child}/stat").read_text().split(") ")[1][0] in "ZX"
+            except OSError:
+                return True
+        wait_for(gone, timeout=10, what="the systemctl child to die with its parent")
+    finally:
+        parent.kill()
+        parent.wait()

@@ -15,7 +15,11 @@ the cheap tier is that less the full tier's mean per tick), the full tier's shar
 tick duration (median, p99), tick lateness against the fixed schedule (p99, as a share of the
 interval), systemd questions per tick, and the C floor of the cheap tier (native/sampler_floor.c
 -c: each unit's cgroup.procs, then stat + statm of its processes; open/read/close, no Python).
-Prints one JSON object per size.
+Also the kernel's cost of each read alone (sampler_floor -b: cgroup.procs, stat, statm, opened
+afresh and through a kept descriptor). Prints one JSON object per size, then one summary line:
+
+    SUMMARY 2000 units, 1 s interval, load 12.5: cheap tier 4.1% of a core (20.5 us a unit; C floor
+    26.1 us = 5.2%, ratio 0.79); full tier 2.0%; ticks on time 59/60; p99 lateness 1.0% of the interval
 """
 from __future__ import annotations
 
@@ -38,7 +42,7 @@ sys.path.insert(0, str(REPO))
 
 from sampler_scale import build_helpers  # noqa: E402  (benchmarks/ is this script's directory)
 
-from alloclab.fleet import collector, lifecycle  # noqa: E402
+from alloclab.fleet import collector, fleetread, lifecycle  # noqa: E402
 from tests.systemd_user import Unavailable, user_manager  # noqa: E402
 
 
@@ -49,7 +53,7 @@ def child(args) -> None:
     t0 = time.monotonic()
     if os.environ.get("ALLOCLAB_BENCH_PROFILE"):            # where the time goes: cProfile to that file
         import cProfile
-        with cProfile.Profile() as prof:
+        with cProfile.Profile(time.process_time) as prof:        # CPU, not wall: the host is shared
             result = collector.collect(units, plan, Path(args.run), args.interval, args.seconds, say=lambda s: None)
         prof.dump_stats(os.environ["ALLOCLAB_BENCH_PROFILE"])
     else:
@@ -57,7 +61,8 @@ def child(args) -> None:
     wall = time.monotonic() - t0
     me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     print(json.dumps({"wall_s": wall, "cpu_self_s": me.ru_utime + me.ru_stime, "cpu_children_s": kids.ru_utime + kids.ru_stime,
-                      **{k: result[k] for k in ("ticks", "lateness", "durations", "tick_cpu", "systemd_queries", "full_tier_cpu_s")}}))
+                      **{k: result[k] for k in ("ticks", "lateness", "durations", "tick_cpu", "systemd_queries", "full_tier_cpu_s",
+                                                 "phase_cpu")}}))
 
 
 def start_units(names: list[str]) -> None:
@@ -75,6 +80,36 @@ def start_units(names: list[str]) -> None:
             subprocess.run(["systemctl", "--user", "start", "--no-block", *missing[i:i + 250]], capture_output=True)
         time.sleep(2)
     raise RuntimeError("units did not all start in 900 s")
+
+
+def native_read_cost(procs: list[str], rounds: int = 30) -> dict:
+    """CPU of the native reader's call alone (and its records unpacked), µs a unit: cgroup.procs and
+    stat read every tick, against every collector.MEMBERSHIP_SECONDS (statm alone in between), in
+    alternating blocks so that the host's load falls on both alike."""
+    every = max(1, round(collector.MEMBERSHIP_SECONDS / 1.0))
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 8 * len(procs) + 1024)), hard))
+    out = {}
+    readers = {}
+    for name, n in (("membership_every_tick", 1), (f"membership_every_{every}_ticks", every)):
+        r, why = fleetread.open_reader(4 * len(procs) + 64)
+        if r is None:
+            return {"unavailable": why}
+        r.set_units(len(procs))
+        r.membership_every(n)
+        for i, path in enumerate(procs):
+            r.set_unit(i, path)
+        r.read()                                   # descriptors opened
+        readers[name], out[name] = r, 0.0
+    for _ in range(rounds // every):
+        for name, r in readers.items():
+            t0 = time.thread_time()
+            for _ in range(every):
+                r.read()
+            out[name] += time.thread_time() - t0
+    for r in readers.values():
+        r.close()
+    return {name: round(cpu / (rounds // every * every) / len(procs) * 1e6, 2) for name, cpu in out.items()}
 
 
 def pct(values: list[float], q: float) -> float:
@@ -116,6 +151,9 @@ def measure(n: int, crashing: int, seconds: float, interval: float, helpers: Pat
         procs = [files[0] for files in (lifecycle.cgroup_files(s.control_group) for s in state.values()) if files[0]]
         floor = json.loads(subprocess.run([str(helpers / "sampler_floor"), "-c", "20", *procs], capture_output=True,
                                           text=True, check=True).stdout)
+        native = native_read_cost(procs)
+        reads = json.loads(subprocess.run([str(helpers / "sampler_floor"), "-b", "20", *procs], capture_output=True,
+                                          text=True, check=True).stdout)
     cpu = got["cpu_self_s"] + got["cpu_children_s"]
     cheap_cpu = cpu - got["full_tier_cpu_s"]
     floor_share = floor["unit_us"] * 1e-6 * n / interval
@@ -141,8 +179,29 @@ def measure(n: int, crashing: int, seconds: float, interval: float, helpers: Pat
         "tick_s_median": round(statistics.median(got["durations"]), 4), "tick_s_p99": round(pct(got["durations"], 0.99), 4),
         "lateness_p99_share_of_interval": round(pct(late, 0.99) / interval, 4) if late else None,
         "lateness_max_s": round(max(late), 4) if late else None,
+        # after the third tick, as the steady CPU: the first tick verifies every process (13 s at
+        # 2,000 units and load 63), and the slots it overran count against the whole run's figures
+        "steady_ticks_on_time": f"{sum(1 for x in late[3:] if x <= 0.1 * interval)}/{len(late[3:])}",
+        "steady_lateness_p99_share_of_interval": round(pct(late[3:], 0.99) / interval, 4) if late[3:] else None,
         "systemd_queries_per_tick": round(got["systemd_queries"] / got["ticks"], 2),
+        # where a steady tick's CPU went (medians after the third tick; read includes the full tier)
+        "steady_phase_cpu_ms": {k: round(statistics.median(v[3:] or v) * 1e3, 1) for k, v in got["phase_cpu"].items()},
+        "kernel_read_us_per_unit": reads,
+        "native_read_us_per_unit": native,
     }
+
+
+def summary(got: dict) -> str:
+    """The figures the goal names, on one line (steady state: ticks after the third)."""
+    late = got["lateness_p99_share_of_interval"]
+    return (f"SUMMARY {got['units']} units" + (f" + {got['crashing_units']} crashing" if got["crashing_units"] else "")
+            + f", {got['interval_s']:g} s interval, load {got['load_average'][0]:.1f}: cheap tier "
+            f"{100 * got['steady_cheap_share_at_interval']:.2f}% of a core ({got['steady_cheap_us_per_unit']} us a unit; "
+            f"C floor {got['floor_us_per_unit']} us = {100 * got['floor_share']:.1f}%, ratio {got['steady_ratio_to_floor']}); "
+            f"full tier {100 * got['full_tier_share']:.1f}%; ticks on time {got['ticks_on_time']}/{got['slots']}; "
+            f"p99 lateness {'-' if late is None else f'{100 * late:.1f}%'} of the interval (after the third tick: "
+            f"{got['steady_ticks_on_time']} on time, p99 {100 * (got['steady_lateness_p99_share_of_interval'] or 0):.1f}%); "
+            f"systemd questions {got['systemd_queries_per_tick']} a tick")
 
 
 def main() -> None:
@@ -164,7 +223,9 @@ def main() -> None:
     scratch = Path(tempfile.mkdtemp(prefix=f"alloclab-fleet-bench-{os.getpid()}-"))
     try:
         for n in args.units:
-            print(json.dumps(measure(n, args.crashing, args.seconds, args.interval, helpers, scratch), indent=2), flush=True)
+            got = measure(n, args.crashing, args.seconds, args.interval, helpers, scratch)
+            print(json.dumps(got, indent=2), flush=True)
+            print(summary(got), flush=True)
     except Unavailable as exc:
         sys.exit(f"no systemd user manager here: {exc}")
     finally:

@@ -349,9 +349,17 @@ class SmapsBudget:
     spent: float = 0.0
     grace: float = 0.05              # seconds allowed up front so the first interval gets a full read
     last_full: dict[tuple[int, int], float] = field(default_factory=dict)
+    per_tick: float | None = None    # CPU seconds one tick may spend (from begin_tick); None: no cap
+    tick_mark: float = 0.0
 
     def allowed(self) -> bool:
-        return self.spent <= self.share * (time.monotonic() - self.started) + self.grace
+        return self.spent <= self.share * (time.monotonic() - self.started) + self.grace and \
+            (self.per_tick is None or self.spent - self.tick_mark < self.per_tick)
+
+    def begin_tick(self) -> None:
+        """A tick starts: with `per_tick`, what slots skipped under load accrued is not spent at once
+        (the fleet collector's ticks fell further behind, each catching up on the full tier)."""
+        self.tick_mark = self.spent
 
     def order(self, keys: list[tuple[int, int]]) -> list[tuple[int, int]]:
         """Stalest full reading first, so every process gets its turn."""
@@ -374,6 +382,8 @@ def full_tier(readings: list[ProcReading], budget: SmapsBudget) -> None:
             by_key[key].full = full
             by_key[key].rss_kb = full["rss_kb"]
             budget.last_full[key] = time.monotonic()
+    if len(budget.last_full) > 2 * len(by_key) + 1024:      # processes gone: bounded by those read now
+        budget.last_full = {k: t for k, t in budget.last_full.items() if k in by_key}
 
 
 def sample_processes(pids: list[int], budget: SmapsBudget | None,

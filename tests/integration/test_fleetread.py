@@ -50,46 +50,85 @@ def reader():
     r.close()
 
 
-def test_members_that_join_and_leave_are_seen_on_the_next_tick(reader):
+@pytest.fixture
+def cgroups():
+    """(made, started): fresh cgroups (skipped where none can be made), and a function that starts
+    one `sleep` in each and returns them; every process killed and every cgroup removed after."""
     made = _cgroups()
     if not made:
         pytest.skip("no cgroup can be made here")
     procs: list[subprocess.Popen] = []
-    try:
-        reader.set_units(len(made) + 1)
-        for i, (_, path) in enumerate(made):
-            reader.set_unit(i, str(path / "cgroup.procs"))
-        reader.set_unit(len(made), None)                      # a unit without a cgroup: not read here
-        first = [subprocess.Popen(["sleep", "600"]) for _ in made]
-        procs += first
-        for (_, path), p in zip(made, first):
+
+    def started() -> list[subprocess.Popen]:
+        new = [subprocess.Popen(["sleep", "600"]) for _ in made]
+        procs.extend(new)
+        for (_, path), p in zip(made, new):
             _join(path, p)
+        return new
+
+    yield made, started
+    for p in procs:
+        p.kill()
+        p.wait()
+    for _, path in made:
+        path.rmdir()
+
+
+def test_members_that_join_and_leave_are_seen_on_the_next_tick(reader, cgroups):
+    made, started = cgroups
+    reader.set_units(len(made) + 1)
+    for i, (_, path) in enumerate(made):
+        reader.set_unit(i, str(path / "cgroup.procs"))
+    reader.set_unit(len(made), None)                      # a unit without a cgroup: not read here
+    first = started()
+    got = reader.read()
+    for i, ((kind, _), p) in enumerate(zip(made, first)):
+        (rd,) = got[i]
+        st, (vmsize, resident) = sampler.read_stat(p.pid), sampler.read_statm(p.pid)
+        assert rd.stat.identity == st.identity and rd.stat.comm == "sleep", kind
+        assert (rd.vmsize_kb, rd.rss_kb) == (vmsize, resident), kind      # the figures statm shows
+    assert len(made) not in got
+    second = started()
+    got = reader.read()
+    for i, ((kind, _), a, b) in enumerate(zip(made, first, second)):
+        assert sorted(rd.stat.pid for rd in got[i]) == sorted([a.pid, b.pid]), f"{kind}: a member that joined was not seen"
+    assert reader.open_processes() == 2 * len(made)
+    for p in first:
+        p.kill()
+        p.wait()
+    got = reader.read()
+    for i, ((kind, _), b) in enumerate(zip(made, second)):
+        assert [rd.stat.pid for rd in got[i]] == [b.pid], kind
+    assert reader.open_processes() == len(made), "the descriptor of a process that left stayed open"
+    assert set(reader.read(only=[0])) == {0}                # a second read in one tick: the units asked for
+
+
+def test_between_membership_reads_a_restart_is_seen_at_once_and_a_new_child_within_the_period(reader, cgroups):
+    """With cgroup.procs read every 3 ticks: a member that exits is noticed in the tick it goes (its
+    kept statm descriptor reads zeros or fails) and the unit's new member is read in that same tick;
+    a child that joins while the known member still runs is seen within 3 ticks, never later."""
+    made, started = cgroups
+    reader.membership_every(3)
+    reader.set_units(len(made))
+    for i, (_, path) in enumerate(made):
+        reader.set_unit(i, str(path / "cgroup.procs"))
+    first = started()
+    for _ in range(3):
+        reader.read()                                   # every unit past its first membership read
+    joined = started()
+    seen_at = {}
+    for tick in range(1, 4):
         got = reader.read()
-        for i, ((kind, _), p) in enumerate(zip(made, first)):
-            (rd,) = got[i]
-            st, (vmsize, resident) = sampler.read_stat(p.pid), sampler.read_statm(p.pid)
-            assert rd.stat.identity == st.identity and rd.stat.comm == "sleep", kind
-            assert (rd.vmsize_kb, rd.rss_kb) == (vmsize, resident), kind      # the figures statm shows
-        assert len(made) not in got
-        second = [subprocess.Popen(["sleep", "600"]) for _ in made]
-        procs += second
-        for (_, path), p in zip(made, second):
-            _join(path, p)
-        got = reader.read()
-        for i, ((kind, _), a, b) in enumerate(zip(made, first, second)):
-            assert sorted(rd.stat.pid for rd in got[i]) == sorted([a.pid, b.pid]), f"{kind}: a member that joined was not seen"
-        assert reader.open_processes() == 2 * len(made)
-        for p in first:
-            p.kill()
-            p.wait()
-        got = reader.read()
-        for i, ((kind, _), b) in enumerate(zip(made, second)):
-            assert [rd.stat.pid for rd in got[i]] == [b.pid], kind
-        assert reader.open_processes() == len(made), "the descriptor of a process that left stayed open"
-        assert set(reader.read(only=[0])) == {0}                # a second read in one tick: the units asked for
-    finally:
-        for p in procs:
-            p.kill()
-            p.wait()
-        for _, path in made:
-            path.rmdir()
+        for i, p in enumerate(joined):
+            if i not in seen_at and p.pid in {rd.stat.pid for rd in got.get(i, [])}:
+                seen_at[i] = tick
+    assert len(seen_at) == len(made), f"a child that joined was not seen within 3 ticks: {seen_at}"
+    reader.read()                          # (a read of every unit: the new children's descriptors kept)
+    for p in first:                        # the known members exit, a replacement joins: one tick sees both
+        p.kill()
+        p.wait()
+    again = started()
+    got = reader.read()
+    for i, ((kind, _), old, new) in enumerate(zip(made, first, again)):
+        pids = {rd.stat.pid for rd in got.get(i, [])}
+        assert old.pid not in pids and new.pid in pids, f"{kind}: a restart was not seen in the tick it happened"

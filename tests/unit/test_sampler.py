@@ -93,6 +93,26 @@ def test_budget_takes_turns_stalest_first():
     assert b.order([(1, 1), (2, 2), (3, 3)]) == [(3, 3), (2, 2), (1, 1)]
 
 
+def test_a_per_tick_cap_keeps_a_tick_from_spending_what_skipped_slots_accrued():
+    """Issue 25: under load the fleet collector's ticks fell behind, each one spending on the full
+    tier the budget that slots skipped had accrued. With per_tick, one tick spends at most that."""
+    accrued = sampler.SmapsBudget(share=0.02, started=time.monotonic() - 100.0)      # 2 s accrued
+    capped = sampler.SmapsBudget(share=0.02, started=time.monotonic() - 100.0, per_tick=0.02)
+    for b in (accrued, capped):
+        b.begin_tick()
+        b.spent += 0.5                       # half a second of smaps_rollup in one tick
+    assert accrued.allowed() and not capped.allowed()
+    capped.begin_tick()                      # the next tick: its own share again
+    assert capped.allowed()
+
+
+def test_the_stalest_first_record_keeps_only_processes_still_read():
+    b = sampler.SmapsBudget(share=1.0)
+    b.last_full = {(10_000_000 + i, 1): float(i) for i in range(5000)}          # processes long gone
+    sampler.full_tier(sampler.sample_processes([os.getpid()], None), b)
+    assert len(b.last_full) == 1 and next(iter(b.last_full))[0] == os.getpid()
+
+
 def test_lazyfree_pages_are_counted_while_rss_still_holds_them(native_dir):
     # a real process maps 64 MB, touches it, frees 40 MB with MADV_FREE: the pages stay resident
     p = subprocess.Popen([str(native_dir / "lazyfree"), "--mb", "64", "--free-mb", "40", "--seconds", "30"],

@@ -2,9 +2,11 @@
 resumable, and optionally publishes every tick for Prometheus (metrics.py).
 
 Cost (issue 25): systemd is asked only about units whose main process was lost since the last
-tick, all of them in one batched query (fleet.Units.unit_states); every tick reads each unit's
-members from its cgroup.procs and their memory from /proc (sampler's cheap tier, with the full
-tier under its CPU budget). Ticks keep a fixed schedule (slots t0 + k * interval; a tick that
+tick, all of them in one batched query (fleet.Units.unit_states) by a background thread, so a
+tick never waits for systemd (SystemdQuestions); every tick reads each unit's memory from /proc,
+its members from its cgroup.procs every MEMBERSHIP_SECONDS or as soon as a known member is gone
+(fleet_reader.c; docs/fleet.md gives what that can miss), with the full tier under its CPU
+budget, capped per tick. Ticks keep a fixed schedule (slots t0 + k * interval; a tick that
 overruns skips the slots it missed and counts as late), and every wait is interruptible, so
 SIGTERM ends the collector within one tick at any interval. A unit without a process is absent
 (no sample stored, `alloclab_unit_up 0`), never 0 bytes.
@@ -12,6 +14,7 @@ SIGTERM ends the collector within one tick at any interval. A unit without a pro
 from __future__ import annotations
 
 import collections
+import gc
 import json
 import resource
 import signal
@@ -34,6 +37,7 @@ from ..store import DB_NAME, Store
 
 REASK_DOWN = 5.0           # seconds between questions to systemd about a unit with no process and no known cgroup
 LATE_SHARE = 0.1           # a tick that starts more than this share of the interval after its slot is late
+MEMBERSHIP_SECONDS = 10.0  # a unit's cgroup.procs (and its members' stat) read at least this often; statm every tick
 
 
 def install_collector(units: Units, plan: Path, run: Path, interval: str, systemctl: str | None = None,
@@ -97,37 +101,114 @@ class TickClock:
 
 def _raise_open_files() -> int:
     """Descriptors to /proc files stay open between ticks: the soft limit raised to the hard one,
-    a quarter of it for the Python sampler's (smaps_rollup, and stat + statm where the native reader
-    is not used), an eighth for the native reader's processes (2 each). Returns the latter."""
+    a fifth of it for the Python sampler's (smaps_rollup, and stat + statm where the native reader
+    is not used), two fifths for the native reader's processes (2 each), the rest for the units'
+    cgroup.procs (one each), the store and the exposition. Returns the native reader's process cap.
+    (At 20,000 descriptors the cap was 1,250 processes: at 2,000 units the other 750 were opened
+    afresh every tick, and their units' cgroup.procs read every tick: 38 ms a read, not 11.)"""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft < hard:
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard if hard != resource.RLIM_INFINITY else max(soft, 65536), hard))
     soft = min(1 << 20, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
     # at the import-time cap (4,096) the sampler's three descriptors a process for 2,000 processes
     # were evicted oldest-first every tick: every read opened afresh (benchmarks/README.md)
-    sampler.MAX_OPEN_FILES = max(sampler.MAX_OPEN_FILES, soft // 4)
-    return max(16, soft // 16)
+    sampler.MAX_OPEN_FILES = max(sampler.MAX_OPEN_FILES, soft // 5)
+    return max(16, soft // 5)
+
+
+class SystemdQuestions:
+    """A background thread that asks systemd about the units a tick hands it (`ask`), all of them in
+    one batched query per round, and keeps the answers until the next tick takes them (`answers`).
+    Why: with 20 of 200 units in a crash loop, a tick that asked systemd itself started up to 105%
+    of the interval late (benchmarks/fleet_collector.py --crashing). A failed query is retried after
+    RETRY_S; units asked about while a query runs go in the next one."""
+
+    RETRY_S = 1.0
+
+    def __init__(self, units: Units, health: "metrics.CollectorHealth | None"):
+        self.units, self.health = units, health
+        self.lock = threading.Lock()
+        self.wanted: set[str] = set()
+        self.got: dict = {}
+        self.wake, self.closed = threading.Event(), threading.Event()
+        self.queries = 0
+        self.last_error: str | None = None
+        self.thread: threading.Thread | None = None      # started at the first question
+
+    def ask(self, names: list[str]) -> None:
+        if not names:
+            return
+        with self.lock:
+            self.wanted.update(names)
+        if self.thread is None:
+            self.thread = threading.Thread(target=self._run, name="alloclab-systemd-questions", daemon=True)
+            self.thread.start()
+        self.wake.set()
+
+    def answers(self) -> dict:
+        """unit -> UnitState, every answer that arrived since the last call."""
+        with self.lock:
+            got, self.got = self.got, {}
+        return got
+
+    def _run(self) -> None:
+        while not self.closed.is_set():
+            self.wake.wait()
+            self.wake.clear()
+            with self.lock:
+                names = sorted(self.wanted)
+            if not names or self.closed.is_set():
+                continue
+            try:
+                states = self.units.unit_states(names)
+            except (UserError, OSError) as exc:           # the thread lives on: the next round asks again
+                self.last_error = exc.problem if isinstance(exc, UserError) else str(exc)
+                if self.health:
+                    self.health.error("systemd")
+                self.wake.set()
+                self.closed.wait(self.RETRY_S)
+                continue
+            with self.lock:
+                self.got.update(states)
+                self.wanted.difference_update(names)
+            self.queries += 1
+
+    def close(self) -> None:
+        """Stop the thread; a query under way is not waited for (the collector is exiting)."""
+        self.closed.set()
+        self.wake.set()
+        if self.thread is not None:
+            self.thread.join(timeout=0.2)
 
 
 class UnitReader:
     """Each tick: the members of every unit (cgroup.procs, or the main process's tree where a unit
-    has no cgroup) and their readings; systemd asked once per tick about the units whose main
-    process is unknown or gone."""
+    has no cgroup) and their readings; the units whose main process is unknown or gone handed to
+    SystemdQuestions, its answers taken at the start of the next tick."""
 
     def __init__(self, units: Units, watches: dict[str, Watch], health: "metrics.CollectorHealth | None" = None,
-                 native: fleetread.NativeReader | None = None):
+                 native: fleetread.NativeReader | None = None, membership_every: int = 1):
         self.units, self.watches, self.health, self.native = units, watches, health, native
         self.index = {unit: i for i, unit in enumerate(watches)}
         self.names = list(watches)
         if native is not None:
             native.set_units(len(watches))
+            native.membership_every(membership_every)
         self.boot = time.time() - sampler.uptime()
-        self.queries = 0                           # batched systemd questions asked (benchmarks)
+        self.questions = SystemdQuestions(units, health)
+        self.first_queries = 0
         self.last_error: str | None = None
 
-    def _ask(self, names: list[str], timeout: float | None = None) -> None:
-        if not names:
-            return
+    @property
+    def queries(self) -> int:
+        """Batched systemd questions asked (benchmarks)."""
+        return self.first_queries + self.questions.queries
+
+    def close(self) -> None:
+        self.questions.close()
+
+    def _ask_now(self, names: list[str], timeout: float) -> None:
+        """The first question, waited for: the collector cannot start without it."""
         try:
             states = self.units.unit_states(names, timeout=timeout)
         except UserError as exc:
@@ -135,7 +216,10 @@ class UnitReader:
             if self.health:
                 self.health.error("systemd")
             return
-        self.queries += 1
+        self.first_queries += 1
+        self._apply(states)
+
+    def _apply(self, states: dict) -> None:
         now = time.monotonic()
         for unit, state in states.items():
             w = self.watches[unit]
@@ -144,9 +228,10 @@ class UnitReader:
             w.main = st.identity if st else None
             w.start_time = self.boot + st.start_ticks / sampler.CLK_TCK if st else None
             if state.control_group:
-                w.procs, w.memory = cgroup_files(state.control_group)
-                if self.native is not None:
-                    self.native.set_unit(self.index[unit], w.procs)
+                procs, w.memory = cgroup_files(state.control_group)
+                if self.native is not None and procs != w.procs:     # (set again: its membership read afresh)
+                    self.native.set_unit(self.index[unit], procs)
+                w.procs = procs
 
     def _members(self, w: Watch, table: dict | None) -> list[int]:
         if w.procs is not None:
@@ -155,38 +240,41 @@ class UnitReader:
             return []
         return sampler.tree({w.main}, table) if table is not None else []
 
-    def _sample(self, names: list[str], budget: sampler.SmapsBudget, table: dict | None,
-                every: bool) -> dict[str, list[sampler.ProcReading]]:
-        """The cheap tier of the named units (natively where a unit has a cgroup.procs file, else
-        in Python from its members), then one full-tier pass over all of them (one budget order)."""
+    def _sample(self, budget: sampler.SmapsBudget, table: dict | None) -> dict[str, list[sampler.ProcReading]]:
+        """The cheap tier of every unit (natively where a unit has a cgroup.procs file, else in
+        Python from its members), then one full-tier pass over all of them (one budget order)."""
         native = self.native is not None
-        members = {u: self._members(self.watches[u], table) for u in names if not (native and self.watches[u].procs)}
+        members = {u: self._members(w, table) for u, w in self.watches.items() if not (native and w.procs)}
         readings = {r.stat.pid: r for r in sampler.sample_processes([p for ps in members.values() for p in ps], None)}
         out = {unit: [readings[p] for p in ps if p in readings] for unit, ps in members.items()}
         if native:
-            by_index = self.native.read(None if every else [self.index[u] for u in names if u not in members])
-            out.update((u, by_index.get(self.index[u], [])) for u in names if u not in members)
+            by_index = self.native.read()
+            out.update((u, by_index.get(i, [])) for u, i in self.index.items() if u not in members)
         sampler.full_tier([r for rs in out.values() for r in rs], budget)
         return out
 
     def read(self, budget: sampler.SmapsBudget, first: bool = False) -> dict[str, list[sampler.ProcReading]]:
         """unit -> its readings this tick ([] when it has no process)."""
-        now = time.monotonic()
         if first:
-            self._ask(list(self.watches), timeout=START_STATES_TIMEOUT)
+            self._ask_now(self.names, START_STATES_TIMEOUT)
+        else:
+            self._apply(self.questions.answers())
+        now = time.monotonic()
         table = sampler.all_processes() if any(w.procs is None for w in self.watches.values()) else None
-        out = self._sample(self.names, budget, table, every=True)
+        out = self._sample(budget, table)
         lost = []
-        for unit, w in self.watches.items():
-            readings = out[unit]
-            if w.main is not None and not any(r.stat.identity == w.main for r in readings):
-                lost.append(unit)               # its main process is gone: a restart, a stop, or a crash loop
-            elif w.main is None and (readings or now - w.asked >= REASK_DOWN):
+        for unit, w in self.watches.items():        # (a plain loop: 2,000 units a tick)
+            main = w.main
+            if main is not None:
+                for r in out[unit]:
+                    if r.stat.pid == main[0] and r.stat.start_ticks == main[1]:
+                        break
+                else:
+                    lost.append(unit)           # its main process is gone: a restart, a stop, or a crash loop
+            elif out[unit] or now - w.asked >= REASK_DOWN:
                 lost.append(unit)               # processes back in its cgroup, or a periodic look at a stopped unit
-        if lost and not first:
-            self._ask(lost)
-            table = sampler.all_processes() if any(self.watches[u].procs is None for u in lost) else table
-            out.update(self._sample(lost, budget, table, every=False))
+        if not first:
+            self.questions.ask(lost)
         return out
 
 
@@ -235,8 +323,9 @@ def collect(units: Units, plan: Plan, run: Path, interval: float, duration: floa
         spec = library.AllocatorSpec(kind=g["kind"], request=g["allocator"], path=g["library"], sha256=g["sha256"],
                                         family=g["family"], version=g["version"], **_dev_inode(g["library"]))
         watches[a["unit"]] = Watch(Tracked(id=0, name=a["unit"], group_name=a["group"], spec=spec))
-    reader = UnitReader(units, watches, health, native_reader)
-    budget = sampler.SmapsBudget(smaps_budget)
+    reader = UnitReader(units, watches, health, native_reader, max(1, round(MEMBERSHIP_SECONDS / interval)))
+    # capped per tick at the budget's share of one interval: a tick never spends what skipped slots accrued
+    budget = sampler.SmapsBudget(smaps_budget, per_tick=smaps_budget * interval)
     first = reader.read(budget, first=True)
     if not any(first.values()):
         having = [u for u, w in watches.items() if w.main is not None]
@@ -283,6 +372,9 @@ def collect(units: Units, plan: Plan, run: Path, interval: float, duration: floa
         unit = e["description"].split(":")[0]
         if unit in restarts:
             restarts[unit] += 1
+    # what start-up built (plan, watches, the store's caches) lives as long as the collector: out of
+    # the cyclic collector's reach, so its full passes walk only what the ticks allocate
+    gc.freeze()
     stop = threading.Event()
     previous = signal.signal(signal.SIGTERM, lambda *a: stop.set())
     clock = TickClock(interval, stop)
@@ -290,15 +382,19 @@ def collect(units: Units, plan: Plan, run: Path, interval: float, duration: floa
     lateness: collections.deque[float] = collections.deque(maxlen=100_000)
     durations: collections.deque[float] = collections.deque(maxlen=100_000)
     tick_cpu: collections.deque[float] = collections.deque(maxlen=100_000)     # process CPU per tick
+    # process CPU per tick by phase: reading units (and the full tier), recording rows, writing them
+    phase_cpu = {k: collections.deque(maxlen=100_000) for k in ("read", "record", "store")}
     readings_now: dict[str, list[sampler.ProcReading]] | None = first
     try:
         while duration is None or time.monotonic() - started < duration:
             t_tick, cpu_tick = time.monotonic(), time.process_time()
+            budget.begin_tick()
             now = time.time()
             if last is not None and now <= last:       # never two samples at one time, even across restarts
                 now = last + 1e-3
             readings = readings_now if readings_now is not None else reader.read(budget)
             readings_now = None
+            cpu_read = time.process_time()
             mains_changed = False
             cgroups = budget.allowed()                 # else no unit's cgroup is read this tick (asked once, not per unit)
             store.begin()
@@ -318,6 +414,7 @@ def collect(units: Units, plan: Plan, run: Path, interval: float, duration: floa
                 w.up = bool(rd)
             if exposition is not None:
                 exposition.publish(_snapshot(now, host, watches, groups, recorder.replica_rows, restarts))
+            cpu_record = time.process_time()
             recorder.flush(now)
             if mains_changed:                          # ~2 ms of JSON at 2,000 units: only when one changed
                 store.set_meta(fleet_main_processes=mains)
@@ -326,7 +423,10 @@ def collect(units: Units, plan: Plan, run: Path, interval: float, duration: floa
             ticks += 1
             spent = time.monotonic() - t_tick
             durations.append(spent)
-            tick_cpu.append(time.process_time() - cpu_tick)
+            cpu_end = time.process_time()
+            tick_cpu.append(cpu_end - cpu_tick)
+            for k, v in (("read", cpu_read - cpu_tick), ("record", cpu_record - cpu_read), ("store", cpu_end - cpu_record)):
+                phase_cpu[k].append(v)
             if health:
                 health.tick(spent)
             if duration is not None and time.monotonic() - started >= duration:
@@ -341,13 +441,15 @@ def collect(units: Units, plan: Plan, run: Path, interval: float, duration: floa
         pass
     finally:
         signal.signal(signal.SIGTERM, previous)
+        gc.unfreeze()                                  # (collect called in a longer-lived process: tests)
         store.set_meta(ended_at=time.time(), end_reason="collector stopped")
         store.close()
+        reader.close()
         if native_reader is not None:
             native_reader.close()
     say(f"collected {ticks} rounds of {len(watches)} units into {run}")
     return {"ticks": ticks, "resumed": resumed, "lateness": list(lateness), "durations": list(durations),
-            "tick_cpu": list(tick_cpu),
+            "tick_cpu": list(tick_cpu), "phase_cpu": {k: list(v) for k, v in phase_cpu.items()},
             "systemd_queries": reader.queries, "full_tier_cpu_s": budget.spent}
 
 

@@ -30,7 +30,7 @@ from typing import Protocol
 
 from ..allocators import library as allocators, debpackage, loaderenv, resolution, tunables
 from . import rollout, rootfs, unitaccess, unitfile
-from .. import sampler, settings, timefmt
+from .. import reaper, sampler, settings, timefmt
 from ..config import load_experiment
 from ..errors import UserError
 
@@ -87,8 +87,9 @@ class Systemd:
 
     def _ctl(self, *args: str, timeout: float | None = None) -> str:
         try:
+            # dies with alloclab: the collector exits on SIGTERM without waiting for a query under way
             proc = subprocess.run(["systemctl", *(["--user"] if self.user else []), *args], capture_output=True, text=True,
-                                  timeout=timeout)
+                                  timeout=timeout, preexec_fn=reaper.dies_with(os.getpid()))
         except subprocess.TimeoutExpired:
             raise UserError(f"systemctl {args[0]} did not answer in {timeout:g} s", "check the manager's load") from None
         if proc.returncode not in (0, 3):          # 3: inactive, for is-active

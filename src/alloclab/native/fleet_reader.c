@@ -15,6 +15,17 @@
  * have a new cgroup at the same path), and opened afresh each tick on v1, which keeps the pid list
  * of an open file while it is read at least once a second, so a kept descriptor would not see new
  * members. Measured on 2,000 units (v2): open+read+close 10.9 us, a kept descriptor's read ~3 us.
+ *
+ * Membership is re-read only every `membership_every` ticks (alloclab_fleet_membership_every; each
+ * unit on its own phase, so the re-reads spread over the ticks between): in the ticks between, a
+ * unit's members are the pids of its last read, through their kept descriptors. A kept /proc
+ * descriptor reads only the process it was opened on: after that process exits, statm reads all
+ * zeros (zombie) or fails with ESRCH (reaped), never another process under a reused pid. So a member
+ * gone is noticed in the tick it goes, and that unit's cgroup.procs is re-read at once, in the same
+ * tick; what can go unseen for up to `membership_every` ticks is a process newly forked into a unit
+ * whose known members all still run (docs/fleet.md). Why: cgroup.procs was the costliest read of a
+ * one-process unit (the kernel walks the cgroup's tasks): ~3 us kept, against ~1 for stat and ~0.4
+ * for statm (sampler_floor -b, benchmarks/fleet_collector.py).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -32,6 +43,7 @@ struct proc_fds {
     int32_t pid;          /* 0: free slot */
     int fd, statm_fd;     /* its /proc/PID/stat and statm; -1 once one failed */
     uint64_t seen;        /* the tick it was last read in */
+    struct alloclab_fleet_record last;   /* its last full reading (stat's fields between stat reads) */
 };
 
 #define CGROUP2_MAGIC 0x63677270
@@ -39,6 +51,9 @@ struct proc_fds {
 struct unit_file {
     char *path;                      /* its cgroup.procs, or NULL: the unit is not read here */
     int fd;                          /* kept open on cgroup v2; -1 */
+    int32_t *members;                /* pids of its last cgroup.procs read */
+    int nmembers, members_cap;
+    uint64_t due;                    /* the tick its cgroup.procs is read again (0: not read yet) */
 };
 
 struct fleet_reader {
@@ -49,6 +64,7 @@ struct fleet_reader {
     size_t open;                     /* processes with descriptors open */
     size_t max_open;                 /* processes whose descriptors may stay open (2 each) */
     uint64_t tick;
+    uint64_t membership_every;       /* ticks between reads of a unit's cgroup.procs (1: every tick) */
     struct alloclab_fleet_record *out;
     size_t out_len, out_cap;
     char *buf;                       /* cgroup.procs contents */
@@ -70,6 +86,7 @@ API struct fleet_reader *alloclab_fleet_new(size_t max_open) {
     r->buf_cap = 65536;
     r->buf = malloc(r->buf_cap);
     r->max_open = max_open;
+    r->membership_every = 1;
     if (!r->table || !r->buf) { free(r->table); free(r->buf); free(r); return NULL; }
     return r;
 }
@@ -85,7 +102,11 @@ static void close_fds(struct proc_fds *e) {
 static void forget_unit(struct unit_file *u) {
     if (u->fd >= 0) close(u->fd);
     free(u->path);
+    free(u->members);
     u->path = NULL;
+    u->members = NULL;
+    u->nmembers = u->members_cap = 0;
+    u->due = 0;
     u->fd = -1;
 }
 
@@ -112,6 +133,11 @@ API int alloclab_fleet_set_unit(struct fleet_reader *r, int unit, const char *pr
     forget_unit(&r->procs[unit]);
     r->procs[unit].path = procs ? strdup(procs) : NULL;
     return procs && !r->procs[unit].path ? -1 : 0;
+}
+
+/* Ticks between reads of each unit's cgroup.procs (at least 1). */
+API void alloclab_fleet_membership_every(struct fleet_reader *r, int ticks) {
+    r->membership_every = ticks > 1 ? (uint64_t)ticks : 1;
 }
 
 static size_t slot_of(const struct fleet_reader *r, int32_t pid) {
@@ -186,15 +212,31 @@ static ssize_t read_fd(int fd, char *buf, size_t cap) {
 }
 
 /* One process into rec; 0, or -1 when it is gone, a zombie, exiting, or unreadable. A process
- * whose descriptor fails keeps its slot (descriptor -1) until the tick's end, so probe chains hold. */
-static int read_process(struct fleet_reader *r, int32_t pid, struct alloclab_fleet_record *rec) {
+ * whose descriptor fails keeps its slot (descriptor -1) until the tick's end, so probe chains hold.
+ * kept_only: a pid not listed this tick (a unit's known member) is read only through descriptors
+ * kept since it was listed, which cannot name another process under a reused pid, and only its
+ * statm (sizes; stat's fields, CPU times among them, are those of its last listed tick). */
+static int read_process(struct fleet_reader *r, int32_t pid, struct alloclab_fleet_record *rec, int kept_only) {
     char stat[1024], statm[256], path[64];
     struct proc_fds *e = &r->table[slot_of(r, pid)];
     if (e->pid == pid && e->seen == r->tick) return -1;          /* listed twice in one tick */
+    if (kept_only) {
+        if (!(e->pid == pid && e->fd >= 0)) return -1;
+        int32_t unit = rec->unit;
+        *rec = e->last;
+        rec->unit = unit;
+        e->seen = r->tick;
+        if (read_fd(e->statm_fd, statm, sizeof statm) > 0 && parse_statm(statm, rec) == 0 && rec->vmsize_pages > 0)
+            return 0;
+        close_fds(e);                              /* zeros: a zombie; ESRCH: reaped */
+        r->open--;
+        return -1;
+    }
     ssize_t n = -1;
     if (e->pid == pid && e->fd >= 0) {
         n = read_fd(e->fd, stat, sizeof stat);
         if (n <= 0) { close_fds(e); r->open--; }
+        if (n <= 0 && kept_only) return -1;
     }
     int fresh = !(e->pid == pid && e->fd >= 0);
     struct proc_fds f = fresh ? (struct proc_fds){pid, -1, -1, 0} : *e;
@@ -212,6 +254,7 @@ static int read_process(struct fleet_reader *r, int32_t pid, struct alloclab_fle
              && (!fresh || read_fd(f.fd, stat, sizeof stat) > 0);   /* still the process statm was opened on */
     if (!fresh) {
         e->seen = r->tick;
+        if (ok) e->last = *rec;
         return ok ? 0 : -1;
     }
     if (!ok || r->open >= r->max_open) {          /* not kept: read once, closed */
@@ -220,6 +263,7 @@ static int read_process(struct fleet_reader *r, int32_t pid, struct alloclab_fle
     }
     if (e->pid != pid) r->used++;
     f.seen = r->tick;
+    f.last = *rec;
     *e = f;
     r->open++;
     return r->used * 2 > r->cap ? rebuild(r, r->cap * 2, 0) : 0;
@@ -277,6 +321,45 @@ static long read_members(struct fleet_reader *r, struct unit_file *u) {
     return len == -2 ? 0 : len;
 }
 
+/* The unit's processes into r->out: its known members while they all still run and its membership
+ * is not due; else (or when one of them is gone) its cgroup.procs read, and each member not read yet
+ * this tick. 0, or -1 out of memory. */
+static int read_unit(struct fleet_reader *r, int index) {
+    struct unit_file *u = &r->procs[index];
+    if (u->nmembers > 0 && r->tick < u->due) {
+        int gone = 0;
+        for (int i = 0; i < u->nmembers; i++) {
+            struct alloclab_fleet_record rec = {.unit = index, .pid = u->members[i]};
+            if (read_process(r, u->members[i], &rec, 1) != 0) gone = 1;
+            else if (push(r, &rec) != 0) return -1;
+        }
+        if (!gone) return 0;                      /* else: who is in it now (a restart, a new child) */
+    }
+    long len = read_members(r, u);
+    if (len < 0) return -1;
+    r->buf[len] = 0;
+    u->nmembers = 0;
+    u->due = r->tick + (u->due ? r->membership_every : 1 + (uint64_t)index % r->membership_every);
+    char *p = r->buf, *end;
+    for (;;) {
+        long pid = strtol(p, &end, 10);
+        if (end == p) break;
+        p = end;
+        if (pid <= 0) continue;
+        if (u->nmembers == u->members_cap) {
+            int cap = u->members_cap ? u->members_cap * 2 : 4;
+            int32_t *grown = realloc(u->members, (size_t)cap * sizeof *grown);
+            if (!grown) return -1;
+            u->members = grown;
+            u->members_cap = cap;
+        }
+        u->members[u->nmembers++] = (int32_t)pid;
+        struct alloclab_fleet_record rec = {.unit = index, .pid = (int32_t)pid};
+        if (read_process(r, (int32_t)pid, &rec, 0) == 0 && push(r, &rec) != 0) return -1;
+    }
+    return 0;
+}
+
 /* Read the n units listed in `only` (none given: every unit, and then the descriptors of processes
  * not seen are closed); returns the number of records (then alloclab_fleet_records), or -1 out of
  * memory. A unit whose file is gone, or not set, has no records. */
@@ -285,18 +368,7 @@ API long alloclab_fleet_read(struct fleet_reader *r, const int32_t *only, int n)
     r->out_len = 0;
     for (int k = 0; k < (only ? n : r->nunits); k++) {
         int u = only ? only[k] : k;
-        if (u < 0 || u >= r->nunits || !r->procs[u].path) continue;
-        long len = read_members(r, &r->procs[u]);
-        if (len < 0) return -1;
-        r->buf[len] = 0;
-        char *p = r->buf, *end;
-        for (;;) {
-            long pid = strtol(p, &end, 10);
-            if (end == p) break;
-            p = end;
-            struct alloclab_fleet_record rec = {.unit = u, .pid = (int32_t)pid};
-            if (pid > 0 && read_process(r, (int32_t)pid, &rec) == 0 && push(r, &rec) != 0) return -1;
-        }
+        if (u >= 0 && u < r->nunits && r->procs[u].path && read_unit(r, u) != 0) return -1;
     }
     if (!only && rebuild(r, r->used < r->cap / 8 && r->cap > 1024 ? r->cap / 2 : r->cap, 1) != 0)   /* closes what was not seen */
         return -1;

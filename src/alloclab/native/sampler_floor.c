@@ -5,6 +5,10 @@
  * With -c, the floor of the fleet collector's cheap tier: each unit's cgroup.procs read, then stat +
  * statm of every pid in it; prints CPU microseconds per unit-sample.
  *   sampler_floor -c ROUNDS CGROUP_PROCS_FILE...
+ * With -b, the same reads one kind at a time (CPU microseconds per unit-sample each): cgroup.procs
+ * opened/read/closed and re-read through a kept descriptor, stat and statm both ways, and the
+ * unit's cgroup.events and pids.current (kept) where they exist (-1 where not).
+ *   sampler_floor -b ROUNDS CGROUP_PROCS_FILE...
  */
 #include <fcntl.h>
 #include <stdio.h>
@@ -57,7 +61,64 @@ static int cgroup_floor(int rounds, int n, char **files) {
     return 0;
 }
 
+/* pids of the units' members (read once), one file kind's kept descriptors, and timing */
+static double per_unit(int rounds, int n, int *fds, int kept, char **paths) {
+    static char buf[65536];
+    int counted = 0;
+    double t0 = cpu_now();
+    for (int r = 0; r < rounds; r++)
+        for (int i = 0; i < n; i++) {
+            if (!paths[i]) continue;
+            if (kept) {
+                if (fds[i] >= 0 && pread(fds[i], buf, sizeof buf - 1, 0) > 0) counted += r == 0;
+            } else {
+                int fd = open(paths[i], O_RDONLY);
+                if (fd < 0) continue;
+                if (read(fd, buf, sizeof buf - 1) > 0) counted += r == 0;
+                close(fd);
+            }
+        }
+    return counted ? (cpu_now() - t0) / rounds / n * 1e6 : -1;
+}
+
+static int breakdown(int rounds, int n, char **files) {
+    enum { PROCS, STAT, STATM, EVENTS, PIDS, KINDS };
+    static const char *names[KINDS] = {"cgroup.procs", "stat", "statm", "cgroup.events", "pids.current"};
+    char buf[65536];
+    char **paths[KINDS];
+    int *fds[KINDS];
+    for (int k = 0; k < KINDS; k++) { paths[k] = calloc(n, sizeof(char *)); fds[k] = calloc(n, sizeof(int)); }
+    for (int i = 0; i < n; i++) {
+        paths[PROCS][i] = files[i];
+        size_t dir = strlen(files[i]) - strlen("cgroup.procs");
+        paths[EVENTS][i] = malloc(dir + 32);
+        snprintf(paths[EVENTS][i], dir + 32, "%.*scgroup.events", (int)dir, files[i]);
+        paths[PIDS][i] = malloc(dir + 32);
+        snprintf(paths[PIDS][i], dir + 32, "%.*spids.current", (int)dir, files[i]);
+        int fd = open(files[i], O_RDONLY);
+        ssize_t len = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+        if (fd >= 0) close(fd);
+        long pid = len > 0 ? (buf[len] = 0, strtol(buf, NULL, 10)) : 0;    /* the first member (one-process units) */
+        if (pid > 0) {
+            paths[STAT][i] = malloc(64);
+            snprintf(paths[STAT][i], 64, "/proc/%ld/stat", pid);
+            paths[STATM][i] = malloc(64);
+            snprintf(paths[STATM][i], 64, "/proc/%ld/statm", pid);
+        }
+    }
+    printf("{");
+    for (int k = 0; k < KINDS; k++) {
+        for (int i = 0; i < n; i++) fds[k][i] = paths[k][i] ? open(paths[k][i], O_RDONLY) : -1;
+        double opened = per_unit(rounds, n, fds[k], 0, paths[k]), kept = per_unit(rounds, n, fds[k], 1, paths[k]);
+        printf("%s\"%s\": {\"open_read_close_us\": %.3f, \"kept_pread_us\": %.3f}", k ? ", " : "", names[k], opened, kept);
+        for (int i = 0; i < n; i++) if (fds[k][i] >= 0) close(fds[k][i]);
+    }
+    printf("}\n");
+    return 0;
+}
+
 int main(int argc, char **argv) {
+    if (argc > 3 && strcmp(argv[1], "-b") == 0) return breakdown(atoi(argv[2]), argc - 3, argv + 3);
     if (argc > 3 && strcmp(argv[1], "-c") == 0) return cgroup_floor(atoi(argv[2]), argc - 3, argv + 3);
     if (argc < 3) { fprintf(stderr, "usage: sampler_floor ROUNDS PID...\n"); return 2; }
     int rounds = atoi(argv[1]), n = argc - 2;

@@ -339,6 +339,8 @@ class TorNetwork:
                      # circuit picks its first hop anew, and a guard would need the Stable flag, days of uptime)
                      "UseEntryGuards 0", f"MiddleNodes {nodes}", f"ExitNodes {nodes}", *([f"ExcludeNodes {others}"] if others else []),
                      "StrictNodes 0", "LearnCircuitBuildTimeout 0", "CircuitBuildTimeout 30",
+                     # conflux legs need distinct guards and middles: three relays cannot give two legs
+                     "ConfluxEnabled 0",
                      *[a.line for a in self.authorities]]
             (cdir / "torrc").write_text("".join(line + "\n" for line in lines))
 

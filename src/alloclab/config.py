@@ -149,6 +149,8 @@ class ScenarioSettings:
     routers: int = 0                        # descriptor-only routers in the directory (tor_routers); 0: none
     router_churn: float = 0.1               # share of them publishing a new descriptor every voting interval
     variant: str = "dircache"               # "co-guard": the relays are voted Guard and default to DirCache 0
+    traffic: float = 0.0                    # KB a second per group through circuits of its relays (tor/traffic.py); 0: none
+    num_cpus: int = 0                       # tor's NumCPUs for every relay (its worker threads); 0: tor's own count (this machine's cores, at most 16)
 
 
 @dataclass(frozen=True)
@@ -205,9 +207,12 @@ _TOP_KEYS = {"name", "command", "replicas", "interval", "baseline", "seed", "pha
 _GROUP_KEYS = {"name", "allocator", "env", "command", "torrc"}
 SCENARIOS = ("tor-network",)
 _SCENARIO_KEYS = {"name", "tor", "authorities", "voting_interval", "consensus_timeout", "torrc", "load_rate",
-                  "load_requests", "routers", "router_churn", "variant"}
+                  "load_requests", "routers", "router_churn", "variant", "traffic", "num_cpus"}
 SCENARIO_VARIANTS = ("dircache", "co-guard")
 MAX_ROUTERS = 20_000
+MAX_TRAFFIC_KB = 100_000
+MAX_NUM_CPUS = 128                      # tor's own ceiling for NumCPUs
+TRAFFIC_MIN_RELAYS = 3                  # a circuit's three hops, all relays of one group
 MAX_TORRC_LINES = 64
 MAX_TORRC_LINE = 1024
 _TORRC_LINE = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,63}(?:[ \t]+[^\x00-\x1f\x7f]*)?", re.ASCII)
@@ -400,10 +405,21 @@ def _scenario(table: Any, src: str) -> ScenarioSettings:
     if variant not in SCENARIO_VARIANTS:
         raise UserError(f"{src}: scenario.variant = {show(variant, 40)} is not known",
                         'use "dircache" (directory caches under load) or "co-guard" (guard relays with DirCache 0)')
+    traffic = _typed(table, "traffic", (int, float), src, "scenario.", default=0)
+    if not (traffic == 0 or 1 <= traffic <= MAX_TRAFFIC_KB):
+        raise UserError(f"{src}: scenario.traffic = {traffic} is out of range",
+                        f"give 0 (no circuits) or 1 to {MAX_TRAFFIC_KB:,} KB a second per group")
+    num_cpus = _typed(table, "num_cpus", int, src, "scenario.", default=0)
+    if not 0 <= num_cpus <= MAX_NUM_CPUS:
+        raise UserError(f"{src}: scenario.num_cpus = {num_cpus} is out of range",
+                        f"give 0 (tor counts this machine's cores, at most 16) to {MAX_NUM_CPUS} worker threads")
     torrc = _torrc(table["torrc"], "scenario.torrc", src) if "torrc" in table else ()
+    if num_cpus:                           # before the scenario's own lines, so a torrc NumCPUs line still wins
+        torrc = (f"NumCPUs {num_cpus}", *torrc)
     if variant == "co-guard":              # 1AEO's co-guard relays: DirCache 0 unless a group's torrc says otherwise
         torrc = ("DirCache 0", *torrc)
-    return ScenarioSettings(name, tor, authorities, voting, timeout, torrc, float(rate), requests, routers, float(churn), variant)
+    return ScenarioSettings(name, tor, authorities, voting, timeout, torrc, float(rate), requests, routers, float(churn), variant,
+                            float(traffic), num_cpus)
 
 
 # Before parsing: tomllib's cost grows with the square of a dotted key's length (a 40 KB key
@@ -435,6 +451,9 @@ def parse_experiment(text: str, source: str = "<experiment>", base_dir: Path = P
     workload = _workload(data, source, command)
     scenario = _scenario_alone(data, source)
     replicas = _bounded_int(data, "replicas", 1, MAX_REPLICAS, 1, source, f"use 1 to {MAX_REPLICAS} replicas per group")
+    if scenario is not None and scenario.traffic and replicas < TRAFFIC_MIN_RELAYS:
+        raise UserError(f"{source}: scenario.traffic needs at least {TRAFFIC_MIN_RELAYS} relays per group (replicas = {replicas}): "
+                        "a circuit's three hops are relays of one group", f"set replicas = {TRAFFIC_MIN_RELAYS} or more, or traffic = 0")
     sampling = _sampling(data, source)
     phases = _phases(data, source)
     load_command = _load_command(data, source)

@@ -237,3 +237,56 @@ allocator = "glibc"
     assert (run / "tor-network" / "auth0" / "notice.log").is_file()
     assert not (run / "replicas" / "glibc-1" / "stdout.log").exists()      # no relay was started
     assert _token_processes(meta["run_token"]) == []
+
+
+@pytest.mark.slow
+def test_traffic_through_each_groups_relays(tor, tmp_path, jemalloc):
+    """`traffic`: each group's tor client builds circuits of that group's relays only (guard, middle
+    and exit all relays under test, the exits reaching nothing but the sink) and moves data through
+    them. Slow (~2-3 min): `pytest -m slow tests/e2e/test_tor_network.py -k traffic`."""
+    (tmp_path / "tor.toml").write_text(f"""
+name = "tor-traffic"
+replicas = 3
+interval = "2s"
+[scenario]
+name = "tor-network"
+voting_interval = "10s"
+routers = 40
+authorities = 1
+traffic = 200
+num_cpus = 4
+[phases]
+warmup = "10s"
+load = "60s"
+[[group]]
+name = "glibc"
+allocator = "glibc"
+[[group]]
+name = "jemalloc"
+allocator = "{jemalloc}"
+""")
+    run = tmp_path / "run"
+    out = run_cli("run", str(tmp_path / "tor.toml"), "-o", str(run), timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    db = _db(run / "run.db")
+    meta = dict(db.execute("SELECT key, value FROM meta"))
+    streams = json.loads(meta["tor_network"])["traffic"]
+    for group, c in streams.items():          # every group's client moved data through its relays
+        assert c["streams"] >= 20 and c["bytes_down"] > 1_000_000, (group, c)
+    sink = json.loads((run / "tor-network" / "traffic" / "sink.json").read_text())
+    assert sink["streams"] >= sum(c["streams"] for c in streams.values())
+    net = json.loads((run / "tor-network" / "network.json").read_text())
+    relays = {r["replica"] for r in net["relays"]}
+    # only the relays under test are Guard and Exit (not the authority, not the routers)
+    flags = _consensus_flags(run / "tor-network" / "auth0" / "cached-consensus")
+    guards = {n for n, f in flags.items() if {"Guard", "Exit", "Fast"} <= f}
+    assert guards == {network.nickname(r) for r in relays}, flags
+    for i, group in enumerate(("glibc", "jemalloc")):
+        torrc = (run / "tor-network" / "traffic" / f"client{i}" / "torrc").read_text()
+        mine = [ln for ln in torrc.splitlines() if ln.startswith(("MiddleNodes", "ExitNodes", "ExcludeNodes"))]
+        assert len(mine) == 3 and mine[0].split()[1] == mine[1].split()[1] != mine[2].split()[1], mine
+    for r in net["relays"]:
+        text = Path(r["torrc"]).read_text()
+        sink_port = 20000 - network.TRAFFIC_PORTS_BELOW - 1          # port_base's default
+        assert "NumCPUs 4" in text and f"ExitPolicy accept *:{sink_port}\nExitPolicy reject *:*" in text
+    assert _token_processes(meta["run_token"]) == []

@@ -62,6 +62,11 @@ def test_torrc_lines_are_one_option_each(group, message):
     ("routers = -1", "", "routers = -1 is out of range"),
     ("router_churn = 1.5", "", "router_churn = 1.5 is out of range"),
     ('variant = "exit"', "", "variant = 'exit' is not known"),
+    ("traffic = 0.5", "", "traffic = 0.5 is out of range"),
+    ("traffic = 200000", "", "traffic = 200000 is out of range"),
+    ("traffic = 100", "", "traffic needs at least 3 relays per group \\(replicas = 2\\)"),
+    ("num_cpus = 129", "", "num_cpus = 129 is out of range"),
+    ("num_cpus = -1", "", "num_cpus = -1 is out of range"),
     ("", 'command = ["/bin/true"]\n', "provides the relays' command and load; remove command"),
 ])
 def test_scenario_mistakes(scenario, top, message):
@@ -110,3 +115,13 @@ def test_dircache_0_means_no_dirport():
     from alloclab.tor.network import serves_directory
     assert serves_directory(()) and serves_directory(("DirCache 1",)) and serves_directory(("DirCache 0", "dircache 1"))
     assert not serves_directory(("MaxMemInQueues 64 MB", "DirCache 0")) and not serves_directory(("DIRCACHE 0",))
+
+
+def test_traffic_and_worker_threads():
+    e = parse_experiment(BASE.format(scenario='traffic = 1000\nnum_cpus = 16\ntorrc = ["MaxMemInQueues 1 GB"]', group="")
+                         .replace("replicas = 2", "replicas = 3"), "t.toml")
+    assert (e.scenario.traffic, e.scenario.num_cpus) == (1000, 16)
+    # NumCPUs goes first: a NumCPUs line of the scenario's or a group's own torrc comes later and wins
+    assert e.scenario.torrc == ("NumCPUs 16", "MaxMemInQueues 1 GB")
+    d = parse_experiment(BASE.format(scenario="", group="").replace("replicas = 2", "replicas = 3"), "t.toml")
+    assert (d.scenario.traffic, d.scenario.num_cpus, d.scenario.torrc) == (0, 0, ())   # defaults: no circuits, tor's own count

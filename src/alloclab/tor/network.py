@@ -43,6 +43,9 @@ ROUTERS_OUT = "routers.json"     # the descriptor-only routers' status, in the n
 ROUTERS_LISTED = 0.9             # the relays start once the consensus lists this share of the routers
 DIRECTORY_HELD = 0.95            # a relay holds the directory once it has descriptors for this share of its consensus
 DIRECTORY_CHECK_SHARE = 0.05    # reading the relays' caches may take this share of the time while the directory comes in
+TRAFFIC_DIR = "traffic"          # in the network directory: each group's tor client, the sink, their counts
+RELAY_MEASURED_KB = 10_000       # the relays' bandwidth in the authorities' bandwidth file (traffic): above the Fast threshold
+TRAFFIC_PORTS_BELOW = 64         # the sink and the clients' SOCKS ports sit below the authorities' 64 ports
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
@@ -220,6 +223,7 @@ class TorNetwork:
         self.directory_at: float | None = None      # every relay held the directory (the end of the warm-up)
         self.holding: dict[str, dict] = {}          # relay -> its directory_held figures, once it held it
         self._next_check = 0.0
+        self.fingerprints: dict[str, str] = {}      # relay -> identity fingerprint (made at build with `traffic`)
 
     # authorities' ports sit just below port_base (relays use [port_base, port_base + 1024) and the same + 2048)
     def build(self, replicas: list) -> None:
@@ -238,13 +242,17 @@ class TorNetwork:
             a.v3ident = re.search(r"^fingerprint ([0-9A-F]{40})$", cert, re.M).group(1)
             a.fingerprint = self._fingerprint(a.datadir, a.nick)
             self.authorities.append(a)
+        self.relays = list(replicas)
+        if self.sc.traffic:      # the relays' identity keys made now: the authorities vote them by fingerprint
+            self.fingerprints = {r.name: self._fingerprint(r.workdir / "data", nickname(r.name)) for r in replicas}
         for a in self.authorities:
             (a.datadir / "torrc").write_text(self._torrc(a.nick, a.datadir, a.or_port, a.dir_port, authority=True))
         for r in replicas:
             extra = self.sc.torrc + r.group.torrc
             (r.workdir / "torrc").write_text(self._torrc(nickname(r.name), r.workdir / "data", r.port + OR_PORT_OFFSET,
                                                          r.port if serves_directory(extra) else None, extra=extra))
-        self.relays = list(replicas)
+        if self.sc.traffic:
+            self._build_traffic()
         (self.dir / "network.json").write_text(json.dumps({
             "tor": self.tor, "voting_interval_s": self.sc.voting_interval,
             "authorities": [{"nick": a.nick, "dir_port": a.dir_port, "or_port": a.or_port, "v3ident": a.v3ident,
@@ -269,7 +277,7 @@ class TorNetwork:
                  "RunAsDaemon 0", "SafeLogging 0", "ShutdownWaitLength 0", "Address 127.0.0.1", "SocksPort 0",
                  f"ORPort 127.0.0.1:{or_port}",
                  *([f"DirPort 127.0.0.1:{dir_port}", "DirCache 1"] if dir_port is not None else []),
-                 "ExitRelay 0", "ExitPolicy reject *:*", "AssumeReachable 1", "ContactInfo alloclab@test.invalid",
+                 *self._exit_lines(), "AssumeReachable 1", "ContactInfo alloclab@test.invalid",
                  "PublishServerDescriptor 1", "DownloadExtraInfo 1", "FetchUselessDescriptors 1",
                  "V3AuthNIntervalsValid 3",
                  *[a.line for a in self.authorities]]
@@ -280,10 +288,93 @@ class TorNetwork:
                       f"V3AuthVoteDelay {delay}", f"V3AuthDistDelay {delay}", "TestingV3AuthVotingStartOffset 0"]
             if self.sc.routers:          # the descriptor-only routers have no ORPort to test: vote them Running
                 lines += ["AuthDirTestReachability 0"]
-            if self.sc.variant == "co-guard":   # the relays under test (all on 127.0.0.1; routers are 127.100+) are guards
+            if self.sc.traffic:      # the relays under test (not the authorities) are guards and exits (to the sink
+                under_test = ",".join(f"${fp}" for fp in self.fingerprints.values())   # only), measured fast enough for Fast
+                lines += [f"TestingDirAuthVoteGuard {under_test}", "TestingDirAuthVoteGuardIsStrict 1",
+                          f"TestingDirAuthVoteExit {under_test}", "TestingDirAuthVoteExitIsStrict 1",
+                          f"V3BandwidthsFile {self.dir / TRAFFIC_DIR / 'bandwidths'}"]
+            elif self.sc.variant == "co-guard":   # the relays under test (all on 127.0.0.1; routers are 127.100+) are guards
                 lines += ["TestingDirAuthVoteGuard 127.0.0.1", "TestingDirAuthVoteGuardIsStrict 1"]
         lines += ["# the experiment's own options (scenario, then group): later lines win", *extra]
         return "".join(line + "\n" for line in lines)
+
+    # ---- relay traffic (`traffic`): per group a tor client whose circuits use only that group's relays ----
+    @property
+    def sink_port(self) -> int:
+        return self.exp.port_base - TRAFFIC_PORTS_BELOW - 1
+
+    def socks_port(self, group_index: int) -> int:
+        return self.sink_port - 1 - group_index
+
+    def _exit_lines(self) -> list[str]:
+        """Relays are not exits, except with `traffic`: then exits to the sink's port only (the
+        namespace holds nothing but loopback; `accept *:PORT`, as a port-only policy is what a
+        microdescriptor carries and clients choose exits by)."""
+        if not self.sc.traffic:
+            return ["ExitRelay 0", "ExitPolicy reject *:*"]
+        return ["ExitRelay 1", f"ExitPolicy accept *:{self.sink_port}", "ExitPolicy reject *:*", "ExitPolicyRejectPrivate 0",
+                "ExitPolicyRejectLocalInterfaces 0", "ServerDNSDetectHijacking 0"]
+
+    def _build_traffic(self) -> None:
+        """The relays' identity keys made now (their fingerprints name each group's relays in its
+        client's EntryNodes, MiddleNodes and ExitNodes), and one tor client's torrc per group."""
+        fps = self.fingerprints
+        (self.dir / TRAFFIC_DIR).mkdir(parents=True, exist_ok=True)
+        # a circuit's every hop must be Fast (a guard Stable and Fast too): the relays' observed bandwidth
+        # is 0 until they carry traffic, so the authorities read them as measured (a bandwidth file, as
+        # from the public network's bandwidth scanners) at RELAY_MEASURED_KB
+        (self.dir / TRAFFIC_DIR / "bandwidths").write_text(
+            f"{int(time.time())}\n" + "".join(f"node_id=${fp} bw={RELAY_MEASURED_KB}\n" for fp in fps.values()))
+        for i, g in enumerate(self.exp.groups):
+            cdir = self.dir / TRAFFIC_DIR / f"client{i}"
+            cdir.mkdir(parents=True, exist_ok=True)
+            nodes = ",".join(f"${fps[r.name]}" for r in self.relays if r.group.name == g.name)
+            others = ",".join(f"${fps[r.name]}" for r in self.relays if r.group.name != g.name)
+            lines = ["# written by alloclab (tor-network scenario, traffic): a client using only this group's relays",
+                     "TestingTorNetwork 1", f"DataDirectory {cdir / 'data'}", f"Log notice file {cdir / 'notice.log'}",
+                     "RunAsDaemon 0", "SafeLogging 0", "ShutdownWaitLength 0", f"SocksPort 127.0.0.1:{self.socks_port(i)}",
+                     "ClientUseIPv6 0", "ClientRejectInternalAddresses 0", "DownloadExtraInfo 0",
+                     # every hop a relay of this group: first hops are the Guards (only the relays under test
+                     # are voted Guard) but those of other groups; no guard state (UseEntryGuards 0: each
+                     # circuit picks its first hop anew, and a guard would need the Stable flag, days of uptime)
+                     "UseEntryGuards 0", f"MiddleNodes {nodes}", f"ExitNodes {nodes}", *([f"ExcludeNodes {others}"] if others else []),
+                     "StrictNodes 0", "LearnCircuitBuildTimeout 0", "CircuitBuildTimeout 30",
+                     # conflux legs need distinct guards and middles: three relays cannot give two legs
+                     "ConfluxEnabled 0",
+                     *[a.line for a in self.authorities]]
+            (cdir / "torrc").write_text("".join(line + "\n" for line in lines))
+
+    def traffic_support(self) -> list[tuple[str, list[str], Path]]:
+        """The sink and each group's tor client, started with the relays (the clients bootstrap
+        during the warm-up)."""
+        if not self.sc.traffic:
+            return []
+        tdir = self.dir / TRAFFIC_DIR
+        out = [("sink", [sys.executable, str(Path(__file__).with_name("traffic.py")), "sink", "--port", str(self.sink_port),
+                         "--out", str(tdir / "sink.json")], tdir)]
+        for i in range(len(self.exp.groups)):
+            cdir = tdir / f"client{i}"
+            out.append((f"client{i}", [self.tor, "-f", str(cdir / "torrc"), "--defaults-torrc", "/dev/null"], cdir))
+        return out
+
+    def traffic_commands(self) -> list[tuple[str, list[str], Path]]:
+        """Each group's streams through its client, for the load phase (+ 60 s, as the directory load)."""
+        duration = (self.exp.phases.load or 3600.0) + 60
+        tdir = self.dir / TRAFFIC_DIR
+        return [(g.name, [sys.executable, str(Path(__file__).with_name("traffic.py")), "client", "--socks", str(self.socks_port(i)),
+                          "--target", str(self.sink_port), "--rate", f"{self.sc.traffic * 1000:g}",
+                          "--out", str(tdir / f"client{i}.json"), "--duration", f"{duration:g}",
+                          "--seed", str(self.exp.seed * 100 + i)], tdir)
+                for i, g in enumerate(self.exp.groups)]
+
+    def traffic_counts(self) -> dict[str, dict]:
+        out = {}
+        for i, g in enumerate(self.exp.groups):
+            try:
+                out[g.name] = json.loads((self.dir / TRAFFIC_DIR / f"client{i}.json").read_text())
+            except (OSError, ValueError):
+                out[g.name] = {}
+        return out
 
     def router_command(self) -> tuple[list[str], Path] | None:
         """The descriptor-only routers (alloclab/tor/routers.py) that fill the directory to
@@ -428,6 +519,8 @@ class TorScenario:
         self.exp = exp
         self.network: TorNetwork | None = None      # made by setup, in the run directory
         self.failed: str | None = None              # why the network did not form
+        self.hold_over = False                      # the warm-up's hold ended without the directory
+        self.traffic_started = False
 
     def prepare(self, resolve: Callable[[str], str]) -> None:
         check(self.exp, resolve)
@@ -469,6 +562,8 @@ class TorScenario:
                 with run.store.transaction():
                     run.store.add_event(net.consensus_at, "tor_consensus", f"{len(net.authorities)} authorit{'y' if len(net.authorities) == 1 else 'ies'} published "
                                         f"a consensus (valid-after {got[0]}) after {waited:.0f} s")
+                for nick, argv, cwd in net.traffic_support():     # the sink and the groups' clients
+                    run.start_support(argv, cwd, cwd / f"{nick}.stdout.log", cwd / f"{nick}.stderr.log")
                 run.on_setup(f"consensus published after {waited:.0f} s; starting the relays")
                 return None
             if run.stop_reason:
@@ -504,6 +599,13 @@ class TorScenario:
             listed = max(h["listed"] for h in net.holding.values())
             run.store.add_event(now, "tor_directory_held", f"all {len(net.relays)} relays hold the directory (a consensus "
                                 f"of {listed:,} routers and their descriptors), {now - run.started_wall:.0f} s after they started")
+        if (self.exp.scenario.traffic and not self.traffic_started and (net.directory_at is not None or self.hold_over)
+                and now - run.started_wall >= self.exp.phases.warmup):      # the load begins: circuits with it
+            self.traffic_started = True
+            for name, argv, cwd in net.traffic_commands():
+                run.start_support(argv, cwd, cwd / f"{nickname(name)}.stdout.log", cwd / f"{nickname(name)}.stderr.log")
+            run.store.add_event(now, "tor_traffic", f"each group's client starts streams through its relays, "
+                                f"{self.exp.scenario.traffic:g} KB a second at most")
 
     def holds_warmup(self, run, elapsed: float, now: float) -> bool:
         """The warm-up goes on past its planned end until every relay holds the directory
@@ -514,6 +616,7 @@ class TorScenario:
             return False
         if elapsed < self.exp.phases.warmup + self.exp.scenario.consensus_timeout:
             return True
+        self.hold_over = True
         run.store.add_event(now, "tor_directory_incomplete", f"{len(net.holding)} of {len(net.relays)} relays held the "
                             f"directory when the warm-up's hold ended ({self.exp.scenario.consensus_timeout:g} s past its plan)")
         return False
@@ -532,20 +635,28 @@ class TorScenario:
             run.store.add_event(now, "tor_load", f"{r.name}: {c.get('served', 0)} of {c.get('requests', 0)} directory "
                                 f"requests served ({c.get('diffs_served', 0)} consensus diffs, {c.get('bytes', 0):,} bytes)",
                                 r.id, r.group.name)
+        traffic = self.network.traffic_counts() if self.exp.scenario.traffic else {}
+        for g, c in traffic.items():
+            run.store.add_event(now, "tor_traffic", f"{g}: {c.get('streams', 0):,} streams through its relays "
+                                f"({c.get('failed', 0):,} failed) on {c.get('circuits', 0):,} circuits, "
+                                f"{c.get('bytes_down', 0) + c.get('bytes_up', 0):,} bytes", None, g)
         run.store.set_meta(tor_network=json.dumps({
             "consensus_at": self.network.consensus_at, "relays_ready_at": self.network.relays_ready_at,
             "directory_at": self.network.directory_at, "holding": self.network.holding,
             "relays_listed": self.network.relays_listed(), "load": counts,
-            "routers": self.network.routers_status(), "consensus_bytes": self.network.consensus_bytes()}))
+            "routers": self.network.routers_status(), "consensus_bytes": self.network.consensus_bytes(), "traffic": traffic}))
 
     def progress_column(self, replicas_by_group: dict[str, list]) -> tuple[str, dict[str, str]] | None:
         """Directory requests each group's relays served so far ("– (DirCache 0)" without a DirPort)."""
         if self.network is None:
             return None
         served = self.network.load_counts()
-        return "dir requests served", {
-            g: f"{sum((served.get(r.name) or {}).get('served', 0) for r in reps):,}" if self.has_load(reps[0])
-            else "– (DirCache 0)" for g, reps in replicas_by_group.items()}
+        column = {g: f"{sum((served.get(r.name) or {}).get('served', 0) for r in reps):,}" if self.has_load(reps[0])
+                  else "– (DirCache 0)" for g, reps in replicas_by_group.items()}
+        if not self.exp.scenario.traffic:
+            return "dir requests served", column
+        streams = self.network.traffic_counts()
+        return "dir requests served; streams", {g: f"{v}; {(streams.get(g) or {}).get('streams', 0):,}" for g, v in column.items()}
 
     def failure(self, run_dir: Path) -> UserError | None:
         if not self.failed:

@@ -69,3 +69,25 @@ def test_peers_exclude_the_replica_asking():
     sd, k = p.others_sd(0.0)
     assert k == 3 and sd > 0.2
     assert p.others_sd(0.25)[1] == 4                     # not a member: every member is a peer
+
+
+def test_a_widened_replica_says_why_it_is_not_growing():
+    """The replica of the widened test above through analysis' second pass: its word is not
+    Growing and its reason names the peers' spread and what it cannot tell."""
+    from alloclab.analysis.load import Segment, Series
+    from alloclab.analysis.replica import replica_stats_steady, repooled
+    rng = np.random.default_rng(3)
+    ys = sim.two_scale(rng, 5, T)
+    firsts = []
+    for k, y in enumerate(ys):
+        nan = np.full(len(T), np.nan)
+        t = 1_700_000_000 + T
+        s = Series(k, f"r{k}", "g", True, t, y, np.array(["load"] * len(T), dtype=object), nan, nan, np.zeros(len(T)), nan,
+                   [Segment(float(t[0]), float(t[-1]), "g", "whole run")])
+        firsts.append(replica_stats_steady(s))
+    pool = growth_pool([r.change_share for r, _ in firsts], [r.window_h * 3600 for r, _ in firsts])
+    r, steady = firsts[2]
+    assert r.status == "Growing"
+    again = repooled(r, steady, pool)
+    assert again.status != "Growing" and "cannot be told from that wander" in again.status_reason
+    assert again.change_lo < 0 < again.change_hi and again is not r and r.status == "Growing"

@@ -831,12 +831,15 @@ def main() -> int:
     ap.add_argument("--datasets", type=int, default=0, help="datasets per scenario row (--part scenarios / cycles / user-path; default 200 / 100 / 30), "
                     "simulations per row (--part gates / growth-frontier; 1000 / 200), groups per row (--part pooled / pooled-short; 200)")
     ap.add_argument("--replicas", default="5,3", help="group sizes of --part pooled (comma-separated)")
+    ap.add_argument("--cells", default="", help="--part pooled / pooled-short: only the series whose names start with these "
+                    "(comma-separated, e.g. 'flat two-scale')")
     ap.add_argument("--seed", type=int, default=20261122, help="seed of every simulation")
     ap.add_argument("--part", default="all", choices=["all", "status", "growth", "compare", "sequential", "identical", "tor-verdict",
                                                       "scenarios", "cycles", "two-scale", "staircases", "user-path", "gates", "staircase-reach", "growth-frontier", "pooled", "pooled-path", "ratchet-pooled", "pooled-short"],
                     help="run one part only")
     args = ap.parse_args()
     n = 60 if args.quick else 1000
+    cells = tuple(c.strip() for c in args.cells.split(",") if c.strip()) or None
     started = time.monotonic()
     parts = {   # each part has its own stream, so a part's figures do not depend on which others ran
         "status": lambda rng: status_words(rng, n // 2 if args.quick else 400),
@@ -857,10 +860,10 @@ def main() -> int:
         "ratchet-pooled": lambda rng: ratchet_pooled(rng, args.datasets or (12 if args.quick else 60)),
         "pooled-path": lambda rng: pooled_path(rng, args.datasets or (10 if args.quick else 40)),
         "pooled": lambda rng: growth_pooled(rng, args.datasets or (20 if args.quick else 200),
-                                            tuple(int(k) for k in args.replicas.split(","))),
+                                            tuple(int(k) for k in args.replicas.split(",")), POOLED_DESIGNS, cells),
         "pooled-short": lambda rng: growth_pooled(rng, args.datasets or (20 if args.quick else 200),
                                                   tuple(int(k) for k in args.replicas.split(",")), SHORT_DESIGNS,
-                                                  ("flat two-scale", "+10% in two-scale", "+10%, AR(1)")),
+                                                  cells or ("flat two-scale", "+10% in two-scale", "+10%, AR(1)")),
     }
     for k, (name, part) in enumerate(parts.items()):
         if args.part == name or (args.part == "all" and name not in ("cycles", "pooled-short")):   # cycles: a larger run of scenarios' first rows

@@ -296,7 +296,7 @@ def growth_pool(shares: list[float], windows_s: list[float]) -> GrowthPool | Non
     return GrowthPool(float(c.std(ddof=1)), int(len(c)), mid, tuple(float(x) for x in c))
 
 
-def pooled(g: Growth | None, pool: GrowthPool | None) -> Growth | None:
+def pooled(g: Growth | None, pool: GrowthPool | None, *, widen: float | None = None) -> Growth | None:
     """g's interval set by its group's spread: narrowed where the group scatters less than g's own
     interval assumes, widened where its peers scatter more.
 
@@ -315,7 +315,9 @@ def pooled(g: Growth | None, pool: GrowthPool | None) -> Growth | None:
     coarse scales did not see it), its peers' changes still scatter with it — 10 of the 11 flat
     two-scale replicas called Growing at 3 days had their own interval binding while their
     group's spread was 2–4× wider. The others only (leave-one-out): a lone grower among flat
-    replicas is not widened by its own growth, so it keeps its own interval. A floor, not an
+    replicas is not widened by its own growth, so it keeps its own interval (`widen`: the
+    multiplier, RULES growth_pool_widen unless given; 0 narrows only, as the calibration's
+    comparison with the earlier rule does). A floor, not an
     interval of its own: 1.96 left 1.1% Growing at 1.5 days; t(n − 2) quantiles (a prediction
     interval on the peers alone: 3.18 at n = 5, 12.7 at n = 3) cost groups of 3 their power
     (+10% at 3 days: 90% -> 38%); 2.5 costs < 1 point (docs/analysis.md)."""
@@ -332,8 +334,9 @@ def pooled(g: Growth | None, pool: GrowthPool | None) -> Growth | None:
         half, how = narrow, (f"narrowed by the spread of {pool.n} replicas' changes over their windows "
                              f"(SD {pool.share_sd:.1%} of the level, t with {pool.n - 1} df)")
     peers = pool.others_sd(g.change_share)
-    if peers is not None and RULES["growth_pool_widen"] * peers[0] * g.level_mb > half:
-        half, how = RULES["growth_pool_widen"] * peers[0] * g.level_mb, (
+    k = RULES["growth_pool_widen"] if widen is None else widen
+    if peers is not None and k * peers[0] * g.level_mb > half:
+        half, how = k * peers[0] * g.level_mb, (
             f"widened to the spread of the other {peers[1]} replicas' changes (SD {peers[0]:.1%} of the level: "
             "a wander slower than this series shows)")
     if half == own:

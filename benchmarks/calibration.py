@@ -485,11 +485,21 @@ def staircases(rng: np.random.Generator, n: int) -> None:
             rate(sum(w == "Ratcheting" for w in ws), n), "stated", n)
 
 
-def growth_pooled(rng: np.random.Generator, n: int, sizes: tuple[int, ...] = (5, 3)) -> None:
-    """Per-replica growth intervals narrowed by the group's spread (stats.growth_pool / pooled):
+POOLED_DESIGNS = (("1.5 d @ 10 min", 1.5 * 86400, 600.0), ("3 d @ 5 min", 3 * 86400, 300.0),
+                  ("9 d @ 15 min", 9 * 86400, 900.0))
+# windows as long as the slow wander's autocorrelation time (1.7 d) or shorter
+SHORT_DESIGNS = (("0.5 d @ 5 min", 0.5 * 86400, 300.0), ("1 d @ 5 min", 86400.0, 300.0),
+                 ("1.7 d @ 10 min", 1.7 * 86400, 600.0))
+
+
+def growth_pooled(rng: np.random.Generator, n: int, sizes: tuple[int, ...] = (5, 3), designs=POOLED_DESIGNS,
+                  only: tuple[str, ...] | None = None) -> None:
+    """Per-replica growth intervals set by the group's spread (stats.growth_pool / pooled: narrowed
+    where the group scatters less, widened to its peers' spread where they scatter more):
     groups of 3 and 5 replicas, each replica's own series; coverage and Growing on flat two-scale
-    noise, power for +10% on one-scale AR(1), a lone grower among flat replicas, flat AR(1) at
-    φ 0.95 / 0.99, and a daily cycle every replica shares (the spread does not see it)."""
+    noise, power for +10% on one-scale AR(1) and on two-scale noise, a lone grower among flat
+    replicas, flat AR(1) at φ 0.95 / 0.99, and a daily cycle every replica shares (the spread
+    does not see it). `only`: the cells whose names start with these."""
     from alloclab.stats import growth_pool, pooled
     growing_words = ("Growing", "Bloating")
 
@@ -503,16 +513,18 @@ def growth_pooled(rng: np.random.Generator, n: int, sizes: tuple[int, ...] = (5,
         return y
     cells = (("flat two-scale (AR(1) 2% φ 0.9 + slow wander 3%, τ 1.7 d)", lambda r, m, t: sim.two_scale(r, m, t, fast_phi=0.9), 0.0),
              ("+10%, AR(1) 2% φ 0.95", lambda r, m, t: sim.growing(r, m, t, share=0.10, phi=0.95, sd_share=0.02), 10.0),
+             ("+10% in two-scale noise (AR(1) 2% φ 0.9 + slow wander 3%, τ 1.7 d)",
+              lambda r, m, t: sim.two_scale(r, m, t, fast_phi=0.9, share=0.10), 10.0),
              ("flat AR(1) 2% φ 0.95", lambda r, m, t: sim.flat(r, m, t, phi=0.95, sd_share=0.02), 0.0),
              ("flat AR(1) 2% φ 0.99", lambda r, m, t: sim.flat(r, m, t, phi=0.99, sd_share=0.02), 0.0),
              ("daily cycle ±4% shared by the group (AR(1) 1% φ 0.9)", cycle, 0.0),
              ("one replica +10% among flat ones (AR(1) 2% φ 0.95): that replica", lone, None))
+    cells = tuple(c for c in cells if only is None or c[0].startswith(only))
     for m in sizes:
-        for label, window, dt in (("1.5 d @ 10 min", 1.5 * 86400, 600.0), ("3 d @ 5 min", 3 * 86400, 300.0),
-                                  ("9 d @ 15 min", 9 * 86400, 900.0)):
+        for label, window, dt in designs:
             t = sim.times(window, dt)
             for name, make, truth in cells:
-                cover = above = word = own_above = own_word = total = 0
+                cover = above = word = own_above = own_word = narrow_above = narrow_word = total = 0
                 for _ in range(n):
                     ys = make(rng, m, t)
                     gs = [growth(t, y) for y in ys]
@@ -525,17 +537,21 @@ def growth_pooled(rng: np.random.Generator, n: int, sizes: tuple[int, ...] = (5,
                         cover += p.change_lo <= true <= p.change_hi
                         above += p.change_lo > 0
                         own_above += g.change_lo > 0
+                        q = pooled(g, pool, widen=0.0)         # the session-8 rule: narrowed only
+                        narrow_above += q.change_lo > 0
                         word += classify(t, y, growth=p).word in (growing_words if truth == 0.0 else growing_words + ("Ratcheting",))
                         if truth == 0.0:
                             own_word += classify(t, y, growth=g).word in growing_words
+                            narrow_word += classify(t, y, growth=q).word in growing_words
                         total += 1
                 if truth == 0.0:
                     row(f"pooled, n = {m}, {name}, {label}: interval coverage", rate(cover, total), "≥ 93%", total)
-                    row(f"pooled, n = {m}, {name}, {label}: replicas Growing/Bloating (own interval alone)",
-                        f"{rate(word, total)} ({own_word / total:.1%})", "≤ 1%", total)
+                    row(f"pooled, n = {m}, {name}, {label}: replicas Growing/Bloating (own interval alone; narrowed only)",
+                        f"{rate(word, total)} ({own_word / total:.1%}; {narrow_word / total:.1%})", "≤ 1%", total)
                 else:
-                    row(f"pooled, n = {m}, {name}, {label}: interval above 0 (own interval alone)",
-                        f"{rate(above, total)} ({own_above / total:.1%})", "stated (≈ 94% before the coarse scales)", total)
+                    row(f"pooled, n = {m}, {name}, {label}: interval above 0 (own interval alone; narrowed only)",
+                        f"{rate(above, total)} ({own_above / total:.1%}; {narrow_above / total:.1%}); coverage {cover / total:.1%}",
+                        "stated" if "two-scale" in name else "stated (≈ 94% before the coarse scales)", total)
                     row(f"pooled, n = {m}, {name}, {label}: a growth word (Growing/Bloating/Ratcheting)", rate(word, total), "stated", total)
 
 
@@ -816,14 +832,17 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="smoke test: fewer simulations")
     ap.add_argument("--datasets", type=int, default=0, help="datasets per scenario row (--part scenarios / cycles / user-path; default 200 / 100 / 30), "
-                    "simulations per row (--part gates / growth-frontier; 1000 / 200), groups per row (--part pooled; 200)")
+                    "simulations per row (--part gates / growth-frontier; 1000 / 200), groups per row (--part pooled / pooled-short; 200)")
     ap.add_argument("--replicas", default="5,3", help="group sizes of --part pooled (comma-separated)")
+    ap.add_argument("--cells", default="", help="--part pooled / pooled-short: only the series whose names start with these "
+                    "(comma-separated, e.g. 'flat two-scale')")
     ap.add_argument("--seed", type=int, default=20261122, help="seed of every simulation")
     ap.add_argument("--part", default="all", choices=["all", "status", "growth", "compare", "sequential", "identical", "tor-verdict",
-                                                      "scenarios", "cycles", "two-scale", "staircases", "user-path", "gates", "staircase-reach", "growth-frontier", "pooled", "pooled-path", "ratchet-pooled"],
+                                                      "scenarios", "cycles", "two-scale", "staircases", "user-path", "gates", "staircase-reach", "growth-frontier", "pooled", "pooled-path", "ratchet-pooled", "pooled-short"],
                     help="run one part only")
     args = ap.parse_args()
     n = 60 if args.quick else 1000
+    cells = tuple(c.strip() for c in args.cells.split(",") if c.strip()) or None
     started = time.monotonic()
     parts = {   # each part has its own stream, so a part's figures do not depend on which others ran
         "status": lambda rng: status_words(rng, n // 2 if args.quick else 400),
@@ -844,10 +863,13 @@ def main() -> int:
         "ratchet-pooled": lambda rng: ratchet_pooled(rng, args.datasets or (12 if args.quick else 60)),
         "pooled-path": lambda rng: pooled_path(rng, args.datasets or (10 if args.quick else 40)),
         "pooled": lambda rng: growth_pooled(rng, args.datasets or (20 if args.quick else 200),
-                                            tuple(int(k) for k in args.replicas.split(","))),
+                                            tuple(int(k) for k in args.replicas.split(",")), POOLED_DESIGNS, cells),
+        "pooled-short": lambda rng: growth_pooled(rng, args.datasets or (20 if args.quick else 200),
+                                                  tuple(int(k) for k in args.replicas.split(",")), SHORT_DESIGNS,
+                                                  cells or ("flat two-scale", "+10% in two-scale", "+10%, AR(1)")),
     }
     for k, (name, part) in enumerate(parts.items()):
-        if args.part == name or (args.part == "all" and name != "cycles"):   # cycles: a larger run of scenarios' first rows
+        if args.part == name or (args.part == "all" and name not in ("cycles", "pooled-short")):   # cycles: a larger run of scenarios' first rows
             part(np.random.default_rng([args.seed, k]))
     print(f"| figure | measured | target | simulations |\n|---|---|---|---|")
     for name, value, target, k in ROWS:

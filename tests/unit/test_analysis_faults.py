@@ -144,3 +144,27 @@ def test_skipped_ticks_gather_into_one_event_a_minute():
     assert not s.due(s.last_record + 30)      # then at most one event a minute
     assert s.due(s.last_record + 61)
     assert s.take(1.0).startswith("1 sampling tick skipped") and s.total == 4
+
+
+def test_the_pooled_pass_does_not_compute_growth_again(tmp_path, monkeypatch):
+    """Each replica's growth is computed once: the group's pooled interval re-decides the word from
+    it (it re-ran replica_stats, growth included, for every pooled replica); the words are those
+    of replica_stats with the pool."""
+    from alloclab import stats
+    from alloclab.analysis import replica_stats
+    from alloclab.analysis.load import load_series, segment
+    st = _store(tmp_path, {}, grow={"a-1"})
+    calls = []
+    real = stats.growth
+    monkeypatch.setattr(stats, "growth", lambda *a, **k: calls.append(1) or real(*a, **k))
+    a = analyse(st)
+    assert len(calls) == len(a.replicas) == 10
+    monkeypatch.setattr(stats, "growth", real)
+    series = load_series(st, "rss")
+    segment(st, series)
+    by = {s.name: s for s in series}
+    for g in ("a", "b"):
+        rs = [r for r in a.replicas if r.group == g]
+        pool = stats.growth_pool([r.change_share for r in rs], [r.window_h * 3600 for r in rs])
+        assert pool is not None
+        assert [r.status for r in rs] == [replica_stats(by[r.name], pool=pool).status for r in rs]

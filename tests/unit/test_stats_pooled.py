@@ -1,8 +1,8 @@
-"""stats.growth_pool / pooled: a replica's growth interval narrowed by its group's spread."""
+"""stats.growth_pool / pooled: a replica's growth interval narrowed or widened by its group's spread."""
 import numpy as np
 
 from alloclab.stats import calibration as sim
-from alloclab.stats import growth, growth_pool, pooled
+from alloclab.stats import RULES, growth, growth_pool, pooled
 
 T = sim.times(3 * 86400.0, 1800.0)      # 3 days every 30 min: the coarse scales apply, and it is quick
 
@@ -44,3 +44,50 @@ def test_a_pool_needs_three_replicas_over_alike_windows():
     assert growth_pool([0.01, 0.02, 0.03], [86400.0, 86400.0, 3 * 86400.0]) is None
     p = growth_pool([0.01, 0.02, 0.03, 0.5], [86400.0, 86400.0, 86400.0, 9 * 86400.0])
     assert p is not None and p.n == 3 and abs(p.share_sd - 0.01) < 1e-12
+
+
+def test_a_slow_wander_its_own_interval_missed_is_widened_to_its_peers_spread():
+    """Flat two-scale noise (fast AR(1) 2% + slow wander 3%, τ 1.7 d): replica 2 rose 7.7% and its
+    own (coarse-scale) interval excludes 0 — Growing on its own — while its four peers' changes
+    scatter 2–4× wider; the old pooled() only narrowed, so it stayed Growing."""
+    from alloclab.stats import classify
+    rng = np.random.default_rng(3)
+    ys = sim.two_scale(rng, 5, T)
+    gs, pool = _group(ys)
+    g = gs[2]
+    assert g.change_lo > 0 and g.change_share > 0.05 and classify(T, ys[2], growth=g).word == "Growing"
+    p = pooled(g, pool)
+    assert p.change_lo < 0 < p.change_hi and "widened" in p.pooled
+    assert classify(T, ys[2], growth=p).word != "Growing"
+    sd, k = pool.others_sd(g.change_share)
+    assert k == 4 and abs((p.change_hi - p.change_mb) - RULES["growth_pool_widen"] * sd * g.level_mb) < 1e-9
+
+
+def test_peers_exclude_the_replica_asking():
+    p = growth_pool([0.0, 0.01, -0.01, 0.5], [86400.0] * 4)
+    assert p.others_sd(0.5) == (0.01, 3)                 # a lone grower is not widened by its own growth
+    sd, k = p.others_sd(0.0)
+    assert k == 3 and sd > 0.2
+    assert p.others_sd(0.25)[1] == 4                     # not a member: every member is a peer
+
+
+def test_a_widened_replica_says_why_it_is_not_growing():
+    """The replica of the widened test above through analysis' second pass: its word is not
+    Growing and its reason names the peers' spread and what it cannot tell."""
+    from alloclab.analysis.load import Segment, Series
+    from alloclab.analysis.replica import replica_stats_steady, repooled
+    rng = np.random.default_rng(3)
+    ys = sim.two_scale(rng, 5, T)
+    firsts = []
+    for k, y in enumerate(ys):
+        nan = np.full(len(T), np.nan)
+        t = 1_700_000_000 + T
+        s = Series(k, f"r{k}", "g", True, t, y, np.array(["load"] * len(T), dtype=object), nan, nan, np.zeros(len(T)), nan,
+                   [Segment(float(t[0]), float(t[-1]), "g", "whole run")])
+        firsts.append(replica_stats_steady(s))
+    pool = growth_pool([r.change_share for r, _ in firsts], [r.window_h * 3600 for r, _ in firsts])
+    r, steady = firsts[2]
+    assert r.status == "Growing"
+    again = repooled(r, steady, pool)
+    assert again.status != "Growing" and "cannot be told from that wander" in again.status_reason
+    assert again.change_lo < 0 < again.change_hi and again is not r and r.status == "Growing"

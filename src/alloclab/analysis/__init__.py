@@ -21,7 +21,8 @@ from .compare import GroupComparison, compare_groups
 from .duplicates import Duplicate, drop_duplicates
 from .hosts import HostFactor, host_factor
 from .load import METRIC_COLUMN, LabelMapping, Segment, Series, is_imported, load_series, segment
-from .replica import ReplicaStats, classify, detect_warmup, release_events, replica_stats, theil_sen, usable
+from .replica import (ReplicaStats, SteadyGrowth, classify, detect_warmup, release_events, replica_stats,
+                      replica_stats_steady, repooled, theil_sen, usable)
 from .rules import RULES, STATUS_ORDER
 from .verdict import Recommendation, recommend
 from .warnings import Warning, collect, signal_name
@@ -170,26 +171,18 @@ def _group_growth(series: list[Series], reps: list[ReplicaStats], groups: list[s
     return stats.group_growth(starts, ends, lengths), spans
 
 
-def _pooled_growth(series: list[Series], reps: list[ReplicaStats], idle: bool,
-                   measured: dict[str, Segment]) -> list[ReplicaStats]:
+def _pooled_growth(reps: list[ReplicaStats], steady: list[SteadyGrowth | None]) -> list[ReplicaStats]:
     """The replicas again, each growth interval narrowed by its group's spread of changes where
-    that is narrower (stats.growth_pool / stats.pooled; the group: its verified, non-excluded
-    replicas with an interval). Replicas outside a pooled group are returned as they were."""
+    that is narrower (stats.growth_pool / stats.pooled; the group: its usable replicas with an
+    interval), from the first pass's growth (replica.repooled: the word is decided again, the
+    growth not computed again). Replicas outside a pooled group are returned as they were."""
     pools = {}
     for g in {r.group for r in reps}:
-        rs = [r for r in reps if r.group == g and r.verified is not False and r.excluded is None
-              and r.change_lo is not None and r.change_share is not None]
+        rs = [r for r in reps if r.group == g and usable(r) and r.change_lo is not None and r.change_share is not None]
         pool = stats.growth_pool([r.change_share for r in rs], [r.window_h * 3600 for r in rs])
         if pool is not None:
             pools[g] = pool
-    out = []
-    for s, r in zip(series, reps):
-        if r.group in pools and r.change_lo is not None:
-            again = replica_stats(s, idle_configured=idle, span=measured.get(s.name), pool=pools[r.group])
-            again.excluded = r.excluded
-            r = again
-        out.append(r)
-    return out
+    return [repooled(r, st, pools.get(r.group)) if r.change_lo is not None else r for r, st in zip(reps, steady)]
 
 
 def analyse(store: Store, metric: str | None = None) -> Analysis:
@@ -208,7 +201,8 @@ def analyse(store: Store, metric: str | None = None) -> Analysis:
     by_series = {s.name: s for s in series}
     measured = {r.replica: seg for r in restarts if r.after_end and window is not None
                 for seg in by_series[r.replica].segments if seg.start <= window.end <= seg.end}
-    reps = [replica_stats(s, idle_configured=bool(phases.get("idle")), span=measured.get(s.name)) for s in series]
+    firsts = [replica_stats_steady(s, idle_configured=bool(phases.get("idle")), span=measured.get(s.name)) for s in series]
+    reps, steady = [r for r, _ in firsts], [st for _, st in firsts]
     interval = float(meta.get("interval", 0) or 0)
     early = {r.replica: r for r in restarts if r.excluded}
     for r in reps:
@@ -218,7 +212,7 @@ def analyse(store: Store, metric: str | None = None) -> Analysis:
     listed: dict[str, set[str]] = {}
     for m in store.memberships():
         listed.setdefault(m["group_name"], set()).add(m["replica"])
-    reps = _pooled_growth(series, reps, bool(phases.get("idle")), measured)
+    reps = _pooled_growth(reps, steady)
     figures = end_figures(series, names, window, listed, set(early)) if window else {}
     # the level each replica enters the comparison with
     levels: dict[str, np.ndarray] = {}

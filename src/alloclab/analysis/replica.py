@@ -5,7 +5,7 @@ and the status word."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy import stats as sps
@@ -130,6 +130,15 @@ def _view(s: Series, start: float, end: float) -> Series:
                   s.cpu_s[m], s.lazyfree_mb[m], s.segments, s.exit_code, s.ended_at, s.end_kind)
 
 
+@dataclass(frozen=True)
+class SteadyGrowth:
+    """A replica's steady window and the growth of its own series, kept from replica_stats so a
+    group's pooled interval (stats.pooled) re-decides the word without computing growth again."""
+    t: np.ndarray
+    y: np.ndarray
+    growth: stats.Growth | None
+
+
 def replica_stats(s: Series, idle_configured: bool = False, span: Segment | None = None,
                   pool: stats.GrowthPool | None = None) -> ReplicaStats:
     """Statistics of the replica's clean span (none: the replica ends off its group's allocator),
@@ -138,11 +147,51 @@ def replica_stats(s: Series, idle_configured: bool = False, span: Segment | None
     load; idle release is measured only when the run configured an idle phase (no phase is invented).
     `pool`: the group's replicas' spread of changes (stats.growth_pool), which may narrow the
     growth interval (stats.pooled)."""
+    r, steady = replica_stats_steady(s, idle_configured, span)
+    return repooled(r, steady, pool)
+
+
+def repooled(r: ReplicaStats, steady: SteadyGrowth | None, pool: stats.GrowthPool | None) -> ReplicaStats:
+    """r with its growth interval narrowed by its group's pool (stats.pooled) and its word decided
+    again on that interval; r itself when the pool does not narrow it."""
+    if steady is None or pool is None:
+        return r
+    g = stats.pooled(steady.growth, pool)
+    if g is steady.growth:
+        return r
+    out = replace(r)
+    _set_growth_and_status(out, steady.t, steady.y, g)
+    own = steady.growth
+    if g.change_hi - g.change_lo > own.change_hi - own.change_lo and out.status not in ("Growing", "Bloating"):
+        # the word an operator reads beside a wide interval: why it is wide, and what it cannot tell
+        out.status_reason = "; ".join(x for x in (out.status_reason, (
+            f"changed {g.change_share:+.1%} of the level (95% interval {g.change_lo:+.1f} to {g.change_hi:+.1f} MB), "
+            f"the interval {g.pooled}: a change of this size over this window cannot be told from that wander")) if x)
+    return out
+
+
+def _set_growth_and_status(r: ReplicaStats, st: np.ndarray, sy: np.ndarray, g: stats.Growth | None) -> None:
+    if g is not None:
+        r.change_mb, r.change_lo, r.change_hi, r.change_share = g.change_mb, g.change_lo, g.change_hi, g.change_share
+        r.rate_supported = g.rate_mb_h is not None
+        r.slope_mb_h, r.slope_lo, r.slope_hi = g.rate_mb_h, g.rate_lo, g.rate_hi     # only where supported
+    if g is not None and g.change_lo is None and len(sy) >= 3:
+        r.slope_lo_ts = theil_sen((st - st[0]) / 3600, sy)[1]
+    try:
+        call = stats.classify(st, sy, verified=r.verified, growth=g) if len(sy) else None
+        r.status, r.status_reason = (call.word, call.reason) if call else (classify(r), "")
+    except NotImplementedError:
+        r.status = classify(r)
+
+
+def replica_stats_steady(s: Series, idle_configured: bool = False,
+                         span: Segment | None = None) -> tuple[ReplicaStats, SteadyGrowth | None]:
+    """replica_stats on the replica's own series, with what repooled() needs (None: no steady window)."""
     clean = span or s.clean
     r = ReplicaStats(s.name, s.group, s.verified, 0)
     if clean is None or not len(s.t):
         r.status = classify(r)
-        return r
+        return r, None
     s = _view(s, clean.start, clean.end)
     ok = ~np.isnan(s.mb)
     load = np.array([p in ("warmup", "load", None) for p in s.phase]) & ok
@@ -171,13 +220,7 @@ def replica_stats(s: Series, idle_configured: bool = False, span: Segment | None
         if np.any(~np.isnan(lf)) and r.steady_mb > 0:
             r.lazyfree_share = float(np.nanmedian(lf / sy))
             r.footprint_mb = float(np.nanmean(sy - lf))     # the level's own estimator (a mean): footprint ≤ level
-    g = stats.pooled(stats.growth(st, sy, level=r.steady_mb) if len(sy) >= 3 and r.window_h > 0 else None, pool)
-    if g is not None:
-        r.change_mb, r.change_lo, r.change_hi, r.change_share = g.change_mb, g.change_lo, g.change_hi, g.change_share
-        r.rate_supported = g.rate_mb_h is not None
-        r.slope_mb_h, r.slope_lo, r.slope_hi = g.rate_mb_h, g.rate_lo, g.rate_hi     # only where supported
-    if g is not None and g.change_lo is None and len(sy) >= 3:
-        r.slope_lo_ts = theil_sen((st - st[0]) / 3600, sy)[1]
+    g = stats.growth(st, sy, level=r.steady_mb) if len(sy) >= 3 and r.window_h > 0 else None
     r.release_events, r.largest_release_mb = release_events(sy, r.steady_mb or 0.0)   # steady window only
     if idle.any() and len(ly):
         # Idle release: the share of the load's level (its steady mean, the level every output
@@ -209,10 +252,5 @@ def replica_stats(s: Series, idle_configured: bool = False, span: Segment | None
             r.ops_per_s = float(d_ops / d_t)
             d_cpu = cpu[good][-1] - cpu[good][0]
             r.cpu_us_per_op = float(d_cpu / d_ops * 1e6) if not math.isnan(d_cpu) else None
-    try:
-        call = stats.classify(st, sy, verified=r.verified, growth=g) if len(sy) else None
-        r.status, r.status_reason = (call.word, call.reason) if call else (classify(r), "")
-    except NotImplementedError:
-        r.status = classify(r)
-    return r
-
+    _set_growth_and_status(r, st, sy, g)
+    return r, SteadyGrowth(st, sy, g)

@@ -17,11 +17,12 @@ growth.py
         The same question across replicas: log(end/start) per clean replica over the group's common
         window, one-sample t, Holm across groups; .word is "Growing"/"Bloating" when the group grows
         beyond the flat threshold (within-series intervals may be withheld; this test needs none).
-    growth_pool(shares, windows_s) -> GrowthPool | None;  pooled(growth, pool) -> Growth
+    growth_pool(shares, windows_s) -> GrowthPool | None;  pooled(growth, pool, *, widen=None) -> Growth
         A group's replicas' changes scatter by a measured SD (every noise scale in it); each
         replica's interval is narrowed to t(n−1) × that SD where narrower than its own
-        (floor: its finest scale's AR(1) bound), so a slow wander keeps its width only where the
-        group shows one.
+        (floor: its finest scale's AR(1) bound), and widened to RULES growth_pool_widen × the SD
+        of the *other* replicas' changes where that is wider, so a slow wander keeps its width
+        where the group shows one, and gets it where one series' own interval missed it.
     trend_edges(t_s, y, start, end, edge_s) -> (start_mb, end_mb, basis) | None
         A replica's level at a span's ends: over a day or more, the trend beside a fitted daily
         cycle (2 harmonics), so a cycle every replica shares is not growth; else edge medians.

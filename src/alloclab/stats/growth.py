@@ -15,7 +15,9 @@ quasi-differenced at that φ; normal reference. Noise on two time scales (a fast
 slow wander) defeats one AR(1) fitted at the finest scale, so the same variance is also taken on
 the series averaged into 128, 32 and 16 bins, and the largest kept where the fine model fails
 there (see growth()); that protection costs power on every series, and a group's replicas give it
-back where they scatter less than it assumes (pooled()). Calibration: benchmarks/calibration.py.
+back where they scatter less than it assumes, and widen it where their changes scatter more than
+it allows (a wander slower than its coarse scales could see; pooled()). Calibration:
+benchmarks/calibration.py.
 """
 from __future__ import annotations
 
@@ -47,7 +49,7 @@ class Growth:
     blocks: int                # effective independent samples the interval rests on, n·(1−φ)/(1+φ) at the bound
     tau_s: float               # autocorrelation time of the residuals (median-unbiased φ), seconds
     se_fine: float | None = None   # SE of change_mb from the finest scale's AR(1) bound alone (before the coarse scales)
-    pooled: str = ""           # how the group's replicas narrowed the interval (pool_replicas), "" if they did not
+    pooled: str = ""           # how the group's replicas set the interval (pooled()), "" if they did not
 
 
 def theil_sen_slope(t: np.ndarray, y: np.ndarray) -> float:
@@ -257,7 +259,7 @@ def growth(t_s: np.ndarray, y: np.ndarray, *, level: float | None = None, seed: 
                   se_fine=math.sqrt(var_fine) * window if math.isfinite(var_fine) and var_fine >= 0 else None)
 
 
-# ---- one replica's interval, narrowed by its group's replicas -------------------------------------
+# ---- one replica's interval, set by its group's replicas ------------------------------------------
 
 @dataclass(frozen=True)
 class GrowthPool:
@@ -267,6 +269,16 @@ class GrowthPool:
     share_sd: float            # SD of the replicas' change shares (ddof 1)
     n: int                     # replicas it rests on (df = n − 1)
     window_s: float            # their median window
+    shares: tuple[float, ...] = ()   # the change shares themselves (each replica's peers: others_sd)
+
+    def others_sd(self, share: float) -> tuple[float, int] | None:
+        """(SD, count) of the members' change shares other than one equal to `share` (the replica
+        asking: the pool was built from these very figures), all of them when none is; None
+        below 2."""
+        rest = list(self.shares)
+        if share in rest:
+            rest.remove(share)
+        return (float(np.std(rest, ddof=1)), len(rest)) if len(rest) >= 2 else None
 
 
 def growth_pool(shares: list[float], windows_s: list[float]) -> GrowthPool | None:
@@ -281,22 +293,34 @@ def growth_pool(shares: list[float], windows_s: list[float]) -> GrowthPool | Non
     c = np.array([c for c, w in ok if mid / k <= w <= mid * k])
     if len(c) < RULES["growth_pool_min_replicas"]:
         return None
-    return GrowthPool(float(c.std(ddof=1)), int(len(c)), mid)
+    return GrowthPool(float(c.std(ddof=1)), int(len(c)), mid, tuple(float(x) for x in c))
 
 
-def pooled(g: Growth | None, pool: GrowthPool | None) -> Growth | None:
-    """g's interval narrowed by its group's spread where that is narrower than g's own: the half
-    width becomes max(z · the finest scale's AR(1)-bound SE, t(n−1) · pool SD × level), never
-    wider than g's own (coarse-scale) half width.
+def pooled(g: Growth | None, pool: GrowthPool | None, *, widen: float | None = None) -> Growth | None:
+    """g's interval set by its group's spread: narrowed where the group scatters less than g's own
+    interval assumes, widened where its peers scatter more.
 
-    Why: the coarse scales protect one series against a slow wander it cannot tell from a trend,
-    and cost power on every series (54% for +10% at 3 days against 94%). Replicas of one group run
-    the same program on the same kind of host, so their changes' spread measures the estimate's
-    sampling SD at every time scale, with n − 1 degrees of freedom. Assumptions: the replicas'
-    noise is independent with a common share-of-level scale, and their true changes are alike
-    (unlike changes only widen the pool: conservative). A component every replica shares (a daily
-    cycle) is not in the spread: the finest scale's AR(1) bound is the floor. The cap keeps the
-    single-series interval wherever the group scatters more (a lone grower among flat replicas)."""
+    Narrowed: the half width becomes max(z · the finest scale's AR(1)-bound SE, t(n−1) · pool SD ×
+    level) where that is below g's own (coarse-scale) half width. Why: the coarse scales protect
+    one series against a slow wander it cannot tell from a trend, and cost power on every series
+    (54% for +10% at 3 days against 94%). Replicas of one group run the same program on the same
+    kind of host, so their changes' spread measures the estimate's sampling SD at every time scale,
+    with n − 1 degrees of freedom. Assumptions: the replicas' noise is independent with a common
+    share-of-level scale, and their true changes are alike (unlike changes only widen the pool:
+    conservative). A component every replica shares (a daily cycle) is not in the spread: the
+    finest scale's AR(1) bound is the floor.
+
+    Widened: the half width is at least RULES growth_pool_widen (2.5) × the SD of the *other*
+    replicas' change shares × level. Why: where one series' own interval misses a slow wander (its
+    coarse scales did not see it), its peers' changes still scatter with it — 10 of the 11 flat
+    two-scale replicas called Growing at 3 days had their own interval binding while their
+    group's spread was 2–4× wider. The others only (leave-one-out): a lone grower among flat
+    replicas is not widened by its own growth, so it keeps its own interval (`widen`: the
+    multiplier, RULES growth_pool_widen unless given; 0 narrows only, as the calibration's
+    comparison with the earlier rule does). A floor, not an
+    interval of its own: 1.96 left 1.1% Growing at 1.5 days; t(n − 2) quantiles (a prediction
+    interval on the peers alone: 3.18 at n = 5, 12.7 at n = 3) cost groups of 3 their power
+    (+10% at 3 days: 90% -> 38%); 2.5 costs < 1 point (docs/analysis.md)."""
     if g is None or pool is None or g.change_lo is None or g.se_fine is None or g.level_mb <= 0:
         return g
     if not (pool.window_s / RULES["growth_pool_window_ratio"] <= g.window_s <= pool.window_s * RULES["growth_pool_window_ratio"]):
@@ -304,16 +328,24 @@ def pooled(g: Growth | None, pool: GrowthPool | None) -> Growth | None:
     z = float(sps.norm.ppf(0.5 + RULES["growth_level"] / 2))
     tq = float(sps.t.ppf(0.5 + RULES["growth_level"] / 2, pool.n - 1))
     own = g.change_hi - g.change_mb
-    half = max(z * g.se_fine, tq * pool.share_sd * g.level_mb)
-    if not half < own:
+    half, how = own, ""
+    narrow = max(z * g.se_fine, tq * pool.share_sd * g.level_mb)
+    if narrow < own:
+        half, how = narrow, (f"narrowed by the spread of {pool.n} replicas' changes over their windows "
+                             f"(SD {pool.share_sd:.1%} of the level, t with {pool.n - 1} df)")
+    peers = pool.others_sd(g.change_share)
+    k = RULES["growth_pool_widen"] if widen is None else widen
+    if peers is not None and k * peers[0] * g.level_mb > half:
+        half, how = k * peers[0] * g.level_mb, (
+            f"widened to the spread of the other {peers[1]} replicas' changes (SD {peers[0]:.1%} of the level: "
+            "a wander slower than this series shows)")
+    if half == own:
         return g
     lo, hi = g.change_mb - half, g.change_mb + half
     scale = 3600 / g.window_s if g.rate_mb_h is not None else None
     from dataclasses import replace
     return replace(g, change_lo=lo, change_hi=hi, significant=bool(lo > 0 or hi < 0),
-                   rate_lo=lo * scale if scale else None, rate_hi=hi * scale if scale else None,
-                   pooled=(f"narrowed by the spread of {pool.n} replicas' changes over their windows "
-                           f"(SD {pool.share_sd:.1%} of the level, t with {pool.n - 1} df)"))
+                   rate_lo=lo * scale if scale else None, rate_hi=hi * scale if scale else None, pooled=how)
 
 
 # ---- across replicas ------------------------------------------------------------------------------

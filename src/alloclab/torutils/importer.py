@@ -6,7 +6,6 @@ import csv
 import itertools
 import json
 import math
-import shutil
 from dataclasses import dataclass
 from datetime import timedelta, timezone
 from pathlib import Path
@@ -17,7 +16,7 @@ import numpy as np
 from .. import outputs
 from . import fastcsv
 from ..errors import UserError
-from ..store import DB_NAME, Store, StoreError
+from ..store import DB_NAME, Store, StoreError, new_run_directory
 from .layout import DIAG_EXTRA_COLUMNS, MEMORY_FILES, PHASES, SAMPLE_FIGURES, TIERS, _GROUP_FILE
 from .validation import (
     EARLIEST, LIMITS, MAX_NAME_CHARS, MAX_TEXT_CHARS, MEMORY_FIX, MEMORY_REQUIRED, _check_file,
@@ -135,20 +134,19 @@ def import_torutils(folder: Path, out: Path, naive_tz: timezone = timezone.utc, 
     `progress` gets a line per PROGRESS_ROWS rows read and samples written."""
     data = _read_folder(folder, out, naive_tz, baseline, progress, fast)
     # everything is read and sound: only now is anything created
-    created = _make_output(out)
-    store = None
-    try:
-        store = Store.create(out / DB_NAME)
-        with store.bulk_load():
-            _write_run(store, data, progress)
-        store.close()
-    except BaseException as exc:
-        if store is not None:
-            store.discard()
-        _remove_output(out, created)
-        if isinstance(exc, (OSError, StoreError)):
-            raise UserError(f"writing {out} failed ({exc}); nothing was kept", "check free space and permissions") from None
-        raise
+    with new_run_directory(out):
+        store = None
+        try:
+            store = Store.create(out / DB_NAME)
+            with store.bulk_load():
+                _write_run(store, data, progress)
+            store.close()
+        except BaseException as exc:
+            if store is not None:
+                store.discard()
+            if isinstance(exc, (OSError, StoreError)):
+                raise UserError(f"writing {out} failed ({exc}); nothing was kept", "check free space and permissions") from None
+            raise
     return out
 
 
@@ -338,27 +336,6 @@ def _check_output(out: Path) -> None:
             outputs.refuse_nonempty(out, "output")
         except OSError as exc:
             raise UserError(f"cannot read output {out}: {exc.strerror}", "choose another with -o") from None
-
-
-def _make_output(out: Path) -> Path | None:
-    """Create `out` (and missing parents); the topmost directory created, to remove on failure."""
-    top = None
-    p = out.absolute()
-    while not p.exists() and p != p.parent:
-        top, p = p, p.parent
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UserError(f"cannot create {out}: {exc.strerror}", "choose a writable place with -o") from None
-    return top
-
-
-def _remove_output(out: Path, created: Path | None) -> None:
-    if created is not None:
-        shutil.rmtree(created, ignore_errors=True)
-    else:                               # an empty directory given by the user: leave it empty
-        for f in out.glob(DB_NAME + "*"):
-            f.unlink(missing_ok=True)
 
 
 class _Relays:

@@ -62,3 +62,13 @@ def test_a_failed_new_run_leaves_nothing_behind(tmp_path):
     (tmp_path / "file").write_text("")
     with pytest.raises(UserError, match="cannot create"), new_run_directory(tmp_path / "file" / "run"):
         pass
+
+
+def test_processes_seen_sets_last_seen_of_the_given_processes_only(tmp_path):
+    st = Store.create(tmp_path / "run.db")
+    with st.transaction():
+        rid = st.add_replica(group_id=st.add_group(name="a", allocator="glibc"), name="a-1", idx=1)
+        ids = [st.add_process(replica_id=rid, pid=p, start_ticks=p, first_seen=1.0, last_seen=1.0) for p in (10, 11, 12)]
+        st.processes_seen(5.0, [ids[0], ids[2], ids[2]])
+        st.processes_seen(6.0, [])
+    assert [p["last_seen"] for p in st.processes()] == [5.0, 1.0, 5.0]

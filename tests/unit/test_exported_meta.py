@@ -34,7 +34,8 @@ def keys_written(source: str) -> set[str]:
 
 def test_every_meta_key_is_exported_or_left_out_on_purpose():
     texts = {p: p.read_text() for p in sorted(SRC.rglob("*.py"))}
-    used = set().union(*(keys_read(t) | keys_written(t) for t in texts.values()))
+    # only modules that write meta are parsed (a text filter first: parsing all of them costs ~1 s)
+    used = set().union(*(keys_read(t) | (keys_written(t) if "set_meta" in t else set()) for t in texts.values()))
     used |= set(host_metadata()) | set(HOST_KEYS) | set(RUN_FIELDS)
     missing = sorted(used - set(EXPORTED_META) - set(NOT_EXPORTED_META))
     assert not missing, f"meta keys an export would lose: {missing} (add them to EXPORTED_META or NOT_EXPORTED_META)"

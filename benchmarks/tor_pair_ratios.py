@@ -1,7 +1,8 @@
-"""Ratios between pairs of a run's groups, each pair compared as the report compares a group with
-its baseline (replica levels as analysed, Welch's t on log levels, geometric-mean ratio with its
-95% interval; p also Holm-adjusted over the pairs given) — for runs whose question is not "against one baseline", e.g.
-glibc against mimalloc 2.0.9 at each tor thread count (issue 26; docs/results.md).
+"""Ratios between pairs of a run's groups whose denominators differ, e.g. glibc against mimalloc
+2.0.9 at each tor thread count (issue 26; docs/results.md). Each pair is the report's own
+comparison (analysis.compare.compare_groups: the replica levels as analysed, Welch's t on log
+levels, geometric-mean ratio with its 95% interval), on the two groups alone; p is also
+Holm-adjusted over the pairs given. Every group against one group: `alloclab report RUN --baseline GROUP`.
 
     python benchmarks/tor_pair_ratios.py RUN NUMERATOR:DENOMINATOR [...]
 """
@@ -9,24 +10,22 @@ from __future__ import annotations
 
 import sys
 
-import numpy as np
-
-from alloclab import stats
-from alloclab.stats.compare import holm
 from alloclab.analysis import analyse
-from alloclab.analysis.rules import RULES
+from alloclab.analysis.compare import compare_groups
+from alloclab.stats.compare import holm
 from alloclab.store import Store
 
 
 def pair_ratios(run: str, pairs: list[tuple[str, str]]) -> list[str]:
     a = analyse(Store.open(run))
+    compared = [compare_groups({den: a.levels[den], num: a.levels[num]}, den) for num, den in pairs]
+    p_adj = holm([c[num].p_raw for c, (num, _) in zip(compared, pairs)]) if len(pairs) > 1 else \
+        [c[num].p_raw for c, (num, _) in zip(compared, pairs)]
     out = []
-    raw = [stats.compare_to_baseline({den: a.levels[den], num: a.levels[num]}, den, alpha=RULES["alpha"],
-                                     margin=RULES["equivalence_margin"])[num] for num, den in pairs]
-    p_adj = holm([c.p_raw for c in raw]) if len(raw) > 1 else [c.p_raw for c in raw]
-    for (num, den), c, p in zip(pairs, raw, p_adj):
-        out.append(f"{num} / {den}: {c.ratio:.2f}x [{c.ratio_ci[0]:.2f}-{c.ratio_ci[1]:.2f}] "
-                   f"({c.geo_mean_mb:.1f} MB against {float(np.exp(np.mean(np.log(a.levels[den])))):.1f} MB; p {c.p_raw:.2g}, Holm over the pairs {p:.2g})")
+    for (num, den), c, p in zip(pairs, compared, p_adj):
+        n, d = c[num], c[den]
+        out.append(f"{num} / {den}: {n.ratio:.2f}x [{n.ratio_ci[0]:.2f}-{n.ratio_ci[1]:.2f}] "
+                   f"({n.geo_mean_mb:.1f} MB against {d.geo_mean_mb:.1f} MB; p {n.p_raw:.2g}, Holm over the pairs {p:.2g})")
     return out
 
 

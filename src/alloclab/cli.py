@@ -68,10 +68,12 @@ def check(experiment: Path) -> None:
 @click.argument("run_dir", metavar="RUN", type=PathArg)
 @click.option("-o", "--output", type=PathArg, help="Where to write.", show_default="the run directory")
 @click.option("--metric", help="rss, pss, uss or anon.", show_default="the run's")
-def report(run_dir: Path, output: Path | None, metric: str | None) -> None:
+@click.option("--baseline", metavar="GROUP", help="Compare every group with this group instead (no re-run).",
+              show_default="the run's")
+def report(run_dir: Path, output: Path | None, metric: str | None, baseline: str | None) -> None:
     """Analyse a run: write report.md, report.html, summary.csv/json and charts; print the summary table."""
     from .commands.report import report_command
-    report_command(run_dir, output, metric, console)
+    report_command(run_dir, output, metric, baseline, console)
 
 
 @app.command()

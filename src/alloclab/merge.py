@@ -10,12 +10,11 @@ Checks run before the output exists; a failure while copying removes it.
 """
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 from .analysis.load import is_imported
 from .errors import UserError
-from .store import DB_NAME, Store, resolve_run
+from .store import DB_NAME, Store, new_run_directory, resolve_run
 
 # group fields that must agree between hosts (what makes two hosts' "jemalloc" the same treatment)
 AGREE = ("allocator", "kind", "family", "version", "library_sha256", "env_json", "is_baseline")
@@ -72,16 +71,8 @@ def merge_runs(sources: list[Path], out: Path, say=print) -> Path:
             values = {m.get(key) for m in metas}
             if len(values) > 1:
                 raise UserError(f"the runs differ in {key}: {', '.join(sorted(map(str, values)))}", "merge runs of one experiment")
-        made = not out.exists()
-        out.mkdir(parents=True, exist_ok=True)
-        try:
+        with new_run_directory(out):
             merged = _write(out, opened, hosts, metas, groups[0][1], say)
-        except BaseException:
-            for suffix in ("-wal", "-shm", ""):
-                (out / (DB_NAME + suffix)).unlink(missing_ok=True)
-            if made:
-                shutil.rmtree(out, ignore_errors=True)
-            raise
     finally:
         for _, store in opened:
             store.close()

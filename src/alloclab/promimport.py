@@ -27,7 +27,6 @@ import http.client
 import json
 import math
 import re
-import shutil
 import socket
 import threading
 import time
@@ -41,7 +40,7 @@ import numpy as np
 from .config import parse_duration
 from .errors import UserError
 from .metrics import MEMTYPES, PREFIX
-from .store import DB_NAME, Store
+from .store import DB_NAME, Store, new_run_directory
 
 MAX_POINTS = 11000                   # Prometheus refuses a range of more than 11,000 points per series
 MAX_NAME = 200                       # label values that become group / replica names
@@ -443,20 +442,12 @@ def import_prometheus(url: str, out: Path, start: float, end: float, step: float
     base = baseline or next((g for g in groups if "glibc" in (g + facts[g]["allocator"]).lower()), groups[0])
     if base not in groups:
         raise UserError(f"--baseline {base!r} is not a group of the import", f"groups: {', '.join(groups)}")
-    made = not out.exists()
-    out.mkdir(parents=True, exist_ok=True)
-    try:
+    with new_run_directory(out):             # e.g. a full disk: no half-made run is left behind
         n = _write(out, units, facts, groups, base, recorded, dict(
             name=f"prometheus import ({len(units)} series)", source="import-prometheus", metric="rss", interval=step,
             baseline=base, started_at=start, ended_at=end, end_reason="imported", prometheus_url=url,
             prometheus_queries=queries, prometheus_layout=layout, hosts=sorted({u.host for u in units.values()}),
             records="alloclab" if recorded else "none"))
-    except BaseException:                 # e.g. a full disk: no half-made run is left behind
-        for suffix in ("-wal", "-shm", ""):
-            (out / (DB_NAME + suffix)).unlink(missing_ok=True)
-        if made:
-            shutil.rmtree(out, ignore_errors=True)
-        raise
     hosts = {u.host for u in units.values()}
     say(f"imported {len(units)} series ({n} samples, {len(hosts)} hosts, groups {', '.join(groups)}; "
         f"{'alloclab records: restarts, verification' if recorded else 'no records: restarts guessed from falls'}) into {out}")

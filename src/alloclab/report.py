@@ -13,20 +13,22 @@ from .reporters.terminal import TerminalReporter, print_summary  # noqa: F401  (
 from .store import Store
 
 
-def prepare(run: str | Path, metric: str | None = None, sections: list[Section] | None = None) -> ReportInput:
-    """Analyse the run and read what the reporters need from its store, once."""
+def prepare(run: str | Path, metric: str | None = None, sections: list[Section] | None = None,
+            baseline: str | None = None) -> ReportInput:
+    """Analyse the run (against `baseline`, by default the run's) and read what the reporters need
+    from its store, once."""
     store = Store.open_checked(run)
     try:
-        return build_input(store, analyse(store, metric), sections)
+        return build_input(store, analyse(store, metric, baseline), sections)
     finally:
         store.close()
 
 
 def report_run(run: str | Path, out_dir: Path | None = None, metric: str | None = None,
-               console=None) -> tuple[Path, ReportInput]:
+               console=None, baseline: str | None = None) -> tuple[Path, ReportInput]:
     """Write every default report file into out_dir (the run's directory by default) and, given a
     console, print the terminal summary; returns report.md's path and the report input."""
-    report = prepare(run, metric)
+    report = prepare(run, metric, baseline=baseline)
     out = Path(out_dir) if out_dir else report.run_dir
     write_all(report, out)
     if console is not None:

@@ -9,6 +9,7 @@ import json
 import os
 import re
 import shutil
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -269,3 +270,27 @@ def test_terminal_80_columns_with_long_group_names_cuts_nothing(report_run, tmp_
         assert row["status"] in text and f"{row['level_mb']:.1f}" in text
         if not row["baseline"]:
             assert f"{row['ratio_to_baseline']:.2f}×" in text and f"{row['ratio_ci_high']:.2f}]" in text
+
+
+def test_report_baseline_compares_every_group_with_another_group(report_input, report_run, tmp_path):
+    """`report --baseline jemalloc`: the same run, its ratios and verdict against jemalloc, no re-run."""
+    other = prepare(report_run, baseline="jemalloc")
+    [summary], [md] = JsonReporter().write(other, tmp_path), MarkdownReporter().write(other, tmp_path)
+    own = {r["group"]: r for r in report_input.rows}
+    rows = {r["group"]: r for r in json.loads(summary.read_text())["groups"]}
+    assert other.analysis.baseline == other.analysis.recommendation.baseline == "jemalloc"
+    assert rows["jemalloc"]["baseline"] and not rows["glibc"]["baseline"]
+    assert rows["glibc"]["ratio_to_baseline"] == pytest.approx(1 / own["jemalloc"]["ratio_to_baseline"])
+    assert rows["jemalloc"]["level_mb"] == pytest.approx(own["jemalloc"]["level_mb"])     # the levels stay
+    assert "| baseline | jemalloc (chosen for this report; the run's: glibc) |" in md.read_text()
+
+
+def test_report_baseline_not_a_group_is_one_line(report_run, monkeypatch, capsys):
+    from alloclab import cli           # the CLI's own entry point, in this process (no interpreter start)
+    monkeypatch.setattr(sys, "argv", ["alloclab", "report", str(report_run), "--baseline", "jemaloc"])
+    with pytest.raises(SystemExit) as exited:
+        cli.main()
+    err = capsys.readouterr().err
+    assert exited.value.code == 2 and "Traceback" not in err
+    [line] = [ln for ln in err.splitlines() if ln.strip()]
+    assert "'jemaloc' is not a group of this run" in line and "did you mean 'jemalloc'?" in line

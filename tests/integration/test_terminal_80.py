@@ -1,7 +1,8 @@
 """`report`, `compare` and `run` as a person sees them in an 80-column terminal (a real tmux pane):
 no line wider than the pane, no word or number broken across lines (every word of the capture is
 a word of the same output rendered 250 columns wide), the run's progress a bar with its phase and
-time left (issue 27). Captures of these tests as they were looked at are in tests/data/terminal/."""
+time left (issue 27). Each test saves its captures for a person to look at under
+$TMPDIR/alloclab-test-artifacts/terminal/ (fresh every run: a capture kept in the tree went stale)."""
 from __future__ import annotations
 
 import os
@@ -9,12 +10,14 @@ import re
 import shlex
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
 
 import pytest
 
+ARTEFACTS = Path(tempfile.gettempdir()) / "alloclab-test-artifacts" / "terminal"
 BOX = re.compile(r"^[\u2500-\u259f\s…]+$")       # box drawing / bar characters: not words
 
 
@@ -43,6 +46,11 @@ def _pane(cmd: list[str], width: int, *, until: str | None = None, deadline_s: f
         raise AssertionError(f"{cmd} did not finish within {deadline_s} s:\n{text}")
     finally:
         subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True, timeout=30)
+
+
+def _keep(name: str, capture: str) -> None:
+    ARTEFACTS.mkdir(parents=True, exist_ok=True)
+    (ARTEFACTS / name).write_text(capture)
 
 
 def _words(text: str) -> set[str]:
@@ -83,7 +91,7 @@ def test_report_and_compare_fit_80_columns(report_run, tmp_path):
     for verb, args in (("report", [str(report_run), "-o", str(tmp_path / "r")]),
                        ("compare", [str(report_run), str(report_run), "--fail-on-increase", "5"])):
         narrow = _pane([*CLI, verb, *args], 80)
-        (tmp_path / f"{verb}-80.txt").write_text(narrow)
+        _keep(f"{verb}-80.txt", narrow)
         _check_fits(narrow.replace(str(tmp_path / "r"), str(report_run)), _wide(verb, report_run))
         assert "Traceback" not in narrow
         if verb == "compare":
@@ -98,7 +106,7 @@ def test_run_progress_is_a_bar_with_phase_and_time_left(tmp_path):
                    '[phases]\nwarmup = "1s"\nload = "3s"\n[[group]]\nname = "glibc"\nallocator = "glibc"\n'
                    '[[group]]\nname = "glibc-arenas-two"\nallocator = "glibc"\nenv = { MALLOC_ARENA_MAX = "2" }\n')
     narrow = _pane([*CLI, "run", str(exp), "-o", str(tmp_path / "run"), "--no-report"], 80, until="load ends in")
-    (tmp_path / "run-80.txt").write_text(narrow)
+    _keep("run-80.txt", narrow)
     lines = narrow.splitlines()
     assert max(len(ln) for ln in lines) <= 80, max(lines, key=len)
     bar = next(ln for ln in lines if "load ends in" in ln)

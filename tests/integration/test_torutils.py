@@ -6,6 +6,7 @@ from datetime import datetime, timezone
 
 import pytest
 
+from alloclab.analysis.load import is_imported
 from alloclab.store import Store
 from alloclab.torutils.layout import MEMORY_COLUMNS
 from alloclab.torutils.export import export_csv
@@ -63,6 +64,8 @@ def test_co_unified_import_uses_the_group_column(tmp_path):
 def test_export_round_trips_through_import(tmp_path):
     run = import_torutils(DATASETS / "co-guard-2025-09", tmp_path / "run")
     Store.open(run).set_meta(ticks_skipped=7)        # a sampler that fell behind: the ticks-skipped warning's data
+    tor = {"consensus_at": 1.0, "relays_listed": 12, "load": {}, "routers": {}, "traffic": {}}
+    Store.open(run).set_meta(records="alloclab", tor_network=json.dumps(tor), network_namespace="interfaces: lo")
     out = tmp_path / "csv"
     export_csv(run, out)
     header = (out / "memory.csv").read_text().splitlines()[0].split(",")
@@ -72,6 +75,10 @@ def test_export_round_trips_through_import(tmp_path):
     q = "SELECT r.name, s.t, s.rss_kb FROM samples s JOIN replicas r ON r.id = s.replica_id ORDER BY r.name, s.t"
     assert [tuple(x) for x in a.query(q)] == [tuple(x) for x in b.query(q)]
     assert b.meta()["ticks_skipped"] == "7"          # the warning it feeds travels too
+    # alloclab's own records are read as a run, not segmented by evidence; the tor section's figures
+    assert is_imported(a) is is_imported(b) is False
+    for key in ("records", "tor_network", "network_namespace"):
+        assert b.meta()[key] == a.meta()[key]
 
 
 def test_not_a_torutils_folder(tmp_path):

@@ -4,7 +4,7 @@ import sqlite3
 
 import pytest
 
-from alloclab.errors import StoreError
+from alloclab.errors import StoreError, UserError
 from alloclab.store import Store
 
 
@@ -43,3 +43,32 @@ def test_a_misspelt_column_is_refused_before_any_sql(tmp_path):
         st.update_replica(1, endkind="stopped")
     with pytest.raises(ValueError, match="not a samples column: rss"):
         st.add_samples(("t", "replica_id", "rss"), [])
+
+
+def test_a_failed_new_run_leaves_nothing_behind(tmp_path):
+    """new_run_directory (import torutils, import prometheus, merge): what it made goes again."""
+    from alloclab.store import new_run_directory
+
+    def fail_in(out):
+        with pytest.raises(RuntimeError), new_run_directory(out):
+            Store.create(out / "run.db").close()
+            (out / "run.db-wal").write_bytes(b"")
+            raise RuntimeError("a full disk, say")
+    fail_in(tmp_path / "new" / "deeper" / "run")
+    assert list(tmp_path.iterdir()) == []                  # the parents it made, too
+    (tmp_path / "given").mkdir()                           # an empty directory the user gave: kept, emptied
+    fail_in(tmp_path / "given")
+    assert [p.name for p in tmp_path.iterdir()] == ["given"] and list((tmp_path / "given").iterdir()) == []
+    (tmp_path / "file").write_text("")
+    with pytest.raises(UserError, match="cannot create"), new_run_directory(tmp_path / "file" / "run"):
+        pass
+
+
+def test_processes_seen_sets_last_seen_of_the_given_processes_only(tmp_path):
+    st = Store.create(tmp_path / "run.db")
+    with st.transaction():
+        rid = st.add_replica(group_id=st.add_group(name="a", allocator="glibc"), name="a-1", idx=1)
+        ids = [st.add_process(replica_id=rid, pid=p, start_ticks=p, first_seen=1.0, last_seen=1.0) for p in (10, 11, 12)]
+        st.processes_seen(5.0, [ids[0], ids[2], ids[2]])
+        st.processes_seen(6.0, [])
+    assert [p["last_seen"] for p in st.processes()] == [5.0, 1.0, 5.0]

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import stats
+from ..errors import UserError, did_you_mean
 from ..store import Store
 from ..timefmt import utc
 from .compare import GroupComparison, compare_groups
@@ -185,12 +186,16 @@ def _pooled_growth(reps: list[ReplicaStats], steady: list[SteadyGrowth | None]) 
     return [repooled(r, st, pools.get(r.group)) if r.change_lo is not None else r for r, st in zip(reps, steady)]
 
 
-def analyse(store: Store, metric: str | None = None) -> Analysis:
+def analyse(store: Store, metric: str | None = None, baseline: str | None = None) -> Analysis:
+    """The run's analysis; `baseline` compares every group with another group than the run's."""
     meta = store.meta()
     metric = metric or meta.get("metric", "rss")
     groups = store.groups()
     names = [g["name"] for g in groups]
-    baseline = next((g["name"] for g in groups if g["is_baseline"]), names[0] if names else "")
+    if baseline is not None and baseline not in names:
+        raise UserError(f"baseline {baseline!r} is not a group of this run",
+                        f"{did_you_mean(baseline, names)}give one of: {', '.join(names)}")
+    baseline = baseline or next((g["name"] for g in groups if g["is_baseline"]), names[0] if names else "")
     imported = is_imported(store)
     phases = json.loads(meta.get("phases", "{}") or "{}") if meta.get("phases", "").startswith("{") else {}
     series = load_series(store, metric)
@@ -237,7 +242,7 @@ def analyse(store: Store, metric: str | None = None) -> Analysis:
         lv = levels[g["name"]]
         fig = figures.get(g["name"])
         summaries.append(GroupSummary(
-            name=g["name"], allocator=g["family"] or g["allocator"], version=g["version"], is_baseline=bool(g["is_baseline"]),
+            name=g["name"], allocator=g["family"] or g["allocator"], version=g["version"], is_baseline=g["name"] == baseline,
             replicas=len(rs), verified=sum(1 for r in rs if r.verified is True), usable=len(lv),
             level_mb=(fig.clean_mb if imported and fig else (float(np.mean(lv)) if len(lv) else None)),
             steady_mean_mb=_median(r.steady_mean_mb for r in ok) if imported else (float(np.mean(lv)) if len(lv) else None),

@@ -161,8 +161,8 @@ def _unsettled(a, groups) -> list[str]:
     """The groups (of `groups`, None left out) none of whose replicas settled a level: every one Too
     short (e.g. a run too brief, or a saturated machine that sampled too rarely)."""
     out = []
-    for g in groups:
-        words = [rep.status for rep in a.replicas if g is not None and rep.group == g.name]
+    for g in (g for g in groups if g is not None):
+        words = [rep.status for rep in a.replicas if rep.group == g.name]
         if words and all(w == TOO_SHORT for w in words) and g.name not in out:
             out.append(g.name)
     return out

@@ -11,8 +11,9 @@ from ..config import METRICS
 from ..errors import UserError
 
 
-def report_command(run_dir: Path, output: Path | None, metric: str | None, console: Console) -> None:
+def report_command(run_dir: Path, output: Path | None, metric: str | None, baseline: str | None,
+                   console: Console) -> None:
     if metric and metric not in METRICS:
         raise UserError(f"--metric {metric!r} is not known", f"use one of: {', '.join(METRICS)}")
-    path, _ = report.report_run(run_dir, output, metric, console)
+    path, _ = report.report_run(run_dir, output, metric, console, baseline=baseline)
     console.print(f"report: {path} (interactive: {path.with_name('report.html')})")

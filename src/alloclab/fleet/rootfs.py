@@ -18,7 +18,7 @@ import os
 import secrets
 import stat
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from ..errors import UserError
 
@@ -150,20 +150,20 @@ class Root:
                 raise
 
     def unlink(self, path: Path | str) -> None:
-        parent, name = self._leaf(path)
-        try:
-            with self._dir(parent) as fd:
-                os.unlink(name, dir_fd=fd)
-        except FileNotFoundError:
-            pass
+        self._remove(path, os.unlink, (errno.ENOENT,))
 
     def rmdir_if_empty(self, path: Path | str) -> None:
+        self._remove(path, os.rmdir, (errno.ENOENT, errno.ENOTEMPTY, errno.EEXIST))
+
+    def _remove(self, path: Path | str, remove: Callable[..., None], harmless: tuple[int, ...]) -> None:
+        """`remove` (os.unlink, os.rmdir) of the leaf, relative to its parent's descriptor; an
+        error whose errno is `harmless` (already gone, not empty) is no error."""
         parent, name = self._leaf(path)
         try:
             with self._dir(parent) as fd:
-                os.rmdir(name, dir_fd=fd)
-        except (FileNotFoundError, OSError) as e:
-            if getattr(e, "errno", None) not in (errno.ENOENT, errno.ENOTEMPTY, errno.EEXIST):
+                remove(name, dir_fd=fd)
+        except OSError as e:
+            if e.errno not in harmless:
                 raise
 
     def rename(self, src: Path | str, dst: Path | str) -> None:

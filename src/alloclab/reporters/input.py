@@ -108,7 +108,7 @@ def build_input(store: Store, analysis: Analysis, sections: list[Section] | None
     groups = [GroupRecord(name=g["name"], asked_for=g["allocator"], kind=g["kind"], family=g["family"],
                           version=g["version"], library_path=g["library_path"], library_sha256=g["library_sha256"],
                           env=_json_or(g["env_json"], {}), command=_json_or(g["command_json"], None),
-                          is_baseline=bool(g["is_baseline"]), provenance=_json_or(g.get("provenance_json"), None),
+                          is_baseline=g["name"] == analysis.baseline, provenance=_json_or(g.get("provenance_json"), None),
                           hardening=_json_or(g.get("hardening_json"), None))
               for g in store.groups()]
     extra = list(sections or [])

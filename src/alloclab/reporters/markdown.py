@@ -19,8 +19,15 @@ def metadata_rows(report: ReportInput) -> list[list[str]]:
             ["glibc", meta.get("glibc", "–")], ["CPU", f"{meta.get('cpu', '–')} ({meta.get('ncpu', '?')} cores)"],
             ["alloclab", meta.get("alloclab_version", "–")], ["started", utc(meta.get("started_at"))],
             ["ended", utc(meta.get("ended_at"))], ["end reason", meta.get("end_reason", "–")],
-            ["interval", f"{meta.get('interval', '–')} s"], ["metric", a.metric.upper()], ["seed", meta.get("seed", "–")],
+            ["interval", f"{meta.get('interval', '–')} s"], ["metric", a.metric.upper()], ["baseline", _baseline(report)],
+            ["seed", meta.get("seed", "–")],
             ["phases", meta.get("phases", "–")], ["cgroups", meta.get("cgroups", "–")]]
+
+
+def _baseline(report: ReportInput) -> str:
+    """The group every other is compared with; said so when `report --baseline` chose another than the run's."""
+    run_baseline, chosen = report.meta.get("baseline"), report.analysis.baseline
+    return chosen if run_baseline in (None, chosen) else f"{chosen} (chosen for this report; the run's: {run_baseline})"
 
 
 def extra_table_rows(report: ReportInput) -> tuple[list[str], list[list[str]]]:

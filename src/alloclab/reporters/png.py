@@ -107,12 +107,29 @@ def distribution_figure(c: _Ctx):
     return fig
 
 
-def trajectories_figure(c: _Ctx):
-    """Per-replica trajectories, one panel per group."""
-    a, axis, groups = c.a, c.axis, c.groups
+def _group_panels(c: _Ctx, groups: list[str], draw, ylabel: str, title: str):
+    """One panel per group on a grid sharing the y axis, `draw(ax, group)` filling each; then each
+    panel's phase marks, title and grid, the spare panels hidden, the axis labels and the title."""
     rows, cols = _grid_of(len(groups))
     fig, axes = c.plt.subplots(rows, cols, figsize=(4.2 * cols, 3.2 * rows), sharey=True, squeeze=False)
     for ax, g in zip(axes.flat, groups):
+        draw(ax, g)
+        _draw_marks(ax, c.report, c.axis, label_phases=False)
+        ax.set_title(g, fontsize=9)
+        ax.grid(alpha=0.3)
+    for ax in axes.flat[len(groups):]:
+        ax.axis("off")
+    fig.supxlabel(c.axis.label)
+    fig.supylabel(ylabel)
+    fig.suptitle(title)
+    return fig
+
+
+def trajectories_figure(c: _Ctx):
+    """Per-replica trajectories, one panel per group."""
+    a, axis = c.a, c.axis
+
+    def draw(ax, g: str) -> None:
         for s in a.series:
             if s.group != g:
                 continue
@@ -121,15 +138,8 @@ def trajectories_figure(c: _Ctx):
                 other = s.verified is False or seg.group != g    # another or an unknown allocator: not the group's data
                 ax.plot(axis.x(s.t[m]), s.mb[m], lw=0.8, color="black" if other else c.colors[g],
                         ls="--" if other else "-", alpha=0.5 if other else 0.8)
-        _draw_marks(ax, c.report, axis, label_phases=False)
-        ax.set_title(g, fontsize=9)
-        ax.grid(alpha=0.3)
-    for ax in axes.flat[len(groups):]:
-        ax.axis("off")
-    fig.supxlabel(axis.label)
-    fig.supylabel(c.label)
-    fig.suptitle("Per-replica trajectories (black dashed: unverified or another/unknown allocator, excluded)")
-    return fig
+    return _group_panels(c, c.groups, draw, c.label,
+                         "Per-replica trajectories (black dashed: unverified or another/unknown allocator, excluded)")
 
 
 def idle_release_figure(c: _Ctx):
@@ -160,23 +170,15 @@ def fragmentation_figure(c: _Ctx):
     live_groups = [g for g in c.groups if any(has_values(s.live_mb) for s in a.series if s.group == g)]
     if not live_groups:
         return None
-    rows, cols = _grid_of(len(live_groups))
-    fig, axes = c.plt.subplots(rows, cols, figsize=(4.2 * cols, 3.2 * rows), sharey=True, squeeze=False)
-    for ax, g in zip(axes.flat, live_groups):
+
+    def draw(ax, g: str) -> None:
         for s in a.series:
             if s.group == g and has_values(s.live_mb):
                 x, y, live = thin(axis.x(s.t), s.mb, s.live_mb)
                 ax.plot(x, y, color=c.colors[g], lw=0.9, alpha=0.8)
                 ax.plot(x, live, color="black", lw=0.8, ls="--", alpha=0.6)
-        _draw_marks(ax, c.report, axis, label_phases=False)
-        ax.set_title(g, fontsize=9)
-        ax.grid(alpha=0.3)
-    for ax in axes.flat[len(live_groups):]:
-        ax.axis("off")
-    fig.supxlabel(axis.label)
-    fig.supylabel("MB")
-    fig.suptitle(f"{a.metric.upper()} (solid) against live requested bytes (black dashed): the gap is allocator overhead")
-    return fig
+    return _group_panels(c, live_groups, draw, "MB",
+                         f"{a.metric.upper()} (solid) against live requested bytes (black dashed): the gap is allocator overhead")
 
 
 CHARTS = {"timeseries.png": timeseries_figure, "distribution.png": distribution_figure,

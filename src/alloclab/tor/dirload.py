@@ -24,6 +24,7 @@ import socket
 import sys
 import time
 import zlib
+from typing import Callable
 
 LOOPBACK = ipaddress.ip_network("127.0.0.0/8")
 MAX_RESPONSE = 64 << 20        # a consensus of ~7,000 routers is ~3 MB; 64 MiB bounds a broken reply
@@ -235,16 +236,30 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description="Directory load for one relay of a private Tor test network (loopback only).")
     p.add_argument("--host", default="127.0.0.1", help="relay address: must be inside 127.0.0.0/8")
     p.add_argument("--port", type=int, required=True, help="the relay's DirPort")
-    p.add_argument("--out", required=True, help="JSON file for the counts")
     p.add_argument("--requests", type=int, default=100_000, help="at most this many requests")
-    p.add_argument("--duration", type=float, default=3600.0, help="at most this many seconds")
     p.add_argument("--rate", type=float, default=4.0, help="requests per second at most")
-    p.add_argument("--seed", type=int, default=0)
-    a = p.parse_args(argv)
+    add_run_arguments(p)
+    return loopback_main("tor_dirload", p, argv,
+                         lambda a: run(a.host, a.port, a.out, a.requests, a.duration, max(a.rate, 0.01), a.seed))
+
+
+def add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    """What every loopback load script (this one, traffic.py's client) takes: where its counts go,
+    how long at most, its seed."""
+    parser.add_argument("--out", required=True, help="JSON file for the counts")
+    parser.add_argument("--duration", type=float, default=3600.0, help="at most this many seconds")
+    parser.add_argument("--seed", type=int, default=0)
+
+
+def loopback_main(program: str, parser: argparse.ArgumentParser, argv: list[str] | None,
+                  run_with: Callable[[argparse.Namespace], object]) -> int:
+    """A loopback-only script's command line (this one's, traffic.py's): the arguments parsed and
+    handed to `run_with`; an address outside 127.0.0.0/8 is one line on stderr, exit 2."""
+    args = parser.parse_args(argv)
     try:
-        run(a.host, a.port, a.out, a.requests, a.duration, max(a.rate, 0.01), a.seed)
+        run_with(args)
     except NotLoopback as exc:
-        print(f"tor_dirload: refused: {exc}", file=sys.stderr)
+        print(f"{program}: refused: {exc}", file=sys.stderr)
         return 2
     return 0
 

@@ -31,9 +31,9 @@ import threading
 import time
 
 try:                                   # as the scenario runs it: a script beside dirload.py
-    from dirload import NotLoopback, check_loopback, connect_loopback
+    from dirload import NotLoopback, add_run_arguments, check_loopback, connect_loopback, loopback_main  # noqa: F401
 except ImportError:                    # imported as alloclab.tor.traffic (tests)
-    from .dirload import NotLoopback, check_loopback, connect_loopback
+    from .dirload import NotLoopback, add_run_arguments, check_loopback, connect_loopback, loopback_main  # noqa: F401
 
 MEDIAN_BYTES = 48 << 10
 MAX_BYTES = 4 << 20
@@ -224,24 +224,20 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--socks", type=int, required=True, help="the tor client's SocksPort on 127.0.0.1")
     c.add_argument("--target", type=int, required=True, help="the sink's port on 127.0.0.1")
     c.add_argument("--rate", type=float, required=True, help="bytes a second at most, all streams together")
-    c.add_argument("--out", required=True, help="JSON file for the counts")
     c.add_argument("--concurrency", type=int, default=16, help="streams at once")
     c.add_argument("--circuit-streams", type=int, default=4, help="streams per circuit before a new one")
-    c.add_argument("--duration", type=float, default=3600.0, help="at most this many seconds")
-    c.add_argument("--seed", type=int, default=0)
-    a = p.parse_args(argv)
+    add_run_arguments(c)
+    return loopback_main("tor traffic", p, argv, _run_role)
+
+
+def _run_role(a: argparse.Namespace) -> None:
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    try:
-        if a.role == "sink":
-            serve_sink(a.port, a.out, stop)
-        else:
-            run_client(a.socks, a.target, max(a.rate, 1.0), a.out, stop, max(1, a.concurrency),
-                       max(1, a.circuit_streams), a.seed, a.duration)
-    except NotLoopback as exc:
-        print(f"tor traffic: refused: {exc}", file=sys.stderr)
-        return 2
-    return 0
+    if a.role == "sink":
+        serve_sink(a.port, a.out, stop)
+    else:
+        run_client(a.socks, a.target, max(a.rate, 1.0), a.out, stop, max(1, a.concurrency),
+                   max(1, a.circuit_streams), a.seed, a.duration)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,6 @@ import csv
 import itertools
 import json
 import math
-import shutil
 from dataclasses import dataclass
 from datetime import timedelta, timezone
 from pathlib import Path
@@ -17,7 +16,7 @@ import numpy as np
 from .. import outputs
 from . import fastcsv
 from ..errors import UserError
-from ..store import DB_NAME, Store, StoreError
+from ..store import DB_NAME, Store, StoreError, new_run_directory
 from .layout import DIAG_EXTRA_COLUMNS, MEMORY_FILES, PHASES, SAMPLE_FIGURES, TIERS, _GROUP_FILE
 from .validation import (
     EARLIEST, LIMITS, MAX_NAME_CHARS, MAX_TEXT_CHARS, MEMORY_FIX, MEMORY_REQUIRED, _check_file,
@@ -135,20 +134,19 @@ def import_torutils(folder: Path, out: Path, naive_tz: timezone = timezone.utc, 
     `progress` gets a line per PROGRESS_ROWS rows read and samples written."""
     data = _read_folder(folder, out, naive_tz, baseline, progress, fast)
     # everything is read and sound: only now is anything created
-    created = _make_output(out)
-    store = None
-    try:
-        store = Store.create(out / DB_NAME)
-        with store.bulk_load():
-            _write_run(store, data, progress)
-        store.close()
-    except BaseException as exc:
-        if store is not None:
-            store.discard()
-        _remove_output(out, created)
-        if isinstance(exc, (OSError, StoreError)):
-            raise UserError(f"writing {out} failed ({exc}); nothing was kept", "check free space and permissions") from None
-        raise
+    with new_run_directory(out):
+        store = None
+        try:
+            store = Store.create(out / DB_NAME)
+            with store.bulk_load():
+                _write_run(store, data, progress)
+            store.close()
+        except BaseException as exc:
+            if store is not None:
+                store.discard()
+            if isinstance(exc, (OSError, StoreError)):
+                raise UserError(f"writing {out} failed ({exc}); nothing was kept", "check free space and permissions") from None
+            raise
     return out
 
 
@@ -240,8 +238,7 @@ def _read_relays(memory: Path, header: list[str], structure_checked: bool, naive
                                        progress)
         except fastcsv.NotSimple:
             _memory_structure(memory, MEMORY_REQUIRED, MEMORY_FIX)
-    return _read_relay_rows(memory, header, _memory_rows(memory), naive_tz, has_group_column, sources.assignment,
-                            sources.section, progress).table(header)
+    return _read_relay_rows(memory, header, _memory_rows(memory), naive_tz, sources, progress).table(header)
 
 
 def _write_run(store: Store, data: _Folder, progress: Callable[[str], None] | None) -> None:
@@ -339,27 +336,6 @@ def _check_output(out: Path) -> None:
             outputs.refuse_nonempty(out, "output")
         except OSError as exc:
             raise UserError(f"cannot read output {out}: {exc.strerror}", "choose another with -o") from None
-
-
-def _make_output(out: Path) -> Path | None:
-    """Create `out` (and missing parents); the topmost directory created, to remove on failure."""
-    top = None
-    p = out.absolute()
-    while not p.exists() and p != p.parent:
-        top, p = p, p.parent
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UserError(f"cannot create {out}: {exc.strerror}", "choose a writable place with -o") from None
-    return top
-
-
-def _remove_output(out: Path, created: Path | None) -> None:
-    if created is not None:
-        shutil.rmtree(created, ignore_errors=True)
-    else:                               # an empty directory given by the user: leave it empty
-        for f in out.glob(DB_NAME + "*"):
-            f.unlink(missing_ok=True)
 
 
 class _Relays:
@@ -521,69 +497,114 @@ def _repeated_times(path: Path, relays: fastcsv.RelayRows, exported: bool) -> di
 
 
 def _read_relay_rows(path: Path, header: list[str], rows: Iterable[tuple[int, dict[str, str]]], naive_tz: timezone,
-                     has_group_column: bool, assignment: dict[str, str], section: dict | None,
-                     progress: Callable[[str], None] | None = None) -> _Relays:
+                     sources: _GroupSources, progress: Callable[[str], None] | None = None) -> _Relays:
     """Row by row, each cell checked in turn: the reader for files the fast path cannot decide,
     and the one that names the first bad cell."""
-    out = _Relays()
-    figures = [c for c in SAMPLE_FIGURES if c in header]
-    exported = {r["name"]: r["group"] for r in section["replicas"]} if section else None
-    first_line: dict[tuple, int] = {}
-    seen_rows: dict[tuple, int] = {}        # (nickname, time, hash of the whole row) -> line: a row is not kept
-    group_line: dict[str, int] = {}
+    reader = _RelayRowReader(path, header, naive_tz, sources)
     for count, (line, r) in enumerate(rows, 1):
         if progress and count % PROGRESS_ROWS == 0:
             progress(f"read {count:,} rows of {path.name}")
-        if not out.server:
-            out.server = (r.get("server") or "").strip()[:MAX_NAME_CHARS]
+        reader.add(line, r)
+    return reader.out
+
+
+class _RelayRowReader:
+    """One memory CSV read row by row into _Relays; each step raises the UserError naming the
+    first bad cell, in the order the cells are checked (type, nickname, group, time, figures, phase,
+    tier; then membership, repeats)."""
+
+    def __init__(self, path: Path, header: list[str], naive_tz: timezone, sources: _GroupSources) -> None:
+        self.path, self.naive_tz = path, naive_tz
+        self.figures = [c for c in SAMPLE_FIGURES if c in header]
+        self.has_group_column, self.has_nprocs = "group" in header, "nprocs" in header
+        self.assignment = sources.assignment
+        self.exported = {r["name"]: r["group"] for r in sources.section["replicas"]} if sources.section else None
+        self.from_export = sources.section is not None
+        self.first_line: dict[tuple, int] = {}
+        self.seen_rows: dict[tuple, int] = {}      # (nickname, time, hash of the whole row) -> line: a row is not kept
+        self.group_line: dict[str, int] = {}
+        self.out = _Relays()
+
+    def add(self, line: int, r: dict[str, str]) -> None:
+        if not self.out.server:
+            self.out.server = (r.get("server") or "").strip()[:MAX_NAME_CHARS]
+        if not self._is_relay(line, r):
+            return
+        nick, group = self._relay(line, r)
+        t, phase, tier, values = self._sample(line, r)
+        if not group:
+            self.out.unlisted.add(nick)
+            self.out.unlisted_rows += 1
+            return
+        self._check_membership(line, nick, group)
+        self._check_not_repeated(line, r, nick, t)
+        if values[0] is None:            # no rss_kb: nothing measured at this time
+            return
+        self._note_second_row_at(line, nick, t)
+        if not self.has_nprocs:
+            values = values[:-1] + (1,)              # a TorUtils row is one tor process
+        self.out.samples.setdefault(nick, []).append((t, phase, tier, *values))
+
+    def _is_relay(self, line: int, r: dict[str, str]) -> bool:
+        """A relay row; False for an aggregate row (not read), an error for any other type."""
         kind = r["type"].strip()
         if kind == "aggregate":
-            continue
+            return False
         if kind != "relay":
-            raise UserError(f"{_where(path, line, 'type')}: {_show(kind)} is neither relay nor aggregate",
+            raise UserError(f"{_where(self.path, line, 'type')}: {_show(kind)} is neither relay nor aggregate",
                             "correct or delete the row")
-        nick = _name(r["nickname"], path, line, "nickname")
+        return True
+
+    def _relay(self, line: int, r: dict[str, str]) -> tuple[str, str]:
+        """(nickname, group): the group column's, else the groups/ lists' ("" for a relay in none)."""
+        nick = _name(r["nickname"], self.path, line, "nickname")
         if not nick:
-            raise UserError(f"{_where(path, line, 'nickname')}: a relay row without a nickname", "correct or delete the row")
-        group = _name(r["group"], path, line, "group") if has_group_column else assignment.get(nick, "")
-        t = _row_time(r, path, line, naive_tz)
-        values = tuple(_number(r[c], path, line, c) if c in figures else None for c in SAMPLE_FIGURES)
+            raise UserError(f"{_where(self.path, line, 'nickname')}: a relay row without a nickname",
+                            "correct or delete the row")
+        group = _name(r["group"], self.path, line, "group") if self.has_group_column else self.assignment.get(nick, "")
+        return nick, group
+
+    def _sample(self, line: int, r: dict[str, str]) -> tuple[float, str | None, str, tuple]:
+        """(time, phase, tier, SAMPLE_FIGURES values), each cell checked."""
+        path = self.path
+        t = _row_time(r, path, line, self.naive_tz)
+        values = tuple(_number(r[c], path, line, c) if c in self.figures else None for c in SAMPLE_FIGURES)
         phase = (r.get("phase") or "").strip() or None      # no phase column: unknown (NULL), never guessed
         if phase is not None and phase not in PHASES:
             raise UserError(f"{_where(path, line, 'phase')}: {_show(phase)} is not a phase", f"use {', '.join(PHASES)} or leave it empty")
         tier = (r.get("tier") or "").strip() or "imported"
         if tier not in TIERS:
             raise UserError(f"{_where(path, line, 'tier')}: {_show(tier)} is not a tier", f"use {', '.join(TIERS)} or leave it empty")
-        if not group:
-            out.unlisted.add(nick)
-            out.unlisted_rows += 1
-            continue
-        if exported is not None and exported.get(nick) != group:
-            raise UserError(f"{_where(path, line, 'nickname')}: {_show(nick)} in group {_show(group)} is not a replica of "
+        return t, phase, tier, values
+
+    def _check_membership(self, line: int, nick: str, group: str) -> None:
+        """One relay, one group, and (in an export) the group experiment.json gives it."""
+        if self.exported is not None and self.exported.get(nick) != group:
+            raise UserError(f"{_where(self.path, line, 'nickname')}: {_show(nick)} in group {_show(group)} is not a replica of "
                             "that group in experiment.json", "export the run again: the files do not belong together")
-        previous = out.group_of.setdefault(nick, group)
-        group_line.setdefault(nick, line)
+        previous = self.out.group_of.setdefault(nick, group)
+        self.group_line.setdefault(nick, line)
         if previous != group:
-            raise UserError(f"{_where(path, line, 'group')}: relay {_show(nick)} is in group {_show(group)} here and "
-                            f"{_show(previous)} at line {group_line[nick]}",
+            raise UserError(f"{_where(self.path, line, 'group')}: relay {_show(nick)} is in group {_show(group)} here and "
+                            f"{_show(previous)} at line {self.group_line[nick]}",
                             "one relay, one group: give the relay a new nickname in its new group")
+
+    def _check_not_repeated(self, line: int, r: dict[str, str], nick: str, t: float) -> None:
         whole = (nick, t, hash(tuple(v.strip() for v in r.values())))
-        if whole in seen_rows:
-            raise UserError(f"{_where(path, line)}: repeats line {seen_rows[whole]}", "delete one of the two rows")
-        seen_rows[whole] = line
-        if values[0] is None:            # no rss_kb: nothing measured at this time
-            continue
+        if whole in self.seen_rows:
+            raise UserError(f"{_where(self.path, line)}: repeats line {self.seen_rows[whole]}", "delete one of the two rows")
+        self.seen_rows[whole] = line
+
+    def _note_second_row_at(self, line: int, nick: str, t: float) -> None:
+        """A relay's second row at one time: an error in an export, else two processes under one
+        nickname, counted (TorUtils data)."""
         key = (nick, t)
-        if key in first_line:
-            if section is not None:
-                raise UserError(f"{_where(path, line)}: relay {_show(nick)} has a second row for the time of line "
-                                f"{first_line[key]}", "delete one of the two rows")
-            out.duplicate_times[nick] = out.duplicate_times.get(nick, 0) + 1
-        first_line.setdefault(key, line)
-        if "nprocs" not in header:
-            values = values[:-1] + (1,)              # a TorUtils row is one tor process
-        out.samples.setdefault(nick, []).append((t, phase, tier, *values))
-    return out
+        if key in self.first_line:
+            if self.from_export:
+                raise UserError(f"{_where(self.path, line)}: relay {_show(nick)} has a second row for the time of line "
+                                f"{self.first_line[key]}", "delete one of the two rows")
+            self.out.duplicate_times[nick] = self.out.duplicate_times.get(nick, 0) + 1
+        self.first_line.setdefault(key, line)
 
 
 def _read_events(path: Path, naive_tz: timezone, replicas: set[str]) -> list[tuple]:

@@ -25,11 +25,18 @@ TIERS = ("cheap", "full", "imported")
 
 EXPORT_FORMAT = 1
 # meta keys an export carries: what analysis and reports read, and the run's provenance
+# (tests/unit/test_exported_meta.py checks that every key the code reads is here or below)
 EXPORTED_META = ("name", "experiment", "seed", "interval", "metric", "baseline", "phases", "replicas_per_group",
                  "start_order", "smaps_budget", "host", "kernel", "glibc", "cpu", "ncpu", "mem_total_kb", "os",
                  "alloclab_version", "python", "cgroups", "started_at", "ended_at", "end_reason", "source",
                  "replicas_in_several_groups", "unlisted_relays", "naive_timezone", "duplicate_timestamps",
-                 "fleet_main_processes", "original_source", "cut_short", "ticks_skipped")
+                 "fleet_main_processes", "original_source", "cut_short", "ticks_skipped",
+                 "records", "tor_network", "network_namespace", "hosts", "merged_from", "plan", "command_line",
+                 "introspect", "introspect_budget", "planned_warmup", "prometheus_url", "prometheus_queries",
+                 "prometheus_layout")
+# meta keys an export leaves out: they name the recording machine's live processes (`recover` reads
+# them to find a killed run's survivors), or the store file's own layout (an import writes its own)
+NOT_EXPORTED_META = ("run_token", "runner", "schema_version")
 _GROUP_FIELDS = ("name", "allocator", "kind", "library_path", "library_sha256", "family", "version", "env_json",
                  "command_json", "is_baseline", "provenance_json", "hardening_json", "tunables_json")
 _REPLICA_FIELDS = ("name", "idx", "start_order", "started_at", "ended_at", "exit_code", "end_kind", "verified",

@@ -37,7 +37,14 @@ RULES: dict[str, float] = {
     "ratchet_min_quiet_share": 0.5,   # ... and over ≥ half of the steady window, up to its end,
     "ratchet_max_drawdown": 0.25,     # ... never falling back by more than 25% of that climb ...
     "ratchet_step_time_share": 0.2,   # ... and in steps: half of the rise within ≤ 20% of the time
-    "ratchet_noise_climb": 2.0,       # in noise (per-bin medians): the climb ≥ 2 × the medians' largest noise excursion
+    # in noise (status.step_fit: steps under AR(1) noise, generalised least squares; benchmarks/calibration.py --part staircases)
+    "ratchet_step_points": 256,       # the window averaged into ≤ 256 equal time bins (a step stays within 1–2 bins)
+    "ratchet_step_t": 3.0,            # a step (up or down) enters the fit at |t| ≥ 3 ...
+    "ratchet_max_steps": 8,           # ... up to 8 of them
+    "ratchet_min_steps": 2,           # Ratcheting: ≥ 2 up-steps climbing ≥ ratchet_min_climb_share together, no down-step
+                                      # of ≥ ratchet_max_drawdown of that climb, and ...
+    "ratchet_sharp_t": 4.5,           # ... one step with t ≥ 4.5 beside a straight line (a smooth climb has none):
+                                      # false Ratcheting ≤ 1% on flat AR(1) φ ≤ 0.99, two-scale noise, cycles, linear growth
     # -- comparisons (stats.compare)
     "alpha": 0.05,                    # family-wise error rate (Holm)
     "equivalence_margin": 0.05,       # equivalent: ratio interval inside [1/1.05, 1.05]

@@ -48,7 +48,7 @@ def test_too_short_and_unverified():
     assert classify(np.arange(0, 30, 1.0), np.ones(30)).word == "Too short"     # 30 s < min_window_s
     assert classify(np.arange(100.0), np.ones(100), verified=False).word == "Unverified"
     assert set(STATUS_ORDER) >= {"Flat", "Ratcheting", "Growing", "Bloating", "Variable"}
-    assert RULES["ratchet_min_quiet_s"] > 0
+    assert RULES["ratchet_sharp_t"] > RULES["ratchet_step_t"] > 0
 
 
 def test_variable():

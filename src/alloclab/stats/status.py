@@ -4,14 +4,14 @@ Rules, in STATUS_ORDER order (thresholds in RULES, see docs/analysis.md):
 - Unverified: the replica did not run the group's allocator.
 - Too short: fewer than min_samples samples or a window shorter than min_window_s.
 - Bloating: growing (below) by ≥ bloating_window_share of the level within the window.
-- Ratcheting: climbing in steps without ever giving back: the release-free span that ends the
-  window lasts ≥ ratchet_min_quiet_s and ≥ ratchet_min_quiet_share of the window, the series
-  climbs ≥ ratchet_min_climb_share of the level over it, never falls back by more than
-  ratchet_max_drawdown of that climb, and half of the rise happens within
-  ratchet_step_time_share of the time. A flat series does not climb; a sinusoid gives back; an
-  autocorrelated wander falls back about as much as it climbs; a smooth leak climbs evenly (it
-  is Growing); a tor-dircache staircase does none of these. Checked before Growing because it
-  is the more specific diagnosis (STATUS_ORDER, the severity order, is unchanged).
+- Ratcheting: climbing in steps without giving back (step_fit, _ratchet_in_noise): a
+  piecewise-constant mean fitted under AR(1) noise by generalised least squares has
+  ≥ ratchet_min_steps up-steps, all steps together ≥ ratchet_min_climb_share of the level, no down-step of
+  ≥ ratchet_max_drawdown of that climb, and one step sharper than a straight line explains
+  (t ≥ ratchet_step_t / ratchet_sharp_t). A flat series has no such steps; a cycle gives back; a
+  smooth leak or a slow wander has no sharp step (it is Growing, or nothing); a tor-dircache
+  staircase has all of these. Checked before Growing because it is the more specific diagnosis
+  (STATUS_ORDER, the severity order, is unchanged).
 - Growing: the change over the window (growth()) has a 95% interval above zero, is
   > flat_max_growth_share of the level and ≥ growing_min_change_mb.
 - Variable: IQR > variable_iqr_share of the median.
@@ -115,49 +115,6 @@ def release_events(t_s: np.ndarray, y: np.ndarray, level: float) -> Releases:
     return Releases(count, float(largest), float(thr), last, float(end - (start if last_t is None else last_t)))
 
 
-def step_time_share(t: np.ndarray, y: np.ndarray) -> float:
-    """Share of the span's time in which the series made half of its rise, fastest rises first:
-    ~0.5 for a steady climb, near 0 for a staircase. Computed on the running peak of the bin
-    medians (denoised, and the same whatever the sampling interval)."""
-    if len(t) < 3 or t[-1] <= t[0]:
-        return 1.0
-    _, med = bin_medians(t, y)
-    med = med[np.isfinite(med)]
-    peak = np.maximum.accumulate(med)
-    rise = np.sort(np.diff(peak))[::-1]
-    total = float(peak[-1] - peak[0])
-    if total <= 0:
-        return 1.0
-    k = int(np.searchsorted(np.cumsum(rise), 0.5 * total))
-    return float((k + 1) / max(len(med) - 1, 1))
-
-
-def _ratchet(t: np.ndarray, y: np.ndarray, level: float, rel: Releases) -> tuple[bool, str]:
-    window = float(t[-1] - t[0])
-    need = max(RULES["ratchet_min_quiet_s"], RULES["ratchet_min_quiet_share"] * window)
-    if rel.quiet_s < need:
-        return False, f"released memory {rel.count} time(s); quiet for {rel.quiet_s:.0f} s of {window:.0f} s"
-    span = t >= t[-1] - rel.quiet_s
-    ts, ys = t[span], y[span]
-    edge = 0.1 * (ts[-1] - ts[0])
-    start = float(np.median(ys[ts <= ts[0] + edge]))
-    end = float(np.median(ys[ts >= ts[-1] - edge]))
-    climb = end - start
-    _, med = bin_medians(ts, ys)
-    med = med[np.isfinite(med)]
-    drawdown = float(np.max(np.maximum.accumulate(med) - med))
-    if climb < max(RULES["ratchet_min_climb_share"] * level, rel.threshold_mb):
-        return False, f"climbed {climb:+.1f} MB over its release-free span"
-    if drawdown > RULES["ratchet_max_drawdown"] * climb:
-        return False, f"climbed {climb:.1f} MB but fell back {drawdown:.1f} MB on the way"
-    steps = step_time_share(ts, ys)
-    if steps > RULES["ratchet_step_time_share"]:
-        return False, (f"climbed {climb:.1f} MB steadily (half of the rise took {steps:.0%} of the time): "
-                       "a smooth climb, not steps")
-    return True, (f"climbed {climb:.1f} MB ({climb / level:.1%}) over {rel.quiet_s:.0f} s without a release "
-                  f"(largest fall back {drawdown:.1f} MB)")
-
-
 def _quasi_difference(m: np.ndarray, phi: float) -> np.ndarray:
     """Rows of m (index = time) prewhitened for AR(1) noise with this φ (Prais–Winsten): least
     squares on the result is generalised least squares under that noise."""
@@ -250,15 +207,15 @@ def step_fit(t: np.ndarray, y: np.ndarray, level: float) -> StepFit | None:
 
 def _ratchet_in_noise(t: np.ndarray, y: np.ndarray, level: float) -> tuple[bool, str]:
     """Ratcheting where the noise is as tall as the steps (1–2% AR noise against +1.6% steps),
-    from step_fit: ≥ ratchet_min_steps up-steps, together ≥ ratchet_min_climb_share of the level;
-    no down-step (|t| ≥ ratchet_step_t) of ≥ ratchet_max_drawdown of that climb (a release); and
+    from step_fit: ≥ ratchet_min_steps up-steps; all steps together climbing ≥ ratchet_min_climb_share
+    of the level; no down-step (|t| ≥ ratchet_step_t) of ≥ ratchet_max_drawdown of that climb (a release); and
     a step sharper than a straight line explains (sharp_t ≥ ratchet_sharp_t), which a smooth leak,
     a daily cycle's rise or a slow wander do not have."""
     fit = step_fit(t, y, level)
     if fit is None:
         return False, ""
     up = fit.sizes > 0
-    climb = float(fit.sizes[up].sum())
+    climb = float(fit.sizes.sum())                   # net: what the steps added up to, down-steps taken off
     falls = (fit.sizes < 0) & (fit.t <= -RULES["ratchet_step_t"]) & (-fit.sizes >= RULES["ratchet_max_drawdown"] * climb)
     if int(up.sum()) < RULES["ratchet_min_steps"] or climb < RULES["ratchet_min_climb_share"]:
         return False, f"{int(up.sum())} up-step(s) beyond the noise, {climb:+.1%} together"
@@ -294,11 +251,7 @@ def classify(t_s: np.ndarray, y: np.ndarray, *, verified: bool | None = True,
             f"{g.change_lo:.1f}–{g.change_hi:.1f} MB" + (f", {g.pooled}" if g.pooled else "")) if growing else ""
     if growing and g.change_share >= RULES["bloating_window_share"]:
         return StatusCall("Bloating", grew, g, rel, iqr)
-    ratchet, why = _ratchet(t_s, y, level, rel)
-    if not ratchet:
-        noisy, why_noisy = _ratchet_in_noise(t_s, y, level)
-        if noisy:
-            ratchet, why = True, why_noisy
+    ratchet, why = _ratchet_in_noise(t_s, y, level)
     if ratchet:
         return StatusCall("Ratcheting", why, g, rel, iqr)
     if growing:

@@ -48,7 +48,7 @@ def test_too_short_and_unverified():
     assert classify(np.arange(0, 30, 1.0), np.ones(30)).word == "Too short"     # 30 s < min_window_s
     assert classify(np.arange(100.0), np.ones(100), verified=False).word == "Unverified"
     assert set(STATUS_ORDER) >= {"Flat", "Ratcheting", "Growing", "Bloating", "Variable"}
-    assert RULES["ratchet_min_quiet_s"] > 0
+    assert RULES["ratchet_sharp_t"] > RULES["ratchet_step_t"] > 0
 
 
 def test_variable():
@@ -56,3 +56,23 @@ def test_variable():
     y = np.where((t // 300) % 2 == 0, 60.0, 140.0)
     call = classify(t, y)
     assert call.word == "Variable", call
+
+
+def test_a_staircase_in_two_percent_ar_noise_is_ratcheting():
+    # +8% in five uneven steps under AR(1) noise of 2% (φ 0.5), 9 days at 15 minutes: each step is
+    # about one noise SD tall; the step fit under AR(1) finds 6 of these 8 (the per-bin-median rule: 3)
+    t = sim.times(9 * 86400.0, 900.0)
+    ws = words(t, sim.staircase(np.random.default_rng(25), 8, t, climb_share=0.08, steps=5, sd_share=0.02, phi=0.5))
+    assert ws.count("Ratcheting") >= 6, ws
+
+
+def test_persistent_noise_a_daily_cycle_and_a_smooth_climb_are_not_ratcheting():
+    t = sim.times(1.5 * 86400.0, 600.0)
+    # flat AR(1) φ 0.99 (2%) over 1.5 days: series the release-free-span rule called Ratcheting
+    flat = [sim.flat(np.random.default_rng(seed), 1, t, phi=0.99, sd_share=0.02)[0] for seed in (35, 152, 249)]
+    # a smooth +10% climb in AR(1) 2% φ 0.9: not steps (the old rules: Ratcheting)
+    smooth = [sim.growing(np.random.default_rng(seed), 1, t, share=0.10, phi=0.9, sd_share=0.02)[0] for seed in (4, 7, 15)]
+    # a daily cycle ±4% at any phase (1% AR(1) φ 0.9): its rise is given back
+    cycle = list(sim.sinusoid(np.random.default_rng(26), 8, t, amplitude_share=0.04, period_s=86400.0, sd_share=0.01, phi=0.9))
+    ws = words(t, flat + smooth + cycle)
+    assert "Ratcheting" not in ws, ws

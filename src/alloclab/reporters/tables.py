@@ -15,9 +15,9 @@ STATUS_RULES = {
     "Bloating": f"Growing, and by at least {STATS_RULES['bloating_window_share']:.0%} of its level within the analysed window",
     "Growing": f"the change over the window (Theil–Sen × window) has a 95% interval above zero that survives "
                f"autocorrelation, is ≥ {STATS_RULES['growing_min_change_mb']:.0f} MB and > {STATS_RULES['flat_max_growth_share']:.0%} of the level",
-    "Ratcheting": f"not Growing, but climbed ≥ {STATS_RULES['ratchet_min_climb_share']:.0%} of its level with no release for "
-                  f"≥ {STATS_RULES['ratchet_min_quiet_s'] / 60:.0f} min and ≥ {STATS_RULES['ratchet_min_quiet_share']:.0%} of the steady window, "
-                  "up to its end: the early sign of long-run growth",
+    "Ratcheting": f"not Bloating, and climbed ≥ {STATS_RULES['ratchet_min_climb_share']:.0%} of its level in ≥ {STATS_RULES['ratchet_min_steps']:.0f} "
+                  f"sudden steps beyond its noise, with no step down of ≥ {STATS_RULES['ratchet_max_drawdown']:.0%} of that climb: "
+                  "the early sign of long-run growth",
     "Variable": f"interquartile range of the steady window > {STATS_RULES['variable_iqr_share']:.0%} of its median",
     "Flat": "none of the above",
 }

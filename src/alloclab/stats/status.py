@@ -4,14 +4,14 @@ Rules, in STATUS_ORDER order (thresholds in RULES, see docs/analysis.md):
 - Unverified: the replica did not run the group's allocator.
 - Too short: fewer than min_samples samples or a window shorter than min_window_s.
 - Bloating: growing (below) by ≥ bloating_window_share of the level within the window.
-- Ratcheting: climbing in steps without ever giving back: the release-free span that ends the
-  window lasts ≥ ratchet_min_quiet_s and ≥ ratchet_min_quiet_share of the window, the series
-  climbs ≥ ratchet_min_climb_share of the level over it, never falls back by more than
-  ratchet_max_drawdown of that climb, and half of the rise happens within
-  ratchet_step_time_share of the time. A flat series does not climb; a sinusoid gives back; an
-  autocorrelated wander falls back about as much as it climbs; a smooth leak climbs evenly (it
-  is Growing); a tor-dircache staircase does none of these. Checked before Growing because it
-  is the more specific diagnosis (STATUS_ORDER, the severity order, is unchanged).
+- Ratcheting: climbing in steps without giving back (step_fit, _ratchet_in_noise): a
+  piecewise-constant mean fitted under AR(1) noise by generalised least squares has
+  ≥ ratchet_min_steps up-steps, all steps together ≥ ratchet_min_climb_share of the level, no down-step of
+  ≥ ratchet_max_drawdown of that climb, and one step sharper than a straight line explains
+  (t ≥ ratchet_step_t / ratchet_sharp_t). A flat series has no such steps; a cycle gives back; a
+  smooth leak or a slow wander has no sharp step (it is Growing, or nothing); a tor-dircache
+  staircase has all of these. Checked before Growing because it is the more specific diagnosis
+  (STATUS_ORDER, the severity order, is unchanged).
 - Growing: the change over the window (growth()) has a 95% interval above zero, is
   > flat_max_growth_share of the level and ≥ growing_min_change_mb.
 - Variable: IQR > variable_iqr_share of the median.
@@ -115,154 +115,130 @@ def release_events(t_s: np.ndarray, y: np.ndarray, level: float) -> Releases:
     return Releases(count, float(largest), float(thr), last, float(end - (start if last_t is None else last_t)))
 
 
-def step_time_share(t: np.ndarray, y: np.ndarray) -> float:
-    """Share of the span's time in which the series made half of its rise, fastest rises first:
-    ~0.5 for a steady climb, near 0 for a staircase. Computed on the running peak of the bin
-    medians (denoised, and the same whatever the sampling interval)."""
-    if len(t) < 3 or t[-1] <= t[0]:
-        return 1.0
-    _, med = bin_medians(t, y)
-    med = med[np.isfinite(med)]
-    peak = np.maximum.accumulate(med)
-    rise = np.sort(np.diff(peak))[::-1]
-    total = float(peak[-1] - peak[0])
-    if total <= 0:
-        return 1.0
-    k = int(np.searchsorted(np.cumsum(rise), 0.5 * total))
-    return float((k + 1) / max(len(med) - 1, 1))
-
-
-def _ratchet(t: np.ndarray, y: np.ndarray, level: float, rel: Releases) -> tuple[bool, str]:
-    window = float(t[-1] - t[0])
-    need = max(RULES["ratchet_min_quiet_s"], RULES["ratchet_min_quiet_share"] * window)
-    if rel.quiet_s < need:
-        return False, f"released memory {rel.count} time(s); quiet for {rel.quiet_s:.0f} s of {window:.0f} s"
-    span = t >= t[-1] - rel.quiet_s
-    ts, ys = t[span], y[span]
-    edge = 0.1 * (ts[-1] - ts[0])
-    start = float(np.median(ys[ts <= ts[0] + edge]))
-    end = float(np.median(ys[ts >= ts[-1] - edge]))
-    climb = end - start
-    _, med = bin_medians(ts, ys)
-    med = med[np.isfinite(med)]
-    drawdown = float(np.max(np.maximum.accumulate(med) - med))
-    if climb < max(RULES["ratchet_min_climb_share"] * level, rel.threshold_mb):
-        return False, f"climbed {climb:+.1f} MB over its release-free span"
-    if drawdown > RULES["ratchet_max_drawdown"] * climb:
-        return False, f"climbed {climb:.1f} MB but fell back {drawdown:.1f} MB on the way"
-    steps = step_time_share(ts, ys)
-    if steps > RULES["ratchet_step_time_share"]:
-        return False, (f"climbed {climb:.1f} MB steadily (half of the rise took {steps:.0%} of the time): "
-                       "a smooth climb, not steps")
-    return True, (f"climbed {climb:.1f} MB ({climb / level:.1%}) over {rel.quiet_s:.0f} s without a release "
-                  f"(largest fall back {drawdown:.1f} MB)")
-
-
-def isotonic(y: np.ndarray) -> np.ndarray:
-    """The non-decreasing least-squares fit of y (pool adjacent violators)."""
-    vals, counts = [], []
-    for v in y.tolist():
-        vals.append(v)
-        counts.append(1)
-        while len(vals) > 1 and vals[-2] > vals[-1]:
-            c = counts[-2] + counts[-1]
-            vals[-2] = (vals[-2] * counts[-2] + vals[-1] * counts[-1]) / c
-            counts[-2] = c
-            vals.pop()
-            counts.pop()
-    return np.repeat(vals, counts)
-
-
-def _sudden_steps(med: np.ndarray, first: int, sd: float, rho: float) -> list[float]:
-    """Sizes of the separate sudden rises of the bin medians from index `first` on: peaks of
-    D_j = mean(med[j:j+w]) − mean(med[j−w:j]) (w = k/12 bins) beyond √(2 ln(k/w)) + 0.5 times
-    the SD of D under AR(1) noise of marginal SD `sd` and lag-1 correlation `rho` between bins,
-    at least w apart, largest first."""
-    k = len(med)
-    w = max(2, k // 12)
-    c = np.concatenate([[0.0], np.cumsum(med)])
-    j = np.arange(max(first, w), k - w + 1)
-    if len(j) < 3:
-        return []
-    dj = (c[j + w] - c[j]) / w - (c[j] - c[j - w]) / w
-    rho = min(max(rho, 0.0), 0.95)
-    sd_d = sd * math.sqrt(2 / w * (1 + rho) / (1 - rho))
-    # a smooth climb lifts D everywhere: the baseline is D's lower quartile plus where that
-    # quartile sits in noise alone (0.674 SD), ≈ 0 for steps on a flat floor, the slope for a climb
-    base = max(float(np.percentile(dj, 25)) + 0.674 * sd_d, 0.0)
-    cut = base + (math.sqrt(2 * math.log(max(k / w, 2.0))) + 0.5) * sd_d
-    out, taken = [], []
-    for idx in np.argsort(dj)[::-1]:
-        if dj[idx] <= cut:
-            break
-        if all(abs(int(idx) - t) >= w for t in taken):
-            taken.append(int(idx))
-            out.append(float(dj[idx] - base))
+def _quasi_difference(m: np.ndarray, phi: float) -> np.ndarray:
+    """Rows of m (index = time) prewhitened for AR(1) noise with this φ (Prais–Winsten): least
+    squares on the result is generalised least squares under that noise."""
+    out = m.copy()
+    out[1:] = m[1:] - phi * m[:-1]
+    out[0] = m[0] * math.sqrt(max(1 - phi * phi, 1e-6))
     return out
 
 
-def _median_noise(med: np.ndarray) -> tuple[float, float]:
-    """(robust SD of the medians' differences / √2, their lag-1 autocorrelation around a non-decreasing fit)."""
-    d = np.diff(med)
-    sd = 1.4826 * float(np.median(np.abs(d - np.median(d)))) / math.sqrt(2)
-    r = med - isotonic(med)
-    r = r - r.mean()
-    return sd, float(np.sum(r[1:] * r[:-1]) / max(float(np.sum(r * r)), 1e-300))
+def _robust_sd(r: np.ndarray) -> float:
+    return 1.4826 * float(np.median(np.abs(r - np.median(r))))
 
 
-def ratchet_noise(t: np.ndarray, y: np.ndarray) -> tuple[float, float] | None:
-    """The noise _ratchet_in_noise reads from one series' per-bin medians, the SD as a share of
-    the series' median (so replicas at other levels can pool it); None with fewer than 12 bins."""
-    _, med = bin_medians(t, y)
-    med = med[np.isfinite(med)]
-    if len(med) < 12:
+def _step_scan(xt: np.ndarray, base: np.ndarray, phi: float, cand: np.ndarray) -> np.ndarray:
+    """t statistics of adding one step at each candidate bin to the prewhitened base design, in
+    O(n × base columns): a step at s, prewhitened, is 1 at s and 1 − φ after, so its products with
+    any column are that column at s plus (1 − φ) × its sum after s (reverse cumulative sums)."""
+    q, _ = np.linalg.qr(base)
+    r = xt - q @ (q.T @ xt)
+    n = len(xt)
+
+    def against(m: np.ndarray) -> np.ndarray:
+        after = np.zeros_like(m)
+        after[:-1] = np.cumsum(m[::-1], axis=0)[::-1][1:]
+        return m[cand] + (1 - phi) * after[cand]
+    num = against(r)                                 # r is orthogonal to the base already
+    qz = against(q)
+    den = 1 + (1 - phi) ** 2 * (n - 1 - cand) - np.einsum("ij,ij->i", qz, qz)
+    sd = max(_robust_sd(r), 1e-12)
+    return np.where(den > 1e-9, num / np.sqrt(np.maximum(den, 1e-300)), 0.0) / sd
+
+
+@dataclass(frozen=True)
+class StepFit:
+    phi: float                 # AR(1) φ of the noise between the steps (per bin, median-unbiased)
+    sizes: np.ndarray          # the fitted steps as shares of the level, in time order
+    t: np.ndarray              # their t statistics (generalised least squares at φ)
+    at: np.ndarray             # their bins
+    bins: int                  # bins the window was averaged into
+    sharp_t: float             # the largest t of one up-step beside a straight line
+
+
+def step_fit(t: np.ndarray, y: np.ndarray, level: float) -> StepFit | None:
+    """A piecewise-constant mean under AR(1) noise, fitted on the window averaged into
+    ≤ ratchet_step_points equal time bins: steps enter one at a time (the largest |t| first, each
+    ≥ 2 bins from the last) while |t| ≥ ratchet_step_t, up to ratchet_max_steps. φ is the
+    median-unbiased lag-1 of the residuals of a first fit (at the φ of a straight line's
+    residuals, which steps inflate), so the wander between steps is noise, not steps. Also the
+    sharpest single up-step beside a straight line instead of the steps: a smooth climb (a leak, a
+    cycle's rise, a slow wander) has none beyond the noise, a staircase has its tallest step there.
+    None with fewer than 12 bins or no positive level."""
+    from .growth import bin_series, detrended_lag1, phi_for_lag1
+    if level <= 0:
         return None
-    sd, rho = _median_noise(med)
-    return sd / max(abs(float(np.median(y))), 1e-300), rho
+    _, yb = bin_series(t, y, int(RULES["ratchet_step_points"]))
+    x = yb / level - 1
+    n = len(x)
+    if n < 12:
+        return None
+    idx = np.arange(n)
+    cand = np.arange(2, n - 1)                       # a step at the very edge is one odd bin, not a step
+
+    def steps(phi: float, chosen: list[int]) -> np.ndarray:
+        # the prewhitened step columns at the chosen candidates: 0 before s, 1 at s, 1 − φ after
+        return (1 - phi) * (idx[:, None] > cand[chosen][None, :]) + (idx[:, None] == cand[chosen][None, :])
+
+    def fit(phi: float) -> tuple[list[int], np.ndarray, np.ndarray]:
+        xt = _quasi_difference(x, phi)
+        ones = _quasi_difference(np.ones((n, 1)), phi)
+        chosen: list[int] = []
+        for _ in range(int(RULES["ratchet_max_steps"])):
+            tz = _step_scan(xt, np.column_stack([ones, steps(phi, chosen)]), phi, cand)
+            for c in chosen:
+                tz[max(c - 1, 0):c + 2] = 0.0
+            best = int(np.argmax(np.abs(tz)))
+            if abs(tz[best]) < RULES["ratchet_step_t"]:
+                break
+            chosen.append(best)
+        chosen.sort()
+        design = np.column_stack([ones, steps(phi, chosen)])
+        beta, *_ = np.linalg.lstsq(design, xt, rcond=None)
+        sd = max(_robust_sd(xt - design @ beta), 1e-12)
+        se = np.sqrt(np.diag(np.linalg.pinv(design.T @ design))) * sd
+        return chosen, beta[1:], beta[1:] / se[1:]
+
+    phi = max(0.0, phi_for_lag1(float(detrended_lag1(x)), n, 0.5))
+    chosen, _, _ = fit(phi)
+    levels = np.column_stack([np.ones(n)] + [(idx >= cand[c]).astype(float) for c in chosen])
+    coef, *_ = np.linalg.lstsq(levels, x, rcond=None)
+    r = x - levels @ coef
+    denom = float(r @ r)
+    rho = float(np.sum(r[1:] * r[:-1]) / denom) if denom > 0 else 0.0
+    phi = max(0.0, phi_for_lag1(rho, n, 0.5))
+    chosen, sizes, tt = fit(phi)
+    line = _quasi_difference(np.column_stack([np.ones(n), idx / n]), phi)
+    tl = _step_scan(_quasi_difference(x, phi), line, phi, cand)
+    return StepFit(phi, sizes, tt, cand[chosen] if chosen else np.zeros(0, dtype=int), n, float(tl.max()))
 
 
-def _ratchet_in_noise(t: np.ndarray, y: np.ndarray, level: float,
-                      noise: tuple[float, float] | None = None) -> tuple[bool, str]:
-    """Ratcheting where the noise wanders more than the steps are tall (1–2% AR noise against
-    +1.6% steps): on the per-bin medians (1/50 of the window), whose noise is estimated from their
-    differences (robust to the few steps) and scaled up by their lag-1 autocorrelation around a
-    non-decreasing fit (a wander is not independent bin to bin). A release is a fall from the
-    medians' running peak beyond what two noisy medians differ by (the max over the bins); the
-    release-free stretch up to the end lasts ≥ ratchet_min_quiet_s and ≥ ratchet_min_quiet_share
-    of the window; over it the non-decreasing fit climbs ≥ ratchet_min_climb_share of the level
-    and ≥ ratchet_noise_climb × the noise, half of it in ≥ 2 sudden steps (bin-to-bin rises beyond
-    the largest the bin-to-bin noise gives). `noise`: (SD share, lag-1) from elsewhere (e.g. the
-    group's replicas, ratchet_noise) instead of this series' own."""
-    _, med = bin_medians(t, y)
-    ok = np.isfinite(med)
-    med = med[ok]
-    k = len(med)
-    if k < 12:
+def _ratchet_in_noise(t: np.ndarray, y: np.ndarray, level: float) -> tuple[bool, str]:
+    """Ratcheting where the noise is as tall as the steps (1–2% AR noise against +1.6% steps),
+    from step_fit: ≥ ratchet_min_steps up-steps; all steps together climbing ≥ ratchet_min_climb_share
+    of the level; no down-step (|t| ≥ ratchet_step_t) of ≥ ratchet_max_drawdown of that climb (a release); and
+    a step sharper than a straight line explains (sharp_t ≥ ratchet_sharp_t, raised by
+    √(2 ln n) − √(2 ln 256) for n > 256 bins), which a smooth leak, a daily cycle's rise or a slow
+    wander do not have."""
+    fit = step_fit(t, y, level)
+    if fit is None:
         return False, ""
-    sd, rho = _median_noise(med) if noise is None else (noise[0] * abs(float(np.median(y))), noise[1])
-    sd = max(sd / math.sqrt(max(1 - rho, 0.05)), 1e-9 * max(level, 1.0))     # marginal, from differences
-    q = math.sqrt(2 * math.log(k)) + 1
-    falls = np.maximum.accumulate(med) - med
-    out = np.flatnonzero(falls > q * sd * math.sqrt(2))
-    first = int(out[-1]) + 1 if len(out) else 0
-    window = float(t[-1] - t[0])
-    quiet = window * (k - first) / k
-    if first >= k - 3 or quiet < max(RULES["ratchet_min_quiet_s"], RULES["ratchet_min_quiet_share"] * window):
-        return False, "released memory in its noise-level medians"
-    fit = isotonic(med[first:])
-    climb = float(fit[-1] - fit[0])
-    if climb < max(RULES["ratchet_min_climb_share"] * level, RULES["ratchet_noise_climb"] * q * sd):
-        return False, f"climbed {climb:+.1f} MB in its medians, within the noise ({sd:.1f} MB)"
-    # steps: rises between the means of w bins before and after a point, beyond what the noise
-    # gives there (robust spread of that difference over the window, the largest of k/w), carrying
-    # half of the climb; a smooth climb or a wander rises about as much
-    # everywhere and has no such peaks
-    steps = _sudden_steps(med, first, sd, rho)
-    if not steps or sum(steps) < 0.5 * climb:
-        return False, (f"climbed {climb:.1f} MB, {len(steps)} sudden step(s) carrying {sum(steps):.1f} MB: "
-                       "a smooth climb, not steps")
-    return True, (f"climbed {climb:.1f} MB ({climb / level:.1%}) in steps over the last {quiet / window:.0%} of the window "
-                  f"without a release beyond its noise ({sd:.1f} MB per 1/{k} of the window)")
+    up = fit.sizes > 0
+    climb = float(fit.sizes.sum())                   # net: what the steps added up to, down-steps taken off
+    falls = (fit.sizes < 0) & (fit.t <= -RULES["ratchet_step_t"]) & (-fit.sizes >= RULES["ratchet_max_drawdown"] * climb)
+    if int(up.sum()) < RULES["ratchet_min_steps"] or climb < RULES["ratchet_min_climb_share"]:
+        return False, f"{int(up.sum())} up-step(s) beyond the noise, {climb:+.1%} together"
+    if falls.any():
+        return False, f"climbed {climb:.1%} in steps but fell back {float(-fit.sizes[falls].max()):.1%} in one"
+    # the largest of n noise t's grows like √(2 ln n): the bar rises with the positions scanned beyond 256
+    sharp = RULES["ratchet_sharp_t"] + max(0.0, math.sqrt(2 * math.log(fit.bins)) - math.sqrt(2 * math.log(256)))
+    if fit.sharp_t < sharp:
+        return False, (f"climbed {climb:.1%}, but no step sharper than a steady climb "
+                       f"(t {fit.sharp_t:.1f} < {sharp:.2f}): a smooth climb, not steps")
+    return True, (f"climbed {climb * level:.1f} MB ({climb:.1%}) in {int(up.sum())} steps without a release beyond "
+                  f"its noise (sharpest step t {fit.sharp_t:.1f} beside a steady climb; AR(1) φ {fit.phi:.2f} "
+                  f"per 1/{fit.bins} of the window)")
 
 
 def classify(t_s: np.ndarray, y: np.ndarray, *, verified: bool | None = True,
@@ -287,11 +263,7 @@ def classify(t_s: np.ndarray, y: np.ndarray, *, verified: bool | None = True,
             f"{g.change_lo:.1f}–{g.change_hi:.1f} MB" + (f", {g.pooled}" if g.pooled else "")) if growing else ""
     if growing and g.change_share >= RULES["bloating_window_share"]:
         return StatusCall("Bloating", grew, g, rel, iqr)
-    ratchet, why = _ratchet(t_s, y, level, rel)
-    if not ratchet:
-        noisy, why_noisy = _ratchet_in_noise(t_s, y, level)
-        if noisy:
-            ratchet, why = True, why_noisy
+    ratchet, why = _ratchet_in_noise(t_s, y, level)
     if ratchet:
         return StatusCall("Ratcheting", why, g, rel, iqr)
     if growing:

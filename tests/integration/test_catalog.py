@@ -99,18 +99,6 @@ def test_world_writable_copy_is_refused(builds):
         b.path.chmod(0o644)
 
 
-def test_concurrent_builds_share_one_entry(tmp_path):
-    env = {"ALLOCLAB_CACHE": str(tmp_path)}
-    import sys
-    cmd = [sys.executable, "-m", "alloclab", "allocators", "build", "mimalloc@2.2.4"]
-    procs = [subprocess.Popen(cmd, env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for _ in range(2)]
-    results = [p.communicate(timeout=300) for p in procs]
-    assert [p.returncode for p in procs] == [0, 0], results
-    entries = [d for d in (tmp_path / "allocators" / "builds" / "mimalloc-2.2.4").iterdir() if not d.name.startswith(".")]
-    assert len(entries) == 1
-
-
 @pytest.mark.parametrize("bad,needles", [
     ("nosuch@1.0", ["unknown allocator family", "jemalloc"]),
     ("mimalloc-2.0.9", ["not a catalog id"]),

@@ -2,7 +2,8 @@
 a Debian package of a verified build, heap hardening measured.
 
 Real registries (cargo's index and crate downloads, Debian's apt), real builds, real processes.
-mimalloc@2.1.6 is built from scratch in a private cache on every run (about 15 s); the other
+mimalloc@2.1.6 is built from scratch in a private cache on every run (about 15 s), by two builds
+started at once (they share one cache entry); the other
 builds use the normal cache, and the jemalloc one (configure + make, minutes on 2 loaded cores)
 runs only when that cache is warm:  alloclab allocators build jemalloc@5.3.1
 """
@@ -13,6 +14,7 @@ import os
 import shutil
 import sqlite3
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -57,7 +59,18 @@ def private_cache(tmp_path_factory, registries):
 
 
 @pytest.fixture(scope="module")
-def fresh_build(private_cache):
+def concurrent_builds(private_cache) -> list[subprocess.CompletedProcess]:
+    """mimalloc@2.1.6 built from scratch by two `alloclab allocators build` started together (as
+    two runs starting at once would): the one build the tests below use."""
+    cmd = [sys.executable, "-m", "alloclab", "allocators", "build", "mimalloc@2.1.6"]
+    procs = [subprocess.Popen(cmd, env={**os.environ, "ALLOCLAB_CACHE": str(private_cache)}, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outputs = [p.communicate(timeout=600) for p in procs]
+    return [subprocess.CompletedProcess(cmd, p.returncode, *out) for p, out in zip(procs, outputs)]
+
+
+@pytest.fixture(scope="module")
+def fresh_build(private_cache, concurrent_builds):
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("ALLOCLAB_CACHE", str(private_cache))
         return resolution.BUILDS.build("mimalloc@2.1.6")
@@ -130,6 +143,12 @@ def test_a_debian_source_is_offered_exactly_when_apt_can_fetch_it(registries, tm
         assert ((suite, package, version) in offered) == there
 
 # ---- builds of versions not in the catalog ---------------------------------------------------------------
+
+def test_concurrent_builds_share_one_entry(concurrent_builds, private_cache):
+    assert [p.returncode for p in concurrent_builds] == [0, 0], [p.stderr[-1000:] for p in concurrent_builds]
+    entries = [d for d in (private_cache / "allocators" / "builds" / "mimalloc-2.1.6").iterdir() if not d.name.startswith(".")]
+    assert len(entries) == 1
+
 
 def test_a_published_version_is_built_fresh_and_reports_itself(fresh_build, private_cache, monkeypatch):
     monkeypatch.setenv("ALLOCLAB_CACHE", str(private_cache))

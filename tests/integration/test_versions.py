@@ -21,7 +21,7 @@ import pytest
 
 from alloclab.allocators import library, catalog, hardening, resolution, tunables, versions
 from alloclab.errors import UserError
-from tests.conftest import run_cli
+from tests.conftest import own_cache, run_cli
 from tests.registries import published_library
 
 NOT_IN_CATALOG_MIMALLOC = ["mimalloc@2.1.6", "mimalloc@3.5.2"]
@@ -47,12 +47,12 @@ def registries() -> dict[str, versions.VersionInfo]:
 
 
 @pytest.fixture(scope="module")
-def private_cache(tmp_path_factory, registries):
+def private_cache(tmp_path_factory, registries, native_dir):
     """A cache of its own without builds: the build below really happens, it is not found from an
     earlier run. It starts with a copy (never a link: nothing here writes into the user's cache) of
     the registry listings just read, a few KB; without them a private cache would fetch apt's lists
     of four suites again, minutes."""
-    root = tmp_path_factory.mktemp("cache")
+    root = own_cache(tmp_path_factory.mktemp("cache"), native_dir)      # (the session's native programs)
     shutil.copytree(catalog.cache_dir() / "versions", root / "allocators" / "versions",
                     ignore=shutil.ignore_patterns("*.lock", "registry.log"))
     return root
@@ -263,7 +263,7 @@ allocator = "mimalloc@2.1.6+secure"
 
 # ---- Debian package -------------------------------------------------------------------------------------------------
 
-def test_package_installs_the_exact_bytes_and_resolves_by_id(fresh_build, tmp_path, private_cache):
+def test_package_installs_the_exact_bytes_and_resolves_by_id(fresh_build, tmp_path, private_cache, native_dir):
     out = tmp_path / "debs"
     proc = run_cli("allocators", "package", "mimalloc@2.1.6", "-o", str(out), env={"ALLOCLAB_CACHE": str(private_cache)})
     assert proc.returncode == 0, proc.stderr
@@ -282,7 +282,7 @@ def test_package_installs_the_exact_bytes_and_resolves_by_id(fresh_build, tmp_pa
     assert library.sha256_file(lib) == fresh_build.provenance["library_sha256"]
     assert library.normalise_version("mimalloc", library.probe(str(lib))["version"]) == "2.1.6"
     # a host without alloclab's build cache: the id resolves to the installed package
-    empty = tmp_path / "empty-cache"
+    empty = own_cache(tmp_path / "empty-cache", native_dir)
     code = ("from alloclab.allocators import resolution; import json; s = resolution.resolve('mimalloc@2.1.6'); "
             "print(json.dumps([s.path, s.version, json.loads(resolution.provenance(s))['id']]))")
     import sys

@@ -37,6 +37,14 @@ def native_dir() -> Path:
     return nativebuild.build_dir()
 
 
+def own_cache(path: Path, native_dir: Path) -> Path:
+    """An alloclab cache of a test's own (for ALLOCLAB_CACHE): its allocator builds and registry
+    listings start empty; its native programs are the session's, not built again for it."""
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "native").symlink_to(native_dir.parent)
+    return path
+
+
 def run_cli(*args: str, cwd: Path | None = None, timeout: float = 300, env: dict | None = None) -> subprocess.CompletedProcess:
     """The real CLI in a child process, as a user would run it."""
     return subprocess.run([sys.executable, "-m", "alloclab", *args], cwd=cwd, capture_output=True, text=True,

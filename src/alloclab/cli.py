@@ -367,6 +367,14 @@ def fleet_collect(plan_file, output, interval, duration, install, listen, host_l
     collect_command(plan_file, output, interval, duration, install, root, systemctl, console, listen, host_label, as_json)
 
 
+@fleet_group.command("prepare")
+@click.option("--json", "as_json", is_flag=True, help="Print which reader the collector will use as JSON.")
+def fleet_prepare(as_json) -> None:
+    """Build the collector's native reader on this host before the collector first starts (a deploy step)."""
+    from .commands.fleet import prepare_command
+    prepare_command(console, as_json)
+
+
 @fleet_group.command("deploy")
 @click.argument("allocator", required=False)
 @click.option("--units", "units_glob", required=True, help="Unit glob, e.g. 'tor@*'.")
@@ -547,6 +555,7 @@ EXAMPLES = {
     ("fleet", "plan"): "alloclab fleet plan --units 'tor@*' --groups groups.toml -o fleet-plan.json",
     ("fleet", "apply"): "alloclab fleet apply fleet-plan.json --batch 10% --dry-run",
     ("fleet", "collect"): "alloclab fleet collect --plan fleet-plan.json -o runs/fleet --interval 60s",
+    ("fleet", "prepare"): "alloclab fleet prepare",
     ("fleet", "deploy"): "alloclab fleet deploy jemalloc@5.3.0 --units 'tor@*' --batch 10% --max-increase 20%",
     ("fleet", "rollback"): "alloclab fleet rollback --batch 10",
     ("workloads",): "alloclab workloads",

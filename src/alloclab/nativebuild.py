@@ -31,8 +31,8 @@ def _compiler_version(cc: str) -> str:
 
 
 @cache
-def build_dir() -> Path:
-    """Directory holding the built native programs; builds them if needed."""
+def _output_dir() -> Path:
+    """This build's directory: keyed by the sources and the compiler, so either changing rebuilds."""
     cc = settings.compiler()
     if shutil.which("make") is None:
         raise UserError("`make` is not installed", "install it: apt-get install make")
@@ -40,16 +40,22 @@ def build_dir() -> Path:
     for f in sorted(SOURCE_DIR.iterdir()):
         if f.suffix in (".c", ".h") or f.name == "Makefile":
             h.update(f.name.encode() + b"\0" + f.read_bytes())
-    out = cache_root() / "native" / h.hexdigest()[:16]
-    stamp = out / ".built"
+    return cache_root() / "native" / h.hexdigest()[:16]
+
+
+def _make(goal: str, stamp_name: str) -> Path:
+    """`make GOAL` into the output directory once (a stamp says it is done; a file lock lets
+    several processes ask at once)."""
+    out = _output_dir()
+    stamp = out / stamp_name
     if stamp.exists():
         return out
     out.mkdir(parents=True, exist_ok=True)
     with open(out / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not stamp.exists():
-            proc = subprocess.run(["make", "-s", "-C", str(SOURCE_DIR), f"OUT={out}", f"CC={cc}"],
-                                  capture_output=True, text=True)
+            proc = subprocess.run(["make", "-s", "-C", str(SOURCE_DIR), f"OUT={out}", f"CC={settings.compiler()}",
+                                   *([] if goal == "all" else [str(out / goal)])], capture_output=True, text=True)
             (out / "build.log").write_text(proc.stdout + proc.stderr)
             if proc.returncode != 0:
                 last = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
@@ -57,6 +63,21 @@ def build_dir() -> Path:
                                 f"see {out / 'build.log'}; install gcc, make and libc6-dev")
             stamp.write_text("ok\n")
     return out
+
+
+@cache
+def build_dir() -> Path:
+    """Directory holding the built native programs; builds them if needed."""
+    return _make("all", ".built")
+
+
+def target(name: str) -> Path:
+    """One native program, building only it if the whole set is not built yet: the fleet
+    collector's reader needs a C compiler, not the workloads' static libc or zstd."""
+    out = _output_dir()
+    if not (out / ".built").exists():
+        _make(name, f".built-{name}")
+    return out / name
 
 
 def program(name: str) -> Path:

@@ -17,24 +17,12 @@ import pytest
 
 from alloclab import reaper, sampler
 from tests.conftest import run_cli
-from tests.waiting import wait_for
+from tests.waiting import wait_for, wait_for_ticks
 
 
 def _start(exp: Path, out: Path, env: dict | None = None) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "alloclab", "run", str(exp), "-o", str(out), "--no-report"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, **(env or {})})
-
-
-def _wait_for_ticks(db: Path, n: int, timeout: float = 60) -> None:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        try:
-            if sqlite3.connect(db).execute("SELECT COUNT(DISTINCT t) FROM samples").fetchone()[0] >= n:
-                return
-        except sqlite3.OperationalError:
-            pass
-        time.sleep(0.1)
-    raise AssertionError(f"fewer than {n} ticks in {db}")
 
 
 def _run_processes(token: str) -> list[int]:
@@ -74,7 +62,7 @@ def _experiment(tmp: Path, command: list[str], load: str = "60s", interval: str 
 def test_kill_minus_nine_leaves_nothing_and_the_run_is_closed_by_resume(tmp_path, daemonizing):
     out = tmp_path / "run"
     p = _start(_experiment(tmp_path, [str(daemonizing)]), out)
-    _wait_for_ticks(out / "run.db", 6)
+    wait_for_ticks(out / "run.db", 6)
     meta = _meta(out / "run.db")
     token = meta["run_token"]
     before = _run_processes(token)
@@ -166,7 +154,7 @@ def test_a_full_disk_stops_the_run_with_one_line(tmp_path, small_disk, native_di
     p = subprocess.Popen([sys.executable, "-m", "alloclab", "run", str(exp), "-o", str(out)],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        _wait_for_ticks(out / "run.db", 5)
+        wait_for_ticks(out / "run.db", 5)
         token = _meta(out / "run.db")["run_token"]
         fd = os.open(small_disk / "filler", os.O_WRONLY | os.O_CREAT)
         try:                                            # take every free byte
@@ -248,7 +236,7 @@ def test_resume_samples_survivors_and_serves_their_metrics(tmp_path, daemonizing
     from prometheus_client.parser import text_string_to_metric_families
     out = tmp_path / "run"
     p = _start(_experiment(tmp_path, [str(daemonizing)], load="14s", interval="0.5s"), out)
-    _wait_for_ticks(out / "run.db", 4)
+    wait_for_ticks(out / "run.db", 4)
     children = subprocess.run(["pgrep", "-P", str(p.pid), "-f", "alloclab.watchdog"], capture_output=True, text=True)
     watchdog = [int(x) for x in children.stdout.split()]
     assert len(watchdog) == 1, children

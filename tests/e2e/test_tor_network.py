@@ -20,6 +20,7 @@ from alloclab.tor.network import DIRECTORY_HELD
 from alloclab import reaper, sampler
 from alloclab.tor import network
 from tests.conftest import run_cli
+from tests.experiments import write_experiment
 
 
 @pytest.fixture(scope="module")
@@ -43,27 +44,11 @@ def _db(path: Path) -> sqlite3.Connection:
 
 
 def test_two_groups_of_two_relays(tor, tmp_path, jemalloc):
-    (tmp_path / "tor.toml").write_text(f"""
-name = "tor-e2e"
-replicas = 2
-interval = "1s"
-verify_every = "10s"
-[scenario]
-name = "tor-network"
-voting_interval = "10s"
-load_rate = 5
-routers = 40                     # descriptor-only routers in the directory (7,000 in benchmarks/tor)
-[phases]
-warmup = "10s"
-load = "30s"
-[[group]]
-name = "glibc"
-allocator = "glibc"
-torrc = ["MaxMemInQueues 256 MB"]
-[[group]]
-name = "jemalloc"
-allocator = "{jemalloc}"
-""")
+    # routers: descriptor-only routers in the directory (7,000 in benchmarks/tor)
+    write_experiment(tmp_path / "tor.toml", "tor-e2e", None,
+                     {"glibc": {"allocator": "glibc", "torrc": ["MaxMemInQueues 256 MB"]}, "jemalloc": jemalloc},
+                     replicas=2, interval="1s", verify_every="10s", phases={"warmup": "10s", "load": "30s"},
+                     tables={"scenario": {"name": "tor-network", "voting_interval": "10s", "load_rate": 5, "routers": 40}})
     run = tmp_path / "run"
     t0 = time.monotonic()
     out = run_cli("run", str(tmp_path / "tor.toml"), "-o", str(run), timeout=400)
@@ -130,23 +115,11 @@ def _consensus_flags(path: Path) -> dict[str, set[str]]:
 
 
 def test_kill_9_leaves_no_tor_behind(tor, tmp_path):
-    (tmp_path / "tor.toml").write_text("""
-name = "tor-kill"
-replicas = 2
-interval = "1s"
-[scenario]
-name = "tor-network"
-authorities = 1
-voting_interval = "10s"
-variant = "co-guard"              # guard relays with DirCache 0 (no DirPort, no load, still relays)
-routers = 20
-[phases]
-warmup = "10s"
-load = "10m"
-[[group]]
-name = "glibc"
-allocator = "glibc"
-""")
+    # co-guard: guard relays with DirCache 0 (no DirPort, no load, still relays)
+    write_experiment(tmp_path / "tor.toml", "tor-kill", None, {"glibc": "glibc"}, replicas=2, interval="1s",
+                     phases={"warmup": "10s", "load": "10m"},
+                     tables={"scenario": {"name": "tor-network", "authorities": 1, "voting_interval": "10s",
+                                          "variant": "co-guard", "routers": 20}})
     run = tmp_path / "run"
     p = subprocess.Popen([sys.executable, "-m", "alloclab", "run", str(tmp_path / "tor.toml"), "-o", str(run), "--no-report"],
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -199,7 +172,7 @@ def test_refused_clearly_without_a_network_namespace(tmp_path):
     can be made: `check` and `run` refuse in one line, and nothing is created."""
     if not shutil.which("setpriv") or os.geteuid() != 0:
         pytest.skip("needs root and setpriv to drop CAP_SYS_ADMIN")
-    (tmp_path / "tor.toml").write_text('[scenario]\nname = "tor-network"\n[[group]]\nname = "a"\nallocator = "glibc"\n')
+    write_experiment(tmp_path / "tor.toml", "tor-refused", None, {"a": "glibc"}, tables={"scenario": {"name": "tor-network"}})
     for verb in (["check"], ["run", "-o", str(tmp_path / "run")]):
         out = subprocess.run(["setpriv", "--bounding-set=-sys_admin", sys.executable, "-m", "alloclab", *verb,
                               str(tmp_path / "tor.toml")], capture_output=True, text=True, timeout=60,
@@ -213,19 +186,9 @@ def test_no_consensus_in_time_is_one_line_and_the_network_is_kept(tor, tmp_path)
     """A first consensus cannot come within the timeout (5-minute voting, 10 s allowed): the run
     stops before any relay starts, says why in one line (exit 2), keeps the network directory for
     inspection and leaves no authority running."""
-    (tmp_path / "tor.toml").write_text("""
-name = "tor-slow"
-[scenario]
-name = "tor-network"
-authorities = 1
-voting_interval = "5m"
-consensus_timeout = "10s"
-[phases]
-load = "1m"
-[[group]]
-name = "glibc"
-allocator = "glibc"
-""")
+    write_experiment(tmp_path / "tor.toml", "tor-slow", None, {"glibc": "glibc"}, phases={"load": "1m"},
+                     tables={"scenario": {"name": "tor-network", "authorities": 1, "voting_interval": "5m",
+                                          "consensus_timeout": "10s"}})
     run = tmp_path / "run"
     out = run_cli("run", str(tmp_path / "tor.toml"), "-o", str(run), timeout=120)
     assert out.returncode == 2 and "no consensus within 10 s" in out.stderr, out.stderr
@@ -244,27 +207,10 @@ def test_traffic_through_each_groups_relays(tor, tmp_path, jemalloc):
     """`traffic`: each group's tor client builds circuits of that group's relays only (guard, middle
     and exit all relays under test, the exits reaching nothing but the sink) and moves data through
     them. Slow (~2-3 min): `pytest -m slow tests/e2e/test_tor_network.py -k traffic`."""
-    (tmp_path / "tor.toml").write_text(f"""
-name = "tor-traffic"
-replicas = 3
-interval = "2s"
-[scenario]
-name = "tor-network"
-voting_interval = "10s"
-routers = 40
-authorities = 1
-traffic = 200
-num_cpus = 4
-[phases]
-warmup = "10s"
-load = "60s"
-[[group]]
-name = "glibc"
-allocator = "glibc"
-[[group]]
-name = "jemalloc"
-allocator = "{jemalloc}"
-""")
+    write_experiment(tmp_path / "tor.toml", "tor-traffic", None, {"glibc": "glibc", "jemalloc": jemalloc},
+                     replicas=3, interval="2s", phases={"warmup": "10s", "load": "60s"},
+                     tables={"scenario": {"name": "tor-network", "voting_interval": "10s", "routers": 40, "authorities": 1,
+                                          "traffic": 200, "num_cpus": 4}})
     run = tmp_path / "run"
     out = run_cli("run", str(tmp_path / "tor.toml"), "-o", str(run), timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]

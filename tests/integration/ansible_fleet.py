@@ -30,6 +30,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.conftest import own_cache
 from tests.integration.systemd_host import Host
 
 REPO = Path(__file__).resolve().parents[2]
@@ -175,9 +176,7 @@ def fleet(unit_counts: dict[str, int], native_dir: Path, jemalloc: str):
                     assert time.time() < deadline, f"{host} {unit} did not start: {h.systemctl('status', unit).stdout}"
                     time.sleep(0.2)
         # the controller: a private alloclab cache (native programs shared with the real one)
-        cache = base / "cache"
-        cache.mkdir()
-        (cache / "native").symlink_to(native_dir.parent)
+        cache = own_cache(base / "cache", native_dir)
         fake_catalog_build(cache, "jemalloc@5.3.0", jemalloc)
         f.controller = base / "controller"
         f.controller.mkdir()

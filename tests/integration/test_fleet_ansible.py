@@ -6,6 +6,7 @@ last host (every host rolled back, play stopped), and a fleet-wide rollback.
 tests/integration/ansible_fleet.py says how the hosts are made."""
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import shutil
@@ -95,7 +96,13 @@ def test_ansible_runs_the_experiment_deploy_and_rollback_across_three_hosts(thre
     for host in f.hosts:
         unit_text = f.host_path(host, f.shared / "etc/systemd/system/alloclab-collector.service").read_text()
         assert f"--listen 9464 --host {host}" in unit_text
-        deadline = time.time() + 180          # its first start builds the native reader: minutes at load 100+
+        # the role built the native reader on this host, into the service's cache, before the service started
+        [reader] = f.host_path(host, f.shared / "var/cache/alloclab/native").glob("*/liballoclab_fleet.so")
+        started = f.hosts[host].systemctl("show", "-p", "ExecMainStartTimestamp", "--value", "--timestamp=us+utc",
+                                          "alloclab-collector.service").stdout.strip()
+        started_at = datetime.datetime.strptime(started, "%a %Y-%m-%d %H:%M:%S.%f %Z").replace(tzinfo=datetime.timezone.utc)
+        assert reader.stat().st_mtime < started_at.timestamp(), (host, reader.stat().st_mtime, started)
+        deadline = time.time() + 60           # its start and first tick (the reader is built: no compiler to wait on)
         while True:
             scrape = f.nsenter(host, "python3", "-c", "import urllib.request as u; print(u.urlopen('http://127.0.0.1:9464/metrics', timeout=2).read().decode())")
             if scrape.returncode == 0 and f'host="{host}"' in scrape.stdout and "alloclab_unit_memory_bytes" in scrape.stdout:

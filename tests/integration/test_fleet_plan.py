@@ -12,7 +12,7 @@ import pytest
 from alloclab.fleet import lifecycle
 from alloclab.allocators import resolution
 from alloclab.errors import UserError
-from tests.conftest import run_cli
+from tests.conftest import own_cache, run_cli
 from tests.integration.ansible_fleet import fake_catalog_build
 
 
@@ -83,9 +83,7 @@ def test_facts_of_another_kind_are_refused_in_one_line(tmp_path, groups):
 
 
 def test_an_installed_package_is_preferred_over_a_cached_build_of_the_same_id(tmp_path, monkeypatch, native_dir, jemalloc):
-    cache = tmp_path / "cache"
-    cache.mkdir()
-    (cache / "native").symlink_to(native_dir.parent)
+    cache = own_cache(tmp_path / "cache", native_dir)
     cached = fake_catalog_build(cache, "jemalloc@5.3.0", jemalloc)
     monkeypatch.setenv("ALLOCLAB_CACHE", str(cache))
     monkeypatch.setenv("ALLOCLAB_PACKAGE_ROOT", str(tmp_path / "pkgroot"))

@@ -6,9 +6,11 @@ systemd is PID 1), so it runs in a private mount namespace with a tmpfs there; n
 host's /run changes."""
 from __future__ import annotations
 
+import _thread
 import os
 import shutil
 import subprocess
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -19,6 +21,7 @@ from alloclab.fleet import collector, lifecycle
 from alloclab import sampler
 from alloclab.store import Store
 from tests.systemd_user import SYSTEMD, Unavailable, user_manager
+from tests.waiting import wait_for, wait_for_ticks
 
 pytestmark = pytest.mark.skipif(not (Path(SYSTEMD).exists() and shutil.which("systemctl") and shutil.which("unshare")),
                                 reason="systemd missing: run scripts/install.sh --test")
@@ -79,13 +82,24 @@ def test_apply_collect_rollback_against_a_real_systemd(manager, tmp_path, jemall
     if cg is not None:                          # a memory controller is delegated here: the unit's usage is real
         assert cg.usage_kb() and cg.usage_kb() > 0
     run = tmp_path / "run"
-    result = collector.collect(units, plan, run, interval=0.3, duration=1.5, say=lambda s: None)
+
+    def stop_after_four_ticks():        # ticks, not seconds: a loaded machine skips slots
+        try:
+            wait_for_ticks(run / "run.db", 4, 60)
+        finally:
+            _thread.interrupt_main()    # collect() ends on KeyboardInterrupt, as on Ctrl-C
+    stopper = threading.Thread(target=stop_after_four_ticks)
+    stopper.start()
+    try:
+        result = collector.collect(units, plan, run, interval=0.3, duration=None, say=lambda s: None)
+    finally:
+        stopper.join()
     assert result["ticks"] >= 4 and result["systemd_queries"] == 1     # asked once, all units in one call
     store = Store.open(run)
     reps = store.replicas()
     assert all(r["verified"] == 1 for r in reps), [(r["name"], r["verify_detail"]) for r in reps]
     first = store.series(reps[0]["id"], ["rss_kb", "cgroup_kb"])
-    assert len(first["t"]) >= 3 and all(first["rss_kb"])
+    assert len(first["t"]) >= 4 and all(first["rss_kb"])
     if cg is not None:
         assert all(v and v > 0 for v in first["cgroup_kb"])
     store.close()
@@ -128,7 +142,6 @@ def test_a_crash_loop_under_the_new_allocator_is_rolled_back_by_systemd_restarts
     assert existing.read_bytes() == b"[Service]\nEnvironment=\"KEEP=me\"\n"
     # did not crash: the unit's shell took the branch without jemalloc and became `sleep 3600` (on
     # jemalloc it would sleep 1 s in a child and exit 1)
-    from tests.waiting import wait_for      # (here, not at the top: tests/systemd_user.py's import lands there)
     pid = wait_for(lambda: (p := units.main_pid(crashy)) and cmdline(p) == ["sleep", "3600"] and p, 20,
                    f"{crashy} to run `sleep 3600`")
     assert units.is_active(crashy)

@@ -4,6 +4,7 @@ v2 through a descriptor kept open, on v1 by opening afresh), reads the same figu
 drops a member that left and closes its descriptor, and reads only the units asked for."""
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import uuid
@@ -132,3 +133,18 @@ def test_between_membership_reads_a_restart_is_seen_at_once_and_a_new_child_with
     for i, ((kind, _), old, new) in enumerate(zip(made, first, again)):
         pids = {rd.stat.pid for rd in got.get(i, [])}
         assert old.pid not in pids and new.pid in pids, f"{kind}: a restart was not seen in the tick it happened"
+
+
+def test_fleet_prepare_builds_the_reader_alone_into_the_given_cache(tmp_path):
+    """`alloclab fleet prepare` (the Ansible role's step before the collector first starts) builds
+    the reader into ALLOCLAB_CACHE, and only it: a host without the workloads' static libc or zstd
+    still gets the native reader. The collector then loads that build, not a new one."""
+    from tests.conftest import run_cli
+    out = run_cli("fleet", "prepare", "--json", env={"ALLOCLAB_CACHE": str(tmp_path)}, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == {"reader": "native", "why_not": None}
+    [built] = (tmp_path / "native").iterdir()
+    assert sorted(p.name for p in built.iterdir() if not p.name.startswith(".") and p.name != "build.log") == [fleetread.LIBRARY]
+    again = run_cli("fleet", "prepare", env={"ALLOCLAB_CACHE": str(tmp_path)}, timeout=60)
+    assert again.returncode == 0 and "native reader is built" in again.stdout, again.stderr
+    assert [p.name for p in (tmp_path / "native").iterdir()] == [built.name]

@@ -2,7 +2,8 @@
 a Debian package of a verified build, heap hardening measured.
 
 Real registries (cargo's index and crate downloads, Debian's apt), real builds, real processes.
-mimalloc@2.1.6 is built from scratch in a private cache on every run (about 15 s); the other
+mimalloc@2.1.6 is built from scratch in a private cache on every run (about 15 s), by two builds
+started at once (they share one cache entry); the other
 builds use the normal cache, and the jemalloc one (configure + make, minutes on 2 loaded cores)
 runs only when that cache is warm:  alloclab allocators build jemalloc@5.3.1
 """
@@ -13,13 +14,14 @@ import os
 import shutil
 import sqlite3
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from alloclab.allocators import library, catalog, hardening, resolution, tunables, versions
 from alloclab.errors import UserError
-from tests.conftest import run_cli
+from tests.conftest import own_cache, run_cli
 from tests.registries import published_library
 
 NOT_IN_CATALOG_MIMALLOC = ["mimalloc@2.1.6", "mimalloc@3.5.2"]
@@ -45,19 +47,30 @@ def registries() -> dict[str, versions.VersionInfo]:
 
 
 @pytest.fixture(scope="module")
-def private_cache(tmp_path_factory, registries):
+def private_cache(tmp_path_factory, registries, native_dir):
     """A cache of its own without builds: the build below really happens, it is not found from an
     earlier run. It starts with a copy (never a link: nothing here writes into the user's cache) of
     the registry listings just read, a few KB; without them a private cache would fetch apt's lists
     of four suites again, minutes."""
-    root = tmp_path_factory.mktemp("cache")
+    root = own_cache(tmp_path_factory.mktemp("cache"), native_dir)      # (the session's native programs)
     shutil.copytree(catalog.cache_dir() / "versions", root / "allocators" / "versions",
                     ignore=shutil.ignore_patterns("*.lock", "registry.log"))
     return root
 
 
 @pytest.fixture(scope="module")
-def fresh_build(private_cache):
+def concurrent_builds(private_cache) -> list[subprocess.CompletedProcess]:
+    """mimalloc@2.1.6 built from scratch by two `alloclab allocators build` started together (as
+    two runs starting at once would): the one build the tests below use."""
+    cmd = [sys.executable, "-m", "alloclab", "allocators", "build", "mimalloc@2.1.6"]
+    procs = [subprocess.Popen(cmd, env={**os.environ, "ALLOCLAB_CACHE": str(private_cache)}, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outputs = [p.communicate(timeout=600) for p in procs]
+    return [subprocess.CompletedProcess(cmd, p.returncode, *out) for p, out in zip(procs, outputs)]
+
+
+@pytest.fixture(scope="module")
+def fresh_build(private_cache, concurrent_builds):
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("ALLOCLAB_CACHE", str(private_cache))
         return resolution.BUILDS.build("mimalloc@2.1.6")
@@ -130,6 +143,12 @@ def test_a_debian_source_is_offered_exactly_when_apt_can_fetch_it(registries, tm
         assert ((suite, package, version) in offered) == there
 
 # ---- builds of versions not in the catalog ---------------------------------------------------------------
+
+def test_concurrent_builds_share_one_entry(concurrent_builds, private_cache):
+    assert [p.returncode for p in concurrent_builds] == [0, 0], [p.stderr[-1000:] for p in concurrent_builds]
+    entries = [d for d in (private_cache / "allocators" / "builds" / "mimalloc-2.1.6").iterdir() if not d.name.startswith(".")]
+    assert len(entries) == 1
+
 
 def test_a_published_version_is_built_fresh_and_reports_itself(fresh_build, private_cache, monkeypatch):
     monkeypatch.setenv("ALLOCLAB_CACHE", str(private_cache))
@@ -244,7 +263,7 @@ allocator = "mimalloc@2.1.6+secure"
 
 # ---- Debian package -------------------------------------------------------------------------------------------------
 
-def test_package_installs_the_exact_bytes_and_resolves_by_id(fresh_build, tmp_path, private_cache):
+def test_package_installs_the_exact_bytes_and_resolves_by_id(fresh_build, tmp_path, private_cache, native_dir):
     out = tmp_path / "debs"
     proc = run_cli("allocators", "package", "mimalloc@2.1.6", "-o", str(out), env={"ALLOCLAB_CACHE": str(private_cache)})
     assert proc.returncode == 0, proc.stderr
@@ -263,7 +282,7 @@ def test_package_installs_the_exact_bytes_and_resolves_by_id(fresh_build, tmp_pa
     assert library.sha256_file(lib) == fresh_build.provenance["library_sha256"]
     assert library.normalise_version("mimalloc", library.probe(str(lib))["version"]) == "2.1.6"
     # a host without alloclab's build cache: the id resolves to the installed package
-    empty = tmp_path / "empty-cache"
+    empty = own_cache(tmp_path / "empty-cache", native_dir)
     code = ("from alloclab.allocators import resolution; import json; s = resolution.resolve('mimalloc@2.1.6'); "
             "print(json.dumps([s.path, s.version, json.loads(resolution.provenance(s))['id']]))")
     import sys

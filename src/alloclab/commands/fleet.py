@@ -8,7 +8,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from ..fleet import collector, lifecycle, rollout, unitfile
+from ..fleet import collector, fleetread, lifecycle, rollout, unitfile
 from .. import metrics
 from ..config import parse_duration
 from ..errors import UserError
@@ -104,6 +104,21 @@ def collect_command(plan_file: Path, run: Path, interval: str, duration: str | N
     finally:
         if server is not None:
             server.shutdown()
+
+
+def prepare_command(console: Console, as_json: bool = False) -> None:
+    """The native reader built (into this user's alloclab cache) and loaded once, so the collector's
+    first start reads at once; where it cannot be, the collector will read in Python, and says why."""
+    reader, why_not = fleetread.open_reader(1)
+    if reader is not None:
+        reader.close()
+    result = {"reader": "native" if reader is not None else "python", "why_not": why_not or None}
+    if as_json:
+        _emit_json(result)
+    elif reader is not None:
+        console.print("the collector's native reader is built")
+    else:
+        console.print(f"the collector will read units in Python (slower): {why_not}")
 
 
 def deploy_command(allocator: str | None, units_glob: str, batch: str, dry_run: bool, out: Path, root: Path,

@@ -114,6 +114,6 @@ class NativeReader:
 def open_reader(max_open: int) -> tuple[NativeReader | None, str]:
     """The native reader, or (None, why not) where it cannot be built or loaded."""
     try:
-        return NativeReader(str(nativebuild.build_dir() / LIBRARY), max_open), ""
+        return NativeReader(str(nativebuild.target(LIBRARY)), max_open), ""
     except (UserError, OSError, RuntimeError) as exc:
         return None, exc.problem if isinstance(exc, UserError) else str(exc)

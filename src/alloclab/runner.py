@@ -350,21 +350,27 @@ class Runner:
                 if st:
                     self._register([st.identity])
 
-    def _stop_load(self, popen: subprocess.Popen | None) -> None:
-        """SIGTERM a load client's process group, SIGKILL after the grace period. Its pid (the
-        group's id) cannot be reused before it is reaped, which happens only here."""
-        if popen is None or popen.poll() is not None:
-            return
+    def _stop_loads(self, popens: list[subprocess.Popen | None]) -> None:
+        """SIGTERM every running load client's process group at once, SIGKILL those still there
+        after one shared grace period (one after another cost a grace each at the run's end).
+        A pid (the group's id) cannot be reused before it is reaped, which happens only here."""
+        running = [p for p in popens if p is not None and p.poll() is None]
         for sig in (signal.SIGTERM, signal.SIGKILL):
-            try:
-                os.killpg(popen.pid, sig)
-            except ProcessLookupError:
-                pass
-            try:
-                popen.wait(self.exp.grace if sig == signal.SIGTERM else None)
+            for p in running:
+                try:
+                    os.killpg(p.pid, sig)
+                except ProcessLookupError:
+                    pass
+            deadline = time.monotonic() + self.exp.grace if sig == signal.SIGTERM else None
+            left = []
+            for p in running:
+                try:
+                    p.wait(None if deadline is None else max(0.0, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    left.append(p)
+            running = left
+            if not running:
                 return
-            except subprocess.TimeoutExpired:
-                pass
 
     def _own_children(self) -> set[int]:
         """The processes alloclab started itself (replicas, load clients, the watchdog)."""
@@ -543,8 +549,7 @@ class Runner:
                     if new_phase == "load":
                         self._start_load()
                     if new_phase == "idle":
-                        for r in self.replicas:
-                            self._stop_load(r.load_popen)
+                        self._stop_loads([r.load_popen for r in self.replicas])
                     phase = new_phase
                 self._reap(now, self.started_wall + planned if planned else None)
                 self._sample(now, phase, sampler.all_processes() if need_procs else None)
@@ -579,8 +584,7 @@ class Runner:
 
     def _stop_all(self) -> reaper.SweepResult:
         """End every process of the run: load clients first, then everything else at once."""
-        for r in self.replicas:
-            self._stop_load(r.load_popen)
+        self._stop_loads([r.load_popen for r in self.replicas])
         result = reaper.sweep(self.finder.find, self.exp.grace, on_poll=self.reap_children)
         for r in self.replicas:
             if r.popen is not None:

@@ -411,6 +411,7 @@ class Runner:
 
     def _sample(self, now: float, phase: str, procs: dict[int, sampler.ProcStat] | None) -> None:
         adopted = self._adopted_roots() if procs is not None else {}
+        members = []
         for r in self.replicas:
             pids = r.cgroup.procs() if r.cgroup and not r.cgroup_lost else []
             if r.cgroup and not pids and r.root_exit is None and r.popen is not None and not r.cgroup_lost \
@@ -429,7 +430,8 @@ class Runner:
                 roots = {r.root} | set(r.processes) | adopted.get(r.name, set())
                 pids = sampler.tree(roots, procs or {})
                 expected = {pid: procs[pid].start_ticks for pid in pids}
-            readings = sampler.sample_processes(pids, self.budget, expected)
+            members.append((pids, expected))
+        for r, readings in zip(self.replicas, sampler.sample_replicas(members, self.budget)):
             if not readings and not r.alive:
                 continue
             self.recorder.observe(r, readings, now, phase, None if r.cgroup_lost else r.cgroup,
@@ -742,13 +744,14 @@ def _sample_survivors(store: Store, meta: dict, finder: reaper.RunProcesses, pha
                     by_env.setdefault(name, set()).add(st.identity)
             store.begin()
             seen = 0
+            members = []
             for name, t in replicas.items():
                 if name in cgroup_of:
-                    pids, expected = cgroup_of[name].procs(), None
+                    members.append((cgroup_of[name].procs(), None))
                 else:
                     pids = sampler.tree(set(t.processes) | by_env.get(name, set()), procs)
-                    expected = {pid: procs[pid].start_ticks for pid in pids}
-                readings = sampler.sample_processes(pids, budget, expected)
+                    members.append((pids, {pid: procs[pid].start_ticks for pid in pids}))
+            for (name, t), readings in zip(replicas.items(), sampler.sample_replicas(members, budget)):
                 if readings:
                     seen += len(readings)
                     recorder.observe(t, readings, now, phases.at(now - started), cgroup_of.get(name))

@@ -377,6 +377,8 @@ def full_tier(readings: list[ProcReading], budget: SmapsBudget) -> None:
             break
         t0 = time.thread_time()
         full = read_smaps_rollup(key[0])
+        if full is not None and ((now := read_stat(key[0])) is None or now.identity != key):
+            full = None                              # the pid is another process's now (a fresh open)
         budget.spent += time.thread_time() - t0
         if full is not None:
             by_key[key].full = full
@@ -384,6 +386,17 @@ def full_tier(readings: list[ProcReading], budget: SmapsBudget) -> None:
             budget.last_full[key] = time.monotonic()
     if len(budget.last_full) > 2 * len(by_key) + 1024:      # processes gone: bounded by those read now
         budget.last_full = {k: t for k, t in budget.last_full.items() if k in by_key}
+
+
+def sample_replicas(members: list[tuple[list[int], dict[int, int] | None]],
+                    budget: SmapsBudget | None) -> list[list[ProcReading]]:
+    """sample_processes for each replica's (pids, expected), then one full tier over all of them,
+    stalest first: a full tier per replica spent the budget on the replicas sampled first each
+    tick, and those sampled last got no full reading for most of a run."""
+    out = [sample_processes(pids, None, expected) for pids, expected in members]
+    if budget is not None:
+        full_tier([r for rs in out for r in rs], budget)
+    return out
 
 
 def sample_processes(pids: list[int], budget: SmapsBudget | None,

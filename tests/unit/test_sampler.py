@@ -93,6 +93,27 @@ def test_budget_takes_turns_stalest_first():
     assert b.order([(1, 1), (2, 2), (3, 3)]) == [(3, 3), (2, 2), (1, 1)]
 
 
+def test_the_full_tier_takes_turns_across_replicas_not_within_each():
+    """A run's 12 tor relays: sampled replica by replica, each with its own full tier, the budget
+    went to the replicas sampled first every tick, and two of them had no full reading for the
+    last half of the run. One full tier over all replicas, stalest first, gives each its turn."""
+    children = [subprocess.Popen(["sleep", "60"]) for _ in range(4)]
+    try:
+        wait_for(lambda: all(sampler.read_stat(c.pid) for c in children), what="the children's /proc/PID/stat")
+        budget = sampler.SmapsBudget(share=1.0, per_tick=1e-9)     # one smaps_rollup read a tick
+        fulls = {c.pid: 0 for c in children}
+        for _ in range(8):
+            budget.begin_tick()
+            for readings in sampler.sample_replicas([([c.pid], None) for c in children], budget):
+                assert len(readings) == 1
+                fulls[readings[0].stat.pid] += readings[0].full is not None
+        assert sorted(fulls.values()) == [2, 2, 2, 2], fulls     # per replica: [0, 0, 0, 8]
+    finally:
+        for c in children:
+            c.kill()
+            c.wait()
+
+
 def test_a_per_tick_cap_keeps_a_tick_from_spending_what_skipped_slots_accrued():
     """Issue 25: under load the fleet collector's ticks fell behind, each one spending on the full
     tier the budget that slots skipped had accrued. With per_tick, one tick spends at most that."""

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .growth import Growth, growth as _growth
+from .growth import Growth, bin_series, detrended_lag1, growth as _growth, phi_for_lag1
 from .rules import RULES
 
 STATUS_ORDER = ["Unverified", "Too short", "Bloating", "Growing", "Ratcheting", "Variable", "Flat"]
@@ -71,8 +71,7 @@ def noise_mb(t: np.ndarray, y: np.ndarray) -> float:
     if len(y) < 8:
         return 0.0
     idx, med = bin_medians(t, y)
-    dev = y - med[idx]
-    return float(1.4826 * np.median(np.abs(dev - np.median(dev))))
+    return _robust_sd(y - med[idx])
 
 
 def release_threshold(t: np.ndarray, y: np.ndarray, level: float) -> float:
@@ -166,7 +165,6 @@ def step_fit(t: np.ndarray, y: np.ndarray, level: float) -> StepFit | None:
     sharpest single up-step beside a straight line instead of the steps: a smooth climb (a leak, a
     cycle's rise, a slow wander) has none beyond the noise, a staircase has its tallest step there.
     None with fewer than 12 bins or no positive level."""
-    from .growth import bin_series, detrended_lag1, phi_for_lag1
     if level <= 0:
         return None
     _, yb = bin_series(t, y, int(RULES["ratchet_step_points"]))

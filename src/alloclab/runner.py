@@ -33,6 +33,7 @@ from .allocators import resolution
 from .allocators.library import AllocatorSpec
 from .config import Experiment, Group, Phases, substitute
 from .errors import StoreError, UserError
+from .signalname import signal_name
 from .tickwriter import Recorder, Tracked
 from .store import CUT_SHORT_REASONS, DB_NAME, Store, disk_full_error
 
@@ -117,13 +118,6 @@ def _exit_status(pid: int) -> int | None:
     if info is None or info.si_pid == 0:
         return None
     return -info.si_status if info.si_code in (os.CLD_KILLED, os.CLD_DUMPED) else info.si_status
-
-
-def _signal_name(sig: int) -> str:
-    try:
-        return signal.Signals(sig).name
-    except ValueError:
-        return f"signal {sig}"
 
 
 def start_order(groups: list[str], replicas: int, seed: int) -> list[tuple[str, int]]:
@@ -461,7 +455,7 @@ class Runner:
             early = planned_end is None or now < planned_end - self.exp.interval
             if code < 0:
                 kind, end_kind = "replica_crash", "crashed"
-                text = f"{r.name} was killed by {_signal_name(-code)}{after}"
+                text = f"{r.name} was killed by {signal_name(-code)}{after}"
             elif early:
                 kind, end_kind = "replica_exit", "exited-early"
                 text = f"{r.name} exited with code {code}{after}" + (", before the planned end" if planned_end else "")

@@ -168,3 +168,12 @@ def test_the_pooled_pass_does_not_compute_growth_again(tmp_path, monkeypatch):
         pool = stats.growth_pool([r.change_share for r in rs], [r.window_h * 3600 for r in rs])
         assert pool is not None
         assert [r.status for r in rs] == [replica_stats(by[r.name], pool=pool).status for r in rs]
+
+
+def test_a_signal_with_no_name_is_named_by_its_number():
+    # one function names signals for the runner's live notices and the analysis's warnings
+    import signal
+
+    from alloclab.signalname import signal_name
+    assert signal_name(signal.SIGSEGV) == "SIGSEGV"
+    assert signal_name(signal.SIGRTMIN + 3) == f"signal {signal.SIGRTMIN + 3}"

@@ -186,6 +186,14 @@ def test_fleet_does_not_import_the_runner():
     assert "alloclab.runner" not in _reach(import_graph(), "alloclab.fleet.lifecycle")
 
 
+def test_the_runner_does_not_reach_the_analysis():
+    """Data flows runner -> ... -> analysis: what both need (signal names) lives below both."""
+    graph = import_graph()
+    reached = sorted(_short(m) for m in _reach(graph, "alloclab.runner") if _short(m).split(".")[0] in ("analysis", "stats", "reporters"))
+    assert not reached, f"the runner reaches {reached}"
+    assert "alloclab.signalname" in graph["alloclab.runner"] and "alloclab.signalname" in graph["alloclab.analysis.warnings"]
+
+
 # One interpreter that has loaded the third-party libraries (none of them loads alloclab) forks a
 # child per module: each child starts with no alloclab module loaded, as a fresh interpreter does,
 # without paying numpy's and scipy's import again (~70 interpreters took minutes on a loaded machine).

@@ -16,6 +16,7 @@ import numpy as np
 
 from .. import stats
 from ..errors import UserError, did_you_mean
+from ..signalname import signal_name
 from ..store import Store
 from ..timefmt import utc
 from .compare import GroupComparison, compare_groups
@@ -26,7 +27,7 @@ from .replica import (ReplicaStats, SteadyGrowth, classify, detect_warmup, relea
                       replica_stats_steady, repooled, theil_sen, usable)
 from .rules import RULES, STATUS_ORDER
 from .verdict import Recommendation, recommend
-from .warnings import Warning, collect, signal_name
+from .warnings import Warning, collect
 from .windows import AgeTable, EndFigure, Window, age_table, clean_in_window, cut_before_restarts, end_figures, treatment_window
 
 __all__ = ["analyse", "Analysis", "GroupSummary", "GroupComparison", "ReplicaStats", "Series", "Segment", "Warning",

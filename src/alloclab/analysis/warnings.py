@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Callable, Iterable, Iterator
 
+from ..signalname import signal_name
 from ..store import CUT_SHORT_REASONS, Store
 from ..timefmt import span, utc
 from .duplicates import Duplicate, identical_pairs  # noqa: F401  (identical_pairs: re-exported)
@@ -386,14 +387,6 @@ def restart_warning(restarts: list[Restart], window: Window | None) -> Warning:
                    {"restarts": [{"replica": r.replica, "group": r.group, "t": r.t, "reason": r.reason,
                                   "recorded": r.recorded, "excluded": r.excluded, "after_window": r.after_end}
                                  for r in restarts]})
-
-
-def signal_name(sig: int) -> str:
-    import signal
-    try:
-        return signal.Signals(sig).name
-    except ValueError:
-        return f"signal {sig}"
 
 
 def host_spread(replicas: list[dict], groups: list[str]) -> list[Warning]:

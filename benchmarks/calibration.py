@@ -541,12 +541,12 @@ def growth_pooled(rng: np.random.Generator, n: int, sizes: tuple[int, ...] = (5,
                     for i, (y, g) in enumerate(zip(ys, gs)):
                         if truth is None and i > 0:
                             continue
-                        p = pooled(g, pool)
+                        p = pooled(g, pool, key=i)
                         true = (10.0 if i == 0 else 0.0) if truth is None else truth
                         cover += p.change_lo <= true <= p.change_hi
                         above += p.change_lo > 0
                         own_above += g.change_lo > 0
-                        q = pooled(g, pool, widen=0.0)         # the session-8 rule: narrowed only
+                        q = pooled(g, pool, key=i, widen=0.0)         # the session-8 rule: narrowed only
                         narrow_above += q.change_lo > 0
                         word += classify(t, y, growth=p).word in (growing_words if truth == 0.0 else growing_words + ("Ratcheting",))
                         if truth == 0.0:

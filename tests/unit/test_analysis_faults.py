@@ -165,7 +165,7 @@ def test_the_pooled_pass_does_not_compute_growth_again(tmp_path, monkeypatch):
     by = {s.name: s for s in series}
     for g in ("a", "b"):
         rs = [r for r in a.replicas if r.group == g]
-        pool = stats.growth_pool([r.change_share for r in rs], [r.window_h * 3600 for r in rs])
+        pool = stats.growth_pool([r.change_share for r in rs], [r.window_h * 3600 for r in rs], [r.name for r in rs])
         assert pool is not None
         assert [r.status for r in rs] == [replica_stats(by[r.name], pool=pool).status for r in rs]
 

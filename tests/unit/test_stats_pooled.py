@@ -15,7 +15,7 @@ def _group(ys):
 def test_replicas_that_agree_give_back_the_power_the_coarse_scales_took():
     rng = np.random.default_rng(29)
     gs, pool = _group(sim.growing(rng, 5, T, share=0.10, phi=0.8, sd_share=0.02))
-    ps = [pooled(g, pool) for g in gs]
+    ps = [pooled(g, pool, key=i) for i, g in enumerate(gs)]
     assert pool is not None and pool.n == 5
     assert all(p.change_hi - p.change_lo <= g.change_hi - g.change_lo + 1e-9 for p, g in zip(ps, gs))
     assert sum(p.change_lo > 0 for p in ps) > sum(g.change_lo > 0 for g in gs)
@@ -25,8 +25,8 @@ def test_replicas_that_agree_give_back_the_power_the_coarse_scales_took():
 def test_the_pooled_interval_is_never_narrower_than_the_finest_scale_bound():
     rng = np.random.default_rng(30)
     gs, pool = _group(sim.flat(rng, 5, T, phi=0.8, sd_share=0.02))
-    for g in gs:
-        p = pooled(g, pool)
+    for i, g in enumerate(gs):
+        p = pooled(g, pool, key=i)
         assert (p.change_hi - p.change_mb) >= 1.959 * g.se_fine - 1e-9
 
 
@@ -36,7 +36,7 @@ def test_a_lone_grower_keeps_its_own_interval():
     ys[0] *= 1.4                              # a level far from the others' does not matter: shares
     ys[1] += 30.0 * (T - T[0]) / (T[-1] - T[0])
     gs, pool = _group(ys)
-    assert pooled(gs[1], pool) is gs[1]       # the group scatters more than its own interval allows
+    assert pooled(gs[1], pool, key=1) is gs[1]       # the group scatters more than its own interval allows
 
 
 def test_a_pool_needs_three_replicas_over_alike_windows():
@@ -56,19 +56,29 @@ def test_a_slow_wander_its_own_interval_missed_is_widened_to_its_peers_spread():
     gs, pool = _group(ys)
     g = gs[2]
     assert g.change_lo > 0 and g.change_share > 0.05 and classify(T, ys[2], growth=g).word == "Growing"
-    p = pooled(g, pool)
+    p = pooled(g, pool, key=2)
     assert p.change_lo < 0 < p.change_hi and "widened" in p.pooled
     assert classify(T, ys[2], growth=p).word != "Growing"
-    sd, k = pool.others_sd(g.change_share)
+    sd, k = pool.others_sd(2)
     assert k == 4 and abs((p.change_hi - p.change_mb) - RULES["growth_pool_widen"] * sd * g.level_mb) < 1e-9
 
 
 def test_peers_exclude_the_replica_asking():
-    p = growth_pool([0.0, 0.01, -0.01, 0.5], [86400.0] * 4)
-    assert p.others_sd(0.5) == (0.01, 3)                 # a lone grower is not widened by its own growth
-    sd, k = p.others_sd(0.0)
+    p = growth_pool([0.0, 0.01, -0.01, 0.5], [86400.0] * 4, ["a", "b", "c", "d"])
+    assert p.others_sd("d") == (0.01, 3)                 # a lone grower is not widened by its own growth
+    sd, k = p.others_sd("a")
     assert k == 3 and sd > 0.2
-    assert p.others_sd(0.25)[1] == 4                     # not a member: every member is a peer
+    assert p.others_sd("e")[1] == 4                      # not a member: every member is a peer
+
+
+def test_a_non_member_with_a_members_share_keeps_every_member_as_a_peer():
+    """The replica asking is found by its key, not its share: "x" (an excluded replica, or one whose
+    window is outside the pool's) changed +50% as member "d" did; the old lookup by value left
+    "d" out of x's peers (3, not 4) and widened x by the flat three's spread only."""
+    p = growth_pool([0.0, 0.01, -0.01, 0.5, 0.5], [86400.0] * 4 + [9 * 86400.0], ["a", "b", "c", "d", "x"])
+    assert p.keys == ("a", "b", "c", "d")
+    assert p.others_sd("x") == (p.share_sd, 4)
+    assert p.others_sd("d") == (0.01, 3)
 
 
 def test_a_widened_replica_says_why_it_is_not_growing():
@@ -85,7 +95,7 @@ def test_a_widened_replica_says_why_it_is_not_growing():
         s = Series(k, f"r{k}", "g", True, t, y, np.array(["load"] * len(T), dtype=object), nan, nan, np.zeros(len(T)), nan,
                    [Segment(float(t[0]), float(t[-1]), "g", "whole run")])
         firsts.append(replica_stats_steady(s))
-    pool = growth_pool([r.change_share for r, _ in firsts], [r.window_h * 3600 for r, _ in firsts])
+    pool = growth_pool([r.change_share for r, _ in firsts], [r.window_h * 3600 for r, _ in firsts], [r.name for r, _ in firsts])
     r, steady = firsts[2]
     assert r.status == "Growing"
     again = repooled(r, steady, pool)

@@ -181,7 +181,7 @@ def _pooled_growth(reps: list[ReplicaStats], steady: list[SteadyGrowth | None]) 
     pools = {}
     for g in {r.group for r in reps}:
         rs = [r for r in reps if r.group == g and usable(r) and r.change_lo is not None and r.change_share is not None]
-        pool = stats.growth_pool([r.change_share for r in rs], [r.window_h * 3600 for r in rs])
+        pool = stats.growth_pool([r.change_share for r in rs], [r.window_h * 3600 for r in rs], [r.name for r in rs])
         if pool is not None:
             pools[g] = pool
     return [repooled(r, st, pools.get(r.group)) if r.change_lo is not None else r for r, st in zip(reps, steady)]

@@ -156,7 +156,7 @@ def repooled(r: ReplicaStats, steady: SteadyGrowth | None, pool: stats.GrowthPoo
     again on that interval; r itself when the pool does not narrow it."""
     if steady is None or pool is None:
         return r
-    g = stats.pooled(steady.growth, pool)
+    g = stats.pooled(steady.growth, pool, key=r.name)
     if g is steady.growth:
         return r
     out = replace(r)

@@ -17,7 +17,7 @@ growth.py
         The same question across replicas: log(end/start) per clean replica over the group's common
         window, one-sample t, Holm across groups; .word is "Growing"/"Bloating" when the group grows
         beyond the flat threshold (within-series intervals may be withheld; this test needs none).
-    growth_pool(shares, windows_s) -> GrowthPool | None;  pooled(growth, pool, *, widen=None) -> Growth
+    growth_pool(shares, windows_s, keys=None) -> GrowthPool | None;  pooled(growth, pool, *, key, widen=None) -> Growth
         A group's replicas' changes scatter by a measured SD (every noise scale in it); each
         replica's interval is narrowed to t(n−1) × that SD where narrower than its own
         (floor: its finest scale's AR(1) bound), and widened to RULES growth_pool_widen × the SD

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Hashable
 from dataclasses import dataclass
 
 import numpy as np
@@ -270,33 +271,37 @@ class GrowthPool:
     n: int                     # replicas it rests on (df = n − 1)
     window_s: float            # their median window
     shares: tuple[float, ...] = ()   # the change shares themselves (each replica's peers: others_sd)
+    keys: tuple[Hashable, ...] = ()  # whose each share is (growth_pool's keys)
 
-    def others_sd(self, share: float) -> tuple[float, int] | None:
-        """(SD, count) of the members' change shares other than one equal to `share` (the replica
-        asking: the pool was built from these very figures), all of them when none is; None
-        below 2."""
-        rest = list(self.shares)
-        if share in rest:
-            rest.remove(share)
+    def others_sd(self, key: Hashable) -> tuple[float, int] | None:
+        """(SD, count) of the change shares of the members other than replica `key` (the replica
+        asking: the pool was built from these very figures), all of them when it is not a member
+        (an excluded replica, or one outside the pool's windows); None below 2. By key, not by
+        share: a non-member whose share equals a member's would leave that member out."""
+        rest = [c for c, k in zip(self.shares, self.keys, strict=True) if k != key]
         return (float(np.std(rest, ddof=1)), len(rest)) if len(rest) >= 2 else None
 
 
-def growth_pool(shares: list[float], windows_s: list[float]) -> GrowthPool | None:
-    """The pool of a group's replicas (change shares over their windows); None below
-    RULES growth_pool_min_replicas replicas whose windows are within RULES growth_pool_window_ratio
-    of the median window (a change over a longer window scatters more)."""
-    ok = [(c, w) for c, w in zip(shares, windows_s) if c is not None and w and math.isfinite(c) and w > 0]
+def growth_pool(shares: list[float], windows_s: list[float], keys: list[Hashable] | None = None) -> GrowthPool | None:
+    """The pool of a group's replicas (change shares over their windows; `keys`: whose each is,
+    their positions unless given); None below RULES growth_pool_min_replicas replicas whose windows
+    are within RULES growth_pool_window_ratio of the median window (a change over a longer window
+    scatters more)."""
+    keys = list(range(len(shares))) if keys is None else keys
+    ok = [(c, w, k) for c, w, k in zip(shares, windows_s, keys, strict=True)
+          if c is not None and w and math.isfinite(c) and w > 0]
     if not ok:
         return None
-    mid = float(np.median([w for _, w in ok]))
-    k = RULES["growth_pool_window_ratio"]
-    c = np.array([c for c, w in ok if mid / k <= w <= mid * k])
-    if len(c) < RULES["growth_pool_min_replicas"]:
+    mid = float(np.median([w for _, w, _ in ok]))
+    ratio = RULES["growth_pool_window_ratio"]
+    members = [(c, k) for c, w, k in ok if mid / ratio <= w <= mid * ratio]
+    if len(members) < RULES["growth_pool_min_replicas"]:
         return None
-    return GrowthPool(float(c.std(ddof=1)), int(len(c)), mid, tuple(float(x) for x in c))
+    c = np.array([c for c, _ in members])
+    return GrowthPool(float(c.std(ddof=1)), int(len(c)), mid, tuple(float(x) for x in c), tuple(k for _, k in members))
 
 
-def pooled(g: Growth | None, pool: GrowthPool | None, *, widen: float | None = None) -> Growth | None:
+def pooled(g: Growth | None, pool: GrowthPool | None, *, key: Hashable, widen: float | None = None) -> Growth | None:
     """g's interval set by its group's spread: narrowed where the group scatters less than g's own
     interval assumes, widened where its peers scatter more.
 
@@ -315,7 +320,8 @@ def pooled(g: Growth | None, pool: GrowthPool | None, *, widen: float | None = N
     coarse scales did not see it), its peers' changes still scatter with it — 10 of the 11 flat
     two-scale replicas called Growing at 3 days had their own interval binding while their
     group's spread was 2–4× wider. The others only (leave-one-out): a lone grower among flat
-    replicas is not widened by its own growth, so it keeps its own interval (`widen`: the
+    replicas is not widened by its own growth, so it keeps its own interval (`key`: g's replica,
+    as growth_pool's keys name it, left out of its peers; `widen`: the
     multiplier, RULES growth_pool_widen unless given; 0 narrows only, as the calibration's
     comparison with the earlier rule does). A floor, not an
     interval of its own: 1.96 left 1.1% Growing at 1.5 days; t(n − 2) quantiles (a prediction
@@ -333,7 +339,7 @@ def pooled(g: Growth | None, pool: GrowthPool | None, *, widen: float | None = N
     if narrow < own:
         half, how = narrow, (f"narrowed by the spread of {pool.n} replicas' changes over their windows "
                              f"(SD {pool.share_sd:.1%} of the level, t with {pool.n - 1} df)")
-    peers = pool.others_sd(g.change_share)
+    peers = pool.others_sd(key)
     k = RULES["growth_pool_widen"] if widen is None else widen
     if peers is not None and k * peers[0] * g.level_mb > half:
         half, how = k * peers[0] * g.level_mb, (

@@ -1,6 +1,7 @@
 """Analysis at scale: `alloclab import torutils` and `alloclab report` on a multi-day fleet.
 
     python benchmarks/analysis_scale.py [--relays 200 --days 9 --interval 15 --repeat 3] [--keep DIR]
+    python benchmarks/analysis_scale.py --analyse-only --relays 20 --days 9 --repeat 5   # analyse() CPU alone
 
 Generates a TorUtils co-unified experiment (experiment.json and memory_measurements.csv: one
 `relay` row per relay per sampling time plus the `aggregate` row, 200 relays x 9 days at 15 s =
@@ -148,6 +149,29 @@ def run_measured(cmd: list[str]) -> dict:
     return d
 
 
+def analyse_cpu(args: argparse.Namespace) -> None:
+    """analyse() alone, in-process: the statistics' cost without the report's imports and charts."""
+    from alloclab.analysis import analyse
+    from alloclab.store import Store
+    work = args.keep or Path(tempfile.mkdtemp(prefix="alloclab-scale-"))
+    run = work / "run-store"
+    if not (run / "run.db").exists():
+        synthesise_store(run, args.relays, args.days, args.interval)
+    store = Store.open(run)
+    analyse(store)
+    cpu = []
+    for _ in range(args.repeat):
+        c0 = time.process_time()
+        analyse(store)
+        cpu.append(time.process_time() - c0)
+        print(json.dumps({"analyse_cpu_s": round(cpu[-1], 2)}), flush=True)
+    store.close()
+    print(json.dumps({"relays": args.relays, "days": args.days, "interval_s": args.interval,
+                      "analyse_cpu_s_median": round(statistics.median(cpu), 2), "load_average": os.getloadavg()}))
+    if not args.keep:
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--relays", type=int, default=200)
@@ -157,7 +181,13 @@ def main() -> None:
     ap.add_argument("--keep", type=Path, help="generate into (and keep) this directory")
     ap.add_argument("--store-only", action="store_true",
                     help="write run.db through the store API and time only the report (no CSV, no import)")
+    ap.add_argument("--analyse-only", action="store_true",
+                    help="write run.db through the store API and time alloclab.analysis.analyse on it in this process "
+                         "(CPU seconds, after one untimed call)")
     args = ap.parse_args()
+    if args.analyse_only:
+        analyse_cpu(args)
+        return
     if args.store_only:
         work = args.keep or Path(tempfile.mkdtemp(prefix="alloclab-scale-"))
         run = work / "run-store"

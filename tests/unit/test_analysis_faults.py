@@ -147,19 +147,24 @@ def test_skipped_ticks_gather_into_one_event_a_minute():
 
 
 def test_the_pooled_pass_does_not_compute_growth_again(tmp_path, monkeypatch):
-    """Each replica's growth is computed once: the group's pooled interval re-decides the word from
-    it (it re-ran replica_stats, growth included, for every pooled replica); the words are those
-    of replica_stats with the pool."""
+    """Each replica's growth, release events and step fit are computed once: the group's pooled
+    interval re-decides the word from them (it re-ran replica_stats, growth included, for every
+    pooled replica; then stats.classify, step fit included: 18 step fits and 19 release scans for
+    10 replicas); the words and reasons are those of replica_stats with the pool."""
     from alloclab import stats
     from alloclab.analysis import replica_stats
     from alloclab.analysis.load import load_series, segment
+    from alloclab.stats import status
     st = _store(tmp_path, {}, grow={"a-1"})
-    calls = []
-    real = stats.growth
-    monkeypatch.setattr(stats, "growth", lambda *a, **k: calls.append(1) or real(*a, **k))
+    calls = {"growth": 0, "step_fit": 0, "release_events": 0}
+    for module, name in ((stats, "growth"), (status, "step_fit"), (status, "release_events")):
+        real = getattr(module, name)
+        monkeypatch.setattr(module, name, lambda *a, _real=real, _name=name, **k: calls.__setitem__(_name, calls[_name] + 1) or _real(*a, **k))
     a = analyse(st)
-    assert len(calls) == len(a.replicas) == 10
-    monkeypatch.setattr(stats, "growth", real)
+    assert sum("widened to the spread" in r.status_reason for r in a.replicas) == 4     # a-2..a-5 decided again
+    # every replica once; the step fit where the word is not settled before it (not the Bloating a-1)
+    assert calls == {"growth": 10, "step_fit": 9, "release_events": 10} and len(a.replicas) == 10
+    monkeypatch.undo()
     series = load_series(st, "rss")
     segment(st, series)
     by = {s.name: s for s in series}
@@ -167,7 +172,8 @@ def test_the_pooled_pass_does_not_compute_growth_again(tmp_path, monkeypatch):
         rs = [r for r in a.replicas if r.group == g]
         pool = stats.growth_pool([r.change_share for r in rs], [r.window_h * 3600 for r in rs], [r.name for r in rs])
         assert pool is not None
-        assert [r.status for r in rs] == [replica_stats(by[r.name], pool=pool).status for r in rs]
+        assert [(r.status, r.status_reason) for r in rs] == [
+            (x.status, x.status_reason) for x in (replica_stats(by[r.name], pool=pool) for r in rs)]
 
 
 def test_a_signal_with_no_name_is_named_by_its_number():

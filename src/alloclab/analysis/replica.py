@@ -133,10 +133,13 @@ def _view(s: Series, start: float, end: float) -> Series:
 @dataclass(frozen=True)
 class SteadyGrowth:
     """A replica's steady window and the growth of its own series, kept from replica_stats so a
-    group's pooled interval (stats.pooled) re-decides the word without computing growth again."""
+    group's pooled interval (stats.pooled) re-decides the word without computing growth again, nor
+    what stats.classify found in the series alone (`call`: the first pass's, its release events and
+    step fit; None when it did not run)."""
     t: np.ndarray
     y: np.ndarray
     growth: stats.Growth | None
+    call: stats.StatusCall | None = None
 
 
 def replica_stats(s: Series, idle_configured: bool = False, span: Segment | None = None,
@@ -160,7 +163,7 @@ def repooled(r: ReplicaStats, steady: SteadyGrowth | None, pool: stats.GrowthPoo
     if g is steady.growth:
         return r
     out = replace(r)
-    _set_growth_and_status(out, steady.t, steady.y, g)
+    _set_growth_and_status(out, steady.t, steady.y, g, steady.call)
     own = steady.growth
     if g.change_hi - g.change_lo > own.change_hi - own.change_lo and out.status not in ("Growing", "Bloating"):
         # the word an operator reads beside a wide interval: why it is wide, and what it cannot tell
@@ -170,7 +173,9 @@ def repooled(r: ReplicaStats, steady: SteadyGrowth | None, pool: stats.GrowthPoo
     return out
 
 
-def _set_growth_and_status(r: ReplicaStats, st: np.ndarray, sy: np.ndarray, g: stats.Growth | None) -> None:
+def _set_growth_and_status(r: ReplicaStats, st: np.ndarray, sy: np.ndarray, g: stats.Growth | None,
+                           earlier: stats.StatusCall | None = None) -> stats.StatusCall | None:
+    """Sets r's growth fields and word; returns stats.classify's call (None: it did not run)."""
     if g is not None:
         r.change_mb, r.change_lo, r.change_hi, r.change_share = g.change_mb, g.change_lo, g.change_hi, g.change_share
         r.rate_supported = g.rate_mb_h is not None
@@ -178,10 +183,12 @@ def _set_growth_and_status(r: ReplicaStats, st: np.ndarray, sy: np.ndarray, g: s
     if g is not None and g.change_lo is None and len(sy) >= 3:
         r.slope_lo_ts = theil_sen((st - st[0]) / 3600, sy)[1]
     try:
-        call = stats.classify(st, sy, verified=r.verified, growth=g) if len(sy) else None
+        call = stats.classify(st, sy, verified=r.verified, growth=g, earlier=earlier) if len(sy) else None
         r.status, r.status_reason = (call.word, call.reason) if call else (classify(r), "")
     except NotImplementedError:
         r.status = classify(r)
+        return None
+    return call
 
 
 def replica_stats_steady(s: Series, idle_configured: bool = False,
@@ -252,5 +259,5 @@ def replica_stats_steady(s: Series, idle_configured: bool = False,
             r.ops_per_s = float(d_ops / d_t)
             d_cpu = cpu[good][-1] - cpu[good][0]
             r.cpu_us_per_op = float(d_cpu / d_ops * 1e6) if not math.isnan(d_cpu) else None
-    _set_growth_and_status(r, st, sy, g)
-    return r, SteadyGrowth(st, sy, g)
+    call = _set_growth_and_status(r, st, sy, g)
+    return r, SteadyGrowth(st, sy, g, call)

@@ -28,7 +28,7 @@ growth.py
         cycle (2 harmonics), so a cycle every replica shares is not growth; else edge medians.
 status.py
     RULES, STATUS_ORDER, release_events(t_s, y, level) -> Releases,
-    classify(t_s, y, *, verified=True, growth=None, seed=0) -> StatusCall (its .word is the status word)
+    classify(t_s, y, *, verified=True, growth=None, seed=0, earlier=None) -> StatusCall (its .word is the status word)
 compare.py
     compare_to_baseline(levels, baseline, *, alpha=0.05, margin=0.05, seed=0) -> dict[str, Comparison]
         Welch t on log levels (replicas are the units), Holm across comparisons to the baseline,

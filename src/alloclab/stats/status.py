@@ -46,6 +46,7 @@ class StatusCall:
     growth: Growth | None
     releases: Releases | None
     iqr_share: float | None
+    ratchet: tuple[bool, str] | None = None   # the step fit's verdict (None: not reached), for classify(earlier=)
 
 
 def bin_medians(t: np.ndarray, y: np.ndarray, bins: int = 50) -> tuple[np.ndarray, np.ndarray]:
@@ -240,8 +241,10 @@ def _ratchet_in_noise(t: np.ndarray, y: np.ndarray, level: float) -> tuple[bool,
 
 
 def classify(t_s: np.ndarray, y: np.ndarray, *, verified: bool | None = True,
-             growth: Growth | None = None, seed: int = 0) -> StatusCall:
-    """The status word of one replica from its steady window (t_s seconds, y MB)."""
+             growth: Growth | None = None, seed: int = 0, earlier: StatusCall | None = None) -> StatusCall:
+    """The status word of one replica from its steady window (t_s seconds, y MB). `earlier`: a call
+    on the same t_s and y whose release events and step fit (they depend on t_s and y alone, not on
+    `growth`) are reused: the word decided again on another growth interval (analysis' pooled pass)."""
     if verified is False:
         return StatusCall("Unverified", "did not run the group's allocator", None, None, None)
     t_s, y = np.asarray(t_s, dtype=float), np.asarray(y, dtype=float)
@@ -254,18 +257,20 @@ def classify(t_s: np.ndarray, y: np.ndarray, *, verified: bool | None = True,
     g = growth if growth is not None else _growth(t_s, y, level=level, seed=seed)
     q1, q3 = np.percentile(y, [25, 75])
     iqr = float((q3 - q1) / level) if level > 0 else None
-    rel = release_events(t_s, y, level)
+    rel = earlier.releases if earlier is not None and earlier.releases is not None else release_events(t_s, y, level)
+    known = earlier.ratchet if earlier is not None else None
     growing = bool(g is not None and g.significant and g.change_mb > 0 and g.change_share > RULES["flat_max_growth_share"] \
             and g.change_mb >= RULES["growing_min_change_mb"])
     grew = (f"grew {g.change_mb:.1f} MB ({g.change_share:.1%}) over {window:.0f} s, 95% interval "
             f"{g.change_lo:.1f}–{g.change_hi:.1f} MB" + (f", {g.pooled}" if g.pooled else "")) if growing else ""
     if growing and g.change_share >= RULES["bloating_window_share"]:
-        return StatusCall("Bloating", grew, g, rel, iqr)
-    ratchet, why = _ratchet_in_noise(t_s, y, level)
-    if ratchet:
-        return StatusCall("Ratcheting", why, g, rel, iqr)
+        return StatusCall("Bloating", grew, g, rel, iqr, known)
+    ratchet = known or _ratchet_in_noise(t_s, y, level)
+    ratcheting, why = ratchet
+    if ratcheting:
+        return StatusCall("Ratcheting", why, g, rel, iqr, ratchet)
     if growing:
-        return StatusCall("Growing", grew, g, rel, iqr)
+        return StatusCall("Growing", grew, g, rel, iqr, ratchet)
     if iqr is not None and iqr > RULES["variable_iqr_share"]:
-        return StatusCall("Variable", f"interquartile range {iqr:.0%} of the median", g, rel, iqr)
-    return StatusCall("Flat", why, g, rel, iqr)
+        return StatusCall("Variable", f"interquartile range {iqr:.0%} of the median", g, rel, iqr, ratchet)
+    return StatusCall("Flat", why, g, rel, iqr, ratchet)

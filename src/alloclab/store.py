@@ -15,11 +15,12 @@ import shutil
 import sqlite3
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterable, Iterator
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from .errors import DataError, StoreError, UserError
+
+if TYPE_CHECKING:       # numpy is imported where series_arrays needs it: a bad run path is refused before it loads
+    import numpy as np
 
 SCHEMA_VERSION = 7
 DB_NAME = "run.db"
@@ -636,6 +637,7 @@ class Store:
         """`series` as numpy arrays: number columns as float64 (NULL -> NaN), text columns as object
         arrays. Numbers come from one query straight into one array (no Python list per column,
         no transposition in Python): at 10 M samples this is most of a report's reading time."""
+        import numpy as np
         cols = ["t", *dict.fromkeys(c for c in columns if c != "t")]
         types = {r[1]: (r[2] or "").upper() for r in self.query("PRAGMA table_info(samples)")}
         bad = [c for c in cols + ([not_null] if not_null else []) if c not in types]

@@ -95,6 +95,39 @@ def test_not_a_run(tmp_path, verb):
     check_one_line_error(run_cli(verb[0], str(tmp_path), *verb[1:]), "is not an alloclab run")
 
 
+# One fresh interpreter runs the verbs one after another as the CLI does (alloclab.cli.main): a
+# module any of them loads stays in sys.modules, so none of them may load the statistics.
+REFUSED_BEFORE_IMPORTS = """
+import contextlib, io, json, sys
+from alloclab.cli import main
+out = []
+for argv in json.loads(sys.argv[1]):
+    sys.argv, err = ["alloclab", *argv], io.StringIO()
+    with contextlib.redirect_stderr(err):
+        try:
+            main()
+        except SystemExit as exc:
+            code = exc.code
+    out.append({"code": code, "stderr": err.getvalue(), "loaded": [m for m in ("numpy", "scipy") if m in sys.modules]})
+print(json.dumps(out))
+"""
+
+
+def test_a_bad_run_path_is_refused_before_the_statistics_load(tmp_path):
+    """report, compare and export check the path before importing numpy/scipy (~1 s of CPU a
+    bad path need not wait for), as run and check do with a bad experiment file."""
+    import json
+    run = tmp_path / "no-run"
+    verbs = [["report", str(run)], ["compare", str(run), str(tmp_path)], ["export", str(run), "--csv", str(tmp_path / "csv")]]
+    proc = subprocess.run([sys.executable, "-c", REFUSED_BEFORE_IMPORTS, json.dumps(verbs)], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-500:]
+    for argv, got in zip(verbs, json.loads(proc.stdout)):
+        assert got["code"] == 2 and got["stderr"].count("\n") == 1 and "is not an alloclab run" in got["stderr"], (argv, got)
+        assert got["loaded"] == [], f"{argv[0]} imported {got['loaded']} before refusing a bad path"
+    assert not (tmp_path / "csv").exists()
+
+
 def test_garbage_store(tmp_path):
     (tmp_path / "run.db").write_bytes(b"this is not sqlite" * 100)
     check_one_line_error(run_cli("report", str(tmp_path)), "not an alloclab run store")

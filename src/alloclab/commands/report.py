@@ -6,14 +6,16 @@ from pathlib import Path
 
 from rich.console import Console
 
-from .. import report
 from ..config import METRICS
 from ..errors import UserError
+from ..store import resolve_run
 
 
 def report_command(run_dir: Path, output: Path | None, metric: str | None, baseline: str | None,
                    console: Console) -> None:
     if metric and metric not in METRICS:
         raise UserError(f"--metric {metric!r} is not known", f"use one of: {', '.join(METRICS)}")
+    resolve_run(run_dir)
+    from .. import report      # (here, once the path is a run: the statistics and charts take ~1 s to import)
     path, _ = report.report_run(run_dir, output, metric, console, baseline=baseline)
     console.print(f"report: {path} (interactive: {path.with_name('report.html')})")

@@ -355,7 +355,7 @@ def fleet_apply(plan, batch, dry_run, host_label, as_json, root, systemctl) -> N
 @click.option("-o", "--output", type=PathArg, required=True, help="Run directory (resumed if it exists).")
 @click.option("--interval", default="60s", show_default=True, help="Sampling interval.")
 @click.option("--duration", help="Stop after this long.", show_default="until stopped")
-@click.option("--install", is_flag=True, help="Write a systemd unit that runs this collector with every option given here, and stop.")
+@click.option("--install", is_flag=True, help="Build the native reader (as `fleet prepare`), write a systemd unit that runs this collector with every option given here, and stop.")
 @click.option("--listen", metavar="ADDR", help="Also serve /metrics for Prometheus on ADDR (PORT = loopback, or HOST:PORT).")
 @click.option("--host", "host_label", metavar="NAME", help="The host label of the metrics and replicas, and this host's "
               "share of a fleet-wide plan [this machine's name].")

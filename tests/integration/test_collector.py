@@ -146,12 +146,22 @@ def test_collect_with_no_running_unit_says_so_and_stores_nothing(root):  # noqa:
 
 
 def test_install_writes_every_option_it_was_given(root):  # noqa: F811
+    """... and builds the native reader first, as `fleet prepare` does for the Ansible role, into
+    the cache the unit names (a fresh cache here: the build is this command's)."""
+    from alloclab.fleet import fleetread
     make_plan(root)
     run = root.parent / "run"
+    cache = root.parent / "cache"
     p = run_cli("fleet", "collect", "--install", "--plan", str(root.parent / "plan.json"), "-o", str(run), "--interval", "5m",
-                "--listen", "127.0.0.1:9464", "--host", "relay-h1", "--root", str(root), "--systemctl", "local")
+                "--listen", "127.0.0.1:9464", "--host", "relay-h1", "--root", str(root), "--systemctl", "local",
+                env={"ALLOCLAB_CACHE": str(cache)}, timeout=120)
     assert p.returncode == 0, p.stderr
-    text = (root / "etc" / "systemd" / "system" / "alloclab-collector.service").read_text()
+    unit = root / "etc" / "systemd" / "system" / "alloclab-collector.service"
+    text = unit.read_text()
+    [built] = (cache / "native").glob(f"*/{fleetread.LIBRARY}")
+    assert "native reader is built" in p.stdout and built.stat().st_mtime <= unit.stat().st_mtime
+    [(_, _, env)] = [d for d in unitfile.settings(text) if d[1] == "Environment"]
+    assert unitfile.split_words(env) == [f"ALLOCLAB_CACHE={cache.resolve()}"]
     [(_, _, value)] = [d for d in unitfile.settings(text) if d[1] == "ExecStart"]
     argv = unitfile.split_words(value, command=True)
     assert argv[argv.index("--interval") + 1] == "300s"

@@ -84,7 +84,11 @@ def collect_command(plan_file: Path, run: Path, interval: str, duration: str | N
     units = lifecycle.units_from(systemctl, root)
     plan = lifecycle.load_plan(plan_file, host)          # a fleet-wide plan: this host's share
     if install:
+        # the reader built now, into the cache the unit names, as `fleet prepare` does for the Ansible
+        # role: the service's first tick then does not wait on a compiler
+        why_not = _build_reader()
         path = collector.install_collector(units, plan_file, run, interval, systemctl, listen, host, duration)
+        console.print(_reader_line(why_not))
         user = " --user" if systemctl == "user" else ""
         console.print(f"wrote {path}; start it with: systemctl{user} enable --now alloclab-collector.service")
         return
@@ -106,19 +110,28 @@ def collect_command(plan_file: Path, run: Path, interval: str, duration: str | N
             server.shutdown()
 
 
-def prepare_command(console: Console, as_json: bool = False) -> None:
-    """The native reader built (into this user's alloclab cache) and loaded once, so the collector's
-    first start reads at once; where it cannot be, the collector will read in Python, and says why."""
+def _build_reader() -> str | None:
+    """The collector's native reader built (into this user's alloclab cache) and loaded once, so
+    the collector's first start reads at once; None, or why it cannot be (the collector will then
+    read in Python, and says why)."""
     reader, why_not = fleetread.open_reader(1)
-    if reader is not None:
-        reader.close()
-    result = {"reader": "native" if reader is not None else "python", "why_not": why_not or None}
+    if reader is None:
+        return why_not or "it could not be loaded"
+    reader.close()
+    return None
+
+
+def _reader_line(why_not: str | None) -> str:
+    return "the collector's native reader is built" if why_not is None else \
+        f"the collector will read units in Python (slower): {why_not}"
+
+
+def prepare_command(console: Console, as_json: bool = False) -> None:
+    why_not = _build_reader()
     if as_json:
-        _emit_json(result)
-    elif reader is not None:
-        console.print("the collector's native reader is built")
+        _emit_json({"reader": "native" if why_not is None else "python", "why_not": why_not})
     else:
-        console.print(f"the collector will read units in Python (slower): {why_not}")
+        console.print(_reader_line(why_not))
 
 
 def deploy_command(allocator: str | None, units_glob: str, batch: str, dry_run: bool, out: Path, root: Path,

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from ..allocators import library
 from . import fleetread, rootfs, unitfile
-from .. import metrics, sampler
+from .. import metrics, sampler, settings
 from ..config import parse_duration
 from ..errors import UserError
 from .lifecycle import START_STATES_TIMEOUT, Plan, Units, _dev_inode, cgroup_files, read_cgroup_procs
@@ -43,8 +43,10 @@ MEMBERSHIP_SECONDS = 10.0  # a unit's cgroup.procs (and its members' stat) read 
 def install_collector(units: Units, plan: Path, run: Path, interval: str, systemctl: str | None = None,
                       listen: str | None = None, host: str | None = None, duration: str | None = None) -> Path:
     """A systemd unit that runs the collector (it resumes the same run after restarts) with every
-    option it was given. Durations are parsed and written back in seconds; paths are absolute;
-    every value is quoted by unitfile."""
+    option it was given, and this user's alloclab cache as its ALLOCLAB_CACHE (where `fleet collect
+    --install` built the native reader: a service's environment has no XDG_CACHE_HOME, maybe another
+    HOME). Durations are parsed and written back in seconds; paths are absolute; every value is
+    quoted by unitfile."""
     seconds = parse_duration(interval, "--interval")
     argv = [sys.executable, "-m", "alloclab", "fleet", "collect", "--plan", str(plan.resolve()), "-o", str(run.resolve()),
             "--interval", f"{seconds:g}s", "--root", str(units.root.resolve())]
@@ -60,6 +62,7 @@ def install_collector(units: Units, plan: Path, run: Path, interval: str, system
         argv += ["--duration", f"{parse_duration(duration, '--duration'):g}s"]
     unit = units.root / "etc" / "systemd" / "system" / "alloclab-collector.service"
     text = ("[Unit]\nDescription=alloclab fleet collector\nAfter=network.target\n\n[Service]\n"
+            + unitfile.environment_line(settings.CACHE, str(settings.cache_root().resolve()), "the alloclab cache") + "\n"
             + unitfile.exec_line("ExecStart", argv, "collector command")
             + "\nRestart=always\nRestartSec=5\n\n[Install]\nWantedBy="
             + ("default.target" if systemctl == "user" else "multi-user.target") + "\n")

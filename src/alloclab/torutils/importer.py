@@ -159,6 +159,10 @@ class _GroupSources:
     memberships: dict[str, list[tuple[str, str, str]]]  # relay -> (group, list kind, source)
     section: dict | None                                # an export's "alloclab" section
 
+    def exported_groups(self) -> dict[str, str] | None:
+        """An export's relay -> group (its section's replicas); None for data not exported by alloclab."""
+        return {r["name"]: r["group"] for r in self.section["replicas"]} if self.section else None
+
 
 @dataclass
 class _Folder:
@@ -231,11 +235,9 @@ def _read_relays(memory: Path, header: list[str], structure_checked: bool, naive
                  sources: _GroupSources, progress: Callable[[str], None] | None) -> _SampleTable:
     """The memory CSV's relay rows: by the fast path when its header was simple and the file turns
     out so, else row by row (after the structure checks the fast path skipped)."""
-    has_group_column = "group" in header
     if not structure_checked:
         try:
-            return _read_relay_columns(memory, header, naive_tz, has_group_column, sources.assignment, sources.section,
-                                       progress)
+            return _read_relay_columns(memory, header, naive_tz, sources, progress)
         except fastcsv.NotSimple:
             _memory_structure(memory, MEMORY_REQUIRED, MEMORY_FIX)
     return _read_relay_rows(memory, header, _memory_rows(memory), naive_tz, sources, progress).table(header)
@@ -425,19 +427,18 @@ def _python_values(v: np.ndarray, kind: str) -> list:
     return boxed.tolist()
 
 
-def _read_relay_columns(path: Path, header: list[str], naive_tz: timezone, has_group_column: bool,
-                        assignment: dict[str, str], section: dict | None,
+def _read_relay_columns(path: Path, header: list[str], naive_tz: timezone, sources: _GroupSources,
                         progress: Callable[[str], None] | None) -> _SampleTable:
     """The fast path (fastcsv.scan), then the one check it leaves: rows repeating a relay's
-    time, found by sorting (relay, time) and judged by the row-by-row rules on just those rows."""
-    exported = {r["name"]: r["group"] for r in section["replicas"]} if section else None
+    time, found by sorting (relay, time) and judged by the row-by-row rules on just those rows.
+    The same inputs as the row-by-row reader's (the group column's presence read from the header)."""
     shown = (lambda rows, done, size: progress(f"read {rows:,} rows of {path.name} ({100 * done // max(size, 1)}%)")) \
         if progress else None
     relays = fastcsv.scan(path, header, LIMITS, SAMPLE_FIGURES,
                                 lambda text: _timestamp(text, path, 0, "timestamp", naive_tz),
-                                None if has_group_column else (lambda nick: assignment.get(nick, "")),
-                                exported, MAX_NAME_CHARS, shown)
-    duplicate_times = _repeated_times(path, relays, section is not None)
+                                None if "group" in header else (lambda nick: sources.assignment.get(nick, "")),
+                                sources.exported_groups(), MAX_NAME_CHARS, shown)
+    duplicate_times = _repeated_times(path, relays, sources.section is not None)
     measured = ~np.isnan(relays.figures["rss_kb"])       # no rss_kb: nothing measured at this time
     names = sorted(relays.group_of)
     rank_of_id = np.empty(len(relays.names), np.int64)
@@ -518,7 +519,7 @@ class _RelayRowReader:
         self.figures = [c for c in SAMPLE_FIGURES if c in header]
         self.has_group_column, self.has_nprocs = "group" in header, "nprocs" in header
         self.assignment = sources.assignment
-        self.exported = {r["name"]: r["group"] for r in sources.section["replicas"]} if sources.section else None
+        self.exported = sources.exported_groups()
         self.from_export = sources.section is not None
         self.first_line: dict[tuple, int] = {}
         self.seen_rows: dict[tuple, int] = {}      # (nickname, time, hash of the whole row) -> line: a row is not kept

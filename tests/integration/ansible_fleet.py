@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.conftest import own_cache
-from tests.integration.systemd_host import Host
+from tests.integration.systemd_host import Host, close_all
 
 REPO = Path(__file__).resolve().parents[2]
 COLLECTIONS = REPO / "ansible" / "collections"
@@ -187,9 +187,10 @@ def fleet(unit_counts: dict[str, int], native_dir: Path, jemalloc: str):
         f.env.pop("ALLOCLAB_PACKAGE_ROOT", None)
         yield f
     finally:
-        for h in f.hosts.values():
-            h.close()
-        shutil.rmtree(base, ignore_errors=True)
+        try:
+            close_all(f.hosts.values())          # every host, whatever closing one of them raised
+        finally:
+            shutil.rmtree(base, ignore_errors=True)
 
 
 def write_inventory(f: Fleet, extra: dict | None = None) -> Path:

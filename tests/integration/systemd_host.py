@@ -5,11 +5,16 @@ The manager refuses to start unless /run/systemd/system exists (the sign that sy
 so it runs in a private mount namespace with a tmpfs there; nothing of the machine's /run changes.
 It takes the cgroup it starts in as its own and moves every process there into its init.scope,
 so it starts in a cgroup made for it (the same path in every hierarchy); `close()` kills what is
-left below that cgroup and removes it. Everything is named with a random tag: other tests and
-other people's tests run the same thing at the same time on this machine.
+left below that cgroup and removes it, whatever interrupts it (`close_all` for several hosts).
+Everything is named with a random tag (the creating pid, a random suffix): other tests and other
+people's tests run the same thing at the same time on this machine. A session killed outright
+(SIGKILL: no teardown runs) leaves its cgroups; the next Host to start removes those whose pid
+is gone and which hold no process (`remove_stale_cgroups`).
 """
 from __future__ import annotations
 
+import atexit
+import contextlib
 import os
 import re
 import signal
@@ -26,6 +31,14 @@ INACCESSIBLE = ("mkdir -m 0755 /run/systemd/inaccessible && cd /run/systemd/inac
                 "&& install -m 0 /dev/null reg && mkfifo -m 0 fifo && mknod -m 0 chr c 0 0 && mknod -m 0 blk b 0 0 && cd /")
 
 
+CGROUP_PREFIX = "alloclab-systemd-"
+STALE = re.compile(re.escape(CGROUP_PREFIX) + r"(\d+)-[0-9a-f]{8}")      # ...-{creating pid}-{random}
+STOP_SECONDS = 30.0        # the manager stops its units on SIGTERM; SIGKILL after this
+REMOVE_SECONDS = 30.0      # a killed process leaves its cgroup once it has exited
+
+_open_hosts: set["Host"] = set()      # closed at interpreter exit if a test's teardown did not
+
+
 class Unavailable(Exception):
     """No systemd (or sshd) can run here; the message says why (tests skip with it)."""
 
@@ -34,6 +47,83 @@ def _hierarchies() -> list[Path]:
     return [Path(m) for m in re.findall(r"^\S+ \S+ \S+ \S+ (/sys/fs/cgroup\S*) .* - cgroup2? ",
                                         Path("/proc/self/mountinfo").read_text(), re.M)
             if not m.endswith("cpuset")]          # systemd leaves v1 cpuset alone (and it needs cpus/mems set)
+
+
+def _procs(cgroup: Path) -> list[int]:
+    try:
+        return [int(p) for p in (cgroup / "cgroup.procs").read_text().split()]
+    except OSError:                               # removed meanwhile
+        return []
+
+
+def _deepest_first(top: Path) -> list[Path]:
+    try:
+        below = [p for p in top.rglob("*") if p.is_dir()]
+    except OSError:                               # a directory went while it was listed: the next round lists again
+        below = []
+    return sorted(below, key=lambda p: -len(p.parts)) + [top]
+
+
+def remove_cgroup_tree(top: Path, deadline: float, kill: bool = True) -> bool:
+    """Every process below cgroup `top` killed (kill=False: none touched, a tree holding one is
+    left), then its directories removed, deepest first; retried until `deadline` (monotonic).
+    True when `top` is gone."""
+    while True:
+        for d in _deepest_first(top):
+            pids = _procs(d)
+            if pids and not kill:
+                return False
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            with contextlib.suppress(OSError):
+                d.rmdir()
+        if not top.exists():
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.1)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
+
+
+def remove_stale_cgroups() -> list[Path]:
+    """Hosts' cgroups left by a test session that is gone (its pid, in the name, runs no more) and
+    holding no process: removed (nothing is killed). Returns what was removed."""
+    removed = []
+    for h in _hierarchies():
+        with contextlib.suppress(OSError):
+            for top in h.iterdir():
+                m = STALE.fullmatch(top.name)
+                if m and top.is_dir() and not _pid_alive(int(m.group(1))) and remove_cgroup_tree(top, 0.0, kill=False):
+                    removed.append(top)
+    return removed
+
+
+def close_all(hosts) -> None:
+    """Close every host, each whatever the ones before raised; then raise the first error."""
+    errors = []
+    for h in list(hosts):
+        try:
+            h.close()
+        except BaseException as exc:          # a test's timeout too: the next hosts are closed all the same
+            errors.append(exc)
+    if errors:
+        raise errors[0]
+
+
+@atexit.register
+def _close_open_hosts() -> None:
+    with contextlib.suppress(BaseException):
+        close_all(_open_hosts)
 
 
 def _run(argv: list[str]) -> None:
@@ -72,8 +162,10 @@ class Host:
         return self
 
     def _start(self, timeout: float) -> None:
+        _open_hosts.add(self)
+        remove_stale_cgroups()
         self.runtime.mkdir(mode=0o700, parents=True, exist_ok=True)
-        own = f"alloclab-systemd-{self.tag}"
+        own = f"{CGROUP_PREFIX}{self.tag}"
         try:
             for h in _hierarchies():
                 (h / own).mkdir()
@@ -159,36 +251,52 @@ class Host:
 
     # -- stop ----------------------------------------------------------------------------------------
     def close(self) -> None:
+        """sshd and the manager stopped, whatever is left below its cgroups killed, the cgroups
+        removed, the namespace deleted: each step runs whatever the one before raised. (Before, an
+        exception while the manager stopped its units (a pytest-timeout's Failed in teardown, an
+        interrupt) skipped the rest: the manager went on to exit by itself, leaving
+        alloclab-systemd-{tag}/init.scope in every hierarchy.) Raises when a cgroup cannot be removed."""
+        try:
+            self._stop_processes()
+        finally:
+            try:
+                self._remove_cgroups()
+            finally:
+                try:
+                    self._remove_netns()
+                finally:
+                    _open_hosts.discard(self)
+
+    def _stop_processes(self) -> None:
         for proc in (self.sshd, self.manager):       # sshd first: its sessions are in the manager's namespaces
             if proc is None or proc.poll() is not None:
                 continue
             proc.terminate()                          # the manager stops its units as it exits
             try:
-                proc.wait(timeout=30)
+                proc.wait(timeout=STOP_SECONDS)
             except subprocess.TimeoutExpired:
                 proc.kill()
-                proc.wait()
-        for top in self.cgroups:                      # whatever is left below its cgroup, then the cgroup
-            for d in sorted((p for p in top.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)) + [top]:
-                for pid in (d / "cgroup.procs").read_text().split() if (d / "cgroup.procs").exists() else []:
-                    try:
-                        os.kill(int(pid), signal.SIGKILL)
-                    except ProcessLookupError:
-                        pass
-                for _ in range(50):
-                    try:
-                        d.rmdir()
-                        break
-                    except OSError:
-                        time.sleep(0.1)
-        self.cgroups = []
+                proc.wait(timeout=STOP_SECONDS)
+
+    def _remove_cgroups(self) -> None:
+        """What is left below its cgroups (the manager too, when stopping it was cut short), then the cgroups."""
+        deadline = time.monotonic() + REMOVE_SECONDS
+        self.cgroups = [top for top in self.cgroups if not remove_cgroup_tree(top, deadline)]
+        if self.manager is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.manager.wait(timeout=max(0.0, deadline - time.monotonic()))      # killed above: reaped here
+        if self.cgroups:
+            raise RuntimeError(f"cgroups not removed in {REMOVE_SECONDS:g} s: {', '.join(map(str, self.cgroups))}")
+
+    def _remove_netns(self) -> None:
         if self.netns:
-            if self.sshd is not None:                # sessions left over (killed with the namespace's processes)
-                out = subprocess.run(["ip", "netns", "pids", self.netns], capture_output=True, text=True).stdout
-                for pid in out.split():
-                    try:
-                        os.kill(int(pid), signal.SIGKILL)
-                    except ProcessLookupError:
-                        pass
+            # sshd's sessions left over, sshd itself when stopping it was cut short: the namespace's processes
+            out = subprocess.run(["ip", "netns", "pids", self.netns], capture_output=True, text=True).stdout
+            for pid in out.split():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(int(pid), signal.SIGKILL)
+            if self.sshd is not None:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    self.sshd.wait(timeout=STOP_SECONDS)      # reaped
             subprocess.run(["ip", "netns", "delete", self.netns], capture_output=True)
             self.netns = None

@@ -84,11 +84,10 @@ def collect_command(plan_file: Path, run: Path, interval: str, duration: str | N
     units = lifecycle.units_from(systemctl, root)
     plan = lifecycle.load_plan(plan_file, host)          # a fleet-wide plan: this host's share
     if install:
-        # the reader built now, into the cache the unit names, as `fleet prepare` does for the Ansible
-        # role: the service's first tick then does not wait on a compiler
-        why_not = _build_reader()
         path = collector.install_collector(units, plan_file, run, interval, systemctl, listen, host, duration)
-        console.print(_reader_line(why_not))
+        # (once the options passed) the reader built now, into the cache the unit names, as `fleet
+        # prepare` does for the Ansible role: the service's first tick does not wait on a compiler
+        console.print(_reader_line(_build_reader()))
         user = " --user" if systemctl == "user" else ""
         console.print(f"wrote {path}; start it with: systemctl{user} enable --now alloclab-collector.service")
         return

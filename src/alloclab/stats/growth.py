@@ -288,17 +288,17 @@ def growth_pool(shares: list[float], windows_s: list[float], keys: list[Hashable
     are within RULES growth_pool_window_ratio of the median window (a change over a longer window
     scatters more)."""
     keys = list(range(len(shares))) if keys is None else keys
-    ok = [(c, w, k) for c, w, k in zip(shares, windows_s, keys, strict=True)
+    ok = [(c, w, key) for c, w, key in zip(shares, windows_s, keys, strict=True)
           if c is not None and w and math.isfinite(c) and w > 0]
     if not ok:
         return None
     mid = float(np.median([w for _, w, _ in ok]))
-    ratio = RULES["growth_pool_window_ratio"]
-    members = [(c, k) for c, w, k in ok if mid / ratio <= w <= mid * ratio]
-    if len(members) < RULES["growth_pool_min_replicas"]:
-        return None
+    k = RULES["growth_pool_window_ratio"]
+    members = [(c, key) for c, w, key in ok if mid / k <= w <= mid * k]
     c = np.array([c for c, _ in members])
-    return GrowthPool(float(c.std(ddof=1)), int(len(c)), mid, tuple(float(x) for x in c), tuple(k for _, k in members))
+    if len(c) < RULES["growth_pool_min_replicas"]:
+        return None
+    return GrowthPool(float(c.std(ddof=1)), int(len(c)), mid, tuple(float(x) for x in c), tuple(key for _, key in members))
 
 
 def pooled(g: Growth | None, pool: GrowthPool | None, *, key: Hashable, widen: float | None = None) -> Growth | None:

@@ -503,9 +503,11 @@ SHORT_DESIGNS = (("0.5 d @ 5 min", 0.5 * 86400, 300.0), ("1 d @ 5 min", 86400.0,
 
 def growth_pooled(rng: np.random.Generator, n: int, sizes: tuple[int, ...] = (5, 3), designs=POOLED_DESIGNS,
                   only: tuple[str, ...] | None = None) -> None:
-    """Per-replica growth intervals set by the group's spread (stats.growth_pool / pooled: narrowed
-    where the group scatters less, widened to its peers' spread where they scatter more):
-    groups of 3 and 5 replicas, each replica's own series; coverage and Growing on flat two-scale
+    """Per-replica growth intervals set by the group's spread (stats.growth_pool / pooled: the own
+    interval's slow part widened, narrowed where the group scatters less, widened to its peers'
+    spread where they scatter more), and each replica alone (pooled(g, None): a group that cannot
+    pool); in brackets session 9's rule on the same series (slow_widen 1).
+    Groups of 3 and 5 replicas, each replica's own series; coverage and Growing on flat two-scale
     noise, power for +10% on one-scale AR(1) and on two-scale noise, a lone grower among flat
     replicas, flat AR(1) at φ 0.95 / 0.99, and a daily cycle every replica shares (the spread
     does not see it). `only`: the cells whose names start with these."""

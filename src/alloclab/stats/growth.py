@@ -16,7 +16,9 @@ slow wander) defeats one AR(1) fitted at the finest scale, so the same variance 
 the series averaged into 128, 32 and 16 bins, and the largest kept where the fine model fails
 there (see growth()); that protection costs power on every series, and a group's replicas give it
 back where they scatter less than it assumes, and widen it where their changes scatter more than
-it allows (a wander slower than its coarse scales could see; pooled()). Calibration:
+it allows (a wander slower than its coarse scales could see; pooled()); before either, the part of
+the variance the coarse scales add is widened, since one series under-states it (pooled(), with or
+without a pool). Calibration:
 benchmarks/calibration.py.
 """
 from __future__ import annotations

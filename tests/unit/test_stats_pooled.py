@@ -60,6 +60,12 @@ def test_a_replica_alone_has_the_slow_part_of_its_interval_widened():
     assert pooled(g, None, slow_widen=1.0) is g
 
 
+def test_a_replica_over_an_unlike_window_is_treated_as_alone():
+    y, g = _lone_two_scale(385)
+    pool = growth_pool([0.01, -0.02, 0.03], [9 * 86400.0] * 3)      # the group ran 9 days, this one 3
+    assert pool is not None and pooled(g, pool) == pooled(g, None) != g
+
+
 def test_an_interval_the_finest_scale_set_is_not_widened():
     """Seed 254: no coarse scale set the interval (it is the finest scale's AR(1) bound), so there
     is no slow part to widen — a wander this smooth stays beyond one series' reach (stated)."""

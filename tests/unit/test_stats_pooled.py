@@ -36,7 +36,42 @@ def test_a_lone_grower_keeps_its_own_interval():
     ys[0] *= 1.4                              # a level far from the others' does not matter: shares
     ys[1] += 30.0 * (T - T[0]) / (T[-1] - T[0])
     gs, pool = _group(ys)
-    assert pooled(gs[1], pool, key=1) is gs[1]       # the group scatters more than its own interval allows
+    assert pooled(gs[1], pool, key=1) == pooled(gs[1], None, key=1)   # the group scatters more than its own interval allows
+
+
+def _lone_two_scale(seed):
+    """One flat two-scale series (AR(1) 2% φ 0.9 + slow wander 3%, τ 1.7 d) over 3 days."""
+    y = sim.two_scale(np.random.default_rng(seed), 1, T)[0]
+    return y, growth(T, y)
+
+
+def test_a_replica_alone_has_the_slow_part_of_its_interval_widened():
+    """Seed 385: the wander rose 6.9% and the series' own interval (a coarse scale set it, 1.3×
+    the finest scale's) excludes 0 — Growing with no peers to widen it (session 9: pooled(g,
+    None) was g). The variance the coarse scale adds now counts RULES growth_slow_widen² times."""
+    from alloclab.stats import classify
+    y, g = _lone_two_scale(385)
+    assert g.change_lo > 0 and g.change_share > 0.05 and classify(T, y, growth=g).word == "Growing"
+    p = pooled(g, None, key=0)
+    own, fine, k = g.change_hi - g.change_mb, 1.959964 * g.se_fine, RULES["growth_slow_widen"]
+    assert abs((p.change_hi - p.change_mb) - np.sqrt(fine ** 2 + k * k * (own ** 2 - fine ** 2))) < 1e-6 * g.level_mb
+    assert p.change_lo < 0 < p.change_hi and "widened" in p.pooled and p.change_mb == g.change_mb
+    assert classify(T, y, growth=p).word != "Growing"
+    assert pooled(g, None, key=0, slow_widen=1.0) is g
+
+
+def test_a_replica_over_an_unlike_window_is_treated_as_alone():
+    y, g = _lone_two_scale(385)
+    pool = growth_pool([0.01, -0.02, 0.03], [9 * 86400.0] * 3)      # the group ran 9 days, this one 3
+    assert pool is not None and pooled(g, pool, key=0) == pooled(g, None, key=0) != g
+
+
+def test_an_interval_the_finest_scale_set_is_not_widened():
+    """Seed 254: no coarse scale set the interval (it is the finest scale's AR(1) bound), so there
+    is no slow part to widen — a wander this smooth stays beyond one series' reach (stated)."""
+    y, g = _lone_two_scale(254)
+    assert abs((g.change_hi - g.change_mb) - 1.959964 * g.se_fine) < 1e-6 * g.level_mb
+    assert pooled(g, None, key=0) is g
 
 
 def test_a_pool_needs_three_replicas_over_alike_windows():
@@ -81,13 +116,9 @@ def test_a_non_member_with_a_members_share_keeps_every_member_as_a_peer():
     assert p.others_sd("d") == (0.01, 3)
 
 
-def test_a_widened_replica_says_why_it_is_not_growing():
-    """The replica of the widened test above through analysis' second pass: its word is not
-    Growing and its reason names the peers' spread and what it cannot tell."""
+def _first_pass(ys):
     from alloclab.analysis.load import Segment, Series
-    from alloclab.analysis.replica import replica_stats_steady, repooled
-    rng = np.random.default_rng(3)
-    ys = sim.two_scale(rng, 5, T)
+    from alloclab.analysis.replica import replica_stats_steady
     firsts = []
     for k, y in enumerate(ys):
         nan = np.full(len(T), np.nan)
@@ -95,6 +126,25 @@ def test_a_widened_replica_says_why_it_is_not_growing():
         s = Series(k, f"r{k}", "g", True, t, y, np.array(["load"] * len(T), dtype=object), nan, nan, np.zeros(len(T)), nan,
                    [Segment(float(t[0]), float(t[-1]), "g", "whole run")])
         firsts.append(replica_stats_steady(s))
+    return firsts
+
+
+def test_a_replica_whose_group_cannot_pool_is_decided_on_the_widened_interval():
+    """analysis' second pass with no pool (a group of 1 or 2, unlike windows): session 9 kept the
+    first pass's word (Growing); the widened interval is not above 0, and the reason says why."""
+    from alloclab.analysis.replica import repooled
+    (r, steady), = _first_pass([_lone_two_scale(385)[0]])
+    assert r.status == "Growing"
+    again = repooled(r, steady, None)
+    assert again.status != "Growing" and again.change_lo < 0 < again.change_hi
+    assert "cannot be told from that wander" in again.status_reason
+
+
+def test_a_widened_replica_says_why_it_is_not_growing():
+    """The replica of the widened test above through analysis' second pass: its word is not
+    Growing and its reason names the peers' spread and what it cannot tell."""
+    from alloclab.analysis.replica import repooled
+    firsts = _first_pass(sim.two_scale(np.random.default_rng(3), 5, T))
     pool = growth_pool([r.change_share for r, _ in firsts], [r.window_h * 3600 for r, _ in firsts], [r.name for r, _ in firsts])
     r, steady = firsts[2]
     assert r.status == "Growing"

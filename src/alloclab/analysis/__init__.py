@@ -177,7 +177,8 @@ def _pooled_growth(reps: list[ReplicaStats], steady: list[SteadyGrowth | None]) 
     """The replicas again, each growth interval narrowed by its group's spread of changes where
     that is narrower (stats.growth_pool / stats.pooled; the group: its usable replicas with an
     interval), from the first pass's growth (replica.repooled: the word is decided again, the
-    growth not computed again). Replicas outside a pooled group are returned as they were."""
+    growth not computed again). Replicas outside a pooled group get their own interval with its slow
+    part widened (stats.pooled with no pool)."""
     pools = {}
     for g in {r.group for r in reps}:
         rs = [r for r in reps if r.group == g and usable(r) and r.change_lo is not None and r.change_share is not None]

@@ -155,9 +155,10 @@ def replica_stats(s: Series, idle_configured: bool = False, span: Segment | None
 
 
 def repooled(r: ReplicaStats, steady: SteadyGrowth | None, pool: stats.GrowthPool | None) -> ReplicaStats:
-    """r with its growth interval narrowed by its group's pool (stats.pooled) and its word decided
-    again on that interval; r itself when the pool does not narrow it."""
-    if steady is None or pool is None:
+    """r with its growth interval set by its group's pool, or with no pool its own interval's slow
+    part widened (stats.pooled), and its word decided again on that interval; r itself when the
+    interval is unchanged."""
+    if steady is None:
         return r
     g = stats.pooled(steady.growth, pool, key=r.name)
     if g is steady.growth:

@@ -17,12 +17,13 @@ growth.py
         The same question across replicas: log(end/start) per clean replica over the group's common
         window, one-sample t, Holm across groups; .word is "Growing"/"Bloating" when the group grows
         beyond the flat threshold (within-series intervals may be withheld; this test needs none).
-    growth_pool(shares, windows_s, keys=None) -> GrowthPool | None;  pooled(growth, pool, *, key, widen=None) -> Growth
-        A group's replicas' changes scatter by a measured SD (every noise scale in it); each
-        replica's interval is narrowed to t(n−1) × that SD where narrower than its own
-        (floor: its finest scale's AR(1) bound), and widened to RULES growth_pool_widen × the SD
-        of the *other* replicas' changes where that is wider, so a slow wander keeps its width
-        where the group shows one, and gets it where one series' own interval missed it.
+    growth_pool(shares, windows_s, keys=None) -> GrowthPool | None;  pooled(growth, pool, *, key, widen=None, slow_widen=None) -> Growth
+        A replica's own interval with the variance its coarse scales add counted
+        RULES growth_slow_widen² times (one series under-states a slow wander); then, where its
+        group pools (≥ 3 replicas, like windows), the group's changes' measured SD (every noise
+        scale in it) narrows it to t(n−1) × that SD where narrower (floor: its finest scale's
+        AR(1) bound), and it is widened to RULES growth_pool_widen × the SD of the *other*
+        replicas' changes where that is wider.
     trend_edges(t_s, y, start, end, edge_s) -> (start_mb, end_mb, basis) | None
         A replica's level at a span's ends: over a day or more, the trend beside a fitted daily
         cycle (2 harmonics), so a cycle every replica shares is not growth; else edge medians.

@@ -16,7 +16,9 @@ slow wander) defeats one AR(1) fitted at the finest scale, so the same variance 
 the series averaged into 128, 32 and 16 bins, and the largest kept where the fine model fails
 there (see growth()); that protection costs power on every series, and a group's replicas give it
 back where they scatter less than it assumes, and widen it where their changes scatter more than
-it allows (a wander slower than its coarse scales could see; pooled()). Calibration:
+it allows (a wander slower than its coarse scales could see; pooled()); before either, the part of
+the variance the coarse scales add is widened, since one series under-states it (pooled(), with or
+without a pool). Calibration:
 benchmarks/calibration.py.
 """
 from __future__ import annotations
@@ -50,7 +52,7 @@ class Growth:
     blocks: int                # effective independent samples the interval rests on, n·(1−φ)/(1+φ) at the bound
     tau_s: float               # autocorrelation time of the residuals (median-unbiased φ), seconds
     se_fine: float | None = None   # SE of change_mb from the finest scale's AR(1) bound alone (before the coarse scales)
-    pooled: str = ""           # how the group's replicas set the interval (pooled()), "" if they did not
+    pooled: str = ""           # how pooled() set the interval (the group's replicas, or the slow part widened), "" if it did not
 
 
 def theil_sen_slope(t: np.ndarray, y: np.ndarray) -> float:
@@ -301,9 +303,22 @@ def growth_pool(shares: list[float], windows_s: list[float], keys: list[Hashable
     return GrowthPool(float(c.std(ddof=1)), int(len(c)), mid, tuple(float(x) for x in c), tuple(key for _, key in members))
 
 
-def pooled(g: Growth | None, pool: GrowthPool | None, *, key: Hashable, widen: float | None = None) -> Growth | None:
+def pooled(g: Growth | None, pool: GrowthPool | None, *, key: Hashable, widen: float | None = None,
+           slow_widen: float | None = None) -> Growth | None:
     """g's interval set by its group's spread: narrowed where the group scatters less than g's own
-    interval assumes, widened where its peers scatter more.
+    interval assumes, widened where its peers scatter more; with no pool (fewer than 3 replicas,
+    or unlike windows), its own interval with the slow part widened.
+
+    Own interval, slow part widened: where a coarse scale set g's interval, the variance it adds
+    to the finest scale's AR(1) bound (the slow component) counts RULES growth_slow_widen² times
+    (3: its SD tripled). Why: that part rests on 16–128 bins of a wander the window holds only
+    1–5 autocorrelation times of, so one series under-states it exactly where the wander looks
+    like a trend — flat two-scale noise at 3 days: 1.9% of lone replicas Growing, and in pooled
+    groups most Growing calls were the own interval binding. A calculation on g's own figures
+    (se_fine and the half width), not a new model: no information the series lacks is invented,
+    so it costs a lone replica power on every design (docs/analysis.md: +10% at 3 days 55% ->
+    22%); pooled groups get it back by narrowing (`slow_widen`: the multiplier, 1 gives
+    session 9's own interval, as the calibration's comparison does).
 
     Narrowed: the half width becomes max(z · the finest scale's AR(1)-bound SE, t(n−1) · pool SD ×
     level) where that is below g's own (coarse-scale) half width. Why: the coarse scales protect
@@ -327,16 +342,23 @@ def pooled(g: Growth | None, pool: GrowthPool | None, *, key: Hashable, widen: f
     interval of its own: 1.96 left 1.1% Growing at 1.5 days; t(n − 2) quantiles (a prediction
     interval on the peers alone: 3.18 at n = 5, 12.7 at n = 3) cost groups of 3 their power
     (+10% at 3 days: 90% -> 38%); 2.5 costs < 1 point (docs/analysis.md)."""
-    if g is None or pool is None or g.change_lo is None or g.se_fine is None or g.level_mb <= 0:
-        return g
-    if not (pool.window_s / RULES["growth_pool_window_ratio"] <= g.window_s <= pool.window_s * RULES["growth_pool_window_ratio"]):
+    if g is None or g.change_lo is None or g.se_fine is None or g.level_mb <= 0:
         return g
     z = float(sps.norm.ppf(0.5 + RULES["growth_level"] / 2))
-    tq = float(sps.t.ppf(0.5 + RULES["growth_level"] / 2, pool.n - 1))
     own = g.change_hi - g.change_mb
+    fine = z * g.se_fine
+    k = RULES["growth_slow_widen"] if slow_widen is None else slow_widen
     half, how = own, ""
-    narrow = max(z * g.se_fine, tq * pool.share_sd * g.level_mb)
-    if narrow < own:
+    if own > fine * (1 + 1e-9) and k != 1:      # a coarse scale set it (rounding aside)
+        half = math.sqrt(fine * fine + k * k * (own * own - fine * fine))
+        how = (f"widened: the part a slow wander adds to it counted {k:g}× (one series under-states a wander "
+               "its window holds few autocorrelation times of)")
+    if pool is None or not (pool.window_s / RULES["growth_pool_window_ratio"] <= g.window_s
+                            <= pool.window_s * RULES["growth_pool_window_ratio"]):
+        return _with_half(g, half, how) if half != own else g
+    tq = float(sps.t.ppf(0.5 + RULES["growth_level"] / 2, pool.n - 1))
+    narrow = max(fine, tq * pool.share_sd * g.level_mb)
+    if narrow < half:
         half, how = narrow, (f"narrowed by the spread of {pool.n} replicas' changes over their windows "
                              f"(SD {pool.share_sd:.1%} of the level, t with {pool.n - 1} df)")
     peers = pool.others_sd(key)
@@ -345,11 +367,14 @@ def pooled(g: Growth | None, pool: GrowthPool | None, *, key: Hashable, widen: f
         half, how = k * peers[0] * g.level_mb, (
             f"widened to the spread of the other {peers[1]} replicas' changes (SD {peers[0]:.1%} of the level: "
             "a wander slower than this series shows)")
-    if half == own:
-        return g
+    return _with_half(g, half, how) if half != own else g
+
+
+def _with_half(g: Growth, half: float, how: str) -> Growth:
+    """g with its interval (and rate interval) half width `half` about its change, and why."""
+    from dataclasses import replace
     lo, hi = g.change_mb - half, g.change_mb + half
     scale = 3600 / g.window_s if g.rate_mb_h is not None else None
-    from dataclasses import replace
     return replace(g, change_lo=lo, change_hi=hi, significant=bool(lo > 0 or hi < 0),
                    rate_lo=lo * scale if scale else None, rate_hi=hi * scale if scale else None, pooled=how)
 

@@ -20,6 +20,7 @@ RULES: dict[str, float] = {
     "growth_pool_min_replicas": 3,    # a group's replicas (≥ 3, windows within 1.25× of their median) narrow each one's
     "growth_pool_window_ratio": 1.25, # ... interval to t(n−1) × their changes' SD where that is narrower (growth.pooled)
     "growth_pool_widen": 2.5,         # ... and widen it to 2.5 × the SD of the other replicas' changes where that is wider
+    "growth_slow_widen": 3.0,         # a replica's own interval: the variance a coarse scale adds counts 3² (growth.pooled)
     "growth_exact_rel": 1e-9,         # residuals below 1e-9 of the level: an exact line, exact answer
     "rate_min_window_s": 6 * 3600.0,  # a rate per hour only over ≥ 6 h ...
     "rate_min_blocks": 8,             # ... resting on ≥ 8 effective independent samples

@@ -1,0 +1,40 @@
+"""Each group's growth beside the baseline's (stats.growth_beside): every replica's change in MB over
+the window common to the group's and the baseline's growth windows (the spans the growth across
+replicas uses), measured as that test measures it (stats.trend_edges, edges of
+RULES growth_edge_share), so a workload growth every group shares cancels and what is left is the
+allocator's."""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import stats
+from .load import Series
+from .rules import RULES
+
+
+def growth_beside(members: dict[str, list[Series]], spans: dict[str, tuple[float, float]],
+                  baseline: str) -> dict[str, stats.GrowthBeside]:
+    """members: per group, the replicas its growth across replicas uses; spans: their common windows.
+    Groups without a window overlapping the baseline's are left out."""
+    if baseline not in spans:
+        return {}
+    pairs = {}
+    for g, span in spans.items():
+        if g == baseline or g not in members:
+            continue
+        lo, hi = max(span[0], spans[baseline][0]), min(span[1], spans[baseline][1])
+        if hi <= lo:
+            continue
+        mine, theirs = _edges(members[g], lo, hi), _edges(members[baseline], lo, hi)
+        if not len(mine):
+            continue
+        pairs[g] = (mine[:, 1] - mine[:, 0], theirs[:, 1] - theirs[:, 0] if len(theirs) else np.array([]),
+                    float(mine[:, 0].mean()), hi - lo)
+    return stats.growth_beside(pairs, baseline)
+
+
+def _edges(series: list[Series], lo: float, hi: float) -> np.ndarray:
+    """(start MB, end MB) per replica over [lo, hi], as rows."""
+    edge = RULES["growth_edge_share"] * (hi - lo)
+    rows = [e[:2] for s in series if (e := stats.trend_edges(s.t, s.mb, lo, hi, edge)) is not None]
+    return np.array(rows, dtype=float).reshape(-1, 2)

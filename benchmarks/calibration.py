@@ -603,7 +603,7 @@ def pooled_path(rng: np.random.Generator, n: int) -> None:
 BESIDE_DESIGNS = (("1 h @ 5 s", 1 / 24, 5.0, 20 * 60.0), ("1.5 d @ 10 min", 1.5, 600.0, 1.7 * 86400))
 
 
-def beside(rng: np.random.Generator, n: int, sizes: tuple[int, ...] = (3, 5)) -> None:
+def beside(rng: np.random.Generator, n: int, sizes: tuple[int, ...] = (3, 5), cells: tuple[str, ...] | None = None) -> None:
     """The growth beside the baseline's (stats.beside) through import_torutils + analyse: the
     glibc baseline Z at 400–900 MB, groups A, B, C at 0.25× (levels 4× apart, as in the tor run),
     every relay growing by the workload's own MB (the same in every group: 10–25% of the small
@@ -611,14 +611,18 @@ def beside(rng: np.random.Generator, n: int, sizes: tuple[int, ...] = (3, 5)) ->
     (φ 0.8–0.98 per sample), or that plus a slow wander of 3% (τ 20 min in the hour, 1.7 d over
     1.5 days). Null: no allocator growth — a "grows beyond" for any group is false (family-wise).
     Alternatives in one dataset: A grows +10% of its level beyond the workload, B +25%, C +5% (the
-    margin: any word that rephrases the caution, as / less than / no more than, is false there)."""
+    margin: any word that rephrases the caution, as / less than / no more than, is false there).
+    Each cell has its own stream, so `--cells "1 h @ 5 s; n = 3"` reproduces that cell's figures
+    (the cells can run in parallel processes)."""
     import shutil
     import tempfile
     import torutils_scenarios as ts
     from alloclab.stats.beside import BEYOND, NOT_BEYOND
     work = Path(tempfile.mkdtemp(prefix="alloclab-calibration-"))
 
-    def dataset(days, step, slow_tau, m, slow, growth):
+    base = int(rng.integers(2 ** 62))
+
+    def dataset(rng, days, step, slow_tau, m, slow, growth):
         level = float(rng.uniform(400, 900))
         return ts.Scenario(n=m, days=days, step_s=step, level_mb=level, ratio={"A": 0.25, "B": 0.25, "C": 0.25},
                            cv=float(rng.uniform(0.03, 0.10)), ar_phi=float(rng.uniform(0.8, 0.98)),
@@ -627,18 +631,21 @@ def beside(rng: np.random.Generator, n: int, sizes: tuple[int, ...] = (3, 5)) ->
                            shared_growth_mb=0.25 * level * float(rng.uniform(0.10, 0.25)), shared_growth_cv=0.1,
                            growth=growth)
 
-    for label, days, step, slow_tau in BESIDE_DESIGNS:
+    for d, (label, days, step, slow_tau) in enumerate(BESIDE_DESIGNS):
         for m in sizes:
             for noise, slow in (("AR(1)", False), ("two-scale", True)):
-                cell = f"{label}, n = {m}, {noise}"
+                cell = f"{label}; n = {m}; {noise}"
+                if cells and not cell.startswith(cells):
+                    continue
+                rng = np.random.default_rng([base, d, m, int(slow)])
                 k_null = k_growing = 0
                 words = {"A": 0, "B": 0, "C": 0}
                 for i in range(n):
                     print(f"  beside {cell}: dataset {i + 1} of {n}", file=sys.stderr, flush=True)
-                    a, _ = ts.run_scenario(rng, dataset(days, step, slow_tau, m, slow, {}), work)
+                    a, _ = ts.run_scenario(rng, dataset(rng, days, step, slow_tau, m, slow, {}), work)
                     k_null += any(g.growth_beside is not None and g.growth_beside.word == BEYOND for g in a.groups)
                     k_growing += any(g.status in ("Growing", "Bloating") for g in a.groups if g.name != "Z")
-                    a, _ = ts.run_scenario(rng, dataset(days, step, slow_tau, m, slow, {"A": 0.10, "B": 0.25, "C": 0.05}),
+                    a, _ = ts.run_scenario(rng, dataset(rng, days, step, slow_tau, m, slow, {"A": 0.10, "B": 0.25, "C": 0.05}),
                                            work)
                     b = {g.name: g.growth_beside for g in a.groups}
                     words["A"] += b["A"] is not None and b["A"].word == BEYOND
@@ -866,7 +873,7 @@ def main() -> int:
     ap.add_argument("--datasets", type=int, default=0, help="datasets per scenario row (--part scenarios / cycles / user-path; default 200 / 100 / 30), "
                     "simulations per row (--part gates / growth-frontier / staircases; 1000 / 200 / 400), groups per row (--part pooled / pooled-short; 200), datasets per cell (--part beside; 100)")
     ap.add_argument("--replicas", default="5,3", help="group sizes of --part pooled / beside (comma-separated)")
-    ap.add_argument("--cells", default="", help="--part pooled / pooled-short: only the series whose names start with these "
+    ap.add_argument("--cells", default="", help="--part pooled / pooled-short / beside: only the series (beside: the cells) whose names start with these "
                     "(comma-separated, e.g. 'flat two-scale')")
     ap.add_argument("--seed", type=int, default=20261122, help="seed of every simulation")
     ap.add_argument("--part", default="all", choices=["all", "status", "growth", "compare", "sequential", "identical", "tor-verdict",
@@ -899,7 +906,7 @@ def main() -> int:
                                                   tuple(int(k) for k in args.replicas.split(",")), SHORT_DESIGNS,
                                                   cells or ("flat two-scale", "+10% in two-scale", "+10%, AR(1)")),
         "beside": lambda rng: beside(rng, args.datasets or (10 if args.quick else 100),
-                                     tuple(int(k) for k in args.replicas.split(","))),
+                                     tuple(int(k) for k in args.replicas.split(",")), cells),
     }
     names = list(parts)
     names.insert(names.index("pooled-path"), "ratchet-pooled")   # retired; its stream number kept so later parts reproduce

@@ -230,6 +230,7 @@ def _growth_note(g, baseline: str) -> tuple[str, str | None]:
         return (f"{g.name} is {grew}, but {b.phrase()} ({against}): the workload's growth, not the allocator's.",
                 b.word)
     told = (f"it {b.phrase()} ({against})" if b.word == BEYOND
+            else f"its growth beside {baseline}'s is {b.reason}" if b.p_adj is None
             else f"beside {baseline}'s growth it cannot be told apart from the workload's ({against})")
     return f"Caution: {g.name} is {grew}: it may keep climbing in a longer run; {told}.", b.word
 

@@ -25,16 +25,21 @@ def growth_beside(members: dict[str, list[Series]], spans: dict[str, tuple[float
         lo, hi = max(span[0], spans[baseline][0]), min(span[1], spans[baseline][1])
         if hi <= lo:
             continue
-        mine, theirs = _edges(members[g], lo, hi), _edges(members[baseline], lo, hi)
+        (mine, measured), (theirs, _) = _edges(members[g], lo, hi), _edges(members[baseline], lo, hi)
         if not len(mine):
             continue
         pairs[g] = (mine[:, 1] - mine[:, 0], theirs[:, 1] - theirs[:, 0] if len(theirs) else np.array([]),
-                    float(mine[:, 0].mean()), hi - lo)
+                    float(mine[:, 0].mean()), hi - lo, measured)
     return stats.growth_beside(pairs, baseline)
 
 
-def _edges(series: list[Series], lo: float, hi: float) -> np.ndarray:
-    """(start MB, end MB) per replica over [lo, hi], as rows."""
+def _edges(series: list[Series], lo: float, hi: float) -> tuple[np.ndarray, float]:
+    """(start MB, end MB) per replica over [lo, hi], as rows, and the span (s) between the times
+    they stand for: the trend's ends (a day or more) or the edge medians' centres, one edge's width
+    inside the window — a steady growth measured so shows (window − edge) / window of its change
+    over the window, and the margin is scaled alike (stats.growth_beside)."""
     edge = RULES["growth_edge_share"] * (hi - lo)
-    rows = [e[:2] for s in series if (e := stats.trend_edges(s.t, s.mb, lo, hi, edge)) is not None]
-    return np.array(rows, dtype=float).reshape(-1, 2)
+    got = [e for s in series if (e := stats.trend_edges(s.t, s.mb, lo, hi, edge)) is not None]
+    medians = any(basis.startswith("medians") for _, _, basis in got)
+    rows = np.array([e[:2] for e in got], dtype=float).reshape(-1, 2)
+    return rows, (hi - lo) - (edge if medians else 0.0)

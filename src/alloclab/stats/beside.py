@@ -58,7 +58,7 @@ class GrowthBeside:
     change_mb: float                # mean of changes_mb
     baseline_change_mb: float
     level_mb: float                 # the group's mean level at the window's start (shares are of this)
-    margin_mb: float                # beside_margin_share × level_mb
+    margin_mb: float                # beside_margin_share × level_mb (pro rata for a measured span shorter than the window)
     excess_mb: float                # change_mb − baseline_change_mb
     excess_lo: float | None         # interval at ci_level (Holm level); None: untested
     excess_hi: float | None
@@ -96,40 +96,44 @@ def _word(lo: float, hi: float, significant: bool, excess: float, margin: float)
     return UNKNOWN
 
 
-def growth_beside(pairs: dict[str, tuple[np.ndarray, np.ndarray, float, float]], baseline: str, *,
+def growth_beside(pairs: dict[str, tuple], baseline: str, *,
                   alpha: float | None = None, margin_share: float | None = None) -> dict[str, GrowthBeside]:
     """pairs: group -> (its per-replica changes MB, the baseline's over the same window, the group's
-    level at the window's start MB, the window s). Welch's t per group, Holm across the groups with
-    ≥ 2 changes on both sides (the others: "cannot tell", untested), intervals at Holm levels."""
+    level at the window's start MB, the window s[, the span s the changes measure]). Welch's t per
+    group, Holm across the groups with ≥ 2 changes on both sides (the others: "cannot tell",
+    untested), intervals at Holm levels. The margin is margin_share of the level over the window,
+    pro rata for the span measured when shorter (changes between edge medians span 95% of it: a
+    true excess of 5% over the window shows as 4.75%, and the margin is 4.75% of the level)."""
     alpha = RULES["alpha"] if alpha is None else alpha
     share = RULES["beside_margin_share"] if margin_share is None else margin_share
     base: dict[str, tuple] = {}
     tests = {}
-    for g, (a, b, level, window) in pairs.items():
+    for g, (a, b, level, window, *measured) in pairs.items():
         a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
         a, b = a[np.isfinite(a)], b[np.isfinite(b)]
-        base[g] = (a, b, float(level), float(window))
+        scale = min(1.0, measured[0] / window) if measured and window > 0 else 1.0
+        base[g] = (a, b, float(level), float(window), share * scale * float(level))
         if len(a) >= 2 and len(b) >= 2:
             w = _welch(a, b)
             # no spread on either side: the degenerate clear answer (as stats.group_growth gives)
             d = float(a.mean() - b.mean())
             tests[g] = w if w is not None else _Welch(d, 0.0, math.inf, 0.0 if abs(d) > 1e-12 else 1.0)
     out = {}
-    for g, (a, b, level, window) in base.items():
+    for g, (a, b, level, window, margin) in base.items():
         if g not in tests:
             out[g] = GrowthBeside(g, baseline, len(a), len(b), window, tuple(a), tuple(b),
                                   float(a.mean()) if len(a) else math.nan, float(b.mean()) if len(b) else math.nan,
-                                  level, share * level, float(a.mean() - b.mean()) if len(a) and len(b) else math.nan,
+                                  level, margin, float(a.mean() - b.mean()) if len(a) and len(b) else math.nan,
                                   None, None, None, None, None, UNKNOWN,
                                   f"untested: {min(len(a), len(b))} replica(s) with a change on one side, 2 needed")
     tested = list(tests)
     p = [tests[g].p for g in tested]
     for g, pa, gam in zip(tested, holm(p), holm_levels(p, alpha)):
-        a, b, level, window = base[g]
+        a, b, level, window, margin = base[g]
         w = tests[g]
         d = w.d
         half = float(special.stdtrit(w.df, 1 - gam / 2)) * w.se if w.se > 0 else 0.0
-        lo, hi, margin = d - half, d + half, share * level
+        lo, hi = d - half, d + half
         word = _word(lo, hi, pa < alpha, d, margin)
         pct = (lambda x: f"{x / level:+.1%}") if level > 0 else (lambda x: "–")
         reason = (f"{len(a)} replicas changed {a.mean():+.1f} MB, {baseline}'s {len(b)} {b.mean():+.1f} MB over the same "

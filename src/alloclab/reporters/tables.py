@@ -70,7 +70,8 @@ def _beside_fields(b) -> dict:
 BESIDE_INTRO = ("Beside the baseline, in MB: each group's per-replica changes against the baseline's over the window "
                 "common to the two (Welch's t, Holm across groups, the interval at its Holm level; a workload growth "
                 f"every group shares cancels). \"As the baseline does\": the interval within ±"
-                f"{STATS_RULES['beside_margin_share']:.0%} of the group's level at the window's start; the status word stays what the series shows.")
+                f"{STATS_RULES['beside_margin_share']:.0%} of the group's level at the window's start (over a window under a day, 95% of that: the edge medians' "
+                "change spans 95% of it); the status word stays what the series shows.")
 
 
 def beside_lines(a: Analysis) -> list[tuple[str, str, str]]:

@@ -616,6 +616,75 @@ def pooled_path(rng: np.random.Generator, n: int) -> None:
     shutil.rmtree(work, ignore_errors=True)
 
 
+BESIDE_DESIGNS = (("1 h @ 5 s", 1 / 24, 5.0, 20 * 60.0), ("1.5 d @ 10 min", 1.5, 600.0, 1.7 * 86400))
+
+
+def beside(rng: np.random.Generator, n: int, sizes: tuple[int, ...] = (3, 5), cells: tuple[str, ...] | None = None) -> None:
+    """The growth beside the baseline's (stats.beside) through import_torutils + analyse: the
+    glibc baseline Z at 400–900 MB, groups A, B, C at 0.25× (levels 4× apart, as in the tor run),
+    every relay growing by the workload's own MB (the same in every group: 10–25% of the small
+    groups' level over the window, each relay's within ±10% of it), AR(1) noise 1–2% of the level
+    (φ 0.8–0.98 per sample), or that plus a slow wander of 3% (τ 20 min in the hour, 1.7 d over
+    1.5 days), or quiet AR(1) of 0.3–0.5% (the 16-thread tor hour's relays: glibc's changes
+    scattered by 3 MB on 770). Null: no allocator growth — a "grows beyond" for any group is false (family-wise).
+    Alternatives in one dataset: A grows +10% of its level beyond the workload, B +25%, C +5% (the
+    margin: any word that rephrases the caution, as / less than / no more than, is false there).
+    Each cell has its own stream, so `--cells "1 h @ 5 s; n = 3"` reproduces that cell's figures
+    (the cells can run in parallel processes)."""
+    import shutil
+    import tempfile
+    import torutils_scenarios as ts
+    from alloclab.stats.beside import BEYOND, NOT_BEYOND
+    work = Path(tempfile.mkdtemp(prefix="alloclab-calibration-"))
+
+    base = int(rng.integers(2 ** 62))
+
+    def dataset(rng, days, step, slow_tau, m, slow, quiet, growth):
+        level = float(rng.uniform(400, 900))
+        return ts.Scenario(n=m, days=days, step_s=step, level_mb=level, ratio={"A": 0.25, "B": 0.25, "C": 0.25},
+                           cv=float(rng.uniform(0.03, 0.10)), ar_phi=float(rng.uniform(0.8, 0.98)),
+                           ar_share=float(rng.uniform(0.003, 0.005) if quiet else rng.uniform(0.01, 0.02)),
+                           slow_share=0.03 if slow else 0.0,
+                           slow_tau_s=slow_tau, start_hour=float(rng.uniform(0, 24)),
+                           shared_growth_mb=0.25 * level * float(rng.uniform(0.10, 0.25)), shared_growth_cv=0.1,
+                           growth=growth)
+
+    for d, (label, days, step, slow_tau) in enumerate(BESIDE_DESIGNS):
+        for m in sizes:
+            for k, (noise, slow, quiet) in enumerate((("AR(1)", False, False), ("two-scale", True, False),
+                                                      ("quiet AR(1)", False, True))):
+                cell = f"{label}; n = {m}; {noise}"
+                if cells and not cell.startswith(cells):
+                    continue
+                rng = np.random.default_rng([base, d, m, k])
+                k_null = k_growing = k_said = k_groups = 0
+                words = {"A": 0, "B": 0, "C": 0}
+                for i in range(n):
+                    print(f"  beside {cell}: dataset {i + 1} of {n}", file=sys.stderr, flush=True)
+                    a, _ = ts.run_scenario(rng, dataset(rng, days, step, slow_tau, m, slow, quiet, {}), work)
+                    k_null += any(g.growth_beside is not None and g.growth_beside.word == BEYOND for g in a.groups)
+                    k_growing += any(g.status in ("Growing", "Bloating") for g in a.groups if g.name != "Z")
+                    k_said += sum(g.growth_beside is not None and g.growth_beside.word in NOT_BEYOND for g in a.groups)
+                    k_groups += sum(g.name != "Z" for g in a.groups)
+                    a, _ = ts.run_scenario(rng, dataset(rng, days, step, slow_tau, m, slow, quiet, {"A": 0.10, "B": 0.25, "C": 0.05}),
+                                           work)
+                    b = {g.name: g.growth_beside for g in a.groups}
+                    words["A"] += b["A"] is not None and b["A"].word == BEYOND
+                    words["B"] += b["B"] is not None and b["B"].word == BEYOND
+                    words["C"] += b["C"] is not None and b["C"].word in NOT_BEYOND
+                row(f"beside, {cell}, shared workload growth only: datasets with a false \"grows beyond the baseline\" "
+                    "(family-wise, 3 groups)", rate(k_null, n), "≤ 5%", n)
+                row(f"… datasets whose small groups' status says Growing/Bloating (the workload's growth)",
+                    rate(k_growing, n), "stated", n)
+                row(f"… groups shown to grow as / less than / no more than the baseline (the caution rephrased)",
+                    rate(k_said, k_groups), "stated", k_groups)
+                row(f"beside, {cell}: power, +10% of its level beyond the workload", rate(words["A"], n), "stated", n)
+                row(f"beside, {cell}: power, +25%", rate(words["B"], n), "stated", n)
+                row(f"beside, {cell}: excess at the margin (+5%): called as / less than / no more than the baseline",
+                    rate(words["C"], n), "≤ 5%", n)
+    shutil.rmtree(work, ignore_errors=True)
+
+
 def staircase_reach(rng: np.random.Generator, n: int) -> None:
     """What the Ratcheting rule reaches at 2% AR noise: the same five-step staircases with a taller
     climb (+8 / +16 / +24%), and at 1.5% noise, in the two TorUtils designs."""
@@ -825,13 +894,13 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="smoke test: fewer simulations")
     ap.add_argument("--datasets", type=int, default=0, help="datasets per scenario row (--part scenarios / cycles / user-path; default 200 / 100 / 30), "
-                    "simulations per row (--part gates / growth-frontier / staircases; 1000 / 200 / 400), groups per row (--part pooled / pooled-short; 200)")
-    ap.add_argument("--replicas", default="5,3", help="group sizes of --part pooled (comma-separated)")
-    ap.add_argument("--cells", default="", help="--part pooled / pooled-short: only the series whose names start with these "
+                    "simulations per row (--part gates / growth-frontier / staircases; 1000 / 200 / 400), groups per row (--part pooled / pooled-short; 200), datasets per cell (--part beside; 100)")
+    ap.add_argument("--replicas", default="5,3", help="group sizes of --part pooled / beside (comma-separated)")
+    ap.add_argument("--cells", default="", help="--part pooled / pooled-short / beside: only the series (beside: the cells) whose names start with these "
                     "(comma-separated, e.g. 'flat two-scale')")
     ap.add_argument("--seed", type=int, default=20261122, help="seed of every simulation")
     ap.add_argument("--part", default="all", choices=["all", "status", "growth", "compare", "sequential", "identical", "tor-verdict",
-                                                      "scenarios", "cycles", "two-scale", "staircases", "user-path", "gates", "staircase-reach", "growth-frontier", "pooled", "pooled-path", "pooled-short"],
+                                                      "scenarios", "cycles", "two-scale", "staircases", "user-path", "gates", "staircase-reach", "growth-frontier", "pooled", "pooled-path", "pooled-short", "beside"],
                     help="run one part only")
     args = ap.parse_args()
     n = 60 if args.quick else 1000
@@ -859,6 +928,8 @@ def main() -> int:
         "pooled-short": lambda rng: growth_pooled(rng, args.datasets or (20 if args.quick else 200),
                                                   tuple(int(k) for k in args.replicas.split(",")), SHORT_DESIGNS,
                                                   cells or ("flat two-scale", "+10% in two-scale", "+10%, AR(1)")),
+        "beside": lambda rng: beside(rng, args.datasets or (10 if args.quick else 100),
+                                     tuple(int(k) for k in args.replicas.split(",")), cells),
     }
     names = list(parts)
     names.insert(names.index("pooled-path"), "ratchet-pooled")   # retired; its stream number kept so later parts reproduce

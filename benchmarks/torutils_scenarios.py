@@ -50,6 +50,8 @@ class Scenario:
     restart_low: float = 0.35           # a young process starts at this share of the level ...
     restart_regrow_s: float = 8 * 3600  # ... and regrows with this time constant
     staircase: dict[str, tuple[int, float]] = field(default_factory=dict)   # group -> (steps, climb share)
+    shared_growth_mb: float = 0.0       # the workload's own growth: the same MB in every group, linear over the window ...
+    shared_growth_cv: float = 0.0       # ... each relay's drawn around it with this spread (share of it)
 
 
 def series(rng: np.random.Generator, sc: Scenario) -> tuple[np.ndarray, dict[str, np.ndarray], dict[str, list[float | None]]]:
@@ -83,6 +85,9 @@ def series(rng: np.random.Generator, sc: Scenario) -> tuple[np.ndarray, dict[str
                 shape[i] = np.where(since >= 0, shape[i] * young, shape[i])
                 rs[i] = float(when)
         out[g] = off[:, None] * np.maximum(shape, 0.05)
+        if sc.shared_growth_mb:
+            each = sc.shared_growth_mb * (1 + sc.shared_growth_cv * rng.standard_normal(sc.n))
+            out[g] += each[:, None] * rel[None, :] / rel[-1]
         restarts[g] = rs
     return t, out, restarts
 

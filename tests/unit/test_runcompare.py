@@ -19,9 +19,11 @@ N = 300          # samples per replica, 1 s apart
 
 def make_run(path, groups: dict[str, list[float]], *, seed: int = 0, sha: str = "a" * 64, kernel: str = "6.1.0",
              experiment: str = 'name = "x"\n', family: dict[str, str] | None = None, command: list[str] | None = None,
-             t0: float = T0, step: float = 1.0, source: str = "run"):
-    """A finished run: each group's replicas flat at the given levels (MB) with 1% AR(1) noise,
-    N samples `step` s apart from t0, every replica verified."""
+             t0: float = T0, step: float = 1.0, source: str = "run", grow_mb: dict[str, float] | None = None,
+             noise_sd: float = 0.004):
+    """A finished run: each group's replicas flat at the given levels (MB) with 1% AR(1) noise
+    (innovations noise_sd of the level), N samples `step` s apart from t0, every replica verified;
+    grow_mb: a group's replicas climb linearly by this many MB over the samples."""
     path.mkdir(parents=True)
     st = Store.create(path / "run.db")
     rng = np.random.default_rng(seed)
@@ -39,8 +41,9 @@ def make_run(path, groups: dict[str, list[float]], *, seed: int = 0, sha: str = 
                             ended_at=t0 + N * step, exit_code=0, root_pid=1000 + i, verified=1, end_kind="stopped")
             noise = np.zeros(N)
             for j in range(1, N):
-                noise[j] = 0.9 * noise[j - 1] + rng.normal(0, 0.004)
-            kb = (level * 1024 * (1 + noise)).astype(int)
+                noise[j] = 0.9 * noise[j - 1] + rng.normal(0, noise_sd)
+            climb = (grow_mb or {}).get(g, 0.0) * np.arange(N) / (N - 1)
+            kb = (level * 1024 * (1 + noise) + climb * 1024).astype(int)
             st.add_samples(("t", "replica_id", "phase", "nprocs", "rss_kb", "tier"),
                            [(t0 + j * step, rid, "load", 1, int(v), "fast") for j, v in enumerate(kb)])
     st.commit()

@@ -3,7 +3,8 @@
 One module per job: `load` (store -> series, segments by the allocator that really ran, event
 labels mapped by evidence), `windows` (the comparable window, levels at its end, published-style
 beside clean figures, the process-age table), `replica` (per-replica estimators on clean spans),
-`compare` (groups against the baseline via alloclab.stats), `warnings` (typed confounds) and
+`compare` (groups against the baseline via alloclab.stats), `beside` (each group's growth in MB
+beside the baseline's), `warnings` (typed confounds) and
 `verdict` (the structured recommendation). Thresholds: `rules.RULES` (docs/analysis.md).
 """
 from __future__ import annotations
@@ -19,6 +20,7 @@ from ..errors import UserError, did_you_mean
 from ..signalname import signal_name
 from ..store import Store
 from ..timefmt import utc
+from .beside import growth_beside
 from .compare import GroupComparison, compare_groups
 from .duplicates import Duplicate, drop_duplicates
 from .hosts import HostFactor, host_factor
@@ -65,6 +67,7 @@ class GroupSummary:
     published_mb: float | None = None  # published-style figure (every listed replica), imported data
     growth: stats.GroupGrowth | None = None   # change over the group's common window, tested across replicas
     growth_span: tuple[float, float] | None = None
+    growth_beside: stats.GrowthBeside | None = None   # its change in MB against the baseline's (stats.beside)
     excluded: list[str] = field(default_factory=list)   # replicas left out of the comparison (ended early), by name
     status_reason: str = ""            # why the group's word: its replicas' votes, or the across-replica test and why it differs
 
@@ -149,17 +152,25 @@ def _ended_early(s: Series, window: Window | None, interval: float) -> str | Non
             f"{(window.end - last) / 3600:.2f} h before the comparison window's end")
 
 
-def _group_growth(series: list[Series], reps: list[ReplicaStats], groups: list[str], window: Window | None,
-                  interval: float) -> tuple[dict[str, stats.GroupGrowth], dict[str, tuple[float, float]]]:
+def _growth_members(series: list[Series], reps: list[ReplicaStats], groups: list[str], window: Window | None,
+                    interval: float) -> dict[str, list[Series]]:
+    """Per group, the replicas its growth is measured on: usable and clean throughout the window."""
+    if window is None:
+        return {}
+    by = {r.name: r for r in reps}
+    return {g: [s for s in series if s.group == g and (r := by.get(s.name)) is not None and usable(r)
+                and clean_in_window(s, window, max(interval, 1.0))] for g in groups}
+
+
+def _group_growth(members: dict[str, list[Series]], reps: list[ReplicaStats], window: Window | None
+                  ) -> tuple[dict[str, stats.GroupGrowth], dict[str, tuple[float, float]]]:
     """Each group's change over its common window (the comparable window, narrowed to where every
     included replica is past its warm-up and still in its load phase), across its clean replicas."""
     if window is None:
         return {}, {}
     by = {r.name: r for r in reps}
     starts, ends, spans, lengths = {}, {}, {}, {}
-    for g in groups:
-        inc = [s for s in series if s.group == g and (r := by.get(s.name)) is not None and usable(r)
-               and clean_in_window(s, window, max(interval, 1.0))]
+    for g, inc in members.items():
         if not inc:
             continue
         lo = max([window.start] + [by[s.name].steady_start for s in inc])
@@ -232,7 +243,9 @@ def analyse(store: Store, metric: str | None = None, baseline: str | None = None
             levels[g] = np.array([r.steady_mean_mb for r in reps if r.group == g and usable(r)])
         basis = "steady mean over the load phase after warm-up"
     comps = compare_groups(levels, baseline, seed=int(meta.get("seed", "0") or 0))
-    growths, spans = _group_growth(series, reps, names, window, interval)
+    members = _growth_members(series, reps, names, window, interval)
+    growths, spans = _group_growth(members, reps, window)
+    besides = growth_beside(members, spans, baseline)
     summaries = []
     status_of = {g: _group_status([r.status for r in reps if r.group == g and usable(r)],
                                   len([r for r in reps if r.group == g and r.verified is not False]), growths.get(g))
@@ -260,7 +273,7 @@ def analyse(store: Store, metric: str | None = None, baseline: str | None = None
             cpu_us_per_op=_median(r.cpu_us_per_op for r in ok),
             status=status_of[g["name"]][0], status_reason=status_of[g["name"]][1],
             comparison=comps.get(g["name"]), published_mb=fig.published_mb if fig else None,
-            growth=growths.get(g["name"]), growth_span=spans.get(g["name"]),
+            growth=growths.get(g["name"]), growth_span=spans.get(g["name"]), growth_beside=besides.get(g["name"]),
             excluded=[r.name for r in rs if r.excluded]))
     a = Analysis(metric, baseline, reps, summaries, series=series, window=window, end_figures=figures,
                  ages=age_table(series, names), label_mapping=mapping, level_basis=basis, duplicates=duplicates,

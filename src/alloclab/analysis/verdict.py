@@ -6,6 +6,8 @@ Confidence (documented in docs/analysis.md, reachable with 3+ replicas per group
   replicas, neither is Growing/Bloating/Ratcheting or Too short, and no serious warning names
   either group;
 - moderate: significant, but one of the other conditions fails (each named in `confidence_reason`);
+  a Growing winner whose growth is shown to be no more than the baseline's in MB (stats.beside:
+  the workload's growth) is not held against it — its caution is rephrased, its word kept;
 - low: not significant (then an equivalence statement or how many replicas would settle it), or
   every replica of the winner or the baseline Too short (no level settled: the reason says so);
 - none: nothing testable.
@@ -21,12 +23,20 @@ from __future__ import annotations
 from ..timefmt import span
 from dataclasses import dataclass, field
 
+from ..stats.beside import BEYOND, NOT_BEYOND
 from ..stats.rules import RULES as STATS_RULES
 from .rules import RULES
 from .warnings import Warning
 
 GROWTH_WORDS = ("Growing", "Bloating", "Ratcheting")
 TOO_SHORT = "Too short"          # a status word (stats.status): the steady window cannot settle a level
+
+
+def workload_growth(g) -> bool:
+    """Whether g's growth is shown to be no more than the baseline's, in MB over the same window
+    (stats.beside: as, less than or no more than the baseline): the workload's, not the allocator's."""
+    b = getattr(g, "growth_beside", None)
+    return b is not None and b.not_beyond
 
 
 def group_change(g) -> tuple[float | None, float | None, float | None]:
@@ -59,6 +69,7 @@ class Recommendation:
     confidence_reason: str = ""
     tied: list[str] = field(default_factory=list)
     growth_note: str | None = None
+    growth_beside: str | None = None         # the winner's growth beside the baseline's (stats.beside word), when Growing
     trade_offs: list[str] = field(default_factory=list)
     caveats: list[Warning] = field(default_factory=list)
     clean_alternative: str | None = None     # when a published-style figure disagrees with the clean one
@@ -81,7 +92,9 @@ class Recommendation:
         sure = f"confidence {self.confidence}"
         costs = [t for t in self.trade_offs if t.startswith(("throughput", "CPU"))]   # what the winner may cost
         trade = (f"; trade-off: {costs[0]}" if costs else "") + \
-            (f"; caution: {self.winner} may keep growing" if self.growth_note else "")
+            (f"; {self.winner} {self.growth_beside.replace('the baseline', self.baseline)}: the workload's growth, "
+             "not the allocator's" if self.growth_note and self.growth_beside in NOT_BEYOND
+             else f"; caution: {self.winner} may keep growing" if self.growth_note else "")
         if self.winner is None:
             return "No recommendation: no group has usable data on its own allocator."
         if self.winner == self.baseline:
@@ -186,7 +199,10 @@ def _settle(r: Recommendation, c, meaningful: bool, interval: str, other, base, 
     if min(other.usable, base.usable if base else 0) < RULES["min_replicas"]:
         why.append(f"fewer than {RULES['min_replicas']} replicas")
     if growing is not None and growing.status in GROWTH_WORDS:
-        why.append(f"{growing.name} is {growing.status}")
+        if workload_growth(growing):      # not held against it: the baseline grows as much (stats.beside)
+            clean += f"; {growing.name}'s growth no more than {growing.growth_beside.baseline}'s in MB"
+        else:
+            why.append(f"{growing.name} is {growing.status}")
     short = list(dict.fromkeys(g.name for g in (other, base) if g is not None and g.status == TOO_SHORT))
     if short:
         why.append(f"{' and '.join(short)} too short to settle a level")
@@ -195,6 +211,28 @@ def _settle(r: Recommendation, c, meaningful: bool, interval: str, other, base, 
         why.append("serious warnings: " + ", ".join(sorted(set(serious))))
     r.confidence = "moderate" if why else "high"
     r.confidence_reason = "; ".join(why) if why else clean
+
+
+def _growth_note(g, baseline: str) -> tuple[str, str | None]:
+    """The note on a growing winner, and its growth's word beside the baseline's: a caution, unless
+    its growth is shown to be no more than the baseline's in MB (the workload's growth: the status
+    word stays, the caution is rephrased); beyond or untold, the caution keeps the comparison."""
+    mb, share, hours = group_change(g)
+    grew = (f"*{g.status}* ({mb:+.0f} MB, {share:+.0%} of its level over {span(hours * 3600)})"
+            if mb is not None and share is not None else f"*{g.status}*")
+    b = g.growth_beside
+    if b is None:
+        return f"Caution: {g.name} is {grew}: it may keep climbing in a longer run.", None
+    ci = (f", excess {b.excess_mb:+.0f} MB, {b.ci_level:.0%} interval {b.excess_lo:+.0f} to {b.excess_hi:+.0f} MB, "
+          f"margin ±{b.margin_mb:.0f} MB" if b.excess_lo is not None else "")
+    against = f"{b.change_mb:+.0f} MB against {b.baseline_change_mb:+.0f} MB a replica over the same {span(b.window_s)}{ci}"
+    if b.not_beyond:
+        return (f"{g.name} is {grew}, but {b.phrase()} ({against}): the workload's growth, not the allocator's.",
+                b.word)
+    told = (f"it {b.phrase()} ({against})" if b.word == BEYOND
+            else f"its growth beside {baseline}'s is {b.reason}" if b.p_adj is None
+            else f"beside {baseline}'s growth it cannot be told apart from the workload's ({against})")
+    return f"Caution: {g.name} is {grew}: it may keep climbing in a longer run; {told}.", b.word
 
 
 def recommend(a) -> Recommendation:
@@ -246,11 +284,7 @@ def recommend(a) -> Recommendation:
         _settle(r, c, bool(c.ratio_ci and c.ratio_ci[1] < 1 / (1 + c.margin)), "the interval", best, base, best,
                 "significant, meaningful, clean, stable", _unsettled(a, (best, base)))
     if best.status in GROWTH_WORDS:
-        g = best
-        mb, share, hours = group_change(g)
-        r.growth_note = (f"Caution: {g.name} is *{g.status}* ({mb:+.0f} MB, {share:+.0%} of its level over "
-                         f"{span(hours * 3600)}): it may keep climbing in a longer run." if mb is not None and share is not None
-                         else f"Caution: {g.name} is *{g.status}*: it may keep climbing in a longer run.")
+        r.growth_note, r.growth_beside = _growth_note(best, a.baseline)
     if base and best.name != a.baseline:
         if best.ops_per_s and base.ops_per_s:
             r.trade_offs.append(f"throughput {best.ops_per_s / base.ops_per_s:.2f}× baseline")

@@ -13,7 +13,7 @@ from ..analysis import STATUS_ORDER
 from .input import ReportInput, Section
 from .markdown import METHOD_NOTE, extra_table_rows, group_rows, metadata_rows, replica_rows, summary_note
 from .plots import report_figures
-from .tables import STATUS_RULES, TABLE_HEADERS, table_cells
+from .tables import BESIDE_INTRO, STATUS_RULES, TABLE_HEADERS, beside_lines, table_cells
 
 SEVERITY_ORDER = ("serious", "caution", "info")
 
@@ -161,7 +161,10 @@ def render(report: ReportInput) -> str:
                 + table(TABLE_HEADERS, [_key_cells(table_cells(r)) for r in report.rows], "summary", raw_cols=(2,))
                 + table(*extra_table_rows(report)) + "<h3>Growth across replicas</h3><ul>"
                 + "".join(f"<li><strong>{esc(g.name)}</strong> ({esc(g.status)}): {esc(g.growth.reason or 'not tested')}</li>"
-                          for g in a.groups if g.growth) + "</ul></section>")
+                          for g in a.groups if g.growth) + "</ul>"
+                + (f"<p>{esc(BESIDE_INTRO)}</p><ul>" + "".join(
+                    f"<li><strong>{esc(name)}</strong> {esc(word)}: {esc(why)}</li>" for name, word, why in beside_lines(a))
+                   + "</ul>" if beside_lines(a) else "") + "</section>")
     body.append('<section id="charts"><h2>Charts</h2>')
     for f in figures:
         body.append(f'<figure><h3>{esc(titles[f["id"]])}</h3><div class="chart" id="chart-{esc(f["id"])}"></div>'

@@ -9,7 +9,7 @@ from ..allocators.hardening_summary import summary as hardening_summary
 from ..timefmt import utc
 from .input import ReportInput, Section
 from .png import CHART_FILES
-from .tables import STATUS_RULES, TABLE_HEADERS, fmt, md_table, table_cells
+from .tables import BESIDE_INTRO, STATUS_RULES, TABLE_HEADERS, beside_lines, fmt, md_table, table_cells
 
 
 def metadata_rows(report: ReportInput) -> list[list[str]]:
@@ -111,6 +111,9 @@ def render(report: ReportInput, out_dir: Path) -> str:
            "Each group's change over its common window, tested across its clean replicas (log end/start, one-sample t, "
            "Holm across groups); this decides a group's Growing/Bloating.", ""]
     md += [f"- **{g.name}** ({g.status}): {g.growth.reason or 'not tested'}" for g in a.groups if g.growth] or ["- no common window"]
+    beside = beside_lines(a)
+    if beside:
+        md += ["", BESIDE_INTRO, ""] + [f"- **{name}** {word}: {why}" for name, word, why in beside]
     left = [(g.name, r) for g in a.groups for r in a.replicas if r.group == g.name and r.excluded]
     if left:
         md += ["", "Left out of the comparison (data shown in the replica table):", ""]

@@ -53,8 +53,30 @@ def summary_rows(a: Analysis) -> list[dict]:
             "rank": c.rank if c else None, "idle_released_share": g.idle_released_share,
             "release_events": g.release_events, "frag_overhead_mb": g.frag_overhead_mb,
             "ops_per_s": g.ops_per_s, "cpu_us_per_op": g.cpu_us_per_op, "status": g.status, "status_reason": g.status_reason,
+            **_beside_fields(g.growth_beside),
         })
     return rows
+
+
+def _beside_fields(b) -> dict:
+    """The group's growth beside the baseline's (stats.beside) as flat summary fields (None: not compared)."""
+    return {"growth_beside": b.word if b else None, "excess_growth_mb": b.excess_mb if b else None,
+            "excess_growth_share": b.excess_share if b else None,
+            "excess_growth_lo_mb": b.excess_lo if b else None, "excess_growth_hi_mb": b.excess_hi if b else None,
+            "excess_growth_ci_level": b.ci_level if b else None, "excess_growth_margin_mb": b.margin_mb if b else None,
+            "excess_growth_p_holm": b.p_adj if b else None, "baseline_change_mb": b.baseline_change_mb if b else None}
+
+
+BESIDE_INTRO = ("Beside the baseline, in MB: each group's per-replica changes against the baseline's over the window "
+                "common to the two (Welch's t, Holm across groups, the interval at its Holm level; a workload growth "
+                f"every group shares cancels). \"As the baseline does\": the interval within ±"
+                f"{STATS_RULES['beside_margin_share']:.0%} of the group's level at the window's start (over a window under a day, 95% of that: the edge medians' "
+                "change spans 95% of it); the status word stays what the series shows.")
+
+
+def beside_lines(a: Analysis) -> list[tuple[str, str, str]]:
+    """(group, word, reason) for each group compared with the baseline's growth."""
+    return [(g.name, g.growth_beside.word, g.growth_beside.reason) for g in a.groups if g.growth_beside]
 
 
 def _ratio_cell(row: dict) -> str:

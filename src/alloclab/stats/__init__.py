@@ -41,6 +41,12 @@ compare.py
     design_warning(replicas, baseline=None, *, alpha=0.05, cv=None) -> str | None
         also the power to show a 0.7× difference when replicas differ by cv (RULES design_replica_cv,
         20%), with the replicas needed (compare.design_power, design_spread_warning)
+beside.py
+    growth_beside(pairs, baseline, *, alpha=None, margin_share=None) -> dict[str, GrowthBeside]
+        Each group's per-replica changes (MB) against the baseline's over the window common to the
+        two: Welch's t, Holm across groups, the excess's interval at its Holm level, and a word
+        (grows beyond / as / less than / no more than the baseline, cannot tell) with an
+        equivalence margin of RULES beside_margin_share of the group's level.
 across_runs.py
     compare_pairs(pairs, *, alpha=0.05, margin=0.05, seed=0) -> dict[str, Comparison]
         The same group in two runs (B against A): Welch t on log levels, Holm across groups, ratio
@@ -70,6 +76,7 @@ plus the evidence behind it) rather than a bare string; growth takes an optional
 from .growth import Growth, GroupGrowth, GrowthPool, group_growth, growth, growth_pool, pooled, trend_edges
 from .status import RULES, STATUS_ORDER, Releases, StatusCall, classify, release_events
 from .compare import Comparison, compare_to_baseline, letters, design_min_p, design_warning
+from .beside import GrowthBeside, growth_beside
 from .sequential import SequentialDecision, SequentialTest
 from .checks import SeriesMatch, identical_series, median_present
 from .threshold import ThresholdDecision, ThresholdTest
@@ -78,6 +85,7 @@ __all__ = [
     "median_present",
     "Growth", "growth", "GrowthPool", "growth_pool", "pooled", "GroupGrowth", "group_growth", "trend_edges", "RULES", "STATUS_ORDER", "Releases", "StatusCall", "classify", "release_events",
     "Comparison", "compare_to_baseline", "letters", "design_min_p", "design_warning",
+    "GrowthBeside", "growth_beside",
     "SequentialDecision", "SequentialTest", "SeriesMatch", "identical_series",
     "ThresholdDecision", "ThresholdTest",
 ]

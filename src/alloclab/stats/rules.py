@@ -46,6 +46,9 @@ RULES: dict[str, float] = {
     "ratchet_sharp_t": 4.5,           # ... one step with t ≥ 4.5 beside a straight line (a smooth climb has none;
                                       # + √(2 ln n) − √(2 ln 256) over n > 256 bins, the growth of the largest noise t):
                                       # false Ratcheting ≤ 1% on flat AR(1) φ ≤ 0.99, two-scale noise, cycles, linear growth
+    # -- growth beside the baseline's (stats.beside): per-replica changes in MB, Welch, Holm
+    "beside_margin_share": 0.05,      # "grows as the baseline does": the excess's interval inside ±5% of the group's
+                                      # level over the window (the change its own series would call Flat)
     # -- comparisons (stats.compare)
     "alpha": 0.05,                    # family-wise error rate (Holm)
     "equivalence_margin": 0.05,       # equivalent: ratio interval inside [1/1.05, 1.05]

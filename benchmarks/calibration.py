@@ -24,6 +24,7 @@ from alloclab.stats import (SequentialTest, classify, compare_to_baseline, group
                             identical_series)
 from alloclab.stats import calibration as sim  # noqa: E402
 from alloclab.stats.compare import holm  # noqa: E402
+from alloclab.stats.rules import RULES  # noqa: E402
 
 # (window, sampling interval) pairs from the demo to the operators' relays
 DESIGNS = [("1 h @ 1 s", 3600.0, 1.0), ("6 h @ 60 s", 6 * 3600.0, 60.0), ("9 d @ 15 min", 9 * 86400.0, 900.0)]
@@ -614,6 +615,9 @@ def staircase_reach(rng: np.random.Generator, n: int) -> None:
                     rate(sum(w == "Ratcheting" for w in ws), n), "stated (what is reachable)", n)
 
 
+RATCHET_REPLICA_P = (0.25, 0.5, 1.0)
+
+
 def ratchet_group_cal(rng: np.random.Generator, n: int, sizes: tuple[int, ...] = (5, 3), designs=POOLED_DESIGNS,
                       only: tuple[str, ...] | None = None) -> None:
     """Ratcheting with the group route (stats.status.ratchet_group): groups of 3 and 5 replicas, each
@@ -652,6 +656,7 @@ def ratchet_group_cal(rng: np.random.Generator, n: int, sizes: tuple[int, ...] =
         for name, make, target in cells:
             for m in sizes:
                 said = own = total = sims = 0
+                alt = dict.fromkeys(RATCHET_REPLICA_P, 0)
                 started = time.monotonic()
                 for _ in range(n):
                     ys = make(rng, m, t)
@@ -661,9 +666,13 @@ def ratchet_group_cal(rng: np.random.Generator, n: int, sizes: tuple[int, ...] =
                     own += sum(g.own[i] for i in keep)
                     total += len(keep)
                     sims += g.simulations
-                row(f"group route, n = {m}, {name}, {label}: Ratcheting (own route alone)",
-                    f"{rate(said, total)} ({own / total:.1%}); {sims / n:.0f} simulated fits and "
-                    f"{(time.monotonic() - started) / n:.2f} s a group", target, total)
+                    for q in alt:      # the same groups under another per-replica bar (RULES ratchet_group_replica_p)
+                        alt[q] += sum(g.own[i] or (g.p is not None and g.p <= RULES["ratchet_group_alpha"]
+                                                   and g.own_p[i] is not None and g.own_p[i] <= q) for i in keep)
+                row(f"group route, n = {m}, {name}, {label}: Ratcheting (own route alone; replica p ≤ "
+                    f"{' / '.join(f'{q:g}' for q in alt)})",
+                    f"{rate(said, total)} ({own / total:.1%}; {' / '.join(f'{k / total:.1%}' for k in alt.values())}); "
+                    f"{sims / n:.0f} simulated fits and {(time.monotonic() - started) / n:.2f} s a group", target, total)
 
 
 def ratchet_bound(rng: np.random.Generator, n: int) -> None:

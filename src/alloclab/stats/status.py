@@ -11,7 +11,9 @@ Rules, in STATUS_ORDER order (thresholds in RULES, see docs/analysis.md):
   (t ≥ ratchet_step_t / ratchet_sharp_t). A flat series has no such steps; a cycle gives back; a
   smooth leak or a slow wander has no sharp step (it is Growing, or nothing); a tor-dircache
   staircase has all of these. Checked before Growing because it is the more specific diagnosis
-  (STATUS_ORDER, the severity order, is unchanged).
+  (STATUS_ORDER, the severity order, is unchanged). In a group of ≥ ratchet_group_min_replicas,
+  ratchet_group also lends the replicas each other's step evidence, each against its own
+  simulated null (analysis re-words Growing/Variable/Flat replicas with it).
 - Growing: the change over the window (growth()) has a 95% interval above zero, is
   > flat_max_growth_share of the level and ≥ growing_min_change_mb.
 - Variable: IQR > variable_iqr_share of the median.
@@ -284,13 +286,13 @@ def _group_shape(fit: StepFit) -> bool:
 
 def _null_p(x: np.ndarray, sharp_t: float, rng: np.random.Generator, sims: int) -> tuple[float, int]:
     """The replica's p: where its step statistic (sharp_t, the fit having the staircase's shape)
-    falls among simulations of its null — its own straight line plus AR(1) noise at its
-    median-unbiased φ and marginal SD (both from the line's residuals), same length. step_fit runs
-    in full on each, φ estimated again, so what the estimation does on this design is in the null
-    too. Sequential (Besag & Clifford 1991): stops at the ratchet_group_stop-th simulation as
-    extreme as the data (p = that count / the simulations run), else (1 + count) / (sims + 1) —
-    a valid p either way, and a replica far from a staircase costs ~10–30 fits, not `sims`.
-    (p, simulations run)."""
+    falls among simulations of its null — its own straight line (flat or a smooth climb) plus AR(1)
+    noise at its median-unbiased φ and marginal SD (both from the line's residuals), same length.
+    step_fit runs in full on each, φ estimated again, so what the estimation does on this design
+    is in the null too. Sequential (Besag & Clifford 1991): stops at the ratchet_group_stop-th
+    simulation as extreme as the data (p = that count / the simulations run), else
+    (1 + count) / (sims + 1) — a valid p either way, and a replica far from a staircase costs
+    ~10–30 fits, not `sims`. (p, simulations run)."""
     n = len(x)
     idx = np.arange(n, dtype=float)
     line = np.polyval(np.polyfit(idx, x, 1), idx)

@@ -318,9 +318,9 @@ def ratchet_group(windows: list[tuple[np.ndarray, np.ndarray]], *, sims: int | N
     """Ratcheting on a group's combined step evidence (its replicas' steady windows, t s and y MB).
     Each replica's statistic is its sharpest step beside a straight line where its step fit has the
     staircase's shape (else none); its p is where that falls among `sims` simulations of its own
-    null (_null_p); the replicas' p's are combined by Fisher's method (a replica without the
-    shape counts p = 1, one Ratcheting on its own counts the smallest p, 1/(sims + 1): a flat
-    series passes its own bar in < 0.1%), and if the group's p ≤ ratchet_group_alpha every
+    null (_null_p); the replicas' p's but the smallest are combined by Fisher's method (a replica
+    without the shape counts p = 1, one Ratcheting on its own counts the smallest p, 1/(sims + 1):
+    a flat series passes its own bar in < 0.1%), and if the group's p ≤ ratchet_group_alpha every
     replica with the shape and its own p ≤ ratchet_group_replica_p is called Ratcheting. The p's are
     independent across replicas under their nulls whatever the design shares (a climb, a sampling
     interval), because each null is the replica's own fitted model re-estimated the same way.
@@ -350,7 +350,7 @@ def ratchet_group(windows: list[tuple[np.ndarray, np.ndarray]], *, sims: int | N
         own.append(bool(fit is not None and _staircase_shape(fit)[0] and fit.sharp_t >= _sharp_bar(fit.bins)))
     alpha = RULES["ratchet_group_alpha"]
     none = GroupRatchet(tuple(own), (False,) * m, ("",) * m, None, (None,) * m, 0)
-    if chi2.sf(-2 * math.log(p_min) * sum(a or b for a, b in zip(shape, own)), 2 * m) > alpha:
+    if chi2.sf(-2 * math.log(p_min) * (sum(a or b for a, b in zip(shape, own)) - 1), 2 * (m - 1)) > alpha:
         return none                                  # even the smallest p's of the candidates could not reach it
     import hashlib
     digest = hashlib.blake2b(b"".join(np.round(x, 9).tobytes() for x in xs if x is not None), digest_size=8).digest()
@@ -366,8 +366,11 @@ def ratchet_group(windows: list[tuple[np.ndarray, np.ndarray]], *, sims: int | N
             q, k = _null_p(x, fit.sharp_t, rng, sims)
             done += k
             own_p.append(q)
-    stat = -2 * sum(math.log(p) for p in own_p if p is not None)
-    p = float(chi2.sf(stat, 2 * m))
+    # Fisher's method without the replica of the smallest p: the group's evidence must not rest on
+    # one replica (one staircase among flat ones, or one replica's own false alarm); the m − 1
+    # largest p's are stochastically larger than uniform, so this is conservative
+    ps = sorted(1.0 if q is None else q for q in own_p)[1:]
+    p = float(chi2.sf(-2 * sum(math.log(q) for q in ps), 2 * (m - 1)))
     called, reasons = [], []
     for fit, sh, mine, q in zip(fits, shape, own, own_p):
         call = bool(p <= alpha and sh and not mine and q is not None and q <= RULES["ratchet_group_replica_p"])

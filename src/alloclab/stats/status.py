@@ -324,8 +324,11 @@ def ratchet_group(windows: list[tuple[np.ndarray, np.ndarray]], *, sims: int | N
     replica with the shape and its own p ≤ ratchet_group_replica_p is called Ratcheting. The p's are
     independent across replicas under their nulls whatever the design shares (a climb, a sampling
     interval), because each null is the replica's own fitted model re-estimated the same way.
-    Cost bounded: nothing is simulated unless every candidate at the smallest p could bring the
-    group to ratchet_group_alpha; the simulations are seeded from the data (a report reproduces).
+    Cost bounded: the group is tested on its first ratchet_group_max_tested replicas, nothing is
+    simulated unless every candidate among them at the smallest p could bring the group to
+    ratchet_group_alpha, each replica's simulations stop early (_null_p), and the other replicas
+    are simulated only once the group is found Ratcheting; the simulations are seeded from the
+    data (a report reproduces).
     None with fewer than ratchet_group_min_replicas windows."""
     from scipy.stats import chi2
     m = len(windows)
@@ -350,35 +353,42 @@ def ratchet_group(windows: list[tuple[np.ndarray, np.ndarray]], *, sims: int | N
         own.append(bool(fit is not None and _staircase_shape(fit)[0] and fit.sharp_t >= _sharp_bar(fit.bins)))
     alpha = RULES["ratchet_group_alpha"]
     none = GroupRatchet(tuple(own), (False,) * m, ("",) * m, None, (None,) * m, 0)
-    if chi2.sf(-2 * math.log(p_min) * (sum(a or b for a, b in zip(shape, own)) - 1), 2 * (m - 1)) > alpha:
+    # the group is tested on its first ratchet_group_max_tested replicas (an order the data do not
+    # choose, so their p's stay valid); the rest are simulated only when that test says Ratcheting
+    tested = min(m, int(RULES["ratchet_group_max_tested"]))
+    if chi2.sf(-2 * math.log(p_min) * (sum(a or b for a, b in zip(shape[:tested], own[:tested])) - 1),
+               2 * (tested - 1)) > alpha:
         return none                                  # even the smallest p's of the candidates could not reach it
     import hashlib
     digest = hashlib.blake2b(b"".join(np.round(x, 9).tobytes() for x in xs if x is not None), digest_size=8).digest()
     rng = np.random.default_rng(int.from_bytes(digest, "little"))
     own_p: list[float | None] = []
     done = 0
-    for x, fit, sh, mine in zip(xs, fits, shape, own):
-        if mine:
-            own_p.append(p_min)
-        elif not sh:
-            own_p.append(None)
-        else:
-            q, k = _null_p(x, fit.sharp_t, rng, sims)
-            done += k
-            own_p.append(q)
+
+    def replica_p(i: int) -> float | None:
+        nonlocal done
+        if own[i]:
+            return p_min
+        if not shape[i]:
+            return None
+        q, k = _null_p(xs[i], fits[i].sharp_t, rng, sims)
+        done += k
+        return q
+    own_p = [replica_p(i) for i in range(tested)]
     # Fisher's method without the replica of the smallest p: the group's evidence must not rest on
     # one replica (one staircase among flat ones, or one replica's own false alarm); the m − 1
     # largest p's are stochastically larger than uniform, so this is conservative
     ps = sorted(1.0 if q is None else q for q in own_p)[1:]
-    p = float(chi2.sf(-2 * sum(math.log(q) for q in ps), 2 * (m - 1)))
+    p = float(chi2.sf(-2 * sum(math.log(q) for q in ps), 2 * (tested - 1)))
+    own_p += [replica_p(i) if p <= alpha else None for i in range(tested, m)]
     called, reasons = [], []
     for fit, sh, mine, q in zip(fits, shape, own, own_p):
         call = bool(p <= alpha and sh and not mine and q is not None and q <= RULES["ratchet_group_replica_p"])
         called.append(call)
         reasons.append(f"{_staircase_shape(fit)[3]} up-steps climbing {float(fit.sizes.sum()):.1%} without a release "
-                       f"beyond its noise; its sharpest step (t {fit.sharp_t:.1f}) beyond {1 - q:.0%} of {sims} "
-                       f"simulations of its own smooth climb in AR(1) noise, and its group's {m} replicas together "
-                       f"beyond theirs (combined p {p:.2g})" if call else "")
+                       f"beyond its noise; its sharpest step (t {fit.sharp_t:.1f}) beyond {1 - q:.0%} of "
+                       f"simulations of its own smooth climb in AR(1) noise, and {tested} of its group's replicas "
+                       f"together beyond theirs (combined p {p:.2g})" if call else "")
     return GroupRatchet(tuple(own), tuple(called), tuple(reasons), p, tuple(own_p), done)
 
 

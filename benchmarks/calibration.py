@@ -615,7 +615,7 @@ def staircase_reach(rng: np.random.Generator, n: int) -> None:
                     rate(sum(w == "Ratcheting" for w in ws), n), "stated (what is reachable)", n)
 
 
-RATCHET_REPLICA_P = (0.25, 0.5, 1.0)
+RATCHET_REPLICA_P = (0.1, 0.25, 0.5, 1.0)
 
 
 def ratchet_group_cal(rng: np.random.Generator, n: int, sizes: tuple[int, ...] = (5, 3), designs=POOLED_DESIGNS,

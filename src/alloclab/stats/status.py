@@ -21,11 +21,13 @@ Rules, in STATUS_ORDER order (thresholds in RULES, see docs/analysis.md):
 """
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import dataclass
 
 import numpy as np
 from scipy.signal import lfilter
+from scipy.stats import chi2
 
 from .growth import Growth, bin_series, detrended_lag1, growth as _growth, phi_for_lag1
 from .rules import RULES
@@ -330,7 +332,6 @@ def ratchet_group(windows: list[tuple[np.ndarray, np.ndarray]], *, sims: int | N
     are simulated only once the group is found Ratcheting; the simulations are seeded from the
     data (a report reproduces).
     None with fewer than ratchet_group_min_replicas windows."""
-    from scipy.stats import chi2
     m = len(windows)
     if m < RULES["ratchet_group_min_replicas"]:
         return None
@@ -359,10 +360,8 @@ def ratchet_group(windows: list[tuple[np.ndarray, np.ndarray]], *, sims: int | N
     if chi2.sf(-2 * math.log(p_min) * (sum(a or b for a, b in zip(shape[:tested], own[:tested])) - 1),
                2 * (tested - 1)) > alpha:
         return none                                  # even the smallest p's of the candidates could not reach it
-    import hashlib
     digest = hashlib.blake2b(b"".join(np.round(x, 9).tobytes() for x in xs if x is not None), digest_size=8).digest()
     rng = np.random.default_rng(int.from_bytes(digest, "little"))
-    own_p: list[float | None] = []
     done = 0
 
     def replica_p(i: int) -> float | None:

@@ -24,6 +24,7 @@ from alloclab.stats import (SequentialTest, classify, compare_to_baseline, group
                             identical_series)
 from alloclab.stats import calibration as sim  # noqa: E402
 from alloclab.stats.compare import holm  # noqa: E402
+from alloclab.stats.rules import RULES  # noqa: E402
 
 # (window, sampling interval) pairs from the demo to the operators' relays
 DESIGNS = [("1 h @ 1 s", 3600.0, 1.0), ("6 h @ 60 s", 6 * 3600.0, 60.0), ("9 d @ 15 min", 9 * 86400.0, 900.0)]
@@ -699,6 +700,103 @@ def staircase_reach(rng: np.random.Generator, n: int) -> None:
                     rate(sum(w == "Ratcheting" for w in ws), n), "stated (what is reachable)", n)
 
 
+RATCHET_REPLICA_P = (0.1, 0.25, 0.5, 1.0)
+
+
+def ratchet_group_cal(rng: np.random.Generator, n: int, sizes: tuple[int, ...] = (5, 3), designs=POOLED_DESIGNS,
+                      only: tuple[str, ...] | None = None) -> None:
+    """Ratcheting with the group route (stats.status.ratchet_group): groups of 3 and 5 replicas, each
+    replica its own series (a staircase: its own step times and sizes). A replica's word is
+    Ratcheting on its own evidence (classify's route) or on its group's. Detection on +8% five-step
+    staircases at AR(1) 1–2%, φ 0.5 / 0.9; false Ratcheting on flat AR(1) 2% φ 0.5–0.99, flat
+    two-scale noise, a daily cycle ±4% shared by the group (one phase a group, any hour; AR(1) 1% and
+    2% φ 0.9), a smooth +10% climb shared by the group (AR(1) 2% φ 0.9: the session-9 prototype's
+    failure), and the flat replicas of a group whose one replica is a staircase. `only`: the cells
+    whose names start with these. Per replica, 95% Clopper–Pearson; also the simulations a group cost."""
+    from alloclab.stats.status import ratchet_group
+
+    def cycle(sd):
+        def make(rng_, m, t):
+            phase = rng_.uniform(0, 2 * np.pi)
+            return 100 * (1 + 0.04 * np.sin(2 * np.pi * t / 86400.0 + phase) + sim.ar1(rng_, m, len(t), 0.9, sd))
+        return make
+
+    def lone(rng_, m, t):
+        ys = sim.flat(rng_, m, t, phi=0.9, sd_share=0.02)
+        ys[0] = sim.staircase(rng_, 1, t, climb_share=0.08, steps=5, sd_share=0.02, phi=0.9)[0]
+        return ys
+    stairs = [(f"+8% five-step staircases, AR(1) {sd:.0%} φ {phi}",
+               (lambda sd_, phi_: lambda r, m, t: sim.staircase(r, m, t, climb_share=0.08, steps=5, sd_share=sd_, phi=phi_))(sd, phi),
+               "≥ 80%") for sd, phi in ((0.02, 0.5), (0.02, 0.9), (0.01, 0.5), (0.01, 0.9))]
+    nulls = [(f"flat AR(1) 2% φ {phi}", (lambda phi_: lambda r, m, t: sim.flat(r, m, t, phi=phi_, sd_share=0.02))(phi), "≤ 1%")
+             for phi in (0.5, 0.9, 0.95, 0.99)]
+    nulls += [("flat two-scale (AR(1) 2% φ 0.9 + slow wander 3%, τ 1.7 d)", lambda r, m, t: sim.two_scale(r, m, t, fast_phi=0.9), "≤ 1%"),
+              ("daily cycle ±4% shared by the group, any phase, AR(1) 1% φ 0.9", cycle(0.01), "≤ 1%"),
+              ("daily cycle ±4% shared by the group, any phase, AR(1) 2% φ 0.9", cycle(0.02), "≤ 1%"),
+              ("smooth +10% climb shared by the group, AR(1) 2% φ 0.9", lambda r, m, t: sim.growing(r, m, t, share=0.10, phi=0.9, sd_share=0.02), "≤ 1%"),
+              ("one +8% staircase (2% φ 0.9) among flat AR(1) 2% φ 0.9 replicas: the flat ones", lone, "≤ 1%")]
+    cells = [c for c in stairs + nulls if only is None or c[0].startswith(only)]
+    for label, window, dt in designs:
+        t = sim.times(window, dt)
+        for name, make, target in cells:
+            for m in sizes:
+                said = own = total = sims = 0
+                alt = dict.fromkeys(RATCHET_REPLICA_P, 0)
+                started = time.monotonic()
+                for _ in range(n):
+                    ys = make(rng, m, t)
+                    g = ratchet_group([(t, y) for y in ys])
+                    keep = range(1, m) if make is lone else range(m)
+                    said += sum(g.own[i] or g.called[i] for i in keep)
+                    own += sum(g.own[i] for i in keep)
+                    total += len(keep)
+                    sims += g.simulations
+                    for q in alt:      # the same groups under another per-replica bar (RULES ratchet_group_replica_p)
+                        alt[q] += sum(g.own[i] or (g.p is not None and g.p <= RULES["ratchet_group_alpha"]
+                                                   and g.own_p[i] is not None and g.own_p[i] <= q) for i in keep)
+                row(f"group route, n = {m}, {name}, {label}: Ratcheting (own route alone; replica p ≤ "
+                    f"{' / '.join(f'{q:g}' for q in alt)})",
+                    f"{rate(said, total)} ({own / total:.1%}; {' / '.join(f'{k / total:.1%}' for k in alt.values())}); "
+                    f"{sims / n:.0f} simulated fits and {(time.monotonic() - started) / n:.2f} s a group", target, total)
+
+
+def ratchet_bound(rng: np.random.Generator, n: int) -> None:
+    """What any test could reach on these staircases: the +8% five-step staircase (the generator's
+    uneven steps at random times), each series under AR(1) noise at its TRUE φ and SD, against the
+    null "a straight line (flat or a smooth climb) plus that noise", at a 1% false rate per series.
+    Generalised least squares on the samples (no binning). Two oracles, averaged over n staircase
+    draws: step times known, sizes unknown (a 5-df χ² test of the steps beside the line), and the
+    whole staircase known (Neyman–Pearson, one-sided z): power Φ(δ − z₀.₉₉) with δ the staircase's
+    length beyond the line in the noise's metric. No test that must find the step times can beat
+    the second; the first is the ceiling of any fit that finds them exactly."""
+    from scipy.stats import chi2, ncx2, norm
+    for label, window, dt in POOLED_DESIGNS:
+        t = sim.times(window, dt)
+        u = (t - t[0]) / (t[-1] - t[0])
+        for sd, phi in ((0.02, 0.5), (0.02, 0.9), (0.015, 0.9), (0.01, 0.9)):
+            sig_e = sd * np.sqrt(1 - phi * phi)
+
+            def white(m):
+                out = m.copy()
+                out[1:] = m[1:] - phi * m[:-1]
+                out[0] = m[0] * np.sqrt(1 - phi * phi)
+                return out / sig_e
+            line = white(np.column_stack([np.ones(len(t)), u]))
+            q, _ = np.linalg.qr(line)
+            known_pos = known_all = 0.0
+            for _ in range(n):
+                at = np.sort(rng.uniform(t[0], t[-1] * 0.9, 5))
+                size = rng.dirichlet(np.ones(5)) * 0.08
+                mu = white(np.sum(size[:, None] * (t[None, :] >= at[:, None]), axis=0)[:, None])[:, 0]
+                beyond = mu - q @ (q.T @ mu)
+                d2 = float(beyond @ beyond)
+                known_all += norm.sf(norm.isf(0.01) - np.sqrt(d2))
+                known_pos += ncx2.sf(chi2.isf(0.01, 5), 5, d2)
+            row(f"bound: +8% five-step staircases, AR(1) {sd:.1%} φ {phi}, {label}: detection at 1% false, "
+                f"step times known / whole staircase known", f"{known_pos / n:.1%} / {known_all / n:.1%}",
+                "stated (the ceiling)", n)
+
+
 def _bin_lag1(phi: float, m: float) -> float:
     """Lag-1 autocorrelation of means of m consecutive samples of an AR(1) with this φ."""
     if phi <= 0:
@@ -898,9 +996,11 @@ def main() -> int:
     ap.add_argument("--replicas", default="5,3", help="group sizes of --part pooled / beside (comma-separated)")
     ap.add_argument("--cells", default="", help="--part pooled / pooled-short / beside: only the series (beside: the cells) whose names start with these "
                     "(comma-separated, e.g. 'flat two-scale')")
+    ap.add_argument("--designs", default="", help="--part ratchet-group: only the designs whose labels start with these "
+                    "(comma-separated, e.g. '9 d')")
     ap.add_argument("--seed", type=int, default=20261122, help="seed of every simulation")
     ap.add_argument("--part", default="all", choices=["all", "status", "growth", "compare", "sequential", "identical", "tor-verdict",
-                                                      "scenarios", "cycles", "two-scale", "staircases", "user-path", "gates", "staircase-reach", "growth-frontier", "pooled", "pooled-path", "pooled-short", "beside"],
+                                                      "scenarios", "cycles", "two-scale", "staircases", "user-path", "gates", "staircase-reach", "growth-frontier", "pooled", "pooled-path", "pooled-short", "beside", "ratchet-group", "ratchet-bound"],
                     help="run one part only")
     args = ap.parse_args()
     n = 60 if args.quick else 1000
@@ -930,12 +1030,22 @@ def main() -> int:
                                                   cells or ("flat two-scale", "+10% in two-scale", "+10%, AR(1)")),
         "beside": lambda rng: beside(rng, args.datasets or (10 if args.quick else 100),
                                      tuple(int(k) for k in args.replicas.split(",")), cells),
+        "ratchet-group": lambda rng: ratchet_group_cal(
+            rng, args.datasets or (20 if args.quick else 100), tuple(int(k) for k in args.replicas.split(",")),
+            tuple(d for d in POOLED_DESIGNS if not args.designs or d[0].startswith(tuple(x.strip() for x in args.designs.split(",")))),
+            cells),
+        "ratchet-bound": lambda rng: ratchet_bound(rng, args.datasets or (200 if args.quick else 2000)),
     }
     names = list(parts)
     names.insert(names.index("pooled-path"), "ratchet-pooled")   # retired; its stream number kept so later parts reproduce
+    stream = {name: names.index(name) for name in parts}
+    # beside and ratchet-group were written side by side (session 10), each measured on the stream after
+    # pooled-short's: both keep it so their documented figures reproduce (different simulations, so the
+    # shared stream correlates nothing either claims)
+    stream["ratchet-group"], stream["ratchet-bound"] = stream["beside"], stream["beside"] + 1
     for name, part in parts.items():
-        k = names.index(name)
-        if args.part == name or (args.part == "all" and name not in ("cycles", "pooled-short")):   # cycles: a larger run of scenarios' first rows
+        k = stream[name]
+        if args.part == name or (args.part == "all" and name not in ("cycles", "pooled-short", "ratchet-group", "ratchet-bound")):   # cycles: a larger run of scenarios' first rows
             part(np.random.default_rng([args.seed, k]))
     print(f"| figure | measured | target | simulations |\n|---|---|---|---|")
     for name, value, target, k in ROWS:

@@ -76,3 +76,43 @@ def test_persistent_noise_a_daily_cycle_and_a_smooth_climb_are_not_ratcheting():
     cycle = list(sim.sinusoid(np.random.default_rng(26), 8, t, amplitude_share=0.04, period_s=86400.0, sd_share=0.01, phi=0.9))
     ws = words(t, flat + smooth + cycle)
     assert "Ratcheting" not in ws, ws
+
+
+def _replicas(t, ys, words_):
+    from alloclab.analysis.replica import ReplicaStats, SteadyGrowth
+    reps = [ReplicaStats(f"r{i}", "A", True, len(t), steady_mb=float(np.median(y)), steady_mean_mb=float(np.mean(y)),
+                         status=w) for i, (y, w) in enumerate(zip(ys, words_))]
+    return reps, [SteadyGrowth(t, y, None) for y in ys]
+
+
+def test_a_group_of_staircases_in_two_percent_noise_lends_its_replicas_step_evidence():
+    # five +8% staircases (own step times) under AR(1) 2% φ 0.9, 9 days at 15 minutes: classify's own
+    # route finds 1 of 5 (a step of 1.6% is ~1 noise SD); against each replica's simulated null the
+    # group's evidence together is far beyond chance, and analysis re-words the replicas with it
+    from alloclab.analysis import _group_ratchet
+    t = sim.times(9 * 86400.0, 900.0)
+    ys = sim.staircase(np.random.default_rng(43), 5, t, climb_share=0.08, steps=5, sd_share=0.02, phi=0.9)
+    own = words(t, ys)
+    assert own.count("Ratcheting") == 1, own
+    reps, steady = _replicas(t, ys, own)
+    out = _group_ratchet(reps, steady)
+    assert [r.status for r in out].count("Ratcheting") >= 4, [(r.status, r.status_reason) for r in out]
+    assert all("group" in r.status_reason for r in out if r.status == "Ratcheting" and r.name != "r4")
+
+
+def test_a_smooth_climb_or_a_daily_cycle_the_group_shares_lends_no_step_evidence():
+    # the session-9 prototype (a lower bar for every replica when the group's median t was high) called
+    # a smooth +10% climb shared by the group Ratcheting in 10% over 1.5 days: the replicas' φ
+    # estimates are biased alike on one design. Each replica's own simulated null re-estimates φ, so
+    # the bias is in the null; the simulations are seeded from the data (the same call, the same p).
+    from alloclab.stats import ratchet_group
+    t = sim.times(1.5 * 86400.0, 600.0)
+    for seed in (3, 5):
+        ys = sim.growing(np.random.default_rng(seed), 5, t, share=0.10, phi=0.9, sd_share=0.02)
+        call = ratchet_group([(t, y) for y in ys])
+        assert not any(call.called) and not any(call.own), call
+        assert call.p is None or call.p > RULES["ratchet_group_alpha"]
+        assert ratchet_group([(t, y) for y in ys]) == call
+    rng = np.random.default_rng(6)
+    ys = 100 * (1 + 0.04 * np.sin(2 * np.pi * t / 86400.0 + 1.0) + sim.ar1(rng, 5, len(t), 0.9, 0.01))
+    assert not any(ratchet_group([(t, y) for y in ys]).called)

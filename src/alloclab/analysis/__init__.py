@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -199,6 +199,23 @@ def _pooled_growth(reps: list[ReplicaStats], steady: list[SteadyGrowth | None]) 
     return [repooled(r, st, pools.get(r.group)) if r.change_lo is not None else r for r, st in zip(reps, steady)]
 
 
+def _group_ratchet(reps: list[ReplicaStats], steady: list[SteadyGrowth | None]) -> list[ReplicaStats]:
+    """The replicas again, Ratcheting where their group's step evidence together says so
+    (stats.ratchet_group: each replica against its own simulated null, the group's p's combined;
+    the group: its usable replicas with a steady window). Only Growing, Variable and Flat words
+    change; Bloating, the more severe word, stays."""
+    out = list(reps)
+    for g in {r.group for r in reps}:
+        at = [i for i, (r, st) in enumerate(zip(reps, steady)) if r.group == g and usable(r) and st is not None and len(st.y)]
+        call = stats.ratchet_group([(steady[i].t, steady[i].y) for i in at])
+        if call is None:
+            continue
+        for i, called, why in zip(at, call.called, call.reasons):
+            if called and reps[i].status in ("Growing", "Variable", "Flat"):
+                out[i] = replace(reps[i], status="Ratcheting", status_reason=why)
+    return out
+
+
 def analyse(store: Store, metric: str | None = None, baseline: str | None = None) -> Analysis:
     """The run's analysis; `baseline` compares every group with another group than the run's."""
     meta = store.meta()
@@ -230,7 +247,7 @@ def analyse(store: Store, metric: str | None = None, baseline: str | None = None
     listed: dict[str, set[str]] = {}
     for m in store.memberships():
         listed.setdefault(m["group_name"], set()).add(m["replica"])
-    reps = _pooled_growth(reps, steady)
+    reps = _group_ratchet(_pooled_growth(reps, steady), steady)
     figures = end_figures(series, names, window, listed, set(early)) if window else {}
     # the level each replica enters the comparison with
     levels: dict[str, np.ndarray] = {}

@@ -11,7 +11,9 @@ Rules, in STATUS_ORDER order (thresholds in RULES, see docs/analysis.md):
   (t ≥ ratchet_step_t / ratchet_sharp_t). A flat series has no such steps; a cycle gives back; a
   smooth leak or a slow wander has no sharp step (it is Growing, or nothing); a tor-dircache
   staircase has all of these. Checked before Growing because it is the more specific diagnosis
-  (STATUS_ORDER, the severity order, is unchanged).
+  (STATUS_ORDER, the severity order, is unchanged). In a group of ≥ ratchet_group_min_replicas,
+  ratchet_group also lends the replicas each other's step evidence, each against its own
+  simulated null (analysis re-words Growing/Variable/Flat replicas with it).
 - Growing: the change over the window (growth()) has a 95% interval above zero, is
   > flat_max_growth_share of the level and ≥ growing_min_change_mb.
 - Variable: IQR > variable_iqr_share of the median.
@@ -19,10 +21,13 @@ Rules, in STATUS_ORDER order (thresholds in RULES, see docs/analysis.md):
 """
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.signal import lfilter
+from scipy.stats import chi2
 
 from .growth import Growth, bin_series, detrended_lag1, growth as _growth, phi_for_lag1
 from .rules import RULES
@@ -168,8 +173,17 @@ def step_fit(t: np.ndarray, y: np.ndarray, level: float) -> StepFit | None:
     None with fewer than 12 bins or no positive level."""
     if level <= 0:
         return None
+    return _step_fit_x(_relative_bins(t, y, level))
+
+
+def _relative_bins(t: np.ndarray, y: np.ndarray, level: float) -> np.ndarray:
+    """The window averaged into ≤ ratchet_step_points equal time bins, as shares of the level above it."""
     _, yb = bin_series(t, y, int(RULES["ratchet_step_points"]))
-    x = yb / level - 1
+    return yb / level - 1
+
+
+def _step_fit_x(x: np.ndarray) -> StepFit | None:
+    """step_fit on the binned window x (shares of the level): what a group's null simulations re-run."""
     n = len(x)
     if n < 12:
         return None
@@ -213,31 +227,169 @@ def step_fit(t: np.ndarray, y: np.ndarray, level: float) -> StepFit | None:
     return StepFit(phi, sizes, tt, cand[chosen] if chosen else np.zeros(0, dtype=int), n, float(tl.max()))
 
 
+def _staircase_shape(fit: StepFit, fall_t: float | None = None) -> tuple[bool, str, float, int]:
+    """The shape part of Ratcheting: ≥ ratchet_min_steps up-steps climbing ≥ ratchet_min_climb_share
+    of the level together, and no down-step (|t| ≥ fall_t, ratchet_step_t unless given) of ≥
+    ratchet_max_drawdown of that climb (a release). (ok, why not, the climb, the up-steps)."""
+    up = int((fit.sizes > 0).sum())
+    climb = float(fit.sizes.sum())                   # net: what the steps added up to, down-steps taken off
+    fall_t = RULES["ratchet_step_t"] if fall_t is None else fall_t
+    falls = (fit.sizes < 0) & (fit.t <= -fall_t) & (-fit.sizes >= RULES["ratchet_max_drawdown"] * climb)
+    if up < RULES["ratchet_min_steps"] or climb < RULES["ratchet_min_climb_share"]:
+        return False, f"{up} up-step(s) beyond the noise, {climb:+.1%} together", climb, up
+    if falls.any():
+        return False, f"climbed {climb:.1%} in steps but fell back {float(-fit.sizes[falls].max()):.1%} in one", climb, up
+    return True, "", climb, up
+
+
+def _sharp_bar(bins: int) -> float:
+    """ratchet_sharp_t, raised by √(2 ln n) − √(2 ln 256) for n > 256 bins: the largest of n noise
+    t's grows like √(2 ln n)."""
+    return RULES["ratchet_sharp_t"] + max(0.0, math.sqrt(2 * math.log(bins)) - math.sqrt(2 * math.log(256)))
+
+
 def _ratchet_in_noise(t: np.ndarray, y: np.ndarray, level: float) -> tuple[bool, str]:
     """Ratcheting where the noise is as tall as the steps (1–2% AR noise against +1.6% steps),
-    from step_fit: ≥ ratchet_min_steps up-steps; all steps together climbing ≥ ratchet_min_climb_share
-    of the level; no down-step (|t| ≥ ratchet_step_t) of ≥ ratchet_max_drawdown of that climb (a release); and
-    a step sharper than a straight line explains (sharp_t ≥ ratchet_sharp_t, raised by
-    √(2 ln n) − √(2 ln 256) for n > 256 bins), which a smooth leak, a daily cycle's rise or a slow
+    from step_fit: the staircase's shape (_staircase_shape) and a step sharper than a straight
+    line explains (sharp_t ≥ _sharp_bar), which a smooth leak, a daily cycle's rise or a slow
     wander do not have."""
     fit = step_fit(t, y, level)
     if fit is None:
         return False, ""
-    up = fit.sizes > 0
-    climb = float(fit.sizes.sum())                   # net: what the steps added up to, down-steps taken off
-    falls = (fit.sizes < 0) & (fit.t <= -RULES["ratchet_step_t"]) & (-fit.sizes >= RULES["ratchet_max_drawdown"] * climb)
-    if int(up.sum()) < RULES["ratchet_min_steps"] or climb < RULES["ratchet_min_climb_share"]:
-        return False, f"{int(up.sum())} up-step(s) beyond the noise, {climb:+.1%} together"
-    if falls.any():
-        return False, f"climbed {climb:.1%} in steps but fell back {float(-fit.sizes[falls].max()):.1%} in one"
-    # the largest of n noise t's grows like √(2 ln n): the bar rises with the positions scanned beyond 256
-    sharp = RULES["ratchet_sharp_t"] + max(0.0, math.sqrt(2 * math.log(fit.bins)) - math.sqrt(2 * math.log(256)))
+    ok, why, climb, up = _staircase_shape(fit)
+    if not ok:
+        return False, why
+    sharp = _sharp_bar(fit.bins)
     if fit.sharp_t < sharp:
         return False, (f"climbed {climb:.1%}, but no step sharper than a steady climb "
                        f"(t {fit.sharp_t:.1f} < {sharp:.2f}): a smooth climb, not steps")
-    return True, (f"climbed {climb * level:.1f} MB ({climb:.1%}) in {int(up.sum())} steps without a release beyond "
+    return True, (f"climbed {climb * level:.1f} MB ({climb:.1%}) in {up} steps without a release beyond "
                   f"its noise (sharpest step t {fit.sharp_t:.1f} beside a steady climb; AR(1) φ {fit.phi:.2f} "
                   f"per 1/{fit.bins} of the window)")
+
+
+@dataclass(frozen=True)
+class GroupRatchet:
+    """A group's replicas lending each other step evidence (ratchet_group)."""
+    own: tuple[bool, ...]               # per replica: Ratcheting on its own evidence (classify's route)
+    called: tuple[bool, ...]            # per replica: Ratcheting on the group's evidence (not on its own)
+    reasons: tuple[str, ...]            # per replica: why, for those called
+    p: float | None                     # the group's combined p; None: not simulated (the pre-screen said it could not reach)
+    own_p: tuple[float | None, ...]     # each replica's p against its own simulated null (None: not simulated)
+    simulations: int                    # step fits run on simulated series
+
+
+def _group_shape(fit: StepFit) -> bool:
+    """The staircase's shape as the group route asks it: a release must be a down-step as sharp as
+    the bar a step beside a line must pass on its own (_sharp_bar), not one at ratchet_step_t: AR(1)
+    wander at φ 0.9 and 2% makes down-steps at t 3–4 in a sixth of the +8% staircases (1.5 days),
+    while a daily cycle's fall is seen beside the simulated null anyway."""
+    return _staircase_shape(fit, _sharp_bar(fit.bins))[0]
+
+
+def _null_p(x: np.ndarray, sharp_t: float, rng: np.random.Generator, sims: int) -> tuple[float, int]:
+    """The replica's p: where its step statistic (sharp_t, the fit having the staircase's shape)
+    falls among simulations of its null — its own straight line (flat or a smooth climb) plus AR(1)
+    noise at its median-unbiased φ and marginal SD (both from the line's residuals), same length.
+    step_fit runs in full on each, φ estimated again, so what the estimation does on this design
+    is in the null too. Sequential (Besag & Clifford 1991): stops at the ratchet_group_stop-th
+    simulation as extreme as the data (p = that count / the simulations run), else
+    (1 + count) / (sims + 1) — a valid p either way, and a replica far from a staircase costs
+    ~10–30 fits, not `sims`. (p, simulations run)."""
+    n = len(x)
+    idx = np.arange(n, dtype=float)
+    line = np.polyval(np.polyfit(idx, x, 1), idx)
+    phi = min(max(0.0, phi_for_lag1(float(detrended_lag1(x)), n, 0.5)), 0.999)
+    sd = float(np.std(x - line, ddof=2))
+    stop = int(RULES["ratchet_group_stop"])
+    hits = done = 0
+    while done < sims:
+        e = rng.normal(size=(min(10, sims - done), n))
+        e[:, 0] /= math.sqrt(1 - phi * phi)
+        for noise in lfilter([1.0], [1.0, -phi], e, axis=1) * sd * math.sqrt(1 - phi * phi):
+            done += 1
+            fit = _step_fit_x(line + noise)
+            hits += bool(fit is not None and _group_shape(fit) and fit.sharp_t >= sharp_t)
+            if hits >= stop:
+                return hits / done, done
+            if done >= sims:
+                break
+    return (1 + hits) / (sims + 1), done
+
+
+def ratchet_group(windows: list[tuple[np.ndarray, np.ndarray]], *, sims: int | None = None) -> GroupRatchet | None:
+    """Ratcheting on a group's combined step evidence (its replicas' steady windows, t s and y MB).
+    Each replica's statistic is its sharpest step beside a straight line where its step fit has the
+    staircase's shape (else none); its p is where that falls among `sims` simulations of its own
+    null (_null_p); the replicas' p's but the smallest are combined by Fisher's method (a replica
+    without the shape counts p = 1, one Ratcheting on its own counts the smallest p, 1/(sims + 1):
+    a flat series passes its own bar in < 0.1%), and if the group's p ≤ ratchet_group_alpha every
+    replica with the shape and its own p ≤ ratchet_group_replica_p is called Ratcheting. The p's are
+    independent across replicas under their nulls whatever the design shares (a climb, a sampling
+    interval), because each null is the replica's own fitted model re-estimated the same way.
+    Cost bounded: the group is tested on its first ratchet_group_max_tested replicas, nothing is
+    simulated unless every candidate among them at the smallest p could bring the group to
+    ratchet_group_alpha, each replica's simulations stop early (_null_p), and the other replicas
+    are simulated only once the group is found Ratcheting; the simulations are seeded from the
+    data (a report reproduces).
+    None with fewer than ratchet_group_min_replicas windows."""
+    m = len(windows)
+    if m < RULES["ratchet_group_min_replicas"]:
+        return None
+    sims = int(RULES["ratchet_group_sims"] if sims is None else sims)
+    p_min = 1.0 / (sims + 1)
+    xs: list[np.ndarray | None] = []
+    fits: list[StepFit | None] = []
+    shape: list[bool] = []
+    own: list[bool] = []
+    for t, y in windows:
+        t, y = np.asarray(t, dtype=float), np.asarray(y, dtype=float)
+        ok = np.isfinite(t) & np.isfinite(y)
+        t, y = t[ok], y[ok]
+        level = float(np.median(y)) if len(y) else 0.0
+        x = _relative_bins(t, y, level) if level > 0 and len(y) >= 12 else None
+        fit = _step_fit_x(x) if x is not None else None
+        xs.append(x)
+        fits.append(fit)
+        shape.append(bool(fit is not None and _group_shape(fit)))
+        own.append(bool(fit is not None and _staircase_shape(fit)[0] and fit.sharp_t >= _sharp_bar(fit.bins)))
+    alpha = RULES["ratchet_group_alpha"]
+    none = GroupRatchet(tuple(own), (False,) * m, ("",) * m, None, (None,) * m, 0)
+    # the group is tested on its first ratchet_group_max_tested replicas (an order the data do not
+    # choose, so their p's stay valid); the rest are simulated only when that test says Ratcheting
+    tested = min(m, int(RULES["ratchet_group_max_tested"]))
+    if chi2.sf(-2 * math.log(p_min) * (sum(a or b for a, b in zip(shape[:tested], own[:tested])) - 1),
+               2 * (tested - 1)) > alpha:
+        return none                                  # even the smallest p's of the candidates could not reach it
+    digest = hashlib.blake2b(b"".join(np.round(x, 9).tobytes() for x in xs if x is not None), digest_size=8).digest()
+    rng = np.random.default_rng(int.from_bytes(digest, "little"))
+    done = 0
+
+    def replica_p(i: int) -> float | None:
+        nonlocal done
+        if own[i]:
+            return p_min
+        if not shape[i]:
+            return None
+        q, k = _null_p(xs[i], fits[i].sharp_t, rng, sims)
+        done += k
+        return q
+    own_p = [replica_p(i) for i in range(tested)]
+    # Fisher's method without the replica of the smallest p: the group's evidence must not rest on
+    # one replica (one staircase among flat ones, or one replica's own false alarm); the m − 1
+    # largest p's are stochastically larger than uniform, so this is conservative
+    ps = sorted(1.0 if q is None else q for q in own_p)[1:]
+    p = float(chi2.sf(-2 * sum(math.log(q) for q in ps), 2 * (tested - 1)))
+    own_p += [replica_p(i) if p <= alpha else None for i in range(tested, m)]
+    called, reasons = [], []
+    for fit, sh, mine, q in zip(fits, shape, own, own_p):
+        call = bool(p <= alpha and sh and not mine and q is not None and q <= RULES["ratchet_group_replica_p"])
+        called.append(call)
+        reasons.append(f"{_staircase_shape(fit)[3]} up-steps climbing {float(fit.sizes.sum()):.1%} without a release "
+                       f"beyond its noise; its sharpest step (t {fit.sharp_t:.1f}) beyond {1 - q:.0%} of "
+                       f"simulations of its own smooth climb in AR(1) noise, and {tested} of its group's replicas "
+                       f"together beyond theirs (combined p {p:.2g})" if call else "")
+    return GroupRatchet(tuple(own), tuple(called), tuple(reasons), p, tuple(own_p), done)
 
 
 def classify(t_s: np.ndarray, y: np.ndarray, *, verified: bool | None = True,

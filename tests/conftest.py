@@ -54,3 +54,15 @@ def run_cli(*args: str, cwd: Path | None = None, timeout: float = 300, env: dict
 @pytest.fixture
 def cli():
     return run_cli
+
+
+@pytest.fixture
+def ctrl_c_raises():
+    """SIGINT raises KeyboardInterrupt in the main thread while the test runs. Tests that end a
+    blocking call with `_thread.interrupt_main()` need it: that call does nothing when SIGINT is
+    ignored, as it is for pytest started in the background by a shell without job control
+    (`nohup ... &`), and the call under test would then never end."""
+    import signal
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, old)

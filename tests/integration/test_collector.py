@@ -80,7 +80,7 @@ def _events(run, kind: str) -> list[str]:
         return []
 
 
-def test_a_stopped_unit_is_absent_and_a_restart_is_seen_without_a_tick_waiting_for_systemd(root):  # noqa: F811
+def test_a_stopped_unit_is_absent_and_a_restart_is_seen_without_a_tick_waiting_for_systemd(root, ctrl_c_raises):  # noqa: F811
     """One collector run over the six units, systemd answering in 1.5 s: one unit stopped (stored as
     nothing, exported as down, never 0 bytes), another restarted (its new main process found by the
     background question, a process_restart event); no tick waits for systemd's answer. Ended when

@@ -60,7 +60,7 @@ def environ(pid: int) -> dict[str, str]:
     return dict(i.decode().partition("=")[::2] for i in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0") if i)
 
 
-def test_apply_collect_rollback_against_a_real_systemd(manager, tmp_path, jemalloc):
+def test_apply_collect_rollback_against_a_real_systemd(manager, tmp_path, jemalloc, ctrl_c_raises):
     units, names = manager
     assert isinstance(units, lifecycle.Systemd) and units.user
     assert set(names) <= set(units.list_units())

@@ -21,7 +21,7 @@ import numpy as np
 
 from .errors import DataError, StoreError, UserError
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 DB_NAME = "run.db"
 
 SAMPLES_INDEX = "CREATE INDEX IF NOT EXISTS samples_by_replica ON samples(replica_id, t)"
@@ -54,7 +54,8 @@ CREATE TABLE IF NOT EXISTS samples(
     t REAL NOT NULL, replica_id INTEGER NOT NULL REFERENCES replicas(id), phase TEXT,
     nprocs INTEGER, rss_kb INTEGER, pss_kb INTEGER, uss_kb INTEGER, anon_kb INTEGER, swap_kb INTEGER,
     cpu_s REAL, cgroup_kb INTEGER, cgroup_peak_kb INTEGER, live_bytes INTEGER, ops INTEGER,
-    tier TEXT, vmsize_kb INTEGER, hwm_kb INTEGER, lazyfree_kb INTEGER);
+    tier TEXT, vmsize_kb INTEGER, hwm_kb INTEGER, lazyfree_kb INTEGER,
+    cpu_wait_s REAL, cpu_run_s REAL, cpu_wait_source TEXT);
 {SAMPLES_INDEX};
 CREATE TABLE IF NOT EXISTS host_samples(
     t REAL NOT NULL, mem_total_kb INTEGER, mem_available_kb INTEGER, swap_total_kb INTEGER,
@@ -90,6 +91,10 @@ MIGRATIONS = {
     # what the analysis needs from the host, recorded at run time (docs/store.md): the options the
     # preloaded library knows, and the allocators a replica's program carries itself
     7: ["ALTER TABLE groups ADD COLUMN tunables_json TEXT", "ALTER TABLE replicas ADD COLUMN embedded_json TEXT"],
+    # the measured processes' own wait for a CPU (cumulative seconds waited and run, and whether
+    # the cgroup's PSI or the threads' schedstat told it): the cpu-saturated warning's evidence
+    8: ["ALTER TABLE samples ADD COLUMN cpu_wait_s REAL", "ALTER TABLE samples ADD COLUMN cpu_run_s REAL",
+        "ALTER TABLE samples ADD COLUMN cpu_wait_source TEXT"],
 }
 # Kinds of free-but-held memory (alloc_stats' held_* columns), in the order charts stack them.
 HELD_KINDS = tuple(re.findall(r"\bheld_(\w+) INTEGER", SCHEMA))

@@ -36,13 +36,30 @@ class Tracked:
     current: set[tuple[int, int]] = field(default_factory=set)           # processes seen last tick
 
 
+NO_CPU_WAIT = (None, None, None)
+
+
+def cpu_wait(readings: list[sampler.ProcReading], cgroup: sampler.Cgroup | None) -> tuple:
+    """(cumulative seconds the unit's processes waited for a CPU, seconds they ran, source) for a
+    samples row: the cgroup's PSI when it has one ("psi"), else the summed schedstat of every
+    process's threads when the sampler read it ("schedstat"), else NULLs. Both are counters: the
+    analysis works on their differences between ticks (analysis/cpuwait.py)."""
+    psi = cgroup.cpu_wait() if cgroup is not None else None
+    if psi is not None:
+        return psi[0], psi[1], "psi"
+    if readings and all(rd.sched is not None for rd in readings):
+        return (sum(rd.sched[1] for rd in readings) / 1e9, sum(rd.sched[0] for rd in readings) / 1e9, "schedstat")
+    return NO_CPU_WAIT
+
+
 class Recorder:
     """Stores what one sampling tick saw: new processes, their verification (with history, so a
     changed allocator is seen), a row per process and a row per replica. Used by the runner and by
     the fleet collector."""
 
     SAMPLE_COLUMNS = ("t", "replica_id", "phase", "nprocs", "rss_kb", "pss_kb", "uss_kb", "anon_kb", "swap_kb", "cpu_s",
-                      "cgroup_kb", "cgroup_peak_kb", "live_bytes", "ops", "tier", "vmsize_kb", "lazyfree_kb")
+                      "cgroup_kb", "cgroup_peak_kb", "live_bytes", "ops", "tier", "vmsize_kb", "lazyfree_kb",
+                      "cpu_wait_s", "cpu_run_s", "cpu_wait_source")
     METRIC_INDEX = {c[:-3]: i for i, c in enumerate(SAMPLE_COLUMNS) if c.endswith("_kb")}
     PROCESS_COLUMNS = ("t", "process_id", "tier", "rss_kb", "pss_kb", "uss_kb", "anon_kb", "swap_kb", "cpu_user_s",
                        "cpu_sys_s", "minflt", "majflt", "threads", "lazyfree_kb")
@@ -123,10 +140,11 @@ class Recorder:
                                        st.stime_s, st.minflt, st.majflt, st.threads, f.get("lazyfree_kb")))
             self.seen.append(proc_id)
         cg_usage, cg_peak = (cgroup.usage_kb(), cgroup.peak_kb()) if cgroup else (None, None)
+        wait = cpu_wait(readings, cgroup if isinstance(cgroup, sampler.Cgroup) else None)
         if len(readings) == 1 and not readings[0].full and stats is None:    # the fleet's common case, kept short
             rd = readings[0]
             row = (now, r.id, phase, 1, rd.rss_kb, None, None, None, None, rd.stat.utime_s + rd.stat.stime_s,
-                   cg_usage, cg_peak, None, None, "cheap", rd.vmsize_kb, None)
+                   cg_usage, cg_peak, None, None, "cheap", rd.vmsize_kb, None, *wait)
         else:
             full = bool(readings) and all(rd.full for rd in readings)
             total = lambda k: sum(rd.full[k] for rd in readings) if full else None  # noqa: E731
@@ -134,7 +152,7 @@ class Recorder:
                    total("uss_kb"), total("anon_kb"), total("swap_kb"),
                    sum(rd.stat.utime_s + rd.stat.stime_s for rd in readings),
                    cg_usage, cg_peak, stats.live_bytes if stats else None, stats.ops if stats else None,
-                   "full" if full else "cheap", sum(rd.vmsize_kb for rd in readings), total("lazyfree_kb"))
+                   "full" if full else "cheap", sum(rd.vmsize_kb for rd in readings), total("lazyfree_kb"), *wait)
         self.replica_rows.append(row)
         value = row[self.METRIC_INDEX[self.metric]]
         r.last_metric_kb = value if value is not None else r.last_metric_kb

@@ -1,0 +1,150 @@
+"""Calibration of the cpu-saturated rule (analysis/rules.py cpu_wait_share): a short real `alloclab
+run` of the Tor directory-cache model, in one of four conditions, and what the store then says.
+
+    python benchmarks/cpu_wait.py CASE [--seconds 60 --replicas 2 --out DIR]
+
+CASE:
+  alone        the run by itself;
+  idle-hogs    beside one busy loop per core at SCHED_IDLE, a lower priority than the run's (this
+               stands for "work at nice 19 beside a run at nice 0 with autogroup off": this
+               script runs whole under `nice -n 19`, so its hogs go one step lower);
+  equal-hogs   the run and two busy loops at the run's own nice, all pinned to one CPU (taskset),
+               so the replicas share that core with two loops that never sleep;
+  nice19-hogs  one busy loop per core at nice 19 in a session of its own: with autogroup off like
+               idle-hogs; with autogroup on (Debian's default) each session gets an equal share
+               whatever its nice, so the replicas are starved while the load looks moderate.
+
+Prints one JSON object: the kernel's autogroup setting, each replica's wait share over the compared
+window (Σ waited / Σ (waited + run), from the store: analysis/cpuwait.py) and each group's median,
+the CPU the replicas used, the host's median and peak 1-minute load over the window, the host's
+CPU pressure (/proc/pressure/cpu "some", share of the run's wall time), and which cpu warning the
+new rule and the old load-average rule give. Every process it starts is stopped before it returns.
+Figures in benchmarks/README.md ("CPU wait: the cpu-saturated rule").
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from alloclab.analysis import analyse, cpuwait
+from alloclab.analysis.rules import RULES
+from alloclab.store import Store
+
+CASES = ("alone", "idle-hogs", "equal-hogs", "nice19-hogs")
+EXPERIMENT = """name = "cpu-wait-{case}"
+replicas = {replicas}
+interval = "1s"
+baseline = "glibc"
+seed = 7
+metric = "rss"
+
+[phases]
+warmup = "{warmup}s"
+load = "{load}s"
+
+[workload]
+name = "tor-dircache"
+hour = 6
+
+[[group]]
+name = "glibc"
+allocator = "glibc"
+
+[[group]]
+name = "jemalloc-5.3.0"
+allocator = "jemalloc@5.3.0"
+"""
+LOOP = "while True: pass"
+
+
+def psi_some_us() -> int:
+    with open("/proc/pressure/cpu") as f:
+        return int(f.readline().rsplit("total=", 1)[1])
+
+
+def start_hogs(case: str, cpu: int) -> list[subprocess.Popen]:
+    ncpu = len(os.sched_getaffinity(0))
+    if case == "idle-hogs":
+        setup = lambda: os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))   # noqa: E731
+        return [subprocess.Popen([sys.executable, "-c", LOOP], preexec_fn=setup) for _ in range(ncpu)]
+    if case == "equal-hogs":
+        setup = lambda: os.sched_setaffinity(0, {cpu})                                # noqa: E731
+        return [subprocess.Popen([sys.executable, "-c", LOOP], preexec_fn=setup) for _ in range(2)]
+    if case == "nice19-hogs":
+        setup = lambda: os.nice(19 - os.nice(0))                                      # noqa: E731
+        return [subprocess.Popen([sys.executable, "-c", LOOP], preexec_fn=setup, start_new_session=True)
+                for _ in range(ncpu)]
+    return []
+
+
+def old_rule(store: Store, start: float, end: float) -> str | None:
+    """What the load-average rule (the fallback) says over the window."""
+    ncpu = int(store.meta().get("ncpu", "0") or 0)
+    limit = RULES["cpu_saturated_load_per_core"] * ncpu
+    compared, whole = store.host_summary(start, end), store.host_summary()
+    if compared["median_load1"] is not None and compared["median_load1"] > limit:
+        return "cpu-saturated"
+    return "cpu-burst" if whole["max_load1"] and whole["max_load1"] > limit else None
+
+
+def measure(case: str, seconds: float, replicas: int, out: Path) -> dict:
+    cpu = max(os.sched_getaffinity(0))
+    exp = out / f"{case}.toml"
+    warmup = max(5, int(seconds * 0.2))
+    exp.write_text(EXPERIMENT.format(case=case, replicas=replicas, warmup=warmup, load=int(seconds) - warmup))
+    run = out / f"run-{case}"
+    alloclab = Path(sys.executable).with_name("alloclab")
+    hogs = start_hogs(case, cpu)
+    try:
+        psi0, t0 = psi_some_us(), time.monotonic()
+        pin = (lambda: os.sched_setaffinity(0, {cpu})) if case == "equal-hogs" else None   # noqa: E731
+        subprocess.run([str(alloclab), "run", str(exp), "-o", str(run), "--no-report"], check=True,
+                       stdout=subprocess.DEVNULL, preexec_fn=pin)
+        psi = (psi_some_us() - psi0) / 1e6 / (time.monotonic() - t0)
+    finally:
+        for h in hogs:
+            h.send_signal(signal.SIGKILL)
+            h.wait()
+    store = Store.open_checked(run)
+    a = analyse(store)
+    w = a.window
+    waits = cpuwait.span_waits(store, store.replicas(), w.start, w.end)
+    compared = store.host_summary(w.start, w.end)
+    kinds = [x.kind for x in a.warnings if x.kind in ("cpu-saturated", "cpu-burst")]
+    return {
+        "case": case, "autogroup": Path("/proc/sys/kernel/sched_autogroup_enabled").read_text().strip(),
+        "nice": os.nice(0), "window_s": round(w.end - w.start, 1),
+        "replica_wait_share": {x.replica: round(x.share, 3) for x in waits},
+        "group_median_wait_share": {g: round(m, 3) for g, m in cpuwait.group_medians(waits).items()},
+        "replica_cores": {x.replica: round(x.ran_s / (w.end - w.start), 3) for x in waits},
+        "sources": sorted({s for x in waits for s in x.sources}),
+        "load1_median": compared["median_load1"], "load1_max": compared["max_load1"],
+        "host_cpu_pressure_some_share": round(psi, 3),
+        "warning_new_rule": kinds, "warning_load_rule": old_rule(store, w.start, w.end),
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("case", choices=CASES)
+    ap.add_argument("--seconds", type=float, default=60.0, help="warm-up + load of the run")
+    ap.add_argument("--replicas", type=int, default=2, help="replicas per group (two groups)")
+    ap.add_argument("--out", type=Path, help="keep the run here (default: a temporary directory, removed)")
+    args = ap.parse_args()
+    if args.out is not None:
+        args.out.mkdir(parents=True, exist_ok=True)
+        print(json.dumps(measure(args.case, args.seconds, args.replicas, args.out)))
+        return
+    with tempfile.TemporaryDirectory(prefix=f"alloclab-cpu-wait-{os.getpid()}-") as tmp:
+        print(json.dumps(measure(args.case, args.seconds, args.replicas, Path(tmp))))
+
+
+if __name__ == "__main__":
+    main()

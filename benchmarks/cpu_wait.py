@@ -2,6 +2,7 @@
 run` of the Tor directory-cache model, in one of four conditions, and what the store then says.
 
     python benchmarks/cpu_wait.py CASE [--seconds 60 --replicas 2 --out DIR]
+    python benchmarks/cpu_wait.py cost [--processes 200 --threads 12 --rounds 50]
 
 CASE:
   alone        the run by itself;
@@ -18,7 +19,10 @@ Prints one JSON object: the kernel's autogroup setting, each replica's wait shar
 window (Σ waited / Σ (waited + run), from the store: analysis/cpuwait.py) and each group's median,
 the CPU the replicas used, the host's median and peak 1-minute load over the window, the host's
 CPU pressure (/proc/pressure/cpu "some", share of the run's wall time), and which cpu warning the
-new rule and the old load-average rule give. Every process it starts is stopped before it returns.
+new rule and the old load-average rule give. `cost` instead times the sampler's cheap tier (CPU of this thread) over --processes sleeping processes
+of one thread and of --threads threads, without and with the schedstat read, and one PSI read
+(cpu.pressure + cpu.stat) of this process's cgroup v2 where there is one.
+Every process it starts is stopped before it returns.
 Figures in benchmarks/README.md ("CPU wait: the cpu-saturated rule").
 """
 from __future__ import annotations
@@ -33,6 +37,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from alloclab import sampler
 from alloclab.analysis import analyse, cpuwait
 from alloclab.analysis.rules import RULES
 from alloclab.store import Store
@@ -131,13 +136,56 @@ def measure(case: str, seconds: float, replicas: int, out: Path) -> dict:
     }
 
 
+SLEEPER = "import threading, time\nfor _ in range({n} - 1): threading.Thread(target=time.sleep, args=(1e6,), daemon=True).start()\nprint('ready', flush=True)\ntime.sleep(1e6)"
+
+
+def cost(processes: int, threads: int, rounds: int) -> dict:
+    out: dict = {"processes": processes, "threads": threads, "rounds": rounds}
+    for n in (1, threads):
+        procs = [subprocess.Popen([sys.executable, "-c", SLEEPER.format(n=n)], stdout=subprocess.PIPE, text=True)
+                 for _ in range(processes)]
+        try:
+            for p in procs:
+                assert p.stdout.readline().strip() == "ready"
+            pids = [p.pid for p in procs]
+            for schedstat in (False, True):
+                sampler.sample_processes(pids, None, schedstat=schedstat)          # descriptors opened
+                t0 = time.thread_time()
+                for _ in range(rounds):
+                    sampler.sample_processes(pids, None, schedstat=schedstat)
+                us = (time.thread_time() - t0) / rounds / processes * 1e6
+                out[f"cheap_us_{n}_threads" + ("_schedstat" if schedstat else "")] = round(us, 1)
+            out[f"schedstat_tick_ms_{processes}x{n}_threads"] = round(
+                (out[f"cheap_us_{n}_threads_schedstat"] - out[f"cheap_us_{n}_threads"]) * processes / 1000, 2)
+        finally:
+            for p in procs:
+                p.kill()
+                p.wait()
+    rel = next((line.split(":", 2)[2].strip() for line in open("/proc/self/cgroup") if line.startswith("0::")), None)
+    for mount in ("/sys/fs/cgroup/unified", "/sys/fs/cgroup"):
+        cg = sampler.Cgroup(Path(mount + (rel or "/")), 2)
+        if rel is not None and cg.has_cpu_pressure and cg.cpu_wait() is not None:
+            t0 = time.thread_time()
+            for _ in range(rounds * 20):
+                cg.cpu_wait()
+            out["psi_read_us"] = round((time.thread_time() - t0) / rounds / 20 * 1e6, 1)
+            break
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("case", choices=CASES)
+    ap.add_argument("case", choices=CASES + ("cost",))
     ap.add_argument("--seconds", type=float, default=60.0, help="warm-up + load of the run")
     ap.add_argument("--replicas", type=int, default=2, help="replicas per group (two groups)")
     ap.add_argument("--out", type=Path, help="keep the run here (default: a temporary directory, removed)")
+    ap.add_argument("--processes", type=int, default=200, help="cost: sleeping processes")
+    ap.add_argument("--threads", type=int, default=12, help="cost: threads of each in the second pass")
+    ap.add_argument("--rounds", type=int, default=50, help="cost: ticks timed")
     args = ap.parse_args()
+    if args.case == "cost":
+        print(json.dumps(cost(args.processes, args.threads, args.rounds)))
+        return
     if args.out is not None:
         args.out.mkdir(parents=True, exist_ok=True)
         print(json.dumps(measure(args.case, args.seconds, args.replicas, args.out)))

@@ -98,6 +98,7 @@ def forget(pid: int) -> None:
         fd = _open_files.pop(f"/proc/{pid}/{name}", None)
         if fd is not None:
             os.close(fd)
+    _close_tasks(pid)
 
 
 def read_stat(pid: int) -> ProcStat | None:
@@ -139,22 +140,59 @@ def read_statm(pid: int) -> tuple[int, int] | None:
     return int(size) * PAGE_KB, int(resident) * PAGE_KB
 
 
-def read_schedstat(pid: int, threads: int) -> tuple[int, int] | None:
-    """(ns run on a CPU, ns waited in a run queue) summed over the process's threads; None if gone
-    or the kernel keeps no sched_info. One thread: the process's own /proc/PID/schedstat (a kept
-    descriptor); more: /proc/PID/task/*/schedstat, each read afresh (a relay's dozen threads would
-    crowd the kept descriptors out). A thread that ended since the last tick is no longer summed:
-    the totals can fall, which the analysis skips as an interval it cannot judge."""
-    if threads <= 1:
-        raw = _read(f"/proc/{pid}/schedstat")
-        if not raw:
-            return None
-        run, wait = raw.split(None, 2)[:2]
-        return int(run), int(wait)
-    try:
-        tids = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return None
+# kept descriptors of threads' schedstat files: pid -> {tid: fd}. A pread of a kept descriptor
+# costs ~1 us, an open/read/close ~22 us (benchmarks/cpu_wait.py cost); bounded apart from
+# _open_files, past which a process's threads are read afresh each tick
+_task_files: dict[int, dict[str, int]] = {}
+MAX_TASK_FILES = max(16, min(8192, resource.getrlimit(resource.RLIMIT_NOFILE)[0] // 4))
+
+
+def _close_tasks(pid: int) -> None:
+    for fd in _task_files.pop(pid, {}).values():
+        os.close(fd)
+
+
+def _task_schedstat(pid: int, threads: int) -> tuple[int, int] | None:
+    """Summed (run, wait) ns over /proc/PID/task/*/schedstat through kept descriptors, listed
+    again when the thread count changed or a kept thread has ended; None if the process is gone."""
+    kept = _task_files.get(pid)
+    for attempt in (0, 1):
+        if kept is None or len(kept) != threads or attempt:
+            try:
+                tids = os.listdir(f"/proc/{pid}/task")
+            except OSError:
+                _close_tasks(pid)
+                return None
+            kept = _task_files.setdefault(pid, {})
+            for tid in set(kept) - set(tids):
+                os.close(kept.pop(tid))
+            opened = sum(len(k) for k in _task_files.values())
+            for tid in tids:
+                if tid not in kept and opened < MAX_TASK_FILES:
+                    try:
+                        kept[tid] = os.open(f"/proc/{pid}/task/{tid}/schedstat", os.O_RDONLY | os.O_CLOEXEC)
+                        opened += 1
+                    except OSError:
+                        pass                         # the thread ended while the list was read
+            _opened_pids.add(str(pid))
+            if len(kept) < len(tids):                # over the descriptor bound: this process afresh
+                _close_tasks(pid)
+                return _fresh_task_schedstat(pid, tids)
+        run = wait = 0
+        for tid, fd in list(kept.items()):
+            try:
+                fields = os.pread(fd, 256, 0).split(None, 2)
+            except OSError:                          # that thread ended: list again (once)
+                os.close(kept.pop(tid))
+                break
+            run += int(fields[0])
+            wait += int(fields[1])
+        else:
+            return run, wait
+    return None
+
+
+def _fresh_task_schedstat(pid: int, tids: list[str]) -> tuple[int, int]:
     run = wait = 0
     for tid in tids:
         try:
@@ -164,6 +202,22 @@ def read_schedstat(pid: int, threads: int) -> tuple[int, int] | None:
         run += int(fields[0])
         wait += int(fields[1])
     return run, wait
+
+
+def read_schedstat(pid: int, threads: int) -> tuple[int, int] | None:
+    """(ns run on a CPU, ns waited in a run queue) summed over the process's threads; None if gone
+    or the kernel keeps no sched_info. One thread: the process's own /proc/PID/schedstat; more:
+    each thread's, all through kept descriptors. A thread that ended since the last tick is no
+    longer summed: the totals can fall, which the analysis skips as an interval it cannot judge."""
+    if threads <= 1:
+        if pid in _task_files:
+            _close_tasks(pid)
+        raw = _read(f"/proc/{pid}/schedstat")
+        if not raw:
+            return None
+        run, wait = raw.split(None, 2)[:2]
+        return int(run), int(wait)
+    return _task_schedstat(pid, threads)
 
 
 def read_smaps_rollup(pid: int) -> dict[str, int] | None:
@@ -262,6 +316,7 @@ class Cgroup:
 
     def __init__(self, path: Path, version: int):
         self.path, self.version = path, version
+        self._fds: dict[str, int] = {}              # files cpu_wait keeps open
 
     @property
     def procs_file(self) -> str:
@@ -292,17 +347,29 @@ class Cgroup:
     def cpu_wait(self) -> tuple[float, float] | None:
         """(seconds some member waited for a CPU: cpu.pressure's "some" total, seconds the members
         ran: cpu.stat usage_usec) of a cgroup v2; None for v1 or a kernel without PSI. "some"
-        counts wall time in which at least one member was runnable but not running."""
+        counts wall time in which at least one member was runnable but not running. The two files
+        stay open (a pread ~1.5 us, an open/read/close ~22 us: benchmarks/cpu_wait.py cost)."""
         if self.version != 2:
             return None
         try:
-            some = read_small(f"{self.path}/cpu.pressure").split(b"\n", 1)[0]
-            usage = read_small(f"{self.path}/cpu.stat").split(b"\n", 1)[0]
+            some = self._pread("cpu.pressure").split(b"\n", 1)[0]
+            usage = self._pread("cpu.stat").split(b"\n", 1)[0]
         except OSError:
             return None
         if not some.startswith(b"some ") or not usage.startswith(b"usage_usec "):
             return None
         return int(some.rsplit(b"total=", 1)[1]) / 1e6, int(usage.split()[1]) / 1e6
+
+    def _pread(self, name: str) -> bytes:
+        if name not in self._fds:
+            self._fds[name] = os.open(f"{self.path}/{name}", os.O_RDONLY | os.O_CLOEXEC)
+        return os.pread(self._fds[name], 4096, 0)
+
+    def close(self) -> None:
+        """Close the files cpu_wait keeps open."""
+        for fd in self._fds.values():
+            os.close(fd)
+        self._fds = {}
 
     def peak_kb(self) -> int | None:
         v = self._read_int("memory.peak" if self.version == 2 else "memory.max_usage_in_bytes")
@@ -329,6 +396,7 @@ class Cgroup:
         retried until `wait` runs out (a killed member leaves it a moment later)."""
         deadline = time.monotonic() + wait
         killed = False
+        self.close()
         while True:
             try:
                 self.path.rmdir()

@@ -15,6 +15,11 @@ CASE:
                idle-hogs; with autogroup on (Debian's default) each session gets an equal share
                whatever its nice, so the replicas are starved while the load looks moderate.
 
+--own-cpu-cgroup runs the case inside a cgroup v1 `cpu` group of its own (cpu.shares 15, the weight of
+nice 19, so it stays as polite as `nice -n 19`): the kernel's autogroup applies only to tasks in the
+root cpu group, so inside it nice and SCHED_IDLE order the run and the hogs whatever
+/proc/sys/kernel/sched_autogroup_enabled says (this script never changes that setting).
+
 Prints one JSON object: the kernel's autogroup setting, each replica's wait share over the compared
 window (Σ waited / Σ (waited + run), from the store: analysis/cpuwait.py) and each group's median,
 the CPU the replicas used, the host's median and peak 1-minute load over the window, the host's
@@ -28,8 +33,10 @@ Figures in benchmarks/README.md ("CPU wait: the cpu-saturated rule").
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -97,6 +104,38 @@ def old_rule(store: Store, start: float, end: float) -> str | None:
     if compared["median_load1"] is not None and compared["median_load1"] > limit:
         return "cpu-saturated"
     return "cpu-burst" if whole["max_load1"] and whole["max_load1"] > limit else None
+
+
+CPU_V1 = Path("/sys/fs/cgroup/cpu")
+
+
+@contextlib.contextmanager
+def own_cpu_cgroup(wanted: bool):
+    """This process (and what it starts after) in a new cgroup v1 cpu group at nice 19's weight."""
+    if not wanted:
+        yield None
+        return
+    if not (CPU_V1 / "cpu.shares").exists():
+        sys.exit(f"cpu_wait: no cgroup v1 cpu controller at {CPU_V1}; drop --own-cpu-cgroup")
+    home = next(line.split(":", 2)[2].strip() for line in open("/proc/self/cgroup")
+                if "cpu" in line.split(":", 2)[1].split(","))
+    group = CPU_V1 / home.lstrip("/") / f"alloclab-cpuwait-{os.getpid()}-{secrets.token_hex(3)}"
+    group.mkdir()
+    try:
+        (group / "cpu.shares").write_text("15")
+        (group / "cgroup.procs").write_text(str(os.getpid()))
+        yield str(group)
+    finally:
+        (CPU_V1 / home.lstrip("/") / "cgroup.procs").write_text(str(os.getpid()))
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                group.rmdir()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
 
 
 def measure(case: str, seconds: float, replicas: int, out: Path) -> dict:
@@ -179,6 +218,7 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=60.0, help="warm-up + load of the run")
     ap.add_argument("--replicas", type=int, default=2, help="replicas per group (two groups)")
     ap.add_argument("--out", type=Path, help="keep the run here (default: a temporary directory, removed)")
+    ap.add_argument("--own-cpu-cgroup", action="store_true", help="run the case in a cgroup v1 cpu group of its own")
     ap.add_argument("--processes", type=int, default=200, help="cost: sleeping processes")
     ap.add_argument("--threads", type=int, default=12, help="cost: threads of each in the second pass")
     ap.add_argument("--rounds", type=int, default=50, help="cost: ticks timed")
@@ -186,12 +226,11 @@ def main() -> None:
     if args.case == "cost":
         print(json.dumps(cost(args.processes, args.threads, args.rounds)))
         return
-    if args.out is not None:
-        args.out.mkdir(parents=True, exist_ok=True)
-        print(json.dumps(measure(args.case, args.seconds, args.replicas, args.out)))
-        return
-    with tempfile.TemporaryDirectory(prefix=f"alloclab-cpu-wait-{os.getpid()}-") as tmp:
-        print(json.dumps(measure(args.case, args.seconds, args.replicas, Path(tmp))))
+    with own_cpu_cgroup(args.own_cpu_cgroup) as group, tempfile.TemporaryDirectory(
+            prefix=f"alloclab-cpu-wait-{os.getpid()}-") as tmp:
+        out = args.out or Path(tmp)
+        out.mkdir(parents=True, exist_ok=True)
+        print(json.dumps({**measure(args.case, args.seconds, args.replicas, out), "cpu_cgroup": group}))
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ def _loads(st, level: float) -> None:
     st.commit()
 
 
-def _cpu(shares: dict[str, float], default: float = 0.02, until: float | None = None, source: str = "schedstat"):
+def _cpu(shares: dict[str, float], default: float = 0.02, until: float | None = None):
     """Each replica runs 0.1 s a second and waits `share` of its runnable time (default for the
     others); with `until`, only up to that many seconds, `default` after."""
     def cumulative(name: str, s: float):
@@ -29,7 +29,7 @@ def _cpu(shares: dict[str, float], default: float = 0.02, until: float | None = 
             waited = 0.1 * share / (1 - share) * until + 0.1 * default / (1 - default) * (s - until)
         else:
             waited = 0.1 * share / (1 - share) * s
-        return waited, 0.1 * s, source
+        return waited, 0.1 * s
     return cumulative
 
 
@@ -42,7 +42,7 @@ def _cpu_warnings(st, opens: float = 0.0):
 def test_a_high_load_beside_processes_that_got_their_cpu_is_not_saturation(tmp_path):
     # load 6 on 2 cores (work at nice 19 beside the run), the replicas waited 2% of their runnable time:
     # the load-average rule said cpu-saturated here
-    st = _store(tmp_path, {}, cpu=_cpu({}))
+    st = _store(tmp_path, {}, cpu=_cpu({}), cpu_source="schedstat")
     _loads(st, 6.0)
     assert _cpu_warnings(st) == []
 
@@ -50,7 +50,7 @@ def test_a_high_load_beside_processes_that_got_their_cpu_is_not_saturation(tmp_p
 def test_processes_short_of_cpu_under_a_moderate_load_are_saturated_and_named(tmp_path):
     # group b's replicas waited 70% of their runnable time (another session's equal share, autogroup on)
     # while the load stayed at 1.2 on 2 cores: the load-average rule was silent
-    st = _store(tmp_path, {}, cpu=_cpu({f"b-{i}": 0.7 for i in range(1, 6)} | {"a-1": 0.7}))
+    st = _store(tmp_path, {}, cpu=_cpu({f"b-{i}": 0.7 for i in range(1, 6)} | {"a-1": 0.7}), cpu_source="schedstat")
     _loads(st, 1.2)
     [w] = _cpu_warnings(st)
     assert (w.kind, w.severity, w.groups) == ("cpu-saturated", "caution", ["b"])
@@ -61,14 +61,15 @@ def test_processes_short_of_cpu_under_a_moderate_load_are_saturated_and_named(tm
 
 
 def test_psi_evidence_is_named(tmp_path):
-    st = _store(tmp_path, {}, cpu=_cpu({}, default=0.6, source="psi"))
+    st = _store(tmp_path, {}, cpu=_cpu({}, default=0.6), cpu_source="psi")
     [w] = _cpu_warnings(st)
     assert w.groups == ["a", "b"] and "PSI" in w.message and w.data["sources"] == ["psi"]
 
 
 def test_a_start_up_wait_before_the_window_is_a_burst(tmp_path):
     # every replica waited 80% in the first 5 minutes (start-up), 2% after; the window starts later
-    st = _store(tmp_path, {}, cpu=_cpu({n: 0.8 for g in "ab" for n in (f"{g}-{i}" for i in range(1, 6))}, until=300))
+    st = _store(tmp_path, {}, cpu=_cpu({n: 0.8 for g in "ab" for n in (f"{g}-{i}" for i in range(1, 6))}, until=300),
+                cpu_source="schedstat")
     [w] = _cpu_warnings(st, opens=600)
     assert (w.kind, w.severity, w.groups) == ("cpu-burst", "info", ["a", "b"])
     # the 10 minutes before it: 5 at 80%, 5 at 2% -> (120 + 0.6) s waited of (120.6 + 60) s runnable
@@ -85,9 +86,9 @@ def test_without_the_record_the_load_average_decides_and_says_so(tmp_path):
 def test_falling_counters_are_skipped_not_counted_as_negative_wait(tmp_path):
     # the summed schedstat falls when a thread ends: that interval is left out, not read as negative wait
     def falling(name, s):
-        waited, run, source = _cpu({}, default=0.7)(name, s)
-        return (waited - 500.0 if s >= 1800 else waited), run, source
-    st = _store(tmp_path, {}, cpu=falling)
+        waited, run = _cpu({}, default=0.7)(name, s)
+        return (waited - 500.0 if s >= 1800 else waited), run
+    st = _store(tmp_path, {}, cpu=falling, cpu_source="schedstat")
     waits = cpuwait.span_waits(st, st.replicas(), T0, T0 + 3600)
     assert len(waits) == 10 and all(w.share == pytest.approx(0.7, abs=0.01) for w in waits)
     assert RULES["cpu_wait_share"] < 0.7

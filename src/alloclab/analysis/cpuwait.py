@@ -13,7 +13,7 @@ import numpy as np
 
 from ..store import Store
 
-COLUMNS = ("cpu_wait_s", "cpu_run_s", "cpu_wait_source")
+COLUMNS = ("cpu_wait_s", "cpu_run_s")
 
 
 @dataclass
@@ -32,7 +32,7 @@ class CpuWait:
 
 
 def recorded(store: Store) -> bool:
-    """Whether the store holds any CPU wait figure (runs from schema 8 on; never imports)."""
+    """Whether the store holds any CPU wait figure (runs from schema 8 on, and their exports)."""
     return "cpu_wait_s" in store.sample_columns_with_values(["cpu_wait_s"])
 
 
@@ -43,15 +43,15 @@ def span_waits(store: Store, replicas: list[dict], start: float, end: float) -> 
     for r in replicas:
         s = store.series_arrays(r["id"], COLUMNS, not_null="cpu_wait_s")
         inside = (s["t"] >= start) & (s["t"] <= end)
-        wait, run, source = s["cpu_wait_s"][inside], s["cpu_run_s"][inside], s["cpu_wait_source"][inside]
+        wait, run = s["cpu_wait_s"][inside], s["cpu_run_s"][inside]
         if len(wait) < 2:
             continue
         dw, dr = np.diff(wait), np.diff(run)
-        good = (dw >= 0) & (dr >= 0) & (source[1:] == source[:-1])    # NaN compares False: skipped too
+        good = (dw >= 0) & (dr >= 0)                 # NaN compares False: skipped too
         if not good.any():
             continue
-        out.append(CpuWait(r["name"], r["group"], float(dw[good].sum()), float(dr[good].sum()),
-                           tuple(sorted(set(source[1:][good])))))
+        sources = tuple(x.strip() for x in (r.get("cpu_wait_source") or "unrecorded").split(","))
+        out.append(CpuWait(r["name"], r["group"], float(dw[good].sum()), float(dr[good].sum()), sources))
     return out
 
 
@@ -66,5 +66,6 @@ def group_medians(waits: list[CpuWait]) -> dict[str, float]:
 def source_words(waits: list[CpuWait]) -> str:
     """Which evidence the figures rest on, in plain words."""
     found = sorted({s for w in waits for s in w.sources})
-    words = {"psi": "their cgroups' CPU pressure (PSI)", "schedstat": "their threads' run-queue wait (schedstat)"}
+    words = {"psi": "their cgroups' CPU pressure (PSI)", "schedstat": "their threads' run-queue wait (schedstat)",
+             "unrecorded": "their recorded CPU wait (source not recorded)"}
     return " and ".join(words.get(s, s) for s in found)

@@ -722,6 +722,8 @@ def _sample_survivors(store: Store, meta: dict, finder: reaper.RunProcesses, pha
         spec = AllocatorSpec(kind=g["kind"], request=g["allocator"], path=g["library_path"],
                              sha256=g["library_sha256"], family=g["family"], version=g["version"])
         t = Tracked(id=row["id"], name=row["name"], group_name=row["group"], spec=spec)
+        t.cpu_sources = [x.strip() for x in (row.get("cpu_wait_source") or "").split(",") if x.strip()]
+        t.cpu_source = t.cpu_sources[-1] if t.cpu_sources else None     # its counters go on where they were
         for p in store.processes(row["id"]):
             t.processes[(p["pid"], p["start_ticks"])] = p["id"]
         replicas[row["name"]] = t

@@ -159,6 +159,8 @@ def measure(case: str, seconds: float, replicas: int, out: Path) -> dict:
     store = Store.open_checked(run)
     a = analyse(store)
     w = a.window
+    if w is None:
+        sys.exit(f"cpu_wait: the run in {run} has no comparison window; give more --seconds")
     waits = cpuwait.span_waits(store, store.replicas(), w.start, w.end)
     compared = store.host_summary(w.start, w.end)
     kinds = [x.kind for x in a.warnings if x.kind in ("cpu-saturated", "cpu-burst")]

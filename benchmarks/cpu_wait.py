@@ -1,7 +1,7 @@
 """Calibration of the cpu-saturated rule (analysis/rules.py cpu_wait_share): a short real `alloclab
 run` of the Tor directory-cache model, in one of four conditions, and what the store then says.
 
-    python benchmarks/cpu_wait.py CASE [--seconds 60 --replicas 2 --out DIR]
+    python benchmarks/cpu_wait.py CASE [--seconds 60 --replicas 2 --hogs N --out DIR]
     python benchmarks/cpu_wait.py cost [--processes 200 --threads 12 --rounds 50]
 
 CASE:
@@ -18,12 +18,16 @@ CASE:
 --own-cpu-cgroup runs the case inside a cgroup v1 `cpu` group of its own (cpu.shares 15, the weight of
 nice 19, so it stays as polite as `nice -n 19`): the kernel's autogroup applies only to tasks in the
 root cpu group, so inside it nice and SCHED_IDLE order the run and the hogs whatever
-/proc/sys/kernel/sched_autogroup_enabled says (this script never changes that setting).
+/proc/sys/kernel/sched_autogroup_enabled says (this script never changes that setting). With it,
+--run-nice 0 runs `alloclab run` at nice 0 inside the group: "nice 19 hogs beside a run at nice 0"
+as an operator has it, while the group as a whole weighs what one nice-19 process does.
 
 Prints one JSON object: the kernel's autogroup setting, each replica's wait share over the compared
 window (Σ waited / Σ (waited + run), from the store: analysis/cpuwait.py) and each group's median,
 the CPU the replicas used, the host's median and peak 1-minute load over the window, the host's
-CPU pressure (/proc/pressure/cpu "some", share of the run's wall time), and which cpu warning the
+CPU pressure (/proc/pressure/cpu "some", share of the run's wall time), the cores other work used
+meanwhile (processes outside this script's tree, at a nice below this script's: with autogroup off
+they come first), and which cpu warning the
 new rule and the old load-average rule give. `cost` instead times the sampler's cheap tier (CPU of this thread) over --processes sleeping processes
 of one thread and of --threads threads, without and with the schedstat read, and one PSI read
 (cpu.pressure + cpu.stat) of this process's cgroup v2 where there is one.
@@ -76,19 +80,54 @@ allocator = "jemalloc@5.3.0"
 LOOP = "while True: pass"
 
 
+def cpu_by_process() -> dict[int, tuple[int, int, float]]:
+    """pid -> (ppid, nice, CPU seconds) of every process on the host."""
+    out = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                raw = open(f"/proc/{name}/stat", "rb").read()
+            except OSError:
+                continue
+            rest = raw[raw.rfind(b")") + 2:].split()
+            out[int(name)] = (int(rest[1]), int(rest[16]), (int(rest[11]) + int(rest[12])) / os.sysconf("SC_CLK_TCK"))
+    return out
+
+
+def other_work(before: dict, after: dict, wall: float) -> dict[str, float]:
+    """Cores used during the run by processes outside this script's tree, by nice: above this
+    script's nice they had priority over the replicas (with autogroup off)."""
+    mine, todo = set(), [os.getpid()]
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _, _) in after.items():
+        children.setdefault(ppid, []).append(pid)
+    while todo:
+        pid = todo.pop()
+        mine.add(pid)
+        todo.extend(children.get(pid, ()))
+    own = os.nice(0)
+    out = {"higher_priority_cores": 0.0, "same_or_lower_priority_cores": 0.0}
+    for pid, (_, nice, cpu) in after.items():
+        if pid in mine:
+            continue
+        used = cpu - (before[pid][2] if pid in before else 0.0)
+        out["higher_priority_cores" if nice < own else "same_or_lower_priority_cores"] += used / wall
+    return {k: round(v, 3) for k, v in out.items()}
+
+
 def psi_some_us() -> int:
     with open("/proc/pressure/cpu") as f:
         return int(f.readline().rsplit("total=", 1)[1])
 
 
-def start_hogs(case: str, cpu: int) -> list[subprocess.Popen]:
-    ncpu = len(os.sched_getaffinity(0))
+def start_hogs(case: str, cpu: int, count: int | None) -> list[subprocess.Popen]:
+    ncpu = count or len(os.sched_getaffinity(0))
     if case == "idle-hogs":
         setup = lambda: os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))   # noqa: E731
         return [subprocess.Popen([sys.executable, "-c", LOOP], preexec_fn=setup) for _ in range(ncpu)]
     if case == "equal-hogs":
         setup = lambda: os.sched_setaffinity(0, {cpu})                                # noqa: E731
-        return [subprocess.Popen([sys.executable, "-c", LOOP], preexec_fn=setup) for _ in range(2)]
+        return [subprocess.Popen([sys.executable, "-c", LOOP], preexec_fn=setup) for _ in range(count or 2)]
     if case == "nice19-hogs":
         setup = lambda: os.nice(19 - os.nice(0))                                      # noqa: E731
         return [subprocess.Popen([sys.executable, "-c", LOOP], preexec_fn=setup, start_new_session=True)
@@ -138,20 +177,27 @@ def own_cpu_cgroup(wanted: bool):
                 time.sleep(0.05)
 
 
-def measure(case: str, seconds: float, replicas: int, out: Path) -> dict:
+def measure(case: str, seconds: float, replicas: int, out: Path, hogs: int | None = None,
+            run_nice: int | None = None) -> dict:
     cpu = max(os.sched_getaffinity(0))
     exp = out / f"{case}.toml"
     warmup = max(5, int(seconds * 0.2))
     exp.write_text(EXPERIMENT.format(case=case, replicas=replicas, warmup=warmup, load=int(seconds) - warmup))
     run = out / f"run-{case}"
     alloclab = Path(sys.executable).with_name("alloclab")
-    hogs = start_hogs(case, cpu)
+    hogs = start_hogs(case, cpu, hogs)
     try:
-        psi0, t0 = psi_some_us(), time.monotonic()
-        pin = (lambda: os.sched_setaffinity(0, {cpu})) if case == "equal-hogs" else None   # noqa: E731
+        psi0, t0, procs0 = psi_some_us(), time.monotonic(), cpu_by_process()
+        def setup() -> None:
+            if case == "equal-hogs":
+                os.sched_setaffinity(0, {cpu})
+            if run_nice is not None:
+                os.setpriority(os.PRIO_PROCESS, 0, run_nice)
+        pin = setup
         subprocess.run([str(alloclab), "run", str(exp), "-o", str(run), "--no-report"], check=True,
                        stdout=subprocess.DEVNULL, preexec_fn=pin)
         psi = (psi_some_us() - psi0) / 1e6 / (time.monotonic() - t0)
+        others = other_work(procs0, cpu_by_process(), time.monotonic() - t0)
     finally:
         for h in hogs:
             h.send_signal(signal.SIGKILL)
@@ -165,14 +211,14 @@ def measure(case: str, seconds: float, replicas: int, out: Path) -> dict:
     compared = store.host_summary(w.start, w.end)
     kinds = [x.kind for x in a.warnings if x.kind in ("cpu-saturated", "cpu-burst")]
     return {
-        "case": case, "autogroup": Path("/proc/sys/kernel/sched_autogroup_enabled").read_text().strip(),
-        "nice": os.nice(0), "window_s": round(w.end - w.start, 1),
+        "case": case, "hogs": len(hogs), "autogroup": Path("/proc/sys/kernel/sched_autogroup_enabled").read_text().strip(),
+        "nice": os.nice(0), "run_nice": run_nice if run_nice is not None else os.nice(0), "window_s": round(w.end - w.start, 1),
         "replica_wait_share": {x.replica: round(x.share, 3) for x in waits},
         "group_median_wait_share": {g: round(m, 3) for g, m in cpuwait.group_medians(waits).items()},
         "replica_cores": {x.replica: round(x.ran_s / (w.end - w.start), 3) for x in waits},
         "sources": sorted({s for x in waits for s in x.sources}),
         "load1_median": compared["median_load1"], "load1_max": compared["max_load1"],
-        "host_cpu_pressure_some_share": round(psi, 3),
+        "host_cpu_pressure_some_share": round(psi, 3), "other_work": others,
         "warning_new_rule": kinds, "warning_load_rule": old_rule(store, w.start, w.end),
     }
 
@@ -220,11 +266,16 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=60.0, help="warm-up + load of the run")
     ap.add_argument("--replicas", type=int, default=2, help="replicas per group (two groups)")
     ap.add_argument("--out", type=Path, help="keep the run here (default: a temporary directory, removed)")
+    ap.add_argument("--hogs", type=int, help="busy loops (default: one per core; equal-hogs: two)")
     ap.add_argument("--own-cpu-cgroup", action="store_true", help="run the case in a cgroup v1 cpu group of its own")
+    ap.add_argument("--run-nice", type=int, help="with --own-cpu-cgroup: the run's nice inside the group (the group "
+                    "keeps nice 19's weight towards everything else)")
     ap.add_argument("--processes", type=int, default=200, help="cost: sleeping processes")
     ap.add_argument("--threads", type=int, default=12, help="cost: threads of each in the second pass")
     ap.add_argument("--rounds", type=int, default=50, help="cost: ticks timed")
     args = ap.parse_args()
+    if args.run_nice is not None and not args.own_cpu_cgroup:
+        sys.exit("cpu_wait: --run-nice only with --own-cpu-cgroup (outside it the run stays at this script's nice)")
     if args.case == "cost":
         print(json.dumps(cost(args.processes, args.threads, args.rounds)))
         return
@@ -232,7 +283,7 @@ def main() -> None:
             prefix=f"alloclab-cpu-wait-{os.getpid()}-") as tmp:
         out = args.out or Path(tmp)
         out.mkdir(parents=True, exist_ok=True)
-        print(json.dumps({**measure(args.case, args.seconds, args.replicas, out), "cpu_cgroup": group}))
+        print(json.dumps({**measure(args.case, args.seconds, args.replicas, out, args.hogs, args.run_nice), "cpu_cgroup": group}))
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ commit), timed apart on a real store file, as the store grows.
     python benchmarks/store_tick_cost.py [--units 2000 --ticks 300]
 
 Each unit is one replica with one process (the fleet's common case: a `tor@NAME` unit); rows carry
-the cheap tier's figures (RSS, VmSize, CPU, cgroup, CPU wait). Prints one JSON object: per phase, the median
+the cheap tier's figures (RSS, VmSize, CPU, cgroup). Prints one JSON object: per phase, the median
 and p90 milliseconds a tick, CPU time of the writing thread and wall time (which waits for the disk
 and, on a loaded machine, for a core), over the first and the last 100 ticks (the samples index
 grows with the store), and the store's size. Figures in benchmarks/README.md ("SQLite at fleet scale").
@@ -39,7 +39,7 @@ def build(path: Path, units: int) -> tuple[Store, list[int], list[int]]:
 def tick(store: Store, t: float, rids: list[int], pids: list[int], rng: random.Random) -> dict[str, tuple[float, float]]:
     """One tick's writes; phase -> (CPU ms of this thread, wall ms)."""
     rows = [(t, r, "load", 1, 200_000 + rng.randrange(50_000), None, None, None, None, t * 0.01, 210_000, None, None,
-             None, "cheap", 400_000, None, t * 0.001, t * 0.01) for r in rids]
+             None, "cheap", 400_000, None) for r in rids]
     steps = (lambda: store.add_samples(Recorder.SAMPLE_COLUMNS, rows), lambda: store.processes_seen(t, pids),
              lambda: store.add_host_sample(t=t, mem_total_kb=24 << 20, mem_available_kb=20 << 20, load1=1.0,
                                            sampler_cpu_s=t * 0.05),

@@ -425,9 +425,7 @@ class Runner:
                 pids = sampler.tree(roots, procs or {})
                 expected = {pid: procs[pid].start_ticks for pid in pids}
             members.append((pids, expected))
-        # CPU wait from the threads' schedstat where the replica's cgroup has no cpu.pressure
-        schedstat = [not (r.cgroup and not r.cgroup_lost and r.cgroup.has_cpu_pressure) for r in self.replicas]
-        for r, readings in zip(self.replicas, sampler.sample_replicas(members, self.budget, schedstat)):
+        for r, readings in zip(self.replicas, sampler.sample_replicas(members, self.budget)):
             if not readings and not r.alive:
                 continue
             self.recorder.observe(r, readings, now, phase, None if r.cgroup_lost else r.cgroup,
@@ -716,8 +714,6 @@ def _sample_survivors(store: Store, meta: dict, finder: reaper.RunProcesses, pha
         spec = AllocatorSpec(kind=g["kind"], request=g["allocator"], path=g["library_path"],
                              sha256=g["library_sha256"], family=g["family"], version=g["version"])
         t = Tracked(id=row["id"], name=row["name"], group_name=row["group"], spec=spec)
-        t.cpu_sources = [x.strip() for x in (row.get("cpu_wait_source") or "").split(",") if x.strip()]
-        t.cpu_source = t.cpu_sources[-1] if t.cpu_sources else None     # its counters go on where they were
         for p in store.processes(row["id"]):
             t.processes[(p["pid"], p["start_ticks"])] = p["id"]
         replicas[row["name"]] = t
@@ -749,8 +745,7 @@ def _sample_survivors(store: Store, meta: dict, finder: reaper.RunProcesses, pha
                 else:
                     pids = sampler.tree(set(t.processes) | by_env.get(name, set()), procs)
                     members.append((pids, {pid: procs[pid].start_ticks for pid in pids}))
-            schedstat = [not (name in cgroup_of and cgroup_of[name].has_cpu_pressure) for name in replicas]
-            for (name, t), readings in zip(replicas.items(), sampler.sample_replicas(members, budget, schedstat)):
+            for (name, t), readings in zip(replicas.items(), sampler.sample_replicas(members, budget)):
                 if readings:
                     seen += len(readings)
                     recorder.observe(t, readings, now, phases.at(now - started), cgroup_of.get(name))

@@ -1,9 +1,6 @@
 """Reads memory and CPU of whole process trees from /proc and cgroups, in cost tiers.
 
 Cheap tier (every interval): /proc/PID/stat and /proc/PID/statm, a few microseconds each.
-CPU wait (cheap tier, on request): how long the process's threads waited in a run queue for a CPU
-and how long they ran, summed over /proc/PID/task/*/schedstat (the kernel's sched_info, ns); a
-replica with its own cgroup v2 reads its cgroup's cpu.pressure instead (Cgroup.cpu_wait).
 Full tier: /proc/PID/smaps_rollup (PSS, USS, anonymous, swap, LazyFree), which costs the kernel a walk of
 the page tables (~3 ms for a 500 MB process), so it runs only while its CPU time stays under a
 budget (a share of one core); processes take turns, stalest first. Each figure is stored with
@@ -94,11 +91,10 @@ def _read(path: str) -> bytes | None:
 
 def forget(pid: int) -> None:
     """Close the cached descriptors of a process that is gone."""
-    for name in ("stat", "statm", "smaps_rollup", "schedstat"):
+    for name in ("stat", "statm", "smaps_rollup"):
         fd = _open_files.pop(f"/proc/{pid}/{name}", None)
         if fd is not None:
             os.close(fd)
-    _close_tasks(pid)
 
 
 def read_stat(pid: int) -> ProcStat | None:
@@ -138,86 +134,6 @@ def read_statm(pid: int) -> tuple[int, int] | None:
         return None
     size, resident = raw.split(None, 2)[:2]
     return int(size) * PAGE_KB, int(resident) * PAGE_KB
-
-
-# kept descriptors of threads' schedstat files: pid -> {tid: fd}. A pread of a kept descriptor
-# costs ~1 us, an open/read/close ~22 us (benchmarks/cpu_wait.py cost); bounded apart from
-# _open_files, past which a process's threads are read afresh each tick
-_task_files: dict[int, dict[str, int]] = {}
-MAX_TASK_FILES = max(16, min(8192, resource.getrlimit(resource.RLIMIT_NOFILE)[0] // 4))
-
-
-def _close_tasks(pid: int) -> None:
-    for fd in _task_files.pop(pid, {}).values():
-        os.close(fd)
-
-
-def _task_schedstat(pid: int, threads: int) -> tuple[int, int] | None:
-    """Summed (run, wait) ns over /proc/PID/task/*/schedstat through kept descriptors, listed
-    again when the thread count changed or a kept thread has ended; None if the process is gone."""
-    kept = _task_files.get(pid)
-    for attempt in (0, 1):
-        if kept is None or len(kept) != threads or attempt:
-            try:
-                tids = os.listdir(f"/proc/{pid}/task")
-            except OSError:
-                _close_tasks(pid)
-                return None
-            kept = _task_files.setdefault(pid, {})
-            for tid in set(kept) - set(tids):
-                os.close(kept.pop(tid))
-            opened = sum(len(k) for k in _task_files.values())
-            for tid in tids:
-                if tid not in kept and opened < MAX_TASK_FILES:
-                    try:
-                        kept[tid] = os.open(f"/proc/{pid}/task/{tid}/schedstat", os.O_RDONLY | os.O_CLOEXEC)
-                        opened += 1
-                    except OSError:
-                        pass                         # the thread ended while the list was read
-            _opened_pids.add(str(pid))
-            if len(kept) < len(tids):                # over the descriptor bound: this process afresh
-                _close_tasks(pid)
-                return _fresh_task_schedstat(pid, tids)
-        run = wait = 0
-        for tid, fd in list(kept.items()):
-            try:
-                fields = os.pread(fd, 256, 0).split(None, 2)
-            except OSError:                          # that thread ended: list again (once)
-                os.close(kept.pop(tid))
-                break
-            run += int(fields[0])
-            wait += int(fields[1])
-        else:
-            return run, wait
-    return None
-
-
-def _fresh_task_schedstat(pid: int, tids: list[str]) -> tuple[int, int]:
-    run = wait = 0
-    for tid in tids:
-        try:
-            fields = read_small(f"/proc/{pid}/task/{tid}/schedstat").split(None, 2)
-        except OSError:
-            continue                                 # the thread ended while the list was read
-        run += int(fields[0])
-        wait += int(fields[1])
-    return run, wait
-
-
-def read_schedstat(pid: int, threads: int) -> tuple[int, int] | None:
-    """(ns run on a CPU, ns waited in a run queue) summed over the process's threads; None if gone
-    or the kernel keeps no sched_info. One thread: the process's own /proc/PID/schedstat; more:
-    each thread's, all through kept descriptors. A thread that ended since the last tick is no
-    longer summed: the totals can fall, which the analysis skips as an interval it cannot judge."""
-    if threads <= 1:
-        if pid in _task_files:
-            _close_tasks(pid)
-        raw = _read(f"/proc/{pid}/schedstat")
-        if not raw:
-            return None
-        run, wait = raw.split(None, 2)[:2]
-        return int(run), int(wait)
-    return _task_schedstat(pid, threads)
 
 
 def read_smaps_rollup(pid: int) -> dict[str, int] | None:
@@ -316,7 +232,6 @@ class Cgroup:
 
     def __init__(self, path: Path, version: int):
         self.path, self.version = path, version
-        self._fds: dict[str, int] = {}              # files cpu_wait keeps open
 
     @property
     def procs_file(self) -> str:
@@ -337,39 +252,6 @@ class Cgroup:
     def usage_kb(self) -> int | None:
         v = self._read_int("memory.current" if self.version == 2 else "memory.usage_in_bytes")
         return None if v is None else v // 1024
-
-    @property
-    def has_cpu_pressure(self) -> bool:
-        """Whether cpu_wait can read this cgroup (v2 with PSI): else the sampler sums its
-        processes' schedstat."""
-        return self.version == 2 and (self.path / "cpu.pressure").exists()
-
-    def cpu_wait(self) -> tuple[float, float] | None:
-        """(seconds some member waited for a CPU: cpu.pressure's "some" total, seconds the members
-        ran: cpu.stat usage_usec) of a cgroup v2; None for v1 or a kernel without PSI. "some"
-        counts wall time in which at least one member was runnable but not running. The two files
-        stay open (a pread ~1.5 us, an open/read/close ~22 us: benchmarks/cpu_wait.py cost)."""
-        if self.version != 2:
-            return None
-        try:
-            some = self._pread("cpu.pressure").split(b"\n", 1)[0]
-            usage = self._pread("cpu.stat").split(b"\n", 1)[0]
-        except OSError:
-            return None
-        if not some.startswith(b"some ") or not usage.startswith(b"usage_usec "):
-            return None
-        return int(some.rsplit(b"total=", 1)[1]) / 1e6, int(usage.split()[1]) / 1e6
-
-    def _pread(self, name: str) -> bytes:
-        if name not in self._fds:
-            self._fds[name] = os.open(f"{self.path}/{name}", os.O_RDONLY | os.O_CLOEXEC)
-        return os.pread(self._fds[name], 4096, 0)
-
-    def close(self) -> None:
-        """Close the files cpu_wait keeps open."""
-        for fd in self._fds.values():
-            os.close(fd)
-        self._fds = {}
 
     def peak_kb(self) -> int | None:
         v = self._read_int("memory.peak" if self.version == 2 else "memory.max_usage_in_bytes")
@@ -396,7 +278,6 @@ class Cgroup:
         retried until `wait` runs out (a killed member leaves it a moment later)."""
         deadline = time.monotonic() + wait
         killed = False
-        self.close()
         while True:
             try:
                 self.path.rmdir()
@@ -458,7 +339,6 @@ class ProcReading:
     vmsize_kb: int
     rss_kb: int
     full: dict[str, int] | None      # smaps_rollup figures, when the full tier ran this time
-    sched: tuple[int, int] | None = None   # (ns run, ns waited for a CPU) over its threads, when asked for
 
 
 @dataclass
@@ -509,20 +389,18 @@ def full_tier(readings: list[ProcReading], budget: SmapsBudget) -> None:
 
 
 def sample_replicas(members: list[tuple[list[int], dict[int, int] | None]],
-                    budget: SmapsBudget | None, schedstat: list[bool] | None = None) -> list[list[ProcReading]]:
+                    budget: SmapsBudget | None) -> list[list[ProcReading]]:
     """sample_processes for each replica's (pids, expected), then one full tier over all of them,
     stalest first: a full tier per replica spent the budget on the replicas sampled first each
-    tick, and those sampled last got no full reading for most of a run. `schedstat[i]`: read
-    member i's CPU wait from its threads (a replica whose cgroup has no cpu.pressure)."""
-    asked = schedstat or [False] * len(members)
-    out = [sample_processes(pids, None, expected, sched) for (pids, expected), sched in zip(members, asked)]
+    tick, and those sampled last got no full reading for most of a run."""
+    out = [sample_processes(pids, None, expected) for pids, expected in members]
     if budget is not None:
         full_tier([r for rs in out for r in rs], budget)
     return out
 
 
 def sample_processes(pids: list[int], budget: SmapsBudget | None,
-                     expected: dict[int, int] | None = None, schedstat: bool = False) -> list[ProcReading]:
+                     expected: dict[int, int] | None = None) -> list[ProcReading]:
     """Cheap tier for every pid, full tier in stalest-first order while the budget allows.
     `expected` (pid -> start ticks) names the processes the caller matched; a reading of another
     process under one of those pids is dropped. A reading that opened a /proc file afresh is
@@ -536,8 +414,7 @@ def sample_processes(pids: list[int], budget: SmapsBudget | None,
             continue
         statm = read_statm(pid)
         if statm is not None and statm[0] > 0:       # no address space: exiting, its memory already released
-            readings.append(ProcReading(st, statm[0], statm[1], None,
-                                        read_schedstat(pid, st.threads) if schedstat else None))
+            readings.append(ProcReading(st, statm[0], statm[1], None))
     if budget is not None:                           # None: the cheap tier only
         full_tier(readings, budget)
     return [r for r in readings if str(r.stat.pid) not in _opened_pids

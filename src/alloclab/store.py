@@ -22,7 +22,7 @@ from .errors import DataError, StoreError, UserError
 if TYPE_CHECKING:       # numpy is imported where series_arrays needs it: a bad run path is refused before it loads
     import numpy as np
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 7
 DB_NAME = "run.db"
 
 SAMPLES_INDEX = "CREATE INDEX IF NOT EXISTS samples_by_replica ON samples(replica_id, t)"
@@ -37,7 +37,7 @@ CREATE TABLE IF NOT EXISTS replicas(
     id INTEGER PRIMARY KEY, group_id INTEGER NOT NULL REFERENCES groups(id), idx INTEGER,
     name TEXT UNIQUE NOT NULL, workdir TEXT, start_order INTEGER, started_at REAL, ended_at REAL,
     exit_code INTEGER, root_pid INTEGER, cgroup TEXT,
-    verified INTEGER, verify_detail TEXT, end_kind TEXT, host TEXT, embedded_json TEXT, cpu_wait_source TEXT);
+    verified INTEGER, verify_detail TEXT, end_kind TEXT, host TEXT, embedded_json TEXT);
 CREATE TABLE IF NOT EXISTS processes(
     id INTEGER PRIMARY KEY, replica_id INTEGER NOT NULL REFERENCES replicas(id),
     pid INTEGER, start_ticks INTEGER, ppid INTEGER, comm TEXT, cmdline TEXT,
@@ -55,7 +55,7 @@ CREATE TABLE IF NOT EXISTS samples(
     t REAL NOT NULL, replica_id INTEGER NOT NULL REFERENCES replicas(id), phase TEXT,
     nprocs INTEGER, rss_kb INTEGER, pss_kb INTEGER, uss_kb INTEGER, anon_kb INTEGER, swap_kb INTEGER,
     cpu_s REAL, cgroup_kb INTEGER, cgroup_peak_kb INTEGER, live_bytes INTEGER, ops INTEGER,
-    tier TEXT, vmsize_kb INTEGER, hwm_kb INTEGER, lazyfree_kb INTEGER, cpu_wait_s REAL, cpu_run_s REAL);
+    tier TEXT, vmsize_kb INTEGER, hwm_kb INTEGER, lazyfree_kb INTEGER);
 {SAMPLES_INDEX};
 CREATE TABLE IF NOT EXISTS host_samples(
     t REAL NOT NULL, mem_total_kb INTEGER, mem_available_kb INTEGER, swap_total_kb INTEGER,
@@ -91,10 +91,6 @@ MIGRATIONS = {
     # what the analysis needs from the host, recorded at run time (docs/store.md): the options the
     # preloaded library knows, and the allocators a replica's program carries itself
     7: ["ALTER TABLE groups ADD COLUMN tunables_json TEXT", "ALTER TABLE replicas ADD COLUMN embedded_json TEXT"],
-    # the measured processes' own wait for a CPU (cumulative seconds waited and run; per replica,
-    # whether the cgroup's PSI or the threads' schedstat told it): the cpu-saturated warning's evidence
-    8: ["ALTER TABLE samples ADD COLUMN cpu_wait_s REAL", "ALTER TABLE samples ADD COLUMN cpu_run_s REAL",
-        "ALTER TABLE replicas ADD COLUMN cpu_wait_source TEXT"],
 }
 # Kinds of free-but-held memory (alloc_stats' held_* columns), in the order charts stack them.
 HELD_KINDS = tuple(re.findall(r"\bheld_(\w+) INTEGER", SCHEMA))
@@ -499,8 +495,7 @@ class Store:
                     start_order: int | None = None, started_at: float | None = None, ended_at: float | None = None,
                     exit_code: int | None = None, root_pid: int | None = None, cgroup: str | None = None,
                     verified: int | None = None, verify_detail: str | None = None, end_kind: str | None = None,
-                    host: str | None = None, embedded_json: str | None = None,
-                    cpu_wait_source: str | None = None) -> int:
+                    host: str | None = None, embedded_json: str | None = None) -> int:
         """A replica (one sampled instance: a started program, a fleet unit, an imported relay); returns its id."""
         return self._insert("replicas", **_given(locals()))
 

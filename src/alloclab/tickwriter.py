@@ -33,27 +33,7 @@ class Tracked:
     embedded: dict[tuple[int, int], tuple[str, ...]] = field(default_factory=dict)   # families a process carries itself
     state: bool | None = None         # verified? (None: not yet known)
     last_metric_kb: int | None = None
-    cpu_source: str | None = None     # where its CPU wait came from last tick ("psi" / "schedstat")
-    cpu_sources: list[str] = field(default_factory=list)                 # every source used, in order
-    cpu_offset: tuple[float, float] = (0.0, 0.0)                          # keeps the stored counters continuous
-    cpu_last: tuple[float, float] | None = None                           # last stored (waited, run)
     current: set[tuple[int, int]] = field(default_factory=set)           # processes seen last tick
-
-
-NO_CPU_WAIT = (None, None)
-
-
-def cpu_wait(readings: list[sampler.ProcReading], cgroup: sampler.Cgroup | None) -> tuple[float, float, str] | None:
-    """(cumulative seconds the unit's processes waited for a CPU, seconds they ran, source): the
-    cgroup's PSI when it has one ("psi"), else the summed schedstat of every process's threads when
-    the sampler read it ("schedstat"), else None. Counters: the analysis works on their differences
-    between ticks (analysis/cpuwait.py)."""
-    psi = cgroup.cpu_wait() if cgroup is not None else None
-    if psi is not None:
-        return psi[0], psi[1], "psi"
-    if readings and all(rd.sched is not None for rd in readings):
-        return sum(rd.sched[1] for rd in readings) / 1e9, sum(rd.sched[0] for rd in readings) / 1e9, "schedstat"
-    return None
 
 
 class Recorder:
@@ -62,8 +42,7 @@ class Recorder:
     the fleet collector."""
 
     SAMPLE_COLUMNS = ("t", "replica_id", "phase", "nprocs", "rss_kb", "pss_kb", "uss_kb", "anon_kb", "swap_kb", "cpu_s",
-                      "cgroup_kb", "cgroup_peak_kb", "live_bytes", "ops", "tier", "vmsize_kb", "lazyfree_kb",
-                      "cpu_wait_s", "cpu_run_s")
+                      "cgroup_kb", "cgroup_peak_kb", "live_bytes", "ops", "tier", "vmsize_kb", "lazyfree_kb")
     METRIC_INDEX = {c[:-3]: i for i, c in enumerate(SAMPLE_COLUMNS) if c.endswith("_kb")}
     PROCESS_COLUMNS = ("t", "process_id", "tier", "rss_kb", "pss_kb", "uss_kb", "anon_kb", "swap_kb", "cpu_user_s",
                        "cpu_sys_s", "minflt", "majflt", "threads", "lazyfree_kb")
@@ -144,11 +123,10 @@ class Recorder:
                                        st.stime_s, st.minflt, st.majflt, st.threads, f.get("lazyfree_kb")))
             self.seen.append(proc_id)
         cg_usage, cg_peak = (cgroup.usage_kb(), cgroup.peak_kb()) if cgroup else (None, None)
-        wait = self.cpu_counters(r, cpu_wait(readings, cgroup if isinstance(cgroup, sampler.Cgroup) else None))
         if len(readings) == 1 and not readings[0].full and stats is None:    # the fleet's common case, kept short
             rd = readings[0]
             row = (now, r.id, phase, 1, rd.rss_kb, None, None, None, None, rd.stat.utime_s + rd.stat.stime_s,
-                   cg_usage, cg_peak, None, None, "cheap", rd.vmsize_kb, None, *wait)
+                   cg_usage, cg_peak, None, None, "cheap", rd.vmsize_kb, None)
         else:
             full = bool(readings) and all(rd.full for rd in readings)
             total = lambda k: sum(rd.full[k] for rd in readings) if full else None  # noqa: E731
@@ -156,28 +134,10 @@ class Recorder:
                    total("uss_kb"), total("anon_kb"), total("swap_kb"),
                    sum(rd.stat.utime_s + rd.stat.stime_s for rd in readings),
                    cg_usage, cg_peak, stats.live_bytes if stats else None, stats.ops if stats else None,
-                   "full" if full else "cheap", sum(rd.vmsize_kb for rd in readings), total("lazyfree_kb"), *wait)
+                   "full" if full else "cheap", sum(rd.vmsize_kb for rd in readings), total("lazyfree_kb"))
         self.replica_rows.append(row)
         value = row[self.METRIC_INDEX[self.metric]]
         r.last_metric_kb = value if value is not None else r.last_metric_kb
-
-    def cpu_counters(self, r: Tracked, reading: tuple[float, float, str] | None) -> tuple:
-        """The (waited, run) counters to store. When the source changes (a replica whose cgroup was
-        lost goes from PSI to schedstat) the new counters are offset to go on from the last stored
-        values (that interval counts as nothing waited or run), so every stored difference is one
-        source's; the replica's row lists the sources used (replicas.cpu_wait_source)."""
-        if reading is None:
-            return NO_CPU_WAIT
-        waited, run, source = reading
-        if source != r.cpu_source:
-            last = r.cpu_last or (waited, run)
-            r.cpu_offset = (last[0] - waited, last[1] - run)
-            r.cpu_source = source
-            if source not in r.cpu_sources:
-                r.cpu_sources.append(source)
-                self.store.update_replica(r.id, cpu_wait_source=", ".join(r.cpu_sources))
-        r.cpu_last = (waited + r.cpu_offset[0], run + r.cpu_offset[1])
-        return r.cpu_last
 
     def flush(self, now: float) -> None:
         self.store.add_process_samples(self.PROCESS_COLUMNS, self.proc_rows)

@@ -8,7 +8,6 @@ reader (fast=False). The inputs are built here, deterministically, and their own
 golden file too, so a changed input is told apart from a changed importer."""
 from __future__ import annotations
 
-import csv
 import hashlib
 import json
 import os
@@ -172,19 +171,12 @@ def make_export(tmp: Path) -> Path:
     doc = tmp / "csv" / "experiment.json"
     text = doc.read_text()
     assert str(REPO) + "/" in text
-    # the golden's inputs were made before the export carried the columns added since (schema 7, 8)
+    # the golden's inputs were made before the export carried the columns added since (schema 7)
     data = json.loads(text.replace(str(REPO) + "/", ""))
-    for part, columns in ADDED_SINCE_GOLDEN.items():
-        for row in data["alloclab"].get(part, []):
-            for column in columns:
-                row.pop(column, None)
+    for part, column in ADDED_SINCE_GOLDEN.items():
+        for row in data["alloclab"][part]:
+            row.pop(column, None)
     doc.write_text(json.dumps(data, indent=1, allow_nan=False) + "\n")      # as export.export_csv writes it
-    memory = tmp / "csv" / "memory.csv"
-    with open(memory, newline="") as f:
-        rows = list(csv.reader(f))
-    keep = [i for i, name in enumerate(rows[0]) if name not in ADDED_SINCE_GOLDEN["samples"]]
-    with open(memory, "w", newline="") as f:                                # as export.export_csv writes it
-        csv.writer(f).writerows([[row[i] for i in keep] for row in rows])
     return tmp / "csv"
 
 
@@ -247,28 +239,20 @@ def _row_text(row: tuple, types: tuple, folder: Path) -> str:
 # for them: they are left out of the digest (and of the schema text), with schema_version read as
 # the golden's 6. A TorUtils folder has no such facts (NULL, checked); an export carries them
 # (test_roundtrip checks they survive).
-# Schema 8 (the measured processes' CPU wait: samples.cpu_wait_s, cpu_run_s, replicas.cpu_wait_source) is
-# left out the same way; an export carries those too (memory.csv columns, left out of the golden's input).
 GOLDEN_SCHEMA = "6"
-ADDED_SINCE_GOLDEN = {"groups": ("tunables_json",), "replicas": ("embedded_json", "cpu_wait_source"),
-                      "samples": ("cpu_wait_s", "cpu_run_s")}
-ADDED_TYPES = {"tunables_json": "TEXT", "embedded_json": "TEXT", "cpu_wait_source": "TEXT", "cpu_wait_s": "REAL",
-               "cpu_run_s": "REAL"}
+ADDED_SINCE_GOLDEN = {"groups": "tunables_json", "replicas": "embedded_json"}
 
 
 def _as_golden_schema(c: sqlite3.Connection) -> str:
     """The sqlite_master query, with the columns added since the golden cut out of the tables' SQL."""
     sql = "sql"
-    for columns in ADDED_SINCE_GOLDEN.values():
-        for column in columns:
-            sql = f"replace({sql}, ', {column} {ADDED_TYPES[column]}', '')"
+    for column in ADDED_SINCE_GOLDEN.values():
+        sql = f"replace({sql}, ', {column} TEXT', '')"
     exported = c.execute("SELECT COUNT(*) FROM meta WHERE key = 'original_source'").fetchone()[0]
-    for table, columns in ADDED_SINCE_GOLDEN.items():
-        for column in columns:
-            present = column in {r[1] for r in c.execute(f"PRAGMA table_info({table})")}   # not in the golden's own store
-            if present and not exported:
-                assert c.execute(f"SELECT COUNT(*) FROM {table} WHERE {column} IS NOT NULL").fetchone()[0] == 0, \
-                    (table, column)
+    for table, column in ADDED_SINCE_GOLDEN.items():
+        present = column in {r[1] for r in c.execute(f"PRAGMA table_info({table})")}   # not in the golden's own store
+        if present and not exported:
+            assert c.execute(f"SELECT COUNT(*) FROM {table} WHERE {column} IS NOT NULL").fetchone()[0] == 0, (table, column)
     return (f"SELECT type, name, tbl_name, {sql}, typeof(type), typeof(name), typeof(tbl_name), typeof(sql) "
             "FROM sqlite_master ORDER BY type, name")
 
@@ -279,7 +263,7 @@ def store_digest(db: Path, folder: Path) -> dict[str, dict]:
     c = sqlite3.connect(db)
     selects = {"sqlite_master": _as_golden_schema(c)}
     for (table,) in c.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").fetchall():
-        cols = ["rowid"] + [r[1] for r in c.execute(f"PRAGMA table_info({table})") if r[1] not in ADDED_SINCE_GOLDEN.get(table, ())]
+        cols = ["rowid"] + [r[1] for r in c.execute(f"PRAGMA table_info({table})") if r[1] != ADDED_SINCE_GOLDEN.get(table)]
         values = cols if table != "meta" else \
             [f"CASE WHEN key = 'schema_version' THEN '{GOLDEN_SCHEMA}' ELSE value END" if x == "value" else x for x in cols]
         selects[table] = f"SELECT {', '.join(values + [f'typeof({x})' for x in cols])} FROM {table} ORDER BY rowid"

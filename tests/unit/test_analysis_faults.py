@@ -14,13 +14,11 @@ T0 = 1_760_000_000.0
 
 
 def _store(tmp_path, faults: dict[str, tuple[str, int, float]], grow: set[str] = frozenset(),
-           copies: tuple[str, str, float] | None = None, cpu=None, cpu_source: str | None = None) -> Store:
+           copies: tuple[str, str, float] | None = None) -> Store:
     """Groups a (glibc, baseline) and b (jemalloc), 5 replicas each, 1 h at 5 s. `faults`:
     name -> (end_kind, exit_code, share of the run at which it ended); `grow`: replicas climbing
     30% over the run; `copies`: (name, copied name, from share) — name's samples are the copied
-    replica's own from that share of the run on (a prefix match); `cpu`: (name, seconds since the
-    start) -> (cumulative seconds waited for a CPU, seconds run) stored with each sample, and
-    `cpu_source` the replicas' cpu_wait_source."""
+    replica's own from that share of the run on (a prefix match)."""
     st = Store.create(tmp_path / "run.db")
     st.set_meta(source="run", metric="rss", interval=5.0, end_reason="planned duration reached",
                 phases='{"warmup": 0, "load": 3600, "idle": 0}', seed=1)
@@ -48,11 +46,8 @@ def _store(tmp_path, faults: dict[str, tuple[str, int, float]], grow: set[str] =
                         end_kind=kind, started_at=t[0], ended_at=float(t[keep][-1]))
         pid = st.add_process(replica_id=rid, pid=1000 + rid, start_ticks=rid, first_seen=t[0], last_seen=t[keep][-1])
         st.add_verification(t=t[0], process_id=pid, verified=1, detail="ok")
-        if cpu_source:
-            st.update_replica(rid, cpu_wait_source=cpu_source)
-        st.add_samples(("t", "replica_id", "phase", "rss_kb", "cpu_wait_s", "cpu_run_s"),
-                       [(float(a), rid, "load", int(b * 1024), *(cpu(name, a - T0) if cpu else (None,) * 2))
-                        for a, b in zip(t[keep], y[keep])])
+        st.add_samples(("t", "replica_id", "phase", "rss_kb"),
+                       [(float(a), rid, "load", int(b * 1024)) for a, b in zip(t[keep], y[keep])])
         if kind == "crashed":
             st.add_event(float(t[keep][-1]), "replica_crash", f"{name} was killed by SIGSEGV", replica_id=rid)
         elif kind == "exited-early":

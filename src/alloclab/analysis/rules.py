@@ -41,8 +41,7 @@ RULES = {
     "identical_min_points": 5,        # ... and at least this many of them
     "lazyfree_material_share": 0.05,  # LazyFree above 5% of RSS: RSS overstates what the allocator holds
     "age_skew_share": 0.25,           # replicas' process ages at the window start differ by > 25% of the window
-    "cpu_wait_share": 0.5,            # a group's replicas (median) waited for a CPU more than half their runnable time: cpu-saturated
-    "cpu_saturated_load_per_core": 1.5,  # fallback without that record (imports, stores before schema 8): median load1 / core
+    "cpu_saturated_load_per_core": 1.5,
     "ticks_skipped_share": 0.05,      # more than 5% of the sampling ticks skipped (a tick overran): ticks-skipped is a caution
     "host_share_gap": 0.2,            # a host's share of a group's replicas 20 points off its share of all: hosts-unbalanced
     # compare (runcompare.py): a daily cycle of amplitude A shifts a level taken at time-of-day

@@ -14,7 +14,6 @@ from typing import Any, Callable, Iterable, Iterator
 from ..signalname import signal_name
 from ..store import CUT_SHORT_REASONS, Store
 from ..timefmt import span, utc
-from . import cpuwait
 from .duplicates import Duplicate, identical_pairs  # noqa: F401  (identical_pairs: re-exported)
 from .load import LabelMapping, Series
 from .replica import ReplicaStats
@@ -287,71 +286,25 @@ def host_memory(c: Context) -> Iterator[Warning]:
 
 
 def cpu_load(c: Context) -> Iterator[Warning]:
-    """cpu-saturated or cpu-burst, judged where the figures come from: the comparison window. The
-    evidence is the measured processes' own wait for a CPU (analysis/cpuwait.py): a group whose
-    replicas waited more than RULES cpu_wait_share of their runnable time (median over its
-    replicas) was short of CPU. The host's load average counts every runnable thread (work at nice
-    19 beside the run included), so it is only the fallback for stores without that record
-    (imports, runs before schema 8). A start-up burst (every replica initialising at once) is
-    `cpu-burst`: shown, not a caveat."""
-    if cpuwait.recorded(c.store):
-        yield from _cpu_wait(c)
-    else:
-        yield from _cpu_load_average(c)
-
-
-def _cpu_wait(c: Context) -> Iterator[Warning]:
-    limit = RULES["cpu_wait_share"]
-    rows = c.replica_rows
-    lo, hi = (c.window.start, c.window.end) if c.window is not None else (float("-inf"), float("inf"))
-    waits = cpuwait.span_waits(c.store, rows, lo, hi)
-    medians = cpuwait.group_medians(waits)
-    short = [g for g, m in medians.items() if m > limit]
-    data = {"evidence": "cpu-wait", "sources": sorted({s for w in waits for s in w.sources}), "limit": limit,
-            "group_median_share": medians, "replica_share": {w.replica: round(w.share, 4) for w in waits}}
-    if short:
-        names = [w.replica for w in waits if w.group in short and w.share > limit]
-        yield Warning("cpu-saturated", "caution", names, short,
-                      "the measured processes were short of CPU over the compared window: "
-                      + ", ".join(f"{g} waited {medians[g]:.0%}" for g in short)
-                      + f" of their runnable time for a CPU (median over replicas; limit {limit:.0%}) — "
-                      f"evidence: {cpuwait.source_words(waits)}; e.g. {_names(names, 6)}: throughput and "
-                      "time-based allocator behaviour are distorted", data)
-        return
-    if c.window is None:
-        return
-    before = cpuwait.group_medians(cpuwait.span_waits(c.store, rows, float("-inf"), c.window.start))
-    burst = [g for g, m in before.items() if m > limit]
-    if burst:
-        yield Warning("cpu-burst", "info", [], burst,
-                      "the measured processes waited for a CPU before the compared window ("
-                      + ", ".join(f"{g} {before[g]:.0%}" for g in burst)
-                      + " of their runnable time, e.g. while replicas started) but at most "
-                      f"{max(medians.values(), default=0):.0%} over it (limit {limit:.0%}; evidence: "
-                      f"{cpuwait.source_words(waits)})", {**data, "before_window_median_share": before})
-
-
-def _cpu_load_average(c: Context) -> Iterator[Warning]:
-    """The fallback: the median 1-minute load over the compared window above the rule's load a core."""
+    """cpu-saturated or cpu-burst. CPU saturation is judged where the figures come from: the
+    comparison window. A start-up burst (every replica initialising at once) lifts the 1-minute
+    load for a while but is not a saturated measurement; a median above the rule over the window is."""
     host = c.host
     if not host["samples"]:
         return
     compared = c.store.host_summary(c.window.start, c.window.end) if c.window is not None else host
     ncpu = int(c.meta.get("ncpu", "0") or 0)
     limit = RULES["cpu_saturated_load_per_core"] * ncpu
-    evidence = ("evidence: the host's load average (this store has no record of the measured processes' own "
-                "wait for a CPU), which also counts work beside the run")
-    data = {"evidence": "load-average", "median_load1": compared["median_load1"], "max_load1": host["max_load1"]}
     if ncpu and compared["median_load1"] is not None and compared["median_load1"] > limit:
         yield Warning("cpu-saturated", "caution", [], [],
                       f"load average was {compared['median_load1']:.1f} (median; peak {compared['max_load1']:.1f}) on "
                       f"{ncpu} cores over the compared window: throughput and time-based allocator behaviour "
-                      f"are distorted — {evidence}", {**data, "max_load1": compared["max_load1"]})
+                      "are distorted", {"median_load1": compared["median_load1"], "max_load1": compared["max_load1"]})
     elif ncpu and host["max_load1"] and host["max_load1"] > limit:
         yield Warning("cpu-burst", "info", [], [],
                       f"load average peaked at {host['max_load1']:.1f} on {ncpu} cores (e.g. while replicas started) "
-                      f"but stayed at {compared['median_load1'] or 0:.1f} (median) over the compared window — {evidence}",
-                      data)
+                      f"but stayed at {compared['median_load1'] or 0:.1f} (median) over the compared window",
+                      {"max_load1": host["max_load1"], "median_load1": compared["median_load1"]})
 
 
 def ticks_skipped(c: Context) -> Iterator[Warning]:

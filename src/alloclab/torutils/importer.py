@@ -370,7 +370,6 @@ class _Relays:
 
 
 _PHASE_CODE = {None: 0, "warmup": 1, "load": 2, "idle": 3}
-_NPROCS_AT = SAMPLE_FIGURES.index("nprocs")
 _TIER_CODE = {"cheap": 1, "full": 2, "imported": 3}
 
 
@@ -544,8 +543,7 @@ class _RelayRowReader:
             return
         self._note_second_row_at(line, nick, t)
         if not self.has_nprocs:
-            at = _NPROCS_AT                          # a TorUtils row is one tor process
-            values = values[:at] + (1,) + values[at + 1:]
+            values = values[:-1] + (1,)              # a TorUtils row is one tor process
         self.out.samples.setdefault(nick, []).append((t, phase, tier, *values))
 
     def _is_relay(self, line: int, r: dict[str, str]) -> bool:

@@ -9,7 +9,7 @@ MEMORY_COLUMNS = ["timestamp", "server", "type", "fingerprint", "nickname", "gro
 # alloclab's own figures, after the TorUtils columns (docs/store.md); empty where not measured
 # (unix_time: the exact time in seconds, which `timestamp` gives to the microsecond)
 EXTRA_COLUMNS = ["pss_kb", "uss_kb", "anon_kb", "swap_kb", "lazyfree_kb", "cgroup_kb", "cgroup_peak_kb", "live_bytes",
-                 "ops", "cpu_s", "nprocs", "phase", "tier", "cpu_wait_s", "cpu_run_s", "unix_time"]
+                 "ops", "cpu_s", "nprocs", "phase", "tier", "unix_time"]
 EVENT_COLUMNS = ["timestamp", "event_type", "description", "group"]
 EVENT_EXTRA_COLUMNS = ["replica", "unix_time"]
 DIAG_COLUMNS = ["date", "time", "hostname", "tor_version", "os_release", "kernel", "allocator", "mem_total_mb",
@@ -40,7 +40,7 @@ NOT_EXPORTED_META = ("run_token", "runner", "schema_version")
 _GROUP_FIELDS = ("name", "allocator", "kind", "library_path", "library_sha256", "family", "version", "env_json",
                  "command_json", "is_baseline", "provenance_json", "hardening_json", "tunables_json")
 _REPLICA_FIELDS = ("name", "idx", "start_order", "started_at", "ended_at", "exit_code", "end_kind", "verified",
-                   "verify_detail", "host", "embedded_json", "cpu_wait_source")
+                   "verify_detail", "host", "embedded_json")
 _PROCESS_FIELDS = ("pid", "start_ticks", "ppid", "comm", "cmdline", "first_seen", "last_seen", "verified",
                    "verify_detail", "mapped_allocator")
 
@@ -49,5 +49,5 @@ _PROCESS_FIELDS = ("pid", "start_ticks", "ppid", "comm", "cmdline", "first_seen"
 
 # figures a memory row may carry, in the samples table's names; absent columns are stored as NULL
 SAMPLE_FIGURES = ("rss_kb", "vmsize_kb", "hwm_kb", "pss_kb", "uss_kb", "anon_kb", "swap_kb", "lazyfree_kb", "cgroup_kb",
-                  "cgroup_peak_kb", "live_bytes", "ops", "cpu_s", "nprocs", "cpu_wait_s", "cpu_run_s")
+                  "cgroup_peak_kb", "live_bytes", "ops", "cpu_s", "nprocs")
 SAMPLE_COLUMNS = ("t", "replica_id", "phase", "tier") + SAMPLE_FIGURES

@@ -30,7 +30,7 @@ LIMITS: dict[str, tuple[str, float]] = {
     **{c: ("int", 1 << 36) for c in ("rss_kb", "hwm_kb", "pss_kb", "uss_kb", "anon_kb", "swap_kb", "lazyfree_kb",
                                      "cgroup_kb", "cgroup_peak_kb")},             # 64 TiB
     "vmsize_kb": ("int", 1 << 40), "live_bytes": ("int", 1 << 50), "ops": ("int", 1 << 62),
-    "cpu_s": ("float", 1e10), "nprocs": ("int", 1 << 22), "cpu_wait_s": ("float", 1e10), "cpu_run_s": ("float", 1e10),
+    "cpu_s": ("float", 1e10), "nprocs": ("int", 1 << 22),
     **{c: ("int", 1 << 40) for c in ("mem_total_kb", "mem_available_kb", "swap_total_kb", "swap_free_kb")},
     "load1": ("float", 1e6), "sampler_cpu_s": ("float", 1e10), "unix_time": ("float", LATEST),
 }
@@ -253,7 +253,7 @@ _FIELD_TYPES: dict[str, tuple] = {
     "name": (str,), "allocator": (str,), "kind": (str, None), "library_path": (str, None), "library_sha256": (str, None),
     "family": (str, None), "version": (str, None), "env_json": (str, None), "command_json": (str, None),
     "is_baseline": (int, None), "provenance_json": (str, None), "hardening_json": (str, None),
-    "tunables_json": (str, None), "embedded_json": (str, None), "cpu_wait_source": (str, None), "host": (str, None), "group": (str,), "replica": (str,),
+    "tunables_json": (str, None), "embedded_json": (str, None), "host": (str, None), "group": (str,), "replica": (str,),
     "idx": (int, None), "start_order": (int, None), "started_at": (float, None), "ended_at": (float, None),
     "exit_code": (int, None), "end_kind": (str, None), "verified": (int, None), "verify_detail": (str, None), "pid": (int,),
     "start_ticks": (int, None), "ppid": (int, None), "comm": (str, None), "cmdline": (str, None),

@@ -14,6 +14,7 @@ import pytest
 
 from alloclab.fleet import fleetread
 from alloclab import sampler
+from tests.waiting import wait_for
 
 
 def _cgroups() -> list[tuple[str, Path]]:
@@ -51,6 +52,16 @@ def reader():
     r.close()
 
 
+def _asleep(pid: int) -> bool:
+    """The process waits in its nanosleep (the kernel's wait channel, else the syscall it is in)."""
+    try:
+        if "nanosleep" in Path(f"/proc/{pid}/wchan").read_text():
+            return True
+        return Path(f"/proc/{pid}/syscall").read_text().split()[0] in ("35", "230")   # x86-64 nanosleep, clock_nanosleep
+    except (OSError, IndexError):
+        return False
+
+
 @pytest.fixture
 def cgroups():
     """(made, started): fresh cgroups (skipped where none can be made), and a function that starts
@@ -65,6 +76,9 @@ def cgroups():
         procs.extend(new)
         for (_, path), p in zip(made, new):
             _join(path, p)
+        # in its sleep, not still loading: a reading taken while the loader maps libc differs from
+        # statm read a moment later (the CI run saw 420 kB against 2,408 kB)
+        wait_for(lambda: all(_asleep(p.pid) for p in new), 30, "the sleeps in their nanosleep")
         return new
 
     yield made, started

@@ -19,13 +19,16 @@ def growth_beside(members: dict[str, list[Series]], spans: dict[str, tuple[float
     if baseline not in spans:
         return {}
     pairs = {}
+    baseline_edges: dict[tuple[float, float], tuple[np.ndarray, float]] = {}   # groups sharing a window share the baseline's read
     for g, span in spans.items():
         if g == baseline or g not in members:
             continue
         lo, hi = max(span[0], spans[baseline][0]), min(span[1], spans[baseline][1])
         if hi <= lo:
             continue
-        (mine, measured), (theirs, _) = _edges(members[g], lo, hi), _edges(members[baseline], lo, hi)
+        if (lo, hi) not in baseline_edges:
+            baseline_edges[(lo, hi)] = _edges(members[baseline], lo, hi)
+        (mine, measured), (theirs, _) = _edges(members[g], lo, hi), baseline_edges[(lo, hi)]
         if not len(mine):
             continue
         pairs[g] = (mine[:, 1] - mine[:, 0], theirs[:, 1] - theirs[:, 0] if len(theirs) else np.array([]),

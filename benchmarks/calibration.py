@@ -713,7 +713,7 @@ def ratchet_group_cal(rng: np.random.Generator, n: int, sizes: tuple[int, ...] =
     2% φ 0.9), a smooth +10% climb shared by the group (AR(1) 2% φ 0.9: the session-9 prototype's
     failure), and the flat replicas of a group whose one replica is a staircase. `only`: the cells
     whose names start with these. Per replica, 95% Clopper–Pearson; also the simulations a group cost."""
-    from alloclab.stats.status import ratchet_group
+    from alloclab.stats.status import ratchet_group, step_evidence
 
     def cycle(sd):
         def make(rng_, m, t):
@@ -745,7 +745,7 @@ def ratchet_group_cal(rng: np.random.Generator, n: int, sizes: tuple[int, ...] =
                 started = time.monotonic()
                 for _ in range(n):
                     ys = make(rng, m, t)
-                    g = ratchet_group([(t, y) for y in ys])
+                    g = ratchet_group([step_evidence(t, y) for y in ys])
                     keep = range(1, m) if make is lone else range(m)
                     said += sum(g.own[i] or g.called[i] for i in keep)
                     own += sum(g.own[i] for i in keep)

@@ -150,20 +150,23 @@ def test_the_pooled_pass_does_not_compute_growth_again(tmp_path, monkeypatch):
     """Each replica's growth, release events and step fit are computed once: the group's pooled
     interval re-decides the word from them (it re-ran replica_stats, growth included, for every
     pooled replica; then stats.classify, step fit included: 18 step fits and 19 release scans for
-    10 replicas); the words and reasons are those of replica_stats with the pool."""
+    10 replicas), and the group route of Ratcheting reads the step fits classify ran (it fitted
+    every replica of a group of ≥ 3 again: 19 fits); the words and reasons are those of
+    replica_stats with the pool."""
     from alloclab import stats
     from alloclab.analysis import replica_stats
     from alloclab.analysis.load import load_series, segment
     from alloclab.stats import status
     st = _store(tmp_path, {}, grow={"a-1"})
-    calls = {"growth": 0, "step_fit": 0, "release_events": 0}
-    for module, name in ((stats, "growth"), (status, "step_fit"), (status, "release_events")):
+    calls = {"growth": 0, "_step_fit_x": 0, "release_events": 0}
+    for module, name in ((stats, "growth"), (status, "_step_fit_x"), (status, "release_events")):
         real = getattr(module, name)
         monkeypatch.setattr(module, name, lambda *a, _real=real, _name=name, **k: calls.__setitem__(_name, calls[_name] + 1) or _real(*a, **k))
     a = analyse(st)
     assert sum("widened to the spread" in r.status_reason for r in a.replicas) == 4     # a-2..a-5 decided again
-    # every replica once; the step fit where the word is not settled before it (not the Bloating a-1)
-    assert calls == {"growth": 10, "step_fit": 9, "release_events": 10} and len(a.replicas) == 10
+    # every replica once (a-1's step fit for the group route: classify settled its word, Bloating,
+    # before fitting); no simulated series here (the group route's pre-screen stops it)
+    assert calls == {"growth": 10, "_step_fit_x": 10, "release_events": 10} and len(a.replicas) == 10
     monkeypatch.undo()
     series = load_series(st, "rss")
     segment(st, series)

@@ -105,14 +105,14 @@ def test_a_smooth_climb_or_a_daily_cycle_the_group_shares_lends_no_step_evidence
     # a smooth +10% climb shared by the group Ratcheting in 10% over 1.5 days: the replicas' φ
     # estimates are biased alike on one design. Each replica's own simulated null re-estimates φ, so
     # the bias is in the null; the simulations are seeded from the data (the same call, the same p).
-    from alloclab.stats import ratchet_group
+    from alloclab.stats import ratchet_group, step_evidence
     t = sim.times(1.5 * 86400.0, 600.0)
     for seed in (3, 5):
         ys = sim.growing(np.random.default_rng(seed), 5, t, share=0.10, phi=0.9, sd_share=0.02)
-        call = ratchet_group([(t, y) for y in ys])
+        call = ratchet_group([step_evidence(t, y) for y in ys])
         assert not any(call.called) and not any(call.own), call
         assert call.p is None or call.p > RULES["ratchet_group_alpha"]
-        assert ratchet_group([(t, y) for y in ys]) == call
+        assert ratchet_group([step_evidence(t, y) for y in ys]) == call
     rng = np.random.default_rng(6)
     ys = 100 * (1 + 0.04 * np.sin(2 * np.pi * t / 86400.0 + 1.0) + sim.ar1(rng, 5, len(t), 0.9, 0.01))
-    assert not any(ratchet_group([(t, y) for y in ys]).called)
+    assert not any(ratchet_group([step_evidence(t, y) for y in ys]).called)

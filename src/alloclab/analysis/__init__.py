@@ -207,7 +207,7 @@ def _group_ratchet(reps: list[ReplicaStats], steady: list[SteadyGrowth | None]) 
     out = list(reps)
     for g in {r.group for r in reps}:
         at = [i for i, (r, st) in enumerate(zip(reps, steady)) if r.group == g and usable(r) and st is not None and len(st.y)]
-        call = stats.ratchet_group([(steady[i].t, steady[i].y) for i in at])
+        call = stats.ratchet_group([steady[i].step_evidence() for i in at])
         if call is None:
             continue
         for i, called, why in zip(at, call.called, call.reasons):

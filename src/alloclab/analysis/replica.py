@@ -141,6 +141,13 @@ class SteadyGrowth:
     growth: stats.Growth | None
     call: stats.StatusCall | None = None
 
+    def step_evidence(self) -> stats.StepEvidence:
+        """The step fit classify ran on this window, or (its word settled before it: Bloating, Too
+        short) fitted now, for the group route (stats.ratchet_group)."""
+        if self.call is not None and self.call.ratchet is not None:
+            return self.call.ratchet
+        return stats.step_evidence(self.t, self.y)
+
 
 def replica_stats(s: Series, idle_configured: bool = False, span: Segment | None = None,
                   pool: stats.GrowthPool | None = None) -> ReplicaStats:

@@ -30,8 +30,10 @@ growth.py
 status.py
     RULES, STATUS_ORDER, release_events(t_s, y, level) -> Releases,
     classify(t_s, y, *, verified=True, growth=None, seed=0, earlier=None) -> StatusCall (its .word is the status word)
-    ratchet_group(windows, *, sims=None) -> GroupRatchet | None: Ratcheting on a group's combined step
-        evidence, each replica against its own simulated null (docs/analysis.md, "Ratcheting")
+    step_evidence(t_s, y) -> StepEvidence: a window's step fit and Ratcheting's own verdict on it (what
+        classify words a replica with; its StatusCall.ratchet carries it)
+    ratchet_group(replicas: [StepEvidence], *, sims=None) -> GroupRatchet | None: Ratcheting on a group's
+        combined step evidence, each replica against its own simulated null (docs/analysis.md, "Ratcheting")
 compare.py
     compare_to_baseline(levels, baseline, *, alpha=0.05, margin=0.05, seed=0) -> dict[str, Comparison]
         Welch t on log levels (replicas are the units), Holm across comparisons to the baseline,
@@ -76,7 +78,8 @@ Changes from the brief: classify takes the steady window's arrays and returns a 
 plus the evidence behind it) rather than a bare string; growth takes an optional `level`.
 """
 from .growth import Growth, GroupGrowth, GrowthPool, group_growth, growth, growth_pool, pooled, trend_edges
-from .status import RULES, STATUS_ORDER, GroupRatchet, Releases, StatusCall, classify, ratchet_group, release_events
+from .status import (RULES, STATUS_ORDER, GroupRatchet, Releases, StatusCall, StepEvidence, classify, ratchet_group,
+                     release_events, step_evidence)
 from .compare import Comparison, compare_to_baseline, letters, design_min_p, design_warning
 from .beside import GrowthBeside, growth_beside
 from .sequential import SequentialDecision, SequentialTest
@@ -86,7 +89,7 @@ from .threshold import ThresholdDecision, ThresholdTest
 __all__ = [
     "median_present",
     "Growth", "growth", "GrowthPool", "growth_pool", "pooled", "GroupGrowth", "group_growth", "trend_edges", "RULES", "STATUS_ORDER", "Releases", "StatusCall", "classify", "release_events",
-    "GroupRatchet", "ratchet_group",
+    "GroupRatchet", "ratchet_group", "StepEvidence", "step_evidence",
     "Comparison", "compare_to_baseline", "letters", "design_min_p", "design_warning",
     "GrowthBeside", "growth_beside",
     "SequentialDecision", "SequentialTest", "SeriesMatch", "identical_series",

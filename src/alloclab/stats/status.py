@@ -51,7 +51,7 @@ class StatusCall:
     growth: Growth | None
     releases: Releases | None
     iqr_share: float | None
-    ratchet: tuple[bool, str] | None = None   # the step fit's verdict (None: not reached), for classify(earlier=)
+    ratchet: StepEvidence | None = None   # the step fit and its verdict (None: not reached), for classify(earlier=) and ratchet_group
 
 
 def bin_medians(t: np.ndarray, y: np.ndarray, bins: int = 50) -> tuple[np.ndarray, np.ndarray]:
@@ -248,12 +248,37 @@ def _sharp_bar(bins: int) -> float:
     return RULES["ratchet_sharp_t"] + max(0.0, math.sqrt(2 * math.log(bins)) - math.sqrt(2 * math.log(256)))
 
 
-def _ratchet_in_noise(t: np.ndarray, y: np.ndarray, level: float) -> tuple[bool, str]:
+@dataclass(frozen=True, eq=False)
+class StepEvidence:
+    """A replica's step fit and Ratcheting's verdict on it (step_evidence), fitted once: classify
+    words the replica with it, ratchet_group lends it to the replica's group."""
+    x: np.ndarray | None       # the window averaged into ≤ ratchet_step_points bins, as shares of the level
+                               # (None: no positive level or fewer than 12 samples)
+    fit: StepFit | None        # the step fit on x (None: no x or fewer than 12 bins)
+    ratcheting: bool           # Ratcheting on its own evidence (_ratchet_in_noise)
+    reason: str                # why, or why not ("" when there was no fit)
+
+
+def step_evidence(t: np.ndarray, y: np.ndarray) -> StepEvidence:
+    """The step evidence of one steady window (t s, y MB; non-finite samples left out), its level
+    the median as in classify."""
+    t, y = np.asarray(t, dtype=float), np.asarray(y, dtype=float)
+    ok = np.isfinite(t) & np.isfinite(y)
+    t, y = t[ok], y[ok]
+    return _step_evidence(t, y, float(np.median(y)) if len(y) else 0.0)
+
+
+def _step_evidence(t: np.ndarray, y: np.ndarray, level: float) -> StepEvidence:
+    x = _relative_bins(t, y, level) if level > 0 and len(y) >= 12 else None
+    fit = _step_fit_x(x) if x is not None else None
+    return StepEvidence(x, fit, *_ratchet_in_noise(fit, level))
+
+
+def _ratchet_in_noise(fit: StepFit | None, level: float) -> tuple[bool, str]:
     """Ratcheting where the noise is as tall as the steps (1–2% AR noise against +1.6% steps),
-    from step_fit: the staircase's shape (_staircase_shape) and a step sharper than a straight
+    from the step fit: the staircase's shape (_staircase_shape) and a step sharper than a straight
     line explains (sharp_t ≥ _sharp_bar), which a smooth leak, a daily cycle's rise or a slow
     wander do not have."""
-    fit = step_fit(t, y, level)
     if fit is None:
         return False, ""
     ok, why, climb, up = _staircase_shape(fit)
@@ -317,10 +342,11 @@ def _null_p(x: np.ndarray, sharp_t: float, rng: np.random.Generator, sims: int) 
     return (1 + hits) / (sims + 1), done
 
 
-def ratchet_group(windows: list[tuple[np.ndarray, np.ndarray]], *, sims: int | None = None) -> GroupRatchet | None:
-    """Ratcheting on a group's combined step evidence (its replicas' steady windows, t s and y MB).
-    Each replica's statistic is its sharpest step beside a straight line where its step fit has the
-    staircase's shape (else none); its p is where that falls among `sims` simulations of its own
+def ratchet_group(replicas: list[StepEvidence], *, sims: int | None = None) -> GroupRatchet | None:
+    """Ratcheting on a group's combined step evidence (its replicas' step_evidence, as classify
+    found it in their steady windows: only simulated series are fitted here). Each replica's
+    statistic is its sharpest step beside a straight line where its step fit has the staircase's
+    shape (else none); its p is where that falls among `sims` simulations of its own
     null (_null_p); the replicas' p's but the smallest are combined by Fisher's method (a replica
     without the shape counts p = 1, one Ratcheting on its own counts the smallest p, 1/(sims + 1):
     a flat series passes its own bar in < 0.1%), and if the group's p ≤ ratchet_group_alpha every
@@ -332,27 +358,17 @@ def ratchet_group(windows: list[tuple[np.ndarray, np.ndarray]], *, sims: int | N
     ratchet_group_alpha, each replica's simulations stop early (_null_p), and the other replicas
     are simulated only once the group is found Ratcheting; the simulations are seeded from the
     data (a report reproduces).
-    None with fewer than ratchet_group_min_replicas windows."""
-    m = len(windows)
+    None with fewer than ratchet_group_min_replicas replicas."""
+    m = len(replicas)
     if m < RULES["ratchet_group_min_replicas"]:
         return None
     sims = int(RULES["ratchet_group_sims"] if sims is None else sims)
     p_min = 1.0 / (sims + 1)
-    xs: list[np.ndarray | None] = []
-    fits: list[StepFit | None] = []
-    shape: list[bool] = []
-    own: list[bool] = []
-    for t, y in windows:
-        t, y = np.asarray(t, dtype=float), np.asarray(y, dtype=float)
-        ok = np.isfinite(t) & np.isfinite(y)
-        t, y = t[ok], y[ok]
-        level = float(np.median(y)) if len(y) else 0.0
-        x = _relative_bins(t, y, level) if level > 0 and len(y) >= 12 else None
-        fit = _step_fit_x(x) if x is not None else None
-        xs.append(x)
-        fits.append(fit)
-        shape.append(bool(fit is not None and _group_shape(fit)))
-        own.append(bool(fit is not None and _staircase_shape(fit)[0] and fit.sharp_t >= _sharp_bar(fit.bins)))
+    xs = [e.x for e in replicas]
+    fits = [e.fit for e in replicas]
+    shape = [bool(fit is not None and _group_shape(fit)) for fit in fits]
+    own = [bool(fit is not None and _staircase_shape(fit)[0] and fit.sharp_t >= _sharp_bar(fit.bins))
+           for fit in fits]
     alpha = RULES["ratchet_group_alpha"]
     none = GroupRatchet(tuple(own), (False,) * m, ("",) * m, None, (None,) * m, 0)
     # the group is tested on its first ratchet_group_max_tested replicas (an order the data do not
@@ -417,12 +433,11 @@ def classify(t_s: np.ndarray, y: np.ndarray, *, verified: bool | None = True,
             f"{g.change_lo:.1f}–{g.change_hi:.1f} MB" + (f", {g.pooled}" if g.pooled else "")) if growing else ""
     if growing and g.change_share >= RULES["bloating_window_share"]:
         return StatusCall("Bloating", grew, g, rel, iqr, known)
-    ratchet = known or _ratchet_in_noise(t_s, y, level)
-    ratcheting, why = ratchet
-    if ratcheting:
-        return StatusCall("Ratcheting", why, g, rel, iqr, ratchet)
+    ratchet = known or _step_evidence(t_s, y, level)
+    if ratchet.ratcheting:
+        return StatusCall("Ratcheting", ratchet.reason, g, rel, iqr, ratchet)
     if growing:
         return StatusCall("Growing", grew, g, rel, iqr, ratchet)
     if iqr is not None and iqr > RULES["variable_iqr_share"]:
         return StatusCall("Variable", f"interquartile range {iqr:.0%} of the median", g, rel, iqr, ratchet)
-    return StatusCall("Flat", why, g, rel, iqr, ratchet)
+    return StatusCall("Flat", ratchet.reason, g, rel, iqr, ratchet)

@@ -278,7 +278,7 @@ def _ratchet_in_noise(fit: StepFit | None, level: float) -> tuple[bool, str]:
     """Ratcheting where the noise is as tall as the steps (1–2% AR noise against +1.6% steps),
     from the step fit: the staircase's shape (_staircase_shape) and a step sharper than a straight
     line explains (sharp_t ≥ _sharp_bar), which a smooth leak, a daily cycle's rise or a slow
-    wander do not have."""
+    wander do not have. The one place that decides Ratcheting on a replica's own evidence."""
     if fit is None:
         return False, ""
     ok, why, climb, up = _staircase_shape(fit)
@@ -296,7 +296,7 @@ def _ratchet_in_noise(fit: StepFit | None, level: float) -> tuple[bool, str]:
 @dataclass(frozen=True)
 class GroupRatchet:
     """A group's replicas lending each other step evidence (ratchet_group)."""
-    own: tuple[bool, ...]               # per replica: Ratcheting on its own evidence (classify's route)
+    own: tuple[bool, ...]               # per replica: Ratcheting on its own evidence (StepEvidence.ratcheting)
     called: tuple[bool, ...]            # per replica: Ratcheting on the group's evidence (not on its own)
     reasons: tuple[str, ...]            # per replica: why, for those called
     p: float | None                     # the group's combined p; None: not simulated (the pre-screen said it could not reach)
@@ -367,8 +367,7 @@ def ratchet_group(replicas: list[StepEvidence], *, sims: int | None = None) -> G
     xs = [e.x for e in replicas]
     fits = [e.fit for e in replicas]
     shape = [bool(fit is not None and _group_shape(fit)) for fit in fits]
-    own = [bool(fit is not None and _staircase_shape(fit)[0] and fit.sharp_t >= _sharp_bar(fit.bins))
-           for fit in fits]
+    own = [e.ratcheting for e in replicas]
     alpha = RULES["ratchet_group_alpha"]
     none = GroupRatchet(tuple(own), (False,) * m, ("",) * m, None, (None,) * m, 0)
     # the group is tested on its first ratchet_group_max_tested replicas (an order the data do not

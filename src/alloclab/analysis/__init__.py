@@ -152,23 +152,23 @@ def _ended_early(s: Series, window: Window | None, interval: float) -> str | Non
             f"{(window.end - last) / 3600:.2f} h before the comparison window's end")
 
 
-def _growth_members(series: list[Series], reps: list[ReplicaStats], groups: list[str], window: Window | None,
+def _growth_members(series: list[Series], by: dict[str, ReplicaStats], groups: list[str], window: Window | None,
                     interval: float) -> dict[str, list[Series]]:
-    """Per group, the replicas its growth is measured on: usable and clean throughout the window."""
+    """Per group, the replicas its growth is measured on (`by`: the replicas by name): usable and
+    clean throughout the window."""
     if window is None:
         return {}
-    by = {r.name: r for r in reps}
     return {g: [s for s in series if s.group == g and (r := by.get(s.name)) is not None and usable(r)
                 and clean_in_window(s, window, max(interval, 1.0))] for g in groups}
 
 
-def _group_growth(members: dict[str, list[Series]], reps: list[ReplicaStats], window: Window | None
+def _group_growth(members: dict[str, list[Series]], by: dict[str, ReplicaStats], window: Window | None
                   ) -> tuple[dict[str, stats.GroupGrowth], dict[str, tuple[float, float]]]:
     """Each group's change over its common window (the comparable window, narrowed to where every
-    included replica is past its warm-up and still in its load phase), across its clean replicas."""
+    included replica is past its warm-up and still in its load phase), across its clean replicas
+    (`by`: the replicas by name)."""
     if window is None:
         return {}, {}
-    by = {r.name: r for r in reps}
     starts, ends, spans, lengths = {}, {}, {}, {}
     for g, inc in members.items():
         if not inc:
@@ -260,8 +260,9 @@ def analyse(store: Store, metric: str | None = None, baseline: str | None = None
             levels[g] = np.array([r.steady_mean_mb for r in reps if r.group == g and usable(r)])
         basis = "steady mean over the load phase after warm-up"
     comps = compare_groups(levels, baseline, seed=int(meta.get("seed", "0") or 0))
-    members = _growth_members(series, reps, names, window, interval)
-    growths, spans = _group_growth(members, reps, window)
+    rep_of = {r.name: r for r in reps}
+    members = _growth_members(series, rep_of, names, window, interval)
+    growths, spans = _group_growth(members, rep_of, window)
     besides = growth_beside(members, spans, baseline)
     summaries = []
     status_of = {g: _group_status([r.status for r in reps if r.group == g and usable(r)],

@@ -33,7 +33,7 @@ from .allocators import resolution
 from .allocators.library import AllocatorSpec
 from .config import Experiment, Group, Phases, substitute
 from .errors import StoreError, UserError
-from .signalname import signal_name
+from .signalname import how_ended
 from .tickwriter import Recorder, Tracked
 from .store import CUT_SHORT_REASONS, DB_NAME, Store, disk_full_error
 
@@ -455,7 +455,7 @@ class Runner:
             early = planned_end is None or now < planned_end - self.exp.interval
             if code < 0:
                 kind, end_kind = "replica_crash", "crashed"
-                text = f"{r.name} was killed by {signal_name(-code)}{after}"
+                text = f"{r.name} was {how_ended(code)}{after}"
             elif early:
                 kind, end_kind = "replica_exit", "exited-early"
                 text = f"{r.name} exited with code {code}{after}" + (", before the planned end" if planned_end else "")

@@ -1,5 +1,6 @@
-"""A signal number as people read it, for the runner's live notices and the analysis's warnings
-alike (a low-level module: the runner must not import analysis, data flows the other way)."""
+"""A signal number, and how a process ended, as people read them, for the runner's live notices
+and the analysis's warnings alike (a low-level module: the runner must not import analysis, data
+flows the other way)."""
 from __future__ import annotations
 
 import signal
@@ -11,3 +12,11 @@ def signal_name(sig: int) -> str:
         return signal.Signals(sig).name
     except ValueError:
         return f"signal {sig}"
+
+
+def how_ended(exit_code: int | None) -> str:
+    """"killed by SIGSEGV" for -11 (a negative code: the signal, as subprocess and the store keep
+    it), "exit code 3" for 3, "exit code unknown" for None."""
+    if exit_code is None:
+        return "exit code unknown"
+    return f"killed by {signal_name(-exit_code)}" if exit_code < 0 else f"exit code {exit_code}"

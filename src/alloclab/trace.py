@@ -20,7 +20,7 @@ from . import nativebuild, reaper
 from .config import Experiment
 from .errors import DataError, UserError
 from .settings import environment_without_preload
-from .signalname import signal_name
+from .signalname import how_ended
 
 
 # Every call into the replayer has a deadline (docs/trace-format.md, "Limits"): reading costs at
@@ -114,7 +114,7 @@ def _replay(args: list[str], env: dict | None = None, timeout: float | None = No
     if proc.returncode != 0:
         msg = (err.strip().splitlines() or [f"exit code {proc.returncode}"])[-1].removeprefix("replay: ")
         if proc.returncode < 0:
-            raise UserError(f"the replayer was killed by {signal_name(-proc.returncode)} ({msg})",
+            raise UserError(f"the replayer was {how_ended(proc.returncode)} ({msg})",
                             "report it with the trace file")
         problem, fix = _REPLAY_ERRORS.get(proc.returncode, ("the replayer failed: {}", "report it with the trace file"))
         raise UserError(problem.format(msg), fix)

@@ -183,6 +183,8 @@ def test_a_signal_with_no_name_is_named_by_its_number():
     # one function names signals for the runner's live notices and the analysis's warnings
     import signal
 
-    from alloclab.signalname import signal_name
+    from alloclab.signalname import how_ended, signal_name
     assert signal_name(signal.SIGSEGV) == "SIGSEGV"
     assert signal_name(signal.SIGRTMIN + 3) == f"signal {signal.SIGRTMIN + 3}"
+    # and one function says how a process ended (the runner, the analysis, its warnings, the replayer)
+    assert [how_ended(c) for c in (-signal.SIGSEGV, 3, None)] == ["killed by SIGSEGV", "exit code 3", "exit code unknown"]

@@ -26,7 +26,7 @@ import signal
 import subprocess
 
 from .. import nativebuild, settings
-from ..signalname import signal_name
+from ..signalname import how_ended
 from . import tunables
 
 MODES = ("double-free", "invalid-free")
@@ -56,7 +56,7 @@ def _outcome(proc: subprocess.CompletedProcess | None) -> tuple[str, str | None]
     if proc.returncode == -signal.SIGABRT or proc.returncode == 128 + signal.SIGABRT:
         return "aborts", said
     if proc.returncode < 0:
-        return "crashes", said or f"killed by {signal_name(-proc.returncode)}"
+        return "crashes", said or how_ended(proc.returncode)
     if said:
         return "reports", said
     out = next((json.loads(ln) for ln in proc.stdout.splitlines() if ln.startswith("{")), {})

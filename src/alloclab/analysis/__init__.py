@@ -17,7 +17,7 @@ import numpy as np
 
 from .. import stats
 from ..errors import UserError, did_you_mean
-from ..signalname import signal_name
+from ..signalname import how_ended
 from ..store import Store
 from ..timefmt import utc
 from .beside import growth_beside
@@ -146,9 +146,7 @@ def _ended_early(s: Series, window: Window | None, interval: float) -> str | Non
     last = float(s.t[-1])
     if not crashed or last >= window.end - max(interval, 1.0):
         return None
-    how = (f"killed by {signal_name(-s.exit_code)}" if s.exit_code is not None and s.exit_code < 0
-           else f"exit code {s.exit_code}" if s.exit_code is not None else "no exit code")
-    return (f"{s.end_kind or 'exited'} ({how}) at {utc(s.ended_at or last, minutes=True)}, "
+    return (f"{s.end_kind or 'exited'} ({how_ended(s.exit_code)}) at {utc(s.ended_at or last, minutes=True)}, "
             f"{(window.end - last) / 3600:.2f} h before the comparison window's end")
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Callable, Iterable, Iterator
 
-from ..signalname import signal_name
+from ..signalname import how_ended
 from ..store import CUT_SHORT_REASONS, Store
 from ..timefmt import span, utc
 from .duplicates import Duplicate, identical_pairs  # noqa: F401  (identical_pairs: re-exported)
@@ -227,11 +227,8 @@ def _ended(c: Context, kind: str, ends: tuple) -> Iterator[Warning]:
     excluded = {r.name: r.excluded for r in c.reps if r.excluded}
     parts = []
     for s in hit:
-        code = s.exit_code
-        how = (f"killed by {signal_name(-code)}" if code is not None and code < 0 else
-               f"exit code {code}" if code is not None else "exit code unknown")
         fate = "excluded from the comparison, data shown" if s.name in excluded else "compared (it ended after the window)"
-        parts.append(f"{s.name} ({s.group}): {how} at {utc(s.ended_at or float(s.t[-1]), minutes=True)}, {fate}")
+        parts.append(f"{s.name} ({s.group}): {how_ended(s.exit_code)} at {utc(s.ended_at or float(s.t[-1]), minutes=True)}, {fate}")
     verb = "crashed" if kind == "replica-crashed" else "exited before the planned end"
     yield Warning(kind, "serious", [s.name for s in hit], sorted({s.group for s in hit}),
                   f"{len(hit)} replicas {verb}: " + "; ".join(parts[:8]) + (" …" if len(parts) > 8 else ""),

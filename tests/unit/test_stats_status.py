@@ -1,5 +1,6 @@
 """stats.status: words re-based on the steady window and on durations, not sample counts."""
 import numpy as np
+import pytest
 
 from alloclab.stats import RULES, STATUS_ORDER, classify, release_events
 from alloclab.stats import calibration as sim
@@ -17,6 +18,7 @@ def test_a_staircase_that_never_releases_is_ratcheting_at_any_sampling_interval(
         assert ws.count("Ratcheting") >= 34, (window, dt, ws)
 
 
+@pytest.mark.filterwarnings("error::RuntimeWarning")     # a constant's lag-1 was 0/0 (stats.growth.detrended_lag1)
 def test_sinusoids_flat_and_constant_series_are_not_ratcheting():
     rng = np.random.default_rng(22)
     t = sim.times(6 * 3600.0, 30.0)

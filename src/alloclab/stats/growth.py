@@ -76,12 +76,14 @@ def bin_series(t: np.ndarray, y: np.ndarray, max_points: int) -> tuple[np.ndarra
 
 
 def detrended_lag1(y: np.ndarray) -> np.ndarray:
-    """Lag-1 autocorrelation of the residuals from a straight line on the index (last axis)."""
+    """Lag-1 autocorrelation of the residuals from a straight line on the index (last axis); 0
+    where there are none (a constant or a straight line: nothing wanders, and 0/0 is no φ)."""
     n = y.shape[-1]
     i = np.arange(n) - (n - 1) / 2
     r = y - y.mean(-1, keepdims=True)
     r = r - (r @ i / (i @ i))[..., None] * i
-    return np.sum(r[..., 1:] * r[..., :-1], -1) / np.sum(r * r, -1)
+    lagged, total = np.sum(r[..., 1:] * r[..., :-1], -1), np.sum(r * r, -1)
+    return np.divide(lagged, total, out=np.zeros_like(total), where=total > 0)
 
 
 # φ values tabulated (dense towards the unit root, which is included) and series lengths

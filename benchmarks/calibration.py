@@ -994,8 +994,10 @@ def main() -> int:
     ap.add_argument("--datasets", type=int, default=0, help="datasets per scenario row (--part scenarios / cycles / user-path; default 200 / 100 / 30), "
                     "simulations per row (--part gates / growth-frontier / staircases; 1000 / 200 / 400), groups per row (--part pooled / pooled-short; 200), datasets per cell (--part beside; 100)")
     ap.add_argument("--replicas", default="5,3", help="group sizes of --part pooled / beside (comma-separated)")
-    ap.add_argument("--cells", default="", help="--part pooled / pooled-short / beside: only the series (beside: the cells) whose names start with these "
-                    "(comma-separated, e.g. 'flat two-scale')")
+    ap.add_argument("--cells", action="append", default=[], metavar="PREFIX",
+                    help="--part pooled / pooled-short / beside / ratchet-group: only the series (beside: the cells) whose names "
+                         "start with PREFIX; repeat the option for more (a name may hold a comma: --cells 'flat two-scale' "
+                         "--cells '+10%%, AR(1)')")
     ap.add_argument("--designs", default="", help="--part ratchet-group: only the designs whose labels start with these "
                     "(comma-separated, e.g. '9 d')")
     ap.add_argument("--seed", type=int, default=20261122, help="seed of every simulation")
@@ -1004,7 +1006,7 @@ def main() -> int:
                     help="run one part only")
     args = ap.parse_args()
     n = 60 if args.quick else 1000
-    cells = tuple(c.strip() for c in args.cells.split(",") if c.strip()) or None
+    cells = tuple(c.strip() for c in args.cells if c.strip()) or None
     started = time.monotonic()
     parts = {   # each part has its own stream, so a part's figures do not depend on which others ran
         "status": lambda rng: status_words(rng, n // 2 if args.quick else 400),
@@ -1051,6 +1053,11 @@ def main() -> int:
     for name, value, target, k in ROWS:
         print(f"| {name} | {value} | {target} | {k} |")
     print(f"\nseed {args.seed}, {'quick' if args.quick else 'full'}, {time.monotonic() - started:.0f} s")
+    unmatched = [c for c in cells or () if not any(c in name for name, *_ in ROWS)]
+    if unmatched:
+        print(f"calibration.py: no row of --part {args.part} is a cell starting with {', '.join(map(repr, unmatched))}: "
+              "give one name prefix per --cells (repeat the option for more)", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -98,26 +98,70 @@ def release_events(t_s: np.ndarray, y: np.ndarray, level: float) -> Releases:
     thr = release_threshold(t_s, y, level)
     if len(y) == 0:
         return Releases(0, 0.0, thr, None, 0.0)
-    tl, yl = t_s.tolist(), y.tolist()
-    peak, trough, in_release = yl[0], yl[0], False
-    count, largest, last_t = 0, 0.0, None
-    for ti, yi in zip(tl, yl):
-        if in_release:
-            if yi < trough:
-                trough, last_t = yi, ti
-                largest = max(largest, release_peak - trough)
-            elif yi >= trough + thr:
-                in_release, peak = False, yi
-            continue
-        if yi > peak:
-            peak = yi
-        largest = max(largest, peak - yi)
-        if peak - yi >= thr:
-            count += 1
-            in_release, release_peak, trough, last_t = True, peak, yi, ti
-    start, end = tl[0], tl[-1]
-    last = None if last_t is None else last_t - start
-    return Releases(count, float(largest), float(thr), last, float(end - (start if last_t is None else last_t)))
+    # alternately outside a release (the running peak since the last one ended) and in one (the
+    # running trough since it began), each scanned with numpy over chunks that double: about one
+    # pass over the samples (the per-sample loop it replaces: 7–13 ms a 9-day 15-s window)
+    count, largest, last = 0, 0.0, None          # last: the index of the last release's trough
+    i, peak = 0, float(y[0])
+    while True:
+        start_at, peak, fall = _until_fall(y, i, peak, thr)
+        largest = max(largest, fall)
+        if start_at is None:
+            break
+        count += 1
+        end_at, trough, last = _until_climb(y, start_at, thr)
+        largest = max(largest, peak - trough)
+        if end_at is None:
+            break
+        i, peak = end_at + 1, float(y[end_at])
+    start, stop = float(t_s[0]), float(t_s[-1])
+    last_t = None if last is None else float(t_s[last])
+    return Releases(count, float(largest), float(thr), None if last_t is None else last_t - start,
+                    stop - (start if last_t is None else last_t))
+
+
+def _chunks(n: int, i: int):
+    """(start, stop) of chunks from i to n, each twice the last: a scan that stops early reads
+    little, one that runs to the end reads every sample once."""
+    w = 256
+    while i < n:
+        yield i, min(i + w, n)
+        i, w = i + w, w * 2
+
+
+def _until_fall(y: np.ndarray, i: int, peak: float, thr: float) -> tuple[int | None, float, float]:
+    """From index i with this running peak: the first index whose fall below the running peak is
+    ≥ thr (None: none), the peak there (or at the end), and the largest fall up to it."""
+    largest = 0.0
+    for a, b in _chunks(len(y), i):
+        seg = y[a:b]
+        run = np.maximum(np.maximum.accumulate(seg), peak)
+        fall = run - seg
+        hit = np.flatnonzero(fall >= thr)
+        k = int(hit[0]) + 1 if hit.size else len(seg)
+        largest = max(largest, float(fall[:k].max()))
+        peak = float(run[k - 1])
+        if hit.size:
+            return a + k - 1, peak, largest
+    return None, peak, largest
+
+
+def _until_climb(y: np.ndarray, i: int, thr: float) -> tuple[int | None, float, int]:
+    """A release that began at index i: the first later index that climbs ≥ thr above the running
+    trough (None: none), the trough, and the index where it was first reached."""
+    trough, at = float(y[i]), i
+    for a, b in _chunks(len(y), i + 1):
+        seg = y[a:b]
+        run = np.minimum(np.minimum.accumulate(seg), trough)
+        hit = np.flatnonzero(seg >= run + thr)
+        k = int(hit[0]) if hit.size else len(seg)
+        if k:
+            low = int(np.argmin(seg[:k]))
+            if seg[low] < trough:
+                trough, at = float(seg[low]), a + low
+        if hit.size:
+            return a + k, trough, at
+    return None, trough, at
 
 
 def _quasi_difference(m: np.ndarray, phi: float) -> np.ndarray:

@@ -15,8 +15,8 @@ def signal_name(sig: int) -> str:
 
 
 def how_ended(exit_code: int | None) -> str:
-    """"killed by SIGSEGV" for -11 (a negative code: the signal, as subprocess and the store keep
-    it), "exit code 3" for 3, "exit code unknown" for None."""
+    """How a process ended, in words: "killed by SIGSEGV" for -11 (a negative code is the signal,
+    as subprocess and the store keep it), "exit code 3" for 3, "exit code unknown" for None."""
     if exit_code is None:
         return "exit code unknown"
     return f"killed by {signal_name(-exit_code)}" if exit_code < 0 else f"exit code {exit_code}"

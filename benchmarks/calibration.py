@@ -1009,10 +1009,15 @@ def main() -> int:
     ap.add_argument("--designs", default="", help="--part ratchet-group: only the designs whose labels start with these "
                     "(comma-separated, e.g. '9 d')")
     ap.add_argument("--seed", type=int, default=20261122, help="seed of every simulation")
+    ap.add_argument("--smooth-degree", type=int, default=None,
+                    help="Ratcheting's smooth curve for this run (RULES ratchet_smooth_degree; default the rule's): "
+                         "1 measures the rule before session 11, a step beside a straight line")
     ap.add_argument("--part", default="all", choices=["all", "status", "growth", "compare", "sequential", "identical", "tor-verdict",
                                                       "scenarios", "cycles", "two-scale", "staircases", "user-path", "gates", "staircase-reach", "growth-frontier", "pooled", "pooled-path", "pooled-short", "beside", "ratchet-group", "ratchet-bound"],
                     help="run one part only")
     args = ap.parse_args()
+    if args.smooth_degree is not None:
+        RULES["ratchet_smooth_degree"] = args.smooth_degree
     n = 60 if args.quick else 1000
     cells = tuple(c.strip() for c in args.cells.split(",") if c.strip()) or None
     started = time.monotonic()

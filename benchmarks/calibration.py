@@ -493,6 +493,13 @@ def staircases(rng: np.random.Generator, n: int) -> None:
         ws = words(t, ys)
         row(f"Ratcheting on a smooth +10% climb, AR(1) 2% φ 0.9, {label} (Growing/Bloating)",
             f"{rate(ws.count('Ratcheting'), n)} ({share(ws, 'Growing', 'Bloating'):.1%})", "≤ 1%", n)
+        for tau, sd, phi in LEVELLING_OFF:
+            row(f"Ratcheting on a climb that levels off (+15%, τ {tau:.0%} of the window), AR(1) {sd:.0%} φ {phi}, {label}",
+                said(sim.levelling_off(rng, n, t, tau_share=tau, sd_share=sd, phi=phi), "Ratcheting"), "≤ 1%", n)
+
+
+# climbs that level off (a relay approaching its ceiling): fast and slow bends, quiet and noisy
+LEVELLING_OFF = ((0.15, 0.01, 0.9), (0.3, 0.02, 0.95), (1.0, 0.02, 0.95))
 
 
 POOLED_DESIGNS = (("1.5 d @ 10 min", 1.5 * 86400, 600.0), ("3 d @ 5 min", 3 * 86400, 300.0),
@@ -735,6 +742,9 @@ def ratchet_group_cal(rng: np.random.Generator, n: int, sizes: tuple[int, ...] =
               ("daily cycle ±4% shared by the group, any phase, AR(1) 2% φ 0.9", cycle(0.02), "≤ 1%"),
               ("smooth +10% climb shared by the group, AR(1) 2% φ 0.9", lambda r, m, t: sim.growing(r, m, t, share=0.10, phi=0.9, sd_share=0.02), "≤ 1%"),
               ("one +8% staircase (2% φ 0.9) among flat AR(1) 2% φ 0.9 replicas: the flat ones", lone, "≤ 1%")]
+    nulls += [(f"a climb that levels off shared by the group (+15%, τ {tau:.0%} of the window), AR(1) {sd:.0%} φ {phi}",
+               (lambda tau_, sd_, phi_: lambda r, m, t: sim.levelling_off(r, m, t, tau_share=tau_, sd_share=sd_, phi=phi_))(tau, sd, phi),
+               "≤ 1%") for tau, sd, phi in LEVELLING_OFF[:2]]
     cells = [c for c in stairs + nulls if only is None or c[0].startswith(only)]
     for label, window, dt in designs:
         t = sim.times(window, dt)
@@ -1001,10 +1011,15 @@ def main() -> int:
     ap.add_argument("--designs", default="", help="--part ratchet-group: only the designs whose labels start with these "
                     "(comma-separated, e.g. '9 d')")
     ap.add_argument("--seed", type=int, default=20261122, help="seed of every simulation")
+    ap.add_argument("--smooth-degree", type=int, default=None,
+                    help="Ratcheting's smooth curve for this run (RULES ratchet_smooth_degree; default the rule's): "
+                         "1 measures the rule before session 11, a step beside a straight line")
     ap.add_argument("--part", default="all", choices=["all", "status", "growth", "compare", "sequential", "identical", "tor-verdict",
                                                       "scenarios", "cycles", "two-scale", "staircases", "user-path", "gates", "staircase-reach", "growth-frontier", "pooled", "pooled-path", "pooled-short", "beside", "ratchet-group", "ratchet-bound"],
                     help="run one part only")
     args = ap.parse_args()
+    if args.smooth_degree is not None:
+        RULES["ratchet_smooth_degree"] = args.smooth_degree
     n = 60 if args.quick else 1000
     cells = tuple(c.strip() for c in args.cells if c.strip()) or None
     started = time.monotonic()

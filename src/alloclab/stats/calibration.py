@@ -44,6 +44,15 @@ def growing(rng, n_series, t, *, share=0.10, level=100.0, sd_share=0.02, phi=0.9
     return level * (1 + ramp[None, :] + ar1(rng, n_series, len(t), phi, sd_share))
 
 
+def levelling_off(rng, n_series, t, *, rise_share=0.15, tau_share=0.15, level=100.0, sd_share=0.01,
+                  phi=0.9) -> np.ndarray:
+    """A climb that levels off (a relay growing towards its ceiling): +rise_share of the level over the
+    window along 1 − exp(−u/τ), τ = tau_share of the window, plus AR(1) noise. Smooth: not steps."""
+    u = (t - t[0]) / (t[-1] - t[0])
+    curve = rise_share * (1 - np.exp(-u / tau_share)) / (1 - np.exp(-1 / tau_share))
+    return level * (1 + curve[None, :] + ar1(rng, n_series, len(t), phi, sd_share))
+
+
 def sinusoid(rng, n_series, t, *, amplitude_share=0.03, period_s=3600.0, level=100.0,
              sd_share=0.002, phi=0.5) -> np.ndarray:
     phase = rng.uniform(0, 2 * np.pi, size=(n_series, 1))

@@ -43,14 +43,16 @@ RULES: dict[str, float] = {
     "ratchet_max_steps": 8,           # ... up to 8 of them
     "ratchet_min_steps": 2,           # Ratcheting: ≥ 2 up-steps climbing ≥ ratchet_min_climb_share together, no down-step
                                       # of ≥ ratchet_max_drawdown of that climb, and ...
-    "ratchet_sharp_t": 4.5,           # ... one step with t ≥ 4.5 beside a straight line (a smooth climb has none;
+    "ratchet_sharp_t": 4.5,           # ... one step with t ≥ 4.5 beside a smooth curve (a smooth climb has none;
                                       # + √(2 ln n) − √(2 ln 256) over n > 256 bins, the growth of the largest noise t):
                                       # false Ratcheting ≤ 1% on flat AR(1) φ ≤ 0.99, two-scale noise, cycles, linear growth
+    "ratchet_smooth_degree": 3,       # the smooth curve: a cubic in time (a line left a levelling-off climb's bend to the
+                                      # steps: Ratcheting 16–44% on saturating climbs; 0–1% with the cubic)
     # -- growth beside the baseline's (stats.beside): per-replica changes in MB, Welch, Holm
     "beside_margin_share": 0.05,      # "grows as the baseline does": the excess's interval inside ±5% of the group's
                                       # level over the window (the change its own series would call Flat)
     # a group's replicas lend each other step evidence (status.ratchet_group, --part ratchet-group): each replica's
-    # sharpest step against its own null simulated ratchet_group_sims times (its straight line + AR(1) at its φ and
+    # sharpest step against its own null simulated ratchet_group_sims times (its smooth curve + AR(1) at its φ and
     # SD, φ fitted again in every simulation), the replicas' p's combined (Fisher) ...
     "ratchet_group_min_replicas": 3,  # ... in groups of ≥ 3 usable replicas ...
     "ratchet_group_sims": 99,         # ... 99 simulations a replica (a replica's p ≥ 1/100) ...

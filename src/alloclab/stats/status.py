@@ -7,7 +7,7 @@ Rules, in STATUS_ORDER order (thresholds in RULES, see docs/analysis.md):
 - Ratcheting: climbing in steps without giving back (step_fit, _ratchet_in_noise): a
   piecewise-constant mean fitted under AR(1) noise by generalised least squares has
   ≥ ratchet_min_steps up-steps, all steps together ≥ ratchet_min_climb_share of the level, no down-step of
-  ≥ ratchet_max_drawdown of that climb, and one step sharper than a straight line explains
+  ≥ ratchet_max_drawdown of that climb, and one step sharper than a smooth curve explains
   (t ≥ ratchet_step_t / ratchet_sharp_t). A flat series has no such steps; a cycle gives back; a
   smooth leak or a slow wander has no sharp step (it is Growing, or nothing); a tor-dircache
   staircase has all of these. Checked before Growing because it is the more specific diagnosis
@@ -203,7 +203,7 @@ class StepFit:
     t: np.ndarray              # their t statistics (generalised least squares at φ)
     at: np.ndarray             # their bins
     bins: int                  # bins the window was averaged into
-    sharp_t: float             # the largest t of one up-step beside a straight line
+    sharp_t: float             # the largest t of one up-step beside a smooth curve (_smooth_basis)
 
 
 def step_fit(t: np.ndarray, y: np.ndarray, level: float) -> StepFit | None:
@@ -212,8 +212,9 @@ def step_fit(t: np.ndarray, y: np.ndarray, level: float) -> StepFit | None:
     ≥ 2 bins from the last) while |t| ≥ ratchet_step_t, up to ratchet_max_steps. φ is the
     median-unbiased lag-1 of the residuals of a first fit (at the φ of a straight line's
     residuals, which steps inflate), so the wander between steps is noise, not steps. Also the
-    sharpest single up-step beside a straight line instead of the steps: a smooth climb (a leak, a
-    cycle's rise, a slow wander) has none beyond the noise, a staircase has its tallest step there.
+    sharpest single up-step beside a smooth curve (a cubic) instead of the steps: a smooth climb
+    (a leak, a climb that levels off, a cycle's rise, a slow wander) has none beyond the noise, a
+    staircase has its tallest step there.
     None with fewer than 12 bins or no positive level."""
     if level <= 0:
         return None
@@ -266,9 +267,17 @@ def _step_fit_x(x: np.ndarray) -> StepFit | None:
     rho = float(np.sum(r[1:] * r[:-1]) / denom) if denom > 0 else 0.0
     phi = max(0.0, phi_for_lag1(rho, n, 0.5))
     chosen, sizes, tt = fit(phi)
-    line = _quasi_difference(np.column_stack([np.ones(n), idx / n]), phi)
+    line = _quasi_difference(_smooth_basis(n), phi)
     tl = _step_scan(_quasi_difference(x, phi), line, phi, cand)
     return StepFit(phi, sizes, tt, cand[chosen] if chosen else np.zeros(0, dtype=int), n, float(tl.max()))
+
+
+def _smooth_basis(n: int) -> np.ndarray:
+    """The smooth curve a step must be sharper than: a polynomial of degree ratchet_smooth_degree in
+    time (Legendre columns, well conditioned). A cubic, not a line: a climb that levels off (a relay
+    growing towards its ceiling) leaves a bend beside a line that steps fit, and was called
+    Ratcheting in up to 44% of series (--part staircases, saturating climbs)."""
+    return np.polynomial.legendre.legvander(np.linspace(-1.0, 1.0, n), int(RULES["ratchet_smooth_degree"]))
 
 
 def _staircase_shape(fit: StepFit, fall_t: float | None = None) -> tuple[bool, str, float, int]:
@@ -330,10 +339,10 @@ def _ratchet_in_noise(fit: StepFit | None, level: float) -> tuple[bool, str]:
         return False, why
     sharp = _sharp_bar(fit.bins)
     if fit.sharp_t < sharp:
-        return False, (f"climbed {climb:.1%}, but no step sharper than a steady climb "
+        return False, (f"climbed {climb:.1%}, but no step sharper than a smooth climb "
                        f"(t {fit.sharp_t:.1f} < {sharp:.2f}): a smooth climb, not steps")
     return True, (f"climbed {climb * level:.1f} MB ({climb:.1%}) in {up} steps without a release beyond "
-                  f"its noise (sharpest step t {fit.sharp_t:.1f} beside a steady climb; AR(1) φ {fit.phi:.2f} "
+                  f"its noise (sharpest step t {fit.sharp_t:.1f} beside a smooth climb; AR(1) φ {fit.phi:.2f} "
                   f"per 1/{fit.bins} of the window)")
 
 
@@ -358,18 +367,21 @@ def _group_shape(fit: StepFit) -> bool:
 
 def _null_p(x: np.ndarray, sharp_t: float, rng: np.random.Generator, sims: int) -> tuple[float, int]:
     """The replica's p: where its step statistic (sharp_t, the fit having the staircase's shape)
-    falls among simulations of its null — its own straight line (flat or a smooth climb) plus AR(1)
-    noise at its median-unbiased φ and marginal SD (both from the line's residuals), same length.
+    falls among simulations of its null — its own smooth curve (_smooth_basis: flat, a climb, one
+    that levels off) plus AR(1) noise at its median-unbiased φ and marginal SD (both from the
+    curve's residuals), same length.
     step_fit runs in full on each, φ estimated again, so what the estimation does on this design
     is in the null too. Sequential (Besag & Clifford 1991): stops at the ratchet_group_stop-th
     simulation as extreme as the data (p = that count / the simulations run), else
     (1 + count) / (sims + 1) — a valid p either way, and a replica far from a staircase costs
     ~10–30 fits, not `sims`. (p, simulations run)."""
     n = len(x)
-    idx = np.arange(n, dtype=float)
-    line = np.polyval(np.polyfit(idx, x, 1), idx)
-    phi = min(max(0.0, phi_for_lag1(float(detrended_lag1(x)), n, 0.5)), 0.999)
-    sd = float(np.std(x - line, ddof=2))
+    basis = _smooth_basis(n)
+    curve = basis @ np.linalg.lstsq(basis, x, rcond=None)[0]
+    res = x - curve
+    rho = float(np.sum(res[1:] * res[:-1]) / max(float(res @ res), 1e-300))
+    phi = min(max(0.0, phi_for_lag1(rho, n, 0.5)), 0.999)
+    sd = float(np.std(res, ddof=basis.shape[1]))
     stop = int(RULES["ratchet_group_stop"])
     hits = done = 0
     while done < sims:
@@ -377,7 +389,7 @@ def _null_p(x: np.ndarray, sharp_t: float, rng: np.random.Generator, sims: int) 
         e[:, 0] /= math.sqrt(1 - phi * phi)
         for noise in lfilter([1.0], [1.0, -phi], e, axis=1) * sd * math.sqrt(1 - phi * phi):
             done += 1
-            fit = _step_fit_x(line + noise)
+            fit = _step_fit_x(curve + noise)
             hits += bool(fit is not None and _group_shape(fit) and fit.sharp_t >= sharp_t)
             if hits >= stop:
                 return hits / done, done
@@ -389,7 +401,7 @@ def _null_p(x: np.ndarray, sharp_t: float, rng: np.random.Generator, sims: int) 
 def ratchet_group(replicas: list[StepEvidence], *, sims: int | None = None) -> GroupRatchet | None:
     """Ratcheting on a group's combined step evidence (its replicas' step_evidence, as classify
     found it in their steady windows: only simulated series are fitted here). Each replica's
-    statistic is its sharpest step beside a straight line where its step fit has the staircase's
+    statistic is its sharpest step beside a smooth curve where its step fit has the staircase's
     shape (else none); its p is where that falls among `sims` simulations of its own
     null (_null_p); the replicas' p's but the smallest are combined by Fisher's method (a replica
     without the shape counts p = 1, one Ratcheting on its own counts the smallest p, 1/(sims + 1):

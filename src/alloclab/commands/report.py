@@ -8,6 +8,7 @@ from rich.console import Console
 
 from ..config import METRICS
 from ..errors import UserError
+from ..outputs import writable_directory
 from ..store import resolve_run
 
 
@@ -15,7 +16,9 @@ def report_command(run_dir: Path, output: Path | None, metric: str | None, basel
                    console: Console) -> None:
     if metric and metric not in METRICS:
         raise UserError(f"--metric {metric!r} is not known", f"use one of: {', '.join(METRICS)}")
-    resolve_run(run_dir)
+    db = resolve_run(run_dir)
+    # before the analysis (seconds on a long run): a file in the way or a read-only run directory
+    writable_directory(output or db.parent, "report directory" if output else "the run directory")
     from .. import report      # (here, once the path is a run: the statistics and charts take ~1 s to import)
     path, _ = report.report_run(run_dir, output, metric, console, baseline=baseline)
     console.print(f"report: {path} (interactive: {path.with_name('report.html')})")

@@ -1,0 +1,45 @@
+"""Outputs that cannot be written (a file where a directory goes, a directory where a file goes, a
+place that cannot be made): one line naming the path and the option to change, exit code 2, no
+traceback, found before the work starts, and nothing recorded is touched. The CLI runs in this
+process (alloclab.cli.main, as the entry point does); the stores are made directly (test_merge)."""
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from alloclab.cli import main
+from tests.unit.test_merge import host_run
+
+UNMAKEABLE = "/proc/alloclab-no-such-dir"      # procfs takes no new directory, not even from root
+
+
+def alloclab(monkeypatch, capsys, *argv: str) -> tuple[int, str]:
+    """Run the CLI as `alloclab ARGV`; returns the exit code and stderr."""
+    monkeypatch.setattr(sys, "argv", ["alloclab", *argv])
+    with pytest.raises(SystemExit) as exit_:
+        main()
+    return exit_.value.code, capsys.readouterr().err
+
+
+def one_line(code: int, err: str, *needles: str) -> None:
+    assert code == 2, err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    for needle in needles:
+        assert needle in err, err
+
+
+@pytest.fixture
+def run(tmp_path):
+    return host_run(tmp_path / "run", "h1", 1000.0)
+
+
+@pytest.mark.parametrize("where,needles", [
+    ("file", ["is a file, not a directory", "-o"]),
+    ("unmakeable", ["cannot write to report directory", "No such file or directory", "-o"]),
+])
+def test_report_to_an_output_it_cannot_write(monkeypatch, capsys, run, where, needles):
+    out = run / "run.db" if where == "file" else UNMAKEABLE
+    before = (run / "run.db").read_bytes()
+    one_line(*alloclab(monkeypatch, capsys, "report", str(run), "-o", str(out)), *needles)
+    assert (run / "run.db").read_bytes() == before and not (run / "report.md").exists()

@@ -43,3 +43,9 @@ def test_report_to_an_output_it_cannot_write(monkeypatch, capsys, run, where, ne
     before = (run / "run.db").read_bytes()
     one_line(*alloclab(monkeypatch, capsys, "report", str(run), "-o", str(out)), *needles)
     assert (run / "run.db").read_bytes() == before and not (run / "report.md").exists()
+
+
+def test_bundle_into_a_directory_that_takes_no_file(monkeypatch, capsys, run):
+    one_line(*alloclab(monkeypatch, capsys, "bundle", str(run), "-o", f"/proc/{run.name}.tar.gz"),
+             "cannot write bundle /proc/", "-o")
+    assert not (run / "report.md").exists()          # refused before the report a bundle needs

@@ -49,3 +49,11 @@ def test_bundle_into_a_directory_that_takes_no_file(monkeypatch, capsys, run):
     one_line(*alloclab(monkeypatch, capsys, "bundle", str(run), "-o", f"/proc/{run.name}.tar.gz"),
              "cannot write bundle /proc/", "-o")
     assert not (run / "report.md").exists()          # refused before the report a bundle needs
+
+
+def test_merge_onto_a_file(monkeypatch, capsys, tmp_path):
+    a, b = host_run(tmp_path / "h1", "h1", 1000.0), host_run(tmp_path / "h2", "h2", 1000.3)
+    notes = tmp_path / "notes.txt"
+    notes.write_text("mine")
+    one_line(*alloclab(monkeypatch, capsys, "merge", str(a), str(b), "-o", str(notes)), "is a file, not a directory", "-o")
+    assert notes.read_text() == "mine"

@@ -57,3 +57,8 @@ def test_merge_onto_a_file(monkeypatch, capsys, tmp_path):
     notes.write_text("mine")
     one_line(*alloclab(monkeypatch, capsys, "merge", str(a), str(b), "-o", str(notes)), "is a file, not a directory", "-o")
     assert notes.read_text() == "mine"
+
+
+def test_package_into_a_directory_that_cannot_be_made(monkeypatch, capsys):
+    one_line(*alloclab(monkeypatch, capsys, "allocators", "package", "jemalloc@5.3.0", "-o", UNMAKEABLE),
+             f"cannot write to output directory {UNMAKEABLE}", "-o")

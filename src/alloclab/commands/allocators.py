@@ -108,7 +108,9 @@ def package_command(allocator_id: str, out_dir, console: Console) -> None:
     from pathlib import Path
     from ..allocators import debpackage
     from .. import preflight
+    from ..outputs import writable_directory
     preflight.check_output(Path(out_dir))          # a directory (or nothing yet), not a file
+    writable_directory(Path(out_dir))              # and one that takes the .deb, before a build
     b = catalog.find_build(allocator_id)
     if b is None:
         with console.status(f"building {allocator_id}") as status:

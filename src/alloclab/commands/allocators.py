@@ -117,5 +117,5 @@ def package_command(allocator_id: str, out_dir, console: Console) -> None:
             b = BUILDS.build(allocator_id, lambda step: status.update(f"building {allocator_id}: {step}"))
     deb = debpackage.build_deb(b, Path(out_dir))
     console.print(f"{deb}\n  installs /{debpackage.install_dir(allocator_id) / b.path.name} "
-                  f"(sha256 {b.provenance['library_sha256'][:16]}…); install: dpkg -i {deb.name}; "
+                  f"(sha256 {b.provenance['library_sha256'][:16]}…); install: dpkg -i {deb}; "
                   f"then preload it by path or by id (alloclab fleet deploy {allocator_id} ...)")

@@ -44,7 +44,7 @@ def writable_file(path: Path, what: str = "output file", option: str = "-o") -> 
     """A file alloclab is about to write: not a directory, in a directory (made if missing) that
     takes a new file."""
     if path.is_dir():
-        raise UserError(f"{what} {path} is a directory", f"give a file name with {option}, e.g. {path / 'out'}")
+        raise UserError(f"{what} {path} is a directory", f"give {option} a file name, not a directory")
     try:
         _take_a_file(path.parent)
     except OSError as exc:

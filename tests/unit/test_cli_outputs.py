@@ -62,3 +62,18 @@ def test_merge_onto_a_file(monkeypatch, capsys, tmp_path):
 def test_package_into_a_directory_that_cannot_be_made(monkeypatch, capsys):
     one_line(*alloclab(monkeypatch, capsys, "allocators", "package", "jemalloc@5.3.0", "-o", UNMAKEABLE),
              f"cannot write to output directory {UNMAKEABLE}", "-o")
+
+
+@pytest.mark.parametrize("verb", [["plan", "--units", "tor@*", "--groups", "groups.toml"],
+                                  ["deploy", "jemalloc@5.3.0", "--units", "tor@*", "--dry-run"]])
+def test_fleet_plan_files_that_cannot_be_written(monkeypatch, capsys, tmp_path, verb):
+    monkeypatch.chdir(tmp_path)
+    local = ["--root", str(tmp_path / "root"), "--systemctl", "local"]
+    units = tmp_path / "root/etc/systemd/system"
+    units.mkdir(parents=True)
+    (units / "tor@a.service").write_text("[Service]\nExecStart=/bin/sleep 3600\n")     # listed, never started
+    (tmp_path / "groups.toml").write_text('name = "relays"\ncommand = ["/bin/true"]\n[[group]]\nname = "glibc"\nallocator = "glibc"\n')
+    (tmp_path / "taken").mkdir()
+    one_line(*alloclab(monkeypatch, capsys, "fleet", *verb, "-o", "taken", *local), "taken is a directory", "-o")
+    one_line(*alloclab(monkeypatch, capsys, "fleet", *verb, "-o", f"{UNMAKEABLE}/plan.json", *local),
+             f"cannot write", f"{UNMAKEABLE}/plan.json", "-o")

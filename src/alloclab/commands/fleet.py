@@ -12,6 +12,7 @@ from ..fleet import collector, fleetread, lifecycle, rollout, unitfile
 from .. import metrics
 from ..config import parse_duration
 from ..errors import UserError
+from ..outputs import writable_file
 
 
 def _emit_json(data: dict) -> None:
@@ -44,6 +45,7 @@ def plan_command(units_glob: str | None, groups: Path, seed: int, out: Path, roo
                  facts: tuple[Path, ...] = (), as_json: bool = False) -> None:
     if facts and units_glob:
         raise UserError("give --units (this host) or --facts (a fleet), not both", "drop one of them")
+    writable_file(out, "plan file")           # before the units' facts are gathered, not after
     if facts:
         plan = lifecycle.make_fleet_plan(list(facts), groups, seed, out)
     elif units_glob:
@@ -143,6 +145,8 @@ def deploy_command(allocator: str | None, units_glob: str, batch: str, dry_run: 
         raise UserError("--max-restarts and --persist must be at least 1", "give a count of 1 or more")
     if group is not None and group_file is None:
         raise UserError("--group needs --group-file", "name the groups file with --group-file FILE")
+    for path in (out, out.with_suffix(".toml")):      # the one-group plan, and its groups file beside it
+        writable_file(path, "deployment plan file")
     guards = rollout.Guards(max_memory_kb=rollout.parse_size_kb(max_memory, "--max-memory") if max_memory else None,
                             max_increase=rollout.parse_share(max_increase, "--max-increase") if max_increase else None,
                             max_restarts=max_restarts, persist=persist,

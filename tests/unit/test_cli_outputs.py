@@ -5,6 +5,7 @@ process (alloclab.cli.main, as the entry point does); the stores are made direct
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -77,3 +78,16 @@ def test_fleet_plan_files_that_cannot_be_written(monkeypatch, capsys, tmp_path, 
     one_line(*alloclab(monkeypatch, capsys, "fleet", *verb, "-o", "taken", *local), "taken is a directory", "-o")
     one_line(*alloclab(monkeypatch, capsys, "fleet", *verb, "-o", f"{UNMAKEABLE}/plan.json", *local),
              f"cannot write", f"{UNMAKEABLE}/plan.json", "-o")
+
+
+TRACE = Path(__file__).parents[1] / "data/traces/worker_pool.v2.trace"
+
+
+@pytest.mark.parametrize("chart,needles", [("curve", ["--chart", "is not a .png file name", "curve.png"]),
+                                           (f"{UNMAKEABLE}/curve.png", ["cannot write chart", "--chart"])])
+def test_trace_chart_that_would_not_be_written_where_asked(monkeypatch, capsys, tmp_path, chart, needles):
+    """A name without .png was written as NAME.png and reported as NAME (exit 0); a place that
+    takes no file was a traceback once the trace had been read."""
+    monkeypatch.chdir(tmp_path)
+    one_line(*alloclab(monkeypatch, capsys, "trace", "info", str(TRACE), "--chart", chart), *needles)
+    assert list(tmp_path.iterdir()) == []

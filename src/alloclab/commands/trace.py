@@ -11,6 +11,7 @@ from rich.table import Table
 
 from .. import trace
 from ..errors import UserError
+from ..outputs import writable_file
 from ..allocators.resolution import resolve
 
 
@@ -38,6 +39,10 @@ def replay_command(trace_file: Path, speed: float, allocator: str | None, limits
 def info_command(trace_file: Path, chart: Path | None, as_json: bool, timeout: float | None, console: Console) -> None:
     if timeout is not None and not (timeout > 0 and timeout < float("inf")):
         raise UserError(f"--timeout {timeout} is not a positive number of seconds", "give e.g. --timeout 600")
+    if chart:       # checked before the trace is read; matplotlib would add .png to a name without it
+        if chart.suffix.lower() != ".png":
+            raise UserError(f"--chart {chart} is not a .png file name", f"give e.g. --chart {chart.with_suffix('.png').name}")
+        writable_file(chart, "chart", "--chart")
     d = trace.info(trace_file, timeout=timeout)
     if as_json:
         click.echo(json.dumps(d))

@@ -91,3 +91,15 @@ def test_trace_chart_that_would_not_be_written_where_asked(monkeypatch, capsys, 
     monkeypatch.chdir(tmp_path)
     one_line(*alloclab(monkeypatch, capsys, "trace", "info", str(TRACE), "--chart", chart), *needles)
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("target,needles", [("kept.trace", ["kept.trace already exists", "-o"]),
+                                            ("adir", ["adir is a directory", "-o"])])
+def test_trace_record_keeps_an_earlier_recording_and_runs_nothing(monkeypatch, capsys, tmp_path, target, needles):
+    """An existing trace was overwritten by the next recording given the same -o; a directory was
+    found only after the program had run."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "kept.trace").write_bytes(TRACE.read_bytes())
+    (tmp_path / "adir").mkdir()
+    one_line(*alloclab(monkeypatch, capsys, "trace", "record", "-o", target, "--", "/bin/touch", "ran"), *needles)
+    assert (tmp_path / "kept.trace").read_bytes() == TRACE.read_bytes() and not (tmp_path / "ran").exists()

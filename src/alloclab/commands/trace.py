@@ -16,6 +16,10 @@ from ..allocators.resolution import resolve
 
 
 def record_command(output: Path, allocator: str | None, command: list[str], console: Console) -> None:
+    # before the program runs: a recording is not replaced by the next one given the same -o
+    if output.is_file() and output.stat().st_size > 0:
+        raise UserError(f"{output} already exists (a recording is not overwritten)", "remove it or give another file with -o")
+    writable_file(output, "trace")
     r = trace.record(output, command, allocator)
     console.print(f"recorded {r['events']:,} events from {r['threads']} threads over {r['duration_s']:.2f} s into "
                   f"{output} ({r['bytes']:,} bytes, {r['bytes_per_event']:.2f} bytes/event); program exit code {r['exit_code']}")

@@ -415,7 +415,7 @@ def fleet_deploy(allocator, units_glob, env_items, group_file, group_name, batch
 
 
 @fleet_group.command("rollback")
-@click.option("--batch", type=int, default=5, show_default=True, help="Units restored at once.")
+@click.option("--batch", type=click.IntRange(min=1), default=5, show_default=True, help="Units restored at once.")
 @click.option("--json", "as_json", is_flag=True, help="Print what was restored as JSON.")
 @_fleet_options
 def fleet_rollback(batch, as_json, root, systemctl) -> None:

@@ -103,3 +103,11 @@ def test_trace_record_keeps_an_earlier_recording_and_runs_nothing(monkeypatch, c
     (tmp_path / "adir").mkdir()
     one_line(*alloclab(monkeypatch, capsys, "trace", "record", "-o", target, "--", "/bin/touch", "ran"), *needles)
     assert (tmp_path / "kept.trace").read_bytes() == TRACE.read_bytes() and not (tmp_path / "ran").exists()
+
+
+@pytest.mark.parametrize("batch", ["0", "-1"])
+def test_fleet_rollback_batch_below_one(monkeypatch, capsys, tmp_path, batch):
+    """--batch 0 restored the drop-ins, then failed in range() before any restart (a traceback);
+    -1 restarted nothing and said every unit was rolled back. Refused as the options are read."""
+    one_line(*alloclab(monkeypatch, capsys, "fleet", "rollback", "--batch", batch, "--root", str(tmp_path),
+                       "--systemctl", "local"), f"'--batch': {batch} is not in the range x>=1")

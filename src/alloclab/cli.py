@@ -200,7 +200,7 @@ def allocators_list() -> None:
 @allocators_group.command("build")
 @click.argument("ids", nargs=-1, required=True)
 @click.option("--force", is_flag=True, help="Rebuild even if cached.")
-@click.option("-j", "--jobs", type=int, default=2, show_default=True, help="Builds at once.")
+@click.option("-j", "--jobs", type=click.IntRange(min=1), default=2, show_default=True, help="Builds at once.")
 def allocators_build(ids: tuple[str, ...], force: bool, jobs: int) -> None:
     """Fetch, build and verify catalog ids (e.g. mimalloc@2.0.9+secure jemalloc@5.2.1)."""
     from .commands.allocators import build_command

@@ -111,3 +111,8 @@ def test_fleet_rollback_batch_below_one(monkeypatch, capsys, tmp_path, batch):
     -1 restarted nothing and said every unit was rolled back. Refused as the options are read."""
     one_line(*alloclab(monkeypatch, capsys, "fleet", "rollback", "--batch", batch, "--root", str(tmp_path),
                        "--systemctl", "local"), f"'--batch': {batch} is not in the range x>=1")
+
+
+def test_allocators_build_jobs_below_one(monkeypatch, capsys):
+    """-j 0 and -j -3 were taken silently (as 1) and the build went ahead."""
+    one_line(*alloclab(monkeypatch, capsys, "allocators", "build", "nosuch@1", "-j", "0"), "'-j' / '--jobs': 0 is not in the range x>=1")

@@ -65,14 +65,19 @@ def test_package_into_a_directory_that_cannot_be_made(monkeypatch, capsys):
              f"cannot write to output directory {UNMAKEABLE}", "-o")
 
 
+def local_units(root):
+    """A unit file under a --systemctl local root: listed, never started."""
+    units = root / "etc/systemd/system"
+    units.mkdir(parents=True)
+    (units / "tor@a.service").write_text("[Service]\nExecStart=/bin/sleep 3600\n")
+    return ["--root", str(root), "--systemctl", "local"]
+
+
 @pytest.mark.parametrize("verb", [["plan", "--units", "tor@*", "--groups", "groups.toml"],
                                   ["deploy", "jemalloc@5.3.0", "--units", "tor@*", "--dry-run"]])
 def test_fleet_plan_files_that_cannot_be_written(monkeypatch, capsys, tmp_path, verb):
     monkeypatch.chdir(tmp_path)
-    local = ["--root", str(tmp_path / "root"), "--systemctl", "local"]
-    units = tmp_path / "root/etc/systemd/system"
-    units.mkdir(parents=True)
-    (units / "tor@a.service").write_text("[Service]\nExecStart=/bin/sleep 3600\n")     # listed, never started
+    local = local_units(tmp_path / "root")
     (tmp_path / "groups.toml").write_text('name = "relays"\ncommand = ["/bin/true"]\n[[group]]\nname = "glibc"\nallocator = "glibc"\n')
     (tmp_path / "taken").mkdir()
     one_line(*alloclab(monkeypatch, capsys, "fleet", *verb, "-o", "taken", *local), "taken is a directory", "-o")
@@ -116,3 +121,10 @@ def test_fleet_rollback_batch_below_one(monkeypatch, capsys, tmp_path, batch):
 def test_allocators_build_jobs_below_one(monkeypatch, capsys):
     """-j 0 and -j -3 were taken silently (as 1) and the build went ahead."""
     one_line(*alloclab(monkeypatch, capsys, "allocators", "build", "nosuch@1", "-j", "0"), "'-j' / '--jobs': 0 is not in the range x>=1")
+
+
+def test_fleet_deploy_dry_run_checks_the_history_run(monkeypatch, capsys, tmp_path):
+    """A --history that is no run passed the dry run and failed only the real deploy."""
+    local = local_units(tmp_path / "root")
+    one_line(*alloclab(monkeypatch, capsys, "fleet", "deploy", "glibc", "--units", "tor@*", "--dry-run", "--history",
+                       str(tmp_path / "no-run"), "-o", str(tmp_path / "d.json"), *local), "--history", "no collector run there")

@@ -605,6 +605,7 @@ def apply_plan(units: Units, plan: Plan, batch: int | str, dry_run: bool, say=pr
     sizes = rollout.batch_sizes(batch, len(writes))
     starts = [sum(sizes[:i]) for i in range(len(sizes))]
     batches = [writes[s:s + n] for s, n in zip(starts, sizes)]
+    past = _open_history(history) if guards is not None else None     # a wrong --history fails the dry run too
     if dry_run:
         for unit, path, text in writes:
             say(f"would write {path}:\n" + "".join(f"    {ln}\n" for ln in text.splitlines()))
@@ -636,7 +637,6 @@ def apply_plan(units: Units, plan: Plan, batch: int | str, dry_run: bool, say=pr
     fs.write(generation / "manifest.json", json.dumps(manifest, indent=2))
     done: list[str] = []
     watched: dict[str, dict] = {}
-    past = _open_history(history) if guards is not None else None
     for i, b in enumerate(batches, 1):
         names = [u for u, _, _ in b]
         old = {u: _old_process(units, u, past) for u in names}   # each unit's level on its old allocator

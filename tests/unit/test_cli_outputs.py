@@ -128,3 +128,14 @@ def test_fleet_deploy_dry_run_checks_the_history_run(monkeypatch, capsys, tmp_pa
     local = local_units(tmp_path / "root")
     one_line(*alloclab(monkeypatch, capsys, "fleet", "deploy", "glibc", "--units", "tor@*", "--dry-run", "--history",
                        str(tmp_path / "no-run"), "-o", str(tmp_path / "d.json"), *local), "--history", "no collector run there")
+
+
+def test_fleet_deploy_dry_run_writes_no_file(monkeypatch, capsys, tmp_path):
+    """"Change nothing": the dry run wrote its one-group plan over -o (an earlier deploy's plan)
+    and a .toml beside it."""
+    local = local_units(tmp_path / "root")
+    earlier = tmp_path / "deploy.json"
+    earlier.write_text('{"earlier": "deploy"}')
+    code, err = alloclab(monkeypatch, capsys, "fleet", "deploy", "glibc", "--units", "tor@*", "--dry-run", "-o", str(earlier), *local)
+    assert code == 0, err
+    assert earlier.read_text() == '{"earlier": "deploy"}' and sorted(p.name for p in tmp_path.iterdir()) == ["deploy.json", "root"]

@@ -12,6 +12,7 @@ started from a unit file under the root, with the Environment= lines of its drop
 """
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import hashlib
 import json
@@ -23,6 +24,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -818,8 +820,8 @@ def deploy(units: Units, allocator: str | None, pattern: str, batch: int | str, 
     """Roll one allocator out to every matching unit: a one-group plan, applied in canary batches
     under the guards (rolled back automatically when one trips). The allocator and its environment
     come from the arguments, or from group `group` of a groups file (its env, then `env` over it);
-    make_plan validates them as it does every group's tunables."""
-    groups_file = out.with_suffix(".toml")
+    make_plan validates them as it does every group's tunables. A dry run writes its plan into a
+    temporary directory: it changes nothing, not even an earlier deploy's plan at `out`."""
     if group_file is not None:
         allocator, file_env = group_from_file(group_file, group, allocator)
         env = {**file_env, **(env or {})}
@@ -827,10 +829,14 @@ def deploy(units: Units, allocator: str | None, pattern: str, batch: int | str, 
         raise UserError("deploy needs an allocator", "give ALLOCATOR, or --group-file FILE --group NAME")
     unitfile.check_env(env or {}, "deploy")
     env_line = "".join(f'\nenv = {{ {", ".join(f"{json.dumps(k)} = {json.dumps(v)}" for k, v in (env or {}).items())} }}' if env else "")
-    groups_file.write_text(f'name = "deploy"\ncommand = ["/bin/true"]\n[[group]]\nname = "deploy"\nallocator = {json.dumps(allocator)}{env_line}\n')
-    plan = make_plan(units, pattern, groups_file, 0, out)
-    return apply_plan(units, plan, batch, dry_run, say, guards=guards, settle=settle, scope=scope, sample_every=sample_every,
-                      history=history)
+    with contextlib.ExitStack() as stack:
+        if dry_run:
+            out = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="alloclab-deploy-dry-run-"))) / out.name
+        groups_file = out.with_suffix(".toml")
+        groups_file.write_text(f'name = "deploy"\ncommand = ["/bin/true"]\n[[group]]\nname = "deploy"\nallocator = {json.dumps(allocator)}{env_line}\n')
+        plan = make_plan(units, pattern, groups_file, 0, out)
+        return apply_plan(units, plan, batch, dry_run, say, guards=guards, settle=settle, scope=scope,
+                          sample_every=sample_every, history=history)
 
 
 def group_from_file(path: Path, name: str | None, allocator: str | None) -> tuple[str, dict[str, str]]:

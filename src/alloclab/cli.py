@@ -399,7 +399,8 @@ def fleet_prepare(as_json) -> None:
               help="On a trip, roll back everything deployed so far, or only the tripped batch.")
 @click.option("--dry-run", is_flag=True, help="Show every file and command; change nothing.")
 @click.option("-o", "--output", type=PathArg, default=Path("fleet-deploy.json"), show_default=True,
-              help="Deployment record to write (batches, guard readings, what was rolled back).")
+              help="The deployment's plan to write (every unit in its one group; its groups file beside it as .toml; "
+                   "not with --dry-run). What each batch did, the guards' readings and any rollback: --json.")
 @click.option("--json", "as_json", is_flag=True, help="Print what changed, or the trip, as JSON (progress goes to stderr).")
 @_fleet_options
 def fleet_deploy(allocator, units_glob, env_items, group_file, group_name, batch, settle, max_memory, max_increase,

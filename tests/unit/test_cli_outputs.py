@@ -139,3 +139,13 @@ def test_fleet_deploy_dry_run_writes_no_file(monkeypatch, capsys, tmp_path):
     code, err = alloclab(monkeypatch, capsys, "fleet", "deploy", "glibc", "--units", "tor@*", "--dry-run", "-o", str(earlier), *local)
     assert code == 0, err
     assert earlier.read_text() == '{"earlier": "deploy"}' and sorted(p.name for p in tmp_path.iterdir()) == ["deploy.json", "root"]
+
+
+@pytest.mark.parametrize("env", ["LD_PRELOAD=/usr/lib/libx.so", "ALLOCLAB_GROUP=x"])
+def test_fleet_deploy_env_refusal_names_the_option_not_a_file_the_user_never_wrote(monkeypatch, capsys, tmp_path, env):
+    """Was "fleet-deploy.toml: group 'deploy' sets LD_PRELOAD in env" (the plan's groups file, made from the options)."""
+    local = local_units(tmp_path / "root")
+    code, err = alloclab(monkeypatch, capsys, "fleet", "deploy", "glibc", "--units", "tor@*", "--dry-run", "--env", env,
+                         "-o", str(tmp_path / "d.json"), *local)
+    one_line(code, err, "--env", env.split("=")[0])
+    assert ".toml" not in err

@@ -176,6 +176,9 @@ def parse_env(items: tuple[str, ...]) -> dict[str, str]:
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise UserError(f"--env {item!r} is not KEY=VALUE", "e.g. --env MALLOC_CONF=background_thread:true")
+        if key == "LD_PRELOAD":
+            raise UserError("--env LD_PRELOAD: the library is the deploy's ALLOCATOR", "give it as ALLOCATOR (a catalog id "
+                            "or a library path), e.g. alloclab fleet deploy /usr/lib/libx.so --units ...")
         env[key] = value
     return env
 

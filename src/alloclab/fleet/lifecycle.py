@@ -834,7 +834,12 @@ def deploy(units: Units, allocator: str | None, pattern: str, batch: int | str, 
             out = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="alloclab-deploy-dry-run-"))) / out.name
         groups_file = out.with_suffix(".toml")
         groups_file.write_text(f'name = "deploy"\ncommand = ["/bin/true"]\n[[group]]\nname = "deploy"\nallocator = {json.dumps(allocator)}{env_line}\n')
-        plan = make_plan(units, pattern, groups_file, 0, out)
+        try:
+            plan = make_plan(units, pattern, groups_file, 0, out)
+        except UserError as err:        # that groups file is made from the options: name them, not the file
+            if not err.problem.startswith(f"{groups_file}: "):
+                raise
+            raise UserError(f"ALLOCATOR/--env: {err.problem.removeprefix(f'{groups_file}: ')}", err.fix) from None
         return apply_plan(units, plan, batch, dry_run, say, guards=guards, settle=settle, scope=scope,
                           sample_every=sample_every, history=history)
 

@@ -149,3 +149,13 @@ def test_fleet_deploy_env_refusal_names_the_option_not_a_file_the_user_never_wro
                          "-o", str(tmp_path / "d.json"), *local)
     one_line(code, err, "--env", env.split("=")[0])
     assert ".toml" not in err
+
+
+@pytest.mark.parametrize("verb", [["bisect", "--family", "mimalloc", "--good", "2.0.9", "--bad", "3.0.1"],
+                                  ["sweep", "--allocator", "glibc", "--allocator", "jemalloc@5.3.0"]])
+def test_workload_param_with_an_experiment_file_names_that_option(monkeypatch, capsys, tmp_path, verb):
+    """Was "--param applies to ...": bisect's --param is another option (the axis)."""
+    exp = tmp_path / "exp.toml"
+    exp.write_text('name = "x"\ncommand = ["/bin/true"]\n[[group]]\nname = "glibc"\nallocator = "glibc"\n')
+    one_line(*alloclab(monkeypatch, capsys, verb[0], str(exp), *verb[1:], "--workload-param", "clients=3",
+                       "-o", str(tmp_path / "out")), "--workload-param applies to a built-in workload")

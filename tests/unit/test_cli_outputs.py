@@ -159,3 +159,12 @@ def test_workload_param_with_an_experiment_file_names_that_option(monkeypatch, c
     exp.write_text('name = "x"\ncommand = ["/bin/true"]\n[[group]]\nname = "glibc"\nallocator = "glibc"\n')
     one_line(*alloclab(monkeypatch, capsys, verb[0], str(exp), *verb[1:], "--workload-param", "clients=3",
                        "-o", str(tmp_path / "out")), "--workload-param applies to a built-in workload")
+
+
+@pytest.mark.parametrize("verb", [["apply"], ["collect", "-o", "run"]])
+def test_fleet_plan_that_does_not_exist(monkeypatch, capsys, tmp_path, verb):
+    """Was "no-plan.json is not an alloclab fleet plan" for a path with nothing there (a typo)."""
+    monkeypatch.chdir(tmp_path)
+    args = ["no-plan.json", *verb[1:]] if verb == ["apply"] else ["--plan", "no-plan.json", *verb[1:]]
+    one_line(*alloclab(monkeypatch, capsys, "fleet", verb[0], *args, "--root", str(tmp_path), "--systemctl", "local"),
+             "plan no-plan.json does not exist")

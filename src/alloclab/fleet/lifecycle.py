@@ -483,6 +483,8 @@ def make_fleet_plan(facts_files: list[Path], groups_file: Path, seed: int, out: 
 def load_plan(path: Path, host: str | None = None) -> Plan:
     """A plan as this host applies it. A fleet-wide plan (with `hosts`) is narrowed to HOST's
     share (default: this machine's name): its units and assignments, the groups and seed as they are."""
+    if not path.exists():
+        raise UserError(f"plan {path} does not exist", "check the path, or make one with: alloclab fleet plan")
     try:
         data = json.loads(path.read_text())
         assert data.get("version") == 1 and data["assignments"]

@@ -168,3 +168,15 @@ def test_fleet_plan_that_does_not_exist(monkeypatch, capsys, tmp_path, verb):
     args = ["no-plan.json", *verb[1:]] if verb == ["apply"] else ["--plan", "no-plan.json", *verb[1:]]
     one_line(*alloclab(monkeypatch, capsys, "fleet", verb[0], *args, "--root", str(tmp_path), "--systemctl", "local"),
              "plan no-plan.json does not exist")
+
+
+def test_trace_record_of_a_program_that_allocates_nothing(monkeypatch, capsys, tmp_path, native_dir):
+    """Was "recorded 0 events ... (64 bytes, 64.00 bytes/event)": a per-event figure of no event."""
+    code = None
+    monkeypatch.setattr(sys, "argv", ["alloclab", "trace", "record", "-o", str(tmp_path / "true.trace"), "--", "/bin/true"])
+    try:
+        main()
+    except SystemExit as exc:
+        code = exc.code
+    out = capsys.readouterr().out
+    assert code in (None, 0) and "recorded no allocation" in out and "bytes/event" not in out, out

@@ -21,6 +21,10 @@ def record_command(output: Path, allocator: str | None, command: list[str], cons
         raise UserError(f"{output} already exists (a recording is not overwritten)", "remove it or give another file with -o")
     writable_file(output, "trace")
     r = trace.record(output, command, allocator)
+    if not r["events"]:         # the header alone: no figure per event to give
+        console.print(f"recorded no allocation: {command[0]} made no malloc-family call before it exited; {output} "
+                      f"({r['bytes']:,} bytes) holds the header only; program exit code {r['exit_code']}")
+        return
     console.print(f"recorded {r['events']:,} events from {r['threads']} threads over {r['duration_s']:.2f} s into "
                   f"{output} ({r['bytes']:,} bytes, {r['bytes_per_event']:.2f} bytes/event); program exit code {r['exit_code']}")
 

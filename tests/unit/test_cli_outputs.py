@@ -180,3 +180,10 @@ def test_trace_record_of_a_program_that_allocates_nothing(monkeypatch, capsys, t
         code = exc.code
     out = capsys.readouterr().out
     assert code in (None, 0) and "recorded no allocation" in out and "bytes/event" not in out, out
+
+
+def test_report_refused_after_its_output_was_checked_leaves_no_directory(monkeypatch, capsys, run, tmp_path):
+    """The -o check makes the directory before the analysis; a refusal (or Ctrl-C) after it removes it again."""
+    one_line(*alloclab(monkeypatch, capsys, "report", str(run), "--baseline", "nosuch", "-o", str(tmp_path / "new/report")),
+             "baseline 'nosuch' is not a group of this run")
+    assert not (tmp_path / "new/report").exists()

@@ -2,6 +2,7 @@
 replicas.csv and charts, print the summary."""
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 from rich.console import Console
@@ -18,7 +19,13 @@ def report_command(run_dir: Path, output: Path | None, metric: str | None, basel
         raise UserError(f"--metric {metric!r} is not known", f"use one of: {', '.join(METRICS)}")
     db = resolve_run(run_dir)
     # before the analysis (seconds on a long run): a file in the way or a read-only run directory
+    made = output is not None and not output.exists()
     writable_directory(output or db.parent, "report directory" if output else "the run directory")
-    from .. import report      # (here, once the path is a run: the statistics and charts take ~1 s to import)
-    path, _ = report.report_run(run_dir, output, metric, console, baseline=baseline)
+    try:
+        from .. import report      # (here, once the path is a run: the statistics and charts take ~1 s to import)
+        path, _ = report.report_run(run_dir, output, metric, console, baseline=baseline)
+    except BaseException:      # refused (a baseline not in the run), interrupted: no half-written -o left behind
+        if made:               # (made by this command: everything in it is this report's)
+            shutil.rmtree(output, ignore_errors=True)
+        raise
     console.print(f"report: {path} (interactive: {path.with_name('report.html')})")

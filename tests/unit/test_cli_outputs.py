@@ -187,3 +187,10 @@ def test_report_refused_after_its_output_was_checked_leaves_no_directory(monkeyp
     one_line(*alloclab(monkeypatch, capsys, "report", str(run), "--baseline", "nosuch", "-o", str(tmp_path / "new/report")),
              "baseline 'nosuch' is not a group of this run")
     assert not (tmp_path / "new/report").exists()
+
+
+def test_import_prometheus_range_refusal_shows_times_not_unix_seconds(monkeypatch, capsys, tmp_path):
+    """Was "--from is not before --to (1795533435 >= 1795530000)"."""
+    one_line(*alloclab(monkeypatch, capsys, "import", "prometheus", "http://127.0.0.1:9", "-o", str(tmp_path / "run"),
+                       "--from", "1795533435", "--to", "1795530000"),
+             "--from is not before --to (2026-11-24 15:17:15 UTC >= 2026-11-24 14:20:00 UTC)")

@@ -194,3 +194,14 @@ def test_import_prometheus_range_refusal_shows_times_not_unix_seconds(monkeypatc
     one_line(*alloclab(monkeypatch, capsys, "import", "prometheus", "http://127.0.0.1:9", "-o", str(tmp_path / "run"),
                        "--from", "1795533435", "--to", "1795530000"),
              "--from is not before --to (2026-11-24 15:17:15 UTC >= 2026-11-24 14:20:00 UTC)")
+
+
+@pytest.mark.parametrize("verb", [["demo"],
+                                  ["bisect", "tor-dircache", "--param", "clients", "--values", "10,20"],
+                                  ["sweep", "tor-dircache", "--allocator", "glibc", "--set", "MALLOC_ARENA_MAX=1,2"]])
+def test_long_jobs_refuse_an_output_directory_that_cannot_be_made(monkeypatch, capsys, verb):
+    """Was a FileNotFoundError traceback from out.mkdir (bisect, sweep: after resolving every step,
+    whose plan line comes first on stderr)."""
+    code, err = alloclab(monkeypatch, capsys, *verb, "-o", UNMAKEABLE)
+    assert code == 2 and "Traceback" not in err, err
+    one_line(code, err.splitlines()[-1] + "\n", f"cannot write to output directory {UNMAKEABLE}", "-o")

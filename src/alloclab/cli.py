@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import errno
 import inspect
+import os
 import sys
 from pathlib import Path
 
@@ -506,6 +507,14 @@ def main() -> None:
         sys.exit(exc.exit_code)
     except OSError as exc:
         if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            from .settings import cache_root
+            cache, failed = cache_root().absolute(), Path(os.fsdecode(exc.filename or "")).absolute()
+            if exc.filename and (failed.is_relative_to(cache) or cache.is_relative_to(failed)):    # in it, or making it
+                # the cache (native programs, allocator builds, registry listings) is written from many
+                # places; a home that is read-only or not there (ProtectHome=) fails them all alike
+                print(f"alloclab: error: cannot write alloclab's cache {cache_root()} ({exc.strerror}: {exc.filename}) — "
+                      f"set ALLOCLAB_CACHE to a writable directory (docs/settings.md)", file=sys.stderr)
+                sys.exit(2)
             raise
         where = f" writing {exc.filename}" if exc.filename else ""
         print(f"alloclab: error: the disk is full{where} ({exc.strerror}) — free space on that file system, then retry",

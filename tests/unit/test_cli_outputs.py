@@ -205,3 +205,11 @@ def test_long_jobs_refuse_an_output_directory_that_cannot_be_made(monkeypatch, c
     code, err = alloclab(monkeypatch, capsys, *verb, "-o", UNMAKEABLE)
     assert code == 2 and "Traceback" not in err, err
     one_line(code, err.splitlines()[-1] + "\n", f"cannot write to output directory {UNMAKEABLE}", "-o")
+
+
+@pytest.mark.parametrize("verb", [["allocators", "list"], ["trace", "info", str(TRACE)]])
+def test_a_cache_that_cannot_be_written(monkeypatch, capsys, verb):
+    """ALLOCLAB_CACHE (or the home it defaults to: ProtectHome=) not writable was a traceback from
+    whichever mkdir met it first."""
+    monkeypatch.setenv("ALLOCLAB_CACHE", f"{UNMAKEABLE}/cache")
+    one_line(*alloclab(monkeypatch, capsys, *verb), f"cannot write alloclab's cache {UNMAKEABLE}/cache", "ALLOCLAB_CACHE")

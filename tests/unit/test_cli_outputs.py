@@ -213,3 +213,26 @@ def test_a_cache_that_cannot_be_written(monkeypatch, capsys, verb):
     whichever mkdir met it first."""
     monkeypatch.setenv("ALLOCLAB_CACHE", f"{UNMAKEABLE}/cache")
     one_line(*alloclab(monkeypatch, capsys, *verb), f"cannot write alloclab's cache {UNMAKEABLE}/cache", "ALLOCLAB_CACHE")
+
+
+def test_fleet_collect_into_a_file(monkeypatch, capsys, tmp_path):
+    """Was a FileExistsError traceback from mkdir once the units had been found running."""
+    import os
+    import signal
+    from alloclab.fleet import lifecycle
+    local = local_units(tmp_path / "root")
+    (tmp_path / "groups.toml").write_text('name = "r"\ncommand = ["/bin/true"]\n[[group]]\nname = "glibc"\nallocator = "glibc"\n')
+    lifecycle.LocalUnits(tmp_path / "root").restart("tor@a.service")
+    try:
+        plan = tmp_path / "plan.json"
+        code, err = alloclab(monkeypatch, capsys, "fleet", "plan", "--units", "tor@*", "--groups", str(tmp_path / "groups.toml"),
+                             "-o", str(plan), *local)
+        assert code == 0, err
+        notes = tmp_path / "notes.txt"
+        notes.write_text("mine")
+        one_line(*alloclab(monkeypatch, capsys, "fleet", "collect", "--plan", str(plan), "-o", str(notes), "--duration", "1s",
+                           *local), f"output directory {notes} is a file", "-o")
+        assert notes.read_text() == "mine"
+    finally:
+        for pidfile in (tmp_path / "root/run/alloclab-units").glob("*.pid"):
+            os.killpg(int(pidfile.read_text().split()[0]), signal.SIGKILL)

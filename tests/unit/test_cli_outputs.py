@@ -236,3 +236,17 @@ def test_fleet_collect_into_a_file(monkeypatch, capsys, tmp_path):
     finally:
         for pidfile in (tmp_path / "root/run/alloclab-units").glob("*.pid"):
             os.killpg(int(pidfile.read_text().split()[0]), signal.SIGKILL)
+
+
+def test_export_keeps_csv_files_it_did_not_write(monkeypatch, capsys, run, tmp_path):
+    """`export RUN --csv DIR` overwrote a TorUtils experiment's own memory.csv in DIR; an earlier
+    export of alloclab's is still refreshed."""
+    theirs = tmp_path / "torutils"
+    theirs.mkdir()
+    (theirs / "memory.csv").write_text("timestamp,type,nickname,rss_kb\n")
+    one_line(*alloclab(monkeypatch, capsys, "export", str(run), "--csv", str(theirs)),
+             "already holds memory.csv that alloclab did not export", "--csv")
+    assert (theirs / "memory.csv").read_text() == "timestamp,type,nickname,rss_kb\n" and len(list(theirs.iterdir())) == 1
+    for _ in range(2):                                  # an export, then the same export again over it
+        code, err = alloclab(monkeypatch, capsys, "export", str(run), "--csv", str(tmp_path / "ours"))
+        assert code == 0, err

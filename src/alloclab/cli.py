@@ -35,7 +35,7 @@ def app() -> None:
 @click.option("-o", "--output", type=PathArg, help="Run directory.", show_default="runs/<time>-<name>")
 @click.option("--until-significant", is_flag=True, help="Stop once the best group beats the baseline significantly.")
 @click.option("--max-duration", help="Stop after this long, e.g. 30m.")
-@click.option("--stable-for", default="60s", show_default=True, help="With --until-significant: time of the first look (later looks at doublings of it, and a last one just before --max-duration).")
+@click.option("--stable-for", show_default="60s", help="With --until-significant: time of the first look (later looks at doublings of it, and a last one just before --max-duration).")
 @click.option("--no-report", is_flag=True, help="Skip the report at the end.")
 @click.option("--resume", "resume_run", type=PathArg, metavar="RUN",
               help="Continue a run whose alloclab died: sample what survives, else close it (end reason, report).")
@@ -45,7 +45,7 @@ def app() -> None:
                    "port 0 picks a free one).")
 @click.option("--serve-public", is_flag=True, help="Allow --serve on an address other than loopback (anyone who can reach "
                                                     "it sees the run's commands and data).")
-def run(experiment: Path | None, output: Path | None, until_significant: bool, max_duration: str | None, stable_for: str,
+def run(experiment: Path | None, output: Path | None, until_significant: bool, max_duration: str | None, stable_for: str | None,
         no_report: bool, resume_run: Path | None, serve: str | None, serve_public: bool, metrics_addr: str | None) -> None:
     """Run an experiment: every group x replica started together, sampled, verified, stored, reported.
 

@@ -250,3 +250,18 @@ def test_export_keeps_csv_files_it_did_not_write(monkeypatch, capsys, run, tmp_p
     for _ in range(2):                                  # an export, then the same export again over it
         code, err = alloclab(monkeypatch, capsys, "export", str(run), "--csv", str(tmp_path / "ours"))
         assert code == 0, err
+
+
+@pytest.mark.parametrize("argv,needles", [
+    (["run", "exp.toml", "--stable-for", "10s", "-o", "new"], ["--stable-for", "add --until-significant"]),
+    (["run", "--resume", "r", "--max-duration", "1h"], ["--max-duration cannot change a resumed run", "drop --max-duration"]),
+    (["run", "--resume", "r", "-o", "elsewhere", "--until-significant"], ["-o, --until-significant cannot change a resumed run"]),
+])
+def test_run_options_that_would_be_ignored(monkeypatch, capsys, tmp_path, argv, needles):
+    """Were taken and silently dropped (exit 0): --stable-for without --until-significant, and with
+    --resume every option of a new run."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "exp.toml").write_text('name = "x"\ncommand = ["/bin/true"]\n[[group]]\nname = "glibc"\nallocator = "glibc"\n')
+    host_run(tmp_path / "r", "h1", 1000.0)
+    one_line(*alloclab(monkeypatch, capsys, *argv), *needles)
+    assert not (tmp_path / "elsewhere").exists()

@@ -265,3 +265,10 @@ def test_run_options_that_would_be_ignored(monkeypatch, capsys, tmp_path, argv, 
     host_run(tmp_path / "r", "h1", 1000.0)
     one_line(*alloclab(monkeypatch, capsys, *argv), *needles)
     assert not (tmp_path / "elsewhere").exists()
+
+
+@pytest.mark.parametrize("verb", [["facts", "--units", "tor@*"], ["rollback"]])
+def test_fleet_root_that_does_not_exist(monkeypatch, capsys, tmp_path, verb):
+    """Was "no unit matches 'tor@*' — units present: none" (facts) and "nothing to roll back" (rollback)."""
+    one_line(*alloclab(monkeypatch, capsys, "fleet", *verb, "--root", str(tmp_path / "typo"), "--systemctl", "local"),
+             f"--root {tmp_path / 'typo'} is not a directory")

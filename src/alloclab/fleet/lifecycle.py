@@ -289,6 +289,8 @@ def units_from(spec: str | None, root: Path) -> Units:
     --user) or "local" (the stand-in). The root is made absolute here, so every path stored in a
     manifest is absolute."""
     root = Path(root).resolve()
+    if not root.is_dir():           # a typo: else "no unit matches", or drop-ins written under a new tree
+        raise UserError(f"--root {root} is not a directory", "give the directory the units' files live under (default /)")
     if spec in (None, "auto"):
         spec = "systemd" if Path("/run/systemd/system").is_dir() else "local"
     if spec == "systemd":

@@ -272,3 +272,12 @@ def test_fleet_root_that_does_not_exist(monkeypatch, capsys, tmp_path, verb):
     """Was "no unit matches 'tor@*' — units present: none" (facts) and "nothing to roll back" (rollback)."""
     one_line(*alloclab(monkeypatch, capsys, "fleet", *verb, "--root", str(tmp_path / "typo"), "--systemctl", "local"),
              f"--root {tmp_path / 'typo'} is not a directory")
+
+
+@pytest.mark.parametrize("verb", [["report"], ["compare", "OTHER"]])
+def test_a_metric_the_run_never_recorded(monkeypatch, capsys, run, tmp_path, verb):
+    """--metric pss of a run holding RSS only (a TorUtils import, a collector without smaps) was
+    analysed into every group 'Too short' and "no group has usable data"."""
+    other = host_run(tmp_path / "other", "h2", 1000.0)
+    argv = [verb[0], str(run), *(str(other) for _ in verb[1:]), "--metric", "pss"]
+    one_line(*alloclab(monkeypatch, capsys, *argv), f"--metric pss: {run} recorded no PSS samples", "use --metric rss")

@@ -281,3 +281,13 @@ def test_a_metric_the_run_never_recorded(monkeypatch, capsys, run, tmp_path, ver
     other = host_run(tmp_path / "other", "h2", 1000.0)
     argv = [verb[0], str(run), *(str(other) for _ in verb[1:]), "--metric", "pss"]
     one_line(*alloclab(monkeypatch, capsys, *argv), f"--metric pss: {run} recorded no PSS samples", "use --metric rss")
+
+
+def test_fleet_tables_say_a_stopped_unit_is_not_running(monkeypatch, capsys, tmp_path):
+    """A unit with no main process was shown as 0.0 MB for 0.00 h, as if measured."""
+    monkeypatch.setattr(sys, "argv", ["alloclab", "fleet", "facts", "--units", "tor@*", *local_units(tmp_path / "root")])
+    with pytest.raises(SystemExit) as exit_:
+        main()
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if "tor@a.service" in line)
+    assert exit_.value.code == 0 and "not running" in row and "0.0" not in row, out

@@ -28,6 +28,14 @@ def _progress(console: Console, as_json: bool):
     return lambda line: print(line, file=sys.stderr, flush=True)
 
 
+def _memory_and_uptime(unit: dict) -> tuple[str, str]:
+    """A unit's memory (MB) and uptime (h) as the tables show them: a unit with no main process
+    (stopped, failed) has neither, not 0.0 MB for 0.00 h."""
+    if "main_pid" in unit and unit["main_pid"] is None:
+        return "not running", "–"
+    return f"{unit['memory_kb'] / 1024:.1f}", f"{unit['uptime_s'] / 3600:.2f}"
+
+
 def facts_command(units_glob: str, host: str | None, root: Path, systemctl: str | None, as_json: bool, console: Console) -> None:
     facts = lifecycle.unit_facts(lifecycle.units_from(systemctl, root), units_glob, host)
     if as_json:
@@ -36,8 +44,7 @@ def facts_command(units_glob: str, host: str | None, root: Path, systemctl: str 
     t = Table("unit", "memory MB", "uptime h", "user", "ProtectHome", "ProtectSystem", title=f"host {facts['host']}")
     for u in facts["units"]:
         sb = u["sandbox"]
-        t.add_row(u["unit"], f"{u['memory_kb'] / 1024:.1f}", f"{u['uptime_s'] / 3600:.2f}", sb["user"], sb["protect_home"],
-                  sb["protect_system"])
+        t.add_row(u["unit"], *_memory_and_uptime(u), sb["user"], sb["protect_home"], sb["protect_system"])
     console.print(t)
 
 
@@ -58,7 +65,7 @@ def plan_command(units_glob: str | None, groups: Path, seed: int, out: Path, roo
     hosted = "hosts" in plan.data
     t = Table(*(["host"] if hosted else []), "unit", "group", "memory MB", "uptime h", title=f"plan {out} (seed {seed})")
     for a in plan.assignments:
-        t.add_row(*([a["host"]] if hosted else []), a["unit"], a["group"], f"{a['memory_kb'] / 1024:.1f}", f"{a['uptime_s'] / 3600:.2f}")
+        t.add_row(*([a["host"]] if hosted else []), a["unit"], a["group"], *_memory_and_uptime(a))
     console.print(t)
     balance = Table(*(["host"] if hosted else []), "group", "units", "mean memory MB", "mean uptime h", title="balance")
     for host in sorted(plan.data["hosts"]) if hosted else [None]:

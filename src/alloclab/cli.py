@@ -72,7 +72,7 @@ def check(experiment: Path) -> None:
 @click.option("--baseline", metavar="GROUP", help="Compare every group with this group instead (no re-run).",
               show_default="the run's")
 def report(run_dir: Path, output: Path | None, metric: str | None, baseline: str | None) -> None:
-    """Analyse a run: write report.md, report.html, summary.csv/json and charts; print the summary table."""
+    """Analyse a run: write report.md, report.html, summary.json, summary.csv, replicas.csv and charts; print the summary table."""
     from .commands.report import report_command
     report_command(run_dir, output, metric, baseline, console)
 

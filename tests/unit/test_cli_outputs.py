@@ -291,3 +291,13 @@ def test_fleet_tables_say_a_stopped_unit_is_not_running(monkeypatch, capsys, tmp
     out = capsys.readouterr().out
     row = next(line for line in out.splitlines() if "tor@a.service" in line)
     assert exit_.value.code == 0 and "not running" in row and "0.0" not in row, out
+
+
+def test_fleet_plan_from_an_empty_list_of_facts(monkeypatch, capsys, tmp_path):
+    """`--facts -` reading `[]` (facts gathered from no host) was an IndexError traceback."""
+    import io
+    (tmp_path / "groups.toml").write_text('name = "r"\ncommand = ["/bin/true"]\n[[group]]\nname = "glibc"\nallocator = "glibc"\n')
+    monkeypatch.setattr(sys, "stdin", io.StringIO("[]"))
+    one_line(*alloclab(monkeypatch, capsys, "fleet", "plan", "--facts", "-", "--groups", str(tmp_path / "groups.toml"),
+                       "-o", str(tmp_path / "plan.json")), "stdin holds no host's facts")
+    assert not (tmp_path / "plan.json").exists()

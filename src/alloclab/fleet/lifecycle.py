@@ -364,6 +364,9 @@ def load_facts(source: Path) -> list[dict]:
     except (OSError, ValueError):
         data = None
     found = data if isinstance(data, list) else [data]
+    if not found:           # `[]`: the hosts' facts gathered from none of them
+        raise UserError(f"{where} holds no host's facts (an empty list)",
+                        "gather them on each host with: alloclab fleet facts --units GLOB --host NAME --json")
     for facts in found:
         try:
             assert facts.get("kind") == "alloclab-fleet-facts" and isinstance(facts["units"], list)

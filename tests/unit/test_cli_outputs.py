@@ -301,3 +301,15 @@ def test_fleet_plan_from_an_empty_list_of_facts(monkeypatch, capsys, tmp_path):
     one_line(*alloclab(monkeypatch, capsys, "fleet", "plan", "--facts", "-", "--groups", str(tmp_path / "groups.toml"),
                        "-o", str(tmp_path / "plan.json")), "stdin holds no host's facts")
     assert not (tmp_path / "plan.json").exists()
+
+
+def test_compare_gate_over_no_matched_group_says_so(monkeypatch, capsys, run, tmp_path):
+    """Was "the data cannot tell whether no group matched rose by more than 5%; more replicas or
+    longer runs would settle it": nothing had been tested, and more replicas would not change that."""
+    other = host_run(tmp_path / "renamed", "h1", 1000.0, groups=[("base", "glibc", None), ("je", "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2", "5.3.0")])
+    monkeypatch.setattr(sys, "argv", ["alloclab", "compare", str(run), str(other), "--fail-on-increase", "5"])
+    with pytest.raises(SystemExit) as exit_:
+        main()
+    out = " ".join(capsys.readouterr().out.split())
+    assert exit_.value.code == 0 and "no group of run A matches a group of run B (--by group), so none was gated" in out, out
+    assert "more replicas or longer runs" not in out

@@ -313,3 +313,11 @@ def test_compare_gate_over_no_matched_group_says_so(monkeypatch, capsys, run, tm
     out = " ".join(capsys.readouterr().out.split())
     assert exit_.value.code == 0 and "no group of run A matches a group of run B (--by group), so none was gated" in out, out
     assert "more replicas or longer runs" not in out
+
+
+@pytest.mark.parametrize("argv,needles", [(["show", "glibc"], ["glibc is the system's allocator", 'allocator = "glibc"']),
+                                          (["path", "jemalloc"], ["'jemalloc' names a family", "jemalloc@5.3.0"])])
+def test_allocators_ids_that_are_not_builds(monkeypatch, capsys, argv, needles):
+    """`allocators list` shows a glibc row, yet `show glibc` said "'glibc' is not a catalog id — write
+    family@version"; a bare family got the same line without its ids."""
+    one_line(*alloclab(monkeypatch, capsys, "allocators", *argv), *needles)

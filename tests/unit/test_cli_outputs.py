@@ -321,3 +321,14 @@ def test_allocators_ids_that_are_not_builds(monkeypatch, capsys, argv, needles):
     """`allocators list` shows a glibc row, yet `show glibc` said "'glibc' is not a catalog id — write
     family@version"; a bare family got the same line without its ids."""
     one_line(*alloclab(monkeypatch, capsys, "allocators", *argv), *needles)
+
+
+@pytest.mark.parametrize("under,needles", [("notes.txt", ["is not a shared library (no ELF header)"]),
+                                           ("libdir", ["libdir is a directory", "give the library file in it"])])
+def test_an_allocator_library_that_is_no_library(monkeypatch, capsys, tmp_path, under, needles):
+    """A text file was "preloaded but malloc still resolves to libc.so.6" (the loader skips it with a
+    warning); a directory was "not a readable file — check the path and its permissions"."""
+    (tmp_path / "notes.txt").write_text("x = 1\n")
+    (tmp_path / "libdir").mkdir()
+    one_line(*alloclab(monkeypatch, capsys, "trace", "replay", str(TRACE), "--speed", "0", "--under", str(tmp_path / under)),
+             *needles)

@@ -332,3 +332,11 @@ def test_an_allocator_library_that_is_no_library(monkeypatch, capsys, tmp_path, 
     (tmp_path / "libdir").mkdir()
     one_line(*alloclab(monkeypatch, capsys, "trace", "replay", str(TRACE), "--speed", "0", "--under", str(tmp_path / under)),
              *needles)
+
+
+def test_workload_parameters_say_what_their_numbers_count():
+    """`alloclab workloads` showed hour=6, gap=1.0, period=10 with no unit (seconds per simulated hour, s, s)."""
+    from alloclab.workloads import MODELS, PARAM_UNITS, describe
+    assert set(PARAM_UNITS) <= {k for m in MODELS.values() for k in m.defaults}          # no unit of a parameter gone
+    shown = {name: params for name, _, params in describe()}
+    assert "hour=6 (s per simulated hour)" in shown["tor-dircache"] and "period=10 (s)" in shown["sawtooth"]

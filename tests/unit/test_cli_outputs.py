@@ -340,3 +340,13 @@ def test_workload_parameters_say_what_their_numbers_count():
     assert set(PARAM_UNITS) <= {k for m in MODELS.values() for k in m.defaults}          # no unit of a parameter gone
     shown = {name: params for name, _, params in describe()}
     assert "hour=6 (s per simulated hour)" in shown["tor-dircache"] and "period=10 (s)" in shown["sawtooth"]
+
+
+@pytest.mark.parametrize("verb", [["bisect", "tor-dircache", "--param", "clients", "--values", "10,20"],
+                                  ["sweep", "tor-dircache", "--allocator", "glibc", "--set", "MALLOC_ARENA_MAX=1,2"]])
+def test_bisect_and_sweep_refuse_a_used_output_first(monkeypatch, capsys, tmp_path, verb):
+    """A non-empty -o was refused only after every step was resolved (a --family bisect asks the
+    registries first) and the plan printed."""
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out/bisect.md").write_text("an earlier search")
+    one_line(*alloclab(monkeypatch, capsys, *verb, "-o", str(tmp_path / "out")), "already exists and is not empty", "-o")

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from .errors import StoreError, UserError
+from .outputs import writable_file
 from .store import DB_NAME, Store, damaged, resolve_run
 
 REPORT_FILES = ("report.md", "report.html", "summary.json", "summary.csv", "replicas.csv")
@@ -144,8 +145,12 @@ def write_bundle(run: str | Path, output: Path | None = None) -> tuple[Path, lis
         raise UserError(f"{out} already exists", "remove it or give another file with -o")
     if not out.parent.is_dir():
         raise UserError(f"cannot write {out}: {out.parent} is not a directory", "give -o a file in an existing directory")
+    writable_file(out, "bundle")            # before the report below (seconds), not after it
     summary_path = run_dir / "summary.json"
     if not summary_path.exists() or not (run_dir / "report.md").exists():
+        if not os.access(run_dir, os.W_OK):
+            raise UserError(f"{run_dir} has no report yet and cannot be written to, so the bundle cannot include one",
+                            f"run `alloclab report {run_dir}` as its owner (or bundle a writable copy of it)")
         store.close()
         from . import report
         report.write_report(run_dir)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import errno
 import inspect
+import os
 import sys
 from pathlib import Path
 
@@ -34,7 +35,7 @@ def app() -> None:
 @click.option("-o", "--output", type=PathArg, help="Run directory.", show_default="runs/<time>-<name>")
 @click.option("--until-significant", is_flag=True, help="Stop once the best group beats the baseline significantly.")
 @click.option("--max-duration", help="Stop after this long, e.g. 30m.")
-@click.option("--stable-for", default="60s", show_default=True, help="With --until-significant: time of the first look (later looks at doublings of it, and a last one just before --max-duration).")
+@click.option("--stable-for", show_default="60s", help="With --until-significant: time of the first look (later looks at doublings of it, and a last one just before --max-duration).")
 @click.option("--no-report", is_flag=True, help="Skip the report at the end.")
 @click.option("--resume", "resume_run", type=PathArg, metavar="RUN",
               help="Continue a run whose alloclab died: sample what survives, else close it (end reason, report).")
@@ -44,7 +45,7 @@ def app() -> None:
                    "port 0 picks a free one).")
 @click.option("--serve-public", is_flag=True, help="Allow --serve on an address other than loopback (anyone who can reach "
                                                     "it sees the run's commands and data).")
-def run(experiment: Path | None, output: Path | None, until_significant: bool, max_duration: str | None, stable_for: str,
+def run(experiment: Path | None, output: Path | None, until_significant: bool, max_duration: str | None, stable_for: str | None,
         no_report: bool, resume_run: Path | None, serve: str | None, serve_public: bool, metrics_addr: str | None) -> None:
     """Run an experiment: every group x replica started together, sampled, verified, stored, reported.
 
@@ -71,7 +72,7 @@ def check(experiment: Path) -> None:
 @click.option("--baseline", metavar="GROUP", help="Compare every group with this group instead (no re-run).",
               show_default="the run's")
 def report(run_dir: Path, output: Path | None, metric: str | None, baseline: str | None) -> None:
-    """Analyse a run: write report.md, report.html, summary.csv/json and charts; print the summary table."""
+    """Analyse a run: write report.md, report.html, summary.json, summary.csv, replicas.csv and charts; print the summary table."""
     from .commands.report import report_command
     report_command(run_dir, output, metric, baseline, console)
 
@@ -200,7 +201,7 @@ def allocators_list() -> None:
 @allocators_group.command("build")
 @click.argument("ids", nargs=-1, required=True)
 @click.option("--force", is_flag=True, help="Rebuild even if cached.")
-@click.option("-j", "--jobs", type=int, default=2, show_default=True, help="Builds at once.")
+@click.option("-j", "--jobs", type=click.IntRange(min=1), default=2, show_default=True, help="Builds at once.")
 def allocators_build(ids: tuple[str, ...], force: bool, jobs: int) -> None:
     """Fetch, build and verify catalog ids (e.g. mimalloc@2.0.9+secure jemalloc@5.2.1)."""
     from .commands.allocators import build_command
@@ -399,7 +400,8 @@ def fleet_prepare(as_json) -> None:
               help="On a trip, roll back everything deployed so far, or only the tripped batch.")
 @click.option("--dry-run", is_flag=True, help="Show every file and command; change nothing.")
 @click.option("-o", "--output", type=PathArg, default=Path("fleet-deploy.json"), show_default=True,
-              help="Deployment record to write (batches, guard readings, what was rolled back).")
+              help="The deployment's plan to write (every unit in its one group; its groups file beside it as .toml; "
+                   "not with --dry-run). What each batch did, the guards' readings and any rollback: --json.")
 @click.option("--json", "as_json", is_flag=True, help="Print what changed, or the trip, as JSON (progress goes to stderr).")
 @_fleet_options
 def fleet_deploy(allocator, units_glob, env_items, group_file, group_name, batch, settle, max_memory, max_increase,
@@ -415,7 +417,7 @@ def fleet_deploy(allocator, units_glob, env_items, group_file, group_name, batch
 
 
 @fleet_group.command("rollback")
-@click.option("--batch", type=int, default=5, show_default=True, help="Units restored at once.")
+@click.option("--batch", type=click.IntRange(min=1), default=5, show_default=True, help="Units restored at once.")
 @click.option("--json", "as_json", is_flag=True, help="Print what was restored as JSON.")
 @_fleet_options
 def fleet_rollback(batch, as_json, root, systemctl) -> None:
@@ -505,6 +507,14 @@ def main() -> None:
         sys.exit(exc.exit_code)
     except OSError as exc:
         if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            from .settings import cache_root
+            cache, failed = cache_root().absolute(), Path(os.fsdecode(exc.filename or "")).absolute()
+            if exc.filename and (failed.is_relative_to(cache) or cache.is_relative_to(failed)):    # in it, or making it
+                # the cache (native programs, allocator builds, registry listings) is written from many
+                # places; a home that is read-only or not there (ProtectHome=) fails them all alike
+                print(f"alloclab: error: cannot write alloclab's cache {cache_root()} ({exc.strerror}: {exc.filename}) — "
+                      f"set ALLOCLAB_CACHE to a writable directory (docs/settings.md)", file=sys.stderr)
+                sys.exit(2)
             raise
         where = f" writing {exc.filename}" if exc.filename else ""
         print(f"alloclab: error: the disk is full{where} ({exc.strerror}) — free space on that file system, then retry",

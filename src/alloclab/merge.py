@@ -50,6 +50,8 @@ def merge_runs(sources: list[Path], out: Path, say=print) -> Path:
     dbs = [resolve_run(s) for s in sources]
     if len({d.resolve() for d in dbs}) < len(dbs):
         raise UserError("a run is given twice", "give each host's run once")
+    if out.exists() and not out.is_dir():
+        raise UserError(f"{out} is a file, not a directory", "give a new directory with -o")
     if (out / DB_NAME).exists() or (out.exists() and any(out.iterdir())):
         raise UserError(f"{out} is not empty", "give a new directory with -o")
     opened = [(db, Store.open(db)) for db in dbs]

@@ -1,6 +1,7 @@
 """Directories alloclab writes into (runs, demos, imports): checked before anything is written."""
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 from .errors import UserError
@@ -16,6 +17,40 @@ def new_output(path: Path) -> None:
     """Refused when `path` exists and is not empty (a missing path is fine: it is created later)."""
     if path.exists():
         refuse_nonempty(path)
+
+
+def _take_a_file(directory: Path) -> None:
+    """OSError unless `directory` exists (made, with its parents, if missing) and takes a new file."""
+    directory.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile(dir=directory, prefix=".alloclab-write-test-"):
+        pass
+
+
+def writable_directory(path: Path, what: str = "output directory", option: str = "-o") -> Path:
+    """`path` made (with any missing parents) and shown to take a new file, before any work is done:
+    a file in the way, a missing or read-only place is one UserError naming `option`, not a
+    traceback after the analysis."""
+    if path.exists() and not path.is_dir():
+        raise UserError(f"{what} {path} is a file, not a directory", f"choose a directory with {option}")
+    try:
+        _take_a_file(path)
+    except OSError as exc:
+        raise UserError(f"cannot write to {what} {path}: {exc.strerror}",
+                        f"choose a writable directory with {option}") from None
+    return path
+
+
+def writable_file(path: Path, what: str = "output file", option: str = "-o") -> Path:
+    """A file alloclab is about to write: not a directory, in a directory (made if missing) that
+    takes a new file."""
+    if path.is_dir():
+        raise UserError(f"{what} {path} is a directory", f"give {option} a file name, not a directory")
+    try:
+        _take_a_file(path.parent)
+    except OSError as exc:
+        raise UserError(f"cannot write {what} {path}: {exc.strerror}",
+                        f"give {option} a file in a writable directory") from None
+    return path
 
 
 # The Tor test network's directory inside a run (tornet writes it; the report names it).

@@ -41,6 +41,7 @@ from .config import parse_duration
 from .errors import UserError
 from .metrics import MEMTYPES, PREFIX
 from .store import DB_NAME, Store, new_run_directory
+from .timefmt import utc
 
 MAX_POINTS = 11000                   # Prometheus refuses a range of more than 11,000 points per series
 MAX_NAME = 200                       # label values that become group / replica names
@@ -401,7 +402,7 @@ def import_prometheus(url: str, out: Path, start: float, end: float, step: float
     if not (math.isfinite(start) and math.isfinite(end) and math.isfinite(step)) or step <= 0:
         raise UserError("--from, --to and --step must be finite times and a positive step", "give e.g. --from now-1h --step 15s")
     if end <= start:
-        raise UserError(f"--from is not before --to ({start:.0f} >= {end:.0f})", "give a range that ends after it starts")
+        raise UserError(f"--from is not before --to ({utc(start)} >= {utc(end)})", "give a range that ends after it starts")
     if (end - start) / step > MAX_POINTS:
         raise UserError(f"{(end - start) / step:.0f} points per series is more than Prometheus returns ({MAX_POINTS})",
                         "give a longer --step or a shorter range")
@@ -432,7 +433,7 @@ def import_prometheus(url: str, out: Path, start: float, end: float, step: float
                                 version=s.labels.get(labels.version, "")[:MAX_NAME])
     units = {k: u for k, u in units.items() if u.values.get("rss_kb")}
     if not units:
-        raise UserError(f"no series in {url} between {start:.0f} and {end:.0f} for {next(iter(queries.values()))!r}"
+        raise UserError(f"no series in {url} between {utc(start)} and {utc(end)} for {next(iter(queries.values()))!r}"
                         + (" with a group (alloclab_unit_info or a group label)" if own else ""),
                         "check the time range (--from/--to), --match and the query")
     recorded = own and all("restarts" in u.values or "start_time" in u.values for u in units.values())

@@ -332,8 +332,12 @@ def _gate_lines(rc: RunComparison) -> list[str]:
     elif rc.gate_held:
         head = (f"gate INCONCLUSIVE (--fail-on-increase {pct:g}): the intervals alone say {rc.gate_raw}, but "
                 + "; ".join(f"{w.kind}: {w.message}" for w in rc.gate_held))
+    elif not rc.groups:      # nothing was tested: more replicas would not settle it
+        head = (f"gate INCONCLUSIVE (--fail-on-increase {pct:g}): no group of run A matches a group of run B "
+                f"(--by {rc.by}), so none was gated; compare runs of the same groups"
+                + (", or match them with --by allocator" if rc.by == "group" else ", or match them by name with --by group"))
     else:
-        which = ", ".join(g.key for g in rc.inconclusive) or "no group matched"
+        which = ", ".join(g.key for g in rc.inconclusive)
         head = (f"gate INCONCLUSIVE (--fail-on-increase {pct:g}): the data cannot tell whether {which} rose by more "
                 f"than {pct:g}%; more replicas or longer runs would settle it")
     return out + [head]

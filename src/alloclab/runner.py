@@ -199,14 +199,7 @@ class Runner:
     @staticmethod
     def _make_run_dir(path: Path) -> Path:
         outputs.new_output(path)
-        try:
-            path.mkdir(parents=True, exist_ok=True)
-            probe = path / ".write-test"
-            probe.write_text("")
-            probe.unlink()
-        except OSError as exc:
-            raise UserError(f"cannot write to output directory {path}: {exc.strerror}", "choose a writable directory with -o") from None
-        return path.resolve()
+        return outputs.writable_directory(path).resolve()
 
     def _record_setup(self) -> None:
         exp, st = self.exp, self.store

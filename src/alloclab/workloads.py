@@ -106,5 +106,14 @@ def command_for(exp: Experiment) -> tuple[str, ...]:
     return tuple(argv)
 
 
+# What a parameter's number counts, where its name does not say (docs/workloads.md): `alloclab
+# workloads` shows it beside the default.
+PARAM_UNITS = {"hour": "s per simulated hour", "tph": "ticks per simulated hour", "clients": "requests per hour",
+               "churn": "share of descriptors per hour", "keep": "consensuses", "gap": "s between builds",
+               "survive": "share of modules", "period": "s"}
+
+
 def describe() -> list[tuple[str, str, str]]:
-    return [(name, m.summary, ", ".join(f"{k}={v}" for k, v in m.defaults.items())) for name, m in MODELS.items()]
+    def shown(k: str, v: Any) -> str:
+        return f"{k}={v} ({PARAM_UNITS[k]})" if k in PARAM_UNITS else f"{k}={v}"
+    return [(name, m.summary, ", ".join(shown(k, v) for k, v in m.defaults.items())) for name, m in MODELS.items()]

@@ -91,7 +91,9 @@ def test_an_installed_package_is_preferred_over_a_cached_build_of_the_same_id(tm
     debs = tmp_path / "debs"
     out = run_cli("allocators", "package", "jemalloc@5.3.0", "-o", str(debs), env={"ALLOCLAB_CACHE": str(cache)})
     assert out.returncode == 0, out.stderr
-    __import__("subprocess").run(["dpkg-deb", "-x", str(next(debs.glob("*.deb"))), str(tmp_path / "pkgroot")], check=True)
+    deb = next(debs.glob("*.deb"))
+    assert f"install: dpkg -i {deb};" in " ".join(out.stdout.split())     # a command that runs from here, not the bare name
+    __import__("subprocess").run(["dpkg-deb", "-x", str(deb), str(tmp_path / "pkgroot")], check=True)
     spec = resolution.resolve("jemalloc@5.3.0")
     assert spec.path == str(tmp_path / "pkgroot/usr/lib/alloclab/jemalloc-5.3.0/libjemalloc.so.2")   # the package's bytes
     assert json.loads(resolution.provenance(spec))["installed_at"] == spec.path

@@ -74,6 +74,14 @@ def unknown(allocator_id: str) -> UserError:
     catalog lacks (with the ids it has)."""
     known = entries()
     m = ID_RE.match(allocator_id)
+    if allocator_id == "glibc":         # `allocators list` shows it beside the ids
+        return UserError("glibc is the system's allocator, not a catalog build: there is nothing to build, show, verify, "
+                         "package or locate", 'a group runs on it with allocator = "glibc"')
+    if not m and allocator_id in families():
+        same = sorted(i for i in known if i.startswith(allocator_id + "@"))
+        return UserError(f"{allocator_id!r} names a family, not one build",
+                         f"give family@version, e.g. {', '.join(same[:6]) or allocator_id + '@VERSION'} "
+                         f"(alloclab allocators versions {allocator_id})")
     if not m:
         return UserError(f"{allocator_id!r} is not a catalog id",
                          "write family@version[+variant], e.g. mimalloc@2.0.9 or jemalloc@5.3.0+... (alloclab allocators list)")

@@ -150,8 +150,14 @@ def _verified(request: str, path: Path, env: dict[str, str] | None) -> Allocator
         raise UserError(f"allocator library {request} not found ({path})",
                         f"{did_you_mean(request, ('glibc', 'bundled', *catalog.entries())) if '/' not in request else ''}"
                         "give an existing .so path, \"glibc\", \"bundled\", or a catalog id (alloclab allocators list)")
+    if path.is_dir():
+        raise UserError(f"allocator library {path} is a directory", "give the library file in it (a .so)")
     if not os.access(path, os.R_OK) or not path.is_file():
         raise UserError(f"allocator library {path} is not a readable file", "check the path and its permissions")
+    with open(path, "rb") as f:         # the loader skips a preload that is no ELF object, with only a warning
+        if f.read(4) != b"\x7fELF":
+            raise UserError(f"allocator library {path} is not a shared library (no ELF header)",
+                            "give the allocator's .so file, a catalog id or \"glibc\"")
     check_preload_safe(given)   # the path as given: every link and directory on the way is checked
     info = probe(str(path), env)
     served = info.get("malloc_file")

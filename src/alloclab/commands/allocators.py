@@ -108,12 +108,14 @@ def package_command(allocator_id: str, out_dir, console: Console) -> None:
     from pathlib import Path
     from ..allocators import debpackage
     from .. import preflight
+    from ..outputs import writable_directory
     preflight.check_output(Path(out_dir))          # a directory (or nothing yet), not a file
+    writable_directory(Path(out_dir))              # and one that takes the .deb, before a build
     b = catalog.find_build(allocator_id)
     if b is None:
         with console.status(f"building {allocator_id}") as status:
             b = BUILDS.build(allocator_id, lambda step: status.update(f"building {allocator_id}: {step}"))
     deb = debpackage.build_deb(b, Path(out_dir))
     console.print(f"{deb}\n  installs /{debpackage.install_dir(allocator_id) / b.path.name} "
-                  f"(sha256 {b.provenance['library_sha256'][:16]}…); install: dpkg -i {deb.name}; "
+                  f"(sha256 {b.provenance['library_sha256'][:16]}…); install: dpkg -i {deb}; "
                   f"then preload it by path or by id (alloclab fleet deploy {allocator_id} ...)")

@@ -5,7 +5,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from .. import preflight, timefmt
+from .. import outputs, preflight, timefmt
 from ..config import parse_duration
 from ..errors import UserError
 
@@ -45,6 +45,8 @@ def bisect_command(target: str, family: str | None, good: str | None, bad: str |
     max_step_s = parse_duration(max_step, "--max-step")
     first_look_s = parse_duration(first_look, "--first-look")
     preflight.check_output(output)
+    if output is not None:
+        outputs.new_output(output)          # a used -o is refused before the steps are resolved (registries asked)
     base = derive.base_experiment(target, replicas=replicas, interval=interval, warmup=warmup,
                                   metric=metric if metric in bisect.MEMORY_METRICS else None,
                                   params=_params(workload_params))

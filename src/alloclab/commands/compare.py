@@ -8,6 +8,7 @@ from rich.console import Console
 from ..config import METRICS
 from ..errors import UserError
 from ..store import resolve_run
+from .report import refuse_unrecorded_metric
 
 # exit codes (docs/compare.md): 0 shown within (or no gate), 2 bad input
 EXIT_GATE_ABOVE = 1          # a group shown above the threshold
@@ -29,7 +30,8 @@ def compare_command(run_a: Path, run_b: Path, by: str, metric: str | None, fail_
         raise UserError(f"--metric {metric!r} is not known", f"use one of: {', '.join(METRICS)}")
     if fail_on_inconclusive and fail_on_increase is None:
         raise UserError("--fail-on-inconclusive needs a threshold", "add --fail-on-increase PCT, e.g. 5")
-    resolve_run(run_a), resolve_run(run_b)
+    for db in (resolve_run(run_a), resolve_run(run_b)):
+        refuse_unrecorded_metric(db, metric)
     from .. import runcompare      # (here, once both paths are runs: the statistics take ~1 s to import)
     rc = runcompare.compare_runs(run_a, run_b, metric=metric, by=by, fail_on_increase=fail_on_increase)
     if as_json:

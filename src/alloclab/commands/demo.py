@@ -25,6 +25,7 @@ def demo_command(output: Path | None, seconds: int, console: Console) -> int:
         raise UserError(f"--seconds {seconds} is too short for two comparisons", "give at least 60 seconds")
     out = output or Path("runs") / f"demo-{timefmt.local_stamp()}"
     outputs.new_output(out)
+    outputs.writable_directory(out)             # before the allocators are provisioned
     console.print("provisioning allocators: " + ", ".join(ALLOCATORS))
     for allocator_id in ALLOCATORS:
         b = BUILDS.library(allocator_id, lambda step, i=allocator_id: console.print(f"  {i}: {step}"))

@@ -12,6 +12,7 @@ from ..fleet import collector, fleetread, lifecycle, rollout, unitfile
 from .. import metrics
 from ..config import parse_duration
 from ..errors import UserError
+from ..outputs import writable_file
 
 
 def _emit_json(data: dict) -> None:
@@ -27,6 +28,14 @@ def _progress(console: Console, as_json: bool):
     return lambda line: print(line, file=sys.stderr, flush=True)
 
 
+def _memory_and_uptime(unit: dict) -> tuple[str, str]:
+    """A unit's memory (MB) and uptime (h) as the tables show them: a unit with no main process
+    (stopped, failed) has neither, not 0.0 MB for 0.00 h."""
+    if "main_pid" in unit and unit["main_pid"] is None:
+        return "not running", "–"
+    return f"{unit['memory_kb'] / 1024:.1f}", f"{unit['uptime_s'] / 3600:.2f}"
+
+
 def facts_command(units_glob: str, host: str | None, root: Path, systemctl: str | None, as_json: bool, console: Console) -> None:
     facts = lifecycle.unit_facts(lifecycle.units_from(systemctl, root), units_glob, host)
     if as_json:
@@ -35,8 +44,7 @@ def facts_command(units_glob: str, host: str | None, root: Path, systemctl: str 
     t = Table("unit", "memory MB", "uptime h", "user", "ProtectHome", "ProtectSystem", title=f"host {facts['host']}")
     for u in facts["units"]:
         sb = u["sandbox"]
-        t.add_row(u["unit"], f"{u['memory_kb'] / 1024:.1f}", f"{u['uptime_s'] / 3600:.2f}", sb["user"], sb["protect_home"],
-                  sb["protect_system"])
+        t.add_row(u["unit"], *_memory_and_uptime(u), sb["user"], sb["protect_home"], sb["protect_system"])
     console.print(t)
 
 
@@ -44,6 +52,7 @@ def plan_command(units_glob: str | None, groups: Path, seed: int, out: Path, roo
                  facts: tuple[Path, ...] = (), as_json: bool = False) -> None:
     if facts and units_glob:
         raise UserError("give --units (this host) or --facts (a fleet), not both", "drop one of them")
+    writable_file(out, "plan file")           # before the units' facts are gathered, not after
     if facts:
         plan = lifecycle.make_fleet_plan(list(facts), groups, seed, out)
     elif units_glob:
@@ -56,7 +65,7 @@ def plan_command(units_glob: str | None, groups: Path, seed: int, out: Path, roo
     hosted = "hosts" in plan.data
     t = Table(*(["host"] if hosted else []), "unit", "group", "memory MB", "uptime h", title=f"plan {out} (seed {seed})")
     for a in plan.assignments:
-        t.add_row(*([a["host"]] if hosted else []), a["unit"], a["group"], f"{a['memory_kb'] / 1024:.1f}", f"{a['uptime_s'] / 3600:.2f}")
+        t.add_row(*([a["host"]] if hosted else []), a["unit"], a["group"], *_memory_and_uptime(a))
     console.print(t)
     balance = Table(*(["host"] if hosted else []), "group", "units", "mean memory MB", "mean uptime h", title="balance")
     for host in sorted(plan.data["hosts"]) if hosted else [None]:
@@ -143,6 +152,8 @@ def deploy_command(allocator: str | None, units_glob: str, batch: str, dry_run: 
         raise UserError("--max-restarts and --persist must be at least 1", "give a count of 1 or more")
     if group is not None and group_file is None:
         raise UserError("--group needs --group-file", "name the groups file with --group-file FILE")
+    for path in (out, out.with_suffix(".toml")):      # the one-group plan, and its groups file beside it
+        writable_file(path, "deployment plan file")
     guards = rollout.Guards(max_memory_kb=rollout.parse_size_kb(max_memory, "--max-memory") if max_memory else None,
                             max_increase=rollout.parse_share(max_increase, "--max-increase") if max_increase else None,
                             max_restarts=max_restarts, persist=persist,
@@ -172,6 +183,9 @@ def parse_env(items: tuple[str, ...]) -> dict[str, str]:
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise UserError(f"--env {item!r} is not KEY=VALUE", "e.g. --env MALLOC_CONF=background_thread:true")
+        if key == "LD_PRELOAD":
+            raise UserError("--env LD_PRELOAD: the library is the deploy's ALLOCATOR", "give it as ALLOCATOR (a catalog id "
+                            "or a library path), e.g. alloclab fleet deploy /usr/lib/libx.so --units ...")
         env[key] = value
     return env
 

@@ -159,7 +159,7 @@ def design_check(exp: Experiment, console: Console, max_duration: float | None =
 
 
 def run_or_resume_command(experiment: Path | None, output: Path | None, until_significant: bool,
-                          max_duration: str | None, stable_for: str, no_report: bool, resume_run: Path | None,
+                          max_duration: str | None, stable_for: str | None, no_report: bool, resume_run: Path | None,
                           console: Console, metrics_addr: str | None = None, serve: str | None = None,
                           serve_public: bool = False) -> int:
     """`alloclab run EXPERIMENT` or `alloclab run --resume RUN`; the exit code."""
@@ -168,12 +168,20 @@ def run_or_resume_command(experiment: Path | None, output: Path | None, until_si
             raise UserError("give either an experiment file or --resume RUN, not both", "see `alloclab run --help`")
         if serve is not None:
             raise UserError("--serve is for a new run, not --resume", "drop --serve")
+        ignored = [name for name, value in (("-o", output), ("--until-significant", until_significant),
+                                            ("--max-duration", max_duration), ("--stable-for", stable_for)) if value]
+        if ignored:         # they were dropped without a word: the run goes on as it was started
+            raise UserError(f"{', '.join(ignored)} cannot change a resumed run (it continues in its own directory, "
+                            "to its planned end)", f"drop {', '.join(ignored)}")
         return resume_command(resume_run, no_report, console, metrics_addr)
     if experiment is None:
         raise UserError("no experiment file given", "alloclab run EXPERIMENT.toml (or --resume RUN)")
     if serve_public and serve is None:
         raise UserError("--serve-public without --serve", "add --serve ADDR:PORT")
-    return run_command(experiment, output, until_significant, max_duration, stable_for, no_report, console,
+    if stable_for is not None and not until_significant:
+        raise UserError("--stable-for sets the first look of --until-significant, which is not given",
+                        "add --until-significant, or drop --stable-for")
+    return run_command(experiment, output, until_significant, max_duration, stable_for or "60s", no_report, console,
                        metrics_addr, serve=serve, serve_public=serve_public)
 
 

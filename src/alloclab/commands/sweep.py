@@ -6,7 +6,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from .. import preflight, timefmt
+from .. import outputs, preflight, timefmt
 from ..config import MAX_GROUPS, parse_duration
 from ..errors import UserError
 from .bisect import _params
@@ -17,6 +17,8 @@ def sweep_command(target: str, allocators: tuple[str, ...], settings: tuple[str,
                   max_groups: int | None, no_report: bool, output: Path | None, console: Console) -> int:
     from ..experiments import derive, sweep
     preflight.check_output(output)
+    if output is not None:
+        outputs.new_output(output)          # a used -o is refused before the steps are resolved (registries asked)
     load_s = parse_duration(load, "--load") if load else None
     if max_groups is not None and not 2 <= max_groups <= MAX_GROUPS:
         raise UserError(f"--max-groups-per-batch {max_groups} is out of range", f"use 2 to {MAX_GROUPS}")

@@ -11,11 +11,20 @@ from rich.table import Table
 
 from .. import trace
 from ..errors import UserError
+from ..outputs import writable_file
 from ..allocators.resolution import resolve
 
 
 def record_command(output: Path, allocator: str | None, command: list[str], console: Console) -> None:
+    # before the program runs: a recording is not replaced by the next one given the same -o
+    if output.is_file() and output.stat().st_size > 0:
+        raise UserError(f"{output} already exists (a recording is not overwritten)", "remove it or give another file with -o")
+    writable_file(output, "trace")
     r = trace.record(output, command, allocator)
+    if not r["events"]:         # the header alone: no figure per event to give
+        console.print(f"recorded no allocation: {command[0]} made no malloc-family call before it exited; {output} "
+                      f"({r['bytes']:,} bytes) holds the header only; program exit code {r['exit_code']}")
+        return
     console.print(f"recorded {r['events']:,} events from {r['threads']} threads over {r['duration_s']:.2f} s into "
                   f"{output} ({r['bytes']:,} bytes, {r['bytes_per_event']:.2f} bytes/event); program exit code {r['exit_code']}")
 
@@ -38,6 +47,10 @@ def replay_command(trace_file: Path, speed: float, allocator: str | None, limits
 def info_command(trace_file: Path, chart: Path | None, as_json: bool, timeout: float | None, console: Console) -> None:
     if timeout is not None and not (timeout > 0 and timeout < float("inf")):
         raise UserError(f"--timeout {timeout} is not a positive number of seconds", "give e.g. --timeout 600")
+    if chart:       # checked before the trace is read; matplotlib would add .png to a name without it
+        if chart.suffix.lower() != ".png":
+            raise UserError(f"--chart {chart} is not a .png file name", f"give e.g. --chart {chart.with_suffix('.png').name}")
+        writable_file(chart, "chart", "--chart")
     d = trace.info(trace_file, timeout=timeout)
     if as_json:
         click.echo(json.dumps(d))

@@ -153,7 +153,7 @@ def search(plan: Plan, out: Path, on_step: Callable[[Step], None] | None = None,
            on_tick: Callable | None = None) -> BisectResult:
     """Binary search for the first bad value; writes bisect.json after every step."""
     outputs.new_output(out)
-    out.mkdir(parents=True, exist_ok=True)
+    outputs.writable_directory(out)
     values = plan.axis.values
     lo, hi = 0, len(values) - 1
     res = BisectResult(plan.axis, plan.metric, plan.threshold, "found", None, None, [], lo, hi)

@@ -57,7 +57,7 @@ def base_experiment(target: str, *, replicas: int | None = None, interval: str |
     if target.endswith(".toml") or path.is_file():
         exp = load_experiment(path)
         if params:
-            raise UserError("--param applies to a built-in workload's name, not an experiment file",
+            raise UserError("--workload-param applies to a built-in workload's name, not an experiment file",
                             "set the workload's parameters in the file's [workload] table")
         base = exp.group(exp.baseline)
         if any(v is not None for v in (replicas, interval, warmup, metric)):

@@ -305,7 +305,7 @@ def run_sweep(base: Base, spec: SweepSpec, out: Path, *, load_s: float | None = 
     for k in range(MAX_GROUPS, len(named), MAX_GROUPS - 1):
         preflight.prepare(derive(base, exp0.name, [named[0], *named[k:k + MAX_GROUPS - 1]], named[0][0], load_s=load_s))
     outputs.new_output(out)
-    out.mkdir(parents=True, exist_ok=True)
+    outputs.writable_directory(out)
     replica_mb = spec.replica_mb or DEFAULT_REPLICA_MB
     res = SweepResult(exp0.name, exp0.metric, spec.points[0].label)
     remaining = spec.points[1:]

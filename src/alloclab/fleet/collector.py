@@ -30,6 +30,7 @@ from . import fleetread, rootfs, unitfile
 from .. import metrics, sampler, settings
 from ..config import parse_duration
 from ..errors import UserError
+from ..outputs import writable_directory
 from .lifecycle import START_STATES_TIMEOUT, Plan, Units, _dev_inode, cgroup_files, read_cgroup_procs
 from ..host import host_metadata
 from ..tickwriter import Recorder, Tracked
@@ -345,7 +346,7 @@ def collect(units: Units, plan: Plan, run: Path, interval: float, duration: floa
         if store.meta().get("source") != "fleet":
             raise UserError(f"{run} is not a fleet run", "give a new directory or the collector's own run")
     else:
-        run.mkdir(parents=True, exist_ok=True)
+        writable_directory(run)
         store = Store.create(run / DB_NAME)
     store.begin()
     last = store.last_sample_time()

@@ -12,6 +12,7 @@ started from a unit file under the root, with the Environment= lines of its drop
 """
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import hashlib
 import json
@@ -23,6 +24,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -287,6 +289,8 @@ def units_from(spec: str | None, root: Path) -> Units:
     --user) or "local" (the stand-in). The root is made absolute here, so every path stored in a
     manifest is absolute."""
     root = Path(root).resolve()
+    if not root.is_dir():           # a typo: else "no unit matches", or drop-ins written under a new tree
+        raise UserError(f"--root {root} is not a directory", "give the directory the units' files live under (default /)")
     if spec in (None, "auto"):
         spec = "systemd" if Path("/run/systemd/system").is_dir() else "local"
     if spec == "systemd":
@@ -360,6 +364,9 @@ def load_facts(source: Path) -> list[dict]:
     except (OSError, ValueError):
         data = None
     found = data if isinstance(data, list) else [data]
+    if not found:           # `[]`: the hosts' facts gathered from none of them
+        raise UserError(f"{where} holds no host's facts (an empty list)",
+                        "gather them on each host with: alloclab fleet facts --units GLOB --host NAME --json")
     for facts in found:
         try:
             assert facts.get("kind") == "alloclab-fleet-facts" and isinstance(facts["units"], list)
@@ -481,6 +488,8 @@ def make_fleet_plan(facts_files: list[Path], groups_file: Path, seed: int, out: 
 def load_plan(path: Path, host: str | None = None) -> Plan:
     """A plan as this host applies it. A fleet-wide plan (with `hosts`) is narrowed to HOST's
     share (default: this machine's name): its units and assignments, the groups and seed as they are."""
+    if not path.exists():
+        raise UserError(f"plan {path} does not exist", "check the path, or make one with: alloclab fleet plan")
     try:
         data = json.loads(path.read_text())
         assert data.get("version") == 1 and data["assignments"]
@@ -605,6 +614,7 @@ def apply_plan(units: Units, plan: Plan, batch: int | str, dry_run: bool, say=pr
     sizes = rollout.batch_sizes(batch, len(writes))
     starts = [sum(sizes[:i]) for i in range(len(sizes))]
     batches = [writes[s:s + n] for s, n in zip(starts, sizes)]
+    past = _open_history(history) if guards is not None else None     # a wrong --history fails the dry run too
     if dry_run:
         for unit, path, text in writes:
             say(f"would write {path}:\n" + "".join(f"    {ln}\n" for ln in text.splitlines()))
@@ -636,7 +646,6 @@ def apply_plan(units: Units, plan: Plan, batch: int | str, dry_run: bool, say=pr
     fs.write(generation / "manifest.json", json.dumps(manifest, indent=2))
     done: list[str] = []
     watched: dict[str, dict] = {}
-    past = _open_history(history) if guards is not None else None
     for i, b in enumerate(batches, 1):
         names = [u for u, _, _ in b]
         old = {u: _old_process(units, u, past) for u in names}   # each unit's level on its old allocator
@@ -818,8 +827,8 @@ def deploy(units: Units, allocator: str | None, pattern: str, batch: int | str, 
     """Roll one allocator out to every matching unit: a one-group plan, applied in canary batches
     under the guards (rolled back automatically when one trips). The allocator and its environment
     come from the arguments, or from group `group` of a groups file (its env, then `env` over it);
-    make_plan validates them as it does every group's tunables."""
-    groups_file = out.with_suffix(".toml")
+    make_plan validates them as it does every group's tunables. A dry run writes its plan into a
+    temporary directory: it changes nothing, not even an earlier deploy's plan at `out`."""
     if group_file is not None:
         allocator, file_env = group_from_file(group_file, group, allocator)
         env = {**file_env, **(env or {})}
@@ -827,10 +836,19 @@ def deploy(units: Units, allocator: str | None, pattern: str, batch: int | str, 
         raise UserError("deploy needs an allocator", "give ALLOCATOR, or --group-file FILE --group NAME")
     unitfile.check_env(env or {}, "deploy")
     env_line = "".join(f'\nenv = {{ {", ".join(f"{json.dumps(k)} = {json.dumps(v)}" for k, v in (env or {}).items())} }}' if env else "")
-    groups_file.write_text(f'name = "deploy"\ncommand = ["/bin/true"]\n[[group]]\nname = "deploy"\nallocator = {json.dumps(allocator)}{env_line}\n')
-    plan = make_plan(units, pattern, groups_file, 0, out)
-    return apply_plan(units, plan, batch, dry_run, say, guards=guards, settle=settle, scope=scope, sample_every=sample_every,
-                      history=history)
+    with contextlib.ExitStack() as stack:
+        if dry_run:
+            out = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="alloclab-deploy-dry-run-"))) / out.name
+        groups_file = out.with_suffix(".toml")
+        groups_file.write_text(f'name = "deploy"\ncommand = ["/bin/true"]\n[[group]]\nname = "deploy"\nallocator = {json.dumps(allocator)}{env_line}\n')
+        try:
+            plan = make_plan(units, pattern, groups_file, 0, out)
+        except UserError as err:        # that groups file is made from the options: name them, not the file
+            if not err.problem.startswith(f"{groups_file}: "):
+                raise
+            raise UserError(f"ALLOCATOR/--env: {err.problem.removeprefix(f'{groups_file}: ')}", err.fix) from None
+        return apply_plan(units, plan, batch, dry_run, say, guards=guards, settle=settle, scope=scope,
+                          sample_every=sample_every, history=history)
 
 
 def group_from_file(path: Path, name: str | None, allocator: str | None) -> tuple[str, dict[str, str]]:

@@ -8,6 +8,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from ..errors import UserError
+from ..outputs import writable_directory
 from ..store import Store
 from ..timefmt import utc_iso
 from .layout import (
@@ -21,14 +22,32 @@ def _cell(v: object) -> object:
     return "" if v is None else v
 
 
+EXPORTED_FILES = ("memory.csv", "events.csv", "diagnostics.csv", "experiment.json")
+EXPORT_DESCRIPTION = "exported by alloclab"          # how experiment.json says an export wrote the files beside it
+
+
+def _refuse_foreign_files(out_dir: Path) -> None:
+    """The CSVs of a directory alloclab did not export into (a TorUtils experiment's own memory.csv,
+    say) are recorded data: never overwritten. An earlier export's are (its experiment.json says so)."""
+    present = [name for name in EXPORTED_FILES if (out_dir / name).exists()]
+    if not present:
+        return
+    try:
+        ours = json.loads((out_dir / "experiment.json").read_text()).get("description", "").startswith(EXPORT_DESCRIPTION)
+    except (OSError, ValueError, AttributeError):
+        ours = False
+    if not ours:
+        raise UserError(f"{out_dir} already holds {', '.join(present)} that alloclab did not export",
+                        "give --csv a new or empty directory (those files are kept)")
+
+
 def export_csv(run: str | Path, out_dir: Path) -> list[Path]:
+    if out_dir.is_dir():
+        _refuse_foreign_files(out_dir)
+    writable_directory(out_dir, "CSV directory", "--csv")
     store = Store.open_checked(run)
     meta = store.meta()
     host = meta.get("host", "")
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UserError(f"cannot create {out_dir}: {exc.strerror}", "choose a writable directory") from None
     rows = store.samples_by_time()
     memory = out_dir / "memory.csv"
     with open(memory, "w", newline="") as f:
@@ -81,7 +100,7 @@ def export_csv(run: str | Path, out_dir: Path) -> list[Path]:
         "verifications": store.verification_history(),
     }
     doc = {"id": Path(store.run_dir).name, "name": meta.get("name", ""),
-           "description": "exported by alloclab: the TorUtils groups below, and under \"alloclab\" what an import "
+           "description": f"{EXPORT_DESCRIPTION}: the TorUtils groups below, and under \"alloclab\" what an import "
                           "needs to reproduce the run's analysis",
            "groups": {g["name"]: {"name": g["name"], "config": {"allocator": g["family"] or g["allocator"],
                                                                "version": g["version"]}} for g in groups},

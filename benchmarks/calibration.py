@@ -864,6 +864,9 @@ def ratchet_restarts(rng: np.random.Generator, n: int, cells: tuple[str, ...] | 
                         stair_by[q][0] += 1
                         stair_by[q][1] += said
                     continue
+                if said:      # a false call: say which relay, where it restarted and why (to read the cause)
+                    print(f"  Ratcheting: dataset {i + 1} {rep.name}, restart at {q or '-'} "
+                          f"({'' if at is None else f'{share_at:.0%}'}): {rep.status_reason}", file=sys.stderr, flush=True)
                 if at is not None:
                     restarted[q][0] += 1
                     restarted[q][1] += said

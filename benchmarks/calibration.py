@@ -801,7 +801,8 @@ def ratchet_restarts(rng: np.random.Generator, n: int, cells: tuple[str, ...] | 
     young level (25–60% of the old) regrowing towards it (time constant 3–12 h). Counted per relay
     (Ratcheting, and by which route: the group route's reason names its combined p) and per group
     (the group's word). Then a +8% five-step staircase in group A (AR(1) 1% φ 0.9) with every relay
-    of A restarting, or one, or none: is it still found? Each cell its own stream (`--cells`)."""
+    of A restarting, or one, or none: is it still found? Each cell its own stream (`--cells`); every
+    Ratcheting relay is printed to stderr with its restart's position and its reason."""
     import shutil
     import tempfile
     import torutils_scenarios as ts

@@ -664,7 +664,7 @@ def beside_cycle_restart(rng: np.random.Generator, n: int, sizes: tuple[int, ...
         if cells and not cell.startswith(cells):
             continue
         r = np.random.default_rng([base, k])
-        beyond = less = 0
+        beyond = less = plain_beyond = plain_less = 0
         said = dict.fromkeys((BEYOND, LESS, AS, NO_MORE, UNKNOWN, None), 0)
         shift, plain = [], []        # the cycle's effect on each excess (share of the level), the excess without it
         power = {"A": 0, "B": 0, "C": 0}
@@ -690,6 +690,8 @@ def beside_cycle_restart(rng: np.random.Generator, n: int, sizes: tuple[int, ...
             if kind == "cycle":
                 a0, _ = ts.run_scenario(np.random.default_rng([seed, 1]), _beside_dataset(np.random.default_rng([seed, 0]), days, step,
                                                                                      0.0, m, False, False, {}), work)
+                plain_beyond += any(g.growth_beside is not None and g.growth_beside.word == BEYOND for g in a0.groups)
+                plain_less += any(g.growth_beside is not None and g.growth_beside.word == LESS for g in a0.groups)
                 for g in a0.groups:
                     b0, b = g.growth_beside, got.get(g.name)
                     if b0 is not None and b is not None and b0.level_mb > 0:
@@ -708,6 +710,8 @@ def beside_cycle_restart(rng: np.random.Generator, n: int, sizes: tuple[int, ...
             " / ".join(f"{said[w] / groups:.1%}" for w in (AS, NO_MORE, LESS, BEYOND, UNKNOWN, None)), "stated", groups)
         if kind == "cycle":
             sh, pl = np.array(shift), np.array(plain)
+            row(f"… the same datasets without the cycle: false \"grows beyond\" / \"grows less than\"",
+                f"{rate(plain_beyond, n)} / {rate(plain_less, n)}", "≤ 5%", n)
             row(f"… the cycle's effect on the excess (with − without, share of the level): mean / SD / largest |·|; "
                 f"the excess's own SD without the cycle", f"{sh.mean():+.2%} / {sh.std(ddof=1):.2%} / {np.abs(sh).max():.2%}; "
                 f"{pl.std(ddof=1):.2%}", "≈ 0", len(sh))

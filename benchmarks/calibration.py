@@ -627,6 +627,109 @@ def pooled_path(rng: np.random.Generator, n: int) -> None:
 BESIDE_DESIGNS = (("1 h @ 5 s", 1 / 24, 5.0, 20 * 60.0), ("1.5 d @ 10 min", 1.5, 600.0, 1.7 * 86400))
 
 
+def _beside_dataset(rng, days, step, slow_tau, m, slow, quiet, growth, **extra):
+    """One --part beside design: the glibc baseline Z at 400–900 MB, A, B, C at 0.25×, every relay
+    growing by the workload's own MB (the same in every group); `extra` sets further Scenario fields
+    (a cycle, restarts) without drawing, so a dataset with and without them shares its draws."""
+    import dataclasses
+    import torutils_scenarios as ts
+    level = float(rng.uniform(400, 900))
+    sc = ts.Scenario(n=m, days=days, step_s=step, level_mb=level, ratio={"A": 0.25, "B": 0.25, "C": 0.25},
+                     cv=float(rng.uniform(0.03, 0.10)), ar_phi=float(rng.uniform(0.8, 0.98)),
+                     ar_share=float(rng.uniform(0.003, 0.005) if quiet else rng.uniform(0.01, 0.02)),
+                     slow_share=0.03 if slow else 0.0,
+                     slow_tau_s=slow_tau, start_hour=float(rng.uniform(0, 24)),
+                     shared_growth_mb=0.25 * level * float(rng.uniform(0.10, 0.25)), shared_growth_cv=0.1,
+                     growth=growth)
+    return dataclasses.replace(sc, **extra)
+
+
+BESIDE_CYCLE_DESIGNS = (("1.5 d @ 10 min", 1.5, 600.0), ("3 d @ 10 min", 3.0, 600.0))
+
+
+def beside_cycle_restart(rng: np.random.Generator, n: int, sizes: tuple[int, ...] = (5, 3),
+                         cells: tuple[str, ...] | None = None) -> None:
+    """Growth beside the baseline (stats.beside) through import_torutils + analyse, on --part
+    beside's design (AR(1) 1–2% φ 0.8–0.98, the workload's growth the same MB in every group, true
+    excess 0) with (a) a ±4% daily cycle every relay shares (a share of its own level, on the UTC
+    clock; the window starts at any hour), 1.5 d and 3 d at 10 min: each null dataset analysed
+    again without the cycle on the same draws, so the cycle's effect on the MB difference is
+    measured pair by pair; power for A +5%, B +10%, C +25% of their level beyond the baseline under
+    the cycle; (b) every relay of group A restarting 2–5 h before the end (a young level 25–60%,
+    regrowth 3–12 h), unrecorded or recorded in events.csv, 1.5 d @ 10 min, true excess 0. Rates of
+    each word, family-wise over the 3 groups for the false "grows beyond" / "grows less than"."""
+    import shutil
+    import tempfile
+    import torutils_scenarios as ts
+    from alloclab.stats.beside import AS, BEYOND, LESS, NO_MORE, UNKNOWN
+    work = Path(tempfile.mkdtemp(prefix="alloclab-calibration-"))
+    base = int(rng.integers(2 ** 62))
+    specs = [(f"{label}; n = {m}; cycle ±4%", days, step, m, "cycle") for label, days, step in BESIDE_CYCLE_DESIGNS for m in sizes]
+    specs += [(f"1.5 d @ 10 min; n = {m}; every relay of A restarts 2–5 h before the end, {how}", 1.5, 600.0, m, how)
+              for m in sizes for how in ("unrecorded", "recorded")]
+    for k, (cell, days, step, m, kind) in enumerate(specs):
+        if cells and not cell.startswith(cells):
+            continue
+        r = np.random.default_rng([base, k])
+        beyond = less = plain_beyond = plain_less = 0
+        said = dict.fromkeys((BEYOND, LESS, AS, NO_MORE, UNKNOWN, None), 0)
+        shift, plain = [], []        # the cycle's effect on each excess (share of the level), the excess without it
+        power = {"A": 0, "B": 0, "C": 0}
+        warned = groups = 0
+        started = time.monotonic()
+        for i in range(n):
+            print(f"  beside {cell}: dataset {i + 1} of {n}", file=sys.stderr, flush=True)
+            seed = int(r.integers(2 ** 62))
+            if kind == "cycle":
+                extra = dict(cycle_share=0.04)
+            else:
+                extra = dict(restart_before_end_s={"A": (2 * 3600.0, 5 * 3600.0)}, restart_low=float(r.uniform(0.25, 0.6)),
+                             restart_regrow_s=float(r.uniform(3, 12)) * 3600, restart_recorded=kind == "recorded")
+            a, _ = ts.run_scenario(np.random.default_rng([seed, 1]), _beside_dataset(np.random.default_rng([seed, 0]), days, step, 0.0,
+                                                                                m, False, False, {}, **extra), work)
+            got = {g.name: g.growth_beside for g in a.groups if g.name != "Z"}
+            beyond += any(b is not None and b.word == BEYOND for b in got.values())
+            less += any(b is not None and b.word == LESS for b in got.values())
+            for b in got.values():
+                said[None if b is None else b.word] += 1
+            groups += len(got)
+            warned += bool(a.warning("restart-in-window"))
+            if kind == "cycle":
+                a0, _ = ts.run_scenario(np.random.default_rng([seed, 1]), _beside_dataset(np.random.default_rng([seed, 0]), days, step,
+                                                                                     0.0, m, False, False, {}), work)
+                plain_beyond += any(g.growth_beside is not None and g.growth_beside.word == BEYOND for g in a0.groups)
+                plain_less += any(g.growth_beside is not None and g.growth_beside.word == LESS for g in a0.groups)
+                for g in a0.groups:
+                    b0, b = g.growth_beside, got.get(g.name)
+                    if b0 is not None and b is not None and b0.level_mb > 0:
+                        shift.append((b.excess_mb - b0.excess_mb) / b0.level_mb)
+                        plain.append(b0.excess_mb / b0.level_mb)
+                seed2 = int(r.integers(2 ** 62))
+                a1, _ = ts.run_scenario(np.random.default_rng([seed2, 1]), _beside_dataset(
+                    np.random.default_rng([seed2, 0]), days, step, 0.0, m, False, False, {"A": 0.05, "B": 0.10, "C": 0.25}, **extra), work)
+                for g in a1.groups:
+                    if g.name in power:
+                        power[g.name] += g.growth_beside is not None and g.growth_beside.word == BEYOND
+        took = (time.monotonic() - started) / n
+        row(f"beside, {cell}, true excess 0: datasets with a false \"grows beyond the baseline\" / \"grows less than\" "
+            "(family-wise, 3 groups)", f"{rate(beyond, n)} / {rate(less, n)}", "≤ 5%", n)
+        row(f"… groups: as / no more than / less than / beyond / cannot tell / not compared",
+            " / ".join(f"{said[w] / groups:.1%}" for w in (AS, NO_MORE, LESS, BEYOND, UNKNOWN, None)), "stated", groups)
+        if kind == "cycle":
+            sh, pl = np.array(shift), np.array(plain)
+            row(f"… the same datasets without the cycle: false \"grows beyond\" / \"grows less than\"",
+                f"{rate(plain_beyond, n)} / {rate(plain_less, n)}", "≤ 5%", n)
+            row(f"… the cycle's effect on the excess (with − without, share of the level): mean / SD / largest |·|; "
+                f"the excess's own SD without the cycle", f"{sh.mean():+.2%} / {sh.std(ddof=1):.2%} / {np.abs(sh).max():.2%}; "
+                f"{pl.std(ddof=1):.2%}", "≈ 0", len(sh))
+            row(f"beside, {cell}: power, \"grows beyond\" for A +5% / B +10% / C +25% of the level beyond the baseline",
+                " / ".join(rate(power[g], n) for g in "ABC"), "stated", n)
+        else:
+            row(f"… restart-in-window warning", rate(warned, n), "100%", n)
+        print(f"  ({took:.1f} s a dataset)", file=sys.stderr, flush=True)
+    shutil.rmtree(work, ignore_errors=True)
+
+
 def beside(rng: np.random.Generator, n: int, sizes: tuple[int, ...] = (3, 5), cells: tuple[str, ...] | None = None) -> None:
     """The growth beside the baseline's (stats.beside) through import_torutils + analyse: the
     glibc baseline Z at 400–900 MB, groups A, B, C at 0.25× (levels 4× apart, as in the tor run),
@@ -646,16 +749,7 @@ def beside(rng: np.random.Generator, n: int, sizes: tuple[int, ...] = (3, 5), ce
     work = Path(tempfile.mkdtemp(prefix="alloclab-calibration-"))
 
     base = int(rng.integers(2 ** 62))
-
-    def dataset(rng, days, step, slow_tau, m, slow, quiet, growth):
-        level = float(rng.uniform(400, 900))
-        return ts.Scenario(n=m, days=days, step_s=step, level_mb=level, ratio={"A": 0.25, "B": 0.25, "C": 0.25},
-                           cv=float(rng.uniform(0.03, 0.10)), ar_phi=float(rng.uniform(0.8, 0.98)),
-                           ar_share=float(rng.uniform(0.003, 0.005) if quiet else rng.uniform(0.01, 0.02)),
-                           slow_share=0.03 if slow else 0.0,
-                           slow_tau_s=slow_tau, start_hour=float(rng.uniform(0, 24)),
-                           shared_growth_mb=0.25 * level * float(rng.uniform(0.10, 0.25)), shared_growth_cv=0.1,
-                           growth=growth)
+    dataset = _beside_dataset
 
     for d, (label, days, step, slow_tau) in enumerate(BESIDE_DESIGNS):
         for m in sizes:
@@ -705,6 +799,151 @@ def staircase_reach(rng: np.random.Generator, n: int) -> None:
                 ws = words(t, sim.staircase(rng, n, t, climb_share=climb, steps=5, sd_share=sd, phi=phi))
                 row(f"Ratcheting on +{climb:.0%} five-step staircases, AR(1) {sd:.1%} φ {phi}, {label}",
                     rate(sum(w == "Ratcheting" for w in ws), n), "stated (what is reachable)", n)
+
+
+def ratchet_restarts(rng: np.random.Generator, n: int, cells: tuple[str, ...] | None = None) -> None:
+    """False Ratcheting when replicas restart inside the window, through the user path (a TorUtils
+    folder imported with import_torutils and analysed with analyse: the words an operator gets,
+    own route and group route together). 4 groups of 5 relays, 1.5 d @ 10 min, window at any hour,
+    relay offsets lognormal or t4 (spread 5–15%), levels 150–600 MB; noise AR(1) 2% φ 0.9, alone
+    (flat) or under a ±4% daily cycle shared by every relay (the clock). Restarts of one relay of
+    group B or of every relay of B, each at its own position (5–95% of the window, counted by third:
+    early / middle / late), recorded (events.csv, a `restart` naming the relay) or not: a fall to a
+    young level (25–60% of the old) regrowing towards it (time constant 3–12 h). Counted per relay
+    (Ratcheting, and by which route: the group route's reason names its combined p) and per group
+    (the group's word). Then a +8% five-step staircase in group A (AR(1) 1% φ 0.9) with every relay
+    of A restarting, or one, or none: is it still found? Each cell its own stream (`--cells`); every
+    Ratcheting relay is printed to stderr with its restart's position and its reason."""
+    import shutil
+    import tempfile
+    import torutils_scenarios as ts
+    work = Path(tempfile.mkdtemp(prefix="alloclab-calibration-"))
+    base = int(rng.integers(2 ** 62))
+    thirds = ("early", "middle", "late")
+
+    def design(r, noise, rec, relays, group, stair):
+        return ts.Scenario(n=5, days=1.5, step_s=600.0, ar_phi=0.9, ar_share=0.01 if stair else 0.02,
+                           cv=float(r.uniform(0.05, 0.15)), heavy=bool(r.random() < 0.5), start_hour=float(r.uniform(0, 24)),
+                           level_mb=float(r.uniform(150, 600)), cycle_share=0.04 if noise == "cycle" else 0.0,
+                           cycle_phase=float(r.uniform(0, 2 * np.pi)),
+                           restart_share={group: (0.05, 0.95)} if relays else {}, restart_relays={group: relays},
+                           restart_recorded=rec, restart_low=float(r.uniform(0.25, 0.6)),
+                           restart_regrow_s=float(r.uniform(3, 12)) * 3600,
+                           staircase={"A": (5, 0.08)} if stair else {})
+
+    specs = []
+    for noise in ("flat", "cycle"):
+        for rec in (False, True):
+            for relays in (1, 5):
+                specs.append((f"{'cycle ±4% + ' if noise == 'cycle' else 'flat '}AR(1) 2% φ 0.9; "
+                              f"{'recorded' if rec else 'unrecorded'}; {'one relay' if relays == 1 else 'every relay'} of B",
+                              noise, rec, relays, "B", False))
+    for rec, relays in ((False, 0), (False, 5), (True, 5), (False, 1)):
+        specs.append((f"staircase +8% in A, AR(1) 1% φ 0.9; {'no restart' if not relays else ('recorded' if rec else 'unrecorded')}"
+                      f"{'' if not relays else '; one relay' if relays == 1 else '; every relay'} of A", "flat", rec, relays, "A", True))
+    for k, (cell, noise, rec, relays, group, stair) in enumerate(specs):
+        if cells and not cell.startswith(cells):
+            continue
+        r = np.random.default_rng([base, k])
+        restarted = {q: [0, 0, 0] for q in thirds}     # per third: relays, Ratcheting, of those by the group route
+        other = [0, 0, 0]                                # relays not restarted: relays, Ratcheting, by the group route
+        groups = [0, 0]                                   # groups Ratcheting (the group's word), groups
+        g_restarted = [0, 0]                              # the restarted group's word Ratcheting, datasets
+        found = [0, 0, 0, 0]                              # staircase relays: restarted found, restarted, not restarted found, not
+        stair_by = {q: [0, 0] for q in thirds}           # restarted staircase relays per third: relays, found
+        warned = 0
+        started = time.monotonic()
+        for i in range(n):
+            print(f"  ratchet-restarts {cell}: dataset {i + 1} of {n}", file=sys.stderr, flush=True)
+            sc = design(r, noise, rec, relays, group, stair)
+            a, when = ts.run_scenario(r, sc, work)
+            warned += bool(a.warning("restart-in-window")) if relays else 0
+            for rep in a.replicas:
+                g = rep.group
+                idx = int(rep.name[-2:])
+                at = when.get(g, [None] * 5)[idx]
+                said = rep.status == "Ratcheting"
+                by_group = said and "combined p" in (rep.status_reason or "")
+                q = None
+                if at is not None:
+                    share_at = (at - ts.T0 - sc.start_hour * 3600) / (sc.days * 86400)   # of the data's span
+                    q = thirds[min(2, max(0, int(share_at * 3)))]
+                if stair and g == "A":
+                    j = 0 if at is not None else 2
+                    found[j] += said
+                    found[j + 1] += 1
+                    if q:
+                        stair_by[q][0] += 1
+                        stair_by[q][1] += said
+                    continue
+                if said:      # a false call: say which relay, where it restarted and why (to read the cause)
+                    print(f"  Ratcheting: dataset {i + 1} {rep.name}, restart at {q or '-'} "
+                          f"({'' if at is None else f'{share_at:.0%}'}): {rep.status_reason}", file=sys.stderr, flush=True)
+                if at is not None:
+                    restarted[q][0] += 1
+                    restarted[q][1] += said
+                    restarted[q][2] += by_group
+                else:
+                    other[0] += 1
+                    other[1] += said
+                    other[2] += by_group
+            for grp in a.groups:
+                groups[0] += grp.status == "Ratcheting"
+                groups[1] += 1
+                if grp.name == group:
+                    g_restarted[0] += grp.status == "Ratcheting"
+                    g_restarted[1] += 1
+        took = (time.monotonic() - started) / n
+        if stair:
+            if relays:
+                row(f"ratchet-restarts, {cell}: restarted A relays found Ratcheting", rate(found[0], found[1]), "stated", found[1])
+                for q in thirds:
+                    if stair_by[q][0]:
+                        row(f"… restarted in the {q} third", rate(stair_by[q][1], stair_by[q][0]), "stated", stair_by[q][0])
+            row(f"ratchet-restarts, {cell}: A relays not restarted found Ratcheting", rate(found[2], found[3]) if found[3] else "–",
+                "≥ 80%", found[3])
+            row(f"… A's group word Ratcheting", rate(g_restarted[0], g_restarted[1]), "stated", g_restarted[1])
+        else:
+            for q in thirds:
+                k_, said, grp_ = restarted[q]
+                if k_:
+                    row(f"ratchet-restarts, {cell}: restarted relays ({q} third) Ratcheting (by the group route)",
+                        f"{rate(said, k_)} ({grp_})", "≤ 1%", k_)
+            k_ = sum(v[0] for v in restarted.values())
+            row(f"… every restarted relay Ratcheting (by the group route)",
+                f"{rate(sum(v[1] for v in restarted.values()), k_)} ({sum(v[2] for v in restarted.values())})", "≤ 1%", k_)
+            row(f"… relays not restarted Ratcheting (by the group route)", f"{rate(other[1], other[0])} ({other[2]})", "≤ 1%", other[0])
+            row(f"… groups whose word is Ratcheting (B's)", f"{rate(groups[0], groups[1])} ({g_restarted[0]} of {g_restarted[1]})",
+                "≤ 1%", groups[1])
+        if relays:
+            row(f"… restart-in-window warning", rate(warned, n), "100%", n)
+        print(f"  ({took:.1f} s a dataset)", file=sys.stderr, flush=True)
+    shutil.rmtree(work, ignore_errors=True)
+
+
+def ratchet_climbs(rng: np.random.Generator, n: int) -> None:
+    """The own route (classify) on smooth +10% climbs (a line plus AR(1) noise: Growing, never
+    Ratcheting) across the noise the TorUtils designs see — AR(1) 1% and 2% at φ 0.5 / 0.9 / 0.95 /
+    0.98 per sample — over 1.5 d @ 10 min (217 samples) and 3 d @ 5 min (865), with the +8%
+    five-step staircases at 1% beside them; `n` series a cell, 2n for the calibration's own cell
+    (2%, φ 0.9) over 1.5 days. Also the step fit's median φ against the true one: the steps absorb
+    the wander's largest excursions, so φ comes out low where the noise is slow against the window,
+    and a step beside a straight line looks sharper than it is."""
+    from alloclab.stats.status import step_fit
+    for label, window, dt in (("1.5 d @ 10 min", 1.5 * 86400, 600.0), ("3 d @ 5 min", 3 * 86400, 300.0)):
+        t = sim.times(window, dt)
+        for phi in (0.5, 0.9, 0.95, 0.98):
+            for sd in (0.02, 0.01):
+                k = 2 * n if (sd, phi) == (0.02, 0.9) and label.startswith("1.5") else n
+                ys = sim.growing(rng, k, t, share=0.10, phi=phi, sd_share=sd)
+                ws = words(t, ys)
+                est = np.median([step_fit(t, y, float(np.median(y))).phi for y in ys[:200]])
+                row(f"own route, smooth +10% climb, AR(1) {sd:.0%} φ {phi}, {label}: Ratcheting (the step fit's median φ)",
+                    f"{rate(ws.count('Ratcheting'), k)} ({est:.3f})", "≤ 1%", k)
+        for phi in (0.5, 0.9):
+            ws = words(t, sim.staircase(rng, n, t, climb_share=0.08, steps=5, sd_share=0.01, phi=phi))
+            row(f"own route, +8% five-step staircases, AR(1) 1% φ {phi}, {label}: Ratcheting", rate(ws.count("Ratcheting"), n),
+                "≥ 80%", n)
 
 
 RATCHET_REPLICA_P = (0.1, 0.25, 0.5, 1.0)
@@ -1015,7 +1254,8 @@ def main() -> int:
                     help="Ratcheting's smooth curve for this run (RULES ratchet_smooth_degree; default the rule's): "
                          "1 measures the rule before session 11, a step beside a straight line")
     ap.add_argument("--part", default="all", choices=["all", "status", "growth", "compare", "sequential", "identical", "tor-verdict",
-                                                      "scenarios", "cycles", "two-scale", "staircases", "user-path", "gates", "staircase-reach", "growth-frontier", "pooled", "pooled-path", "pooled-short", "beside", "ratchet-group", "ratchet-bound"],
+                                                      "scenarios", "cycles", "two-scale", "staircases", "user-path", "gates", "staircase-reach", "growth-frontier", "pooled", "pooled-path", "pooled-short", "beside", "ratchet-group", "ratchet-bound",
+                                                      "ratchet-restarts", "beside-cycle-restart", "ratchet-climbs"],
                     help="run one part only")
     args = ap.parse_args()
     if args.smooth_degree is not None:
@@ -1052,6 +1292,10 @@ def main() -> int:
             tuple(d for d in POOLED_DESIGNS if not args.designs or d[0].startswith(tuple(x.strip() for x in args.designs.split(",")))),
             cells),
         "ratchet-bound": lambda rng: ratchet_bound(rng, args.datasets or (200 if args.quick else 2000)),
+        "ratchet-restarts": lambda rng: ratchet_restarts(rng, args.datasets or (4 if args.quick else 40), cells),
+        "ratchet-climbs": lambda rng: ratchet_climbs(rng, args.datasets or (100 if args.quick else 750)),
+        "beside-cycle-restart": lambda rng: beside_cycle_restart(rng, args.datasets or (4 if args.quick else 100),
+                                                                 tuple(int(k) for k in args.replicas.split(",")), cells),
     }
     names = list(parts)
     names.insert(names.index("pooled-path"), "ratchet-pooled")   # retired; its stream number kept so later parts reproduce
@@ -1062,7 +1306,9 @@ def main() -> int:
     stream["ratchet-group"], stream["ratchet-bound"] = stream["beside"], stream["beside"] + 1
     for name, part in parts.items():
         k = stream[name]
-        if args.part == name or (args.part == "all" and name not in ("cycles", "pooled-short", "ratchet-group", "ratchet-bound")):   # cycles: a larger run of scenarios' first rows
+        if args.part == name or (args.part == "all" and name not in ("cycles", "pooled-short", "ratchet-group", "ratchet-bound",
+                                                                                "ratchet-restarts", "beside-cycle-restart",
+                                                                                "ratchet-climbs")):   # cycles: a larger run of scenarios' first rows
             part(np.random.default_rng([args.seed, k]))
     print(f"| figure | measured | target | simulations |\n|---|---|---|---|")
     for name, value, target, k in ROWS:

@@ -47,6 +47,9 @@ class Scenario:
     ratio: dict[str, float] = field(default_factory=dict)     # group -> true level ratio (default 1)
     growth: dict[str, float] = field(default_factory=dict)    # group -> true linear growth over the window
     restart_before_end_s: dict[str, tuple[float, float]] = field(default_factory=dict)  # group -> restart window before the end
+    restart_share: dict[str, tuple[float, float]] = field(default_factory=dict)  # group -> restart window, shares of the window from its start
+    restart_relays: dict[str, int] = field(default_factory=dict)  # group -> how many of its relays restart (default: all)
+    restart_recorded: bool = False      # write each restart to events.csv (event_type restart, the relay named)
     restart_low: float = 0.35           # a young process starts at this share of the level ...
     restart_regrow_s: float = 8 * 3600  # ... and regrows with this time constant
     staircase: dict[str, tuple[int, float]] = field(default_factory=dict)   # group -> (steps, climb share)
@@ -76,10 +79,14 @@ def series(rng: np.random.Generator, sc: Scenario) -> tuple[np.ndarray, dict[str
                 size = rng.dirichlet(np.ones(steps)) * climb
                 shape[i] += np.sum(size[:, None] * (rel[None, :] >= at[:, None]), axis=0)
         rs: list[float | None] = [None] * sc.n
-        if g in sc.restart_before_end_s:
-            a, b = sc.restart_before_end_s[g]
-            for i in range(sc.n):
-                when = t[-1] - rng.uniform(a, b)
+        if g in sc.restart_before_end_s or g in sc.restart_share:
+            a, b = sc.restart_before_end_s.get(g, (0.0, 0.0))
+            for i in range(min(sc.n, sc.restart_relays.get(g, sc.n))):
+                if g in sc.restart_share:
+                    lo, hi = sc.restart_share[g]
+                    when = t[0] + rng.uniform(lo, hi) * rel[-1]
+                else:
+                    when = t[-1] - rng.uniform(a, b)
                 since = t - when
                 young = sc.restart_low + (1 - sc.restart_low) * (1 - np.exp(-np.maximum(since, 0) / sc.restart_regrow_s))
                 shape[i] = np.where(since >= 0, shape[i] * young, shape[i])
@@ -92,15 +99,30 @@ def series(rng: np.random.Generator, sc: Scenario) -> tuple[np.ndarray, dict[str
     return t, out, restarts
 
 
-def write_folder(folder: Path, t: np.ndarray, mb: dict[str, np.ndarray]) -> Path:
+def relay_name(group: str, i: int) -> str:
+    return f"{group.lower()}relay{i:02d}"
+
+
+def write_folder(folder: Path, t: np.ndarray, mb: dict[str, np.ndarray],
+                 restarts: dict[str, list[float | None]] | None = None) -> Path:
+    """memory.csv and experiment.json; with `restarts` (group -> restart time per relay or None) also
+    events.csv, one `restart` event per restart naming its relay (a recorded restart)."""
     folder.mkdir(parents=True, exist_ok=True)
     lines = ["timestamp,server,type,fingerprint,nickname,group,rss_kb"]
     stamps = [datetime.fromtimestamp(x, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S") for x in t]
     for k, stamp in enumerate(stamps):
         for g, ys in mb.items():
             for i in range(ys.shape[0]):
-                lines.append(f"{stamp},syn,relay,,{g.lower()}relay{i:02d},{g},{int(ys[i, k] * 1024)}")
+                lines.append(f"{stamp},syn,relay,,{relay_name(g, i)},{g},{int(ys[i, k] * 1024)}")
     (folder / "memory.csv").write_text("\n".join(lines) + "\n")
+    if restarts:
+        rows = ["timestamp,event_type,description,group,replica"]
+        for g, times in restarts.items():
+            for i, when in enumerate(times):
+                if when is not None:
+                    stamp = datetime.fromtimestamp(when, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+                    rows.append(f"{stamp},restart,{relay_name(g, i)} restarted,{g},{relay_name(g, i)}")
+        (folder / "events.csv").write_text("\n".join(rows) + "\n")
     groups = {g: {"name": f"{a} {v}" if v else a, "config": {"allocator": a, **({"version": v} if v else {})}}
               for g, (a, v) in GROUPS.items()}
     (folder / "experiment.json").write_text(json.dumps({"id": "synthetic", "name": "synthetic", "server": "syn",
@@ -126,7 +148,7 @@ def analyse_folder(folder: Path):
 
 def run_scenario(rng: np.random.Generator, sc: Scenario, work: Path):
     t, mb, restarts = series(rng, sc)
-    folder = write_folder(Path(tempfile.mkdtemp(prefix="syn-", dir=work)), t, mb)
+    folder = write_folder(Path(tempfile.mkdtemp(prefix="syn-", dir=work)), t, mb, restarts if sc.restart_recorded else None)
     try:
         return analyse_folder(folder), restarts
     finally:

@@ -86,23 +86,3 @@ def test_staircases_in_ar_noise_are_ratcheting_and_flat_or_cyclic_series_are_not
     cyclic = [classify(t, y).word for y in sim.sinusoid(rng, 20, t, amplitude_share=0.04, period_s=86400.0,
                                                          sd_share=0.01, phi=0.9)]
     assert "Ratcheting" not in flat + cyclic
-
-
-def test_a_young_process_regrowing_is_not_called_ratcheting():
-    # a relay whose process restarted inside the window is described by its young process, whose
-    # regrowth a step at the bend explains better than a line (1.3% of restarted relays were called
-    # Ratcheting, calibration.py --part ratchet-restarts): its word is the one without the step evidence
-    from alloclab.analysis import _young_not_ratcheting
-    from alloclab.analysis.replica import ReplicaStats
-    from alloclab.analysis.windows import Restart
-
-    def rep(name, status):
-        return ReplicaStats(name, "B", True, 200, steady_mb=300.0, change_mb=30.0, change_lo=12.0, change_hi=48.0,
-                            change_share=0.10, iqr_share=0.05, status=status, status_reason="climbed 30 MB in 3 steps")
-    young = {"brelay00": Restart("brelay00", "B", 1.7e9, "unrecorded restart: level -55%", False),
-             "brelay01": Restart("brelay01", "B", 1.7e9, "restart 'brelay01 restarted'", True)}
-    out = _young_not_ratcheting([rep("brelay00", "Ratcheting"), rep("brelay01", "Flat"), rep("brelay02", "Ratcheting")], young)
-    assert out[0].status == "Growing"                   # its change's interval is above zero and > 5%
-    assert out[0].status_reason.startswith("not Ratcheting: its process started inside the window (unrecorded restart")
-    assert "climbed 30 MB in 3 steps" in out[0].status_reason
-    assert (out[1].status, out[2].status) == ("Flat", "Ratcheting")   # not Ratcheting / not restarted: unchanged

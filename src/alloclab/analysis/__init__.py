@@ -214,25 +214,6 @@ def _group_ratchet(reps: list[ReplicaStats], steady: list[SteadyGrowth | None]) 
     return out
 
 
-def _young_not_ratcheting(reps: list[ReplicaStats], young: dict) -> list[ReplicaStats]:
-    """The replicas again, none Ratcheting whose words describe a process that started inside the
-    window (`young`: replica -> its restart): a young process regrowing towards its old level
-    rises steeply then flattens, which a straight line does not explain and a step at the bend
-    does (1.3% of relays restarting in the window's first two thirds were called Ratcheting,
-    benchmarks/calibration.py --part ratchet-restarts); its steps cannot be told from its regrowth.
-    The word is the one the rules give without the step evidence (Growing, Bloating, Variable or
-    Flat), and the reason says why."""
-    out = list(reps)
-    for i, r in enumerate(reps):
-        if r.status == "Ratcheting" and r.name in young:
-            word = classify(r)
-            out[i] = replace(r, status=word, status_reason=(
-                f"not Ratcheting: its process started inside the window ({young[r.name].reason}, "
-                f"{utc(young[r.name].t, minutes=True)}), and a young process's regrowth cannot be told from steps "
-                f"({r.status_reason})"))
-    return out
-
-
 def analyse(store: Store, metric: str | None = None, baseline: str | None = None) -> Analysis:
     """The run's analysis; `baseline` compares every group with another group than the run's."""
     meta = store.meta()
@@ -264,8 +245,7 @@ def analyse(store: Store, metric: str | None = None, baseline: str | None = None
     listed: dict[str, set[str]] = {}
     for m in store.memberships():
         listed.setdefault(m["group_name"], set()).add(m["replica"])
-    reps = _young_not_ratcheting(_group_ratchet(_pooled_growth(reps, steady), steady),
-                                 {r.replica: r for r in restarts if not r.after_end})
+    reps = _group_ratchet(_pooled_growth(reps, steady), steady)
     figures = end_figures(series, names, window, listed, set(early)) if window else {}
     # the level each replica enters the comparison with
     levels: dict[str, np.ndarray] = {}

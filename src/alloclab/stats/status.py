@@ -262,14 +262,18 @@ def _step_fit_x(x: np.ndarray) -> StepFit | None:
     chosen, _, _ = fit(phi)
     levels = np.column_stack([np.ones(n)] + [(idx >= cand[c]).astype(float) for c in chosen])
     coef, *_ = np.linalg.lstsq(levels, x, rcond=None)
-    r = x - levels @ coef
+    phi = _residual_phi(x - levels @ coef)
+    chosen, sizes, tt = fit(phi)
+    curve = _quasi_difference(_smooth_basis(n), phi)
+    tl = _step_scan(_quasi_difference(x, phi), curve, phi, cand)
+    return StepFit(phi, sizes, tt, cand[chosen] if chosen else np.zeros(0, dtype=int), n, float(tl.max()))
+
+
+def _residual_phi(r: np.ndarray) -> float:
+    """AR(1) φ of a fit's residuals r (≥ 0): median-unbiased from their lag-1 (0 when there are none)."""
     denom = float(r @ r)
     rho = float(np.sum(r[1:] * r[:-1]) / denom) if denom > 0 else 0.0
-    phi = max(0.0, phi_for_lag1(rho, n, 0.5))
-    chosen, sizes, tt = fit(phi)
-    line = _quasi_difference(_smooth_basis(n), phi)
-    tl = _step_scan(_quasi_difference(x, phi), line, phi, cand)
-    return StepFit(phi, sizes, tt, cand[chosen] if chosen else np.zeros(0, dtype=int), n, float(tl.max()))
+    return max(0.0, phi_for_lag1(rho, len(r), 0.5))
 
 
 def _smooth_basis(n: int) -> np.ndarray:
@@ -329,9 +333,9 @@ def _step_evidence(t: np.ndarray, y: np.ndarray, level: float) -> StepEvidence:
 
 def _ratchet_in_noise(fit: StepFit | None, level: float) -> tuple[bool, str]:
     """Ratcheting where the noise is as tall as the steps (1–2% AR noise against +1.6% steps),
-    from the step fit: the staircase's shape (_staircase_shape) and a step sharper than a straight
-    line explains (sharp_t ≥ _sharp_bar), which a smooth leak, a daily cycle's rise or a slow
-    wander do not have. The one place that decides Ratcheting on a replica's own evidence."""
+    from the step fit: the staircase's shape (_staircase_shape) and a step sharper than a smooth
+    curve explains (sharp_t ≥ _sharp_bar), which a smooth leak, a climb that levels off, a daily
+    cycle's rise or a slow wander do not have. The one place that decides Ratcheting on a replica's own evidence."""
     if fit is None:
         return False, ""
     ok, why, climb, up = _staircase_shape(fit)
@@ -379,8 +383,7 @@ def _null_p(x: np.ndarray, sharp_t: float, rng: np.random.Generator, sims: int) 
     basis = _smooth_basis(n)
     curve = basis @ np.linalg.lstsq(basis, x, rcond=None)[0]
     res = x - curve
-    rho = float(np.sum(res[1:] * res[:-1]) / max(float(res @ res), 1e-300))
-    phi = min(max(0.0, phi_for_lag1(rho, n, 0.5)), 0.999)
+    phi = min(_residual_phi(res), 0.999)
     sd = float(np.std(res, ddof=basis.shape[1]))
     stop = int(RULES["ratchet_group_stop"])
     hits = done = 0

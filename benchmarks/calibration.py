@@ -1017,12 +1017,13 @@ def ratchet_bound(rng: np.random.Generator, n: int) -> None:
     draws: step times known, sizes unknown (a 5-df χ² test of the steps beside the line), and the
     whole staircase known (Neyman–Pearson, one-sided z): power Φ(δ − z₀.₉₉) with δ the staircase's
     length beyond the line in the noise's metric. No test that must find the step times can beat
-    the second; the first is the ceiling of any fit that finds them exactly."""
+    the second; the first is the ceiling of any fit that finds them exactly. A third oracle
+    measures what SEARCHING for the times costs when nothing else is estimated (_scan_bound)."""
     from scipy.stats import chi2, ncx2, norm
     for label, window, dt in POOLED_DESIGNS:
         t = sim.times(window, dt)
         u = (t - t[0]) / (t[-1] - t[0])
-        for sd, phi in ((0.02, 0.5), (0.02, 0.9), (0.015, 0.9), (0.01, 0.9)):
+        for sd, phi in ((0.02, 0.5), (0.02, 0.9), (0.015, 0.9), (0.01, 0.5), (0.01, 0.9)):
             sig_e = sd * np.sqrt(1 - phi * phi)
 
             def white(m):
@@ -1033,10 +1034,12 @@ def ratchet_bound(rng: np.random.Generator, n: int) -> None:
             line = white(np.column_stack([np.ones(len(t)), u]))
             q, _ = np.linalg.qr(line)
             known_pos = known_all = 0.0
+            draws = []
             for _ in range(n):
                 at = np.sort(rng.uniform(t[0], t[-1] * 0.9, 5))
                 size = rng.dirichlet(np.ones(5)) * 0.08
                 mu = white(np.sum(size[:, None] * (t[None, :] >= at[:, None]), axis=0)[:, None])[:, 0]
+                draws.append(mu)
                 beyond = mu - q @ (q.T @ mu)
                 d2 = float(beyond @ beyond)
                 known_all += norm.sf(norm.isf(0.01) - np.sqrt(d2))
@@ -1044,6 +1047,45 @@ def ratchet_bound(rng: np.random.Generator, n: int) -> None:
             row(f"bound: +8% five-step staircases, AR(1) {sd:.1%} φ {phi}, {label}: detection at 1% false, "
                 f"step times known / whole staircase known", f"{known_pos / n:.1%} / {known_all / n:.1%}",
                 "stated (the ceiling)", n)
+            sharpest, five = _scan_bound(rng, white(np.tril(np.ones((len(t), len(t))))[:, 2:len(t) - 1]), q, np.array(draws))
+            row(f"bound: +8% five-step staircases, AR(1) {sd:.1%} φ {phi}, {label}: detection at 1% false, "
+                f"step times SEARCHED with φ, SD and the line known: the sharpest up-step / five forward-selected "
+                f"up-steps", f"{sharpest:.1%} / {five:.1%}", "stated (the search's cost)", n)
+
+
+def _scan_bound(rng: np.random.Generator, steps: np.ndarray, line: np.ndarray, means: np.ndarray) -> tuple[float, float]:
+    """Power of two scans over every step position on whitened data (noise N(0, 1) after
+    whitening at the true φ and SD), beside the line (`line`: its whitened columns,
+    orthonormal), each at its 99th percentile under the null simulated with the same noise:
+    the sharpest one-sided step z (the own route's statistic without estimating anything) and
+    the χ² of five up-steps chosen forward (each the sharpest beside the line and the steps
+    before it). `steps`: the whitened step columns (a step at each sample after the first);
+    `means`: each staircase draw's whitened mean. (sharpest's power, five's power.)"""
+    s = steps - line @ (line.T @ steps)
+    s /= np.maximum(np.linalg.norm(s, axis=0), 1e-12)
+
+    def stats(e: np.ndarray) -> tuple[float, float]:
+        e = e - line @ (line.T @ e)
+        cols, total, first = s.copy(), 0.0, None
+        for _ in range(5):
+            z = cols.T @ e
+            k = int(np.argmax(z))
+            if z[k] <= 0:
+                break
+            first = z[k] if first is None else first
+            total += z[k] ** 2
+            c = cols[:, k].copy()
+            e = e - z[k] * c                   # the chosen step out of the data and of every other column
+            cols -= np.outer(c, c @ cols)
+            norms = np.linalg.norm(cols, axis=0)
+            cols[:, norms < 1e-6] = 0
+            cols /= np.maximum(norms, 1e-12)
+        return (first or 0.0), total
+    m = len(means)
+    null = np.array([stats(rng.standard_normal(s.shape[0])) for _ in range(m)])
+    bar = np.quantile(null, 0.99, axis=0)
+    alt = np.array([stats(mu + rng.standard_normal(s.shape[0])) for mu in means])
+    return float(np.mean(alt[:, 0] > bar[0])), float(np.mean(alt[:, 1] > bar[1]))
 
 
 def _bin_lag1(phi: float, m: float) -> float:

@@ -109,8 +109,8 @@ def compare(run_a: Path, run_b: Path, by: str, metric: str | None, fail_on_incre
       alloclab compare runs/base runs/cand --fail-on-increase 5 --fail-on-inconclusive
 
     Exit codes: 0 done (with a gate: every group shown within the threshold, or inconclusive without
-    --fail-on-inconclusive), 1 a group shown above the threshold, 2 bad input, 3 an environment fault
-    (a damaged store, a full disk), 4 inconclusive with --fail-on-inconclusive."""
+    --fail-on-inconclusive), 1 a group shown above the threshold, 2 bad input (a damaged store too),
+    3 a full disk, 4 inconclusive with --fail-on-inconclusive."""
     from .commands.compare import compare_command
     sys.exit(compare_command(run_a, run_b, by, metric, fail_on_increase, as_json, console, fail_on_inconclusive))
 

@@ -10,8 +10,9 @@ def _one_line(text: str) -> str:
 
 
 class UserError(Exception):
-    """Bad input or an environment problem the user can fix. The CLI prints str(self), exits
-    with `exit_code` (2; 3 for data that cannot be read or written: a damaged store, a full disk)."""
+    """Bad input or an environment problem the user can fix (a damaged store given to read, a path
+    that cannot be written): the CLI prints str(self) and exits with `exit_code`, 2 (3 for
+    CutShortError)."""
     exit_code = 2
 
     def __init__(self, problem: str, fix: str | None = None):
@@ -39,6 +40,7 @@ class StoreError(Exception):
         self.disk_full, self.sqlite_errorname = disk_full, sqlite_errorname
 
 
-class DataError(UserError):
-    """Recorded data that cannot be read (a damaged store) or written (a full disk): exit code 3."""
+class CutShortError(UserError):
+    """Recorded data could not be written (a full disk): the command was cut short and what it
+    recorded so far is kept. Exit code 3, so a script tells it from refused input (2)."""
     exit_code = 3

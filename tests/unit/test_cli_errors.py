@@ -3,6 +3,7 @@ process): one line naming the problem and the fix, exit code 2 (3 only for a ful
 traceback, nothing recorded lost. The stores are made directly (test_merge.host_run)."""
 from __future__ import annotations
 
+import errno
 import hashlib
 import sqlite3
 
@@ -50,3 +51,28 @@ def test_an_empty_store_is_called_empty(monkeypatch, capsys, tmp_path, two_hosts
         one_line(*alloclab(monkeypatch, capsys, *argv), f"{db} is empty: no run was recorded in it",
                  "leave this one out")
     assert not (tmp_path / "m").exists()
+
+
+def test_an_os_error_no_command_handled_is_one_line(monkeypatch, capsys, tmp_path, two_hosts):
+    run, _ = two_hosts
+    before = _digest(run / "run.db")
+    out = tmp_path / "out"
+    (out / "report.md").mkdir(parents=True)             # a directory where the report goes
+    one_line(*alloclab(monkeypatch, capsys, "report", str(run), "-o", str(out)),
+             f"Is a directory: {out / 'report.md'}", "move it or choose another path")
+    assert _digest(run / "run.db") == before
+
+
+@pytest.mark.parametrize("raised,code,needle", [
+    (OSError(errno.EMFILE, "Too many open files"), 2, "Too many open files — alloclab ran out of open files: raise the limit (ulimit -n)"),
+    (OSError(errno.EROFS, "Read-only file system", "/srv/runs/x"), 2, "Read-only file system: /srv/runs/x — that file system is read-only"),
+    (KeyboardInterrupt(), 130, ""),                      # Ctrl-C is not swallowed by the OSError line
+])
+def test_the_cli_turns_os_errors_into_one_line_but_not_ctrl_c(monkeypatch, capsys, two_hosts, raised, code, needle):
+    import alloclab.commands.report as report_command
+
+    def fail(*args, **kwargs):
+        raise raised
+    monkeypatch.setattr(report_command, "report_command", fail)
+    got, err = alloclab(monkeypatch, capsys, "report", str(two_hosts[0]))
+    assert got == code and "Traceback" not in err and needle in err and err.count("\n") <= 1, err

@@ -76,3 +76,47 @@ def test_the_cli_turns_os_errors_into_one_line_but_not_ctrl_c(monkeypatch, capsy
     monkeypatch.setattr(report_command, "report_command", fail)
     got, err = alloclab(monkeypatch, capsys, "report", str(two_hosts[0]))
     assert got == code and "Traceback" not in err and needle in err and err.count("\n") <= 1, err
+
+
+@pytest.mark.parametrize("allocator,env,needles", [
+    ("jemalloc@5.3.0", "MALLOC_CONF=dirty_decay_ms:abc", ["MALLOC_CONF entry dirty_decay_ms:abc", "takes a whole number"]),
+    ("mimalloc", "MIMALLOC_RESET_DELAY=1.5", ["MIMALLOC_RESET_DELAY=1.5 is not a valid value", "e.g. MIMALLOC_RESET_DELAY=1"]),
+])
+def test_fleet_deploy_refuses_a_wrong_typed_tunable(monkeypatch, capsys, tmp_path, mimalloc, allocator, env, needles):
+    from tests.unit.test_cli_outputs import local_units
+    monkeypatch.chdir(tmp_path)
+    argv = ["fleet", "deploy", mimalloc if allocator == "mimalloc" else allocator, "--units", "tor@*", "--env", env,
+            "--dry-run", *local_units(tmp_path / "root")]
+    one_line(*alloclab(monkeypatch, capsys, *argv), *needles)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["root"]          # no plan written
+
+
+# values each allocator's own parser takes or refuses (allocator_complaints asks it): the types
+# alloclab checks before a run must give the same verdict
+TYPED_CASES = [("mimalloc", "MIMALLOC_RESET_DELAY", v) for v in ("10", "-1", " 5", "OFF", "Yes", "", "abc", "1.5", "0x10", "10ms")] + [
+    ("mimalloc", "MIMALLOC_RESERVE_OS_MEMORY", v) for v in ("65536", "1GiB", "512m", "1.5G", "64x")] + [
+    ("jemalloc", "MALLOC_CONF", f"{k}:{v}") for k, v in (
+        ("dirty_decay_ms", "-1"), ("dirty_decay_ms", "0x10"), ("dirty_decay_ms", "abc"), ("dirty_decay_ms", "1.5"),
+        ("dirty_decay_ms", ""), ("background_thread", "true"), ("background_thread", "True"), ("thp", "never"),
+        ("thp", "sometimes"), ("hpa_dirty_mult", "0.25"), ("hpa_dirty_mult", "x"), ("junk", "free"), ("junk", "maybe"))] + [
+    ("glibc", key, v if key == "MALLOC_ARENA_MAX" else f"glibc.malloc.arena_max={v}")
+    for key in ("MALLOC_ARENA_MAX", "GLIBC_TUNABLES") for v in ("2", "0x2", "+2", "abc", "2x")]
+
+
+def test_tunable_types_agree_with_the_allocators_own_parsers(mimalloc, jemalloc):
+    from alloclab.allocators import tunables
+    from alloclab.errors import UserError
+    library = {"mimalloc": mimalloc, "jemalloc": jemalloc, "glibc": None}
+    disagree, refused = [], 0
+    for family, key, value in TYPED_CASES:
+        env = {key: value}
+        try:
+            tunables.validate(env, family, library[family], "g")
+            ours = True
+        except UserError:
+            ours = False
+        theirs = not tunables.allocator_complaints(env, family, library[family])
+        refused += not ours
+        if ours != theirs:
+            disagree.append((key, value, "alloclab takes it" if ours else "alloclab refuses it"))
+    assert not disagree and refused == 17, (disagree, refused)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import sqlite3
+import sys
 
 import pytest
 
@@ -120,3 +121,26 @@ def test_tunable_types_agree_with_the_allocators_own_parsers(mimalloc, jemalloc)
         if ours != theirs:
             disagree.append((key, value, "alloclab takes it" if ours else "alloclab refuses it"))
     assert not disagree and refused == 17, (disagree, refused)
+
+
+def _calibration():
+    import importlib.util
+    from pathlib import Path
+    path = Path(__file__).parents[2] / "benchmarks" / "calibration.py"
+    spec = importlib.util.spec_from_file_location("calibration_script", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_calibration_designs_is_a_repeated_option_like_cells(monkeypatch, capsys):
+    calibration = _calibration()
+    monkeypatch.setattr(sys, "argv", ["calibration.py", "--part", "ratchet-group", "--quick", "--datasets", "1",
+                                      "--designs", "1.5 d", "--designs", "9 d", "--cells", "flat two-scale"])
+    assert calibration.main() == 0
+    rows = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("| group route")]
+    assert len(rows) == 4 and sum("1.5 d @" in r for r in rows) == 2 and sum("9 d @" in r for r in rows) == 2, rows
+    monkeypatch.setattr(sys, "argv", ["calibration.py", "--part", "ratchet-group", "--designs", "1.5 d,3 d"])
+    assert calibration.main() == 2                       # the old comma form selects nothing: said before any simulation
+    out = capsys.readouterr()
+    assert out.out == "" and out.err.count("\n") == 1 and "one prefix per --designs" in out.err, out

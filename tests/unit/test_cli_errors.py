@@ -144,3 +144,20 @@ def test_calibration_designs_is_a_repeated_option_like_cells(monkeypatch, capsys
     assert calibration.main() == 2                       # the old comma form selects nothing: said before any simulation
     out = capsys.readouterr()
     assert out.out == "" and out.err.count("\n") == 1 and "one prefix per --designs" in out.err, out
+
+
+def test_report_opens_the_store_once(monkeypatch, capsys, two_hosts):
+    from alloclab.store import Store
+    opened = []
+    open_checked = Store.open_checked.__func__
+
+    def counting(cls, arg):
+        opened.append(arg)
+        return open_checked(cls, arg)
+    monkeypatch.setattr(Store, "open_checked", classmethod(counting))
+    monkeypatch.setattr(sys, "argv", ["alloclab", "report", str(two_hosts[0]), "--metric", "rss"])
+    with pytest.raises(SystemExit) as end:
+        from alloclab.cli import main
+        main()
+    assert end.value.code == 0, capsys.readouterr().err
+    assert len(opened) == 1 and (two_hosts[0] / "report.md").exists(), opened

@@ -347,7 +347,7 @@ class Store:
         except (sqlite3.DatabaseError, StoreError) as exc:       # StoreError: from Store.open
             if _disk_full(exc, db):
                 raise CutShortError(f"the disk is full: SQLite cannot open {db} ({exc})",
-                                "free space on that file system, then retry") from None
+                                    "free space on that file system, then retry") from None
             if "file is not a database" in str(exc):       # no SQLite header at all: the wrong file
                 raise UserError(f"{db} is not an alloclab run store (not an SQLite file)",
                                 "give a run made by `alloclab run` or `alloclab import`") from None

@@ -101,7 +101,7 @@ TYPED_CASES = [("mimalloc", "MIMALLOC_RESET_DELAY", v) for v in ("10", "-1", " 5
         ("dirty_decay_ms", ""), ("background_thread", "true"), ("background_thread", "True"), ("thp", "never"),
         ("thp", "sometimes"), ("hpa_dirty_mult", "0.25"), ("hpa_dirty_mult", "x"), ("junk", "free"), ("junk", "maybe"))] + [
     ("glibc", key, v if key == "MALLOC_ARENA_MAX" else f"glibc.malloc.arena_max={v}")
-    for key in ("MALLOC_ARENA_MAX", "GLIBC_TUNABLES") for v in ("2", "0x2", "+2", "abc", "2x")]
+    for key in ("MALLOC_ARENA_MAX", "GLIBC_TUNABLES") for v in ("2", "0x2", "+2", "010", "abc", "2x")]
 
 
 def test_tunable_types_agree_with_the_allocators_own_parsers(mimalloc, jemalloc):

@@ -247,8 +247,9 @@ def loader_path() -> str | None:
 
 
 def _int(text: str) -> int | None:
+    """The integer glibc reads (base 0, as strtoul: 0x hexadecimal, a leading 0 octal), or None."""
     try:
-        return int(text, 0)
+        return int(text, 8) if re.fullmatch(r"\s*[+-]?0[0-7]+\s*", text) else int(text, 0)
     except ValueError:
         return None
 

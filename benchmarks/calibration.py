@@ -1289,8 +1289,9 @@ def main() -> int:
                     help="--part pooled / pooled-short / beside / ratchet-group: only the series (beside: the cells) whose names "
                          "start with PREFIX; repeat the option for more (a name may hold a comma: --cells 'flat two-scale' "
                          "--cells '+10%%, AR(1)')")
-    ap.add_argument("--designs", default="", help="--part ratchet-group: only the designs whose labels start with these "
-                    "(comma-separated, e.g. '9 d')")
+    ap.add_argument("--designs", action="append", default=[], metavar="PREFIX",
+                    help="--part ratchet-group: only the designs whose labels start with PREFIX; repeat the option for "
+                         "more (--designs '1.5 d' --designs '9 d')")
     ap.add_argument("--seed", type=int, default=20261122, help="seed of every simulation")
     ap.add_argument("--smooth-degree", type=int, default=None,
                     help="Ratcheting's smooth curve for this run (RULES ratchet_smooth_degree; default the rule's): "
@@ -1304,6 +1305,12 @@ def main() -> int:
         RULES["ratchet_smooth_degree"] = args.smooth_degree
     n = 60 if args.quick else 1000
     cells = tuple(c.strip() for c in args.cells if c.strip()) or None
+    designs = tuple(d.strip() for d in args.designs if d.strip())
+    unknown = [d for d in designs if not any(label.startswith(d) for label, *_ in POOLED_DESIGNS)]
+    if unknown:       # before any simulation: a prefix that selects nothing (e.g. the old '1.5 d,3 d')
+        print(f"calibration.py: no design label starts with {', '.join(map(repr, unknown))} — give one prefix per "
+              f"--designs (repeat the option for more) of: {', '.join(label for label, *_ in POOLED_DESIGNS)}", file=sys.stderr)
+        return 2
     started = time.monotonic()
     parts = {   # each part has its own stream, so a part's figures do not depend on which others ran
         "status": lambda rng: status_words(rng, n // 2 if args.quick else 400),
@@ -1331,7 +1338,7 @@ def main() -> int:
                                      tuple(int(k) for k in args.replicas.split(",")), cells),
         "ratchet-group": lambda rng: ratchet_group_cal(
             rng, args.datasets or (20 if args.quick else 100), tuple(int(k) for k in args.replicas.split(",")),
-            tuple(d for d in POOLED_DESIGNS if not args.designs or d[0].startswith(tuple(x.strip() for x in args.designs.split(",")))),
+            tuple(d for d in POOLED_DESIGNS if not designs or d[0].startswith(designs)),
             cells),
         "ratchet-bound": lambda rng: ratchet_bound(rng, args.datasets or (200 if args.quick else 2000)),
         "ratchet-restarts": lambda rng: ratchet_restarts(rng, args.datasets or (4 if args.quick else 40), cells),

@@ -1,7 +1,7 @@
 """The `alloclab` command line (click + rich). Only the click declarations live here: each verb
 calls one function in alloclab.commands.<verb> (imported when the verb runs, so `--help` and bad
-input stay fast), and `main` turns every UserError or usage mistake into one line on stderr with
-exit code 2."""
+input stay fast), and `main` turns every UserError, usage mistake or unhandled OSError into one
+line on stderr with exit code 2 (3: a full disk; 130: Ctrl-C)."""
 from __future__ import annotations
 
 import errno
@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-from .errors import StoreError, UserError
+from .errors import StoreError, UserError, from_os_error
 
 # Not a terminal (logs, CI): wide enough that the summary table does not wrap.
 console = Console() if sys.stdout.isatty() else Console(width=160)
@@ -109,8 +109,8 @@ def compare(run_a: Path, run_b: Path, by: str, metric: str | None, fail_on_incre
       alloclab compare runs/base runs/cand --fail-on-increase 5 --fail-on-inconclusive
 
     Exit codes: 0 done (with a gate: every group shown within the threshold, or inconclusive without
-    --fail-on-inconclusive), 1 a group shown above the threshold, 2 bad input, 3 an environment fault
-    (a damaged store, a full disk), 4 inconclusive with --fail-on-inconclusive."""
+    --fail-on-inconclusive), 1 a group shown above the threshold, 2 bad input (a damaged store too),
+    3 a full disk, 4 inconclusive with --fail-on-inconclusive."""
     from .commands.compare import compare_command
     sys.exit(compare_command(run_a, run_b, by, metric, fail_on_increase, as_json, console, fail_on_inconclusive))
 
@@ -515,7 +515,11 @@ def main() -> None:
                 print(f"alloclab: error: cannot write alloclab's cache {cache_root()} ({exc.strerror}: {exc.filename}) — "
                       f"set ALLOCLAB_CACHE to a writable directory (docs/settings.md)", file=sys.stderr)
                 sys.exit(2)
-            raise
+            # any other path no command handled (a directory where a file goes, a read-only file
+            # system, too many open files): one line, exit 2. Nothing recorded is lost: a sampling
+            # tick commits what it wrote when it fails, and the runner records the run's end (finally)
+            print(f"alloclab: error: {from_os_error(exc)}", file=sys.stderr)
+            sys.exit(2)
         where = f" writing {exc.filename}" if exc.filename else ""
         print(f"alloclab: error: the disk is full{where} ({exc.strerror}) — free space on that file system, then retry",
               file=sys.stderr)

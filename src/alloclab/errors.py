@@ -1,4 +1,6 @@
 """The one error type users see: a single line naming the problem and the fix (exit code 2)."""
+import errno
+import os
 import re
 
 _LINE_BREAKING = re.compile(r"[\x00-\x1f\x7f\u2028\u2029\x85]")
@@ -10,8 +12,9 @@ def _one_line(text: str) -> str:
 
 
 class UserError(Exception):
-    """Bad input or an environment problem the user can fix. The CLI prints str(self), exits
-    with `exit_code` (2; 3 for data that cannot be read or written: a damaged store, a full disk)."""
+    """Bad input or an environment problem the user can fix (a damaged store given to read, a path
+    that cannot be written): the CLI prints str(self) and exits with `exit_code`, 2 (3 for
+    CutShortError)."""
     exit_code = 2
 
     def __init__(self, problem: str, fix: str | None = None):
@@ -39,6 +42,30 @@ class StoreError(Exception):
         self.disk_full, self.sqlite_errorname = disk_full, sqlite_errorname
 
 
-class DataError(UserError):
-    """Recorded data that cannot be read (a damaged store) or written (a full disk): exit code 3."""
+class CutShortError(UserError):
+    """Recorded data could not be written (a full disk): the command was cut short and what it
+    recorded so far is kept. Exit code 3, so a script tells it from refused input (2)."""
     exit_code = 3
+
+
+# The fix for an OSError no command handled itself, by errno (anything else: check the path).
+_OS_ERROR_FIXES = {
+    errno.EACCES: "check that path's permissions for the user alloclab runs as, or choose another path",
+    errno.EPERM: "check that path's permissions for the user alloclab runs as, or choose another path",
+    errno.EROFS: "that file system is read-only: choose a path on a writable one",
+    errno.EISDIR: "a directory is in the way: move it or choose another path",
+    errno.ENOTDIR: "a file is in the way of a directory: move it or choose another path",
+    errno.ENOENT: "check that the path exists",
+    errno.EMFILE: "alloclab ran out of open files: raise the limit (ulimit -n) and retry",
+    errno.ENFILE: "the system ran out of open files: close some programs and retry",
+}
+
+
+def from_os_error(exc: OSError) -> UserError:
+    """An OSError that reached the CLI (a path alloclab could not read or write, too many open
+    files) as one line naming the path, the errno text and the fix: exit code 2, like bad input,
+    because the user fixes it the same way (a full disk is CutShortError, exit code 3)."""
+    paths = " -> ".join(os.fsdecode(p) for p in (exc.filename, exc.filename2) if p is not None)
+    what = exc.strerror or str(exc) or type(exc).__name__
+    return UserError(f"{what}: {paths}" if paths else what,
+                     _OS_ERROR_FIXES.get(exc.errno, "check that path and the file system it is on, then retry"))

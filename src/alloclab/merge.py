@@ -58,6 +58,7 @@ def merge_runs(sources: list[Path], out: Path, say=print) -> Path:
     try:
         hosts, metas, groups = [], [], []
         for db, store in opened:
+            store.check_readable()          # (opened read-write: an older host's store is migrated first)
             hosts.append(_host_of(store, db.parent))
             metas.append(store.meta())
             groups.append((db.parent, store.groups()))

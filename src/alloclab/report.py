@@ -13,18 +13,19 @@ from .reporters.terminal import TerminalReporter, print_summary  # noqa: F401  (
 from .store import Store
 
 
-def prepare(run: str | Path, metric: str | None = None, sections: list[Section] | None = None,
+def prepare(run: str | Path | Store, metric: str | None = None, sections: list[Section] | None = None,
             baseline: str | None = None) -> ReportInput:
     """Analyse the run (against `baseline`, by default the run's) and read what the reporters need
-    from its store, once."""
-    store = Store.open_checked(run)
+    from its store, once. `run`: a run directory or run.db, or a store the caller opened (and closes)."""
+    store = run if isinstance(run, Store) else Store.open_checked(run)
     try:
         return build_input(store, analyse(store, metric, baseline), sections)
     finally:
-        store.close()
+        if store is not run:
+            store.close()
 
 
-def report_run(run: str | Path, out_dir: Path | None = None, metric: str | None = None,
+def report_run(run: str | Path | Store, out_dir: Path | None = None, metric: str | None = None,
                console=None, baseline: str | None = None) -> tuple[Path, ReportInput]:
     """Write every default report file into out_dir (the run's directory by default) and, given a
     console, print the terminal summary; returns report.md's path and the report input."""

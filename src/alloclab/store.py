@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
-from .errors import DataError, StoreError, UserError
+from .errors import CutShortError, StoreError, UserError
 
 if TYPE_CHECKING:       # numpy is imported where series_arrays needs it: a bad run path is refused before it loads
     import numpy as np
@@ -195,20 +195,31 @@ def integrity_problem(db: Path) -> str | None:
     return None if rows == ["ok"] else "; ".join(rows)[:300]
 
 
-def damaged(db: Path, what: str) -> DataError:
+def damaged(db: Path, what: str) -> UserError:
+    """A damaged store given to read is bad input (exit code 2): one line naming it and the fix."""
     found = integrity_problem(db)
     check = f"integrity_check: {found}" if found else "integrity_check: ok"
-    return DataError(f"{db} is damaged: {what} ({check})",
+    return UserError(f"{db} is damaged: {what} ({check})",
                      "restore it from a backup or the run's bundle; `sqlite3 run.db .recover` may save what is left")
 
 
-def explain_database_error(exc: StoreError) -> DataError:
-    """One line for a database error met while reading: a full disk, or which store is damaged."""
+def refuse_empty(conn: sqlite3.Connection, db: Path) -> None:
+    """A run.db of 0 bytes, or an SQLite file with no table at all, holds no run: say so, rather
+    than "not a run store" or "damaged" (the connection is closed then)."""
+    if conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchone() is None:
+        conn.close()
+        raise UserError(f"{db} is empty: no run was recorded in it",
+                        "give a run directory that `alloclab run`, `fleet collect` or `import` recorded into (merging: leave this one out)")
+
+
+def explain_database_error(exc: StoreError) -> UserError:
+    """One line for a database error met while reading: a full disk (exit code 3), or which store
+    is damaged (2)."""
     if _disk_full(exc, _read_stores[-1] if _read_stores else None):
-        return DataError("the disk is full: SQLite could not write", "free space on that file system, then retry")
+        return CutShortError("the disk is full: SQLite could not write", "free space on that file system, then retry")
     if _read_stores:
         return damaged(_read_stores[-1], str(exc))
-    return DataError(f"a run store could not be read: {exc}", "check it with: sqlite3 run.db 'PRAGMA integrity_check'")
+    return UserError(f"a run store could not be read: {exc}", "check it with: sqlite3 run.db 'PRAGMA integrity_check'")
 
 
 def _given(args: dict[str, Any]) -> dict[str, Any]:
@@ -298,6 +309,7 @@ class Store:
             # Not opened read-only: a read-only handle cannot recover the WAL index of a store whose
             # writer was killed, and recovering it is exactly what a crashed run needs.
             conn = sqlite3.connect(db, isolation_level=None, check_same_thread=False)
+            refuse_empty(conn, db)
             version = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
         except sqlite3.DatabaseError:
             raise UserError(f"{db} is not an alloclab run store", "give a run made by `alloclab run` or `alloclab import`") from None
@@ -318,8 +330,8 @@ class Store:
     def open_checked(cls, arg: str | Path) -> "Store":
         """A store opened to be read (report, compare, export, bundle): read-only unless a killed
         writer left a WAL to recover (Store.open recovers it), then checked: every table present,
-        every sample and event time finite and plausible. Damage is one DataError naming what
-        `PRAGMA integrity_check` says (exit code 3), never a traceback or a MemoryError."""
+        every sample and event time finite and plausible. Damage is one UserError naming the store
+        and what `PRAGMA integrity_check` says (exit code 2), never a traceback or a MemoryError."""
         db = resolve_run(arg)
         wal = db.with_name(db.name + "-wal")
         try:
@@ -329,26 +341,33 @@ class Store:
                 conn = sqlite3.connect(f"file:{db.resolve()}?mode=ro", uri=True, isolation_level=None,
                                        check_same_thread=False)
                 store = cls(conn, db)
+                refuse_empty(conn, db)
                 if store.conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() is None:
                     raise UserError(f"{db} has no schema version", "it was not written by alloclab")
         except (sqlite3.DatabaseError, StoreError) as exc:       # StoreError: from Store.open
             if _disk_full(exc, db):
-                raise DataError(f"the disk is full: SQLite cannot open {db} ({exc})",
-                                "free space on that file system, then retry") from None
+                raise CutShortError(f"the disk is full: SQLite cannot open {db} ({exc})",
+                                    "free space on that file system, then retry") from None
             if "file is not a database" in str(exc):       # no SQLite header at all: the wrong file
                 raise UserError(f"{db} is not an alloclab run store (not an SQLite file)",
                                 "give a run made by `alloclab run` or `alloclab import`") from None
             raise damaged(db, str(exc)) from None
-        _read_stores.append(db)
-        try:
-            store._check_shape(db)
-        except sqlite3.DatabaseError as exc:
-            store.conn.close()
-            raise damaged(db, str(exc)) from None
-        except DataError:
-            store.conn.close()
-            raise
+        store.check_readable()
         return store
+
+    def check_readable(self) -> None:
+        """Refuse damage (a missing table, a time that is not a plausible Unix time) with one
+        UserError naming this store, closing it; a database error met later is blamed on it too
+        (explain_database_error)."""
+        _read_stores.append(self.path)
+        try:
+            self._check_shape(self.path)
+        except sqlite3.DatabaseError as exc:
+            self.conn.close()
+            raise damaged(self.path, str(exc)) from None
+        except UserError:
+            self.conn.close()
+            raise
 
     def _check_shape(self, db: Path) -> None:
         present = {r[0] for r in self.conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}

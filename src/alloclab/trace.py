@@ -18,7 +18,7 @@ from typing import Iterator
 
 from . import nativebuild, reaper
 from .config import Experiment
-from .errors import DataError, UserError
+from .errors import CutShortError, UserError
 from .settings import environment_without_preload
 from .signalname import how_ended
 
@@ -168,7 +168,7 @@ def record(output: Path, command: list[str], allocator: str | None = None) -> di
         with contextlib.suppress(UserError):
             kept = f"; it holds the first {info(output, points=2)['events']:,} events, marked incomplete"
         what = "the disk was full" if lost in (errno.ENOSPC, errno.EDQUOT) else os.strerror(lost)
-        raise DataError(f"the recording of {command[0]} into {output} lost its end: {what}{kept}",
+        raise CutShortError(f"the recording of {command[0]} into {output} lost its end: {what}{kept}",
                         f"free space on {output.parent} (or record to another disk with -o) and record again")
     result = info(output)
     result["exit_code"] = proc.returncode

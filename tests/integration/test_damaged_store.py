@@ -1,6 +1,7 @@
 """Damaged stores: report, compare, export and bundle open a store read-only and checked
-(Store.open_checked), so a zeroed page, a missing table or an absurd time is one line naming
-integrity_check, exit code 3, the store untouched (docs/security.md, "Damaged stores")."""
+(Store.open_checked), so a zeroed page, a missing table or an absurd time is bad input: one line
+naming the store and integrity_check, exit code 2, the store untouched (docs/security.md, "Damaged
+stores"); merge: tests/unit/test_cli_errors.py. A full disk stays exit code 3 (cut short)."""
 from __future__ import annotations
 
 import contextlib
@@ -64,8 +65,8 @@ def test_every_reader_turns_damage_into_one_line(intact, tmp_path, damage, capsy
         with pytest.raises(SystemExit) as end:
             cli.main()
         err = capsys.readouterr().err
-        assert end.value.code == 3, (args, end.value.code, err[-2000:])
-        assert len(err.strip().splitlines()) == 1 and "integrity_check" in err and "damaged" in err, err
+        assert end.value.code == 2, (args, end.value.code, err[-2000:])
+        assert len(err.strip().splitlines()) == 1 and "integrity_check" in err and f"{run / 'run.db'} is damaged" in err, err
     assert hashlib.sha256((run / "run.db").read_bytes()).hexdigest() == before, "a reader wrote to the store"
     assert not (tmp_path / "b.tar.gz").exists()
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from functools import cache
 from pathlib import Path
+from typing import NamedTuple
 
 from ..errors import UserError
 
@@ -54,6 +55,83 @@ TCMALLOC_ENV = (
     "TCMALLOC_MEMFS_MALLOC_PATH", "TCMALLOC_MEMFS_LIMIT_MB", "TCMALLOC_MEMFS_ABORT_ON_FAIL", "TCMALLOC_MEMFS_MAP_PRIVATE",
     "TCMALLOC_MEMFS_DISABLE_FALLBACK", "TCMALLOC_DEBUG", "TCMALLOC_PAGE_FENCE", "TCMALLOC_MAX_FREE_QUEUE_SIZE",
 )
+# ---- value types: what each option's parser reads, checked before anything runs ----------------------
+# A value of the wrong type is refused by name: the allocator would only warn inside the measured
+# process (mimalloc, jemalloc) or ignore it silently (glibc), and the group would run on defaults.
+# mimalloc (options.c): every option is a C long read with strtol in base 10, or one of the words
+# 1/true/yes/on, 0/false/no/off (any case); its sizes in KiB also take a unit (K, M, G, T, with iB or
+# B). jemalloc (ctl's CONF_HANDLE_*): booleans are exactly true/false, numbers malloc_strtoumax's
+# (base 0: 0x hex), a few options name a mode. glibc's tunables and their MALLOC_* aliases are
+# integers in base 0. Ranges (and tcmalloc's values, and options not listed) stay with the
+# allocator's own verdict (validate_values).
+class ValueType(NamedTuple):
+    pattern: re.Pattern
+    takes: str            # "takes ..." in the refusal
+    example: str
+
+
+def _type(regex: str, takes: str, example: str, flags: int = 0) -> ValueType:
+    return ValueType(re.compile(regex, flags), takes, example)
+
+
+_WORDS = "1|0|true|false|yes|no|on|off"
+_BASE0 = r"\s*[+-]?(0[xX][0-9a-fA-F]+|[0-9]+)"
+MIMALLOC_NUMBER = _type(rf"\s*[+-]?[0-9]+|{_WORDS}", "a whole number, or on/off, true/false, yes/no", "1", re.I)
+MIMALLOC_SIZE = _type(rf"\s*[+-]?[0-9]+([KMGT](IB|B)?)?|{_WORDS}", "a size in KiB, or with a unit such as 512MiB or 1GiB",
+                      "1GiB", re.I)
+MIMALLOC_SIZES_KIB = frozenset({"reserve_os_memory", "arena_reserve", "minimal_purge_size", "arena_max_object_size"})
+JEMALLOC_BOOL = _type("true|false", "true or false", "true")
+JEMALLOC_NUMBER = _type(_BASE0, "a whole number", "0")
+GLIBC_NUMBER = _type(_BASE0, "a whole number (0x... for hexadecimal)", "2")
+
+
+def _choice(*names: str) -> ValueType:
+    return _type("|".join(names), "one of " + ", ".join(names), names[0])
+
+
+JEMALLOC_TYPES = {
+    **dict.fromkeys(("abort", "abort_conf", "cache_oblivious", "confirm_conf", "trust_madvise", "retain",
+                     "background_thread", "stats_print", "utrace", "xmalloc", "tcache", "hpa", "prof", "prof_active",
+                     "prof_thread_active_init", "prof_gdump", "prof_final", "prof_leak", "prof_accum", "zero",
+                     "experimental_infallible_new", "disable_large_size_classes"), JEMALLOC_BOOL),
+    **dict.fromkeys(("narenas", "oversize_threshold", "max_background_threads", "dirty_decay_ms", "muzzy_decay_ms",
+                     "lg_extent_max_active_fit", "stats_interval", "tcache_max", "lg_tcache_max",
+                     "tcache_nslots_small_min", "tcache_nslots_small_max", "tcache_nslots_large", "lg_tcache_nslots_mul",
+                     "tcache_gc_incr_bytes", "tcache_gc_delay_bytes", "lg_tcache_flush_small_div",
+                     "lg_tcache_flush_large_div", "hpa_slab_max_alloc", "hpa_hugification_threshold", "hpa_sec_nshards",
+                     "lg_prof_sample", "lg_prof_interval", "san_guard_small", "san_guard_large", "mutex_max_spin",
+                     "lg_san_uaf_align", "process_madvise_max_batch"), JEMALLOC_NUMBER),
+    "hpa_dirty_mult": _type(r"-1|[0-9]+(\.[0-9]*)?", "a fraction such as 0.25, or -1", "0.25"),
+    "dss": _choice("disabled", "primary", "secondary"),
+    "percpu_arena": _choice("disabled", "percpu", "phycpu"),
+    "thp": _choice("default", "always", "never"),
+    "metadata_thp": _choice("disabled", "auto", "always"),
+    "junk": _choice("true", "false", "alloc", "free"),
+}
+
+
+def value_type(family: str, option: str) -> ValueType | None:
+    """The type of `option`'s value ("purge_delay", "dirty_decay_ms", "glibc.malloc.arena_max"),
+    or None where alloclab does not know it (the allocator judges those)."""
+    if family == "mimalloc":
+        return MIMALLOC_SIZE if option in MIMALLOC_SIZES_KIB else MIMALLOC_NUMBER
+    if family == "jemalloc":
+        return JEMALLOC_TYPES.get(option)
+    if family == "glibc" and (option.startswith("glibc.malloc.") or option == "glibc.mem.tagging"):
+        return GLIBC_NUMBER
+    return None
+
+
+def _refuse_wrong_type(family: str, option: str, value: str, written_as: str, group: str, within: str = "") -> None:
+    """UserError for a value `option` cannot take; `written_as`: what precedes the value
+    ("MIMALLOC_PURGE_DELAY=", "dirty_decay_ms:"), `within`: the variable holding it."""
+    kind = value_type(family, option)
+    if kind is None or kind.pattern.fullmatch(value) or (family == "mimalloc" and value == ""):   # mimalloc: "" is on
+        return
+    raise UserError(f"group {group!r}: {within}{written_as}{value} is not a valid value: {option} takes {kind.takes}",
+                    f"give e.g. {written_as}{kind.example}; {family} would ignore it and run on its default")
+
+
 # Which environment names belong to which family (a prefix or an exact name).
 FAMILY_OF_KEY = [(re.compile(r"^MIMALLOC_"), "mimalloc"), (re.compile(r"^(MALLOC_CONF|JE_MALLOC_CONF|_RJEM_MALLOC_CONF)$"), "jemalloc"),
                  (re.compile(r"^TCMALLOC_"), "tcmalloc"), (re.compile(r"^(GLIBC_TUNABLES|MALLOC_[A-Z_]+_|MALLOC_ARENA_(MAX|TEST))$"), "glibc")]
@@ -99,6 +177,7 @@ def validate(env: dict[str, str], family: str | None, library: str | None, group
             if name not in known:
                 raise UserError(f"group {group!r}: {key} is not an option of this mimalloc",
                                 "known: " + ", ".join("MIMALLOC_" + k.upper() for k in known))
+            _refuse_wrong_type("mimalloc", name, value, f"{key}=", group)
         elif owner == "jemalloc":
             known = _present(JEMALLOC_CONF_KEYS, library)
             for item in filter(None, value.split(",")):
@@ -106,6 +185,7 @@ def validate(env: dict[str, str], family: str | None, library: str | None, group
                 if ":" not in item or k not in known:
                     raise UserError(f"group {group!r}: {key} entry {item!r} is not a known jemalloc option (key:value)",
                                     "known: " + ", ".join(known))
+                _refuse_wrong_type("jemalloc", k, item.split(":", 1)[1], f"{k}:", group, f"{key} entry ")
         elif owner == "tcmalloc":
             known = _present(TCMALLOC_ENV, library)
             if key not in known:
@@ -116,8 +196,11 @@ def validate(env: dict[str, str], family: str | None, library: str | None, group
                 if k.startswith("glibc.malloc.") and k not in GLIBC_TUNABLES:
                     raise UserError(f"group {group!r}: GLIBC_TUNABLES names unknown tunable {k}",
                                     "known: " + ", ".join(t for t in GLIBC_TUNABLES if t.startswith("glibc.malloc.")))
+                _refuse_wrong_type("glibc", k, item.partition("=")[2], f"{k}=", group, "GLIBC_TUNABLES entry ")
         elif key not in GLIBC_ENV:
             raise UserError(f"group {group!r}: {key} is not a glibc malloc variable", "known: " + ", ".join(GLIBC_ENV))
+        else:
+            _refuse_wrong_type("glibc", GLIBC_ALIASES[key], value, f"{key}=", group)
 
 
 # ---- values: asked of the allocator itself ------------------------------------------------------------
@@ -164,8 +247,9 @@ def loader_path() -> str | None:
 
 
 def _int(text: str) -> int | None:
+    """The integer glibc reads (base 0, as strtoul: 0x hexadecimal, a leading 0 octal), or None."""
     try:
-        return int(text, 0)
+        return int(text, 8) if re.fullmatch(r"\s*[+-]?0[0-7]+\s*", text) else int(text, 0)
     except ValueError:
         return None
 

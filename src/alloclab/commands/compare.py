@@ -7,12 +7,12 @@ from rich.console import Console
 
 from ..config import METRICS
 from ..errors import UserError
-from ..store import resolve_run
+from ..store import Store, resolve_run
 from .report import refuse_unrecorded_metric
 
 # exit codes (docs/compare.md): 0 shown within (or no gate), 2 bad input
 EXIT_GATE_ABOVE = 1          # a group shown above the threshold
-EXIT_GATE_INCONCLUSIVE = 4   # with --fail-on-inconclusive: the data cannot tell (3 is taken: environment faults such as a full disk or a damaged store)
+EXIT_GATE_INCONCLUSIVE = 4   # with --fail-on-inconclusive: the data cannot tell (3 is taken: a full disk)
 GATE_STYLE = {"gate PASSED": "bold green", "gate FAILED": "bold red", "gate INCONCLUSIVE": "bold yellow"}
 
 
@@ -31,7 +31,12 @@ def compare_command(run_a: Path, run_b: Path, by: str, metric: str | None, fail_
     if fail_on_inconclusive and fail_on_increase is None:
         raise UserError("--fail-on-inconclusive needs a threshold", "add --fail-on-increase PCT, e.g. 5")
     for db in (resolve_run(run_a), resolve_run(run_b)):
-        refuse_unrecorded_metric(db, metric)
+        if metric:
+            store = Store.open_checked(db)
+            try:
+                refuse_unrecorded_metric(store, metric)
+            finally:
+                store.close()
     from .. import runcompare      # (here, once both paths are runs: the statistics take ~1 s to import)
     rc = runcompare.compare_runs(run_a, run_b, metric=metric, by=by, fail_on_increase=fail_on_increase)
     if as_json:

@@ -13,18 +13,14 @@ from ..outputs import writable_directory
 from ..store import Store, resolve_run
 
 
-def refuse_unrecorded_metric(db: Path, metric: str | None) -> None:
+def refuse_unrecorded_metric(store: Store, metric: str | None) -> None:
     """--metric M of a run that never recorded M (a TorUtils import holds RSS only) is refused by
     name: its analysis would call every group 'Too short'."""
     if not metric:
         return
-    store = Store.open_checked(db)
-    try:
-        recorded = [m for m in METRICS if f"{m}_kb" in store.sample_columns_with_values(f"{k}_kb" for k in METRICS)]
-    finally:
-        store.close()
+    recorded = [m for m in METRICS if f"{m}_kb" in store.sample_columns_with_values(f"{k}_kb" for k in METRICS)]
     if metric not in recorded:
-        raise UserError(f"--metric {metric}: {db.parent} recorded no {metric.upper()} samples",
+        raise UserError(f"--metric {metric}: {store.run_dir} recorded no {metric.upper()} samples",
                         f"use --metric {' or '.join(recorded)}" if recorded else "this run recorded no memory samples")
 
 
@@ -32,16 +28,19 @@ def report_command(run_dir: Path, output: Path | None, metric: str | None, basel
                    console: Console) -> None:
     if metric and metric not in METRICS:
         raise UserError(f"--metric {metric!r} is not known", f"use one of: {', '.join(METRICS)}")
-    db = resolve_run(run_dir)
-    refuse_unrecorded_metric(db, metric)
-    # before the analysis (seconds on a long run): a file in the way or a read-only run directory
-    made = output is not None and not output.exists()
-    writable_directory(output or db.parent, "report directory" if output else "the run directory")
+    store = Store.open_checked(resolve_run(run_dir))      # once: checked, then read by the whole report
     try:
-        from .. import report      # (here, once the path is a run: the statistics and charts take ~1 s to import)
-        path, _ = report.report_run(run_dir, output, metric, console, baseline=baseline)
-    except BaseException:      # refused (a baseline not in the run), interrupted: no half-written -o left behind
-        if made:               # (made by this command: everything in it is this report's)
-            shutil.rmtree(output, ignore_errors=True)
-        raise
+        refuse_unrecorded_metric(store, metric)
+        # before the analysis (seconds on a long run): a file in the way or a read-only run directory
+        made = output is not None and not output.exists()
+        writable_directory(output or store.run_dir, "report directory" if output else "the run directory")
+        try:
+            from .. import report      # (here, once the path is a run: the statistics and charts take ~1 s to import)
+            path, _ = report.report_run(store, output, metric, console, baseline=baseline)
+        except BaseException:      # refused (a baseline not in the run), interrupted: no half-written -o left behind
+            if made:               # (made by this command: everything in it is this report's)
+                shutil.rmtree(output, ignore_errors=True)
+            raise
+    finally:
+        store.close()
     console.print(f"report: {path} (interactive: {path.with_name('report.html')})")

@@ -1,0 +1,163 @@
+"""Bad input and environment failures through the CLI's one error path (alloclab.cli.main, in this
+process): one line naming the problem and the fix, exit code 2 (3 only for a full disk), no
+traceback, nothing recorded lost. The stores are made directly (test_merge.host_run)."""
+from __future__ import annotations
+
+import errno
+import hashlib
+import sqlite3
+import sys
+
+import pytest
+
+from tests.unit.test_cli_outputs import alloclab, one_line
+from tests.unit.test_merge import host_run
+
+
+def _digest(path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.fixture
+def two_hosts(tmp_path):
+    return host_run(tmp_path / "h1", "h1", 1000.0), host_run(tmp_path / "h2", "h2", 1000.3)
+
+
+@pytest.mark.parametrize("damage", ["DROP TABLE events", "UPDATE samples SET t = 1e300 WHERE rowid = 3"])
+def test_a_damaged_store_is_bad_input_to_every_reader(monkeypatch, capsys, tmp_path, two_hosts, damage):
+    a, b = two_hosts
+    conn = sqlite3.connect(b / "run.db")
+    conn.execute(damage)
+    conn.commit()
+    conn.close()
+    before = _digest(b / "run.db")
+    for argv in (["merge", str(a), str(b), "-o", str(tmp_path / "m")], ["report", str(b)], ["compare", str(a), str(b)],
+                 ["export", str(b), "--csv", str(tmp_path / "csv")]):
+        one_line(*alloclab(monkeypatch, capsys, *argv), f"{b / 'run.db'} is damaged", "integrity_check", "restore it")
+    assert _digest(b / "run.db") == before and not (tmp_path / "m").exists() and not (b / "report.md").exists()
+
+
+@pytest.mark.parametrize("empty", ["0 bytes", "no tables"])
+def test_an_empty_store_is_called_empty(monkeypatch, capsys, tmp_path, two_hosts, empty):
+    a, _ = two_hosts
+    db = tmp_path / "h3" / "run.db"
+    db.parent.mkdir()
+    db.touch()
+    if empty == "no tables":                    # an SQLite file (header written) that holds nothing
+        conn = sqlite3.connect(db)
+        conn.execute("PRAGMA user_version = 1")
+        conn.close()
+        assert db.stat().st_size > 0
+    for argv in (["merge", str(a), str(db.parent), "-o", str(tmp_path / "m")], ["report", str(db.parent)]):
+        one_line(*alloclab(monkeypatch, capsys, *argv), f"{db} is empty: no run was recorded in it",
+                 "leave this one out")
+    assert not (tmp_path / "m").exists()
+
+
+def test_an_os_error_no_command_handled_is_one_line(monkeypatch, capsys, tmp_path, two_hosts):
+    run, _ = two_hosts
+    before = _digest(run / "run.db")
+    out = tmp_path / "out"
+    (out / "report.md").mkdir(parents=True)             # a directory where the report goes
+    one_line(*alloclab(monkeypatch, capsys, "report", str(run), "-o", str(out)),
+             f"Is a directory: {out / 'report.md'}", "move it or choose another path")
+    assert _digest(run / "run.db") == before
+
+
+@pytest.mark.parametrize("raised,code,needle", [
+    (OSError(errno.EMFILE, "Too many open files"), 2, "Too many open files — alloclab ran out of open files: raise the limit (ulimit -n)"),
+    (OSError(errno.EROFS, "Read-only file system", "/srv/runs/x"), 2, "Read-only file system: /srv/runs/x — that file system is read-only"),
+    (KeyboardInterrupt(), 130, ""),                      # Ctrl-C is not swallowed by the OSError line
+])
+def test_the_cli_turns_os_errors_into_one_line_but_not_ctrl_c(monkeypatch, capsys, tmp_path, raised, code, needle):
+    import alloclab.commands.report as report_command
+
+    def fail(*args, **kwargs):
+        raise raised
+    monkeypatch.setattr(report_command, "report_command", fail)
+    got, err = alloclab(monkeypatch, capsys, "report", str(tmp_path))          # the verb's function raises
+    assert got == code and "Traceback" not in err and needle in err and err.count("\n") <= 1, err
+
+
+@pytest.mark.parametrize("allocator,env,needles", [
+    ("jemalloc@5.3.0", "MALLOC_CONF=dirty_decay_ms:abc", ["MALLOC_CONF entry dirty_decay_ms:abc", "takes a whole number"]),
+    ("mimalloc", "MIMALLOC_RESET_DELAY=1.5", ["MIMALLOC_RESET_DELAY=1.5 is not a valid value", "e.g. MIMALLOC_RESET_DELAY=1"]),
+])
+def test_fleet_deploy_refuses_a_wrong_typed_tunable(monkeypatch, capsys, tmp_path, mimalloc, allocator, env, needles):
+    from tests.unit.test_cli_outputs import local_units
+    monkeypatch.chdir(tmp_path)
+    argv = ["fleet", "deploy", mimalloc if allocator == "mimalloc" else allocator, "--units", "tor@*", "--env", env,
+            "--dry-run", *local_units(tmp_path / "root")]
+    one_line(*alloclab(monkeypatch, capsys, *argv), *needles)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["root"]          # no plan written
+
+
+# values each allocator's own parser takes or refuses (allocator_complaints asks it): the types
+# alloclab checks before a run must give the same verdict
+TYPED_CASES = [("mimalloc", "MIMALLOC_RESET_DELAY", v) for v in ("10", "-1", " 5", "OFF", "Yes", "", "abc", "1.5", "0x10", "10ms")] + [
+    ("mimalloc", "MIMALLOC_RESERVE_OS_MEMORY", v) for v in ("65536", "1GiB", "512m", "1.5G", "64x")] + [
+    ("jemalloc", "MALLOC_CONF", f"{k}:{v}") for k, v in (
+        ("dirty_decay_ms", "-1"), ("dirty_decay_ms", "0x10"), ("dirty_decay_ms", "abc"), ("dirty_decay_ms", "1.5"),
+        ("dirty_decay_ms", ""), ("background_thread", "true"), ("background_thread", "True"), ("thp", "never"),
+        ("thp", "sometimes"), ("hpa_dirty_mult", "0.25"), ("hpa_dirty_mult", "x"), ("junk", "free"), ("junk", "maybe"))] + [
+    ("glibc", key, v if key == "MALLOC_ARENA_MAX" else f"glibc.malloc.arena_max={v}")
+    for key in ("MALLOC_ARENA_MAX", "GLIBC_TUNABLES") for v in ("2", "0x2", "+2", "010", "abc", "2x")]
+
+
+def test_tunable_types_agree_with_the_allocators_own_parsers(mimalloc, jemalloc):
+    from alloclab.allocators import tunables
+    from alloclab.errors import UserError
+    library = {"mimalloc": mimalloc, "jemalloc": jemalloc, "glibc": None}
+    disagree, refused = [], 0
+    for family, key, value in TYPED_CASES:
+        env = {key: value}
+        try:
+            tunables.validate(env, family, library[family], "g")
+            ours = True
+        except UserError:
+            ours = False
+        theirs = not tunables.allocator_complaints(env, family, library[family])
+        refused += not ours
+        if ours != theirs:
+            disagree.append((key, value, "alloclab takes it" if ours else "alloclab refuses it"))
+    assert not disagree and refused == 17, (disagree, refused)
+
+
+def _calibration():
+    import importlib.util
+    from pathlib import Path
+    path = Path(__file__).parents[2] / "benchmarks" / "calibration.py"
+    spec = importlib.util.spec_from_file_location("calibration_script", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_calibration_designs_is_a_repeated_option_like_cells(monkeypatch, capsys):
+    calibration = _calibration()
+    monkeypatch.setattr(sys, "argv", ["calibration.py", "--part", "ratchet-group", "--quick", "--datasets", "1",
+                                      "--designs", "1.5 d", "--designs", "9 d", "--cells", "flat two-scale"])
+    assert calibration.main() == 0
+    rows = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("| group route")]
+    assert len(rows) == 4 and sum("1.5 d @" in r for r in rows) == 2 and sum("9 d @" in r for r in rows) == 2, rows
+    monkeypatch.setattr(sys, "argv", ["calibration.py", "--part", "ratchet-group", "--designs", "1.5 d,3 d"])
+    assert calibration.main() == 2                       # the old comma form selects nothing: said before any simulation
+    out = capsys.readouterr()
+    assert out.out == "" and out.err.count("\n") == 1 and "one prefix per --designs" in out.err, out
+
+
+def test_report_opens_the_store_once(monkeypatch, capsys, two_hosts):
+    from alloclab.store import Store
+    opened = []
+    open_checked = Store.open_checked.__func__
+
+    def counting(cls, arg):
+        opened.append(arg)
+        return open_checked(cls, arg)
+    monkeypatch.setattr(Store, "open_checked", classmethod(counting))
+    monkeypatch.setattr(sys, "argv", ["alloclab", "report", str(two_hosts[0]), "--metric", "rss"])
+    with pytest.raises(SystemExit) as end:
+        from alloclab.cli import main
+        main()
+    assert end.value.code == 0, capsys.readouterr().err
+    assert len(opened) == 1 and (two_hosts[0] / "report.md").exists(), opened

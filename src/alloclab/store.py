@@ -342,8 +342,14 @@ class Store:
                                        check_same_thread=False)
                 store = cls(conn, db)
                 refuse_empty(conn, db)
-                if store.conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() is None:
+                version = store.conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+                if version is None:
                     raise UserError(f"{db} has no schema version", "it was not written by alloclab")
+                if str(version[0]).isdigit() and int(version[0]) < SCHEMA_VERSION:
+                    # an older alloclab's store lacks what later schemas add (alloc_stats from 5):
+                    # upgraded in place as `merge` and a resumed run do, not called damaged
+                    store.conn.close()
+                    store = cls._upgraded(db, int(version[0]))
         except (sqlite3.DatabaseError, StoreError) as exc:       # StoreError: from Store.open
             if _disk_full(exc, db):
                 raise CutShortError(f"the disk is full: SQLite cannot open {db} ({exc})",
@@ -354,6 +360,15 @@ class Store:
             raise damaged(db, str(exc)) from None
         store.check_readable()
         return store
+
+    @classmethod
+    def _upgraded(cls, db: Path, version: int) -> "Store":
+        """An older schema's store opened through Store.open, which adds what later schemas have;
+        one line where the store cannot be written (a read-only copy)."""
+        if not os.access(db, os.W_OK) or not os.access(db.parent, os.W_OK):
+            raise UserError(f"{db} has schema {version}, older than this alloclab's ({SCHEMA_VERSION}), and cannot be "
+                            "upgraded where it is (not writable)", "copy its run directory somewhere writable and give that")
+        return cls.open(db)
 
     def check_readable(self) -> None:
         """Refuse damage (a missing table, a time that is not a plausible Unix time) with one

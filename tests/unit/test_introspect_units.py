@@ -97,3 +97,22 @@ def test_malloc_info_parser():
 def test_staleness():
     rec = introspect.Record("glibc", 1000.0, 3, 0.0, 0.0, 1.0, {}, "", 0, "")
     assert not introspect.is_stale(rec, 1004.9) and introspect.is_stale(rec, 1005.1)
+
+
+def test_an_older_schemas_store_is_upgraded_for_reading_not_called_damaged(tmp_path, monkeypatch):
+    """report/compare/export open stores with Store.open_checked: a schema-4 store lacks alloc_stats
+    (schema 5), which the damage check read as 'table alloc_stats is missing'."""
+    store = Store.create(tmp_path / "run.db")
+    store.conn.execute("DROP TABLE alloc_stats")
+    store.set_meta(schema_version=4)
+    store.close()
+    reread = Store.open_checked(tmp_path)
+    assert reread.meta()["schema_version"] == str(SCHEMA_VERSION) and reread.alloc_stats() == []
+    reread.close()
+    again = Store.create(tmp_path / "b.db")
+    again.conn.execute("DROP TABLE alloc_stats")
+    again.set_meta(schema_version=4)
+    again.close()
+    monkeypatch.setattr("alloclab.store.os.access", lambda path, mode: False)     # root may write anywhere
+    with pytest.raises(UserError, match=r"has schema 4, older than this alloclab's .* cannot be upgraded"):
+        Store.open_checked(tmp_path / "b.db")

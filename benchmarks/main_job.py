@@ -36,8 +36,8 @@ from alloclab.store import Store  # noqa: E402
 COMPARED = ("mimalloc-2.0.9", "jemalloc-5.3.0")
 
 
-def tree_threads_busy(root: int) -> int:
-    """Threads of `root` and its descendants that are runnable (R) or uninterruptible (D)."""
+def tree_threads_busy(root: int) -> tuple[int, int]:
+    """Threads of `root` and its descendants that are runnable (R) and uninterruptible (D)."""
     children: dict[int, list[int]] = {}
     for p in os.listdir("/proc"):
         if p.isdigit():
@@ -46,7 +46,7 @@ def tree_threads_busy(root: int) -> int:
             except OSError:
                 continue
             children.setdefault(int(stat.rsplit(")", 1)[1].split()[1]), []).append(int(p))
-    todo, busy = [root], 0
+    todo, runnable, blocked = [root], 0, 0
     while todo:
         pid = todo.pop()
         todo += children.get(pid, [])
@@ -56,10 +56,12 @@ def tree_threads_busy(root: int) -> int:
             continue
         for t in tasks:
             try:
-                busy += Path(f"/proc/{pid}/task/{t}/stat").read_text().rsplit(")", 1)[1].split()[0] in "RD"
+                state = Path(f"/proc/{pid}/task/{t}/stat").read_text().rsplit(")", 1)[1].split()[0]
             except OSError:
-                pass
-    return busy
+                continue
+            runnable += state == "R"
+            blocked += state == "D"
+    return runnable, blocked
 
 
 def run_part(out: Path, seconds: int) -> dict:
@@ -71,13 +73,14 @@ def run_part(out: Path, seconds: int) -> dict:
     with open(out / "stdout.txt", "w") as log:
         proc = subprocess.Popen([str(ROOT / ".venv/bin/alloclab"), "run", str(exp), "-o", str(out / "run")],
                                 stdout=log, stderr=subprocess.STDOUT)
-        counts: list[int] = []
+        counts: list[tuple[int, int]] = []
         while proc.poll() is None:
             counts.append(tree_threads_busy(proc.pid))
             time.sleep(0.5)
     wall, after = time.monotonic() - t0, os.times()
     cpu = (after.children_user - before.children_user) + (after.children_system - before.children_system)
-    return {"cpu_share": cpu / wall / (os.cpu_count() or 1), "own_load": st.mean(counts) if counts else 0.0,
+    return {"cpu_share": cpu / wall / (os.cpu_count() or 1), "own_load": st.mean(r + d for r, d in counts) if counts else 0.0,
+            "own_d": st.mean(d for _, d in counts) if counts else 0.0,
             "wall_s": wall}
 
 
@@ -130,7 +133,7 @@ def main() -> int:
         print(f"run {i + 1}/{a.runs}: {out} ({int(a.seconds * DEMOS[0][2])} s)", flush=True)
         load = run_part(out, a.seconds)
         print(f"  {figures(out / 'run')} own CPU {load['cpu_share']:.2f} of the cores, own load "
-              f"{load['own_load']:.1f}, wall {load['wall_s']:.0f} s", flush=True)
+              f"{load['own_load']:.1f} (of it in D state {load['own_d']:.2f}), wall {load['wall_s']:.0f} s", flush=True)
     for run in a.read:
         print(f"{run}: {figures(run)}")
     return 0

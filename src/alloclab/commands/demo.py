@@ -20,6 +20,12 @@ DEMOS = (("tor-dircache", "demo-tor.toml", 0.55), ("worker-pool", "demo-pool.tom
 ALLOCATORS = ("jemalloc@5.3.0", "mimalloc@2.0.9", "mimalloc@3.0.1", "mimalloc@3.6.1")
 
 
+def experiment_text(template: str, total: int) -> str:
+    """The experiment file of one demo part lasting `total` seconds (also benchmarks/main_job.py's)."""
+    warmup, idle = max(10, total // 5), max(10, total // 5)   # warm-up covers the models' ramp
+    return (DATA / template).read_text().format(warmup=f"{warmup}s", load=f"{total - warmup - idle}s", idle=f"{idle}s")
+
+
 def demo_command(output: Path | None, seconds: int, console: Console) -> int:
     if seconds < 60:
         raise UserError(f"--seconds {seconds} is too short for two comparisons", "give at least 60 seconds")
@@ -33,11 +39,9 @@ def demo_command(output: Path | None, seconds: int, console: Console) -> int:
     code = 0
     for label, template, share in DEMOS:
         total = int(seconds * share)
-        warmup, idle = max(10, total // 5), max(10, total // 5)   # warm-up covers the models' ramp
-        text = (DATA / template).read_text().format(warmup=f"{warmup}s", load=f"{total - warmup - idle}s", idle=f"{idle}s")
         (out / label).mkdir(parents=True, exist_ok=True)
         exp_file = out / label / "experiment.toml"
-        exp_file.write_text(text)
+        exp_file.write_text(experiment_text(template, total))
         console.rule(f"demo: {label} ({total} s)")
         code = run_command(exp_file, out / label / "run", False, None, "60s", False, console) or code
         if code == 130:

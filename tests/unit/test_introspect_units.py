@@ -68,12 +68,17 @@ def test_config_keys():
         parse_experiment(BASE.format(extra="introspect_budget = 2"))
 
 
-def test_schema4_store_gains_alloc_stats(tmp_path):
-    db = tmp_path / "run.db"
+def _schema4_store(db):
+    """A store as alloclab wrote it at schema 4: no alloc_stats table (schema 5 added it)."""
     store = Store.create(db)
     store.conn.execute("DROP TABLE alloc_stats")
     store.set_meta(schema_version=4)
     store.close()
+
+
+def test_schema4_store_gains_alloc_stats(tmp_path):
+    db = tmp_path / "run.db"
+    _schema4_store(db)
     reopened = Store.open(tmp_path)
     assert reopened.meta()["schema_version"] == str(SCHEMA_VERSION) and reopened.alloc_stats() == []
     reopened.close()
@@ -102,17 +107,11 @@ def test_staleness():
 def test_an_older_schemas_store_is_upgraded_for_reading_not_called_damaged(tmp_path, monkeypatch):
     """report/compare/export open stores with Store.open_checked: a schema-4 store lacks alloc_stats
     (schema 5), which the damage check read as 'table alloc_stats is missing'."""
-    store = Store.create(tmp_path / "run.db")
-    store.conn.execute("DROP TABLE alloc_stats")
-    store.set_meta(schema_version=4)
-    store.close()
+    _schema4_store(tmp_path / "run.db")
     reread = Store.open_checked(tmp_path)
     assert reread.meta()["schema_version"] == str(SCHEMA_VERSION) and reread.alloc_stats() == []
     reread.close()
-    again = Store.create(tmp_path / "b.db")
-    again.conn.execute("DROP TABLE alloc_stats")
-    again.set_meta(schema_version=4)
-    again.close()
+    _schema4_store(tmp_path / "b.db")
     monkeypatch.setattr("alloclab.store.os.access", lambda path, mode: False)     # root may write anywhere
     with pytest.raises(UserError, match=r"has schema 4, older than this alloclab's .* cannot be upgraded"):
         Store.open_checked(tmp_path / "b.db")

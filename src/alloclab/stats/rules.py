@@ -58,6 +58,10 @@ RULES: dict[str, float] = {
     "ratchet_group_max_tested": 10,   # ... the group tested on its first 10 (cost; the rest simulated only if it is) ...
     "ratchet_group_alpha": 0.01,      # ... the group's combined p (Fisher, without the smallest) ≤ 1% ...
     "ratchet_group_replica_p": 0.25,  # ... then Ratcheting for each replica with the staircase's shape and its own p ≤ 0.25
+    # steps a group's replicas share in time (stats.ratchet_shared, --part ratchet-shared): the average's second sharp
+    # step against a line + one step + AR(1) fitted to the average, ratchet_group_alpha over ...
+    "ratchet_shared_sims": 199,       # ... 199 simulations (a p of 1% allows one as extreme; stops at ratchet_group_stop)
+    "ratchet_shared_replica_t": 3.0,  # a replica's own climb at the shared steps: ≥ ratchet_min_climb_share, t ≥ 3
     # -- comparisons (stats.compare)
     "alpha": 0.05,                    # family-wise error rate (Holm)
     "equivalence_margin": 0.05,       # equivalent: ratio interval inside [1/1.05, 1.05]

@@ -32,6 +32,9 @@ status.py
     classify(t_s, y, *, verified=True, growth=None, seed=0, earlier=None) -> StatusCall (its .word is the status word)
     ratchet_group(windows, *, sims=None) -> GroupRatchet | None: Ratcheting on a group's combined step
         evidence, each replica against its own simulated null (docs/analysis.md, "Ratcheting")
+ratchet_shared.py
+    ratchet_shared(windows, *, sims=None) -> SharedRatchet | None: Ratcheting on steps a group's replicas
+        share in time (their average's step fit), each replica climbing at them on its own series
 compare.py
     compare_to_baseline(levels, baseline, *, alpha=0.05, margin=0.05, seed=0) -> dict[str, Comparison]
         Welch t on log levels (replicas are the units), Holm across comparisons to the baseline,
@@ -79,6 +82,7 @@ from .growth import Growth, GroupGrowth, GrowthPool, group_growth, growth, growt
 from .status import RULES, STATUS_ORDER, GroupRatchet, Releases, StatusCall, classify, ratchet_group, release_events
 from .compare import Comparison, compare_to_baseline, letters, design_min_p, design_warning
 from .beside import GrowthBeside, growth_beside
+from .ratchet_shared import SharedRatchet, ratchet_shared
 from .sequential import SequentialDecision, SequentialTest
 from .checks import SeriesMatch, identical_series, median_present
 from .threshold import ThresholdDecision, ThresholdTest
@@ -86,7 +90,7 @@ from .threshold import ThresholdDecision, ThresholdTest
 __all__ = [
     "median_present",
     "Growth", "growth", "GrowthPool", "growth_pool", "pooled", "GroupGrowth", "group_growth", "trend_edges", "RULES", "STATUS_ORDER", "Releases", "StatusCall", "classify", "release_events",
-    "GroupRatchet", "ratchet_group",
+    "GroupRatchet", "ratchet_group", "SharedRatchet", "ratchet_shared",
     "Comparison", "compare_to_baseline", "letters", "design_min_p", "design_warning",
     "GrowthBeside", "growth_beside",
     "SequentialDecision", "SequentialTest", "SeriesMatch", "identical_series",

@@ -15,7 +15,7 @@ import numpy as np
 from .calibration import ar1
 from .growth import detrended_lag1, phi_for_lag1
 from .rules import RULES
-from .status import StepFit, _group_shape, _quasi_difference, _robust_sd, _step_fit_x, _step_scan
+from .status import StepFit, _group_shape, _quasi_difference, _robust_sd, _sharp_bar, _step_fit_x, _step_scan
 
 
 @dataclass(frozen=True)
@@ -26,7 +26,7 @@ class SharedRatchet:
     climb: tuple[float | None, ...]     # per replica: its own climb at the shared steps (share of its level)
     climb_t: tuple[float | None, ...]   # ... and that climb's t (generalised least squares, its own AR(1))
     at_s: tuple[float, ...]             # the shared steps' times, s from the common window's start
-    second_t: float | None              # the average's second sharpest up-step beside a line and its sharpest
+    second_t: float | None              # the average's sharpest up-step beside a level and its sharpest one
     p: float | None                     # that against its simulated null; None: not simulated (pre-screen)
     simulations: int                    # step fits run on simulated averages
 
@@ -60,10 +60,11 @@ def _common_bins(windows: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarr
     return np.array(rows), hi - lo
 
 
-def _second_sharp(x: np.ndarray, fit: StepFit) -> float:
-    """The sharpest up-step beside a straight line AND the sharpest one (≥ 2 bins from it), at the
-    fit's φ: one step is not a staircase (a single shared level shift has its one sharp step and
-    noise after it), a smooth climb has no sharp step at all."""
+def _second_sharp(x: np.ndarray, fit: StepFit) -> tuple[int, float]:
+    """The sharpest up-step beside a straight line (its bin index among the candidates) and the
+    sharpest up-step beside a level and THAT step (≥ 2 bins from it), at the fit's φ: one step is
+    not a staircase (a single shared level shift has its one sharp step and noise after it, a
+    staircase climbs again after its sharpest step)."""
     n = len(x)
     idx = np.arange(n)
     cand = np.arange(2, n - 1)
@@ -71,45 +72,42 @@ def _second_sharp(x: np.ndarray, fit: StepFit) -> float:
     line = _quasi_difference(np.column_stack([np.ones(n), idx / n]), fit.phi)
     first = int(np.argmax(_step_scan(xt, line, fit.phi, cand)))
     step = (1 - fit.phi) * (idx > cand[first]) + (idx == cand[first])
-    tz = _step_scan(xt, np.column_stack([line, step]), fit.phi, cand)
+    tz = _step_scan(xt, np.column_stack([line[:, :1], step]), fit.phi, cand)
     tz[max(first - 1, 0):first + 2] = -np.inf
-    return float(tz.max())
+    return first, float(tz.max())
 
 
-def _statistic(x: np.ndarray) -> tuple[StepFit | None, float | None]:
-    """The average's step fit and, where it has the staircase's shape (status._group_shape), its
-    second sharp step (_second_sharp); else None."""
+def _statistic(x: np.ndarray) -> tuple[StepFit | None, int, float | None]:
+    """The average's step fit, its sharpest step and, where the fit has what classify's own route
+    asks of one series (status._group_shape's staircase, a step beside a line at t ≥ _sharp_bar:
+    no smooth climb, cycle or slow wander has one), its second sharp step (_second_sharp); else None."""
     fit = _step_fit_x(x)
-    if fit is None or not _group_shape(fit):
-        return fit, None
-    return fit, _second_sharp(x, fit)
+    if fit is None or not _group_shape(fit) or fit.sharp_t < _sharp_bar(fit.bins):
+        return fit, 0, None
+    first, second = _second_sharp(x, fit)
+    return fit, first, second
 
 
-def _shared_null_p(x: np.ndarray, second: float, rng: np.random.Generator, sims: int) -> tuple[float, int]:
-    """Where the average's statistic falls among simulations of "a straight line plus ONE step,
-    plus AR(1) noise" fitted to the average itself (ordinary least squares on the line and its
-    sharpest step beside it; median-unbiased φ and the SD of those residuals), same length; the
-    step fit and the statistic re-run in full on each, φ estimated again. Sequential (Besag &
-    Clifford, as status._null_p): stops at the ratchet_group_stop-th simulation as extreme.
-    (p, simulations run)."""
+def _shared_null_p(x: np.ndarray, first: int, second: float, rng: np.random.Generator, sims: int) -> tuple[float, int]:
+    """Where the average's statistic falls among simulations of "one step (at its sharpest) on a
+    level, plus AR(1) noise" fitted to the average itself (ordinary least squares; median-unbiased
+    φ and the SD of those residuals), same length; the step fit and the statistic (_statistic,
+    its every condition) re-run in full on each, φ estimated again. Sequential (Besag & Clifford,
+    as status._null_p): stops at the ratchet_group_stop-th simulation as extreme. (p, simulations run)."""
     n = len(x)
     idx = np.arange(n)
-    cand = np.arange(2, n - 1)
-    phi0 = max(0.0, phi_for_lag1(float(detrended_lag1(x)), n, 0.5))
-    first = int(np.argmax(_step_scan(_quasi_difference(x, phi0),
-                                     _quasi_difference(np.column_stack([np.ones(n), idx / n]), phi0), phi0, cand)))
-    design = np.column_stack([np.ones(n), idx / n, (idx >= cand[first]).astype(float)])
+    design = np.column_stack([np.ones(n), (idx >= first + 2).astype(float)])
     coef, *_ = np.linalg.lstsq(design, x, rcond=None)
     mean = design @ coef
     r = x - mean
     phi = min(max(0.0, phi_for_lag1(float(detrended_lag1(r)), n, 0.5)), 0.999)
-    sd = float(np.std(r, ddof=3))
+    sd = float(np.std(r, ddof=2))
     stop = int(RULES["ratchet_group_stop"])
     hits = done = 0
     while done < sims:
         for noise in ar1(rng, min(10, sims - done), n, phi, sd):
             done += 1
-            _, s = _statistic(mean + noise)
+            s = _statistic(mean + noise)[2]
             hits += bool(s is not None and s >= second)
             if hits >= stop:
                 return hits / done, done
@@ -140,10 +138,10 @@ def _climb_at(x: np.ndarray, at: np.ndarray) -> tuple[float, float]:
 def ratchet_shared(windows: list[tuple[np.ndarray, np.ndarray]], *, sims: int | None = None) -> SharedRatchet | None:
     """Ratcheting on steps the group's replicas share in time (their steady windows, t s on one
     clock and y MB). The replicas' relative series are averaged on one grid (_common_bins); the
-    average's step fit must have the staircase's shape (status._group_shape: ≥ 2 up-steps, ≥
-    ratchet_min_climb_share together, no sharp release), and its second sharp step (_second_sharp)
-    must lie beyond a line plus one step in AR(1) noise fitted to the average (_shared_null_p, p ≤
-    ratchet_group_alpha over ratchet_shared_sims simulations). Then each replica whose own climb at
+    average must pass what classify's own route asks of one series (the staircase's shape as
+    status._group_shape asks it, and a step sharper than a line explains, t ≥ _sharp_bar), and its
+    second sharp step (_second_sharp) must lie beyond one step on a level in AR(1) noise fitted to
+    the average (_shared_null_p, p ≤ ratchet_group_alpha over ratchet_shared_sims simulations). Then each replica whose own climb at
     the shared steps is ≥ ratchet_min_climb_share with t ≥ ratchet_shared_replica_t (_climb_at) is
     Ratcheting. Cost bounded: nothing is simulated unless the average has the shape, a second
     step at t ≥ ratchet_step_t and some replica climbs at its steps; the simulations stop early
@@ -165,7 +163,7 @@ def ratchet_shared(windows: list[tuple[np.ndarray, np.ndarray]], *, sims: int | 
     xs, span = grid
     sims = int(RULES["ratchet_shared_sims"] if sims is None else sims)
     avg = xs.mean(axis=0)
-    fit, second = _statistic(avg)
+    fit, first, second = _statistic(avg)
     none = (False,) * m, ("",) * m
     if fit is None or second is None or second < RULES["ratchet_step_t"]:
         return SharedRatchet(*none, (None,) * m, (None,) * m, (), second, None, 0)
@@ -177,12 +175,12 @@ def ratchet_shared(windows: list[tuple[np.ndarray, np.ndarray]], *, sims: int | 
         return SharedRatchet(*none, tuple(c for c, _ in climbs), tuple(tc for _, tc in climbs), at_s, second, None, 0)
     digest = hashlib.blake2b(np.round(avg, 9).tobytes(), digest_size=8).digest()
     rng = np.random.default_rng(int.from_bytes(digest, "little"))
-    p, done = _shared_null_p(avg, second, rng, sims)
+    p, done = _shared_null_p(avg, first, second, rng, sims)
     hours = ", ".join(f"{s / 3600:.1f}" for s in at_s)
     called = tuple(bool(ok and p <= RULES["ratchet_group_alpha"]) for ok in confirms)
     reasons = tuple(
         f"climbs at the steps its group shares: {c:+.1%} of its level (t {tc:.1f}) at the {len(at)} steps the "
-        f"average of its {m} replicas took ({hours} h into their common window); the average's second sharp "
-        f"step (t {second:.1f}) beyond a line and one step in AR(1) noise (p {p:.2g}, {done} simulations)"
+        f"average of its {m} replicas took ({hours} h into their common window), sharper than a steady climb; "
+        f"its second sharp step (t {second:.1f}) beyond one step in AR(1) noise (p {p:.2g}, {done} simulations)"
         if call else "" for call, (c, tc) in zip(called, climbs))
     return SharedRatchet(called, reasons, tuple(c for c, _ in climbs), tuple(tc for _, tc in climbs), at_s, second, p, done)

@@ -760,16 +760,6 @@ def ratchet_group_cal(rng: np.random.Generator, n: int, sizes: tuple[int, ...] =
                     f"{sims / n:.0f} simulated fits and {(time.monotonic() - started) / n:.2f} s a group", target, total)
 
 
-def _shared_stairs(sd: float, phi: float):
-    """+8% five-step staircases whose step TIMES the group shares (one draw a group, as
-    sim.staircase draws them), each replica its own sizes (a Dirichlet draw × 8%) and noise."""
-    def make(rng, m, t):
-        at = np.sort(rng.uniform(t[0], t[-1] * 0.9, 5))
-        size = rng.dirichlet(np.ones(5), size=m) * 0.08
-        return 100 * (1 + size @ (t[None, :] >= at[:, None]) + sim.ar1(rng, m, len(t), phi, sd))
-    return make
-
-
 def ratchet_shared_cal(rng: np.random.Generator, n: int, sizes: tuple[int, ...] = (5, 3), designs=POOLED_DESIGNS,
                        only: tuple[str, ...] | None = None) -> None:
     """Ratcheting on steps a group shares in time (stats.ratchet_shared) beside each replica's own
@@ -806,7 +796,7 @@ def ratchet_shared_cal(rng: np.random.Generator, n: int, sizes: tuple[int, ...] 
         return 100 * (1 + 0.08 * ((t >= a) & (t < b))[None, :] + sim.ar1(rng_, m, len(t), 0.9, 0.02))
 
     def flat_among_shared(rng_, m, t):
-        ys = _shared_stairs(0.02, 0.9)(rng_, m, t)
+        ys = sim.shared_staircase(rng_, m, t, sd_share=0.02, phi=0.9)
         ys[0] = sim.flat(rng_, 1, t, phi=0.9, sd_share=0.02)[0]
         return ys
 
@@ -815,7 +805,7 @@ def ratchet_shared_cal(rng: np.random.Generator, n: int, sizes: tuple[int, ...] 
         ys[0] = sim.staircase(rng_, 1, t, climb_share=0.08, steps=5, sd_share=0.02, phi=0.9)[0]
         return ys
     first, rest = (0,), None                         # which replicas a cell counts (None: all)
-    stairs = [(f"+8% five-step staircases, step times shared by the group, AR(1) {sd:.0%} φ {phi}", _shared_stairs(sd, phi), "≥ 80%", rest)
+    stairs = [(f"+8% five-step staircases, step times shared by the group, AR(1) {sd:.0%} φ {phi}", (lambda sd_, phi_: lambda r, m, t: sim.shared_staircase(r, m, t, sd_share=sd_, phi=phi_))(sd, phi), "≥ 80%", rest)
               for sd, phi in ((0.02, 0.5), (0.02, 0.9), (0.01, 0.5), (0.01, 0.9))]
     stairs += [("+8% five-step staircases, each replica its own step times, AR(1) 2% φ 0.9",
                 lambda r, m, t: sim.staircase(r, m, t, climb_share=0.08, steps=5, sd_share=0.02, phi=0.9), "not worse", rest)]

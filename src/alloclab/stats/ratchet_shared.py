@@ -15,7 +15,7 @@ import numpy as np
 from .calibration import ar1
 from .growth import detrended_lag1, phi_for_lag1
 from .rules import RULES
-from .status import StepFit, _group_shape, _null_p, _quasi_difference, _robust_sd, _step_fit_x, _step_scan
+from .status import StepFit, _group_shape, _null_p, _quasi_difference, _robust_sd, _sharp_bar, _step_fit_x, _step_scan
 
 
 @dataclass(frozen=True)
@@ -140,7 +140,7 @@ def ratchet_shared(windows: list[tuple[np.ndarray, np.ndarray]], *, sims: int | 
     average's step fit must have the staircase's shape (status._group_shape), its sharpest step
     beside a line must lie beyond a straight line in AR(1) noise fitted to it (status._null_p, as
     ratchet_group asks of each replica) and its second sharp step (_second_sharp) beyond one step
-    on a level in AR(1) noise fitted to it (_shared_null_p), both at p ≤ ratchet_group_alpha over
+    on a level in AR(1) noise fitted to it (_shared_null_p), both at p ≤ ratchet_shared_alpha over
     ratchet_shared_sims simulations. Then each replica whose own climb at
     the shared steps is ≥ ratchet_min_climb_share with t ≥ ratchet_shared_replica_t (_climb_at) is
     Ratcheting. Cost bounded: nothing is simulated unless the average has the shape, a second
@@ -166,7 +166,7 @@ def ratchet_shared(windows: list[tuple[np.ndarray, np.ndarray]], *, sims: int | 
     avg = xs.mean(axis=0)
     fit, first, second = _statistic(avg)
     none = (False,) * m, ("",) * m
-    if fit is None or second is None or min(second, fit.sharp_t) < RULES["ratchet_step_t"]:
+    if fit is None or second is None or second < RULES["ratchet_step_t"] or fit.sharp_t < _sharp_bar(fit.bins):
         return SharedRatchet(*none, (None,) * m, (None,) * m, (), second, None, 0)
     at = fit.at
     climbs = [_climb_at(x, at) for x in xs]
@@ -176,14 +176,14 @@ def ratchet_shared(windows: list[tuple[np.ndarray, np.ndarray]], *, sims: int | 
         return SharedRatchet(*none, tuple(c for c, _ in climbs), tuple(tc for _, tc in climbs), at_s, second, None, 0)
     digest = hashlib.blake2b(np.round(avg, 9).tobytes(), digest_size=8).digest()
     rng = np.random.default_rng(int.from_bytes(digest, "little"))
-    # both nulls must fall (an intersection–union test, valid at ratchet_group_alpha): a straight line in
+    # both nulls must fall (an intersection–union test, valid at ratchet_shared_alpha): a straight line in
     # AR(1) noise (a smooth climb, a cycle's rise, a slow wander: status._null_p, as ratchet_group asks of
     # each replica, its sharpest step beside a line) and one step on a level (a level shift: _shared_null_p)
     p_sharp, done = _null_p(avg, fit.sharp_t, rng, sims)
-    p_second, more = _shared_null_p(avg, first, second, rng, sims) if p_sharp <= RULES["ratchet_group_alpha"] else (1.0, 0)
+    p_second, more = _shared_null_p(avg, first, second, rng, sims) if p_sharp <= RULES["ratchet_shared_alpha"] else (1.0, 0)
     p, done = max(p_sharp, p_second), done + more
     hours = ", ".join(f"{s / 3600:.1f}" for s in at_s)
-    called = tuple(bool(ok and p <= RULES["ratchet_group_alpha"]) for ok in confirms)
+    called = tuple(bool(ok and p <= RULES["ratchet_shared_alpha"]) for ok in confirms)
     reasons = tuple(
         f"climbs at the steps its group shares: {c:+.1%} of its level (t {tc:.1f}) at the {len(at)} steps the "
         f"average of its {m} replicas took ({hours} h into their common window); the average's sharpest step "

@@ -137,17 +137,17 @@ def _climb_at(x: np.ndarray, at: np.ndarray) -> tuple[float, float]:
 def ratchet_shared(windows: list[tuple[np.ndarray, np.ndarray]], *, sims: int | None = None) -> SharedRatchet | None:
     """Ratcheting on steps the group's replicas share in time (their steady windows, t s on one
     clock and y MB). The replicas' relative series are averaged on one grid (_common_bins); the
-    average's step fit must have the staircase's shape (status._group_shape), its sharpest step
-    beside a line must lie beyond a straight line in AR(1) noise fitted to it (status._null_p, as
-    ratchet_group asks of each replica) and its second sharp step (_second_sharp) beyond one step
-    on a level in AR(1) noise fitted to it (_shared_null_p), both at p ≤ ratchet_shared_alpha over
-    ratchet_shared_sims simulations. Then each replica whose own climb at
-    the shared steps is ≥ ratchet_min_climb_share with t ≥ ratchet_shared_replica_t (_climb_at) is
-    Ratcheting. Cost bounded: nothing is simulated unless the average has the shape, a second
-    and a sharpest and second step at t ≥ ratchet_step_t, and some replica climbs at its steps (the
-    second null is simulated only once the first has fallen); the simulations stop early
-    and are seeded from the data (a report reproduces). None with fewer than
-    ratchet_group_min_replicas windows or no common span."""
+    average's step fit must have the staircase's shape (status._group_shape) and a step sharper
+    than a line explains (t ≥ status._sharp_bar, classify's own bar), that sharpest step must lie
+    beyond a straight line in AR(1) noise fitted to the average (status._null_p, as ratchet_group
+    asks of each replica) and its second sharp step (_second_sharp) beyond one step on a level in
+    AR(1) noise fitted to it (_shared_null_p), both at p ≤ ratchet_shared_alpha over
+    ratchet_shared_sims simulations. Then each replica whose own climb at the shared steps is ≥
+    ratchet_min_climb_share with t ≥ ratchet_shared_replica_t (_climb_at) is Ratcheting. Cost
+    bounded: nothing is simulated unless the average has the shape, the sharp bar, a second step
+    at t ≥ ratchet_step_t and some replica climbing at its steps (the second null only once the
+    first has fallen); the simulations stop early and are seeded from the data (a report
+    reproduces). None with fewer than ratchet_group_min_replicas windows or no common span."""
     m = len(windows)
     if m < RULES["ratchet_group_min_replicas"]:
         return None

@@ -1090,7 +1090,7 @@ def ratchet_shared_cal(rng: np.random.Generator, n: int, sizes: tuple[int, ...] 
                     added += sum(g.called[i] and not o for o, i in zip(mine, keep))
                     total += len(keep)
                     sims += g.simulations
-                    passed += g.p is not None and g.p <= RULES["ratchet_shared_alpha"]
+                    passed += g.found
                 row(f"shared route, n = {m}, {name}, {label}: Ratcheting, own or shared (own route alone; added by the shared route)",
                     f"{rate(said, total)} ({own / total:.1%}; {rate(added, total)}); groups passing the shared test {passed}/{n}; "
                     f"{sims / n:.0f} simulated fits and {(time.monotonic() - started) / n:.2f} s a group", target, total)

@@ -29,7 +29,8 @@ class SharedRatchet:
                                         # average (_apart_t; None: not asked, its climb above fell short)
     at_s: tuple[float, ...]             # the shared steps' times, s from the common window's start
     second_t: float | None              # the average's sharpest up-step beside a level and its sharpest one
-    p: float | None                     # that against its simulated null; None: not simulated (pre-screen)
+    p: float | None                     # the larger of its two nulls' p's; None: not simulated (pre-screen)
+    found: bool                         # the group's shared steps found (each null below its level)
     simulations: int                    # step fits run on simulated averages
 
 
@@ -192,7 +193,7 @@ def ratchet_shared(windows: list[tuple[np.ndarray, np.ndarray]], *, sims: int | 
     fit, first, second = _statistic(avg)
     none = (False,) * m, ("",) * m
     if fit is None or second is None or second < RULES["ratchet_step_t"] or fit.sharp_t < _sharp_bar(fit.bins):
-        return SharedRatchet(*none, (None,) * m, (None,) * m, (None,) * m, (), second, None, 0)
+        return SharedRatchet(*none, (None,) * m, (None,) * m, (None,) * m, (), second, None, False, 0)
     at = fit.at
     climbs = [_climb_at(x, at) for x in xs]
     apart = [_apart_t(xs, i) if c >= RULES["ratchet_min_climb_share"] and tc >= RULES["ratchet_shared_replica_t"] else None
@@ -201,17 +202,20 @@ def ratchet_shared(windows: list[tuple[np.ndarray, np.ndarray]], *, sims: int | 
     at_s = tuple(float(a) / len(avg) * span for a in at)
     if not any(confirms):
         return SharedRatchet(*none, tuple(c for c, _ in climbs), tuple(tc for _, tc in climbs), tuple(apart), at_s,
-                             second, None, 0)
+                             second, None, False, 0)
     digest = hashlib.blake2b(np.round(avg, 9).tobytes(), digest_size=8).digest()
     rng = np.random.default_rng(int.from_bytes(digest, "little"))
-    # both nulls must fall (an intersection–union test, valid at ratchet_shared_alpha): a straight line in
-    # AR(1) noise (a smooth climb, a cycle's rise, a slow wander: status._null_p, as ratchet_group asks of
-    # each replica, its sharpest step beside a line) and one step on a level (a level shift: _shared_null_p)
+    # both nulls must fall (an intersection–union test, valid at the larger of the two levels): a smooth
+    # climb in AR(1) noise (its cubic: a leak, a climb levelling off, a cycle's rise, a slow wander:
+    # status._null_p, its sharpest step beside that curve) at ratchet_shared_sharp_alpha, and one step on
+    # a level (a level shift: _shared_null_p) at ratchet_shared_alpha
     p_sharp, done = _null_p(avg, fit.sharp_t, rng, sims, unbiased_phi=True)
-    p_second, more = _shared_null_p(avg, first, second, rng, sims) if p_sharp <= RULES["ratchet_shared_alpha"] else (1.0, 0)
+    p_second, more = (_shared_null_p(avg, first, second, rng, sims) if p_sharp <= RULES["ratchet_shared_sharp_alpha"]
+                      else (1.0, 0))
     p, done = max(p_sharp, p_second), done + more
+    found = p_sharp <= RULES["ratchet_shared_sharp_alpha"] and p_second <= RULES["ratchet_shared_alpha"]
     hours = ", ".join(f"{s / 3600:.1f}" for s in at_s)
-    called = tuple(bool(ok and p <= RULES["ratchet_shared_alpha"]) for ok in confirms)
+    called = tuple(bool(ok and found) for ok in confirms)
     reasons = tuple(
         f"climbs at the steps its group shares: {c:+.1%} of its level (t {tc:.1f}) at the {len(at)} steps the "
         f"average of its {m} replicas took ({hours} h into their common window), and beside its own smooth "
@@ -220,4 +224,4 @@ def ratchet_shared(windows: list[tuple[np.ndarray, np.ndarray]], *, sims: int | 
         f"step (p {p:.2g}, {done} simulations)"
         if call else "" for call, (c, tc), a in zip(called, climbs, apart))
     return SharedRatchet(called, reasons, tuple(c for c, _ in climbs), tuple(tc for _, tc in climbs), tuple(apart), at_s,
-                         second, p, done)
+                         second, p, found, done)

@@ -417,7 +417,13 @@ def _null_p(x: np.ndarray, sharp_t: float, rng: np.random.Generator, sims: int, 
     basis = _smooth_basis(n)
     curve = basis @ np.linalg.lstsq(basis, x, rcond=None)[0]
     res = x - curve
-    phi = min(_curve_phi(res, basis) if unbiased_phi else _residual_phi(res), 0.999)
+    if unbiased_phi:
+        # at its upper one-standard-error bound, √((1 − φ²)/n): the data whose steps look sharpest are
+        # those whose φ reads low, and a null at the low reading wanders less than they do
+        phi = _curve_phi(res, basis)
+        phi = min(phi + math.sqrt(max(1 - phi * phi, 0.0) / n), 0.999)
+    else:
+        phi = min(_residual_phi(res), 0.999)
     sd = float(np.std(res, ddof=basis.shape[1]))
     stop = int(RULES["ratchet_group_stop"])
     hits = done = 0

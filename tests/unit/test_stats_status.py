@@ -199,6 +199,21 @@ def test_a_flat_replica_is_not_called_because_its_group_steps():
     assert ratchet_shared([(t, y) for y in ys]) == call
 
 
+def test_a_smooth_climb_the_group_shares_is_not_a_shared_staircase():
+    # a smooth +10% climb three replicas share (AR(1) 2% φ 0.9, 1.5 days): its average had a step
+    # beyond all of its smooth-curve null's simulations at that null's low φ (a cubic's residuals
+    # read AR(1) φ 0.9 as 0.876), and every replica "climbed at the shared steps" beside a level,
+    # so all three were called (session 11's rule: 1.2-2.2% of such replicas). Now the null's φ is
+    # unbiased for the cubic and at its upper bound, and each replica must also climb beside its
+    # own cubic at the steps of the OTHER replicas' average.
+    from alloclab.stats import ratchet_shared
+    t = sim.times(1.5 * 86400.0, 600.0)
+    ys = sim.growing(np.random.default_rng(130), 3, t, share=0.10, phi=0.9, sd_share=0.02)
+    call = ratchet_shared([(t, y) for y in ys])
+    assert not call.found and not any(call.called), call
+    assert min(call.climb_t) >= RULES["ratchet_shared_replica_t"]   # beside a level they all "climb at the steps"
+
+
 def test_a_cycle_or_one_level_shift_the_group_shares_is_not_a_shared_staircase():
     # what a group shares without ratcheting: a daily cycle ±4% (one phase for the group; it gives
     # back) and one +8% level shift at the same moment (one step is not a staircase)

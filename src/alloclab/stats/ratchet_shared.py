@@ -1,8 +1,9 @@
 """Ratcheting on steps a group's replicas SHARE in time (the same load peak, DoS wave or consensus
 burst lifts every relay of a host at the same sample): the positions are searched once, on the
 average of the replicas' relative series, whose noise falls like 1/√n; then each replica is
-Ratcheting only where its OWN series climbs at those times (a flat replica is never called
-because its neighbours step). Beside status.ratchet_group (each replica its own step times).
+Ratcheting only where its OWN series climbs at those times, and beside its own smooth curve at
+the times the others step (a flat replica is never called because its neighbours step, nor every
+replica of a group whose shared smooth climb looked like steps). Beside status.ratchet_group (each replica its own step times).
 Figures: docs/analysis.md, "Steps a group shares"; thresholds RULES ratchet_shared_*."""
 from __future__ import annotations
 
@@ -164,14 +165,17 @@ def ratchet_shared(windows: list[tuple[np.ndarray, np.ndarray]], *, sims: int | 
     """Ratcheting on steps the group's replicas share in time (their steady windows, t s on one
     clock and y MB). The replicas' relative series are averaged on one grid (_common_bins); the
     average's step fit must have the staircase's shape (status._group_shape) and a step sharper
-    than a line explains (t ≥ status._sharp_bar, classify's own bar), that sharpest step must lie
-    beyond a straight line in AR(1) noise fitted to the average (status._null_p, as ratchet_group
-    asks of each replica) and its second sharp step (_second_sharp) beyond one step on a level in
-    AR(1) noise fitted to it (_shared_null_p), both at p ≤ ratchet_shared_alpha over
-    ratchet_shared_sims simulations. Then each replica whose own climb at the shared steps is ≥
-    ratchet_min_climb_share with t ≥ ratchet_shared_replica_t (_climb_at) is Ratcheting. Cost
+    than a smooth curve explains (t ≥ status._sharp_bar, classify's own bar); that sharpest step
+    must lie beyond every simulation of the average's own smooth curve in AR(1) noise
+    (status._null_p at φ unbiased for the curve and at its upper bound: p ≤
+    ratchet_shared_sharp_alpha) and its second sharp step (_second_sharp) beyond one step on a
+    level in AR(1) noise fitted to it (_shared_null_p, p ≤ ratchet_shared_alpha), over
+    ratchet_shared_sims simulations each. Then a replica is Ratcheting where its own climb at the
+    shared steps is ≥ ratchet_min_climb_share with t ≥ ratchet_shared_replica_t (_climb_at) and
+    its climb beside its own smooth curve at the OTHER replicas' steps has t ≥
+    ratchet_shared_apart_t (_apart_t): a false group would otherwise call every replica. Cost
     bounded: nothing is simulated unless the average has the shape, the sharp bar, a second step
-    at t ≥ ratchet_step_t and some replica climbing at its steps (the second null only once the
+    at t ≥ ratchet_step_t and some replica passing both checks (the second null only once the
     first has fallen); the simulations stop early and are seeded from the data (a report
     reproduces). None with fewer than ratchet_group_min_replicas windows or no common span."""
     m = len(windows)

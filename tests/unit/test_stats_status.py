@@ -186,8 +186,9 @@ def test_staircases_a_group_shares_in_time_are_found_in_two_percent_noise():
 
 def test_a_flat_replica_is_not_called_because_its_group_steps():
     # one flat replica beside five sharing a +8% staircase (2% φ 0.9, 1.5 days): the group's steps are
-    # found, the five climb at them on their own series, the flat one does not (its own climb there
-    # is ~0): it stays unsaid. The simulations are seeded from the data (the same call twice).
+    # found, four of the five climb at them on their own series (and beside their own smooth curve at
+    # the others' steps), the flat one does not (its own climb there is ~0): it stays unsaid. The
+    # simulations are seeded from the data (the same call twice).
     from alloclab.stats import ratchet_shared
     t = sim.times(1.5 * 86400.0, 600.0)
     rng = np.random.default_rng(2)

@@ -1009,6 +1009,93 @@ def ratchet_group_cal(rng: np.random.Generator, n: int, sizes: tuple[int, ...] =
                     f"{sims / n:.0f} simulated fits and {(time.monotonic() - started) / n:.2f} s a group", target, total)
 
 
+def ratchet_shared_cal(rng: np.random.Generator, n: int, sizes: tuple[int, ...] = (5, 3), designs=POOLED_DESIGNS,
+                       only: tuple[str, ...] | None = None) -> None:
+    """Ratcheting on steps a group shares in time (stats.ratchet_shared) beside each replica's own
+    route (status._ratchet_in_noise): groups of 5 and 3. Detection per replica (own or shared) on +8%
+    five-step staircases with step times shared by the group at AR(1) 1–2%, φ 0.5 / 0.9, and on
+    staircases with their own step times (the shared route may only add); false Ratcheting added by
+    the shared route on flat AR(1) 2% φ 0.5–0.99, two-scale noise (own wander, and a slow wander
+    COMMON to the group), a daily cycle the group shares, a smooth climb it shares, one shared step,
+    a shared step up and down (a release), and the flat replica of a group whose others share a
+    staircase (and the flat ones beside one staircase). `only`: the cells whose names start with
+    these. Per replica, 95% Clopper–Pearson; also the groups the shared test passed and the cost."""
+    from alloclab.stats.ratchet_shared import ratchet_shared
+    from alloclab.stats.status import step_evidence
+
+    def own_word(t, y):
+        return step_evidence(t, y).ratcheting
+
+    def cycle(sd):
+        def make(rng_, m, t):
+            phase = rng_.uniform(0, 2 * np.pi)
+            return 100 * (1 + 0.04 * np.sin(2 * np.pi * t / 86400.0 + phase) + sim.ar1(rng_, m, len(t), 0.9, sd))
+        return make
+
+    def wander(rng_, m, t):        # own AR(1) 2% φ 0.9 + a slow 3% wander (τ 1.7 d) COMMON to the group
+        slow_phi = float(np.exp(-float(np.median(np.diff(t))) / (1.7 * 86400)))
+        return 100 * (1 + sim.ar1(rng_, m, len(t), 0.9, 0.02) + sim.ar1(rng_, 1, len(t), slow_phi, 0.03))
+
+    def one_step(rng_, m, t):      # one +8% level shift at the same time for the group
+        at = t[0] + rng_.uniform(0.2, 0.8) * (t[-1] - t[0])
+        return 100 * (1 + 0.08 * (t >= at)[None, :] + sim.ar1(rng_, m, len(t), 0.9, 0.02))
+
+    def up_down(rng_, m, t):       # +8% up, then back down: a release the group shares
+        a, b = np.sort(t[0] + rng_.uniform(0.1, 0.9, 2) * (t[-1] - t[0]))
+        return 100 * (1 + 0.08 * ((t >= a) & (t < b))[None, :] + sim.ar1(rng_, m, len(t), 0.9, 0.02))
+
+    def flat_among_shared(rng_, m, t):
+        ys = sim.shared_staircase(rng_, m, t, sd_share=0.02, phi=0.9)
+        ys[0] = sim.flat(rng_, 1, t, phi=0.9, sd_share=0.02)[0]
+        return ys
+
+    def lone(rng_, m, t):
+        ys = sim.flat(rng_, m, t, phi=0.9, sd_share=0.02)
+        ys[0] = sim.staircase(rng_, 1, t, climb_share=0.08, steps=5, sd_share=0.02, phi=0.9)[0]
+        return ys
+    first, rest = (0,), None                         # which replicas a cell counts (None: all)
+    stairs = [(f"+8% five-step staircases, step times shared by the group, AR(1) {sd:.0%} φ {phi}", (lambda sd_, phi_: lambda r, m, t: sim.shared_staircase(r, m, t, sd_share=sd_, phi=phi_))(sd, phi), "≥ 80%", rest)
+              for sd, phi in ((0.02, 0.5), (0.02, 0.9), (0.01, 0.5), (0.01, 0.9))]
+    stairs += [("+8% five-step staircases, each replica its own step times, AR(1) 2% φ 0.9",
+                lambda r, m, t: sim.staircase(r, m, t, climb_share=0.08, steps=5, sd_share=0.02, phi=0.9), "not worse", rest)]
+    nulls = [(f"flat AR(1) 2% φ {phi}", (lambda phi_: lambda r, m, t: sim.flat(r, m, t, phi=phi_, sd_share=0.02))(phi), "≤ 1%", rest)
+             for phi in (0.5, 0.9, 0.95, 0.99)]
+    nulls += [("flat two-scale (AR(1) 2% φ 0.9 + slow wander 3%, τ 1.7 d, each its own)", lambda r, m, t: sim.two_scale(r, m, t, fast_phi=0.9), "≤ 1%", rest),
+              ("shared slow wander (AR(1) 2% φ 0.9 own + slow wander 3%, τ 1.7 d, common to the group)", wander, "≤ 1%", rest),
+              ("daily cycle ±4% shared by the group, any phase, AR(1) 1% φ 0.9", cycle(0.01), "≤ 1%", rest),
+              ("daily cycle ±4% shared by the group, any phase, AR(1) 2% φ 0.9", cycle(0.02), "≤ 1%", rest),
+              ("smooth +10% climb shared by the group, AR(1) 2% φ 0.9", lambda r, m, t: sim.growing(r, m, t, share=0.10, phi=0.9, sd_share=0.02), "≤ 1%", rest),
+              ("shared +10% climb levelling off (τ 15% of the window), AR(1) 2% φ 0.9",
+               lambda r, m, t: sim.levelling_off(r, m, t, rise_share=0.10, tau_share=0.15, sd_share=0.02, phi=0.9), "≤ 1%", rest),
+              ("shared +10% climb levelling off (τ 30% of the window), AR(1) 2% φ 0.9",
+               lambda r, m, t: sim.levelling_off(r, m, t, rise_share=0.10, tau_share=0.30, sd_share=0.02, phi=0.9), "≤ 1%", rest),
+              ("one shared +8% step, AR(1) 2% φ 0.9", one_step, "≤ 1%", rest),
+              ("shared +8% step up and down again, AR(1) 2% φ 0.9", up_down, "≤ 1%", rest),
+              ("one flat AR(1) 2% φ 0.9 replica among replicas sharing a +8% staircase (2% φ 0.9): the flat one", flat_among_shared, "≤ 1%", first),
+              ("one +8% staircase (2% φ 0.9) among flat AR(1) 2% φ 0.9 replicas: the flat ones", lone, "≤ 1%", None)]
+    cells = [c for c in stairs + nulls if only is None or c[0].startswith(only)]
+    for label, window, dt in designs:
+        t = sim.times(window, dt)
+        for name, make, target, counted in cells:
+            for m in sizes:
+                said = own = added = total = sims = passed = 0
+                started = time.monotonic()
+                for _ in range(n):
+                    ys = make(rng, m, t)
+                    g = ratchet_shared([(t, y) for y in ys])
+                    keep = counted if counted is not None else (range(1, m) if make is lone else range(m))
+                    mine = [own_word(t, ys[i]) for i in keep]
+                    said += sum(o or g.called[i] for o, i in zip(mine, keep))
+                    own += sum(mine)
+                    added += sum(g.called[i] and not o for o, i in zip(mine, keep))
+                    total += len(keep)
+                    sims += g.simulations
+                    passed += g.found
+                row(f"shared route, n = {m}, {name}, {label}: Ratcheting, own or shared (own route alone; added by the shared route)",
+                    f"{rate(said, total)} ({own / total:.1%}; {rate(added, total)}); groups passing the shared test {passed}/{n}; "
+                    f"{sims / n:.0f} simulated fits and {(time.monotonic() - started) / n:.2f} s a group", target, total)
+
+
 def ratchet_bound(rng: np.random.Generator, n: int) -> None:
     """What any test could reach on these staircases: the +8% five-step staircase (the generator's
     uneven steps at random times), each series under AR(1) noise at its TRUE φ and SD, against the
@@ -1286,11 +1373,11 @@ def main() -> int:
                     "simulations per row (--part gates / growth-frontier / staircases; 1000 / 200 / 400), groups per row (--part pooled / pooled-short; 200), datasets per cell (--part beside; 100)")
     ap.add_argument("--replicas", default="5,3", help="group sizes of --part pooled / beside (comma-separated)")
     ap.add_argument("--cells", action="append", default=[], metavar="PREFIX",
-                    help="--part pooled / pooled-short / beside / ratchet-group: only the series (beside: the cells) whose names "
+                    help="--part pooled / pooled-short / beside / ratchet-group / ratchet-shared: only the series (beside: the cells) whose names "
                          "start with PREFIX; repeat the option for more (a name may hold a comma: --cells 'flat two-scale' "
                          "--cells '+10%%, AR(1)')")
     ap.add_argument("--designs", action="append", default=[], metavar="PREFIX",
-                    help="--part ratchet-group: only the designs whose labels start with PREFIX; repeat the option for "
+                    help="--part ratchet-group / ratchet-shared: only the designs whose labels start with PREFIX; repeat the option for "
                          "more (--designs '1.5 d' --designs '9 d')")
     ap.add_argument("--seed", type=int, default=20261122, help="seed of every simulation")
     ap.add_argument("--smooth-degree", type=int, default=None,
@@ -1298,7 +1385,7 @@ def main() -> int:
                          "1 measures the rule before session 11, a step beside a straight line")
     ap.add_argument("--part", default="all", choices=["all", "status", "growth", "compare", "sequential", "identical", "tor-verdict",
                                                       "scenarios", "cycles", "two-scale", "staircases", "user-path", "gates", "staircase-reach", "growth-frontier", "pooled", "pooled-path", "pooled-short", "beside", "ratchet-group", "ratchet-bound",
-                                                      "ratchet-restarts", "beside-cycle-restart", "ratchet-climbs"],
+                                                      "ratchet-restarts", "beside-cycle-restart", "ratchet-climbs", "ratchet-shared"],
                     help="run one part only")
     args = ap.parse_args()
     if args.smooth_degree is not None:
@@ -1345,6 +1432,10 @@ def main() -> int:
         "ratchet-climbs": lambda rng: ratchet_climbs(rng, args.datasets or (100 if args.quick else 750)),
         "beside-cycle-restart": lambda rng: beside_cycle_restart(rng, args.datasets or (4 if args.quick else 100),
                                                                  tuple(int(k) for k in args.replicas.split(",")), cells),
+        "ratchet-shared": lambda rng: ratchet_shared_cal(
+            rng, args.datasets or (10 if args.quick else 50), tuple(int(k) for k in args.replicas.split(",")),
+            tuple(d for d in POOLED_DESIGNS if not designs or d[0].startswith(designs)),
+            cells),
     }
     names = list(parts)
     names.insert(names.index("pooled-path"), "ratchet-pooled")   # retired; its stream number kept so later parts reproduce
@@ -1357,7 +1448,7 @@ def main() -> int:
         k = stream[name]
         if args.part == name or (args.part == "all" and name not in ("cycles", "pooled-short", "ratchet-group", "ratchet-bound",
                                                                                 "ratchet-restarts", "beside-cycle-restart",
-                                                                                "ratchet-climbs")):   # cycles: a larger run of scenarios' first rows
+                                                                                "ratchet-climbs", "ratchet-shared")):   # cycles: a larger run of scenarios' first rows
             part(np.random.default_rng([args.seed, k]))
     print(f"| figure | measured | target | simulations |\n|---|---|---|---|")
     for name, value, target, k in ROWS:

@@ -1,4 +1,4 @@
-"""Cost of the group route of Ratcheting (stats.ratchet_group) on one group of replicas.
+"""Cost of the group routes of Ratcheting (stats.ratchet_group, stats.ratchet_shared) on one group of replicas.
 
     python benchmarks/ratchet_group_cost.py [--replicas 20 --days 9 --groups 3]
 
@@ -6,12 +6,14 @@ One group of --replicas series over --days, sampled every 15 minutes (865 sample
 days) and every 15 s (34,560, averaged into the step fit's 1,024 bins), in four kinds: +8% five-step
 staircases under AR(1) 2% φ 0.9 (each replica its own step times: the costly case, most replicas
 simulated), a smooth +10% climb the group shares (AR(1) 2% φ 0.9: simulated, stopped early), flat
-AR(1) 2% φ 0.9 and a daily cycle ±4% (the pre-screen: nothing simulated). Prints, per kind, the
-CPU seconds of one ratchet_group call (median of --groups groups; CPU, so other work on the
+AR(1) 2% φ 0.9, a daily cycle ±4% (the pre-screen: nothing simulated) and +8% five-step staircases
+whose step times the group shares. Prints, per kind, the CPU seconds of one ratchet_group call and
+of one ratchet_shared call (median of --groups groups; CPU, so other work on the
 machine does not count), the simulated step fits, and the CPU seconds of classify on every
 replica of the group beside it (what a report already spends on those replicas' words). As in a
 report, ratchet_group is given the step evidence classify found (StatusCall.ratchet), so its
-CPU is the simulations' and the pre-screen's alone.
+CPU is the simulations' and the pre-screen's alone; ratchet_shared (steps the group shares in time,
+the last kind) bins the replicas' windows on one grid itself, so its CPU includes that.
 """
 from __future__ import annotations
 
@@ -25,7 +27,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from alloclab.stats import calibration as sim, classify, ratchet_group, step_evidence  # noqa: E402
+from alloclab.stats import calibration as sim, classify, ratchet_group, ratchet_shared, step_evidence  # noqa: E402
 
 
 def main() -> int:
@@ -43,13 +45,14 @@ def main() -> int:
         "flat AR(1) 2% φ 0.9": lambda t: sim.flat(rng, m, t, phi=0.9, sd_share=0.02),
         "daily cycle ±4% shared, AR(1) 1% φ 0.9": lambda t: sim.sinusoid(rng, m, t, amplitude_share=0.04, period_s=86400.0,
                                                                           sd_share=0.01, phi=0.9),
+        "+8% five-step staircases at shared times, AR(1) 2% φ 0.9": lambda t: sim.shared_staircase(rng, m, t, sd_share=0.02, phi=0.9),
     }
     print(f"| {m} replicas × {args.days:g} d | sampling | group route CPU s (median of {args.groups}) | simulated fits | "
-          f"classify on the {m} replicas, CPU s |\n|---|---|---|---|---|")
+          f"shared route CPU s | simulated fits | classify on the {m} replicas, CPU s |\n|---|---|---|---|---|---|---|")
     for interval in (900.0, 15.0):
         t = sim.times(args.days * 86400.0, interval)
         for name, make in kinds.items():
-            cpu, fits, words_cpu = [], [], []
+            cpu, fits, words_cpu, shared_cpu, shared_fits = [], [], [], [], []
             for _ in range(args.groups):
                 ys = make(t)
                 if "cycle" in name:                    # one phase for the group: the clock
@@ -62,9 +65,16 @@ def main() -> int:
                 g = ratchet_group([c.ratchet or step_evidence(t, y) for c, y in zip(calls, ys)])
                 cpu.append(time.process_time() - start)
                 fits.append(g.simulations)
-                print(f"  {name}, every {interval:g} s: {cpu[-1]:.2f} s, {fits[-1]} fits", file=sys.stderr, flush=True)
+                start = time.process_time()
+                sh = ratchet_shared([(t, y) for y in ys])
+                shared_cpu.append(time.process_time() - start)
+                shared_fits.append(sh.simulations)
+                print(f"  {name}, every {interval:g} s: {cpu[-1]:.2f} s, {fits[-1]} fits; shared {shared_cpu[-1]:.2f} s, "
+                      f"{shared_fits[-1]} fits", file=sys.stderr, flush=True)
             print(f"| {name} | every {interval:g} s ({len(t)} samples) | {statistics.median(cpu):.2f} "
-                  f"({min(cpu):.2f}–{max(cpu):.2f}) | {statistics.median(fits):.0f} | {statistics.median(words_cpu):.2f} |", flush=True)
+                  f"({min(cpu):.2f}–{max(cpu):.2f}) | {statistics.median(fits):.0f} | {statistics.median(shared_cpu):.2f} "
+                  f"({min(shared_cpu):.2f}–{max(shared_cpu):.2f}) | {statistics.median(shared_fits):.0f} | "
+                  f"{statistics.median(words_cpu):.2f} |", flush=True)
     return 0
 
 

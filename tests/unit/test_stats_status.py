@@ -168,3 +168,64 @@ def test_a_smooth_climb_or_a_daily_cycle_the_group_shares_lends_no_step_evidence
     rng = np.random.default_rng(6)
     ys = 100 * (1 + 0.04 * np.sin(2 * np.pi * t / 86400.0 + 1.0) + sim.ar1(rng, 5, len(t), 0.9, 0.01))
     assert not any(ratchet_group([step_evidence(t, y) for y in ys]).called)
+
+
+def test_staircases_a_group_shares_in_time_are_found_in_two_percent_noise():
+    # five replicas lifted at the same five moments (+8% each, their own step sizes), AR(1) 2% φ 0.9,
+    # 1.5 days at 10 minutes: classify's own route and the group route (each replica its own times)
+    # find none; the average of the five has the noise of one at 0.9%, where the step fit works
+    from alloclab.analysis import _group_ratchet
+    t = sim.times(1.5 * 86400.0, 600.0)
+    ys = sim.shared_staircase(np.random.default_rng(6), 5, t, sd_share=0.02, phi=0.9)
+    own = words(t, ys)
+    assert own.count("Ratcheting") == 0, own
+    out = _group_ratchet(*_replicas(t, ys, own))
+    shared = [r for r in out if r.status_reason.startswith("climbs at the steps its group shares")]
+    assert len(shared) == 3 and all(r.status == "Ratcheting" for r in shared), [(r.status, r.status_reason) for r in out]
+
+
+def test_a_flat_replica_is_not_called_because_its_group_steps():
+    # one flat replica beside five sharing a +8% staircase (2% φ 0.9, 1.5 days): the group's steps are
+    # found, four of the five climb at them on their own series (and beside their own smooth curve at
+    # the others' steps), the flat one does not (its own climb there is ~0): it stays unsaid. The
+    # simulations are seeded from the data (the same call twice).
+    from alloclab.stats import ratchet_shared
+    t = sim.times(1.5 * 86400.0, 600.0)
+    rng = np.random.default_rng(2)
+    ys = np.vstack([sim.flat(rng, 1, t, phi=0.9, sd_share=0.02), sim.shared_staircase(rng, 5, t, sd_share=0.02, phi=0.9)])
+    call = ratchet_shared([(t, y) for y in ys])
+    assert call.found and not call.called[0] and sum(call.called[1:]) == 4, call
+    assert call.climb_t[0] < RULES["ratchet_shared_replica_t"] and min(call.climb_t[1:]) > RULES["ratchet_shared_replica_t"]
+    assert all("climbs at the steps its group shares" in why for why, c in zip(call.reasons, call.called) if c)
+    assert ratchet_shared([(t, y) for y in ys]) == call
+
+
+def test_a_smooth_climb_the_group_shares_is_not_a_shared_staircase():
+    # a smooth +10% climb three replicas share (AR(1) 2% φ 0.9, 1.5 days): its average had a step
+    # beyond all of its smooth-curve null's simulations at that null's low φ (a cubic's residuals
+    # read AR(1) φ 0.9 as 0.876), and every replica "climbed at the shared steps" beside a level,
+    # so all three were called (session 11's rule: 1.2-2.2% of such replicas). Now the null's φ is
+    # unbiased for the cubic and at its upper bound, and each replica must also climb beside its
+    # own cubic at the steps of the OTHER replicas' average.
+    from alloclab.stats import ratchet_shared
+    t = sim.times(1.5 * 86400.0, 600.0)
+    ys = sim.growing(np.random.default_rng(130), 3, t, share=0.10, phi=0.9, sd_share=0.02)
+    call = ratchet_shared([(t, y) for y in ys])
+    assert not call.found and not any(call.called), call
+    assert min(call.climb_t) >= RULES["ratchet_shared_replica_t"]   # beside a level they all "climb at the steps"
+
+
+def test_a_cycle_or_one_level_shift_the_group_shares_is_not_a_shared_staircase():
+    # what a group shares without ratcheting: a daily cycle ±4% (one phase for the group; it gives
+    # back) and one +8% level shift at the same moment (one step is not a staircase)
+    from alloclab.stats import ratchet_shared
+    t = sim.times(1.5 * 86400.0, 600.0)
+    rng = np.random.default_rng(7)
+    for sd, phase in ((0.01, 0.0), (0.02, 2.0), (0.02, 4.0)):
+        ys = 100 * (1 + 0.04 * np.sin(2 * np.pi * t / 86400.0 + phase) + sim.ar1(rng, 5, len(t), 0.9, sd))
+        assert not any(ratchet_shared([(t, y) for y in ys]).called)
+    for _ in range(3):
+        at = t[0] + rng.uniform(0.2, 0.8) * (t[-1] - t[0])
+        ys = 100 * (1 + 0.08 * (t >= at)[None, :] + sim.ar1(rng, 5, len(t), 0.9, 0.02))
+        call = ratchet_shared([(t, y) for y in ys])
+        assert not any(call.called), call

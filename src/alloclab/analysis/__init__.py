@@ -200,17 +200,20 @@ def _pooled_growth(reps: list[ReplicaStats], steady: list[SteadyGrowth | None]) 
 def _group_ratchet(reps: list[ReplicaStats], steady: list[SteadyGrowth | None]) -> list[ReplicaStats]:
     """The replicas again, Ratcheting where their group's step evidence together says so
     (stats.ratchet_group: each replica against its own simulated null, the group's p's combined;
-    the group: its usable replicas with a steady window). Only Growing, Variable and Flat words
-    change; Bloating, the more severe word, stays."""
+    stats.ratchet_shared: steps the replicas share in time, each replica climbing at them on its
+    own series; the group: its usable replicas with a steady window). Only Growing, Variable and
+    Flat words change; Bloating, the more severe word, stays."""
     out = list(reps)
     for g in {r.group for r in reps}:
         at = [i for i, (r, st) in enumerate(zip(reps, steady)) if r.group == g and usable(r) and st is not None and len(st.y)]
-        call = stats.ratchet_group([steady[i].step_evidence() for i in at])
-        if call is None:
-            continue
-        for i, called, why in zip(at, call.called, call.reasons):
-            if called and reps[i].status in ("Growing", "Variable", "Flat"):
-                out[i] = replace(reps[i], status="Ratcheting", status_reason=why)
+        calls = (stats.ratchet_group([steady[i].step_evidence() for i in at]),
+                 stats.ratchet_shared([(steady[i].t, steady[i].y) for i in at]))
+        for call in calls:
+            if call is None:
+                continue
+            for i, called, why in zip(at, call.called, call.reasons):
+                if called and out[i].status in ("Growing", "Variable", "Flat"):
+                    out[i] = replace(out[i], status="Ratcheting", status_reason=why)
     return out
 
 

@@ -34,6 +34,9 @@ status.py
         classify words a replica with; its StatusCall.ratchet carries it)
     ratchet_group(replicas: [StepEvidence], *, sims=None) -> GroupRatchet | None: Ratcheting on a group's
         combined step evidence, each replica against its own simulated null (docs/analysis.md, "Ratcheting")
+ratchet_shared.py
+    ratchet_shared(windows, *, sims=None) -> SharedRatchet | None: Ratcheting on steps a group's replicas
+        share in time (their average's step fit), each replica climbing at them on its own series
 compare.py
     compare_to_baseline(levels, baseline, *, alpha=0.05, margin=0.05, seed=0) -> dict[str, Comparison]
         Welch t on log levels (replicas are the units), Holm across comparisons to the baseline,
@@ -82,6 +85,7 @@ from .status import (RULES, STATUS_ORDER, GroupRatchet, Releases, StatusCall, St
                      release_events, step_evidence)
 from .compare import Comparison, compare_to_baseline, letters, design_min_p, design_warning
 from .beside import GrowthBeside, growth_beside
+from .ratchet_shared import SharedRatchet, ratchet_shared
 from .sequential import SequentialDecision, SequentialTest
 from .checks import SeriesMatch, identical_series, median_present
 from .threshold import ThresholdDecision, ThresholdTest
@@ -89,7 +93,7 @@ from .threshold import ThresholdDecision, ThresholdTest
 __all__ = [
     "median_present",
     "Growth", "growth", "GrowthPool", "growth_pool", "pooled", "GroupGrowth", "group_growth", "trend_edges", "RULES", "STATUS_ORDER", "Releases", "StatusCall", "classify", "release_events",
-    "GroupRatchet", "ratchet_group", "StepEvidence", "step_evidence",
+    "GroupRatchet", "ratchet_group", "StepEvidence", "step_evidence", "SharedRatchet", "ratchet_shared",
     "Comparison", "compare_to_baseline", "letters", "design_min_p", "design_warning",
     "GrowthBeside", "growth_beside",
     "SequentialDecision", "SequentialTest", "SeriesMatch", "identical_series",

@@ -72,6 +72,16 @@ def staircase(rng, n_series, t, *, climb_share=0.08, steps=6, level=100.0, sd_sh
     return level * (1 + out + ar1(rng, n_series, len(t), phi, sd_share))
 
 
+def shared_staircase(rng, n_series, t, *, climb_share=0.08, steps=5, level=100.0, sd_share=0.02,
+                     phi=0.9) -> np.ndarray:
+    """Staircases whose step TIMES a group shares (one draw for the n_series, as staircase draws
+    them: the same load peak lifts every replica), each replica its own step sizes (a Dirichlet
+    draw × climb_share) and its own AR(1) noise."""
+    at = np.sort(rng.uniform(t[0], t[-1] * 0.9, steps))
+    size = rng.dirichlet(np.ones(steps), size=n_series) * climb_share
+    return level * (1 + size @ (t[None, :] >= at[:, None]) + ar1(rng, n_series, len(t), phi, sd_share))
+
+
 def restarts(rng, n_series, t, *, low_share=0.4, regrow_s=1800.0, level=100.0, sd_share=0.01,
              phi=0.9) -> np.ndarray:
     """One restart at a random time: memory drops to low_share of the level, then regrows

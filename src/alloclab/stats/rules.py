@@ -60,6 +60,19 @@ RULES: dict[str, float] = {
     "ratchet_group_max_tested": 10,   # ... the group tested on its first 10 (cost; the rest simulated only if it is) ...
     "ratchet_group_alpha": 0.01,      # ... the group's combined p (Fisher, without the smallest) ≤ 1% ...
     "ratchet_group_replica_p": 0.25,  # ... then Ratcheting for each replica with the staircase's shape and its own p ≤ 0.25
+    # steps a group's replicas share in time (stats.ratchet_shared, --part ratchet-shared): the replicas' average has the
+    # staircase's shape and a step past ratchet_sharp_t, that step lies beyond the average's own cubic + AR(1) simulated
+    # and its second sharp step beyond one step + AR(1) simulated (both fitted to the average) ...
+    "ratchet_shared_sims": 399,       # ... 399 simulations each (fewer where 10 are as extreme: ratchet_group_stop) ...
+    "ratchet_shared_alpha": 0.005,    # ... the one-step null's p ≤ 0.5%: a false group calls every replica that climbs, so
+                                      # the group's rate is the replicas' (1% let 4 of 400 one-step groups through, seed 13) ...
+    "ratchet_shared_sharp_alpha": 0.0025,  # ... the smooth-curve null's ≤ 0.25% (none of 399 as sharp): 47 of 47 staircase
+                                      # groups reach it (2% φ 0.9, n = 5), 0.5% let 4 of 200 smooth-climb groups of 3 through
+    "ratchet_shared_replica_t": 3.0,  # a replica's own climb at the shared steps ≥ ratchet_min_climb_share with t ≥ 3
+                                      # (the flat replica beside stepping ones: 0 of 100 called, its t within ±2.1) ...
+    "ratchet_shared_apart_t": 1.0,    # ... and t ≥ 1 beside its own cubic at the others' steps (_apart_t): ~N(0, 1) under a
+                                      # smooth climb the group shares, so a false group calls ~1 replica in 6, not all;
+                                      # staircases lose ~4 points (t ≥ 1.5 / 2 lost 10 / 15)
     # -- comparisons (stats.compare)
     "alpha": 0.05,                    # family-wise error rate (Holm)
     "equivalence_margin": 0.05,       # equivalent: ratio interval inside [1/1.05, 1.05]

@@ -393,6 +393,7 @@ def plan_groups(groups_file: Path, for_hosts: bool = False) -> tuple[object, lis
     groups = []
     for g in exp.groups:
         loaderenv.check(g.env, f"group {g.name}: env")
+        unitfile.check_env(g.env, f"{groups_file}: group {g.name}")     # a unit file's limits before any value's type
         spec = resolution.resolve(g.allocator, exp.base_dir, g.env)
         if spec.kind == "bundled":
             raise UserError(f"group {g.name}: fleet mode preloads libraries; 'bundled' does not apply", "use glibc, a path or a catalog id")

@@ -91,12 +91,14 @@ def _statistic(x: np.ndarray) -> tuple[StepFit | None, int, float | None]:
     return fit, first, second
 
 
-def _shared_null_p(x: np.ndarray, first: int, second: float, rng: np.random.Generator, sims: int) -> tuple[float, int]:
+def _shared_null_p(x: np.ndarray, first: int, second: float, rng: np.random.Generator, sims: int,
+                   decide_at: float | None = None) -> tuple[float, int]:
     """Where the average's statistic falls among simulations of "one step (at its sharpest) on a
     level, plus AR(1) noise" fitted to the average itself (ordinary least squares; median-unbiased
     φ and the SD of those residuals), same length; the step fit and the statistic (_statistic,
     its every condition) re-run in full on each, φ estimated again. Sequential (Besag & Clifford,
-    as status._null_p): stops at the ratchet_group_stop-th simulation as extreme. (p, simulations run)."""
+    as status._null_p): stops at the ratchet_group_stop-th simulation as extreme, or (`decide_at`)
+    once p must end above that level. (p, simulations run)."""
     n = len(x)
     idx = np.arange(n)
     design = np.column_stack([np.ones(n), (idx >= first + 2).astype(float)])
@@ -117,6 +119,8 @@ def _shared_null_p(x: np.ndarray, first: int, second: float, rng: np.random.Gene
             hits += bool(s is not None and s >= second)
             if hits >= stop:
                 return hits / done, done
+            if decide_at is not None and (1 + hits) / (sims + 1) > decide_at:
+                return (1 + hits) / (sims + 1), done
     return (1 + hits) / (sims + 1), done
 
 
@@ -213,9 +217,10 @@ def ratchet_shared(windows: list[tuple[np.ndarray, np.ndarray]], *, sims: int | 
     # climb in AR(1) noise (its cubic: a leak, a climb levelling off, a cycle's rise, a slow wander:
     # status._null_p, its sharpest step beside that curve) at ratchet_shared_sharp_alpha, and one step on
     # a level (a level shift: _shared_null_p) at ratchet_shared_alpha
-    p_sharp, done = _null_p(avg, fit.sharp_t, rng, sims, unbiased_phi=True)
-    p_second, more = (_shared_null_p(avg, first, second, rng, sims) if p_sharp <= RULES["ratchet_shared_sharp_alpha"]
-                      else (1.0, 0))
+    # each simulated only until its decision is known (a p that must end above its level stops there)
+    p_sharp, done = _null_p(avg, fit.sharp_t, rng, sims, unbiased_phi=True, decide_at=RULES["ratchet_shared_sharp_alpha"])
+    p_second, more = (_shared_null_p(avg, first, second, rng, sims, RULES["ratchet_shared_alpha"])
+                      if p_sharp <= RULES["ratchet_shared_sharp_alpha"] else (1.0, 0))
     p, done = max(p_sharp, p_second), done + more
     found = p_sharp <= RULES["ratchet_shared_sharp_alpha"] and p_second <= RULES["ratchet_shared_alpha"]
     hours = ", ".join(f"{s / 3600:.1f}" for s in at_s)

@@ -403,7 +403,7 @@ def _group_shape(fit: StepFit) -> bool:
 
 
 def _null_p(x: np.ndarray, sharp_t: float, rng: np.random.Generator, sims: int, *,
-            unbiased_phi: bool = False) -> tuple[float, int]:
+            unbiased_phi: bool = False, decide_at: float | None = None) -> tuple[float, int]:
     """The replica's p: where its step statistic (sharp_t, the fit having the staircase's shape)
     falls among simulations of its null — its own smooth curve (_smooth_basis: flat, a climb, one
     that levels off) plus AR(1) noise at its median-unbiased φ and marginal SD (both from the
@@ -412,7 +412,9 @@ def _null_p(x: np.ndarray, sharp_t: float, rng: np.random.Generator, sims: int, 
     is in the null too. Sequential (Besag & Clifford 1991): stops at the ratchet_group_stop-th
     simulation as extreme as the data (p = that count / the simulations run), else
     (1 + count) / (sims + 1) — a valid p either way, and a replica far from a staircase costs
-    ~10–30 fits, not `sims`. (p, simulations run)."""
+    ~10–30 fits, not `sims`. `decide_at` (a level): also stop once p must end above it,
+    returning the (1 + count) / (sims + 1) reached — the same decision at that level for less.
+    (p, simulations run)."""
     n = len(x)
     basis = _smooth_basis(n)
     curve = basis @ np.linalg.lstsq(basis, x, rcond=None)[0]
@@ -436,6 +438,8 @@ def _null_p(x: np.ndarray, sharp_t: float, rng: np.random.Generator, sims: int, 
             hits += bool(fit is not None and _group_shape(fit) and fit.sharp_t >= sharp_t)
             if hits >= stop:
                 return hits / done, done
+            if decide_at is not None and (1 + hits) / (sims + 1) > decide_at:
+                return (1 + hits) / (sims + 1), done
             if done >= sims:
                 break
     return (1 + hits) / (sims + 1), done

@@ -16,7 +16,7 @@ import numpy as np
 from .calibration import ar1
 from .growth import detrended_lag1, phi_for_lag1
 from .rules import RULES
-from .status import StepFit, _curve_phi, _group_shape, _smooth_basis, _null_p, _quasi_difference, _robust_sd, _sharp_bar, _step_fit_x, _step_scan
+from .status import StepFit, _curve_phi, _group_shape, _smooth_basis, _null_p, _quasi_difference, _robust_sd, _sharp_bar, _step_fit_x, _step_scan, sequential_p
 
 
 @dataclass(frozen=True)
@@ -96,9 +96,8 @@ def _shared_null_p(x: np.ndarray, first: int, second: float, rng: np.random.Gene
     """Where the average's statistic falls among simulations of "one step (at its sharpest) on a
     level, plus AR(1) noise" fitted to the average itself (ordinary least squares; median-unbiased
     φ and the SD of those residuals), same length; the step fit and the statistic (_statistic,
-    its every condition) re-run in full on each, φ estimated again. Sequential (Besag & Clifford,
-    as status._null_p): stops at the ratchet_group_stop-th simulation as extreme, or (`decide_at`)
-    once p must end above that level. (p, simulations run)."""
+    its every condition) re-run in full on each, φ estimated again. Sequential (status.sequential_p,
+    `decide_at` passed on). (p, simulations run)."""
     n = len(x)
     idx = np.arange(n)
     design = np.column_stack([np.ones(n), (idx >= first + 2).astype(float)])
@@ -110,18 +109,15 @@ def _shared_null_p(x: np.ndarray, first: int, second: float, rng: np.random.Gene
     r = x - wide @ np.linalg.lstsq(wide, x, rcond=None)[0]
     phi = min(_curve_phi(r, wide), 0.999)
     sd = float(np.std(r, ddof=wide.shape[1]))
-    stop = int(RULES["ratchet_group_stop"])
-    hits = done = 0
-    while done < sims:
-        for noise in ar1(rng, min(10, sims - done), n, phi, sd):
-            done += 1
-            s = _statistic(mean + noise)[2]
-            hits += bool(s is not None and s >= second)
-            if hits >= stop:
-                return hits / done, done
-            if decide_at is not None and (1 + hits) / (sims + 1) > decide_at:
-                return (1 + hits) / (sims + 1), done
-    return (1 + hits) / (sims + 1), done
+
+    def extreme():
+        done = 0
+        while done < sims:
+            for noise in ar1(rng, min(10, sims - done), n, phi, sd):
+                done += 1
+                s = _statistic(mean + noise)[2]
+                yield bool(s is not None and s >= second)
+    return sequential_p(extreme(), sims, decide_at)
 
 
 def _climb_at(x: np.ndarray, at: np.ndarray, *, curve: bool = False) -> tuple[float, float]:

@@ -409,12 +409,8 @@ def _null_p(x: np.ndarray, sharp_t: float, rng: np.random.Generator, sims: int, 
     that levels off) plus AR(1) noise at its median-unbiased φ and marginal SD (both from the
     curve's residuals; `unbiased_phi`: φ unbiased for the curve's fit, _curve_phi), same length.
     step_fit runs in full on each, φ estimated again, so what the estimation does on this design
-    is in the null too. Sequential (Besag & Clifford 1991): stops at the ratchet_group_stop-th
-    simulation as extreme as the data (p = that count / the simulations run), else
-    (1 + count) / (sims + 1) — a valid p either way, and a replica far from a staircase costs
-    ~10–30 fits, not `sims`. `decide_at` (a level): also stop once p must end above it,
-    returning the (1 + count) / (sims + 1) reached — the same decision at that level for less.
-    (p, simulations run)."""
+    is in the null too. Sequential (sequential_p, `decide_at` passed on): a valid p either way,
+    and a replica far from a staircase costs ~10–30 fits, not `sims`. (p, simulations run)."""
     n = len(x)
     basis = _smooth_basis(n)
     curve = basis @ np.linalg.lstsq(basis, x, rcond=None)[0]
@@ -427,21 +423,35 @@ def _null_p(x: np.ndarray, sharp_t: float, rng: np.random.Generator, sims: int, 
     else:
         phi = min(_residual_phi(res), 0.999)
     sd = float(np.std(res, ddof=basis.shape[1]))
+
+    def extreme():
+        done = 0
+        while done < sims:
+            e = rng.normal(size=(min(10, sims - done), n))
+            e[:, 0] /= math.sqrt(1 - phi * phi)
+            for noise in lfilter([1.0], [1.0, -phi], e, axis=1) * sd * math.sqrt(1 - phi * phi):
+                done += 1
+                fit = _step_fit_x(curve + noise)
+                yield bool(fit is not None and _group_shape(fit) and fit.sharp_t >= sharp_t)
+    return sequential_p(extreme(), sims, decide_at)
+
+
+def sequential_p(extreme, sims: int, decide_at: float | None = None) -> tuple[float, int]:
+    """A Monte Carlo p from `extreme` (per simulation, drawn lazily: was it as extreme as the data),
+    sequential (Besag & Clifford 1991): stops at the ratchet_group_stop-th as extreme (p = that
+    count / the simulations run), or (`decide_at`) once p must end above that level, else
+    (1 + count) / (sims + 1). (p, simulations run)."""
     stop = int(RULES["ratchet_group_stop"])
     hits = done = 0
-    while done < sims:
-        e = rng.normal(size=(min(10, sims - done), n))
-        e[:, 0] /= math.sqrt(1 - phi * phi)
-        for noise in lfilter([1.0], [1.0, -phi], e, axis=1) * sd * math.sqrt(1 - phi * phi):
-            done += 1
-            fit = _step_fit_x(curve + noise)
-            hits += bool(fit is not None and _group_shape(fit) and fit.sharp_t >= sharp_t)
-            if hits >= stop:
-                return hits / done, done
-            if decide_at is not None and (1 + hits) / (sims + 1) > decide_at:
-                return (1 + hits) / (sims + 1), done
-            if done >= sims:
-                break
+    for hit in extreme:
+        done += 1
+        hits += hit
+        if hits >= stop:
+            return hits / done, done
+        if decide_at is not None and (1 + hits) / (sims + 1) > decide_at:
+            return (1 + hits) / (sims + 1), done
+        if done >= sims:
+            break
     return (1 + hits) / (sims + 1), done
 
 

@@ -34,12 +34,14 @@ def did_you_mean(word: str, choices) -> str:
 class StoreError(Exception):
     """A failure of SQLite underneath a run store's operation: the one error type `store` raises
     for them, so no other module handles sqlite3's. `disk_full`: a write failed for lack of space
-    (the runner then cuts the run short); met while reading, store.explain_database_error says
-    which store is damaged."""
+    (the runner then cuts the run short); `store`: the file the error came from (a command that
+    reads several stores, such as compare or merge, names the right one), so, met while reading,
+    store.explain_database_error says which store is damaged."""
 
-    def __init__(self, message: str, disk_full: bool = False, sqlite_errorname: str = ""):
+    def __init__(self, message: str, disk_full: bool = False, sqlite_errorname: str = "",
+                 store: os.PathLike | None = None):
         super().__init__(message)
-        self.disk_full, self.sqlite_errorname = disk_full, sqlite_errorname
+        self.disk_full, self.sqlite_errorname, self.store = disk_full, sqlite_errorname, store
 
 
 class CutShortError(UserError):

@@ -160,11 +160,11 @@ def decode_meta(meta: dict[str, str]) -> dict[str, Any]:
 # ---- damaged stores ------------------------------------------------------------------------------
 # A store is read by report, compare, export and bundle through Store.open_checked: read-only, every
 # table present, every time finite and plausible. Damage found later (a page that reads as garbage
-# mid-query) reaches the CLI as StoreError and is explained by the same check.
+# mid-query) reaches the CLI as StoreError, which carries the store it came from, and is explained
+# by the same check.
 MAX_SPAN_S = 20 * 366 * 86400.0       # no run or import covers more than 20 years
 MAX_TIME_S = 1e11                      # Unix seconds: year 5138
 TIMED_TABLES = ("samples", "process_samples", "host_samples", "events")
-_read_stores: list[Path] = []          # stores this process opened for reading, newest last
 
 
 def _table_names(sql: str) -> list[str]:
@@ -214,11 +214,12 @@ def refuse_empty(conn: sqlite3.Connection, db: Path) -> None:
 
 def explain_database_error(exc: StoreError) -> UserError:
     """One line for a database error met while reading: a full disk (exit code 3), or which store
-    is damaged (2)."""
-    if _disk_full(exc, _read_stores[-1] if _read_stores else None):
+    is damaged (2): the one the error came from (exc.store), not the last one opened."""
+    db = Path(exc.store) if exc.store is not None else None
+    if _disk_full(exc, db):
         return CutShortError("the disk is full: SQLite could not write", "free space on that file system, then retry")
-    if _read_stores:
-        return damaged(_read_stores[-1], str(exc))
+    if db is not None:
+        return damaged(db, str(exc))
     return UserError(f"a run store could not be read: {exc}", "check it with: sqlite3 run.db 'PRAGMA integrity_check'")
 
 
@@ -241,28 +242,29 @@ def disk_full_error(exc: BaseException) -> bool:
 
 
 @contextmanager
-def _sqlite_errors() -> Iterator[None]:
+def _sqlite_errors(db: Path) -> Iterator[None]:
     try:
         yield
     except sqlite3.Error as exc:
-        raise _store_error(exc) from exc
+        raise _store_error(exc, db) from exc
 
 
-def _store_error(exc: sqlite3.Error) -> StoreError:
+def _store_error(exc: sqlite3.Error, db: Path | None) -> StoreError:
     name = getattr(exc, "sqlite_errorname", "")
     full = name == "SQLITE_FULL" or (isinstance(exc, sqlite3.OperationalError) and "full" in str(exc))
-    return StoreError(str(exc), disk_full=full, sqlite_errorname=name)
+    return StoreError(str(exc), disk_full=full, sqlite_errorname=name, store=db)
 
 
 def _raising_store_errors(cls: type) -> type:
-    """Every public method of the class raises StoreError, never sqlite3's errors."""
+    """Every public method of the class raises StoreError, never sqlite3's errors; a method of a
+    store names that store's file in it (a classmethod: none)."""
     def wrap(fn):
         @functools.wraps(fn)
         def method(*args, **kwargs):
             try:
                 return fn(*args, **kwargs)
             except sqlite3.Error as exc:
-                raise _store_error(exc) from exc
+                raise _store_error(exc, args[0].path if args and isinstance(args[0], cls) else None) from exc
         return method
     for name, attr in list(vars(cls).items()):
         if name.startswith("_"):
@@ -372,9 +374,8 @@ class Store:
 
     def check_readable(self) -> None:
         """Refuse damage (a missing table, a time that is not a plausible Unix time) with one
-        UserError naming this store, closing it; a database error met later is blamed on it too
-        (explain_database_error)."""
-        _read_stores.append(self.path)
+        UserError naming this store, closing it (a database error met later names the store it
+        came from: StoreError.store, explain_database_error)."""
         try:
             self._check_shape(self.path)
         except sqlite3.DatabaseError as exc:
@@ -445,7 +446,7 @@ class Store:
     def read_snapshot(self):
         """Reads inside see one committed state (one read transaction): e.g. one whole sampling
         tick while the runner writes the next. Inside a transaction already: that one."""
-        with _sqlite_errors():
+        with _sqlite_errors(self.path):
             if self.conn.in_transaction:
                 yield
                 return
@@ -491,7 +492,7 @@ class Store:
         no fsync and a 256 MiB page cache while it lasts, and the samples index built once at the
         end instead of row by row (the schema ends up the same). Both settings are restored after;
         on an exception the transaction is rolled back (the caller removes a new store)."""
-        with _sqlite_errors():
+        with _sqlite_errors(self.path):
             self.conn.execute("PRAGMA synchronous=OFF")
             self.conn.execute("PRAGMA cache_size=-262144")
             try:
@@ -815,7 +816,17 @@ class Store:
         """Copy every replica of the store at `source` (with its processes, verifications, samples,
         process samples, allocator statistics, events and host samples) into this one: replicas are
         named HOST/NAME and keep `host`; groups are mapped by name to `group_ids`; times are kept
-        as recorded. One transaction; returns the rows copied per table."""
+        as recorded. One transaction; returns the rows copied per table. A database error other than
+        a full disk names `source`: this store is the new one being written, the source is only read."""
+        try:
+            with _sqlite_errors(self.path):
+                return self._absorb(source, host, group_ids)
+        except StoreError as exc:
+            if not exc.disk_full:
+                exc.store = Path(source)
+            raise
+
+    def _absorb(self, source: Path, host: str, group_ids: dict[str, int]) -> dict[str, int]:
         self.conn.execute("ATTACH DATABASE ? AS src", (str(Path(source).resolve()),))     # only read from
         counts: dict[str, int] = {}
         try:

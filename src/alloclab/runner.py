@@ -35,7 +35,7 @@ from .config import Experiment, Group, Phases, substitute
 from .errors import StoreError, UserError
 from .signalname import how_ended
 from .tickwriter import Recorder, Tracked
-from .store import CUT_SHORT_REASONS, DB_NAME, Store, disk_full_error
+from .store import DB_NAME, RESUMABLE_REASONS, Store, disk_full_error
 
 PR_SET_PDEATHSIG = 1
 RESERVE_NAME = ".space-reserve"        # freed when the disk fills, so the end of the run can still be written
@@ -44,6 +44,13 @@ _libc = ctypes.CDLL(None, use_errno=True)
 
 
 TICKS_SKIPPED = "ticks_skipped"        # event kind: the sampler overran and skipped ticks
+ERROR_TEXT_CHARS = 200                 # an exception's text kept in the end reason
+
+
+def error_end(exc: BaseException) -> str:
+    """What stopped a run on an exception, for its end reason: "TYPE: first line of its text"."""
+    text = str(exc).strip().splitlines()[0][:ERROR_TEXT_CHARS] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 class SkippedTicks:
@@ -146,6 +153,7 @@ class Runner:
         self.stop_check = stop_check
         self.max_duration = max_duration or exp.max_duration
         self.stop_reason: str | None = None
+        self.error: str | None = None          # error_end() of the exception that stopped the run
         prepared = preflight.prepare(exp)      # the very checks of `alloclab check`
         self.specs, self.templates, self.scenario = prepared.specs, prepared.commands, prepared.scenario
         self.run_dir = self._make_run_dir(run_dir or default_run_dir(exp))
@@ -482,6 +490,10 @@ class Runner:
                 if not disk_full_error(exc):
                     raise
                 self.cut_short = self.stop_reason = "disk-full"
+        except Exception as exc:       # recorded as the run's end (cut short: error), then raised on
+            self.error = error_end(exc)
+            self.stop_reason = f"error: {self.error}"
+            raise
         finally:
             if not self.abandoned:
                 self._finish()     # also on errors: replicas stopped, data kept
@@ -625,6 +637,12 @@ class Runner:
         self.store.commit()
         if self.cut_short:
             self.store.mark_cut_short(self.cut_short, now, "the disk filled: sampling stopped, replicas were stopped")
+        elif self.error:
+            self.store.begin()
+            self.store.add_event(now, "end", self.stop_reason)
+            self.store.commit()
+            self.store.mark_cut_short("error", now, f"alloclab stopped the run on an error ({self.error}): sampling "
+                                      "stopped, replicas were stopped, what was recorded is kept", end_reason=self.stop_reason)
         else:
             self.store.begin()
             self.store.add_event(now, "end", self.stop_reason or "run ended")
@@ -665,7 +683,12 @@ def resume(run: Path, grace: float = 5.0, on_tick: Callable[[int, int], None] | 
         store.close()
         raise UserError(f"{run} is still being recorded by alloclab (pid {runner_id[0]})",
                         f"wait for it to end, or stop it: kill -INT {runner_id[0]}")
-    if meta.get("end_reason") and meta["end_reason"] not in CUT_SHORT_REASONS:
+    if meta.get("cut_short") == "error":
+        store.close()
+        raise UserError(f"{run} was stopped by an error ({meta.get('end_reason')}): its replicas were stopped and its end "
+                        "recorded, so there is nothing to resume",
+                        f"see what it recorded: alloclab report {run}; fix the error, then run the experiment again")
+    if meta.get("end_reason") and meta["end_reason"] not in RESUMABLE_REASONS:
         store.close()
         raise UserError(f"{run} ended normally ({meta['end_reason']}); there is nothing to resume",
                         f"see its report: alloclab report {run}")

@@ -94,8 +94,12 @@ MIGRATIONS = {
 }
 # Kinds of free-but-held memory (alloc_stats' held_* columns), in the order charts stack them.
 HELD_KINDS = tuple(re.findall(r"\bheld_(\w+) INTEGER", SCHEMA))
-# How a run ends before its planned end (meta end_reason, event 'cut_short'); see docs/store.md.
-CUT_SHORT_REASONS = ("killed", "disk-full")
+# How a run ends before its planned end (meta cut_short, event 'cut_short'); see docs/store.md.
+# 'killed' and 'disk-full' are also its end_reason and `run --resume` continues them; 'error' (the
+# runner met an exception) has end_reason "error: TYPE: TEXT" and is not resumable: the runner
+# itself stopped every replica and recorded the end.
+CUT_SHORT_REASONS = ("killed", "disk-full", "error")
+RESUMABLE_REASONS = ("killed", "disk-full")
 
 
 def _column_present(conn: sqlite3.Connection, stmt: str) -> bool:
@@ -611,17 +615,18 @@ class Store:
         found = self.conn.execute("SELECT id FROM processes WHERE pid = ? AND start_ticks = ?", (pid, start_ticks)).fetchone()
         return found[0] if found else None
 
-    def mark_cut_short(self, reason: str, t: float, description: str) -> bool:
-        """Record that the run ended before its end (reason in CUT_SHORT_REASONS): end reason,
-        end time (the last sample), a 'cut_short' event, and every replica still open closed at
-        its last sample. An end reason already recorded is kept (False then)."""
+    def mark_cut_short(self, reason: str, t: float, description: str, end_reason: str | None = None) -> bool:
+        """Record that the run ended before its end (reason in CUT_SHORT_REASONS): end reason
+        (`reason` unless given), end time (the last sample), a 'cut_short' event, and every
+        replica still open closed at its last sample. An end reason already recorded is kept
+        (False then)."""
         self.commit()
         self.begin()
         if self.meta().get("end_reason"):
             self.commit()
             return False
         last = self.conn.execute("SELECT MAX(t) FROM samples").fetchone()[0]
-        self.set_meta(end_reason=reason, ended_at=last or t, cut_short=reason)
+        self.set_meta(end_reason=end_reason or reason, ended_at=last or t, cut_short=reason)
         self.conn.execute("UPDATE replicas SET end_kind = 'cut-short', ended_at = COALESCE("
                           "(SELECT MAX(s.t) FROM samples s WHERE s.replica_id = replicas.id), ?) WHERE ended_at IS NULL",
                           (last or t,))

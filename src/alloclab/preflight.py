@@ -128,7 +128,7 @@ def prepare(exp: Experiment) -> Preparation:
     commands = {}
     for g in exp.groups:
         if specs[g.name].kind != "bundled":
-            tunables.validate(g.env, specs[g.name].family, specs[g.name].path, g.name)
+            tunables.validate(g.env, specs[g.name].family, specs[g.name].path, g.name, specs[g.name].version)
             tunables.validate_values(g.env, specs[g.name].family, specs[g.name].path, g.name)
         commands[g.name] = command_template(exp, g, scenario)
     check_load_command(exp)

@@ -107,6 +107,10 @@ def test_the_cli_turns_os_errors_into_one_line_but_not_ctrl_c(monkeypatch, capsy
 @pytest.mark.parametrize("allocator,env,needles", [
     ("jemalloc@5.3.0", "MALLOC_CONF=dirty_decay_ms:abc", ["MALLOC_CONF entry dirty_decay_ms:abc", "takes a whole number"]),
     ("mimalloc", "MIMALLOC_RESET_DELAY=1.5", ["MIMALLOC_RESET_DELAY=1.5 is not a valid value", "e.g. MIMALLOC_RESET_DELAY=1"]),
+    # Debian's mimalloc 2.0.9 takes a part of an on/off word (test_mimalloc_word_parts_follow_the_version)
+    ("mimalloc", "MIMALLOC_EAGER_COMMIT_DELAY=of", ["MIMALLOC_EAGER_COMMIT_DELAY=of is only a part of an on/off word",
+                                                    "mimalloc 2.0.9 reads any part of 0;FALSE;NO;OFF as off (0)",
+                                                    "write the whole word: MIMALLOC_EAGER_COMMIT_DELAY=0"]),
 ])
 def test_fleet_deploy_refuses_a_wrong_typed_tunable(monkeypatch, capsys, tmp_path, mimalloc, allocator, env, needles):
     from tests.unit.test_cli_outputs import local_units
@@ -146,6 +150,30 @@ def test_tunable_types_agree_with_the_allocators_own_parsers(mimalloc, jemalloc)
         if ours != theirs:
             disagree.append((key, value, "alloclab takes it" if ours else "alloclab refuses it"))
     assert not disagree and refused == 17, (disagree, refused)
+
+
+def test_mimalloc_word_parts_follow_the_version(mimalloc):
+    """mimalloc before 1.9.9, 2.3.1 and 3.3.1 reads any part of "1;TRUE;YES;ON" as on and of
+    "0;FALSE;NO;OFF" as off (strstr), later ones only whole words: a part is refused by name
+    with the version's reading, whole words and numbers are taken under every version."""
+    from alloclab.allocators import options, tunables
+    from alloclab.errors import UserError
+    read = options.library_options("mimalloc", mimalloc, {"MIMALLOC_EAGER_COMMIT_DELAY": "of",    # default 1
+                                                          "MIMALLOC_DESTROY_ON_EXIT": "N"})       # default 0
+    assert (read["eager_commit_delay"], read["destroy_on_exit"]) == ("0", "1"), read      # the real 2.0.9 took them
+    said = {}
+    for version in ("2.0.9", "3.0.1", "3.3.0", "2.3.1", "3.6.1", None):
+        for value in ("of", "N", ";"):
+            with pytest.raises(UserError) as refused:
+                tunables.validate({"MIMALLOC_DESTROY_ON_EXIT": value}, "mimalloc", mimalloc, "g", version)
+            said[version, value] = str(refused.value)
+        for value in ("", "1", "Off", "yes", "-3", " 7"):
+            tunables.validate({"MIMALLOC_DESTROY_ON_EXIT": value}, "mimalloc", mimalloc, "g", version)
+    assert "mimalloc 3.0.1 reads any part of 1;TRUE;YES;ON as on (1)" in said["3.0.1", "N"], said
+    assert "(from 3.3.1 on, mimalloc ignores it)" in said["3.3.0", ";"], said
+    assert "mimalloc 2.3.1 reads only whole words" in said["2.3.1", "of"] and "running on its default" in said["2.3.1", "of"]
+    assert "before 1.9.9, 2.3.1, 3.3.1 reads it as off (0)" in said[None, "of"] and "version is not known" in said[None, "of"]
+    assert all("write the whole word: MIMALLOC_DESTROY_ON_EXIT=" in line for line in said.values())
 
 
 def _calibration():

@@ -59,8 +59,8 @@ TCMALLOC_ENV = (
 # A value of the wrong type is refused by name: the allocator would only warn inside the measured
 # process (mimalloc, jemalloc) or ignore it silently (glibc), and the group would run on defaults.
 # mimalloc (options.c): every option is a C long read with strtol in base 10, or one of the words
-# 1/true/yes/on, 0/false/no/off (any case); its sizes in KiB also take a unit (K, M, G, T, with iB or
-# B). jemalloc (ctl's CONF_HANDLE_*): booleans are exactly true/false, numbers malloc_strtoumax's
+# 1/true/yes/on, 0/false/no/off (any case; empty is on); its sizes in KiB also take a unit (K, M, G,
+# T, with iB or B). Which words depends on the version (MIMALLOC_WHOLE_WORDS_FROM). jemalloc (ctl's CONF_HANDLE_*): booleans are exactly true/false, numbers malloc_strtoumax's
 # (base 0: 0x hex), a few options name a mode. glibc's tunables and their MALLOC_* aliases are
 # integers in base 0. Ranges (and tcmalloc's values, and options not listed) stay with the
 # allocator's own verdict (validate_values).
@@ -83,6 +83,29 @@ MIMALLOC_SIZES_KIB = frozenset({"reserve_os_memory", "arena_reserve", "minimal_p
 JEMALLOC_BOOL = _type("true|false", "true or false", "true")
 JEMALLOC_NUMBER = _type(_BASE0, "a whole number", "0")
 GLIBC_NUMBER = _type(_BASE0, "a whole number (0x... for hexadecimal)", "2")
+
+
+# mimalloc's on/off words, upper-cased (mi_option_init). Before 1.9.9, 2.3.1 and 3.3.1 a value was
+# on when it was any part of _MIMALLOC_ON (strstr) and off when any part of _MIMALLOC_OFF, so "E",
+# "N" and ";" were on and "F" or "OF" off; from those versions on only the whole words count and a
+# part is invalid (warned about, the option left at its default; upstream issue #1271). The whole
+# words and numbers read alike in every version: a part of a word is refused by name (the same file
+# would mean on under one version and the default under the next), see _refuse_word_part.
+_MIMALLOC_ON, _MIMALLOC_OFF = "1;TRUE;YES;ON", "0;FALSE;NO;OFF"
+MIMALLOC_WHOLE_WORDS_FROM = {1: "1.9.9", 2: "2.3.1", 3: "3.3.1"}       # first version of each major
+
+
+def mimalloc_reads_word_parts(version: str | None) -> bool | None:
+    """Whether this mimalloc version reads a part of an on/off word ("E", "OF") as on/off (True)
+    or only whole words (False); None when the version is not known."""
+    from .versions import version_key      # (here: versions imports the catalog, which imports this module)
+    key = version_key(version or "")
+    if not key:
+        return None
+    first = MIMALLOC_WHOLE_WORDS_FROM.get(key[0])
+    if first is None:                   # a later major reads whole words; an earlier one is not mimalloc's
+        return False if key[0] > max(MIMALLOC_WHOLE_WORDS_FROM) else None
+    return key < version_key(first)
 
 
 def _choice(*names: str) -> ValueType:
@@ -122,12 +145,40 @@ def value_type(family: str, option: str) -> ValueType | None:
     return None
 
 
-def _refuse_wrong_type(family: str, option: str, value: str, written_as: str, group: str, within: str = "") -> None:
+def _refuse_word_part(option: str, value: str, written_as: str, group: str, version: str | None) -> None:
+    """UserError for a mimalloc value that is a part of an on/off word but not a whole one ("E",
+    "OF"), naming how this version reads it; nothing for any other value."""
+    upper = value.upper()
+    on, off = upper in _MIMALLOC_ON, upper in _MIMALLOC_OFF
+    if not value or not (on or off):
+        return
+    word, reading = (_MIMALLOC_ON, "on (1)") if on else (_MIMALLOC_OFF, "off (0)")
+    firsts = ", ".join(MIMALLOC_WHOLE_WORDS_FROM.values())
+    parts = mimalloc_reads_word_parts(version)
+    if parts:
+        first = MIMALLOC_WHOLE_WORDS_FROM[int(re.match(r"\d+", version).group())]
+        rule = (f"mimalloc {version} reads any part of {word} as {reading}, so it would take this as {reading} "
+                f"(from {first} on, mimalloc ignores it)")
+    elif parts is False:
+        rule = (f"mimalloc {version} reads only whole words (1/true/yes/on, 0/false/no/off) and would ignore it, "
+                f"running on its default (before {firsts}, mimalloc read it as {reading})")
+    else:
+        rule = (f"mimalloc before {firsts} reads it as {reading} (any part of {word}), later versions ignore it, "
+                "and this library's version is not known")
+    raise UserError(f"group {group!r}: {written_as}{value} is only a part of an on/off word: {rule}",
+                    f"write the whole word: {written_as}{'1' if on else '0'} (or {'on, true, yes' if on else 'off, false, no'})")
+
+
+def _refuse_wrong_type(family: str, option: str, value: str, written_as: str, group: str, within: str = "",
+                       version: str | None = None) -> None:
     """UserError for a value `option` cannot take; `written_as`: what precedes the value
-    ("MIMALLOC_PURGE_DELAY=", "dirty_decay_ms:"), `within`: the variable holding it."""
+    ("MIMALLOC_PURGE_DELAY=", "dirty_decay_ms:"), `within`: the variable holding it, `version`:
+    the library's (mimalloc's on/off words depend on it)."""
     kind = value_type(family, option)
     if kind is None or kind.pattern.fullmatch(value) or (family == "mimalloc" and value == ""):   # mimalloc: "" is on
         return
+    if family == "mimalloc":
+        _refuse_word_part(option, value, written_as, group, version)
     raise UserError(f"group {group!r}: {within}{written_as}{value} is not a valid value: {option} takes {kind.takes}",
                     f"give e.g. {written_as}{kind.example}; {family} would ignore it and run on its default")
 
@@ -160,8 +211,9 @@ def known_options(family: str | None, library: str) -> list[str]:
     return _present(names, library) if names else []
 
 
-def validate(env: dict[str, str], family: str | None, library: str | None, group: str) -> None:
-    """Raise UserError for a tunable the group's allocator does not know."""
+def validate(env: dict[str, str], family: str | None, library: str | None, group: str, version: str | None = None) -> None:
+    """Raise UserError for a tunable the group's allocator does not know, or a value of the wrong
+    type; `version`: the library's, as it reports it (mimalloc's on/off words depend on it)."""
     fam = family or "glibc"
     for key, value in env.items():
         owner = next((f for rx, f in FAMILY_OF_KEY if rx.match(key)), None)
@@ -177,7 +229,7 @@ def validate(env: dict[str, str], family: str | None, library: str | None, group
             if name not in known:
                 raise UserError(f"group {group!r}: {key} is not an option of this mimalloc",
                                 "known: " + ", ".join("MIMALLOC_" + k.upper() for k in known))
-            _refuse_wrong_type("mimalloc", name, value, f"{key}=", group)
+            _refuse_wrong_type("mimalloc", name, value, f"{key}=", group, version=version)
         elif owner == "jemalloc":
             known = _present(JEMALLOC_CONF_KEYS, library)
             for item in filter(None, value.split(",")):

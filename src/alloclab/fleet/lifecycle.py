@@ -397,7 +397,7 @@ def plan_groups(groups_file: Path, for_hosts: bool = False) -> tuple[object, lis
         spec = resolution.resolve(g.allocator, exp.base_dir, g.env)
         if spec.kind == "bundled":
             raise UserError(f"group {g.name}: fleet mode preloads libraries; 'bundled' does not apply", "use glibc, a path or a catalog id")
-        tunables.validate(g.env, spec.family, spec.path, g.name)
+        tunables.validate(g.env, spec.family, spec.path, g.name, spec.version)
         library = spec.path
         if for_hosts and "@" in g.allocator and "/" not in g.allocator:
             library = str(settings.package_root() / debpackage.install_dir(g.allocator) / Path(spec.path).name)

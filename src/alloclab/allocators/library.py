@@ -155,6 +155,11 @@ def probe(library: str | None, env: dict[str, str] | None = None) -> dict:
     return result
 
 
+def version_key(version: str) -> tuple[int, ...]:
+    """A dotted version's numbers, for ordering and comparing: "2.1.7a" -> (2, 1, 7); "" -> ()."""
+    return tuple(int(x) for x in re.findall(r"\d+", version))
+
+
 def normalise_version(family: str | None, raw: str | None) -> str | None:
     """The library's own answer as a dotted version: mimalloc 209 -> 2.0.9, 3208 -> 3.2.8, 30600 -> 3.6.0;
     jemalloc "5.3.0-0-g54ea..." -> 5.3.0; gperftools "gperftools 2.10" -> 2.10."""

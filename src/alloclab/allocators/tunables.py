@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ..errors import UserError
+from .library import version_key
 
 MIMALLOC_OPTIONS = (
     "show_errors", "show_stats", "verbose", "eager_commit", "arena_eager_commit", "purge_decommits",
@@ -98,7 +99,6 @@ MIMALLOC_WHOLE_WORDS_FROM = {1: "1.9.9", 2: "2.3.1", 3: "3.3.1"}       # first v
 def mimalloc_reads_word_parts(version: str | None) -> bool | None:
     """Whether this mimalloc version reads a part of an on/off word ("E", "OF") as on/off (True)
     or only whole words (False); None when the version is not known."""
-    from .versions import version_key      # (here: versions imports the catalog, which imports this module)
     key = version_key(version or "")
     if not key:
         return None
@@ -156,7 +156,7 @@ def _refuse_word_part(option: str, value: str, written_as: str, group: str, vers
     firsts = ", ".join(MIMALLOC_WHOLE_WORDS_FROM.values())
     parts = mimalloc_reads_word_parts(version)
     if parts:
-        first = MIMALLOC_WHOLE_WORDS_FROM[int(re.match(r"\d+", version).group())]
+        first = MIMALLOC_WHOLE_WORDS_FROM[version_key(version)[0]]
         rule = (f"mimalloc {version} reads any part of {word} as {reading}, so it would take this as {reading} "
                 f"(from {first} on, mimalloc ignores it)")
     elif parts is False:

@@ -8,11 +8,8 @@ every version the reachable registries publish and alloclab can build (`versions
 from __future__ import annotations
 
 from . import catalog
+from .library import version_key
 from ..errors import UserError
-
-
-def version_key(version: str) -> tuple[int, ...]:
-    return tuple(int(x) for x in version.split("."))
 
 
 def _id(family: str, version: str, variant: str | None) -> str:

@@ -42,6 +42,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from . import catalog
+from .library import version_key
 from .. import settings
 from ..errors import UserError, did_you_mean
 
@@ -69,10 +70,6 @@ SECURE_FAMILIES = {"mimalloc"}          # families with a hardened build of thei
 FAMILIES = sorted(set(CRATES) | set(DEBIAN_BINARIES) | {"glibc"})
 
 VERSION_RE = re.compile(r"^\d+(?:\.\d+)*$")
-
-
-def version_key(version: str) -> tuple[int, ...]:
-    return tuple(int(x) for x in re.findall(r"\d+", version))
 
 
 @dataclass(frozen=True)

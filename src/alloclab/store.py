@@ -216,12 +216,20 @@ def refuse_empty(conn: sqlite3.Connection, db: Path) -> None:
                         "give a run directory that `alloclab run`, `fleet collect` or `import` recorded into (merging: leave this one out)")
 
 
+# SQLite errors that say the store could not be used, not that it is damaged (extended names start so)
+NOT_DAMAGE = ("SQLITE_READONLY", "SQLITE_BUSY", "SQLITE_LOCKED", "SQLITE_PERM", "SQLITE_CANTOPEN")
+
+
 def explain_database_error(exc: StoreError) -> UserError:
-    """One line for a database error met while reading: a full disk (exit code 3), or which store
-    is damaged (2): the one the error came from (exc.store), not the last one opened."""
+    """One line for a database error: a full disk (exit code 3), a store that could not be used
+    (read-only, locked), or which store is damaged (2) — the one the error came from (exc.store),
+    not the last one opened."""
     db = Path(exc.store) if exc.store is not None else None
     if _disk_full(exc, db):
         return CutShortError("the disk is full: SQLite could not write", "free space on that file system, then retry")
+    if db is not None and exc.sqlite_errorname.startswith(NOT_DAMAGE):
+        return UserError(f"{db} could not be used: {exc} ({exc.sqlite_errorname})",
+                         "check that it and its directory are writable by this user and that no other program holds it, then retry")
     if db is not None:
         return damaged(db, str(exc))
     return UserError(f"a run store could not be read: {exc}", "check it with: sqlite3 run.db 'PRAGMA integrity_check'")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from alloclab.allocators import library, catalog, resolution, tunables
+from alloclab.allocators import library, catalog, options, resolution, tunables
 from alloclab.errors import UserError
 from tests.conftest import own_cache, run_cli
 from tests.registries import registry_or_skip
@@ -69,6 +69,9 @@ def test_route_builds_verifies_and_runs(builds, allocator_id, native_dir):
     finally:
         out, _ = p.communicate(timeout=30)
     assert p.returncode == 0 and b"frag: ops=" in out
+    if allocator_id.startswith("mimalloc"):          # its options as it prints them (3.2.8: no "mimalloc: " before them)
+        read = options.library_options("mimalloc", str(b.path), {"MIMALLOC_MAX_WARNINGS": "7"})
+        assert read.get("max_warnings") == "7" and "show_errors" in read, read
 
 
 def test_cli_verify_and_path(builds):

@@ -62,6 +62,18 @@ def test_a_store_damaged_past_opening_is_named_not_the_last_one_opened(monkeypat
     assert _digest(a / "run.db") == before and not (tmp_path / "m").exists()
 
 
+def test_a_store_that_cannot_be_written_is_not_called_damaged(two_hosts):
+    from alloclab.errors import StoreError
+    from alloclab.store import Store, explain_database_error
+    store = Store.open_readonly(two_hosts[0] / "run.db")        # query_only: a write fails as SQLITE_READONLY
+    with pytest.raises(StoreError) as failed:
+        store.set_meta(note="x")
+    store.close()
+    said = str(explain_database_error(failed.value))
+    assert said.startswith(f"{two_hosts[0] / 'run.db'} could not be used: attempt to write a readonly database") \
+        and "damaged" not in said, said
+
+
 @pytest.mark.parametrize("empty", ["0 bytes", "no tables"])
 def test_an_empty_store_is_called_empty(monkeypatch, capsys, tmp_path, two_hosts, empty):
     a, _ = two_hosts

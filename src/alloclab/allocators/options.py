@@ -3,7 +3,7 @@ be compared option by option: "what changed" beside a bisect's first bad version
 
 Each family is asked in its own words, by running a trivial program (`true`) with the library
 preloaded: mimalloc prints every option with MIMALLOC_VERBOSE=1 ("mimalloc: option 'purge_delay':
-2500"), jemalloc prints its opt.* values with MALLOC_CONF=stats_print:true, and glibc's dynamic
+2500"; from 3.2 "option 'purge_delay': 2500"), jemalloc prints its opt.* values with MALLOC_CONF=stats_print:true, and glibc's dynamic
 loader lists its tunables (`ld.so --list-tunables`). Other families report nothing (an empty dict).
 """
 from __future__ import annotations
@@ -15,7 +15,8 @@ import subprocess
 
 from .. import settings
 
-_MIMALLOC = re.compile(r"^mimalloc: option '([a-z_]+)': (.*?)\s*$", re.M)
+# "mimalloc: option 'purge_delay': 10"; from 3.2 (printed by _mi_fprintf) without the "mimalloc: "
+_MIMALLOC = re.compile(r"^(?:mimalloc: )?option '([a-z_]+)': (.*?)\s*$", re.M)
 _JEMALLOC = re.compile(r"^  opt\.([a-z_0-9]+): (.*?)\s*$", re.M)
 _GLIBC = re.compile(r"^(glibc\.malloc\.[a-z_]+): (.*?)\s*$", re.M)
 TIMEOUT_S = 20.0

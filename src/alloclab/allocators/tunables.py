@@ -60,9 +60,10 @@ TCMALLOC_ENV = (
 # A value of the wrong type is refused by name: the allocator would only warn inside the measured
 # process (mimalloc, jemalloc) or ignore it silently (glibc), and the group would run on defaults.
 # mimalloc (options.c): every option is a C long read with strtol in base 10, or one of the words
-# 1/true/yes/on, 0/false/no/off (any case; empty is on); its sizes in KiB also take a unit (K, M, G,
-# T, with iB or B). Which words depends on the version (MIMALLOC_WHOLE_WORDS_FROM). jemalloc (ctl's CONF_HANDLE_*): booleans are exactly true/false, numbers malloc_strtoumax's
-# (base 0: 0x hex), a few options name a mode. glibc's tunables and their MALLOC_* aliases are
+# 1/true/yes/on, 0/false/no/off (any case; empty is on; what a word is depends on the version:
+# MIMALLOC_WHOLE_WORDS_FROM); its sizes in KiB also take a unit (K, M, G, T, with iB or B). jemalloc
+# (ctl's CONF_HANDLE_*): booleans are exactly true/false, numbers malloc_strtoumax's (base 0: 0x
+# hex), a few options name a mode. glibc's tunables and their MALLOC_* aliases are
 # integers in base 0. Ranges (and tcmalloc's values, and options not listed) stay with the
 # allocator's own verdict (validate_values).
 class ValueType(NamedTuple):

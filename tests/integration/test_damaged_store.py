@@ -27,7 +27,9 @@ def intact(tmp_path_factory) -> Path:
     return run
 
 
-def _zero_samples_root(db: Path) -> None:
+def zero_samples_root(db: Path) -> None:
+    """The samples table's own page zeroed: opening checks pass (their time scan reads only the
+    covering index samples_by_replica); a read of a memory column fails as "malformed"."""
     conn = sqlite3.connect(db)
     page_size = conn.execute("PRAGMA page_size").fetchone()[0]
     root = conn.execute("SELECT rootpage FROM sqlite_master WHERE name='samples'").fetchone()[0]
@@ -47,7 +49,7 @@ def _sql(statement: str):
 
 
 DAMAGE = {
-    "zeroed-page": _zero_samples_root,
+    "zeroed-page": zero_samples_root,
     "missing-table": _sql("DROP TABLE samples"),
     "time-1e300": _sql("UPDATE samples SET t = 1e300 WHERE rowid = (SELECT max(rowid) FROM samples)"),
 }

@@ -10,6 +10,7 @@ import sys
 
 import pytest
 
+from tests.integration.test_damaged_store import zero_samples_root
 from tests.unit.test_cli_outputs import alloclab, one_line
 from tests.unit.test_merge import host_run
 
@@ -37,21 +38,9 @@ def test_a_damaged_store_is_bad_input_to_every_reader(monkeypatch, capsys, tmp_p
     assert _digest(b / "run.db") == before and not (tmp_path / "m").exists() and not (b / "report.md").exists()
 
 
-def _garble_samples_table(db) -> None:
-    """Damage only the samples table's own page: opening checks (their time scan reads the covering
-    index samples_by_replica) pass, a later read of a memory column fails as "malformed"."""
-    conn = sqlite3.connect(db)
-    root = conn.execute("SELECT rootpage FROM sqlite_master WHERE name = 'samples'").fetchone()[0]
-    page = conn.execute("PRAGMA page_size").fetchone()[0]
-    conn.close()
-    with open(db, "r+b") as f:
-        f.seek((root - 1) * page)
-        f.write(b"\xff" * 64)
-
-
 def test_a_store_damaged_past_opening_is_named_not_the_last_one_opened(monkeypatch, capsys, tmp_path, two_hosts):
     a, b = two_hosts
-    _garble_samples_table(a / "run.db")
+    zero_samples_root(a / "run.db")
     from alloclab.store import Store
     Store.open_checked(a).close()                   # the damage is met at a read after both stores are open
     before = _digest(a / "run.db")

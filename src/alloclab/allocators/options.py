@@ -3,8 +3,9 @@ be compared option by option: "what changed" beside a bisect's first bad version
 
 Each family is asked in its own words, by running a trivial program (`true`) with the library
 preloaded: mimalloc prints every option with MIMALLOC_VERBOSE=1 ("mimalloc: option 'purge_delay':
-2500"; from 3.2 "option 'purge_delay': 2500"), jemalloc prints its opt.* values with MALLOC_CONF=stats_print:true, and glibc's dynamic
-loader lists its tunables (`ld.so --list-tunables`). Other families report nothing (an empty dict).
+2500"; from 3.2 "option 'purge_delay': 2500"), jemalloc prints its opt.* values with
+MALLOC_CONF=stats_print:true, and glibc's dynamic loader lists its tunables (`ld.so
+--list-tunables`). Other families report nothing (an empty dict).
 """
 from __future__ import annotations
 

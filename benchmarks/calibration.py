@@ -1148,31 +1148,88 @@ def _scan_bound(rng: np.random.Generator, steps: np.ndarray, line: np.ndarray, m
     the χ² of five up-steps chosen forward (each the sharpest beside the line and the steps
     before it). `steps`: the whitened step columns (a step at each sample after the first);
     `means`: each staircase draw's whitened mean. (sharpest's power, five's power.)"""
-    s = steps - line @ (line.T @ steps)
-    s /= np.maximum(np.linalg.norm(s, axis=0), 1e-12)
-
-    def stats(e: np.ndarray) -> tuple[float, float]:
-        e = e - line @ (line.T @ e)
-        cols, total, first = s.copy(), 0.0, None
-        for _ in range(5):
-            z = cols.T @ e
-            k = int(np.argmax(z))
-            if z[k] <= 0:
-                break
-            first = z[k] if first is None else first
-            total += z[k] ** 2
-            c = cols[:, k].copy()
-            e = e - z[k] * c                   # the chosen step out of the data and of every other column
-            cols -= np.outer(c, c @ cols)
-            norms = np.linalg.norm(cols, axis=0)
-            cols[:, norms < 1e-6] = 0
-            cols /= np.maximum(norms, 1e-12)
-        return (first or 0.0), total
+    s = _unit_steps(steps, line)
     m = len(means)
-    null = np.array([stats(rng.standard_normal(s.shape[0])) for _ in range(m)])
+    null = np.array([_scan_stats(s, line, rng.standard_normal(s.shape[0])) for _ in range(m)])
     bar = np.quantile(null, 0.99, axis=0)
-    alt = np.array([stats(mu + rng.standard_normal(s.shape[0])) for mu in means])
+    alt = np.array([_scan_stats(s, line, mu + rng.standard_normal(s.shape[0])) for mu in means])
     return float(np.mean(alt[:, 0] > bar[0])), float(np.mean(alt[:, 1] > bar[1]))
+
+
+def _unit_steps(steps: np.ndarray, line: np.ndarray) -> np.ndarray:
+    """The whitened step columns beside the line's (orthonormal) columns, each of length 1."""
+    s = steps - line @ (line.T @ steps)
+    return s / np.maximum(np.linalg.norm(s, axis=0), 1e-12)
+
+
+def _scan_stats(s: np.ndarray, line: np.ndarray, e: np.ndarray) -> tuple[float, float]:
+    """The two scans of _scan_bound on one whitened series e: the sharpest up-step's z beside the
+    line, and the χ² of five up-steps chosen forward. `s`: _unit_steps."""
+    e = e - line @ (line.T @ e)
+    cols, total, first = s.copy(), 0.0, None
+    for _ in range(5):
+        z = cols.T @ e
+        k = int(np.argmax(z))
+        if z[k] <= 0:
+            break
+        first = z[k] if first is None else first
+        total += z[k] ** 2
+        c = cols[:, k].copy()
+        e = e - z[k] * c                   # the chosen step out of the data and of every other column
+        cols -= np.outer(c, c @ cols)
+        norms = np.linalg.norm(cols, axis=0)
+        cols[:, norms < 1e-6] = 0
+        cols /= np.maximum(norms, 1e-12)
+    return (first or 0.0), total
+
+
+def ratchet_ceiling(rng: np.random.Generator, n: int) -> None:
+    """What the group route's design could reach if nothing had to be estimated: each replica's p
+    from the scans of _scan_bound (φ, SD and the smooth curve's basis known; p among 2,000 null
+    series of the same whitened noise), beside a straight line and beside the cubic the rules use
+    (RULES ratchet_smooth_degree: what keeps a climb that levels off from being called Ratcheting);
+    the group's p Fisher's without the smallest, a replica Ratcheting at its own p ≤ 1% or at p ≤
+    ratchet_group_replica_p when the group's p ≤ ratchet_group_alpha (status.ratchet_group's
+    design). Per replica, groups of 5 and 3 made of consecutive staircase draws; n draws a cell."""
+    from scipy.stats import chi2
+    alpha, replica_p = RULES["ratchet_group_alpha"], RULES["ratchet_group_replica_p"]
+    for label, window, dt in POOLED_DESIGNS:
+        t = sim.times(window, dt)
+        u = (t - t[0]) / (t[-1] - t[0])
+        for sd, phi in ((0.02, 0.5), (0.02, 0.9), (0.01, 0.5)):
+            sig_e = sd * np.sqrt(1 - phi * phi)
+
+            def white(m):
+                out = m.copy()
+                out[1:] = m[1:] - phi * m[:-1]
+                out[0] = m[0] * np.sqrt(1 - phi * phi)
+                return out / sig_e
+            means = []
+            for _ in range(n):
+                at = np.sort(rng.uniform(t[0], t[-1] * 0.9, 5))
+                size = rng.dirichlet(np.ones(5)) * 0.08
+                means.append(white(np.sum(size[:, None] * (t[None, :] >= at[:, None]), axis=0)[:, None])[:, 0])
+            steps = white(np.tril(np.ones((len(t), len(t))))[:, 2:len(t) - 1])
+            curves = (("a straight line", np.column_stack([np.ones(len(t)), u])),
+                      (f"a polynomial of degree {int(RULES['ratchet_smooth_degree'])}",
+                       np.polynomial.legendre.legvander(2 * u - 1, int(RULES["ratchet_smooth_degree"]))))
+            for curve, basis in curves:
+                line, _ = np.linalg.qr(white(basis))
+                s = _unit_steps(steps, line)
+                null = np.array([_scan_stats(s, line, rng.standard_normal(len(t))) for _ in range(2000)])
+                alt = np.array([_scan_stats(s, line, mu + rng.standard_normal(len(t))) for mu in means])
+                for k, stat in ((0, "the sharpest up-step"), (1, "five forward-selected up-steps")):
+                    p = (1 + (null[None, :, k] >= alt[:, None, k]).sum(1)) / (len(null) + 1)
+                    found = []
+                    for m in (5, 3):
+                        g = p[: (n // m) * m].reshape(-1, m)
+                        group_p = chi2.sf(-2 * np.log(np.sort(g, axis=1)[:, 1:]).sum(1), 2 * (m - 1))
+                        called = (g <= alpha) | ((group_p[:, None] <= alpha) & (g <= replica_p))
+                        found.append(f"{called.mean():.1%} (groups {np.mean(group_p <= alpha):.0%})")
+                    row(f"ceiling: +8% five-step staircases, AR(1) {sd:.0%} φ {phi}, {label}, beside {curve}, "
+                        f"{stat}, φ, SD and curve known: one series at 1% false / the group route's design, "
+                        f"per replica, groups of 5 / 3",
+                        f"{np.mean(p <= alpha):.1%} / {found[0]} / {found[1]}", "stated (the ceiling)", n)
 
 
 def _bin_lag1(phi: float, m: float) -> float:
@@ -1385,7 +1442,8 @@ def main() -> int:
                          "1 measures the rule before session 11, a step beside a straight line")
     ap.add_argument("--part", default="all", choices=["all", "status", "growth", "compare", "sequential", "identical", "tor-verdict",
                                                       "scenarios", "cycles", "two-scale", "staircases", "user-path", "gates", "staircase-reach", "growth-frontier", "pooled", "pooled-path", "pooled-short", "beside", "ratchet-group", "ratchet-bound",
-                                                      "ratchet-restarts", "beside-cycle-restart", "ratchet-climbs", "ratchet-shared"],
+                                                      "ratchet-restarts", "beside-cycle-restart", "ratchet-climbs", "ratchet-shared",
+                                                      "ratchet-ceiling"],
                     help="run one part only")
     args = ap.parse_args()
     if args.smooth_degree is not None:
@@ -1436,6 +1494,7 @@ def main() -> int:
             rng, args.datasets or (10 if args.quick else 50), tuple(int(k) for k in args.replicas.split(",")),
             tuple(d for d in POOLED_DESIGNS if not designs or d[0].startswith(designs)),
             cells),
+        "ratchet-ceiling": lambda rng: ratchet_ceiling(rng, args.datasets or (60 if args.quick else 600)),
     }
     names = list(parts)
     names.insert(names.index("pooled-path"), "ratchet-pooled")   # retired; its stream number kept so later parts reproduce
@@ -1448,7 +1507,7 @@ def main() -> int:
         k = stream[name]
         if args.part == name or (args.part == "all" and name not in ("cycles", "pooled-short", "ratchet-group", "ratchet-bound",
                                                                                 "ratchet-restarts", "beside-cycle-restart",
-                                                                                "ratchet-climbs", "ratchet-shared")):   # cycles: a larger run of scenarios' first rows
+                                                                                "ratchet-climbs", "ratchet-shared", "ratchet-ceiling")):   # cycles: a larger run of scenarios' first rows
             part(np.random.default_rng([args.seed, k]))
     print(f"| figure | measured | target | simulations |\n|---|---|---|---|")
     for name, value, target, k in ROWS:

@@ -1096,6 +1096,19 @@ def ratchet_shared_cal(rng: np.random.Generator, n: int, sizes: tuple[int, ...] 
                     f"{sims / n:.0f} simulated fits and {(time.monotonic() - started) / n:.2f} s a group", target, total)
 
 
+def _whitener(phi: float, sd: float):
+    """Rows of a matrix (index = time) whitened for AR(1) noise of this φ and marginal SD: the noise
+    becomes N(0, 1) (Prais–Winsten, divided by the innovations' SD)."""
+    sig_e = sd * np.sqrt(1 - phi * phi)
+
+    def white(m: np.ndarray) -> np.ndarray:
+        out = m.copy()
+        out[1:] = m[1:] - phi * m[:-1]
+        out[0] = m[0] * np.sqrt(1 - phi * phi)
+        return out / sig_e
+    return white
+
+
 def ratchet_bound(rng: np.random.Generator, n: int) -> None:
     """What any test could reach on these staircases: the +8% five-step staircase (the generator's
     uneven steps at random times), each series under AR(1) noise at its TRUE φ and SD, against the
@@ -1111,13 +1124,7 @@ def ratchet_bound(rng: np.random.Generator, n: int) -> None:
         t = sim.times(window, dt)
         u = (t - t[0]) / (t[-1] - t[0])
         for sd, phi in ((0.02, 0.5), (0.02, 0.9), (0.015, 0.9), (0.01, 0.5), (0.01, 0.9)):
-            sig_e = sd * np.sqrt(1 - phi * phi)
-
-            def white(m):
-                out = m.copy()
-                out[1:] = m[1:] - phi * m[:-1]
-                out[0] = m[0] * np.sqrt(1 - phi * phi)
-                return out / sig_e
+            white = _whitener(phi, sd)
             line = white(np.column_stack([np.ones(len(t)), u]))
             q, _ = np.linalg.qr(line)
             known_pos = known_all = 0.0
@@ -1197,13 +1204,7 @@ def ratchet_ceiling(rng: np.random.Generator, n: int) -> None:
         t = sim.times(window, dt)
         u = (t - t[0]) / (t[-1] - t[0])
         for sd, phi in ((0.02, 0.5), (0.02, 0.9), (0.01, 0.5)):
-            sig_e = sd * np.sqrt(1 - phi * phi)
-
-            def white(m):
-                out = m.copy()
-                out[1:] = m[1:] - phi * m[:-1]
-                out[0] = m[0] * np.sqrt(1 - phi * phi)
-                return out / sig_e
+            white = _whitener(phi, sd)
             means = []
             for _ in range(n):
                 at = np.sort(rng.uniform(t[0], t[-1] * 0.9, 5))

@@ -49,7 +49,8 @@ ERROR_TEXT_CHARS = 200                 # an exception's text kept in the end rea
 
 def error_end(exc: BaseException) -> str:
     """What stopped a run on an exception, for its end reason: "TYPE: first line of its text"."""
-    text = str(exc).strip().splitlines()[0][:ERROR_TEXT_CHARS] if str(exc).strip() else ""
+    said = str(exc).strip()
+    text = said.splitlines()[0][:ERROR_TEXT_CHARS] if said else ""
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
@@ -113,7 +114,7 @@ class RunResult:
     run_dir: Path
     end_reason: str
     interrupted: bool
-    cut_short: str | None = None      # 'disk-full' (store.CUT_SHORT_REASONS) when the run could not go on
+    cut_short: str | None = None      # 'disk-full' when the run could not go on (an error is raised, not returned)
 
 
 def _exit_status(pid: int) -> int | None:
@@ -483,17 +484,14 @@ class Runner:
                 self.stop_reason = self.scenario.setup(self)
             if self.stop_reason is None:
                 self._start_replicas()
-            try:
-                self.stop_reason = self.stop_reason or self._loop()
-                self._record_skips(time.time())
-            except (StoreError, OSError) as exc:
-                if not disk_full_error(exc):
-                    raise
-                self.cut_short = self.stop_reason = "disk-full"
-        except Exception as exc:       # recorded as the run's end (cut short: error), then raised on
-            self.error = error_end(exc)
-            self.stop_reason = f"error: {self.error}"
-            raise
+            self.stop_reason = self.stop_reason or self._loop()
+            self._record_skips(time.time())
+        except Exception as exc:
+            if not disk_full_error(exc):   # recorded as the run's end (cut short: error), then raised on
+                self.error = error_end(exc)
+                self.stop_reason = f"error: {self.error}"
+                raise
+            self.cut_short = self.stop_reason = "disk-full"    # wherever it filled: resumable, exit code 3
         finally:
             if not self.abandoned:
                 self._finish()     # also on errors: replicas stopped, data kept
@@ -502,7 +500,9 @@ class Runner:
         return RunResult(self.run_dir, self.stop_reason, self.stop_reason == "interrupted", self.cut_short)
 
     def _on_signal(self, signum: int, frame) -> None:
-        self.stop_reason = "interrupted"
+        # a signal while the run is being ended (stopping replicas takes the grace period) does not
+        # replace why it ended
+        self.stop_reason = self.stop_reason or "interrupted"
 
     def _record_skips(self, now: float) -> None:
         """Store the ticks skipped since the last record as one `ticks_skipped` event (data for the
@@ -596,11 +596,16 @@ class Runner:
         return result
 
     def _finish(self) -> None:
-        if self.cut_short:
-            self._release_space()
-            self.store.rollback()
-        else:
-            self.store.commit()
+        try:
+            if self.cut_short or self.error:
+                # a failed write may be what stopped the run: the tick it half wrote is dropped
+                self._release_space()
+                self.store.rollback()
+            else:
+                self.store.commit()
+        except (StoreError, OSError):
+            if not self.error:
+                raise                  # after an error the replicas are stopped first, the error raised on
         swept = self._stop_all()
         if self.scenario is not None:
             self.scenario.teardown()
@@ -609,11 +614,17 @@ class Runner:
             self._record_end(swept, leaked)
         except (StoreError, OSError) as exc:
             if not disk_full_error(exc):
+                if self.error:         # its end could not be recorded either: the first error is the one raised
+                    self._close_watchdog()
+                    return
                 raise
             self.cut_short = self.stop_reason = "disk-full"
             self._release_space()
             self.store.rollback()
             self.store.mark_cut_short("disk-full", time.time(), "the disk filled while the run's end was written")
+        self._close_watchdog()
+
+    def _close_watchdog(self) -> None:
         if self.watchdog:
             self.watchdog.close()
         self._release_space()
@@ -639,10 +650,10 @@ class Runner:
             self.store.mark_cut_short(self.cut_short, now, "the disk filled: sampling stopped, replicas were stopped")
         elif self.error:
             self.store.begin()
-            self.store.add_event(now, "end", self.stop_reason)
+            self.store.add_event(now, "end", f"error: {self.error}")
             self.store.commit()
             self.store.mark_cut_short("error", now, f"alloclab stopped the run on an error ({self.error}): sampling "
-                                      "stopped, replicas were stopped, what was recorded is kept", end_reason=self.stop_reason)
+                                      "stopped, replicas were stopped, what was recorded is kept", end_reason=f"error: {self.error}")
         else:
             self.store.begin()
             self.store.add_event(now, "end", self.stop_reason or "run ended")
@@ -678,20 +689,21 @@ def resume(run: Path, grace: float = 5.0, on_tick: Callable[[int, int], None] | 
     if meta.get("source") != "run":
         store.close()
         raise UserError(f"{run} was not made by `alloclab run`", "--resume continues runs of `alloclab run` only")
-    runner_id = json.loads(meta.get("runner", "null"))
-    if runner_id and sampler.is_alive(tuple(runner_id)) and "alloclab" in sampler.read_cmdline(runner_id[0]):
-        store.close()
-        raise UserError(f"{run} is still being recorded by alloclab (pid {runner_id[0]})",
-                        f"wait for it to end, or stop it: kill -INT {runner_id[0]}")
+    # an ended run first: it is not being recorded, whatever now runs under its runner's pid
     if meta.get("cut_short") == "error":
         store.close()
-        raise UserError(f"{run} was stopped by an error ({meta.get('end_reason')}): its replicas were stopped and its end "
+        raise UserError(f"{run} was stopped by an {meta.get('end_reason')}: its replicas were stopped and its end "
                         "recorded, so there is nothing to resume",
                         f"see what it recorded: alloclab report {run}; fix the error, then run the experiment again")
     if meta.get("end_reason") and meta["end_reason"] not in RESUMABLE_REASONS:
         store.close()
         raise UserError(f"{run} ended normally ({meta['end_reason']}); there is nothing to resume",
                         f"see its report: alloclab report {run}")
+    runner_id = json.loads(meta.get("runner", "null"))
+    if runner_id and sampler.is_alive(tuple(runner_id)) and "alloclab" in sampler.read_cmdline(runner_id[0]):
+        store.close()
+        raise UserError(f"{run} is still being recorded by alloclab (pid {runner_id[0]})",
+                        f"wait for it to end, or stop it: kill -INT {runner_id[0]}")
     cgroups = [sampler.Cgroup(Path(path), 1 if path.startswith("/sys/fs/cgroup/memory/") else 2)
                for path in store.cgroup_paths() if Path(path).is_dir()]
     finder = reaper.RunProcesses(meta.get("run_token", ""), cgroups, exclude={os.getpid()})

@@ -199,9 +199,10 @@ def integrity_problem(db: Path) -> str | None:
     return None if rows == ["ok"] else "; ".join(rows)[:300]
 
 
-def damaged(db: Path, what: str) -> UserError:
-    """A damaged store given to read is bad input (exit code 2): one line naming it and the fix."""
-    found = integrity_problem(db)
+def damaged(db: Path, what: str, found: str | None = None) -> UserError:
+    """A damaged store given to read is bad input (exit code 2): one line naming it and the fix.
+    `found`: integrity_problem(db) when the caller has run it already."""
+    found = found or integrity_problem(db)
     check = f"integrity_check: {found}" if found else "integrity_check: ok"
     return UserError(f"{db} is damaged: {what} ({check})",
                      "restore it from a backup or the run's bundle; `sqlite3 run.db .recover` may save what is left")
@@ -218,21 +219,27 @@ def refuse_empty(conn: sqlite3.Connection, db: Path) -> None:
 
 # SQLite errors that say the store could not be used, not that it is damaged (extended names start so)
 NOT_DAMAGE = ("SQLITE_READONLY", "SQLITE_BUSY", "SQLITE_LOCKED", "SQLITE_PERM", "SQLITE_CANTOPEN")
+# ... and those that say its file is damaged
+DAMAGE = ("SQLITE_CORRUPT", "SQLITE_NOTADB")
 
 
 def explain_database_error(exc: StoreError) -> UserError:
-    """One line for a database error: a full disk (exit code 3), a store that could not be used
-    (read-only, locked), or which store is damaged (2) — the one the error came from (exc.store),
-    not the last one opened."""
+    """One line for a database error: a full disk (exit code 3), or (2) the store it came from
+    (exc.store, not the last one opened) called damaged where SQLite says so or its integrity check
+    finds damage, else said to be unusable (read-only, locked, a constraint) with its SQLite error
+    name: a healthy store is never sent to its backup."""
     db = Path(exc.store) if exc.store is not None else None
     if _disk_full(exc, db):
         return CutShortError("the disk is full: SQLite could not write", "free space on that file system, then retry")
-    if db is not None and exc.sqlite_errorname.startswith(NOT_DAMAGE):
-        return UserError(f"{db} could not be used: {exc} ({exc.sqlite_errorname})",
-                         "check that it and its directory are writable by this user and that no other program holds it, then retry")
-    if db is not None:
-        return damaged(db, str(exc))
-    return UserError(f"a run store could not be read: {exc}", "check it with: sqlite3 run.db 'PRAGMA integrity_check'")
+    if db is None:
+        return UserError(f"a run store could not be read: {exc}", "check it with: sqlite3 run.db 'PRAGMA integrity_check'")
+    name = exc.sqlite_errorname
+    found = None if name.startswith(NOT_DAMAGE) else integrity_problem(db)
+    if found or name.startswith(DAMAGE):
+        return damaged(db, str(exc), found)
+    return UserError(f"{db} could not be used: {exc}" + (f" ({name})" if name else ""),
+                     "check that it and its directory are writable by this user and that no other program holds it, "
+                     "then retry (its integrity check found no damage)")
 
 
 def _given(args: dict[str, Any]) -> dict[str, Any]:
@@ -301,6 +308,7 @@ class Store:
     def __init__(self, conn: sqlite3.Connection, path: Path):
         conn.row_factory = sqlite3.Row
         self.conn, self.path = conn, path
+        self.closed = False
 
     # ---- open / create ----
     @classmethod
@@ -391,10 +399,10 @@ class Store:
         try:
             self._check_shape(self.path)
         except sqlite3.DatabaseError as exc:
-            self.conn.close()
+            self.discard()
             raise damaged(self.path, str(exc)) from None
         except UserError:
-            self.conn.close()
+            self.discard()
             raise
 
     def _check_shape(self, db: Path) -> None:
@@ -469,13 +477,18 @@ class Store:
                 self.conn.execute("COMMIT")
 
     def close(self) -> None:
-        self.commit()
-        self.conn.close()
+        """Commit and close; a store closed already (check_readable refused it) stays closed, so a
+        caller's cleanup does not replace that refusal with an error of its own."""
+        if not self.closed:
+            self.commit()
+            self.conn.close()
+            self.closed = True
 
     def discard(self) -> None:
         """Close without committing: what an open transaction wrote is dropped (a store being
         thrown away, or one whose last write failed)."""
         self.conn.close()
+        self.closed = True
 
     def copy_to(self, path: Path) -> None:
         """One consistent copy of the whole store in a single file (SQLite's online backup: WAL
@@ -829,13 +842,15 @@ class Store:
         """Copy every replica of the store at `source` (with its processes, verifications, samples,
         process samples, allocator statistics, events and host samples) into this one: replicas are
         named HOST/NAME and keep `host`; groups are mapped by name to `group_ids`; times are kept
-        as recorded. One transaction; returns the rows copied per table. A database error other than
-        a full disk names `source`: this store is the new one being written, the source is only read."""
+        as recorded. One transaction; returns the rows copied per table. A database error names
+        `source` where the source's integrity check finds damage and this store's does not (the
+        source is only read); any other (a full disk, a lock, a read-only file) stays this store's."""
         try:
             with _sqlite_errors(self.path):
                 return self._absorb(source, host, group_ids)
         except StoreError as exc:
-            if not exc.disk_full:
+            if not exc.disk_full and not exc.sqlite_errorname.startswith(NOT_DAMAGE) \
+                    and integrity_problem(Path(source)) is not None and integrity_problem(self.path) is None:
                 exc.store = Path(source)
             raise
 

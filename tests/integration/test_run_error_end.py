@@ -4,6 +4,7 @@ its replicas are stopped, what it sampled is kept, and `run --resume` refuses it
 from __future__ import annotations
 
 import os
+import signal
 
 import pytest
 
@@ -41,5 +42,7 @@ def test_a_run_stopped_by_an_error_records_why(tmp_path):
     [warning] = [w for w in analyse(store).warnings if w.kind == "run-cut-short"]
     assert warning.severity == "serious" and warning.data["reason"] == "error", warning
     store.close()
-    with pytest.raises(UserError, match="stopped by an error .*nothing to resume.*alloclab report"):
+    with pytest.raises(UserError, match="stopped by an error: ValueError: .*nothing to resume.*alloclab report"):
         resume(tmp_path / "run")
+    runner._on_signal(signal.SIGINT, None)        # Ctrl-C while the replicas are being stopped
+    assert runner.stop_reason == reason, runner.stop_reason

@@ -63,6 +63,20 @@ def test_a_store_that_cannot_be_written_is_not_called_damaged(two_hosts):
         and "damaged" not in said, said
 
 
+def test_a_constraint_error_on_a_whole_store_is_not_called_damaged(two_hosts):
+    # only SQLite's own damage codes, or damage its integrity check finds, send a store to its backup
+    import sqlite3
+    from alloclab.store import _store_error, explain_database_error
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE TABLE t (k INTEGER PRIMARY KEY)")
+    conn.execute("INSERT INTO t VALUES (1)")
+    with pytest.raises(sqlite3.IntegrityError) as failed:
+        conn.execute("INSERT INTO t VALUES (1)")
+    said = str(explain_database_error(_store_error(failed.value, two_hosts[0] / "run.db")))
+    assert said.startswith(f"{two_hosts[0] / 'run.db'} could not be used: UNIQUE constraint failed") \
+        and "SQLITE_CONSTRAINT" in said and "damaged" not in said, said
+
+
 @pytest.mark.parametrize("empty", ["0 bytes", "no tables"])
 def test_an_empty_store_is_called_empty(monkeypatch, capsys, tmp_path, two_hosts, empty):
     a, _ = two_hosts

@@ -46,3 +46,29 @@ def test_a_run_stopped_by_an_error_records_why(tmp_path):
         resume(tmp_path / "run")
     runner._on_signal(signal.SIGINT, None)        # Ctrl-C while the replicas are being stopped
     assert runner.stop_reason == reason, runner.stop_reason
+
+
+def test_a_run_whose_store_fails_stops_its_replicas_and_raises_that_error(tmp_path):
+    # the store's writes fail from the third tick on (an I/O error, not a full disk): the runner may not
+    # commit or record an end, but it still stops every replica and raises the store's first error
+    from alloclab.errors import StoreError
+
+    def store_fails(runner, elapsed, phase):
+        ticks.append(elapsed)
+        if len(ticks) == 3:
+            def broken(*args, **kwargs):
+                raise StoreError("disk I/O error", sqlite_errorname="SQLITE_IOERR_WRITE", store=runner.store.path)
+            for name in ("commit", "begin", "add_event", "set_meta", "update_replica", "mark_cut_short"):
+                monkeypatch.setattr(runner.store, name, broken)
+            raise StoreError("disk I/O error (the first)", sqlite_errorname="SQLITE_IOERR_WRITE", store=runner.store.path)
+    ticks: list[float] = []
+    monkeypatch = pytest.MonkeyPatch()
+    runner = Runner(parse_experiment(EXPERIMENT, "fails.toml", tmp_path), tmp_path / "run", on_tick=store_fails)
+    try:
+        with pytest.raises(StoreError, match="the first"):
+            runner.run()
+    finally:
+        monkeypatch.undo()
+    [replica] = runner.replicas
+    with pytest.raises(ProcessLookupError):
+        os.kill(replica.popen.pid, 0)                          # stopped, although nothing more could be written

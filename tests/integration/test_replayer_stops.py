@@ -29,8 +29,11 @@ def _replayer_of(pid: int, deadline: float) -> int:
     while time.monotonic() < deadline:
         for p in sampler.all_processes():
             st = sampler.read_stat(p)
-            if st and st.ppid == pid and Path(f"/proc/{p}/exe").resolve().name == "replay":
-                return p
+            try:
+                if st and st.ppid == pid and Path(f"/proc/{p}/exe").resolve().name == "replay":
+                    return p
+            except OSError:          # that child ended between reading its stat and its exe (ci, session 13)
+                continue
         time.sleep(0.05)
     raise AssertionError("the replayer never started")
 

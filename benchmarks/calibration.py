@@ -1109,6 +1109,14 @@ def _whitener(phi: float, sd: float):
     return white
 
 
+def _white_staircase(rng: np.random.Generator, t: np.ndarray, white) -> np.ndarray:
+    """One +8% five-step staircase's mean (sim.staircase's uneven steps at random times, no noise),
+    whitened by `white` (_whitener)."""
+    at = np.sort(rng.uniform(t[0], t[-1] * 0.9, 5))
+    size = rng.dirichlet(np.ones(5)) * 0.08
+    return white(np.sum(size[:, None] * (t[None, :] >= at[:, None]), axis=0)[:, None])[:, 0]
+
+
 def ratchet_bound(rng: np.random.Generator, n: int) -> None:
     """What any test could reach on these staircases: the +8% five-step staircase (the generator's
     uneven steps at random times), each series under AR(1) noise at its TRUE φ and SD, against the
@@ -1130,9 +1138,7 @@ def ratchet_bound(rng: np.random.Generator, n: int) -> None:
             known_pos = known_all = 0.0
             draws = []
             for _ in range(n):
-                at = np.sort(rng.uniform(t[0], t[-1] * 0.9, 5))
-                size = rng.dirichlet(np.ones(5)) * 0.08
-                mu = white(np.sum(size[:, None] * (t[None, :] >= at[:, None]), axis=0)[:, None])[:, 0]
+                mu = _white_staircase(rng, t, white)
                 draws.append(mu)
                 beyond = mu - q @ (q.T @ mu)
                 d2 = float(beyond @ beyond)
@@ -1205,11 +1211,7 @@ def ratchet_ceiling(rng: np.random.Generator, n: int) -> None:
         u = (t - t[0]) / (t[-1] - t[0])
         for sd, phi in ((0.02, 0.5), (0.02, 0.9), (0.01, 0.5)):
             white = _whitener(phi, sd)
-            means = []
-            for _ in range(n):
-                at = np.sort(rng.uniform(t[0], t[-1] * 0.9, 5))
-                size = rng.dirichlet(np.ones(5)) * 0.08
-                means.append(white(np.sum(size[:, None] * (t[None, :] >= at[:, None]), axis=0)[:, None])[:, 0])
+            means = [_white_staircase(rng, t, white) for _ in range(n)]
             steps = white(np.tril(np.ones((len(t), len(t))))[:, 2:len(t) - 1])
             curves = (("a straight line", np.column_stack([np.ones(len(t)), u])),
                       (f"a polynomial of degree {int(RULES['ratchet_smooth_degree'])}",

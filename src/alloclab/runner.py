@@ -615,16 +615,16 @@ class Runner:
         except (StoreError, OSError) as exc:
             if not disk_full_error(exc):
                 if self.error:         # its end could not be recorded either: the first error is the one raised
-                    self._close_watchdog()
+                    self._release_watchdog_and_space()
                     return
                 raise
             self.cut_short = self.stop_reason = "disk-full"
             self._release_space()
             self.store.rollback()
             self.store.mark_cut_short("disk-full", time.time(), "the disk filled while the run's end was written")
-        self._close_watchdog()
+        self._release_watchdog_and_space()
 
-    def _close_watchdog(self) -> None:
+    def _release_watchdog_and_space(self) -> None:
         if self.watchdog:
             self.watchdog.close()
         self._release_space()

@@ -13,10 +13,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .calibration import ar1
-from .growth import detrended_lag1, phi_for_lag1
 from .rules import RULES
-from .status import StepFit, _curve_phi, _group_shape, _smooth_basis, _null_p, _quasi_difference, _robust_sd, _sharp_bar, _step_fit_x, _step_scan, sequential_p
+from .status import (StepFit, _curve_phi, _group_shape, _null_p, _quasi_difference, _residual_phi, _robust_sd, _sharp_bar,
+                     _smooth_basis, _step_fit_x, _step_scan, simulated_p)
 
 
 @dataclass(frozen=True)
@@ -96,7 +95,7 @@ def _shared_null_p(x: np.ndarray, first: int, second: float, rng: np.random.Gene
     """Where the average's statistic falls among simulations of "one step (at its sharpest) on a
     level, plus AR(1) noise" fitted to the average itself (ordinary least squares; median-unbiased
     φ and the SD of those residuals), same length; the step fit and the statistic (_statistic,
-    its every condition) re-run in full on each, φ estimated again. Sequential (status.sequential_p,
+    its every condition) re-run in full on each, φ estimated again. Sequential (status.simulated_p,
     `decide_at` passed on). (p, simulations run)."""
     n = len(x)
     idx = np.arange(n)
@@ -110,14 +109,10 @@ def _shared_null_p(x: np.ndarray, first: int, second: float, rng: np.random.Gene
     phi = min(_curve_phi(r, wide), 0.999)
     sd = float(np.std(r, ddof=wide.shape[1]))
 
-    def extreme():
-        done = 0
-        while done < sims:
-            for noise in ar1(rng, min(10, sims - done), n, phi, sd):
-                done += 1
-                s = _statistic(mean + noise)[2]
-                yield bool(s is not None and s >= second)
-    return sequential_p(extreme(), sims, decide_at)
+    def as_sharp(series: np.ndarray) -> bool:
+        s = _statistic(series)[2]
+        return bool(s is not None and s >= second)
+    return simulated_p(mean, phi, sd, as_sharp, rng, sims, decide_at)
 
 
 def _climb_at(x: np.ndarray, at: np.ndarray, *, curve: bool = False) -> tuple[float, float]:
@@ -134,12 +129,7 @@ def _climb_at(x: np.ndarray, at: np.ndarray, *, curve: bool = False) -> tuple[fl
     design = np.column_stack([base] + [(idx >= a).astype(float) for a in at])
     coef, *_ = np.linalg.lstsq(design, x, rcond=None)
     r = x - design @ coef
-    if curve:
-        phi = min(_curve_phi(r, design), 0.999)
-    else:
-        denom = float(r @ r)
-        rho = float(np.sum(r[1:] * r[:-1]) / denom) if denom > 0 else 0.0
-        phi = min(max(0.0, phi_for_lag1(rho, n, 0.5)), 0.999)
+    phi = min(_curve_phi(r, design) if curve else _residual_phi(r), 0.999)
     xt, dt = _quasi_difference(x, phi), _quasi_difference(design, phi)
     beta, *_ = np.linalg.lstsq(dt, xt, rcond=None)
     sd = max(_robust_sd(xt - dt @ beta), 1e-12)

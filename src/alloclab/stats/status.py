@@ -29,6 +29,7 @@ import numpy as np
 from scipy.signal import lfilter
 from scipy.stats import chi2
 
+from .calibration import ar1
 from .growth import Growth, bin_series, detrended_lag1, growth as _growth, phi_for_lag1
 from .rules import RULES
 
@@ -424,15 +425,22 @@ def _null_p(x: np.ndarray, sharp_t: float, rng: np.random.Generator, sims: int, 
         phi = min(_residual_phi(res), 0.999)
     sd = float(np.std(res, ddof=basis.shape[1]))
 
+    def as_sharp(series: np.ndarray) -> bool:
+        fit = _step_fit_x(series)
+        return bool(fit is not None and _group_shape(fit) and fit.sharp_t >= sharp_t)
+    return simulated_p(curve, phi, sd, as_sharp, rng, sims, decide_at)
+
+
+def simulated_p(mean: np.ndarray, phi: float, sd: float, as_extreme, rng: np.random.Generator, sims: int,
+                decide_at: float | None = None) -> tuple[float, int]:
+    """sequential_p over simulations of `mean` plus AR(1) noise (φ, marginal SD), drawn ten at a
+    time as they are needed; `as_extreme(series)`: whether that simulation is as extreme as the data."""
     def extreme():
         done = 0
         while done < sims:
-            e = rng.normal(size=(min(10, sims - done), n))
-            e[:, 0] /= math.sqrt(1 - phi * phi)
-            for noise in lfilter([1.0], [1.0, -phi], e, axis=1) * sd * math.sqrt(1 - phi * phi):
+            for noise in ar1(rng, min(10, sims - done), len(mean), phi, sd):
                 done += 1
-                fit = _step_fit_x(curve + noise)
-                yield bool(fit is not None and _group_shape(fit) and fit.sharp_t >= sharp_t)
+                yield as_extreme(mean + noise)
     return sequential_p(extreme(), sims, decide_at)
 
 

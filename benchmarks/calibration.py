@@ -11,6 +11,7 @@ simulations. Every simulation is seeded (--seed, default 20261122).
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 import time
 from pathlib import Path
@@ -329,6 +330,21 @@ def clopper_pearson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
 def rate(k: int, n: int) -> str:
     lo, hi = clopper_pearson(k, n)
     return f"{k / n:.1%} [{lo:.1%}–{hi:.1%}] ({k}/{n})"
+
+
+def grouped_rate(per_group, m: int) -> str:
+    """A per-replica rate whose replicas come in groups of m that decide together (a group found
+    Ratcheting calls several of its replicas at once, so they are not independent trials): the 95%
+    Clopper–Pearson interval of the effective count, the count divided by Kish's design effect (the
+    variance of the groups' shares against a binomial's, ≥ 1; with no call or every call, m, as if
+    each group's replicas moved as one)."""
+    k_g = np.asarray(per_group, dtype=float)
+    groups, k = len(k_g), float(k_g.sum())
+    n = groups * m
+    share = k / n
+    deff = float(m) if k in (0, n) else max(1.0, (np.var(k_g / m, ddof=1) / groups) / (share * (1 - share) / n))
+    lo, hi = clopper_pearson(k / deff, n / deff)
+    return f"{share:.1%} [{lo:.1%}–{hi:.1%}] ({k:.0f}/{n}, {groups} groups; design effect {deff:.1f})"
 
 
 def _draw(rng: np.random.Generator, **fixed):
@@ -958,7 +974,7 @@ def ratchet_group_cal(rng: np.random.Generator, n: int, sizes: tuple[int, ...] =
     two-scale noise, a daily cycle ±4% shared by the group (one phase a group, any hour; AR(1) 1% and
     2% φ 0.9), a smooth +10% climb shared by the group (AR(1) 2% φ 0.9: the session-9 prototype's
     failure), and the flat replicas of a group whose one replica is a staircase. `only`: the cells
-    whose names start with these. Per replica, 95% Clopper–Pearson; also the simulations a group cost."""
+    whose names start with these. Per replica, with grouped_rate's interval (a found group calls its replicas together); also the simulations a group cost."""
     from alloclab.stats.status import ratchet_group, step_evidence
 
     def cycle(sd):
@@ -989,14 +1005,14 @@ def ratchet_group_cal(rng: np.random.Generator, n: int, sizes: tuple[int, ...] =
         t = sim.times(window, dt)
         for name, make, target in cells:
             for m in sizes:
-                said = own = total = sims = 0
+                said, own, total, sims = [], 0, 0, 0
                 alt = dict.fromkeys(RATCHET_REPLICA_P, 0)
                 started = time.monotonic()
                 for _ in range(n):
                     ys = make(rng, m, t)
                     g = ratchet_group([step_evidence(t, y) for y in ys])
                     keep = range(1, m) if make is lone else range(m)
-                    said += sum(g.own[i] or g.called[i] for i in keep)
+                    said.append(sum(g.own[i] or g.called[i] for i in keep))
                     own += sum(g.own[i] for i in keep)
                     total += len(keep)
                     sims += g.simulations
@@ -1005,7 +1021,7 @@ def ratchet_group_cal(rng: np.random.Generator, n: int, sizes: tuple[int, ...] =
                                                    and g.own_p[i] is not None and g.own_p[i] <= q) for i in keep)
                 row(f"group route, n = {m}, {name}, {label}: Ratcheting (own route alone; replica p ≤ "
                     f"{' / '.join(f'{q:g}' for q in alt)})",
-                    f"{rate(said, total)} ({own / total:.1%}; {' / '.join(f'{k / total:.1%}' for k in alt.values())}); "
+                    f"{grouped_rate(said, len(keep))} ({own / total:.1%}; {' / '.join(f'{k / total:.1%}' for k in alt.values())}); "
                     f"{sims / n:.0f} simulated fits and {(time.monotonic() - started) / n:.2f} s a group", target, total)
 
 
@@ -1019,7 +1035,7 @@ def ratchet_shared_cal(rng: np.random.Generator, n: int, sizes: tuple[int, ...] 
     COMMON to the group), a daily cycle the group shares, a smooth climb it shares, one shared step,
     a shared step up and down (a release), and the flat replica of a group whose others share a
     staircase (and the flat ones beside one staircase). `only`: the cells whose names start with
-    these. Per replica, 95% Clopper–Pearson; also the groups the shared test passed and the cost."""
+    these. Per replica, with grouped_rate's intervals; also the groups the shared test passed and the cost."""
     from alloclab.stats.ratchet_shared import ratchet_shared
     from alloclab.stats.status import step_evidence
 
@@ -1078,21 +1094,21 @@ def ratchet_shared_cal(rng: np.random.Generator, n: int, sizes: tuple[int, ...] 
         t = sim.times(window, dt)
         for name, make, target, counted in cells:
             for m in sizes:
-                said = own = added = total = sims = passed = 0
+                said, added, own, total, sims, passed = [], [], 0, 0, 0, 0
                 started = time.monotonic()
                 for _ in range(n):
                     ys = make(rng, m, t)
                     g = ratchet_shared([(t, y) for y in ys])
                     keep = counted if counted is not None else (range(1, m) if make is lone else range(m))
                     mine = [own_word(t, ys[i]) for i in keep]
-                    said += sum(o or g.called[i] for o, i in zip(mine, keep))
+                    said.append(sum(o or g.called[i] for o, i in zip(mine, keep)))
                     own += sum(mine)
-                    added += sum(g.called[i] and not o for o, i in zip(mine, keep))
+                    added.append(sum(g.called[i] and not o for o, i in zip(mine, keep)))
                     total += len(keep)
                     sims += g.simulations
                     passed += g.found
                 row(f"shared route, n = {m}, {name}, {label}: Ratcheting, own or shared (own route alone; added by the shared route)",
-                    f"{rate(said, total)} ({own / total:.1%}; {rate(added, total)}); groups passing the shared test {passed}/{n}; "
+                    f"{grouped_rate(said, len(keep))} ({own / total:.1%}; {grouped_rate(added, len(keep))}); groups passing the shared test {passed}/{n}; "
                     f"{sims / n:.0f} simulated fits and {(time.monotonic() - started) / n:.2f} s a group", target, total)
 
 
@@ -1233,6 +1249,103 @@ def ratchet_ceiling(rng: np.random.Generator, n: int) -> None:
                         f"{stat}, φ, SD and curve known: one series at 1% false / the group route's design, "
                         f"per replica, groups of 5 / 3",
                         f"{np.mean(p <= alpha):.1%} / {found[0]} / {found[1]}", "stated (the ceiling)", n)
+
+
+@functools.lru_cache(maxsize=None)
+def _truncated_product_null(m: int, tau: float) -> np.ndarray:
+    """The truncated product's statistic (Σ log p over the p's ≤ τ) of the m − 1 largest of m
+    independent uniform p's, 400,000 seeded draws, sorted."""
+    u = np.sort(np.random.default_rng(m).uniform(size=(400_000, m)), axis=1)[:, 1:]
+    return np.sort(np.where(u <= tau, np.log(u), 0.0).sum(-1))
+
+
+def truncated_product_p(ps: np.ndarray, m: int, tau: float) -> np.ndarray:
+    """Each row's p by the truncated product method (Zaykin et al. 2002) on its m − 1 largest p's
+    (the smallest dropped, as status.ratchet_group drops it from Fisher's method): where its
+    statistic falls among _truncated_product_null's. Unlike Fisher's, a replica at p = 1 (no
+    staircase shape) costs the group nothing."""
+    ps = np.sort(ps, axis=-1)[..., 1:]
+    null = _truncated_product_null(m, tau)
+    return np.searchsorted(null, np.where(ps <= tau, np.log(ps), 0.0).sum(-1), side="right") / len(null)
+
+
+def ratchet_combine(rng: np.random.Generator, n: int, designs=POOLED_DESIGNS, only: tuple[str, ...] | None = None) -> None:
+    """What combining a group's replicas otherwise would buy (staircases) and cost (climbs that level
+    off, shifts, cycles): each replica's p as status.ratchet_group computes it (its sharpest step
+    beside its own cubic, among simulations of its cubic + AR(1) that also have the staircase's
+    shape) from 399 simulations instead of 99; then the group by Fisher's method (the rule's) or by
+    the truncated product of the p's ≤ 0.05 (a replica without the shape costs nothing), each
+    without the smallest p, at ratchet_group_alpha and at half of it; a found group's replicas
+    called as the rule calls them (the shape and p ≤ ratchet_group_replica_p), or also, "relaxed",
+    a replica with one up-step beyond the noise that climbs ≥ ratchet_min_climb_share without a
+    release, at its ungated p ≤ ratchet_group_replica_p. The rule itself (ratchet_group, 99
+    simulations) on the same groups. Groups of 5, and of 3 made of their first three replicas;
+    per replica with grouped_rate's intervals; n groups a cell."""
+    from scipy.stats import chi2
+    from alloclab.stats.status import _group_shape, _null_p, _sharp_bar, _staircase_shape, ratchet_group, step_evidence
+    sims, tau = 399, 0.05
+    alpha, replica_p = RULES["ratchet_group_alpha"], RULES["ratchet_group_replica_p"]
+
+    def one_step_up(fit) -> bool:
+        # the staircase's shape with one up-step enough (no release as sharp as the group route's bar)
+        saved = RULES["ratchet_min_steps"]
+        RULES["ratchet_min_steps"] = 1
+        try:
+            return _staircase_shape(fit, _sharp_bar(fit.bins))[0]
+        finally:
+            RULES["ratchet_min_steps"] = saved
+
+    def shifts(rng_, m, t):
+        at = t[0] + rng_.uniform(0.1, 0.9, m) * (t[-1] - t[0])
+        return 100 * (1 + 0.08 * (t[None, :] >= at[:, None]) + sim.ar1(rng_, m, len(t), 0.9, 0.02))
+
+    def cycle(rng_, m, t):
+        phase = rng_.uniform(0, 2 * np.pi)
+        return 100 * (1 + 0.04 * np.sin(2 * np.pi * t / 86400.0 + phase) + sim.ar1(rng_, m, len(t), 0.9, 0.02))
+    cells = [(f"+8% five-step staircases, AR(1) {sd:.0%} φ {phi}",
+              (lambda sd_, phi_: lambda r, m, t: sim.staircase(r, m, t, climb_share=0.08, steps=5, sd_share=sd_, phi=phi_))(sd, phi),
+              "≥ 80%") for sd, phi in ((0.02, 0.9), (0.02, 0.5), (0.01, 0.5))]
+    cells += [(f"a climb that levels off shared by the group (+15%, τ {tau_:.0%} of the window), AR(1) {sd:.0%} φ {phi}",
+               (lambda tau__, sd_, phi_: lambda r, m, t: sim.levelling_off(r, m, t, tau_share=tau__, sd_share=sd_, phi=phi_))(tau_, sd, phi),
+               "≤ 1%") for tau_, sd, phi in LEVELLING_OFF[:2]]
+    cells += [("smooth +10% climb shared by the group, AR(1) 2% φ 0.9", lambda r, m, t: sim.growing(r, m, t, share=0.10, phi=0.9, sd_share=0.02), "≤ 1%"),
+              ("flat AR(1) 2% φ 0.9", lambda r, m, t: sim.flat(r, m, t, phi=0.9, sd_share=0.02), "≤ 1%"),
+              ("daily cycle ±4% shared by the group, any phase, AR(1) 2% φ 0.9", cycle, "≤ 1%"),
+              ("one +8% shift, each replica at its own time, AR(1) 2% φ 0.9", shifts, "stated")]
+    cells = [c for c in cells if only is None or c[0].startswith(only)]
+    for label, window, dt in designs:
+        t = sim.times(window, dt)
+        for name, make, target in cells:
+            started = time.monotonic()
+            cols = []         # per replica: shape, own, gated p, relaxed shape, ungated p; the rule's call for 5 / 3
+            for _ in range(n):
+                ev = [step_evidence(t, y) for y in make(rng, 5, t)]
+                rule5, rule3 = ratchet_group(ev), ratchet_group(ev[:3])
+                for i, e in enumerate(ev):
+                    shape = e.fit is not None and _group_shape(e.fit)
+                    relaxed = e.fit is not None and not shape and not e.ratcheting and one_step_up(e.fit)
+                    p = _null_p(e.x, e.fit.sharp_t, rng, sims)[0] if shape and not e.ratcheting else 1.0
+                    q = _null_p(e.x, e.fit.sharp_t, rng, sims, gated=False)[0] if relaxed else 1.0
+                    cols.append((shape, e.ratcheting, p, relaxed, q, rule5.own[i] or rule5.called[i],
+                                 i < 3 and (rule3.own[i] or rule3.called[i])))
+            a = np.array(cols, dtype=float).reshape(n, 5, 7)
+            for m in (5, 3):
+                b = a[:, :m]
+                shape, own, relaxed = b[..., 0] > 0, b[..., 1] > 0, b[..., 3] > 0
+                p = np.where(own, 1 / (sims + 1), b[..., 2])
+                fisher = chi2.sf(-2 * np.log(np.sort(p, axis=1)[:, 1:]).sum(1), 2 * (m - 1)) <= alpha
+                tpm = truncated_product_p(p, m, tau)
+                strict = lambda found: own | (found[:, None] & shape & (p <= replica_p))   # noqa: E731
+                loose = lambda found: strict(found) | (found[:, None] & relaxed & (b[..., 4] <= replica_p))   # noqa: E731
+                said = [("the rule", b[..., 5 if m == 5 else 6] > 0), ("Fisher's at 399 simulations", strict(fisher))]
+                for level in (alpha, alpha / 2):
+                    said += [(f"truncated product ≤ {level:.1%}", strict(tpm <= level)),
+                             (f"… relaxed", loose(tpm <= level))]
+                row(f"combining a group, n = {m}, {name}, {label}: Ratcheting per replica by "
+                    + " / ".join(k for k, _ in said),
+                    "; ".join(grouped_rate(c.sum(1), m) for _, c in said)
+                    + f"; staircase shape {shape.mean():.0%}, one up-step only {relaxed.mean():.0%}; {(time.monotonic() - started) / n:.1f} s a group",
+                    target, n * m)
 
 
 def _bin_lag1(phi: float, m: float) -> float:
@@ -1433,11 +1546,11 @@ def main() -> int:
                     "simulations per row (--part gates / growth-frontier / staircases; 1000 / 200 / 400), groups per row (--part pooled / pooled-short; 200), datasets per cell (--part beside; 100)")
     ap.add_argument("--replicas", default="5,3", help="group sizes of --part pooled / beside (comma-separated)")
     ap.add_argument("--cells", action="append", default=[], metavar="PREFIX",
-                    help="--part pooled / pooled-short / beside / ratchet-group / ratchet-shared: only the series (beside: the cells) whose names "
+                    help="--part pooled / pooled-short / beside / ratchet-group / ratchet-shared / ratchet-combine: only the series (beside: the cells) whose names "
                          "start with PREFIX; repeat the option for more (a name may hold a comma: --cells 'flat two-scale' "
                          "--cells '+10%%, AR(1)')")
     ap.add_argument("--designs", action="append", default=[], metavar="PREFIX",
-                    help="--part ratchet-group / ratchet-shared: only the designs whose labels start with PREFIX; repeat the option for "
+                    help="--part ratchet-group / ratchet-shared / ratchet-combine: only the designs whose labels start with PREFIX; repeat the option for "
                          "more (--designs '1.5 d' --designs '9 d')")
     ap.add_argument("--seed", type=int, default=20261122, help="seed of every simulation")
     ap.add_argument("--smooth-degree", type=int, default=None,
@@ -1446,7 +1559,7 @@ def main() -> int:
     ap.add_argument("--part", default="all", choices=["all", "status", "growth", "compare", "sequential", "identical", "tor-verdict",
                                                       "scenarios", "cycles", "two-scale", "staircases", "user-path", "gates", "staircase-reach", "growth-frontier", "pooled", "pooled-path", "pooled-short", "beside", "ratchet-group", "ratchet-bound",
                                                       "ratchet-restarts", "beside-cycle-restart", "ratchet-climbs", "ratchet-shared",
-                                                      "ratchet-ceiling"],
+                                                      "ratchet-ceiling", "ratchet-combine"],
                     help="run one part only")
     args = ap.parse_args()
     if args.smooth_degree is not None:
@@ -1498,6 +1611,9 @@ def main() -> int:
             tuple(d for d in POOLED_DESIGNS if not designs or d[0].startswith(designs)),
             cells),
         "ratchet-ceiling": lambda rng: ratchet_ceiling(rng, args.datasets or (60 if args.quick else 600)),
+        "ratchet-combine": lambda rng: ratchet_combine(
+            rng, args.datasets or (10 if args.quick else 100),
+            tuple(d for d in POOLED_DESIGNS if not designs or d[0].startswith(designs)), cells),
     }
     names = list(parts)
     names.insert(names.index("pooled-path"), "ratchet-pooled")   # retired; its stream number kept so later parts reproduce
@@ -1510,7 +1626,8 @@ def main() -> int:
         k = stream[name]
         if args.part == name or (args.part == "all" and name not in ("cycles", "pooled-short", "ratchet-group", "ratchet-bound",
                                                                                 "ratchet-restarts", "beside-cycle-restart",
-                                                                                "ratchet-climbs", "ratchet-shared", "ratchet-ceiling")):   # cycles: a larger run of scenarios' first rows
+                                                                                "ratchet-climbs", "ratchet-shared", "ratchet-ceiling",
+                                                                                "ratchet-combine")):   # cycles: a larger run of scenarios' first rows
             part(np.random.default_rng([args.seed, k]))
     print(f"| figure | measured | target | simulations |\n|---|---|---|---|")
     for name, value, target, k in ROWS:

@@ -499,6 +499,11 @@ def sweep(target, allocators, settings, replicas, interval, warmup, load, worklo
                            no_report, output, console))
 
 
+# a fault in alloclab itself (sysexits' EX_SOFTWARE): not 1, which a gate's "above" and bisect's
+# "not found" mean, nor 2 (bad input) or 3 (a full disk)
+INTERNAL_ERROR_EXIT = 70
+
+
 def main() -> None:
     try:
         app.main(standalone_mode=False)
@@ -538,7 +543,34 @@ def main() -> None:
         sys.exit(2)
     except click.Abort:
         sys.exit(130)
+    except Exception as exc:        # noqa: BLE001 — a bug, not the user's input: one line and a file, not a traceback
+        from .settings import debug
+        if debug():
+            raise
+        print(f"alloclab: internal error: {type(exc).__name__}: {exc} — a fault in alloclab, not in what you gave it; "
+              f"{_keep_traceback(exc)} (ALLOCLAB_DEBUG=1 shows it here). What was recorded before it is kept.",
+              file=sys.stderr)
+        sys.exit(INTERNAL_ERROR_EXIT)
     sys.exit(0)
+
+
+def _keep_traceback(exc: BaseException) -> str:
+    """The traceback written to a file in alloclab's cache (crashes/), else the temporary directory;
+    where it went, as a phrase."""
+    import tempfile
+    import time
+    import traceback
+    from .settings import cache_root
+    text = f"alloclab {' '.join(sys.argv[1:])}\n" + "".join(traceback.format_exception(exc))
+    name = f"crash-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}.txt"
+    for folder in (cache_root() / "crashes", Path(tempfile.gettempdir())):
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / name).write_text(text)
+            return f"the traceback is in {folder / name}"
+        except OSError:
+            continue
+    return "its traceback could not be written anywhere"
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ COMPILER = "CC"                   # the C compiler for alloclab's native program
 CARGO_HOME = "CARGO_HOME"         # where cargo keeps fetched crates (catalog crate sources)
 XDG_CACHE_HOME = "XDG_CACHE_HOME"
 PYTHONPATH = "PYTHONPATH"         # passed on to the watchdog, after alloclab's own source directory
+DEBUG = "ALLOCLAB_DEBUG"          # on: an internal error shows its traceback instead of one line and a file
 
 _OFF = ("off", "0", "no", "false")
 
@@ -41,6 +42,11 @@ def python_path() -> str:
 def cgroups_enabled() -> bool:
     """Per-replica cgroups unless ALLOCLAB_CGROUPS is off, 0, no or false (any case)."""
     return os.environ.get(CGROUPS, "").lower() not in _OFF
+
+
+def debug() -> bool:
+    """An internal error's traceback on the terminal (ALLOCLAB_DEBUG set, and not off, 0, no or false)."""
+    return os.environ.get(DEBUG, "").lower() not in ("",) + _OFF
 
 
 def environment_without_preload() -> dict[str, str]:

@@ -119,6 +119,26 @@ def test_the_cli_turns_os_errors_into_one_line_but_not_ctrl_c(monkeypatch, capsy
     assert got == code and "Traceback" not in err and needle in err and err.count("\n") <= 1, err
 
 
+def test_a_fault_in_alloclab_is_one_line_with_its_traceback_kept(monkeypatch, capsys, tmp_path):
+    import alloclab.commands.report as report_command
+
+    def fail(*args, **kwargs):
+        raise RuntimeError("an invariant broke")
+    monkeypatch.setattr(report_command, "report_command", fail)
+    monkeypatch.setenv("ALLOCLAB_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("ALLOCLAB_DEBUG", raising=False)
+    got, err = alloclab(monkeypatch, capsys, "report", str(tmp_path))
+    assert got == 70 and "Traceback" not in err and err.count("\n") <= 1, err
+    assert "internal error: RuntimeError: an invariant broke" in err and "not in what you gave it" in err
+    kept = list((tmp_path / "cache" / "crashes").glob("crash-*.txt"))
+    assert len(kept) == 1 and str(kept[0]) in err
+    text = kept[0].read_text()
+    assert text.startswith("alloclab report ") and "Traceback" in text and "an invariant broke" in text
+    monkeypatch.setenv("ALLOCLAB_DEBUG", "1")                 # asked for: the traceback itself
+    with pytest.raises(RuntimeError, match="an invariant broke"):
+        alloclab(monkeypatch, capsys, "report", str(tmp_path))
+
+
 @pytest.mark.parametrize("allocator,env,needles", [
     ("jemalloc@5.3.0", "MALLOC_CONF=dirty_decay_ms:abc", ["MALLOC_CONF entry dirty_decay_ms:abc", "takes a whole number"]),
     ("mimalloc", "MIMALLOC_RESET_DELAY=1.5", ["MIMALLOC_RESET_DELAY=1.5 is not a valid value", "e.g. MIMALLOC_RESET_DELAY=1"]),

@@ -404,14 +404,16 @@ def _group_shape(fit: StepFit) -> bool:
 
 
 def _null_p(x: np.ndarray, sharp_t: float, rng: np.random.Generator, sims: int, *,
-            unbiased_phi: bool = False, decide_at: float | None = None) -> tuple[float, int]:
+            unbiased_phi: bool = False, decide_at: float | None = None, gated: bool = True) -> tuple[float, int]:
     """The replica's p: where its step statistic (sharp_t, the fit having the staircase's shape)
     falls among simulations of its null — its own smooth curve (_smooth_basis: flat, a climb, one
     that levels off) plus AR(1) noise at its median-unbiased φ and marginal SD (both from the
     curve's residuals; `unbiased_phi`: φ unbiased for the curve's fit, _curve_phi), same length.
     step_fit runs in full on each, φ estimated again, so what the estimation does on this design
     is in the null too. Sequential (sequential_p, `decide_at` passed on): a valid p either way,
-    and a replica far from a staircase costs ~10–30 fits, not `sims`. (p, simulations run)."""
+    and a replica far from a staircase costs ~10–30 fits, not `sims`. `gated` False: a simulation
+    counts by its sharpest step alone, shape or not (calibration's --part ratchet-combine asks
+    what a replica without the shape could be called). (p, simulations run)."""
     n = len(x)
     basis = _smooth_basis(n)
     curve = basis @ np.linalg.lstsq(basis, x, rcond=None)[0]
@@ -427,7 +429,7 @@ def _null_p(x: np.ndarray, sharp_t: float, rng: np.random.Generator, sims: int, 
 
     def as_sharp(series: np.ndarray) -> bool:
         fit = _step_fit_x(series)
-        return bool(fit is not None and _group_shape(fit) and fit.sharp_t >= sharp_t)
+        return bool(fit is not None and (not gated or _group_shape(fit)) and fit.sharp_t >= sharp_t)
     return simulated_p(curve, phi, sd, as_sharp, rng, sims, decide_at)
 
 

@@ -1,0 +1,62 @@
+"""The calibration's own statistics (benchmarks/calibration.py): the truncated product's p behind
+--part ratchet-combine, and the grouped interval the group routes' detection rows carry. Seeded."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+
+import calibration as cal  # noqa: E402
+
+from alloclab.stats import calibration as sim, step_evidence  # noqa: E402
+from alloclab.stats.status import _group_shape, _null_p  # noqa: E402
+
+
+def test_truncated_product_p_is_valid_under_the_null_and_ignores_a_p_of_one():
+    rng = np.random.default_rng(7)
+    for m in (5, 3):
+        p = cal.truncated_product_p(rng.uniform(size=(20_000, m)), m, 0.05)
+        for level in (0.005, 0.01, 0.05):
+            # never above the level (its atom at p = 1 makes it conservative where few p's fall ≤ τ)
+            assert np.mean(p <= level) < level + 3 * np.sqrt(level * (1 - level) / 20_000)
+    # exact where the statistic is continuous: groups of 5 at 1%
+    p = cal.truncated_product_p(rng.uniform(size=(20_000, 5)), 5, 0.05)
+    assert abs(np.mean(p <= 0.01) - 0.01) < 4 * np.sqrt(0.01 * 0.99 / 20_000)
+    # three replicas at the rule's smallest p (1/100) beside two without the shape (p = 1):
+    # Fisher's method without the smallest gives 1.8%, the truncated product far below 1%
+    strong = np.array([[0.01, 0.01, 0.01, 1.0, 1.0]])
+    assert cal.truncated_product_p(strong, 5, 0.05)[0] <= 0.001
+    assert cal.truncated_product_p(np.ones((1, 5)), 5, 0.05)[0] == 1.0
+
+
+def test_grouped_rate_widens_with_calls_that_come_by_group():
+    def interval(text: str) -> tuple[float, float]:
+        lo, hi = text.split("[")[1].split("]")[0].split("–")
+        return float(lo.rstrip("%")), float(hi.rstrip("%"))
+    scattered = [1] * 50 + [2] * 50                  # 150 of 500, spread over every group
+    clustered = [5] * 30 + [0] * 70                  # 150 of 500, whole groups
+    lo_s, hi_s = interval(cal.grouped_rate(scattered, 5))
+    lo_c, hi_c = interval(cal.grouped_rate(clustered, 5))
+    assert "design effect 1.0" in cal.grouped_rate(scattered, 5)
+    assert hi_c - lo_c > 1.8 * (hi_s - lo_s)
+    assert lo_c < 30.0 < hi_c
+    # no call at all: bounded as if each group were one trial (100 groups), not 500 replicas
+    assert interval(cal.grouped_rate([0] * 100, 5))[1] > 3.0
+
+
+def test_an_ungated_null_counts_at_least_the_simulations_the_gated_one_counts():
+    t = sim.times(1.5 * 86400, 600.0)
+    rng = np.random.default_rng(3)
+    checked = 0
+    for y in sim.staircase(rng, 12, t, climb_share=0.08, steps=5, sd_share=0.02, phi=0.9):
+        e = step_evidence(t, y)
+        if e.fit is None or not _group_shape(e.fit):
+            continue
+        gated = _null_p(e.x, e.fit.sharp_t, np.random.default_rng(11), 99)[0]
+        ungated = _null_p(e.x, e.fit.sharp_t, np.random.default_rng(11), 99, gated=False)[0]
+        assert ungated >= gated
+        checked += 1
+    assert checked >= 4

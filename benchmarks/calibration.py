@@ -327,6 +327,15 @@ def clopper_pearson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
     return lo, hi
 
 
+def shared_daily_cycle(sd: float):
+    """A group's series (make(rng, m, t)) with a daily cycle ±4% every replica shares (one phase a
+    group, any hour) in each replica's own AR(1) noise at φ 0.9 and this marginal SD."""
+    def make(rng_, m, t):
+        phase = rng_.uniform(0, 2 * np.pi)
+        return 100 * (1 + 0.04 * np.sin(2 * np.pi * t / 86400.0 + phase) + sim.ar1(rng_, m, len(t), 0.9, sd))
+    return make
+
+
 def rate(k: int, n: int) -> str:
     lo, hi = clopper_pearson(k, n)
     return f"{k / n:.1%} [{lo:.1%}–{hi:.1%}] ({k}/{n})"
@@ -336,13 +345,17 @@ def grouped_rate(per_group, m: int) -> str:
     """A per-replica rate whose replicas come in groups of m that decide together (a group found
     Ratcheting calls several of its replicas at once, so they are not independent trials): the 95%
     Clopper–Pearson interval of the effective count, the count divided by Kish's design effect (the
-    variance of the groups' shares against a binomial's, ≥ 1; with no call or every call, m, as if
-    each group's replicas moved as one)."""
+    variance of the groups' shares against a binomial's, within [1, m]). Where fewer than five
+    groups hold a call (or fewer than five lack one) that variance says little, so m: as if each
+    group's replicas moved as one — a rare call then widens the interval, never narrows it."""
     k_g = np.asarray(per_group, dtype=float)
     groups, k = len(k_g), float(k_g.sum())
     n = groups * m
     share = k / n
-    deff = float(m) if k in (0, n) else max(1.0, (np.var(k_g / m, ddof=1) / groups) / (share * (1 - share) / n))
+    if min(int((k_g > 0).sum()), int((k_g < m).sum())) < 5:
+        deff = float(m)
+    else:
+        deff = min(float(m), max(1.0, (np.var(k_g / m, ddof=1) / groups) / (share * (1 - share) / n)))
     lo, hi = clopper_pearson(k / deff, n / deff)
     return f"{share:.1%} [{lo:.1%}–{hi:.1%}] ({k:.0f}/{n}, {groups} groups; design effect {deff:.1f})"
 
@@ -538,9 +551,7 @@ def growth_pooled(rng: np.random.Generator, n: int, sizes: tuple[int, ...] = (5,
     from alloclab.stats import growth_pool, pooled
     growing_words = ("Growing", "Bloating")
 
-    def cycle(rng_, m, t):
-        phase = rng_.uniform(0, 2 * np.pi)
-        return 100 * (1 + 0.04 * np.sin(2 * np.pi * t / 86400.0 + phase) + sim.ar1(rng_, m, len(t), 0.9, 0.01))
+    cycle = shared_daily_cycle(0.01)
 
     def lone(rng_, m, t):
         y = sim.flat(rng_, m, t, phi=0.95, sd_share=0.02)
@@ -977,11 +988,7 @@ def ratchet_group_cal(rng: np.random.Generator, n: int, sizes: tuple[int, ...] =
     whose names start with these. Per replica, with grouped_rate's interval (a found group calls its replicas together); also the simulations a group cost."""
     from alloclab.stats.status import ratchet_group, step_evidence
 
-    def cycle(sd):
-        def make(rng_, m, t):
-            phase = rng_.uniform(0, 2 * np.pi)
-            return 100 * (1 + 0.04 * np.sin(2 * np.pi * t / 86400.0 + phase) + sim.ar1(rng_, m, len(t), 0.9, sd))
-        return make
+    cycle = shared_daily_cycle
 
     def lone(rng_, m, t):
         ys = sim.flat(rng_, m, t, phi=0.9, sd_share=0.02)
@@ -1042,11 +1049,7 @@ def ratchet_shared_cal(rng: np.random.Generator, n: int, sizes: tuple[int, ...] 
     def own_word(t, y):
         return step_evidence(t, y).ratcheting
 
-    def cycle(sd):
-        def make(rng_, m, t):
-            phase = rng_.uniform(0, 2 * np.pi)
-            return 100 * (1 + 0.04 * np.sin(2 * np.pi * t / 86400.0 + phase) + sim.ar1(rng_, m, len(t), 0.9, sd))
-        return make
+    cycle = shared_daily_cycle
 
     def wander(rng_, m, t):        # own AR(1) 2% φ 0.9 + a slow 3% wander (τ 1.7 d) COMMON to the group
         slow_phi = float(np.exp(-float(np.median(np.diff(t))) / (1.7 * 86400)))
@@ -1263,10 +1266,11 @@ def truncated_product_p(ps: np.ndarray, m: int, tau: float) -> np.ndarray:
     """Each row's p by the truncated product method (Zaykin et al. 2002) on its m − 1 largest p's
     (the smallest dropped, as status.ratchet_group drops it from Fisher's method): where its
     statistic falls among _truncated_product_null's. Unlike Fisher's, a replica at p = 1 (no
-    staircase shape) costs the group nothing."""
+    staircase shape) costs the group nothing. For m = 3 any statistic below 0 (two p's ≤ τ) has
+    p ≤ 0.73%: its 1% and 0.5% tests are the same test."""
     ps = np.sort(ps, axis=-1)[..., 1:]
     null = _truncated_product_null(m, tau)
-    return np.searchsorted(null, np.where(ps <= tau, np.log(ps), 0.0).sum(-1), side="right") / len(null)
+    return (1 + np.searchsorted(null, np.where(ps <= tau, np.log(ps), 0.0).sum(-1), side="right")) / (len(null) + 1)
 
 
 def ratchet_combine(rng: np.random.Generator, n: int, designs=POOLED_DESIGNS, only: tuple[str, ...] | None = None) -> None:
@@ -1282,26 +1286,22 @@ def ratchet_combine(rng: np.random.Generator, n: int, designs=POOLED_DESIGNS, on
     simulations) on the same groups. Groups of 5, and of 3 made of their first three replicas;
     per replica with grouped_rate's intervals; n groups a cell."""
     from scipy.stats import chi2
-    from alloclab.stats.status import _group_shape, _null_p, _sharp_bar, _staircase_shape, ratchet_group, step_evidence
+    from alloclab.stats.status import _group_shape, _null_p, ratchet_group, step_evidence
     sims, tau = 399, 0.05
     alpha, replica_p = RULES["ratchet_group_alpha"], RULES["ratchet_group_replica_p"]
 
     def one_step_up(fit) -> bool:
-        # the staircase's shape with one up-step enough (no release as sharp as the group route's bar)
+        # the group route's staircase shape with one up-step enough
         saved = RULES["ratchet_min_steps"]
         RULES["ratchet_min_steps"] = 1
         try:
-            return _staircase_shape(fit, _sharp_bar(fit.bins))[0]
+            return _group_shape(fit)
         finally:
             RULES["ratchet_min_steps"] = saved
 
     def shifts(rng_, m, t):
-        at = t[0] + rng_.uniform(0.1, 0.9, m) * (t[-1] - t[0])
+        at = t[0] + rng_.uniform(0.1, 0.9, m) * (t[-1] - t[0])     # sim.level_shift's times are 0.2–0.8 and shared
         return 100 * (1 + 0.08 * (t[None, :] >= at[:, None]) + sim.ar1(rng_, m, len(t), 0.9, 0.02))
-
-    def cycle(rng_, m, t):
-        phase = rng_.uniform(0, 2 * np.pi)
-        return 100 * (1 + 0.04 * np.sin(2 * np.pi * t / 86400.0 + phase) + sim.ar1(rng_, m, len(t), 0.9, 0.02))
     cells = [(f"+8% five-step staircases, AR(1) {sd:.0%} φ {phi}",
               (lambda sd_, phi_: lambda r, m, t: sim.staircase(r, m, t, climb_share=0.08, steps=5, sd_share=sd_, phi=phi_))(sd, phi),
               "≥ 80%") for sd, phi in ((0.02, 0.9), (0.02, 0.5), (0.01, 0.5))]
@@ -1310,7 +1310,7 @@ def ratchet_combine(rng: np.random.Generator, n: int, designs=POOLED_DESIGNS, on
                "≤ 1%") for tau_, sd, phi in LEVELLING_OFF[:2]]
     cells += [("smooth +10% climb shared by the group, AR(1) 2% φ 0.9", lambda r, m, t: sim.growing(r, m, t, share=0.10, phi=0.9, sd_share=0.02), "≤ 1%"),
               ("flat AR(1) 2% φ 0.9", lambda r, m, t: sim.flat(r, m, t, phi=0.9, sd_share=0.02), "≤ 1%"),
-              ("daily cycle ±4% shared by the group, any phase, AR(1) 2% φ 0.9", cycle, "≤ 1%"),
+              ("daily cycle ±4% shared by the group, any phase, AR(1) 2% φ 0.9", shared_daily_cycle(0.02), "≤ 1%"),
               ("one +8% shift, each replica at its own time, AR(1) 2% φ 0.9", shifts, "stated")]
     cells = [c for c in cells if only is None or c[0].startswith(only)]
     for label, window, dt in designs:

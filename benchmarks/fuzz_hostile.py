@@ -40,7 +40,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "tests" / "data" / "1aeo-torutils" / "co-guard-2025-09"
-ENV = {**os.environ, "PYTHONPATH": os.environ.get("ALLOCLAB_FUZZ_SRC", str(REPO / "src"))}   # another tree: a "before" figure
+ENV = {**os.environ, "PYTHONPATH": os.environ.get("ALLOCLAB_FUZZ_SRC", str(REPO / "src")),
+       "ALLOCLAB_DEBUG": "1"}                          # a fault in alloclab shows its traceback, which is what is counted   # another tree: a "before" figure
 
 
 def cli(args: list[str], timeout: float, cwd: Path | None = None) -> dict:

@@ -275,6 +275,7 @@ def run_cli_forked(args: list[str], log: Path, timeout: float) -> tuple[int | No
             os.dup2(fd, 1)
             os.dup2(fd, 2)
             sys.argv = ["alloclab", *args]
+            os.environ["ALLOCLAB_DEBUG"] = "1"                          # a fault shows its traceback, counted as one
             cli.main()
             code = 0
         except SystemExit as exc:
@@ -300,7 +301,7 @@ def run_cli_forked(args: list[str], log: Path, timeout: float) -> tuple[int | No
 
 def run_subprocess(folder: Path, out: Path, log: Path, timeout: float) -> tuple[int | None, float]:
     started = time.monotonic()
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "ALLOCLAB_DEBUG": "1"}   # a fault shows its traceback
     with open(log, "wb") as f:
         try:
             proc = subprocess.run([sys.executable, "-m", "alloclab", "import", "torutils", str(folder), "-o", str(out)],

@@ -147,7 +147,7 @@ def run_cli_inprocess(args: list[str]) -> tuple[int | str, str]:
 def run_cli_subprocess(args: list[str], bound: float) -> tuple[int | str, str]:
     try:
         p = subprocess.run([sys.executable, "-m", "alloclab", *args], capture_output=True, text=True, timeout=bound * 3,
-                           env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+                           env={**os.environ, "PYTHONPATH": str(ROOT / "src"), "ALLOCLAB_DEBUG": "1"})
     except subprocess.TimeoutExpired:
         return "hang", "the CLI itself did not return"
     return ("traceback" if "Traceback" in p.stderr else p.returncode), p.stderr

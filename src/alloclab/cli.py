@@ -543,11 +543,15 @@ def main() -> None:
         sys.exit(2)
     except click.Abort:
         sys.exit(130)
+    except click.ClickException as exc:     # click's own errors (a file it could not open) say themselves
+        exc.show()
+        sys.exit(exc.exit_code)
     except Exception as exc:        # noqa: BLE001 — a bug, not the user's input: one line and a file, not a traceback
         from .settings import debug
         if debug():
             raise
-        print(f"alloclab: internal error: {type(exc).__name__}: {exc} — a fault in alloclab, not in what you gave it; "
+        first = (str(exc).splitlines() or [""])[0]
+        print(f"alloclab: internal error: {type(exc).__name__}: {first} — a fault in alloclab, not in what you gave it; "
               f"{_keep_traceback(exc)} (ALLOCLAB_DEBUG=1 shows it here). What was recorded before it is kept.",
               file=sys.stderr)
         sys.exit(INTERNAL_ERROR_EXIT)
@@ -555,20 +559,23 @@ def main() -> None:
 
 
 def _keep_traceback(exc: BaseException) -> str:
-    """The traceback written to a file in alloclab's cache (crashes/), else the temporary directory;
-    where it went, as a phrase."""
+    """The traceback written to a new file in alloclab's cache (crashes/), else the temporary
+    directory; where it went, as a phrase. The file is created exclusively, readable by its owner
+    only (mkstemp: no file planted under that name is followed or overwritten, and the command line
+    it records stays private)."""
     import tempfile
     import time
     import traceback
     from .settings import cache_root
     text = f"alloclab {' '.join(sys.argv[1:])}\n" + "".join(traceback.format_exception(exc))
-    name = f"crash-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}.txt"
     for folder in (cache_root() / "crashes", Path(tempfile.gettempdir())):
         try:
             folder.mkdir(parents=True, exist_ok=True)
-            (folder / name).write_text(text)
-            return f"the traceback is in {folder / name}"
-        except OSError:
+            fd, name = tempfile.mkstemp(prefix=f"alloclab-crash-{time.strftime('%Y%m%dT%H%M%S')}-", suffix=".txt", dir=folder)
+            with os.fdopen(fd, "w", encoding="utf-8", errors="replace") as out:
+                out.write(text)
+            return f"the traceback is in {name}"
+        except Exception:   # noqa: BLE001 — the one line must still be printed
             continue
     return "its traceback could not be written anywhere"
 

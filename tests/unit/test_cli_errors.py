@@ -130,8 +130,9 @@ def test_a_fault_in_alloclab_is_one_line_with_its_traceback_kept(monkeypatch, ca
     got, err = alloclab(monkeypatch, capsys, "report", str(tmp_path))
     assert got == 70 and "Traceback" not in err and err.count("\n") <= 1, err
     assert "internal error: RuntimeError: an invariant broke" in err and "not in what you gave it" in err
-    kept = list((tmp_path / "cache" / "crashes").glob("crash-*.txt"))
+    kept = list((tmp_path / "cache" / "crashes").glob("alloclab-crash-*.txt"))
     assert len(kept) == 1 and str(kept[0]) in err
+    assert kept[0].stat().st_mode & 0o077 == 0                # the owner's alone
     text = kept[0].read_text()
     assert text.startswith("alloclab report ") and "Traceback" in text and "an invariant broke" in text
     monkeypatch.setenv("ALLOCLAB_DEBUG", "1")                 # asked for: the traceback itself

@@ -1348,6 +1348,86 @@ def ratchet_combine(rng: np.random.Generator, n: int, designs=POOLED_DESIGNS, on
                     target, n * m)
 
 
+SATURATING_TAUS = (0.03, 0.06, 0.12, 0.25, 0.5)     # shares of the window
+
+
+def _saturating_basis(x: np.ndarray) -> np.ndarray:
+    """The rules' cubic (status._smooth_basis) plus 1 − exp(−u/τ), u the window's share, τ the one of
+    SATURATING_TAUS whose least-squares fit to x leaves the smallest residual: a climb that levels
+    off early bends more sharply than a cubic can, and that bend reads as a step beside it."""
+    from alloclab.stats.status import _smooth_basis
+    n = len(x)
+    cubic, u = _smooth_basis(n), np.linspace(0.0, 1.0, n)
+    fits = [np.column_stack([cubic, 1 - np.exp(-u / tau)]) for tau in SATURATING_TAUS]
+    return min(fits, key=lambda b: float(np.sum((x - b @ np.linalg.lstsq(b, x, rcond=None)[0]) ** 2)))
+
+
+def _saturating_null_p(x: np.ndarray, phi: float, rng: np.random.Generator, sims: int) -> float:
+    """status._null_p with _saturating_basis for the smooth curve, in the statistic (the sharpest
+    up-step beside it, at the step fit's φ) and in the null (that curve + AR(1) at the φ and SD of
+    its residuals; each simulation's τ chosen again, the staircase-shape gate kept)."""
+    from alloclab.stats.status import _group_shape, _quasi_difference, _residual_phi, _step_fit_x, _step_scan, simulated_p
+    cand = np.arange(2, len(x) - 1)
+
+    def sharpest(series: np.ndarray, at_phi: float) -> float:
+        b = _saturating_basis(series)
+        return float(_step_scan(_quasi_difference(series, at_phi), _quasi_difference(b, at_phi), at_phi, cand).max())
+    b = _saturating_basis(x)
+    curve = b @ np.linalg.lstsq(b, x, rcond=None)[0]
+    res = x - curve
+    observed = sharpest(x, phi)
+
+    def as_sharp(series: np.ndarray) -> bool:
+        fit = _step_fit_x(series)
+        return bool(fit is not None and _group_shape(fit) and sharpest(series, fit.phi) >= observed)
+    return simulated_p(curve, min(_residual_phi(res), 0.999), float(np.std(res, ddof=b.shape[1])), as_sharp, rng, sims)[0]
+
+
+def ratchet_curve(rng: np.random.Generator, n: int, designs=POOLED_DESIGNS, only: tuple[str, ...] | None = None) -> None:
+    """Does a smooth curve that a climb levelling off fits (_saturating_basis) take away the false
+    Ratcheting the truncated product added on such climbs (--part ratchet-combine), and at what
+    cost in staircases found? Each replica with the staircase's shape gets its p beside the cubic
+    (status._null_p) and beside the saturating curve (_saturating_null_p), 399 simulations each; the
+    group by Fisher's method (the rule's) and by the truncated product at half ratchet_group_alpha,
+    without the smallest p; a found group's replicas called as the rule calls them. An exploration
+    of a direction, not a rule: per replica, groups of 5 and of 3 (their first three), grouped
+    intervals, n groups a cell."""
+    from scipy.stats import chi2
+    from alloclab.stats.status import _group_shape, _null_p, step_evidence
+    sims, tau = 399, 0.05
+    alpha, replica_p = RULES["ratchet_group_alpha"], RULES["ratchet_group_replica_p"]
+    cells = [(f"+8% five-step staircases, AR(1) {sd:.0%} φ {phi}",
+              (lambda sd_, phi_: lambda r, m, t: sim.staircase(r, m, t, climb_share=0.08, steps=5, sd_share=sd_, phi=phi_))(sd, phi),
+              "≥ 80%") for sd, phi in ((0.02, 0.9), (0.01, 0.5))]
+    cells += [(f"a climb that levels off shared by the group (+15%, τ {tau_:.0%} of the window), AR(1) {sd:.0%} φ {phi}",
+               (lambda tau__, sd_, phi_: lambda r, m, t: sim.levelling_off(r, m, t, tau_share=tau__, sd_share=sd_, phi=phi_))(tau_, sd, phi),
+               "≤ 1%") for tau_, sd, phi in LEVELLING_OFF[:2]]
+    cells += [("smooth +10% climb shared by the group, AR(1) 2% φ 0.9", lambda r, m, t: sim.growing(r, m, t, share=0.10, phi=0.9, sd_share=0.02), "≤ 1%")]
+    cells = [c for c in cells if only is None or c[0].startswith(only)]
+    for label, window, dt in designs:
+        t = sim.times(window, dt)
+        for name, make, target in cells:
+            cols = []          # per replica: shape, own, p beside the cubic, p beside the saturating curve
+            for _ in range(n):
+                for e in (step_evidence(t, y) for y in make(rng, 5, t)):
+                    shape = e.fit is not None and _group_shape(e.fit) and not e.ratcheting
+                    cols.append((shape, e.ratcheting, _null_p(e.x, e.fit.sharp_t, rng, sims)[0] if shape else 1.0,
+                                 _saturating_null_p(e.x, e.fit.phi, rng, sims) if shape else 1.0))
+            a = np.array(cols, dtype=float).reshape(n, 5, 4)
+            for m in (5, 3):
+                b = a[:, :m]
+                shape, own = b[..., 0] > 0, b[..., 1] > 0
+                said = []
+                for col, curve in ((2, "the cubic"), (3, "the saturating curve")):
+                    p = np.where(own, 1 / (sims + 1), b[..., col])
+                    fisher = chi2.sf(-2 * np.log(np.sort(p, axis=1)[:, 1:]).sum(1), 2 * (m - 1)) <= alpha
+                    product = truncated_product_p(p, m, tau) <= alpha / 2
+                    for how, found in (("Fisher's", fisher), (f"truncated product ≤ {alpha / 2:.1%}", product)):
+                        said.append((f"{how} beside {curve}", own | (found[:, None] & shape & (p <= replica_p))))
+                row(f"smooth curve, n = {m}, {name}, {label}: Ratcheting per replica by " + " / ".join(k for k, _ in said),
+                    "; ".join(grouped_rate(c.sum(1), m) for _, c in said) + f"; own route alone {own.mean():.1%}", target, n * m)
+
+
 def _bin_lag1(phi: float, m: float) -> float:
     """Lag-1 autocorrelation of means of m consecutive samples of an AR(1) with this φ."""
     if phi <= 0:
@@ -1546,11 +1626,11 @@ def main() -> int:
                     "simulations per row (--part gates / growth-frontier / staircases; 1000 / 200 / 400), groups per row (--part pooled / pooled-short; 200), datasets per cell (--part beside; 100)")
     ap.add_argument("--replicas", default="5,3", help="group sizes of --part pooled / beside (comma-separated)")
     ap.add_argument("--cells", action="append", default=[], metavar="PREFIX",
-                    help="--part pooled / pooled-short / beside / ratchet-group / ratchet-shared / ratchet-combine: only the series (beside: the cells) whose names "
+                    help="--part pooled / pooled-short / beside / ratchet-group / ratchet-shared / ratchet-combine / ratchet-curve: only the series (beside: the cells) whose names "
                          "start with PREFIX; repeat the option for more (a name may hold a comma: --cells 'flat two-scale' "
                          "--cells '+10%%, AR(1)')")
     ap.add_argument("--designs", action="append", default=[], metavar="PREFIX",
-                    help="--part ratchet-group / ratchet-shared / ratchet-combine: only the designs whose labels start with PREFIX; repeat the option for "
+                    help="--part ratchet-group / ratchet-shared / ratchet-combine / ratchet-curve: only the designs whose labels start with PREFIX; repeat the option for "
                          "more (--designs '1.5 d' --designs '9 d')")
     ap.add_argument("--seed", type=int, default=20261122, help="seed of every simulation")
     ap.add_argument("--smooth-degree", type=int, default=None,
@@ -1559,7 +1639,7 @@ def main() -> int:
     ap.add_argument("--part", default="all", choices=["all", "status", "growth", "compare", "sequential", "identical", "tor-verdict",
                                                       "scenarios", "cycles", "two-scale", "staircases", "user-path", "gates", "staircase-reach", "growth-frontier", "pooled", "pooled-path", "pooled-short", "beside", "ratchet-group", "ratchet-bound",
                                                       "ratchet-restarts", "beside-cycle-restart", "ratchet-climbs", "ratchet-shared",
-                                                      "ratchet-ceiling", "ratchet-combine"],
+                                                      "ratchet-ceiling", "ratchet-combine", "ratchet-curve"],
                     help="run one part only")
     args = ap.parse_args()
     if args.smooth_degree is not None:
@@ -1614,6 +1694,9 @@ def main() -> int:
         "ratchet-combine": lambda rng: ratchet_combine(
             rng, args.datasets or (10 if args.quick else 100),
             tuple(d for d in POOLED_DESIGNS if not designs or d[0].startswith(designs)), cells),
+        "ratchet-curve": lambda rng: ratchet_curve(
+            rng, args.datasets or (10 if args.quick else 100),
+            tuple(d for d in POOLED_DESIGNS if not designs or d[0].startswith(designs)), cells),
     }
     names = list(parts)
     names.insert(names.index("pooled-path"), "ratchet-pooled")   # retired; its stream number kept so later parts reproduce
@@ -1627,7 +1710,7 @@ def main() -> int:
         if args.part == name or (args.part == "all" and name not in ("cycles", "pooled-short", "ratchet-group", "ratchet-bound",
                                                                                 "ratchet-restarts", "beside-cycle-restart",
                                                                                 "ratchet-climbs", "ratchet-shared", "ratchet-ceiling",
-                                                                                "ratchet-combine")):   # cycles: a larger run of scenarios' first rows
+                                                                                "ratchet-combine", "ratchet-curve")):   # cycles: a larger run of scenarios' first rows
             part(np.random.default_rng([args.seed, k]))
     print(f"| figure | measured | target | simulations |\n|---|---|---|---|")
     for name, value, target, k in ROWS:

@@ -64,3 +64,16 @@ def test_an_ungated_null_counts_at_least_the_simulations_the_gated_one_counts():
     assert len(pairs) >= 4 and all(ungated >= gated for gated, ungated in pairs)
     # and some simulations as sharp as the data lack the staircase's shape: the gate is applied
     assert sum(ungated > gated for gated, ungated in pairs) >= 2, pairs
+
+
+def test_the_saturating_curve_fits_a_climb_that_levels_off_where_the_cubic_leaves_a_bend():
+    from alloclab.stats.status import _smooth_basis
+    u = np.linspace(0.0, 1.0, 217)
+    x = 0.15 * (1 - np.exp(-u / 0.12))                  # levels off within a third of the window
+    cubic = _smooth_basis(len(x))
+
+    def rss(b: np.ndarray, y: np.ndarray) -> float:
+        return float(np.sum((y - b @ np.linalg.lstsq(b, y, rcond=None)[0]) ** 2))
+    assert rss(cal._saturating_basis(x), x) < 1e-6 * rss(cubic, x)
+    line = 0.1 * u                                       # a straight climb: the cubic already fits it
+    assert rss(cal._saturating_basis(line), line) < 1e-12

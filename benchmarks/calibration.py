@@ -994,9 +994,7 @@ def ratchet_group_cal(rng: np.random.Generator, n: int, sizes: tuple[int, ...] =
         ys = sim.flat(rng_, m, t, phi=0.9, sd_share=0.02)
         ys[0] = sim.staircase(rng_, 1, t, climb_share=0.08, steps=5, sd_share=0.02, phi=0.9)[0]
         return ys
-    stairs = [(f"+8% five-step staircases, AR(1) {sd:.0%} φ {phi}",
-               (lambda sd_, phi_: lambda r, m, t: sim.staircase(r, m, t, climb_share=0.08, steps=5, sd_share=sd_, phi=phi_))(sd, phi),
-               "≥ 80%") for sd, phi in ((0.02, 0.5), (0.02, 0.9), (0.01, 0.5), (0.01, 0.9))]
+    stairs = _ratchet_cells(((0.02, 0.5), (0.02, 0.9), (0.01, 0.5), (0.01, 0.9)), climbs=False)
     nulls = [(f"flat AR(1) 2% φ {phi}", (lambda phi_: lambda r, m, t: sim.flat(r, m, t, phi=phi_, sd_share=0.02))(phi), "≤ 1%")
              for phi in (0.5, 0.9, 0.95, 0.99)]
     nulls += [("flat two-scale (AR(1) 2% φ 0.9 + slow wander 3%, τ 1.7 d)", lambda r, m, t: sim.two_scale(r, m, t, fast_phi=0.9), "≤ 1%"),
@@ -1223,7 +1221,6 @@ def ratchet_ceiling(rng: np.random.Generator, n: int) -> None:
     the group's p Fisher's without the smallest, a replica Ratcheting at its own p ≤ 1% or at p ≤
     ratchet_group_replica_p when the group's p ≤ ratchet_group_alpha (status.ratchet_group's
     design). Per replica, groups of 5 and 3 made of consecutive staircase draws; n draws a cell."""
-    from scipy.stats import chi2
     alpha, replica_p = RULES["ratchet_group_alpha"], RULES["ratchet_group_replica_p"]
     for label, window, dt in POOLED_DESIGNS:
         t = sim.times(window, dt)
@@ -1245,7 +1242,7 @@ def ratchet_ceiling(rng: np.random.Generator, n: int) -> None:
                     found = []
                     for m in (5, 3):
                         g = p[: (n // m) * m].reshape(-1, m)
-                        group_p = chi2.sf(-2 * np.log(np.sort(g, axis=1)[:, 1:]).sum(1), 2 * (m - 1))
+                        group_p = fisher_without_smallest_p(g, m)
                         called = (g <= alpha) | ((group_p[:, None] <= alpha) & (g <= replica_p))
                         found.append(f"{called.mean():.1%} (groups {np.mean(group_p <= alpha):.0%})")
                     row(f"ceiling: +8% five-step staircases, AR(1) {sd:.0%} φ {phi}, {label}, beside {curve}, "
@@ -1273,6 +1270,33 @@ def truncated_product_p(ps: np.ndarray, m: int, tau: float) -> np.ndarray:
     return (1 + np.searchsorted(null, np.where(ps <= tau, np.log(ps), 0.0).sum(-1), side="right")) / (len(null) + 1)
 
 
+def fisher_without_smallest_p(ps: np.ndarray, m: int) -> np.ndarray:
+    """Each row's p by Fisher's method on its m − 1 largest p's (status.ratchet_group's group p)."""
+    from scipy.stats import chi2
+    return chi2.sf(-2 * np.log(np.sort(ps, axis=-1)[..., 1:]).sum(-1), 2 * (m - 1))
+
+
+def _called(found: np.ndarray, own: np.ndarray, shape: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """Per replica (groups × replicas), as status.ratchet_group calls them: Ratcheting on its own, or
+    in a found group with the staircase's shape and its p ≤ ratchet_group_replica_p."""
+    return own | (found[:, None] & shape & (p <= RULES["ratchet_group_replica_p"]))
+
+
+def _ratchet_cells(stairs, climbs: bool = True) -> list:
+    """(name, make(rng, m, t), target) cells: +8% five-step staircases at each (AR(1) SD, φ) of
+    `stairs`, then (climbs) the two levelling-off climbs and the smooth +10% climb, shared by the group."""
+    cells = [(f"+8% five-step staircases, AR(1) {sd:.0%} φ {phi}",
+              (lambda sd_, phi_: lambda r, m, t: sim.staircase(r, m, t, climb_share=0.08, steps=5, sd_share=sd_, phi=phi_))(sd, phi),
+              "≥ 80%") for sd, phi in stairs]
+    if climbs:
+        cells += [(f"a climb that levels off shared by the group (+15%, τ {tau_:.0%} of the window), AR(1) {sd:.0%} φ {phi}",
+                   (lambda tau__, sd_, phi_: lambda r, m, t: sim.levelling_off(r, m, t, tau_share=tau__, sd_share=sd_, phi=phi_))(tau_, sd, phi),
+                   "≤ 1%") for tau_, sd, phi in LEVELLING_OFF[:2]]
+        cells += [("smooth +10% climb shared by the group, AR(1) 2% φ 0.9",
+                   lambda r, m, t: sim.growing(r, m, t, share=0.10, phi=0.9, sd_share=0.02), "≤ 1%")]
+    return cells
+
+
 def ratchet_combine(rng: np.random.Generator, n: int, designs=POOLED_DESIGNS, only: tuple[str, ...] | None = None) -> None:
     """What combining a group's replicas otherwise would buy (staircases) and cost (climbs that level
     off, shifts, cycles): each replica's p as status.ratchet_group computes it (its sharpest step
@@ -1285,7 +1309,6 @@ def ratchet_combine(rng: np.random.Generator, n: int, designs=POOLED_DESIGNS, on
     release, at its ungated p ≤ ratchet_group_replica_p. The rule itself (ratchet_group, 99
     simulations) on the same groups. Groups of 5, and of 3 made of their first three replicas;
     per replica with grouped_rate's intervals; n groups a cell."""
-    from scipy.stats import chi2
     from alloclab.stats.status import _group_shape, _null_p, ratchet_group, step_evidence
     sims, tau = 399, 0.05
     alpha, replica_p = RULES["ratchet_group_alpha"], RULES["ratchet_group_replica_p"]
@@ -1302,14 +1325,8 @@ def ratchet_combine(rng: np.random.Generator, n: int, designs=POOLED_DESIGNS, on
     def shifts(rng_, m, t):
         at = t[0] + rng_.uniform(0.1, 0.9, m) * (t[-1] - t[0])     # sim.level_shift's times are 0.2–0.8 and shared
         return 100 * (1 + 0.08 * (t[None, :] >= at[:, None]) + sim.ar1(rng_, m, len(t), 0.9, 0.02))
-    cells = [(f"+8% five-step staircases, AR(1) {sd:.0%} φ {phi}",
-              (lambda sd_, phi_: lambda r, m, t: sim.staircase(r, m, t, climb_share=0.08, steps=5, sd_share=sd_, phi=phi_))(sd, phi),
-              "≥ 80%") for sd, phi in ((0.02, 0.9), (0.02, 0.5), (0.01, 0.5))]
-    cells += [(f"a climb that levels off shared by the group (+15%, τ {tau_:.0%} of the window), AR(1) {sd:.0%} φ {phi}",
-               (lambda tau__, sd_, phi_: lambda r, m, t: sim.levelling_off(r, m, t, tau_share=tau__, sd_share=sd_, phi=phi_))(tau_, sd, phi),
-               "≤ 1%") for tau_, sd, phi in LEVELLING_OFF[:2]]
-    cells += [("smooth +10% climb shared by the group, AR(1) 2% φ 0.9", lambda r, m, t: sim.growing(r, m, t, share=0.10, phi=0.9, sd_share=0.02), "≤ 1%"),
-              ("flat AR(1) 2% φ 0.9", lambda r, m, t: sim.flat(r, m, t, phi=0.9, sd_share=0.02), "≤ 1%"),
+    cells = _ratchet_cells(((0.02, 0.9), (0.02, 0.5), (0.01, 0.5)))
+    cells += [("flat AR(1) 2% φ 0.9", lambda r, m, t: sim.flat(r, m, t, phi=0.9, sd_share=0.02), "≤ 1%"),
               ("daily cycle ±4% shared by the group, any phase, AR(1) 2% φ 0.9", shared_daily_cycle(0.02), "≤ 1%"),
               ("one +8% shift, each replica at its own time, AR(1) 2% φ 0.9", shifts, "stated")]
     cells = [c for c in cells if only is None or c[0].startswith(only)]
@@ -1333,9 +1350,9 @@ def ratchet_combine(rng: np.random.Generator, n: int, designs=POOLED_DESIGNS, on
                 b = a[:, :m]
                 shape, own, relaxed = b[..., 0] > 0, b[..., 1] > 0, b[..., 3] > 0
                 p = np.where(own, 1 / (sims + 1), b[..., 2])
-                fisher = chi2.sf(-2 * np.log(np.sort(p, axis=1)[:, 1:]).sum(1), 2 * (m - 1)) <= alpha
+                fisher = fisher_without_smallest_p(p, m) <= alpha
                 tpm = truncated_product_p(p, m, tau)
-                strict = lambda found: own | (found[:, None] & shape & (p <= replica_p))   # noqa: E731
+                strict = lambda found: _called(found, own, shape, p)   # noqa: E731
                 loose = lambda found: strict(found) | (found[:, None] & relaxed & (b[..., 4] <= replica_p))   # noqa: E731
                 said = [("the rule", b[..., 5 if m == 5 else 6] > 0), ("Fisher's at 399 simulations", strict(fisher))]
                 for level in (alpha, alpha / 2):
@@ -1369,17 +1386,16 @@ def _saturating_null_p(x: np.ndarray, phi: float, rng: np.random.Generator, sims
     from alloclab.stats.status import _group_shape, _quasi_difference, _residual_phi, _step_fit_x, _step_scan, simulated_p
     cand = np.arange(2, len(x) - 1)
 
-    def sharpest(series: np.ndarray, at_phi: float) -> float:
-        b = _saturating_basis(series)
+    def sharpest(series: np.ndarray, at_phi: float, b: np.ndarray) -> float:
         return float(_step_scan(_quasi_difference(series, at_phi), _quasi_difference(b, at_phi), at_phi, cand).max())
     b = _saturating_basis(x)
     curve = b @ np.linalg.lstsq(b, x, rcond=None)[0]
     res = x - curve
-    observed = sharpest(x, phi)
+    observed = sharpest(x, phi, b)
 
     def as_sharp(series: np.ndarray) -> bool:
         fit = _step_fit_x(series)
-        return bool(fit is not None and _group_shape(fit) and sharpest(series, fit.phi) >= observed)
+        return bool(fit is not None and _group_shape(fit) and sharpest(series, fit.phi, _saturating_basis(series)) >= observed)
     return simulated_p(curve, min(_residual_phi(res), 0.999), float(np.std(res, ddof=b.shape[1])), as_sharp, rng, sims)[0]
 
 
@@ -1392,17 +1408,9 @@ def ratchet_curve(rng: np.random.Generator, n: int, designs=POOLED_DESIGNS, only
     without the smallest p; a found group's replicas called as the rule calls them. An exploration
     of a direction, not a rule: per replica, groups of 5 and of 3 (their first three), grouped
     intervals, n groups a cell."""
-    from scipy.stats import chi2
     from alloclab.stats.status import _group_shape, _null_p, step_evidence
-    sims, tau = 399, 0.05
-    alpha, replica_p = RULES["ratchet_group_alpha"], RULES["ratchet_group_replica_p"]
-    cells = [(f"+8% five-step staircases, AR(1) {sd:.0%} φ {phi}",
-              (lambda sd_, phi_: lambda r, m, t: sim.staircase(r, m, t, climb_share=0.08, steps=5, sd_share=sd_, phi=phi_))(sd, phi),
-              "≥ 80%") for sd, phi in ((0.02, 0.9), (0.01, 0.5))]
-    cells += [(f"a climb that levels off shared by the group (+15%, τ {tau_:.0%} of the window), AR(1) {sd:.0%} φ {phi}",
-               (lambda tau__, sd_, phi_: lambda r, m, t: sim.levelling_off(r, m, t, tau_share=tau__, sd_share=sd_, phi=phi_))(tau_, sd, phi),
-               "≤ 1%") for tau_, sd, phi in LEVELLING_OFF[:2]]
-    cells += [("smooth +10% climb shared by the group, AR(1) 2% φ 0.9", lambda r, m, t: sim.growing(r, m, t, share=0.10, phi=0.9, sd_share=0.02), "≤ 1%")]
+    sims, tau, alpha = 399, 0.05, RULES["ratchet_group_alpha"]
+    cells = _ratchet_cells(((0.02, 0.9), (0.01, 0.5)))
     cells = [c for c in cells if only is None or c[0].startswith(only)]
     for label, window, dt in designs:
         t = sim.times(window, dt)
@@ -1420,10 +1428,10 @@ def ratchet_curve(rng: np.random.Generator, n: int, designs=POOLED_DESIGNS, only
                 said = []
                 for col, curve in ((2, "the cubic"), (3, "the saturating curve")):
                     p = np.where(own, 1 / (sims + 1), b[..., col])
-                    fisher = chi2.sf(-2 * np.log(np.sort(p, axis=1)[:, 1:]).sum(1), 2 * (m - 1)) <= alpha
+                    fisher = fisher_without_smallest_p(p, m) <= alpha
                     product = truncated_product_p(p, m, tau) <= alpha / 2
                     for how, found in (("Fisher's", fisher), (f"truncated product ≤ {alpha / 2:.1%}", product)):
-                        said.append((f"{how} beside {curve}", own | (found[:, None] & shape & (p <= replica_p))))
+                        said.append((f"{how} beside {curve}", _called(found, own, shape, p)))
                 row(f"smooth curve, n = {m}, {name}, {label}: Ratcheting per replica by " + " / ".join(k for k, _ in said),
                     "; ".join(grouped_rate(c.sum(1), m) for _, c in said) + f"; own route alone {own.mean():.1%}", target, n * m)
 

@@ -40,8 +40,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "tests" / "data" / "1aeo-torutils" / "co-guard-2025-09"
-ENV = {**os.environ, "PYTHONPATH": os.environ.get("ALLOCLAB_FUZZ_SRC", str(REPO / "src")),
-       "ALLOCLAB_DEBUG": "1"}                          # a fault in alloclab shows its traceback, which is what is counted   # another tree: a "before" figure
+# ALLOCLAB_FUZZ_SRC: another tree, for a "before" figure; ALLOCLAB_DEBUG: a fault in alloclab shows its
+# traceback, which is what is counted
+ENV = {**os.environ, "PYTHONPATH": os.environ.get("ALLOCLAB_FUZZ_SRC", str(REPO / "src")), "ALLOCLAB_DEBUG": "1"}
 
 
 def cli(args: list[str], timeout: float, cwd: Path | None = None) -> dict:

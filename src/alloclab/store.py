@@ -199,10 +199,10 @@ def integrity_problem(db: Path) -> str | None:
     return None if rows == ["ok"] else "; ".join(rows)[:300]
 
 
-def damaged(db: Path, what: str, found: str | None = None) -> UserError:
+def damaged(db: Path, what: str, found: str | None = None, *, checked: bool = False) -> UserError:
     """A damaged store given to read is bad input (exit code 2): one line naming it and the fix.
-    `found`: integrity_problem(db) when the caller has run it already."""
-    found = found or integrity_problem(db)
+    `checked`: the caller has run integrity_problem(db) already and `found` is what it said."""
+    found = found if checked else integrity_problem(db)
     check = f"integrity_check: {found}" if found else "integrity_check: ok"
     return UserError(f"{db} is damaged: {what} ({check})",
                      "restore it from a backup or the run's bundle; `sqlite3 run.db .recover` may save what is left")
@@ -236,7 +236,7 @@ def explain_database_error(exc: StoreError) -> UserError:
     name = exc.sqlite_errorname
     found = None if name.startswith(NOT_DAMAGE) else integrity_problem(db)
     if found or name.startswith(DAMAGE):
-        return damaged(db, str(exc), found)
+        return damaged(db, str(exc), found, checked=True)      # DAMAGE and NOT_DAMAGE are apart: it ran
     return UserError(f"{db} could not be used: {exc}" + (f" ({name})" if name else ""),
                      "check that it and its directory are writable by this user and that no other program holds it, "
                      "then retry (its integrity check found no damage)")

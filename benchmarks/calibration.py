@@ -11,7 +11,6 @@ simulations. Every simulation is seeded (--seed, default 20261122).
 from __future__ import annotations
 
 import argparse
-import functools
 import sys
 import time
 from pathlib import Path
@@ -26,6 +25,7 @@ from alloclab.stats import (SequentialTest, classify, compare_to_baseline, group
 from alloclab.stats import calibration as sim  # noqa: E402
 from alloclab.stats.compare import holm  # noqa: E402
 from alloclab.stats.rules import RULES  # noqa: E402
+from alloclab.stats.status import truncated_product_p  # noqa: E402
 
 # (window, sampling interval) pairs from the demo to the operators' relays
 DESIGNS = [("1 h @ 1 s", 3600.0, 1.0), ("6 h @ 60 s", 6 * 3600.0, 60.0), ("9 d @ 15 min", 9 * 86400.0, 900.0)]
@@ -839,7 +839,8 @@ def ratchet_restarts(rng: np.random.Generator, n: int, cells: tuple[str, ...] | 
     young level (25–60% of the old) regrowing towards it (time constant 3–12 h). Counted per relay
     (Ratcheting, and by which route: the group route's reason names its combined p) and per group
     (the group's word). Then a +8% five-step staircase in group A (AR(1) 1% φ 0.9) with every relay
-    of A restarting, or one, or none: is it still found? Each cell its own stream (`--cells`); every
+    of A restarting, or one, or none: is it still found? And the staircase at AR(1) 2% φ 0.9 with no
+    restart (issue 29's audit cell, as an operator gets it). Each cell its own stream (`--cells`); every
     Ratcheting relay is printed to stderr with its restart's position and its reason."""
     import shutil
     import tempfile
@@ -849,7 +850,8 @@ def ratchet_restarts(rng: np.random.Generator, n: int, cells: tuple[str, ...] | 
     thirds = ("early", "middle", "late")
 
     def design(r, noise, rec, relays, group, stair):
-        return ts.Scenario(n=5, days=1.5, step_s=600.0, ar_phi=0.9, ar_share=0.01 if stair else 0.02,
+        # stair: the staircase cells' AR(1) SD (their group A steps), else False
+        return ts.Scenario(n=5, days=1.5, step_s=600.0, ar_phi=0.9, ar_share=stair or 0.02,
                            cv=float(r.uniform(0.05, 0.15)), heavy=bool(r.random() < 0.5), start_hour=float(r.uniform(0, 24)),
                            level_mb=float(r.uniform(150, 600)), cycle_share=0.04 if noise == "cycle" else 0.0,
                            cycle_phase=float(r.uniform(0, 2 * np.pi)),
@@ -865,9 +867,9 @@ def ratchet_restarts(rng: np.random.Generator, n: int, cells: tuple[str, ...] | 
                 specs.append((f"{'cycle ±4% + ' if noise == 'cycle' else 'flat '}AR(1) 2% φ 0.9; "
                               f"{'recorded' if rec else 'unrecorded'}; {'one relay' if relays == 1 else 'every relay'} of B",
                               noise, rec, relays, "B", False))
-    for rec, relays in ((False, 0), (False, 5), (True, 5), (False, 1)):
-        specs.append((f"staircase +8% in A, AR(1) 1% φ 0.9; {'no restart' if not relays else ('recorded' if rec else 'unrecorded')}"
-                      f"{'' if not relays else '; one relay' if relays == 1 else '; every relay'} of A", "flat", rec, relays, "A", True))
+    for rec, relays, sd in ((False, 0, 0.01), (False, 5, 0.01), (True, 5, 0.01), (False, 1, 0.01), (False, 0, 0.02)):
+        specs.append((f"staircase +8% in A, AR(1) {sd:.0%} φ 0.9; {'no restart' if not relays else ('recorded' if rec else 'unrecorded')}"
+                      f"{'' if not relays else '; one relay' if relays == 1 else '; every relay'} of A", "flat", rec, relays, "A", sd))
     for k, (cell, noise, rec, relays, group, stair) in enumerate(specs):
         if cells and not cell.startswith(cells):
             continue
@@ -974,6 +976,7 @@ def ratchet_climbs(rng: np.random.Generator, n: int) -> None:
 
 
 RATCHET_REPLICA_P = (0.1, 0.25, 0.5, 1.0)
+RATCHET_GROUP_ALPHA = (0.001,)      # a stricter group level than RULES ratchet_group_alpha, on the same groups
 
 
 def ratchet_group_cal(rng: np.random.Generator, n: int, sizes: tuple[int, ...] = (5, 3), designs=POOLED_DESIGNS,
@@ -1012,6 +1015,7 @@ def ratchet_group_cal(rng: np.random.Generator, n: int, sizes: tuple[int, ...] =
             for m in sizes:
                 said, own, total, sims = [], 0, 0, 0
                 alt = dict.fromkeys(RATCHET_REPLICA_P, 0)
+                stricter = dict.fromkeys(RATCHET_GROUP_ALPHA, 0)
                 started = time.monotonic()
                 for _ in range(n):
                     ys = make(rng, m, t)
@@ -1024,9 +1028,12 @@ def ratchet_group_cal(rng: np.random.Generator, n: int, sizes: tuple[int, ...] =
                     for q in alt:      # the same groups under another per-replica bar (RULES ratchet_group_replica_p)
                         alt[q] += sum(g.own[i] or (g.p is not None and g.p <= RULES["ratchet_group_alpha"]
                                                    and g.own_p[i] is not None and g.own_p[i] <= q) for i in keep)
+                    for a in stricter:  # ... and under a stricter group level (RULES ratchet_group_alpha)
+                        stricter[a] += sum(g.own[i] or g.called[i] and g.p <= a for i in keep)
                 row(f"group route, n = {m}, {name}, {label}: Ratcheting (own route alone; replica p ≤ "
-                    f"{' / '.join(f'{q:g}' for q in alt)})",
-                    f"{grouped_rate(said, len(keep))} ({own / total:.1%}; {' / '.join(f'{k / total:.1%}' for k in alt.values())}); "
+                    f"{' / '.join(f'{q:g}' for q in alt)}; group p ≤ {' / '.join(f'{a:.2%}' for a in stricter)})",
+                    f"{grouped_rate(said, len(keep))} ({own / total:.1%}; {' / '.join(f'{k / total:.1%}' for k in alt.values())}; "
+                    f"{' / '.join(f'{k / total:.1%}' for k in stricter.values())}); "
                     f"{sims / n:.0f} simulated fits and {(time.monotonic() - started) / n:.2f} s a group", target, total)
 
 
@@ -1213,15 +1220,21 @@ def _scan_stats(s: np.ndarray, line: np.ndarray, e: np.ndarray) -> tuple[float, 
     return (first or 0.0), total
 
 
+# the group route's level up to session 14 (Fisher's method without the smallest p), at which
+# --part ratchet-ceiling, ratchet-combine and ratchet-curve measured what other designs would buy
+FISHER_ALPHA = 0.01
+
+
 def ratchet_ceiling(rng: np.random.Generator, n: int) -> None:
     """What the group route's design could reach if nothing had to be estimated: each replica's p
     from the scans of _scan_bound (φ, SD and the smooth curve's basis known; p among 2,000 null
     series of the same whitened noise), beside a straight line and beside the cubic the rules use
     (RULES ratchet_smooth_degree: what keeps a climb that levels off from being called Ratcheting);
     the group's p Fisher's without the smallest, a replica Ratcheting at its own p ≤ 1% or at p ≤
-    ratchet_group_replica_p when the group's p ≤ ratchet_group_alpha (status.ratchet_group's
-    design). Per replica, groups of 5 and 3 made of consecutive staircase draws; n draws a cell."""
-    alpha, replica_p = RULES["ratchet_group_alpha"], RULES["ratchet_group_replica_p"]
+    ratchet_group_replica_p when the group's p ≤ FISHER_ALPHA (status.ratchet_group's
+    design up to session 14, Fisher's at 1%: FISHER_ALPHA). Per replica, groups of 5 and 3 made of
+    consecutive staircase draws; n draws a cell."""
+    alpha, replica_p = FISHER_ALPHA, RULES["ratchet_group_replica_p"]
     for label, window, dt in POOLED_DESIGNS:
         t = sim.times(window, dt)
         u = (t - t[0]) / (t[-1] - t[0])
@@ -1249,25 +1262,6 @@ def ratchet_ceiling(rng: np.random.Generator, n: int) -> None:
                         f"{stat}, φ, SD and curve known: one series at 1% false / the group route's design, "
                         f"per replica, groups of 5 / 3",
                         f"{np.mean(p <= alpha):.1%} / {found[0]} / {found[1]}", "stated (the ceiling)", n)
-
-
-@functools.lru_cache(maxsize=None)
-def _truncated_product_null(m: int, tau: float) -> np.ndarray:
-    """The truncated product's statistic (Σ log p over the p's ≤ τ) of the m − 1 largest of m
-    independent uniform p's, 400,000 seeded draws, sorted."""
-    u = np.sort(np.random.default_rng(m).uniform(size=(400_000, m)), axis=1)[:, 1:]
-    return np.sort(np.where(u <= tau, np.log(u), 0.0).sum(-1))
-
-
-def truncated_product_p(ps: np.ndarray, m: int, tau: float) -> np.ndarray:
-    """Each row's p by the truncated product method (Zaykin et al. 2002) on its m − 1 largest p's
-    (the smallest dropped, as status.ratchet_group drops it from Fisher's method): where its
-    statistic falls among _truncated_product_null's. Unlike Fisher's, a replica at p = 1 (no
-    staircase shape) costs the group nothing. For m = 3 any statistic below 0 (two p's ≤ τ) has
-    p ≤ 0.73%: its 1% and 0.5% tests are the same test."""
-    ps = np.sort(ps, axis=-1)[..., 1:]
-    null = _truncated_product_null(m, tau)
-    return (1 + np.searchsorted(null, np.where(ps <= tau, np.log(ps), 0.0).sum(-1), side="right")) / (len(null) + 1)
 
 
 def fisher_without_smallest_p(ps: np.ndarray, m: int) -> np.ndarray:
@@ -1299,19 +1293,19 @@ def _ratchet_cells(stairs, climbs: bool = True) -> list:
 
 def ratchet_combine(rng: np.random.Generator, n: int, designs=POOLED_DESIGNS, only: tuple[str, ...] | None = None) -> None:
     """What combining a group's replicas otherwise would buy (staircases) and cost (climbs that level
-    off, shifts, cycles): each replica's p as status.ratchet_group computes it (its sharpest step
-    beside its own cubic, among simulations of its cubic + AR(1) that also have the staircase's
-    shape) from 399 simulations instead of 99; then the group by Fisher's method (the rule's) or by
+    off, shifts, cycles), measured in session 14 against the rule of then: each replica's p beside
+    its own cubic (status._null_p: its sharpest step among simulations of its cubic + AR(1) that
+    also have the staircase's shape) from 399 simulations instead of 99; then the group by Fisher's method (that rule's) or by
     the truncated product of the p's ≤ 0.05 (a replica without the shape costs nothing), each
-    without the smallest p, at ratchet_group_alpha and at half of it; a found group's replicas
+    without the smallest p, at FISHER_ALPHA and at half of it; a found group's replicas
     called as the rule calls them (the shape and p ≤ ratchet_group_replica_p), or also, "relaxed",
     a replica with one up-step beyond the noise that climbs ≥ ratchet_min_climb_share without a
-    release, at its ungated p ≤ ratchet_group_replica_p. The rule itself (ratchet_group, 99
-    simulations) on the same groups. Groups of 5, and of 3 made of their first three replicas;
+    release, at its ungated p ≤ ratchet_group_replica_p. The rule itself (ratchet_group, now the
+    levelling curve and the truncated product) on the same groups. Groups of 5, and of 3 made of their first three replicas;
     per replica with grouped_rate's intervals; n groups a cell."""
     from alloclab.stats.status import _group_shape, _null_p, ratchet_group, step_evidence
     sims, tau = 399, 0.05
-    alpha, replica_p = RULES["ratchet_group_alpha"], RULES["ratchet_group_replica_p"]
+    alpha, replica_p = FISHER_ALPHA, RULES["ratchet_group_replica_p"]
 
     def one_step_up(fit) -> bool:
         # the group route's staircase shape with one up-step enough
@@ -1365,51 +1359,17 @@ def ratchet_combine(rng: np.random.Generator, n: int, designs=POOLED_DESIGNS, on
                     target, n * m)
 
 
-SATURATING_TAUS = (0.03, 0.06, 0.12, 0.25, 0.5)     # shares of the window
-
-
-def _saturating_basis(x: np.ndarray) -> np.ndarray:
-    """The rules' cubic (status._smooth_basis) plus 1 − exp(−u/τ), u the window's share, τ the one of
-    SATURATING_TAUS whose least-squares fit to x leaves the smallest residual: a climb that levels
-    off early bends more sharply than a cubic can, and that bend reads as a step beside it."""
-    from alloclab.stats.status import _smooth_basis
-    n = len(x)
-    cubic, u = _smooth_basis(n), np.linspace(0.0, 1.0, n)
-    fits = [np.column_stack([cubic, 1 - np.exp(-u / tau)]) for tau in SATURATING_TAUS]
-    return min(fits, key=lambda b: float(np.sum((x - b @ np.linalg.lstsq(b, x, rcond=None)[0]) ** 2)))
-
-
-def _saturating_null_p(x: np.ndarray, phi: float, rng: np.random.Generator, sims: int) -> float:
-    """status._null_p with _saturating_basis for the smooth curve, in the statistic (the sharpest
-    up-step beside it, at the step fit's φ) and in the null (that curve + AR(1) at the φ and SD of
-    its residuals; each simulation's τ chosen again, the staircase-shape gate kept)."""
-    from alloclab.stats.status import _group_shape, _quasi_difference, _residual_phi, _step_fit_x, _step_scan, simulated_p
-    cand = np.arange(2, len(x) - 1)
-
-    def sharpest(series: np.ndarray, at_phi: float, b: np.ndarray) -> float:
-        return float(_step_scan(_quasi_difference(series, at_phi), _quasi_difference(b, at_phi), at_phi, cand).max())
-    b = _saturating_basis(x)
-    curve = b @ np.linalg.lstsq(b, x, rcond=None)[0]
-    res = x - curve
-    observed = sharpest(x, phi, b)
-
-    def as_sharp(series: np.ndarray) -> bool:
-        fit = _step_fit_x(series)
-        return bool(fit is not None and _group_shape(fit) and sharpest(series, fit.phi, _saturating_basis(series)) >= observed)
-    return simulated_p(curve, min(_residual_phi(res), 0.999), float(np.std(res, ddof=b.shape[1])), as_sharp, rng, sims)[0]
-
-
 def ratchet_curve(rng: np.random.Generator, n: int, designs=POOLED_DESIGNS, only: tuple[str, ...] | None = None) -> None:
-    """Does a smooth curve that a climb levelling off fits (_saturating_basis) take away the false
+    """Does a smooth curve that a climb levelling off fits (status._levelling_basis) take away the false
     Ratcheting the truncated product added on such climbs (--part ratchet-combine), and at what
     cost in staircases found? Each replica with the staircase's shape gets its p beside the cubic
-    (status._null_p) and beside the saturating curve (_saturating_null_p), 399 simulations each; the
-    group by Fisher's method (the rule's) and by the truncated product at half ratchet_group_alpha,
+    (status._null_p) and beside the levelling curve (status._levelling_null_p), 399 simulations each; the
+    group by Fisher's method (session 14's rule) and by the truncated product at half FISHER_ALPHA,
     without the smallest p; a found group's replicas called as the rule calls them. An exploration
     of a direction, not a rule: per replica, groups of 5 and of 3 (their first three), grouped
     intervals, n groups a cell."""
-    from alloclab.stats.status import _group_shape, _null_p, step_evidence
-    sims, tau, alpha = 399, 0.05, RULES["ratchet_group_alpha"]
+    from alloclab.stats.status import _group_shape, _levelling_null_p, _null_p, step_evidence
+    sims, tau, alpha = 399, 0.05, FISHER_ALPHA
     cells = _ratchet_cells(((0.02, 0.9), (0.01, 0.5)))
     cells = [c for c in cells if only is None or c[0].startswith(only)]
     for label, window, dt in designs:
@@ -1420,7 +1380,7 @@ def ratchet_curve(rng: np.random.Generator, n: int, designs=POOLED_DESIGNS, only
                 for e in (step_evidence(t, y) for y in make(rng, 5, t)):
                     shape = e.fit is not None and _group_shape(e.fit) and not e.ratcheting
                     cols.append((shape, e.ratcheting, _null_p(e.x, e.fit.sharp_t, rng, sims)[0] if shape else 1.0,
-                                 _saturating_null_p(e.x, e.fit.phi, rng, sims) if shape else 1.0))
+                                 _levelling_null_p(e.x, e.fit, rng, sims)[0] if shape else 1.0))
             a = np.array(cols, dtype=float).reshape(n, 5, 4)
             for m in (5, 3):
                 b = a[:, :m]

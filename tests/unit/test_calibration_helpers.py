@@ -1,5 +1,5 @@
-"""The calibration's own statistics (benchmarks/calibration.py): the truncated product's p behind
---part ratchet-combine, and the grouped interval the group routes' detection rows carry. Seeded."""
+"""The calibration's own statistics (benchmarks/calibration.py): the grouped interval the group
+routes' detection rows carry, and the ungated null behind --part ratchet-combine. Seeded."""
 from __future__ import annotations
 
 import sys
@@ -13,23 +13,6 @@ import calibration as cal  # noqa: E402
 
 from alloclab.stats import calibration as sim, step_evidence  # noqa: E402
 from alloclab.stats.status import _group_shape, _null_p  # noqa: E402
-
-
-def test_truncated_product_p_is_valid_under_the_null_and_ignores_a_p_of_one():
-    rng = np.random.default_rng(7)
-    for m in (5, 3):
-        p = cal.truncated_product_p(rng.uniform(size=(20_000, m)), m, 0.05)
-        for level in (0.005, 0.01, 0.05):
-            # never above the level (its atom at p = 1 makes it conservative where few p's fall ≤ τ)
-            assert np.mean(p <= level) < level + 3 * np.sqrt(level * (1 - level) / 20_000)
-    # exact where the statistic is continuous: groups of 5 at 1%
-    p = cal.truncated_product_p(rng.uniform(size=(20_000, 5)), 5, 0.05)
-    assert abs(np.mean(p <= 0.01) - 0.01) < 4 * np.sqrt(0.01 * 0.99 / 20_000)
-    # three replicas at the rule's smallest p (1/100) beside two without the shape (p = 1):
-    # Fisher's method without the smallest gives 1.8%, the truncated product far below 1%
-    strong = np.array([[0.01, 0.01, 0.01, 1.0, 1.0]])
-    assert cal.truncated_product_p(strong, 5, 0.05)[0] <= 0.001
-    assert cal.truncated_product_p(np.ones((1, 5)), 5, 0.05)[0] == 1.0
 
 
 def test_grouped_rate_widens_with_calls_that_come_by_group():
@@ -64,16 +47,3 @@ def test_an_ungated_null_counts_at_least_the_simulations_the_gated_one_counts():
     assert len(pairs) >= 4 and all(ungated >= gated for gated, ungated in pairs)
     # and some simulations as sharp as the data lack the staircase's shape: the gate is applied
     assert sum(ungated > gated for gated, ungated in pairs) >= 2, pairs
-
-
-def test_the_saturating_curve_fits_a_climb_that_levels_off_where_the_cubic_leaves_a_bend():
-    from alloclab.stats.status import _smooth_basis
-    u = np.linspace(0.0, 1.0, 217)
-    x = 0.15 * (1 - np.exp(-u / 0.12))                  # levels off within a third of the window
-    cubic = _smooth_basis(len(x))
-
-    def rss(b: np.ndarray, y: np.ndarray) -> float:
-        return float(np.sum((y - b @ np.linalg.lstsq(b, y, rcond=None)[0]) ** 2))
-    assert rss(cal._saturating_basis(x), x) < 1e-6 * rss(cubic, x)
-    line = 0.1 * u                                       # a straight climb: the cubic already fits it
-    assert rss(cal._saturating_basis(line), line) < 1e-12

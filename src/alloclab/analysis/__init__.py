@@ -199,7 +199,7 @@ def _pooled_growth(reps: list[ReplicaStats], steady: list[SteadyGrowth | None]) 
 
 def _group_ratchet(reps: list[ReplicaStats], steady: list[SteadyGrowth | None]) -> list[ReplicaStats]:
     """The replicas again, Ratcheting where their group's step evidence together says so
-    (stats.ratchet_group: each replica against its own simulated null, the group's p's combined;
+    (stats.ratchet_group: each replica against its own simulated null, the group's p's combined by the truncated product;
     stats.ratchet_shared: steps the replicas share in time, each replica climbing at them on its
     own series; the group: its usable replicas with a steady window). Only Growing, Variable and
     Flat words change; Bloating, the more severe word, stays."""

@@ -33,7 +33,8 @@ status.py
     step_evidence(t_s, y) -> StepEvidence: a window's step fit and Ratcheting's own verdict on it (what
         classify words a replica with; its StatusCall.ratchet carries it)
     ratchet_group(replicas: [StepEvidence], *, sims=None) -> GroupRatchet | None: Ratcheting on a group's
-        combined step evidence, each replica against its own simulated null (docs/analysis.md, "Ratcheting")
+        combined step evidence, each replica against its own simulated null (a smooth climb that may level
+        off), their p's combined by the truncated product (docs/analysis.md, "Ratcheting")
 ratchet_shared.py
     ratchet_shared(windows, *, sims=None) -> SharedRatchet | None: Ratcheting on steps a group's replicas
         share in time (their average's step fit), each replica climbing at them on its own series

@@ -402,6 +402,13 @@ class GroupGrowth:
     reason: str = ""
 
 
+def cycle_columns(t_s: np.ndarray) -> np.ndarray:
+    """cos/sin(2πkt/P), k = 1..growth_cycle_harmonics, P = growth_cycle_period_s (a day): the daily
+    cycle a fit takes out (n × 2k; t_s in seconds)."""
+    w = 2 * math.pi * np.asarray(t_s, dtype=float) / RULES["growth_cycle_period_s"]
+    return np.column_stack([f(j * w) for j in range(1, int(RULES["growth_cycle_harmonics"]) + 1) for f in (np.cos, np.sin)])
+
+
 def trend_edges(t_s: np.ndarray, y: np.ndarray, start: float, end: float, edge_s: float) -> tuple[float, float, str] | None:
     """A replica's level at a span's start and end, free of a cycle shared by every replica.
 
@@ -421,9 +428,7 @@ def trend_edges(t_s: np.ndarray, y: np.ndarray, start: float, end: float, edge_s
     k = int(RULES["growth_cycle_harmonics"])
     if end - start >= period and len(t) >= 2 + 2 * k + RULES["min_samples"]:
         tb, lb = bin_series(t - start, np.log(v), int(RULES["growth_max_points"]))
-        w = 2 * math.pi * tb / period
-        x = np.column_stack([np.ones_like(tb), tb / (end - start)]
-                            + [f(j * w) for j in range(1, k + 1) for f in (np.cos, np.sin)])
+        x = np.column_stack([np.ones_like(tb), tb / (end - start), cycle_columns(tb)])
         coef = np.linalg.lstsq(x, lb, rcond=None)[0]
         return float(math.exp(coef[0])), float(math.exp(coef[0] + coef[1])), "trend beside a fitted daily cycle"
     head = v[t <= start + edge_s] if np.any(t <= start + edge_s) else v[:1]

@@ -976,7 +976,8 @@ def ratchet_climbs(rng: np.random.Generator, n: int) -> None:
 
 
 RATCHET_REPLICA_P = (0.1, 0.25, 0.5, 1.0)
-RATCHET_GROUP_ALPHA = (0.001,)      # a stricter group level than RULES ratchet_group_alpha, on the same groups
+RATCHET_GROUP_ALPHA = (0.001, 0.0025)   # group levels stricter than RULES ratchet_group_alpha, on the same groups (a
+                                        # level at or above the rule's is not printed: a group is simulated only where it can reach the rule's)
 
 
 def ratchet_group_cal(rng: np.random.Generator, n: int, sizes: tuple[int, ...] = (5, 3), designs=POOLED_DESIGNS,
@@ -1015,7 +1016,7 @@ def ratchet_group_cal(rng: np.random.Generator, n: int, sizes: tuple[int, ...] =
             for m in sizes:
                 said, own, total, sims = [], 0, 0, 0
                 alt = dict.fromkeys(RATCHET_REPLICA_P, 0)
-                stricter = dict.fromkeys(RATCHET_GROUP_ALPHA, 0)
+                stricter = dict.fromkeys((a for a in RATCHET_GROUP_ALPHA if a < RULES["ratchet_group_alpha"]), 0)
                 started = time.monotonic()
                 for _ in range(n):
                     ys = make(rng, m, t)
@@ -1028,12 +1029,13 @@ def ratchet_group_cal(rng: np.random.Generator, n: int, sizes: tuple[int, ...] =
                     for q in alt:      # the same groups under another per-replica bar (RULES ratchet_group_replica_p)
                         alt[q] += sum(g.own[i] or (g.p is not None and g.p <= RULES["ratchet_group_alpha"]
                                                    and g.own_p[i] is not None and g.own_p[i] <= q) for i in keep)
-                    for a in stricter:  # ... and under a stricter group level (RULES ratchet_group_alpha)
+                    for a in stricter:  # ... and under a group level stricter than RULES ratchet_group_alpha (called
+                        # already asks the rule's level, so only a lower one can be read from it)
                         stricter[a] += sum(g.own[i] or g.called[i] and g.p <= a for i in keep)
                 row(f"group route, n = {m}, {name}, {label}: Ratcheting (own route alone; replica p ≤ "
-                    f"{' / '.join(f'{q:g}' for q in alt)}; group p ≤ {' / '.join(f'{a:.2%}' for a in stricter)})",
+                    f"{' / '.join(f'{q:g}' for q in alt)}; group p ≤ {' / '.join(f'{a:.2%}' for a in stricter) or '–'})",
                     f"{grouped_rate(said, len(keep))} ({own / total:.1%}; {' / '.join(f'{k / total:.1%}' for k in alt.values())}; "
-                    f"{' / '.join(f'{k / total:.1%}' for k in stricter.values())}); "
+                    f"{' / '.join(f'{k / total:.1%}' for k in stricter.values()) or '–'}); "
                     f"{sims / n:.0f} simulated fits and {(time.monotonic() - started) / n:.2f} s a group", target, total)
 
 
@@ -1265,7 +1267,7 @@ def ratchet_ceiling(rng: np.random.Generator, n: int) -> None:
 
 
 def fisher_without_smallest_p(ps: np.ndarray, m: int) -> np.ndarray:
-    """Each row's p by Fisher's method on its m − 1 largest p's (status.ratchet_group's group p)."""
+    """Each row's p by Fisher's method on its m − 1 largest p's (session 14's status.ratchet_group group p)."""
     from scipy.stats import chi2
     return chi2.sf(-2 * np.log(np.sort(ps, axis=-1)[..., 1:]).sum(-1), 2 * (m - 1))
 
@@ -1604,6 +1606,9 @@ def main() -> int:
     ap.add_argument("--smooth-degree", type=int, default=None,
                     help="Ratcheting's smooth curve for this run (RULES ratchet_smooth_degree; default the rule's): "
                          "1 measures the rule before session 11, a step beside a straight line")
+    ap.add_argument("--group-alpha", type=float, default=None,
+                    help="the group route's level for this run (RULES ratchet_group_alpha; default the rule's): 0.005 "
+                         "measures the level session 15 first ran, whose 0.25%% column is the rule's")
     ap.add_argument("--part", default="all", choices=["all", "status", "growth", "compare", "sequential", "identical", "tor-verdict",
                                                       "scenarios", "cycles", "two-scale", "staircases", "user-path", "gates", "staircase-reach", "growth-frontier", "pooled", "pooled-path", "pooled-short", "beside", "ratchet-group", "ratchet-bound",
                                                       "ratchet-restarts", "beside-cycle-restart", "ratchet-climbs", "ratchet-shared",
@@ -1612,6 +1617,12 @@ def main() -> int:
     args = ap.parse_args()
     if args.smooth_degree is not None:
         RULES["ratchet_smooth_degree"] = args.smooth_degree
+    if args.group_alpha is not None:
+        if not 0 < args.group_alpha < 1:
+            print(f"calibration.py: --group-alpha {args.group_alpha:g} is not a level — give one between 0 and 1 (e.g. 0.005)",
+                  file=sys.stderr)
+            return 2
+        RULES["ratchet_group_alpha"] = args.group_alpha
     n = 60 if args.quick else 1000
     cells = tuple(c.strip() for c in args.cells if c.strip()) or None
     designs = tuple(d.strip() for d in args.designs if d.strip())

@@ -250,3 +250,11 @@ def test_report_opens_the_store_once(monkeypatch, capsys, two_hosts):
         main()
     assert end.value.code == 0, capsys.readouterr().err
     assert len(opened) == 1 and (two_hosts[0] / "report.md").exists(), opened
+
+
+def test_calibration_group_alpha_outside_zero_to_one_is_refused_in_one_line(monkeypatch, capsys):
+    calibration = _calibration()
+    monkeypatch.setattr(sys, "argv", ["calibration.py", "--part", "ratchet-group", "--group-alpha", "5"])
+    assert calibration.main() == 2
+    out = capsys.readouterr()
+    assert out.out == "" and out.err.count("\n") == 1 and "--group-alpha" in out.err, out

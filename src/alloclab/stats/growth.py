@@ -406,7 +406,8 @@ def cycle_columns(t_s: np.ndarray) -> np.ndarray:
     """cos/sin(2πkt/P), k = 1..growth_cycle_harmonics, P = growth_cycle_period_s (a day): the daily
     cycle a fit takes out (n × 2k; t_s in seconds)."""
     w = 2 * math.pi * np.asarray(t_s, dtype=float) / RULES["growth_cycle_period_s"]
-    return np.column_stack([f(j * w) for j in range(1, int(RULES["growth_cycle_harmonics"]) + 1) for f in (np.cos, np.sin)])
+    return np.column_stack([f(j * w) for j in range(1, int(RULES["growth_cycle_harmonics"]) + 1) for f in (np.cos, np.sin)]
+                           or [np.zeros((len(w), 0))])
 
 
 def trend_edges(t_s: np.ndarray, y: np.ndarray, start: float, end: float, edge_s: float) -> tuple[float, float, str] | None:

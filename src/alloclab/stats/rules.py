@@ -25,7 +25,7 @@ RULES: dict[str, float] = {
     "rate_min_window_s": 6 * 3600.0,  # a rate per hour only over ≥ 6 h ...
     "rate_min_blocks": 8,             # ... resting on ≥ 8 effective independent samples
     "growth_cycle_period_s": 86400.0, # group growth over ≥ a day: the trend beside a fitted daily cycle ...
-    "growth_cycle_harmonics": 2,      # ... of 2 harmonics (24 h and 12 h)
+    "growth_cycle_harmonics": 2,      # ... of 2 harmonics (24 h and 12 h); also in group Ratcheting's curve (ratchet_group_*)
     # -- status words (stats.status)
     "flat_max_growth_share": 0.05,    # Growing needs a change > 5% of the level over the window ...
     "growing_min_change_mb": 1.0,     # ... and ≥ 1 MB, with its 95% interval above zero
@@ -52,7 +52,8 @@ RULES: dict[str, float] = {
     "beside_margin_share": 0.05,      # "grows as the baseline does": the excess's interval inside ±5% of the group's
                                       # level over the window (the change its own series would call Flat)
     # a group's replicas lend each other step evidence (status.ratchet_group, --part ratchet-group): each replica's
-    # sharpest up-step beside its own smooth curve that may level off (a cubic + 1 − e^(−u/τ)) against its own null
+    # sharpest up-step beside its own smooth curve that may level off (a cubic + 1 − e^(−u/τ), + the daily cycle's
+    # harmonics over ≥ growth_cycle_period_s) against its own null
     # simulated ratchet_group_sims times (that curve + AR(1) at its φ and SD, everything fitted again in every
     # simulation), the replicas' p's combined by the truncated product (Zaykin 2002) without the smallest ...
     "ratchet_group_min_replicas": 3,  # ... in groups of ≥ 3 usable replicas ...

@@ -474,11 +474,10 @@ LEVELLING_TAUS = (0.03, 0.06, 0.12, 0.25, 0.5)
 
 def _levelling_basis(x: np.ndarray, cycle: np.ndarray | None = None) -> np.ndarray:
     """The group route's smooth curve: the cubic (_smooth_basis), `cycle` (_cycle_of: the daily
-    cycle's columns, or None) and 1 − exp(−u/τ) (u the bin's share of the bins, as the cubic's
-    time axis), τ the one of LEVELLING_TAUS
-    whose least-squares fit to x leaves the smallest residual. A climb that levels off early (a
-    relay growing to its ceiling) bends more sharply than a cubic can, and beside a cubic that bend
-    reads as a step (--part ratchet-curve)."""
+    cycle's columns, or None) and 1 − exp(−u/τ) (u the bin's share of the bins, as the cubic's time
+    axis), τ the one of LEVELLING_TAUS whose least-squares fit to x leaves the smallest residual. A
+    climb that levels off early (a relay growing to its ceiling) bends more sharply than a cubic
+    can, and beside a cubic that bend reads as a step (--part ratchet-curve)."""
     n = len(x)
     fixed = [_smooth_basis(n)] + ([] if cycle is None else [cycle])
     u = np.linspace(0.0, 1.0, n)
@@ -559,10 +558,10 @@ def ratchet_group(replicas: list[StepEvidence], *, sims: int | None = None) -> G
     found it in their steady windows: only simulated series are fitted here). Each replica with
     the staircase's shape (_group_shape; else p = 1) gets its p from its sharpest up-step beside
     its own levelling curve (with the daily cycle over a day or more: _cycle_of), among `sims`
-    simulations of its own null (_levelling_null_p); one
-    Ratcheting on its own counts the smallest p, 1/(sims + 1) (the own route errs on flat series in
-    < 0.1% and on climbs in ≤ 1.3%; two such in one group — ~0.1% of groups of 5 on a climb — do
-    find it, as the group's p drops only the smallest). The replicas' p's but the smallest are combined by the truncated product
+    simulations of its own null (_levelling_null_p); one Ratcheting on its own counts the smallest
+    p, 1/(sims + 1) (the own route errs on flat series in < 0.1% and on climbs in ≤ 1.3%; two such
+    in one group — ~0.1% of groups of 5 on a climb — do find it, as the group's p drops only the
+    smallest). The replicas' p's but the smallest are combined by the truncated product
     (truncated_product_p), and if the group's p ≤ ratchet_group_alpha every replica with the shape
     and its own p ≤ ratchet_group_replica_p is called Ratcheting. The p's are independent across
     replicas under their nulls whatever the design shares (a climb, a sampling interval), because

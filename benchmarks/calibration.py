@@ -1233,8 +1233,8 @@ def ratchet_ceiling(rng: np.random.Generator, n: int) -> None:
     series of the same whitened noise), beside a straight line and beside the cubic the rules use
     (RULES ratchet_smooth_degree: what keeps a climb that levels off from being called Ratcheting);
     the group's p Fisher's without the smallest, a replica Ratcheting at its own p ≤ 1% or at p ≤
-    ratchet_group_replica_p when the group's p ≤ FISHER_ALPHA (status.ratchet_group's
-    design up to session 14, Fisher's at 1%: FISHER_ALPHA). Per replica, groups of 5 and 3 made of
+    ratchet_group_replica_p when the group's p ≤ FISHER_ALPHA (status.ratchet_group's design up to
+    session 14). Per replica, groups of 5 and 3 made of
     consecutive staircase draws; n draws a cell."""
     alpha, replica_p = FISHER_ALPHA, RULES["ratchet_group_replica_p"]
     for label, window, dt in POOLED_DESIGNS:
@@ -1377,7 +1377,7 @@ def ratchet_curve(rng: np.random.Generator, n: int, designs=POOLED_DESIGNS, only
     for label, window, dt in designs:
         t = sim.times(window, dt)
         for name, make, target in cells:
-            cols = []          # per replica: shape, own, p beside the cubic, p beside the saturating curve
+            cols = []          # per replica: shape, own, p beside the cubic, p beside the levelling curve
             for _ in range(n):
                 for e in (step_evidence(t, y) for y in make(rng, 5, t)):
                     shape = e.fit is not None and _group_shape(e.fit) and not e.ratcheting
@@ -1626,6 +1626,7 @@ def main() -> int:
     n = 60 if args.quick else 1000
     cells = tuple(c.strip() for c in args.cells if c.strip()) or None
     designs = tuple(d.strip() for d in args.designs if d.strip())
+    design_rows = tuple(d for d in POOLED_DESIGNS if not designs or d[0].startswith(designs))   # --designs' rows
     unknown = [d for d in designs if not any(label.startswith(d) for label, *_ in POOLED_DESIGNS)]
     if unknown:       # before any simulation: a prefix that selects nothing (e.g. the old '1.5 d,3 d')
         print(f"calibration.py: no design label starts with {', '.join(map(repr, unknown))} — give one prefix per "
@@ -1658,7 +1659,7 @@ def main() -> int:
                                      tuple(int(k) for k in args.replicas.split(",")), cells),
         "ratchet-group": lambda rng: ratchet_group_cal(
             rng, args.datasets or (20 if args.quick else 100), tuple(int(k) for k in args.replicas.split(",")),
-            tuple(d for d in POOLED_DESIGNS if not designs or d[0].startswith(designs)),
+            design_rows,
             cells),
         "ratchet-bound": lambda rng: ratchet_bound(rng, args.datasets or (200 if args.quick else 2000)),
         "ratchet-restarts": lambda rng: ratchet_restarts(rng, args.datasets or (4 if args.quick else 40), cells),
@@ -1667,15 +1668,15 @@ def main() -> int:
                                                                  tuple(int(k) for k in args.replicas.split(",")), cells),
         "ratchet-shared": lambda rng: ratchet_shared_cal(
             rng, args.datasets or (10 if args.quick else 50), tuple(int(k) for k in args.replicas.split(",")),
-            tuple(d for d in POOLED_DESIGNS if not designs or d[0].startswith(designs)),
+            design_rows,
             cells),
         "ratchet-ceiling": lambda rng: ratchet_ceiling(rng, args.datasets or (60 if args.quick else 600)),
         "ratchet-combine": lambda rng: ratchet_combine(
             rng, args.datasets or (10 if args.quick else 100),
-            tuple(d for d in POOLED_DESIGNS if not designs or d[0].startswith(designs)), cells),
+            design_rows, cells),
         "ratchet-curve": lambda rng: ratchet_curve(
             rng, args.datasets or (10 if args.quick else 100),
-            tuple(d for d in POOLED_DESIGNS if not designs or d[0].startswith(designs)), cells),
+            design_rows, cells),
     }
     names = list(parts)
     names.insert(names.index("pooled-path"), "ratchet-pooled")   # retired; its stream number kept so later parts reproduce

@@ -416,23 +416,26 @@ def _null_p(x: np.ndarray, sharp_t: float, rng: np.random.Generator, sims: int, 
     and a replica far from a staircase costs ~10–30 fits, not `sims`. `gated` False: a simulation
     counts by its sharpest step alone, shape or not (calibration's --part ratchet-combine asks
     what a replica without the shape could be called). (p, simulations run)."""
-    n = len(x)
-    basis = _smooth_basis(n)
-    curve = basis @ np.linalg.lstsq(basis, x, rcond=None)[0]
-    res = x - curve
-    if unbiased_phi:
-        # at its upper one-standard-error bound, √((1 − φ²)/n): the data whose steps look sharpest are
-        # those whose φ reads low, and a null at the low reading wanders less than they do
-        phi = _curve_phi(res, basis)
-        phi = min(phi + math.sqrt(max(1 - phi * phi, 0.0) / n), 0.999)
-    else:
-        phi = min(_residual_phi(res), 0.999)
-    sd = float(np.std(res, ddof=basis.shape[1]))
-
     def as_sharp(series: np.ndarray) -> bool:
         fit = _step_fit_x(series)
         return bool(fit is not None and (not gated or _group_shape(fit)) and fit.sharp_t >= sharp_t)
-    return simulated_p(curve, phi, sd, as_sharp, rng, sims, decide_at)
+    return _curve_null_p(x, _smooth_basis(len(x)), as_sharp, rng, sims, decide_at, unbiased_phi)
+
+
+def _curve_null_p(x: np.ndarray, basis: np.ndarray, as_extreme, rng: np.random.Generator, sims: int,
+                  decide_at: float | None = None, unbiased_phi: bool = False) -> tuple[float, int]:
+    """simulated_p of x's least-squares curve on `basis` plus AR(1) noise at the φ and marginal SD of
+    its residuals: φ median-unbiased (_residual_phi) or, `unbiased_phi`, unbiased for this basis's fit
+    (_curve_phi) at its upper one-standard-error bound √((1 − φ²)/n) — the data whose steps look
+    sharpest are those whose φ reads low, and a null at the low reading wanders less than they do."""
+    curve = basis @ np.linalg.lstsq(basis, x, rcond=None)[0]
+    res = x - curve
+    if unbiased_phi:
+        phi = _curve_phi(res, basis)
+        phi = min(phi + math.sqrt(max(1 - phi * phi, 0.0) / len(x)), 0.999)
+    else:
+        phi = min(_residual_phi(res), 0.999)
+    return simulated_p(curve, phi, float(np.std(res, ddof=basis.shape[1])), as_extreme, rng, sims, decide_at)
 
 
 def simulated_p(mean: np.ndarray, phi: float, sd: float, as_extreme, rng: np.random.Generator, sims: int,
@@ -512,16 +515,13 @@ def _levelling_null_p(x: np.ndarray, fit: StepFit, rng: np.random.Generator, sim
     and counts where it has the shape and a step as sharp. Sequential (sequential_p). (p, the
     statistic, simulations run)."""
     basis = _levelling_basis(x, cycle)
-    curve = basis @ np.linalg.lstsq(basis, x, rcond=None)[0]
-    res = x - curve
     observed = _sharpest_beside(x, fit.phi, basis)
 
     def as_sharp(series: np.ndarray) -> bool:
         f = _step_fit_x(series)
         return bool(f is not None and _group_shape(f)
                     and _sharpest_beside(series, f.phi, _levelling_basis(series, cycle)) >= observed)
-    p, done = simulated_p(curve, min(_residual_phi(res), 0.999), float(np.std(res, ddof=basis.shape[1])),
-                          as_sharp, rng, sims)
+    p, done = _curve_null_p(x, basis, as_sharp, rng, sims)
     return p, observed, done
 
 

@@ -499,8 +499,9 @@ def staircases(rng: np.random.Generator, n: int) -> None:
     """Ratcheting (stats.status.classify, both routes) at realistic noise: +8% in five uneven steps
     with AR(1) 1–2% at φ 0.5 / 0.9 per sample; and how often it is said of flat AR(1) (φ 0.5–0.99),
     flat two-scale noise (AR(1) 2% φ 0.9 + slow wander 3%, τ 1.7 d), a daily cycle ±4% (phase
-    drawn per series, AR(1) 1% φ 0.9) and a smooth +10% climb (AR(1) 2% φ 0.9: Growing, not
-    Ratcheting), in the TorUtils designs. 95% Clopper–Pearson intervals."""
+    drawn per series, AR(1) 1% φ 0.9), a smooth +10% climb (AR(1) 2% φ 0.9: Growing, not
+    Ratcheting), climbs that level off, and a slow wander with white measurement noise
+    (JITTERED); last, staircases in near-white noise (φ 0 and 0.2), in the TorUtils designs. 95% Clopper–Pearson intervals."""
     for label, window, dt in (("1.5 d @ 10 min", 1.5 * 86400, 600.0), ("3 d @ 5 min", 3 * 86400, 300.0),
                               ("9 d @ 15 min", 9 * 86400, 900.0)):
         t = sim.times(window, dt)
@@ -525,8 +526,17 @@ def staircases(rng: np.random.Generator, n: int) -> None:
         for tau, sd, phi in LEVELLING_OFF:
             row(f"Ratcheting on a climb that levels off (+15%, τ {tau:.0%} of the window), AR(1) {sd:.0%} φ {phi}, {label}",
                 said(sim.levelling_off(rng, n, t, tau_share=tau, sd_share=sd, phi=phi), "Ratcheting"), "≤ 1%", n)
+        for phi, sd, white in JITTERED:
+            row(f"Ratcheting on a flat slow wander with measurement noise (AR(1) {sd:.0%} φ {phi} + white {white:.1%}), {label}",
+                said(sim.jittered(rng, n, t, sd_share=sd, phi=phi, white_share=white), "Ratcheting"), "≤ 1%", n)
+        for sd, phi in ((0.01, 0.0), (0.015, 0.2)):   # what reading a wander in the residuals costs (status._step_noise)
+            row(f"Ratcheting on +8% five-step staircases in near-white noise, AR(1) {sd:.1%} φ {phi}, {label}",
+                said(sim.staircase(rng, n, t, climb_share=0.08, steps=5, sd_share=sd, phi=phi), "Ratcheting"), "stated", n)
 
 
+# a slow wander sampled with white measurement noise (φ, SD, white SD): the step fit's lag-1 read it as fast
+# noise until status._step_noise (own route 1.2–2.5% Ratcheting)
+JITTERED = ((0.995, 0.02, 0.005), (0.98, 0.01, 0.005))
 # climbs that level off (a relay approaching its ceiling): fast and slow bends, quiet and noisy
 LEVELLING_OFF = ((0.15, 0.01, 0.9), (0.3, 0.02, 0.95), (1.0, 0.02, 0.95))
 
@@ -1009,7 +1019,14 @@ def ratchet_group_cal(rng: np.random.Generator, n: int, sizes: tuple[int, ...] =
     nulls += [(f"a climb that levels off shared by the group (+15%, τ {tau:.0%} of the window), AR(1) {sd:.0%} φ {phi}",
                (lambda tau_, sd_, phi_: lambda r, m, t: sim.levelling_off(r, m, t, tau_share=tau_, sd_share=sd_, phi=phi_))(tau, sd, phi),
                "≤ 1%") for tau, sd, phi in LEVELLING_OFF[:2]]
-    cells = [c for c in stairs + nulls if only is None or c[0].startswith(only)]
+    nulls += [(f"flat slow wander with measurement noise (AR(1) {sd:.0%} φ {phi} + white {white:.1%})",
+               (lambda phi_, sd_, w_: lambda r, m, t: sim.jittered(r, m, t, sd_share=sd_, phi=phi_, white_share=w_))(phi, sd, white),
+               "≤ 1%") for phi, sd, white in JITTERED]
+    # last, so that the cells above draw as before: what the step fit's lag-2 floor keeps (status._step_noise)
+    near_white = [(f"+8% five-step staircases in near-white noise, AR(1) {sd:.1%} φ {phi}",
+                   (lambda sd_, phi_: lambda r, m, t: sim.staircase(r, m, t, climb_share=0.08, steps=5, sd_share=sd_, phi=phi_))(sd, phi),
+                   "stated") for sd, phi in ((0.01, 0.0), (0.015, 0.2))]
+    cells = [c for c in stairs + nulls + near_white if only is None or c[0].startswith(only)]
     for label, window, dt in designs:
         t = sim.times(window, dt)
         for name, make, target in cells:
@@ -1039,6 +1056,47 @@ def ratchet_group_cal(rng: np.random.Generator, n: int, sizes: tuple[int, ...] =
                     f"{sims / n:.0f} simulated fits and {(time.monotonic() - started) / n:.2f} s a group", target, total)
 
 
+def _ar1_t(rng: np.random.Generator, m: int, n: int, phi: float, sd: float, df: float) -> np.ndarray:
+    """Stationary AR(1) noise whose innovations are Student's t (df), marginal SD sd."""
+    from scipy.signal import lfilter
+    e = rng.standard_t(df, size=(m, n)) / np.sqrt(df / (df - 2))
+    e[:, 0] /= np.sqrt(1 - phi ** 2)
+    return lfilter([1.0], [1.0, -phi], e, axis=1) * sd * np.sqrt(1 - phi ** 2)
+
+
+def noise_shapes(rng: np.random.Generator, n: int, sizes: tuple[int, ...] = (5, 3), designs=POOLED_DESIGNS,
+                 only: tuple[str, ...] | None = None) -> None:
+    """Flat series whose noise is not the one AR(1) the rules' nulls simulate (session 16): AR(1)
+    with heavy-tailed innovations (t, 3 and 2.5 degrees of freedom), two short AR(1) scales, and a
+    slow wander read with white measurement noise (the case that needed status._step_noise).
+    Groups of 5 and 3, each replica its own series: per replica the word classify gives (Ratcheting
+    on its own evidence, Growing/Bloating) and Ratcheting with the group route (status.ratchet_group)."""
+    from alloclab.stats.status import ratchet_group, step_evidence
+    cells = [(f"AR(1) {sd:.0%} φ {phi}, t{df:g} innovations",
+              (lambda sd_, phi_, df_: lambda r, m, t: 100 * (1 + _ar1_t(r, m, len(t), phi_, sd_, df_)))(sd, phi, df))
+             for df in (3.0, 2.5) for sd, phi in ((0.02, 0.9), (0.02, 0.5), (0.01, 0.9))]
+    cells += [("AR(1) 1.5% φ 0.5 + AR(1) 1.5% φ 0.98",
+               lambda r, m, t: 100 * (1 + sim.ar1(r, m, len(t), 0.5, 0.015) + sim.ar1(r, m, len(t), 0.98, 0.015))),
+              ("AR(1) 1% φ 0.9 + white 2%", lambda r, m, t: sim.jittered(r, m, t, sd_share=0.01, phi=0.9, white_share=0.02)),
+              ("AR(1) 1.5% φ 0.97 + white 1%", lambda r, m, t: sim.jittered(r, m, t, sd_share=0.015, phi=0.97, white_share=0.01)),
+              ("AR(1) 2% φ 0.99 + white 0.5%", lambda r, m, t: sim.jittered(r, m, t, sd_share=0.02, phi=0.99, white_share=0.005))]
+    cells = [c for c in cells if only is None or c[0].startswith(only)]
+    for label, window, dt in designs:
+        t = sim.times(window, dt)
+        for name, make in cells:
+            for m in sizes:
+                said, own, growing = [], 0, 0
+                for _ in range(n):
+                    ys = make(rng, m, t)
+                    calls = [classify(t, y) for y in ys]
+                    g = ratchet_group([c.ratchet if c.ratchet is not None else step_evidence(t, y) for c, y in zip(calls, ys)])
+                    said.append(sum(a or b for a, b in zip(g.own, g.called)))
+                    own += sum(g.own)
+                    growing += sum(c.word in ("Growing", "Bloating") for c in calls)
+                row(f"flat {name}, n = {m}, {label}: Ratcheting (own route alone; Growing/Bloating)",
+                    f"{grouped_rate(said, m)} ({own / (n * m):.1%}; {rate(growing, n * m)})", "≤ 1%", n * m)
+
+
 def ratchet_shared_cal(rng: np.random.Generator, n: int, sizes: tuple[int, ...] = (5, 3), designs=POOLED_DESIGNS,
                        only: tuple[str, ...] | None = None) -> None:
     """Ratcheting on steps a group shares in time (stats.ratchet_shared) beside each replica's own
@@ -1047,8 +1105,9 @@ def ratchet_shared_cal(rng: np.random.Generator, n: int, sizes: tuple[int, ...] 
     staircases with their own step times (the shared route may only add); false Ratcheting added by
     the shared route on flat AR(1) 2% φ 0.5–0.99, two-scale noise (own wander, and a slow wander
     COMMON to the group), a daily cycle the group shares, a smooth climb it shares, one shared step,
-    a shared step up and down (a release), and the flat replica of a group whose others share a
-    staircase (and the flat ones beside one staircase). `only`: the cells whose names start with
+    a shared step up and down (a release), the flat replica of a group whose others share a
+    staircase (and the flat ones beside one staircase), and slow wanders read with white noise
+    (JITTERED, session 16). `only`: the cells whose names start with
     these. Per replica, with grouped_rate's intervals; also the groups the shared test passed and the cost."""
     from alloclab.stats.ratchet_shared import ratchet_shared
     from alloclab.stats.status import step_evidence
@@ -1099,6 +1158,9 @@ def ratchet_shared_cal(rng: np.random.Generator, n: int, sizes: tuple[int, ...] 
               ("shared +8% step up and down again, AR(1) 2% φ 0.9", up_down, "≤ 1%", rest),
               ("one flat AR(1) 2% φ 0.9 replica among replicas sharing a +8% staircase (2% φ 0.9): the flat one", flat_among_shared, "≤ 1%", first),
               ("one +8% staircase (2% φ 0.9) among flat AR(1) 2% φ 0.9 replicas: the flat ones", lone, "≤ 1%", None)]
+    nulls += [(f"flat slow wander with measurement noise (AR(1) {sd:.0%} φ {phi} + white {white:.1%}, each its own)",
+               (lambda phi_, sd_, w_: lambda r, m, t: sim.jittered(r, m, t, sd_share=sd_, phi=phi_, white_share=w_))(phi, sd, white),
+               "≤ 1%", rest) for phi, sd, white in JITTERED]
     cells = [c for c in stairs + nulls if only is None or c[0].startswith(only)]
     for label, window, dt in designs:
         t = sim.times(window, dt)
@@ -1612,7 +1674,7 @@ def main() -> int:
     ap.add_argument("--part", default="all", choices=["all", "status", "growth", "compare", "sequential", "identical", "tor-verdict",
                                                       "scenarios", "cycles", "two-scale", "staircases", "user-path", "gates", "staircase-reach", "growth-frontier", "pooled", "pooled-path", "pooled-short", "beside", "ratchet-group", "ratchet-bound",
                                                       "ratchet-restarts", "beside-cycle-restart", "ratchet-climbs", "ratchet-shared",
-                                                      "ratchet-ceiling", "ratchet-combine", "ratchet-curve"],
+                                                      "ratchet-ceiling", "ratchet-combine", "ratchet-curve", "noise-shapes"],
                     help="run one part only")
     args = ap.parse_args()
     if args.smooth_degree is not None:
@@ -1677,6 +1739,9 @@ def main() -> int:
         "ratchet-curve": lambda rng: ratchet_curve(
             rng, args.datasets or (10 if args.quick else 100),
             design_rows, cells),
+        "noise-shapes": lambda rng: noise_shapes(
+            rng, args.datasets or (20 if args.quick else 200), tuple(int(k) for k in args.replicas.split(",")),
+            design_rows, cells),
     }
     names = list(parts)
     names.insert(names.index("pooled-path"), "ratchet-pooled")   # retired; its stream number kept so later parts reproduce
@@ -1690,7 +1755,7 @@ def main() -> int:
         if args.part == name or (args.part == "all" and name not in ("cycles", "pooled-short", "ratchet-group", "ratchet-bound",
                                                                                 "ratchet-restarts", "beside-cycle-restart",
                                                                                 "ratchet-climbs", "ratchet-shared", "ratchet-ceiling",
-                                                                                "ratchet-combine", "ratchet-curve")):   # cycles: a larger run of scenarios' first rows
+                                                                                "ratchet-combine", "ratchet-curve", "noise-shapes")):   # cycles: a larger run of scenarios' first rows
             part(np.random.default_rng([args.seed, k]))
     print(f"| figure | measured | target | simulations |\n|---|---|---|---|")
     for name, value, target, k in ROWS:

@@ -285,3 +285,59 @@ def test_the_cycle_enters_the_curve_only_over_a_day_or_more():
         t = sim.times(days * 86400.0, 600.0)
         e = step_evidence(t, sim.flat(np.random.default_rng(1), 1, t, phi=0.5, sd_share=0.01)[0])
         assert (_cycle_of(e) is not None) is want, days
+
+
+def test_a_slow_wander_sampled_with_measurement_noise_is_not_ratcheting(monkeypatch):
+    # AR(1) φ 0.995 (2%) plus 0.5% white noise over 1.5 days: the step fit's residuals read lag-1 φ
+    # 0.1–0.5 (the steps take the wander, the white part lowers lag-1), and prewhitened at that φ the
+    # wander's runs were steps sharp enough for Ratcheting (these seeds); their lag-2 / lag-1 reads the
+    # wander's φ, and at it they are not
+    from alloclab.stats import status
+    t = sim.times(1.5 * 86400.0, 600.0)
+    ys = [sim.jittered(np.random.default_rng(seed), 1, t, sd_share=0.02, phi=0.995, white_share=0.005)[0]
+          for seed in (8, 52, 60, 98, 118)]
+    ev = [step_evidence(t, y) for y in ys]
+    assert not any(e.ratcheting for e in ev), [e.fit.phi for e in ev]
+    assert all(e.fit.phi >= 0.65 for e in ev), [e.fit.phi for e in ev]
+    monkeypatch.setattr(status, "_step_noise", lambda r, **_: (status._residual_phi(r), 0.0))
+    assert all(step_evidence(t, y).ratcheting for y in ys)
+
+
+def test_a_staircase_in_white_noise_keeps_its_steps_because_a_missed_steps_remains_are_not_a_wander(monkeypatch):
+    # +8% in five steps, 1% white noise, 1.5 days: a small step the fit misses leaves lag-2 / lag-1
+    # high in the residuals; read as a wander (no lag-2 floor) the fit prewhitens at φ ≈ 1 and these
+    # staircases (seeds) lose Ratcheting; with the floor they keep it
+    t = sim.times(1.5 * 86400.0, 600.0)
+    ys = [sim.staircase(np.random.default_rng(seed), 1, t, climb_share=0.08, steps=5, sd_share=0.01, phi=0.0)[0]
+          for seed in (3, 4, 5, 6)]
+    assert all(step_evidence(t, y).ratcheting for y in ys)
+    monkeypatch.setitem(RULES, "ratchet_white_min_lag2_se", -1e9)
+    assert not any(step_evidence(t, y).ratcheting for y in ys)
+
+
+def test_the_step_noise_is_ar1_at_the_lag_one_phi_for_ar1_noise_alone_and_a_wander_plus_white_noise_else():
+    from alloclab.stats.status import _residual_phi, _step_noise
+    rng = np.random.default_rng(5)
+    for phi in (0.5, 0.9):
+        rs = sim.ar1(rng, 200, 217, phi, 1.0)
+        same = np.mean([_step_noise(r) == (_residual_phi(r), 0.0) for r in rs])
+        assert same >= 0.9, (phi, same)
+    jittered = sim.ar1(rng, 1, 217, 0.995, 1.0)[0] + 0.5 * rng.normal(size=217)
+    phi, white = _step_noise(jittered - jittered.mean())
+    assert phi >= _residual_phi(jittered - jittered.mean()) + RULES["ratchet_white_gap"], phi
+    assert 0.05 < white < 0.8, white                   # 0.5² of 1.25 is white: 0.2
+
+
+def test_the_group_routes_null_simulates_the_white_part_of_the_noise():
+    from alloclab.stats.status import simulated_p
+
+    def drawn(white):
+        seen = []
+        simulated_p(np.zeros(4000), 0.99, 1.0, lambda y: seen.append(y) or False, np.random.default_rng(2), 3, white=white)
+        return seen
+    mixed = drawn(0.25)[0]
+    lag1 = float(np.corrcoef(mixed[1:], mixed[:-1])[0, 1])
+    assert 0.70 < lag1 < 0.78, lag1                   # 0.75 × 0.99: a quarter of the variance white
+    assert abs(float(np.std(mixed)) - 1.0) < 0.15, np.std(mixed)
+    # without a white part the draws are the AR(1) ones of before (documented figures reproduce)
+    assert np.array_equal(np.stack(drawn(0.0)), sim.ar1(np.random.default_rng(2), 3, 4000, 0.99, 1.0))

@@ -26,6 +26,12 @@ def flat(rng, n_series, t, *, level=100.0, sd_share=0.02, phi=0.95) -> np.ndarra
     return level * (1 + ar1(rng, n_series, len(t), phi, sd_share))
 
 
+def jittered(rng, n_series, t, *, level=100.0, sd_share=0.02, phi=0.995, white_share=0.005) -> np.ndarray:
+    """A slow AR(1) wander (marginal SD sd_share, φ per sample) plus white measurement noise
+    (SD white_share): ARMA(1,1), whose lag-1 reads below the wander's φ."""
+    return level * (1 + ar1(rng, n_series, len(t), phi, sd_share) + white_share * rng.normal(size=(n_series, len(t))))
+
+
 def two_scale(rng, n_series, t, *, fast_share=0.02, fast_phi=0.9, slow_share=0.03, slow_tau_s=1.7 * 86400,
               share=0.0, level=100.0) -> np.ndarray:
     """Noise on two time scales: a fast AR(1) (marginal SD fast_share, φ per sample) plus a slow

@@ -199,12 +199,13 @@ def _step_scan(xt: np.ndarray, base: np.ndarray, phi: float, cand: np.ndarray) -
 
 @dataclass(frozen=True)
 class StepFit:
-    phi: float                 # AR(1) φ of the noise between the steps (per bin, median-unbiased)
+    phi: float                 # AR(1) φ of the noise between the steps (per bin; _step_noise)
     sizes: np.ndarray          # the fitted steps as shares of the level, in time order
     t: np.ndarray              # their t statistics (generalised least squares at φ)
     at: np.ndarray             # their bins
     bins: int                  # bins the window was averaged into
     sharp_t: float             # the largest t of one up-step beside a smooth curve (_smooth_basis)
+    white: float = 0.0         # the share of the noise's variance that is white, beside that AR(1) (_step_noise)
 
 
 def step_fit(t: np.ndarray, y: np.ndarray, level: float) -> StepFit | None:
@@ -212,7 +213,9 @@ def step_fit(t: np.ndarray, y: np.ndarray, level: float) -> StepFit | None:
     ≤ ratchet_step_points equal time bins: steps enter one at a time (the largest |t| first, each
     ≥ 2 bins from the last) while |t| ≥ ratchet_step_t, up to ratchet_max_steps. φ is the
     median-unbiased lag-1 of the residuals of a first fit (at the φ of a straight line's
-    residuals, which steps inflate), so the wander between steps is noise, not steps. Also the
+    residuals, which steps inflate), so the wander between steps is noise, not steps — or, where
+    their lag-2 / lag-1 says the noise is a slow wander read with white noise, that wander's φ
+    (_step_noise). Also the
     sharpest single up-step beside a smooth curve (a cubic) instead of the steps: a smooth climb
     (a leak, a climb that levels off, a cycle's rise, a slow wander) has none beyond the noise, a
     staircase has its tallest step there.
@@ -264,10 +267,10 @@ def _step_fit_x(x: np.ndarray) -> StepFit | None:
     chosen, _, _ = fit(phi)
     levels = np.column_stack([np.ones(n)] + [(idx >= cand[c]).astype(float) for c in chosen])
     coef, *_ = np.linalg.lstsq(levels, x, rcond=None)
-    phi = _residual_phi(x - levels @ coef)
+    phi, white = _step_noise(x - levels @ coef)
     chosen, sizes, tt = fit(phi)
     return StepFit(phi, sizes, tt, cand[chosen] if chosen else np.zeros(0, dtype=int), n,
-                   _sharpest_beside(x, phi, _smooth_basis(n)))
+                   _sharpest_beside(x, phi, _smooth_basis(n)), white)
 
 
 def _residual_phi(r: np.ndarray) -> float:
@@ -275,6 +278,39 @@ def _residual_phi(r: np.ndarray) -> float:
     denom = float(r @ r)
     rho = float(np.sum(r[1:] * r[:-1]) / denom) if denom > 0 else 0.0
     return max(0.0, phi_for_lag1(rho, len(r), 0.5))
+
+
+def _step_noise(r: np.ndarray, floored: bool = True) -> tuple[float, float]:
+    """The noise between a step fit's steps, from its residuals r: (AR(1) φ, the share of the
+    variance that is white). AR(1) alone, φ from their lag-1 (_residual_phi); or, where their
+    lag-2 / lag-1 reads a φ ≥ ratchet_white_gap higher, a slow AR(1) wander at that φ plus white
+    measurement noise (RSS sampled with jitter): lag-1 c·φ and lag-2 c·φ², c the wander's share.
+    Read as AR(1), such noise gave φ ~0.45 where the wander's is 0.995 (the steps take part of the
+    wander, the white part lowers lag-1), and prewhitened at that φ the wander's runs were sharp
+    steps: own route 1.2–2.5% Ratcheting on AR(1) φ 0.98–0.995 plus 0.5% white (--part
+    staircases). At the wander's φ the white part is over-differenced, which only makes a
+    step's t smaller. For AR(1) alone both read φ (the ratio is the noisier: at φ 0.5 within 0.14
+    in 90% of +8% staircases), so the gap keeps such noise AR(1); and (`floored`, the step fit's
+    reading) lag-2 ≥ ratchet_white_min_lag2_se standard errors (1/√n) keeps white noise, and a
+    missed step's remains in it, AR(1) (+8% staircases in 1% white noise, 1.5 d: group route 90%
+    with the floor, 67% without). A null's model is read without that floor: there a wander read
+    where there is none only makes the null wander more, while a white part missed would make it
+    wander less than the data."""
+    phi = _residual_phi(r)
+    denom = float(r @ r)
+    if denom <= 0 or len(r) < 4:
+        return phi, 0.0
+    lag1 = float(np.sum(r[1:] * r[:-1]) / denom)
+    lag2 = float(np.sum(r[2:] * r[:-2]) / denom)
+    # a wander shows at lag 2 beyond chance; in white noise lag-2 / lag-1 is noise, and the remains of
+    # a step the fit missed read as a wander, which prewhitened at φ ≈ 1 costs staircases in
+    # near-white noise their steps (+8% in 1% white, 1.5 d: 93.2% → 81.5% with this floor, ~46% without)
+    if lag1 <= 0 or lag2 <= 0 or (floored and lag2 < RULES["ratchet_white_min_lag2_se"] / math.sqrt(len(r))):
+        return phi, 0.0
+    persistent = min(phi_for_lag1(min(lag2 / lag1, 1.0), len(r), 0.5), 0.999)
+    if persistent < phi + RULES["ratchet_white_gap"]:
+        return phi, 0.0
+    return persistent, 1.0 - phi / persistent
 
 
 def _curve_phi(r: np.ndarray, basis: np.ndarray) -> float:
@@ -383,7 +419,8 @@ def _ratchet_in_noise(fit: StepFit | None, level: float) -> tuple[bool, str]:
                        f"(t {fit.sharp_t:.1f} < {sharp:.2f}): a smooth climb, not steps")
     return True, (f"climbed {climb * level:.1f} MB ({climb:.1%}) in {up} steps without a release beyond "
                   f"its noise (sharpest step t {fit.sharp_t:.1f} beside a smooth climb; AR(1) φ {fit.phi:.2f} "
-                  f"per 1/{fit.bins} of the window)")
+                  f"per 1/{fit.bins} of the window" + (f" plus white noise, {fit.white:.0%} of its variance" if fit.white else "")
+                  + ")")
 
 
 @dataclass(frozen=True)
@@ -409,8 +446,8 @@ def _null_p(x: np.ndarray, sharp_t: float, rng: np.random.Generator, sims: int, 
             unbiased_phi: bool = False, decide_at: float | None = None, gated: bool = True) -> tuple[float, int]:
     """The replica's p: where its step statistic (sharp_t, the fit having the staircase's shape)
     falls among simulations of its null — its own smooth curve (_smooth_basis: flat, a climb, one
-    that levels off) plus AR(1) noise at its median-unbiased φ and marginal SD (both from the
-    curve's residuals; `unbiased_phi`: φ unbiased for the curve's fit, _curve_phi), same length.
+    that levels off) plus the noise of the curve's residuals (_step_noise's model at their
+    marginal SD; `unbiased_phi`: AR(1) at φ unbiased for the curve's fit, _curve_phi), same length.
     step_fit runs in full on each, φ estimated again, so what the estimation does on this design
     is in the null too. Sequential (sequential_p, `decide_at` passed on): a valid p either way,
     and a replica far from a staircase costs ~10–30 fits, not `sims`. `gated` False: a simulation
@@ -424,30 +461,38 @@ def _null_p(x: np.ndarray, sharp_t: float, rng: np.random.Generator, sims: int, 
 
 def _curve_null_p(x: np.ndarray, basis: np.ndarray, as_extreme, rng: np.random.Generator, sims: int,
                   decide_at: float | None = None, unbiased_phi: bool = False) -> tuple[float, int]:
-    """simulated_p of x's least-squares curve on `basis` plus AR(1) noise at the φ and marginal SD of
-    its residuals: φ median-unbiased (_residual_phi) or, `unbiased_phi`, unbiased for this basis's fit
-    (_curve_phi) at its upper one-standard-error bound √((1 − φ²)/n) — the data whose steps look
-    sharpest are those whose φ reads low, and a null at the low reading wanders less than they do."""
+    """simulated_p of x's least-squares curve on `basis` plus noise at the marginal SD of its
+    residuals: their _step_noise model (AR(1) at the median-unbiased φ, or a slow AR(1) plus white
+    noise) or, `unbiased_phi`, AR(1) at φ unbiased for this basis's fit (_curve_phi) at its upper
+    one-standard-error bound √((1 − φ²)/n) — the data whose steps look sharpest are those whose φ
+    reads low, and a null at the low reading wanders less than they do."""
     curve = basis @ np.linalg.lstsq(basis, x, rcond=None)[0]
     res = x - curve
+    white = 0.0
     if unbiased_phi:
         phi = _curve_phi(res, basis)
         phi = min(phi + math.sqrt(max(1 - phi * phi, 0.0) / len(x)), 0.999)
     else:
-        phi = min(_residual_phi(res), 0.999)
-    return simulated_p(curve, phi, float(np.std(res, ddof=basis.shape[1])), as_extreme, rng, sims, decide_at)
+        phi, white = _step_noise(res, floored=False)
+        phi = min(phi, 0.999)
+    return simulated_p(curve, phi, float(np.std(res, ddof=basis.shape[1])), as_extreme, rng, sims, decide_at, white)
 
 
 def simulated_p(mean: np.ndarray, phi: float, sd: float, as_extreme, rng: np.random.Generator, sims: int,
-                decide_at: float | None = None) -> tuple[float, int]:
-    """sequential_p over simulations of `mean` plus AR(1) noise (φ, marginal SD), drawn ten at a
-    time as they are needed; `as_extreme(series)`: whether that simulation is as extreme as the data."""
+                decide_at: float | None = None, white: float = 0.0) -> tuple[float, int]:
+    """sequential_p over simulations of `mean` plus AR(1) noise (φ, marginal SD; `white`: that share
+    of the variance white instead, _step_noise's model), drawn ten at a time as they are needed;
+    `as_extreme(series)`: whether that simulation is as extreme as the data."""
     def extreme():
         done = 0
         while done < sims:
-            for noise in ar1(rng, min(10, sims - done), len(mean), phi, sd):
+            k = min(10, sims - done)
+            noise = ar1(rng, k, len(mean), phi, sd * math.sqrt(1.0 - white))
+            if white > 0:
+                noise += rng.normal(scale=sd * math.sqrt(white), size=noise.shape)
+            for one in noise:
                 done += 1
-                yield as_extreme(mean + noise)
+                yield as_extreme(mean + one)
     return sequential_p(extreme(), sims, decide_at)
 
 
@@ -509,8 +554,8 @@ def _sharpest_beside(x: np.ndarray, phi: float, basis: np.ndarray) -> float:
 def _levelling_null_p(x: np.ndarray, fit: StepFit, rng: np.random.Generator, sims: int,
                       cycle: np.ndarray | None = None) -> tuple[float, float, int]:
     """A replica's p in the group route: its sharpest up-step beside its own levelling curve
-    (_levelling_basis with `cycle`, at its step fit's φ) among simulations of that curve plus AR(1)
-    noise at the φ (median-unbiased) and SD of the curve's residuals, same bins; each simulation is
+    (_levelling_basis with `cycle`, at its step fit's φ) among simulations of that curve plus the
+    noise of the curve's residuals (_step_noise's model, at their SD), same bins; each simulation is
     fitted in full (step_fit, φ again, the staircase's shape as the group route asks it, its own τ)
     and counts where it has the shape and a step as sharp. Sequential (sequential_p). (p, the
     statistic, simulations run)."""
@@ -616,7 +661,7 @@ def ratchet_group(replicas: list[StepEvidence], *, sims: int | None = None) -> G
         reasons.append(f"{_staircase_shape(fit)[3]} up-steps climbing {float(fit.sizes.sum()):.1%} without a release "
                        f"beyond its noise; its sharpest step (t {sharp[i]:.1f} beside {beside[i]}) "
                        + (f"sharper than all {sims} simulations" if q <= p_min else f"beyond {1 - q:.0%} of simulations")
-                       + f" of that curve in its own AR(1) noise, and {tested} of its "
+                       + f" of that curve in its own noise, and {tested} of its "
                        f"group's replicas together beyond theirs (combined p {p:.2g})" if call else "")
     return GroupRatchet(tuple(own), tuple(called), tuple(reasons), p, tuple(own_p), done)
 

@@ -49,12 +49,13 @@ RULES: dict[str, float] = {
     "ratchet_white_gap": 0.2,         # the noise between steps (and in the group route's null) read as a slow AR(1) plus
                                       # white measurement noise where its lag-2 / lag-1 says φ ≥ 0.2 above its lag-1
                                       # (status._step_noise; AR(1) alone: 90% of +8% staircases at φ 0.5 within 0.14):
-                                      # read as AR(1), own-route false Ratcheting 1.2–2.5% on AR(1) φ 0.98–0.995 + 0.5%
-                                      # white (--part staircases; 0–0.5% since)
+                                      # read as AR(1), own-route false Ratcheting 1.0–3.2% on AR(1) φ 0.995 + 0.5% white,
+                                      # 0–2.0% at φ 0.98 (--part staircases; 0–1.0% since)
     "ratchet_white_min_lag2_se": 3.0, # ... and only where the residuals' lag-2 is ≥ 3/√n (3 standard errors): else a missed
                                       # step's remains in white noise read as a wander (+8% staircases in 1% white noise,
-                                      # 1.5 d: 93.2% read as AR(1), 81.5% with this floor, --part staircases; ~46%
-                                      # without it). Not in the group route's null (status._curve_null_p)
+                                      # 1.5 d: 90.8% read as AR(1), 80.8% with this floor, --part staircases; on an
+                                      # exploration's draw 88.6% → 46% without it). Not in the group route's null
+                                      # (status._curve_null_p)
     "ratchet_smooth_degree": 3,       # the smooth curve: a cubic in time (a line left a levelling-off climb's bend to the
                                       # steps: Ratcheting 16–44% on saturating climbs; 0–1% with the cubic)
     # -- growth beside the baseline's (stats.beside): per-replica changes in MB, Welch, Holm

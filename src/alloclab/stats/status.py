@@ -287,8 +287,8 @@ def _step_noise(r: np.ndarray, floored: bool = True) -> tuple[float, float]:
     measurement noise (RSS sampled with jitter): lag-1 c·φ and lag-2 c·φ², c the wander's share.
     Read as AR(1), such noise gave φ ~0.45 where the wander's is 0.995 (the steps take part of the
     wander, the white part lowers lag-1), and prewhitened at that φ the wander's runs were sharp
-    steps: own route 1.2–2.5% Ratcheting on AR(1) φ 0.98–0.995 plus 0.5% white (--part
-    staircases). At the wander's φ the white part is over-differenced, which only makes a
+    steps: own route 1.0–3.2% Ratcheting on AR(1) φ 0.995 plus 0.5% white, 0–2.0% at φ 0.98
+    (--part staircases). At the wander's φ the white part is over-differenced, which only makes a
     step's t smaller. For AR(1) alone both read φ (the ratio is the noisier: at φ 0.5 within 0.14
     in 90% of +8% staircases), so the gap keeps such noise AR(1); and (`floored`, the step fit's
     reading) lag-2 ≥ ratchet_white_min_lag2_se standard errors (1/√n) keeps white noise, and a
@@ -304,7 +304,8 @@ def _step_noise(r: np.ndarray, floored: bool = True) -> tuple[float, float]:
     lag2 = float(np.sum(r[2:] * r[:-2]) / denom)
     # a wander shows at lag 2 beyond chance; in white noise lag-2 / lag-1 is noise, and the remains of
     # a step the fit missed read as a wander, which prewhitened at φ ≈ 1 costs staircases in
-    # near-white noise their steps (+8% in 1% white, 1.5 d: 93.2% → 81.5% with this floor, ~46% without)
+    # near-white noise their steps (+8% in 1% white, 1.5 d: 90.8% read as AR(1), 80.8% with this
+    # floor; on an exploration's draw 88.6% → 46% without it)
     if lag1 <= 0 or lag2 <= 0 or (floored and lag2 < RULES["ratchet_white_min_lag2_se"] / math.sqrt(len(r))):
         return phi, 0.0
     persistent = min(phi_for_lag1(min(lag2 / lag1, 1.0), len(r), 0.5), 0.999)

@@ -1059,14 +1059,6 @@ def ratchet_group_cal(rng: np.random.Generator, n: int, sizes: tuple[int, ...] =
                     f"{sims / n:.0f} simulated fits and {(time.monotonic() - started) / n:.2f} s a group", target, total)
 
 
-def _ar1_t(rng: np.random.Generator, m: int, n: int, phi: float, sd: float, df: float) -> np.ndarray:
-    """Stationary AR(1) noise whose innovations are Student's t (df), marginal SD sd."""
-    from scipy.signal import lfilter
-    e = rng.standard_t(df, size=(m, n)) / np.sqrt(df / (df - 2))
-    e[:, 0] /= np.sqrt(1 - phi ** 2)
-    return lfilter([1.0], [1.0, -phi], e, axis=1) * sd * np.sqrt(1 - phi ** 2)
-
-
 def noise_shapes(rng: np.random.Generator, n: int, sizes: tuple[int, ...] = (5, 3), designs=POOLED_DESIGNS,
                  only: tuple[str, ...] | None = None) -> None:
     """Flat series whose noise is not the one AR(1) the rules' nulls simulate (session 16): AR(1)
@@ -1076,7 +1068,7 @@ def noise_shapes(rng: np.random.Generator, n: int, sizes: tuple[int, ...] = (5, 
     on its own evidence, Growing/Bloating) and Ratcheting with the group route (status.ratchet_group)."""
     from alloclab.stats.status import ratchet_group, step_evidence
     cells = [(f"AR(1) {sd:.0%} φ {phi}, t{df:g} innovations",
-              (lambda sd_, phi_, df_: lambda r, m, t: 100 * (1 + _ar1_t(r, m, len(t), phi_, sd_, df_)))(sd, phi, df))
+              (lambda sd_, phi_, df_: lambda r, m, t: 100 * (1 + sim.ar1(r, m, len(t), phi_, sd_, df=df_)))(sd, phi, df))
              for df in (3.0, 2.5) for sd, phi in ((0.02, 0.9), (0.02, 0.5), (0.01, 0.9))]
     cells += [("AR(1) 1.5% φ 0.5 + AR(1) 1.5% φ 0.98",
                lambda r, m, t: 100 * (1 + sim.ar1(r, m, len(t), 0.5, 0.015) + sim.ar1(r, m, len(t), 0.98, 0.015))),

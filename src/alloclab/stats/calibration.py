@@ -15,9 +15,10 @@ def times(window_s: float, interval_s: float) -> np.ndarray:
     return np.arange(0.0, window_s + interval_s / 2, interval_s)
 
 
-def ar1(rng: np.random.Generator, n_series: int, n: int, phi: float, sd: float = 1.0) -> np.ndarray:
-    """Stationary AR(1) noise with marginal standard deviation sd."""
-    e = rng.normal(size=(n_series, n))
+def ar1(rng: np.random.Generator, n_series: int, n: int, phi: float, sd: float = 1.0, df: float | None = None) -> np.ndarray:
+    """Stationary AR(1) noise with marginal standard deviation sd; innovations normal, or (`df`)
+    Student's t with df > 2 degrees of freedom scaled to unit variance (heavy tails)."""
+    e = rng.normal(size=(n_series, n)) if df is None else rng.standard_t(df, size=(n_series, n)) / np.sqrt(df / (df - 2))
     e[:, 0] /= np.sqrt(max(1 - phi ** 2, 1e-12))
     return lfilter([1.0], [1.0, -phi], e, axis=1) * sd * np.sqrt(1 - phi ** 2)
 

@@ -273,11 +273,15 @@ def _step_fit_x(x: np.ndarray) -> StepFit | None:
                    _sharpest_beside(x, phi, _smooth_basis(n)), white)
 
 
+def _lag_corr(r: np.ndarray, k: int) -> float:
+    """The lag-k autocorrelation of residuals r about zero (0 when they are all zero)."""
+    denom = float(r @ r)
+    return float(np.sum(r[k:] * r[:-k]) / denom) if denom > 0 else 0.0
+
+
 def _residual_phi(r: np.ndarray) -> float:
     """AR(1) φ of a fit's residuals r (≥ 0): median-unbiased from their lag-1 (0 when there are none)."""
-    denom = float(r @ r)
-    rho = float(np.sum(r[1:] * r[:-1]) / denom) if denom > 0 else 0.0
-    return max(0.0, phi_for_lag1(rho, len(r), 0.5))
+    return max(0.0, phi_for_lag1(_lag_corr(r, 1), len(r), 0.5))
 
 
 def _step_noise(r: np.ndarray, floored: bool = True) -> tuple[float, float]:
@@ -297,11 +301,9 @@ def _step_noise(r: np.ndarray, floored: bool = True) -> tuple[float, float]:
     where there is none only makes the null wander more, while a white part missed would make it
     wander less than the data."""
     phi = _residual_phi(r)
-    denom = float(r @ r)
-    if denom <= 0 or len(r) < 4:
+    if len(r) < 4:
         return phi, 0.0
-    lag1 = float(np.sum(r[1:] * r[:-1]) / denom)
-    lag2 = float(np.sum(r[2:] * r[:-2]) / denom)
+    lag1, lag2 = _lag_corr(r, 1), _lag_corr(r, 2)       # both 0 for all-zero residuals: AR(1)
     # a wander shows at lag 2 beyond chance; in white noise lag-2 / lag-1 is noise, and the remains of
     # a step the fit missed read as a wander, which prewhitened at φ ≈ 1 costs staircases in
     # near-white noise their steps (+8% in 1% white, 1.5 d: 90.8% read as AR(1), 80.8% with this
@@ -521,17 +523,22 @@ def sequential_p(extreme, sims: int, decide_at: float | None = None) -> tuple[fl
 LEVELLING_TAUS = (0.03, 0.06, 0.12, 0.25, 0.5)
 
 
-def _levelling_basis(x: np.ndarray, cycle: np.ndarray | None = None) -> np.ndarray:
-    """The group route's smooth curve: the cubic (_smooth_basis), `cycle` (_cycle_of: the daily
-    cycle's columns, or None) and 1 − exp(−u/τ) (u the bin's share of the bins, as the cubic's time
-    axis), τ the one of LEVELLING_TAUS whose least-squares fit to x leaves the smallest residual. A
-    climb that levels off early (a relay growing to its ceiling) bends more sharply than a cubic
-    can, and beside a cubic that bend reads as a step (--part ratchet-curve)."""
-    n = len(x)
+def _levelling_bases(n: int, cycle: np.ndarray | None = None) -> list[np.ndarray]:
+    """The group route's candidate smooth curves on n bins: the cubic (_smooth_basis), `cycle`
+    (_cycle_of: the daily cycle's columns, or None) and 1 − exp(−u/τ) for each of LEVELLING_TAUS
+    (u the bin's share of the bins, as the cubic's time axis)."""
     fixed = [_smooth_basis(n)] + ([] if cycle is None else [cycle])
     u = np.linspace(0.0, 1.0, n)
-    fits = [np.column_stack(fixed + [1 - np.exp(-u / tau)]) for tau in LEVELLING_TAUS]
-    return min(fits, key=lambda b: float(np.sum((x - b @ np.linalg.lstsq(b, x, rcond=None)[0]) ** 2)))
+    return [np.column_stack(fixed + [1 - np.exp(-u / tau)]) for tau in LEVELLING_TAUS]
+
+
+def _levelling_basis(x: np.ndarray, cycle: np.ndarray | None = None, bases: list[np.ndarray] | None = None) -> np.ndarray:
+    """The group route's smooth curve: the one of _levelling_bases (or `bases`, built for x's length
+    and cycle) whose least-squares fit to x leaves the smallest residual. A climb that levels off
+    early (a relay growing to its ceiling) bends more sharply than a cubic can, and beside a cubic
+    that bend reads as a step (--part ratchet-curve)."""
+    bases = _levelling_bases(len(x), cycle) if bases is None else bases
+    return min(bases, key=lambda b: float(np.sum((x - b @ np.linalg.lstsq(b, x, rcond=None)[0]) ** 2)))
 
 
 def _cycle_of(e: StepEvidence) -> np.ndarray | None:
@@ -560,13 +567,14 @@ def _levelling_null_p(x: np.ndarray, fit: StepFit, rng: np.random.Generator, sim
     fitted in full (step_fit, φ again, the staircase's shape as the group route asks it, its own τ)
     and counts where it has the shape and a step as sharp. Sequential (sequential_p). (p, the
     statistic, simulations run)."""
-    basis = _levelling_basis(x, cycle)
+    bases = _levelling_bases(len(x), cycle)          # the simulations have x's bins: built once
+    basis = _levelling_basis(x, bases=bases)
     observed = _sharpest_beside(x, fit.phi, basis)
 
     def as_sharp(series: np.ndarray) -> bool:
         f = _step_fit_x(series)
         return bool(f is not None and _group_shape(f)
-                    and _sharpest_beside(series, f.phi, _levelling_basis(series, cycle)) >= observed)
+                    and _sharpest_beside(series, f.phi, _levelling_basis(series, bases=bases)) >= observed)
     p, done = _curve_null_p(x, basis, as_sharp, rng, sims)
     return p, observed, done
 

@@ -1354,7 +1354,8 @@ def ratchet_combine(rng: np.random.Generator, n: int, designs=POOLED_DESIGNS, on
     """What combining a group's replicas otherwise would buy (staircases) and cost (climbs that level
     off, shifts, cycles), measured in session 14 against the rule of then: each replica's p beside
     its own cubic (status._null_p: its sharpest step among simulations of its cubic + its noise,
-    AR(1) or since session 16 AR(1) + white, that also have the staircase's shape) from 399 simulations instead of 99; then the group by Fisher's method (that rule's) or by
+    AR(1), since session 16 AR(1) + white, since session 17 fitted by Whittle's likelihood — the
+    docs' figures are session 14's — that also have the staircase's shape) from 399 simulations instead of 99; then the group by Fisher's method (that rule's) or by
     the truncated product of the p's ≤ 0.05 (a replica without the shape costs nothing), each
     without the smallest p, at FISHER_ALPHA and at half of it; a found group's replicas
     called as the rule calls them (the shape and p ≤ ratchet_group_replica_p), or also, "relaxed",
@@ -1657,8 +1658,8 @@ def main() -> int:
                          "start with PREFIX; repeat the option for more (a name may hold a comma: --cells 'flat two-scale' "
                          "--cells '+10%%, AR(1)')")
     ap.add_argument("--designs", action="append", default=[], metavar="PREFIX",
-                    help="--part ratchet-group / ratchet-shared / ratchet-combine / ratchet-curve: only the designs whose labels start with PREFIX; repeat the option for "
-                         "more (--designs '1.5 d' --designs '9 d')")
+                    help="--part ratchet-group / ratchet-shared / ratchet-combine / ratchet-curve / noise-shapes: only the designs whose labels start with PREFIX; repeat the option for "
+                         "more (--designs '1.5 d' --designs '9 d'); the short windows of --part pooled-short ('0.5 d', '1 d @', '1.7 d') only when named")
     ap.add_argument("--seed", type=int, default=20261122, help="seed of every simulation")
     ap.add_argument("--smooth-degree", type=int, default=None,
                     help="Ratcheting's smooth curve for this run (RULES ratchet_smooth_degree; default the rule's): "
@@ -1683,11 +1684,14 @@ def main() -> int:
     n = 60 if args.quick else 1000
     cells = tuple(c.strip() for c in args.cells if c.strip()) or None
     designs = tuple(d.strip() for d in args.designs if d.strip())
-    design_rows = tuple(d for d in POOLED_DESIGNS if not designs or d[0].startswith(designs))   # --designs' rows
-    unknown = [d for d in designs if not any(label.startswith(d) for label, *_ in POOLED_DESIGNS)]
+    # --designs' rows: the pooled designs, and the short ones only when a prefix names them (session 17)
+    design_rows = (tuple(d for d in POOLED_DESIGNS if not designs or d[0].startswith(designs))
+                   + tuple(d for d in SHORT_DESIGNS if designs and d[0].startswith(designs)))
+    unknown = [d for d in designs if not any(label.startswith(d) for label, *_ in POOLED_DESIGNS + SHORT_DESIGNS)]
     if unknown:       # before any simulation: a prefix that selects nothing (e.g. the old '1.5 d,3 d')
         print(f"calibration.py: no design label starts with {', '.join(map(repr, unknown))} — give one prefix per "
-              f"--designs (repeat the option for more) of: {', '.join(label for label, *_ in POOLED_DESIGNS)}", file=sys.stderr)
+              f"--designs (repeat the option for more) of: {', '.join(label for label, *_ in POOLED_DESIGNS + SHORT_DESIGNS)}",
+              file=sys.stderr)
         return 2
     started = time.monotonic()
     parts = {   # each part has its own stream, so a part's figures do not depend on which others ran

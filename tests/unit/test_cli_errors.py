@@ -233,6 +233,12 @@ def test_calibration_designs_is_a_repeated_option_like_cells(monkeypatch, capsys
     assert calibration.main() == 2                       # the old comma form selects nothing: said before any simulation
     out = capsys.readouterr()
     assert out.out == "" and out.err.count("\n") == 1 and "one prefix per --designs" in out.err, out
+    # a short window only when named: the default rows stay the pooled designs'
+    monkeypatch.setattr(sys, "argv", ["calibration.py", "--part", "ratchet-group", "--quick", "--datasets", "1",
+                                      "--designs", "0.5 d", "--cells", "flat AR(1) 2% φ 0.5"])
+    assert calibration.main() == 0
+    rows = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("| group route") and "φ 0.5," in ln]
+    assert len(rows) == 2 and all("0.5 d @ 5 min" in r for r in rows), rows     # (the table repeats earlier calls' rows)
 
 
 def test_report_opens_the_store_once(monkeypatch, capsys, two_hosts):

@@ -275,6 +275,11 @@ def test_a_daily_cycle_over_nine_days_lends_no_step_evidence_because_the_curve_h
     call = ratchet_group(ev)
     assert not any(call.called) and not any(call.own), call
     monkeypatch.setattr(status, "_cycle_of", lambda e: None)
+    # without the harmonics the null read by Whittle's likelihood still holds this group (the cycle's
+    # rises left in the residuals read as a slower wander, and the null wanders as far) ...
+    assert ratchet_group(ev).p > RULES["ratchet_group_alpha"]
+    # ... where a null of AR(1) alone at the residuals' lag-1 φ and SD (session 15's) did not
+    monkeypatch.setattr(status, "_whittle_noise", lambda r: (status._residual_phi(r), 0.0, float(np.std(r))))
     without = ratchet_group(ev)
     assert without.p <= RULES["ratchet_group_alpha"] and sum(without.called) >= 2, without
 
@@ -341,3 +346,26 @@ def test_the_group_routes_null_simulates_the_white_part_of_the_noise():
     assert abs(float(np.std(mixed)) - 1.0) < 0.15, np.std(mixed)
     # without a white part the draws are the AR(1) ones of before (documented figures reproduce)
     assert np.array_equal(np.stack(drawn(0.0)), sim.ar1(np.random.default_rng(2), 3, 4000, 0.99, 1.0))
+
+
+def test_the_group_routes_null_reads_ar1_plus_white_noise_by_whittles_likelihood_at_its_marginal_sd(monkeypatch):
+    # AR(1) 1% φ 0.9 plus 2% white noise, 3 days at 5 minutes (865 bins), the residuals of the cubic:
+    # Whittle's likelihood reads the model (φ, white share 0.8, SD 2.24%); lag-2 / lag-1 (_step_noise,
+    # the null before session 17) reads φ ≥ 0.99 in a quarter of them, where a null at the residuals'
+    # SD wanders too little within the window
+    from alloclab.stats.status import _smooth_basis, _step_noise, _whittle_noise
+    rng = np.random.default_rng(11)
+    basis = _smooth_basis(865)
+    xs = sim.jittered(rng, 40, sim.times(3 * 86400.0, 300.0), level=1.0, sd_share=0.01, phi=0.9, white_share=0.02) - 1
+    rs = [x - basis @ np.linalg.lstsq(basis, x, rcond=None)[0] for x in xs]
+    read = np.array([_whittle_noise(r) for r in rs])
+    phi, white, sd = np.median(read, axis=0)
+    assert abs(phi - 0.9) < 0.04 and abs(white - 0.8) < 0.08 and abs(sd - 0.0224) < 0.002, (phi, white, sd)
+    assert np.max(read[:, 0]) < 0.99
+    monkeypatch.setitem(RULES, "ratchet_white_min_lag2_se", -np.inf)     # session 16's null read no lag-2 floor
+    assert np.mean([_step_noise(r)[0] >= 0.99 for r in rs]) >= 0.15
+    # AR(1) alone reads no white part; its φ and SD as they are
+    pure = sim.ar1(rng, 40, 865, 0.5, 0.02)
+    read = np.array([_whittle_noise(r - basis @ np.linalg.lstsq(basis, r, rcond=None)[0]) for r in pure])
+    phi, white, sd = np.median(read, axis=0)
+    assert abs(phi - 0.5) < 0.05 and white < 0.05 and abs(sd - 0.02) < 0.002, (phi, white, sd)

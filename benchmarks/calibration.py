@@ -502,12 +502,10 @@ def staircases(rng: np.random.Generator, n: int) -> None:
     drawn per series, AR(1) 1% φ 0.9), a smooth +10% climb (AR(1) 2% φ 0.9: Growing, not
     Ratcheting), climbs that level off, and a slow wander with white measurement noise
     (JITTERED); last, staircases in near-white noise (φ 0 and 0.2), in the TorUtils designs. 95% Clopper–Pearson intervals."""
-    designs = (("1.5 d @ 10 min", 1.5 * 86400, 600.0), ("3 d @ 5 min", 3 * 86400, 300.0), ("9 d @ 15 min", 9 * 86400, 900.0))
-
     def said(t, ys, *accepted):
         ws = words(t, ys)
         return rate(sum(w in accepted for w in ws), len(ws))
-    for label, window, dt in designs:
+    for label, window, dt in POOLED_DESIGNS:
         t = sim.times(window, dt)
         for sd, phi in ((0.01, 0.5), (0.01, 0.9), (0.02, 0.5), (0.02, 0.9)):
             row(f"Ratcheting on +8% five-step staircases, AR(1) {sd:.0%} φ {phi}, {label}",
@@ -527,7 +525,7 @@ def staircases(rng: np.random.Generator, n: int) -> None:
             row(f"Ratcheting on a climb that levels off (+15%, τ {tau:.0%} of the window), AR(1) {sd:.0%} φ {phi}, {label}",
                 said(t, sim.levelling_off(rng, n, t, tau_share=tau, sd_share=sd, phi=phi), "Ratcheting"), "≤ 1%", n)
     # session 16's cells after every design's earlier ones, so that those draw as before
-    for label, window, dt in designs:
+    for label, window, dt in POOLED_DESIGNS:
         t = sim.times(window, dt)
         for phi, sd, white in JITTERED:
             row(f"Ratcheting on a flat slow wander with measurement noise (AR(1) {sd:.0%} φ {phi} + white {white:.1%}), {label}",
@@ -540,6 +538,11 @@ def staircases(rng: np.random.Generator, n: int) -> None:
 # a slow wander sampled with white measurement noise (φ, SD, white SD): the step fit's lag-1 read it as fast
 # noise until status._step_noise (own route 1.0–3.2% Ratcheting at φ 0.995, 0–2.0% at φ 0.98)
 JITTERED = ((0.995, 0.02, 0.005), (0.98, 0.01, 0.005))
+
+
+def jittered_maker(phi: float, sd: float, white: float):
+    """A cell's series maker (rng, series, t) for AR(1) at φ and SD plus white noise (sim.jittered)."""
+    return lambda r, m, t: sim.jittered(r, m, t, sd_share=sd, phi=phi, white_share=white)
 # climbs that level off (a relay approaching its ceiling): fast and slow bends, quiet and noisy
 LEVELLING_OFF = ((0.15, 0.01, 0.9), (0.3, 0.02, 0.95), (1.0, 0.02, 0.95))
 
@@ -1023,8 +1026,7 @@ def ratchet_group_cal(rng: np.random.Generator, n: int, sizes: tuple[int, ...] =
                (lambda tau_, sd_, phi_: lambda r, m, t: sim.levelling_off(r, m, t, tau_share=tau_, sd_share=sd_, phi=phi_))(tau, sd, phi),
                "≤ 1%") for tau, sd, phi in LEVELLING_OFF[:2]]
     nulls += [(f"flat slow wander with measurement noise (AR(1) {sd:.0%} φ {phi} + white {white:.1%})",
-               (lambda phi_, sd_, w_: lambda r, m, t: sim.jittered(r, m, t, sd_share=sd_, phi=phi_, white_share=w_))(phi, sd, white),
-               "≤ 1%") for phi, sd, white in JITTERED]
+               jittered_maker(phi, sd, white), "≤ 1%") for phi, sd, white in JITTERED]
     # last, so that the cells above draw as before: what the step fit's lag-2 floor keeps (status._step_noise)
     near_white = [(f"+8% five-step staircases in near-white noise, AR(1) {sd:.1%} φ {phi}",
                    (lambda sd_, phi_: lambda r, m, t: sim.staircase(r, m, t, climb_share=0.08, steps=5, sd_share=sd_, phi=phi_))(sd, phi),
@@ -1072,9 +1074,9 @@ def noise_shapes(rng: np.random.Generator, n: int, sizes: tuple[int, ...] = (5, 
              for df in (3.0, 2.5) for sd, phi in ((0.02, 0.9), (0.02, 0.5), (0.01, 0.9))]
     cells += [("AR(1) 1.5% φ 0.5 + AR(1) 1.5% φ 0.98",
                lambda r, m, t: 100 * (1 + sim.ar1(r, m, len(t), 0.5, 0.015) + sim.ar1(r, m, len(t), 0.98, 0.015))),
-              ("AR(1) 1% φ 0.9 + white 2%", lambda r, m, t: sim.jittered(r, m, t, sd_share=0.01, phi=0.9, white_share=0.02)),
-              ("AR(1) 1.5% φ 0.97 + white 1%", lambda r, m, t: sim.jittered(r, m, t, sd_share=0.015, phi=0.97, white_share=0.01)),
-              ("AR(1) 2% φ 0.99 + white 0.5%", lambda r, m, t: sim.jittered(r, m, t, sd_share=0.02, phi=0.99, white_share=0.005))]
+              ("AR(1) 1% φ 0.9 + white 2%", jittered_maker(0.9, 0.01, 0.02)),
+              ("AR(1) 1.5% φ 0.97 + white 1%", jittered_maker(0.97, 0.015, 0.01)),
+              ("AR(1) 2% φ 0.99 + white 0.5%", jittered_maker(0.99, 0.02, 0.005))]
     cells = [c for c in cells if only is None or c[0].startswith(only)]
     for label, window, dt in designs:
         t = sim.times(window, dt)
@@ -1154,8 +1156,7 @@ def ratchet_shared_cal(rng: np.random.Generator, n: int, sizes: tuple[int, ...] 
               ("one flat AR(1) 2% φ 0.9 replica among replicas sharing a +8% staircase (2% φ 0.9): the flat one", flat_among_shared, "≤ 1%", first),
               ("one +8% staircase (2% φ 0.9) among flat AR(1) 2% φ 0.9 replicas: the flat ones", lone, "≤ 1%", None)]
     nulls += [(f"flat slow wander with measurement noise (AR(1) {sd:.0%} φ {phi} + white {white:.1%}, each its own)",
-               (lambda phi_, sd_, w_: lambda r, m, t: sim.jittered(r, m, t, sd_share=sd_, phi=phi_, white_share=w_))(phi, sd, white),
-               "≤ 1%", rest) for phi, sd, white in JITTERED]
+               jittered_maker(phi, sd, white), "≤ 1%", rest) for phi, sd, white in JITTERED]
     cells = [c for c in stairs + nulls if only is None or c[0].startswith(only)]
     for label, window, dt in designs:
         t = sim.times(window, dt)

@@ -316,9 +316,10 @@ def _step_noise(r: np.ndarray) -> tuple[float, float]:
     return persistent, 1.0 - phi / persistent
 
 
-# the Whittle fit's starting grid (_whittle_noise): φ dense towards 1, where a slow wander's lies
-_WHITTLE_PHIS = 1.0 - np.logspace(0.0, -3.0, 61)[:-1]
-_WHITTLE_WHITES = np.linspace(0.0, 1.0, 21)
+# the Whittle fit's starting grid (_whittle_noise), every (φ, white share) pair: φ dense towards 1,
+# where a slow wander's lies
+_WHITTLE_GRID = np.stack([g.ravel() for g in np.meshgrid(1.0 - np.logspace(0.0, -3.0, 61)[:-1],
+                                                         np.linspace(0.0, 1.0, 21), indexing="ij")], axis=1)
 
 
 def _whittle_noise(r: np.ndarray, dropped: int = 0) -> tuple[float, float, float]:
@@ -350,16 +351,14 @@ def _whittle_noise(r: np.ndarray, dropped: int = 0) -> tuple[float, float, float
         # the spectral density's shape at unit marginal variance: AR(1) part and white part
         return (1 - white) * (1 - phi * phi) / (1 - 2 * phi * cos + phi * phi) + white
 
-    def objective(params) -> float:
-        g = shape(*params)
-        return float(len(power) * math.log(np.mean(power / g)) + np.sum(np.log(g)))
-    phis, whites = np.meshgrid(_WHITTLE_PHIS, _WHITTLE_WHITES, indexing="ij")
-    g = shape(phis.ravel()[:, None], whites.ravel()[:, None])
-    grid = len(power) * np.log(np.mean(power / g, axis=1)) + np.log(g).sum(axis=1)
-    start = int(np.argmin(grid))
-    best = minimize(objective, [phis.ravel()[start], whites.ravel()[start]], method="L-BFGS-B",
+    def objective(g: np.ndarray) -> np.ndarray:
+        # Whittle's −2 log-likelihood with the scale profiled out, per shape along the last axis
+        return len(power) * np.log(np.mean(power / g, axis=-1)) + np.log(g).sum(axis=-1)
+    grid = objective(shape(_WHITTLE_GRID[:, :1], _WHITTLE_GRID[:, 1:]))
+    start = _WHITTLE_GRID[int(np.argmin(grid))]
+    best = minimize(lambda params: float(objective(shape(*params))), start, method="L-BFGS-B",
                     bounds=[(0.0, 0.999), (0.0, 1.0)])
-    phi, white = (float(v) for v in best.x) if best.fun <= grid[start] else (phis.ravel()[start], whites.ravel()[start])
+    phi, white = (float(v) for v in (best.x if best.fun <= grid.min() else start))
     return phi, white, math.sqrt(float(np.mean(power / shape(phi, white))))
 
 

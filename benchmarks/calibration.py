@@ -1031,7 +1031,16 @@ def ratchet_group_cal(rng: np.random.Generator, n: int, sizes: tuple[int, ...] =
     near_white = [(f"+8% five-step staircases in near-white noise, AR(1) {sd:.1%} φ {phi}",
                    (lambda sd_, phi_: lambda r, m, t: sim.staircase(r, m, t, climb_share=0.08, steps=5, sd_share=sd_, phi=phi_))(sd, phi),
                    "stated") for sd, phi in ((0.01, 0.0), (0.015, 0.2))]
-    cells = [c for c in stairs + nulls + near_white if only is None or c[0].startswith(only)]
+    # last (session 18): groups where most replicas step and the rest do not — what the per-replica bar
+    # (RULES ratchet_group_replica_p) guards once the group is found; the replicas counted are the rest
+    mixed = [(f"{others}: +8% five-step staircases (2% φ 0.9) in ⌈m/2⌉ replicas, {kind} in the others: the others",
+              (lambda make_: lambda r, m, t: np.vstack([sim.staircase(r, m - m // 2, t, climb_share=0.08, steps=5, sd_share=0.02, phi=0.9),
+                                                        make_(r, m // 2, t)]))(make), target)
+             for others, kind, make, target in (
+                 ("mixed, flat", "flat AR(1) 2% φ 0.9", lambda r, k, t: sim.flat(r, k, t, phi=0.9, sd_share=0.02), "≤ 1%"),
+                 ("mixed, smooth", "a smooth +10% climb (AR(1) 2% φ 0.9)",
+                  lambda r, k, t: sim.growing(r, k, t, share=0.10, phi=0.9, sd_share=0.02), "stated (Growing is right)"))]
+    cells = [c for c in stairs + nulls + near_white + mixed if only is None or c[0].startswith(only)]
     for label, window, dt in designs:
         t = sim.times(window, dt)
         for name, make, target in cells:
@@ -1043,7 +1052,7 @@ def ratchet_group_cal(rng: np.random.Generator, n: int, sizes: tuple[int, ...] =
                 for _ in range(n):
                     ys = make(rng, m, t)
                     g = ratchet_group([step_evidence(t, y) for y in ys])
-                    keep = range(1, m) if make is lone else range(m)
+                    keep = range(1, m) if make is lone else range(m - m // 2, m) if name.startswith("mixed") else range(m)
                     said.append(sum(g.own[i] or g.called[i] for i in keep))
                     own += sum(g.own[i] for i in keep)
                     total += len(keep)
@@ -1292,7 +1301,8 @@ def ratchet_ceiling(rng: np.random.Generator, n: int) -> None:
     (RULES ratchet_smooth_degree: what keeps a climb that levels off from being called Ratcheting);
     the group's p Fisher's without the smallest, a replica Ratcheting at its own p ≤ 1% or at p ≤
     ratchet_group_replica_p when the group's p ≤ FISHER_ALPHA (status.ratchet_group's design up to
-    session 14). Per replica, groups of 5 and 3 made of
+    session 14); and the same with the group's p by the truncated product (truncated_product_p) at
+    ratchet_group_alpha (the design since session 15; no staircase-shape gate, p's down to 1/2,001). Per replica, groups of 5 and 3 made of
     consecutive staircase draws; n draws a cell."""
     alpha, replica_p = FISHER_ALPHA, RULES["ratchet_group_replica_p"]
     for label, window, dt in POOLED_DESIGNS:
@@ -1312,16 +1322,43 @@ def ratchet_ceiling(rng: np.random.Generator, n: int) -> None:
                 alt = np.array([_scan_stats(s, line, mu + rng.standard_normal(len(t))) for mu in means])
                 for k, stat in ((0, "the sharpest up-step"), (1, "five forward-selected up-steps")):
                     p = (1 + (null[None, :, k] >= alt[:, None, k]).sum(1)) / (len(null) + 1)
-                    found = []
+                    found, product = [], []
                     for m in (5, 3):
                         g = p[: (n // m) * m].reshape(-1, m)
                         group_p = fisher_without_smallest_p(g, m)
                         called = (g <= alpha) | ((group_p[:, None] <= alpha) & (g <= replica_p))
                         found.append(f"{called.mean():.1%} (groups {np.mean(group_p <= alpha):.0%})")
+                        # the design since session 15: the truncated product at the rule's group level
+                        group_p = truncated_product_p(g)
+                        called = (g <= alpha) | ((group_p[:, None] <= RULES["ratchet_group_alpha"]) & (g <= replica_p))
+                        product.append(f"{called.mean():.1%} (groups {np.mean(group_p <= RULES['ratchet_group_alpha']):.0%})")
                     row(f"ceiling: +8% five-step staircases, AR(1) {sd:.0%} φ {phi}, {label}, beside {curve}, "
-                        f"{stat}, φ, SD and curve known: one series at 1% false / the group route's design, "
-                        f"per replica, groups of 5 / 3",
-                        f"{np.mean(p <= alpha):.1%} / {found[0]} / {found[1]}", "stated (the ceiling)", n)
+                        f"{stat}, φ, SD and curve known: one series at 1% false / the group route's design up to session 14 "
+                        f"(Fisher's ≤ 1%), per replica, groups of 5 / 3 / the design since session 15 (truncated product "
+                        f"≤ {RULES['ratchet_group_alpha']:.2%}), groups of 5 / 3",
+                        f"{np.mean(p <= alpha):.1%} / {found[0]} / {found[1]} / {product[0]} / {product[1]}", "stated (the ceiling)", n)
+
+
+def ratchet_shape(rng: np.random.Generator, n: int) -> None:
+    """How many replicas show the staircase's shape on their own step fit (status._group_shape: ≥ 2
+    up-steps beyond the noise climbing ≥ 2% together, no release as sharp as the own bar): a rule
+    that calls a replica Ratcheting only with that shape (both routes: the own route's shape is the
+    stricter) finds at most this share, whatever its group's evidence. n series a cell, +8% five-step
+    staircases at AR(1) 1–2%, and flat and smoothly climbing series beside them."""
+    from alloclab.stats.status import _group_shape, step_evidence
+    cells = [(f"+8% five-step staircases, AR(1) {sd:.0%} φ {phi}",
+              (lambda sd_, phi_: lambda r, k, t: sim.staircase(r, k, t, climb_share=0.08, steps=5, sd_share=sd_, phi=phi_))(sd, phi))
+             for sd, phi in ((0.02, 0.5), (0.02, 0.9), (0.01, 0.5), (0.01, 0.9))]
+    cells += [("flat AR(1) 2% φ 0.9", lambda r, k, t: sim.flat(r, k, t, phi=0.9, sd_share=0.02)),
+              ("smooth +10% climb, AR(1) 2% φ 0.9", lambda r, k, t: sim.growing(r, k, t, share=0.10, phi=0.9, sd_share=0.02))]
+    for label, window, dt in POOLED_DESIGNS:
+        t = sim.times(window, dt)
+        for name, make in cells:
+            fits = [step_evidence(t, y).fit for y in make(rng, n, t)]
+            shaped = sum(f is not None and _group_shape(f) for f in fits)
+            one = sum(f is None or int((f.sizes > 0).sum()) < 2 for f in fits)
+            row(f"the staircase's shape (status._group_shape) on {name}, {label} (fewer than 2 up-steps beyond the noise)",
+                f"{rate(shaped, n)} ({rate(one, n)})", "stated (a bound on Ratcheting found)", n)
 
 
 def fisher_without_smallest_p(ps: np.ndarray, m: int) -> np.ndarray:
@@ -1671,7 +1708,7 @@ def main() -> int:
     ap.add_argument("--part", default="all", choices=["all", "status", "growth", "compare", "sequential", "identical", "tor-verdict",
                                                       "scenarios", "cycles", "two-scale", "staircases", "user-path", "gates", "staircase-reach", "growth-frontier", "pooled", "pooled-path", "pooled-short", "beside", "ratchet-group", "ratchet-bound",
                                                       "ratchet-restarts", "beside-cycle-restart", "ratchet-climbs", "ratchet-shared",
-                                                      "ratchet-ceiling", "ratchet-combine", "ratchet-curve", "noise-shapes"],
+                                                      "ratchet-ceiling", "ratchet-shape", "ratchet-combine", "ratchet-curve", "noise-shapes"],
                     help="run one part only")
     args = ap.parse_args()
     if args.smooth_degree is not None:
@@ -1742,6 +1779,8 @@ def main() -> int:
         "noise-shapes": lambda rng: noise_shapes(
             rng, args.datasets or (20 if args.quick else 200), tuple(int(k) for k in args.replicas.split(",")),
             design_rows, cells),
+        # last: every earlier part keeps its stream
+        "ratchet-shape": lambda rng: ratchet_shape(rng, args.datasets or (100 if args.quick else 1000)),
     }
     names = list(parts)
     names.insert(names.index("pooled-path"), "ratchet-pooled")   # retired; its stream number kept so later parts reproduce
@@ -1755,7 +1794,8 @@ def main() -> int:
         if args.part == name or (args.part == "all" and name not in ("cycles", "pooled-short", "ratchet-group", "ratchet-bound",
                                                                                 "ratchet-restarts", "beside-cycle-restart",
                                                                                 "ratchet-climbs", "ratchet-shared", "ratchet-ceiling",
-                                                                                "ratchet-combine", "ratchet-curve", "noise-shapes")):   # cycles: a larger run of scenarios' first rows
+                                                                                "ratchet-combine", "ratchet-curve", "noise-shapes",
+                                                                                "ratchet-shape")):   # cycles: a larger run of scenarios' first rows
             part(np.random.default_rng([args.seed, k]))
     print(f"| figure | measured | target | simulations |\n|---|---|---|---|")
     for name, value, target, k in ROWS:

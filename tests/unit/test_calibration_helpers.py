@@ -47,3 +47,33 @@ def test_an_ungated_null_counts_at_least_the_simulations_the_gated_one_counts():
     assert len(pairs) >= 4 and all(ungated >= gated for gated, ungated in pairs)
     # and some simulations as sharp as the data lack the staircase's shape: the gate is applied
     assert sum(ungated > gated for gated, ungated in pairs) >= 2, pairs
+
+
+def _rows(capsys, prefix: str) -> list[str]:
+    return [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith(prefix)]
+
+
+def test_the_shape_bound_separates_staircases_from_flat_series(monkeypatch, capsys):
+    # --part ratchet-shape: what share of replicas show the staircase's shape, the bound on any call
+    # that keeps it; seeded, 60 series a cell
+    monkeypatch.setattr(sys, "argv", ["calibration.py", "--part", "ratchet-shape", "--datasets", "60", "--seed", "5"])
+    assert cal.main() == 0
+    rows = _rows(capsys, "| the staircase's shape")
+    assert len(rows) == 18, rows                     # 6 cells × the 3 pooled designs
+
+    def share(cell: str, design: str) -> float:
+        [line] = [r for r in rows if cell in r and design in r]
+        return float(line.split("| ")[2].split("%")[0])
+    for design in ("1.5 d", "3 d", "9 d"):
+        assert share("staircases, AR(1) 1% φ 0.9", design) >= 90.0 and share("flat AR(1) 2% φ 0.9", design) <= 10.0
+    assert share("staircases, AR(1) 2% φ 0.9", "1.5 d") < share("staircases, AR(1) 2% φ 0.9", "9 d")     # fewer bins, fewer steps seen
+
+
+def test_mixed_groups_count_only_the_replicas_that_do_not_step(monkeypatch, capsys):
+    # ⌈m/2⌉ staircases and m // 2 others: a group of 3 counts its one other, a group of 5 its two
+    monkeypatch.setattr(sys, "argv", ["calibration.py", "--part", "ratchet-group", "--datasets", "2", "--seed", "5",
+                                      "--designs", "1.5 d", "--cells", "mixed, flat"])
+    assert cal.main() == 0
+    rows = _rows(capsys, "| group route")
+    assert len(rows) == 2, rows
+    assert any("n = 5" in r and "/4, 2 groups" in r for r in rows) and any("n = 3" in r and "/2, 2 groups" in r for r in rows), rows

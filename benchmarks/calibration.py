@@ -1705,6 +1705,9 @@ def main() -> int:
     ap.add_argument("--group-alpha", type=float, default=None,
                     help="the group route's level for this run (RULES ratchet_group_alpha; default the rule's): 0.005 "
                          "measures the level session 15 first ran, whose 0.25%% column is the rule's")
+    ap.add_argument("--group-curve", default="rule", choices=["rule", "cubic", "no-cycle"],
+                    help="the group route's smooth curve for this run (status.ratchet_group): 'cubic' without the "
+                         "levelling term, 'no-cycle' without the day's harmonics — what each costs (session 18)")
     ap.add_argument("--part", default="all", choices=["all", "status", "growth", "compare", "sequential", "identical", "tor-verdict",
                                                       "scenarios", "cycles", "two-scale", "staircases", "user-path", "gates", "staircase-reach", "growth-frontier", "pooled", "pooled-path", "pooled-short", "beside", "ratchet-group", "ratchet-bound",
                                                       "ratchet-restarts", "beside-cycle-restart", "ratchet-climbs", "ratchet-shared",
@@ -1713,6 +1716,12 @@ def main() -> int:
     args = ap.parse_args()
     if args.smooth_degree is not None:
         RULES["ratchet_smooth_degree"] = args.smooth_degree
+    if args.group_curve != "rule":
+        from alloclab.stats import status
+        if args.group_curve == "cubic":
+            status._levelling_bases = lambda n, cycle=None: [np.column_stack([status._smooth_basis(n)] + ([] if cycle is None else [cycle]))]
+        else:
+            status._cycle_of = lambda e: None
     if args.group_alpha is not None:
         if not 0 < args.group_alpha < 1:
             print(f"calibration.py: --group-alpha {args.group_alpha:g} is not a level — give one between 0 and 1 (e.g. 0.005)",

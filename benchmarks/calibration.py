@@ -1363,6 +1363,23 @@ def ratchet_shape(rng: np.random.Generator, n: int) -> None:
                 f"{rate(shaped, n)} ({rate(one, n)})", "stated (a bound on Ratcheting found)", n)
 
 
+def _levelling_basis_by_bic(x: np.ndarray, cycle: np.ndarray | None = None, bases: list[np.ndarray] | None = None) -> np.ndarray:
+    """--group-curve bic (session 18's exploration, not the rule): status._levelling_basis choosing
+    among the cubic (+ the day's harmonics) alone and each levelling curve by BIC on the fit
+    prewhitened at the cubic's residual φ, so the levelling term enters only where it earns its column."""
+    from alloclab.stats import status
+    bases = status._levelling_bases(len(x), cycle) if bases is None else bases
+    cubic = bases[0][:, :-1]
+    phi = status._residual_phi(x - cubic @ np.linalg.lstsq(cubic, x, rcond=None)[0])
+    xt = status._quasi_difference(x, phi)
+
+    def bic(b: np.ndarray) -> float:
+        bt = status._quasi_difference(b, phi)
+        r = xt - bt @ np.linalg.lstsq(bt, xt, rcond=None)[0]
+        return len(x) * np.log(max(float(r @ r), 1e-300) / len(x)) + b.shape[1] * np.log(len(x))
+    return min([cubic] + list(bases), key=bic)
+
+
 def fisher_without_smallest_p(ps: np.ndarray, m: int) -> np.ndarray:
     """Each row's p by Fisher's method on its m − 1 largest p's (session 14's status.ratchet_group group p)."""
     from scipy.stats import chi2
@@ -1707,9 +1724,10 @@ def main() -> int:
     ap.add_argument("--group-alpha", type=float, default=None,
                     help="the group route's level for this run (RULES ratchet_group_alpha; default the rule's): 0.005 "
                          "measures the level session 15 first ran, whose 0.25%% column is the rule's")
-    ap.add_argument("--group-curve", default="rule", choices=["rule", "cubic", "no-cycle"],
+    ap.add_argument("--group-curve", default="rule", choices=["rule", "cubic", "no-cycle", "bic"],
                     help="the group route's smooth curve for this run (status.ratchet_group): 'cubic' without the "
-                         "levelling term, 'no-cycle' without the day's harmonics — what each costs (session 18)")
+                         "levelling term, 'no-cycle' without the day's harmonics — what each costs; 'bic' the "
+                         "levelling term only where it earns its column (session 18)")
     ap.add_argument("--part", default="all", choices=["all", "status", "growth", "compare", "sequential", "identical", "tor-verdict",
                                                       "scenarios", "cycles", "two-scale", "staircases", "user-path", "gates", "staircase-reach", "growth-frontier", "pooled", "pooled-path", "pooled-short", "beside", "ratchet-group", "ratchet-bound",
                                                       "ratchet-restarts", "beside-cycle-restart", "ratchet-climbs", "ratchet-shared",
@@ -1722,6 +1740,8 @@ def main() -> int:
         from alloclab.stats import status
         if args.group_curve == "cubic":
             status._levelling_bases = lambda n, cycle=None: [np.column_stack([status._smooth_basis(n)] + ([] if cycle is None else [cycle]))]
+        elif args.group_curve == "bic":
+            status._levelling_basis = _levelling_basis_by_bic
         else:
             status._cycle_of = lambda e: None
     if args.group_alpha is not None:

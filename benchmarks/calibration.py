@@ -543,6 +543,11 @@ JITTERED = ((0.995, 0.02, 0.005), (0.98, 0.01, 0.005))
 def jittered_maker(phi: float, sd: float, white: float):
     """A cell's series maker (rng, series, t) for AR(1) at φ and SD plus white noise (sim.jittered)."""
     return lambda r, m, t: sim.jittered(r, m, t, sd_share=sd, phi=phi, white_share=white)
+
+
+def staircase_maker(sd: float, phi: float):
+    """A cell's series maker (rng, series, t) for +8% five-step staircases in AR(1) noise at SD and φ."""
+    return lambda r, m, t: sim.staircase(r, m, t, climb_share=0.08, steps=5, sd_share=sd, phi=phi)
 # climbs that level off (a relay approaching its ceiling): fast and slow bends, quiet and noisy
 LEVELLING_OFF = ((0.15, 0.01, 0.9), (0.3, 0.02, 0.95), (1.0, 0.02, 0.95))
 
@@ -1029,7 +1034,7 @@ def ratchet_group_cal(rng: np.random.Generator, n: int, sizes: tuple[int, ...] =
                jittered_maker(phi, sd, white), "≤ 1%") for phi, sd, white in JITTERED]
     # last, so that the cells above draw as before: what the step fit's lag-2 floor keeps (status._step_noise)
     near_white = [(f"+8% five-step staircases in near-white noise, AR(1) {sd:.1%} φ {phi}",
-                   (lambda sd_, phi_: lambda r, m, t: sim.staircase(r, m, t, climb_share=0.08, steps=5, sd_share=sd_, phi=phi_))(sd, phi),
+                   staircase_maker(sd, phi),
                    "stated") for sd, phi in ((0.01, 0.0), (0.015, 0.2))]
     # last (session 18): groups where most replicas step and the rest do not — what the per-replica bar
     # (RULES ratchet_group_replica_p) guards once the group is found; the replicas counted are the rest.
@@ -1042,6 +1047,7 @@ def ratchet_group_cal(rng: np.random.Generator, n: int, sizes: tuple[int, ...] =
                  ("mixed, flat", "flat AR(1) 2% φ 0.9", lambda r, k, t: sim.flat(r, k, t, phi=0.9, sd_share=0.02), "≤ 1%"),
                  ("mixed, smooth", "a smooth +10% climb (AR(1) 2% φ 0.9)",
                   lambda r, k, t: sim.growing(r, k, t, share=0.10, phi=0.9, sd_share=0.02), "stated (Growing is right)"))]
+    mixed_makers = {make for _, make, _ in mixed}
     cells = [c for c in stairs + nulls + near_white + mixed if only is None or c[0].startswith(only)]
     for label, window, dt in designs:
         t = sim.times(window, dt)
@@ -1054,7 +1060,7 @@ def ratchet_group_cal(rng: np.random.Generator, n: int, sizes: tuple[int, ...] =
                 for _ in range(n):
                     ys = make(rng, m, t)
                     g = ratchet_group([step_evidence(t, y) for y in ys])
-                    keep = range(1, m) if make is lone else range(m - m // 2, m) if name.startswith("mixed") else range(m)
+                    keep = range(1, m) if make is lone else range(m - m // 2, m) if make in mixed_makers else range(m)
                     said.append(sum(g.own[i] or g.called[i] for i in keep))
                     own += sum(g.own[i] for i in keep)
                     total += len(keep)
@@ -1349,7 +1355,7 @@ def ratchet_shape(rng: np.random.Generator, n: int) -> None:
     staircases at AR(1) 1–2%, and flat and smoothly climbing series beside them."""
     from alloclab.stats.status import _group_shape, step_evidence
     cells = [(f"+8% five-step staircases, AR(1) {sd:.0%} φ {phi}",
-              (lambda sd_, phi_: lambda r, k, t: sim.staircase(r, k, t, climb_share=0.08, steps=5, sd_share=sd_, phi=phi_))(sd, phi))
+              staircase_maker(sd, phi))
              for sd, phi in ((0.02, 0.5), (0.02, 0.9), (0.01, 0.5), (0.01, 0.9))]
     cells += [("flat AR(1) 2% φ 0.9", lambda r, k, t: sim.flat(r, k, t, phi=0.9, sd_share=0.02)),
               ("smooth +10% climb, AR(1) 2% φ 0.9", lambda r, k, t: sim.growing(r, k, t, share=0.10, phi=0.9, sd_share=0.02))]
@@ -1396,7 +1402,7 @@ def _ratchet_cells(stairs, climbs: bool = True) -> list:
     """(name, make(rng, m, t), target) cells: +8% five-step staircases at each (AR(1) SD, φ) of
     `stairs`, then (climbs) the two levelling-off climbs and the smooth +10% climb, shared by the group."""
     cells = [(f"+8% five-step staircases, AR(1) {sd:.0%} φ {phi}",
-              (lambda sd_, phi_: lambda r, m, t: sim.staircase(r, m, t, climb_share=0.08, steps=5, sd_share=sd_, phi=phi_))(sd, phi),
+              staircase_maker(sd, phi),
               "≥ 80%") for sd, phi in stairs]
     if climbs:
         cells += [(f"a climb that levels off shared by the group (+15%, τ {tau_:.0%} of the window), AR(1) {sd:.0%} φ {phi}",
@@ -1739,7 +1745,8 @@ def main() -> int:
     if args.group_curve != "rule":
         from alloclab.stats import status
         if args.group_curve == "cubic":
-            status._levelling_bases = lambda n, cycle=None: [np.column_stack([status._smooth_basis(n)] + ([] if cycle is None else [cycle]))]
+            # the rule's curves without their last column, the levelling term: the cubic (+ the day's harmonics)
+            status._levelling_bases = lambda n, cycle=None, rule=status._levelling_bases: [rule(n, cycle)[0][:, :-1]]
         elif args.group_curve == "bic":
             status._levelling_basis = _levelling_basis_by_bic
         else:

@@ -1347,26 +1347,46 @@ def ratchet_ceiling(rng: np.random.Generator, n: int) -> None:
                         f"{np.mean(p <= alpha):.1%} / {found[0]} / {found[1]} / {product[0]} / {product[1]}", "stated (the ceiling)", n)
 
 
+def one_step_shape(fit) -> bool:
+    """The group route's staircase shape (status._group_shape) with one up-step enough: what a call
+    on one visible step would ask of a replica (--part ratchet-combine's "relaxed" calls, ratchet-shape)."""
+    from alloclab.stats.status import _group_shape
+    saved = RULES["ratchet_min_steps"]
+    RULES["ratchet_min_steps"] = 1
+    try:
+        return _group_shape(fit)
+    finally:
+        RULES["ratchet_min_steps"] = saved
+
+
 def ratchet_shape(rng: np.random.Generator, n: int) -> None:
     """How many replicas show the staircase's shape on their own step fit (status._group_shape: ≥ 2
     up-steps beyond the noise climbing ≥ 2% together, no release as sharp as the own bar): a rule
     that calls a replica Ratcheting only with that shape (both routes: the own route's shape is the
     stricter) finds at most this share, whatever its group's evidence. n series a cell, +8% five-step
-    staircases at AR(1) 1–2%, and flat and smoothly climbing series beside them."""
+    staircases at AR(1) 1–2%, and flat and smoothly climbing series beside them. Beside it the share
+    with one up-step enough (one_step_shape): what a call on one visible step would let through, of
+    staircases and of flat series (session 19)."""
     from alloclab.stats.status import _group_shape, step_evidence
     cells = [(f"+8% five-step staircases, AR(1) {sd:.0%} φ {phi}",
               staircase_maker(sd, phi))
              for sd, phi in ((0.02, 0.5), (0.02, 0.9), (0.01, 0.5), (0.01, 0.9))]
     cells += [("flat AR(1) 2% φ 0.9", lambda r, k, t: sim.flat(r, k, t, phi=0.9, sd_share=0.02)),
               ("smooth +10% climb, AR(1) 2% φ 0.9", lambda r, k, t: sim.growing(r, k, t, share=0.10, phi=0.9, sd_share=0.02))]
-    for label, window, dt in POOLED_DESIGNS:
-        t = sim.times(window, dt)
-        for name, make in cells:
-            fits = [step_evidence(t, y).fit for y in make(rng, n, t)]
-            shaped = sum(f is not None and _group_shape(f) for f in fits)
-            one = sum(f is None or int((f.sizes > 0).sum()) < RULES["ratchet_min_steps"] for f in fits)
-            row(f"the staircase's shape (status._group_shape) on {name}, {label} (fewer than 2 up-steps beyond the noise)",
-                f"{rate(shaped, n)} ({rate(one, n)})", "stated (a bound on Ratcheting found)", n)
+    # session 19's flat cells, drawn after every earlier row so that those keep their draws
+    later = [("flat AR(1) 2% φ 0.5", lambda r, k, t: sim.flat(r, k, t, phi=0.5, sd_share=0.02)),
+             ("flat AR(1) 1% φ 0.9", lambda r, k, t: sim.flat(r, k, t, phi=0.9, sd_share=0.01))]
+    for batch in (cells, later):
+        for label, window, dt in POOLED_DESIGNS:
+            t = sim.times(window, dt)
+            for name, make in batch:
+                fits = [step_evidence(t, y).fit for y in make(rng, n, t)]
+                shaped = sum(f is not None and _group_shape(f) for f in fits)
+                one = sum(f is None or int((f.sizes > 0).sum()) < RULES["ratchet_min_steps"] for f in fits)
+                single = sum(f is not None and one_step_shape(f) for f in fits)
+                row(f"the staircase's shape (status._group_shape) on {name}, {label} (fewer than 2 up-steps beyond the noise) "
+                    f"/ one up-step enough (one_step_shape)",
+                    f"{rate(shaped, n)} ({rate(one, n)}) / {rate(single, n)}", "stated (a bound on Ratcheting found)", n)
 
 
 def _levelling_basis_by_bic(x: np.ndarray, cycle: np.ndarray | None = None, bases: list[np.ndarray] | None = None) -> np.ndarray:
@@ -1430,15 +1450,6 @@ def ratchet_combine(rng: np.random.Generator, n: int, designs=POOLED_DESIGNS, on
     sims, tau = 399, 0.05
     alpha, replica_p = FISHER_ALPHA, RULES["ratchet_group_replica_p"]
 
-    def one_step_up(fit) -> bool:
-        # the group route's staircase shape with one up-step enough
-        saved = RULES["ratchet_min_steps"]
-        RULES["ratchet_min_steps"] = 1
-        try:
-            return _group_shape(fit)
-        finally:
-            RULES["ratchet_min_steps"] = saved
-
     def shifts(rng_, m, t):
         at = t[0] + rng_.uniform(0.1, 0.9, m) * (t[-1] - t[0])     # sim.level_shift's times are 0.2–0.8 and shared
         return 100 * (1 + 0.08 * (t[None, :] >= at[:, None]) + sim.ar1(rng_, m, len(t), 0.9, 0.02))
@@ -1457,7 +1468,7 @@ def ratchet_combine(rng: np.random.Generator, n: int, designs=POOLED_DESIGNS, on
                 rule5, rule3 = ratchet_group(ev), ratchet_group(ev[:3])
                 for i, e in enumerate(ev):
                     shape = e.fit is not None and _group_shape(e.fit)
-                    relaxed = e.fit is not None and not shape and not e.ratcheting and one_step_up(e.fit)
+                    relaxed = e.fit is not None and not shape and not e.ratcheting and one_step_shape(e.fit)
                     p = _null_p(e.x, e.fit.sharp_t, rng, sims)[0] if shape and not e.ratcheting else 1.0
                     q = _null_p(e.x, e.fit.sharp_t, rng, sims, gated=False)[0] if relaxed else 1.0
                     cols.append((shape, e.ratcheting, p, relaxed, q, rule5.own[i] or rule5.called[i],

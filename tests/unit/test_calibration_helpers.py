@@ -59,14 +59,19 @@ def test_the_shape_bound_separates_staircases_from_flat_series(monkeypatch, caps
     monkeypatch.setattr(sys, "argv", ["calibration.py", "--part", "ratchet-shape", "--datasets", "60", "--seed", "5"])
     assert cal.main() == 0
     rows = _rows(capsys, "| the staircase's shape")
-    assert len(rows) == 18, rows                     # 6 cells × the 3 pooled designs
+    assert len(rows) == 24, rows                     # 8 cells × the 3 pooled designs
 
-    def share(cell: str, design: str) -> float:
+    def share(cell: str, design: str, one_step: bool = False) -> float:
         [line] = [r for r in rows if cell in r and design in r]
-        return float(line.split("| ")[2].split("%")[0])
+        measured = line.split("| ")[2]
+        return float((measured.split(" / ")[-1] if one_step else measured).split("%")[0])
     for design in ("1.5 d", "3 d", "9 d"):
         assert share("staircases, AR(1) 1% φ 0.9", design) >= 90.0 and share("flat AR(1) 2% φ 0.9", design) <= 10.0
+        # one visible step is enough for more staircases and for more flat series (it asks less)
+        for cell in ("staircases, AR(1) 2% φ 0.9", "flat AR(1) 2% φ 0.9", "flat AR(1) 2% φ 0.5"):
+            assert share(cell, design, one_step=True) >= share(cell, design)
     assert share("staircases, AR(1) 2% φ 0.9", "1.5 d") < share("staircases, AR(1) 2% φ 0.9", "9 d")     # fewer bins, fewer steps seen
+    assert share("flat AR(1) 2% φ 0.5", "1.5 d", one_step=True) < share("flat AR(1) 2% φ 0.9", "1.5 d", one_step=True)   # wander makes steps
 
 
 def test_mixed_groups_count_only_the_replicas_that_do_not_step(monkeypatch, capsys):

@@ -36,6 +36,25 @@ def test_a_smooth_leak_is_growing_and_a_big_one_bloating():
     assert classify(t, 100 + 40 * t / t[-1] + rng.normal(0, 0.3, len(t))).word == "Bloating"
 
 
+def test_a_flat_word_beside_a_climb_says_why_the_climb_is_not_growth():
+    # a +8% staircase in 2% AR(1) noise over 1.5 days is Flat on its own interval in most replicas;
+    # the reason must give the change and its interval, not only why it is not steps
+    rng = np.random.default_rng(24)
+    t = sim.times(1.5 * 86400, 600.0)
+    calls = [classify(t, y) for y in sim.staircase(rng, 12, t, climb_share=0.08, steps=5, sd_share=0.02, phi=0.9)]
+    flat = [c for c in calls if c.word == "Flat"]
+    assert len(flat) >= 4, [c.word for c in calls]
+    for c in flat:
+        g = c.growth
+        assert not g.significant and g.change_lo < 0 < g.change_hi, c.reason
+        assert c.reason.startswith(f"changed {g.change_share:+.1%} of the level (95% interval {g.change_lo:+.1f} to "
+                                   f"{g.change_hi:+.1f} MB): not shown beyond its noise; "), c.reason
+    # a significant climb under the flat threshold: Flat, and the reason names the threshold
+    small = classify(t, 100 + 2 * t / t[-1] + rng.normal(0, 0.05, len(t)))
+    assert small.word == "Flat" and small.growth.significant, small.reason
+    assert f"under the {RULES['flat_max_growth_share']:.0%} and" in small.reason, small.reason
+
+
 def test_a_slow_release_is_one_event_whatever_the_sampling_interval():
     fine = np.arange(0, 3600, 1.0)
     y = np.where(fine < 1800, 100.0, np.maximum(90.0, 100 - (fine - 1800) / 30))   # 10 MB over 5 min

@@ -175,9 +175,10 @@ def repooled(r: ReplicaStats, steady: SteadyGrowth | None, pool: stats.GrowthPoo
     own = steady.growth
     if g.change_hi - g.change_lo > own.change_hi - own.change_lo and out.status not in ("Growing", "Bloating"):
         # the word an operator reads beside a wide interval: why it is wide, and what it cannot tell
+        # (a Flat word's reason has stated the change already: stats.classify)
+        change = "" if out.status == "Flat" else f"{stats.change_phrase(g)}, "
         out.status_reason = "; ".join(x for x in (out.status_reason, (
-            f"changed {g.change_share:+.1%} of the level (95% interval {g.change_lo:+.1f} to {g.change_hi:+.1f} MB), "
-            f"the interval {g.pooled}: a change of this size over this window cannot be told from that wander")) if x)
+            f"{change}the interval {g.pooled}: a change of this size over this window cannot be told from that wander")) if x)
     return out
 
 

@@ -81,7 +81,7 @@ calibration.py
 Changes from the brief: classify takes the steady window's arrays and returns a StatusCall (word
 plus the evidence behind it) rather than a bare string; growth takes an optional `level`.
 """
-from .growth import Growth, GroupGrowth, GrowthPool, group_growth, growth, growth_pool, pooled, trend_edges
+from .growth import Growth, GroupGrowth, GrowthPool, change_phrase, group_growth, growth, growth_pool, pooled, trend_edges
 from .status import (RULES, STATUS_ORDER, GroupRatchet, Releases, StatusCall, StepEvidence, classify, ratchet_group,
                      release_events, step_evidence)
 from .compare import Comparison, compare_to_baseline, letters, design_min_p, design_warning
@@ -93,7 +93,7 @@ from .threshold import ThresholdDecision, ThresholdTest
 
 __all__ = [
     "median_present",
-    "Growth", "growth", "GrowthPool", "growth_pool", "pooled", "GroupGrowth", "group_growth", "trend_edges", "RULES", "STATUS_ORDER", "Releases", "StatusCall", "classify", "release_events",
+    "Growth", "growth", "change_phrase", "GrowthPool", "growth_pool", "pooled", "GroupGrowth", "group_growth", "trend_edges", "RULES", "STATUS_ORDER", "Releases", "StatusCall", "classify", "release_events",
     "GroupRatchet", "ratchet_group", "StepEvidence", "step_evidence", "SharedRatchet", "ratchet_shared",
     "Comparison", "compare_to_baseline", "letters", "design_min_p", "design_warning",
     "GrowthBeside", "growth_beside",

@@ -55,6 +55,12 @@ class Growth:
     pooled: str = ""           # how pooled() set the interval (the group's replicas, or the slow part widened), "" if it did not
 
 
+def change_phrase(g: Growth) -> str:
+    """A growth's change as a replica's reason states it: its share of the level and its interval."""
+    interval = "" if g.change_lo is None else f" (95% interval {g.change_lo:+.1f} to {g.change_hi:+.1f} MB)"
+    return f"changed {g.change_share:+.1%} of the level{interval}"
+
+
 def theil_sen_slope(t: np.ndarray, y: np.ndarray) -> float:
     i, j = np.triu_indices(len(t), 1)
     dt = t[j] - t[i]

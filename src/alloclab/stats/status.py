@@ -31,7 +31,7 @@ from scipy.optimize import minimize
 from scipy.signal import lfilter
 
 from .calibration import ar1
-from .growth import Growth, bin_series, cycle_columns, detrended_lag1, growth as _growth, phi_for_lag1
+from .growth import Growth, bin_series, change_phrase, cycle_columns, detrended_lag1, growth as _growth, phi_for_lag1
 from .rules import RULES
 
 STATUS_ORDER = ["Unverified", "Too short", "Bloating", "Growing", "Ratcheting", "Variable", "Flat"]
@@ -464,8 +464,8 @@ def _ratchet_in_noise(fit: StepFit | None, level: float) -> tuple[bool, str]:
         return False, why
     sharp = _sharp_bar(fit.bins)
     if fit.sharp_t < sharp:
-        return False, (f"climbed {climb:.1%}, but no step sharper than a smooth climb "
-                       f"(t {fit.sharp_t:.1f} < {sharp:.2f}): a smooth climb, not steps")
+        return False, (f"climbed {climb:.1%} in steps, but none sharper than a smooth climb's "
+                       f"(t {fit.sharp_t:.1f} < {sharp:.2f})")
     return True, (f"climbed {climb * level:.1f} MB ({climb:.1%}) in {up} steps without a release beyond "
                   f"its noise (sharpest step t {fit.sharp_t:.1f} beside a smooth climb; AR(1) φ {fit.phi:.2f} "
                   f"per 1/{fit.bins} of the window" + (f" plus white noise, {fit.white:.0%} of its variance" if fit.white else "")
@@ -757,4 +757,19 @@ def classify(t_s: np.ndarray, y: np.ndarray, *, verified: bool | None = True,
         return StatusCall("Growing", grew, g, rel, iqr, ratchet)
     if iqr is not None and iqr > RULES["variable_iqr_share"]:
         return StatusCall("Variable", f"interquartile range {iqr:.0%} of the median", g, rel, iqr, ratchet)
-    return StatusCall("Flat", ratchet.reason, g, rel, iqr, ratchet)
+    return StatusCall("Flat", "; ".join(x for x in (_not_growing(g), ratchet.reason) if x), g, rel, iqr, ratchet)
+
+
+def _not_growing(g: Growth | None) -> str:
+    """Why a replica's change is not Growing, for its Flat word: a +8% staircase in 2% AR(1) noise
+    over 1.5 days is Flat on its own interval in about 7 of 10 replicas, and "Flat" beside a climb
+    of 8% read as a contradiction until the reason said its interval spans zero."""
+    if g is None:
+        return ""
+    if not g.significant:
+        why = "not shown beyond its noise"
+    elif g.change_mb <= 0:
+        why = "a fall, not growth"
+    else:
+        why = f"under the {RULES['flat_max_growth_share']:.0%} and {RULES['growing_min_change_mb']:g} MB that Growing needs"
+    return f"{change_phrase(g)}: {why}"

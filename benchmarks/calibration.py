@@ -1053,7 +1053,7 @@ def ratchet_group_cal(rng: np.random.Generator, n: int, sizes: tuple[int, ...] =
         t = sim.times(window, dt)
         for name, make, target in cells:
             for m in sizes:
-                said, own, total, sims = [], 0, 0, 0
+                said, own, total, sims, by_all = [], 0, 0, 0, 0
                 alt = dict.fromkeys(RATCHET_REPLICA_P, 0)
                 stricter = dict.fromkeys((a for a in RATCHET_GROUP_ALPHA if a < RULES["ratchet_group_alpha"]), 0)
                 started = time.monotonic()
@@ -1065,16 +1065,21 @@ def ratchet_group_cal(rng: np.random.Generator, n: int, sizes: tuple[int, ...] =
                     own += sum(g.own[i] for i in keep)
                     total += len(keep)
                     sims += g.simulations
+                    found = g.p is not None and g.p <= RULES["ratchet_group_alpha"]
                     for q in alt:      # the same groups under another per-replica bar (RULES ratchet_group_replica_p)
-                        alt[q] += sum(g.own[i] or (g.p is not None and g.p <= RULES["ratchet_group_alpha"]
-                                                   and g.own_p[i] is not None and g.own_p[i] <= q) for i in keep)
+                        alt[q] += sum(g.own[i] or (found and g.shaped_p[i] is not None and g.shaped_p[i] <= q) for i in keep)
+                    # ... and called by the replica's p among ALL its simulations, as until session 19 (its
+                    # p among the shaped ones is never below it, so these calls hold the rule's)
+                    by_all += sum(g.own[i] or (found and g.own_p[i] is not None and g.own_p[i] <= RULES["ratchet_group_replica_p"])
+                                  for i in keep)
                     for a in stricter:  # ... and under a group level stricter than RULES ratchet_group_alpha (called
                         # already asks the rule's level, so only a lower one can be read from it)
                         stricter[a] += sum(g.own[i] or g.called[i] and g.p <= a for i in keep)
                 row(f"group route, n = {m}, {name}, {label}: Ratcheting (own route alone; replica p ≤ "
-                    f"{' / '.join(f'{q:g}' for q in alt)}; group p ≤ {' / '.join(f'{a:.2%}' for a in stricter) or '–'})",
+                    f"{' / '.join(f'{q:g}' for q in alt)} among the simulations with the shape; group p ≤ "
+                    f"{' / '.join(f'{a:.2%}' for a in stricter) or '–'}; called by the p among all simulations, until session 19)",
                     f"{grouped_rate(said, len(keep))} ({own / total:.1%}; {' / '.join(f'{k / total:.1%}' for k in alt.values())}; "
-                    f"{' / '.join(f'{k / total:.1%}' for k in stricter.values()) or '–'}); "
+                    f"{' / '.join(f'{k / total:.1%}' for k in stricter.values()) or '–'}; {by_all / total:.1%}); "
                     f"{sims / n:.0f} simulated fits and {(time.monotonic() - started) / n:.2f} s a group", target, total)
 
 
@@ -1514,7 +1519,7 @@ def ratchet_curve(rng: np.random.Generator, n: int, designs=POOLED_DESIGNS, only
                 for e in (step_evidence(t, y) for y in make(rng, 5, t)):
                     shape = e.fit is not None and _group_shape(e.fit) and not e.ratcheting
                     cols.append((shape, e.ratcheting, _null_p(e.x, e.fit.sharp_t, rng, sims)[0] if shape else 1.0,
-                                 _levelling_null_p(e.x, e.fit, rng, sims)[0] if shape else 1.0))
+                                 _levelling_null_p(e.x, e.fit, rng, sims).p if shape else 1.0))
             a = np.array(cols, dtype=float).reshape(n, 5, 4)
             for m in (5, 3):
                 b = a[:, :m]

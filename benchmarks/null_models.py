@@ -98,7 +98,7 @@ def main() -> int:
                     if e.fit is None or e.ratcheting or not status._group_shape(e.fit):
                         ps.append(1.0)
                         continue
-                    ps.append(status._levelling_null_p(e.x, e.fit, rng, int(RULES["ratchet_group_sims"]), status._cycle_of(e))[0])
+                    ps.append(status._levelling_null_p(e.x, e.fit, rng, int(RULES["ratchet_group_sims"]), status._cycle_of(e)).p)
             finally:
                 status._curve_null_p = curve_null
             p = np.array(ps)

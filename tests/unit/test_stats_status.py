@@ -300,7 +300,12 @@ def test_a_daily_cycle_over_nine_days_lends_no_step_evidence_because_the_curve_h
     # ... where a null of AR(1) alone at the residuals' lag-1 φ and SD (session 15's) did not
     monkeypatch.setattr(status, "_whittle_noise", lambda r: (status._residual_phi(r), 0.0, float(np.std(r))))
     without = ratchet_group(ev)
-    assert without.p <= RULES["ratchet_group_alpha"] and sum(without.called) >= 2, without
+    bar = RULES["ratchet_group_replica_p"]
+    assert without.p <= RULES["ratchet_group_alpha"], without
+    assert sum(q is not None and q <= bar for q in without.own_p) >= 2, without
+    # ... and its replicas passed the replica bar by their p among all simulations; among the simulations
+    # with the staircase's shape (none has it in that null) they do not, and none is called (session 19)
+    assert not any(without.called) and all(q is None or q > bar for q in without.shaped_p), without
 
 
 def test_the_cycle_enters_the_curve_only_over_a_day_or_more():

@@ -75,6 +75,8 @@ RULES: dict[str, float] = {
     "ratchet_group_alpha": 0.0025,    # ... the group's p ≤ 0.25% (0.5% called flat, cyclic and lone-staircase groups of 3 in
                                       # up to 1.0% of replicas; 0.25%: ≤ 0.8%, and −2 to −4 points of staircases found) ...
     "ratchet_group_replica_p": 0.25,  # ... then Ratcheting for each replica with the staircase's shape and its own p ≤ 0.25
+                                      # among its simulations that have the shape (session 19; among all of them a flat
+                                      # replica's p passed in 88–95% of those with the shape)
     # steps a group's replicas share in time (stats.ratchet_shared, --part ratchet-shared): the replicas' average has the
     # staircase's shape and a step past ratchet_sharp_t, that step lies beyond the average's own cubic + AR(1) simulated
     # and its second sharp step beyond one step + AR(1) simulated (both fitted to the average) ...

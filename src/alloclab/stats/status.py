@@ -688,7 +688,8 @@ def ratchet_group(replicas: list[StepEvidence], *, sims: int | None = None) -> G
     in one group — ~0.1% of groups of 5 on a climb — do find it, as the group's p drops only the
     smallest). The replicas' p's but the smallest are combined by the truncated product
     (truncated_product_p), and if the group's p ≤ ratchet_group_alpha every replica with the shape
-    and its own p ≤ ratchet_group_replica_p is called Ratcheting. The p's are independent across
+    and its own p among its simulations with the shape (LevellingP.shaped_p) ≤ ratchet_group_replica_p
+    is called Ratcheting. The p's are independent across
     replicas under their nulls whatever the design shares (a climb, a sampling interval), because
     each null is the replica's own fitted model re-estimated the same way.
     Cost bounded: the group is tested on its first ratchet_group_max_tested replicas, nothing is

@@ -628,9 +628,10 @@ def _levelling_null_p(x: np.ndarray, fit: StepFit, rng: np.random.Generator, sim
     and counts where it has the shape and a step as sharp. Sequential (sequential_p).
     Also its p among the simulations that have the shape (the same draws, Besag–Clifford's
     count over the shaped ones; never below p): a replica tested here has the shape, and where its
-    null seldom has it (a flat series: 2–9% of its simulations) p is small whatever its steps, so
-    the shaped flat replicas beside stepping ones had p ≤ ratchet_group_replica_p in 88–95% of
-    cases and were called Ratcheting; among the shaped simulations, 30–38% (session 19)."""
+    null seldom has it (a flat replica with the shape: a median 9–21% of its simulations) p is
+    small whatever its steps: such replicas had p ≤ ratchet_group_replica_p in 88–95% of cases,
+    and were called wherever their group was found; among the shaped simulations, in 30–38%
+    (session 19, docs/analysis.md)."""
     bases = _levelling_bases(len(x), cycle)          # the simulations have x's bins: built once
     basis = _levelling_basis(x, bases=bases)
     observed = _sharpest_beside(x, fit.phi, basis)

@@ -1356,12 +1356,7 @@ def one_step_shape(fit) -> bool:
     """The group route's staircase shape (status._group_shape) with one up-step enough: what a call
     on one visible step would ask of a replica (--part ratchet-combine's "relaxed" calls, ratchet-shape)."""
     from alloclab.stats.status import _group_shape
-    saved = RULES["ratchet_min_steps"]
-    RULES["ratchet_min_steps"] = 1
-    try:
-        return _group_shape(fit)
-    finally:
-        RULES["ratchet_min_steps"] = saved
+    return _group_shape(fit, min_steps=1)
 
 
 def ratchet_shape(rng: np.random.Generator, n: int) -> None:

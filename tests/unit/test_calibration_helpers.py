@@ -82,3 +82,21 @@ def test_mixed_groups_count_only_the_replicas_that_do_not_step(monkeypatch, caps
     rows = _rows(capsys, "| group route")
     assert len(rows) == 2, rows
     assert any("n = 5" in r and "/4, 2 groups" in r for r in rows) and any("n = 3" in r and "/2, 2 groups" in r for r in rows), rows
+
+
+def test_the_group_rows_give_the_call_among_the_shaped_beside_the_call_among_all(monkeypatch, capsys):
+    # --part ratchet-group: the rate is the rule's (bar 0.25 among the simulations with the shape); the
+    # looser bars call at least as many; the call by the p among all simulations (until session 19) at
+    # least as many as the rule's, its p being never above the p among the shaped
+    import re
+    monkeypatch.setattr(sys, "argv", ["calibration.py", "--part", "ratchet-group", "--datasets", "4", "--seed", "5",
+                                      "--designs", "1.5 d", "--cells", "+8% five-step staircases, AR(1) 2% φ 0.9"])
+    assert cal.main() == 0
+    # (the tables gather rows across main()'s calls in one process: this cell's only)
+    rows = {r for r in _rows(capsys, "| group route") if ", +8% five-step staircases, AR(1) 2% φ 0.9, 1.5 d" in r}
+    assert len(rows) == 2, rows
+    for r in rows:
+        rate, own, *bars, by_all = (float(v) for v in re.search(
+            r"\| ([\d.]+)% \[.*?\((\d+\.\d)%; ([\d.]+)% / ([\d.]+)% / ([\d.]+)% / ([\d.]+)%; [^;]*; ([\d.]+)%\)", r).groups())
+        assert rate == bars[1] and bars == sorted(bars) and own <= bars[0], r
+        assert by_all >= rate, r

@@ -151,3 +151,6 @@ def test_a_widened_replica_says_why_it_is_not_growing():
     again = repooled(r, steady, pool)
     assert again.status != "Growing" and "cannot be told from that wander" in again.status_reason
     assert again.change_lo < 0 < again.change_hi and again is not r and r.status == "Growing"
+    # the change and its (widened) interval are said once, whatever the word
+    assert again.status_reason.count("changed ") == 1, again.status_reason
+    assert f"(95% interval {again.change_lo:+.1f} to {again.change_hi:+.1f} MB)" in again.status_reason, again.status_reason

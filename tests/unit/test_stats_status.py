@@ -53,6 +53,8 @@ def test_a_flat_word_beside_a_climb_says_why_the_climb_is_not_growth():
     small = classify(t, 100 + 2 * t / t[-1] + rng.normal(0, 0.05, len(t)))
     assert small.word == "Flat" and small.growth.significant, small.reason
     assert f"under the {RULES['flat_max_growth_share']:.0%} and" in small.reason, small.reason
+    fall = classify(t, 100 - 3 * t / t[-1] + rng.normal(0, 0.05, len(t)))
+    assert fall.word == "Flat" and fall.growth.significant and "a fall, not growth" in fall.reason, fall.reason
 
 
 def test_a_slow_release_is_one_event_whatever_the_sampling_interval():
@@ -169,6 +171,26 @@ def test_a_group_of_staircases_in_two_percent_noise_lends_its_replicas_step_evid
     out = _group_ratchet(reps, steady)
     assert [r.status for r in out].count("Ratcheting") == 5, [(r.status, r.status_reason) for r in out]
     assert all("group" in r.status_reason for r, w in zip(out, own) if w != "Ratcheting")
+    # the replicas' call is by their p among the simulations with the shape, never below their p among all
+    call = ratchet_group([step_evidence(t, y) for y in ys])
+    pairs = [(q, s) for q, s in zip(call.own_p, call.shaped_p) if q is not None]
+    assert len(pairs) == 5 and all(s >= q for q, s in pairs), call
+    assert all("simulations of that curve in its own noise that have the staircase's shape" in why
+               for why, c in zip(call.reasons, call.called) if c), call.reasons
+
+
+def test_the_monte_carlo_p_stops_at_the_tenth_as_extreme_and_counts_a_subset_alike():
+    from alloclab.stats.status import besag_clifford_p, sequential_p
+    stop = int(RULES["ratchet_group_stop"])
+    assert besag_clifford_p(stop, 40, 399) == stop / 40              # stopped: hits over the draws run
+    assert besag_clifford_p(stop - 1, 399, 399) == stop / 400         # ran out: (1 + hits) / (sims + 1)
+    assert besag_clifford_p(0, 0, 0) == 1.0                           # a subset with no draw says nothing
+    # sequential_p over scripted draws: every third as extreme stops at the tenth hit, after 30 draws
+    assert sequential_p(iter([i % 3 == 2 for i in range(399)]), 399) == (stop / 30, 30)
+    assert sequential_p(iter([False] * 399), 399) == (1 / 400, 399)
+    # a subset of the draws (those with the shape), as _levelling_null_p reads it: 10 hits among 25
+    # shaped draws of the 30 run is p 1/3 among them, 1/3 ≥ the p among all (10/30)
+    assert besag_clifford_p(stop, 25, 25) == stop / 25 >= besag_clifford_p(stop, 30, 399)
 
 
 def test_a_smooth_climb_or_a_daily_cycle_the_group_shares_lends_no_step_evidence():

@@ -403,15 +403,15 @@ def _smooth_basis(n: int) -> np.ndarray:
     return np.polynomial.legendre.legvander(np.linspace(-1.0, 1.0, n), int(RULES["ratchet_smooth_degree"]))
 
 
-def _staircase_shape(fit: StepFit, fall_t: float | None = None) -> tuple[bool, str, float, int]:
-    """The shape part of Ratcheting: ≥ ratchet_min_steps up-steps climbing ≥ ratchet_min_climb_share
-    of the level together, and no down-step (|t| ≥ fall_t, ratchet_step_t unless given) of ≥
-    ratchet_max_drawdown of that climb (a release). (ok, why not, the climb, the up-steps)."""
+def _staircase_shape(fit: StepFit, fall_t: float | None = None, min_steps: int | None = None) -> tuple[bool, str, float, int]:
+    """The shape part of Ratcheting: ≥ ratchet_min_steps (or `min_steps`) up-steps climbing ≥
+    ratchet_min_climb_share of the level together, and no down-step (|t| ≥ fall_t, ratchet_step_t
+    unless given) of ≥ ratchet_max_drawdown of that climb (a release). (ok, why not, the climb, the up-steps)."""
     up = int((fit.sizes > 0).sum())
     climb = float(fit.sizes.sum())                   # net: what the steps added up to, down-steps taken off
     fall_t = RULES["ratchet_step_t"] if fall_t is None else fall_t
     falls = (fit.sizes < 0) & (fit.t <= -fall_t) & (-fit.sizes >= RULES["ratchet_max_drawdown"] * climb)
-    if up < RULES["ratchet_min_steps"] or climb < RULES["ratchet_min_climb_share"]:
+    if up < (RULES["ratchet_min_steps"] if min_steps is None else min_steps) or climb < RULES["ratchet_min_climb_share"]:
         return False, f"{up} up-step(s) beyond the noise, {climb:+.1%} together", climb, up
     if falls.any():
         return False, f"climbed {climb:.1%} in steps but fell back {float(-fit.sizes[falls].max()):.1%} in one", climb, up
@@ -464,7 +464,7 @@ def _ratchet_in_noise(fit: StepFit | None, level: float) -> tuple[bool, str]:
         return False, why
     sharp = _sharp_bar(fit.bins)
     if fit.sharp_t < sharp:
-        return False, (f"climbed {climb:.1%} in steps, but none sharper than a smooth climb's "
+        return False, (f"its step fit climbed {climb:.1%}, but no step sharper than a smooth climb's "
                        f"(t {fit.sharp_t:.1f} < {sharp:.2f})")
     return True, (f"climbed {climb * level:.1f} MB ({climb:.1%}) in {up} steps without a release beyond "
                   f"its noise (sharpest step t {fit.sharp_t:.1f} beside a smooth climb; AR(1) φ {fit.phi:.2f} "
@@ -481,15 +481,16 @@ class GroupRatchet:
     p: float | None                     # the group's combined p; None: not simulated (the pre-screen said it could not reach)
     own_p: tuple[float | None, ...]     # each replica's p against its own simulated null (None: not simulated)
     simulations: int                    # step fits run on simulated series
-    shaped_p: tuple[float | None, ...] = ()   # each replica's p among those simulations with the staircase's shape (its call)
+    shaped_p: tuple[float | None, ...]  # each replica's p among those simulations with the staircase's shape (its call;
+                                        # own-route replicas carry own_p's 1/(sims + 1), None: not simulated)
 
 
-def _group_shape(fit: StepFit) -> bool:
+def _group_shape(fit: StepFit, min_steps: int | None = None) -> bool:
     """The staircase's shape as the group route asks it: a release must be a down-step as sharp as
     the bar a step beside a line must pass on its own (_sharp_bar), not one at ratchet_step_t: AR(1)
     wander at φ 0.9 and 2% makes down-steps at t 3–4 in a sixth of the +8% staircases (1.5 days),
     while a daily cycle's fall is seen beside the simulated null anyway."""
-    return _staircase_shape(fit, _sharp_bar(fit.bins))[0]
+    return _staircase_shape(fit, _sharp_bar(fit.bins), min_steps)[0]
 
 
 def _null_p(x: np.ndarray, sharp_t: float, rng: np.random.Generator, sims: int, *,
@@ -548,21 +549,28 @@ def simulated_p(mean: np.ndarray, phi: float, sd: float, as_extreme, rng: np.ran
 
 def sequential_p(extreme, sims: int, decide_at: float | None = None) -> tuple[float, int]:
     """A Monte Carlo p from `extreme` (per simulation, drawn lazily: was it as extreme as the data),
-    sequential (Besag & Clifford 1991): stops at the ratchet_group_stop-th as extreme (p = that
-    count / the simulations run), or (`decide_at`) once p must end above that level, else
-    (1 + count) / (sims + 1). (p, simulations run)."""
+    sequential (Besag & Clifford 1991): stops at the ratchet_group_stop-th as extreme, or
+    (`decide_at`) once p must end above that level; p by besag_clifford_p. (p, simulations run)."""
     stop = int(RULES["ratchet_group_stop"])
     hits = done = 0
     for hit in extreme:
         done += 1
         hits += hit
         if hits >= stop:
-            return hits / done, done
+            break
         if decide_at is not None and (1 + hits) / (sims + 1) > decide_at:
-            return (1 + hits) / (sims + 1), done
+            break
         if done >= sims:
             break
-    return (1 + hits) / (sims + 1), done
+    return besag_clifford_p(hits, done, sims), done
+
+
+def besag_clifford_p(hits: int, done: int, sims: int) -> float:
+    """The sequential Monte Carlo p of `hits` as extreme in `done` draws of at most `sims`: hits /
+    done once hits reached ratchet_group_stop (the run stopped there), else (1 + hits) / (sims + 1).
+    Also a p among a subset of the draws (`done` = the subset's size, `sims` = its size had the run
+    not stopped: LevellingP.shaped_p)."""
+    return hits / done if hits >= int(RULES["ratchet_group_stop"]) else (1 + hits) / (sims + 1)
 
 
 # the levelling-off curve's time constants, as shares of the window (_levelling_basis): from a climb
@@ -617,6 +625,8 @@ class LevellingP:
     shaped_p: float            # among the simulations with the staircase's shape: a step as sharp (the replica's call)
     statistic: float           # its sharpest up-step's t beside its levelling curve
     simulations: int           # simulations run
+    shaped: int                # of them, with the staircase's shape
+    as_sharp: int              # of those, with a step as sharp
 
 
 def _levelling_null_p(x: np.ndarray, fit: StepFit, rng: np.random.Generator, sims: int,
@@ -647,8 +657,8 @@ def _levelling_null_p(x: np.ndarray, fit: StepFit, rng: np.random.Generator, sim
         hits += hit
         return bool(hit)
     p, done = _curve_null_p(x, basis, as_sharp, rng, sims)
-    stopped = hits >= int(RULES["ratchet_group_stop"])
-    return LevellingP(p, hits / shaped if stopped else (1 + hits) / (1 + shaped), observed, done)
+    # the p among the shaped draws: the run stopped (or not) on the same count of hits
+    return LevellingP(p, besag_clifford_p(hits, shaped, shaped), observed, done, shaped, hits)
 
 
 @functools.lru_cache(maxsize=None)
@@ -723,6 +733,7 @@ def ratchet_group(replicas: list[StepEvidence], *, sims: int | None = None) -> G
     beside: dict[int, str] = {}
 
     shaped_p: dict[int, float] = {}
+    counts: dict[int, tuple[int, int]] = {}          # per simulated replica: shaped simulations, of them as sharp
 
     def replica_p(i: int) -> float | None:
         nonlocal done
@@ -733,7 +744,7 @@ def ratchet_group(replicas: list[StepEvidence], *, sims: int | None = None) -> G
             return None
         cycle = _cycle_of(replicas[i])
         e = _levelling_null_p(xs[i], fits[i], rng, sims, cycle)
-        sharp[i], shaped_p[i] = e.statistic, e.shaped_p
+        sharp[i], shaped_p[i], counts[i] = e.statistic, e.shaped_p, (e.shaped, e.as_sharp)
         beside[i] = "a smooth climb that may level off" + ("" if cycle is None else " and the daily cycle")
         done += e.simulations
         return e.p
@@ -747,8 +758,8 @@ def ratchet_group(replicas: list[StepEvidence], *, sims: int | None = None) -> G
         called.append(call)
         reasons.append(f"{_staircase_shape(fit)[3]} up-steps climbing {float(fit.sizes.sum()):.1%} without a release "
                        f"beyond its noise; its sharpest step (t {sharp[i]:.1f} beside {beside[i]}) "
-                       f"beyond {1 - q:.0%} of the simulations of that curve in its own noise that have the "
-                       f"staircase's shape, and {tested} of its "
+                       f"sharper than {counts[i][0] - counts[i][1]} of the {counts[i][0]} simulations of that curve in "
+                       f"its own noise that have the staircase's shape (p {q:.2g} among them), and {tested} of its "
                        f"group's replicas together beyond theirs (combined p {p:.2g})" if call else "")
     return GroupRatchet(tuple(own), tuple(called), tuple(reasons), p, tuple(own_p), done,
                         tuple(shaped_p.get(i) for i in range(m)))

@@ -84,12 +84,16 @@ def import_run(url: str, out, start: float, end: float, step: float, *extra: str
 
 @pytest.mark.parametrize("span, steps, shifts, tolerance, one_host_tolerance", [
     # the default run: 40 s of data (9 release cycles); a window edge a cycle earlier or later moves
-    # a level by a few percent on a loaded machine, hence 8% here and steps that cover the whole span.
-    # One host alone has 2 replicas a group over those 9 cycles, and its store's window is not the
-    # import's (the collector starts before the first scrape and stops after the last), so its
-    # jemalloc-bg level wanders more: 0.864 against 0.791 (9.3%) in one CI run. 15% still fails on
-    # what issue 24 found (0.59 against 0.19: the release cycles read as restarts)
-    pytest.param(40.0, (5.0, 20.0, 40.0), (0.0, 3.0), 0.08, 0.15, id="40s"),
+    # a level by a few percent on a loaded machine, and steps cover the whole span. A store's window
+    # is not the import's (the collector starts before the first scrape and stops after the last),
+    # and jemalloc-bg's level moves with its background purges: 0.864 against 0.791 (9.3%) for one
+    # host in one CI run, and in session 19's CI the merged stores 0.781 against imports at
+    # 0.852–0.864 (9.0–10.6%; the five imports within 1.4% of each other), with host h1 alone at
+    # 0.767 against its import's 0.874 (13.9%). Hence 15% between the merged routes over 40 s, 20%
+    # for one host (2 replicas a group), the imports within 5% of each other, and 5% between the
+    # routes over 130 s below. 20% still fails on what issue 24 found (0.59 against 0.19: the
+    # release cycles read as restarts)
+    pytest.param(40.0, (5.0, 20.0, 40.0), (0.0, 3.0), 0.15, 0.20, id="40s"),
     # the issue's acceptance: steps of 5, 15 and 60 s, three window ends, within 5% (docs/fleet.md)
     pytest.param(130.0, (5.0, 15.0, 60.0), (0.0, 7.0, 23.0), 0.05, 0.05, id="130s", marks=pytest.mark.slow),
 ])
@@ -155,6 +159,10 @@ def test_two_hosts_same_ratios_from_own_store_merge_and_prometheus(tmp_path, two
     for source, got in figures.items():
         for g, r in whole.items():
             assert abs(got[g] / r - 1) < tolerance, (source, g, got[g], r)
+    # the imports of both hosts at every step and window end read the same series alike
+    for g in whole:
+        read = [got[g] for got in figures.values()]
+        assert max(read) / min(read) - 1 < 0.05, (g, figures)
 
     rep = run_cli("report", str(merged))
     assert rep.returncode == 0, rep.stderr

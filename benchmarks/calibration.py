@@ -1041,8 +1041,8 @@ def ratchet_group_cal(rng: np.random.Generator, n: int, sizes: tuple[int, ...] =
     # Last, so that a run of one design (every documented one) draws each earlier cell as before; over
     # several designs one rng runs through them all, so the later designs' rows shift (as near_white's did)
     mixed = [(f"{others}: +8% five-step staircases (2% φ 0.9) in ⌈m/2⌉ replicas, {kind} in the others: the others",
-              (lambda make_: lambda r, m, t: np.vstack([sim.staircase(r, m - m // 2, t, climb_share=0.08, steps=5, sd_share=0.02, phi=0.9),
-                                                        make_(r, m // 2, t)]))(make), target)
+              (lambda make_: lambda r, m, t: np.vstack([staircase_maker(0.02, 0.9)(r, m - m // 2, t), make_(r, m // 2, t)]))(make),
+              target)
              for others, kind, make, target in (
                  ("mixed, flat", "flat AR(1) 2% φ 0.9", lambda r, k, t: sim.flat(r, k, t, phi=0.9, sd_share=0.02), "≤ 1%"),
                  ("mixed, smooth", "a smooth +10% climb (AR(1) 2% φ 0.9)",

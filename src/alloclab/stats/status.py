@@ -556,11 +556,7 @@ def sequential_p(extreme, sims: int, decide_at: float | None = None) -> tuple[fl
     for hit in extreme:
         done += 1
         hits += hit
-        if hits >= stop:
-            break
-        if decide_at is not None and (1 + hits) / (sims + 1) > decide_at:
-            break
-        if done >= sims:
+        if hits >= stop or done >= sims or (decide_at is not None and (1 + hits) / (sims + 1) > decide_at):
             break
     return besag_clifford_p(hits, done, sims), done
 
@@ -622,11 +618,16 @@ def _sharpest_beside(x: np.ndarray, phi: float, basis: np.ndarray) -> float:
 class LevellingP:
     """A replica's evidence in the group route (_levelling_null_p)."""
     p: float                   # among all simulations: the shape and a step as sharp (what the group's p combines)
-    shaped_p: float            # among the simulations with the staircase's shape: a step as sharp (the replica's call)
     statistic: float           # its sharpest up-step's t beside its levelling curve
     simulations: int           # simulations run
     shaped: int                # of them, with the staircase's shape
     as_sharp: int              # of those, with a step as sharp
+
+    @property
+    def shaped_p(self) -> float:
+        """Its p among the simulations with the staircase's shape (the replica's call): the run
+        stopped (or not) on the same count of hits."""
+        return besag_clifford_p(self.as_sharp, self.shaped, self.shaped)
 
 
 def _levelling_null_p(x: np.ndarray, fit: StepFit, rng: np.random.Generator, sims: int,
@@ -657,8 +658,7 @@ def _levelling_null_p(x: np.ndarray, fit: StepFit, rng: np.random.Generator, sim
         hits += hit
         return bool(hit)
     p, done = _curve_null_p(x, basis, as_sharp, rng, sims)
-    # the p among the shaped draws: the run stopped (or not) on the same count of hits
-    return LevellingP(p, besag_clifford_p(hits, shaped, shaped), observed, done, shaped, hits)
+    return LevellingP(p, observed, done, shaped, hits)
 
 
 @functools.lru_cache(maxsize=None)
@@ -729,22 +729,17 @@ def ratchet_group(replicas: list[StepEvidence], *, sims: int | None = None) -> G
     digest = hashlib.blake2b(b"".join(np.round(x, 9).tobytes() for x in xs if x is not None), digest_size=8).digest()
     rng = np.random.default_rng(int.from_bytes(digest, "little"))
     done = 0
-    sharp: dict[int, float] = {}                     # per simulated replica: its statistic, and beside what
+    evidence: dict[int, LevellingP] = {}             # per simulated replica: its evidence, and beside what
     beside: dict[int, str] = {}
-
-    shaped_p: dict[int, float] = {}
-    counts: dict[int, tuple[int, int]] = {}          # per simulated replica: shaped simulations, of them as sharp
 
     def replica_p(i: int) -> float | None:
         nonlocal done
         if own[i]:
-            shaped_p[i] = p_min
             return p_min
         if not shape[i]:
             return None
         cycle = _cycle_of(replicas[i])
-        e = _levelling_null_p(xs[i], fits[i], rng, sims, cycle)
-        sharp[i], shaped_p[i], counts[i] = e.statistic, e.shaped_p, (e.shaped, e.as_sharp)
+        e = evidence[i] = _levelling_null_p(xs[i], fits[i], rng, sims, cycle)
         beside[i] = "a smooth climb that may level off" + ("" if cycle is None else " and the daily cycle")
         done += e.simulations
         return e.p
@@ -752,17 +747,17 @@ def ratchet_group(replicas: list[StepEvidence], *, sims: int | None = None) -> G
     p = truncated_product_p([1.0 if q is None else q for q in own_p])
     own_p += [replica_p(i) if p <= alpha else None for i in range(tested, m)]
     called, reasons = [], []
-    for i, (fit, sh, mine) in enumerate(zip(fits, shape, own)):
-        q = shaped_p.get(i)
+    shaped_p = [evidence[i].shaped_p if i in evidence else q for i, q in enumerate(own_p)]   # own route: p_min
+    for i, (fit, sh, mine, q) in enumerate(zip(fits, shape, own, shaped_p)):
         call = bool(p <= alpha and sh and not mine and q is not None and q <= RULES["ratchet_group_replica_p"])
         called.append(call)
+        e = evidence.get(i)
         reasons.append(f"{_staircase_shape(fit)[3]} up-steps climbing {float(fit.sizes.sum()):.1%} without a release "
-                       f"beyond its noise; its sharpest step (t {sharp[i]:.1f} beside {beside[i]}) "
-                       f"sharper than {counts[i][0] - counts[i][1]} of the {counts[i][0]} simulations of that curve in "
+                       f"beyond its noise; its sharpest step (t {e.statistic:.1f} beside {beside[i]}) "
+                       f"sharper than {e.shaped - e.as_sharp} of the {e.shaped} simulations of that curve in "
                        f"its own noise that have the staircase's shape (p {q:.2g} among them), and {tested} of its "
                        f"group's replicas together beyond theirs (combined p {p:.2g})" if call else "")
-    return GroupRatchet(tuple(own), tuple(called), tuple(reasons), p, tuple(own_p), done,
-                        tuple(shaped_p.get(i) for i in range(m)))
+    return GroupRatchet(tuple(own), tuple(called), tuple(reasons), p, tuple(own_p), done, tuple(shaped_p))
 
 
 def classify(t_s: np.ndarray, y: np.ndarray, *, verified: bool | None = True,

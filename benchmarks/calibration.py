@@ -4,6 +4,7 @@
     python benchmarks/calibration.py --quick    # smoke test, ~1 minute, wider error bars
     python benchmarks/calibration.py --part P   # one part; the issue-29 parts and their commands
                                                 # are listed in docs/analysis.md ("Issue 29 scenarios")
+    python benchmarks/calibration.py --part fleet-realism --datasets 40   # issue 49 (benchmarks/fleet_realism.py)
 
 Prints one markdown table: each figure, what was measured, its target and the number of
 simulations. Every simulation is seeded (--seed, default 20261122).
@@ -1721,6 +1722,22 @@ def gates(rng: np.random.Generator, n: int) -> None:
                     f"--history", f"{rate(trips['warmup'], n)} / {rate(trips['curve'], n)}", "stated", n)
 
 
+def fleet_realism(rng: np.random.Generator, n: int) -> None:
+    """What a fleet experiment looks like (issue 49): fresh starts, group and fleet restarts, staggered
+    samples, a group-specific daily swing and slow leaks, through the user path — the generators
+    and parts of benchmarks/fleet_realism.py, each part on its own stream from `rng`, n datasets a row."""
+    import shutil
+    import tempfile
+    import fleet_realism as fr
+    work = Path(tempfile.mkdtemp(prefix="alloclab-calibration-fleet-"))
+    try:
+        for k, part in enumerate(fr.PARTS.values()):
+            part(np.random.default_rng([int(rng.integers(2 ** 31)), k]), work, n)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    ROWS.extend(fr.ROWS)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="smoke test: fewer simulations")
@@ -1748,7 +1765,8 @@ def main() -> int:
     ap.add_argument("--part", default="all", choices=["all", "status", "growth", "compare", "sequential", "identical", "tor-verdict",
                                                       "scenarios", "cycles", "two-scale", "staircases", "user-path", "gates", "staircase-reach", "growth-frontier", "pooled", "pooled-path", "pooled-short", "beside", "ratchet-group", "ratchet-bound",
                                                       "ratchet-restarts", "beside-cycle-restart", "ratchet-climbs", "ratchet-shared",
-                                                      "ratchet-ceiling", "ratchet-shape", "ratchet-combine", "ratchet-curve", "noise-shapes"],
+                                                      "ratchet-ceiling", "ratchet-shape", "ratchet-combine", "ratchet-curve", "noise-shapes",
+                                                      "fleet-realism"],
                     help="run one part only")
     args = ap.parse_args()
     if args.smooth_degree is not None:
@@ -1830,6 +1848,7 @@ def main() -> int:
             design_rows, cells),
         # last: every earlier part keeps its stream
         "ratchet-shape": lambda rng: ratchet_shape(rng, args.datasets or (100 if args.quick else 1000)),
+        "fleet-realism": lambda rng: fleet_realism(rng, args.datasets or (10 if args.quick else 40)),
     }
     names = list(parts)
     names.insert(names.index("pooled-path"), "ratchet-pooled")   # retired; its stream number kept so later parts reproduce
@@ -1844,7 +1863,7 @@ def main() -> int:
                                                                                 "ratchet-restarts", "beside-cycle-restart",
                                                                                 "ratchet-climbs", "ratchet-shared", "ratchet-ceiling",
                                                                                 "ratchet-combine", "ratchet-curve", "noise-shapes",
-                                                                                "ratchet-shape")):   # cycles: a larger run of scenarios' first rows
+                                                                                "ratchet-shape", "fleet-realism")):   # cycles: a larger run of scenarios' first rows
             part(np.random.default_rng([args.seed, k]))
     print(f"| figure | measured | target | simulations |\n|---|---|---|---|")
     for name, value, target, k in ROWS:

@@ -3,6 +3,10 @@
     PYTHONPATH=src .venv/bin/python benchmarks/fuzz_hostile.py stores  [--count 200] [--seed 1]
     PYTHONPATH=src .venv/bin/python benchmarks/fuzz_hostile.py roots   [--count 100] [--seed 1]
     PYTHONPATH=src .venv/bin/python benchmarks/fuzz_hostile.py loader  [--count 300] [--seed 1]
+    PYTHONPATH=src .venv/bin/python benchmarks/fuzz_hostile.py links   [--count 60] [--seed 1]
+    PYTHONPATH=src .venv/bin/python benchmarks/fuzz_hostile.py facts   [--count 100] [--seed 1]
+    PYTHONPATH=src .venv/bin/python benchmarks/fuzz_hostile.py servers [--count 100] [--seed 1]
+    PYTHONPATH=src .venv/bin/python benchmarks/fuzz_hostile.py starve  [--count 32]
 
 - stores: a real store (`alloclab import torutils` of tests/data) damaged at random (pages
   zeroed or filled with noise, the file cut, a table dropped, a cell set to 1e300, -1e300, 2^63-1,
@@ -18,6 +22,23 @@
   links) through `alloclab check`. Every env accepted is checked against an independent oracle
   (realpath of each entry, every ancestor owned by root or us and not group/world-writable unless
   sticky); must never accept what the oracle refuses, never a traceback.
+
+- links (issue 46): a run whose report files, charts, `charts/` itself or the store's trace path
+  (`groups.command_json`) are links (symbolic or hard) to a secret file or a directory outside the
+  run, then `report` or `bundle`. Counted: the secret's bytes in a bundle, any file outside the
+  run created or changed, a bundle readable by others.
+- facts (issue 46): valid `fleet facts --json` documents mutated at random (a unit twice, numbers
+  as strings, NaN, null, missing keys, wrong sandbox types, deep nesting, huge numbers) through
+  `fleet plan --facts`. Must be exit 0 or one line with exit 2; exit 70 (internal error) counted.
+- servers (issue 46): `run --metrics` and `run --serve` beside a sleeping replica, then hostile
+  requests against both (random Host names, oversized and garbage request lines) and 200 idle
+  connections each. Counted: answers with data to a non-loopback Host, connections held past the
+  cap, connections still open after the idle timeout.
+
+- starve (issue 46): `run` of COUNT CPU-bound replicas (a shell busy loop), alloclab and its
+  replicas pinned to one CPU (`taskset -c 0`), interval 0.5 s, 6 s of load. Counted: wall time,
+  ticks recorded (samples of the best-sampled replica) against the 13 planned, the first sample's
+  delay, and whether `ticks_skipped` was recorded.
 
 Each prints a JSON summary (counts by outcome); figures go in benchmarks/README.md.
 """
@@ -128,12 +149,22 @@ def damage_store(db: Path, rng: random.Random) -> str:
     return kind if not kind.startswith(("drop", "delete")) else f"{kind} {table}"
 
 
+def workdir(campaign: str) -> Path:
+    return Path(tempfile.mkdtemp(prefix=f"alloclab-fuzz-{campaign}-{os.getpid()}-"))
+
+
+def imported_run(campaign: str) -> tuple[Path, Path]:
+    """A fresh work directory and a real store in it (`import torutils` of tests/data)."""
+    work = workdir(campaign)
+    intact = work / "intact"
+    r = cli(["import", "torutils", str(DATA), "-o", str(intact)], 300)
+    assert r["code"] == 0, r["stderr"]
+    return work, intact
+
+
 def stores(args) -> dict:
     rng = random.Random(args.seed)
-    work = Path(tempfile.mkdtemp(prefix=f"alloclab-fuzz-stores-{os.getpid()}-"))
-    intact = work / "intact"
-    r = cli(["import", "torutils", str(DATA), "-o", str(intact)], 120)
-    assert r["code"] == 0, r["stderr"]
+    work, intact = imported_run("stores")
     results, worst = [], 0.0
     for i in range(args.count):
         run = work / f"case-{i}"
@@ -299,6 +330,308 @@ def loader(args) -> dict:
     return summarize(results, {})
 
 
+# ---- links (issue 46) -------------------------------------------------------------------------------
+
+SECRET = b"root:$6$fuzz-secret-marker:19000:0:99999:7:::\n"
+LINK_TARGETS = ["report.md", "report.html", "summary.json", "summary.csv", "replicas.csv", "charts",
+                "charts/timeseries.png", "charts/distribution.png"]
+
+
+def links(args) -> dict:
+    rng = random.Random(args.seed)
+    work, intact = imported_run("links")
+    outside = work / "outside"
+    outside.mkdir()
+    secret = outside / "shadow"
+    secret.write_bytes(SECRET)
+    secret.chmod(0o600)
+    (outside / "dir").mkdir()
+    results = []
+    for i in range(args.count):
+        run = work / f"case-{i}"
+        shutil.copytree(intact, run, symlinks=True)
+        planted = []
+        for place in rng.sample(LINK_TARGETS + ["trace"], rng.randint(1, 3)):
+            if place == "trace":           # the store names the secret as the trace it replayed
+                conn = sqlite3.connect(run / "run.db")
+                conn.execute("UPDATE groups SET command_json = ?", (json.dumps(["/x/replay", str(secret)]),))
+                conn.commit()
+                conn.close()
+                planted.append("trace")
+                continue
+            p = run / place
+            if p.is_dir() and not p.is_symlink():
+                shutil.rmtree(p)
+            else:
+                p.unlink(missing_ok=True)
+            p.parent.mkdir(exist_ok=True)
+            kind = "dir" if place == "charts" else rng.choice(["symlink", "hardlink", "dangling"])
+            if kind == "dir":
+                p.symlink_to(outside / "dir")
+            elif kind == "symlink":
+                p.symlink_to(secret)
+            elif kind == "hardlink":
+                os.link(secret, p)
+            else:
+                p.symlink_to(outside / f"new-{i}")
+            planted.append(f"{place}:{kind}")
+        before = digest(outside)
+        cmd = rng.choice(["report", "bundle"])
+        bundle = work / f"b-{i}.tar.gz"
+        out = cli(["report", str(run)] if cmd == "report" else ["bundle", str(run), "-o", str(bundle)], args.timeout)
+        problems = judge(out)
+        if digest(outside) != before:
+            problems.append("outside changed")
+        if bundle.exists():
+            import tarfile
+            with tarfile.open(bundle) as tar:
+                if any(SECRET in tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()):
+                    problems.append("secret archived")
+            if bundle.stat().st_mode & 0o007:
+                problems.append("bundle readable by others")
+            bundle.unlink()
+        results.append({"case": i, "planted": planted, "cmd": cmd, "code": out["code"], "problems": problems,
+                        "line": (out["stderr"].strip().splitlines() or [""])[-1][:200]})
+        shutil.rmtree(run, ignore_errors=True)
+        shutil.rmtree(outside)                  # as it was, for the next case (a "before" tree overwrites it)
+        outside.mkdir()
+        secret.write_bytes(SECRET)
+        secret.chmod(0o600)
+        (outside / "dir").mkdir()
+    shutil.rmtree(work, ignore_errors=True)
+    return summarize(results, {"secret_archived": sum("secret archived" in r["problems"] for r in results),
+                               "outside_changed": sum("outside changed" in r["problems"] for r in results)})
+
+
+# ---- facts (issue 46) -------------------------------------------------------------------------------
+
+def _good_facts(host: str, n: int) -> dict:
+    return {"version": 1, "kind": "alloclab-fleet-facts", "host": host, "pattern": "tor@*", "root": "/", "collected": 1.0,
+            "units": [{"unit": f"tor@{i}.service", "memory_kb": 30_000 + i, "uptime_s": 60.0 * i, "main_pid": 100 + i,
+                       "sandbox": {"user": "root", "protect_home": "no", "protect_system": "full", "private_tmp": True,
+                                   "inaccessible": [], "temporary": [], "root_directory": "", "dynamic_user": False}}
+                      for i in range(n)]}
+
+
+def _mutate_facts(doc: dict, rng: random.Random) -> tuple[str, str]:
+    """One mutation; returns (what, the file's text)."""
+    kind = rng.choice(["duplicate", "string-number", "nan", "null", "drop-key", "sandbox-type", "deep", "huge",
+                       "bool", "list-not-dict", "negative"])
+    u = rng.choice(doc["units"])
+    if kind == "duplicate":
+        doc["units"].append(dict(u))
+    elif kind == "string-number":
+        k = rng.choice(["memory_kb", "uptime_s", "main_pid"])
+        u[k] = str(u[k])
+    elif kind == "nan":
+        return kind, json.dumps(doc).replace(f'"uptime_s": {u["uptime_s"]}', '"uptime_s": NaN', 1)
+    elif kind == "null":
+        u[rng.choice(["memory_kb", "uptime_s", "unit", "sandbox"])] = None
+    elif kind == "drop-key":
+        target = rng.choice([doc, u])
+        target.pop(rng.choice(sorted(target)))
+    elif kind == "sandbox-type":
+        u["sandbox"][rng.choice(sorted(u["sandbox"]))] = rng.choice([1, "yes", [], {}, None])
+    elif kind == "deep":
+        depth = rng.choice([50, 5_000, 100_000])
+        return f"{kind} {depth}", json.dumps(doc)[:-1] + ', "x": ' + "[" * depth + "]" * depth + "}"
+    elif kind == "huge":
+        u[rng.choice(["memory_kb", "main_pid", "uptime_s"])] = rng.choice([10 ** 400, 2 ** 64, 1e308])
+    elif kind == "bool":
+        u[rng.choice(["memory_kb", "uptime_s"])] = True
+    elif kind == "list-not-dict":
+        doc["units"][doc["units"].index(u)] = [u]
+    else:
+        u[rng.choice(["memory_kb", "uptime_s", "main_pid"])] = -1
+    return kind, json.dumps(doc)
+
+
+def facts(args) -> dict:
+    rng = random.Random(args.seed)
+    work = workdir("facts")
+    groups = work / "groups.toml"
+    groups.write_text('name = "r"\ncommand = ["/bin/true"]\n[[group]]\nname = "a"\nallocator = "glibc"\n'
+                      '[[group]]\nname = "b"\nallocator = "glibc"\nenv = { MALLOC_ARENA_MAX = "2" }\n')
+    results = []
+    for i in range(args.count):
+        what, text = _mutate_facts(_good_facts("h1", rng.randint(1, 6)), rng)
+        f = work / f"facts-{i}.json"
+        f.write_text(text)
+        out = cli(["fleet", "plan", "--facts", str(f), "--groups", str(groups), "-o", str(work / f"plan-{i}.json")],
+                  args.timeout)
+        problems = judge(out, allowed=(0, 2))
+        if out["code"] == 0 and what == "duplicate":
+            problems.append("duplicate unit planned")
+        results.append({"case": i, "mutation": what, "code": out["code"], "problems": problems,
+                        "line": (out["stderr"].strip().splitlines() or [""])[-1][:200]})
+    shutil.rmtree(work, ignore_errors=True)
+    return summarize(results, {"internal_errors": sum(r["code"] == 70 for r in results)})
+
+
+# ---- servers (issue 46) -----------------------------------------------------------------------------
+
+HOSTS = ["evil.example", "evil.example:80", "localhost.evil.example", "127.0.0.1.nip.io", "[::ffff:7f00:1]", "",
+         "10.0.0.1", "LOCALHOST", "localhost", "127.0.0.1"]
+
+
+def _free_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _ask(port: int, raw: bytes, timeout: float = 5.0) -> bytes:
+    import socket
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        try:
+            s.sendall(raw)
+            s.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+        got = b""
+        try:
+            while chunk := s.recv(65536):
+                got += chunk
+        except OSError:
+            pass
+        return got
+
+
+def _server_threads(parent: int, module: str) -> int:
+    """Threads of the companion `python -m MODULE` that `parent` started (0 if none found)."""
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            continue
+        fields = dict(line.split(":\t", 1) for line in status.splitlines() if ":\t" in line)
+        if module.encode() in cmd and int(fields.get("PPid", "0")) == parent:
+            return int(fields["Threads"])
+    return 0
+
+
+def servers(args) -> dict:
+    import socket
+    rng = random.Random(args.seed)
+    work = workdir("servers")
+    exp = work / "exp.toml"
+    exp.write_text('name = "srv"\ncommand = ["/bin/sleep", "600"]\nreplicas = 1\ninterval = "0.5s"\n'
+                   '[phases]\nload = "10m"\n[[group]]\nname = "a"\nallocator = "glibc"\n')
+    ports = {"metrics": _free_port(), "live": _free_port()}
+    run = subprocess.Popen([sys.executable, "-m", "alloclab", "run", str(exp), "-o", str(work / "run"), "--no-report",
+                            "--metrics", f"127.0.0.1:{ports['metrics']}", "--serve", f"127.0.0.1:{ports['live']}",
+                            "--max-duration", "10m"], env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                           start_new_session=True)
+    paths = {"metrics": "/metrics", "live": "/api/state"}
+    results, leaked_answers, held, still_open, threads = [], 0, {}, {}, {}
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                if all(_ask(p, f"GET {paths[n]} HTTP/1.0\r\nHost: localhost\r\n\r\n".encode()).startswith(b"HTTP/1.0 200")
+                       for n, p in ports.items()):
+                    break
+            except OSError:
+                pass
+            time.sleep(0.5)
+        for i in range(args.count):
+            name = rng.choice(sorted(ports))
+            kind = rng.choice(["host", "big", "garbage", "many-headers"])
+            host = rng.choice(HOSTS)
+            if kind == "host":
+                raw = f"GET {paths[name]} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode()
+            elif kind == "big":
+                raw = f"GET {paths[name]}?{'a' * rng.choice([1000, 70_000, 2_000_000])} HTTP/1.1\r\nHost: localhost\r\n\r\n".encode()
+            elif kind == "garbage":
+                raw = rng.randbytes(rng.choice([10, 1000, 100_000]))
+            else:
+                raw = (f"GET {paths[name]} HTTP/1.1\r\nHost: localhost\r\n" + "X-A: b\r\n" * rng.choice([50, 500, 5000])
+                       + "\r\n").encode()
+            got = _ask(ports[name], raw)
+            status = got[:12].decode("latin-1", "replace")
+            problems = []
+            loopback = host.lower().split(":")[0] in ("localhost", "127.0.0.1")
+            if kind == "host" and not loopback and got.startswith(b"HTTP/1.1 200") or got.startswith(b"HTTP/1.0 200") and kind == "host" and not loopback:
+                problems.append("answered a foreign Host")
+                leaked_answers += 1
+            results.append({"case": i, "server": name, "kind": kind, "host": host, "code": status, "problems": problems})
+        for name, port in ports.items():          # 200 idle connections each: how many does the server hold?
+            conns = []
+            for _ in range(200):
+                try:
+                    conns.append(socket.create_connection(("127.0.0.1", port), timeout=5))
+                except OSError:
+                    break
+            time.sleep(3.0)                         # each accepted: answered 503 past the cap, or held
+            refused = 0
+            for c in conns:
+                c.setblocking(False)
+                try:
+                    if c.recv(100).startswith(b"HTTP/1.0 503"):
+                        refused += 1
+                except BlockingIOError:
+                    pass
+                except OSError:
+                    refused += 1
+            held[name] = len(conns) - refused
+            threads[name] = _server_threads(run.pid, {"metrics": "alloclab.metrics", "live": "alloclab.liveview"}[name])
+            time.sleep(12.0)                        # past the idle timeout (10 s)
+            open_after = 0
+            for c in conns:
+                try:
+                    if c.recv(100) == b"":
+                        continue
+                    open_after += 1
+                except BlockingIOError:
+                    open_after += 1
+                except OSError:
+                    pass
+                finally:
+                    c.close()
+            still_open[name] = open_after
+    finally:
+        os.killpg(run.pid, 15)
+        try:
+            run.wait(60)
+        except subprocess.TimeoutExpired:
+            os.killpg(run.pid, 9)
+            run.wait()
+        log = "".join(p.read_text(errors="replace") for p in (work / "run").glob("*.log")) if (work / "run").exists() else ""
+    shutil.rmtree(work, ignore_errors=True)
+    return summarize(results, {"foreign_host_answered": leaked_answers, "idle_connections_held_of_200": held,
+                               "server_threads_with_200_idle": threads,
+                               "idle_connections_open_after_15s": still_open,   # 3 s + 12 s
+                               "server_tracebacks": log.count("Traceback")})
+
+
+# ---- starve (issue 46) ------------------------------------------------------------------------------
+
+def starve(args) -> dict:
+    work = workdir("starve")
+    exp = work / "exp.toml"
+    exp.write_text(f'name = "starve"\ncommand = ["/bin/sh", "-c", "while :; do :; done"]\nreplicas = {args.count}\n'
+                   'interval = "0.5s"\ngrace = "1s"\n[phases]\nload = "6s"\n[[group]]\nname = "a"\nallocator = "glibc"\n')
+    started = time.monotonic()
+    p = subprocess.run(["taskset", "-c", "0", sys.executable, "-m", "alloclab", "run", str(exp), "-o", str(work / "run"),
+                        "--no-report"], env=ENV, capture_output=True, text=True, timeout=args.timeout)
+    wall = time.monotonic() - started
+    conn = sqlite3.connect(work / "run" / "run.db")
+    best, first = conn.execute("SELECT MAX(n), MIN(t0) FROM (SELECT COUNT(*) AS n, MIN(t) AS t0 FROM samples "
+                               "GROUP BY replica_id)").fetchone()
+    t_start = float(conn.execute("SELECT value FROM meta WHERE key = 'started_at'").fetchone()[0])
+    skipped = conn.execute("SELECT value FROM meta WHERE key = 'ticks_skipped'").fetchone()
+    conn.close()
+    shutil.rmtree(work, ignore_errors=True)
+    result = {"case": 0, "code": p.returncode, "problems": [] if p.returncode == 0 else [f"exit {p.returncode}"]}
+    return summarize([result], {"replicas": args.count, "wall_s": round(wall, 1), "ticks_recorded": best, "ticks_planned": 13,
+                                "first_sample_after_s": round(first - t_start, 2) if first else None,
+                                "ticks_skipped": int(skipped[0]) if skipped else 0})
+
+
 def summarize(results: list[dict], extra: dict) -> dict:
     bad = [r for r in results if r["problems"]]
     summary = {"cases": len(results), "exit_codes": dict(Counter(str(r["code"]) for r in results)),
@@ -312,7 +645,7 @@ def summarize(results: list[dict], extra: dict) -> dict:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("campaign", choices=["stores", "roots", "loader"])
+    ap.add_argument("campaign", choices=["stores", "roots", "loader", "links", "facts", "servers", "starve"])
     ap.add_argument("--count", type=int, default=100)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--timeout", type=float, default=120.0, help="seconds before a command counts as a hang")

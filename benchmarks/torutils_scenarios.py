@@ -123,6 +123,11 @@ def write_folder(folder: Path, t: np.ndarray, mb: dict[str, np.ndarray],
                     stamp = datetime.fromtimestamp(when, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
                     rows.append(f"{stamp},restart,{relay_name(g, i)} restarted,{g},{relay_name(g, i)}")
         (folder / "events.csv").write_text("\n".join(rows) + "\n")
+    return write_experiment(folder)
+
+
+def write_experiment(folder: Path) -> Path:
+    """experiment.json naming GROUPS' allocators (glibc the default)."""
     groups = {g: {"name": f"{a} {v}" if v else a, "config": {"allocator": a, **({"version": v} if v else {})}}
               for g, (a, v) in GROUPS.items()}
     (folder / "experiment.json").write_text(json.dumps({"id": "synthetic", "name": "synthetic", "server": "syn",

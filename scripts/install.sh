@@ -20,6 +20,8 @@ command -v cargo >/dev/null || PKGS="$PKGS cargo"
 [ "${1:-}" = "--test" ] && PKGS="$PKGS prometheus"
 # the multi-host tests drive hosts over real SSH: Debian's sshd, one per network namespace (tests/integration/ansible_fleet.py)
 [ "${1:-}" = "--test" ] && PKGS="$PKGS openssh-server openssh-client iproute2"
+# ... as a user with sudo, onto hosts that get alloclab's light install (Debian's packages for the fleet verbs)
+[ "${1:-}" = "--test" ] && PKGS="$PKGS sudo python3-click python3-rich python3-prometheus-client"
 # the HTML report is opened in a real headless browser by the tests
 [ "${1:-}" = "--test" ] && PKGS="$PKGS chromium"
 # `report`, `compare` and `run` are looked at in a real 80-column terminal (tests/integration/test_terminal_80.py)
@@ -48,3 +50,8 @@ else
   .venv/bin/python -m pip install -q -e '.[fleet]'
 fi
 echo "alloclab installed: $(.venv/bin/alloclab --help >/dev/null && echo .venv/bin/alloclab)"
+if [ "${1:-}" = "--test" ]; then
+  # what the suite builds (allocators from registries, Rust programs that embed one), built once
+  # now, two at a time and within a budget of its own, instead of inside one test's timeout
+  .venv/bin/python -m tests.prebuild --budget "${ALLOCLAB_PREBUILD_BUDGET:-1500}"
+fi

@@ -1,8 +1,11 @@
 """Allocators that only a registry publishes (the catalog's and registries' versions, not Debian's
 installed packages): provisioned as a user's alloclab would, from alloclab's allocator cache
 ($ALLOCLAB_CACHE, else ~/.cache/alloclab) when built before, else downloaded and built from the
-live registry. A test that needs one is skipped, saying which library and why, where neither
-the cache nor the registry can provide it (an offline machine, a registry down)."""
+live registry.
+
+A test that needs one is skipped only when no registry answered (an offline machine, a registry
+down): every source tried was UNREACHABLE. A registry that answered that the pinned version is
+gone fails the test, so a pin that rots fails the suite the day it rots."""
 from __future__ import annotations
 
 from contextlib import contextmanager
@@ -16,7 +19,7 @@ from alloclab.errors import UserError
 
 def _why(what: str, exc: UserError) -> str:
     return (f"needs {what} from alloclab's allocator cache ({catalog.cache_dir()}) or its live registry, "
-            f"neither could provide it here: {exc}")
+            f"and no registry answered here: {exc}")
 
 
 def published_library(allocator_id: str) -> str:
@@ -26,19 +29,21 @@ def published_library(allocator_id: str) -> str:
     raise AssertionError("unreachable")       # pytest.skip raised above
 
 
-# What alloclab's one-line error says when a download step failed or no registry answered; any
-# other provisioning failure (a build or its verification) is the test's business and fails it.
-UNREACHABLE = ("apt-get download", "apt-get source", "cargo fetch", "pip download", "no reachable registry",
-               "no reachable source")
+def no_registry_answered(exc: UserError) -> bool:
+    """Whether a provisioning or listing failure is only registries not answering (never a
+    registry's answer that a version or file is gone, nor a failed build or pin)."""
+    if isinstance(exc, catalog.ProvisioningFailed):
+        return exc.unreachable_only
+    return "could be listed" in exc.problem and catalog.failure_status(str(exc)) == catalog.UNREACHABLE
 
 
 @contextmanager
 def registry_or_skip(what: str) -> Iterator[None]:
-    """Around provisioning from a registry: a failure to download (an unreachable registry) becomes
-    a skip naming `what` and the reason."""
+    """Around provisioning from a registry: a skip naming `what` when no registry answered; any
+    other failure (gone, a pin mismatch, a build or its verification) fails the test."""
     try:
         yield
     except UserError as exc:
-        if not any(step in str(exc) for step in UNREACHABLE):
+        if not no_registry_answered(exc):
             raise
         pytest.skip(_why(what, exc))

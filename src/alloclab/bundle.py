@@ -4,21 +4,29 @@ Inside, under one top directory: README.md (what was found, how to reproduce), e
 (the exact file the run used), provenance.json (every group's allocator: library path, sha256,
 family, version, build provenance, env and command as configured; the host, kernel, glibc, CPU
 and alloclab version), the report (report.md, report.html when written, summary.json/csv,
-replicas.csv, charts/) — written first when the run has none — and the trace(s) the run replayed.
-Not the process environment: only what the experiment file set. Members are plain files with
-relative names (no links, no owners), so extracting is safe.
+replicas.csv, charts/) — written first when the run has none — and the trace(s) the run replayed
+when the user names them (`--trace FILE`). Not the process environment: only what the experiment
+file set. Members are plain files with relative names (no links, no owners), so extracting is safe.
+
+Only files alloclab wrote go in (docs/security.md, "Bundles"): the report's own names, read
+relative to the run directory without following a link (fleet.rootfs.Root) and refused when a
+link or a file with another hard link stands there; never a path the store names — a store may
+come from another host (`merge`), so `groups.command_json` naming /etc/shadow as "the trace" must
+not make root archive it. The archive is mode 0640: it holds the run's store.
 """
 from __future__ import annotations
 
 import io
 import json
 import os
+import stat
 import tarfile
 import tempfile
 import time
 from pathlib import Path
 
 from .errors import StoreError, UserError
+from .fleet.rootfs import Root
 from .outputs import writable_file
 from .store import DB_NAME, Store, damaged, resolve_run
 
@@ -27,6 +35,7 @@ REPORT_FILES = ("report.md", "report.html", "summary.json", "summary.csv", "repl
 # these are simply of no use upstream)
 META_LEFT_OUT = {"run_token", "runner", "experiment", "start_order"}
 REPLAY_PROGRAM = "replay"
+BUNDLE_MODE = 0o640            # owner and group: the archive carries the run's store
 
 
 def _json(text: str | None):
@@ -100,7 +109,8 @@ def _readme(run_name: str, prov: dict, summary: dict | None, traces: list[tuple[
         for path, inside in traces:
             lines.append(f"- the run replayed `{path}`: " + (f"bundled as `{inside}`; point `[workload] trace` in "
                                                            f"experiment.toml at it" if inside else
-                                                           "it no longer exists on the machine that made this bundle"))
+                                                           "not included (a bundle never reads a path the store names): "
+                                                           "add it with `alloclab bundle RUN --trace FILE`"))
         lines.append("")
     lines += ["## Files", "",
               "- `experiment.toml`: the exact experiment file of the run",
@@ -118,20 +128,39 @@ def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes) -> None:
 
 
 def _add_file(tar: tarfile.TarFile, name: str, path: Path) -> None:
-    """A regular file's contents under `name` (a link is followed: its target's bytes, never the link)."""
+    """A regular file alloclab itself just made (the store's copy, a trace the user named)."""
     info = tarfile.TarInfo(name)
-    st = path.stat()
-    info.size, info.mode, info.mtime = st.st_size, 0o644, int(st.st_mtime)
     with open(path, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise UserError(f"{path} is not a regular file", "give a trace file")
+        info.size, info.mode, info.mtime = st.st_size, 0o644, int(st.st_mtime)
         tar.addfile(info, f)
+
+
+def run_files(run_dir: Path) -> list[tuple[str, bytes]]:
+    """The report files in the run directory, by alloclab's own names, each read relative to the
+    run directory without following a link; a link or a hard-linked file there is refused."""
+    root = Root(run_dir, "the run directory")
+    out = [(f, root.read_bytes(run_dir / f, one_link=True)) for f in REPORT_FILES if root.exists(run_dir / f)]
+    if root.is_dir(run_dir / "charts"):
+        for name in root.listdir(run_dir / "charts"):
+            if name.endswith(".png") and not name.startswith("."):
+                out.append((f"charts/{name}", root.read_bytes(run_dir / "charts" / name, one_link=True)))
+    elif root.exists(run_dir / "charts"):
+        raise UserError(f"{run_dir / 'charts'} is a link or not a directory; alloclab does not follow links in a run",
+                        f"remove it and run `alloclab report {run_dir}` again, or check who planted it")
+    return out
 
 
 def default_output(run_dir: Path) -> Path:
     return run_dir.parent / f"{run_dir.name}-bundle.tar.gz"
 
 
-def write_bundle(run: str | Path, output: Path | None = None) -> tuple[Path, list[str]]:
-    """Write the bundle; returns its path and the member names."""
+def write_bundle(run: str | Path, output: Path | None = None,
+                 trace_files: list[Path] = ()) -> tuple[Path, list[str]]:
+    """Write the bundle; returns its path and the member names. `trace_files`: traces the user
+    names to include (the store's own trace paths are only mentioned, never read)."""
     try:
         store = Store.open_checked(run)
         meta, groups = store.meta(), store.groups()
@@ -146,6 +175,12 @@ def write_bundle(run: str | Path, output: Path | None = None) -> tuple[Path, lis
     if not out.parent.is_dir():
         raise UserError(f"cannot write {out}: {out.parent} is not a directory", "give -o a file in an existing directory")
     writable_file(out, "bundle")            # before the report below (seconds), not after it
+    replayed = replayed_traces(groups)
+    for t in trace_files:
+        if not Path(t).is_file():
+            raise UserError(f"--trace {t} is not a file", "name the trace the run replayed")
+    if not Root(run_dir).is_file(run_dir / DB_NAME):
+        raise UserError(f"{run_dir / DB_NAME} is not a regular file (a link?)", "bundle a run alloclab wrote")
     summary_path = run_dir / "summary.json"
     if not summary_path.exists() or not (run_dir / "report.md").exists():
         if not os.access(run_dir, os.W_OK):
@@ -165,7 +200,14 @@ def write_bundle(run: str | Path, output: Path | None = None) -> tuple[Path, lis
         raise
     finally:
         store.close()
-    summary = _json(summary_path.read_text()) if summary_path.exists() else None
+    try:
+        files = run_files(run_dir)
+    except BaseException:
+        Path(db_copy).unlink(missing_ok=True)
+        raise
+    summary = _json(dict(files).get("summary.json", b"").decode("utf-8", "replace"))
+    if not isinstance(summary, dict):
+        summary = None
     top = f"{run_dir.name}-bundle"
     names: list[str] = []
     traces = []
@@ -181,23 +223,15 @@ def write_bundle(run: str | Path, output: Path | None = None) -> tuple[Path, lis
             add("experiment.toml", (meta.get("experiment") or "").encode())
             add("provenance.json", json.dumps(prov, indent=2, default=str).encode())
             add(DB_NAME, path=Path(db_copy))      # the extracted directory is a run: `compare`, `report` read it
-            for f in REPORT_FILES:
-                if (run_dir / f).is_file():
-                    add(f, path=run_dir / f)
-            charts = run_dir / "charts"
-            if charts.is_dir():
-                for p in sorted(charts.iterdir()):
-                    if p.is_file():
-                        add(f"charts/{p.name}", path=p)
-            for k, trace in enumerate(replayed_traces(groups)):
-                if trace.is_file():
-                    inside = f"trace/{k + 1}-{trace.name}"
-                    add(inside, path=trace)
-                    traces.append((trace, inside))
-                else:
-                    traces.append((trace, None))
+            for f, data in files:
+                add(f, data)
+            for k, trace in enumerate(trace_files):
+                inside = f"trace/{k + 1}-{Path(trace).name}"
+                add(inside, path=Path(trace))
+                traces.append((Path(trace), inside))
+            traces += [(t, None) for t in replayed if all(os.path.abspath(t) != os.path.abspath(u) for u in trace_files)]
             add("README.md", _readme(meta.get("name", run_dir.name), prov, summary, traces, top).encode())
-        os.chmod(tmp, 0o644)                   # mkstemp makes it 0600; an archive to hand on is readable
+        os.chmod(tmp, BUNDLE_MODE)             # not 0644: the run's store and host details are inside
         os.replace(tmp, out)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -98,30 +98,80 @@ def merge(runs: tuple[Path, ...], output: Path) -> None:
                    "ratio interval lies above 1 + PCT/100); says inconclusive when the interval reaches past it, or when "
                    "the runs' levels stand for times of day more than 2 h apart (a daily cycle; warning times-of-day-differ).")
 @click.option("--fail-on-inconclusive", is_flag=True,
-              help="With --fail-on-increase: exit 4 when the data cannot tell (an interval reaches past the threshold).")
+              help="With --fail-on-increase: exit 4 when the data cannot tell (the default; kept for older CI files).")
+@click.option("--allow-inconclusive", is_flag=True,
+              help="With --fail-on-increase: exit 0 when the data cannot tell (the output still says gate INCONCLUSIVE).")
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
 def compare(run_a: Path, run_b: Path, by: str, metric: str | None, fail_on_increase: float | None,
-            fail_on_inconclusive: bool, as_json: bool) -> None:
+            fail_on_inconclusive: bool, allow_inconclusive: bool, as_json: bool) -> None:
     """Compare run B against run A, group by group: ratios with intervals, significance, what changed.
 
     \b
     Example:
-      alloclab compare runs/base runs/cand --fail-on-increase 5 --fail-on-inconclusive
+      alloclab compare runs/base runs/cand --fail-on-increase 5
 
-    Exit codes: 0 done (with a gate: every group shown within the threshold, or inconclusive without
-    --fail-on-inconclusive), 1 a group shown above the threshold, 2 bad input (a damaged store too),
-    3 a full disk, 4 inconclusive with --fail-on-inconclusive."""
+    Exit codes: 0 done (with a gate: every group shown within the threshold, or inconclusive with
+    --allow-inconclusive), 1 a group shown above the threshold, 2 bad input (a damaged store too),
+    3 a full disk, 4 inconclusive (the data cannot tell)."""
     from .commands.compare import compare_command
-    sys.exit(compare_command(run_a, run_b, by, metric, fail_on_increase, as_json, console, fail_on_inconclusive))
+    sys.exit(compare_command(run_a, run_b, by, metric, fail_on_increase, as_json, console, fail_on_inconclusive,
+                             allow_inconclusive))
+
+
+@app.command()
+@click.argument("experiment", type=PathArg, required=False)
+@click.option("--fail-on-increase", type=float, metavar="PCT",
+              help="Exit 1 when the candidate is shown to use more than PCT% more memory than the baseline; 0 when "
+                   "shown within; 4 when the time runs out undecided.")
+@click.option("--baseline", metavar="CMD", help="The baseline build's command line (split as a shell would).")
+@click.option("--candidate", metavar="CMD", help="The candidate build's command line.")
+@click.option("--command", metavar="CMD", help="One command for both sides (they differ by allocator or env).")
+@click.option("--baseline-trace", type=PathArg, help="A recorded trace replayed as the baseline.")
+@click.option("--candidate-trace", type=PathArg, help="A recorded trace replayed as the candidate.")
+@click.option("--trace", type=PathArg, help="One trace for both sides (they differ by allocator or env).")
+@click.option("--workload", help="A built-in workload for both sides (alloclab workloads).")
+@click.option("--baseline-allocator", default="glibc", show_default=True, help="The baseline side's allocator (glibc, a catalog id or a library path).")
+@click.option("--candidate-allocator", default="glibc", show_default=True, help="The candidate side's allocator.")
+@click.option("--baseline-env", multiple=True, metavar="NAME=VALUE", help="Environment of the baseline side (repeatable).")
+@click.option("--candidate-env", multiple=True, metavar="NAME=VALUE", help="Environment of the candidate side (repeatable).")
+@click.option("--replicas", type=click.IntRange(2, 64), default=4, show_default=True, help="Replicas a side.")
+@click.option("--max-duration", default="5m", show_default=True, help="Undecided by then: inconclusive.")
+@click.option("--warmup", default="10s", show_default=True, help="Not counted in the levels.")
+@click.option("--interval", default="1s", show_default=True, help="Sampling interval.")
+@click.option("--first-look", help="Elapsed time of the first look (then doublings).", show_default="warm-up + 10 intervals")
+@click.option("--speed", type=click.FloatRange(0), default=0.0, show_default=True,
+              help="Trace replay speed (0: flat out, the same work every time).")
+@click.option("--metric", default="rss", show_default=True, help="rss, pss, uss or anon.")
+@click.option("-o", "--output", type=PathArg, help="Run directory (gate.json and report.html in it).",
+              show_default="runs/<time>-gate")
+@click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON.")
+@click.option("--no-report", is_flag=True, help="Skip report.html.")
+@click.option("--allow-inconclusive", is_flag=True, help="Exit 0 when undecided (the output still says INCONCLUSIVE).")
+def gate(experiment, fail_on_increase, baseline, candidate, command, baseline_trace, candidate_trace, trace, workload,
+         baseline_allocator, candidate_allocator, baseline_env, candidate_env, replicas, max_duration, warmup, interval,
+         first_look, speed, metric, output, as_json, no_report, allow_inconclusive) -> None:
+    """A PR's memory gate: baseline and candidate as two groups of one run, stopped when decided.
+
+    Replicas of both sides start interleaved; at looks (doublings of the first) the ratio
+    candidate/baseline is tested as `compare --fail-on-increase` tests it, with each look's share
+    of the error rate. Exit codes: 0 within, 1 above, 2 bad input, 3 a full disk, 4 undecided
+    (unless --allow-inconclusive), 130 interrupted."""
+    from .commands.gate import gate_command
+    sys.exit(gate_command(experiment, fail_on_increase, command, baseline, candidate, trace, baseline_trace,
+                          candidate_trace, workload, baseline_allocator, candidate_allocator, baseline_env,
+                          candidate_env, replicas, max_duration, warmup, interval, first_look, speed, metric, output,
+                          as_json, no_report, allow_inconclusive, console))
 
 
 @app.command()
 @click.argument("run_dir", metavar="RUN", type=PathArg)
 @click.option("-o", "--output", type=PathArg, help="Archive to write.", show_default="RUN-bundle.tar.gz beside the run")
-def bundle(run_dir: Path, output: Path | None) -> None:
+@click.option("--trace", "traces", type=PathArg, multiple=True,
+              help="A trace the run replayed, to include (the store's own paths are never read).")
+def bundle(run_dir: Path, output: Path | None, traces: tuple[Path, ...]) -> None:
     """One .tar.gz for an upstream maintainer: experiment, allocator provenance, host, report, charts, trace, README."""
     from .commands.bundle import bundle_command
-    bundle_command(run_dir, output, console)
+    bundle_command(run_dir, output, console, list(traces))
 
 
 @app.command()
@@ -179,11 +229,14 @@ def import_prometheus(url, output, start, end, step, query, match, group_label, 
 
 @app.command()
 @click.option("-o", "--output", type=PathArg, help="Where the demo's experiments and runs go.", show_default="runs/demo-<time>")
-@click.option("--seconds", type=int, default=270, show_default=True, help="Total length of both comparisons.")
-def demo(output: Path | None, seconds: int) -> None:
-    """Real, short comparisons on this machine (tor-dircache, worker-pool), with reports at the end."""
+@click.option("--max-duration", default="5m", show_default=True,
+              help="The whole demo (set-up and report included) at most this long; it stops sooner once decided.")
+@click.option("--model", is_flag=True, help="The built-in models (tor-dircache, worker-pool) instead of real tor relays: "
+                                            "no root or tor needed.")
+def demo(output: Path | None, max_duration: str, model: bool) -> None:
+    """Real tor relays on a private network under glibc, jemalloc and mimalloc, with the report at the end."""
     from .commands.demo import demo_command
-    sys.exit(demo_command(output, seconds, console))
+    sys.exit(demo_command(output, max_duration, model, console))
 
 
 @app.group("allocators")
@@ -196,6 +249,19 @@ def allocators_list() -> None:
     """Every catalog id, its sources, and whether it is built."""
     from .commands.allocators import list_command
     list_command(console)
+
+
+@allocators_group.command("check")
+@click.argument("ids", nargs=-1)
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per catalog id.")
+@click.option("--markdown", is_flag=True, help="A Markdown table with today's date (docs/allocators.md's).")
+def allocators_check(ids: tuple[str, ...], as_json: bool, markdown: bool) -> None:
+    """Ask every source of every catalog id whether its registry still serves it; build nothing.
+
+    One line per id: served, gone or unreachable. Exit codes: 0 nothing gone; 1 a source is gone
+    (the catalog must follow its registry); 2 bad input."""
+    from .commands.allocators import check_command
+    sys.exit(check_command(list(ids), as_json, markdown, console))
 
 
 @allocators_group.command("build")
@@ -382,7 +448,10 @@ def fleet_prepare(as_json) -> None:
 @click.option("--env", "env_items", multiple=True, metavar="KEY=VALUE",
               help="Environment of the deployed units (repeatable), validated as a group's tunables.")
 @click.option("--group-file", type=PathArg, help="Deploy a group of this groups file (its allocator and env) instead of ALLOCATOR.")
-@click.option("--group", "group_name", metavar="NAME", help="The group of --group-file [its only group].")
+@click.option("--group", "group_name", metavar="NAME", help="The group of --group-file [its only group], or of --from-run [the recommended one].")
+@click.option("--from-run", type=PathArg, metavar="RUN", help="Deploy a group of this fleet run exactly as it was tested "
+              "(allocator, version, library sha256, env); refused while the run is undecided (see fleet status).")
+@click.option("--even-if-undecided", is_flag=True, help="With --from-run: deploy although the run has not decided.")
 @click.option("--batch", default="5", show_default=True, help="Units per batch, or a share (10%); the first batch is the canary.")
 @click.option("--settle", default="60s", show_default=True, help="How long each batch is watched before the next.")
 @click.option("--max-memory", metavar="SIZE", help="Guard: a unit's RSS above this (e.g. 512M) for --persist samples.")
@@ -404,26 +473,41 @@ def fleet_prepare(as_json) -> None:
                    "not with --dry-run). What each batch did, the guards' readings and any rollback: --json.")
 @click.option("--json", "as_json", is_flag=True, help="Print what changed, or the trip, as JSON (progress goes to stderr).")
 @_fleet_options
-def fleet_deploy(allocator, units_glob, env_items, group_file, group_name, batch, settle, max_memory, max_increase,
-                 max_restarts, persist, guard_interval, warmup, history, rollback_scope, dry_run, output, as_json, root,
-                 systemctl) -> None:
+def fleet_deploy(allocator, units_glob, env_items, group_file, group_name, from_run, even_if_undecided, batch, settle,
+                 max_memory, max_increase, max_restarts, persist, guard_interval, warmup, history, rollback_scope, dry_run,
+                 output, as_json, root, systemctl) -> None:
     """Roll one allocator out in canary batches; roll back by itself when a guard trips (exit 1)."""
     from .commands.fleet import deploy_command
     guard_options = {"settle": settle, "max_memory": max_memory, "max_increase": max_increase, "max_restarts": max_restarts,
                      "persist": persist, "guard_interval": guard_interval, "scope": rollback_scope, "warmup": warmup,
                      "history": history, "env_items": env_items, "group_file": group_file, "group": group_name,
-                     "as_json": as_json}
+                     "as_json": as_json, "from_run": from_run, "even_if_undecided": even_if_undecided}
     sys.exit(deploy_command(allocator, units_glob, batch, dry_run, output, root, systemctl, console, **guard_options))
+
+
+@fleet_group.command("status")
+@click.argument("run", type=PathArg)
+@click.option("--look-every", metavar="DURATION", help="The grid of looks the decision is taken on (from the experiment's "
+              "start), however often you ask [12h].")
+@click.option("--horizon", metavar="DURATION", help="The longest the experiment may run: all of alpha is spent by then [14d].")
+@click.option("--settle", metavar="DURATION", help="Each process's first part left out of its level (regrowth after a restart) [1h].")
+@click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
+def fleet_status(run, look_every, horizon, settle, as_json) -> None:
+    """Is each comparison decided (which way), or when is it expected to be? Anytime-valid: look as often as you like."""
+    from .commands.fleet_status import status_command
+    status_command(run, look_every, horizon, settle, as_json, console)
 
 
 @fleet_group.command("rollback")
 @click.option("--batch", type=click.IntRange(min=1), default=5, show_default=True, help="Units restored at once.")
 @click.option("--json", "as_json", is_flag=True, help="Print what was restored as JSON.")
+@click.option("--all", "every", is_flag=True, help="Undo every apply and deploy, newest first: the units as they were "
+                                                    "before alloclab (nothing to undo is no error).")
 @_fleet_options
-def fleet_rollback(batch, as_json, root, systemctl) -> None:
-    """Restore the drop-ins from before the last apply, byte for byte, and restart."""
+def fleet_rollback(batch, as_json, every, root, systemctl) -> None:
+    """Restore the drop-ins from before the last apply or deploy, byte for byte, and restart; says which state that is."""
     from .commands.fleet import rollback_command
-    rollback_command(batch, root, systemctl, console, as_json)
+    rollback_command(batch, root, systemctl, console, as_json, every)
 
 
 @app.command("workloads")
@@ -595,6 +679,7 @@ EXAMPLES = {
     ("import", "prometheus"): "alloclab import prometheus http://127.0.0.1:9090 -o runs/prod --from now-24h --step 60s",
     ("demo",): "alloclab demo -o runs/demo",
     ("allocators", "list"): "alloclab allocators list",
+    ("allocators", "check"): "alloclab allocators check mimalloc@2.0.9 mimalloc@3.0.1",
     ("allocators", "build"): "alloclab allocators build mimalloc@2.1.7 jemalloc@5.3.0",
     ("allocators", "verify"): "alloclab allocators verify mimalloc@2.1.7",
     ("allocators", "show"): "alloclab allocators show jemalloc@5.3.0",
@@ -611,10 +696,12 @@ EXAMPLES = {
     ("fleet", "prepare"): "alloclab fleet prepare",
     ("fleet", "deploy"): "alloclab fleet deploy jemalloc@5.3.0 --units 'tor@*' --batch 10% --max-increase 20%",
     ("fleet", "rollback"): "alloclab fleet rollback --batch 10",
+    ("fleet", "status"): "alloclab fleet status runs/fleet",
     ("workloads",): "alloclab workloads",
     ("merge",): "alloclab merge h1/run h2/run -o runs/fleet",
     ("bisect",): "alloclab bisect service.toml --family mimalloc --good 2.0.9 --bad 3.0.1",
     ("sweep",): "alloclab sweep sweep.toml",
+    ("gate",): "alloclab gate --baseline './app-main in.dat' --candidate './app-pr in.dat' --fail-on-increase 5",
 }
 
 

@@ -88,15 +88,11 @@ def become_companion(parent: int) -> None:
     threading.Thread(target=watch_parent, daemon=True).start()
 
 
-def serve_on_fd(fd: int, handler) -> None:
+def serve_on_fd(fd: int, handler, check_host: bool = True) -> None:
     """Serve `handler` (an http.server request handler class) on the inherited listening socket
-    until the process is told to end."""
-    from http.server import ThreadingHTTPServer
-    sock = socket.socket(fileno=fd)
-    server = ThreadingHTTPServer(sock.getsockname()[:2], handler, bind_and_activate=False)
-    server.socket.close()
-    server.socket = sock
-    server.daemon_threads = True
+    until the process is told to end, on the guarded server every endpoint shares (httpguard)."""
+    from .httpguard import server_on_socket
+    server = server_on_socket(socket.socket(fileno=fd), handler, check_host)
     try:
         server.serve_forever(poll_interval=0.5)
     finally:

@@ -609,6 +609,14 @@ def _group(g, i: int, source: str, scenario: ScenarioSettings | None, taken: set
     return Group(gname, allocator, env, gcommand, gtorrc)
 
 
+def is_fleet_groups(exp: Experiment) -> bool:
+    """A fleet groups file (read with fleet=True): nothing for alloclab to start (no command,
+    [workload], [scenario] or [load], no group's command): its groups are for services already running
+    under systemd (alloclab fleet plan, the Ansible collection)."""
+    return (exp.command is None and exp.workload is None and exp.scenario is None and exp.load_command is None
+            and all(g.command is None for g in exp.groups))
+
+
 def load_experiment(path: Path, fleet: bool = False) -> Experiment:
     """Read and parse an experiment file: a regular UTF-8 file of at most MAX_FILE_BYTES."""
     check_path_text(str(path), "the experiment file path")

@@ -22,6 +22,7 @@ from urllib.parse import parse_qs, urlparse
 
 from .companion import Companion, become_companion, companion_args, serve_on_fd
 from .errors import UserError
+from .fleet.rootfs import Root
 
 WARNINGS_EVERY_S = 15.0
 EVENTS_SHOWN = 100
@@ -213,19 +214,7 @@ def _plotly_js() -> bytes:
     return get_plotlyjs().encode()
 
 
-LOOPBACK_NAMES = {"localhost", "127.0.0.1", "::1", "[::1]"}
-
-
-def _host_allowed(header: str | None, bound: str) -> bool:
-    """Loopback service: only requests naming a loopback host (a web page elsewhere that rebinds
-    its own name to 127.0.0.1 cannot read the run through the visitor's browser)."""
-    if not header:
-        return False
-    host = header.rsplit(":", 1)[0] if not header.endswith("]") else header
-    return host.strip("[]") in {n.strip("[]") for n in LOOPBACK_NAMES} | {bound}
-
-
-def make_handler(data: LiveData, any_host: bool = False) -> type[BaseHTTPRequestHandler]:
+def make_handler(data: LiveData) -> type[BaseHTTPRequestHandler]:
     cache: dict[str, bytes] = {}
 
     class Handler(BaseHTTPRequestHandler):
@@ -249,9 +238,7 @@ def make_handler(data: LiveData, any_host: bool = False) -> type[BaseHTTPRequest
             self._send(json.dumps(obj, default=str).encode(), "application/json", status)
 
         def do_GET(self) -> None:
-            url = urlparse(self.path)
-            if not any_host and not _host_allowed(self.headers.get("Host"), self.server.server_address[0]):
-                return self._json({"error": "the live view answers only to a loopback host name"}, 403)
+            url = urlparse(self.path)         # the Host header is checked by the server (httpguard)
             try:
                 if url.path in ("/", "/index.html"):
                     self._send(cache.setdefault("page", _page()), "text/html; charset=utf-8")
@@ -271,11 +258,15 @@ def make_handler(data: LiveData, any_host: bool = False) -> type[BaseHTTPRequest
                 elif url.path == "/api/warnings":
                     self._json(data.analysed_warnings())
                 elif url.path == "/report.html":
-                    page = data.store.run_dir / "report.html"
-                    if not page.is_file():
+                    run_dir = data.store.run_dir
+                    try:        # never through a link planted in the run directory (docs/security.md)
+                        body = Root(run_dir, "the run directory").read_bytes(run_dir / "report.html", one_link=True)
+                    except FileNotFoundError:
                         return self._json({"error": "no report yet"}, 404)
+                    except UserError as err:
+                        return self._json({"error": err.problem}, 403)
                     # the report is self-contained: inline scripts and styles, nothing fetched
-                    self._send(page.read_bytes(), "text/html; charset=utf-8",
+                    self._send(body, "text/html; charset=utf-8",
                                csp="default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline' "
                                    "'unsafe-eval'; img-src data:")
                 else:
@@ -296,7 +287,7 @@ def serve(fd: int, db: Path, parent: int, any_host: bool = False) -> None:
     data = LiveData(db)
     # load the analysis (scipy: seconds) before the first /api/warnings asks for it
     threading.Thread(target=lambda: __import__("alloclab.analysis"), daemon=True).start()
-    serve_on_fd(fd, make_handler(data, any_host))
+    serve_on_fd(fd, make_handler(data), check_host=not any_host)
 
 
 def main() -> None:

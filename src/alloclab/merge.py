@@ -44,6 +44,24 @@ def _check_groups(first: tuple[Path, list[dict]], other: tuple[Path, list[dict]]
                                 "merge runs of one experiment (same allocators, builds and settings on every host)")
 
 
+def _check_replicas(opened: list[tuple[Path, Store]], hosts: list[str]) -> None:
+    """Before the output exists: every source's replicas belong to one of its groups, and no two
+    sources' replicas get the same merged name (HOST/NAME). Each refusal names the source(s), not
+    the output store (which would otherwise be called damaged)."""
+    merged_from: dict[str, Path] = {}
+    for (db, store), host in zip(opened, hosts):
+        orphans = store.replica_names_without_group()
+        if orphans:
+            raise UserError(f"{db} is damaged: replica {orphans[0]!r}{f' and {len(orphans) - 1} more' if len(orphans) > 1 else ''} "
+                            "belongs to no group of its store", "restore that host's run from a backup, or merge without it")
+        for r in store.replicas():
+            name = f"{r['host'] or host}/{r['name']}"
+            if name in merged_from:
+                raise UserError(f"replica {name!r} of {db.parent} has the same merged name as one of {merged_from[name].parent}",
+                                "give the hosts names that are not prefixes of each other's (fleet collect --host NAME)")
+            merged_from[name] = db
+
+
 def merge_runs(sources: list[Path], out: Path, say=print) -> Path:
     if len(sources) < 2:
         raise UserError("merge needs at least two runs", "give every host's run directory, e.g. h1/run h2/run")
@@ -68,6 +86,7 @@ def merge_runs(sources: list[Path], out: Path, say=print) -> Path:
         dup = sorted({h for h in hosts if hosts.count(h) > 1})
         if dup:
             raise UserError(f"host {dup[0]!r} appears in more than one run", "merge one run per host")
+        _check_replicas(opened, hosts)
         for other in groups[1:]:
             _check_groups(groups[0], other)
         for key in ("metric",):

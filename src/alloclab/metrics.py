@@ -223,13 +223,14 @@ def registry_for(exposition: Exposition):
 
 
 def serve(exposition: Exposition, addr: str):
-    """Serve /metrics on ADDR in a daemon thread; returns (server, bound port). The server stops
-    with the process (or server.shutdown())."""
-    from prometheus_client import start_http_server
+    """Serve /metrics on ADDR in a daemon thread (the guarded server every endpoint shares:
+    httpguard); returns (server, bound port). The server stops with the process (or server.shutdown())."""
+    from prometheus_client.exposition import MetricsHandler
+    from .httpguard import serve_in_thread
     host, port = parse_listen(addr)
     registry = registry_for(exposition)
     try:
-        server, _ = start_http_server(port, addr=host, registry=registry)
+        server = serve_in_thread((host, port), MetricsHandler.factory(registry))
     except OSError as exc:
         raise UserError(f"cannot serve metrics on {host}:{port}: {exc.strerror}", "choose a free port with --listen") from None
     return server, server.server_address[1]

@@ -1,6 +1,8 @@
 """Directories alloclab writes into (runs, demos, imports): checked before anything is written."""
 from __future__ import annotations
 
+import os
+import stat
 import tempfile
 from pathlib import Path
 
@@ -13,10 +15,24 @@ def refuse_nonempty(path: Path, what: str = "output directory") -> None:
         raise UserError(f"{what} {path} already exists and is not empty", "choose another with -o")
 
 
+def refuse_other_writers(path: Path, what: str = "output directory") -> None:
+    """An existing output directory must be the invoking user's with no other writer: otherwise its
+    owner (or group) can plant links among the files alloclab (often root) writes there later."""
+    st = os.stat(path)
+    if st.st_uid != os.geteuid():
+        raise UserError(f"{what} {path} belongs to uid {st.st_uid}, not to you (uid {os.geteuid()}): its owner "
+                        "could plant links among alloclab's files", "choose a directory of your own with -o, or a new path")
+    if st.st_mode & 0o022:
+        raise UserError(f"{what} {path} is writable by others (mode {stat.S_IMODE(st.st_mode):o}): they could "
+                        "plant links among alloclab's files", f"chmod go-w {path}, or choose a new path with -o")
+
+
 def new_output(path: Path) -> None:
-    """Refused when `path` exists and is not empty (a missing path is fine: it is created later)."""
+    """Refused when `path` exists and is not empty, or is not the invoking user's alone (a missing
+    path is fine: alloclab creates it later)."""
     if path.exists():
         refuse_nonempty(path)
+        refuse_other_writers(path)
 
 
 def _take_a_file(directory: Path) -> None:
@@ -50,6 +66,17 @@ def writable_file(path: Path, what: str = "output file", option: str = "-o") -> 
     except OSError as exc:
         raise UserError(f"cannot write {what} {path}: {exc.strerror}",
                         f"give {option} a file in a writable directory") from None
+    return path
+
+
+def write_output(out_dir: Path, name: str, data: bytes | str) -> Path:
+    """OUT_DIR/NAME (NAME may go through subdirectories, e.g. charts/x.png) written without following
+    a link: each directory below OUT_DIR is opened relative to its parent with O_NOFOLLOW and the
+    file is a fresh temporary renamed into place (fleet.rootfs.Root), so a link someone planted in
+    a run directory is replaced or refused, never written through (docs/security.md)."""
+    from .fleet.rootfs import Root
+    path = out_dir / name
+    Root(out_dir, "the output directory").write(path, data)
     return path
 
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
-from . import host, introspect, logcap, outputs, preflight, reaper, sampler, settings, timefmt, workloads
+from . import host, introspect, logcap, outputs, preflight, priority, reaper, sampler, settings, timefmt, workloads
 from .allocators import resolution
 from .allocators.library import AllocatorSpec
 from .config import Experiment, Group, Phases, substitute
@@ -176,6 +176,7 @@ class Runner:
         self.registered: set[tuple[int, int]] = set()         # identities sent to the watchdog
         self.cut_short: str | None = None
         self.companions: list[subprocess.Popen] = []        # alloclab's own helpers (the live view): not the run's
+        self.logs = logcap.LogPump(self.add_companion)       # replicas' stdout/stderr, capped by bytes written
         self.load_template = self.scenario.load_command() if self.scenario is not None else exp.load_command
         self.support: list[subprocess.Popen] = []       # the scenario's supporting processes (start_support)
         self.phases = exp.phases              # as run: the scenario may hold the warm-up (_warmup_held)
@@ -273,11 +274,12 @@ class Runner:
                 os.write(fd, str(os.getpid()).encode())
                 os.close(fd)
             _libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)   # if alloclab dies, so do its replicas
+            priority.lower_this_process()       # below alloclab's sampler (priority.py)
         return setup
 
     def _spawn(self, argv: list[str], env: dict, cwd: Path, out: Path, err: Path,
                cgroup_procs: str | None) -> subprocess.Popen:
-        with open(out, "ab") as so, open(err, "ab") as se:
+        with self.logs.stream(out) as so, self.logs.stream(err) as se:
             return subprocess.Popen(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=so, stderr=se,
                                     start_new_session=True, preexec_fn=self._child_setup(cgroup_procs))
 
@@ -314,6 +316,7 @@ class Runner:
                 r.popen.wait()
             if r.cgroup:
                 r.cgroup.remove(wait=2.0)
+        self.logs.close()
         if self.watchdog:
             self.watchdog.close()
         self.store.discard()
@@ -554,7 +557,6 @@ class Runner:
                     phase = new_phase
                 self._reap(now, self.started_wall + planned if planned else None)
                 self._sample(now, phase, sampler.all_processes() if need_procs else None)
-                logcap.rotate_over_cap(r.log_dir / n for r in self.replicas for n in logcap.STREAMS)
                 if self.scenario is not None:
                     self.scenario.tick(self, now)
             if self.on_tick:
@@ -609,6 +611,7 @@ class Runner:
         swept = self._stop_all()
         if self.scenario is not None:
             self.scenario.teardown()
+        self.logs.close()              # after every writer ended: the pump drains the pipes and ends
         leaked = [r.cgroup for r in self.replicas if r.cgroup and not r.cgroup.remove(wait=5.0)]
         try:
             self._record_end(swept, leaked)

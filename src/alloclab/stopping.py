@@ -128,11 +128,12 @@ class ThresholdStop(SequentialStop):
         return f"step decided {self.last.verdict}: {self.last.reason} (sequential test, error rate ≤ {self.test.test.alpha:g})"
 
 
-def replica_levels(a, metric: str) -> dict[str, np.ndarray]:
-    """Per-replica levels of each group as the comparison uses them (clean, verified, not excluded)."""
+def replica_levels(a, metric: str, level: str = "steady_mean_mb") -> dict[str, np.ndarray]:
+    """Per-replica levels of each group as the comparison uses them (clean, verified, not excluded);
+    `level` names the ReplicaStats field (the gate takes the steady median, steady_mb)."""
     out = {}
     for g in a.groups:
         reps = [r for r in a.replicas if r.group == g.name and r.verified is not False and r.excluded is None]
-        vals = [r.cpu_us_per_op if metric == "cpu_per_op" else r.steady_mean_mb for r in reps]
+        vals = [r.cpu_us_per_op if metric == "cpu_per_op" else getattr(r, level) for r in reps]
         out[g.name] = np.array([v for v in vals if v is not None and v > 0], dtype=float)
     return out

@@ -169,6 +169,16 @@ def decode_meta(meta: dict[str, str]) -> dict[str, Any]:
 MAX_SPAN_S = 20 * 366 * 86400.0       # no run or import covers more than 20 years
 MAX_TIME_S = 1e11                      # Unix seconds: year 5138
 TIMED_TABLES = ("samples", "process_samples", "host_samples", "events")
+# memory figures (kB, live_bytes in bytes): a number from 0 to MAX_MEMORY (2^60, past any machine in
+# either unit), or NULL. Text, 9.9e307 or inf in a store from elsewhere is damage, said in one
+# line, not an overflow deep in the analysis (issue 46)
+MEMORY_COLUMNS = {
+    "samples": ("rss_kb", "pss_kb", "uss_kb", "anon_kb", "swap_kb", "cgroup_kb", "cgroup_peak_kb", "live_bytes",
+                "vmsize_kb", "hwm_kb", "lazyfree_kb"),
+    "process_samples": ("rss_kb", "pss_kb", "uss_kb", "anon_kb", "swap_kb", "lazyfree_kb"),
+    "host_samples": ("mem_total_kb", "mem_available_kb", "swap_total_kb", "swap_free_kb"),
+}
+MAX_MEMORY = float(1 << 60)
 
 
 def _table_names(sql: str) -> list[str]:
@@ -417,6 +427,22 @@ class Store:
             if bad or (lo is not None and hi - lo > MAX_SPAN_S):
                 raise damaged(db, f"{table} holds a time that is not a plausible Unix time "
                                   f"(from {lo!r} to {hi!r}; at most {MAX_TIME_S:g} and a {MAX_SPAN_S / 86400 / 366:g}-year span)")
+        for table, columns in MEMORY_COLUMNS.items():
+            present_cols = {r[1] for r in self.conn.execute(f"PRAGMA table_info({table})")}
+            columns = [c for c in columns if c in present_cols]
+            if not columns:
+                continue
+            try:
+                counts = self.conn.execute("SELECT " + ", ".join(
+                    f"sum({c} IS NOT NULL AND (typeof({c}) NOT IN ('integer', 'real') OR {c} < 0 OR {c} > ?))"
+                    for c in columns) + f" FROM {table}", (MAX_MEMORY,) * len(columns)).fetchone()
+            except sqlite3.DatabaseError:
+                continue        # a damaged page: named by the read that meets it (explain_database_error), as before
+
+            for c, n in zip(columns, counts):
+                if n:
+                    raise damaged(db, f"{table}.{c} holds {n} value{'s' if n != 1 else ''} that {'are' if n != 1 else 'is'} "
+                                      "not a memory figure (text, negative, or over 2^60)")
 
     @classmethod
     def open_readonly(cls, db: Path) -> "Store":
@@ -672,6 +698,12 @@ class Store:
             "JOIN processes p ON p.replica_id = r.id AND p.pid = ? AND p.start_ticks = ? "
             "WHERE r.name = ? AND s.t BETWEEN p.first_seen AND p.last_seen AND s.rss_kb IS NOT NULL ORDER BY s.t",
             (pid, start_ticks, replica))]
+
+    def replica_names_without_group(self) -> list[str]:
+        """Replicas whose group_id names no group (damage in a store from elsewhere: `merge` says so
+        of the source, not of its output)."""
+        return [r[0] for r in self.query("SELECT name FROM replicas WHERE group_id IS NULL OR group_id NOT IN "
+                                         "(SELECT id FROM groups) ORDER BY name")]
 
     def replicas(self) -> list[dict]:
         """Every replica with its group's name as `group` (ordered by group, then index)."""

@@ -17,6 +17,10 @@ from .allocators.library import AllocatorSpec
 from .store import Store
 
 VERIFY_MIN_AGE = 0.2          # seconds: a younger process may not have exec'd / mapped its preload yet
+# a process's first verdict that is not "verified" is taken only once it is this old: before, it
+# is read again at the next tick (replicas run below alloclab's priority, priority.py, so on a busy
+# machine the dynamic loader may still be mapping libraries well after VERIFY_MIN_AGE)
+VERIFY_SETTLE_S = 2.0
 
 
 @dataclass(kw_only=True)
@@ -64,6 +68,8 @@ class Recorder:
             return
         if not sampler.is_alive(key):        # the pid was reused while its maps were read
             return
+        if verdict.verified is not True and key not in r.verdicts and sampler.process_age(key[1]) < VERIFY_SETTLE_S:
+            return                          # maybe still loading: read again next tick
         previous = r.verdicts.get(key, "unset")
         r.verdicts[key] = verdict.verified
         r.details[key] = verdict.detail

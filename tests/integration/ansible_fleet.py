@@ -1,19 +1,25 @@
 """A fleet of simulated hosts for driving the alloclab.fleet Ansible collection over real SSH.
 
 Each host is a network namespace made here, holding Debian's sshd on 127.0.0.1:22 (the
-namespace's own loopback), a private mount namespace where the host's own tree is bound at one
-common path (so every host sees "its" /etc, /var, /usr/lib/alloclab at the same place, as
-separate machines do) and its own `systemd --user` (tests/integration/systemd_host.py). ssh
-reaches each sshd through `ProxyCommand ip netns exec NS ...`, so no byte leaves a namespace's
-loopback. The relays are real tor (Debian's, `DisableNetwork 1`) in `tor@NAME` units named and
-configured as ansible-relayor does (one torrc per instance, /etc/tor/instances/NAME/torrc) and
-hardened as Debian's tor@.service is (User=, ProtectHome=yes, ProtectSystem=full,
-NoNewPrivileges=yes; PrivateTmp= is left out because the hosts' trees live under /tmp).
+namespace's own loopback), a private mount namespace and its own `systemd --user`
+(tests/integration/systemd_host.py). ssh reaches each sshd through `ProxyCommand ip netns exec NS
+...`, so no byte leaves a namespace's loopback. In its mount namespace a host is a fresh machine
+without alloclab: /usr, /etc, /var, /opt, /home and /root are overlays on this machine's (what the
+host writes, apt and dpkg included, lands in its own upper layer, `Fleet.upper`), its
+/etc/systemd/system is its own directory (the manager's unit path), it has a user (the inventory's
+`ansible_user`) with sudo, and its tree is also bound at one common path (`shared`: the relays'
+torrcs and data). The relays are real tor (Debian's, `DisableNetwork 1`) in `tor@NAME` units named
+and configured as ansible-relayor does (one torrc per instance) and hardened as Debian's
+tor@.service is (User=debian-tor, ProtectHome=yes, ProtectSystem=full, NoNewPrivileges=yes;
+PrivateTmp= is left out because the hosts' trees live under /tmp).
 
 The one stand-in: the controller's catalog build of jemalloc@5.3.0 is Debian's own
 libjemalloc.so.2 (Debian's 5.3.0 build, the bytes the catalog's debian-binary source yields)
 placed in a private alloclab cache with its provenance, instead of fetching it again; the .deb
 made from it by `alloclab allocators package` and everything after is real.
+
+`doc_route()` reads the Ansible route out of docs/fleet.md (its commands and inventory, as a user
+copies them); `Fleet.run_step` runs them in a copy of the checkout (`Fleet.checkout`).
 """
 from __future__ import annotations
 
@@ -22,6 +28,8 @@ import hashlib
 import json
 import os
 import pwd
+import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -68,12 +76,15 @@ class Fleet:
     env: dict[str, str] = field(default_factory=dict)
 
     log_dir: Path | None = None     # each playbook's output, each line with its time (kept after the test)
+    checkout: Path | None = None    # a copy of the checkout, where the doc's commands run
 
-    def playbook(self, name: str, *extra: str, timeout: float = 300) -> subprocess.CompletedProcess:
-        argv = [str(VENV_BIN / "ansible-playbook"), "-i", str(self.inventory), f"alloclab.fleet.{name}", *extra]
+    def _logged(self, argv: list[str], env: dict, cwd: Path, timeout: float, log_name: str,
+                head: list[str] = ()) -> subprocess.CompletedProcess:
+        """argv's output (stderr with it), each line with its time since the start, kept in
+        log_dir/log_name; killed past `timeout` seconds."""
         started = time.monotonic()
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=self.env, cwd=self.base)
-        lines = []
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=cwd)
+        lines = [f"{0:7.2f} {line}\n" for line in head]
         try:
             for line in proc.stdout:
                 lines.append(f"{time.monotonic() - started:7.2f} {line}")
@@ -82,8 +93,12 @@ class Fleet:
         finally:
             proc.wait()
         if self.log_dir is not None:
-            (self.log_dir / f"ansible-{name}.log").write_text("".join(lines))
+            (self.log_dir / log_name).write_text("".join(lines))
         return subprocess.CompletedProcess(argv, proc.returncode, "".join(line[8:] for line in lines), "")
+
+    def playbook(self, name: str, *extra: str, timeout: float = 300) -> subprocess.CompletedProcess:
+        argv = [str(VENV_BIN / "ansible-playbook"), "-i", str(self.inventory), f"alloclab.fleet.{name}", *extra]
+        return self._logged(argv, self.env, self.base, timeout, f"ansible-{name}.log")
 
     def nsenter(self, host: str, *argv: str) -> subprocess.CompletedProcess:
         """A command in a host's mount (and network) namespace, as its sshd sessions see it."""
@@ -93,6 +108,25 @@ class Fleet:
     def host_path(self, host: str, path: Path) -> Path:
         """Where a path under `shared`, as HOST sees it, lives on this machine."""
         return self.base / host / path.relative_to(self.shared)
+
+    def upper(self, host: str, path: str) -> Path:
+        """Where what HOST wrote at an absolute path lives on this machine: its unit directory, or
+        the upper layer of its overlay (files this machine has and the host did not change are not there)."""
+        rel = Path(path).relative_to("/")
+        if Path(path).is_relative_to("/etc/systemd/system"):
+            return self.base / host / rel
+        return self.base / host / "ovl" / rel.parts[0] / "u" / Path(*rel.parts[1:])
+
+    def run_step(self, route: "DocRoute", playbook: str, first: bool, timeout: float = 600) -> subprocess.CompletedProcess:
+        """The doc's commands up to and including its `alloclab.fleet.PLAYBOOK` line (first=True:
+        with everything before that line, e.g. the wheel, the .debs and the inventory), in bash, in
+        the checkout's copy, with the controller's PATH; its output kept in log_dir with times."""
+        script = route.script(playbook, first)
+        # ansible finds its configuration and the collection as the doc says: ansible.cfg in the working directory
+        env = {k: v for k, v in self.env.items() if k not in ("ANSIBLE_CONFIG", "ANSIBLE_COLLECTIONS_PATH")}
+        n = len(list(self.log_dir.glob("step-*.log"))) if self.log_dir is not None else 0
+        return self._logged(["bash", "-euo", "pipefail", "-c", script], env, self.checkout, timeout,
+                            f"step-{n + 1:02d}-{playbook}.log", [f"$ {line}" for line in script.splitlines()])
 
     def main_pid(self, host: str, unit: str) -> int | None:
         out = self.hosts[host].systemctl("show", "-p", "MainPID", "--value", unit).stdout.strip()
@@ -104,10 +138,16 @@ def _relay_names(index: int, count: int) -> list[str]:
     return [f"192.0.2.{index}_{9001 + i}" for i in range(count)]
 
 
+OVERLAID = ("usr", "etc", "var", "opt", "home", "root")     # a host's own layer over this machine's
+
+
 def _host_tree(root: Path, shared: Path, names: list[str]) -> None:
     tor = pwd.getpwnam("debian-tor")
-    unit_dir = root / "etc" / "systemd" / "system"
+    unit_dir = root / "etc" / "systemd" / "system"      # bound at the host's /etc/systemd/system
     unit_dir.mkdir(parents=True)
+    for top in OVERLAID:
+        for layer in ("u", "w"):
+            (root / "ovl" / top / layer).mkdir(parents=True)
     (unit_dir / "tor@.service").write_text(UNIT_TEMPLATE.format(tor=TOR, shared=shared))
     for name in names:
         conf = root / "etc" / "tor" / "instances" / name
@@ -143,9 +183,10 @@ def fake_catalog_build(cache: Path, allocator_id: str, library: str) -> Path:
 
 
 @contextlib.contextmanager
-def fleet(unit_counts: dict[str, int], native_dir: Path, jemalloc: str):
-    """Hosts h1..hN with unit_counts[host] relays each, sshd and a manager each; everything (sshd,
-    managers, units, namespaces, cgroups, the directory) is removed on the way out, also on failure."""
+def fleet(unit_counts: dict[str, int], native_dir: Path, jemalloc: str, user: str = "relayop"):
+    """Hosts named as unit_counts' keys with unit_counts[host] relays each, sshd and a manager each,
+    `user` with sudo on each; everything (sshd, managers, units, namespaces, cgroups, the
+    directory) is removed on the way out, also on failure."""
     tag = f"{os.getpid()}-{uuid.uuid4().hex[:6]}"
     base = Path(f"/tmp/alloclab-fleet-{tag}")
     base.mkdir(mode=0o755)
@@ -162,7 +203,7 @@ def fleet(unit_counts: dict[str, int], native_dir: Path, jemalloc: str):
             root = base / host
             names = _relay_names(i, count)
             _host_tree(root, shared, names)
-            h = Host(root / "manager", shared / "etc" / "systemd" / "system", netns=True, prepare=f"mount --bind {root} {shared}")
+            h = Host(root / "manager", Path("/etc/systemd/system"), netns=True, prepare=_fresh_host(root, shared, user))
             f.hosts[host] = h
             h.start()
             h.start_sshd(authorized)
@@ -193,9 +234,82 @@ def fleet(unit_counts: dict[str, int], native_dir: Path, jemalloc: str):
             shutil.rmtree(base, ignore_errors=True)
 
 
+def _fresh_host(root: Path, shared: Path, user: str) -> str:
+    """The shell commands that make a host's mount namespace a fresh machine (the module's docstring)."""
+    overlays = " && ".join(f"mount -t overlay overlay -o lowerdir=/{top},upperdir={root}/ovl/{top}/u,workdir={root}/ovl/{top}/w /{top}"
+                           for top in OVERLAID)
+    sudoers = f"/etc/sudoers.d/{user}"
+    return (f"mount --bind {root} {shared} && {overlays} && mount --bind {root}/etc/systemd/system /etc/systemd/system"
+            f" && useradd --create-home --shell /bin/sh --password '*' {shlex.quote(user)}"
+            f" && echo {shlex.quote(f'{user} ALL=(ALL:ALL) NOPASSWD: ALL')} > {sudoers} && chmod 0440 {sudoers}")
+
+
+def write_host_vars(f: Fleet, directory: Path, extra: dict | None = None) -> None:
+    """Beside the operator's inventory (docs/fleet.md's, unchanged), what only these simulated
+    hosts need, one host_vars file each: how ssh reaches the host (its key, the ProxyCommand into
+    its namespace) and its user manager (systemctl --user, found through XDG_RUNTIME_DIR)."""
+    import yaml
+    directory.mkdir(parents=True, exist_ok=True)
+    for host, h in f.hosts.items():
+        (directory / f"{host}.yml").write_text(yaml.safe_dump({
+            "ansible_python_interpreter": "/usr/bin/python3",
+            "ansible_ssh_private_key_file": str(f.base / "id_ed25519"),
+            "ansible_ssh_common_args": f"-o ProxyCommand='{h.proxy_command()}' -o StrictHostKeyChecking=no "
+                                       "-o UserKnownHostsFile=/dev/null -o ControlMaster=auto -o ControlPersist=60s "
+                                       f"-o ControlPath={f.base}/cm-%C",
+            "alloclab_systemctl": "user", "alloclab_environment": {"XDG_RUNTIME_DIR": str(h.runtime)},
+            **(extra or {})}))
+
+
+def copy_checkout(f: Fleet) -> Path:
+    """The checkout as a user has it (its files as they are now, tracked or new), beside the
+    hosts; its .venv is this one (the controller's alloclab and ansible-core)."""
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO,
+                            capture_output=True, check=True).stdout.decode().split("\0")
+    dest = f.base / "alloclab"
+    for rel in filter(None, listed):
+        src = REPO / rel
+        if src.is_file():
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / rel)
+    (dest / ".venv").symlink_to(VENV_BIN.parent)
+    f.checkout = dest
+    return dest
+
+
+@dataclass
+class DocRoute:
+    """docs/fleet.md's Ansible route: its one `sh` block, the inventory in it, split at each
+    `ansible-playbook ... alloclab.fleet.NAME` line."""
+    block: str
+    hosts: list[str]
+    user: str
+
+    def lines(self) -> list[str]:
+        return self.block.splitlines()
+
+    def script(self, playbook: str, first: bool) -> str:
+        lines = self.lines()
+        at = next(i for i, line in enumerate(lines) if re.match(rf"ansible-playbook .*alloclab\.fleet\.{playbook}(\s|$)", line))
+        if first:
+            return "\n".join(lines[:at + 1]) + "\n"
+        cds = [line for line in lines[:at] if line.startswith("cd ")]
+        return "\n".join([*cds, lines[at]]) + "\n"
+
+
+def doc_route(doc: Path = REPO / "docs" / "fleet.md") -> DocRoute:
+    text = doc.read_text()
+    section = text[text.index("## Many hosts"):]
+    block = re.search(r"```sh\n(.*?)```", section, re.S).group(1)
+    inventory = re.search(r"cat > inventory.ini <<'INI'\n(.*?)\nINI\n", block, re.S).group(1)
+    hosts = re.search(r"^\[alloclab_fleet\]\n(.*?)(?:^\[|\Z)", inventory, re.S | re.M).group(1).split()
+    user = re.search(r"^ansible_user=(\S+)$", inventory, re.M).group(1)
+    return DocRoute(block, hosts, user)
+
+
 def write_inventory(f: Fleet, extra: dict | None = None) -> Path:
-    """One host line per server, as an operator's inventory has it; how to reach each host (the
-    ProxyCommand into its namespace) and where its tree is are host variables."""
+    """An inventory of the hosts as root, with alloclab present (this checkout's): for
+    benchmarks/fleet_ansible.py, which measures the experiment, not the install."""
     import yaml
     hosts = {}
     for host, h in f.hosts.items():
@@ -205,14 +319,12 @@ def write_inventory(f: Fleet, extra: dict | None = None) -> Path:
             "ansible_ssh_common_args": f"-o ProxyCommand='{h.proxy_command()}' -o StrictHostKeyChecking=no "
                                        "-o UserKnownHostsFile=/dev/null -o ControlMaster=auto -o ControlPersist=60s "
                                        f"-o ControlPath={f.base}/cm-%C",
-            "alloclab_environment": {"XDG_RUNTIME_DIR": str(h.runtime), "ALLOCLAB_PACKAGE_ROOT": str(f.shared)},
+            "alloclab_environment": {"XDG_RUNTIME_DIR": str(h.runtime)},
         }
     group_vars = {
         "alloclab_install_method": "present", "alloclab_bin": str(VENV_BIN / "alloclab"),
-        "alloclab_systemctl": "user", "alloclab_root": str(f.shared), "alloclab_units": "tor@*",
-        "alloclab_deb_method": "extract", "alloclab_package_root": str(f.shared),
+        "alloclab_systemctl": "user", "alloclab_units": "tor@*",
         "alloclab_controller_bin": str(VENV_BIN / "alloclab"), "alloclab_controller_dir": str(f.controller),
-        "alloclab_controller_environment": {"ALLOCLAB_PACKAGE_ROOT": str(f.shared)},
         **(extra or {}),
     }
     inv = f.base / "inventory.yml"

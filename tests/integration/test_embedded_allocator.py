@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import glob
-import hashlib
 import os
 import shutil
 import json
@@ -23,37 +22,17 @@ from pathlib import Path
 import pytest
 
 from alloclab.allocators import library, embedded, resolution
-from alloclab import nativebuild
-from tests.conftest import REPO, run_cli
+from tests.conftest import run_cli
+from tests.prebuild import BuildFailed, embedded_rust
 
-CRATE = REPO / "tests" / "data" / "embedded-rust"
-
-
-def _source_key() -> str:
-    h = hashlib.sha256()
-    for p in sorted([CRATE / "Cargo.toml", CRATE / "Cargo.lock", *CRATE.glob("src/**/*.rs")]):
-        h.update(p.relative_to(CRATE).as_posix().encode() + b"\0" + p.read_bytes())
-    return h.hexdigest()[:16]
 
 
 def build(binary: str, feature: str) -> Path:
-    """The built program, from the cache when its sources did not change."""
-    target = nativebuild.cache_root() / "test-builds" / f"embedded-rust-{_source_key()}"
-    exe = target / "release" / binary
-    if exe.exists():
-        return exe
-    if shutil.which("cargo") is None:
-        pytest.fail("cargo is not installed: run scripts/install.sh --test (it installs Debian's cargo when absent)")
-    t0 = time.monotonic()
-    proc = subprocess.run(["cargo", "build", "--release", "--locked", "--quiet", "--features", feature, "--bin", binary,
-                           "--target-dir", str(target)], cwd=CRATE, capture_output=True, text=True, timeout=600)
-    if proc.returncode != 0 or not exe.exists():
-        pytest.fail(f"building {binary} failed (cargo exit {proc.returncode}): {proc.stderr[-2000:]}")
-    print(f"built {binary} in {time.monotonic() - t0:.0f}s", file=sys.stderr)
-    for old in target.parent.glob("embedded-rust-*"):    # builds of earlier sources: never used again
-        if old != target:
-            shutil.rmtree(old, ignore_errors=True)
-    return exe
+    """The built program (tests/prebuild.py builds it before the suite runs; built here otherwise)."""
+    try:
+        return embedded_rust(binary, feature)
+    except BuildFailed as exc:
+        pytest.fail(str(exc))
 
 
 @pytest.fixture(scope="module")

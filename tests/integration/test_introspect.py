@@ -53,7 +53,7 @@ def _env(directory: Path, lib: str | None, interval: float = 0.25) -> dict[str, 
 
 def _mimalloc_with_stats() -> str:
     """A mimalloc that counts bytes in use in a release build (3.1+), from the catalog."""
-    return published_library("mimalloc@3.6.1")
+    return published_library("mimalloc@3.7.0")
 
 
 @pytest.fixture(scope="module")

@@ -23,7 +23,7 @@ QUICK = {
     "frag": ["--load", "1", "--mb", "4"],
 }
 DETERMINISTIC = [w for w in QUICK if w != "frag"]       # frag is time-driven by design
-DEFAULT_ALLOCATORS = ["glibc", "jemalloc@5.3.0", "mimalloc@2.0.9", "mimalloc@3.0.1", "mimalloc@3.6.1"]
+DEFAULT_ALLOCATORS = ["glibc", "jemalloc@5.3.0", "mimalloc@2.0.9", "mimalloc@3.0.1", "mimalloc@3.7.0"]
 
 
 def run_workload(native_dir, name, *extra, env=None):

@@ -21,5 +21,5 @@ def archive(tmp_path, monkeypatch):
     def fetchable(suite, package, version):
         state["asked"].append(version)
         return state[version]
-    monkeypatch.setattr(versions, "_source_fetchable", fetchable)
+    monkeypatch.setattr(versions, "source_fetchable", fetchable)
     return state

@@ -24,13 +24,13 @@ def test_two_resolvers_share_no_state(archive):
     # a resolver of pinned ids only still does not know it, and the catalog holds only its own
     with pytest.raises(UserError, match=r"mimalloc@3\.5\.3 is not in the catalog"):
         resolution.Resolver((resolution.Pinned(),)).entry(PUBLISHED)
-    assert catalog.pinned(PUBLISHED) is None and catalog.pinned("mimalloc@3.6.1").id == "mimalloc@3.6.1"
+    assert catalog.pinned(PUBLISHED) is None and catalog.pinned("mimalloc@3.7.0").id == "mimalloc@3.7.0"
     assert not hasattr(catalog, "_registered") and not hasattr(catalog, "register")
 
 
 def test_the_first_provider_that_owns_an_id_answers(archive):
-    e = resolution.DEFAULT.entry("mimalloc@3.6.1")
-    assert e == catalog.pinned("mimalloc@3.6.1")          # the catalog's pinned sources, not the listing's
+    e = resolution.DEFAULT.entry("mimalloc@3.7.0")
+    assert e == catalog.pinned("mimalloc@3.7.0")          # the catalog's pinned sources, not the listing's
     with pytest.raises(UserError, match="unknown allocator family 'nosuch'"):
         resolution.DEFAULT.entry("nosuch@1.0")
     with pytest.raises(UserError, match="no reachable registry publishes mimalloc 3.4.8"):

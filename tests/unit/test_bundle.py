@@ -21,7 +21,7 @@ def test_replayed_trace_is_bundled(tmp_path, monkeypatch):
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "do-not-ship-this")
     assert replayed_traces([{"command_json": json.dumps(["/x/replay", str(trace)])},
                             {"command_json": json.dumps(["/x/frag", "--mb", "8"])}]) == [trace]
-    out, names = write_bundle(run, tmp_path / "b.tar.gz")
+    out, names = write_bundle(run, tmp_path / "b.tar.gz", [trace])     # named by the user, not by the store
     with tarfile.open(out) as tar:
         assert tar.extractfile("run-bundle/trace/1-app.trace").read() == trace.read_bytes()
         readme = tar.extractfile("run-bundle/README.md").read().decode()
@@ -33,12 +33,12 @@ def test_replayed_trace_is_bundled(tmp_path, monkeypatch):
     assert "run-bundle/report.md" in names        # the report was written first
 
 
-def test_missing_trace_is_said_not_invented(tmp_path):
+def test_trace_not_named_by_the_user_is_said_not_read(tmp_path):
     run = make_run(tmp_path / "run", {"g": [100, 101]}, command=["/x/replay", str(tmp_path / "gone.trace")])
     out, names = write_bundle(run, tmp_path / "b.tar.gz")
     assert not any("/trace/" in n for n in names)
     with tarfile.open(out) as tar:
-        assert "no longer exists" in tar.extractfile("run-bundle/README.md").read().decode()
+        assert "--trace FILE" in tar.extractfile("run-bundle/README.md").read().decode()
 
 
 def test_output_in_missing_directory_is_refused(tmp_path):
@@ -49,13 +49,14 @@ def test_output_in_missing_directory_is_refused(tmp_path):
 
 def test_bundle_carries_the_store_so_compare_reads_it_and_is_readable(tmp_path):
     """Issue 27: the bundle holds run.db (the extracted directory is a run `compare` reads), the
-    archive is mode 0644, and provenance.json keeps numbers as numbers."""
+    archive is readable by its owner and group (0640, issue 46: the store is inside), and
+    provenance.json keeps numbers as numbers."""
     from alloclab import runcompare
     run = make_run(tmp_path / "run", {"glibc": [100, 101, 99], "je": [60, 61, 60.5]})
     (run / "report.md").write_text("# report\n")           # a report exists: the bundle does not write one (speed)
     (run / "summary.json").write_text("{}")
     out, names = write_bundle(run, tmp_path / "b.tar.gz")
-    assert "run-bundle/run.db" in names and os.stat(out).st_mode & 0o777 == 0o644
+    assert "run-bundle/run.db" in names and os.stat(out).st_mode & 0o777 == 0o640
     with tarfile.open(out) as tar:
         tar.extractall(tmp_path / "x", filter="data")
         readme = tar.extractfile("run-bundle/README.md").read().decode()

@@ -311,7 +311,8 @@ def test_compare_gate_over_no_matched_group_says_so(monkeypatch, capsys, run, tm
     with pytest.raises(SystemExit) as exit_:
         main()
     out = " ".join(capsys.readouterr().out.split())
-    assert exit_.value.code == 0 and "no group of run A matches a group of run B (--by group), so none was gated" in out, out
+    # nothing was gated: not a silent green (exit 4, inconclusive, unless --allow-inconclusive)
+    assert exit_.value.code == 4 and "no group of run A matches a group of run B (--by group), so none was gated" in out, out
     assert "more replicas or longer runs" not in out
 
 

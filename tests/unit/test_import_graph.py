@@ -27,7 +27,9 @@ STORE_USERS = {"store", "tickwriter", "runner", "fleet.lifecycle", "fleet.collec
                "runcompare", "liveview", "bundle", "metrics",     # compare, live view, bundle and run --metrics read runs
                "experiments.bisection", "experiments.sweep",   # bisect and sweep drive runs (runner) and read their results (analysis)
                "stopping",             # the runner's sequential stop checks analyse the store as it stands
-               "introspect"}           # writes the allocator helper's alloc_stats rows (their held_* columns are the store's)
+               "introspect",           # writes the allocator helper's alloc_stats rows (their held_* columns are the store's)
+               "gate",                 # the CI gate drives one run (runner) and reads its result, as bisect does
+               "fleet.decision", "fleet.tested"}   # fleet status and deploy --from-run read a fleet run's store
 STORE_USER_PACKAGES = ("analysis", "commands", "reporters")
 # What the analysis and the reporters may not reach: what they need from the host is recorded in
 # the store at run time (docs/architecture.md).

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from alloclab.errors import UserError
-from alloclab.liveview import _host_allowed, parse_address
+from alloclab.httpguard import host_allowed as _host_allowed
+from alloclab.liveview import parse_address
 
 
 def test_addresses():

@@ -83,7 +83,7 @@ def test_a_larger_group_fails_the_gate_and_provenance_changes_are_named(tmp_path
     d = json.loads(runcompare.to_json(rc))
     assert d["gate"] == "above" and d["groups"][1]["rose_beyond_gate"] is True
     assert d["groups"][1]["gate"]["outcome"] == "above" and isinstance(d["groups"][1]["gate"]["limit"], float)
-    assert rc.gate_outcome == "above" and compare_exit_code(rc.gate_outcome, False) == 1
+    assert rc.gate_outcome == "above" and compare_exit_code(rc.gate_outcome) == 1
 
 
 def test_matching_by_allocator_and_groups_in_one_run_only(tmp_path):
@@ -141,8 +141,9 @@ def test_gate_has_three_outcomes_and_states_what_the_data_could_detect():
     r = gate(noisy, 5)
     assert r.outcome == "inconclusive" and r.upper_pct > 50 and "reaches past 1.05" in r.reason
     assert r.detectable_pct > r.upper_pct
-    assert compare_exit_code("inconclusive", False) == 0 and compare_exit_code("inconclusive", True) == 4
-    assert compare_exit_code("within", True) == 0
+    # undecided is never a silent green: exit 4 by default, 0 only when allowed
+    assert compare_exit_code("inconclusive") == 4 and compare_exit_code("inconclusive", allow_inconclusive=True) == 0
+    assert compare_exit_code("within") == 0 and compare_exit_code("above", allow_inconclusive=True) == 1
 
 
 def test_text_names_every_warning_fits_80_columns_and_says_inconclusive(tmp_path):
@@ -175,7 +176,7 @@ def test_levels_taken_at_different_times_of_day_warn_and_hold_the_gate(tmp_path)
     [w] = rc.warnings
     assert w.kind == "times-of-day-differ" and w.data["hours_apart"] == pytest.approx(6.0, abs=0.01)
     assert rc.gate_raw == "above" and rc.gate_outcome == "inconclusive"
-    assert compare_exit_code(rc.gate_outcome, False) == 0 and compare_exit_code(rc.gate_outcome, True) == 4
+    assert compare_exit_code(rc.gate_outcome) == 4 and compare_exit_code(rc.gate_outcome, allow_inconclusive=True) == 0
     text = runcompare.text_lines(rc, wrap=False)
     gate_line = next(ln for ln in text if ln.startswith("gate INCONCLUSIVE"))
     assert "times-of-day-differ" in gate_line and "same hour" in gate_line and "≥ 24 h" in gate_line

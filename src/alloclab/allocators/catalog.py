@@ -20,10 +20,11 @@ import re
 import shutil
 import subprocess
 import tempfile
+import threading
 import time
 import tomllib
 import zipfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any, Callable
@@ -131,12 +132,92 @@ def _run(cmd: list[str], log: Path, cwd: Path | None = None, env: dict | None = 
         f.write(proc.stdout)
     if proc.returncode != 0:
         tail = " | ".join(proc.stdout.strip().splitlines()[-2:])[:300]
-        raise SourceFailed(f"{what or cmd[0]} failed: {tail} (log: {log})")
+        raise SourceFailed(f"{what or cmd[0]} failed: {tail} (log: {log})", failure_status(proc.stdout))
     return proc.stdout
 
 
+# What a source's failure means: the one distinction the tests and `allocators check` rely on.
+GONE = "gone"                  # the registry answered: this version (or file) is not there
+UNREACHABLE = "unreachable"    # no answer: offline, a registry down, a timeout
+FAILED = "failed"              # fetched, but it did not match its pin, or building or verifying it failed
+
+# The clients' own words (apt, cargo, pip) for "no answer", checked before those for "not there":
+# pip says "No matching distribution" both when its index lacks a version and when it was never reached.
+_UNREACHABLE_SIGNS = ("Could not connect", "Could not resolve", "Temporary failure resolving", "Connection timed out",
+                      "Connection refused", "NewConnectionError", "Failed to establish a new connection",
+                      "Read timed out", "ReadTimeoutError", "ConnectTimeout", "ProxyError", "Network is unreachable",
+                      "failed to download from", "spurious network error", "Connection failed", "Unable to connect",
+                      "Name or service not known", "Operation timed out", "SSLError")
+_GONE_SIGNS = ("was not found", "Unable to locate package", "404  Not Found", "404 Not Found", "410  Gone",
+               "failed to select a version", "No matching distribution found", "no matching package named",
+               "is yanked", "Can not find version", "Unable to find a source package")
+
+
+def failure_status(client_output: str) -> str:
+    """GONE, UNREACHABLE or FAILED for a registry client's failed output."""
+    if any(sign in client_output for sign in _UNREACHABLE_SIGNS):
+        return UNREACHABLE
+    if any(sign in client_output for sign in _GONE_SIGNS):
+        return GONE
+    return FAILED
+
+
 class SourceFailed(Exception):
-    """One source could not be fetched or built; the next one is tried."""
+    """One source could not be fetched or built; the next one is tried. `status` says why: GONE,
+    UNREACHABLE or FAILED."""
+
+    def __init__(self, message: str, status: str = FAILED):
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One source tried for an id, and what became of it."""
+    source: str                # describe_source's words
+    status: str                # GONE, UNREACHABLE or FAILED
+    detail: str
+
+
+class ProvisioningFailed(UserError):
+    """No source of an id could provide it: every attempt, and (the resolver fills them in) the
+    nearest versions that can be had. A test may skip on it only when every attempt was UNREACHABLE."""
+
+    def __init__(self, allocator_id: str, attempts: list[Attempt], nearest: list[str] | None = None):
+        self.allocator_id, self.attempts, self.nearest = allocator_id, list(attempts), list(nearest or [])
+        tried = "; ".join(f"{a.source}: {a.status} ({a.detail})" for a in self.attempts) or "no source"
+        if self.unreachable_only:
+            fix = "no registry answered: check that this machine reaches its package registries, then retry"
+        else:
+            fix = "choose a version that can be had"
+        if self.nearest:
+            fix += f" (nearest that can be had: {', '.join(self.nearest)})"
+        elif not self.unreachable_only:
+            fix += f" (alloclab allocators versions {allocator_id.split('@')[0]})"
+        super().__init__(f"could not provision {allocator_id}: {tried}", fix)
+
+    @property
+    def unreachable_only(self) -> bool:
+        return bool(self.attempts) and all(a.status == UNREACHABLE for a in self.attempts)
+
+    def with_nearest(self, nearest: list[str]) -> "ProvisioningFailed":
+        return ProvisioningFailed(self.allocator_id, self.attempts, nearest)
+
+
+def describe_source(src: dict) -> str:
+    """A source in a few words: where it is published, at which version."""
+    kind = src["kind"]
+    if kind == "crate":
+        return f"crate {src['crate']} {src['version']}"
+    if kind == "debian-binary":
+        return f"debian {src['suite']} {src['package']} {src['version']}"
+    if kind == "debian-source":
+        return f"debian {src['suite']} source {src['package']} {src['version']}"
+    if kind == "pypi-wheel":
+        return f"wheel {src['package']} {src['version']}"
+    if kind == "upstream-git":
+        return f"upstream {src['project']} {src['tag']}"
+    return str(kind)
 
 
 # ---- Debian: a private APT configuration that reuses the machine's own mirror ---------------------
@@ -167,17 +248,21 @@ def system_mirror() -> tuple[str, str]:
                     "Debian-package sources need a Debian system with a configured mirror")
 
 
-def _apt_env(suite: str, log: Path) -> dict[str, str]:
-    """APT_CONFIG for one suite (deb + deb-src), updated at most once a day; the system's own
-    apt configuration and sources are never touched."""
+def apt_env(suite: str, log: Path, max_age: float = 86400, must_answer: bool = False,
+            lists: str = "apt") -> dict[str, str]:
+    """APT_CONFIG for one suite (deb + deb-src), its lists updated when older than `max_age`
+    seconds (a day; 0: now); the system's own apt configuration and sources are never touched.
+    An update that gets no answer keeps the older lists, unless `must_answer` (then UNREACHABLE).
+    `lists` names the directory of lists under the cache: `allocators check` keeps its own, so its
+    refresh never swaps the lists under a build reading them."""
     uri, key = system_mirror()
-    root = cache_dir() / "apt" / suite
+    root = cache_dir() / lists / suite
     for sub in ("lists/partial", "cache/archives/partial", "parts"):
         (root / sub).mkdir(parents=True, exist_ok=True)
     (root / "status").touch()
-    (root / "sources.list").write_text(f"deb [signed-by={key}] {uri} {suite} main\n"
-                                       f"deb-src [signed-by={key}] {uri} {suite} main\n")
-    (root / "apt.conf").write_text("\n".join([
+    _write_if_changed(root / "sources.list", f"deb [signed-by={key}] {uri} {suite} main\n"
+                                             f"deb-src [signed-by={key}] {uri} {suite} main\n")
+    _write_if_changed(root / "apt.conf", "\n".join([
         f'Dir::Etc::SourceList "{root}/sources.list";', f'Dir::Etc::SourceParts "{root}/parts";',
         f'Dir::State::Lists "{root}/lists";', f'Dir::State::status "{root}/status";', f'Dir::Cache "{root}/cache";',
         'Acquire::Languages "none";', 'APT::Sandbox::User "root";', ""]))
@@ -185,26 +270,52 @@ def _apt_env(suite: str, log: Path) -> dict[str, str]:
     stamp = root / "updated"
     with open(root / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if not stamp.exists() or time.time() - stamp.stat().st_mtime > 86400:
-            _run(["apt-get", "update", "-qq"], log, env=env, what=f"apt-get update ({suite})")
-            stamp.touch()
+        if not stamp.exists() or time.time() - stamp.stat().st_mtime > max_age:
+            try:
+                said = _run(["apt-get", "update", "-qq"], log, env=env, what=f"apt-get update ({suite})")
+                if "Some index files failed to download" in said:     # apt exits 0 on an archive it did not reach
+                    raise SourceFailed(f"apt-get update ({suite}) failed: "
+                                       f"{next(iter(said.strip().splitlines()), '')[:200]} (log: {log})",
+                                       failure_status(said))
+            except SourceFailed as exc:
+                if must_answer or not _has_lists(root):
+                    raise SourceFailed(str(exc), UNREACHABLE) from None
+            else:
+                stamp.touch()
+        if not _has_lists(root):       # apt may report a mirror it could not reach with warnings only
+            raise SourceFailed(f"apt-get update ({suite}) got no package lists (log: {log})", UNREACHABLE)
     return env
 
 
+def _write_if_changed(path: Path, text: str) -> None:
+    """Replace a file whole, and only when its text changes: an apt client reading it at that moment
+    (a thread or process asking about another package) sees the old file or the new, never an empty one."""
+    if path.exists() and path.read_text() == text:
+        return
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def _has_lists(apt_root: Path) -> bool:
+    return any((apt_root / "lists").glob("*_Packages*"))
+
+
 def fetch_debian_binary(src: dict, work: Path, log: Path) -> tuple[Path, dict]:
-    env = _apt_env(src["suite"], log)
+    env = apt_env(src["suite"], log)
     dl = work / "deb"
     dl.mkdir()
     _run(["apt-get", "download", "-qq", f"{src['package']}={src['version']}"], log, cwd=dl, env=env,
          what=f"apt-get download {src['package']}={src['version']} ({src['suite']})")
     deb = next(dl.glob("*.deb"))
+    _check_pin(src, "sha256", sha256_file(deb), deb.name)
     _run(["dpkg-deb", "-x", str(deb), str(work / "root")], log, what="dpkg-deb -x")
     return work / "root", {"kind": "debian-binary", "suite": src["suite"], "package": src["package"],
                            "package_version": src["version"], "file": deb.name, "sha256": sha256_file(deb)}
 
 
 def fetch_debian_source(src: dict, work: Path, log: Path) -> tuple[Path, dict]:
-    env = _apt_env(src["suite"], log)
+    env = apt_env(src["suite"], log)
     dl = work / "src"
     dl.mkdir()
     _run(["apt-get", "source", "--download-only", "-qq", f"{src['package']}={src['version']}"], log, cwd=dl, env=env,
@@ -237,6 +348,7 @@ def fetch_crate(src: dict, work: Path, log: Path, copy: bool = True) -> tuple[Pa
     crate_file = glob.glob(str(cargo_home / "registry" / "cache" / "*" / f"{src['crate']}-{pkg['version']}.crate"))
     if crate_file and sha256_file(Path(crate_file[0])) != pkg["checksum"]:
         raise SourceFailed(f"{src['crate']} {pkg['version']}: .crate does not match the registry checksum")
+    _check_pin(src, "cksum", pkg["checksum"], f"{src['crate']} {pkg['version']}")
     tree = work / "tree"
     if copy:
         shutil.copytree(matches[0], tree)
@@ -248,9 +360,14 @@ def fetch_crate(src: dict, work: Path, log: Path, copy: bool = True) -> tuple[Pa
 def fetch_pypi_wheel(src: dict, work: Path, log: Path) -> tuple[Path, dict]:
     import sys
     dl = work / "wheel"
-    _run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:", "-d", str(dl),
-          f"{src['package']}=={src['version']}"], log, what=f"pip download {src['package']}=={src['version']}")
+    requirement = work / "requirement.txt"       # pip itself refuses a file that does not match the pin
+    requirement.write_text(f"{src['package']}=={src['version']}"
+                           + (f" --hash=sha256:{src['sha256']}" if src.get("sha256") else "") + "\n")
+    _run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:", "--retries", "2",
+          "--timeout", "20", *(["--require-hashes"] if src.get("sha256") else []), "-d", str(dl), "-r", str(requirement)],
+         log, what=f"pip download {src['package']}=={src['version']}")
     wheel = next(dl.glob("*.whl"))
+    _check_pin(src, "sha256", sha256_file(wheel), wheel.name)
     with zipfile.ZipFile(wheel) as z:
         z.extractall(work / "root")
     return work / "root", {"kind": "pypi-wheel", "package": src["package"], "package_version": src["version"],
@@ -258,7 +375,15 @@ def fetch_pypi_wheel(src: dict, work: Path, log: Path) -> tuple[Path, dict]:
 
 
 def fetch_upstream_git(src: dict, work: Path, log: Path) -> tuple[Path, dict]:
-    raise SourceFailed(f"upstream {src['project']} tag {src['tag']} needs a git host, which these machines cannot reach")
+    raise SourceFailed(f"upstream {src['project']} tag {src['tag']} needs a git host, which these machines cannot reach",
+                       UNREACHABLE)
+
+
+def _check_pin(src: dict, key: str, actual: str, what: str) -> None:
+    """A download that the catalog pins (a crate's cksum, a file's sha256) must match the pin."""
+    pinned = src.get(key)
+    if pinned and actual != pinned:
+        raise SourceFailed(f"{what}: sha256 {actual[:16]}… is not the catalog's pin {pinned[:16]}…", FAILED)
 
 
 FETCHERS = {"debian-binary": fetch_debian_binary, "debian-source": fetch_debian_source, "crate": fetch_crate,
@@ -367,14 +492,14 @@ def build(e: Entry, progress: Progress = lambda s: None, force: bool = False) ->
         if existing and not force:
             progress("cached")
             return existing
-        failures = []
+        attempts = []
         for src in e.sources:
             try:
                 return _build_from(e, src, progress)
             except SourceFailed as exc:
-                failures.append(f"{src['kind']}: {exc}")
-        raise UserError(f"could not provision {allocator_id}: " + "; ".join(failures),
-                        "check the registries are reachable and the build tools installed (gcc, make, cmake, cargo)")
+                attempts.append(Attempt(describe_source(src), exc.status, str(exc)))
+                progress(f"{describe_source(src)}: {exc.status}")
+        raise ProvisioningFailed(allocator_id, attempts)
 
 
 def _build_from(e: Entry, src: dict, progress: Progress) -> Build:
@@ -395,10 +520,10 @@ def _build_from(e: Entry, src: dict, progress: Progress) -> Build:
         try:
             reported = verify_library(e, lib)
         except UserError as exc:      # e.g. a newer suite's binary needing a newer glibc: try the next source
-            raise SourceFailed(exc.problem) from None
+            raise SourceFailed(exc.problem, FAILED) from None
         provenance = {
             "id": e.id, "family": e.family, "version": e.version, "variant": e.variant, "notes": e.notes,
-            "source": origin, "recipe": recipe, "flags": flags, "compiler": _compiler() if recipe != "prebuilt" else None,
+            "source": origin, "source_index": e.sources.index(src), "recipe": recipe, "flags": flags, "compiler": _compiler() if recipe != "prebuilt" else None,
             "library": lib.name, "library_sha256": sha256_file(lib), "reported": reported,
             "hardening": hardening.features(e.family, str(lib)),
             "built_at": time.time(), "build_seconds": round(time.time() - started, 1),

@@ -83,6 +83,14 @@ class Published:
         return _verified_build(b)
 
 
+def _merged(first: catalog.ProvisioningFailed | None, later: catalog.ProvisioningFailed) -> catalog.ProvisioningFailed:
+    """One failure naming every source tried by every provider, each once."""
+    if first is None:
+        return later
+    seen = {a.source for a in first.attempts}
+    return catalog.ProvisioningFailed(first.allocator_id, first.attempts + [a for a in later.attempts if a.source not in seen])
+
+
 def _verified_build(b: catalog.Build) -> Path:
     catalog.check_integrity(b)
     return b.path
@@ -106,10 +114,21 @@ class Resolver:
         """The verified library of an id, built on demand (cached)."""
         if allocator_id.startswith("glibc@"):
             raise UserError("glibc is the system's", 'write allocator = "glibc"')
+        failed: catalog.ProvisioningFailed | None = None
         for p in self.providers:
-            path = p.library(allocator_id, progress)
+            try:
+                path = p.library(allocator_id, progress)
+            except catalog.ProvisioningFailed as exc:      # every source of this provider: the next one may have it
+                failed = _merged(failed, exc)
+                continue
+            except UserError:
+                if failed is None:
+                    raise
+                continue                                   # a later provider that does not know the id either
             if path is not None:
                 return path
+        if failed is not None:
+            raise failed.with_nearest(versions.nearest(allocator_id))
         raise catalog.unknown(allocator_id)
 
     def build(self, allocator_id: str, progress: Progress = _quiet, force: bool = False) -> catalog.Build:

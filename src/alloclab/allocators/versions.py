@@ -38,7 +38,7 @@ import time
 import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from . import catalog
@@ -131,9 +131,10 @@ def _index_cache_file(crate: str) -> Path | None:
     return Path(max(hits, key=os.path.getmtime)) if hits else None
 
 
-def crate_versions(crate: str, refresh: bool = False) -> list[dict]:
+def crate_versions(crate: str, refresh: bool = False, must_answer: bool = False) -> list[dict]:
     """Every published version of a crate: [{"vers", "yanked", "cksum", "links"}], from cargo's
-    index cache, refreshed through `cargo info` (cargo's own registry access) when stale."""
+    index cache, refreshed through `cargo info` (cargo's own registry access) when stale.
+    must_answer: a refresh that gets no answer raises instead of reading the older cache."""
     stamp = _dir() / f"index-{crate}.stamp"
     if refresh or not _fresh(stamp) or _index_cache_file(crate) is None:
         if shutil.which("cargo") is None:
@@ -144,9 +145,9 @@ def crate_versions(crate: str, refresh: bool = False) -> list[dict]:
         with open(_log(), "a") as f:
             f.write(f"$ cargo info {crate}\n{proc.stdout}{proc.stderr}")
         if proc.returncode != 0:
-            if _index_cache_file(crate) is None:
+            if must_answer or _index_cache_file(crate) is None:
                 last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-                raise catalog.SourceFailed(f"cargo info {crate} failed: {last}")
+                raise catalog.SourceFailed(f"cargo info {crate} failed: {last}", catalog.failure_status(proc.stderr))
         else:
             stamp.touch()
     path = _index_cache_file(crate)
@@ -275,7 +276,7 @@ def debian_upstream(version: str) -> str | None:
 
 def _madison(suite: str, packages: list[str]) -> list[tuple[str, str, str, str | None]]:
     """(package, version, 'Packages'|'Sources', glibc the binary needs) in one suite."""
-    env = {**os.environ, **catalog._apt_env(suite, _log())}
+    env = {**os.environ, **catalog.apt_env(suite, _log())}
     proc = subprocess.run(["apt-cache", "madison", *packages], env=env, capture_output=True, text=True, timeout=120)
     out = []
     for line in proc.stdout.splitlines():
@@ -312,11 +313,11 @@ def uri_answers(uri: str, timeout: float = FILE_CHECK_TIMEOUT) -> bool | None:
         return None
 
 
-def _source_fetchable(suite: str, package: str, version: str) -> bool | None:
+def source_fetchable(suite: str, package: str, version: str, lists: str = "apt") -> bool | None:
     """Whether `apt-get source PACKAGE=VERSION` can fetch its files: apt names the .dsc's URI
     (its own mirror and configuration), one HEAD request asks whether it is still there.
     An archive keeps a source in its index for a while after removing its files."""
-    env = {**os.environ, **catalog._apt_env(suite, _log())}
+    env = {**os.environ, **catalog.apt_env(suite, _log(), lists=lists)}
     try:
         proc = subprocess.run(["apt-get", "source", "--print-uris", "-qq", f"{package}={version}"], env=env,
                               capture_output=True, text=True, timeout=60, cwd=tempfile.gettempdir())
@@ -334,7 +335,7 @@ def _check_sources(rows: list) -> list:
     """Rows with a 6th field: for Sources rows, whether their files can be fetched (None: unknown)."""
     wanted = sorted({(r[0], r[1], r[2]) for r in rows if r[3] == "Sources"})
     with ThreadPoolExecutor(max_workers=4) as pool:      # an unreachable mirror costs one timeout, not one per row
-        verdicts = dict(zip(wanted, pool.map(lambda k: _source_fetchable(*k), wanted)))
+        verdicts = dict(zip(wanted, pool.map(lambda k: source_fetchable(*k), wanted)))
     return [[*r[:5], verdicts.get((r[0], r[1], r[2]))] for r in rows]
 
 
@@ -482,13 +483,16 @@ def published_entry(allocator_id: str, progress=lambda s: None) -> catalog.Entry
     family, version, variant = m["family"], m["version"], m["variant"]
     infos = available_versions(family, progress=progress)
     info = next((v for v in infos if v.version == version), None)
-    if info is None and could_be_new(version, infos):
+    asked = _dir() / f"refreshed-for-new-{family}.stamp"
+    if info is None and could_be_new(version, infos) and not _fresh(asked, RECHECK_AFTER):
+        asked.touch()          # asked once for a while, answered or not: a missing version is then refused at once
         infos = available_versions(family, refresh=True, progress=progress)   # released since the last listing?
         info = next((v for v in infos if v.version == version), None)
     if info is None:
-        near = ", ".join(v.version for v in infos[-12:])
+        near = ", ".join(nearest(allocator_id, infos=infos)) or ", ".join(v.id for v in infos[-6:])
         raise UserError(f"{allocator_id} is not in the catalog and no reachable registry publishes {family} {version}",
-                        f"published {family} versions (newest): {near} (alloclab allocators versions {family})")
+                        f"{did_you_mean(version, [v.version for v in infos])}nearest that can be had: {near} "
+                        f"(alloclab allocators versions {family})")
     if variant not in (None, "secure"):
         raise UserError(f"{allocator_id}: variant +{variant} exists only for catalog ids", "use +secure or no variant")
     sources = info.secure_sources if variant == "secure" else info.sources
@@ -498,6 +502,29 @@ def published_entry(allocator_id: str, progress=lambda s: None) -> catalog.Entry
                         f"buildable: {', '.join(info.ids)}" if info.ids else "choose another version (alloclab allocators versions)")
     return catalog.Entry(allocator_id, family, version, variant, tuple(sources),
                          f"published version (from: {'; '.join(info.published_as[:3])})")
+
+
+def nearest(allocator_id: str, count: int = 3, infos: list[VersionInfo] | None = None) -> list[str]:
+    """The buildable ids of the same family and variant closest to an id's version (same major line
+    first), from the listing (cached for a day): what an error offers instead. Never raises: an
+    unlisted family, or registries that cannot be listed, give []."""
+    m = catalog.ID_RE.match(allocator_id)
+    if not m or (m["family"] not in CRATES and m["family"] not in DEBIAN_BINARIES):
+        return []
+    try:
+        infos = available_versions(m["family"]) if infos is None else infos
+    except (UserError, catalog.SourceFailed, OSError, subprocess.SubprocessError):
+        return []
+    key, suffix = version_key(m["version"]), f"+{m['variant']}" if m["variant"] else ""
+    usable = [v for v in infos if v.version != m["version"] and f"{v.id}{suffix}" in v.ids]
+
+    def as_number(k: tuple) -> int:         # 3.6.1 -> 3_006_001: 3.7.0 is nearer to it than 3.5.1
+        return sum(part * 1000 ** (3 - i) for i, part in enumerate((k + (0, 0, 0, 0))[:4]))
+
+    def distance(v: VersionInfo) -> tuple:
+        other = version_key(v.version)
+        return (other[:1] != key[:1], abs(as_number(other) - as_number(key)))
+    return [f"{v.id}{suffix}" for v in sorted(usable, key=distance)[:count]]
 
 
 def could_be_new(version: str, known: list[VersionInfo]) -> bool:

@@ -20,6 +20,7 @@ from ..errors import UserError, did_you_mean
 from ..signalname import how_ended
 from ..store import Store
 from ..timefmt import utc
+from . import regrowth
 from .beside import growth_beside
 from .compare import GroupComparison, compare_groups
 from .duplicates import Duplicate, drop_duplicates
@@ -30,7 +31,8 @@ from .replica import (ReplicaStats, SteadyGrowth, classify, detect_warmup, relea
 from .rules import RULES, STATUS_ORDER
 from .verdict import Recommendation, recommend
 from .warnings import Warning, collect
-from .windows import AgeTable, EndFigure, Window, age_table, clean_in_window, cut_before_restarts, end_figures, treatment_window
+from .windows import (AgeTable, EndFigure, Window, age_table, clean_in_window, cut_before_restarts, day_levels, end_figures,
+                      treatment_window)
 
 __all__ = ["analyse", "Analysis", "GroupSummary", "GroupComparison", "ReplicaStats", "Series", "Segment", "Warning",
            "Recommendation", "RULES", "STATUS_ORDER", "METRIC_COLUMN", "classify", "replica_stats", "theil_sen",
@@ -249,20 +251,26 @@ def analyse(store: Store, metric: str | None = None, baseline: str | None = None
     for m in store.memberships():
         listed.setdefault(m["group_name"], set()).add(m["replica"])
     reps = _group_ratchet(_pooled_growth(reps, steady), steady)
-    figures = end_figures(series, names, window, listed, set(early)) if window else {}
+    # a young process's series with its fitted regrowth added back (analysis/regrowth.py): its growth
+    # and its clean level are those of the level it regrows to
+    regrown = {r.name: regrowth.series_adjusted(by_series[r.name], st.regrowth)
+               for r, st in zip(reps, steady) if st is not None and st.regrowth is not None}
+    figures = end_figures(series, names, window, listed, set(early), regrown) if window else {}
     # the level each replica enters the comparison with
     levels: dict[str, np.ndarray] = {}
     if imported and window:
         for g in names:
             levels[g] = np.array(figures[g].clean_levels)
-        basis = f"level at the end of the comparable window, {window.hours / 24:.1f} days, {_fmt_span(window)}"
+        basis = (f"mean of hourly means over the last day of the comparable window, {window.hours / 24:.1f} days, "
+                 f"{_fmt_span(window)}" if day_levels(window) else
+                 f"level at the end of the comparable window, {window.hours / 24:.1f} days, {_fmt_span(window)}")
     else:
         for g in names:
             levels[g] = np.array([r.steady_mean_mb for r in reps if r.group == g and usable(r)])
         basis = "steady mean over the load phase after warm-up"
     comps = compare_groups(levels, baseline, seed=int(meta.get("seed", "0") or 0))
     rep_of = {r.name: r for r in reps}
-    members = _growth_members(series, rep_of, names, window, interval)
+    members = _growth_members([regrown.get(s.name, s) for s in series], rep_of, names, window, interval)
     growths, spans = _group_growth(members, rep_of, window)
     besides = growth_beside(members, spans, baseline)
     summaries = []
@@ -307,7 +315,7 @@ def analyse(store: Store, metric: str | None = None, baseline: str | None = None
         host_of = {r["name"]: r.get("host") for r in store.replicas()}
         a.hosts = host_factor([(r.group, host_of.get(r.name), r.steady_mean_mb) for r in reps if usable(r)],
                               baseline)
-    a.warnings = collect(store, series, reps, window, figures, mapping, names, imported, duplicates, restarts)
+    a.warnings = collect(store, series, reps, window, figures, mapping, names, imported, duplicates, restarts, regrown)
     a.recommendation = recommend(a)
     from .decomposition import decompose
     a.decomposition = decompose(store, a)

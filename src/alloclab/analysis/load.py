@@ -78,6 +78,14 @@ class Series:
         c = self.clean
         return c.start if c else (float(self.t[-1]) if len(self.t) else 0.0)
 
+    @property
+    def interval(self) -> float:
+        """The replica's own typical sampling interval (s): the median gap between its samples (1 s with
+        fewer than 2)."""
+        if len(self.t) < 2:
+            return 1.0
+        return float(np.median(np.diff(self.t)))
+
     def mask(self, start: float, end: float) -> np.ndarray:
         return (self.t >= start) & (self.t <= end) & ~np.isnan(self.mb)
 
@@ -168,7 +176,9 @@ def map_event_labels(store: Store, series: list[Series]) -> dict[str, LabelMappi
     groups = store.groups()
     phrases = _group_names(groups)
     names = {g["name"].lower(): g["name"] for g in groups}
-    events = [e for e in store.events(exclude=NOT_CHANGES - {"experiment_end"}) if (e["group_name"] or "all").lower() != "all"]
+    # restarts are read too: a group's relays restarted together carry the group's label (issue 49)
+    events = [e for e in store.events(exclude=NOT_CHANGES - {"experiment_end"} - RESTART_KINDS)
+              if (e["group_name"] or "all").lower() != "all"]
     by_label: dict[str, list[dict]] = {}
     for e in events:
         by_label.setdefault(e["group_name"], []).append(e)
@@ -261,6 +271,8 @@ def segments_imported(store: Store, series: list[Series], mapping: dict[str, Lab
         cuts: list[tuple[int, bool, bool, str, str | None]] = []   # (index, changed, own event, reason, source)
         at: dict[int, list[dict]] = {}       # sample index i -> events with t[i-1] < t <= t[i], in order
         for e in events:
+            if e.get("replica_id") is not None and e["replica_id"] != s.replica_id:
+                continue                     # an event naming a relay is that relay's alone
             i = int(np.searchsorted(s.t, e["t"], side="left"))
             if 1 <= i < n and _applies(e, s.group, mapping):
                 at.setdefault(i, []).append(e)

@@ -11,6 +11,7 @@ import numpy as np
 from scipy import stats as sps
 
 from .. import stats
+from . import regrowth
 from .load import Segment, Series
 from .rules import RULES
 
@@ -58,6 +59,8 @@ class ReplicaStats:
     steady_start: float | None = None     # the steady window (Unix s): after warm-up, load phase only
     steady_end: float | None = None
     excluded: str | None = None           # why the replica is left out of its group's comparison (data still shown)
+    regrowth_share: float | None = None   # its process's regrowth (analysis/regrowth.py): deficit at its start ...
+    regrowth_tau_h: float | None = None   # ... and time constant; None: no regrowth recognised
 
 
 def usable(r: ReplicaStats) -> bool:
@@ -140,6 +143,7 @@ class SteadyGrowth:
     y: np.ndarray
     growth: stats.Growth | None
     call: stats.StatusCall | None = None
+    regrowth: "regrowth.Regrowth | None" = None     # the process's regrowth, added back in y (analysis/regrowth.py)
 
     def step_evidence(self) -> stats.StepEvidence:
         """The step fit classify ran on this window, or (its word settled before it: Bloating, Too
@@ -213,12 +217,18 @@ def replica_stats_steady(s: Series, idle_configured: bool = False,
     load = np.array([p in ("warmup", "load", None) for p in s.phase]) & ok
     idle = np.array([p == "idle" for p in s.phase]) & ok if idle_configured else np.zeros(len(s.t), bool)
     lt, ly = s.t[load], s.mb[load]
+    reg = None
     if np.any(s.phase == "warmup"):
         steady = np.array([p != "warmup" for p in s.phase[load]])
         start = int(np.argmax(steady)) if steady.any() else len(ly)
     else:
-        start = detect_warmup(lt, ly)
-    st, sy = lt[start:], ly[start:]
+        # a process that (re)started regrows to its level: recognised by its shape, its steep part left
+        # out and the rest modelled (analysis/regrowth.py), so start-up is not read as growth
+        reg = regrowth.fit(lt, ly, clean.start) if clean.new_process else None
+        start = int(np.searchsorted(lt, reg.steady_from, side="left")) if reg else detect_warmup(lt, ly)
+    st, sy = lt[start:], regrowth.adjusted(lt[start:], ly[start:], reg)
+    if reg is not None:
+        r.regrowth_share, r.regrowth_tau_h = reg.deficit_share, reg.tau_s / 3600
     r.n_samples = len(sy)
     r.total_samples = int(ok.sum())
     r.window_start, r.window_end = float(s.t[0]), float(s.t[-1])
@@ -269,4 +279,4 @@ def replica_stats_steady(s: Series, idle_configured: bool = False,
             d_cpu = cpu[good][-1] - cpu[good][0]
             r.cpu_us_per_op = float(d_cpu / d_ops * 1e6) if not math.isnan(d_cpu) else None
     call = _set_growth_and_status(r, st, sy, g)
-    return r, SteadyGrowth(st, sy, g, call)
+    return r, SteadyGrowth(st, sy, g, call, reg)

@@ -8,6 +8,17 @@ RULES = {
     "warmup_steepness": 3.0,          # a start 3x steeper than the second half is a warm-up ...
     "warmup_fraction": 0.9,           # ... which ends when the series first reaches 90% of its late level
     "warmup_max_share": 0.5,          # ... but never drops more than half of the window
+    # a process's regrowth after it (re)started (analysis/regrowth.py; benchmarks/fleet_realism.py)
+    "regrowth_min_samples": 24,       # fitted only on a process with this many samples ...
+    "regrowth_min_window_s": 2 * 3600.0,  # ... over at least 2 h
+    "regrowth_max_points": 256,       # the fit on ≤ 256 equal time bins (means)
+    "regrowth_tau_min_s": 300.0,      # time constants tried: 5 min ...
+    "regrowth_tau_max_s": 24 * 3600.0,  # ... to a day ...
+    "regrowth_tau_max_share": 1.0,    # ... and at most the process's span (a restart mid-window regrows over what is left)
+    "regrowth_tau_grid": 24,          # ... on 24 log-spaced values
+    "regrowth_t": 4.0,                # recognised: the deficit's t ≤ −4 (lag-1-widened; τ is chosen from the grid) ...
+    "regrowth_min_share": 0.03,       # ... and ≥ 3% of the level at the process start
+    "regrowth_steady_share": 0.05,    # the steep part (remaining deficit > 5% of the level) is left out as the warm-up
     "flat_max_growth_share": 0.05,    # growth over the window below 5% of the level counts as flat
     "growing_min_change_mb": 1.0,     # and a change below 1 MB never counts as growing
     "bloating_window_share": 0.25,    # Growing by 25% of the level or more within the window: "Bloating"
@@ -31,6 +42,13 @@ RULES = {
     "restart_keep_window_share": 0.5, # restarts inside the window: it ends before the first one when that keeps half of it;
                                       # replicas restarted earlier are left out of the comparison by name
     # windows (analysis/windows.py)
+    "sample_tolerance_intervals": 2.5,  # a replica's sample stands for a time up to 2.5 of its own sampling intervals
+                                      # before it (collectors per host sample seconds apart and miss ticks)
+    "day_level_s": 86400.0,           # a window of a day or more: each replica's level is the mean of its hourly means
+                                      # over the window's last day (a whole daily cycle), not one end-of-window sample
+    "day_level_min_hours": 20,        # ... from a process that ran at least 20 of those 24 hours (younger: its end level)
+    "swing_differs_ratio": 2.0,       # daily-swing-differs: one group's median daily swing ≥ 2× another's ...
+    "swing_differs_min_share": 0.04,  # ... and ≥ 4% of its level (the others' within 2% AR(1) noise read up to ~3%)
     "end_span_share": 0.0,            # a level "at time T": its last sample at or before T (a share > 0: median over that share of the window)
     "published_differs_share": 0.02,  # published-style and clean figures further apart: show both, say why
     "rate_min_window_h": 6.0,         # a growth rate per hour/day only over a window this long ...

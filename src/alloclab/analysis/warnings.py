@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Callable, Iterable, Iterator
 
+import numpy as np
+
 from ..signalname import how_ended
 from ..store import CUT_SHORT_REASONS, Store
 from ..timefmt import span, utc
@@ -18,7 +20,7 @@ from .duplicates import Duplicate, identical_pairs  # noqa: F401  (identical_pai
 from .load import LabelMapping, Series
 from .replica import ReplicaStats
 from .rules import RULES
-from .windows import EndFigure, Restart, Window
+from .windows import EndFigure, Restart, Window, daily_swing
 
 
 @dataclass
@@ -53,6 +55,7 @@ class Context:
     imported: bool
     duplicates: list[Duplicate] = field(default_factory=list)
     restarts: list[Restart] = field(default_factory=list)
+    modelled: dict[str, Series] = field(default_factory=dict)   # young processes' series, regrowth added back
 
     @cached_property
     def meta(self) -> dict[str, str]:
@@ -90,6 +93,49 @@ Check = Callable[[Context], Iterator[Warning]]
 def restart_in_window(c: Context) -> Iterator[Warning]:
     if c.restarts:
         yield restart_warning(c.restarts, c.window)
+
+
+def regrowth(c: Context) -> Iterator[Warning]:
+    """`regrowth` (info): processes that (re)started regrow to their level (analysis/regrowth.py); said
+    in one line, with how much of the window the steep part takes, so the reader knows start-up was
+    not read as growth."""
+    grown = [r for r in c.reps if r.regrowth_share is not None]
+    if not grown:
+        return
+    share = sorted(r.regrowth_share for r in grown)
+    tau = sorted(r.regrowth_tau_h for r in grown)
+    left = [r.warmup_end_s / 3600 for r in grown if r.warmup_end_s]
+    cut = f", its steep part left out (the first {min(left):.1f}–{max(left):.1f} h of each)" if left else ""
+    yield Warning("regrowth", "info", sorted(r.name for r in grown), sorted({r.group for r in grown}),
+                  f"{len(grown)} replicas' processes regrow after a (re)start ({share[0]:.0%}–{share[-1]:.0%} below "
+                  f"their level, τ {tau[0]:.1f}–{tau[-1]:.1f} h): start-up is not read as growth{cut}, the rest "
+                  "of the regrowth modelled; growth and levels are those of the level they regrow to",
+                  {"replicas": [{"replica": r.name, "group": r.group, "deficit_share": r.regrowth_share,
+                                 "tau_h": r.regrowth_tau_h, "left_out_h": (r.warmup_end_s or 0) / 3600} for r in grown]})
+
+
+def daily_swing_differs(c: Context) -> Iterator[Warning]:
+    """`daily-swing-differs` (caution): groups whose relays swing with the time of day by different
+    amounts (median fitted daily swing, windows.daily_swing): a level read at one hour would favour
+    whichever group is at its low then; the comparison uses day levels (windows.day_level)."""
+    if c.window is None or not c.imported:
+        return
+    swing: dict[str, list[float]] = {}
+    for s in c.series:
+        fig = c.figures.get(s.group)
+        if fig is not None and s.name in fig.clean and (v := daily_swing(c.modelled.get(s.name, s), c.window)) is not None:
+            swing.setdefault(s.group, []).append(v)
+    med = {g: float(np.median(v)) for g, v in swing.items() if v}
+    if len(med) < 2:
+        return
+    hi, lo = max(med, key=med.get), min(med, key=med.get)
+    if med[hi] >= RULES["swing_differs_min_share"] and med[hi] >= RULES["swing_differs_ratio"] * med[lo]:
+        others = [g for g in med if g != hi]
+        yield Warning("daily-swing-differs", "caution", [], sorted(med),
+                      f"{hi}'s relays swing ±{med[hi]:.1%} with the time of day, {', '.join(others)}'s "
+                      f"±{min(med[g] for g in others):.1%}–{max(med[g] for g in others):.1%}: levels are compared as "
+                      "day levels (hourly means over the window's last day), as a figure at one hour would "
+                      "follow the clock", {"swing": med})
 
 
 def mixed_allocators(c: Context) -> Iterator[Warning]:
@@ -339,8 +385,8 @@ def facts_not_recorded(c: Context) -> Iterator[Warning]:
 
 # The checks, in the order their warnings appear.
 CHECKS: tuple[Check, ...] = (
-    restart_in_window, mixed_allocators, unknown_allocator_excluded, level_shift, not_on_allocator_at_end,
-    started_late, age_skew, groups_started_apart, replica_in_several_groups, identical_series,
+    restart_in_window, regrowth, daily_swing_differs, mixed_allocators, unknown_allocator_excluded, level_shift,
+    not_on_allocator_at_end, started_late, age_skew, groups_started_apart, replica_in_several_groups, identical_series,
     too_few_replicas, too_short, hosts_unbalanced, embedded_allocator, unverified, replica_crashed, replica_exited,
     run_cut_short, lazyfree_material, host_memory, cpu_load, ticks_skipped, event_label_unmapped,
     facts_not_recorded,
@@ -350,9 +396,10 @@ CHECKS: tuple[Check, ...] = (
 def collect(store: Store, series: list[Series], reps: list[ReplicaStats], window: Window | None,
             figures: dict[str, EndFigure], mapping: dict[str, LabelMapping], groups: list[str],
             imported: bool, duplicates: list[Duplicate] | None = None,
-            restarts: list[Restart] | None = None) -> list[Warning]:
+            restarts: list[Restart] | None = None, modelled: dict[str, Series] | None = None) -> list[Warning]:
     """Every check's warnings, in CHECKS order."""
-    c = Context(store, series, reps, window, figures, mapping, groups, imported, duplicates or [], restarts or [])
+    c = Context(store, series, reps, window, figures, mapping, groups, imported, duplicates or [], restarts or [],
+                modelled or {})
     return [w for check in CHECKS for w in check(c)]
 
 

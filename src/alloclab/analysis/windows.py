@@ -65,48 +65,111 @@ def treatment_window(series: list[Series], groups: list[str]) -> Window | None:
     return Window(start, end, starts, basis)
 
 
+def sample_tolerance(s: Series, tolerance: float = 1.0) -> float:
+    """How far from a time a replica's sample may lie and still stand for it: its own sampling
+    interval × RULES sample_tolerance_intervals (collectors per host or per relay sample seconds
+    apart, and miss a tick now and then), at least `tolerance` seconds."""
+    return max(tolerance, RULES["sample_tolerance_intervals"] * s.interval)
+
+
 def level_at(s: Series, t: float, span: float, clean_only: bool = True) -> float | None:
-    """The replica's level at time t: median of its samples in [t - span, t] (at least the last
-    sample at or before t), only from the segment covering t when clean_only."""
-    lo = t - span
+    """The replica's level at time t: median of its samples in [t - span, t], or (none there) its
+    last sample at or before t — when clean_only, only within sample_tolerance of t and from the
+    process segment covering t (its latest segment begun by t); else as published, however old."""
+    lo, first = t - span, -np.inf
     if clean_only:
-        seg = next((g for g in s.segments if g.start <= t <= g.end or (g.start <= t and g is s.segments[-1])), None)
+        seg = next((g for g in reversed(s.segments) if g.start <= t), None)
         if seg is None or seg.group != s.group:
             return None
         lo = max(lo, seg.start)
+        first = seg.start
     m = (s.t >= lo) & (s.t <= t) & ~np.isnan(s.mb)
     if not m.any():
         before = np.nonzero((s.t <= t) & ~np.isnan(s.mb))[0]
-        if not len(before) or (clean_only and s.t[before[-1]] < lo):
+        if not len(before):
+            return None
+        last = float(s.t[before[-1]])
+        if last < first or (clean_only and last < t - max(span, sample_tolerance(s))):
             return None
         return float(s.mb[before[-1]])
     return float(np.median(s.mb[m]))
 
 
+def day_level(s: Series, w: Window, clean_only: bool = True) -> float | None:
+    """The replica's level over the window's last day, free of the hour: the mean of its hourly means
+    over (end − RULES day_level_s, end], hours counted back from the end (each hour weighs the same
+    however many samples it holds, so staggered or missed samples do not tilt it towards an hour).
+    clean_only: from the process segment covering the end, and a segment that began within the last
+    RULES day_level_min_hours (a young process) gives its level at the end (level_at); else as
+    published, whatever ran (no sample in that day: its last sample, level_at)."""
+    day = RULES["day_level_s"]
+    first = -np.inf
+    if clean_only:
+        seg = next((g for g in reversed(s.segments) if g.start <= w.end), None)
+        if seg is None or seg.group != s.group:
+            return None
+        if seg.start > w.end - RULES["day_level_min_hours"] * 3600:
+            return level_at(s, w.end, RULES["end_span_share"] * (w.end - w.start))
+        first = seg.start
+    m = (s.t > w.end - day) & (s.t <= w.end) & (s.t >= first) & ~np.isnan(s.mb)
+    if not m.any():
+        return None if clean_only else level_at(s, w.end, 0.0, clean_only=False)
+    hour = np.minimum((w.end - s.t[m]) // 3600, day // 3600 - 1).astype(int)
+    sums, counts = np.bincount(hour, weights=s.mb[m]), np.bincount(hour)
+    return float(np.mean(sums[counts > 0] / counts[counts > 0]))
+
+
+def day_levels(w: Window) -> bool:
+    """Whether levels are compared as day levels (day_level): windows of a day or more."""
+    return w.end - w.start >= RULES["day_level_s"]
+
+
+def daily_swing(s: Series, w: Window) -> float | None:
+    """The replica's daily swing over the window (a day or more): the amplitude of its fitted 24-hour
+    harmonic, as a share of its level (a least-squares fit of log level on a line and the daily
+    cycle's harmonics, stats.cycle_columns) over the window's part in the process covering its end;
+    None when that part is shorter than a day or holds too few samples."""
+    from ..stats.growth import cycle_columns
+    seg = next((g for g in reversed(s.segments) if g.start <= w.end), None)
+    start = max(w.start, seg.start) if seg is not None else w.start
+    m = s.mask(start, w.end) & (s.mb > 0)
+    if w.end - start < RULES["day_level_s"] or m.sum() < 24:
+        return None
+    t = s.t[m]
+    x = np.column_stack([np.ones(len(t)), (t - w.start) / (w.end - w.start), cycle_columns(t)])
+    coef = np.linalg.lstsq(x, np.log(s.mb[m]), rcond=None)[0]
+    return float(np.hypot(coef[2], coef[3]))
+
+
 def clean_in_window(s: Series, w: Window, tolerance: float = 1.0) -> bool:
     """On the group's allocator from the window's start to its end (restarts allowed), within
-    `tolerance` seconds at either end."""
+    sample_tolerance (its own sampling interval, at least `tolerance` seconds) at either end."""
     ts = s.treatment_start
-    return s.clean is not None and ts is not None and ts <= w.start + tolerance and s.clean.end >= w.end - tolerance
+    tol = sample_tolerance(s, tolerance)
+    return s.clean is not None and ts is not None and ts <= w.start + tol and s.clean.end >= w.end - tol
 
 
 def end_figures(series: list[Series], groups: list[str], w: Window, listed: dict[str, set[str]],
-                left_out: set[str] = frozenset()) -> dict[str, EndFigure]:
+                left_out: set[str] = frozenset(), modelled: dict[str, Series] | None = None) -> dict[str, EndFigure]:
     """Each group's level at the window's end over its clean replicas (`left_out`: replicas the
-    analysis excludes by name, e.g. restarted inside the window), beside the published-style one."""
+    analysis excludes by name, e.g. restarted inside the window), beside the published-style one.
+    `modelled`: replicas whose clean level is read from another series (a young process's, with
+    its regrowth added back: analysis/regrowth.py); the published-style figure stays as recorded."""
     span = RULES["end_span_share"] * (w.end - w.start)
     by_name = {s.name: s for s in series}
+    modelled = modelled or {}
     out = {}
     for g in groups:
         clean = [s for s in series if s.group == g and clean_in_window(s, w) and s.name not in left_out]
-        vals = [v for s in clean if (v := level_at(s, w.end, span)) is not None]
+        at = (lambda x: day_level(x, w)) if day_levels(w) else (lambda x: level_at(x, w.end, span))
+        vals = [v for s in clean if (v := at(modelled.get(s.name, s))) is not None]
         pub_names = sorted(listed.get(g, set()) | {s.name for s in series if s.group == g})
         pub_vals, why = [], []
         for n in pub_names:
             s = by_name.get(n)
             if s is None:
                 continue
-            v = level_at(s, w.end, span, clean_only=False)
+            v = day_level(s, w, clean_only=False) if day_levels(w) else level_at(s, w.end, span, clean_only=False)
             if v is None:
                 continue
             pub_vals.append(v)

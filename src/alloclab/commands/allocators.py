@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from ..allocators import catalog, hardening, hardening_summary, versions
+from ..allocators import catalog, hardening, hardening_summary, sourcehealth, versions
 from ..allocators.resolution import BUILDS
 from ..errors import UserError
 
@@ -25,6 +25,42 @@ def list_command(console: Console) -> None:
                   reported, hardening_summary.summary(b.provenance.get("hardening")) if b else "", e.notes)
     t.add_row("glibc", "the system's", "yes", "", hardening_summary.summary(hardening.features(None, None)), "")
     console.print(t)
+
+
+def check_command(ids: list[str], as_json: bool, markdown: bool, console: Console) -> int:
+    """Whether every catalog source is still served (sourcehealth); 1 when any is gone."""
+    for i in ids:
+        if catalog.pinned(i) is None:
+            raise catalog.unknown(i)
+    with console.status("asking the registries") as status:
+        found = sourcehealth.check_catalog(ids or None, lambda step: status.update(f"asking the registries: {step}"))
+    if as_json:
+        console.print_json(json.dumps([h.to_dict() for h in found]))
+    elif markdown:
+        console.print(_markdown_table(found), markup=False, highlight=False, soft_wrap=True)
+    else:
+        colour = {sourcehealth.SERVED: "green", sourcehealth.GONE: "red", sourcehealth.UNREACHABLE: "yellow"}
+        for h in found:
+            detail = "; ".join(f"{s.source}: {s.status}" + (f" ({s.detail})" if s.status != sourcehealth.SERVED else "")
+                               for s in h.sources if s.status != sourcehealth.NOT_ASKED)
+            also = f" — still served by {', '.join(h.still_served_by)}" if h.status == sourcehealth.GONE and h.still_served_by else ""
+            console.print(f"{h.id:<24} [{colour.get(h.status, 'white')}]{h.status}[/]{also}  {detail}", highlight=False)
+        gone = [h.id for h in found if h.status == sourcehealth.GONE]
+        unanswered = [h.id for h in found if h.status == sourcehealth.UNREACHABLE]
+        console.print(f"{len(found)} ids: {len(found) - len(gone) - len(unanswered)} served, {len(gone)} with a source gone"
+                      f"{' (' + ', '.join(gone) + ')' if gone else ''}, {len(unanswered)} not answered")
+    return 1 if any(h.status == sourcehealth.GONE for h in found) else 0
+
+
+def _markdown_table(found: list) -> str:
+    import datetime
+    today = datetime.date.today().isoformat()
+    rows = ["| id | sources, in the order tried | last seen served |", "|---|---|---|"]
+    for h in found:
+        srcs = "; ".join(f"{s.source}" + ("" if s.status in (sourcehealth.SERVED, sourcehealth.NOT_ASKED) else f" ({s.status})")
+                         for s in h.sources if s.status != sourcehealth.NOT_ASKED)
+        rows.append(f"| `{h.id}` | {srcs} | {today if h.status == sourcehealth.SERVED else h.status} |")
+    return "\n".join(rows)
 
 
 def build_command(ids: list[str], force: bool, jobs: int, console: Console) -> None:

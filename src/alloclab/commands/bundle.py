@@ -6,8 +6,8 @@ from pathlib import Path
 from rich.console import Console
 
 
-def bundle_command(run_dir: Path, output: Path | None, console: Console) -> None:
+def bundle_command(run_dir: Path, output: Path | None, console: Console, traces: list[Path] = ()) -> None:
     from .. import bundle
-    path, names = bundle.write_bundle(run_dir, output)
+    path, names = bundle.write_bundle(run_dir, output, traces)
     console.print(f"bundle: {path} ({len(names)} files, the run's store included: extract it and `alloclab compare "
                   f"{names[0].split('/')[0]} OTHER_RUN`)", markup=False, highlight=False)

@@ -7,11 +7,14 @@ from rich.console import Console
 from rich.text import Text
 
 from .. import preflight
-from ..config import load_experiment
+from ..config import is_fleet_groups, load_experiment
 
 
 def check_command(experiment: Path, console: Console) -> int:
-    exp = load_experiment(experiment)
+    exp = load_experiment(experiment, fleet=True)       # a file without a command is a fleet groups file
+    if is_fleet_groups(exp):
+        return check_fleet_groups(experiment, console)
+    exp = load_experiment(experiment)                    # as `run` reads it (its "no command to run" included)
     specs = preflight.prepare(exp).specs
     preflight.check_load_command(exp)
     # (here, once the file passed: the statistics' imports take ~0.8 s a bad file need not wait for)
@@ -42,3 +45,26 @@ def print_planned_warnings(warnings, console: Console) -> None:
     for w in warnings:
         label = ("note", "dim") if w.severity == "info" else ("warning", "yellow")
         console.print(Text.assemble(label, f" {w.kind}: {w.message}"), highlight=False)   # no markup in messages
+
+
+def check_fleet_groups(groups_file: Path, console: Console) -> int:
+    """A fleet groups file checked as `fleet plan` reads it on a controller: every group's library
+    resolved (a catalog id built if it is not yet, as `run` would; a path must exist and be a
+    preloadable allocator), tunables checked; what each host must hold is said."""
+    from ..fleet import lifecycle
+    exp, groups = lifecycle.plan_groups(groups_file, for_hosts=True)
+    kinds = ", ".join(f"{g['name']}={g['kind']}" for g in groups)
+    console.print(f"ok: {exp.name}: fleet groups file (no command: the services already run), {len(groups)} groups "
+                  f"({kinds})", highlight=False)
+    for g in groups:
+        if not g["library"]:
+            where = "no library (glibc)"
+        elif "@" in g["allocator"] and "/" not in g["allocator"]:
+            where = (f"{g['library']} on every host, from its .deb (alloclab allocators package {g['allocator']}; "
+                     "the Ansible role installs it)")
+        else:
+            where = (f"{g['library']} must be on every host byte for byte (sha256 {g['sha256'][:12]}…: the same package "
+                     "version as here, or copied by the Ansible role: alloclab_libraries)")
+        env = "".join(f" {k}={v}" for k, v in g["env"].items())
+        console.print(f"  {g['name']}: {where}{env}", highlight=False, soft_wrap=True)
+    return 0

@@ -12,24 +12,31 @@ from .report import refuse_unrecorded_metric
 
 # exit codes (docs/compare.md): 0 shown within (or no gate), 2 bad input
 EXIT_GATE_ABOVE = 1          # a group shown above the threshold
-EXIT_GATE_INCONCLUSIVE = 4   # with --fail-on-inconclusive: the data cannot tell (3 is taken: a full disk)
+EXIT_GATE_INCONCLUSIVE = 4   # the data cannot tell, unless --allow-inconclusive (3 is taken: a full disk)
 GATE_STYLE = {"gate PASSED": "bold green", "gate FAILED": "bold red", "gate INCONCLUSIVE": "bold yellow"}
 
 
-def exit_code(outcome: str | None, fail_on_inconclusive: bool) -> int:
+def exit_code(outcome: str | None, allow_inconclusive: bool = False) -> int:
+    """An undecided gate is never a silent green: exit 4 unless the caller allowed it (a CI page
+    shows exit 0 as passed)."""
     if outcome == "above":
         return EXIT_GATE_ABOVE
-    if outcome == "inconclusive" and fail_on_inconclusive:
+    if outcome == "inconclusive" and not allow_inconclusive:
         return EXIT_GATE_INCONCLUSIVE
     return 0
 
 
 def compare_command(run_a: Path, run_b: Path, by: str, metric: str | None, fail_on_increase: float | None,
-                    as_json: bool, console: Console, fail_on_inconclusive: bool = False) -> int:
+                    as_json: bool, console: Console, fail_on_inconclusive: bool = False,
+                    allow_inconclusive: bool = False) -> int:
     if metric and metric not in METRICS:
         raise UserError(f"--metric {metric!r} is not known", f"use one of: {', '.join(METRICS)}")
-    if fail_on_inconclusive and fail_on_increase is None:
-        raise UserError("--fail-on-inconclusive needs a threshold", "add --fail-on-increase PCT, e.g. 5")
+    for flag, on in (("--fail-on-inconclusive", fail_on_inconclusive), ("--allow-inconclusive", allow_inconclusive)):
+        if on and fail_on_increase is None:
+            raise UserError(f"{flag} needs a threshold", "add --fail-on-increase PCT, e.g. 5")
+    if fail_on_inconclusive and allow_inconclusive:
+        raise UserError("--fail-on-inconclusive and --allow-inconclusive contradict each other",
+                        "drop --fail-on-inconclusive (failing on inconclusive is the default)")
     for db in (resolve_run(run_a), resolve_run(run_b)):
         if metric:
             store = Store.open_checked(db)
@@ -45,4 +52,4 @@ def compare_command(run_a: Path, run_b: Path, by: str, metric: str | None, fail_
         for line in runcompare.text_lines(rc, width=console.width):
             style = next((v for k, v in GATE_STYLE.items() if line.startswith(k)), None)
             console.print(line, style=style, markup=False, highlight=False, soft_wrap=True)
-    return exit_code(rc.gate_outcome, fail_on_inconclusive)
+    return exit_code(rc.gate_outcome, allow_inconclusive)

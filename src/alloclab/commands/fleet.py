@@ -48,6 +48,9 @@ def facts_command(units_glob: str, host: str | None, root: Path, systemctl: str 
     console.print(t)
 
 
+PLAN_ROWS_SHOWN = 200
+
+
 def plan_command(units_glob: str | None, groups: Path, seed: int, out: Path, root: Path, systemctl: str | None, console: Console,
                  facts: tuple[Path, ...] = (), as_json: bool = False) -> None:
     if facts and units_glob:
@@ -64,13 +67,20 @@ def plan_command(units_glob: str | None, groups: Path, seed: int, out: Path, roo
         return
     hosted = "hosts" in plan.data
     t = Table(*(["host"] if hosted else []), "unit", "group", "memory MB", "uptime h", title=f"plan {out} (seed {seed})")
-    for a in plan.assignments:
+    shown = plan.assignments[:PLAN_ROWS_SHOWN]        # a 20,000-unit table took ~20 s to draw (issue 46)
+    for a in shown:
         t.add_row(*([a["host"]] if hosted else []), a["unit"], a["group"], *_memory_and_uptime(a))
     console.print(t)
+    if len(plan.assignments) > len(shown):
+        console.print(f"... and {len(plan.assignments) - len(shown)} more units: every assignment is in {out} "
+                      "(or use --json)", markup=False, highlight=False)
     balance = Table(*(["host"] if hosted else []), "group", "units", "mean memory MB", "mean uptime h", title="balance")
+    cells: dict[tuple, list[dict]] = {}
+    for a in plan.assignments:
+        cells.setdefault((a.get("host"), a["group"]), []).append(a)
     for host in sorted(plan.data["hosts"]) if hosted else [None]:
         for g in plan.data["groups"]:
-            mine = [a for a in plan.assignments if a["group"] == g["name"] and a.get("host") == host]
+            mine = cells.get((host, g["name"]), [])
             n = max(1, len(mine))
             balance.add_row(*([host] if hosted else []), g["name"], str(len(mine)), f"{sum(a['memory_kb'] for a in mine) / n / 1024:.1f}",
                             f"{sum(a['uptime_s'] for a in mine) / n / 3600:.2f}")
@@ -146,12 +156,29 @@ def deploy_command(allocator: str | None, units_glob: str, batch: str, dry_run: 
                    systemctl: str | None, console: Console, settle: str = "60s", max_memory: str | None = None,
                    max_increase: str | None = None, max_restarts: int = 3, persist: int = 3, guard_interval: str = "5s",
                    scope: str = "all", warmup: str = "auto", history: Path | None = None, env_items: tuple[str, ...] = (),
-                   group_file: Path | None = None, group: str | None = None, as_json: bool = False) -> int:
+                   group_file: Path | None = None, group: str | None = None, as_json: bool = False,
+                   from_run: Path | None = None, even_if_undecided: bool = False) -> int:
     """Exit status: 0 deployed, 1 a guard tripped and the deployment was rolled back."""
     if max_restarts < 1 or persist < 1:
         raise UserError("--max-restarts and --persist must be at least 1", "give a count of 1 or more")
-    if group is not None and group_file is None:
-        raise UserError("--group needs --group-file", "name the groups file with --group-file FILE")
+    if group is not None and group_file is None and from_run is None:
+        raise UserError("--group needs --group-file or --from-run", "name the groups file with --group-file FILE")
+    tested = None
+    if from_run is not None:
+        if allocator is not None or group_file is not None or env_items:
+            raise UserError("--from-run deploys the group as the run tested it: no ALLOCATOR, --group-file or --env",
+                            "drop them, or deploy without --from-run")
+        from ..fleet.tested import tested_group
+        chosen = tested_group(from_run, group, even_if_undecided)
+        allocator, group, tested = chosen.allocator, None, chosen.provenance
+        env_items = tuple(f"{k}={v}" for k, v in chosen.env.items())
+        _progress(console, as_json)(f"deploying group {chosen.name} of {from_run} as tested: {chosen.allocator}"
+                                    f"{' ' + chosen.version if chosen.version else ''}, "
+                                    f"{'sha256 ' + chosen.sha256[:12] + '…' if chosen.sha256 else 'no library'}"
+                                    f"{', ' + ', '.join(env_items) if env_items else ''}"
+                                    f"{' (UNDECIDED run: --even-if-undecided)' if tested['even_if_undecided'] else ''}")
+    elif even_if_undecided:
+        raise UserError("--even-if-undecided goes with --from-run", "add --from-run RUN")
     for path in (out, out.with_suffix(".toml")):      # the one-group plan, and its groups file beside it
         writable_file(path, "deployment plan file")
     guards = rollout.Guards(max_memory_kb=rollout.parse_size_kb(max_memory, "--max-memory") if max_memory else None,
@@ -162,7 +189,9 @@ def deploy_command(allocator: str | None, units_glob: str, batch: str, dry_run: 
     result = lifecycle.deploy(units, allocator, units_glob, batch, dry_run, out, _progress(console, as_json),
                           env=parse_env(env_items), guards=guards, settle=parse_duration(settle, "--settle"), scope=scope,
                           sample_every=parse_duration(guard_interval, "--guard-interval"), group_file=group_file,
-                          group=group, history=history)
+                          group=group, history=history, tested=tested)
+    if tested is not None:
+        result["deployed_from"] = tested
     trip = result.get("tripped")
     if as_json:
         _emit_json(result)
@@ -190,19 +219,22 @@ def parse_env(items: tuple[str, ...]) -> dict[str, str]:
     return env
 
 
-def rollback_command(batch: int, root: Path, systemctl: str | None, console: Console, as_json: bool = False) -> None:
-    result = lifecycle.rollback(lifecycle.units_from(systemctl, root), batch, _progress(console, as_json))
+def rollback_command(batch: int, root: Path, systemctl: str | None, console: Console, as_json: bool = False,
+                     every: bool = False) -> None:
+    result = lifecycle.rollback(lifecycle.units_from(systemctl, root), batch, _progress(console, as_json), every=every)
     if as_json:
         _emit_json(result)
 
 
 def _tick_summary(result: dict) -> dict:
     """collect()'s result for --json: the per-tick lists (up to 100,000 each on a long run) as their
-    count, median and 99th percentile, not raw."""
-    import numpy as np
+    count, median and 99th percentile, not raw. (statistics, not numpy: a host's collector runs
+    without the analysis' packages; the same figures, numpy's linear percentile.)"""
+    import statistics
     out = {k: v for k, v in result.items() if k not in ("lateness", "durations")}
     for key in ("lateness", "durations"):
         xs = result.get(key) or []
-        out[f"{key}_s"] = ({"count": len(xs), "median": float(np.median(xs)), "p99": float(np.percentile(xs, 99))}
+        p99 = statistics.quantiles(xs, n=100, method="inclusive")[98] if len(xs) > 1 else (xs[0] if xs else 0.0)
+        out[f"{key}_s"] = ({"count": len(xs), "median": float(statistics.median(xs)), "p99": float(p99)}
                            if xs else {"count": 0})
     return out

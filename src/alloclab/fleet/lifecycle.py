@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Protocol
 
 from ..allocators import library as allocators, debpackage, loaderenv, resolution, tunables
-from . import rollout, rootfs, unitaccess, unitfile
+from . import factschema, rollout, rootfs, unitaccess, unitfile
 from .. import reaper, sampler, settings, timefmt
 from ..config import load_experiment
 from ..errors import UserError
@@ -360,23 +360,16 @@ def load_facts(source: Path) -> list[dict]:
     host's facts as one JSON list): each checked in full before a plan is made from it."""
     where = "stdin" if str(source) == "-" else str(source)
     try:
-        data = json.loads(sys.stdin.read() if str(source) == "-" else Path(source).read_text())
+        text = sys.stdin.read() if str(source) == "-" else Path(source).read_text()
     except (OSError, ValueError):
-        data = None
+        text = "null"
+    data = factschema.parse(text, where)
     found = data if isinstance(data, list) else [data]
     if not found:           # `[]`: the hosts' facts gathered from none of them
         raise UserError(f"{where} holds no host's facts (an empty list)",
                         "gather them on each host with: alloclab fleet facts --units GLOB --host NAME --json")
     for facts in found:
-        try:
-            assert facts.get("kind") == "alloclab-fleet-facts" and isinstance(facts["units"], list)
-            unitfile.check_value(facts["host"], f"{where}: host")
-            for u in facts["units"]:
-                validate_unit(u["unit"])
-                int(u["memory_kb"]), float(u["uptime_s"]), dict(u["sandbox"])
-        except (AssertionError, KeyError, TypeError, ValueError, AttributeError):
-            raise UserError(f"{where} is not the output of alloclab fleet facts --json",
-                            "gather it on each host with: alloclab fleet facts --units GLOB --host NAME --json") from None
+        factschema.check_host_facts(facts, where, validate_unit)      # every field the plan uses, typed; no unit twice
         if not facts["units"]:
             raise UserError(f"{where}: host {facts['host']} reported no units", "check the --units glob on that host")
     return found
@@ -824,7 +817,7 @@ def _dev_inode(library: str | None) -> dict:
 def deploy(units: Units, allocator: str | None, pattern: str, batch: int | str, dry_run: bool, out: Path, say=print,
            env: dict[str, str] | None = None, guards: rollout.Guards | None = None, settle: float = 0.0,
            scope: str = "all", sample_every: float = 1.0, group_file: Path | None = None, group: str | None = None,
-           history: Path | None = None) -> dict:
+           history: Path | None = None, tested: dict | None = None) -> dict:
     """Roll one allocator out to every matching unit: a one-group plan, applied in canary batches
     under the guards (rolled back automatically when one trips). The allocator and its environment
     come from the arguments, or from group `group` of a groups file (its env, then `env` over it);
@@ -848,8 +841,22 @@ def deploy(units: Units, allocator: str | None, pattern: str, batch: int | str, 
             if not err.problem.startswith(f"{groups_file}: "):
                 raise
             raise UserError(f"ALLOCATOR/--env: {err.problem.removeprefix(f'{groups_file}: ')}", err.fix) from None
+        if tested is not None:          # --from-run: the library the run tested, and the verdict, kept with the plan
+            _check_tested(plan, tested)
         return apply_plan(units, plan, batch, dry_run, say, guards=guards, settle=settle, scope=scope,
                           sample_every=sample_every, history=history)
+
+
+def _check_tested(plan: Plan, tested: dict) -> None:
+    """The deploy's library is the one the run tested (same sha256), and the plan records which
+    run and verdict it deploys (fleet.tested)."""
+    got = plan.data["groups"][0].get("sha256") or None
+    if got != tested.get("library_sha256"):
+        raise UserError(f"{tested['allocator']} resolves here to {plan.data['groups'][0].get('library') or 'glibc'}, not the "
+                        f"library run {tested['run']} tested (sha256 {str(tested.get('library_sha256'))[:12]}…)",
+                        "install the tested build on this host, or run a new experiment")
+    plan.data["deployed_from"] = tested
+    plan.path.write_text(json.dumps(plan.data, indent=2))
 
 
 def group_from_file(path: Path, name: str | None, allocator: str | None) -> tuple[str, dict[str, str]]:
@@ -916,18 +923,42 @@ def restore(units: Units, gen: Path, manifest: dict, names: list[str], batch: in
                 raise UserError(f"{unit} is not active after rollback", "check it with systemctl status")
 
 
-def rollback(units: Units, batch: int, say=print) -> dict:
-    """Undo the newest apply: restore each drop-in byte for byte (or remove what it created)."""
+def _applied(units: Units) -> list[Path]:
+    """The manifests of the applies and deploys not rolled back, oldest first."""
     fs = rootfs.Root(units.root)
     where = state_dir(units.root) / "applied"
-    applied = sorted(where / g / "manifest.json" for g in fs.listdir(where)
-                     if not g.endswith(".rolled-back") and fs.is_file(where / g / "manifest.json"))
+    return sorted(where / g / "manifest.json" for g in fs.listdir(where)
+                  if not g.endswith(".rolled-back") and fs.is_file(where / g / "manifest.json"))
+
+
+def rollback(units: Units, batch: int, say=print, every: bool = False) -> dict:
+    """Undo the newest apply or deploy: restore each drop-in byte for byte (or remove what it
+    created). The state it returns to is the one before that apply: the drop-ins of the apply
+    before it, or, when it was the only one left, the units as they were before alloclab. `every`:
+    undo them all, newest first, back to before alloclab (nothing recorded is no error then)."""
+    fs = rootfs.Root(units.root)
+    applied = _applied(units)
     if not applied:
+        if every:
+            say(f"nothing to roll back under {units.root}: the units are as they were before alloclab")
+            return {"units": 0, "generation": None, "restored": [], "plan": None, "returns_to": "the state before alloclab",
+                    "undone": []}
         raise UserError(f"nothing to roll back under {units.root}", "no alloclab fleet apply was recorded there")
-    gen = applied[-1].parent
-    manifest = load_manifest(applied[-1], units.root)
-    names = list(manifest["units"])
-    restore(units, gen, manifest, names, batch, say)
-    fs.rename(gen, gen.with_name(gen.name + ".rolled-back"))
-    say(f"rolled back {len(names)} units to their drop-ins before {gen.name}")
-    return {"units": len(names), "generation": str(gen), "restored": names}
+    undone = []
+    while applied:
+        gen = applied[-1].parent
+        manifest = load_manifest(applied[-1], units.root)
+        names = list(manifest["units"])
+        restore(units, gen, manifest, names, batch, say)
+        fs.rename(gen, gen.with_name(gen.name + ".rolled-back"))
+        applied = applied[:-1]
+        returns_to = (f"the drop-ins of {applied[-1].parent.name} (plan {load_manifest(applied[-1], units.root)['plan']})"
+                      if applied else "the state before alloclab")
+        say(f"rolled back {len(names)} units (plan {manifest['plan']}, applied {gen.name}) to {returns_to}")
+        undone.append({"units": len(names), "generation": str(gen), "restored": names, "plan": manifest["plan"],
+                       "returns_to": returns_to})
+        if not every:
+            break
+    restored = sorted({u for step in undone for u in step["restored"]})
+    return {"units": len(restored), "generation": undone[0]["generation"], "restored": restored, "plan": undone[0]["plan"],
+            "returns_to": returns_to, "undone": undone}

@@ -28,8 +28,9 @@ _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 class Root:
     """A `--root` directory; every path given to its methods is absolute and under it."""
 
-    def __init__(self, path: Path | str):
+    def __init__(self, path: Path | str, label: str = "--root"):
         self.path = Path(os.path.abspath(path))
+        self.label = label          # what the user calls this directory, in refusals (a run, --root)
 
     # ---- walking ------------------------------------------------------------------------------
 
@@ -38,14 +39,14 @@ class Root:
         try:
             parts = p.relative_to(self.path).parts
         except ValueError:
-            raise UserError(f"{p} is not under --root {self.path}", "alloclab writes only under the --root it is given") from None
+            raise UserError(f"{p} is not under {self.label} {self.path}", f"alloclab writes only under the {self.label} it is given") from None
         if any(x in ("", ".", "..") for x in parts):
-            raise UserError(f"{p} is not a plain path under --root {self.path}", "use a path without . or ..")
+            raise UserError(f"{p} is not a plain path under {self.label} {self.path}", "use a path without . or ..")
         return list(parts)
 
     def _refuse(self, parts: list[str], why: str) -> UserError:
         where = self.path.joinpath(*parts)
-        return UserError(f"{where} is {why}; alloclab does not follow links under --root {self.path}",
+        return UserError(f"{where} is {why}; alloclab does not follow links under {self.label} {self.path}",
                          f"replace it with a real directory (rm {where} && mkdir {where}), or check who planted it")
 
     @contextlib.contextmanager
@@ -99,7 +100,9 @@ class Root:
         st = self._lstat(path)
         return st is not None and stat.S_ISDIR(st.st_mode)
 
-    def read_bytes(self, path: Path | str) -> bytes:
+    def read_bytes(self, path: Path | str, one_link: bool = False) -> bytes:
+        """A regular file's bytes; `one_link`: also refused when it has another hard link (a
+        hard link to e.g. /etc/shadow planted in a directory someone else can write)."""
         parent, name = self._leaf(path)
         with self._dir(parent) as dfd:
             try:
@@ -109,8 +112,11 @@ class Root:
                     raise self._refuse(parent + [name], "a symbolic link") from None
                 raise
             with os.fdopen(fd, "rb") as f:
-                if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                st = os.fstat(f.fileno())
+                if not stat.S_ISREG(st.st_mode):
                     raise self._refuse(parent + [name], "not a regular file")
+                if one_link and st.st_nlink != 1:
+                    raise self._refuse(parent + [name], f"a file with {st.st_nlink} hard links")
                 return f.read()
 
     def read_text(self, path: Path | str) -> str:
@@ -143,7 +149,10 @@ class Root:
                     f.write(data)
                     f.flush()
                     os.fsync(f.fileno())
-                os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+                try:
+                    os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+                except OSError as e:        # named by its full path (e.g. a directory in the way), not the temporary's
+                    raise type(e)(e.errno, e.strerror, str(Path(path))) from None
             except BaseException:
                 with contextlib.suppress(OSError):
                     os.unlink(tmp, dir_fd=dfd)

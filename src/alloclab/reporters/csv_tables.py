@@ -2,18 +2,20 @@
 from __future__ import annotations
 
 import csv
+import io
 from dataclasses import asdict
 from pathlib import Path
 
+from ..outputs import write_output
 from .input import ReportInput
 
 
 def _write(path: Path, rows: list[dict], empty_header: str) -> Path:
-    with open(path, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]) if rows else [empty_header])
-        w.writeheader()
-        w.writerows(rows)
-    return path
+    f = io.StringIO(newline="")
+    w = csv.DictWriter(f, fieldnames=list(rows[0]) if rows else [empty_header])
+    w.writeheader()
+    w.writerows(rows)
+    return write_output(path.parent, path.name, f.getvalue())
 
 
 class CsvReporter:

@@ -10,6 +10,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from ..analysis import STATUS_ORDER
+from ..outputs import write_output
 from .input import ReportInput, Section
 from .markdown import METHOD_NOTE, extra_table_rows, group_rows, metadata_rows, replica_rows, summary_note
 from .plots import report_figures
@@ -202,6 +203,4 @@ class HtmlReporter:
     name = "html"
 
     def write(self, report: ReportInput, out_dir: Path) -> list[Path]:
-        path = out_dir / "report.html"
-        path.write_text(render(report), encoding="utf-8")
-        return [path]
+        return [write_output(out_dir, "report.html", render(report))]

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from ..store import decode_meta
+from ..outputs import write_output
 from .input import ReportInput
 
 FORMAT = 2      # 2: adds run, host, allocator_builds, experiment, sections
@@ -31,6 +32,4 @@ class JsonReporter:
     name = "json"
 
     def write(self, report: ReportInput, out_dir: Path) -> list[Path]:
-        path = out_dir / "summary.json"
-        path.write_text(json.dumps(summary_document(report), indent=2, default=str))
-        return [path]
+        return [write_output(out_dir, "summary.json", json.dumps(summary_document(report), indent=2, default=str))]

@@ -7,6 +7,7 @@ from pathlib import Path
 from ..analysis import STATUS_ORDER, Analysis
 from ..allocators.hardening_summary import summary as hardening_summary
 from ..timefmt import utc
+from ..outputs import write_output
 from .input import ReportInput, Section
 from .png import CHART_FILES
 from .tables import BESIDE_INTRO, STATUS_RULES, TABLE_HEADERS, beside_lines, fmt, md_table, table_cells
@@ -78,9 +79,7 @@ class MarkdownReporter:
     name = "markdown"
 
     def write(self, report: ReportInput, out_dir: Path) -> list[Path]:
-        path = out_dir / "report.md"
-        path.write_text(render(report, out_dir))
-        return [path]
+        return [write_output(out_dir, "report.md", render(report, out_dir))]
 
 
 def provenance_value(key: str, value) -> str:

@@ -2,12 +2,15 @@
 trajectories, idle release, and memory against live bytes — the same charts as report.html, static."""
 from __future__ import annotations
 
+import io
 import math
+import tempfile
 from pathlib import Path
 
 import numpy as np
 
 from .chartdata import MIN_BAND_REPLICAS, band, group_colors, has_values, marks, thin, time_axis, treatment_series
+from ..outputs import write_output
 from .input import ReportInput
 
 
@@ -16,12 +19,14 @@ class PngReporter:
 
     def write(self, report: ReportInput, out_dir: Path) -> list[Path]:
         out = out_dir / "charts"
-        out.mkdir(parents=True, exist_ok=True)
         paths = draw_charts(report, out)
         for section in report.sections:
             for name, draw in section.pngs:
-                draw(out / name)
-                paths.append(out / name)
+                # drawn where no one else can plant a link (a fresh 0700 directory), then written
+                # into the run relative to it
+                with tempfile.TemporaryDirectory(prefix="alloclab-chart-") as tmp:
+                    draw(Path(tmp) / name)
+                    paths.append(write_output(out_dir, f"charts/{name}", (Path(tmp) / name).read_bytes()))
         return paths
 
 
@@ -199,7 +204,9 @@ def draw_charts(report: ReportInput, out: Path) -> list[Path]:
 
 
 def _save(plt, fig, path: Path) -> Path:
+    """PATH is OUT_DIR/charts/NAME: written relative to OUT_DIR, never through a link."""
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    buf = io.BytesIO()
+    fig.savefig(buf, dpi=110, format="png")
     plt.close(fig)
-    return path
+    return write_output(path.parent.parent, f"{path.parent.name}/{path.name}", buf.getvalue())

@@ -3,12 +3,14 @@ diagnostics.csv, experiment.json)."""
 from __future__ import annotations
 
 import csv
+import io
 import json
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
 from ..errors import UserError
-from ..outputs import writable_directory
+from ..outputs import writable_directory, write_output
 from ..store import Store
 from ..timefmt import utc_iso
 from .layout import (
@@ -41,6 +43,15 @@ def _refuse_foreign_files(out_dir: Path) -> None:
                         "give --csv a new or empty directory (those files are kept)")
 
 
+@contextmanager
+def _csv_output(out_dir: Path, name: str):
+    """A CSV written whole when the block ends, through outputs.write_output: a link planted in
+    the export directory is replaced, never written through (docs/security.md)."""
+    buffer = io.StringIO(newline="")
+    yield buffer
+    write_output(out_dir, name, buffer.getvalue())
+
+
 def export_csv(run: str | Path, out_dir: Path) -> list[Path]:
     if out_dir.is_dir():
         _refuse_foreign_files(out_dir)
@@ -50,7 +61,7 @@ def export_csv(run: str | Path, out_dir: Path) -> list[Path]:
     host = meta.get("host", "")
     rows = store.samples_by_time()
     memory = out_dir / "memory.csv"
-    with open(memory, "w", newline="") as f:
+    with _csv_output(out_dir, "memory.csv") as f:
         w = csv.writer(f)
         w.writerow(MEMORY_COLUMNS + EXTRA_COLUMNS)
         by_time: dict[float, list] = {}
@@ -70,7 +81,7 @@ def export_csv(run: str | Path, out_dir: Path) -> list[Path]:
                             _cell(r["hwm_kb"]), frag, "", "", "", "", ""] +
                            [_cell(r[c]) for c in EXTRA_COLUMNS[:-1]] + [repr(t)])
     events = out_dir / "events.csv"
-    with open(events, "w", newline="") as f:
+    with _csv_output(out_dir, "events.csv") as f:
         w = csv.writer(f)
         w.writerow(EVENT_COLUMNS + EVENT_EXTRA_COLUMNS)
         for e in store.events_with_names():
@@ -78,7 +89,7 @@ def export_csv(run: str | Path, out_dir: Path) -> list[Path]:
     diagnostics = out_dir / "diagnostics.csv"
     groups = store.groups()
     allocators = "; ".join(f"{g['name']}={g['family'] or g['allocator']} {g['version'] or ''}".strip() for g in groups)
-    with open(diagnostics, "w", newline="") as f:
+    with _csv_output(out_dir, "diagnostics.csv") as f:
         w = csv.writer(f)
         w.writerow(DIAG_COLUMNS + DIAG_EXTRA_COLUMNS)
         for h in store.host_samples():
@@ -105,6 +116,6 @@ def export_csv(run: str | Path, out_dir: Path) -> list[Path]:
            "groups": {g["name"]: {"name": g["name"], "config": {"allocator": g["family"] or g["allocator"],
                                                                "version": g["version"]}} for g in groups},
            "alloclab": section}
-    experiment.write_text(json.dumps(doc, indent=1, allow_nan=False) + "\n")
+    write_output(out_dir, "experiment.json", json.dumps(doc, indent=1, allow_nan=False) + "\n")
     store.close()
     return [memory, events, diagnostics, experiment]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import os
 import shutil
 import subprocess
 import sys
@@ -65,8 +66,8 @@ def _jobs() -> dict[str, object]:
     jobs: dict[str, object] = {"native programs": nativebuild.build_dir}
     for allocator_id in ALLOCATOR_IDS:
         jobs[allocator_id] = lambda i=allocator_id: resolution.BUILDS.library(i)
-    for binary, feature in EMBEDDED_PROGRAMS:      # one cargo at a time: they share a target directory
-        jobs.setdefault("embedded Rust programs", lambda: [embedded_rust(b, f) for b, f in EMBEDDED_PROGRAMS])
+    # one job for both programs: one cargo at a time, they share a target directory
+    jobs["embedded Rust programs"] = lambda: [embedded_rust(b, f) for b, f in EMBEDDED_PROGRAMS]
     return jobs
 
 
@@ -103,7 +104,6 @@ def main(argv: list[str] | None = None) -> int:
     print(f"prebuild: done in {time.monotonic() - started:.0f} s: {len(futures) - len(pending) - failed} ready, "
           f"{failed} failed, {len(pending)} not finished within the budget", flush=True)
     if pending:              # what is still building is left to the tests (a build lock makes them wait)
-        import os
         os._exit(0)
     return 0
 

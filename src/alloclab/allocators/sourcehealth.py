@@ -78,12 +78,9 @@ def _log() -> Path:
     return d / "registry.log"
 
 
-def _debian_binary(src: dict) -> SourceHealth:
+def _debian_binary(src: dict, apt: dict[str, str]) -> SourceHealth:
     where = catalog.describe_source(src)
-    try:
-        env = {**os.environ, **catalog.apt_env(src["suite"], _log(), lists=CHECK_LISTS)}
-    except catalog.SourceFailed as exc:
-        return SourceHealth(where, exc.status if exc.status != catalog.FAILED else UNREACHABLE, str(exc))
+    env = {**os.environ, **apt}
     proc = subprocess.run(["apt-get", "download", "--print-uris", "-qq", f"{src['package']}={src['version']}"], env=env,
                           capture_output=True, text=True, timeout=120, cwd=tempfile.gettempdir())
     if proc.returncode != 0:
@@ -150,11 +147,12 @@ def check_catalog(ids: list[str] | None = None, progress: Callable[[str], None] 
     chosen = [catalog.entries()[i] for i in ids] if ids else list(catalog.entries().values())
     unique = {_key(s): s for e in chosen for s in e.sources}
     crates = sorted({s["crate"] for s in unique.values() if s["kind"] == "crate"})
+    apt: dict[str, dict[str, str]] = {}           # each suite's APT environment, its lists refreshed now
     unrefreshed: dict[str, str] = {}
     for suite in sorted({s["suite"] for s in unique.values() if "suite" in s}):
         progress(f"refreshing Debian {suite}'s lists")
         try:
-            catalog.apt_env(suite, _log(), max_age=0, must_answer=True, lists=CHECK_LISTS)   # once per suite, before the questions
+            apt[suite] = catalog.apt_env(suite, _log(), max_age=0, must_answer=True, lists=CHECK_LISTS)
         except catalog.SourceFailed as exc:        # older lists would answer for the archive of another day
             unrefreshed[suite] = str(exc)
     with ThreadPoolExecutor(max_workers=4) as pool:
@@ -167,7 +165,7 @@ def check_catalog(ids: list[str] | None = None, progress: Callable[[str], None] 
             if src.get("suite") in unrefreshed:
                 answer = SourceHealth(catalog.describe_source(src), UNREACHABLE, unrefreshed[src["suite"]])
             elif kind == "debian-binary":
-                answer = _debian_binary(src)
+                answer = _debian_binary(src, apt[src["suite"]])
             elif kind == "debian-source":
                 answer = _debian_source(src)
             elif kind == "crate":

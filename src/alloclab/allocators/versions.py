@@ -255,7 +255,7 @@ def _crate_offers(family: str, refresh: bool, progress) -> list[tuple[str, dict,
             for b in bundled:
                 src = {"kind": "crate", "crate": crate, "version": v["vers"],
                        **{k: val for k, val in b.items() if k != "version"}}
-                offers.append((b["version"], src, f"crate {crate} {v['vers']}"))
+                offers.append((b["version"], src, catalog.describe_source(src)))
     return offers
 
 
@@ -368,15 +368,16 @@ def _debian_offers(family: str, refresh: bool) -> tuple[list, list, list]:
             unusable.append((up, f"debian {suite} {package} {version} needs glibc {needs} (this machine: {system_glibc()})"))
             continue
         if kind == "Packages" and package in binaries:
-            plain.append((up, {"kind": "debian-binary", "suite": suite, "package": package, "version": version,
-                               "library": binaries[package]}, f"debian {suite} {package} {version}"))
+            src = {"kind": "debian-binary", "suite": suite, "package": package, "version": version,
+                   "library": binaries[package]}
+            plain.append((up, src, catalog.describe_source(src)))
         elif kind == "Sources" and package == source:
-            where = f"debian {suite} source {package} {version}"
+            src = {"kind": "debian-source", "suite": suite, "package": package, "version": version,
+                   "recipe": "mimalloc-unity"}
+            where = catalog.describe_source(src)
             if checked and checked[0] is False:
                 unusable.append((up, f"{where}: its files are no longer in the archive (404)"))
                 continue
-            src = {"kind": "debian-source", "suite": suite, "package": package, "version": version,
-                   "recipe": "mimalloc-unity"}
             plain.append((up, src, where))
             secure.append((up, {**src, "secure": True}, where))
     return plain, secure, unusable

@@ -16,14 +16,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -66,7 +65,7 @@ def generate(out: Path, relays: int, days: float, interval: float, seed: int = 1
         rss[r] = (level + noise).astype(np.int64)
         del acc
     vms = rss * 7 + 1_000_000
-    start = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    start = datetime(2026, 1, 1, tzinfo=UTC)
     names = [f"relay{r:04d}" for r in range(relays)]
     with open(out / "memory_measurements.csv", "w") as f:
         f.write("timestamp,server,type,fingerprint,nickname,group,rss_kb,vmsize_kb,hwm_kb,frag_ratio,count,total_kb,"

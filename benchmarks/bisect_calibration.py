@@ -1,7 +1,7 @@
 """Calibration of `alloclab bisect`'s step rule (stats.ThresholdTest) and of whole bisections, by
 simulation on realistic series (outside the default test run).
 
-    .venv/bin/python benchmarks/bisect_calibration.py            # the figures in docs/analysis.md
+    .venv/bin/python benchmarks/bisect_calibration.py            # the figures in docs/how-to/bisect-sweep.md
     .venv/bin/python benchmarks/bisect_calibration.py --quick    # smoke test, wider error bars
 
 A step is simulated as the runner sees it: n replicas a side, each a series sampled every 2 s (AR(1)
@@ -24,8 +24,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from alloclab.stats import ThresholdTest  # noqa: E402
-from alloclab.stats import calibration as sim  # noqa: E402
+from alloclab.stats import ThresholdTest, calibration as sim
 
 INTERVAL, WARMUP, FIRST, MAX = 2.0, 20.0, 60.0, 600.0
 THRESHOLD = 1.10

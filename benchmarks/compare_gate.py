@@ -2,7 +2,7 @@
 --fail-on-increase PCT` (three outcomes: within / above / inconclusive), on simulated and on real
 series (outside the default test run).
 
-    python benchmarks/compare_gate.py              # full: the figures in docs/compare.md
+    python benchmarks/compare_gate.py              # full: the figures in docs/how-to/compare.md
     python benchmarks/compare_gate.py --quick      # smoke test, 100 pairs per cell
 
 Real pairs: the per-relay end levels of the two 1AEO TorUtils experiments in tests/data (15 groups,
@@ -30,8 +30,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from alloclab.stats import calibration as sim  # noqa: E402
-from alloclab.stats.across_runs import compare_pairs, gate, rose_beyond  # noqa: E402
+from alloclab.stats import calibration as sim
+from alloclab.stats.across_runs import compare_pairs, gate, rose_beyond
 
 DATASETS = Path(__file__).resolve().parents[1] / "tests" / "data" / "1aeo-torutils"
 

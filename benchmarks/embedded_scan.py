@@ -8,7 +8,7 @@ and prints: files and bytes scanned, time, every file in which an allocator was 
 evidence), split into allocator libraries (named by their file name, so verification never scans
 them) and the rest, which must each be a real embedder: review that list. `--expect` adds positive
 controls (a file known to embed a family) and fails if one is missed. Latest figures:
-docs/allocators.md, "Allocators compiled into the program".
+docs/how-to/allocators.md, "Allocators compiled into the program".
 """
 from __future__ import annotations
 
@@ -21,8 +21,8 @@ from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
-from alloclab.allocators import embedded  # noqa: E402
-from alloclab.allocators.library import KNOWN_LIBRARY, LIBC_OR_LOADER  # noqa: E402
+from alloclab.allocators import embedded
+from alloclab.allocators.library import KNOWN_LIBRARY, LIBC_OR_LOADER
 
 
 def elf_files(roots):

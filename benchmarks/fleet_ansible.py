@@ -25,9 +25,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from alloclab import nativebuild  # noqa: E402
-from alloclab.store import Store  # noqa: E402
-from tests.integration.ansible_fleet import fleet, write_inventory  # noqa: E402
+from alloclab import nativebuild
+from alloclab.store import Store
+from tests.integration.ansible_fleet import fleet, write_inventory
 
 JEMALLOC = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"
 MIMALLOC = "/usr/lib/x86_64-linux-gnu/libmimalloc.so.2"

@@ -40,10 +40,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from sampler_scale import build_helpers  # noqa: E402  (benchmarks/ is this script's directory)
+from sampler_scale import build_helpers  # benchmarks/ is this script's directory
 
-from alloclab.fleet import collector, fleetread, lifecycle  # noqa: E402
-from tests.systemd_user import Unavailable, user_manager  # noqa: E402
+from alloclab.fleet import collector, fleetread, lifecycle
+from tests.systemd_user import Unavailable, user_manager
 
 
 def child(args) -> None:

@@ -49,9 +49,11 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from alloclab.analysis.load import Segment  # noqa: E402
-from alloclab.fleet import decision  # noqa: E402
-from alloclab.stats.compare import _welch  # noqa: E402
+from datetime import UTC
+
+from alloclab.analysis.load import Segment
+from alloclab.fleet import decision
+from alloclab.stats.compare import welch
 
 DAY = 86400.0
 STEP = 600.0
@@ -122,7 +124,7 @@ def one(rng, n_units: int, effect: float, plan: decision.LookPlan, naive: bool,
     for h in range(1, 14 * 24 + 1 if naive else 0):
         lv = decision.unit_levels(series, 0.0, h * 3600.0, plan.settle_s)
         if len(lv.get("base", [])) >= 2 and len(lv.get("cand", [])) >= 2:
-            w = _welch(np.log(lv["cand"]), np.log(lv["base"]))
+            w = welch(np.log(lv["cand"]), np.log(lv["base"]))
             if w is not None and w.p < 0.05:
                 naive_day = h / 24
                 break
@@ -188,13 +190,14 @@ def part_regrowth(args) -> None:
 
 def part_replay(args) -> None:
     from datetime import timedelta, timezone
+
     from alloclab.store import Store
     from alloclab.torutils.importer import import_torutils
     from tests.conftest import DATASETS
     plan = decision.LookPlan()
     out = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for name, tz in (("5way-2026-01", timezone(timedelta(hours=-8))), ("co-unified-2025-12", timezone.utc)):
+        for name, tz in (("5way-2026-01", timezone(timedelta(hours=-8))), ("co-unified-2025-12", UTC)):
             store = Store.open(import_torutils(DATASETS / name, Path(tmp) / name, tz))
             run = decision.load_run(store)
             first: dict[str, float] = {}

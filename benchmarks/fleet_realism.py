@@ -11,7 +11,11 @@ what `alloclab report` renders):
   clock skew of up to ±30 s, 2% of ticks missed): the verdict beside the same data aligned;
 - amplitude: group A's relays swing ±10% with the time of day, the others ±2%, equal day means,
   the window ending at any hour;
-- leak: one group grows 3%/day over 1–2.5 days (power), beside flat groups.
+- leak: one group grows 3%/day over 1–2.5 days (power), 1%/day over 2–5 days (a slow leak), +8%
+  over 1.5 days (n = 5 and 3), beside flat groups; every report counted where a group reads "Flat"
+  beside its own "grows beyond the baseline";
+- shapes: one group climbs +8% over 1.5 days smoothly, levelling off, or in five uneven steps (its
+  relays' own step times): "Growing" and "in steps" by shape (the growth words, benchmarks/growth_words.md).
 
 Truth: ratio 1.00 and flat unless stated. Every dataset is seeded from --seed.
 
@@ -28,7 +32,7 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -36,11 +40,19 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from alloclab.stats import calibration as sim  # noqa: E402
-from calibration import clopper_pearson  # noqa: E402
-from torutils_scenarios import GROUPS, T0, analyse_folder, relay_name, write_experiment  # noqa: E402
+from calibration import clopper_pearson
+from fleet_decision import wilson
+from torutils_scenarios import GROUPS, T0, analyse_folder, relay_name, write_experiment
 
-GROWING = ("Growing", "Bloating", "Ratcheting")
+from alloclab.stats import calibration as sim
+from alloclab.stats.beside import BEYOND
+
+GROWING = ("Growing", "Bloating", "Ratcheting")     # "Ratcheting": the word before it was retired (a before-run)
+
+
+def in_steps(g) -> bool:
+    """The group reads "Growing in steps" (before the word was retired: "Ratcheting")."""
+    return g.status == "Ratcheting" or (g.status == "Growing" and getattr(g, "growth_shape", None) == "steps")
 
 
 @dataclass
@@ -57,6 +69,8 @@ class Fleet:
     cycle: dict[str, float] = field(default_factory=dict)      # group -> daily amplitude (shared phase: the clock)
     cycle_phase: float = 0.0
     growth_per_day: dict[str, float] = field(default_factory=dict)   # group -> linear growth, share of level a day
+    climb: dict[str, str] = field(default_factory=dict)   # group -> "smooth" / "levelling" / "steps": +climb_share over the window
+    climb_share: float = 0.08
     fresh: bool = False                 # every relay starts with the data, regrowing
     low: tuple[float, float] = (0.3, 0.7)
     tau_h: tuple[float, float] = (1.0, 12.0)
@@ -92,6 +106,8 @@ def make(rng: np.random.Generator, f: Fleet):
             keep[0] = keep[-1] = True
             u = t - base_t[0]
             shape = 1 + f.growth_per_day.get(g, 0.0) * u / 86400
+            if g in f.climb:
+                shape = shape + _climb(rng, f.climb[g], u / u[-1], f.climb_share)
             if g in f.cycle:
                 shape = shape + f.cycle[g] * np.sin(2 * np.pi * t / 86400 + f.cycle_phase)
             shape = shape + sim.ar1(rng, 1, len(t), f.ar_phi, f.ar_share)[0]
@@ -117,8 +133,19 @@ def make(rng: np.random.Generator, f: Fleet):
     return data, events
 
 
+def _climb(rng: np.random.Generator, kind: str, x: np.ndarray, share: float) -> np.ndarray:
+    """A climb of `share` of the level over x in [0, 1]: a line, one levelling off (1 − exp(−x/0.15),
+    the calibration's levelling_off), or five uneven steps at the relay's own times (its staircase)."""
+    if kind == "smooth":
+        return share * x
+    if kind == "levelling":
+        return share * (1 - np.exp(-x / 0.15)) / (1 - np.exp(-1 / 0.15))
+    at, size = np.sort(rng.uniform(0.0, 0.9, 5)), rng.dirichlet(np.ones(5)) * share
+    return np.sum(size[:, None] * (x[None, :] >= at[:, None]), axis=0)
+
+
 def _stamp(x: float) -> str:
-    return datetime.fromtimestamp(x, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+    return datetime.fromtimestamp(x, UTC).strftime("%Y-%m-%dT%H:%M:%S")
 
 
 def write(folder: Path, data, events) -> Path:
@@ -147,11 +174,18 @@ def analyse_data(work: Path, data, events):
 
 def beyond(a) -> int:
     """Comparisons whose growth beside the baseline reads "grows beyond the baseline"."""
-    return sum(1 for g in a.groups if g.growth_beside is not None and g.growth_beside.word == "beyond")
+    return sum(1 for g in a.groups if g.growth_beside is not None and g.growth_beside.word == BEYOND)
+
+
+def flat_beyond(a) -> int:
+    """Groups whose report reads "Flat" beside their own "grows beyond the baseline" (issue 49 item B)."""
+    return sum(1 for g in a.groups if g.status == "Flat" and g.growth_beside is not None and g.growth_beside.word == BEYOND)
 
 
 def outcome(a) -> dict:
     return dict(growing=sum(g.status in GROWING for g in a.groups), groups=len(a.groups),
+                steps=sum(in_steps(g) for g in a.groups), flat_beyond=flat_beyond(a),
+                steps_of={g.name for g in a.groups if in_steps(g)},
                 beyond=beyond(a), compared=sum(1 for g in a.groups if g.growth_beside is not None),
                 sig=any(g.comparison is not None and g.comparison.significant for g in a.groups),
                 statuses={g.name: g.status for g in a.groups},
@@ -163,20 +197,23 @@ def outcome(a) -> dict:
 ROWS: list[tuple[str, str, str, int]] = []
 
 
-def rate(k: int, n: int) -> str:
-    lo, hi = clopper_pearson(k, n)
-    return f"{k / n:.1%} [{lo:.1%}–{hi:.1%}] ({k}/{n})" if n else "–"
+def rate(k: int, n: int, how: str = "cp") -> str:
+    """k of n with its 95% interval: Clopper–Pearson ("cp"), or Wilson's ("wilson": the growth-word parts)."""
+    if not n:
+        return "–"
+    lo, hi = clopper_pearson(k, n) if how == "cp" else wilson(k, n)
+    return f"{k / n:.1%} [{lo:.1%}–{hi:.1%}] ({k}/{n})"
 
 
 def tally(rng, work, n, what, design, *, show=False):
-    tot = dict(growing=0, groups=0, beyond=0, compared=0, sig=0, warned={})
+    tot = dict(growing=0, groups=0, beyond=0, compared=0, sig=0, steps=0, flat_beyond=0, warned={})
     outs = []
     for i in range(n):
         print(f"  {what}: dataset {i + 1} of {n}", file=sys.stderr, flush=True)
         f = design()
         o = outcome(analyse_data(work, *make(rng, f)))
         outs.append((f, o))
-        for k in ("growing", "groups", "beyond", "compared", "sig"):
+        for k in ("growing", "groups", "beyond", "compared", "sig", "steps", "flat_beyond"):
             tot[k] += int(o[k])
         for k in o["kinds"]:
             tot["warned"][k] = tot["warned"].get(k, 0) + 1
@@ -262,22 +299,43 @@ def part_amplitude(rng, work, n):
 
 
 def part_leak(rng, work, n):
-    for per_day, days, fresh in ((0.03, (1.0, 2.5), False), (0.08 / 1.5, (1.5, 1.5), False),
-                                 (0.08 / 1.5, (1.5, 1.5), True), (0.08 / 1.5, (3.0, 3.0), True)):
+    for per_day, days, fresh, m in ((0.03, (1.0, 2.5), False, 5), (0.08 / 1.5, (1.5, 1.5), False, 5),
+                                    (0.08 / 1.5, (1.5, 1.5), False, 3), (0.01, (2.0, 5.0), False, 5),
+                                    (0.08 / 1.5, (1.5, 1.5), True, 5), (0.08 / 1.5, (3.0, 3.0), True, 5)):
         tot, outs = tally(rng, work, n, "leak", lambda: draw(
-            rng, growth_per_day={"B": per_day}, days=float(rng.uniform(*days)), ar_share=0.02, fresh=fresh))
+            rng, n=m, growth_per_day={"B": per_day}, days=float(rng.uniform(*days)), ar_share=0.02, fresh=fresh))
         b = sum(o["statuses"]["B"] in GROWING for _, o in outs)
         other = sum(sum(w in GROWING for g, w in o["statuses"].items() if g != "B") for _, o in outs)
         what = (f"{per_day:.1%}/day over {days[0]:g}–{days[1]:g} d" if days[0] != days[1]
                 else f"+{per_day * days[0]:.0%} over {days[0]:g} d")
         what += ", every relay starting with the data (τ 1–12 h)" if fresh else ""
-        ROWS.append((f"group B leaks {what} at 2% noise, n = 5: B Growing (power)", rate(b, n),
+        ROWS.append((f"group B leaks {what} at 2% noise, n = {m}: B Growing (power)", rate(b, n, 'wilson'),
                      "≥ 80%" if per_day > 0.05 and not fresh else "stated", n))
-        ROWS.append(("… flat groups Growing", rate(other, 3 * n), "≤ 1%", n))
+        ROWS.append(("… flat groups Growing", rate(other, 3 * n, 'wilson'), "≤ 1%", n))
+        ROWS.append(("… groups reading \"Flat\" beside their own \"grows beyond the baseline\"",
+                     rate(tot["flat_beyond"], tot["groups"], 'wilson'), "0", n))
+
+
+def part_shapes(rng, work, n):
+    for kind in ("steps", "smooth", "levelling"):
+        for m in (5, 3):
+            tot, outs = tally(rng, work, n, f"shapes ({kind}, n = {m})", lambda: draw(
+                rng, n=m, climb={"B": kind}, days=1.5, ar_share=0.02))
+            b = sum(o["statuses"]["B"] in GROWING for _, o in outs)
+            steps = sum("B" in o["steps_of"] for _, o in outs)
+            other = sum(sum(w in GROWING for g, w in o["statuses"].items() if g != "B") for _, o in outs)
+            what = {"steps": "in five uneven steps (each relay its own times)", "smooth": "smoothly (a line)",
+                    "levelling": "levelling off (τ 15% of the window)"}[kind]
+            ROWS.append((f"group B climbs +8% over 1.5 d {what} at 2% noise, n = {m}: B Growing (any growth word)",
+                         rate(b, n, 'wilson'), "≥ 80%" if m == 5 else "stated", n))
+            ROWS.append(("… B \"in steps\"", rate(steps, n, 'wilson'), "stated (power)" if kind == "steps" else "≤ 1%", n))
+            ROWS.append(("… flat groups Growing", rate(other, 3 * n, 'wilson'), "≤ 1%", n))
+            ROWS.append(("… groups reading \"Flat\" beside their own \"grows beyond the baseline\"",
+                         rate(tot["flat_beyond"], tot["groups"], 'wilson'), "0", n))
 
 
 PARTS = {"fresh": part_fresh, "group-restart": part_group_restart, "fleet-restart": part_fleet_restart,
-         "stagger": part_stagger, "amplitude": part_amplitude, "leak": part_leak}
+         "stagger": part_stagger, "amplitude": part_amplitude, "leak": part_leak, "shapes": part_shapes}
 
 
 def main() -> int:

@@ -277,11 +277,10 @@ def _trusted_chain(path: str, directory: bool) -> bool:
 
 def loader(args) -> dict:
     sys.path.insert(0, str(REPO / "src"))
-    from alloclab.allocators import loaderenv           # the variable names; the checks run in the CLI under test
+    from alloclab.allocators import loaderenv  # the variable names; the checks run in the CLI under test
     rng = random.Random(args.seed)
     work = Path(tempfile.mkdtemp(prefix=f"alloclab-fuzz-loader-{os.getpid()}-"))
     os.chmod(work, 0o755)
-    dirs = {}
     for name, mode, owner in [("ok", 0o755, None), ("ww", 0o777, None), ("gw", 0o775, None), ("sticky", 0o1777, None),
                               ("nobody", 0o755, 65534), ("okchild", 0o755, None)]:
         d = work / name

@@ -25,8 +25,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO / "src"), str(REPO), str(REPO / "benchmarks")]
 
-from fuzz_import import make_bases, mutated_cases  # noqa: E402
-from make_import_golden import importer_at  # noqa: E402
+from fuzz_import import make_bases, mutated_cases
+from make_import_golden import importer_at
 
 
 def outcome(run, folder: Path, out: Path) -> tuple[str, object]:
@@ -36,7 +36,7 @@ def outcome(run, folder: Path, out: Path) -> tuple[str, object]:
         run(folder, out)
     except UserError as exc:
         return "error", str(exc)
-    except Exception as exc:                               # noqa: BLE001 - a crash is an outcome to compare
+    except Exception as exc:                               # a crash is an outcome to compare
         return "crash", f"{type(exc).__name__}: {exc}"[:300]
     # per table, as the golden records compare: the importer before writes that commit's schema (6),
     # without the columns added since; store_digest reads both stores as that schema

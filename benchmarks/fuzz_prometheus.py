@@ -31,8 +31,9 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "src"))
 
-from fuzz_import import run_cli_forked  # noqa: E402  (benchmarks/fuzz_import.py)
-from tests.prom_server import PromServer  # noqa: E402
+from fuzz_import import run_cli_forked  # benchmarks/fuzz_import.py
+
+from tests.prom_server import PromServer
 
 T0, STEP, N = 1_000_000.0, 5.0, 40
 TIMES = [T0 + i * STEP for i in range(N)]

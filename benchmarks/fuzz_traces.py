@@ -14,7 +14,7 @@ entry point, in-process by default (the native replayer is a real child process 
 one line), and the failures: traceback, hang (over --bound seconds, or the CLI's own deadline
 firing), crash (the replayer killed by a signal), bad exit (any other code, or exit 2 with more
 than one line). Exit status 1 if any failure. Not part of the default test run; figures are in
-benchmarks/README.md and docs/trace-format.md.
+benchmarks/README.md and docs/reference/trace-format.md.
 """
 from __future__ import annotations
 
@@ -33,8 +33,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
-from alloclab import nativebuild, trace  # noqa: E402
-from alloclab.trace_codec import (FREE, MALLOC, REALLOC, THREAD_EXIT, TICK_NS, Trace, parse)  # noqa: E402
+from alloclab import nativebuild, trace
+from alloclab.trace_codec import FREE, MALLOC, REALLOC, THREAD_EXIT, TICK_NS, parse
 
 INTERESTING = [0, 1, 2, 7, 8, 15, 16, 127, 128, 255, 4096, 1 << 20, 1 << 30, (1 << 32) - 1, 1 << 32, 1 << 40,
                (1 << 40) + 1, 16 << 30, (16 << 30) + 1, 1 << 59, (1 << 63) - 1, (1 << 64) - 1]
@@ -119,10 +119,9 @@ def mutate(seed: bytes, other: bytes, rng: random.Random) -> tuple[str, bytes]:
         if b.times:
             b.times[rng.randrange(len(b.times))] = rng.choice([10**9 // TICK_NS * rng.randint(1, 10), 1 << 40, 1 << 55,
                                                                _value(rng)])
-    elif kind == "size":
-        if b.sizes:
-            b.sizes[rng.randrange(len(b.sizes))] = rng.choice([1 << 40, (1 << 40) + 1, 16 << 30, 300 << 20, 1 << 30,
-                                                               _value(rng)])
+    elif kind == "size" and b.sizes:
+        b.sizes[rng.randrange(len(b.sizes))] = rng.choice([1 << 40, (1 << 40) + 1, 16 << 30, 300 << 20, 1 << 30,
+                                                           _value(rng)])
     return kind, t.to_bytes()
 
 
@@ -138,7 +137,7 @@ def run_cli_inprocess(args: list[str]) -> tuple[int | str, str]:
         return 0, err.getvalue()
     except SystemExit as exc:
         return (exc.code if isinstance(exc.code, int) else 1), err.getvalue()
-    except BaseException as exc:          # noqa: BLE001 - a traceback is what we count
+    except BaseException as exc:          # a traceback is what we count
         return "traceback", f"{type(exc).__name__}: {exc}"
     finally:
         sys.argv = old_argv

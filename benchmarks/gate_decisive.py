@@ -1,5 +1,5 @@
 """How decisive `alloclab gate --fail-on-increase 5` is, measured end to end (outside the default
-test run). Figures in docs/compare.md ("How decisive").
+test run). Figures in docs/tutorials/ci-memory-gate.md ("How decisive").
 
     nice -n 10 .venv/bin/python benchmarks/gate_decisive.py                 # 10 gates per cell (~20 min on 2 cores)
     nice -n 10 .venv/bin/python benchmarks/gate_decisive.py --runs 3        # smoke (~6 min)

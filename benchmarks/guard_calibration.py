@@ -30,8 +30,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from alloclab.fleet import rollout  # noqa: E402
-from alloclab.stats import calibration as sim  # noqa: E402
+from alloclab.fleet import rollout
+from alloclab.stats import calibration as sim
 
 
 def trip_rate(rng, n: int, samples: int, *, margin: float, persist: int, sd: float, phi: float, truth: float = 1.0,
@@ -51,7 +51,7 @@ def startup_trip_rate(rng, n: int, *, rule: str, old_age: float, k: float, tau: 
                       settle: float = 60.0, every: float = 5.0, sd: float = 0.02, phi: float = 0.9) -> float:
     guards = rollout.Guards(max_increase=0.25, persist=3)
     ages = sim.times(settle, every)[1:]                        # the settle watch's samples of the new process
-    shape = lambda a: 100.0 * (1 + k * np.exp(-a / tau))     # noqa: E731
+    shape = lambda a: 100.0 * (1 + k * np.exp(-a / tau))
     new = truth * shape(ages)[None, :] * (1 + sim.ar1(rng, n, len(ages), phi, sd))
     old_ages = np.arange(1.0, old_age + 1e-9, every)          # what the collector stored of the old process
     old_curve = shape(old_ages)[None, :] * (1 + sim.ar1(rng, n, len(old_ages), phi, sd))

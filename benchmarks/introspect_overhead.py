@@ -112,7 +112,7 @@ def main() -> None:
         for name in args.allocators.split(","):
             lib = _lib(name)
             reps = [one_pair(frag, lib, args.seconds, args.interval, Path(tmp) / f"{name}-{i}", i % 2 == 0) for i in range(args.repeat)]
-            med = lambda v, k: statistics.median(r[v][k] for r in reps if r[v][k] is not None)  # noqa: E731
+            med = lambda v, k: statistics.median(r[v][k] for r in reps if r[v][k] is not None)
             results[name] = {
                 "throughput_ratio": statistics.median(r["helper"]["ops_per_s"] / r["plain"]["ops_per_s"] for r in reps),
                 "cpu_efficiency_ratio": statistics.median(r["helper"]["ops_per_cpu_s"] / r["plain"]["ops_per_cpu_s"]

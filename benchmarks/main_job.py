@@ -6,14 +6,17 @@
 
 The real demo (default): `alloclab demo -o DIR/runN` one run at a time, at normal priority (the
 runs are the measurement; give the machine to them: a quiet machine is the goal's condition). Per
-run: the wall time of the whole command (provisioning, network set-up, run, report), how the run
-ended (the sequential look that stopped it, or the cap), each group's ratio to glibc with its CI
+run: the wall time of the whole command (provisioning, network set-up, run, report), the set-up's
+share of it (command start to the relays' start, and the authorities' consensus wait within it),
+the relays' warm-up (held until they hold the directory),
+how the run ended (every comparison decided at a look of the sequential rule, or the cap, with what
+the last look left open), each group's ratio to glibc with its CI
 and Holm p, whether mimalloc 3.0.1 is shown above 2.0.9 (no shared letter), whether the report
 printed the cpu-saturated warning, the machine's 1-minute load average (median and peak over the
 command, sampled every 0.5 s: other people's work shows here) and the run's own load (its
 runnable + D-state threads). Then the goals of issue 50 run by run: total <= 300 s, no
 cpu-saturated warning, mimalloc 2.0.9 and jemalloc each <= 0.6x glibc, 3.0.1 above 2.0.9, every
-comparison significant after Holm.
+comparison significant after Holm, and the run stopped because every comparison was decided.
 
 --model: the tor-dircache part of `alloclab demo --model` alone (the experiment file `alloclab demo
 --model` writes for --seconds of comparisons, via commands/demo.py's experiment_text). Per run:
@@ -30,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import json
 import os
 import re
 import statistics as st
@@ -41,8 +45,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from alloclab.commands.demo import DEMOS, experiment_text  # noqa: E402
-from alloclab.store import Store  # noqa: E402
+from alloclab.commands.demo import DEMOS, experiment_text
+from alloclab.store import Store
 
 COMPARED = ("mimalloc-2.0.9", "jemalloc-5.3.0")
 
@@ -77,7 +81,7 @@ def tree_threads_busy(root: int) -> tuple[int, int]:
 
 def watched(argv: list[str], log: Path) -> dict:
     """Run `argv` to its end (output to `log`); its wall time, CPU share, own load and the machine's load."""
-    before, t0 = os.times(), time.monotonic()
+    before, t0, t0_wall = os.times(), time.monotonic(), time.time()
     counts: list[tuple[int, int]] = []
     machine: list[float] = []
     with open(log, "w") as out:
@@ -91,7 +95,7 @@ def watched(argv: list[str], log: Path) -> dict:
     return {"cpu_share": cpu / wall / (os.cpu_count() or 1), "own_load": st.mean(r + d for r, d in counts) if counts else 0.0,
             "own_d": st.mean(d for _, d in counts) if counts else 0.0,
             "load_median": st.median(machine) if machine else 0.0, "load_max": max(machine, default=0.0),
-            "wall_s": wall, "exit": proc.returncode}
+            "wall_s": wall, "exit": proc.returncode, "t0_wall": t0_wall}
 
 
 def run_part(out: Path, seconds: int) -> dict:
@@ -116,6 +120,17 @@ def run_demo(out: Path) -> dict:
     got["groups"] = {g: (float(r["ratio_to_baseline"]), float(r["ratio_ci_low"]), float(r["ratio_ci_high"]),
                          float(r["p_holm"]), r["letters"]) for g, r in rows.items() if r["ratio_to_baseline"]}
     got["glibc_mb"] = float(rows["glibc"]["level_mb"]) if "glibc" in rows else None
+    got["setup_s"], got["consensus_s"], got["warmup_s"], got["how"] = None, None, None, ""
+    if (out / "run" / "run.db").is_file():
+        store = Store.open_readonly(out / "run" / "run.db")
+        started = store.meta().get("started_at")
+        got["warmup_s"] = json.loads(store.meta().get("phases", "{}")).get("warmup")   # held while relays fetch the directory
+        got["setup_s"] = float(started) - got["t0_wall"] if started else None
+        waited = [re.search(r"after (\d+) s", e["description"]) for e in store.events(kinds=["tor_consensus"])]
+        got["consensus_s"] = float(waited[0].group(1)) if waited and waited[0] else None
+        store.close()
+    how = re.search(r"^(stopped as soon as every comparison was decided|ran to the cap .*?)(:| —)", printed, re.M)
+    got["how"] = how.group(0) if how else ""
     g = got["groups"]
     old, new = g.get("mimalloc-2.0.9"), g.get("mimalloc-3.0.1")
     got["goals"] = {
@@ -124,6 +139,7 @@ def run_demo(out: Path) -> dict:
         "2.0.9 and jemalloc <= 0.6x": all(k in g and g[k][0] <= 0.6 for k in ("mimalloc-2.0.9", "jemalloc-5.3.0")),
         "3.0.1 above 2.0.9": bool(old and new and new[0] > old[0] and not set(old[4]) & set(new[4])),
         "every comparison significant": bool(g) and all(v[3] < 0.05 for v in g.values()),
+        "stopped: every comparison decided": got["how"].startswith("stopped as soon as every comparison was decided"),
     }
     return got
 
@@ -180,7 +196,9 @@ def main() -> int:
             print(f"run {i + 1}/{a.runs}: alloclab demo -o {out}", flush=True)
             r = run_demo(out)
             ratios = ", ".join(f"{g} {v[0]:.2f}× [{v[1]:.2f}–{v[2]:.2f}] p {v[3]:.2g}" for g, v in r["groups"].items())
-            print(f"  total {r['wall_s']:.0f} s (exit {r['exit']}); {r['ended']}; glibc {r['glibc_mb'] or 0:.0f} MB; {ratios}; "
+            setup = (f"set-up {r['setup_s']:.0f} s (consensus after {r['consensus_s'] or 0:.0f} s), relays' warm-up "
+                     f"{r['warmup_s'] or 0:.0f} s" if r["setup_s"] is not None else "no run")
+            print(f"  total {r['wall_s']:.0f} s (exit {r['exit']}), {setup}; {r['ended']}; glibc {r['glibc_mb'] or 0:.0f} MB; {ratios}; "
                   f"cpu-saturated {'yes' if r['saturated'] else 'no'}; machine load {r['load_median']:.1f} median, "
                   f"{r['load_max']:.1f} peak; own load {r['own_load']:.1f}, own CPU {r['cpu_share']:.2f} of the cores", flush=True)
             print("  goals: " + ", ".join(f"{k} {'yes' if ok else 'NO'}" for k, ok in r["goals"].items()), flush=True)

@@ -50,7 +50,7 @@ def importer_at(commit: str = COMMIT):
     store.py too (its insert/begin/commit calls predate the typed store API), put in place of
     alloclab.store only while the importer's own imports run. Its other relative imports (errors,
     outputs, timefmt) resolve in today's package. A module with that commit's import_torutils."""
-    import alloclab.store        # noqa: F401 - today's, put back below
+    import alloclab.store  # noqa: F401 - today's, put back below
     today = sys.modules["alloclab.store"]
     sys.modules["alloclab.store"] = _module_at(commit, "store")
     try:
@@ -65,8 +65,8 @@ def main() -> int:
     ap.add_argument("--commit", default=COMMIT, help="the commit whose importer makes the records (default %(default)s)")
     args = ap.parse_args()
     sys.path[:0] = [str(REPO / "src"), str(REPO)]
-    from alloclab.torutils import importer
     from alloclab.errors import UserError  # noqa: F401 - outcome() catches it
+    from alloclab.torutils import importer
     from tests.integration.test_import_equivalence import CASE_IDS, build_case, input_digest, make_export, outcome
     before = importer_at(args.commit)
     full = subprocess.run(["git", "-C", str(REPO), "rev-parse", args.commit], capture_output=True, text=True,

@@ -32,8 +32,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from alloclab.stats import calibration as sim, status, step_evidence  # noqa: E402
-from alloclab.stats.rules import RULES  # noqa: E402
+from alloclab.stats import calibration as sim, status, step_evidence
+from alloclab.stats.rules import RULES
 
 KINDS = {   # name: (window s, interval s, make(rng, n, t), the generated noise (φ, white share, SD))
     # the step fit reads a series as shares of its median, ~1.05 × the climb's start: the noise's SD there is 2% / 1.05

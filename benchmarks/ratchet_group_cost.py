@@ -27,7 +27,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from alloclab.stats import calibration as sim, classify, ratchet_group, ratchet_shared, step_evidence  # noqa: E402
+from alloclab.stats import calibration as sim, classify, ratchet_group, ratchet_shared, step_evidence
 
 
 def main() -> int:

@@ -22,6 +22,7 @@ import tempfile
 from pathlib import Path
 
 import trace_workloads
+
 from alloclab import nativebuild
 
 CLOCK_COST_C = r"""

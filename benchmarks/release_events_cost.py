@@ -20,8 +20,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from alloclab.stats import calibration as sim  # noqa: E402
-from alloclab.stats.status import release_events, release_threshold  # noqa: E402
+from alloclab.stats import calibration as sim
+from alloclab.stats.status import release_events, release_threshold
 
 
 def cpu_ms(f, repeat: int) -> float:

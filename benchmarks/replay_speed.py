@@ -27,8 +27,9 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from alloclab import nativebuild
 from trace_workloads import REPLAYED
+
+from alloclab import nativebuild
 
 
 def run(cmd: list[str]) -> tuple[dict, float]:

@@ -17,10 +17,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -96,7 +94,6 @@ def main() -> None:
         budget = sampler.SmapsBudget(args.budget)
         first_full: dict[int, float] = {}
         last_full: dict[int, float] = {}
-        longest_gap = 0.0
         tick_cpu, full_cpu, cheap_counts, full_counts = [], [], [], []
         start = time.monotonic()
         tick = 0

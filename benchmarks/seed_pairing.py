@@ -25,8 +25,8 @@ from scipy import stats as sps
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from alloclab import analysis  # noqa: E402
-from alloclab.store import Store  # noqa: E402
+from alloclab import analysis
+from alloclab.store import Store
 
 
 def levels_by_index(db: Path) -> tuple[str, str, dict[str, dict[int, float]]]:

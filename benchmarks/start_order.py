@@ -29,10 +29,10 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from alloclab import analysis, runner  # noqa: E402
-from alloclab.config import load_experiment  # noqa: E402
-from alloclab.store import Store  # noqa: E402
-from tests.experiments import write_experiment  # noqa: E402
+from alloclab import analysis, runner
+from alloclab.config import load_experiment
+from alloclab.store import Store
+from tests.experiments import write_experiment
 
 WORKLOAD = {"name": "worker-pool", "threads": 2, "modules": 800, "gap": 3}
 

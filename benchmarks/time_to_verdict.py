@@ -6,7 +6,7 @@ a verdict (the best group beats the baseline, significantly, by the sequential r
                                          [--max-duration 20m] [--only KIND]
 
 Experiments (KIND), each glibc against jemalloc 5.3.0 unless said:
-  tor-dircache  the built-in Tor directory-cache model (docs/workloads.md), --tor-replicas a group,
+  tor-dircache  the built-in Tor directory-cache model (docs/how-to/workloads.md), --tor-replicas a group,
                 warm-up 120 s (under glibc the model's level climbs for its first ~2 minutes);
   tor-null      the same design, glibc against glibc: the real null check (a verdict is a false stop);
   tor-mimalloc  the same model, mimalloc 3.0.1 (baseline, what the relays ran) against 2.0.9, the

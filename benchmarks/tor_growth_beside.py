@@ -6,9 +6,9 @@ baseline's changes. Why MB and not the share of the level: where the workload it
 descriptor store under a compressed churn, the same megabytes under every allocator), the same
 +45 MB is +6% of a 750 MB glibc relay and +21% of a 200 MB mimalloc one, so the status words'
 shares call the small relays Growing for the workload's growth. A difference in MB from the
-baseline's is what the allocator adds. A diagnostic for docs/results.md (issue 26) on the
+baseline's is what the allocator adds. A diagnostic for docs/lab/results.md (issue 26) on the
 replicas' own Theil–Sen changes; the analysis now makes the same judgement as a calibrated rule
-(stats.growth_beside, "Growth beside the baseline" in docs/analysis.md, the report's Growth across
+(stats.growth_beside, "Growth beside the baseline" in docs/method/index.md, the report's Growth across
 replicas section), on the start/end levels of the growth test across replicas.
 """
 from __future__ import annotations

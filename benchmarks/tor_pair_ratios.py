@@ -1,5 +1,5 @@
 """Ratios between pairs of a run's groups whose denominators differ, e.g. glibc against mimalloc
-2.0.9 at each tor thread count (issue 26; docs/results.md). Each pair is the report's own
+2.0.9 at each tor thread count (issue 26; docs/lab/results.md). Each pair is the report's own
 comparison (analysis.compare.compare_groups: the replica levels as analysed, Welch's t on log
 levels, geometric-mean ratio with its 95% interval), on the two groups alone; p is also
 Holm-adjusted over the pairs given. Every group against one group: `alloclab report RUN --baseline GROUP`.

@@ -7,7 +7,7 @@ group, the cores each relay used and the share of its threads' runnable time spe
 
 The load average counts every runnable thread on the host (other users' work included); these
 figures are the measured relays' own: a relay whose threads wait most of their runnable time is
-CPU-starved whatever the load says. Used for issue 26 (docs/results.md).
+CPU-starved whatever the load says. Used for issue 26 (docs/lab/results.md).
 """
 from __future__ import annotations
 

@@ -14,17 +14,17 @@ import json
 import sys
 import tempfile
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from alloclab.stats import calibration as sim  # noqa: E402
+from alloclab.stats import calibration as sim
 
 GROUPS = {"A": ("jemalloc", "5.3.0"), "B": ("mimalloc", "2.1.2"), "C": ("tcmalloc", "2.15"), "Z": ("glibc", None)}
-T0 = datetime(2026, 3, 2, tzinfo=timezone.utc).timestamp()      # a Monday, 00:00 UTC
+T0 = datetime(2026, 3, 2, tzinfo=UTC).timestamp()      # a Monday, 00:00 UTC
 
 
 @dataclass
@@ -109,7 +109,7 @@ def write_folder(folder: Path, t: np.ndarray, mb: dict[str, np.ndarray],
     events.csv, one `restart` event per restart naming its relay (a recorded restart)."""
     folder.mkdir(parents=True, exist_ok=True)
     lines = ["timestamp,server,type,fingerprint,nickname,group,rss_kb"]
-    stamps = [datetime.fromtimestamp(x, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S") for x in t]
+    stamps = [datetime.fromtimestamp(x, UTC).strftime("%Y-%m-%dT%H:%M:%S") for x in t]
     for k, stamp in enumerate(stamps):
         for g, ys in mb.items():
             for i in range(ys.shape[0]):
@@ -120,7 +120,7 @@ def write_folder(folder: Path, t: np.ndarray, mb: dict[str, np.ndarray],
         for g, times in restarts.items():
             for i, when in enumerate(times):
                 if when is not None:
-                    stamp = datetime.fromtimestamp(when, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+                    stamp = datetime.fromtimestamp(when, UTC).strftime("%Y-%m-%dT%H:%M:%S")
                     rows.append(f"{stamp},restart,{relay_name(g, i)} restarted,{g},{relay_name(g, i)}")
         (folder / "events.csv").write_text("\n".join(rows) + "\n")
     return write_experiment(folder)

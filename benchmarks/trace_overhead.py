@@ -22,9 +22,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from alloclab import nativebuild, trace
 from trace_workloads import PACED, RECORDED
 
+from alloclab import nativebuild, trace
 
 CPU: list[float] = []                 # CPU seconds (user + sys, all threads) of the last command run
 

@@ -19,8 +19,9 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from alloclab import nativebuild, trace
 from trace_workloads import RECORDED
+
+from alloclab import nativebuild, trace
 
 
 def main() -> None:

@@ -307,11 +307,11 @@ def split_module(plan: Plan) -> None:
 
 def _group_imports(lines: list[str]) -> list[str]:
     """Docstring, then __future__, stdlib/third-party, then relative imports, a blank line between."""
-    doc, fut = lines[0], [l for l in lines[1:] if l.startswith("from __future__")]
-    rel = [l for l in lines[1:] if l.startswith("from .")]
-    other = [l for l in lines[1:] if l not in fut and l not in rel]
-    std = [l for l in other if not l.startswith(("import numpy", "from numpy"))]
-    third = [l for l in other if l not in std]
+    doc, fut = lines[0], [ln for ln in lines[1:] if ln.startswith("from __future__")]
+    rel = [ln for ln in lines[1:] if ln.startswith("from .")]
+    other = [ln for ln in lines[1:] if ln not in fut and ln not in rel]
+    std = [ln for ln in other if not ln.startswith(("import numpy", "from numpy"))]
+    third = [ln for ln in other if ln not in std]
     out = [doc]
     for block in (fut, std, third, rel):
         if block:
@@ -449,7 +449,7 @@ def rewrite_python(plan: Plan, path: Path, text: str) -> tuple[str, list[str]]:
         entries: list[tuple[str, str | None, str | None]] = []   # (from-module, name, asname)
         changed = False
         M_top = ".".join(M.split(".")[:2])
-        from_stale = plan.stale(M_top) and (M == M_top or not exists_now(M))
+        from_stale = plan.stale(M_top) and (M_top == M or not exists_now(M))
         for a in node.names:
             if a.name == "*":
                 if from_stale:
@@ -457,7 +457,7 @@ def rewrite_python(plan: Plan, path: Path, text: str) -> tuple[str, list[str]]:
                 entries.append((M, "*", None))
                 continue
             if from_stale:
-                if M != M_top:
+                if M_top != M:
                     raise Unrewritable(f"{path.relative_to(ROOT)}:{node.lineno}: import from {M}, inside a moved module")
                 entries.append((plan.new_home(M, a.name), a.name, a.asname))
                 changed = True
@@ -525,7 +525,7 @@ def rewrite_python(plan: Plan, path: Path, text: str) -> tuple[str, list[str]]:
         else:
             final.append((start, end, what))
     final.sort(key=lambda e: e[0])
-    for (s1, e1, _), (s2, _, _) in zip(final, final[1:]):
+    for (_s1, e1, _), (s2, _, _) in zip(final, final[1:]):
         if s2 < e1:
             raise Unrewritable(f"{path.relative_to(ROOT)}: overlapping rewrites near offset {s2}")
     out = text

@@ -23,7 +23,7 @@ class Browser:
         exe = shutil.which("chromium")
         if exe is None:
             pytest.fail("chromium missing: run scripts/install.sh --test")
-        import websocket        # websocket-client, the [test] extra
+        import websocket  # websocket-client, the [test] extra
         self.profile = Path(tempfile.mkdtemp(prefix="alloclab-chromium-"))
         self.proc = subprocess.Popen(
             [exe, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--no-default-browser-check",

@@ -6,8 +6,8 @@ from __future__ import annotations
 import threading
 import time
 import urllib.parse
+from collections.abc import Callable, Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Callable, Iterable
 
 # answer(query) -> (status, headers, body pieces, seconds to wait before each piece)
 Answer = Callable[[str], "tuple[int, dict[str, str], Iterable[bytes], float]"]
@@ -23,7 +23,7 @@ class PromServer:
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
 
-            def do_GET(self):                  # noqa: N802 (http.server's name)
+            def do_GET(self):
                 q = urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query).get("query", [""])[0]
                 outer.requests.append(q)
                 status, headers, pieces, pause = outer.answer(q)
@@ -52,7 +52,7 @@ class PromServer:
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
-    def __enter__(self) -> "PromServer":
+    def __enter__(self) -> PromServer:
         self.thread.start()
         return self
 

@@ -8,8 +8,8 @@ down): every source tried was UNREACHABLE. A registry that answered that the pin
 gone fails the test, so a pin that rots fails the suite the day it rots."""
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 import pytest
 

@@ -3,13 +3,13 @@
 # under `alloclab gate` (two groups of one run, replicas interleaved, stopped once decided), and
 # fail the job when the candidate is shown to use more than GATE_PCT% more memory.
 # Called by examples/ci/github-actions.yml and examples/ci/gitlab-ci.yml; tested by
-# tests/integration/test_ci_gate.py. Docs: docs/compare.md, "A PR's memory gate".
+# tests/integration/test_ci_gate.py. Docs: docs/tutorials/ci-memory-gate.md.
 #
 # Settings (environment):
 #   GATE_BASE_REF  the baseline commit or branch (required), e.g. origin/main
 #   GATE_RUN       the program with a fixed input, as run from the top of each tree (required),
 #                  e.g. "./build/app --input tests/fixed.dat"; it must keep running (holding its
-#                  memory) until stopped, or use a recorded trace (GATE_ARGS, docs/compare.md)
+#                  memory) until stopped, or use a recorded trace (GATE_ARGS, docs/tutorials/ci-memory-gate.md)
 #   GATE_BUILD     the build command, run in each tree (default: make)
 #   GATE_PCT       the allowed increase in percent (default: 5)
 #   GATE_OUT       where the run and report.html go (default: memory-gate; must not exist yet)

@@ -8,7 +8,8 @@ replicas.csv, charts/) — written first when the run has none — and the trace
 when the user names them (`--trace FILE`). Not the process environment: only what the experiment
 file set. Members are plain files with relative names (no links, no owners), so extracting is safe.
 
-Only files alloclab wrote go in (docs/security.md, "Bundles"): the report's own names, read
+Only files alloclab wrote go in (docs/reference/security.md, "Run directories, bundles and
+servers"): the report's own names, read
 relative to the run directory without following a link (fleet.rootfs.Root) and refused when a
 link or a file with another hard link stands there; never a path the store names — a store may
 come from another host (`merge`), so `groups.command_json` naming /etc/shadow as "the trace" must

@@ -20,6 +20,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from .errors import UserError
@@ -48,7 +49,7 @@ class Companion:
     def url(self) -> str:
         return f"http://{'[' + self.host + ']' if ':' in self.host else self.host}:{self.port}/"
 
-    def start(self, module: str, db: Path, log: Path, extra: list[str] = ()) -> subprocess.Popen:
+    def start(self, module: str, db: Path, log: Path, extra: Sequence[str] = ()) -> subprocess.Popen:
         with open(log, "ab") as out:
             self.popen = subprocess.Popen(
                 [sys.executable, "-m", module, "--fd", str(self.sock.fileno()), "--db", str(db),

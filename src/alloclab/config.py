@@ -2,7 +2,7 @@
 
 The runner, sampler and analysis read only these dataclasses, never the raw TOML, so a key
 that is accepted here is a key that does something. A hostile file is refused here, before
-anything is created: every limit below is one a machine can honour, and docs/security.md
+anything is created: every limit below is one a machine can honour, and docs/reference/security.md
 ("Hostile experiment files") lists them.
 """
 from __future__ import annotations
@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from .errors import UserError, did_you_mean
-from .fleet.unitfile import CONTROL as _CONTROL          # incl. U+0085, U+2028/9: no line break in any path
+from .fleet.unitfile import CONTROL as _CONTROL  # incl. U+0085, U+2028/9: no line break in any path
 
-# ---- limits (documented in docs/security.md; tests/unit/test_config.py holds each one) ----
+# ---- limits (documented in docs/reference/security.md; tests/unit/test_config.py holds each one) ----
 MAX_FILE_BYTES = 1 << 20          # an experiment file is a page of settings, not data
 MAX_DEPTH = 16                    # tables/arrays inside each other (tomllib recurses; 1,000 deep overflows)
 MIN_INTERVAL = 0.1                # seconds: one sampling pass over /proc takes milliseconds per process
@@ -428,7 +428,7 @@ def _scenario(table: Any, src: str) -> ScenarioSettings:
 # dot-separated key parts may remain (outside strings only keys are dot-separated words).
 _STRINGS_AND_COMMENTS = re.compile(r'"""[\s\S]*?"""|\'\'\'[\s\S]*?\'\'\'|"(?:[^"\\\n]|\\.)*+"|\'[^\'\n]*+\'|#[^\n]*+')
 _KEY_PART = r'(?:(?<![A-Za-z0-9_-])[A-Za-z0-9_-]++|"")'
-_DEEP_KEY = re.compile(_KEY_PART + r"(?:[ \t]*+\.[ \t]*+" + _KEY_PART + r"){%d}" % MAX_DEPTH)
+_DEEP_KEY = re.compile(_KEY_PART + r"(?:[ \t]*+\.[ \t]*+" + _KEY_PART + rf"){{{MAX_DEPTH}}}")
 
 
 def _check_dotted_keys(text: str, source: str) -> None:

@@ -3,6 +3,8 @@ import errno
 import os
 import re
 
+from . import exitcodes
+
 _LINE_BREAKING = re.compile(r"[\x00-\x1f\x7f\u2028\u2029\x85]")
 
 
@@ -15,7 +17,7 @@ class UserError(Exception):
     """Bad input or an environment problem the user can fix (a damaged store given to read, a path
     that cannot be written): the CLI prints str(self) and exits with `exit_code`, 2 (3 for
     CutShortError)."""
-    exit_code = 2
+    exit_code = exitcodes.BAD_INPUT
 
     def __init__(self, problem: str, fix: str | None = None):
         self.problem = _one_line(problem)
@@ -47,7 +49,7 @@ class StoreError(Exception):
 class CutShortError(UserError):
     """Recorded data could not be written (a full disk): the command was cut short and what it
     recorded so far is kept. Exit code 3, so a script tells it from refused input (2)."""
-    exit_code = 3
+    exit_code = exitcodes.CUT_SHORT
 
 
 # The fix for an OSError no command handled itself, by errno (anything else: check the path).

@@ -12,7 +12,7 @@ k at level α_k = α·t_k/Σt (stats.SequentialTest's planned spending). Since �
 "above" and "within" is one side of a two-sided interval, a true increase of exactly PCT% is
 called above in at most α/2 = 2.5% of gates, and a true increase beyond PCT% within in at most
 2.5%, whatever the dependence between looks (Bonferroni). Calibration: benchmarks/gate_decisive.py,
-docs/compare.md.
+docs/tutorials/ci-memory-gate.md.
 """
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """The one HTTP server every alloclab endpoint runs on: the live view (`run --serve`), the
 Prometheus exposition (`run --metrics`) and the fleet collector (`fleet collect --listen`).
 
-What it adds to http.server, the same for all (docs/security.md, "Servers"):
+What it adds to http.server, the same for all (docs/reference/security.md, "Run directories,
+bundles and servers"):
 - Host check: a server bound to a loopback address answers only requests whose Host header names
   loopback (localhost, 127.x, ::1) or the bound address, so a web page whose name rebinds to
   127.0.0.1 cannot read the figures through a browser on this machine (403 otherwise). A server

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .store import HELD_KINDS        # the kinds of free-but-held memory are the store's held_* columns
+from .store import HELD_KINDS  # the kinds of free-but-held memory are the store's held_* columns
 
 HELPER = "liballoclab_introspect.so"
 DIR_VAR = "ALLOCLAB_INTROSPECT"                 # set for replicas: where records go
@@ -289,7 +289,7 @@ class Collector:
     Confirms the helper is mapped in every process when first seen and every `verify_every`
     seconds, recording an `introspect_absent` event when it is not (a static binary, a wrapper
     that drops LD_PRELOAD): its figures are then absent, nothing waits for them."""
-    store: "object"
+    store: object
     helper: Path
     verify_every: float = 30.0
     rows: list[tuple] = field(default_factory=list)

@@ -259,7 +259,7 @@ def make_handler(data: LiveData) -> type[BaseHTTPRequestHandler]:
                     self._json(data.analysed_warnings())
                 elif url.path == "/report.html":
                     run_dir = data.store.run_dir
-                    try:        # never through a link planted in the run directory (docs/security.md)
+                    try:        # never through a link planted in the run directory (docs/reference/security.md)
                         body = Root(run_dir, "the run directory").read_bytes(run_dir / "report.html", one_link=True)
                     except FileNotFoundError:
                         return self._json({"error": "no report yet"}, 404)

@@ -12,7 +12,7 @@ Why a process: the runner forks replicas with a pre-exec hook, which is unsafe n
 threads (companion.py). The runner creates each pipe and the log file (O_NOFOLLOW: never through
 a link), hands both descriptors to the pump over a socket (SCM_RIGHTS), and keeps only the pipe's
 write end for the child. The pump ends once the runner closes its socket and every pipe is at
-end of file (every writer gone), or with alloclab (parent-death signal). docs/security.md.
+end of file (every writer gone), or with alloclab (parent-death signal). docs/reference/security.md.
 """
 from __future__ import annotations
 
@@ -22,8 +22,8 @@ import selectors
 import socket
 import subprocess
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 LOG_CAP_BYTES = 8 << 20
 CHUNK = 1 << 16
@@ -142,6 +142,7 @@ def pump(control: socket.socket, cap: int) -> None:
 
 def main() -> None:
     import argparse
+
     from .companion import become_companion
     ap = argparse.ArgumentParser(description="alloclab's log pump (started by `alloclab run`).")
     ap.add_argument("--fd", type=int, required=True)

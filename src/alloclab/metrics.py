@@ -3,7 +3,7 @@ official client library (prometheus_client).
 
 The collector publishes one `Snapshot` per sampling tick (the very rows it writes to its store)
 and swaps it in whole, so every scrape reads one tick: per-unit and per-group figures of one
-scrape always agree. Layout (docs/fleet.md, "Metrics"): figures are labelled by `host` and `unit`
+scrape always agree. Layout (docs/how-to/fleet.md, "Metrics"): figures are labelled by `host` and `unit`
 only, so a unit's series survive a deploy; what the unit runs (group, allocator, version, library
 sha256) is one `alloclab_unit_info` series joined by host and unit. A unit without a process is
 absent from every figure and `alloclab_unit_up` 0, never 0 bytes. Names follow Prometheus
@@ -28,7 +28,7 @@ PREFIX = "alloclab_"
 MEMTYPES = {"rss_kb": "resident", "pss_kb": "proportionalResident", "uss_kb": "unique", "anon_kb": "anonymous",
             "lazyfree_kb": "lazyfree", "swap_kb": "swapped", "cgroup_kb": "cgroup"}
 UNIT_LABELS = ("host", "unit")
-INFO_LABELS = ("host", "unit", "group", "allocator", "version", "library_sha256")
+INFO_LABELS = ("host", "unit", "group", "allocator", "version", "library_sha256", "generation")
 GROUP_LABELS = ("host", "group")
 # tick durations: from a few ms (a handful of units) to past a 1 s interval (thousands on a busy host)
 TICK_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
@@ -58,6 +58,12 @@ class UnitFigures:
     up: bool = True
     sha256: str = ""
     start_time: float | None = None            # unix time the unit's main process started
+    # the deployed state the unit follows (fleet/deployed.py): which apply or deploy, its number
+    # (0: none), when it was applied, and the unit's mean resident memory in the day before it
+    generation: str = "none"
+    generation_number: int = 0
+    generation_time: float | None = None
+    pre_deploy_kb: float | None = None
 
 
 @dataclass
@@ -98,6 +104,7 @@ class CollectorHealth:
 
 def build_info():
     import platform
+
     from prometheus_client.core import GaugeMetricFamily
     info = GaugeMetricFamily(PREFIX + "collector_build_info", "alloclab's version and Python's, 1.",
                              labels=["version", "python_version"])
@@ -132,19 +139,27 @@ class Exposition:
 
 
 def families(snap: Snapshot):
-    """The metric families of one snapshot (the layout in docs/fleet.md)."""
+    """The metric families of one snapshot (the layout in docs/how-to/fleet.md)."""
     from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
     up = GaugeMetricFamily(PREFIX + "unit_up", "1 when the unit has a running process this tick, 0 when it has none.",
                            labels=list(UNIT_LABELS))
-    info = GaugeMetricFamily(PREFIX + "unit_info", "What the unit runs (group, allocator, version, library sha256), 1; "
-                             "join on host and unit.", labels=list(INFO_LABELS))
+    info = GaugeMetricFamily(PREFIX + "unit_info", "What the unit runs (group, allocator, version, library sha256) in "
+                             "the generation it follows, 1; join on host and unit.", labels=list(INFO_LABELS))
+    generation = GaugeMetricFamily(PREFIX + "unit_generation", "Number of the apply or deploy the unit follows "
+                                   "(1, 2, ... in the order applied; 0: none).", labels=list(UNIT_LABELS))
+    generation_time = GaugeMetricFamily(PREFIX + "unit_generation_timestamp_seconds", "Unix time the apply or deploy "
+                                        "the unit follows began (absent: none).", labels=list(UNIT_LABELS))
+    pre_deploy = GaugeMetricFamily(PREFIX + "unit_pre_deploy_bytes", "The unit's mean memory in the day before the "
+                                   "apply or deploy it follows, from the collector's run (absent: not sampled then).",
+                                   labels=[*UNIT_LABELS, "memtype"])
     unit_mem = GaugeMetricFamily(PREFIX + "unit_memory_bytes", "Memory of a unit's processes (summed), by memtype; "
                                  "absent when not measured.", labels=[*UNIT_LABELS, "memtype"])
     procs = GaugeMetricFamily(PREFIX + "unit_num_procs", "Processes of the unit this tick.", labels=list(UNIT_LABELS))
     cpu = CounterMetricFamily(PREFIX + "unit_cpu_seconds", "CPU time (user + system) of the unit's live processes.",
                               labels=list(UNIT_LABELS))
     verified = GaugeMetricFamily(PREFIX + "unit_allocator_verified",
-                                 "1 when every process maps the group's allocator, 0 when one does not (absent: not yet known).",
+                                 "1 when every process maps the allocator of the generation the unit follows, 0 when one does not "
+                                 "(absent: not yet known).",
                                  labels=list(UNIT_LABELS))
     restarts = CounterMetricFamily(PREFIX + "unit_restarts", "Main-process changes seen by the collector.",
                                    labels=list(UNIT_LABELS))
@@ -154,7 +169,8 @@ def families(snap: Snapshot):
                                   "alloclab_group_units of them), by memtype.", labels=[*GROUP_LABELS, "memtype"])
     group_units = GaugeMetricFamily(PREFIX + "group_units", "Units in the group's memory sum of that memtype this tick.",
                                     labels=[*GROUP_LABELS, "memtype"])
-    expected = GaugeMetricFamily(PREFIX + "group_units_expected", "Units the plan puts in the group on this host.",
+    expected = GaugeMetricFamily(PREFIX + "group_units_expected", "Units in the group on this host (each as the generation "
+                                 "it follows puts it).",
                                  labels=list(GROUP_LABELS))
     sampled = GaugeMetricFamily(PREFIX + "last_sample_timestamp_seconds", "Unix time of the tick these figures are from.",
                                 labels=["host"])
@@ -165,7 +181,12 @@ def families(snap: Snapshot):
         labels = [snap.host, u.unit]
         counts[u.group] = counts.get(u.group, 0) + 1
         up.add_metric(labels, 1.0 if u.up else 0.0)
-        info.add_metric([*labels, u.group, u.allocator, u.version, u.sha256], 1.0)
+        info.add_metric([*labels, u.group, u.allocator, u.version, u.sha256, u.generation], 1.0)
+        generation.add_metric(labels, u.generation_number)
+        if u.generation_time is not None:
+            generation_time.add_metric(labels, u.generation_time)
+        if u.pre_deploy_kb is not None:
+            pre_deploy.add_metric([*labels, MEMTYPES["rss_kb"]], u.pre_deploy_kb * 1024)
         restarts.add_metric(labels, u.restarts)
         if not u.up:
             continue
@@ -189,7 +210,8 @@ def families(snap: Snapshot):
         group_units.add_metric([snap.host, group, memtype], n)
     for group, n in sorted(counts.items()):
         expected.add_metric([snap.host, group], n)
-    yield from (up, info, unit_mem, procs, cpu, verified, restarts, started, group_mem, group_units, expected, sampled)
+    yield from (up, info, generation, generation_time, pre_deploy, unit_mem, procs, cpu, verified, restarts, started,
+                group_mem, group_units, expected, sampled)
 
 
 def parse_listen(addr: str, option: str = "--listen") -> tuple[str, int]:
@@ -226,6 +248,7 @@ def serve(exposition: Exposition, addr: str):
     """Serve /metrics on ADDR in a daemon thread (the guarded server every endpoint shares:
     httpguard); returns (server, bound port). The server stops with the process (or server.shutdown())."""
     from prometheus_client.exposition import MetricsHandler
+
     from .httpguard import serve_in_thread
     host, port = parse_listen(addr)
     registry = registry_for(exposition)
@@ -285,13 +308,14 @@ class MetricsServer(Companion):
     def __init__(self, addr: str):
         super().__init__(parse_listen(addr, "--metrics"), "metrics", "choose a free port with --metrics")
 
-    def start(self, db, log, host: str) -> "subprocess.Popen":
+    def start(self, db, log, host: str) -> subprocess.Popen:
         return super().start("alloclab.metrics", db, log, ["--host", host])
 
 
 def main() -> None:
     """The companion process of `run --metrics` (`python -m alloclab.metrics --fd N --db RUN.db ...`)."""
     from prometheus_client.exposition import MetricsHandler
+
     from .store import Store
     ap = companion_args("alloclab's Prometheus exposition of a run (started by `alloclab run --metrics`).")
     ap.add_argument("--host", required=True, help="the host label")

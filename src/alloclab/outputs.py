@@ -73,7 +73,7 @@ def write_output(out_dir: Path, name: str, data: bytes | str) -> Path:
     """OUT_DIR/NAME (NAME may go through subdirectories, e.g. charts/x.png) written without following
     a link: each directory below OUT_DIR is opened relative to its parent with O_NOFOLLOW and the
     file is a fresh temporary renamed into place (fleet.rootfs.Root), so a link someone planted in
-    a run directory is replaced or refused, never written through (docs/security.md)."""
+    a run directory is replaced or refused, never written through (docs/reference/security.md)."""
     from .fleet.rootfs import Root
     path = out_dir / name
     Root(out_dir, "the output directory").write(path, data)

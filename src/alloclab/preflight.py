@@ -9,8 +9,8 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from .allocators import loaderenv, resolution, tunables
 from . import scenarios, settings, workloads
+from .allocators import loaderenv, resolution, tunables
 from .allocators.library import AllocatorSpec
 from .config import Experiment, Group, check_path_text, substitute
 from .errors import UserError

@@ -4,7 +4,7 @@
 Two kinds of data, read differently:
 - alloclab's own series (`fleet collect --listen`, `run --metrics`; the default): imported *with
   their meaning*. Identity (group, allocator, version, library) comes from `alloclab_unit_info`
-  joined by host+unit (the collector's contract, docs/fleet.md), or from the group/allocator/version
+  joined by host+unit (the collector's contract, docs/how-to/fleet.md), or from the group/allocator/version
   labels every series carried in older collectors; restarts from `alloclab_unit_restarts_total` and
   `alloclab_unit_process_start_time_seconds`; verification from `alloclab_unit_allocator_verified`;
   up from `alloclab_unit_up`. They are stored as a run (processes, verifications, restart events),
@@ -80,7 +80,7 @@ class Labels:
 
 @dataclass
 class Limits:
-    """What one import accepts from the server (docs/fleet.md, benchmarks/fuzz_prometheus.py)."""
+    """What one import accepts from the server (docs/how-to/fleet.md, benchmarks/fuzz_prometheus.py)."""
     max_bytes: int = DEFAULT_MAX_BYTES
     deadline_s: float = DEFAULT_DEADLINE
     max_depth: int = MAX_DEPTH
@@ -124,7 +124,7 @@ def parse_time(value: str, what: str, now: float | None = None) -> float:
     except ValueError:
         raise UserError(f"{what} {value!r} is not a time", "give now, now-1h, Unix seconds or 2026-11-22T08:00:00Z") from None
     if stamp.tzinfo is None:
-        stamp = stamp.replace(tzinfo=dt.timezone.utc)
+        stamp = stamp.replace(tzinfo=dt.UTC)
     return stamp.timestamp()
 
 

@@ -22,9 +22,9 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable
 
 from . import sampler, settings
 
@@ -50,7 +50,7 @@ def become_subreaper() -> bool:
 
 def children(pid: int) -> list[int]:
     """Direct children of a process (all its threads')."""
-    out = []
+    out: list[int] = []
     try:
         tasks = os.listdir(f"/proc/{pid}/task")
     except OSError:

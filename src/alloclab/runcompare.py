@@ -5,7 +5,7 @@ stats.across_runs (replicas are the units), and what changed between the runs' p
 The CI gate (`--fail-on-increase PCT`) has three outcomes per group and for the whole comparison
 (stats.across_runs.gate): "above" when a group's ratio interval lies wholly above 1 + PCT/100,
 "within" when every group's interval lies at or below it, "inconclusive" otherwise; its false-fail
-and false-pass rates are in docs/compare.md (benchmarks/compare_gate.py).
+and false-pass rates are in docs/how-to/compare.md (benchmarks/compare_gate.py).
 """
 from __future__ import annotations
 
@@ -21,9 +21,9 @@ import numpy as np
 
 from . import stats
 from .analysis import RULES, analyse
-from .errors import UserError
 from .analysis.replica import usable
 from .analysis.warnings import LevelTime, Warning, times_of_day_differ
+from .errors import UserError
 from .stats.across_runs import GateResult, compare_pairs, gate
 from .store import Store
 
@@ -126,7 +126,7 @@ class RunComparison:
     @property
     def gate_held(self) -> list[Warning]:
         """Warnings that make any gate outcome inconclusive: levels taken at different times of day
-        (a daily cycle alone moves B/A; calibration in docs/analysis.md, "Issue 29 scenarios")."""
+        (a daily cycle alone moves B/A; calibration in docs/lab/calibration.md, "Issue 29 scenarios")."""
         return [w for w in self.warnings if w.kind == "times-of-day-differ"]
 
     @property
@@ -248,7 +248,7 @@ def compare_runs(run_a: str | Path, run_b: str | Path, *, metric: str | None = N
     if untestable:
         notes.append(f"untestable (fewer than 2 usable replicas in a run): {', '.join(untestable)}"
                      + ("; the gate calls them inconclusive" if fail_on_increase is not None else ""))
-    info = lambda path, m: RunInfo(str(path), str(m.get("name", Path(path).name)), m.get("started_at"), metric)  # noqa: E731
+    info = lambda path, m: RunInfo(str(path), str(m.get("name", Path(path).name)), m.get("started_at"), metric)
     out = RunComparison(info(run_a, ma), info(run_b, mb), by, deltas, [k for k in ga if k not in gb],
                         [k for k in gb if k not in ga], changes, diff[:EXPERIMENT_DIFF_LINES] +
                         ([f"... {len(diff) - EXPERIMENT_DIFF_LINES} more lines"] if len(diff) > EXPERIMENT_DIFF_LINES else []),

@@ -24,9 +24,9 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable
 
 from . import host, introspect, logcap, outputs, preflight, priority, reaper, sampler, settings, timefmt, workloads
 from .allocators import resolution
@@ -34,8 +34,8 @@ from .allocators.library import AllocatorSpec
 from .config import Experiment, Group, Phases, substitute
 from .errors import StoreError, UserError
 from .signalname import how_ended
-from .tickwriter import Recorder, Tracked
 from .store import DB_NAME, RESUMABLE_REASONS, Store, disk_full_error
+from .tickwriter import Recorder, Tracked
 
 PR_SET_PDEATHSIG = 1
 RESERVE_NAME = ".space-reserve"        # freed when the disk fills, so the end of the run can still be written
@@ -146,13 +146,14 @@ def default_run_dir(exp: Experiment) -> Path:
 
 class Runner:
     def __init__(self, exp: Experiment, run_dir: Path | None = None,
-                 on_tick: Callable[["Runner", float, str], None] | None = None,
-                 stop_check: Callable[["Runner", float], str | None] | None = None,
-                 max_duration: float | None = None):
+                 on_tick: Callable[[Runner, float, str], None] | None = None,
+                 stop_check: Callable[[Runner, float], str | None] | None = None,
+                 max_duration: float | None = None, deadline: float | None = None):
         self.exp = exp
         self.on_tick = on_tick
         self.stop_check = stop_check
         self.max_duration = max_duration or exp.max_duration
+        self.deadline = deadline               # time.monotonic() the run ends by, set-up included (_plan_to_deadline)
         self.stop_reason: str | None = None
         self.error: str | None = None          # error_end() of the exception that stopped the run
         prepared = preflight.prepare(exp)      # the very checks of `alloclab check`
@@ -487,6 +488,7 @@ class Runner:
                 self.stop_reason = self.scenario.setup(self)
             if self.stop_reason is None:
                 self._start_replicas()
+                self._plan_to_deadline()
             self.stop_reason = self.stop_reason or self._loop()
             self._record_skips(time.time())
         except Exception as exc:
@@ -501,6 +503,19 @@ class Runner:
             for s, h in previous.items():
                 signal.signal(s, h)
         return RunResult(self.run_dir, self.stop_reason, self.stop_reason == "interrupted", self.cut_short)
+
+    def _plan_to_deadline(self) -> None:
+        """With a deadline (the demo's cap covers the scenario's set-up, whose length varies with the
+        machine's load): the run lasts what set-up left of it, at most its max duration."""
+        if self.deadline is None:
+            return
+        left = max(self.exp.interval, float(int(self.deadline - self.started_mono)))     # whole seconds: a readable plan
+        if self.max_duration is None or left < self.max_duration:
+            self.max_duration = left
+            self.planned = self.exp.planned_duration(self.max_duration)
+            with self.store.transaction():
+                self.store.add_event(time.time(), "deadline", f"the run ends within {left:.0f} s of the replicas' "
+                                     "start (what the set-up left before the deadline)")
 
     def _on_signal(self, signum: int, frame) -> None:
         # a signal while the run is being ended (stopping replicas takes the grace period) does not

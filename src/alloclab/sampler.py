@@ -295,7 +295,7 @@ class Cgroup:
 
 def _own_cgroup_dirs() -> list[tuple[Path, int]]:
     """Candidate parent dirs for replica cgroups: v2 unified first, then v1 memory."""
-    out = []
+    out: list[tuple[Path, int]] = []
     try:
         lines = Path("/proc/self/cgroup").read_text().splitlines()
     except OSError:

@@ -20,8 +20,9 @@ The calls, in order:
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 from .config import Experiment, Group
 from .errors import UserError

@@ -1,8 +1,8 @@
-"""Every environment variable alloclab itself reads, in one place (docs/settings.md lists them).
+"""Every environment variable alloclab itself reads, in one place (docs/reference/settings.md lists them).
 
 Each is read when it is needed, not at import, so a test or a caller may set it in os.environ.
 Variables alloclab *sets* for the processes it starts (ALLOCLAB_REPLICA, ALLOCLAB_STATS, ...) and
-the knobs its native programs read are listed in docs/settings.md too; they are not read here.
+the knobs its native programs read are listed in docs/reference/settings.md too; they are not read here.
 """
 from __future__ import annotations
 

@@ -5,7 +5,8 @@ spent), analyse the store as it stands, and when the test decides, record a `seq
 event with the reason and return it (the run's end reason). What differs is the test and the
 levels it is given:
 
-- SignificanceStop (`run --until-significant`): does any group differ from the baseline?
+- SignificanceStop (`run --until-significant`): does the best group differ from the baseline?
+  (`run --until-decided`, every=True: is every group's comparison decided: lower, higher or equivalent?)
 - ThresholdStop (one bisect / sweep step): is the candidate worse than the good value by more
   than a threshold?
 """
@@ -58,14 +59,58 @@ class SignificanceStop(SequentialStop):
     proportion to the look's elapsed time, all of it spent by the last look). Without a planned
     end, first_look·2^(k−1) tested at α/(k(k+1)), which front-loads α on looks where the levels
     have barely settled (a 4% difference seen at 8 minutes: tested at 0.0025, against 0.022 at
-    710 s with a 12-minute plan); benchmarks/calibration.py --part tor-verdict measures both."""
+    710 s with a 12-minute plan); benchmarks/calibration.py --part tor-verdict measures both.
 
-    def __init__(self, first_look: float, n_comparisons: int, planned_s: float | None = None, interval: float = 0.0):
+    every=True (`run --until-decided`): stop once every comparison with the baseline is decided:
+    lower, higher or equivalent within ±5% (stats.SequentialTest until="every"; no other futility
+    bound, so an undecided one runs to the cap); benchmarks/demo_stop_rule.py measures it on the
+    demo's plan.
+
+    The plan is made again at the first check (after the warm-up, before any look is spent) for the
+    run as it turned out: a warm-up held longer (relays still fetching the directory, replicas
+    started late) moves every look by as much, so the first look still has `first_look − warm-up`
+    of load behind it; a planned end that moved (the demo's cap includes the tor network's set-up:
+    Runner.deadline) moves the last look. Neither depends on the levels compared."""
+
+    def __init__(self, first_look: float, n_comparisons: int, planned_s: float | None = None, interval: float = 0.0,
+                 every: bool = False):
+        self.first_look, self.n_comparisons, self.interval, self.every = first_look, n_comparisons, interval, every
+        self.last = None            # the last look's decision (its reason says what is undecided)
+        self.checked = False        # the first check re-plans for the run as it turned out (_replan)
+        self._plan(planned_s, first_look)
+
+    def _plan(self, planned_s: float | None, first_look: float) -> None:
         from . import analysis, stats
-        times = planned_look_times(first_look, planned_s, interval)
+        times = planned_look_times(first_look, planned_s, self.interval)
+        self.planned_s = planned_s
         self.max_looks = None if times is None else len(times)
-        self.test = stats.SequentialTest(alpha=analysis.RULES["alpha"], n_comparisons=n_comparisons,
-                                         first_look_s=first_look, look_times_s=times)
+        self.test = stats.SequentialTest(alpha=analysis.RULES["alpha"], n_comparisons=self.n_comparisons,
+                                         first_look_s=first_look, look_times_s=times,
+                                         until="every" if self.every else "best")
+
+    def _replan(self, runner: Runner) -> None:
+        """The looks for the warm-up and planned end the run has now (see the class's docstring)."""
+        phases, exp = getattr(runner, "phases", None), getattr(runner, "exp", None)
+        held = float(max(0, math.ceil(phases.warmup - exp.phases.warmup))) if phases is not None and exp is not None else 0.0
+        planned = getattr(runner, "planned", None)
+        end = planned if planned is not None and self.planned_s is not None else self.planned_s
+        if held <= 0 and end == self.planned_s:
+            return
+        why = ([f"the warm-up held {held:.0f} s longer"] if held > 0 else []) + \
+              ([f"the run's planned end at {end:.0f} s"] if end is not None else [])
+        self._plan(end, self.first_look + held)
+        runner.store.add_event(time.time(), "sequential_plan", f"looks laid out again ({'; '.join(why)}), elapsed s "
+                               f"at level: {self.schedule()}")
+
+    def __call__(self, runner: Runner, elapsed: float) -> str | None:
+        if not self.checked:
+            self.checked = True
+            self._replan(runner)
+        looks = self.test.looks
+        reason = super().__call__(runner, elapsed)
+        if reason is None and self.test.looks > looks:      # a look spent without a stop: what it left open, as data
+            runner.store.add_event(time.time(), "sequential_look", self.last.reason)
+        return reason
 
     def schedule(self) -> str:
         """The looks and their levels, for the start of the run."""
@@ -80,7 +125,7 @@ class SignificanceStop(SequentialStop):
         # the replicas the final comparison will use: a stop must not rest on one it will leave out
         levels = {g.name: np.array([r.steady_mean_mb for r in a.replicas if r.group == g.name and usable(r)])
                   for g in a.groups}
-        d = self.test.update(levels, a.baseline, elapsed_s=elapsed)
+        d = self.last = self.test.update(levels, a.baseline, elapsed_s=elapsed)
         if not d.stop:
             return None
         return (f"stopped early at look {d.look}: {d.reason} (sequential test, total false-stop rate "

@@ -2,7 +2,7 @@
 
 Samples are committed every interval, so `kill -9` of alloclab loses at most one interval and
 leaves a file any SQLite reader opens. Times are Unix seconds (REAL). Every table the analysis
-reads is described in docs/store.md.
+reads is described in docs/reference/store.md.
 """
 from __future__ import annotations
 
@@ -13,9 +13,10 @@ import os
 import re
 import shutil
 import sqlite3
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Iterator
+from typing import TYPE_CHECKING, Any
 
 from .errors import CutShortError, StoreError, UserError
 
@@ -68,7 +69,7 @@ CREATE TABLE IF NOT EXISTS events(
 CREATE TABLE IF NOT EXISTS memberships(
     replica_id INTEGER NOT NULL REFERENCES replicas(id), group_name TEXT NOT NULL,
     list_kind TEXT NOT NULL, source TEXT);
--- the allocator's own account of each process (introspection helper, docs/introspection.md):
+-- the allocator's own account of each process (introspection helper, docs/how-to/introspection.md):
 -- bytes; NULL where the allocator does not tell
 CREATE TABLE IF NOT EXISTS alloc_stats(
     t REAL NOT NULL, process_id INTEGER NOT NULL REFERENCES processes(id),
@@ -87,14 +88,14 @@ MIGRATIONS = {
     3: ["ALTER TABLE replicas ADD COLUMN end_kind TEXT"],
     4: ["ALTER TABLE replicas ADD COLUMN host TEXT"],       # fleet and Prometheus imports: the machine
     5: [],          # alloc_stats: a new table, made by SCHEMA on open
-    6: ["ALTER TABLE groups ADD COLUMN hardening_json TEXT"],     # alloclab.allocators.hardening (docs/allocators.md)
-    # what the analysis needs from the host, recorded at run time (docs/store.md): the options the
+    6: ["ALTER TABLE groups ADD COLUMN hardening_json TEXT"],     # alloclab.allocators.hardening (docs/how-to/allocators.md)
+    # what the analysis needs from the host, recorded at run time (docs/reference/store.md): the options the
     # preloaded library knows, and the allocators a replica's program carries itself
     7: ["ALTER TABLE groups ADD COLUMN tunables_json TEXT", "ALTER TABLE replicas ADD COLUMN embedded_json TEXT"],
 }
 # Kinds of free-but-held memory (alloc_stats' held_* columns), in the order charts stack them.
 HELD_KINDS = tuple(re.findall(r"\bheld_(\w+) INTEGER", SCHEMA))
-# How a run ends before its planned end (meta cut_short, event 'cut_short'); see docs/store.md.
+# How a run ends before its planned end (meta cut_short, event 'cut_short'); see docs/reference/store.md.
 # 'killed' and 'disk-full' are also its end_reason and `run --resume` continues them; 'error' (the
 # runner met an exception) has end_reason "error: TYPE: TEXT" and is not resumable: the runner
 # itself stopped every replica and recorded the end.
@@ -322,7 +323,7 @@ class Store:
 
     # ---- open / create ----
     @classmethod
-    def create(cls, path: Path, several_hosts: bool = False) -> "Store":
+    def create(cls, path: Path, several_hosts: bool = False) -> Store:
         """A new store. `several_hosts` (a merge): a process is identified by (pid, start time) on
         its own host only, so the identity is unique per replica, not across the store."""
         conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
@@ -335,7 +336,7 @@ class Store:
         return store
 
     @classmethod
-    def open(cls, arg: str | Path) -> "Store":
+    def open(cls, arg: str | Path) -> Store:
         db = resolve_run(arg)
         try:
             # Not opened read-only: a read-only handle cannot recover the WAL index of a store whose
@@ -359,7 +360,7 @@ class Store:
         return cls(conn, db)
 
     @classmethod
-    def open_checked(cls, arg: str | Path) -> "Store":
+    def open_checked(cls, arg: str | Path) -> Store:
         """A store opened to be read (report, compare, export, bundle): read-only unless a killed
         writer left a WAL to recover (Store.open recovers it), then checked: every table present,
         every sample and event time finite and plausible. Damage is one UserError naming the store
@@ -394,7 +395,7 @@ class Store:
         return store
 
     @classmethod
-    def _upgraded(cls, db: Path, version: int) -> "Store":
+    def _upgraded(cls, db: Path, version: int) -> Store:
         """An older schema's store opened through Store.open, which adds what later schemas have;
         one line where the store cannot be written (a read-only copy)."""
         if not os.access(db, os.W_OK) or not os.access(db.parent, os.W_OK):
@@ -445,7 +446,7 @@ class Store:
                                       "not a memory figure (text, negative, or over 2^60)")
 
     @classmethod
-    def open_readonly(cls, db: Path) -> "Store":
+    def open_readonly(cls, db: Path) -> Store:
         """A read-only handle on a store another process is writing (the live view): it never
         migrates or writes, and sees each committed interval (WAL)."""
         conn = sqlite3.connect(f"file:{Path(db).resolve()}?mode=ro", uri=True, isolation_level=None,
@@ -725,6 +726,15 @@ class Store:
                            (replica_id,)).fetchall()
         columns = list(zip(*rows)) if rows else [() for _ in cols]
         return {c: list(v) for c, v in zip(cols, columns)}
+
+    def mean_between(self, replica_id: int, column: str, start: float, end: float) -> tuple[float | None, int]:
+        """(mean of `column`, samples it covers) of one replica's samples with start <= t < end
+        (the fleet collector's level of a unit before a deploy)."""
+        if column not in self._columns("samples"):
+            raise ValueError(f"not a samples column: {column}")
+        mean, n = self.query(f"SELECT AVG({column}), COUNT({column}) FROM samples WHERE replica_id = ? AND t >= ? AND t < ?",
+                             (replica_id, start, end))[0]
+        return mean, n
 
     def series_arrays(self, replica_id: int, columns: Iterable[str], not_null: str | None = None) -> dict[str, np.ndarray]:
         """`series` as numpy arrays: number columns as float64 (NULL -> NaN), text columns as object

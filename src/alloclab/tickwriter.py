@@ -11,8 +11,8 @@ import os
 import time
 from dataclasses import dataclass, field
 
-from .allocators import library
 from . import sampler
+from .allocators import library
 from .allocators.library import AllocatorSpec
 from .store import Store
 
@@ -135,7 +135,7 @@ class Recorder:
                    cg_usage, cg_peak, None, None, "cheap", rd.vmsize_kb, None)
         else:
             full = bool(readings) and all(rd.full for rd in readings)
-            total = lambda k: sum(rd.full[k] for rd in readings) if full else None  # noqa: E731
+            total = lambda k: sum(rd.full[k] for rd in readings) if full else None
             row = (now, r.id, phase, len(readings), sum(rd.rss_kb for rd in readings), total("pss_kb"),
                    total("uss_kb"), total("anon_kb"), total("swap_kb"),
                    sum(rd.stat.utime_s + rd.stat.stime_s for rd in readings),

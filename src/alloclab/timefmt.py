@@ -2,13 +2,13 @@
 the names of directories a user just asked for."""
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 
 def utc(t: float | str | None, minutes: bool = False) -> str:
     """A Unix time as "2026-01-31 12:34:56 UTC" (or to the minute); "–" when missing or unreadable."""
     try:
-        when = datetime.fromtimestamp(float(t), timezone.utc)
+        when = datetime.fromtimestamp(float(t), UTC)
     except (TypeError, ValueError, OverflowError, OSError):
         return "–"
     return when.strftime("%Y-%m-%d %H:%M UTC" if minutes else "%Y-%m-%d %H:%M:%S UTC")
@@ -16,7 +16,7 @@ def utc(t: float | str | None, minutes: bool = False) -> str:
 
 def utc_iso(t: float) -> str:
     """ISO 8601 in UTC with microseconds and an explicit offset: ticks half a second apart stay apart."""
-    return datetime.fromtimestamp(t, timezone.utc).isoformat(timespec="microseconds")
+    return datetime.fromtimestamp(t, UTC).isoformat(timespec="microseconds")
 
 
 def local_stamp() -> str:

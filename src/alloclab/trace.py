@@ -13,8 +13,8 @@ import os
 import signal
 import subprocess
 import threading
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from . import nativebuild, reaper
 from .config import Experiment
@@ -22,8 +22,7 @@ from .errors import CutShortError, UserError
 from .settings import environment_without_preload
 from .signalname import how_ended
 
-
-# Every call into the replayer has a deadline (docs/trace-format.md, "Limits"): reading costs at
+# Every call into the replayer has a deadline (docs/reference/trace-format.md, "Limits"): reading costs at
 # most a few microseconds per event and a file unpacks to at most 4 events per byte beyond the
 # first 1 M, so 60 s plus 5 s per MB of file is ample for --info and --check on this machine's
 # slowest day; a replay adds its schedule (gaps capped) and 5 us per operation.
@@ -71,7 +70,7 @@ def _kill_group(proc: subprocess.Popen) -> None:
 _REPLAY_ERRORS = {
     2: ("the replayer refused its options: {}", "check the numbers given to alloclab trace replay"),
     3: ("cannot use the trace: {}", "record it again; a trace cut short or changed cannot be replayed"),
-    4: ("cannot use the trace: {}", "raise that limit if this machine can take it (docs/trace-format.md, Limits)"),
+    4: ("cannot use the trace: {}", "raise that limit if this machine can take it (docs/reference/trace-format.md, Limits)"),
     5: ("cannot replay the trace here: {}", "free memory or raise the limits named, then retry"),
 }
 

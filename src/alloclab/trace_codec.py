@@ -84,7 +84,7 @@ def put_varint(v: int) -> bytes:
 
 
 def _encode(values: list[int]) -> bytes:
-    if values and 0 <= min(values) and max(values) < 0x80:      # one byte each: the common crafted case
+    if values and min(values) >= 0 and max(values) < 0x80:      # one byte each: the common crafted case
         return bytes(values)
     return b"".join(map(put_varint, values))
 

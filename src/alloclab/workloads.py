@@ -9,7 +9,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from . import nativebuild
 from .config import Experiment
@@ -106,7 +106,7 @@ def command_for(exp: Experiment) -> tuple[str, ...]:
     return tuple(argv)
 
 
-# What a parameter's number counts, where its name does not say (docs/workloads.md): `alloclab
+# What a parameter's number counts, where its name does not say (docs/how-to/workloads.md): `alloclab
 # workloads` shows it beside the default.
 PARAM_UNITS = {"hour": "s per simulated hour", "tph": "ticks per simulated hour", "clients": "requests per hour",
                "churn": "share of descriptors per hour", "keep": "consensuses", "gap": "s between builds",

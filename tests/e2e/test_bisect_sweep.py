@@ -74,7 +74,7 @@ def test_bisect_bad_input_is_one_line(tmp_path, args, message):
 
 def test_sweep_purge_delay_on_the_tor_model(tmp_path):
     """mimalloc 3.0.1 with MIMALLOC_PURGE_DELAY=0 against its default: less memory, more CPU per
-    operation (docs/results.md measured 0.74x 2.0.9's memory at 2.18x the CPU per operation)."""
+    operation (docs/lab/results.md measured 0.74x 2.0.9's memory at 2.18x the CPU per operation)."""
     out = tmp_path / "sweep"
     proc = run_cli("sweep", "tor-dircache", "--allocator", "mimalloc@3.0.1", "--set", "MIMALLOC_PURGE_DELAY=0",
                    "--workload-param", "hour=6", "--replicas", "3", "--interval", "1s", "--warmup", "8s", "--load", "20s",
@@ -102,7 +102,7 @@ def test_sweep_file_mistakes_are_one_line(tmp_path):
 
 @pytest.mark.slow
 def test_sweep_purge_delays_slow(tmp_path):
-    """The full axis (docs/bisect-sweep.md): delay 0 lowest memory and highest CPU per operation."""
+    """The full axis (docs/how-to/bisect-sweep.md): delay 0 lowest memory and highest CPU per operation."""
     out = tmp_path / "sweep"
     proc = run_cli("sweep", "tor-dircache", "--allocator", "mimalloc@3.0.1", "--set", "MIMALLOC_PURGE_DELAY=0,10,100,1000",
                    "--workload-param", "hour=6", "--replicas", "3", "--warmup", "20s", "--load", "60s", "-o", str(out),

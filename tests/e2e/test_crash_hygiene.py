@@ -148,6 +148,7 @@ def small_disk(tmp_path):
         subprocess.run(["umount", "-l", str(mnt)])
 
 
+@pytest.mark.root                                  # small_disk mounts a tmpfs
 def test_a_full_disk_stops_the_run_with_one_line(tmp_path, small_disk, native_dir):
     out = small_disk / "run"
     exp = _experiment(tmp_path, [str(native_dir / "frag"), "--load", "120", "--mb", "4", "--threads", "1"], interval="0.1s")
@@ -233,6 +234,7 @@ def test_resume_samples_survivors_and_serves_their_metrics(tmp_path, daemonizing
     --metrics` samples them until the planned end and serves each resumed tick to Prometheus."""
     import socket
     import urllib.request
+
     from prometheus_client.parser import text_string_to_metric_families
     out = tmp_path / "run"
     p = _start(_experiment(tmp_path, [str(daemonizing)], load="14s", interval="0.5s"), out)

@@ -5,7 +5,6 @@ is left out in one line and the demo goes on without it."""
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import sqlite3
 import subprocess
@@ -17,6 +16,8 @@ import pytest
 from alloclab.commands import demo
 from alloclab.tor import network
 from tests.e2e.test_tor_network import _token_processes
+
+pytestmark = [pytest.mark.network, pytest.mark.root, pytest.mark.tor]  # the real demo: tor relays in a network namespace, allocators from registries
 
 
 def _refused(out: subprocess.CompletedProcess, why: str) -> None:
@@ -62,18 +63,23 @@ main()
 
 
 def test_the_real_demo_short_leaves_out_what_cannot_be_provisioned(tmp_path):
-    """Real tor relays (glibc, jemalloc; 3 each) to the sequential rule's first look, inside the
-    cap, then the closing lines: measured beside published, what an operator would do, what was
-    left out, the report. Nothing of the run is left running."""
+    """Real tor relays (glibc, jemalloc; 3 each) until every comparison is decided (the sequential
+    rule, `run --until-decided`) or the cap, set-up included in the cap, then the closing lines: how
+    the run ended, measured beside published, what an operator would do, what was left out, the
+    report. Nothing of the run is left running."""
     if not shutil.which("tor"):
         pytest.fail("tor missing: run scripts/install.sh")
     why = network.namespace_refusal()
     if why:
         pytest.skip(f"no network namespace here ({why}): the real demo refuses (tested above)")
-    t0 = time.monotonic()
+    t0, t0_wall = time.monotonic(), time.time()
     out = subprocess.run([sys.executable, "-c", SHORT_DEMO, "demo", "-o", str(tmp_path / "demo"), "--max-duration", "3m"],
                          capture_output=True, text=True, timeout=600)
     took = time.monotonic() - t0
+    if out.returncode == 2 and "the tor test network did not form" in out.stderr:     # a saturated machine
+        assert out.stderr.count("\n") == 1 and "--max-duration" in out.stderr, out.stderr
+        assert took < 180 + 15, took
+        pytest.skip(f"set-up took what the cap leaves on this machine (refused in one line): {out.stderr.strip()}")
     assert out.returncode == 0, out.stderr[-3000:]
     lines = out.stdout.splitlines()
     left = [line for line in lines if "mimalloc@3.6.1: left out of the demo — " in line]
@@ -83,7 +89,20 @@ def test_the_real_demo_short_leaves_out_what_cannot_be_provisioned(tmp_path):
     db = sqlite3.connect(f"file:{tmp_path / 'demo' / 'run' / 'run.db'}?mode=ro", uri=True)
     meta = dict(db.execute("SELECT key, value FROM meta"))
     assert meta["network_namespace"] == "interfaces: lo"
-    closing = lines[[i for i, line in enumerate(lines) if line.startswith("measured here (real tor")][-1]:]
+    closing = lines[[i for i, line in enumerate(lines) if line.startswith("measured here (real tor")][-1] - 1:]
+    # how the run ended: every comparison decided (the stop rule's reason), or the cap with what was left open
+    reason = meta["end_reason"]
+    looks = [d for (d,) in db.execute("SELECT description FROM events WHERE kind = 'sequential_look' ORDER BY t")]
+    if reason.startswith("stopped early"):
+        assert "every comparison decided against glibc by look " in reason, reason
+        assert "jemalloc-5.3.0 lower (adjusted p " in reason, reason
+        assert closing[0] == f"stopped as soon as every comparison was decided: {reason}", closing
+    else:
+        assert reason in ("max duration reached", "planned duration reached"), reason     # cut by the deadline, or not
+        said = f"at the last {looks[-1]}" if looks else "no look of the sequential rule was reached"
+        assert closing[0] == f"ran to the cap ({reason}), not every comparison decided — {said}", closing
+        assert all(": not decided at " in d for d in looks), looks
+    closing = closing[1:]
     assert "published figures (200 relays, 9 days" in closing[0], closing
     jemalloc = next(line for line in closing if line.strip().startswith("jemalloc-5.3.0"))
     assert "published 0.44× (2.74 GB against 6.19 GB" in jemalloc, closing
@@ -96,8 +115,10 @@ def test_the_real_demo_short_leaves_out_what_cannot_be_provisioned(tmp_path):
     assert any(line.startswith("left out (could not be provisioned): mimalloc@3.6.1 (") for line in closing), closing
     assert closing[-1].startswith(f"report: {tmp_path / 'demo' / 'run' / 'report.md'}"), closing
     assert (tmp_path / "demo" / "run" / "report.html").is_file()
-    # the cap holds for everything but a set-up that overran its allowance (a busy machine: the consensus waits)
-    setup = float(re.search(r"after (\d+) s", db.execute("SELECT description FROM events WHERE kind = 'tor_consensus'")
-                            .fetchone()[0]).group(1))
-    assert took < 180 + max(0.0, setup - demo.SETUP_ALLOWANCE_S) + 30, (took, setup)
+    # the cap holds with the set-up inside it: the run's loop ends by the deadline (the cap less the
+    # report's allowance), then the relays are stopped (the 5 s grace, SIGKILL; 11 s seen at load 42)
+    # and the report written (slack for a loaded machine, where the report alone can take 20 s)
+    ended = float(meta["ended_at"])
+    assert ended - t0_wall <= 180 - demo.REPORT_ALLOWANCE_S + 20, (ended - t0_wall, took)
+    assert took < 180 + 30, took
     assert _token_processes(meta["run_token"]) == []

@@ -113,7 +113,7 @@ def test_report_table_equals_independent_sql(finished_run):
         assert summary[group]["peak_mb"] == pytest.approx(median(peaks[rid] for g, rid, _, _ in per_replica if g == group))
         assert summary[group]["verified"] == 2
     # the ratio is of geometric means (the comparison runs on log levels)
-    logmean = lambda g: sum(math.log(m) for gg, _, m, _ in per_replica if gg == g) / 2  # noqa: E731
+    logmean = lambda g: sum(math.log(m) for gg, _, m, _ in per_replica if gg == g) / 2
     assert summary["mimalloc"]["ratio_to_baseline"] == pytest.approx(math.exp(logmean("mimalloc") - logmean("glibc")))
     assert summary["static"]["status"] == "Unverified" and summary["static"]["steady_mean_mb"] is None
     for chart in ("timeseries", "distribution", "trajectories", "fragmentation"):

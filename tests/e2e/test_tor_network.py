@@ -16,11 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from alloclab.tor.network import DIRECTORY_HELD
 from alloclab import reaper, sampler
 from alloclab.tor import network
+from alloclab.tor.network import DIRECTORY_HELD
 from tests.conftest import run_cli
 from tests.experiments import write_experiment
+
+pytestmark = [pytest.mark.tor, pytest.mark.root]  # Debian's tor in a network namespace
 
 
 @pytest.fixture(scope="module")
@@ -227,7 +229,7 @@ def test_traffic_through_each_groups_relays(tor, tmp_path, jemalloc):
     flags = _consensus_flags(run / "tor-network" / "auth0" / "cached-consensus")
     guards = {n for n, f in flags.items() if {"Guard", "Exit", "Fast"} <= f}
     assert guards == {network.nickname(r) for r in relays}, flags
-    for i, group in enumerate(("glibc", "jemalloc")):
+    for i, _group in enumerate(("glibc", "jemalloc")):
         torrc = (run / "tor-network" / "traffic" / f"client{i}" / "torrc").read_text()
         mine = [ln for ln in torrc.splitlines() if ln.startswith(("MiddleNodes", "ExitNodes", "ExcludeNodes"))]
         assert len(mine) == 3 and mine[0].split()[1] == mine[1].split()[1] != mine[2].split()[1], mine

@@ -18,7 +18,7 @@ libjemalloc.so.2 (Debian's 5.3.0 build, the bytes the catalog's debian-binary so
 placed in a private alloclab cache with its provenance, instead of fetching it again; the .deb
 made from it by `alloclab allocators package` and everything after is real.
 
-`doc_route()` reads the Ansible route out of docs/fleet.md (its commands and inventory, as a user
+`doc_route()` reads the Ansible route out of docs/tutorials/relays-with-ansible.md (its commands and inventory, as a user
 copies them); `Fleet.run_step` runs them in a copy of the checkout (`Fleet.checkout`).
 """
 from __future__ import annotations
@@ -117,7 +117,7 @@ class Fleet:
             return self.base / host / rel
         return self.base / host / "ovl" / rel.parts[0] / "u" / Path(*rel.parts[1:])
 
-    def run_step(self, route: "DocRoute", playbook: str, first: bool, timeout: float = 600) -> subprocess.CompletedProcess:
+    def run_step(self, route: DocRoute, playbook: str, first: bool, timeout: float = 600) -> subprocess.CompletedProcess:
         """The doc's commands up to and including its `alloclab.fleet.PLAYBOOK` line (first=True:
         with everything before that line, e.g. the wheel, the .debs and the inventory), in bash, in
         the checkout's copy, with the controller's PATH; its output kept in log_dir with times."""
@@ -245,7 +245,7 @@ def _fresh_host(root: Path, shared: Path, user: str) -> str:
 
 
 def write_host_vars(f: Fleet, directory: Path, extra: dict | None = None) -> None:
-    """Beside the operator's inventory (docs/fleet.md's, unchanged), what only these simulated
+    """Beside the operator's inventory (docs/tutorials/relays-with-ansible.md's, unchanged), what only these simulated
     hosts need, one host_vars file each: how ssh reaches the host (its key, the ProxyCommand into
     its namespace) and its user manager (systemctl --user, found through XDG_RUNTIME_DIR)."""
     import yaml
@@ -279,7 +279,7 @@ def copy_checkout(f: Fleet) -> Path:
 
 @dataclass
 class DocRoute:
-    """docs/fleet.md's Ansible route: its one `sh` block, the inventory in it, split at each
+    """docs/tutorials/relays-with-ansible.md's Ansible route: its one `sh` block, the inventory in it, split at each
     `ansible-playbook ... alloclab.fleet.NAME` line."""
     block: str
     hosts: list[str]
@@ -297,7 +297,7 @@ class DocRoute:
         return "\n".join([*cds, lines[at]]) + "\n"
 
 
-def doc_route(doc: Path = REPO / "docs" / "fleet.md") -> DocRoute:
+def doc_route(doc: Path = REPO / "docs" / "tutorials" / "relays-with-ansible.md") -> DocRoute:
     text = doc.read_text()
     section = text[text.index("## Many hosts"):]
     block = re.search(r"```sh\n(.*?)```", section, re.S).group(1)

@@ -36,7 +36,7 @@ STALE = re.compile(re.escape(CGROUP_PREFIX) + r"(\d+)-[0-9a-f]{8}")      # ...-{
 STOP_SECONDS = 30.0        # the manager stops its units on SIGTERM; SIGKILL after this
 REMOVE_SECONDS = 30.0      # a killed process leaves its cgroup once it has exited
 
-_open_hosts: set["Host"] = set()      # closed at interpreter exit if a test's teardown did not
+_open_hosts: set[Host] = set()      # closed at interpreter exit if a test's teardown did not
 
 
 class Unavailable(Exception):
@@ -153,7 +153,7 @@ class Host:
         self.runtime_at = runtime_at
 
     # -- start ---------------------------------------------------------------------------------------
-    def start(self, timeout: float = 20.0) -> "Host":
+    def start(self, timeout: float = 20.0) -> Host:
         try:
             self._start(timeout)
         except BaseException:

@@ -2,7 +2,6 @@
 import contextlib
 import os
 import shutil
-import stat
 import subprocess
 
 import pytest
@@ -98,6 +97,7 @@ def test_sticky_world_writable_directory_owned_by_root_is_accepted(tree):
     assert resolution.resolve(str(lib)).family == "jemalloc"
 
 
+@pytest.mark.root
 @needs_root
 def test_library_owned_by_another_user_is_refused(tree):
     root, lib = tree
@@ -107,6 +107,7 @@ def test_library_owned_by_another_user_is_refused(tree):
         resolution.resolve(str(lib))       # the path experiments take
 
 
+@pytest.mark.root
 @needs_root
 @pytest.mark.parametrize("step", ["a", "a/b"])
 def test_directory_owned_by_another_user_is_refused(tree, step):
@@ -115,6 +116,7 @@ def test_directory_owned_by_another_user_is_refused(tree, step):
     refused(lib, f"directory {root / step} is owned by uid {NOBODY}")
 
 
+@pytest.mark.root
 @needs_root
 def test_sticky_directory_owned_by_another_user_is_refused(tree):
     root, lib = tree
@@ -141,6 +143,7 @@ def test_symlink_chain_is_checked_where_it_leads(tree, tmp_path_factory):
     refused(safe / "hop" / lib.name, f"directory {root / 'a'}")
 
 
+@pytest.mark.root
 @needs_root
 def test_symlink_owned_by_another_user_is_refused(tree, tmp_path_factory):
     root, lib = tree
@@ -160,6 +163,7 @@ def test_not_a_regular_file_is_refused(tree):
     refused(lib.parent, f"{lib.parent} is not a regular file")
 
 
+@pytest.mark.root
 @needs_root
 def test_cli_refuses_an_unsafe_library_in_one_line(tree, tmp_path_factory):
     from tests.conftest import run_cli

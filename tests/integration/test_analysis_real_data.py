@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import csv
 from collections import defaultdict
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 from statistics import fmean, median
 
 import pytest
@@ -20,12 +20,12 @@ from tests.conftest import DATASETS
 PST = timezone(timedelta(hours=-8))     # the 5-way data's naive timestamps (its events say -08:00)
 
 
-def _ts(s: str, naive=timezone.utc) -> float:
+def _ts(s: str, naive=UTC) -> float:
     d = datetime.fromisoformat(s)
     return (d if d.tzinfo else d.replace(tzinfo=naive)).timestamp()
 
 
-def _relay_series(path, naive=timezone.utc, group_column=False):
+def _relay_series(path, naive=UTC, group_column=False):
     series, group_of = defaultdict(list), {}
     for row in csv.DictReader(open(path)):
         if row["type"] == "relay" and row["rss_kb"]:

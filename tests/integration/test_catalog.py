@@ -6,15 +6,16 @@ import os
 import shutil
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import pytest
 
-from alloclab.allocators import library, catalog, options, resolution, tunables
+from alloclab.allocators import catalog, library, options, resolution, tunables
 from alloclab.errors import UserError
 from tests.conftest import own_cache, run_cli
 from tests.registries import registry_or_skip
 from tests.waiting import wait_until_mapped
+
+pytestmark = [pytest.mark.network]  # allocators or listings from the registries when alloclab's cache lacks them
 
 ROUTES = {
     "mimalloc@3.0.1": ("debian-binary", "3.0.1", 0),

@@ -4,7 +4,6 @@ import re
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -147,6 +146,7 @@ def _all_command_paths():
     """Every verb and sub-verb of the CLI, read from click's own command tree (a new command
     cannot be forgotten here)."""
     import click
+
     from alloclab.cli import app
 
     def walk(cmd, path):
@@ -159,6 +159,7 @@ def _all_command_paths():
 
 def test_every_command_and_sub_command_has_help():
     from click.testing import CliRunner
+
     from alloclab.cli import app
     paths = _all_command_paths()
     assert len(paths) > 25 and ["bisect"] in paths and ["import", "prometheus"] in paths
@@ -173,6 +174,7 @@ def test_every_command_and_sub_command_has_help():
 
 def test_every_option_with_a_default_shows_it():
     import click
+
     from alloclab.cli import app
     for path in _all_command_paths():
         cmd = app

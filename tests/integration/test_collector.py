@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from alloclab.fleet import collector, lifecycle, unitfile
 from alloclab import metrics
+from alloclab.fleet import collector, lifecycle, unitfile
 from tests.conftest import run_cli
-from tests.waiting import stored_ticks, wait_for, wait_for_ticks
 from tests.integration.test_fleet import make_plan, root  # noqa: F401  (the fixture)
+from tests.waiting import stored_ticks, wait_for, wait_for_ticks
 
 
 def _cli_collect(root, run, *extra: str) -> list[str]:
@@ -38,7 +38,7 @@ def _all_threads_asleep(pid: int) -> bool:
         return False
 
 
-def test_the_collector_ends_within_2s_of_sigterm_at_a_5m_interval(root):  # noqa: F811
+def test_the_collector_ends_within_2s_of_sigterm_at_a_5m_interval(root):
     """Issue 25: at --interval 5m the collector took 275 s to exit after SIGTERM."""
     make_plan(root)
     run = root.parent / "run"
@@ -80,7 +80,7 @@ def _events(run, kind: str) -> list[str]:
         return []
 
 
-def test_a_stopped_unit_is_absent_and_a_restart_is_seen_without_a_tick_waiting_for_systemd(root, ctrl_c_raises):  # noqa: F811
+def test_a_stopped_unit_is_absent_and_a_restart_is_seen_without_a_tick_waiting_for_systemd(root, ctrl_c_raises):
     """One collector run over the six units, systemd answering in 1.5 s: one unit stopped (stored as
     nothing, exported as down, never 0 bytes), another restarted (its new main process found by the
     background question, a process_restart event); no tick waits for systemd's answer. Ended when
@@ -102,7 +102,7 @@ def test_a_stopped_unit_is_absent_and_a_restart_is_seen_without_a_tick_waiting_f
             seen = len(_events(run, "process_restart"))
             wait_for_ticks(run / "run.db", stored_ticks(run / "run.db") + 2, 30)
             assert seen
-        except BaseException as exc:      # noqa: BLE001  (reported by the test's thread)
+        except BaseException as exc:      # reported by the test's thread
             failed.append(exc)
         finally:
             _thread.interrupt_main()      # collect() ends on KeyboardInterrupt, as on Ctrl-C
@@ -132,7 +132,7 @@ def test_a_stopped_unit_is_absent_and_a_restart_is_seen_without_a_tick_waiting_f
     assert result["systemd_queries"] >= 2 and max(result["durations"]) < units.delay, max(result["durations"])
 
 
-def test_collect_with_no_running_unit_says_so_and_stores_nothing(root):  # noqa: F811
+def test_collect_with_no_running_unit_says_so_and_stores_nothing(root):
     make_plan(root)
     units = lifecycle.LocalUnits(root)
     for a in lifecycle.load_plan(root.parent / "plan.json").assignments:
@@ -145,7 +145,7 @@ def test_collect_with_no_running_unit_says_so_and_stores_nothing(root):  # noqa:
     assert not run.exists()
 
 
-def test_install_writes_every_option_it_was_given(root):  # noqa: F811
+def test_install_writes_every_option_it_was_given(root):
     """... and builds the native reader before the service can start (when --install returns), as
     `fleet prepare` does for the Ansible role, into the cache the unit names (a fresh cache here:
     the build is this command's); bad options build nothing."""
@@ -238,7 +238,7 @@ def test_redeploying_the_same_jemalloc_setup_after_45s_does_not_trip_the_increas
     _redeploy_same_setup(tmp_path, native_dir, jemalloc, period=10.0, ran=45.0, interval=0.5, settle=6.0)
 
 
-def test_deploy_takes_a_groups_file_group_and_env_validated_as_tunables(root):  # noqa: F811
+def test_deploy_takes_a_groups_file_group_and_env_validated_as_tunables(root):
     """`fleet deploy --group-file groups.toml --group jemalloc --env KEY=VALUE` (a dry run: every
     drop-in it would write), and its bad input in one line with exit 2."""
     base = ["fleet", "deploy", "--units", "tor@*", "--root", str(root), "--systemctl", "local", "--dry-run",

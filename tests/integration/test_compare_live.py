@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 import os
 import socket
-import tarfile
 import sqlite3
 import subprocess
 import sys
+import tarfile
 import time
 import urllib.request
 from pathlib import Path
@@ -22,7 +22,7 @@ def experiment(tmp: Path, native_dir: Path, app_mb: int, name: str) -> Path:
     frag = native_dir / "frag"
     # two seconds of churn, then the survivors held through the measured window: the level depends
     # little on how fast the loaded machine let the program work (24 MB: about 1.5x the level of 8)
-    cmd = lambda mb: (f'["{frag}", "--load", "2", "--idle", "60", "--mb", "{mb}", "--threads", "1", '  # noqa: E731
+    cmd = lambda mb: (f'["{frag}", "--load", "2", "--idle", "60", "--mb", "{mb}", "--threads", "1", '
                       '"--seed", "{seed}"]')
     path = tmp / f"{name}.toml"
     path.write_text(f"""
@@ -117,7 +117,7 @@ def test_a_group_holding_more_memory_fails_the_gate(runs):
     p = run_cli("compare", str(d / "a"), str(d / "b"), "--fail-on-increase", "5")
     assert p.returncode == 1, p.stdout + p.stderr
     assert "gate FAILED" in p.stdout and "shown above 1.05× in app" in p.stdout
-    from alloclab import runcompare      # the --json document, built in this process (saves an interpreter start)
+    from alloclab import runcompare  # the --json document, built in this process (saves an interpreter start)
     j = json.loads(runcompare.to_json(runcompare.compare_runs(d / "a", d / "b", fail_on_increase=5)))
     app = next(g for g in j["groups"] if g["key"] == "app")
     glibc = next(g for g in j["groups"] if g["key"] == "glibc")

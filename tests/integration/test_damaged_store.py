@@ -1,6 +1,6 @@
 """Damaged stores: report, compare, export and bundle open a store read-only and checked
 (Store.open_checked), so a zeroed page, a missing table or an absurd time is bad input: one line
-naming the store and integrity_check, exit code 2, the store untouched (docs/security.md, "Damaged
+naming the store and integrity_check, exit code 2, the store untouched (docs/reference/security.md, "Damaged
 stores"); merge: tests/unit/test_cli_errors.py. A full disk stays exit code 3 (cut short)."""
 from __future__ import annotations
 
@@ -73,6 +73,7 @@ def test_every_reader_turns_damage_into_one_line(intact, tmp_path, damage, capsy
     assert not (tmp_path / "b.tar.gz").exists()
 
 
+@pytest.mark.root                                  # mounts a tmpfs
 def test_report_on_a_full_disk_says_the_disk_is_full(intact, tmp_path, capsys, monkeypatch):
     mnt = tmp_path / "full"
     mnt.mkdir()
@@ -80,11 +81,10 @@ def test_report_on_a_full_disk_says_the_disk_is_full(intact, tmp_path, capsys, m
         pytest.skip("cannot mount a tmpfs (needs root)")
     try:
         shutil.copytree(intact, mnt / "run", ignore=shutil.ignore_patterns("report*", "summary*", "*.png", "*.csv"))
-        with open(mnt / "filler", "wb") as f:            # take every free byte
-            with contextlib.suppress(OSError):
-                while True:
-                    f.write(b"x" * 65536)
-                    f.flush()
+        with open(mnt / "filler", "wb") as f, contextlib.suppress(OSError):   # take every free byte
+            while True:
+                f.write(b"x" * 65536)
+                f.flush()
         monkeypatch.setattr("sys.argv", ["alloclab", "report", str(mnt / "run")])
         with pytest.raises(SystemExit) as end:
             cli.main()

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import contextlib
 import glob
+import json
 import os
 import shutil
-import json
 import sqlite3
 import subprocess
 import sys
@@ -21,10 +21,11 @@ from pathlib import Path
 
 import pytest
 
-from alloclab.allocators import library, embedded, resolution
+from alloclab.allocators import embedded, library, resolution
 from tests.conftest import run_cli
 from tests.prebuild import BuildFailed, embedded_rust
 
+pytestmark = [pytest.mark.network]  # allocators or listings from the registries when alloclab's cache lacks them
 
 
 def build(binary: str, feature: str) -> Path:

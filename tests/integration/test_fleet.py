@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from alloclab.fleet import lifecycle
 from alloclab.errors import UserError
+from alloclab.fleet import lifecycle
 from tests.conftest import run_cli
 from tests.waiting import wait_for
 
@@ -236,7 +236,7 @@ def test_apply_deploy_rollback_from_different_directories(root, tmp_path, jemall
     existing.parent.mkdir(parents=True)
     original = b"# the operator's own\n[Service]\nEnvironment=\"FOO=bar baz\"\n"
     existing.write_bytes(original)
-    rel = lambda d: os.path.relpath(root, d)    # noqa: E731
+    rel = lambda d: os.path.relpath(root, d)
     p = run_cli("fleet", "plan", "--units", "tor@*", "--groups", str(tmp_path / "groups.toml"), "-o", "plan.json",
                 "--root", rel(a), "--systemctl", "local", cwd=a)
     assert p.returncode == 0, p.stderr
@@ -304,7 +304,8 @@ def test_a_canary_that_trips_a_guard_leaves_every_unit_on_its_previous_dropin(ro
     units = lifecycle.LocalUnits(root)
     pids = {n: units.main_pid(f"{n}.service") for n in NAMES}
     p = run_cli("fleet", "deploy", jemalloc, "--units", "tor@*", "--batch", "2", "--settle", "3s", "--guard-interval", "0.2s",
-                "--max-memory", "12M", "--root", str(root), "--systemctl", "local", "-o", str(tmp_path / "deploy.json"))
+                "--max-memory", "12M", "--baseline", "none", "--root", str(root), "--systemctl", "local",
+                "-o", str(tmp_path / "deploy.json"))
     assert p.returncode == 1, p.stdout + p.stderr
     assert "deploy stopped at batch 1" in p.stdout and "above the bound" in p.stdout, p.stdout
     assert _dropin_state(root) == before                       # byte for byte, nothing added or left behind

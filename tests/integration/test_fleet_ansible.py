@@ -1,4 +1,4 @@
-"""docs/fleet.md's Ansible route, run as written, on three fresh hosts over real SSH.
+"""docs/tutorials/relays-with-ansible.md's Ansible route, run as written, on three fresh hosts over real SSH.
 
 The doc's commands and inventory are taken from the doc itself (`doc_route`): build the wheel in
 the checkout, package the catalog id as a .deb, write the inventory and the groups file, check the
@@ -29,15 +29,24 @@ from pathlib import Path
 import pytest
 
 from tests.integration import systemd_host
-from tests.integration.ansible_fleet import COLLECTIONS, REPO, VENV_BIN, copy_checkout, doc_route, fleet, write_host_vars
+from tests.integration.ansible_fleet import (
+    COLLECTIONS,
+    REPO,
+    VENV_BIN,
+    copy_checkout,
+    doc_route,
+    fleet,
+    write_host_vars,
+)
 
-pytestmark = pytest.mark.skipif(
+pytestmark = [pytest.mark.ssh, pytest.mark.root, pytest.mark.tor,  # Ansible over SSH to hosts in network namespaces, running tor
+              pytest.mark.skipif(
     not (Path(systemd_host.SYSTEMD).exists() and Path(systemd_host.SSHD).exists() and (VENV_BIN / "ansible-playbook").exists()
          and shutil.which("ip") and shutil.which("tor") and shutil.which("sudo")),
-    reason="needs systemd, openssh-server, sudo, tor, iproute2 and ansible-core: run scripts/install.sh --test")
+    reason="needs systemd, openssh-server, sudo, tor, iproute2 and ansible-core: run scripts/install.sh --test")]
 
 GROUPS = {"glibc", "jemalloc", "jemalloc-bg", "mimalloc"}
-# what a host needs besides alloclab's venv (docs/fleet.md): Debian's packages for the fleet verbs,
+# what a host needs besides alloclab's venv (docs/tutorials/relays-with-ansible.md): Debian's packages for the fleet verbs,
 # with what they pull in that a Debian server with python3 may lack
 HOST_DEBIAN = ("python3-click", "python3-rich", "python3-prometheus-client", "python3-pygments", "python3-markdown-it",
                "python3-mdurl", "python3-venv", "python3.11-venv", "python3-pip-whl", "python3-setuptools-whl")
@@ -158,13 +167,16 @@ def test_the_documented_route_from_fresh_hosts_to_teardown(route, three_hosts, t
         site = next(venv.glob("lib/python3*/site-packages"))
         assert (site / "alloclab").is_dir() and not any((site / name).exists() for name in ("numpy", "scipy", "matplotlib", "plotly", "pip"))
         sizes[host] = du(venv)
+        # the canary's peer judgement (alloclab_canary_peers, on by default): the venv sees Debian's numpy and scipy
+        probe = f.nsenter(host, "/opt/alloclab/bin/python", "-c", "from alloclab.fleet import canary; print(canary.missing_packages())")
+        assert probe.returncode == 0 and probe.stdout.strip() == "[]", (host, probe.stdout, probe.stderr[-500:])
         # the collector: a service with --listen and --host, its native reader built before it started
         unit_text = f.upper(host, "/etc/systemd/system/alloclab-collector.service").read_text()
         assert f"--listen 9464 --host {host}" in unit_text and "ExecStart=/opt/alloclab/bin/alloclab fleet collect" in unit_text
         [reader] = f.upper(host, "/var/cache/alloclab/native").glob("*/liballoclab_fleet.so")
         started = f.hosts[host].systemctl("show", "-p", "ExecMainStartTimestamp", "--value", "--timestamp=us+utc",
                                           "alloclab-collector.service").stdout.strip()
-        started_at = datetime.datetime.strptime(started, "%a %Y-%m-%d %H:%M:%S.%f %Z").replace(tzinfo=datetime.timezone.utc)
+        started_at = datetime.datetime.strptime(started, "%a %Y-%m-%d %H:%M:%S.%f %Z").replace(tzinfo=datetime.UTC)
         assert reader.stat().st_mtime < started_at.timestamp(), (host, reader.stat().st_mtime, started)
         deadline = time.time() + 60           # its start and first tick (the reader is built: no compiler to wait on)
         while True:

@@ -1,7 +1,7 @@
 """What a fleet host runs needs none of the analysis' packages, and the way back is said and
 complete: the fleet verbs (facts, apply, collect, deploy, rollback) run for real (LocalUnits, real
 processes) in a Python where numpy, scipy, matplotlib and plotly cannot be imported, as on a host
-where the Ansible role installed the wheel without dependencies (docs/fleet.md); `rollback` says
+where the Ansible role installed the wheel without dependencies (docs/tutorials/relays-with-ansible.md); `rollback` says
 which state it returns to, and `rollback --all` returns to the state before alloclab, twice over."""
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ def test_the_blocker_blocks():
     assert p.returncode != 0 and "No module named 'numpy'" in p.stderr
 
 
-def test_fleet_verbs_run_without_the_analysis_packages(root, tmp_path, mimalloc):  # noqa: F811
+def test_fleet_verbs_run_without_the_analysis_packages(root, tmp_path, mimalloc):
     common = ["--root", str(root), "--systemctl", "local"]
     p = light("fleet", "facts", "--units", "tor@*", "--host", "h1", "--json", *common)
     assert p.returncode == 0, p.stderr
@@ -71,7 +71,7 @@ def test_fleet_verbs_run_without_the_analysis_packages(root, tmp_path, mimalloc)
     assert {_environ(units.main_pid(f"{n}.service")).get("LD_PRELOAD") for n in NAMES} != {os.path.realpath(mimalloc)}
 
 
-def test_rollback_all_returns_to_before_alloclab_and_again_changes_nothing(root, tmp_path, mimalloc):  # noqa: F811
+def test_rollback_all_returns_to_before_alloclab_and_again_changes_nothing(root, tmp_path, mimalloc):
     common = ["--root", str(root), "--systemctl", "local"]
     keep = lifecycle.dropin_path(root, f"{NAMES[0]}.service")
     keep.parent.mkdir(parents=True)

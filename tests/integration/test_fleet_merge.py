@@ -21,8 +21,16 @@ import pytest
 from alloclab.analysis import analyse
 from alloclab.store import Store
 from tests.conftest import run_cli
-from tests.integration.test_prometheus import (free_port, make_host, pytestmark, query,  # noqa: F401  (pytestmark: skip without prometheus)
-                                              start_prometheus, stop_collectors, stop_servers, stop_units)
+from tests.integration.test_prometheus import (  # pytestmark: skip without prometheus
+    free_port,
+    make_host,
+    pytestmark,  # noqa: F401
+    query,
+    start_prometheus,
+    stop_collectors,
+    stop_servers,
+    stop_units,
+)
 
 TICK = 0.5
 SCRAPE = 1.0
@@ -94,7 +102,7 @@ def import_run(url: str, out, start: float, end: float, step: float, *extra: str
     # routes over 130 s below. 20% still fails on what issue 24 found (0.59 against 0.19: the
     # release cycles read as restarts)
     pytest.param(40.0, (5.0, 20.0, 40.0), (0.0, 3.0), 0.15, 0.20, id="40s"),
-    # the issue's acceptance: steps of 5, 15 and 60 s, three window ends, within 5% (docs/fleet.md)
+    # the issue's acceptance: steps of 5, 15 and 60 s, three window ends, within 5% (docs/lab/fleet.md)
     pytest.param(130.0, (5.0, 15.0, 60.0), (0.0, 7.0, 23.0), 0.05, 0.05, id="130s", marks=pytest.mark.slow),
 ])
 def test_two_hosts_same_ratios_from_own_store_merge_and_prometheus(tmp_path, two_hosts, span, steps, shifts, tolerance,

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from alloclab.fleet import lifecycle
 from alloclab.allocators import resolution
 from alloclab.errors import UserError
+from alloclab.fleet import lifecycle
 from tests.conftest import own_cache, run_cli
 from tests.integration.ansible_fleet import fake_catalog_build
 

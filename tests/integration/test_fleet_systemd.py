@@ -11,20 +11,20 @@ import os
 import shutil
 import subprocess
 import threading
-import time
 import uuid
 from pathlib import Path
 
 import pytest
 
-from alloclab.fleet import collector, lifecycle
 from alloclab import sampler
+from alloclab.fleet import collector, lifecycle
 from alloclab.store import Store
 from tests.systemd_user import SYSTEMD, Unavailable, user_manager
 from tests.waiting import wait_for, wait_for_ticks
 
-pytestmark = pytest.mark.skipif(not (Path(SYSTEMD).exists() and shutil.which("systemctl") and shutil.which("unshare")),
-                                reason="systemd missing: run scripts/install.sh --test")
+pytestmark = [pytest.mark.root,  # systemd in a mount namespace
+              pytest.mark.skipif(not (Path(SYSTEMD).exists() and shutil.which("systemctl") and shutil.which("unshare")),
+                                reason="systemd missing: run scripts/install.sh --test")]
 
 
 @pytest.fixture

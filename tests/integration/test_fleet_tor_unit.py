@@ -29,8 +29,9 @@ from tests.integration import systemd_host
 
 DEBIAN_UNIT = Path("/lib/systemd/system/tor@default.service")
 UNIT = "tor@default.service"
-pytestmark = pytest.mark.skipif(not (DEBIAN_UNIT.exists() and Path(systemd_host.SYSTEMD).exists() and shutil.which("ip")),
-                                reason="needs Debian's tor and systemd: run scripts/install.sh --test")
+pytestmark = [pytest.mark.root, pytest.mark.tor,  # Debian's tor unit under systemd in a namespace
+              pytest.mark.skipif(not (DEBIAN_UNIT.exists() and Path(systemd_host.SYSTEMD).exists() and shutil.which("ip")),
+                                reason="needs Debian's tor and systemd: run scripts/install.sh --test")]
 ALLOCLAB = str(Path(sys.executable).parent / "alloclab")
 
 

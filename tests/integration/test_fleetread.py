@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from alloclab.fleet import fleetread
 from alloclab import sampler
+from alloclab.fleet import fleetread
 from tests.waiting import wait_for
 
 

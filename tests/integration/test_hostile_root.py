@@ -1,5 +1,5 @@
 """Fleet under a hostile --root: symbolic links planted below it are refused, never followed
-(rootfs.Root; docs/security.md, "Fleet")."""
+(rootfs.Root; docs/reference/security.md, "Fleet")."""
 from __future__ import annotations
 
 import os

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from alloclab.torutils import export, importer, fastcsv
 from alloclab.errors import UserError
+from alloclab.torutils import export, fastcsv, importer
 from tests.conftest import DATASETS, REPO
 from tests.integration.test_hostile_csv import CASES, _prepare
 

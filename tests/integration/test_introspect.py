@@ -1,4 +1,4 @@
-"""The introspection helper in real processes under real allocators (docs/introspection.md).
+"""The introspection helper in real processes under real allocators (docs/how-to/introspection.md).
 
 Tolerances (why):
 - in use vs live requested bytes (medians over 8 helper collections once `frag`, 2 threads,
@@ -30,16 +30,18 @@ from alloclab import introspect, nativebuild, workloads
 from alloclab.allocators import tunables
 from alloclab.analysis import analyse
 from alloclab.analysis.decomposition import decompose
-from alloclab.reporters.decomposition import decomposition_data, decomposition_rows, draw_decomposition
+from alloclab.config import parse_experiment
 from alloclab.report import prepare
+from alloclab.reporters.decomposition import decomposition_data, decomposition_rows, draw_decomposition
 from alloclab.reporters.json_summary import summary_document
 from alloclab.reporters.sections import decomposition as decomposition_section
-from alloclab.config import parse_experiment
 from alloclab.runner import Runner
 from alloclab.store import Store
 from tests.conftest import DATASETS, system_lib
 from tests.registries import published_library
 from tests.waiting import wait_for
+
+pytestmark = [pytest.mark.network]  # allocators or listings from the registries when alloclab's cache lacks them
 
 MB = 1 << 20
 

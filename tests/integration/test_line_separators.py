@@ -8,8 +8,8 @@ import shutil
 
 import pytest
 
-from alloclab.fleet import lifecycle, unitfile
 from alloclab.errors import UserError
+from alloclab.fleet import lifecycle, unitfile
 from tests.conftest import run_cli
 
 BREAKS = ["\u2028", "\u2029", "\x85", "\x0b", "\x0c", "\x1c", "\x1e"]

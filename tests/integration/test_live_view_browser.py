@@ -5,6 +5,8 @@ phone width, and a page that says so once the run (and its server) has ended. A 
 as a test artefact."""
 from __future__ import annotations
 
+import json
+import re
 import shutil
 import sqlite3
 import subprocess
@@ -12,8 +14,6 @@ import sys
 import tempfile
 import time
 import urllib.request
-import json
-import re
 from pathlib import Path
 
 import pytest
@@ -21,6 +21,8 @@ import pytest
 from tests.browser import Browser
 from tests.experiments import frag, write_experiment
 from tests.integration.test_compare_live import free_port
+
+pytestmark = [pytest.mark.browser]  # headless chromium
 
 ARTEFACTS = Path(tempfile.gettempdir()) / "alloclab-test-artifacts" / "live-view"
 

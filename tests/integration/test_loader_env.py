@@ -1,5 +1,5 @@
 """Loader-affecting variables in a group's env are held to the preload rule, or refused
-(loaderenv; docs/security.md, "What is preloaded and why that is safe")."""
+(loaderenv; docs/reference/security.md, "What is preloaded and why that is safe")."""
 from __future__ import annotations
 
 import json
@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from alloclab.fleet import lifecycle
 from alloclab.allocators import loaderenv
 from alloclab.errors import UserError
+from alloclab.fleet import lifecycle
 from tests.conftest import run_cli
 
 

@@ -11,9 +11,8 @@ import re
 
 import pytest
 
-from alloclab import runcompare
+from alloclab import report as report_module, runcompare
 from alloclab.analysis.verdict import group_change
-from alloclab import report as report_module
 from alloclab.reporters.tables import TABLE_HEADERS, fmt
 
 

@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from alloclab.fleet import lifecycle
 from alloclab.store import Store
 from tests.conftest import run_cli
 
-pytestmark = pytest.mark.skipif(shutil.which("prometheus") is None, reason="prometheus missing: run scripts/install.sh --test")
+pytestmark = [pytest.mark.prometheus,  # a real Prometheus server
+              pytest.mark.skipif(shutil.which("prometheus") is None, reason="prometheus missing: run scripts/install.sh --test")]
 
 SCRAPE = 1.0          # seconds
 TICK = 0.5            # the collectors' interval
@@ -52,13 +52,15 @@ def make_host(base: Path, name: str, groups_toml: str, n_units: int, native_dir:
     return root, plan
 
 
-def start_prometheus(tmp_path: Path, ports, scrape: float = SCRAPE) -> tuple[subprocess.Popen, str]:
-    """Debian's Prometheus on a free loopback port, scraping 127.0.0.1:PORT for each port."""
+def start_prometheus(tmp_path: Path, ports, scrape: float = SCRAPE, rules: Path | None = None) -> tuple[subprocess.Popen, str]:
+    """Debian's Prometheus on a free loopback port, scraping 127.0.0.1:PORT for each port (with
+    `rules`, evaluating that rule file at every scrape interval)."""
     prom_port = free_port()
     targets = ", ".join(f"'127.0.0.1:{p}'" for p in ports)
     (tmp_path / "prometheus.yml").write_text(
         f"global:\n  scrape_interval: {scrape:g}s\n  scrape_timeout: {scrape:g}s\n"
-        f"scrape_configs:\n  - job_name: alloclab\n    static_configs:\n      - targets: [{targets}]\n")
+        + (f"  evaluation_interval: {scrape:g}s\nrule_files: ['{rules}']\n" if rules else "")
+        + f"scrape_configs:\n  - job_name: alloclab\n    static_configs:\n      - targets: [{targets}]\n")
     prom = subprocess.Popen(["prometheus", f"--config.file={tmp_path / 'prometheus.yml'}",
                              f"--storage.tsdb.path={tmp_path / 'tsdb'}", f"--web.listen-address=127.0.0.1:{prom_port}"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

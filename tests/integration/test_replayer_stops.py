@@ -2,7 +2,6 @@
 group on SIGTERM; PR_SET_PDEATHSIG when alloclab is killed outright)."""
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys

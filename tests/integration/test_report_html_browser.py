@@ -20,6 +20,8 @@ from alloclab.reporters.tables import KEY_COLUMNS
 from tests.browser import Browser
 from tests.integration.test_reporters import HOSTILE_NAME, hostile_copy
 
+pytestmark = [pytest.mark.browser]  # headless chromium
+
 ARTEFACTS = Path(tempfile.gettempdir()) / "alloclab-test-artifacts" / "report-html"
 CHARTS = ["memory", "trajectories", "distribution", "idle-release", "live-bytes", "footprint"]
 
@@ -67,7 +69,7 @@ KEY_BOXES = r"""
   });
   return {view: view, cells: cells};
 })()
-""" % KEY_COLUMNS
+""" % KEY_COLUMNS  # noqa: UP031  (JavaScript: braces everywhere)
 
 # every chart's legend box and plotly's toolbar (shown on hover: forced visible here) must not overlap
 MODEBAR_OVERLAPS = """

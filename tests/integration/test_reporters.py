@@ -286,7 +286,7 @@ def test_report_baseline_compares_every_group_with_another_group(report_input, r
 
 
 def test_report_baseline_not_a_group_is_one_line(report_run, monkeypatch, capsys):
-    from alloclab import cli           # the CLI's own entry point, in this process (no interpreter start)
+    from alloclab import cli  # the CLI's own entry point, in this process (no interpreter start)
     monkeypatch.setattr(sys, "argv", ["alloclab", "report", str(report_run), "--baseline", "jemaloc"])
     with pytest.raises(SystemExit) as exited:
         cli.main()

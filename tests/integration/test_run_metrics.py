@@ -11,10 +11,10 @@ from tests.waiting import wait_for
 def test_run_serves_each_committed_tick(tmp_path, native_dir, jemalloc):
     """`alloclab run --metrics`: a scrape during a real run shows, for every replica, exactly the
     row the store holds at the scrape's tick."""
-    import json
     import socket
     import subprocess
     import sys
+
     from prometheus_client.parser import text_string_to_metric_families
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -18,6 +18,8 @@ from alloclab.allocators import catalog, resolution, sourcehealth
 from tests.conftest import run_cli
 from tests.registries import no_registry_answered
 
+pytestmark = [pytest.mark.network]  # allocators or listings from the registries when alloclab's cache lacks them
+
 GONE_SOURCES = (
     {"kind": "debian-binary", "suite": "trixie-backports", "package": "libmimalloc3", "version": "3.6.1+ds-1~bpo13+1",
      "library": "libmimalloc.so.3*"},

@@ -14,7 +14,8 @@ import pytest
 
 from tests.integration.systemd_host import CGROUP_PREFIX, SYSTEMD, Host, Unavailable, _hierarchies, remove_cgroup_tree
 
-pytestmark = pytest.mark.skipif(not Path(SYSTEMD).exists() or os.geteuid() != 0, reason="needs systemd and root (cgroups)")
+pytestmark = [pytest.mark.root,  # systemd, namespaces and cgroups
+              pytest.mark.skipif(not Path(SYSTEMD).exists() or os.geteuid() != 0, reason="needs systemd and root (cgroups)")]
 
 
 class Interrupted(BaseException):

@@ -53,7 +53,7 @@ class _Dir(BaseHTTPRequestHandler):
     replies as asked."""
     seen: list[tuple[str, dict]] = []
 
-    def do_GET(self):  # noqa: N802
+    def do_GET(self):
         self.seen.append((self.path, dict(self.headers)))
         body = CONSENSUS
         diff_from = self.headers.get("X-Or-Diff-From-Consensus", "")

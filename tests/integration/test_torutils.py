@@ -2,15 +2,15 @@
 import csv
 import json
 from collections import Counter
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
 from alloclab.analysis.load import is_imported
 from alloclab.store import Store
-from alloclab.torutils.layout import MEMORY_COLUMNS
 from alloclab.torutils.export import export_csv
 from alloclab.torutils.importer import import_torutils
+from alloclab.torutils.layout import MEMORY_COLUMNS
 from tests.conftest import DATASETS
 
 
@@ -34,8 +34,8 @@ def test_five_way_import(tmp_path):
     assert per_group == dict(Counter(listed.values())) == {"A": 20, "B": 80, "C": 60, "D": 20, "E": 20}
     lo, hi = store.query("SELECT MIN(t), MAX(t) FROM samples")[0]
     stamps = sorted(r["timestamp"] for r in rows)
-    assert lo == datetime.fromisoformat(stamps[0]).replace(tzinfo=timezone.utc).timestamp()
-    assert hi == datetime.fromisoformat(stamps[-1]).replace(tzinfo=timezone.utc).timestamp()
+    assert lo == datetime.fromisoformat(stamps[0]).replace(tzinfo=UTC).timestamp()
+    assert hi == datetime.fromisoformat(stamps[-1]).replace(tzinfo=UTC).timestamp()
     labels = {r["name"]: (r["family"], r["version"]) for r in store.query("SELECT name, family, version FROM groups")}
     assert labels["A"] == ("mimalloc", "3.0.1") and labels["E"] == ("glibc", None)
     assert store.meta()["baseline"] == "E"

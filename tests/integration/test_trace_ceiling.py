@@ -1,6 +1,6 @@
 """Trace memory follows the file's real content: at most 1 M + 4 events per byte of file (the most
 compressible recording measured takes 0.43 byte/event), and one request over 1 GiB is refused by
-default (docs/trace-format.md, "Limits"; peak memory: benchmarks/trace_memory_ceiling.py)."""
+default (docs/reference/trace-format.md, "Limits"; peak memory: benchmarks/trace_memory_ceiling.py)."""
 from __future__ import annotations
 
 import pytest

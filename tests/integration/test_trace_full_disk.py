@@ -10,6 +10,8 @@ import pytest
 from alloclab.trace_codec import COMPLETE_FLAG, HEADER
 from tests.conftest import run_cli
 
+pytestmark = [pytest.mark.root]  # mounts a tmpfs
+
 
 @pytest.fixture
 def tiny_disk(tmp_path):

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import os
 import random
-import struct
-import resource
 import re
+import resource
+import struct
 import subprocess
 import sys
 import time
@@ -21,9 +21,25 @@ import pytest
 
 from alloclab import trace
 from alloclab.errors import UserError
-from alloclab.trace_codec import (BLOCK_HEADER, BLOCK_MAGIC, CALLOC, FREE, MALLOC, MEMALIGN, REALLOC, THREAD_EXIT, TICK_NS, Block, Trace, ev,
-                                  compress, events_block, parse)
+from alloclab.trace_codec import (
+    BLOCK_HEADER,
+    BLOCK_MAGIC,
+    CALLOC,
+    FREE,
+    MALLOC,
+    MEMALIGN,
+    REALLOC,
+    THREAD_EXIT,
+    TICK_NS,
+    Block,
+    Trace,
+    compress,
+    ev,
+    events_block,
+    parse,
+)
 from tests.conftest import run_cli
+
 
 @pytest.fixture(autouse=True, scope="module")
 def built(native_dir):
@@ -455,7 +471,7 @@ def test_a_timeout_stops_the_replayer_and_its_group(tmp_path):
     (["replay", "{gap}", "--max-duration", "10"], r"--max-duration"),
     (["replay", "{gap}", "--timeout", "1"], r"did not finish within 1 s"),
     (["replay", "{gap}", "--speed", "nan"], r"--speed nan is not a finite number"),
-    (["replay", "{gap}", "--max-gap", "-1"], r"--max-gap -1: give a number"),
+    (["replay", "{gap}", "--max-gap", "-1"], r"--max-gap = '-1' is not a duration"),
     (["info", "{early}"], r"thread 1 has events after its exit"),
     (["info", "{dir}"], r"not a regular file"),
 ])

@@ -13,8 +13,22 @@ import pytest
 
 from alloclab import nativebuild, trace
 from alloclab.errors import UserError
-from alloclab.trace_codec import (CALLOC, COMPLETE_FLAG, FREE, MALLOC, MEMALIGN, REALLOC, THREAD_EXIT, TSC_FLAG, Block, Trace,
-                                  decode_events, encode_blocks, ev, events_block, parse)
+from alloclab.trace_codec import (
+    CALLOC,
+    COMPLETE_FLAG,
+    FREE,
+    MALLOC,
+    MEMALIGN,
+    REALLOC,
+    THREAD_EXIT,
+    TSC_FLAG,
+    Trace,
+    decode_events,
+    encode_blocks,
+    ev,
+    events_block,
+    parse,
+)
 
 
 def _env(path, **extra):

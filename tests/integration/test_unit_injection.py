@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from alloclab.fleet import collector, lifecycle, unitfile
 from alloclab.errors import UserError
+from alloclab.fleet import collector, lifecycle, unitfile
 from tests.conftest import run_cli
 
 # Values that must be carried verbatim (escaped), never interpreted.

@@ -19,9 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from alloclab.allocators import library, catalog, hardening, resolution, versions
+from alloclab.allocators import catalog, hardening, library, resolution, versions
 from tests.conftest import own_cache, run_cli
 from tests.registries import published_library, registry_or_skip
+
+pytestmark = [pytest.mark.network]  # allocators or listings from the registries when alloclab's cache lacks them
 
 NOT_IN_CATALOG_MIMALLOC = ["mimalloc@2.1.6", "mimalloc@3.5.2"]
 NOT_IN_CATALOG_JEMALLOC = "jemalloc@5.3.1"

@@ -7,6 +7,8 @@ import pytest
 from alloclab.allocators import catalog, versions
 from alloclab.errors import UserError
 
+pytestmark = [pytest.mark.network]  # allocators or listings from the registries when alloclab's cache lacks them
+
 
 def test_an_unknown_old_version_is_refused_without_asking_the_registries_again(monkeypatch):
     real = versions.available_versions

@@ -13,6 +13,8 @@ from alloclab.workloads import MODELS, read_stats
 from tests.conftest import run_cli
 from tests.registries import published_library
 
+pytestmark = [pytest.mark.network]  # allocators or listings from the registries when alloclab's cache lacks them
+
 QUICK = {
     "tor-dircache": ["--load", "2", "--hour", "0.5", "--tph", "10", "--relays", "500", "--doc-kb", "200",
                      "--clients", "300", "--circuits", "100", "--keep", "3"],
@@ -79,7 +81,7 @@ def test_side_channel_survives_a_kill_mid_write(tmp_path, native_dir):
     assert proc.returncode == -9
     assert stats.stat().st_size == 64 and read_stats(stats) is None      # torn, and recognised as torn
     exp = tmp_path / "exp.toml"
-    exp.write_text(f"""
+    exp.write_text("""
 name = "torn"
 interval = "0.2s"
 [phases]
@@ -91,14 +93,14 @@ threads = 1
 [[group]]
 name = "g"
 allocator = "glibc"
-env = {{ ALLOCLAB_STATS_CRASH_AFTER = "15" }}
+env = { ALLOCLAB_STATS_CRASH_AFTER = "15" }
 """)
     run = run_cli("run", str(exp), "-o", str(tmp_path / "run"))
     assert run.returncode == 0, run.stderr
     db = sqlite3.connect(tmp_path / "run" / "run.db")
     live = [r[0] for r in db.execute("SELECT live_bytes FROM samples ORDER BY t")]
     assert any(v for v in live) and 0xdeadbeef not in live
-    # killed by a signal mid-write: the runner records it as a crash (docs/store.md)
+    # killed by a signal mid-write: the runner records it as a crash (docs/reference/store.md)
     assert db.execute("SELECT COUNT(*) FROM events WHERE kind = 'replica_crash'").fetchone()[0] == 1
     assert (tmp_path / "run" / "report.md").exists()
 

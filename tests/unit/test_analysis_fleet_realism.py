@@ -15,7 +15,7 @@ from alloclab.store import Store
 
 T0 = 1_760_000_000.0
 DAY = 86400.0
-GROWTH_WORDS = ("Growing", "Bloating", "Ratcheting")
+GROWTH_WORDS = ("Growing", "Bloating")
 
 
 def _store(tmp_path, series: dict[str, dict[str, tuple[np.ndarray, np.ndarray]]], events=()) -> Store:

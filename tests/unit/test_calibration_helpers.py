@@ -9,10 +9,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
-import calibration as cal  # noqa: E402
+import calibration as cal
 
-from alloclab.stats import calibration as sim, step_evidence  # noqa: E402
-from alloclab.stats.status import _group_shape, _null_p  # noqa: E402
+from alloclab.stats import calibration as sim, step_evidence
+from alloclab.stats.status import _group_shape, _null_p
 
 
 def test_grouped_rate_widens_with_calls_that_come_by_group():

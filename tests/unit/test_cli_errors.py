@@ -66,6 +66,7 @@ def test_a_store_that_cannot_be_written_is_not_called_damaged(two_hosts):
 def test_a_constraint_error_on_a_whole_store_is_not_called_damaged(two_hosts):
     # only SQLite's own damage codes, or damage its integrity check finds, send a store to its backup
     import sqlite3
+
     from alloclab.store import _store_error, explain_database_error
     conn = sqlite3.connect(":memory:")
     conn.execute("CREATE TABLE t (k INTEGER PRIMARY KEY)")

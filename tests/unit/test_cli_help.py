@@ -9,17 +9,10 @@ import pytest
 from click.testing import CliRunner
 
 from alloclab.cli import EXAMPLES, app
+from alloclab.cliconventions import verbs
 
 
-def _verbs(cmd=app, path=()):
-    if isinstance(cmd, click.Group):
-        for name, sub in cmd.commands.items():
-            yield from _verbs(sub, path + (name,))
-    else:
-        yield path, cmd
-
-
-@pytest.mark.parametrize("path,cmd", list(_verbs()), ids=lambda x: " ".join(x) if isinstance(x, tuple) else "")
+@pytest.mark.parametrize("path,cmd", verbs(app), ids=lambda x: " ".join(x) if isinstance(x, tuple) else "")
 def test_every_verb_has_a_parsable_example_and_described_options(path, cmd):
     assert "Example:" in (cmd.help or ""), f"{' '.join(path)} has no example"
     example = EXAMPLES.get(path) or cmd.help.split("Example:")[1].strip().splitlines()[0]

@@ -83,7 +83,7 @@ def test_fleet_plan_files_that_cannot_be_written(monkeypatch, capsys, tmp_path, 
     (tmp_path / "taken").mkdir()
     one_line(*alloclab(monkeypatch, capsys, "fleet", *verb, "-o", "taken", *local), "taken is a directory", "-o")
     one_line(*alloclab(monkeypatch, capsys, "fleet", *verb, "-o", f"{UNMAKEABLE}/plan.json", *local),
-             f"cannot write", f"{UNMAKEABLE}/plan.json", "-o")
+             "cannot write", f"{UNMAKEABLE}/plan.json", "-o")
 
 
 TRACE = Path(__file__).parents[1] / "data/traces/worker_pool.v2.trace"
@@ -116,7 +116,7 @@ def test_fleet_rollback_batch_below_one(monkeypatch, capsys, tmp_path, batch):
     """--batch 0 restored the drop-ins, then failed in range() before any restart (a traceback);
     -1 restarted nothing and said every unit was rolled back. Refused as the options are read."""
     one_line(*alloclab(monkeypatch, capsys, "fleet", "rollback", "--batch", batch, "--root", str(tmp_path),
-                       "--systemctl", "local"), f"'--batch': {batch} is not in the range x>=1")
+                       "--systemctl", "local"), f"--batch '{batch}' is not a batch size")
 
 
 def test_allocators_build_jobs_below_one(monkeypatch, capsys):
@@ -219,6 +219,7 @@ def test_fleet_collect_into_a_file(monkeypatch, capsys, tmp_path):
     """Was a FileExistsError traceback from mkdir once the units had been found running."""
     import os
     import signal
+
     from alloclab.fleet import lifecycle
     local = local_units(tmp_path / "root")
     (tmp_path / "groups.toml").write_text('name = "r"\ncommand = ["/bin/true"]\n[[group]]\nname = "glibc"\nallocator = "glibc"\n')
@@ -256,6 +257,8 @@ def test_export_keeps_csv_files_it_did_not_write(monkeypatch, capsys, run, tmp_p
     (["run", "exp.toml", "--stable-for", "10s", "-o", "new"], ["--stable-for", "add --until-significant"]),
     (["run", "--resume", "r", "--max-duration", "1h"], ["--max-duration cannot change a resumed run", "drop --max-duration"]),
     (["run", "--resume", "r", "-o", "elsewhere", "--until-significant"], ["-o, --until-significant cannot change a resumed run"]),
+    (["run", "--resume", "r", "--until-decided"], ["--until-decided cannot change a resumed run"]),
+    (["run", "exp.toml", "--until-significant", "--until-decided"], ["two stop rules; a run has one", "keep --until-decided"]),
 ])
 def test_run_options_that_would_be_ignored(monkeypatch, capsys, tmp_path, argv, needles):
     """Were taken and silently dropped (exit 0): --stable-for without --until-significant, and with

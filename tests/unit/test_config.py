@@ -5,9 +5,8 @@ import pytest
 from hypothesis import given, strategies as st
 
 from alloclab import config
-from alloclab.config import Phases, load_experiment, parse_duration, parse_experiment
+from alloclab.config import Phases, load_experiment, parse_duration, parse_experiment, substitute
 from alloclab.errors import UserError
-from alloclab.config import substitute
 from tests.conftest import REPO
 
 GOOD = """
@@ -62,7 +61,7 @@ def test_any_duration_is_a_finite_positive_bounded_number_or_a_user_error(v):
 @pytest.mark.parametrize("value,message", [
     (math.nan, "is not a number"), (math.inf, "longer than the maximum of 366d"), (-math.inf, "longer than zero"),
     (10 ** 400, "longer than the maximum"), ("9" * 400 + "s", "longer than the maximum"), ("367d", "maximum of 366d"),
-    ("1e3s", "is not a duration"), ("nan", "is not a duration"), ("inf", "is not a duration"), 
+    ("1e3s", "is not a duration"), ("nan", "is not a duration"), ("inf", "is not a duration"),
     ("١s", "is not a duration"), ("5m\nExecStartPre=/bin/true", "is not a duration"), ("2s\n", "is not a duration"), (True, "must be a duration"), ([1], "must be a duration"), ("", "is not a duration"),
 ])
 def test_durations_a_machine_cannot_honour(value, message):
@@ -262,7 +261,7 @@ def test_planned_duration_is_the_phases_capped_by_max_duration():
 
 
 def test_limits_are_documented():
-    doc = (REPO / "docs" / "security.md").read_text()
+    doc = (REPO / "docs" / "reference" / "security.md").read_text()
     for figure in ("0.1 s", "366 days", "256", "1,024", "64 groups", "16", "1 MiB", "4,096", "32 placeholders"):
         assert figure in doc, figure
 

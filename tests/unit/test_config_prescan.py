@@ -1,5 +1,5 @@
 """Limits checked on the raw text, before tomllib parses it (a long dotted key costs tomllib time
-quadratic in its length: 40 KB took 16 s, docs/security.md "Hostile experiment files")."""
+quadratic in its length: 40 KB took 16 s, docs/reference/security.md "Hostile experiment files")."""
 from __future__ import annotations
 
 import pytest

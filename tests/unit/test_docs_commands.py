@@ -1,4 +1,4 @@
-"""Every `alloclab ...` command line the documentation shows (README.md, docs/*.md,
+"""Every `alloclab ...` command line the documentation shows (README.md, docs/**/*.md,
 benchmarks/README.md; shell code blocks and inline code) names verbs and options the CLI has, and a
 complete one in a code block parses as written: the docs and the CLI cannot drift apart unseen."""
 from __future__ import annotations
@@ -12,7 +12,8 @@ import click
 from alloclab.cli import app
 
 REPO = Path(__file__).parents[2]
-DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md")), REPO / "benchmarks/README.md"]
+ROOT = click.Context(app, info_name="alloclab", **app.context_settings)
+DOCS = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md")), REPO / "benchmarks/README.md"]
 NOT_SHELL = {"toml", "yaml", "python", "json", "ini"}        # fences whose text is no command line
 SHELL_END = re.compile(r"\s(?:&&|\|\||;|\||&|\d?>>?|<)(?:\s|$)")
 AT_COMMAND = re.compile(r"(?:^|[\s;&|(`$])(?:[\w./-]*/)?alloclab ([a-z].*)")
@@ -64,7 +65,9 @@ def problems(text: str, whole: bool) -> list[str]:
                   if a.startswith("-") and len(a) > 1 and not re.match(r"-\d", a) and a.split("=")[0] not in options]
         if whole and not any(PLACEHOLDER.match(a) for a in rest):
             try:
-                with cmd.make_context(" ".join(path), list(rest)):
+                # under the root's context, as the CLI runs it: a context without a parent would
+                # leave the command's (cached) help option without the app's -h
+                with cmd.make_context(" ".join(path), list(rest), parent=ROOT):
                     pass
             except click.UsageError as exc:
                 found.append(f"`{' '.join(path)}`: {exc.format_message()}")
@@ -87,6 +90,7 @@ def test_the_check_finds_a_wrong_verb_option_or_value():
 
 def test_report_help_names_every_file_it_writes():
     from click.testing import CliRunner
+
     from alloclab.outputs import REPORT_FILES
     shown = " ".join(CliRunner().invoke(app, ["report", "--help"], terminal_width=400).output.split())
     assert not [f for f in REPORT_FILES if f.rstrip("/") not in shown], shown       # replicas.csv was missing

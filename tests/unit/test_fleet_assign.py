@@ -9,11 +9,10 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-
 from hypothesis import given, settings, strategies as st
 
-from alloclab.fleet import lifecycle, unitaccess
 from alloclab.config import parse_experiment
+from alloclab.fleet import lifecycle, unitaccess
 
 
 def _facts(host: str, n: int, rng: random.Random) -> list[dict]:

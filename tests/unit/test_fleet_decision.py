@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 
 import numpy as np
+
 from alloclab.allocators.library import sha256_file
 from alloclab.fleet import decision
 from alloclab.store import Store
@@ -146,12 +147,12 @@ def test_a_fleet_runs_report_says_what_fleet_status_says(tmp_path):
 
 
 def test_the_docs_status_commands_run_as_written(tmp_path):
-    """docs/fleet.md's "Decided, or how long" block: its `fleet status` lines, verbatim, on a run at
+    """docs/how-to/decided-or-how-long.md's "Decided, or how long" block: its `fleet status` lines, verbatim, on a run at
     the path they name."""
     import re
     import shlex
-    doc = (Path(__file__).parents[2] / "docs/fleet.md").read_text()
-    block = re.search(r"## Decided, or how long.*?```sh\n(.*?)```", doc, re.DOTALL).group(1)
+    doc = (Path(__file__).parents[2] / "docs/how-to/decided-or-how-long.md").read_text()
+    block = re.search(r"# Decided, or how long.*?```sh\n(.*?)```", doc, re.DOTALL).group(1)
     lines = [ln.split(" #")[0].strip() for ln in block.splitlines() if ln.startswith("alloclab fleet status")]
     assert len(lines) >= 2
     fleet_run(tmp_path / "runs/fleet", 0.85, 10, 2.0, seed=12)        # the example's run: 10 relays a group, day 2
@@ -159,7 +160,7 @@ def test_the_docs_status_commands_run_as_written(tmp_path):
         p = run_cli(*shlex.split(line)[1:], cwd=tmp_path)
         assert p.returncode == 0, (line, p.stderr)
         assert "jemalloc-bg" in p.stdout
-    shown = re.search(r"## Decided, or how long.*?```text\n(.*?)```", doc, re.DOTALL).group(1)
+    shown = re.search(r"# Decided, or how long.*?```text\n(.*?)```", doc, re.DOTALL).group(1)
     p = run_cli("fleet", "status", "runs/fleet", cwd=tmp_path)
     assert p.stdout == shown, "the example output is not what fleet status prints"
 

@@ -69,13 +69,13 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, args, words):
 
 
 def test_every_gate_command_in_the_docs_parses():
-    """docs/compare.md's `alloclab gate` examples use options that exist (each parsed as the CLI
+    """docs/tutorials/ci-memory-gate.md's `alloclab gate` examples use options that exist (each parsed as the CLI
     parses it; running them needs the programs they name)."""
     import shlex
 
     from alloclab.cli import gate as gate_cli
     from tests.conftest import REPO
-    text = (REPO / "docs" / "compare.md").read_text()
+    text = (REPO / "docs" / "tutorials" / "ci-memory-gate.md").read_text()
     lines = [ln for ln in text.splitlines() if ln.startswith("alloclab gate ")]
     assert len(lines) >= 5
     for ln in lines:

@@ -86,6 +86,7 @@ def test_report_command_does_not_write_through_links(tmp_path):
     assert victim.read_text() == "keep me\n" and (run / "summary.json").is_file() and not (run / "summary.json").is_symlink()
 
 
+@pytest.mark.root
 @pytest.mark.skipif(os.geteuid() != 0, reason="chown to another user needs root")
 def test_output_directory_of_another_user_is_refused(tmp_path):
     d = tmp_path / "theirs"

@@ -24,12 +24,16 @@ PACKAGE = Path(alloclab.__file__).parent
 # Modules that write to or read from a run's store: everything else comes before it in the flow.
 STORE_USERS = {"store", "tickwriter", "runner", "fleet.lifecycle", "fleet.collector", "watchdog", "report", "torutils.export",
                "torutils.importer", "promimport", "merge", "cli", "__main__",
+               "reference",            # the generated CLI reference reads cli's declarations (as --help does)
                "runcompare", "liveview", "bundle", "metrics",     # compare, live view, bundle and run --metrics read runs
                "experiments.bisection", "experiments.sweep",   # bisect and sweep drive runs (runner) and read their results (analysis)
                "stopping",             # the runner's sequential stop checks analyse the store as it stands
                "introspect",           # writes the allocator helper's alloc_stats rows (their held_* columns are the store's)
                "gate",                 # the CI gate drives one run (runner) and reads its result, as bisect does
-               "fleet.decision", "fleet.tested"}   # fleet status and deploy --from-run read a fleet run's store
+               "fleet.decision", "fleet.tested",   # fleet status and deploy --from-run read a fleet run's store
+               "fleet.canary",         # the peer-judged canary analyses its cohorts' samples (as fleet status does)
+               "fleet.deployed",       # the pre-deploy level is read from the collector's own run store
+               "metrics_reference"}    # the generated metrics reference reads metrics' declarations (as reference does)
 STORE_USER_PACKAGES = ("analysis", "commands", "reporters")
 # What the analysis and the reporters may not reach: what they need from the host is recorded in
 # the store at run time (docs/architecture.md).

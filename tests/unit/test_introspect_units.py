@@ -1,5 +1,5 @@
 """Introspection pieces without processes: config keys, the schema-4 migration, the text parsers
-(on text captured from the real libraries, see docs/introspection.md), records and staleness."""
+(on text captured from the real libraries, see docs/how-to/introspection.md), records and staleness."""
 from __future__ import annotations
 
 import sqlite3

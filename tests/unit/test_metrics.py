@@ -61,9 +61,9 @@ def test_a_scrape_reads_one_snapshot_with_group_sums():
     assert samples[("alloclab_unit_up", (("host", "h1"), ("unit", "u0.service")))] == 1
     # a stopped unit: no memory, processes, cpu or verification, never 0 bytes; its identity and restarts stay
     assert not [k for k in samples if ("unit", "down.service") in k[1] and k[0] not in
-                ("alloclab_unit_up", "alloclab_unit_info", "alloclab_unit_restarts_total")]
-    assert samples[("alloclab_unit_info", (("allocator", "jemalloc@5.3.0"), ("group", "jemalloc"), ("host", "h1"),
-                                           ("library_sha256", "ab" * 32), ("unit", "u1.service"), ("version", "5.3.0")))] == 1
+                ("alloclab_unit_up", "alloclab_unit_info", "alloclab_unit_restarts_total", "alloclab_unit_generation")]
+    assert samples[("alloclab_unit_info", (("allocator", "jemalloc@5.3.0"), ("generation", "none"), ("group", "jemalloc"),
+                                           ("host", "h1"), ("library_sha256", "ab" * 32), ("unit", "u1.service"), ("version", "5.3.0")))] == 1
     # figures carry host and unit only: a deploy changes the info series, not the memory series
     assert all(set(dict(k[1])) <= {"host", "unit", "memtype"} for k in samples if k[0].startswith("alloclab_unit_")
                and k[0] != "alloclab_unit_info")
@@ -76,6 +76,7 @@ def test_a_scrape_reads_one_snapshot_with_group_sums():
     assert 'alloclab_collector_errors_total{kind="systemd"} 0.0' in text and "alloclab_collector_build_info{" in text
 
 
+@pytest.mark.prometheus
 @pytest.mark.skipif(not shutil.which("promtool"), reason="promtool missing: run scripts/install.sh --test")
 def test_every_name_and_help_passes_promtool():
     """promtool's linter (names, units, counters' _total, HELP present) on a full scrape."""

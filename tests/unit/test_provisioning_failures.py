@@ -120,8 +120,8 @@ def test_nearest_prefers_the_same_line_and_the_closest_release(monkeypatch):
 
 
 def test_the_docs_table_lists_every_catalog_entry_and_its_sources_in_order():
-    """docs/allocators.md's table of sources (made by `allocators check --markdown`) is the catalog's."""
-    text = (Path(__file__).resolve().parents[2] / "docs" / "allocators.md").read_text()
+    """docs/how-to/allocators.md's table of sources (made by `allocators check --markdown`) is the catalog's."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "how-to" / "allocators.md").read_text()
     rows = {}
     for line in text.splitlines():
         if line.startswith("| `") and line.count("|") == 4:

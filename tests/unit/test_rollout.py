@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from alloclab.fleet import rollout
 from alloclab.errors import UserError
+from alloclab.fleet import rollout
 
 
 def test_batch_sizes_and_shares():

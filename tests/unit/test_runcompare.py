@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from alloclab import runcompare
-from alloclab.errors import UserError
 from alloclab.commands.compare import exit_code as compare_exit_code
+from alloclab.errors import UserError
 from alloclab.stats.across_runs import compare_pairs, gate, rose_beyond
 from alloclab.store import Store
 
@@ -180,7 +180,7 @@ def test_levels_taken_at_different_times_of_day_warn_and_hold_the_gate(tmp_path)
     text = runcompare.text_lines(rc, wrap=False)
     gate_line = next(ln for ln in text if ln.startswith("gate INCONCLUSIVE"))
     assert "times-of-day-differ" in gate_line and "same hour" in gate_line and "≥ 24 h" in gate_line
-    clock = lambda t: __import__("alloclab.timefmt", fromlist=["utc"]).utc(t, minutes=True)[11:16]   # noqa: E731
+    clock = lambda t: __import__("alloclab.timefmt", fromlist=["utc"]).utc(t, minutes=True)[11:16]
     assert clock(T0) in w.message and clock(T0 + 6 * 3600) in w.message
     d = json.loads(runcompare.to_json(rc))
     assert d["gate"] == "inconclusive" and d["gate_before_warnings"] == "above"

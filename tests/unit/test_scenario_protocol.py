@@ -7,8 +7,8 @@ import inspect
 from pathlib import Path
 
 from alloclab import scenarios
-from alloclab.tor import network
 from alloclab.config import load_experiment
+from alloclab.tor import network
 
 SRC = Path(scenarios.__file__).parent
 SCENARIO_MODULES = {"tornet", "tor_dirload", "tor_routers"}       # the modules' names before the tor/ package

@@ -3,9 +3,8 @@ look just before the end, alpha in proportion to each look's elapsed time, never
 import numpy as np
 import pytest
 
+from alloclab.stats import SequentialTest, calibration as sim
 from alloclab.stopping import SignificanceStop, planned_look_times
-from alloclab.stats import SequentialTest
-from alloclab.stats import calibration as sim
 
 
 def test_looks_are_doublings_then_the_planned_end():
@@ -82,10 +81,12 @@ def test_a_last_look_close_after_a_doubling_is_still_made(monkeypatch):
         return SequentialDecision(False, None, {}, 0.0, stop.test.looks, "recorded")
     monkeypatch.setattr(stop.test, "update", update)
     monkeypatch.setattr(analysis, "analyse", lambda store, metric=None: type("A", (), {"groups": [], "replicas": [], "baseline": "b"})())
-    runner = type("R", (), {"store": None})()
+    events = []
+    runner = type("R", (), {"store": type("S", (), {"add_event": lambda self, t, kind, text: events.append(kind)})()})()
     for tick in np.arange(0, 500, 2.0):
         assert stop(runner, float(tick)) is None
     assert made == [60, 120, 240, 480, 490]
+    assert events == ["sequential_look"] * 5          # each look that did not stop, recorded with what it left open
 
 
 def test_look_plan_lists_planned_looks_and_their_levels():
@@ -103,6 +104,7 @@ def test_a_stop_looks_only_at_the_replicas_the_comparison_keeps(monkeypatch):
     """An excluded replica (ended early, restarted) is left out of the final comparison, so the
     stop must not count it either: here it alone would make the groups differ."""
     from types import SimpleNamespace
+
     from alloclab.analysis.replica import ReplicaStats
     from alloclab.stats.sequential import SequentialDecision
     stop = SignificanceStop(60, 1, planned_s=500, interval=2)

@@ -1,4 +1,4 @@
-"""Every environment variable alloclab reads is read in settings.py and listed in docs/settings.md."""
+"""Every environment variable alloclab reads is read in settings.py and listed in docs/reference/settings.md."""
 from __future__ import annotations
 
 import os
@@ -10,7 +10,7 @@ import pytest
 from alloclab import settings
 
 SRC = Path(settings.__file__).parent
-DOC = (SRC.parent.parent / "docs" / "settings.md").read_text()
+DOC = (SRC.parent.parent / "docs" / "reference" / "settings.md").read_text()
 READ = re.compile(r"os\.environ\.get\(|os\.getenv\(|os\.environ\[|environ\.get\(")
 
 
@@ -25,7 +25,7 @@ def test_every_variable_is_documented():
     c_reads = {m for p in (SRC / "native").glob("*.c") for m in re.findall(r'getenv\("([A-Z_]+)"\)', p.read_text())}
     assert len(names) >= 6 and {"ALLOCLAB_STATS", "ALLOCLAB_TRACE_FILE"} <= c_reads
     missing = [n for n in [*names, *c_reads] if f"`{n}`" not in DOC]
-    assert not missing, f"not in docs/settings.md: {missing}"
+    assert not missing, f"not in docs/reference/settings.md: {missing}"
 
 
 @pytest.mark.parametrize("value,enabled", [("", True), ("on", True), ("off", False), ("OFF", False), ("0", False),

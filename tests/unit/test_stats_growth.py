@@ -2,8 +2,7 @@
 import numpy as np
 from hypothesis import given, settings, strategies as st
 
-from alloclab.stats import classify, growth
-from alloclab.stats import calibration as sim
+from alloclab.stats import calibration as sim, classify, growth
 from alloclab.stats.growth import ar1_slope_var, phi_for_lag1
 
 

@@ -1,8 +1,7 @@
 """stats.growth_pool / pooled: a replica's growth interval narrowed or widened by its group's spread."""
 import numpy as np
 
-from alloclab.stats import calibration as sim
-from alloclab.stats import RULES, growth, growth_pool, pooled
+from alloclab.stats import RULES, calibration as sim, growth, growth_pool, pooled
 
 T = sim.times(3 * 86400.0, 1800.0)      # 3 days every 30 min: the coarse scales apply, and it is quick
 

@@ -12,9 +12,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
-import torutils_scenarios as ts  # noqa: E402
+import torutils_scenarios as ts
 
-from alloclab.stats import RULES, calibration as sim, classify, growth  # noqa: E402
+from alloclab.stats import RULES, calibration as sim, classify, growth
 
 
 def _analyse(tmp_path, seed: int, sc: ts.Scenario):
@@ -80,9 +80,9 @@ def test_the_growth_interval_covers_under_noise_on_two_time_scales(monkeypatch):
 def test_staircases_in_ar_noise_are_ratcheting_and_flat_or_cyclic_series_are_not(sd):
     rng = np.random.default_rng(8)
     t = sim.times(9 * 86400.0, 900.0)
-    stairs = [classify(t, y).word for y in sim.staircase(rng, 20, t, climb_share=0.08, steps=5, sd_share=sd, phi=0.5)]
-    assert stairs.count("Ratcheting") >= 16, stairs
-    flat = [classify(t, y).word for y in sim.flat(rng, 20, t, phi=0.9, sd_share=0.02)]
-    cyclic = [classify(t, y).word for y in sim.sinusoid(rng, 20, t, amplitude_share=0.04, period_s=86400.0,
+    stairs = [classify(t, y).shape for y in sim.staircase(rng, 20, t, climb_share=0.08, steps=5, sd_share=sd, phi=0.5)]
+    assert stairs.count("steps") >= 16, stairs       # Growing in steps
+    flat = [classify(t, y).shape for y in sim.flat(rng, 20, t, phi=0.9, sd_share=0.02)]
+    cyclic = [classify(t, y).shape for y in sim.sinusoid(rng, 20, t, amplitude_share=0.04, period_s=86400.0,
                                                          sd_share=0.01, phi=0.9)]
-    assert "Ratcheting" not in flat + cyclic
+    assert "steps" not in flat + cyclic

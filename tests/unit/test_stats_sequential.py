@@ -1,8 +1,7 @@
 """stats.sequential: alpha spending over looks keeps the false-stop rate at alpha."""
 import numpy as np
 
-from alloclab.stats import SequentialTest
-from alloclab.stats import calibration as sim
+from alloclab.stats import SequentialTest, calibration as sim
 
 
 def run(rng, ratio, n_sims=120):

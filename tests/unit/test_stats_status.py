@@ -2,12 +2,22 @@
 import numpy as np
 import pytest
 
-from alloclab.stats import RULES, STATUS_ORDER, classify, ratchet_group, release_events, step_evidence
-from alloclab.stats import calibration as sim
+from alloclab.stats import (
+    RULES,
+    STATUS_ORDER,
+    calibration as sim,
+    classify,
+    ratchet_group,
+    release_events,
+    status_phrase,
+    step_evidence,
+)
+
+STEPS = "Growing in steps"      # the word the step rule gives (retired as a status word: "Ratcheting")
 
 
 def words(t, ys):
-    return [classify(t, y).word for y in ys]
+    return [status_phrase(c.word, c.shape) for c in (classify(t, y) for y in ys)]
 
 
 def test_a_staircase_that_never_releases_is_ratcheting_at_any_sampling_interval():
@@ -15,7 +25,7 @@ def test_a_staircase_that_never_releases_is_ratcheting_at_any_sampling_interval(
     for window, dt in ((3600.0, 1.0), (9 * 86400.0, 900.0)):
         t = sim.times(window, dt)
         ws = words(t, sim.staircase(rng, 40, t, climb_share=0.08, steps=6))
-        assert ws.count("Ratcheting") >= 34, (window, dt, ws)
+        assert ws.count(STEPS) >= 34, (window, dt, ws)
 
 
 @pytest.mark.filterwarnings("error::RuntimeWarning")     # a constant's lag-1 was 0/0 (stats.growth.detrended_lag1)
@@ -24,7 +34,7 @@ def test_sinusoids_flat_and_constant_series_are_not_ratcheting():
     t = sim.times(6 * 3600.0, 30.0)
     ws = words(t, sim.sinusoid(rng, 100, t, amplitude_share=0.03, period_s=5400.0))
     ws += words(t, sim.flat(rng, 100, t, phi=0.95, sd_share=0.02))
-    assert ws.count("Ratcheting") <= 0.05 * len(ws)
+    assert ws.count(STEPS) <= 0.05 * len(ws)
     assert sum(w in ("Growing", "Bloating") for w in ws) <= 0.05 * len(ws)
     assert classify(t, np.full(len(t), 100.0)).word == "Flat"
 
@@ -52,7 +62,10 @@ def test_a_flat_word_beside_a_climb_says_why_the_climb_is_not_growth():
     # a significant climb under the flat threshold: Flat, and the reason names the threshold
     small = classify(t, 100 + 2 * t / t[-1] + rng.normal(0, 0.05, len(t)))
     assert small.word == "Flat" and small.growth.significant, small.reason
-    assert f"under the {RULES['flat_max_growth_share']:.0%} and" in small.reason, small.reason
+    from alloclab.stats import growth_bar_share
+    bar = growth_bar_share(t[-1] - t[0])
+    assert bar == pytest.approx(RULES["growing_min_rate_share_day"] * 1.5), bar       # over 1.5 days: the rate's bar, 3%
+    assert f"under the {bar:.1%} of the level" in small.reason and "/day" in small.reason, small.reason
     fall = classify(t, 100 - 3 * t / t[-1] + rng.normal(0, 0.05, len(t)))
     assert fall.word == "Flat" and fall.growth.significant and "a fall, not growth" in fall.reason, fall.reason
 
@@ -108,7 +121,7 @@ def test_too_short_and_unverified():
     assert classify(np.arange(5.0), np.ones(5)).word == "Too short"
     assert classify(np.arange(0, 30, 1.0), np.ones(30)).word == "Too short"     # 30 s < min_window_s
     assert classify(np.arange(100.0), np.ones(100), verified=False).word == "Unverified"
-    assert set(STATUS_ORDER) >= {"Flat", "Ratcheting", "Growing", "Bloating", "Variable"}
+    assert set(STATUS_ORDER) >= {"Flat", "Growing", "Bloating", "Variable"} and "Ratcheting" not in STATUS_ORDER
     assert RULES["ratchet_sharp_t"] > RULES["ratchet_step_t"] > 0
 
 
@@ -124,7 +137,7 @@ def test_a_staircase_in_one_and_a_half_percent_ar_noise_is_ratcheting():
     # about one noise SD tall; the step fit under AR(1) finds 6 of these 8 beside a smooth curve
     t = sim.times(9 * 86400.0, 900.0)
     ws = words(t, sim.staircase(np.random.default_rng(25), 8, t, climb_share=0.08, steps=5, sd_share=0.015, phi=0.5))
-    assert ws.count("Ratcheting") >= 6, ws
+    assert ws.count(STEPS) >= 6, ws
 
 
 def test_a_climb_that_levels_off_is_not_ratcheting():
@@ -148,13 +161,14 @@ def test_persistent_noise_a_daily_cycle_and_a_smooth_climb_are_not_ratcheting():
     # a daily cycle ±4% at any phase (1% AR(1) φ 0.9): its rise is given back
     cycle = list(sim.sinusoid(np.random.default_rng(26), 8, t, amplitude_share=0.04, period_s=86400.0, sd_share=0.01, phi=0.9))
     ws = words(t, flat + smooth + cycle)
-    assert "Ratcheting" not in ws, ws
+    assert STEPS not in ws, ws
 
 
 def _replicas(t, ys, words_):
     from alloclab.analysis.replica import ReplicaStats, SteadyGrowth
     reps = [ReplicaStats(f"r{i}", "A", True, len(t), steady_mb=float(np.median(y)), steady_mean_mb=float(np.mean(y)),
-                         status=w) for i, (y, w) in enumerate(zip(ys, words_))]
+                         status=w.removesuffix(" in steps"), growth_shape="steps" if w == STEPS else None)
+            for i, (y, w) in enumerate(zip(ys, words_))]
     return reps, [SteadyGrowth(t, y, None) for y in ys]
 
 
@@ -166,11 +180,11 @@ def test_a_group_of_staircases_in_two_percent_noise_lends_its_replicas_step_evid
     t = sim.times(9 * 86400.0, 900.0)
     ys = sim.staircase(np.random.default_rng(43), 5, t, climb_share=0.08, steps=5, sd_share=0.02, phi=0.9)
     own = words(t, ys)
-    assert own.count("Ratcheting") == 2, own
+    assert own.count(STEPS) == 2, own
     reps, steady = _replicas(t, ys, own)
     out = _group_ratchet(reps, steady)
-    assert [r.status for r in out].count("Ratcheting") == 5, [(r.status, r.status_reason) for r in out]
-    assert all("group" in r.status_reason for r, w in zip(out, own) if w != "Ratcheting")
+    assert [status_phrase(r.status, r.growth_shape) for r in out].count(STEPS) == 5, [(r.status, r.status_reason) for r in out]
+    assert all("group" in r.status_reason for r, w in zip(out, own) if w != STEPS)
     # the replicas' call is by their p among the simulations with the shape, never below their p among all
     call = ratchet_group([step_evidence(t, y) for y in ys])
     pairs = [(q, s) for q, s in zip(call.own_p, call.shaped_p) if q is not None]
@@ -219,10 +233,10 @@ def test_staircases_a_group_shares_in_time_are_found_in_two_percent_noise():
     t = sim.times(1.5 * 86400.0, 600.0)
     ys = sim.shared_staircase(np.random.default_rng(6), 5, t, sd_share=0.02, phi=0.9)
     own = words(t, ys)
-    assert own.count("Ratcheting") == 0, own
+    assert own.count(STEPS) == 0, own
     out = _group_ratchet(*_replicas(t, ys, own))
     shared = [r for r in out if r.status_reason.startswith("climbs at the steps its group shares")]
-    assert len(shared) == 3 and all(r.status == "Ratcheting" for r in shared), [(r.status, r.status_reason) for r in out]
+    assert len(shared) == 3 and all(status_phrase(r.status, r.growth_shape) == STEPS for r in shared), [(r.status, r.status_reason) for r in out]
 
 
 def test_a_flat_replica_is_not_called_because_its_group_steps():

@@ -25,14 +25,12 @@ def test_a_failed_tick_keeps_its_rows_a_failed_transaction_drops_them(tmp_path):
     with st.transaction():
         gid = st.add_group(name="a", allocator="glibc", is_baseline=1)
         rid = st.add_replica(group_id=gid, name="a-1", idx=1)
-    with pytest.raises(RuntimeError):
-        with st.tick():
-            st.add_event(1.0, "phase", "kept", rid, "a")
-            raise RuntimeError("a tick failed half-way")
-    with pytest.raises(RuntimeError):
-        with st.transaction():
-            st.add_event(2.0, "phase", "dropped")
-            raise RuntimeError("a set-up failed half-way")
+    with pytest.raises(RuntimeError), st.tick():
+        st.add_event(1.0, "phase", "kept", rid, "a")
+        raise RuntimeError("a tick failed half-way")
+    with pytest.raises(RuntimeError), st.transaction():
+        st.add_event(2.0, "phase", "dropped")
+        raise RuntimeError("a set-up failed half-way")
     assert [e["description"] for e in st.events()] == ["kept"]
     assert st.groups()[0]["is_baseline"] == 1 and st.replicas()[0]["group"] == "a"
 

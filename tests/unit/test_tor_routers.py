@@ -10,10 +10,10 @@ import time
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-
-from alloclab.tor import routers as tor_routers
 from stem.descriptor.extrainfo_descriptor import RelayExtraInfoDescriptor
 from stem.descriptor.server_descriptor import RelayDescriptor
+
+from alloclab.tor import routers as tor_routers
 
 
 @pytest.fixture(scope="module")

@@ -24,15 +24,16 @@ import threading
 import time
 import tomllib
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from . import hardening
 from .. import nativebuild, settings
-from .library import check_preload_safe, normalise_version, probe, sha256_file
 from ..errors import UserError, did_you_mean
+from . import hardening
+from .library import check_preload_safe, normalise_version, probe, sha256_file
 
 CATALOG_FILE = Path(__file__).parent.parent / "data" / "catalog.toml"
 ID_RE = re.compile(r"^(?P<family>[a-z]+)@(?P<version>\d+(?:\.\d+)*)(?:\+(?P<variant>[a-z]+))?$")
@@ -92,6 +93,25 @@ def unknown(allocator_id: str) -> UserError:
                          f"{did_you_mean(m['family'], families())}use one of: {', '.join(sorted(families()))}")
     return UserError(f"{allocator_id} is not in the catalog",
                      f"{did_you_mean(allocator_id, same)}known {m['family']} ids: {', '.join(same)}")
+
+
+def short_version(allocator_id: str) -> UserError | None:
+    """The error for a version written short (jemalloc@5.3 where the catalog pins 5.3.0): refused
+    at once, from the catalog alone, before any registry is asked or anything is built. None for
+    anything else (a full version, an id the catalog's versions do not extend)."""
+    m = ID_RE.match(allocator_id)
+    if not m or pinned(allocator_id) is not None:
+        return None
+    suffix = f"+{m['variant']}" if m["variant"] else ""
+    longer = sorted({e.version for e in entries().values() if e.family == m["family"]
+                     and e.version.startswith(m["version"] + ".")}, key=lambda v: [int(p) for p in v.split(".")])
+    if not longer:
+        return None
+    padded = m["version"] + ".0" * (longer[0].count(".") - m["version"].count("."))
+    best = padded if padded in longer else longer[0]
+    return UserError(f"{allocator_id} is a short version: versions are written in full",
+                     f"did you mean {m['family']}@{best}{suffix}? (every {m['family']} {m['version']}.x: "
+                     f"alloclab allocators versions {m['family']})")
 
 
 # ---- cache --------------------------------------------------------------------------------------
@@ -200,7 +220,7 @@ class ProvisioningFailed(UserError):
     def unreachable_only(self) -> bool:
         return bool(self.attempts) and all(a.status == UNREACHABLE for a in self.attempts)
 
-    def with_nearest(self, nearest: list[str]) -> "ProvisioningFailed":
+    def with_nearest(self, nearest: list[str]) -> ProvisioningFailed:
         return ProvisioningFailed(self.allocator_id, self.attempts, nearest)
 
 

@@ -19,10 +19,10 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from . import catalog, hardening, hardening_summary
 from .. import settings
-from .library import sha256_file
 from ..errors import UserError
+from . import catalog, hardening, hardening_summary
+from .library import sha256_file
 
 INSTALL_DIR = Path("usr/lib/alloclab")
 
@@ -105,7 +105,7 @@ def build_deb(build: catalog.Build, out_dir: Path) -> Path:
             "X-Alloclab-Hardening": hardening_summary.summary(prov["hardening"]),
         }
         (root / "DEBIAN" / "control").write_text("".join(f"{k}: {v}\n" for k, v in fields.items() if v))
-        for dirpath, dirnames, filenames in os.walk(root):
+        for dirpath, _dirnames, filenames in os.walk(root):
             os.chmod(dirpath, 0o755)
             for f in filenames:
                 os.chmod(os.path.join(dirpath, f), 0o644)

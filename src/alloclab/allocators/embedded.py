@@ -17,7 +17,7 @@ defined symbols are then extra evidence: heaptrack's preload defines `mi_malloc`
 it); snmalloc and rpmalloc, which have none, when one of their symbols is defined. Only the
 loaded, non-executable sections are read. Results are cached per (device, inode, size, mtime) so periodic verification
 costs an open and an fstat per mapped file. The false-positive and detection figures are measured by
-`benchmarks/embedded_scan.py` (docs/allocators.md).
+`benchmarks/embedded_scan.py` (docs/how-to/allocators.md).
 """
 from __future__ import annotations
 
@@ -83,7 +83,7 @@ def _defined_symbols(mm: mmap.mmap, size: int, names: set[str]) -> set[str]:
         return set()
     sections = [struct.unpack_from("<IIQQQQIIQQ", mm, shoff + i * 64) for i in range(shnum)]
     found: set[str] = set()
-    for sh_name, sh_type, _f, _a, off, sz, link, _i, _al, entsize in sections:
+    for _sh_name, sh_type, _f, _a, off, sz, link, _i, _al, entsize in sections:
         if sh_type not in (2, 11) or entsize != 24 or link >= shnum:   # SHT_SYMTAB, SHT_DYNSYM
             continue
         str_off, str_size = sections[link][4], sections[link][5]
@@ -147,7 +147,7 @@ def scan_file(fd: int) -> tuple[Finding, ...]:
         symbols = _defined_symbols(mm, size, {n for s in SIGNATURES for n in s.symbols})
         out = []
         for sig in SIGNATURES:
-            marks = []
+            marks: list[bytes] = []
             for i, m in enumerate(sig.markers):   # stop once `needed` can no longer be reached
                 if len(marks) + len(sig.markers) - i < sig.needed:
                     break

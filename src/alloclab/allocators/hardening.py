@@ -24,6 +24,7 @@ import json
 import re
 import signal
 import subprocess
+from typing import Any
 
 from .. import nativebuild, settings
 from ..signalname import how_ended
@@ -59,7 +60,7 @@ def _outcome(proc: subprocess.CompletedProcess | None) -> tuple[str, str | None]
         return "crashes", said or how_ended(proc.returncode)
     if said:
         return "reports", said
-    out = next((json.loads(ln) for ln in proc.stdout.splitlines() if ln.startswith("{")), {})
+    out: dict[str, Any] = next((json.loads(ln) for ln in proc.stdout.splitlines() if ln.startswith("{")), {})
     if out.get("same_block_twice") or out.get("returned_interior"):
         return "undetected", None
     return "tolerated", None

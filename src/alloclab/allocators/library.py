@@ -15,12 +15,12 @@ import pwd
 import re
 import stat
 import subprocess
-from dataclasses import dataclass, asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from .. import nativebuild, settings
 from ..errors import UserError
 from . import embedded
-from .. import nativebuild, settings
 
 # Names of allocator libraries we recognise when they are mapped where they were not asked for.
 KNOWN_LIBRARY = re.compile(r"lib(jemalloc|mimalloc|tcmalloc(?:_minimal)?|snmalloc\w*|rpmalloc|hoard|scalloc|tbbmalloc)"
@@ -104,7 +104,7 @@ def check_trusted_path(path: Path | str, directory: bool, subject: str) -> None:
         try:
             _check_trusted(current, os.stat(current), "directory", subject, trusted)
         except FileNotFoundError:
-            raise UserError(f"{subject}: {current} does not exist", f"give an existing {kind} path")
+            raise UserError(f"{subject}: {current} does not exist", f"give an existing {kind} path") from None
         if not pending:
             if directory:
                 return
@@ -117,7 +117,7 @@ def check_trusted_path(path: Path | str, directory: bool, subject: str) -> None:
         try:
             st = os.lstat(nxt)
         except OSError as e:
-            raise UserError(f"{subject}: {nxt}: {e.strerror}", f"give an existing, readable {kind} path")
+            raise UserError(f"{subject}: {nxt}: {e.strerror}", f"give an existing, readable {kind} path") from None
         if stat.S_ISLNK(st.st_mode):
             hops += 1
             if hops > 40:
@@ -202,7 +202,7 @@ def mapped_files(pid: int) -> list[Mapping]:
     return list(seen.values())
 
 
-# How verify_detail begins when the process carries its own allocator (see docs/allocators.md).
+# How verify_detail begins when the process carries its own allocator (see docs/how-to/allocators.md).
 EMBEDDED_PREFIX = "embedded allocator: "
 
 

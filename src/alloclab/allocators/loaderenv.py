@@ -20,14 +20,14 @@ refused:
 
 `check` is called for each group's environment by `alloclab check`, `run`, `fleet plan` (through
 resolution.resolve) and again by `fleet apply` / `deploy` on the plan read back from disk.
-docs/security.md, "What is preloaded and why that is safe".
+docs/reference/security.md, "What is preloaded and why that is safe".
 """
 from __future__ import annotations
 
 import re
 
-from .library import check_trusted_path
 from ..errors import UserError
+from .library import check_trusted_path
 
 # name -> (kind, separators): "dirs" every entry a trusted directory; "files" every entry a trusted file
 LOADED_FROM = {

@@ -18,13 +18,14 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Protocol
+from typing import Protocol
 
+from ..errors import UserError, did_you_mean
 from . import catalog, debpackage, hardening, tunables, versions
 from .library import AllocatorSpec, check_preload_safe, normalise_version, probe, sha256_file
-from ..errors import UserError, did_you_mean
 
 Progress = Callable[[str], None]
 
@@ -104,6 +105,8 @@ class Resolver:
 
     def entry(self, allocator_id: str, progress: Progress = _quiet) -> catalog.Entry:
         """The id's sources (pinned or published), or UserError naming the ids that exist."""
+        if (short := catalog.short_version(allocator_id)) is not None:
+            raise short
         for p in self.providers:
             e = p.entry(allocator_id, progress)
             if e is not None:
@@ -114,6 +117,8 @@ class Resolver:
         """The verified library of an id, built on demand (cached)."""
         if allocator_id.startswith("glibc@"):
             raise UserError("glibc is the system's", 'write allocator = "glibc"')
+        if (short := catalog.short_version(allocator_id)) is not None:
+            raise short                                    # before any registry is asked: one line
         failed: catalog.ProvisioningFailed | None = None
         for p in self.providers:
             try:
@@ -202,7 +207,7 @@ def provenance(spec: AllocatorSpec) -> str | None:
 
 def tunables_json(spec: AllocatorSpec) -> str | None:
     """The options the group's preloaded library knows (tunables.known_options), stored with the run
-    so the analysis names a tunable without reading the library again (docs/store.md); None when
+    so the analysis names a tunable without reading the library again (docs/reference/store.md); None when
     nothing is preloaded."""
     if spec.kind != "preload" or not spec.path:
         return None

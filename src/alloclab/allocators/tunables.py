@@ -310,6 +310,7 @@ def _int(text: str) -> int | None:
 def glibc_effective(env: dict[str, str]) -> dict[str, tuple[str, str, str]]:
     """{tunable: (effective value, min, max)} as glibc's loader reads this environment."""
     import subprocess
+
     from .. import settings
     ld = loader_path()
     if not ld:
@@ -352,6 +353,7 @@ def _glibc_problems(env: dict[str, str]) -> list[str]:
 def allocator_complaints(env: dict[str, str], family: str | None, library: str | None) -> list[str]:
     """What the allocator itself says about the group's settings (empty: it took them all)."""
     import subprocess
+
     from .. import nativebuild, settings
     owned = _owned(env)
     if not owned:

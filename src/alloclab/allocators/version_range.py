@@ -7,9 +7,9 @@ every version the reachable registries publish and alloclab can build (`versions
 """
 from __future__ import annotations
 
+from ..errors import UserError
 from . import catalog
 from .library import version_key
-from ..errors import UserError
 
 
 def _id(family: str, version: str, variant: str | None) -> str:

@@ -41,10 +41,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from . import catalog
-from .library import version_key
 from .. import settings
 from ..errors import UserError, did_you_mean
+from . import catalog
+from .library import version_key
 
 LISTING_MAX_AGE = 86400          # a registry listing is refreshed at most once a day
 RECHECK_AFTER = 600              # ...but one whose source files could not be checked, after 10 minutes

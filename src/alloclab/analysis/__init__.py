@@ -5,19 +5,24 @@ labels mapped by evidence), `windows` (the comparable window, levels at its end,
 beside clean figures, the process-age table), `replica` (per-replica estimators on clean spans),
 `compare` (groups against the baseline via alloclab.stats), `beside` (each group's growth in MB
 beside the baseline's), `warnings` (typed confounds) and
-`verdict` (the structured recommendation). Thresholds: `rules.RULES` (docs/analysis.md).
+`verdict` (the structured recommendation). Thresholds: `rules.RULES` (docs/method/index.md).
 """
 from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
 from .. import stats
 from ..errors import UserError, did_you_mean
 from ..signalname import how_ended
+from ..stats import STATUS_ORDER
+from ..stats.beside import BEYOND
+from ..stats.rules import RULES
 from ..store import Store
 from ..timefmt import utc
 from . import regrowth
@@ -26,17 +31,36 @@ from .compare import GroupComparison, compare_groups
 from .duplicates import Duplicate, drop_duplicates
 from .hosts import HostFactor, host_factor
 from .load import METRIC_COLUMN, LabelMapping, Segment, Series, is_imported, load_series, segment
-from .replica import (ReplicaStats, SteadyGrowth, classify, detect_warmup, release_events, replica_stats,
-                      replica_stats_steady, repooled, theil_sen, usable)
-from .rules import RULES, STATUS_ORDER
+from .replica import (
+    ReplicaStats,
+    SteadyGrowth,
+    detect_warmup,
+    replica_stats,
+    replica_stats_steady,
+    repooled,
+    theil_sen,
+    usable,
+)
 from .verdict import Recommendation, recommend
 from .warnings import Warning, collect
-from .windows import (AgeTable, EndFigure, Window, age_table, clean_in_window, cut_before_restarts, day_levels, end_figures,
-                      treatment_window)
+from .windows import (
+    AgeTable,
+    EndFigure,
+    Window,
+    age_table,
+    clean_in_window,
+    cut_before_restarts,
+    day_levels,
+    end_figures,
+    treatment_window,
+)
+
+if TYPE_CHECKING:                                   # (for the annotations only)
+    from .decomposition import GroupDecomposition
 
 __all__ = ["analyse", "Analysis", "GroupSummary", "GroupComparison", "ReplicaStats", "Series", "Segment", "Warning",
-           "Recommendation", "RULES", "STATUS_ORDER", "METRIC_COLUMN", "classify", "replica_stats", "theil_sen",
-           "detect_warmup", "release_events", "compare_groups"]
+           "Recommendation", "RULES", "STATUS_ORDER", "METRIC_COLUMN", "replica_stats", "theil_sen",
+           "detect_warmup", "compare_groups"]
 
 
 @dataclass
@@ -72,6 +96,7 @@ class GroupSummary:
     growth_beside: stats.GrowthBeside | None = None   # its change in MB against the baseline's (stats.beside)
     excluded: list[str] = field(default_factory=list)   # replicas left out of the comparison (ended early), by name
     status_reason: str = ""            # why the group's word: its replicas' votes, or the across-replica test and why it differs
+    growth_shape: str | None = None    # stats.STEPS: Growing in steps (stats.status_phrase); None otherwise
 
 
 @dataclass
@@ -90,7 +115,7 @@ class Analysis:
     level_basis: str = ""
     metric_note: str | None = None
     duplicates: list[Duplicate] = field(default_factory=list)
-    decomposition: list | None = None   # decomposition.GroupDecomposition per group; None: no allocator figures
+    decomposition: list[GroupDecomposition] | None = None   # per group; None: no allocator figures
     levels: dict[str, np.ndarray] = field(default_factory=dict)   # per group: the replica levels compared (MB)
     hosts: HostFactor | None = None     # group effects within hosts and host effects (replicas on ≥ 2 hosts)
     imported: bool = False              # data alloclab did not record itself (load.is_imported)
@@ -105,43 +130,74 @@ class Analysis:
 _median = stats.median_present     # the median of the figures present (None, NaN left out)
 
 
-def _mean_present(xs) -> float | None:
+def _mean_present(xs: Iterable[float | None]) -> float | None:
     """The mean of the figures present (None, NaN left out), as the group level averages replicas."""
     v = [x for x in xs if x is not None and not math.isnan(x)]
     return float(np.mean(v)) if v else None
 
 
-GROWTH_WORDS = ("Growing", "Bloating", "Ratcheting")
+GROWTH_WORDS = ("Growing", "Bloating")
 
 
-def _group_status(words: list[str], verified: int, growth: "stats.GroupGrowth | None" = None) -> tuple[str, str]:
-    """(word, why). The most common replica word (ties: the more severe); a group whose replicas
+def _group_status(words: list[str], verified: int, growth: stats.GroupGrowth | None = None,
+                  shapes: list[str | None] | None = None, beside: stats.GrowthBeside | None = None
+                  ) -> tuple[str, str, str | None]:
+    """(word, why, shape). The most common replica word (ties: the more severe); a group whose replicas
     grow significantly beyond the flat threshold across replicas (stats.group_growth, a daily
     cycle fitted out) is Growing or Bloating even where single replicas' intervals are too wide
-    to show it — the reason then says so (Ratcheting, the more specific diagnosis, stays when it
-    is the replicas' word and the growth is below Bloating); replicas growing by their own
-    intervals that the across-replica test does not confirm keep their word, with that reason."""
+    to show it — the reason then says so; replicas growing by their own intervals that the
+    across-replica test does not confirm keep their word, with that reason, when they are a
+    majority (a tie goes to the most common other word). A Growing group is
+    "in steps" (shape stats.STEPS) when more of its Growing replicas climb in steps than smoothly
+    (`shapes`, each replica's). A group that would be Flat while it "grows beyond the baseline"
+    (`beside`, significant) is Growing when its own change is at least half the growth bar
+    (growing_beside_bar_share) and either shown across its replicas or at least the baseline's fall;
+    else its reason says why the excess is not growth of its own."""
     if verified == 0:
-        return "Unverified", "no replica verified"
+        return "Unverified", "no replica verified", None
     if not words:
-        return "Too short", "no replica with a steady window"
+        return "Too short", "no replica with a steady window", None
+    shapes = shapes if shapes is not None else [None] * len(words)
     counts = {w: words.count(w) for w in set(words)}
     top = max(counts.values())
     word = min((w for w, c in counts.items() if c == top), key=STATUS_ORDER.index)
-    votes = f"{counts[word]} of {len(words)} replicas {word}"
+    stepped = sum(w == "Growing" and sh == stats.STEPS for w, sh in zip(words, shapes))
+    shape = stats.STEPS if 2 * stepped > words.count("Growing") else None
+    votes = f"{counts[word]} of {len(words)} replicas {word}" + (f" ({stepped} in steps)" if word == "Growing" and stepped else "")
     growing = sum(w in GROWTH_WORDS for w in words)
-    if growth is not None and growth.word is not None:
-        if growth.word == "Bloating" or word not in ("Ratcheting", "Bloating"):
-            alone = (f"; {growing} of {len(words)} replicas show growth by their own intervals"
-                     + (" (each alone too noisy to)" if growing < len(words) else ""))
-            return growth.word, f"across replicas: {growth.reason}{alone}"
+    if growth is not None and growth.word is not None and (growth.word == "Bloating" or word != "Bloating"):
+        alone = (f"; {growing} of {len(words)} replicas show growth by their own intervals"
+                 + (f", {stepped} in steps" if stepped and growth.word == "Growing" else "")
+                 + (" (each alone too noisy to)" if growing < len(words) else ""))
+        return growth.word, f"across replicas: {growth.reason}{alone}", shape if growth.word == "Growing" else None
     if word in GROWTH_WORDS and growth is not None and growth.p_adj is not None and not growth.significant:
-        return word, f"{votes} by their own intervals; across replicas not shown ({growth.reason})"
-    return word, votes
+        rest = {w: c for w, c in counts.items() if w not in GROWTH_WORDS}
+        if 2 * counts[word] <= len(words) and rest:
+            # a tie, not a majority, against a test that did not show it: the tie goes to the word
+            # the test supports (2 of 5 Growing beside 2 Flat called flat fleets Growing); when every
+            # replica has a growth word there is no calmer word to give, and the vote stands
+            calm = min((w for w, c in rest.items() if c == max(rest.values())), key=STATUS_ORDER.index)
+            return calm, (f"{counts[calm]} of {len(words)} replicas {calm}; {counts[word]} {word} by their own "
+                          f"intervals, not a majority, and across replicas not shown ({growth.reason})"), None
+        return word, f"{votes} by their own intervals; across replicas not shown ({growth.reason})", \
+            shape if word == "Growing" else None
+    if word == "Flat" and beside is not None and beside.word == BEYOND and growth is not None \
+            and growth.change_share is not None:
+        # shown beyond the baseline's growth, and the excess is growth of its own: its change is above
+        # zero and shown on its own, or at least as large as the baseline's fall (a start-up or workload
+        # rise every group shares cancels beside the baseline; a baseline that fell is no growth of the group's)
+        least = stats.RULES["growing_beside_bar_share"] * stats.growth_bar_share(growth.window_s)
+        own = growth.change_share >= least and beside.change_mb > 0
+        if own and (growth.significant or beside.change_mb >= -beside.baseline_change_mb):
+            return "Growing", f"grows beyond the baseline ({beside.reason}); on its own: {growth.reason}", None
+        why = (f"its own change {beside.change_mb:+.1f} MB a replica is less than the baseline's fall" if own
+               else f"its own change {growth.change_share:+.1%} is under {least:.1%} over this window, too small to be a leak")
+        return word, f"{votes}; it grows beyond the baseline ({beside.reason}), but {why} ({growth.reason})", None
+    return word, votes, shape if word == "Growing" else None
 
 
 def _ended_early(s: Series, window: Window | None, interval: float) -> str | None:
-    """Why a replica that ended by itself before the comparison window's end is excluded (docs/store.md)."""
+    """Why a replica that ended by itself before the comparison window's end is excluded (docs/reference/store.md)."""
     if window is None or not len(s.t):
         return None
     crashed = s.end_kind in ("crashed", "exited-early") or (s.end_kind is None and s.exit_code not in (None, 0))
@@ -173,8 +229,9 @@ def _group_growth(members: dict[str, list[Series]], by: dict[str, ReplicaStats],
     for g, inc in members.items():
         if not inc:
             continue
-        lo = max([window.start] + [by[s.name].steady_start for s in inc])
-        hi = min([window.end] + [by[s.name].steady_end for s in inc])
+        # (an included replica has a steady window)
+        lo = max([window.start] + [cast(float, by[s.name].steady_start) for s in inc])
+        hi = min([window.end] + [cast(float, by[s.name].steady_end) for s in inc])
         if hi <= lo:
             continue
         edge = RULES["growth_edge_share"] * (hi - lo)
@@ -193,14 +250,15 @@ def _pooled_growth(reps: list[ReplicaStats], steady: list[SteadyGrowth | None]) 
     pools = {}
     for g in {r.group for r in reps}:
         rs = [r for r in reps if r.group == g and usable(r) and r.change_lo is not None and r.change_share is not None]
-        pool = stats.growth_pool([r.change_share for r in rs], [r.window_h * 3600 for r in rs], [r.name for r in rs])
+        pool = stats.growth_pool([cast(float, r.change_share) for r in rs], [r.window_h * 3600 for r in rs],
+                                 [r.name for r in rs])
         if pool is not None:
             pools[g] = pool
     return [repooled(r, st, pools.get(r.group)) if r.change_lo is not None else r for r, st in zip(reps, steady)]
 
 
 def _group_ratchet(reps: list[ReplicaStats], steady: list[SteadyGrowth | None]) -> list[ReplicaStats]:
-    """The replicas again, Ratcheting where their group's step evidence together says so
+    """The replicas again, Growing in steps where their group's step evidence together says so
     (stats.ratchet_group: each replica against its own simulated null, the group's p's combined by the truncated product;
     stats.ratchet_shared: steps the replicas share in time, each replica climbing at them on its
     own series; the group: its usable replicas with a steady window). Only Growing, Variable and
@@ -208,14 +266,15 @@ def _group_ratchet(reps: list[ReplicaStats], steady: list[SteadyGrowth | None]) 
     out = list(reps)
     for g in {r.group for r in reps}:
         at = [i for i, (r, st) in enumerate(zip(reps, steady)) if r.group == g and usable(r) and st is not None and len(st.y)]
-        calls = (stats.ratchet_group([steady[i].step_evidence() for i in at]),
-                 stats.ratchet_shared([(steady[i].t, steady[i].y) for i in at]))
+        sts = [cast(SteadyGrowth, steady[i]) for i in at]          # at: where there is one
+        calls = (stats.ratchet_group([st.step_evidence() for st in sts]),
+                 stats.ratchet_shared([(st.t, st.y) for st in sts]))
         for call in calls:
             if call is None:
                 continue
             for i, called, why in zip(at, call.called, call.reasons):
-                if called and out[i].status in ("Growing", "Variable", "Flat"):
-                    out[i] = replace(out[i], status="Ratcheting", status_reason=why)
+                if called and out[i].status in ("Growing", "Variable", "Flat") and out[i].growth_shape != stats.STEPS:
+                    out[i] = replace(out[i], status="Growing", status_reason=why, growth_shape=stats.STEPS)
     return out
 
 
@@ -275,7 +334,8 @@ def analyse(store: Store, metric: str | None = None, baseline: str | None = None
     besides = growth_beside(members, spans, baseline)
     summaries = []
     status_of = {g: _group_status([r.status for r in reps if r.group == g and usable(r)],
-                                  len([r for r in reps if r.group == g and r.verified is not False]), growths.get(g))
+                                  len([r for r in reps if r.group == g and r.verified is not False]), growths.get(g),
+                                  [r.growth_shape for r in reps if r.group == g and usable(r)], besides.get(g))
                  for g in names}
     for g in groups:
         rs = [r for r in reps if r.group == g["name"]]
@@ -298,7 +358,7 @@ def analyse(store: Store, metric: str | None = None, baseline: str | None = None
             release_events=_median(float(r.release_events) for r in ok),
             frag_overhead_mb=_median(r.frag_overhead_mb for r in ok), ops_per_s=_median(r.ops_per_s for r in ok),
             cpu_us_per_op=_median(r.cpu_us_per_op for r in ok),
-            status=status_of[g["name"]][0], status_reason=status_of[g["name"]][1],
+            status=status_of[g["name"]][0], status_reason=status_of[g["name"]][1], growth_shape=status_of[g["name"]][2],
             comparison=comps.get(g["name"]), published_mb=fig.published_mb if fig else None,
             growth=growths.get(g["name"]), growth_span=spans.get(g["name"]), growth_beside=besides.get(g["name"]),
             excluded=[r.name for r in rs if r.excluded]))
@@ -308,7 +368,7 @@ def analyse(store: Store, metric: str | None = None, baseline: str | None = None
     lazy = [g for g in summaries if g.lazyfree_share is not None]
     if lazy:
         a.metric_note = (f"The verdict uses {metric.upper()}; the footprint ({metric.upper()} − LazyFree) is shown beside it "
-                         f"(LazyFree up to {max(g.lazyfree_share for g in lazy):.1%} of {metric.upper()}).")
+                         f"(LazyFree up to {max(cast(float, g.lazyfree_share) for g in lazy):.1%} of {metric.upper()}).")
     else:
         a.metric_note = f"The verdict uses {metric.upper()} (LazyFree was not sampled, so no footprint is shown)."
     if not imported:                     # the same replica levels as the headline comparison, with their hosts

@@ -8,8 +8,8 @@ from __future__ import annotations
 import numpy as np
 
 from .. import stats
+from ..stats.rules import RULES
 from .load import Series
-from .rules import RULES
 
 
 def growth_beside(members: dict[str, list[Series]], spans: dict[str, tuple[float, float]],

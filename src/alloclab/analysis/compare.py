@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import stats
-from .rules import RULES
+from ..stats.rules import RULES
 
 
 @dataclass
@@ -48,7 +48,7 @@ def compare_groups(levels: dict[str, np.ndarray], baseline: str, seed: int = 0) 
     letter = stats.letters(levels, alpha=alpha)
     counts = {g: len(v) for g, v in levels.items() if len(v)}
     min_p = stats.design_min_p(counts, baseline) if baseline in counts and len(counts) > 1 else None
-    out = {}
+    out: dict[str, GroupComparison] = {}
     for g, a in levels.items():
         c = raw[g]
         out[g] = GroupComparison(
@@ -57,10 +57,10 @@ def compare_groups(levels: dict[str, np.ndarray], baseline: str, seed: int = 0) 
             c.significant, c.status, c.equivalent, c.margin, c.replicas_needed, letter.get(g, ""), None, c.method,
             tuple(c.notes))
     # rank: groups whose letters share nothing with this one and lie lower; ties share a rank
-    for g, c in out.items():
-        if not c.letters:
+    for gc in out.values():
+        if not gc.letters:
             continue
-        lower = [h for h, d in out.items() if d.letters and not set(d.letters) & set(c.letters)
-                 and (d.geo_mean_mb or 0) < (c.geo_mean_mb or 0)]
-        c.rank = 1 + len(lower)
+        lower = [h for h, d in out.items() if d.letters and not set(d.letters) & set(gc.letters)
+                 and (d.geo_mean_mb or 0) < (gc.geo_mean_mb or 0)]
+        gc.rank = 1 + len(lower)
     return out

@@ -4,7 +4,7 @@ Layers, bottom to top: live requested bytes (when the workload publishes them) -
 use -> free but held by the allocator, by kind (glibc bins/top, jemalloc dirty/muzzy/bins,
 mimalloc committed-not-in-use, tcmalloc caches) -> the rest of RSS (program text, stacks,
 untouched or unaccounted pages), with LazyFree beside it. Read from `alloc_stats` (the
-introspection helper, docs/introspection.md); absent for runs without it and for imported data.
+introspection helper, docs/how-to/introspection.md); absent for runs without it and for imported data.
 
 Per group: a timeline (median across replicas at each interval since their start), two
 snapshots (late load phase, end of run), one plain-words summary, and suggestions: a tunable and
@@ -17,7 +17,9 @@ out is reporters/decomposition.py.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -25,13 +27,16 @@ from .. import stats
 from ..errors import StoreError
 from ..store import HELD_KINDS, Store
 
+if TYPE_CHECKING:                                   # (for the annotations only)
+    from . import Analysis
+
 MB = 1024 * 1024
 # A held kind is worth a suggestion when it is at least this share of RSS and this many bytes.
 SUGGEST_SHARE, SUGGEST_MIN = 0.15, 8 * MB
-# How a suggested sweep is written (the sweep verb's syntax, docs/bisect-sweep.md; one place to change).
+# How a suggested sweep is written (the sweep verb's syntax, docs/how-to/bisect-sweep.md; one place to change).
 SWEEP_COMMAND = "alloclab sweep EXPERIMENT --allocator {allocator} --set {var}={values}"
 
-KIND_WORDS = {
+KIND_WORDS: dict[str, str | dict[str, str]] = {
     "bins": {"glibc": "in free chunks of {arenas} arena(s) ({chunks} free chunks) that could not be returned: glibc "
                       "gives back only an arena's top, or a whole secondary heap",
              "jemalloc": "free inside active slabs (fragmentation of size-class pages)",
@@ -108,7 +113,7 @@ class GroupDecomposition:
     helper_cpu_share: float | None = None   # helper CPU / the replicas' CPU
     helper_interval_s: float | None = None  # median cadence the helper kept
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["suggestions"] = [{**asdict(s), "command": s.command(), "text": s.text()} for s in self.suggestions]
         return d
@@ -121,17 +126,17 @@ def _mb(x: float | None) -> str:
 _median = stats.median_present     # the median of the figures present (None, NaN left out)
 
 
-def _replica_points(rows: list[dict], samples: dict[str, list], interval: float) -> list[dict]:
+def _replica_points(rows: list[dict[str, Any]], samples: dict[str, list[Any]], interval: float) -> list[dict[str, Any]]:
     """One point per collection time: every process's latest figures (processes whose record is
     not stale) summed, joined with the replica's sample nearest in time (RSS, LazyFree, live)."""
-    latest: dict[int, dict] = {}
+    latest: dict[int, dict[str, Any]] = {}
     points = []
     st = np.array(samples["t"], dtype=float) if samples["t"] else np.array([])
     for r in rows:
         latest[r["process_id"]] = r
         t = r["t"]
         fresh = [x for x in latest.values() if t - x["t"] <= 3 * max(x["interval_s"] or interval, 0.01) + 2.0]
-        p: dict = {"t": t, "family": r["family"]}
+        p: dict[str, Any] = {"t": t, "family": r["family"]}
         for col in ("in_use", "committed", "arenas", "free_chunks", "pages_abandoned", "helper_cpu_s",
                     *(f"held_{k}" for k in HELD_KINDS)):
             vals = [x[col] for x in fresh if x[col] is not None]
@@ -141,24 +146,25 @@ def _replica_points(rows: list[dict], samples: dict[str, list], interval: float)
         if len(st):
             i = int(np.argmin(np.abs(st - t)))
             if abs(st[i] - t) <= max(interval, 1.0) * 1.5:
-                kb = lambda c: samples[c][i] * 1024 if samples[c][i] is not None else None  # noqa: E731
+                # called in this iteration only
+                kb: Callable[[str], Any] = lambda c: samples[c][i] * 1024 if samples[c][i] is not None else None  # noqa: B023
                 p.update(rss=kb("rss_kb"), lazyfree=kb("lazyfree_kb"), live=samples["live_bytes"][i],
                          phase=samples["phase"][i], cpu_s=samples["cpu_s"][i])
         points.append(p)
     return points
 
 
-def _snapshot(points: list[list[dict]]) -> Snapshot | None:
+def _snapshot(points: list[list[dict[str, Any]]]) -> Snapshot | None:
     """Medians across replicas of each replica's median over its points."""
     per = [p for p in points if p]
     if not per:
         return None
-    def med(col, ps):
+    def med(col: str, ps: list[dict[str, Any]]) -> float | None:
         return _median([p.get(col) for p in ps])
     reps = [{c: med(c, ps) for c in ("live", "in_use", "rss", "lazyfree", "committed", "arenas", "free_chunks",
                                       "pages_abandoned", *(f"held_{k}" for k in HELD_KINDS))} for ps in per]
     held = {k: v for k in HELD_KINDS if (v := _median([r[f"held_{k}"] for r in reps])) is not None}
-    tun = {}
+    tun: dict[str, Any] = {}
     for ps in per:
         for k, v in (ps[-1].get("tunables") or {}).items():
             tun[k] = v
@@ -207,7 +213,8 @@ def _suggest(group: str, family: str, known: set[str], s: Snapshot | None) -> li
     """`known`: the options the group's library knows (recorded at run time; empty: not known)."""
     if s is None or s.rss is None:
         return []
-    big = lambda v: v is not None and v >= max(SUGGEST_MIN, SUGGEST_SHARE * s.rss)  # noqa: E731
+    rss = s.rss
+    big: Callable[[float | None], bool] = lambda v: v is not None and v >= max(SUGGEST_MIN, SUGGEST_SHARE * rss)
     out: list[Suggestion] = []
     h = s.held
     if family == "glibc":
@@ -253,7 +260,7 @@ def _suggest(group: str, family: str, known: set[str], s: Snapshot | None) -> li
     return out
 
 
-def decompose(store: Store, analysis=None) -> list[GroupDecomposition] | None:
+def decompose(store: Store, analysis: Analysis | None = None) -> list[GroupDecomposition] | None:
     """Every group's decomposition, or None when the run has no allocator figures (introspection
     off, or imported data)."""
     try:
@@ -269,7 +276,7 @@ def decompose(store: Store, analysis=None) -> list[GroupDecomposition] | None:
     excluded = set()
     if analysis is not None:
         excluded = {r.name for r in analysis.replicas if r.verified is False}
-    by_replica: dict[int, list[dict]] = {}
+    by_replica: dict[int, list[dict[str, Any]]] = {}
     for r in rows:
         by_replica.setdefault(r["replica_id"], []).append(r)
     out = []
@@ -277,7 +284,7 @@ def decompose(store: Store, analysis=None) -> list[GroupDecomposition] | None:
         reps = [rid for rid, rr in replicas.items() if rr["group"] == gname and rid in by_replica
                 and rr["name"] not in excluded]
         notes = []
-        per_rep: list[list[dict]] = []
+        per_rep: list[list[dict[str, Any]]] = []
         starts = []
         for rid in reps:
             rrows = by_replica[rid]
@@ -317,14 +324,14 @@ def decompose(store: Store, analysis=None) -> list[GroupDecomposition] | None:
                 seen.add((s.tunable, tuple(s.values)))
                 s.allocator = g["allocator"]
                 d.suggestions.append(s)
-        if family == "mimalloc" and (load or end) and (load or end).in_use is None:
+        if family == "mimalloc" and (snap := load or end) is not None and snap.in_use is None:
             d.notes.append(f"{label} does not count bytes in use in a release build (only mimalloc 3.1+ does): "
                            "in use and free-but-held are not split; committed is shown against RSS")
         out.append(d)
     return out or None
 
 
-def _known_options(g: dict) -> tuple[set[str], str | None]:
+def _known_options(g: dict[str, Any]) -> tuple[set[str], str | None]:
     """The options the group's preloaded library knows, as recorded at run time, and a note when a
     library was preloaded but the run predates that record (schema < 7)."""
     facts = g.get("tunables_json")
@@ -336,18 +343,20 @@ def _known_options(g: dict) -> tuple[set[str], str | None]:
     return set(), None
 
 
-def _label(g: dict) -> str:
+def _label(g: dict[str, Any]) -> str:
     return f"{g['family'] or g['allocator']} {g['version'] or ''}".strip()
 
 
-def _timeline(per_rep: list[list[dict]], starts: list[float], interval: float) -> tuple[list[float], dict]:
+def _timeline(per_rep: list[list[dict[str, Any]]], starts: list[float],
+              interval: float) -> tuple[list[float], dict[str, list[float | None]]]:
     step = max(interval, 1.0)
-    bins: dict[int, list[dict]] = {}
+    bins: dict[int, list[dict[str, Any]]] = {}
     for ps, t0 in zip(per_rep, starts):
         for p in ps:
             bins.setdefault(int((p["t"] - t0) // step), []).append(p)
     cols = ("live", "in_use", *(f"held_{k}" for k in HELD_KINDS), "committed", "rss", "lazyfree")
-    times, layers = [], {c: [] for c in cols}
+    times: list[float] = []
+    layers: dict[str, list[float | None]] = {c: [] for c in cols}
     for b in sorted(bins):
         times.append(b * step)
         for c in cols:

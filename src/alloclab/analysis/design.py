@@ -10,8 +10,7 @@ from dataclasses import dataclass
 
 from .. import stats
 from ..config import Experiment
-from ..stats.rules import RULES as STATS_RULES
-from .rules import RULES
+from ..stats.rules import RULES
 from .warnings import Warning
 
 
@@ -24,11 +23,11 @@ class SteadyAllowance:
 
     @property
     def enough_at_least(self) -> bool:
-        return self.samples_least >= STATS_RULES["min_samples"] and self.window_least_s >= STATS_RULES["min_window_s"]
+        return self.samples_least >= RULES["min_samples"] and self.window_least_s >= RULES["min_window_s"]
 
     @property
     def enough_at_most(self) -> bool:
-        return self.samples_most >= STATS_RULES["min_samples"] and self.window_most_s >= STATS_RULES["min_window_s"]
+        return self.samples_most >= RULES["min_samples"] and self.window_most_s >= RULES["min_window_s"]
 
 
 def steady_allowance(exp: Experiment, max_duration: float | None = None) -> SteadyAllowance | None:
@@ -46,7 +45,7 @@ def steady_allowance(exp: Experiment, max_duration: float | None = None) -> Stea
 
 def load_needed_s(exp: Experiment) -> float:
     """The shortest load phase whose steady window passes both rules even after the warm-up cut."""
-    samples = max(STATS_RULES["min_samples"], STATS_RULES["min_window_s"] / exp.interval + 1)
+    samples = max(RULES["min_samples"], RULES["min_window_s"] / exp.interval + 1)
     cut = 0.0 if exp.phases.warmup > 0 else RULES["warmup_max_share"]
     return float(int(-(-samples // 1)) * exp.interval / (1 - cut))
 
@@ -69,8 +68,8 @@ def planned_warnings(exp: Experiment, max_duration: float | None = None) -> list
                 f"(a detected warm-up may take up to {RULES['warmup_max_share']:.0%})")
         out.append(Warning(
             "too-short-planned", "caution" if allowed.enough_at_most else "serious", [], sorted(counts),
-            f"the load phase allows {span} per replica; the status rules need {STATS_RULES['min_samples']:g} samples "
-            f"over at least {STATS_RULES['min_window_s']:g}s, so replicas would be 'Too short': lengthen [phases] "
+            f"the load phase allows {span} per replica; the status rules need {RULES['min_samples']:g} samples "
+            f"over at least {RULES['min_window_s']:g}s, so replicas would be 'Too short': lengthen [phases] "
             f"load to at least {load_needed_s(exp):g}s" + ("" if exp.phases.warmup > 0 else " (or set a warmup phase)"),
             {"steady_samples_most": a.samples_most, "steady_samples_least": a.samples_least,
              "steady_window_most_s": a.window_most_s, "steady_window_least_s": a.window_least_s,

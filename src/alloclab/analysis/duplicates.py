@@ -2,7 +2,7 @@
 
 Detection: `identical_pairs` (stats.identical_series over the whole series, or a run of
 RULES identical_min_points consecutive equal shared timestamps with 3+ distinct values).
-Rule applied (docs/analysis.md, "Duplicated samples"): the samples the two series share
+Rule applied (docs/method/index.md, "Duplicated samples"): the samples the two series share
 *with equal values* are the other process's, not this one's, and are dropped from ONE replica so
 the process counts once: from the replica whose name is a prefix of the other's (the short name
 that the prefix match confused), otherwise from the later name in sort order. Its other samples
@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import stats
+from ..stats.rules import RULES
 from .load import Series
-from .rules import RULES
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,7 @@ def identical_pairs(series: list[Series]) -> list[tuple[str, str, int, int]]:
     (a pgrep prefix match that started mid-run). Two processes coincide at scattered timestamps
     by chance, never along a moving run."""
     out = []
-    k = RULES["identical_min_points"]
+    k = int(RULES["identical_min_points"])
     candidates = [s for s in series if len(s.t) >= k]
     for a, b in _pairs_with_equal_samples(candidates, k):
         _, ia, ib = np.intersect1d(a.t, b.t, return_indices=True)
@@ -68,8 +68,7 @@ def _pairs_with_equal_samples(series: list[Series], k: int) -> list[tuple[Series
     equal values. Found in one sort of every (t, value) of every series rather than a timestamp
     intersection per pair (200 replicas: 19,900 pairs, 50 s on a million samples); pairs below
     the count cannot be identical, so the result is the same."""
-    from ..stats.rules import RULES as STATS_RULES
-    need = min(k, int(np.ceil(STATS_RULES["identical_min_share"] * STATS_RULES["identical_min_shared"])))
+    need = min(k, int(np.ceil(RULES["identical_min_share"] * RULES["identical_min_shared"])))
     n = len(series)
     if n < 2:
         return []
@@ -123,7 +122,7 @@ def drop_duplicates(series: list[Series]) -> list[Duplicate]:
     warning and the report)."""
     by = {s.name: s for s in series}
     out = []
-    for a, b, equal, shared in identical_pairs(series):
+    for a, b, _equal, shared in identical_pairs(series):
         kept, lost = _loser(a, b)
         sk, sl = by[kept], by[lost]
         _, ik, il = np.intersect1d(sk.t, sl.t, return_indices=True)

@@ -13,18 +13,19 @@ within hosts (the blocked comparison), and each host's ratio to the fleet's geom
 reported beside it with its interval, plus an F test of "no host effect". Group p-values are
 Holm-adjusted across the comparisons to the baseline, and the intervals are at Holm's level, as in
 the headline comparison. A group × host interaction is not modelled (with two units per group and
-host it cannot be told from noise). Calibration: benchmarks/host_blocking.py (docs/analysis.md).
+host it cannot be told from noise). Calibration: benchmarks/host_blocking.py (docs/method/index.md).
 """
 from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 import numpy as np
 from scipy import special
 
 from ..stats.compare import holm, holm_levels
-from .rules import RULES
+from ..stats.rules import RULES
 
 
 @dataclass
@@ -58,7 +59,7 @@ class HostFactor:
     group_effects: list[BlockedComparison]
     notes: list[str] = field(default_factory=list)
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["host_effects"] = {h.pop("host"): h for h in d["host_effects"]}
         d["group_effects"] = {g.pop("group"): g for g in d["group_effects"]}
@@ -69,12 +70,15 @@ def _t_quantile(df: int, level: float) -> float:
     return float(special.stdtrit(df, 0.5 + level / 2))
 
 
-def host_factor(rows: list[tuple[str, str, float]], baseline: str, alpha: float | None = None) -> HostFactor | None:
-    """rows: (group, host, level MB) per replica compared. None with fewer than two hosts, no
+def host_factor(given: list[tuple[str, str | None, float | None]], baseline: str,
+                alpha: float | None = None) -> HostFactor | None:
+    """given: (group, host, level MB) per replica compared (those without a host or a level left
+    out). None with fewer than two hosts, no
     baseline replicas, or a design that cannot separate hosts from groups (no residual df, or a
     group that shares no host with the others)."""
     alpha = RULES["alpha"] if alpha is None else alpha
-    rows = [(g, h, v) for g, h, v in rows if h and v is not None and math.isfinite(v) and v > 0]
+    rows: list[tuple[str, str, float]] = [(g, h, v) for g, h, v in given
+                                          if h and v is not None and math.isfinite(v) and v > 0]
     hosts = sorted({h for _, h, _ in rows})
     groups = [baseline] + sorted({g for g, _, _ in rows} - {baseline})
     if len(hosts) < 2 or not any(g == baseline for g, _, _ in rows) or len(groups) < 1:

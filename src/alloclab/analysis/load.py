@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
+from ..stats.rules import RULES
 from ..store import Store
-from .rules import RULES
 
 METRIC_COLUMN = {"rss": "rss_kb", "pss": "pss_kb", "uss": "uss_kb", "anon": "anon_kb"}
 RESTART_KINDS = {"restart", "process_restart"}                 # a new process, same allocator
@@ -54,7 +55,7 @@ class Series:
     segments: list[Segment] = field(default_factory=list)
     exit_code: int | None = None
     ended_at: float | None = None
-    end_kind: str | None = None   # replicas.end_kind: crashed, exited-early, ended, stopped, cut-short (docs/store.md)
+    end_kind: str | None = None   # replicas.end_kind: crashed, exited-early, ended, stopped, cut-short (docs/reference/store.md)
 
     @property
     def clean(self) -> Segment | None:
@@ -135,7 +136,7 @@ def is_imported(store: Store) -> bool:
 
 # ---- event labels -> groups, by evidence --------------------------------------------------------
 
-def _group_names(groups: list[dict]) -> dict[str, list[str]]:
+def _group_names(groups: list[dict[str, Any]]) -> dict[str, list[str]]:
     """group -> the phrases that name its allocator in free text ("mimalloc 2.0.9", "2.0.9", "jemalloc")."""
     out = {}
     for g in groups:
@@ -179,7 +180,7 @@ def map_event_labels(store: Store, series: list[Series]) -> dict[str, LabelMappi
     # restarts are read too: a group's relays restarted together carry the group's label (issue 49)
     events = [e for e in store.events(exclude=NOT_CHANGES - {"experiment_end"} - RESTART_KINDS)
               if (e["group_name"] or "all").lower() != "all"]
-    by_label: dict[str, list[dict]] = {}
+    by_label: dict[str, list[dict[str, Any]]] = {}
     for e in events:
         by_label.setdefault(e["group_name"], []).append(e)
     out: dict[str, LabelMapping] = {}
@@ -232,7 +233,7 @@ def _groups_shifting_at(series: list[Series], times: list[float]) -> list[str]:
 
 # ---- segments -----------------------------------------------------------------------------------
 
-def _applies(e: dict, group: str, mapping: dict[str, LabelMapping]) -> bool:
+def _applies(e: dict[str, Any], group: str, mapping: dict[str, LabelMapping]) -> bool:
     label = e["group_name"] or "all"
     if label.lower() == "all":
         return True
@@ -269,7 +270,7 @@ def segments_imported(store: Store, series: list[Series], mapping: dict[str, Lab
         if n == 0:
             continue
         cuts: list[tuple[int, bool, bool, str, str | None]] = []   # (index, changed, own event, reason, source)
-        at: dict[int, list[dict]] = {}       # sample index i -> events with t[i-1] < t <= t[i], in order
+        at: dict[int, list[dict[str, Any]]] = {}       # sample index i -> events with t[i-1] < t <= t[i], in order
         for e in events:
             if e.get("replica_id") is not None and e["replica_id"] != s.replica_id:
                 continue                     # an event naming a relay is that relay's alone
@@ -315,14 +316,14 @@ def segments_imported(store: Store, series: list[Series], mapping: dict[str, Lab
             reason = cuts[k - 1][3] if k >= 1 else "first sample"
             segs.append(Segment(float(s.t[a]), float(s.t[b]), owner, reason, True))
             if k >= 1 and cuts[k - 1][1]:
-                _, _, own, _, source = cuts[k - 1]
+                _, _, owned, _, source = cuts[k - 1]
                 if owner is None:
                     continue
                 if moved_from:
                     owner = moved_from.pop(0)
-                elif own and original and source is not None and source != s.group:
+                elif owned and original and source is not None and source != s.group:
                     pass                                           # relays moved in from `source`; it was already here
-                elif own:
+                elif owned:
                     owner = source if source != owner else None   # this group's allocator started here
                 elif original:
                     original = False                               # a general event: it was in the original list
@@ -333,7 +334,7 @@ def segments_imported(store: Store, series: list[Series], mapping: dict[str, Lab
 
 def segments_run(store: Store, series: list[Series]) -> None:
     """Runs: one segment per process, cut again where verification changes within a process."""
-    by_replica: dict[int, list[dict]] = {}
+    by_replica: dict[int, list[dict[str, Any]]] = {}
     for v in store.verifications():
         by_replica.setdefault(v["replica_id"], []).append(v)
     restarts = store.events(kinds=RESTART_KINDS)

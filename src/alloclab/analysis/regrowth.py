@@ -26,9 +26,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ..stats.growth import bin_series, cycle_columns
-from ..stats.rules import RULES as STATS_RULES
+from ..stats.rules import RULES
 from .load import Series
-from .rules import RULES
 
 
 @dataclass(frozen=True)
@@ -71,7 +70,7 @@ def fit(t: np.ndarray, y: np.ndarray, t0: float | None = None) -> Regrowth | Non
     r = yb / level
     u = tb - t0
     cols = [np.ones_like(u), u / span]
-    if span >= STATS_RULES["growth_cycle_period_s"] and len(u) >= 4 * (2 + 2 * STATS_RULES["growth_cycle_harmonics"]):
+    if span >= RULES["growth_cycle_period_s"] and len(u) >= 4 * (2 + 2 * RULES["growth_cycle_harmonics"]):
         cols.append(cycle_columns(tb))
     base = np.column_stack(cols)
     dt = float(np.median(np.diff(tb))) if len(tb) > 1 else 1.0
@@ -87,6 +86,7 @@ def fit(t: np.ndarray, y: np.ndarray, t0: float | None = None) -> Regrowth | Non
         rss = float(res @ res)
         if best is None or rss < best[0]:
             best = (rss, tau, coef, x, res)
+    assert best is not None          # at least one candidate is fitted
     rss, tau, coef, x, res = best
     c, a = float(coef[-1]), float(coef[0])
     if c >= 0 or a <= 0:

@@ -11,9 +11,10 @@ import numpy as np
 from scipy import stats as sps
 
 from .. import stats
+from ..stats.rules import RULES
 from . import regrowth
 from .load import Segment, Series
-from .rules import RULES
+
 
 @dataclass
 class ReplicaStats:
@@ -58,6 +59,7 @@ class ReplicaStats:
     footprint_mb: float | None = None     # steady level minus LazyFree (pages the kernel may take back)
     steady_start: float | None = None     # the steady window (Unix s): after warm-up, load phase only
     steady_end: float | None = None
+    growth_shape: str | None = None       # stats.STEPS: Growing in steps (stats.status_phrase); None otherwise
     excluded: str | None = None           # why the replica is left out of its group's comparison (data still shown)
     regrowth_share: float | None = None   # its process's regrowth (analysis/regrowth.py): deficit at its start ...
     regrowth_tau_h: float | None = None   # ... and time constant; None: no regrowth recognised
@@ -99,32 +101,21 @@ def detect_warmup(t: np.ndarray, y: np.ndarray) -> int:
     return min(first, int(n * RULES["warmup_max_share"]))
 
 
-def release_events(y: np.ndarray, level: float) -> tuple[int, float]:
+def drops_between_samples(y: np.ndarray, level: float) -> tuple[int, float]:
+    """(count, largest MB) of falls from one sample to the next of at least max(release_min_mb,
+    release_min_share × level): the report's "release events", how often the process gave memory
+    back. Not stats.release_events, which the status words use: that one measures a fall from the
+    running peak against the series' own noise, so a sawtooth whose teeth are its whole variation
+    has none there, while here each tooth is one."""
     drops = -np.diff(y)
     threshold = max(RULES["release_min_mb"], RULES["release_min_share"] * level)
     events = drops[drops >= threshold]
     return int(len(events)), float(events.max()) if len(events) else 0.0
 
 
-def classify(r: ReplicaStats) -> str:
-    """Fallback status word while stats.classify is unavailable; the rules are RULES, in this order."""
-    if r.verified is False:
-        return "Unverified"
-    if r.steady_mb is None or r.n_samples < RULES["min_steady_samples"]:
-        return "Too short"
-    lo = r.change_lo
-    if lo is None and r.slope_lo_ts is not None:        # too few batches: Theil–Sen interval over the window
-        lo = r.slope_lo_ts * r.window_h
-    growing = (lo is not None and lo > 0 and (r.change_share or 0) > RULES["flat_max_growth_share"]
-               and (r.change_mb or 0) >= RULES["growing_min_change_mb"])
-    if growing and (r.change_share or 0) >= RULES["bloating_window_share"]:
-        return "Bloating"
-    if growing:
-        return "Growing"
-    if (r.iqr_share or 0) > RULES["variable_iqr_share"]:
-        return "Variable"
-    return "Flat"
-
+def word_without_samples(r: ReplicaStats) -> str:
+    """The word of a replica with no steady sample: stats.classify words every series that has one."""
+    return "Unverified" if r.verified is False else "Too short"
 
 
 def _view(s: Series, start: float, end: float) -> Series:
@@ -143,7 +134,7 @@ class SteadyGrowth:
     y: np.ndarray
     growth: stats.Growth | None
     call: stats.StatusCall | None = None
-    regrowth: "regrowth.Regrowth | None" = None     # the process's regrowth, added back in y (analysis/regrowth.py)
+    regrowth: regrowth.Regrowth | None = None     # the process's regrowth, added back in y (analysis/regrowth.py)
 
     def step_evidence(self) -> stats.StepEvidence:
         """The step fit classify ran on this window, or (its word settled before it: Bloating, Too
@@ -177,6 +168,9 @@ def repooled(r: ReplicaStats, steady: SteadyGrowth | None, pool: stats.GrowthPoo
     out = replace(r)
     _set_growth_and_status(out, steady.t, steady.y, g, steady.call)
     own = steady.growth
+    # pooled returns its input itself unless both have a finite interval
+    assert g is not None and g.change_lo is not None and g.change_hi is not None
+    assert own is not None and own.change_lo is not None and own.change_hi is not None
     if g.change_hi - g.change_lo > own.change_hi - own.change_lo and out.status not in ("Growing", "Bloating"):
         # the word an operator reads beside a wide interval: why it is wide, and what it cannot tell
         # (a Flat word's reason has stated the change already: stats.classify)
@@ -195,12 +189,9 @@ def _set_growth_and_status(r: ReplicaStats, st: np.ndarray, sy: np.ndarray, g: s
         r.slope_mb_h, r.slope_lo, r.slope_hi = g.rate_mb_h, g.rate_lo, g.rate_hi     # only where supported
     if g is not None and g.change_lo is None and len(sy) >= 3:
         r.slope_lo_ts = theil_sen((st - st[0]) / 3600, sy)[1]
-    try:
-        call = stats.classify(st, sy, verified=r.verified, growth=g, earlier=earlier) if len(sy) else None
-        r.status, r.status_reason = (call.word, call.reason) if call else (classify(r), "")
-    except NotImplementedError:
-        r.status = classify(r)
-        return None
+    call = stats.classify(st, sy, verified=r.verified, growth=g, earlier=earlier) if len(sy) else None
+    r.status, r.status_reason = (call.word, call.reason) if call else (word_without_samples(r), "")
+    r.growth_shape = call.shape if call else None
     return call
 
 
@@ -210,7 +201,7 @@ def replica_stats_steady(s: Series, idle_configured: bool = False,
     clean = span or s.clean
     r = ReplicaStats(s.name, s.group, s.verified, 0)
     if clean is None or not len(s.t):
-        r.status = classify(r)
+        r.status = word_without_samples(r)
         return r, None
     s = _view(s, clean.start, clean.end)
     ok = ~np.isnan(s.mb)
@@ -247,7 +238,7 @@ def replica_stats_steady(s: Series, idle_configured: bool = False,
             r.lazyfree_share = float(np.nanmedian(lf / sy))
             r.footprint_mb = float(np.nanmean(sy - lf))     # the level's own estimator (a mean): footprint ≤ level
     g = stats.growth(st, sy, level=r.steady_mb) if len(sy) >= 3 and r.window_h > 0 else None
-    r.release_events, r.largest_release_mb = release_events(sy, r.steady_mb or 0.0)   # steady window only
+    r.release_events, r.largest_release_mb = drops_between_samples(sy, r.steady_mb or 0.0)   # steady window only
     if idle.any() and len(ly):
         # Idle release: the share of the load's level (its steady mean, the level every output
         # shows) no longer held once idle (median of the idle phase's last 3 samples). Measured

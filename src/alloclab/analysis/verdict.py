@@ -1,9 +1,9 @@
 """The recommendation as a structured object; reporters render it (`text()` is the markdown form).
 
-Confidence (documented in docs/analysis.md, reachable with 3+ replicas per group):
+Confidence (documented in docs/method/index.md, reachable with 3+ replicas per group):
 - high: the winner is significantly below the baseline (Holm), its whole interval lies below
   1/(1 + margin) (a meaningful win, not just a detectable one), both groups have 3+ usable
-  replicas, neither is Growing/Bloating/Ratcheting or Too short, and no serious warning names
+  replicas, neither is Growing (in steps or not)/Bloating or Too short, and no serious warning names
   either group;
 - moderate: significant, but one of the other conditions fails (each named in `confidence_reason`);
   a Growing winner whose growth is shown to be no more than the baseline's in MB (stats.beside:
@@ -20,26 +20,32 @@ differences.
 """
 from __future__ import annotations
 
-from ..timefmt import span
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, cast
 
 from ..stats.beside import BEYOND, NOT_BEYOND
-from ..stats.rules import RULES as STATS_RULES
-from .rules import RULES
+from ..stats.rules import RULES
+from ..stats.status import status_phrase
+from ..timefmt import span
 from .warnings import Warning
 
-GROWTH_WORDS = ("Growing", "Bloating", "Ratcheting")
+if TYPE_CHECKING:                                   # (the package imports this module)
+    from . import Analysis, GroupSummary
+    from .compare import GroupComparison
+
+GROWTH_WORDS = ("Growing", "Bloating")   # "Growing in steps" is Growing with growth_shape stats.STEPS
 TOO_SHORT = "Too short"          # a status word (stats.status): the steady window cannot settle a level
 
 
-def workload_growth(g) -> bool:
+def workload_growth(g: GroupSummary) -> bool:
     """Whether g's growth is shown to be no more than the baseline's, in MB over the same window
     (stats.beside: as, less than or no more than the baseline): the workload's, not the allocator's."""
     b = getattr(g, "growth_beside", None)
     return b is not None and b.not_beyond
 
 
-def group_change(g) -> tuple[float | None, float | None, float | None]:
+def group_change(g: GroupSummary) -> tuple[float | None, float | None, float | None]:
     """A group's change (MB, share of its level, window in hours): the one definition every output
     uses. The group's growth across its replicas over their common window (the figure that decides
     Growing/Bloating) when it was computed; else the median of the replicas' own changes."""
@@ -79,8 +85,10 @@ class Recommendation:
     runner_up_ci: tuple[float, float] | None = None
     runner_up_significant: bool = False
 
-    def _apart(self, name: str, ratio: float, ci: tuple[float, float] | None) -> str:
+    def _apart(self, name: str, ratio: float | None, ci: tuple[float, float] | None) -> str:
         """"X and the baseline cannot be told apart", with the interval that rules out larger differences."""
+        if ratio is None:        # no level of one side to divide by (e.g. the baseline had no usable window)
+            return f"{name} and {self.baseline} cannot be told apart (no ratio: one side has no level)"
         if not ci:
             return f"{name} and {self.baseline} cannot be told apart ({name} {ratio:.2f}× {self.baseline}, no interval)"
         return (f"{name} and {self.baseline} cannot be told apart ({name} {ratio:.2f}× {self.baseline}, interval "
@@ -108,7 +116,8 @@ class Recommendation:
                     f"{self._apart(self.runner_up, self.runner_up_ratio, self.runner_up_ci)} — {sure}.")
         ci = f" [{self.ratio_ci[0]:.2f}–{self.ratio_ci[1]:.2f}]" if self.ratio_ci else ""
         if self.untestable:
-            return (f"**{self.winner}** used the least {m} ({self.ratio:.2f}× {self.baseline}), but the difference "
+            used = f" ({self.ratio:.2f}× {self.baseline})" if self.ratio is not None else ""
+            return (f"**{self.winner}** used the least {m}{used}, but the difference "
                     f"cannot be tested: run at least {RULES['min_replicas']} replicas per group — {sure}.")
         if self.significant:
             return (f"Run **{self.winner}**: {self.ratio:.2f}×{ci} the {m} of the baseline {self.baseline} — "
@@ -133,8 +142,9 @@ class Recommendation:
         else:
             ci = (f" ({self.ci_level:.0%} CI {self.ratio_ci[0]:.2f}–{self.ratio_ci[1]:.2f}, at its Holm level)"
                   if self.ratio_ci and self.ci_level else "")
-            parts.append(f"**{self.winner}** used the least memory: {self.winner_mb:.1f} MB {m} ({self.basis}), "
-                         f"{self.ratio:.2f}× the baseline {self.baseline}{ci}.")
+            ratio = (f"{self.ratio:.2f}× the baseline {self.baseline}{ci}" if self.ratio is not None
+                     else f"no ratio to the baseline {self.baseline} (it has no level)")
+            parts.append(f"**{self.winner}** used the least memory: {self.winner_mb:.1f} MB {m} ({self.basis}), {ratio}.")
             if self.untestable:
                 parts.append("The difference is **untestable**: a group has a single replica; run at least 3 per group.")
             elif self.significant:
@@ -162,7 +172,7 @@ class Recommendation:
         parts.append(f"Confidence: **{self.confidence}**" + (f" ({self.confidence_reason})" if self.confidence_reason else "") + ".")
         return " ".join(parts)
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         d = {k: v for k, v in self.__dict__.items() if k != "caveats"}
         d["caveats"] = [w.kind for w in self.caveats]
         d["headline"] = self.headline()
@@ -170,7 +180,7 @@ class Recommendation:
         return d
 
 
-def _unsettled(a, groups) -> list[str]:
+def _unsettled(a: Analysis, groups: Iterable[GroupSummary | None]) -> list[str]:
     """The groups (of `groups`, None left out) none of whose replicas settled a level: every one Too
     short (e.g. a run too brief, or a saturated machine that sampled too rarely)."""
     out = []
@@ -181,16 +191,17 @@ def _unsettled(a, groups) -> list[str]:
     return out
 
 
-def _settle(r: Recommendation, c, meaningful: bool, interval: str, other, base, growing, clean: str,
+def _settle(r: Recommendation, c: GroupComparison, meaningful: bool, interval: str, other: GroupSummary,
+            base: GroupSummary | None, growing: GroupSummary | None, clean: str,
             unsettled: list[str]) -> None:
     """A significant verdict: high, or moderate naming every condition that fails — the interval
-    reaching within the margin, fewer than min_replicas, `growing` Growing/Bloating/Ratcheting, a
+    reaching within the margin, fewer than min_replicas, `growing` Growing/Bloating, a
     group Too short, serious warnings; low when every replica of `other` or the baseline is Too
     short (`unsettled`): a difference between levels that never settled is no verdict to act on."""
     if unsettled:
         r.confidence = "low"
         r.confidence_reason = (f"every replica of {' and '.join(unsettled)} too short to settle a level, under "
-                               f"{STATS_RULES['min_window_s']:g} s or {STATS_RULES['min_samples']} steady samples: "
+                               f"{RULES['min_window_s']:g} s or {RULES['min_samples']} steady samples: "
                                "run longer, on a machine with CPU to spare")
         return
     why = []
@@ -200,9 +211,10 @@ def _settle(r: Recommendation, c, meaningful: bool, interval: str, other, base, 
         why.append(f"fewer than {RULES['min_replicas']} replicas")
     if growing is not None and growing.status in GROWTH_WORDS:
         if workload_growth(growing):      # not held against it: the baseline grows as much (stats.beside)
+            assert growing.growth_beside is not None
             clean += f"; {growing.name}'s growth no more than {growing.growth_beside.baseline}'s in MB"
         else:
-            why.append(f"{growing.name} is {growing.status}")
+            why.append(f"{growing.name} is {status_phrase(growing.status, growing.growth_shape)}")
     short = list(dict.fromkeys(g.name for g in (other, base) if g is not None and g.status == TOO_SHORT))
     if short:
         why.append(f"{' and '.join(short)} too short to settle a level")
@@ -213,13 +225,14 @@ def _settle(r: Recommendation, c, meaningful: bool, interval: str, other, base, 
     r.confidence_reason = "; ".join(why) if why else clean
 
 
-def _growth_note(g, baseline: str) -> tuple[str, str | None]:
+def _growth_note(g: GroupSummary, baseline: str) -> tuple[str, str | None]:
     """The note on a growing winner, and its growth's word beside the baseline's: a caution, unless
     its growth is shown to be no more than the baseline's in MB (the workload's growth: the status
     word stays, the caution is rephrased); beyond or untold, the caution keeps the comparison."""
     mb, share, hours = group_change(g)
-    grew = (f"*{g.status}* ({mb:+.0f} MB, {share:+.0%} of its level over {span(hours * 3600)})"
-            if mb is not None and share is not None else f"*{g.status}*")
+    word = status_phrase(g.status, g.growth_shape)
+    grew = (f"*{word}* ({mb:+.0f} MB, {share:+.0%} of its level over {span(hours * 3600)})"
+            if mb is not None and share is not None and hours is not None else f"*{word}*")
     b = g.growth_beside
     if b is None:
         return f"Caution: {g.name} is {grew}: it may keep climbing in a longer run.", None
@@ -235,13 +248,13 @@ def _growth_note(g, baseline: str) -> tuple[str, str | None]:
     return f"Caution: {g.name} is {grew}: it may keep climbing in a longer run; {told}.", b.word
 
 
-def recommend(a) -> Recommendation:
+def recommend(a: Analysis) -> Recommendation:
     """Build the recommendation of an Analysis (see the module docstring for the confidence rule)."""
     r = Recommendation(a.metric, a.baseline, a.level_basis, metric_note=a.metric_note)
     usable = [g for g in a.groups if g.level_mb is not None and g.status != "Unverified"]
     if not usable:
         return r
-    best = min(usable, key=lambda g: g.level_mb)
+    best = min(usable, key=lambda g: cast(float, g.level_mb))          # usable: a level each
     base = next((g for g in a.groups if g.name == a.baseline), None)
     r.winner, r.winner_mb = best.name, best.level_mb
     r.baseline_mb = base.level_mb if base else None
@@ -254,20 +267,21 @@ def recommend(a) -> Recommendation:
         if c.equivalent and c.ratio_ci:
             r.equivalence = (f"The interval {c.ratio_ci[0]:.2f}–{c.ratio_ci[1]:.2f} lies within ±{c.margin:.0%} of the "
                              f"baseline: {best.name} and {a.baseline} are equivalent for practical purposes "
-                             f"(margin {c.margin:.0%}, docs/analysis.md).")
+                             f"(margin {c.margin:.0%}, docs/method/index.md).")
         r.tied = [g.name for g in usable if g.name != best.name and g.comparison and best.comparison
                   and set(g.comparison.letters) & set(best.comparison.letters)]
     rival = None
     if best.name == a.baseline:
         others = [g for g in usable if g.name != a.baseline and g.comparison is not None]
         if others:
-            rival = min(others, key=lambda g: g.level_mb)
+            rival = min(others, key=lambda g: cast(float, g.level_mb))
             rc = rival.comparison
+            assert rc is not None                   # others: a comparison each
             r.runner_up, r.runner_up_ratio, r.runner_up_ci = rival.name, rc.ratio, rc.ratio_ci
             r.runner_up_significant = bool(rc.significant and (rc.ratio or 1) > 1)
             c = rc                              # the baseline's win is judged on its closest rival
     # confidence
-    if rival is not None and not c.untestable and c.p_holm is not None:
+    if rival is not None and c is not None and not c.untestable and c.p_holm is not None:
         if not r.runner_up_significant:
             r.confidence, r.confidence_reason = "low", f"{rival.name} cannot be told apart from the baseline"
         else:
@@ -306,7 +320,7 @@ def recommend(a) -> Recommendation:
     # (a mix of allocators) and X's is materially below the winner's: with every replica clean the
     # two are the same replicas, and a different end-of-window winner is no "published-style" finding
     pub = {g: f.published_mb for g, f in a.end_figures.items() if f.published_mb is not None}
-    other = min(pub, key=pub.get) if pub else None
+    other = min(pub, key=lambda g: pub[g]) if pub else None
     if (other and other != best.name and any(f.differs for f in a.end_figures.values())
             and pub.get(best.name) and pub[other] < pub[best.name] * (1 - RULES["published_differs_share"])):
         alt.append(f"published-style figures would name {other} instead")

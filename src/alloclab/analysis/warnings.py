@@ -1,5 +1,5 @@
 """Confounds as typed data: each check returns Warning objects naming the replicas and groups it
-concerns; the verdict cites the ones it rests on. Thresholds are in RULES (docs/analysis.md).
+concerns; the verdict cites the ones it rests on. Thresholds are in RULES (docs/method/index.md).
 
 `collect` runs CHECKS in order over one Context: each check is a small function of the context
 that yields its warnings (none, one or several). A new check is one more function and one more
@@ -7,24 +7,25 @@ line in CHECKS, placed where its warning should appear in the report."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, cast
 
 import numpy as np
 
 from ..signalname import how_ended
+from ..stats.rules import RULES
 from ..store import CUT_SHORT_REASONS, Store
 from ..timefmt import span, utc
 from .duplicates import Duplicate, identical_pairs  # noqa: F401  (identical_pairs: re-exported)
 from .load import LabelMapping, Series
 from .replica import ReplicaStats
-from .rules import RULES
 from .windows import EndFigure, Restart, Window, daily_swing
 
 
 @dataclass
-class Warning:                     # noqa: A001  (the analysis' own warning type, not the builtin)
+class Warning:                     # the analysis' own warning type, not the builtin
     kind: str                      # e.g. "mixed-allocators", "identical-series"
     severity: str                  # info | caution | serious
     replicas: list[str]
@@ -32,7 +33,7 @@ class Warning:                     # noqa: A001  (the analysis' own warning type
     message: str                   # plain words
     data: dict[str, Any] = field(default_factory=dict)
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "severity": self.severity, "replicas": self.replicas, "groups": self.groups,
                 "message": self.message, "data": self.data}
 
@@ -62,11 +63,11 @@ class Context:
         return self.store.meta()
 
     @cached_property
-    def replica_rows(self) -> list[dict]:
+    def replica_rows(self) -> list[dict[str, Any]]:
         return self.store.replicas()
 
     @cached_property
-    def host(self) -> dict:
+    def host(self) -> dict[str, Any]:
         """The host's figures over the whole run (store.host_summary)."""
         return self.store.host_summary()
 
@@ -102,8 +103,8 @@ def regrowth(c: Context) -> Iterator[Warning]:
     grown = [r for r in c.reps if r.regrowth_share is not None]
     if not grown:
         return
-    share = sorted(r.regrowth_share for r in grown)
-    tau = sorted(r.regrowth_tau_h for r in grown)
+    share = sorted(cast(float, r.regrowth_share) for r in grown)
+    tau = sorted(cast(float, r.regrowth_tau_h) for r in grown)      # set with the share
     left = [r.warmup_end_s / 3600 for r in grown if r.warmup_end_s]
     cut = f", its steep part left out (the first {min(left):.1f}–{max(left):.1f} h of each)" if left else ""
     yield Warning("regrowth", "info", sorted(r.name for r in grown), sorted({r.group for r in grown}),
@@ -128,7 +129,7 @@ def daily_swing_differs(c: Context) -> Iterator[Warning]:
     med = {g: float(np.median(v)) for g, v in swing.items() if v}
     if len(med) < 2:
         return
-    hi, lo = max(med, key=med.get), min(med, key=med.get)
+    hi, lo = max(med, key=lambda g: med[g]), min(med, key=lambda g: med[g])
     if med[hi] >= RULES["swing_differs_min_share"] and med[hi] >= RULES["swing_differs_ratio"] * med[lo]:
         others = [g for g in med if g != hi]
         yield Warning("daily-swing-differs", "caution", [], sorted(med),
@@ -192,7 +193,7 @@ def age_skew(c: Context) -> Iterator[Warning]:
     if ages and w.end > w.start:
         spread = max(ages.values()) - min(ages.values())
         if spread > RULES["age_skew_share"] * (w.end - w.start):
-            young = sorted(ages, key=ages.get)[:5]
+            young = sorted(ages, key=lambda n: ages[n])[:5]
             yield Warning("age-skew", "caution", sorted(ages), c.series_groups(ages),
                           f"process ages at the window's start differ by {span(spread)} "
                           f"(youngest: {', '.join(young)}): compare at matched age too (the age table)",
@@ -202,7 +203,7 @@ def age_skew(c: Context) -> Iterator[Warning]:
 def groups_started_apart(c: Context) -> Iterator[Warning]:
     starts = c.window.group_starts if c.window is not None else None
     if starts and max(starts.values()) - min(starts.values()) > RULES["start_skew_intervals"] * float(c.meta.get("interval", 1) or 1):
-        first = min(starts, key=starts.get)
+        first = min(starts, key=lambda g: starts[g])
         yield Warning("groups-started-apart", "caution", [], sorted(starts),
                       f"groups began their treatments up to {span(max(starts.values()) - min(starts.values()))} "
                       f"apart ({', '.join(f'{g}: {utc(t, minutes=True)}' for g, t in sorted(starts.items(), key=lambda x: x[1]))}); "
@@ -264,8 +265,8 @@ def unverified(c: Context) -> Iterator[Warning]:
                       f"excluded, not running the expected allocator: {_names(names)}")
 
 
-def _ended(c: Context, kind: str, ends: tuple) -> Iterator[Warning]:
-    """Replicas that crashed or exited before the planned end, by name (docs/store.md)."""
+def _ended(c: Context, kind: str, ends: tuple[str | None, ...]) -> Iterator[Warning]:
+    """Replicas that crashed or exited before the planned end, by name (docs/reference/store.md)."""
     hit = [s for s in c.series if not c.imported and len(s.t) and (
         s.end_kind in ends if s.end_kind is not None else (None in ends and s.exit_code not in (None, 0)))]
     if not hit:
@@ -312,7 +313,7 @@ def lazyfree_material(c: Context) -> Iterator[Warning]:
         yield Warning("lazyfree-material", "caution", [r.name for r in lazy], sorted({r.group for r in lazy}),
                       f"LazyFree (pages freed with MADV_FREE, reclaimable) is over {RULES['lazyfree_material_share']:.0%} "
                       f"of the metric in {len(lazy)} replicas: RSS overstates what they hold; see the footprint column",
-                      {"max_share": max(r.lazyfree_share for r in lazy)})
+                      {"max_share": max(cast(float, r.lazyfree_share) for r in lazy)})
 
 
 def host_memory(c: Context) -> Iterator[Warning]:
@@ -405,7 +406,7 @@ def collect(store: Store, series: list[Series], reps: list[ReplicaStats], window
 
 def restart_warning(restarts: list[Restart], window: Window | None) -> Warning:
     """`restart-in-window` (caution): processes restarted inside the comparison window, recorded
-    or not, by name, and what the analysis did about each (docs/analysis.md)."""
+    or not, by name, and what the analysis did about each (docs/method/index.md)."""
     cut = [r for r in restarts if r.after_end]
     left = [r for r in restarts if r.excluded]
     kept = [r for r in restarts if not r.after_end and not r.excluded]
@@ -433,7 +434,7 @@ def restart_warning(restarts: list[Restart], window: Window | None) -> Warning:
                                  for r in restarts]})
 
 
-def host_spread(replicas: list[dict], groups: list[str]) -> list[Warning]:
+def host_spread(replicas: list[dict[str, Any]], groups: list[str]) -> list[Warning]:
     """Replicas on several hosts (fleet collectors, Prometheus imports): a host is a confound when
     groups are spread over hosts unevenly, i.e. some host's share of a group's replicas differs
     from its share of all replicas by more than RULES["host_share_gap"]."""
@@ -482,7 +483,7 @@ class LevelTime:
         return (self.start + self.end) / 2 if self.averaged else self.end
 
     def words(self) -> str:
-        clock = lambda t: utc(t, minutes=True)[11:16]   # noqa: E731
+        clock: Callable[[float], str] = lambda t: utc(t, minutes=True)[11:16]
         how = f"mean over {span(self.end - self.start)}" if self.averaged else "level at its end"
         return f"{clock(self.start)}–{clock(self.end)} UTC ({how}, stands for {clock(self.at)} UTC)"
 

@@ -3,13 +3,15 @@ group's level at the window's end, a published-style figure beside the clean one
 per-group table at regular process ages ("day 1 / 3 / 5 / 7 / 9")."""
 from __future__ import annotations
 
+from collections.abc import Callable, Set as AbstractSet
 from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
 
-from .load import Series
-from .rules import RULES
+from ..stats.rules import RULES
 from ..timefmt import utc
+from .load import Segment, Series
 
 
 @dataclass
@@ -47,16 +49,17 @@ def treatment_window(series: list[Series], groups: list[str]) -> Window | None:
     """The span in which every group with clean data runs its treatment: from the latest group
     start (a group starts when its last clean replica began its final stretch on the group's
     allocator) to the earliest group end."""
-    starts, ends = {}, {}
+    starts: dict[str, float] = {}
+    ends: dict[str, float] = {}
     for g in groups:
         ss = [s for s in series if s.group == g and s.clean is not None]
-        if ss:
-            starts[g] = max(s.treatment_start for s in ss)
-            ends[g] = max(s.clean.end for s in ss)     # replicas ending earlier drop out, by name
+        if ss:                  # (a replica with clean data has a clean segment and its treatment's start)
+            starts[g] = max(cast(float, s.treatment_start) for s in ss)
+            ends[g] = max(cast(Segment, s.clean).end for s in ss)     # replicas ending earlier drop out, by name
     if not starts:
         return None
     start, end = max(starts.values()), min(ends.values())
-    last = max(starts, key=starts.get)
+    last = max(starts, key=lambda g: starts[g])
     basis = (f"all groups run their treatment from {utc(start, minutes=True)} (when {last}'s last replica started it) "
              f"to {utc(end, minutes=True)}")
     if end <= start:            # no overlap: fall back to each group's own clean data (said so)
@@ -150,7 +153,8 @@ def clean_in_window(s: Series, w: Window, tolerance: float = 1.0) -> bool:
 
 
 def end_figures(series: list[Series], groups: list[str], w: Window, listed: dict[str, set[str]],
-                left_out: set[str] = frozenset(), modelled: dict[str, Series] | None = None) -> dict[str, EndFigure]:
+                left_out: AbstractSet[str] = frozenset(),
+                modelled: dict[str, Series] | None = None) -> dict[str, EndFigure]:
     """Each group's level at the window's end over its clean replicas (`left_out`: replicas the
     analysis excludes by name, e.g. restarted inside the window), beside the published-style one.
     `modelled`: replicas whose clean level is read from another series (a young process's, with
@@ -161,7 +165,8 @@ def end_figures(series: list[Series], groups: list[str], w: Window, listed: dict
     out = {}
     for g in groups:
         clean = [s for s in series if s.group == g and clean_in_window(s, w) and s.name not in left_out]
-        at = (lambda x: day_level(x, w)) if day_levels(w) else (lambda x: level_at(x, w.end, span))
+        at: Callable[[Series], float | None] = ((lambda x: day_level(x, w)) if day_levels(w)
+                                                else (lambda x: level_at(x, w.end, span)))
         vals = [v for s in clean if (v := at(modelled.get(s.name, s))) is not None]
         pub_names = sorted(listed.get(g, set()) | {s.name for s in series if s.group == g})
         pub_vals, why = [], []

@@ -13,17 +13,26 @@ from ..allocators.resolution import BUILDS
 from ..errors import UserError
 
 
-def list_command(console: Console) -> None:
-    t = Table("id", "sources", "built", "reports itself as", "hardening", "notes")
+def list_command(console: Console, as_json: bool = False) -> None:
+    rows = []
     for e in catalog.entries().values():
         b = catalog.find_build(e.id)
         reported = ""
         if b:
             r = b.provenance["reported"]
             reported = f"{r['family']} {r['version'] or '(no version call)'}" + (f", secure {r['secure_level']}" if r.get("secure_level") else "")
-        t.add_row(e.id, ", ".join(s["kind"] for s in e.sources), f"yes ({b.provenance['source']['kind']})" if b else "no",
-                  reported, hardening_summary.summary(b.provenance.get("hardening")) if b else "", e.notes)
-    t.add_row("glibc", "the system's", "yes", "", hardening_summary.summary(hardening.features(None, None)), "")
+        rows.append({"id": e.id, "sources": [s["kind"] for s in e.sources], "built": b is not None,
+                     "built_from": b.provenance["source"]["kind"] if b else None, "reports_itself_as": reported,
+                     "hardening": hardening_summary.summary(b.provenance.get("hardening")) if b else "", "notes": e.notes})
+    rows.append({"id": "glibc", "sources": ["the system's"], "built": True, "built_from": None, "reports_itself_as": "",
+                 "hardening": hardening_summary.summary(hardening.features(None, None)), "notes": ""})
+    if as_json:
+        console.print_json(json.dumps(rows))
+        return
+    t = Table("id", "sources", "built", "reports itself as", "hardening", "notes")
+    for r in rows:
+        built = "no" if not r["built"] else f"yes ({r['built_from']})" if r["built_from"] else "yes"
+        t.add_row(r["id"], ", ".join(r["sources"]), built, r["reports_itself_as"], r["hardening"], r["notes"])
     console.print(t)
 
 
@@ -87,8 +96,11 @@ def build_command(ids: list[str], force: bool, jobs: int, console: Console) -> N
         raise UserError(f"{len(failures)} of {len(ids)} builds failed: {failures[0]}", "see the build logs named above")
 
 
-def verify_command(allocator_id: str, console: Console) -> None:
+def verify_command(allocator_id: str, console: Console, as_json: bool = False) -> None:
     r = BUILDS.verify(allocator_id)
+    if as_json:
+        console.print_json(json.dumps({"id": allocator_id, **r}, default=str))
+        return
     secure = f", secure level {r['secure_level']}" if r.get("secure_level") is not None else ""
     console.print(f"{allocator_id}: verified — malloc resolves to {r['malloc_resolves_to']}, "
                   f"the library reports {r['family']} {r['version'] or '(no version call)'}{secure}; sha256 unchanged")
@@ -142,8 +154,9 @@ def versions_command(family: str, newer_than: str | None, refresh: bool, as_json
 def package_command(allocator_id: str, out_dir, console: Console) -> None:
     """A .deb of a verified build (built first if needed): the exact bytes, under a versioned path."""
     from pathlib import Path
-    from ..allocators import debpackage
+
     from .. import preflight
+    from ..allocators import debpackage
     from ..outputs import writable_directory
     preflight.check_output(Path(out_dir))          # a directory (or nothing yet), not a file
     writable_directory(Path(out_dir))              # and one that takes the .deb, before a build

@@ -5,11 +5,11 @@ from pathlib import Path
 
 from rich.console import Console
 
-from .. import outputs, preflight, timefmt
+from .. import exitcodes, outputs, preflight, timefmt
 from ..config import parse_duration
 from ..errors import UserError
 
-EXIT_NOT_FOUND = 1        # undecided, or the bad end not shown bad: the report says why
+EXIT_NOT_FOUND = exitcodes.OUTCOME        # undecided, or the bad end not shown bad: the report says why
 
 
 def _params(items: tuple[str, ...]) -> dict:
@@ -31,8 +31,8 @@ def bisect_command(target: str, family: str | None, good: str | None, bad: str |
                    threshold_ratio: float, replicas: int | None, interval: str | None, warmup: str | None,
                    workload_params: tuple[str, ...], max_step: str, first_look: str, check_bad: bool, no_report: bool,
                    output: Path | None, console: Console) -> int:
-    from ..experiments import bisection as bisect, derive
     from ..allocators import version_range
+    from ..experiments import bisection as bisect, derive
     axes = [name for name, given in (("--family", family), ("--tunable", tunable), ("--param", param)) if given]
     if len(axes) != 1:
         raise UserError("say what to bisect: --family F --good V --bad V, or --tunable NAME --values ..., "
@@ -87,8 +87,8 @@ def bisect_command(target: str, family: str | None, good: str | None, bad: str |
     console.print(headline(res).replace("**", ""), markup=False, highlight=False)
     console.print(f"bisect: {out}/bisect.md (steps in {out}/steps)")
     if res.status == "interrupted":
-        return 130
-    return 0 if res.status == "found" else EXIT_NOT_FOUND
+        return exitcodes.INTERRUPTED
+    return exitcodes.OK if res.status == "found" else EXIT_NOT_FOUND
 
 
 class _Ticker:

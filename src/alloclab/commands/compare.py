@@ -5,14 +5,15 @@ from pathlib import Path
 
 from rich.console import Console
 
+from .. import exitcodes
 from ..config import METRICS
 from ..errors import UserError
 from ..store import Store, resolve_run
 from .report import refuse_unrecorded_metric
 
-# exit codes (docs/compare.md): 0 shown within (or no gate), 2 bad input
-EXIT_GATE_ABOVE = 1          # a group shown above the threshold
-EXIT_GATE_INCONCLUSIVE = 4   # the data cannot tell, unless --allow-inconclusive (3 is taken: a full disk)
+# exit codes (alloclab.exitcodes, the one table): 0 shown within (or no gate), 2 bad input
+EXIT_GATE_ABOVE = exitcodes.OUTCOME               # a group shown above the threshold
+EXIT_GATE_INCONCLUSIVE = exitcodes.INCONCLUSIVE   # the data cannot tell, unless --allow-inconclusive
 GATE_STYLE = {"gate PASSED": "bold green", "gate FAILED": "bold red", "gate INCONCLUSIVE": "bold yellow"}
 
 
@@ -44,7 +45,7 @@ def compare_command(run_a: Path, run_b: Path, by: str, metric: str | None, fail_
                 refuse_unrecorded_metric(store, metric)
             finally:
                 store.close()
-    from .. import runcompare      # (here, once both paths are runs: the statistics take ~1 s to import)
+    from .. import runcompare  # (here, once both paths are runs: the statistics take ~1 s to import)
     rc = runcompare.compare_runs(run_a, run_b, metric=metric, by=by, fail_on_increase=fail_on_increase)
     if as_json:
         print(runcompare.to_json(rc))

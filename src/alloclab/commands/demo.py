@@ -1,13 +1,14 @@
 """`alloclab demo`: the README's main job.
 
 The real demo (default): real tor relays — Debian's tor, the tor-network scenario
-(docs/tor-network.md) — on a private Tor network on loopback inside a network namespace of their
+(docs/how-to/tor-network.md) — on a private Tor network on loopback inside a network namespace of their
 own, 3 relays under each of glibc, jemalloc 5.3.0, mimalloc 2.0.9, 3.0.1 and 3.6.0 with directory
-load on every relay, run with `--until-significant` (it stops at the first look where the
-sequential rule decides) under a cap on the whole demo (`--max-duration`, set-up and report
-included). It ends with the report and the measured ratios beside the Tor operators' published ones.
+load on every relay, run with `--until-decided` (it stops at the first look of the sequential rule
+where every comparison with glibc is decided) under a cap on the whole demo (`--max-duration`:
+provisioning, the network's set-up, the run and the report). It ends with the report, how the run
+ended, and the measured ratios beside the Tor operators' published ones.
 
-`--model`: the built-in models instead (docs/workloads.md), tor-dircache then worker-pool, for a
+`--model`: the built-in models instead (docs/how-to/workloads.md), tor-dircache then worker-pool, for a
 machine where the real one cannot run (no root, no network namespace, no tor).
 
 Either way the allocators are provisioned first (cached); one that cannot be is left out with its
@@ -22,8 +23,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from ..allocators.resolution import BUILDS
 from .. import outputs, timefmt
+from ..allocators.resolution import BUILDS
 from ..config import parse_duration
 from ..errors import UserError
 from .run import run_command
@@ -35,15 +36,21 @@ BASELINE = ("glibc", "glibc")
 GROUPS = (("jemalloc-5.3.0", "jemalloc@5.3.0"), ("mimalloc-2.0.9", "mimalloc@2.0.9"),
           ("mimalloc-3.0.1", "mimalloc@3.0.1"), ("mimalloc-3.6.0", "mimalloc@3.6.0"))
 DEFAULT_DURATION = "5m"
-# The real demo's time plan. The relays' warm-up (they fetch the consensus and descriptors), then
-# the load; the first look of the sequential rule after a minute of load, so that every relay's
-# steady level rests on enough samples (under 60 s the report calls a replica Too short). Set-up
-# (keys, the authorities' first consensus: 7-15 s on a quiet 2-core machine, 17-58 s at load 20-50)
-# and the report (~5 s quiet, ~20 s at load 40) are inside the cap: the run gets what is left.
+# The real demo's time plan, all inside the cap. Provisioning (cached: a second or two); the
+# network's set-up (keys, the authorities' first consensus: 13-21 s at load 1-2 on 2 cores, 18-77 s
+# at load 16-52, 145 s once at a higher load; benchmarks/demo_stop_rule.md); the run: the relays'
+# warm-up (they fetch the consensus and descriptors: held until they hold the directory, 7 s quiet,
+# 48-92 s at load 25-42), then the load, the first look of the sequential rule after 70 s of load
+# so that every relay's steady level rests on enough samples (under 60 s the report calls a
+# replica Too short; a held warm-up moves the looks); then stopping the relays (5 s grace, then
+# SIGKILL: 9-11 s at load 25-42) and the report (2-5 s, ~20 s once at load 40). The run is planned for SETUP_ALLOWANCE_S of set-up; a longer
+# set-up comes out of the run, not the cap (the run must end by the deadline, the cap less
+# REPORT_ALLOWANCE_S: Runner.deadline), and one so long that no look would fit fails the network
+# (its consensus_timeout).
 REAL_WARMUP_S = 30
 REAL_FIRST_LOOK_S = 100
-SETUP_ALLOWANCE_S = 60
-REPORT_ALLOWANCE_S = 20
+SETUP_ALLOWANCE_S = 30
+REPORT_ALLOWANCE_S = 25
 MODEL_ALLOWANCE_S = 30        # --model: provisioning and two reports, outside the two comparisons' length
 
 # The Tor operators' published comparison (1AEO, TorUtils `memory/`, the 5-way experiment; the
@@ -67,9 +74,11 @@ def experiment_text(template: str, total: int, groups: list[tuple[str, str]] | N
                                                 groups=group_tables(groups or [BASELINE, *GROUPS]))
 
 
-def real_experiment_text(run_s: int, groups: list[tuple[str, str]] | None = None) -> str:
-    """The real demo's experiment file for a run of at most `run_s` seconds (from the relays' start)."""
+def real_experiment_text(run_s: int, groups: list[tuple[str, str]] | None = None, consensus_timeout: int = 240) -> str:
+    """The real demo's experiment file for a run of at most `run_s` seconds (from the relays' start),
+    whose network waits at most `consensus_timeout` seconds for its first consensus."""
     return (DATA / REAL).read_text().format(warmup=f"{REAL_WARMUP_S}s", load=f"{run_s - REAL_WARMUP_S}s",
+                                            consensus_timeout=f"{consensus_timeout}s",
                                             groups=group_tables(groups or [BASELINE, *GROUPS]))
 
 
@@ -137,17 +146,58 @@ def demo_command(output: Path | None, max_duration: str, model: bool, console: C
     if run_s < REAL_FIRST_LOOK_S + 10:              # the minimum above leaves 10 s for provisioning
         raise UserError(f"provisioning the allocators took {time.monotonic() - started:.0f} s of --max-duration "
                         f"{max_duration}, too little is left for the run", "run the demo again (the builds are cached now)")
+    deadline = started + limit - REPORT_ALLOWANCE_S         # the run ends by then, whatever the set-up took
+    setup_s = int(deadline - time.monotonic() - REAL_FIRST_LOOK_S - 10)     # past it, no look would fit
     exp_file = out / "experiment.toml"
-    exp_file.write_text(real_experiment_text(run_s, got.groups))
-    console.rule(f"demo: real tor relays, {len(got.groups)} allocators × 3 relays (at most {run_s} s once the network is up)")
-    code = run_command(exp_file, out / "run", True, f"{run_s}s", f"{REAL_FIRST_LOOK_S}s", True, console)
+    exp_file.write_text(real_experiment_text(run_s, got.groups, consensus_timeout=setup_s))
+    console.rule(f"demo: real tor relays, {len(got.groups)} allocators × 3 relays (at most {run_s} s once the network is up, "
+                 "until every comparison is decided)")
+    try:
+        code = run_command(exp_file, out / "run", False, f"{run_s}s", f"{REAL_FIRST_LOOK_S}s", True, console,
+                           until_decided=True, deadline=deadline)
+    except UserError as exc:
+        if not network_did_not_form(out / "run"):
+            raise
+        raise UserError(exc.problem, f"the network's set-up took what --max-duration {max_duration} leaves for it "
+                        "(a busy machine): give the demo longer, e.g. --max-duration 8m") from None
     if code not in (0, 130):                        # cut short (a full disk): run said so; a report needs the space
         return code
     from .. import report
     _, written = report.report_run(out / "run", console=console)      # the summary table; the closing lines read its analysis
-    for line in closing_lines(written.analysis, out / "run", got.left_out, time.monotonic() - started):
+    for line in [how_it_ended(out / "run"), *closing_lines(written.analysis, out / "run", got.left_out,
+                                                            time.monotonic() - started)]:
         console.print(line, markup=False, highlight=False, soft_wrap=True)
     return code
+
+
+def network_did_not_form(run_dir: Path) -> bool:
+    """Whether the run's tor network gave up waiting for its first consensus (tor_no_consensus)."""
+    from ..store import DB_NAME, Store
+    if not (run_dir / DB_NAME).is_file():
+        return False
+    store = Store.open_readonly(run_dir / DB_NAME)
+    try:
+        return bool(store.events(kinds=["tor_no_consensus"]))
+    finally:
+        store.close()
+
+
+def how_it_ended(run_dir: Path) -> str:
+    """One line: stopped because every comparison was decided, or at the cap with what the last
+    look left open (the run's end reason and its sequential_look events)."""
+    from ..store import DB_NAME, Store
+    store = Store.open_readonly(run_dir / DB_NAME)
+    try:
+        reason = store.meta().get("end_reason", "")
+        looks = store.events(kinds=["sequential_look"])
+    finally:
+        store.close()
+    if reason.startswith("stopped early") and "every comparison decided" in reason:
+        return f"stopped as soon as every comparison was decided: {reason}"
+    if reason in ("max duration reached", "planned duration reached"):
+        left = f"at the last {looks[-1]['description']}" if looks else "no look of the sequential rule was reached"
+        return f"ran to the cap ({reason}), not every comparison decided — {left}"
+    return f"the run ended: {reason}"
 
 
 def closing_lines(a, run_dir: Path, left_out: list[tuple[str, str]], took_s: float) -> list[str]:
@@ -187,7 +237,7 @@ def closing_lines(a, run_dir: Path, left_out: list[tuple[str, str]], took_s: flo
         days = (f" (over 9 days the operators measured {lowest} lowest, {PUBLISHED_GB[lowest] / PUBLISHED_GB['glibc']:.2f}× "
                 "glibc: try it beside)") if lowest not in (r.winner, *tied) and lowest in by_name else ""
         lines.append(f"what a relay operator would do: move the relays from glibc to {r.winner}{also}{days}, canary first, "
-                     f"with the fleet route (docs/fleet.md): alloclab fleet deploy {allocator} --units 'tor@*' --batch 10% "
+                     f"with the fleet route (docs/tutorials/relays-with-ansible.md): alloclab fleet deploy {allocator} --units 'tor@*' --batch 10% "
                      "--max-increase 20%")
     elif not any(g.comparison is not None and g.comparison.ratio is not None for g in a.groups):
         lines.append("nothing to compare: the relays had no steady level before the cap (the network's set-up and "

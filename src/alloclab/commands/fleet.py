@@ -1,24 +1,18 @@
 """`alloclab fleet ...`: experiments on live systemd services and a careful rollout."""
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
-from ..fleet import collector, fleetread, lifecycle, rollout, unitfile
-from .. import metrics
+from .. import exitcodes, metrics
+from ..cliconventions import emit_json as _emit_json  # --json: one document on stdout, as every verb
 from ..config import parse_duration
 from ..errors import UserError
+from ..fleet import canary, collector, fleetread, lifecycle, rollout, unitfile
 from ..outputs import writable_file
-
-
-def _emit_json(data: dict) -> None:
-    """--json: one JSON document on stdout (progress, if any, went to stderr)."""
-    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
-    sys.stdout.flush()
 
 
 def _progress(console: Console, as_json: bool):
@@ -157,8 +151,11 @@ def deploy_command(allocator: str | None, units_glob: str, batch: str, dry_run: 
                    max_increase: str | None = None, max_restarts: int = 3, persist: int = 3, guard_interval: str = "5s",
                    scope: str = "all", warmup: str = "auto", history: Path | None = None, env_items: tuple[str, ...] = (),
                    group_file: Path | None = None, group: str | None = None, as_json: bool = False,
-                   from_run: Path | None = None, even_if_undecided: bool = False) -> int:
-    """Exit status: 0 deployed, 1 a guard tripped and the deployment was rolled back."""
+                   from_run: Path | None = None, even_if_undecided: bool = False, baseline: str = "auto",
+                   baseline_restart: bool = True, max_settle: str | None = None, tolerance: str = "10%",
+                   undecided: str = "hold") -> int:
+    """Exit status: 0 deployed, 1 a guard tripped or the canary failed against its peers and the
+    deployment was rolled back, 4 held (the canary undecided against its peers by --max-settle)."""
     if max_restarts < 1 or persist < 1:
         raise UserError("--max-restarts and --persist must be at least 1", "give a count of 1 or more")
     if group is not None and group_file is None and from_run is None:
@@ -185,17 +182,27 @@ def deploy_command(allocator: str | None, units_glob: str, batch: str, dry_run: 
                             max_increase=rollout.parse_share(max_increase, "--max-increase") if max_increase else None,
                             max_restarts=max_restarts, persist=persist,
                             warmup=None if warmup == "auto" else parse_duration(warmup, "--warmup"))
+    settle_s = parse_duration(settle, "--settle")
+    peer_rule = None
+    if baseline.strip().lower() != "none":
+        peer_rule = canary.rule_for(settle_s, parse_duration(max_settle, "--max-settle") if max_settle else None,
+                                    rollout.parse_share(tolerance, "--canary-tolerance"), undecided)
     units = lifecycle.units_from(systemctl, root)
     result = lifecycle.deploy(units, allocator, units_glob, batch, dry_run, out, _progress(console, as_json),
-                          env=parse_env(env_items), guards=guards, settle=parse_duration(settle, "--settle"), scope=scope,
+                          env=parse_env(env_items), guards=guards, settle=settle_s, scope=scope,
                           sample_every=parse_duration(guard_interval, "--guard-interval"), group_file=group_file,
-                          group=group, history=history, tested=tested)
+                          group=group, history=history, tested=tested, peer_rule=peer_rule, baseline=baseline,
+                          baseline_restart=baseline_restart)
     if tested is not None:
         result["deployed_from"] = tested
-    trip = result.get("tripped")
+    trip, held = result.get("tripped"), result.get("held")
     if as_json:
         _emit_json(result)
-        return 1 if trip else 0
+        return 1 if trip else exitcodes.INCONCLUSIVE if held else 0
+    if held:
+        console.print(f"deploy held after the canary: {held['why']}; the canary stays, the other units are untouched",
+                      markup=False, highlight=False)
+        return exitcodes.INCONCLUSIVE
     if trip:
         console.print(f"deploy stopped at batch {trip['batch']}: {trip['unit']} {trip['why']}; "
                       f"{len(trip['rolled_back'])} units restored to their previous drop-ins ({trip['scope']})")
@@ -219,7 +226,7 @@ def parse_env(items: tuple[str, ...]) -> dict[str, str]:
     return env
 
 
-def rollback_command(batch: int, root: Path, systemctl: str | None, console: Console, as_json: bool = False,
+def rollback_command(batch: int | str, root: Path, systemctl: str | None, console: Console, as_json: bool = False,
                      every: bool = False) -> None:
     result = lifecycle.rollback(lifecycle.units_from(systemctl, root), batch, _progress(console, as_json), every=every)
     if as_json:

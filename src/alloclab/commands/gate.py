@@ -6,6 +6,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from .. import exitcodes
 from ..config import METRICS, load_experiment
 from ..errors import UserError
 from .compare import EXIT_GATE_ABOVE, EXIT_GATE_INCONCLUSIVE, GATE_STYLE
@@ -94,7 +95,7 @@ def gate_command(experiment: Path | None, fail_on_increase: float | None, comman
         if not no_report and not res.interrupted:
             console.print(f"report: {res.run_dir}/report.html", markup=False, highlight=False)
     if res.interrupted:
-        return 130
+        return exitcodes.INTERRUPTED
     if res.outcome == "above":
         return EXIT_GATE_ABOVE
     if res.outcome == "inconclusive" and not allow_inconclusive:

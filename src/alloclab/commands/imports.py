@@ -7,18 +7,24 @@ from pathlib import Path
 
 from rich.console import Console
 
+from ..cliconventions import emit_json
 from ..torutils.importer import import_torutils, naive_timezone
+from .merge import new_run_document
 
 
-def torutils_command(folder: Path, output: Path, naive_utc_offset: float, baseline: str | None, console: Console) -> None:
+def torutils_command(folder: Path, output: Path, naive_utc_offset: float, baseline: str | None, console: Console,
+                     as_json: bool = False) -> None:
     progress = Console(stderr=True, highlight=False)          # a line per million rows: long imports show they move
     out = import_torutils(folder, output, naive_timezone(naive_utc_offset), baseline, progress=progress.print)
+    if as_json:
+        emit_json(new_run_document(out))
+        return
     console.print(f"imported into {out}; next: alloclab report {out}")
 
 
 def prometheus_command(url: str, output: Path, start: str, end: str, step: str, query: str | None, match: str | None,
                        group_label: str, unit_label: str, host_label: str, baseline: str | None, timeout: str,
-                       max_answer_mb: float, console: Console) -> None:
+                       max_answer_mb: float, console: Console, as_json: bool = False) -> None:
     from .. import promimport
     from ..config import parse_duration
     now = time.time()
@@ -30,4 +36,7 @@ def prometheus_command(url: str, output: Path, start: str, end: str, step: str, 
                                        promimport.parse_time(end, "--to", now), seconds,
                                        promimport.default_queries(query, match or "", seconds), labels, baseline,
                                        progress.print, limits)
+    if as_json:
+        emit_json(new_run_document(out))
+        return
     console.print(f"next: alloclab report {out}")

@@ -25,7 +25,7 @@ def refuse_unrecorded_metric(store: Store, metric: str | None) -> None:
 
 
 def report_command(run_dir: Path, output: Path | None, metric: str | None, baseline: str | None,
-                   console: Console) -> None:
+                   console: Console, as_json: bool = False) -> None:
     if metric and metric not in METRICS:
         raise UserError(f"--metric {metric!r} is not known", f"use one of: {', '.join(METRICS)}")
     store = Store.open_checked(resolve_run(run_dir))      # once: checked, then read by the whole report
@@ -35,12 +35,17 @@ def report_command(run_dir: Path, output: Path | None, metric: str | None, basel
         made = output is not None and not output.exists()
         writable_directory(output or store.run_dir, "report directory" if output else "the run directory")
         try:
-            from .. import report      # (here, once the path is a run: the statistics and charts take ~1 s to import)
-            path, _ = report.report_run(store, output, metric, console, baseline=baseline)
+            from .. import report  # (here, once the path is a run: the statistics and charts take ~1 s to import)
+            path, written = report.report_run(store, output, metric, None if as_json else console, baseline=baseline)
         except BaseException:      # refused (a baseline not in the run), interrupted: no half-written -o left behind
             if made:               # (made by this command: everything in it is this report's)
                 shutil.rmtree(output, ignore_errors=True)
             raise
     finally:
         store.close()
+    if as_json:        # summary.json's document, as written beside report.md
+        from ..cliconventions import emit_json
+        from ..reporters.json_summary import summary_document
+        emit_json(summary_document(written))
+        return
     console.print(f"report: {path} (interactive: {path.with_name('report.html')})")

@@ -10,17 +10,18 @@ from dataclasses import replace
 from pathlib import Path
 
 from rich.console import Console, Group as RichGroup
-from rich.text import Text
 from rich.live import Live
 from rich.table import Table
+from rich.text import Text
 
-from .. import metrics, preflight
+from .. import exitcodes, metrics, preflight
+from ..cliconventions import emit_json
 from ..config import Experiment, load_experiment, parse_duration
 from ..errors import UserError
 from ..runner import Runner, resume
 from ..store import Store
 
-EXIT_CUT_SHORT = 3      # the run could not go on (disk full); its data so far is kept (docs/store.md)
+EXIT_CUT_SHORT = exitcodes.CUT_SHORT      # the run could not go on (disk full); its data so far is kept (docs/reference/store.md)
 
 
 def _clock(seconds: float) -> str:
@@ -58,7 +59,7 @@ class Progress:
         self.live = Live(console=console, auto_refresh=False, transient=False) if self.interactive else None
         self.last_line_at, self.last_phase = -PLAIN_PROGRESS_EVERY_S, None
 
-    def __enter__(self) -> "Progress":
+    def __enter__(self) -> Progress:
         if self.live is not None:
             self.live.__enter__()
         return self
@@ -80,7 +81,7 @@ class Progress:
         return out
 
     def tick(self, runner: Runner, elapsed: float, phase: str) -> None:
-        if runner.phases is not self.exp.phases:      # the scenario held the warm-up: the later phases moved on
+        if runner.phases is not self.exp.phases or runner.planned != self.planned:   # a held warm-up, or a deadline
             self.exp, self.planned = replace(self.exp, phases=runner.phases), runner.planned
         alive = sum(r.alive for r in runner.replicas)
         if not self.interactive:
@@ -161,31 +162,39 @@ def design_check(exp: Experiment, console: Console, max_duration: float | None =
 def run_or_resume_command(experiment: Path | None, output: Path | None, until_significant: bool,
                           max_duration: str | None, stable_for: str | None, no_report: bool, resume_run: Path | None,
                           console: Console, metrics_addr: str | None = None, serve: str | None = None,
-                          serve_public: bool = False) -> int:
-    """`alloclab run EXPERIMENT` or `alloclab run --resume RUN`; the exit code."""
+                          serve_public: bool = False, until_decided: bool = False, as_json: bool = False) -> int:
+    """`alloclab run EXPERIMENT` or `alloclab run --resume RUN`; the exit code. `as_json`: what the
+    console would say goes to stderr, and the run's document (run_document) to stdout at the end."""
+    if as_json:
+        console = Console(stderr=True)
     if resume_run is not None:
         if experiment is not None:
             raise UserError("give either an experiment file or --resume RUN, not both", "see `alloclab run --help`")
         if serve is not None:
             raise UserError("--serve is for a new run, not --resume", "drop --serve")
         ignored = [name for name, value in (("-o", output), ("--until-significant", until_significant),
+                                            ("--until-decided", until_decided),
                                             ("--max-duration", max_duration), ("--stable-for", stable_for)) if value]
         if ignored:         # they were dropped without a word: the run goes on as it was started
             raise UserError(f"{', '.join(ignored)} cannot change a resumed run (it continues in its own directory, "
                             "to its planned end)", f"drop {', '.join(ignored)}")
-        return resume_command(resume_run, no_report, console, metrics_addr)
+        return resume_command(resume_run, no_report, console, metrics_addr, as_json)
     if experiment is None:
         raise UserError("no experiment file given", "alloclab run EXPERIMENT.toml (or --resume RUN)")
     if serve_public and serve is None:
         raise UserError("--serve-public without --serve", "add --serve ADDR:PORT")
-    if stable_for is not None and not until_significant:
+    if until_significant and until_decided:
+        raise UserError("--until-significant and --until-decided are two stop rules; a run has one",
+                        "keep --until-decided to stop once every comparison is decided, or --until-significant "
+                        "to stop once the best group is")
+    if stable_for is not None and not (until_significant or until_decided):
         raise UserError("--stable-for sets the first look of --until-significant, which is not given",
                         "add --until-significant, or drop --stable-for")
     return run_command(experiment, output, until_significant, max_duration, stable_for or "60s", no_report, console,
-                       metrics_addr, serve=serve, serve_public=serve_public)
+                       metrics_addr, serve=serve, serve_public=serve_public, until_decided=until_decided, as_json=as_json)
 
 
-def _bind_metrics(metrics_addr: str | None, bound=None) -> "metrics.MetricsServer | None":
+def _bind_metrics(metrics_addr: str | None, bound=None) -> metrics.MetricsServer | None:
     """`--metrics ADDR` bound now (a busy port is refused before anything is made); `bound`: a
     server already bound, released if this one cannot be."""
     if metrics_addr is None:
@@ -200,7 +209,9 @@ def _bind_metrics(metrics_addr: str | None, bound=None) -> "metrics.MetricsServe
 
 def run_command(experiment: Path, output: Path | None, until_significant: bool, max_duration: str | None,
                 stable_for: str, no_report: bool, console: Console, metrics_addr: str | None = None,
-                serve: str | None = None, serve_public: bool = False) -> int:
+                serve: str | None = None, serve_public: bool = False, until_decided: bool = False,
+                deadline: float | None = None, as_json: bool = False) -> int:
+    """deadline (time.monotonic()): the run ends by then, whatever its set-up took (the demo's cap)."""
     live = None
     if serve is not None:
         from ..liveview import LiveServer, parse_address
@@ -213,13 +224,15 @@ def run_command(experiment: Path, output: Path | None, until_significant: bool, 
     preflight.check_load_command(exp)
     limit = parse_duration(max_duration, "--max-duration") if max_duration else None
     stop = None
-    if until_significant:
-        from ..stopping import SignificanceStop     # (here: it brings the statistics, ~0.8 s of imports a bad file need not wait for)
+    if until_significant or until_decided:
+        from ..stopping import (
+            SignificanceStop,  # (here: it brings the statistics, ~0.8 s of imports a bad file need not wait for)
+        )
         first = max(parse_duration(stable_for, "--stable-for"), exp.phases.warmup + 10 * exp.interval)
         stop = SignificanceStop(first, n_comparisons=max(1, len(exp.groups) - 1),
-                                planned_s=exp.planned_duration(limit), interval=exp.interval)
+                                planned_s=exp.planned_duration(limit), interval=exp.interval, every=until_decided)
     try:
-        runner = Runner(exp, output, stop_check=stop, max_duration=limit)
+        runner = Runner(exp, output, stop_check=stop, max_duration=limit, deadline=deadline)
     except BaseException:
         for companion in (live, exposition):
             if companion is not None:
@@ -257,8 +270,9 @@ def run_command(experiment: Path, output: Path | None, until_significant: bool, 
                       markup=False, highlight=False, soft_wrap=True)
             return EXIT_CUT_SHORT
         console.print(f"run ended: {result.end_reason}; data in {result.run_dir}")
-        if not no_report:
-            _report(result.run_dir, console)
+        written = None if no_report else _report(result.run_dir, console)
+        if as_json:
+            emit_json(run_document(result.run_dir, result.end_reason, result.interrupted, written))
     finally:
         # the live view follows the run to its end: its final state and the report's link (served
         # at /report.html) are there while the report is written; it stops when alloclab is done
@@ -266,11 +280,12 @@ def run_command(experiment: Path, output: Path | None, until_significant: bool, 
             if not no_report and (runner.run_dir / "report.html").is_file():
                 time.sleep(LIVE_LINGER_S)      # an open page polls every 2 s: let it pick up the report's link
             live.stop()
-    return 130 if result.interrupted else 0
+    return exitcodes.INTERRUPTED if result.interrupted else exitcodes.OK
 
 
-def resume_command(run: Path, no_report: bool, console: Console, metrics_addr: str | None = None) -> int:
-    """--resume RUN: see runner.resume (and docs/store.md, "Cut short and resumed runs"); with
+def resume_command(run: Path, no_report: bool, console: Console, metrics_addr: str | None = None,
+                   as_json: bool = False) -> int:
+    """--resume RUN: see runner.resume (and docs/reference/store.md, "How a run ended"); with
     --metrics, the resumed ticks are served as a new run's are."""
     err = Console(stderr=True)
     exposition = _bind_metrics(metrics_addr)
@@ -291,12 +306,26 @@ def resume_command(run: Path, no_report: bool, console: Console, metrics_addr: s
                       f"more intervals, then ended them")
     else:
         console.print(f"no process of {result.run_dir} survived; the run is closed (end reason: {result.end_reason})")
-    if not no_report:
-        _report(result.run_dir, console)
-    return 130 if result.interrupted else 0
+    written = None if no_report else _report(result.run_dir, console)
+    if as_json:
+        emit_json(run_document(result.run_dir, result.end_reason, result.interrupted, written))
+    return exitcodes.INTERRUPTED if result.interrupted else exitcodes.OK
 
 
-def _report(run_dir: Path, console: Console) -> None:
+def _report(run_dir: Path, console: Console):
+    """The report written and its summary printed; the report's input (for --json)."""
     from .. import report
-    path, _ = report.report_run(run_dir, console=console)
+    path, written = report.report_run(run_dir, console=console)
     console.print(f"report: {path} (interactive: {path.with_name('report.html')})")
+    return written
+
+
+def run_document(run_dir: Path, end_reason: str | None, interrupted: bool, written) -> dict:
+    """`run --json`: the run's directory, how it ended, and its report's summary (summary.json's
+    document; None with --no-report)."""
+    summary = None
+    if written is not None:
+        from ..reporters.json_summary import summary_document
+        summary = summary_document(written)
+    return {"run": str(Path(run_dir).resolve()), "end_reason": end_reason, "interrupted": interrupted,
+            "report": str(Path(run_dir) / "report.md") if written is not None else None, "summary": summary}

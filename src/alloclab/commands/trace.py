@@ -10,9 +10,9 @@ from rich.console import Console
 from rich.table import Table
 
 from .. import trace
+from ..allocators.resolution import resolve
 from ..errors import UserError
 from ..outputs import writable_file
-from ..allocators.resolution import resolve
 
 
 def record_command(output: Path, allocator: str | None, command: list[str], console: Console) -> None:
@@ -30,7 +30,7 @@ def record_command(output: Path, allocator: str | None, command: list[str], cons
 
 
 def replay_command(trace_file: Path, speed: float, allocator: str | None, limits: dict, timeout: float | None,
-                   console: Console) -> None:
+                   console: Console, as_json: bool = False) -> None:
     if not math.isfinite(speed) or speed < 0:
         raise UserError(f"--speed {speed} is not a finite number >= 0", "give 0 (no waiting) or a positive factor")
     if timeout is not None and not (math.isfinite(timeout) and timeout > 0):
@@ -39,6 +39,9 @@ def replay_command(trace_file: Path, speed: float, allocator: str | None, limits
     if allocator and allocator != "glibc":
         lib = resolve(allocator).path
     r = trace.replay(trace_file, speed, lib, limits=limits, timeout=timeout)
+    if as_json:
+        click.echo(json.dumps(r))
+        return
     shortened = f"; {r['gaps_shortened']} idle gap(s) shortened" if r.get("gaps_shortened") else ""
     console.print(f"replayed {r['operations']:,} operations on {r['threads']} threads in {r['seconds']:.3f} s: "
                   f"{r['ops_per_s']:,.0f} ops/s; live at the end {r['live_bytes_end'] / 1048576:.1f} MB{shortened}")

@@ -7,7 +7,7 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
 UNIT = {"cpu_per_op": "CPU µs per operation"}
 COLOURS = {"bad": "tab:red", "good": "tab:green", "undecided": "tab:gray", "interrupted": "tab:gray"}

@@ -20,16 +20,17 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from ..allocators import options
 from .. import outputs
-from .derive import Base, Point, derive
+from ..allocators import options
 from ..errors import UserError
 from ..runner import Runner
 from ..stopping import ThresholdStop
+from .derive import Base, Point, derive
 
 MEMORY_METRICS = ("rss", "pss", "uss", "anon")
 METRICS = MEMORY_METRICS + ("cpu_per_op",)

@@ -25,18 +25,19 @@ import itertools
 import json
 import os
 import tomllib
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
+from .. import outputs, sampler, stats
 from ..allocators import catalog, tunables
-from .. import outputs, sampler
 from ..config import MAX_GROUPS, _check_keys, _check_tree, _env, _typed, parse_experiment, show
-from .derive import Base, Point, _v, derive, group_name
 from ..errors import UserError
 from ..runner import Runner
+from .derive import Base, Point, _v, derive, group_name
 
 MAX_POINTS = 256
 MAX_VALUES = 64                 # per axis
@@ -276,7 +277,6 @@ def _cpu_levels(a, group: str) -> np.ndarray:
 def collect(a, batch: int, labels: dict[str, Point]) -> list[PointResult]:
     """One batch's figures per point, ratios and intervals against the batch's baseline (the
     comparisons of the analysis: Welch on log levels, Holm within the batch)."""
-    from .. import stats
     from ..analysis import RULES
     cpu = {g.name: _cpu_levels(a, g.name) for g in a.groups}
     cpu_cmp = stats.compare_to_baseline(cpu, a.baseline, alpha=RULES["alpha"]) if any(len(v) for v in cpu.values()) else {}
@@ -290,7 +290,8 @@ def collect(a, batch: int, labels: dict[str, Point]) -> list[PointResult]:
             c.p_holm if c else None, g.cpu_us_per_op if (g.cpu_us_per_op or 0) > 0 else None,
             1.0 if g.is_baseline and cc else (cc.ratio if cc else None), cc.ratio_ci if cc else None,
             cc.p_adj if cc else None, g.ops_per_s,
-            g.ops_per_s / base.ops_per_s if g.ops_per_s and base.ops_per_s else None, g.usable, g.status))
+            g.ops_per_s / base.ops_per_s if g.ops_per_s and base.ops_per_s else None, g.usable,
+            stats.status_phrase(g.status, g.growth_shape)))
     return out
 
 

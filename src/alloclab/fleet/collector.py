@@ -5,7 +5,7 @@ Cost (issue 25): systemd is asked only about units whose main process was lost s
 tick, all of them in one batched query (fleet.Units.unit_states) by a background thread, so a
 tick never waits for systemd (SystemdQuestions); every tick reads each unit's memory from /proc,
 its members from its cgroup.procs every MEMBERSHIP_SECONDS or as soon as a known member is gone
-(fleet_reader.c; docs/fleet.md gives what that can miss), with the full tier under its CPU
+(fleet_reader.c; docs/how-to/fleet.md gives what that can miss), with the full tier under its CPU
 budget, capped per tick. Ticks keep a fixed schedule (slots t0 + k * interval; a tick that
 overruns skips the slots it missed and counts as late), and every wait is interruptible, so
 SIGTERM ends the collector within one tick at any interval. A unit without a process is absent
@@ -25,20 +25,24 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..allocators import library
-from . import fleetread, rootfs, unitfile
 from .. import metrics, sampler, settings
+from ..allocators import library
 from ..config import parse_duration
 from ..errors import UserError
-from ..outputs import writable_directory
-from .lifecycle import START_STATES_TIMEOUT, Plan, Units, _dev_inode, cgroup_files, read_cgroup_procs
 from ..host import host_metadata
-from ..tickwriter import Recorder, Tracked
+from ..outputs import writable_directory
 from ..store import DB_NAME, Store
+from ..tickwriter import VERIFY_MIN_AGE, VERIFY_SETTLE_S, Recorder, Tracked
+from . import deployed, fleetread, rootfs, unitfile
+from .lifecycle import START_STATES_TIMEOUT, Plan, Units, _dev_inode, cgroup_files, read_cgroup_procs
 
 REASK_DOWN = 5.0           # seconds between questions to systemd about a unit with no process and no known cgroup
 LATE_SHARE = 0.1           # a tick that starts more than this share of the interval after its slot is late
 MEMBERSHIP_SECONDS = 10.0  # a unit's cgroup.procs (and its members' stat) read at least this often; statm every tick
+# a unit's level before a deploy: its mean resident memory over the day before it (a whole daily
+# cycle: with a ±10% cycle, a 1-hour level alerted falsely on 18.5% of unchanged units in 14 days, the
+# day's on 0.4%: benchmarks/watch_after_deploy_calibration.py)
+PRE_DEPLOY_S = 86400.0
 
 
 def install_collector(units: Units, plan: Path, run: Path, interval: str, systemctl: str | None = None,
@@ -82,6 +86,62 @@ class Watch:
     asked: float = -1e18                        # monotonic time systemd was last asked about it
     up: bool = False
     start_time: float | None = None             # unix time its main process started
+    follows: deployed.Following | None = None   # the generation it follows (resolved again when its main process changes)
+    followed_main: tuple[int, int] | None = None    # the main process it was resolved with
+    check: DeployedCheck | None = None        # where the generation's allocator is not its plan group's
+    pre_deploy_kb: float | None = None          # its level before the generation it follows
+    deployed_verified: bool | None = None       # `check`'s verdict this tick
+
+
+def allocator_spec(g: dict) -> library.AllocatorSpec:
+    """What verification looks for in a unit of group `g` (a plan's group)."""
+    try:
+        where = _dev_inode(g["library"])
+    except OSError:                                # a generation's library gone since: matched by path and sha256
+        where = {}
+    return library.AllocatorSpec(kind=g["kind"], request=g["allocator"], path=g["library"], sha256=g["sha256"],
+                                 family=g["family"], version=g["version"], **where)
+
+
+def _same_allocator(a: dict, b: dict) -> bool:
+    return all(a.get(k) == b.get(k) for k in ("kind", "allocator", "library", "sha256"))
+
+
+class DeployedCheck:
+    """A unit's processes checked against the allocator of the generation it follows, where that
+    is not its plan group's. The store keeps the experiment's own verification (the analysis
+    attributes samples by it); the exposition, and the alerts, this one."""
+
+    def __init__(self, group: dict, every: float):
+        self.spec, self.every = allocator_spec(group), every
+        self.verdicts: dict[tuple[int, int], bool | None] = {}
+        self.at: dict[tuple[int, int], float] = {}
+
+    def observe(self, readings: list[sampler.ProcReading], now: float) -> bool | None:
+        """False when one process does not map it, True when every one does, None while unknown."""
+        keys = {rd.stat.identity: rd.stat.start_ticks for rd in readings}
+        for key, start in keys.items():
+            age = sampler.process_age(start)
+            if now - self.at.get(key, -1e18) < self.every or age < VERIFY_MIN_AGE:
+                continue
+            try:
+                verdict = library.verify_process(key[0], self.spec).verified
+            except OSError:
+                continue
+            if verdict is not True and key not in self.verdicts and age < VERIFY_SETTLE_S:
+                continue                            # maybe still loading: read again next tick
+            self.verdicts[key], self.at[key] = verdict, now
+        for key in [k for k in self.verdicts if k not in keys]:
+            del self.verdicts[key], self.at[key]
+        return current_state(self.verdicts, keys)
+
+
+def current_state(verdicts: dict[tuple[int, int], bool | None], live) -> bool | None:
+    """Verified now: False when one live process does not map the allocator, True when every one
+    does, None while one is unknown. (The store's replica state keeps every process it ever saw: a
+    unit once off stays unverified for the run; the exposition tells what runs now.)"""
+    states = [verdicts[k] for k in live if k in verdicts]
+    return False if False in states else (None if None in states or not states else True)
 
 
 class TickClock:
@@ -129,7 +189,7 @@ class SystemdQuestions:
 
     RETRY_S = 1.0
 
-    def __init__(self, units: Units, health: "metrics.CollectorHealth | None"):
+    def __init__(self, units: Units, health: metrics.CollectorHealth | None):
         self.units, self.health = units, health
         self.lock = threading.Lock()
         self.wanted: set[str] = set()
@@ -190,7 +250,7 @@ class UnitReader:
     has no cgroup) and their readings; the units whose main process is unknown or gone handed to
     SystemdQuestions, its answers taken at the start of the next tick."""
 
-    def __init__(self, units: Units, watches: dict[str, Watch], health: "metrics.CollectorHealth | None" = None,
+    def __init__(self, units: Units, watches: dict[str, Watch], health: metrics.CollectorHealth | None = None,
                  native: fleetread.NativeReader | None = None, membership_every: int = 1):
         self.units, self.watches, self.health, self.native = units, watches, health, native
         self.index = {unit: i for i, unit in enumerate(watches)}
@@ -295,6 +355,67 @@ class CgroupReading:
         return self.peak
 
 
+class Follower:
+    """Keeps each unit's Watch on the generation it follows (fleet/deployed.py): the state
+    directory is listed every tick and read again when it changed; a unit is resolved again when
+    its main process changes (the rollout restarting it). Each move is a `deployed_state` event."""
+
+    def __init__(self, units: Units, plan_groups: dict[str, dict], host: str | None, verify_every: float,
+                 health: metrics.CollectorHealth | None):
+        self.root, self.plan_groups, self.host = units.root, plan_groups, host
+        self.store: Store | None = None          # the run's, once open (each unit's level before a deploy)
+        self.verify_every, self.health = verify_every, health
+        self.known: dict[str, deployed.Generation] = {}     # each generation read once it is complete
+        self.seen = deployed.signature(self.root)       # a --root whose state cannot be listed: refused at start
+        self.gens, self.complete, self.problems = deployed.generations(self.root, host, self.known)
+        self.reported: set[str] = set()
+
+    def refresh(self) -> bool:
+        """True when the generations changed since the last tick (read again then, and every tick
+        while one has no manifest yet: an apply writes it before it restarts any unit, and a unit
+        restarted before its generation is read would be judged by the one before)."""
+        try:
+            sig = deployed.signature(self.root)
+            if sig == self.seen and self.complete:
+                return False
+            gens, self.complete, self.problems = deployed.generations(self.root, self.host, self.known)
+            changed, self.seen, self.gens = sig != self.seen or gens != self.gens, sig, gens
+        except UserError as exc:       # the state directory refused (rootfs): the units keep what they follow
+            self.complete, self.problems = False, [exc.problem]
+            self.report(time.time())
+            return False
+        self.report(time.time())
+        return changed
+
+    def report(self, now: float) -> None:
+        """Each problem met reading the generations, once: a `deployed_state` event in the run and
+        the collector's error counter (kind deployed_state)."""
+        for problem in self.problems:
+            if problem not in self.reported and self.store is not None:
+                self.reported.add(problem)
+                self.store.add_event(now, "deployed_state", f"generations: {problem}")
+                if self.health:
+                    self.health.error("deployed_state")
+
+    def follow(self, unit: str, w: Watch, now: float, announce: bool = True) -> None:
+        f = deployed.following(self.gens, unit, self.plan_groups[unit], w.start_time)
+        w.followed_main = w.main
+        if w.follows is not None and (w.follows.label, w.follows.group) == (f.label, f.group):
+            return
+        w.follows, plan_group = f, self.plan_groups[unit]
+        w.check = DeployedCheck(f.group, self.verify_every) if f.group and not _same_allocator(f.group, plan_group) else None
+        w.deployed_verified, w.pre_deploy_kb = None, None
+        if f.generation is not None:
+            mean, n = self.store.mean_between(w.tracked.id, "rss_kb", f.generation.applied_at - PRE_DEPLOY_S,
+                                              f.generation.applied_at)
+            w.pre_deploy_kb = mean if n else None
+        if announce:
+            what = (f"{f.group['name']} ({metrics.allocator_label(f.group)})" if f.group
+                    else "allocator unknown" + ("" if f.generation else " (the state before alloclab)"))
+            self.store.add_event(now, "deployed_state", f"{unit}: generation {f.label}: {what}", w.tracked.id,
+                                 w.tracked.group_name)
+
+
 def _cgroup_reading(cgroup: sampler.Cgroup | None, budget: sampler.SmapsBudget) -> CgroupReading | None:
     """The unit cgroup's memory figures, read within the full tier's budget: cgroup v1's
     memory.usage_in_bytes costs the kernel ~40-90 us a read (measured: benchmarks/fleet_collector.py),
@@ -308,7 +429,7 @@ def _cgroup_reading(cgroup: sampler.Cgroup | None, budget: sampler.SmapsBudget) 
 
 
 def collect(units: Units, plan: Plan, run: Path, interval: float, duration: float | None, say=print,
-            smaps_budget: float = 0.02, verify_every: float = 300.0, exposition: "metrics.Exposition | None" = None,
+            smaps_budget: float = 0.02, verify_every: float = 300.0, exposition: metrics.Exposition | None = None,
             host: str | None = None) -> dict:
     """Sample every unit of the plan into RUN until stopped (or for `duration` seconds). A run that
     exists is resumed: same groups and replicas, a `collector_resumed` event marks the gap. With an
@@ -323,9 +444,7 @@ def collect(units: Units, plan: Plan, run: Path, interval: float, duration: floa
         say(f"reading units in Python (slower): {why_not}")
     watches: dict[str, Watch] = {}
     for a in plan.assignments:
-        g = groups[a["group"]]
-        spec = library.AllocatorSpec(kind=g["kind"], request=g["allocator"], path=g["library"], sha256=g["sha256"],
-                                        family=g["family"], version=g["version"], **_dev_inode(g["library"]))
+        spec = allocator_spec(groups[a["group"]])
         watches[a["unit"]] = Watch(Tracked(id=0, name=a["unit"], group_name=a["group"], spec=spec))
     reader = UnitReader(units, watches, health, native_reader, max(1, round(MEMBERSHIP_SECONDS / interval)))
     # capped per tick at the budget's share of one interval: a tick never spends what skipped slots accrued
@@ -341,6 +460,8 @@ def collect(units: Units, plan: Plan, run: Path, interval: float, duration: floa
                         + (f"; {reader.last_error}" if reader.last_error else "") + ")",
                         "start the units, or give the --systemctl (systemd, user) and --root the plan was made with")
     resumed = (run / DB_NAME).exists()
+    plan_groups = {a["unit"]: groups[a["group"]] for a in plan.assignments}
+    follower = Follower(units, plan_groups, plan.data.get("host"), verify_every, health)   # before anything is stored
     if resumed:
         store = Store.open(run)
         if store.meta().get("source") != "fleet":
@@ -348,6 +469,7 @@ def collect(units: Units, plan: Plan, run: Path, interval: float, duration: floa
     else:
         writable_directory(run)
         store = Store.create(run / DB_NAME)
+    follower.store = store
     store.begin()
     last = store.last_sample_time()
     if resumed:
@@ -369,6 +491,11 @@ def collect(units: Units, plan: Plan, run: Path, interval: float, duration: floa
     for row in store.replicas():
         if row["name"] in watches:
             watches[row["name"]].tracked.id = row["id"]
+    store.begin()
+    for unit, w in watches.items():
+        follower.follow(unit, w, time.time(), announce=False)
+    follower.report(time.time())
+    store.commit()
     # each unit's main process identity, kept in the store so a resumed collector sees restarts
     mains = {u: tuple(v) for u, v in json.loads(store.meta().get("fleet_main_processes", "{}")).items()}
     restarts = {unit: 0 for unit in watches}
@@ -402,8 +529,11 @@ def collect(units: Units, plan: Plan, run: Path, interval: float, duration: floa
             mains_changed = False
             cgroups = budget.allowed()                 # else no unit's cgroup is read this tick (asked once, not per unit)
             store.begin()
+            refollow = follower.refresh()
             for unit, w in watches.items():
                 rd, t = readings[unit], w.tracked
+                if refollow or w.followed_main != w.main:
+                    follower.follow(unit, w, now)
                 if rd and w.main is not None and mains.get(unit) != w.main:
                     if mains.get(unit):
                         store.add_event(now, "process_restart", f"{unit}: main process {mains[unit][0]} -> {w.main[0]}",
@@ -413,11 +543,13 @@ def collect(units: Units, plan: Plan, run: Path, interval: float, duration: floa
                     mains_changed = True
                 if rd:
                     recorder.observe(t, rd, now, "load", cgroup=_cgroup_reading(w.memory, budget) if cgroups else None)
+                    if w.check is not None:
+                        w.deployed_verified = w.check.observe(rd, now)
                 elif w.up:
                     store.add_event(now, "unit_stopped", f"{unit}: no process", t.id, t.group_name)
                 w.up = bool(rd)
             if exposition is not None:
-                exposition.publish(_snapshot(now, host, watches, groups, recorder.replica_rows, restarts))
+                exposition.publish(_snapshot(now, host, watches, recorder.replica_rows, restarts))
             cpu_record = time.process_time()
             recorder.flush(now)
             if mains_changed:                          # ~2 ms of JSON at 2,000 units: only when one changed
@@ -457,20 +589,26 @@ def collect(units: Units, plan: Plan, run: Path, interval: float, duration: floa
             "systemd_queries": reader.queries, "full_tier_cpu_s": budget.spent}
 
 
-def _snapshot(now: float, host: str, watches: dict[str, Watch], groups: dict, rows: list[tuple],
-              restarts: dict[str, int]) -> "metrics.Snapshot":
+def _snapshot(now: float, host: str, watches: dict[str, Watch], rows: list[tuple],
+              restarts: dict[str, int]) -> metrics.Snapshot:
     """This tick's replica rows (exactly what goes to the store) as one exposition snapshot; a
-    unit without a row this tick is down (no figures, only its up, info and restart counter)."""
+    unit without a row this tick is down (no figures, only its up, info and restart counter).
+    Labels and verification follow the generation each unit follows (Follower)."""
     cols = Recorder.SAMPLE_COLUMNS
     by_id = {row[cols.index("replica_id")]: row for row in rows}
     snap = metrics.Snapshot(t=now, host=host)
     for unit, w in watches.items():
-        row, t = by_id.get(w.tracked.id), w.tracked
+        row, t, f = by_id.get(w.tracked.id), w.tracked, w.follows
+        g = f.group or {}
+        verified = (w.deployed_verified if w.check is not None else current_state(t.verdicts, t.current)) \
+            if row and f.group else None
         snap.units.append(metrics.UnitFigures(
-            unit=unit, group=t.group_name, allocator=metrics.allocator_label(groups[t.group_name]),
-            version=groups[t.group_name]["version"] or "", sha256=groups[t.group_name]["sha256"] or "",
+            unit=unit, group=g.get("name", ""), allocator=metrics.allocator_label(g) if g else "",
+            version=g.get("version") or "", sha256=g.get("sha256") or "",
             up=row is not None, nprocs=row[cols.index("nprocs")] if row else 0,
             memory_kb={c: row[cols.index(c)] for c in metrics.MEMTYPES} if row else {},
-            cpu_s=row[cols.index("cpu_s")] if row else None, verified=t.state if row else None,
-            restarts=restarts[unit], start_time=w.start_time if row else None))
+            cpu_s=row[cols.index("cpu_s")] if row else None, verified=verified,
+            restarts=restarts[unit], start_time=w.start_time if row else None,
+            generation=f.label, generation_number=f.number,
+            generation_time=f.generation.applied_at if f.generation else None, pre_deploy_kb=w.pre_deploy_kb))
     return snap

@@ -25,16 +25,16 @@ network-wide event that moves every relay moves both sides of the ratio.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field, replace
 from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 from scipy import special
 
 from .. import stats
-from ..analysis.rules import RULES
-from ..stats.across_runs import _log_se
-from ..stats.compare import _welch
+from ..stats.across_runs import log_se
+from ..stats.compare import welch
+from ..stats.rules import RULES
 from ..timefmt import utc
 
 DAY = 86400.0
@@ -131,7 +131,7 @@ def decide(looks: Iterable[tuple[float, dict[str, np.ndarray]]], baseline: str, 
         for g, c in comps.items():
             if g == baseline or g in decided:
                 continue
-            se = _log_se(c)
+            se = log_se(c)
             if se is not None:
                 ses.setdefault(g, []).append((t, se))
             s = ComparisonStatus(g, baseline, "undecided", None, c.ratio, c.ratio_ci, k, t, level, c.n, nb,
@@ -252,7 +252,7 @@ def still_closing(look: LookData, group: str, baseline: str, ratio: float, outco
     a, b = a[np.isfinite(a)], b[np.isfinite(b)]
     if len(a) < 2 or len(b) < 2:
         return False
-    w = _welch(a, b)
+    w = welch(a, b)
     if w is None:
         return False
     if outcome == "equivalent":

@@ -13,7 +13,7 @@ import itertools
 import json
 import math
 import re
-from typing import Callable
+from collections.abc import Callable
 
 from ..errors import UserError
 from . import unitfile

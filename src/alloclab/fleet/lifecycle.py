@@ -30,13 +30,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from ..allocators import library as allocators, debpackage, loaderenv, resolution, tunables
-from . import factschema, rollout, rootfs, unitaccess, unitfile
 from .. import reaper, sampler, settings, timefmt
+from ..allocators import debpackage, library as allocators, loaderenv, resolution, tunables
 from ..config import load_experiment
 from ..errors import UserError
+from . import canary, factschema, rollout, rootfs, unitaccess, unitfile
 
 DROPIN_NAME = "50-alloclab.conf"
+CANARY = "the canary"            # a trip's "unit" when the canary batch failed against its peers
 UNIT_STATES_TIMEOUT = 30.0      # seconds one batched `systemctl show` may take before the collector moves on
 # the collector's first question, before any tick is due: a manager on a loaded host (load 60-100)
 # answered one `systemctl show` of 2,000 units after more than 30 s (benchmarks/fleet_collector.py)
@@ -581,14 +582,19 @@ def _check_library(group: dict) -> None:
 
 def apply_plan(units: Units, plan: Plan, batch: int | str, dry_run: bool, say=print, timeout: float = 30.0,
                guards: rollout.Guards | None = None, settle: float = 0.0, scope: str = "all",
-               sample_every: float = 1.0, history: Path | None = None) -> dict:
+               sample_every: float = 1.0, history: Path | None = None, peer_rule: canary.PeerRule | None = None,
+               baseline: str = "none", baseline_restart: bool = True) -> dict:
     """Back up every drop-in, then batch by batch: write the batch's drop-ins, reload, restart,
     verify. Without guards the first failure stops the rollout (undo: `fleet rollback`). With
     guards (a canary rollout, `fleet deploy`) each batch also settles for `settle` seconds under
     watch, and a failure or a tripped guard rolls back automatically: the tripped batch
     (scope "batch") or everything this apply restarted (scope "all"), byte for byte. `history`: the
     collector's run of these units, where the increase guard reads each old process's level at the
-    new process's age (rollout.memory_trip)."""
+    new process's age (rollout.memory_trip). `peer_rule` (with guards): the first batch, the canary,
+    is also judged against a baseline cohort of untouched units (`baseline`: auto, N, P% or none;
+    restarted at the same moment on their own drop-ins unless not `baseline_restart`) by
+    fleet.canary: FAIL rolls back as a trip does, MORE TIME at the maximum settle time does what the
+    rule's `undecided` says (hold: stop here, the canary kept)."""
     root = units.root
     present = set(units.list_units())
     missing = [u for u in plan.data["units"] if u not in present]
@@ -609,14 +615,23 @@ def apply_plan(units: Units, plan: Plan, batch: int | str, dry_run: bool, say=pr
     starts = [sum(sizes[:i]) for i in range(len(sizes))]
     batches = [writes[s:s + n] for s, n in zip(starts, sizes)]
     past = _open_history(history) if guards is not None else None     # a wrong --history fails the dry run too
+    judge, peers_note = _peer_judge(plan, batches, peer_rule if guards is not None else None, baseline, baseline_restart)
     if dry_run:
-        for unit, path, text in writes:
+        for _unit, path, text in writes:
             say(f"would write {path}:\n" + "".join(f"    {ln}\n" for ln in text.splitlines()))
         for i, b in enumerate(batches, 1):
-            say(f"batch {i}: write its drop-ins, systemctl daemon-reload, systemctl restart {' '.join(u for u, _, _ in b)}, "
-                "then check active and allocator mapped" + (f", then settle {settle:g} s under the guards" if guards else ""))
+            peers = judge is not None and i == 1
+            say(f"batch {i}: write its drop-ins, systemctl daemon-reload, systemctl restart {' '.join(u for u, _, _ in b)}"
+                + (f" and{'' if baseline_restart else ' not'} its {len(judge.baseline)} peers {' '.join(judge.baseline)}" if peers else "")
+                + ", then check active and allocator mapped" + (f", then settle {settle:g} s under the guards" if guards else "")
+                + (f", judged against its peers (up to {judge.rule.max_settle_s:g} s)" if peers else ""))
+        if guards is not None and peer_rule is not None:
+            say(f"canary: {peers_note}")
         return {"dry_run": True, "units": len(writes), "batches": len(batches), "host": plan.data.get("host"),
-                "would_change": [{"unit": u, "group": _group_of(plan, u), "dropin": str(p)} for u, p, _ in writes]}
+                "would_change": [{"unit": u, "group": _group_of(plan, u), "dropin": str(p)} for u, p, _ in writes],
+                "canary": judge.as_dict() if judge is not None else ({"note": peers_note} if peer_rule else None)}
+    if guards is not None and peer_rule is not None and judge is None:
+        say(f"canary: {peers_note}")           # why the guards alone judge it
     # back up what is there (or that nothing is), byte for byte, before touching anything; every
     # path under the root is reached without following links (rootfs)
     fs = rootfs.Root(root)
@@ -629,7 +644,7 @@ def apply_plan(units: Units, plan: Plan, batch: int | str, dry_run: bool, say=pr
         n += 1
         generation = generation.with_name(f"{generation.name.split('.')[0]}.{n}")
     fs.mkdirs(generation / "backup")
-    manifest = {"plan": str(plan.path), "plan_id": plan_id, "units": {}}
+    manifest = {"plan": str(plan.path), "plan_id": plan_id, "applied_at": time.time(), "units": {}}
     for unit, path, _ in writes:
         backup = generation / "backup" / unit
         if fs.exists(path):
@@ -638,24 +653,47 @@ def apply_plan(units: Units, plan: Plan, batch: int | str, dry_run: bool, say=pr
         else:
             manifest["units"][unit] = {"dropin": str(path), "had_file": False, "dir_existed": fs.is_dir(path.parent)}
     fs.write(generation / "manifest.json", json.dumps(manifest, indent=2))
+    # the plan as applied, kept with its generation: the collector labels and verifies each unit by
+    # the generation it follows (fleet/deployed.py), even after a later deploy rewrote the plan file
+    fs.write(generation / "plan.json", json.dumps(plan.data, indent=2))
     done: list[str] = []
     watched: dict[str, dict] = {}
     for i, b in enumerate(batches, 1):
         names = [u for u, _, _ in b]
         old = {u: _old_process(units, u, past) for u in names}   # each unit's level on its old allocator
-        for unit, path, text in b:       # later batches keep their old drop-ins until their turn
+        peers = judge if i == 1 else None
+        for _unit, path, text in b:       # later batches keep their old drop-ins until their turn
             fs.write(path, text)
         units.daemon_reload()
-        for unit in names:
-            units.restart(unit)
+        if peers is not None:
+            peers.old_kb = {**{u: old[u]["kb"] for u in names}, **{u: _rss_kb(units, u) for u in peers.baseline}}
+        for unit in _interleave(names, peers.baseline if peers is not None and peers.restart_baseline else []):
+            units.restart(unit)          # the canary and its peers at the same moment, in turn
+        if peers is not None:
+            peers.restarted()
         problem = None
         for unit in names:
             detail = _verify_unit(units, unit, groups[_group_of(plan, unit)], timeout)
             if detail:
                 problem = (unit, f"failed verification after restart: {detail}")
                 break
+        if problem is None and peers is not None and peers.restart_baseline:
+            problem = _wait_active(units, peers.baseline, timeout, "a peer of the canary: not active after its restart")
         if problem is None and guards is not None:
-            problem = _settle(units, names, old, guards, settle, sample_every, watched)
+            problem = _settle(units, names, old, guards, settle, sample_every, watched, peers)
+        if peers is not None:
+            fs.write(generation / "canary.json", json.dumps(peers.as_dict(), indent=2, default=str))
+            if peers.looks:
+                say(peers.verdict_line())
+            if problem is None and peers.action == canary.FAIL:
+                problem = (CANARY, peers.failure())
+            elif problem is None and peers.action == "hold":
+                done.extend(names)
+                say(f"batch 1/{len(batches)}: held: the canary stays deployed, nothing else is changed; "
+                    f"go on with the same command and a longer --max-settle, or undo it with: alloclab fleet rollback --root {root}")
+                return {"dry_run": False, "units": len(done), "batches": len(batches), "generation": str(generation),
+                        "host": plan.data.get("host"), "changed": _changes(units, plan, done), "tripped": None,
+                        "held": {"batch": 1, "why": peers.verdict_line()}, "watched": watched, "canary": peers.as_dict()}
         if problem is not None:
             unit, why = problem
             if guards is None:
@@ -663,7 +701,8 @@ def apply_plan(units: Units, plan: Plan, batch: int | str, dry_run: bool, say=pr
                     f"{len(writes) - len(done) - len(b)} not restarted)")
                 raise UserError(f"{unit} {why}", f"fix it, or undo everything with: alloclab fleet rollback --root {root}")
             undo = names if scope == "batch" else done + names
-            say(f"batch {i}: {unit}: {why}: guard tripped; rolling back {len(undo)} units ({scope})")
+            say(f"batch {i}: {unit} {why}; rolling back {len(undo)} units ({scope})" if unit == CANARY else
+                f"batch {i}: {unit}: {why}: guard tripped; rolling back {len(undo)} units ({scope})")
             restore(units, generation, manifest, undo, max(sizes), say)
             if scope == "all":
                 fs.rename(generation, generation.with_name(generation.name + ".rolled-back"))
@@ -671,13 +710,47 @@ def apply_plan(units: Units, plan: Plan, batch: int | str, dry_run: bool, say=pr
             return {"dry_run": False, "units": len(done), "batches": len(batches), "generation": str(generation),
                     "host": plan.data.get("host"), "changed": _changes(units, plan, kept),
                     "tripped": {"batch": i, "unit": unit, "why": why, "rolled_back": undo, "scope": scope},
-                    "watched": watched}
+                    "watched": watched, "canary": _judgement(judge, peers_note)}
         done.extend(names)
         say(f"batch {i}/{len(batches)}: {', '.join(names)} active and verified"
             + (f", settled {settle:g} s within the guards" if guards is not None else ""))
     return {"dry_run": False, "units": len(done), "batches": len(batches), "generation": str(generation),
             "host": plan.data.get("host"), "changed": _changes(units, plan, done), "tripped": None,
-            "watched": watched}
+            "watched": watched, "canary": _judgement(judge, peers_note)}
+
+
+def _peer_judge(plan: Plan, batches: list, rule: canary.PeerRule | None, baseline: str,
+                restart: bool) -> tuple[canary.PeerJudge | None, str]:
+    """The first batch's judge against its peers (None: not judged so), and what was chosen and why."""
+    if rule is None:
+        return None, "peer judgement off"
+    first = [u for u, _, _ in batches[0]]
+    untouched = [u for b in batches[1:] for u, _, _ in b]
+    n, why = canary.baseline_size(baseline, len(first), len(untouched))
+    if not n:
+        return None, why
+    return canary.PeerJudge(rule, first, canary.choose_baseline(untouched, n, plan.data.get("seed", 0)), restart, note=why), why
+
+
+def _judgement(judge: canary.PeerJudge | None, note: str) -> dict | None:
+    return judge.as_dict() if judge is not None else {"note": note}
+
+
+def _interleave(a: list[str], b: list[str]) -> list[str]:
+    """a[0], b[0], a[1], b[1], ... then the rest of the longer."""
+    out = [x for pair in zip(a, b) for x in pair]
+    return out + a[len(b):] + b[len(a):]
+
+
+def _wait_active(units: Units, names: list[str], timeout: float, why: str) -> tuple[str, str] | None:
+    """The first of `names` not active `timeout` s from now, and why (None: all are)."""
+    deadline = time.monotonic() + timeout
+    for unit in names:
+        while not units.is_active(unit) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if not units.is_active(unit):
+            return unit, why
+    return None
 
 
 def _changes(units: Units, plan: Plan, names: list[str]) -> list[dict]:
@@ -718,11 +791,15 @@ def _rss_kb(units: Units, unit: str) -> int | None:
 
 
 def _settle(units: Units, names: list[str], old: dict[str, dict], guards: rollout.Guards, settle: float,
-            sample_every: float, watched: dict[str, dict] | None = None) -> tuple[str, str] | None:
+            sample_every: float, watched: dict[str, dict] | None = None,
+            peers: canary.PeerJudge | None = None) -> tuple[str, str] | None:
     """Watch a restarted batch for `settle` seconds, and at least `guards.persist` samples of each
     running unit; the first unit that trips a guard, and why.
     Each sample is taken with the new process's age, so the increase guard compares like with like
-    (rollout.memory_trip); what was watched goes into `watched` (the deploy's --json, tests)."""
+    (rollout.memory_trip); what was watched goes into `watched` (the deploy's --json, tests).
+    With `peers` (the canary batch judged against its peers) each round's readings go to the judge
+    too, and the watch goes on until it is final (at most its maximum settle time); a FAIL ends the
+    watch at once (the caller reads peers.action)."""
     memory: dict[str, list[int]] = {u: [] for u in names}
     ages: dict[str, list[float]] = {u: [] for u in names}
     identity = {u: _identity(units, u) for u in names}
@@ -734,6 +811,7 @@ def _settle(units: Units, names: list[str], old: dict[str, dict], guards: rollou
                           "warmup": warmup[u], "old_curve_points": len(old[u]["curve"])}
     deadline = time.monotonic() + settle
     while True:
+        readings: dict[str, int | None] = {}
         for unit in names:
             now = _identity(units, unit)
             if now is None:
@@ -746,15 +824,21 @@ def _settle(units: Units, names: list[str], old: dict[str, dict], guards: rollou
                 identity[unit] = now
                 memory[unit].append(_rss_kb(units, unit) or 0)
                 ages[unit].append(sampler.process_age(now[1]))
+                readings[unit] = memory[unit][-1]
             why = rollout.restart_trip(restarts[unit], guards) or rollout.memory_trip(
                 memory[unit], old[unit]["kb"], guards, ages[unit], warmup[unit], old[unit]["curve"] or None)
             if why:
                 return unit, why
+        if peers is not None:
+            peers.record(readings, lambda u: _rss_kb(units, u))
+            if peers.outcome == canary.FAIL:
+                return None
         # the settle time is over once every running unit also has the samples a memory guard
         # needs to trip: a starved machine can spend it on two samples (else "settled within the
         # guards" would be said of a unit the guard could not have caught)
         left = deadline - time.monotonic()
-        if left <= 0 and all(len(memory[u]) >= guards.persist for u in names if identity[u] is not None):
+        if left <= 0 and all(len(memory[u]) >= guards.persist for u in names if identity[u] is not None) \
+                and (peers is None or peers.final):
             break
         time.sleep(min(sample_every, left) if left > 0 else sample_every)
     stopped = [u for u in names if identity[u] is None]
@@ -817,7 +901,8 @@ def _dev_inode(library: str | None) -> dict:
 def deploy(units: Units, allocator: str | None, pattern: str, batch: int | str, dry_run: bool, out: Path, say=print,
            env: dict[str, str] | None = None, guards: rollout.Guards | None = None, settle: float = 0.0,
            scope: str = "all", sample_every: float = 1.0, group_file: Path | None = None, group: str | None = None,
-           history: Path | None = None, tested: dict | None = None) -> dict:
+           history: Path | None = None, tested: dict | None = None, peer_rule: canary.PeerRule | None = None,
+           baseline: str = "none", baseline_restart: bool = True) -> dict:
     """Roll one allocator out to every matching unit: a one-group plan, applied in canary batches
     under the guards (rolled back automatically when one trips). The allocator and its environment
     come from the arguments, or from group `group` of a groups file (its env, then `env` over it);
@@ -844,7 +929,8 @@ def deploy(units: Units, allocator: str | None, pattern: str, batch: int | str, 
         if tested is not None:          # --from-run: the library the run tested, and the verdict, kept with the plan
             _check_tested(plan, tested)
         return apply_plan(units, plan, batch, dry_run, say, guards=guards, settle=settle, scope=scope,
-                          sample_every=sample_every, history=history)
+                          sample_every=sample_every, history=history, peer_rule=peer_rule, baseline=baseline,
+                          baseline_restart=baseline_restart)
 
 
 def _check_tested(plan: Plan, tested: dict) -> None:
@@ -898,9 +984,11 @@ def load_manifest(path: Path, root: Path) -> dict:
     return manifest
 
 
-def restore(units: Units, gen: Path, manifest: dict, names: list[str], batch: int, say=print) -> None:
+def restore(units: Units, gen: Path, manifest: dict, names: list[str], batch: int | str, say=print) -> None:
     """Put back the drop-ins of `names` as the generation's backup has them (or remove what the
-    apply created), reload, restart them in batches and wait until each is active."""
+    apply created), reload, restart them in batches (N units, or a share 'P%' of `names`, as
+    apply's --batch) and wait until each is active."""
+    batch = rollout.batch_sizes(batch, len(names))[0] if names else 1
     fs = rootfs.Root(units.root)
     for unit in names:
         m = manifest["units"][unit]
@@ -916,10 +1004,7 @@ def restore(units: Units, gen: Path, manifest: dict, names: list[str], batch: in
         for unit in names[i:i + batch]:
             units.restart(unit)
         for unit in names[i:i + batch]:
-            deadline = time.monotonic() + 30
-            while not units.is_active(unit) and time.monotonic() < deadline:
-                time.sleep(0.1)
-            if not units.is_active(unit):
+            if _wait_active(units, [unit], 30, ""):
                 raise UserError(f"{unit} is not active after rollback", "check it with systemctl status")
 
 
@@ -931,11 +1016,12 @@ def _applied(units: Units) -> list[Path]:
                   if not g.endswith(".rolled-back") and fs.is_file(where / g / "manifest.json"))
 
 
-def rollback(units: Units, batch: int, say=print, every: bool = False) -> dict:
+def rollback(units: Units, batch: int | str, say=print, every: bool = False) -> dict:
     """Undo the newest apply or deploy: restore each drop-in byte for byte (or remove what it
     created). The state it returns to is the one before that apply: the drop-ins of the apply
     before it, or, when it was the only one left, the units as they were before alloclab. `every`:
     undo them all, newest first, back to before alloclab (nothing recorded is no error then)."""
+    rollout.batch_sizes(batch, 1)          # a bad --batch refused before any drop-in is touched
     fs = rootfs.Root(units.root)
     applied = _applied(units)
     if not applied:

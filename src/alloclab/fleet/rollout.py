@@ -1,7 +1,7 @@
 """Guards of a canary rollout (`fleet deploy`): the rules that decide, after each batch, whether the
 deployment goes on or rolls itself back. Pure functions over what the settle watch saw, so the
 same rules are simulated for their false-trip rates (benchmarks/guard_calibration.py,
-docs/analysis.md) and applied by fleet.apply_plan.
+docs/method/index.md) and applied by fleet.apply_plan.
 
 A batch trips when, during its settle time, any of its units
 - stays above a memory bound for `persist` consecutive samples: the absolute `max_memory_kb`, or

@@ -8,7 +8,7 @@ opened once, and each name below it is opened relative to its parent's descripto
 (`openat`) with `O_NOFOLLOW`, so a link anywhere below the root is refused with one line, never
 followed. New files are written to a fresh temporary name (`O_CREAT | O_EXCL`, which never
 follows a link either) in the same directory and renamed over the old one (a rename replaces a
-link itself, not what it points to). docs/security.md, "Fleet".
+link itself, not what it points to). docs/reference/security.md, "Fleet: what is written into systemd files, and where".
 """
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ import errno
 import os
 import secrets
 import stat
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 from ..errors import UserError
 

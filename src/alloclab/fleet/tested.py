@@ -64,7 +64,7 @@ def tested_group(source: Path, group: str | None, even_if_undecided: bool,
         open_ = ", ".join(c["group"] for c in verdict["comparisons"] if c["state"] != "decided") or "every comparison"
         base = verdict["comparisons"][0]["baseline"] if verdict["comparisons"] else "the baseline"
         raise UserError(f"{source} is undecided ({open_} vs {base} at day {verdict['elapsed_s'] / decision.DAY:.1f})",
-                        f"see `alloclab fleet status`, wait, or deploy anyway with --even-if-undecided --group NAME")
+                        "see `alloclab fleet status`, wait, or deploy anyway with --even-if-undecided --group NAME")
     name = group or rec
     if name is None:
         raise UserError(f"{source} recommends no group yet", "name the group to deploy with --group NAME")

@@ -15,7 +15,7 @@ the rest, so a value can never become a new directive, a new section or a specif
 
 `split_words` reads such text back the way systemd does for these settings (quotes, C escapes,
 `%%`, `$$`); the LocalUnits stand-in uses it, and tests check it against `systemd-analyze verify`.
-See docs/security.md.
+See docs/reference/security.md.
 """
 from __future__ import annotations
 

@@ -23,7 +23,7 @@
  * zeros (zombie) or fails with ESRCH (reaped), never another process under a reused pid. So a member
  * gone is noticed in the tick it goes, and that unit's cgroup.procs is re-read at once, in the same
  * tick; what can go unseen for up to `membership_every` ticks is a process newly forked into a unit
- * whose known members all still run (docs/fleet.md). Why: cgroup.procs was the costliest read of a
+ * whose known members all still run (docs/how-to/fleet.md). Why: cgroup.procs was the costliest read of a
  * one-process unit (the kernel walks the cgroup's tasks): ~3 us kept, against ~1 for stat and ~0.4
  * for statm (sampler_floor -b, benchmarks/fleet_collector.py).
  */

@@ -15,7 +15,7 @@
  * A replay or --direct prints ops/s, cpu_seconds (all threads, replay phase only), objects and
  * shared_objects (touched by more than one thread: only their ops wait for turns), shared_ops,
  * waits (turns not yet come), sleeps (futex sleeps) and waited_s (summed over threads).
- * The input is not trusted (docs/trace-format.md, "Limits"): reading and ordering are O(n log n)
+ * The input is not trusted (docs/reference/trace-format.md, "Limits"): reading and ordering are O(n log n)
  * whatever the file holds; idle gaps over --max-gap are shortened and a schedule over
  * --max-duration refused; requests over --max-alloc, peaks over --max-live and more threads than
  * --max-threads are refused before anything is allocated; every thread is created before any
@@ -33,7 +33,7 @@
 #include <string.h>
 #include <unistd.h>
 
-/* Defaults of the limits (docs/trace-format.md, "Limits"); each has an option. */
+/* Defaults of the limits (docs/reference/trace-format.md, "Limits"); each has an option. */
 #define DEFAULT_MAX_GAP 3600.0             /* s: a longer idle gap is shortened to this */
 #define DEFAULT_MAX_DURATION 604800.0      /* s (7 days): a longer schedule is refused */
 #define DEFAULT_MAX_THREADS 4096u

@@ -121,7 +121,7 @@ void compile_ops(int direct) {
     if (!shared) { fprintf(stderr, "replay: out of memory for %u shared objects\n", nshared); exit(5); }
 }
 
-/* ---- limits (docs/trace-format.md, "Limits") ---- */
+/* ---- limits (docs/reference/trace-format.md, "Limits") ---- */
 /* The replay schedule: each op's due time (ns of recorded time), every idle gap longer than
  * max_gap replay seconds shortened to it. */
 plan schedule(const limits *lim) {

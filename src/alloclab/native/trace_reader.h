@@ -5,7 +5,7 @@
 #define TRACE_READER_H
 #include "trace_format.h"
 
-/* Limits a file must respect to be read at all (docs/trace-format.md, "Limits"):
+/* Limits a file must respect to be read at all (docs/reference/trace-format.md, "Limits"):
  *  - threads: at most TRACE_MAX_THREADS distinct thread numbers;
  *  - events: at most TRACE_EVENTS_BASE + TRACE_EVENTS_PER_BYTE x the file's size, and never over
  *    TRACE_MAX_EVENTS. Recordings measured here take 0.43-3.5 bytes per event (at most 2.3 events

@@ -8,7 +8,7 @@
  * here). How the trace-size figures of benchmarks/README.md are measured; tests use it for the
  * round trip of every built-in workload. --tick NS re-encodes the times in ticks of NS ns (the
  * header records it; each time rounds down to its tick, and the round trip compares against the
- * times so rounded): how the tick's cost in bytes per event was measured (docs/trace-format.md).
+ * times so rounded): how the tick's cost in bytes per event was measured (docs/reference/trace-format.md).
  * Exit 0 when the round trip holds, 1 otherwise. */
 #include "trace_reader.h"
 #include "trace_encode.h"

@@ -11,9 +11,13 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from .input import GroupRecord, ReportInput, Section, Table, build_input, register_section
-from . import sections  # noqa: F401,E402  (registers the contributed sections)
-from . import hosts  # noqa: F401,E402  (the host-as-a-factor section)
-from . import fleet_status  # noqa: F401,E402  (a fleet run's "Decided?" section)
+
+# registration order is the report's section order: not sorted
+# isort: off
+from . import sections  # noqa: F401  (registers the contributed sections)
+from . import hosts  # noqa: F401  (the host-as-a-factor section)
+from . import fleet_status  # noqa: F401  (a fleet run's "Decided?" section)
+# isort: on
 
 
 @runtime_checkable

@@ -17,7 +17,7 @@ def decomposition_data(analysis) -> list[dict] | None:
     return [g.as_dict() for g in d] if d else None
 
 
-INTRO = ("The allocator's own account (introspection helper, docs/introspection.md) beside the kernel's: live "
+INTRO = ("The allocator's own account (introspection helper, docs/how-to/introspection.md) beside the kernel's: live "
          "requested bytes (when the workload publishes them) → allocator in use → free but held, by kind → RSS. "
          "Medians across replicas; late load = second half of the load phase.")
 TABLE_HEADERS = ["group", "when", "live MB", "in use MB", "held MB by kind", "committed MB", "rest of RSS MB", "RSS MB",
@@ -65,7 +65,7 @@ def layer_stack(g: GroupDecomposition) -> tuple[np.ndarray, list[tuple[str, np.n
     use or committed, each held kind, the rest of RSS) and the lines (rss, live) in MB."""
     t = np.array(g.times)
     L = g.layers
-    arr = lambda c: np.array([np.nan if x is None else x for x in L.get(c, [None] * len(t))], dtype=float)  # noqa: E731
+    arr = lambda c: np.array([np.nan if x is None else x for x in L.get(c, [None] * len(t))], dtype=float)
     stack: list[tuple[str, np.ndarray]] = []
     base = "in_use" if "in_use" in L else ("committed" if "committed" in L else None)
     if base:
@@ -112,7 +112,7 @@ def figure(g: GroupDecomposition) -> dict:
     """One group's stacked layers as a plotly figure (hover shows layer, time and MB)."""
     t, stack, lines = layer_stack(g)
     x = [float(v) for v in t]
-    clean = lambda v: [None if v_ != v_ else round(float(v_), 2) for v_ in v]  # noqa: E731  (NaN -> gap)
+    clean = lambda v: [None if v_ != v_ else round(float(v_), 2) for v_ in v]  # NaN -> gap
     data = [{"type": "scatter", "mode": "lines", "x": x, "y": clean(v), "name": n.replace("held_", "held: "),
              "stackgroup": "layers", "line": {"width": 0.5, "color": LAYER_COLORS.get(n, "#999999")},
              "hovertemplate": f"{n} %{{y:.1f}} MB at %{{x:.0f}} s<extra>{g.group}</extra>"} for n, v in stack]

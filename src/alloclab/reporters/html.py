@@ -9,8 +9,8 @@ import re
 from functools import lru_cache
 from pathlib import Path
 
-from ..analysis import STATUS_ORDER
 from ..outputs import write_output
+from ..stats import status_phrase
 from .input import ReportInput, Section
 from .markdown import METHOD_NOTE, extra_table_rows, group_rows, metadata_rows, replica_rows, summary_note
 from .plots import report_figures
@@ -161,7 +161,7 @@ def render(report: ReportInput) -> str:
     body.append(f'<section id="summary"><h2>Summary</h2><p>{esc(summary_note(a))}</p>'
                 + table(TABLE_HEADERS, [_key_cells(table_cells(r)) for r in report.rows], "summary", raw_cols=(2,))
                 + table(*extra_table_rows(report)) + "<h3>Growth across replicas</h3><ul>"
-                + "".join(f"<li><strong>{esc(g.name)}</strong> ({esc(g.status)}): {esc(g.growth.reason or 'not tested')}</li>"
+                + "".join(f"<li><strong>{esc(g.name)}</strong> ({esc(status_phrase(g.status, g.growth_shape))}): {esc(g.growth.reason or 'not tested')}</li>"
                           for g in a.groups if g.growth) + "</ul>"
                 + (f"<p>{esc(BESIDE_INTRO)}</p><ul>" + "".join(
                     f"<li><strong>{esc(name)}</strong> {esc(word)}: {esc(why)}</li>" for name, word, why in beside_lines(a))
@@ -188,7 +188,7 @@ def render(report: ReportInput) -> str:
                 + (f'<pre id="experiment-text">{esc(report.experiment_text)}</pre>' if report.experiment_text is not None
                    else "<p>None recorded (imported data).</p>") + "</section>")
     body.append('<section id="method"><h2>How the status words are decided</h2><ul>'
-                + "".join(f"<li><strong>{esc(w)}</strong>: {esc(STATUS_RULES[w])}</li>" for w in STATUS_ORDER)
+                + "".join(f"<li><strong>{esc(w)}</strong>: {esc(rule)}</li>" for w, rule in STATUS_RULES.items())
                 + f"</ul><p>{esc(METHOD_NOTE)}</p></section>")
     payload = {"figures": figures, "summary": report.rows}
     return ("<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"

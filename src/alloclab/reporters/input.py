@@ -4,9 +4,9 @@ file), read once. Reporters never open the store or analyse again."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from ..analysis import Analysis
 from ..store import Store

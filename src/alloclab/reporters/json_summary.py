@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..store import decode_meta
 from ..outputs import write_output
+from ..store import decode_meta
 from .input import ReportInput
 
 FORMAT = 2      # 2: adds run, host, allocator_builds, experiment, sections

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..analysis import STATUS_ORDER, Analysis
 from ..allocators.hardening_summary import summary as hardening_summary
-from ..timefmt import utc
+from ..analysis import Analysis
 from ..outputs import write_output
+from ..stats import status_phrase
+from ..timefmt import utc
 from .input import ReportInput, Section
 from .png import CHART_FILES
 from .tables import BESIDE_INTRO, STATUS_RULES, TABLE_HEADERS, beside_lines, fmt, md_table, table_cells
@@ -64,7 +65,7 @@ def replica_rows(report: ReportInput, strong=lambda s: f"**{s}**") -> tuple[list
              "status", "verification / exclusion"],
             [[r.name, r.group, {True: "yes", False: strong("no"), None: "?"}[r.verified], fmt(r.steady_mb), fmt(r.peak_mb),
               fmt(r.final_mb), f"{fmt(r.change_mb, '+.0f')} MB [{fmt(r.change_lo, '+.0f')}, {fmt(r.change_hi, '+.0f')}]",
-              str(r.release_events), r.status,
+              str(r.release_events), status_phrase(r.status, r.growth_shape),
               (verify.get(r.name) or "–") + (f"; {strong('excluded')}: {r.excluded}" if r.excluded else "")]
              for r in report.analysis.replicas])
 
@@ -72,7 +73,7 @@ def replica_rows(report: ReportInput, strong=lambda s: f"**{s}**") -> tuple[list
 METHOD_NOTE = ("Steady state is the post-warm-up part of the replica's last process on its group's allocator. Replicas "
                "are the statistical units: Welch's t on log levels, Holm across the comparisons to the baseline, "
                "geometric-mean ratio intervals at each comparison's Holm level, a compact letter display instead of "
-               "ranks, and a group with one replica is untestable. See docs/analysis.md.")
+               "ranks, and a group with one replica is untestable. See docs/method/index.md.")
 
 
 class MarkdownReporter:
@@ -109,7 +110,7 @@ def render(report: ReportInput, out_dir: Path) -> str:
     md += ["## Growth across replicas", "",
            "Each group's change over its common window, tested across its clean replicas (log end/start, one-sample t, "
            "Holm across groups); this decides a group's Growing/Bloating.", ""]
-    md += [f"- **{g.name}** ({g.status}): {g.growth.reason or 'not tested'}" for g in a.groups if g.growth] or ["- no common window"]
+    md += [f"- **{g.name}** ({status_phrase(g.status, g.growth_shape)}): {g.growth.reason or 'not tested'}" for g in a.groups if g.growth] or ["- no common window"]
     beside = beside_lines(a)
     if beside:
         md += ["", BESIDE_INTRO, ""] + [f"- **{name}** {word}: {why}" for name, word, why in beside]
@@ -137,7 +138,7 @@ def render(report: ReportInput, out_dir: Path) -> str:
                                           if v not in (None, "", [], {})]
     md += ["", "## Replicas", "", md_table(*replica_rows(report))]
     md += ["", "## How the status words are decided", ""]
-    md += [f"- **{w}**: {STATUS_RULES[w]}" for w in STATUS_ORDER]
+    md += [f"- **{w}**: {rule}" for w, rule in STATUS_RULES.items()]
     md += ["", METHOD_NOTE, ""]
     if report.experiment_text is not None:
         fence = "```"

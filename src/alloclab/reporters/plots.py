@@ -12,8 +12,17 @@ import math
 import numpy as np
 
 from ..analysis import Analysis
-from .chartdata import (MIN_BAND_REPLICAS, TimeAxis, band, group_colors, has_values, marks, thin, time_axis,
-                        treatment_series)
+from .chartdata import (
+    MIN_BAND_REPLICAS,
+    TimeAxis,
+    band,
+    group_colors,
+    has_values,
+    marks,
+    thin,
+    time_axis,
+    treatment_series,
+)
 
 FONT = {"family": "system-ui, -apple-system, Segoe UI, Roboto, sans-serif", "size": 12}
 

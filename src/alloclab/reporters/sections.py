@@ -9,8 +9,15 @@ import json
 from ..analysis import Analysis
 from ..outputs import TOR_NETWORK_DIR
 from ..store import Store
-from .decomposition import (INTRO, TABLE_HEADERS, decomposition_data, decomposition_paragraphs, decomposition_rows,
-                            draw_decomposition, figure)
+from .decomposition import (
+    INTRO,
+    TABLE_HEADERS,
+    decomposition_data,
+    decomposition_paragraphs,
+    decomposition_rows,
+    draw_decomposition,
+    figure,
+)
 from .input import Section, Table, register_section
 
 
@@ -52,7 +59,7 @@ def tor_summary(meta: dict[str, str], replicas: list[dict]) -> tuple[str, list[l
     by_group: dict[str, list[dict]] = {}
     for r in replicas:
         by_group.setdefault(r["group"], []).append(load.get(r["name"]) or {})
-    med = lambda xs: sorted(xs)[len(xs) // 2] if xs else 0  # noqa: E731
+    med = lambda xs: sorted(xs)[len(xs) // 2] if xs else 0
     rows = []
     for g, counts in by_group.items():
         if not any(counts):

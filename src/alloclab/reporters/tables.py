@@ -6,19 +6,24 @@ import math
 
 from ..analysis import Analysis
 from ..analysis.verdict import group_change
-from ..stats import RULES as STATS_RULES
+from ..stats import RULES, status_phrase
 from ..timefmt import span as fmt_span
 
 STATUS_RULES = {
     "Unverified": "the process did not map the group's allocator (or mapped another): excluded from statistics",
-    "Too short": f"fewer than {STATS_RULES['min_samples']:.0f} steady samples or a window under {STATS_RULES['min_window_s']:.0f} s",
-    "Bloating": f"Growing, and by at least {STATS_RULES['bloating_window_share']:.0%} of its level within the analysed window",
+    "Too short": f"fewer than {RULES['min_samples']:.0f} steady samples or a window under {RULES['min_window_s']:.0f} s",
+    "Bloating": f"Growing, and by at least {RULES['bloating_window_share']:.0%} of its level within the analysed window",
     "Growing": f"the change over the window (Theil–Sen × window) has a 95% interval above zero that survives "
-               f"autocorrelation, is ≥ {STATS_RULES['growing_min_change_mb']:.0f} MB and > {STATS_RULES['flat_max_growth_share']:.0%} of the level",
-    "Ratcheting": f"not Bloating, and climbed ≥ {STATS_RULES['ratchet_min_climb_share']:.0%} of its level in ≥ {STATS_RULES['ratchet_min_steps']:.0f} "
-                  f"sudden steps beyond its noise, with no step down of ≥ {STATS_RULES['ratchet_max_drawdown']:.0%} of that climb: "
-                  "the early sign of long-run growth",
-    "Variable": f"interquartile range of the steady window > {STATS_RULES['variable_iqr_share']:.0%} of its median",
+               f"autocorrelation, is ≥ {RULES['growing_min_change_mb']:.0f} MB and > {RULES['flat_max_growth_share']:.0%} "
+               f"of the level, or over a window of a day or more > {RULES['growing_min_rate_share_day']:.0%} of the level "
+               "a day (a leak judged by its rate); or it climbs in steps (\"Growing in steps\", below); a group that "
+               "grows beyond the baseline with a change above zero of its own is Growing",
+    "Growing in steps": f"not Bloating, and climbed ≥ {RULES['ratchet_min_climb_share']:.0%} of its level in "
+                        f"≥ {RULES['ratchet_min_steps']:.0f} sudden steps beyond its noise, with no step down of "
+                        f"≥ {RULES['ratchet_max_drawdown']:.0%} of that climb (on its own series, or on its group's "
+                        "step evidence together): the early sign of long-run growth; a group is in steps when more of "
+                        "its Growing replicas are than are not",
+    "Variable": f"interquartile range of the steady window > {RULES['variable_iqr_share']:.0%} of its median",
     "Flat": "none of the above",
 }
 
@@ -54,6 +59,7 @@ def summary_rows(a: Analysis) -> list[dict]:
             "release_events": g.release_events, "frag_overhead_mb": g.frag_overhead_mb,
             "ops_per_s": g.ops_per_s, "cpu_us_per_op": g.cpu_us_per_op, "status": g.status, "status_reason": g.status_reason,
             **_beside_fields(g.growth_beside),
+            "growth_shape": g.growth_shape,     # "steps": the status reads "Growing in steps" (stats.status_phrase)
         })
     return rows
 
@@ -70,7 +76,7 @@ def _beside_fields(b) -> dict:
 BESIDE_INTRO = ("Beside the baseline, in MB: each group's per-replica changes against the baseline's over the window "
                 "common to the two (Welch's t, Holm across groups, the interval at its Holm level; a workload growth "
                 f"every group shares cancels). \"As the baseline does\": the interval within ±"
-                f"{STATS_RULES['beside_margin_share']:.0%} of the group's level at the window's start (over a window under a day, 95% of that: the edge medians' "
+                f"{RULES['beside_margin_share']:.0%} of the group's level at the window's start (over a window under a day, 95% of that: the edge medians' "
                 "change spans 95% of it); the status word stays what the series shows.")
 
 
@@ -112,7 +118,8 @@ KEY_COLUMNS = 4
 def table_cells(row: dict) -> list[str]:
     verified = f"{row['verified']}/{row['replicas']}" if row["verified"] or row["status"] == "Unverified" \
         else f"n/a ({row['replicas']})"   # imported data: nobody checked
-    return [row["group"], fmt(row["level_mb"]), _ratio_cell(row), row["status"], _allocator_cell(row), verified,
+    return [row["group"], fmt(row["level_mb"]), _ratio_cell(row), status_phrase(row["status"], row.get("growth_shape")),
+            _allocator_cell(row), verified,
             fmt(row["footprint_mb"]), fmt(row["steady_median_mb"]), fmt(row["peak_mb"]), fmt(row["final_mb"]),
             _growth_cell(row), fmt(row["p_holm"], ".3g"), row["letters"] or "–"]
 

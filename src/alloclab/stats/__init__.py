@@ -29,12 +29,13 @@ growth.py
         cycle (2 harmonics), so a cycle every replica shares is not growth; else edge medians.
 status.py
     RULES, STATUS_ORDER, release_events(t_s, y, level) -> Releases,
-    classify(t_s, y, *, verified=True, growth=None, seed=0, earlier=None) -> StatusCall (its .word is the status word)
+    classify(t_s, y, *, verified=True, growth=None, seed=0, earlier=None) -> StatusCall (its .word is the status word,
+        its .shape STEPS where a Growing series climbs in steps: status_phrase(word, shape) -> "Growing in steps")
     step_evidence(t_s, y) -> StepEvidence: a window's step fit and Ratcheting's own verdict on it (what
         classify words a replica with; its StatusCall.ratchet carries it)
     ratchet_group(replicas: [StepEvidence], *, sims=None) -> GroupRatchet | None: Ratcheting on a group's
         combined step evidence, each replica against its own simulated null (a smooth climb that may level
-        off), their p's combined by the truncated product (docs/analysis.md, "Ratcheting")
+        off), their p's combined by the truncated product (docs/lab/calibration.md, "Ratcheting")
 ratchet_shared.py
     ratchet_shared(windows, *, sims=None) -> SharedRatchet | None: Ratcheting on steps a group's replicas
         share in time (their average's step fit), each replica climbing at them on its own series
@@ -63,7 +64,8 @@ across_runs.py
     gate(comparison, pct) -> GateResult   the CI gate: within | above | inconclusive, with the upper
         end of the interval in percent and the smallest increase detectable with 80% power
 sequential.py
-    SequentialTest(alpha=0.05, n_comparisons=1, *, max_looks=None, first_look_s=None, look_times_s=None)
+    SequentialTest(alpha=0.05, n_comparisons=1, *, max_looks=None, first_look_s=None, look_times_s=None,
+                   until="best")   (until="every": stop once every comparison is decided)
         .update(levels_by_group, baseline, *, elapsed_s=None) -> SequentialDecision
         .next_look_s() -> float | None   (look_times_s: planned looks, alpha ∝ elapsed time)
         Group-sequential test with Bonferroni alpha spending over looks (valid under any
@@ -81,19 +83,44 @@ calibration.py
 Changes from the brief: classify takes the steady window's arrays and returns a StatusCall (word
 plus the evidence behind it) rather than a bare string; growth takes an optional `level`.
 """
-from .growth import Growth, GroupGrowth, GrowthPool, change_phrase, group_growth, growth, growth_pool, pooled, trend_edges
-from .status import (RULES, STATUS_ORDER, GroupRatchet, Releases, StatusCall, StepEvidence, classify, ratchet_group,
-                     release_events, step_evidence)
-from .compare import Comparison, compare_to_baseline, letters, design_min_p, design_warning
 from .beside import GrowthBeside, growth_beside
-from .ratchet_shared import SharedRatchet, ratchet_shared
-from .sequential import SequentialDecision, SequentialTest
 from .checks import SeriesMatch, identical_series, median_present
+from .compare import Comparison, compare_to_baseline, design_min_p, design_warning, letters
+from .growth import (
+                     GroupGrowth,
+                     Growth,
+                     GrowthPool,
+                     change_phrase,
+                     group_growth,
+                     growth,
+                     growth_bar_share,
+                     growth_pool,
+                     pooled,
+                     rate_phrase,
+                     trend_edges,
+)
+from .ratchet_shared import SharedRatchet, ratchet_shared
+from .rules import RULES
+from .sequential import SequentialDecision, SequentialTest
+from .status import (
+                     STATUS_ORDER,
+                     STEPS,
+                     GroupRatchet,
+                     Releases,
+                     StatusCall,
+                     StepEvidence,
+                     classify,
+                     ratchet_group,
+                     release_events,
+                     status_phrase,
+                     step_evidence,
+)
 from .threshold import ThresholdDecision, ThresholdTest
 
 __all__ = [
     "median_present",
     "Growth", "growth", "change_phrase", "GrowthPool", "growth_pool", "pooled", "GroupGrowth", "group_growth", "trend_edges", "RULES", "STATUS_ORDER", "Releases", "StatusCall", "classify", "release_events",
+    "STEPS", "status_phrase", "growth_bar_share", "rate_phrase",
     "GroupRatchet", "ratchet_group", "StepEvidence", "step_evidence", "SharedRatchet", "ratchet_shared",
     "Comparison", "compare_to_baseline", "letters", "design_min_p", "design_warning",
     "GrowthBeside", "growth_beside",

@@ -9,11 +9,11 @@ alpha), equivalence within the margin. `gate` is the CI gate on top of it (three
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 from scipy import special
-
-from dataclasses import dataclass
 
 from .compare import Comparison, _clean, holm, holm_levels, settle, test_pair
 
@@ -35,7 +35,7 @@ def compare_pairs(pairs: dict[str, tuple[np.ndarray, np.ndarray]], *, alpha: flo
         if c.testable:
             tests[g] = w
     tested = [g for g in out if out[g].testable]
-    p = [out[g].p_raw for g in tested]
+    p = [cast(float, out[g].p_raw) for g in tested]                    # testable: p_raw is set
     for g, pa, gam in zip(tested, holm(p), holm_levels(p, alpha)):
         settle(out[g], tests[g], pa, gam, alpha, margin)
     return out
@@ -64,7 +64,7 @@ class GateResult:
     reason: str                           # one plain line: why this outcome
 
 
-def _log_se(c: Comparison) -> float | None:
+def log_se(c: Comparison) -> float | None:
     """The standard error of the log ratio, recovered from the interval at the group's Holm level."""
     if c.ratio_ci is None or c.ci_level is None or c.df is None:
         return None
@@ -76,8 +76,8 @@ def smallest_detectable(c: Comparison, pct: float, power: float = GATE_POWER) ->
     """The smallest true increase (percent) that the gate would show above 1 + pct/100 with the
     given power, for replicas as spread as these (the same df and Holm level): log r = log limit +
     (t_{1-γ/2} + t_power)·se. None when the comparison has no interval."""
-    se = _log_se(c)
-    if se is None:
+    se = log_se(c)
+    if se is None or c.ci_level is None:           # (no se without a ci_level)
         return None
     gamma = 1 - c.ci_level
     t = float(special.stdtrit(c.df, 1 - gamma / 2)) + float(special.stdtrit(c.df, power))
@@ -89,7 +89,7 @@ def gate(c: Comparison, pct: float) -> GateResult:
     1 + pct/100 (rose_beyond), "within" when the whole interval lies at or below it (the data rule
     out any increase beyond pct%: a one-sided test at half the Holm level, as "above" is), and
     "inconclusive" otherwise: the interval straddles the limit, or there is no interval (fewer than
-    2 usable replicas, or no spread at all). Calibration: benchmarks/compare_gate.py, docs/compare.md."""
+    2 usable replicas, or no spread at all). Calibration: benchmarks/compare_gate.py, docs/how-to/compare.md."""
     limit = 1 + pct / 100
     if not c.testable or c.ratio_ci is None:
         why = "; ".join(c.notes) or "no interval"

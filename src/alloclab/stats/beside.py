@@ -11,7 +11,7 @@ The test: Welch's t on the per-replica changes (replicas are the units: the chan
 processes, whatever the autocorrelation within each series), Holm across the groups compared with
 the baseline, the excess's interval at each comparison's Holm level (it excludes 0 exactly when
 Holm rejects), and an equivalence margin of RULES beside_margin_share (5%) of the group's level at
-the window's start — the change a series of its own would call Flat (flat_max_growth_share). Words:
+the window's start — the change-free band beside_margin_share (5%) around the baseline's change (the growth bar a series of its own is held to is stats.growth_bar_share). Words:
 
 - "grows beyond the baseline": significant, excess > 0;
 - "grows less than the baseline": significant, excess < 0;
@@ -29,11 +29,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from scipy import special
 
-from .compare import _Welch, _welch, holm, holm_levels
+from .compare import Welch, holm, holm_levels, welch
 from .rules import RULES
 
 BEYOND = "grows beyond the baseline"
@@ -81,7 +82,7 @@ class GrowthBeside:
         """The word with the baseline named: "grows as glibc does"."""
         return self.word.replace("the baseline", self.baseline)
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         d = dict(self.__dict__)
         d["changes_mb"], d["baseline_changes_mb"] = list(self.changes_mb), list(self.baseline_changes_mb)
         d["excess_share"] = self.excess_share
@@ -96,7 +97,7 @@ def _word(lo: float, hi: float, significant: bool, excess: float, margin: float)
     return UNKNOWN
 
 
-def growth_beside(pairs: dict[str, tuple], baseline: str, *,
+def growth_beside(pairs: dict[str, tuple[Any, ...]], baseline: str, *,
                   alpha: float | None = None, margin_share: float | None = None) -> dict[str, GrowthBeside]:
     """pairs: group -> (its per-replica changes MB, the baseline's over the same window, the group's
     level at the window's start MB, the window s[, the span s the changes measure]). Welch's t per
@@ -106,7 +107,7 @@ def growth_beside(pairs: dict[str, tuple], baseline: str, *,
     true excess of 5% over the window shows as 4.75%, and the margin is 4.75% of the level)."""
     alpha = RULES["alpha"] if alpha is None else alpha
     share = RULES["beside_margin_share"] if margin_share is None else margin_share
-    base: dict[str, tuple] = {}
+    base: dict[str, tuple[Any, ...]] = {}
     tests = {}
     for g, (a, b, level, window, *measured) in pairs.items():
         a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
@@ -114,10 +115,10 @@ def growth_beside(pairs: dict[str, tuple], baseline: str, *,
         scale = min(1.0, measured[0] / window) if measured and window > 0 else 1.0
         base[g] = (a, b, float(level), float(window), share * scale * float(level))
         if len(a) >= 2 and len(b) >= 2:
-            w = _welch(a, b)
+            w = welch(a, b)
             # no spread on either side: the degenerate clear answer (as stats.group_growth gives)
             d = float(a.mean() - b.mean())
-            tests[g] = w if w is not None else _Welch(d, 0.0, math.inf, 0.0 if abs(d) > 1e-12 else 1.0)
+            tests[g] = w if w is not None else Welch(d, 0.0, math.inf, 0.0 if abs(d) > 1e-12 else 1.0)
     out = {}
     for g, (a, b, level, window, margin) in base.items():
         if g not in tests:
@@ -135,9 +136,9 @@ def growth_beside(pairs: dict[str, tuple], baseline: str, *,
         half = float(special.stdtrit(w.df, 1 - gam / 2)) * w.se if w.se > 0 else 0.0
         lo, hi = d - half, d + half
         word = _word(lo, hi, pa < alpha, d, margin)
-        pct = (lambda x: f"{x / level:+.1%}") if level > 0 else (lambda x: "–")
+        pct = f"{d / level:+.1%}" if level > 0 else "–"
         reason = (f"{len(a)} replicas changed {a.mean():+.1f} MB, {baseline}'s {len(b)} {b.mean():+.1f} MB over the same "
-                  f"window: {d:+.1f} MB ({pct(d)} of its {level:.0f} MB at the window's start), {1 - gam:.1%} interval "
+                  f"window: {d:+.1f} MB ({pct} of its {level:.0f} MB at the window's start), {1 - gam:.1%} interval "
                   f"{lo:+.1f} to {hi:+.1f} MB, margin ±{margin:.1f} MB, Holm p = {pa:.2g}")
         out[g] = GrowthBeside(g, baseline, len(a), len(b), window, tuple(float(x) for x in a),
                               tuple(float(x) for x in b), float(a.mean()), float(b.mean()), level, margin, d, lo, hi,

@@ -1,6 +1,7 @@
 """Data checks that are statistics: one process sampled under two names."""
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -37,7 +38,7 @@ def identical_series(a_t: np.ndarray, a_y: np.ndarray, b_t: np.ndarray, b_y: np.
     return SeriesMatch(shared, equal, float(share), bool(identical))
 
 
-def median_present(values) -> float | None:
+def median_present(values: Iterable[float | None]) -> float | None:
     """Median of the values that are there (None and NaN left out); None when none is."""
     v = [float(x) for x in values if x is not None]
     v = [x for x in v if x == x]          # NaN is the one value not equal to itself

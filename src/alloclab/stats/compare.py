@@ -12,8 +12,10 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy import special
 
 from .rules import RULES
@@ -45,19 +47,19 @@ class Comparison:
 
 
 @dataclass(frozen=True)
-class _Welch:
+class Welch:
     d: float        # difference of log means
     se: float
     df: float
     p: float
 
 
-def _clean(a) -> np.ndarray:
+def _clean(a: ArrayLike) -> np.ndarray:
     a = np.asarray(a, dtype=float)
     return a[np.isfinite(a) & (a > 0)]
 
 
-def _welch(la: np.ndarray, lb: np.ndarray) -> _Welch | None:
+def welch(la: np.ndarray, lb: np.ndarray) -> Welch | None:
     """Welch's t on two samples of log levels; None when both variances are zero."""
     na, nb = len(la), len(lb)
     va, vb = la.var(ddof=1), lb.var(ddof=1)
@@ -67,7 +69,7 @@ def _welch(la: np.ndarray, lb: np.ndarray) -> _Welch | None:
         return None
     df = se2 ** 2 / ((va / na) ** 2 / (na - 1) + (vb / nb) ** 2 / (nb - 1))
     se = math.sqrt(se2)
-    return _Welch(d, se, float(df), float(2 * special.stdtr(df, -abs(d) / se)))
+    return Welch(d, se, float(df), float(2 * special.stdtr(df, -abs(d) / se)))
 
 
 def holm(p: list[float]) -> list[float]:
@@ -161,7 +163,7 @@ def replicas_needed(d: float, sd: float, *, gamma: float, margin: float | None =
 
 
 def test_pair(c: Comparison, a: np.ndarray, ref: np.ndarray, rng: np.random.Generator,
-              sides: tuple[str, str], untestable: str, cross_check: bool = True) -> "_Welch | None":
+              sides: tuple[str, str], untestable: str, cross_check: bool = True) -> Welch | None:
     """One comparison of `a` against `ref` (per-replica levels, MB) into `c`: ratio of geometric
     means, difference, Welch's t on log levels (permutation p beside it, and instead of it when
     neither side has any spread), Cliff's delta and notes. `sides` names a and ref in the note
@@ -175,7 +177,7 @@ def test_pair(c: Comparison, a: np.ndarray, ref: np.ndarray, rng: np.random.Gene
         return None
     c.testable = True
     la, lb = np.log(a), np.log(ref)
-    w = _welch(la, lb)
+    w = welch(la, lb)
     if cross_check or w is None:        # (a fleet's 28 looks skip it: ~0.1 s a comparison at 80 + 80, and unused)
         c.p_permutation = permutation_p(la, lb, rng)
     c.cliffs_delta = cliffs_delta(a, ref)
@@ -206,7 +208,7 @@ def compare_to_baseline(levels: dict[str, np.ndarray], baseline: str, *, alpha: 
     clean = {g: _clean(v) for g, v in levels.items()}
     base = clean.get(baseline, np.array([]))
     out: dict[str, Comparison] = {}
-    tests: dict[str, _Welch | None] = {}
+    tests: dict[str, Welch | None] = {}
     for g, a in clean.items():
         c = Comparison(g, len(a), float(np.exp(np.log(a).mean())) if len(a) else None,
                        float(a.mean()) if len(a) else None, margin=margin)
@@ -218,7 +220,7 @@ def compare_to_baseline(levels: dict[str, np.ndarray], baseline: str, *, alpha: 
         if c.testable:
             tests[g] = w
     tested = [g for g in out if out[g].testable]
-    p = [out[g].p_raw for g in tested]
+    p = [cast(float, out[g].p_raw) for g in tested]                    # testable: p_raw is set
     for g, pa, gam in zip(tested, holm(p), holm_levels(p, alpha)):
         c, w = out[g], tests[g]
         settle(c, w, pa, gam, alpha, margin)
@@ -233,7 +235,7 @@ def compare_to_baseline(levels: dict[str, np.ndarray], baseline: str, *, alpha: 
     return out
 
 
-def settle(c: Comparison, w: "_Welch | None", p_adj: float, gamma: float, alpha: float, margin: float) -> None:
+def settle(c: Comparison, w: Welch | None, p_adj: float, gamma: float, alpha: float, margin: float) -> None:
     """A tested comparison's Holm outcome: adjusted p, significance, the ratio interval at the
     comparison's Holm level 1 - gamma (so it excludes 1 exactly when p_adj < alpha), equivalence
     within the margin, and the status word."""
@@ -253,7 +255,7 @@ def settle(c: Comparison, w: "_Welch | None", p_adj: float, gamma: float, alpha:
 def _pairwise_significant(clean: dict[str, np.ndarray], alpha: float) -> set[frozenset[str]]:
     pairs, ps = [], []
     for g, h in itertools.combinations([g for g in clean if len(clean[g]) >= 2], 2):
-        w = _welch(np.log(clean[g]), np.log(clean[h]))
+        w = welch(np.log(clean[g]), np.log(clean[h]))
         if w is None:
             p = 0.0 if np.log(clean[g]).mean() != np.log(clean[h]).mean() else 1.0
         else:
@@ -281,7 +283,7 @@ def letters(levels: dict[str, np.ndarray], *, alpha: float = 0.05) -> dict[str, 
             else:
                 new.append(col)
         # absorb: drop columns contained in another
-        uniq = []
+        uniq: list[set[str]] = []
         for col in sorted(new, key=len, reverse=True):
             if col and not any(col <= other for other in uniq):
                 uniq.append(col)
@@ -297,7 +299,7 @@ def letters(levels: dict[str, np.ndarray], *, alpha: float = 0.05) -> dict[str, 
     return {g: "".join(sorted(s, key=lambda ch: alphabet.find(ch))) for g, s in out.items()}
 
 
-def _design(replicas, baseline: str | None) -> tuple[dict[str, int], str]:
+def _design(replicas: dict[str, int] | tuple[int, int], baseline: str | None) -> tuple[dict[str, int], str]:
     if isinstance(replicas, dict):
         counts = {str(g): int(n) for g, n in replicas.items()}
     else:
@@ -308,7 +310,8 @@ def _design(replicas, baseline: str | None) -> tuple[dict[str, int], str]:
     return counts, baseline
 
 
-def design_min_p(replicas, baseline: str | None = None, *, method: str = "welch") -> float:
+def design_min_p(replicas: dict[str, int] | tuple[int, int], baseline: str | None = None, *,
+                 method: str = "welch") -> float:
     """Smallest Holm-adjusted p any comparison to the baseline can reach with this design.
     `replicas` is {group: n} or (n_groups, n_per_group). Welch: 0 when the baseline and at least
     one other group have ≥ 2 replicas (the t statistic is unbounded; with n = 2 a side the df can
@@ -363,7 +366,8 @@ def design_spread_warning(counts: dict[str, int], baseline: str, *, alpha: float
             f"{need if need is not None else 'more than 1000'} replicas per group give {RULES['power_target']:.0%}")
 
 
-def design_warning(replicas, baseline: str | None = None, *, alpha: float = 0.05, cv: float | None = None) -> str | None:
+def design_warning(replicas: dict[str, int] | tuple[int, int], baseline: str | None = None, *,
+                   alpha: float = 0.05, cv: float | None = None) -> str | None:
     """None, or one sentence on why a significant result is impossible or unlikely with this
     design (groups × replicas), to show before a run starts; `cv`: the replicas' expected spread
     (default RULES design_replica_cv)."""

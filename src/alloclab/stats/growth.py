@@ -27,6 +27,7 @@ import functools
 import math
 from collections.abc import Hashable
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 from scipy import stats as sps
@@ -59,6 +60,28 @@ def change_phrase(g: Growth) -> str:
     """A growth's change as a replica's reason states it: its share of the level and its interval."""
     interval = "" if g.change_lo is None else f" (95% interval {g.change_lo:+.1f} to {g.change_hi:+.1f} MB)"
     return f"changed {g.change_share:+.1%} of the level{interval}"
+
+
+def growth_bar_share(window_s: float) -> float:
+    """The smallest change, as a share of the level, that counts as growth over a window this long:
+    flat_max_growth_share (5%), or over a window of at least growing_rate_min_window_s (a day) the
+    rate growing_min_rate_share_day (2%) a day times the window where that is lower. One bar for a
+    replica (status.classify) and a group (group_growth): a leak is judged by its rate, so +3%/day
+    over a day is not "Flat" because 3% is under 5%, while a long window keeps the 5% bar."""
+    bar = RULES["flat_max_growth_share"]
+    if window_s >= RULES["growing_rate_min_window_s"]:
+        bar = min(bar, RULES["growing_min_rate_share_day"] * window_s / 86400.0)
+    return float(bar)
+
+
+def rate_phrase(share: float, lo: float | None, hi: float | None, window_s: float, level: float = 0.95) -> str:
+    """A change over a window as a rate a day with its interval at `level` ("+3.1%/day, 95% interval
+    +1.0 to +5.2%/day"; shares of the level), or "" under rate_min_window_s (no rate there)."""
+    if window_s < RULES["rate_min_window_s"] or window_s <= 0:
+        return ""
+    days = window_s / 86400.0
+    interval = "" if lo is None or hi is None else f", {level:.1%} interval {lo / days:+.1%} to {hi / days:+.1%}/day"
+    return f"{share / days:+.1%}/day{interval}"
 
 
 def theil_sen_slope(t: np.ndarray, y: np.ndarray) -> float:
@@ -97,15 +120,16 @@ PHI_GRID = np.concatenate([np.linspace(-0.6, 0.9, 31)[:-1], 1 - np.geomspace(0.1
 N_GRID = (8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512)
 
 
-def _table_file(n: int, q: float, reps: int):
+def _table_file(n: int, q: float, reps: int) -> Path:
     """Where a simulated table is kept between processes (the cache directory, settings.py)."""
     import hashlib
+
     from ..settings import cache_root
     key = hashlib.sha256(f"lag1-v1 {n} {q!r} {reps} {PHI_GRID.tobytes().hex()}".encode()).hexdigest()[:20]
     return cache_root() / "stats" / f"lag1-{key}.npy"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def lag1_quantiles(n: int, q: float, reps: int = 1000) -> np.ndarray:
     """Quantile q of the detrended lag-1 estimate of a length-n Gaussian AR(1) at each PHI_GRID φ
     (φ = 1: a random walk). Simulated with a fixed seed and common random numbers across φ, so
@@ -232,8 +256,11 @@ def growth(t_s: np.ndarray, y: np.ndarray, *, level: float | None = None, seed: 
     rate_ok = window >= RULES["rate_min_window_s"]
     if denom <= nb * (RULES["growth_exact_rel"] * scale) ** 2:
         # an exact line (or a constant): nothing is noise, the change is known exactly
+        lo: float | None
+        hi: float | None
         lo = hi = change
         significant = abs(change) > RULES["growth_exact_rel"] * scale
+        rate: float | None
         rate = rate_lo = rate_hi = (change / window * 3600 if rate_ok else None)
         return Growth(window, int(len(y)), level, float(change), float(lo), float(hi),
                       float(change / level) if level > 0 else math.inf, rate, rate_lo, rate_hi,
@@ -253,7 +280,7 @@ def growth(t_s: np.ndarray, y: np.ndarray, *, level: float | None = None, seed: 
         if _ar1_bound_var(tk, yk, 0.5)[0] > RULES["growth_coarse_trigger"] * var:
             v, ph, _ = _ar1_bound_var(tk, yk, RULES["growth_phi_bound_coarse"])
             if v > var:
-                var, phi_hi = v, ph
+                var, _phi_hi = v, ph
     tau = (1 + phi_mid) / max(1 - phi_mid, 1e-9)
     lo = hi = rate = rate_lo = rate_hi = None
     significant = False
@@ -324,7 +351,7 @@ def pooled(g: Growth | None, pool: GrowthPool | None, *, key: Hashable, widen: f
     like a trend — flat two-scale noise at 3 days: 1.9% of lone replicas Growing, and in pooled
     groups most Growing calls were the own interval binding. A calculation on g's own figures
     (se_fine and the half width), not a new model: no information the series lacks is invented,
-    so it costs a lone replica power on every design (docs/analysis.md: +10% at 3 days 55% ->
+    so it costs a lone replica power on every design (docs/lab/calibration.md: +10% at 3 days 55% ->
     22%); pooled groups get it back by narrowing (`slow_widen`: the multiplier, 1 gives
     session 9's own interval, as the calibration's comparison does).
 
@@ -349,10 +376,11 @@ def pooled(g: Growth | None, pool: GrowthPool | None, *, key: Hashable, widen: f
     comparison with the earlier rule does). A floor, not an
     interval of its own: 1.96 left 1.1% Growing at 1.5 days; t(n − 2) quantiles (a prediction
     interval on the peers alone: 3.18 at n = 5, 12.7 at n = 3) cost groups of 3 their power
-    (+10% at 3 days: 90% -> 38%); 2.5 costs < 1 point (docs/analysis.md)."""
+    (+10% at 3 days: 90% -> 38%); 2.5 costs < 1 point (docs/lab/calibration.md)."""
     if g is None or g.change_lo is None or g.se_fine is None or g.level_mb <= 0:
         return g
     z = float(sps.norm.ppf(0.5 + RULES["growth_level"] / 2))
+    assert g.change_hi is not None                  # set with change_lo
     own = g.change_hi - g.change_mb
     fine = z * g.se_fine
     k = RULES["growth_slow_widen"] if slow_widen is None else slow_widen
@@ -404,7 +432,7 @@ class GroupGrowth:
     p_raw: float | None           # one-sample t on log(end/start), two-sided
     p_adj: float | None           # Holm across the groups tested together
     significant: bool
-    word: str | None              # "Bloating" / "Growing" when the group grows beyond the flat threshold, else None
+    word: str | None              # "Bloating" / "Growing" when the group grows beyond the growth bar (growth_bar_share), else None
     reason: str = ""
 
 
@@ -462,7 +490,7 @@ def group_growth(start_mb: dict[str, np.ndarray], end_mb: dict[str, np.ndarray],
     per clean replica (replica effects cancel; replicas are independent, so the within-series
     autocorrelation does not matter), one-sample t, Holm across the groups (a group with fewer than
     2 replicas is untested). The group grows when Holm-significant, the geometric-mean change exceeds
-    RULES flat_max_growth_share and growing_min_change_mb; Bloating from bloating_window_share."""
+    growth_bar_share (RULES flat_max_growth_share, or the rate a day over a day or more) and growing_min_change_mb; Bloating from bloating_window_share."""
     from .compare import holm, holm_levels
     alpha = RULES["alpha"] if alpha is None else alpha
     tests, out = {}, {}
@@ -487,12 +515,15 @@ def group_growth(start_mb: dict[str, np.ndarray], end_mb: dict[str, np.ndarray],
         half = float(sps.t.ppf(1 - gam / 2, df)) * se if se > 0 else 0.0
         lo, hi = float(np.exp(m - half) - 1), float(np.exp(m + half) - 1)
         o = out[g]
+        assert o.change_share is not None and o.change_mb is not None    # a tested group has its change
         sig = bool(pa < alpha)
-        grows = sig and m > 0 and o.change_share > RULES["flat_max_growth_share"] \
+        grows = sig and m > 0 and o.change_share > growth_bar_share(o.window_s) \
             and o.change_mb >= RULES["growing_min_change_mb"]
         word = ("Bloating" if o.change_share >= RULES["bloating_window_share"] else "Growing") if grows else None
         reason = (f"{o.n} replicas changed {o.change_share:+.1%} (geometric mean, {o.change_mb:+.1f} MB) over "
                   f"{span(o.window_s)}, {1 - gam:.1%} interval {lo:+.1%} to {hi:+.1%}, Holm p = {pa:.2g}")
+        rate = rate_phrase(o.change_share, lo, hi, o.window_s, 1 - gam)
+        reason += f"; a rate of {rate}" if rate else ""
         out[g] = GroupGrowth(o.n, o.window_s, o.start_mb, o.end_mb, o.change_mb, o.change_share, lo, hi, 1 - gam,
                              pr, pa, sig, word, reason)
     return out

@@ -4,7 +4,7 @@ average of the replicas' relative series, whose noise falls like 1/√n; then ea
 Ratcheting only where its OWN series climbs at those times, and beside its own smooth curve at
 the times the others step (a flat replica is never called because its neighbours step, nor every
 replica of a group whose shared smooth climb looked like steps). Beside status.ratchet_group (each replica its own step times).
-Figures: docs/analysis.md, "Steps a group shares"; thresholds RULES ratchet_shared_*."""
+Figures: docs/lab/calibration.md, "Steps a group shares"; thresholds RULES ratchet_shared_*."""
 from __future__ import annotations
 
 import hashlib
@@ -14,8 +14,20 @@ from dataclasses import dataclass
 import numpy as np
 
 from .rules import RULES
-from .status import (StepFit, _curve_phi, _group_shape, _null_p, _quasi_difference, _residual_phi, _robust_sd, _sharp_bar,
-                     _smooth_basis, _step_fit_x, _step_scan, simulated_p)
+from .status import (
+    StepFit,
+    _curve_phi,
+    _group_shape,
+    _null_p,
+    _quasi_difference,
+    _residual_phi,
+    _robust_sd,
+    _sharp_bar,
+    _smooth_basis,
+    _step_fit_x,
+    _step_scan,
+    simulated_p,
+)
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,8 @@ number of peeks). Calibrated in benchmarks/calibration.py.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -29,6 +29,10 @@ class SequentialDecision:
     boundary: float                 # the level this look is tested at (its share of alpha)
     look: int                       # index of this look (1-based); 0 when no test was spent
     reason: str
+
+
+UNTIL = ("best", "every")      # what a look must show to stop (SequentialTest's until)
+DECIDED = ("lower", "higher", "equivalent")     # a comparison's decided statuses (as fleet status's)
 
 
 class SequentialTest:
@@ -46,12 +50,28 @@ class SequentialTest:
     look_times_s (planned before the run, e.g. doublings of the first look and a last look just
     before a planned end): look k is spent at the first update at or after look_times_s[k−1] and
     tested at alpha · t_k / Σ t (alpha in proportion to the look's elapsed time, all of it by the
-    last planned look); max_looks is then their number."""
+    last planned look); max_looks is then their number.
+
+    until: what a look must show to stop. "best" (run --until-significant): the lowest group is
+    shown below the baseline (or every group above it). "every" (run --until-decided): every one
+    of the n_comparisons groups is decided, as `fleet status` decides a comparison
+    (fleet/decision.py): at a look where every group has a level, the comparison's status at the
+    look's level after Holm is lower, higher, or equivalent (its ratio interval inside the ±5%
+    margin), and a comparison once decided stays decided. There is no other futility bound: a
+    comparison neither shown different nor equivalent stays undecided to the last look (the run
+    goes on to its cap). A false decision needs a false rejection or a false equivalence at some
+    look, which the same spending bounds by alpha over all looks (benchmarks/demo_stop_rule.py
+    measures the "every" rule)."""
 
     def __init__(self, alpha: float = 0.05, n_comparisons: int = 1, *, max_looks: int | None = None,
-                 first_look_s: float | None = None, look_times_s: list[float] | None = None) -> None:
+                 first_look_s: float | None = None, look_times_s: list[float] | None = None,
+                 until: str = "best") -> None:
         if not 0 < alpha < 1:
             raise ValueError("alpha must be between 0 and 1")
+        if until not in UNTIL:
+            raise ValueError(f"until must be one of {', '.join(UNTIL)}")
+        self.until = until
+        self.decided: dict[str, tuple[str, int, float]] = {}     # until="every": group -> (status, look, adjusted p)
         self.look_times_s = None
         if look_times_s is not None:
             times = [float(x) for x in look_times_s]
@@ -96,7 +116,7 @@ class SequentialTest:
             self.first_look_s = max(float(elapsed_s), 1e-9)
         if self.look_times_s is not None:
             return self.looks >= len(self.look_times_s) or elapsed_s >= self.look_times_s[self.looks]
-        return elapsed_s >= self.first_look_s * 2 ** self.looks
+        return elapsed_s >= self.first_look_s * 2.0 ** self.looks
 
     def update(self, levels_by_group: dict[str, np.ndarray], baseline: str, *,
                elapsed_s: float | None = None) -> SequentialDecision:
@@ -120,7 +140,9 @@ class SequentialTest:
         shown = {g for g, p in evidence.items() if p < level}
         if not geo or baseline not in geo:
             return SequentialDecision(False, None, evidence, level, self.looks, "no baseline data yet")
-        best = min(geo, key=geo.get)
+        best = min(geo, key=lambda g: geo[g])
+        if self.until == "every":
+            return self._every_decided(comps, evidence, baseline, best, level)
         if best != baseline and best in shown and geo[best] < geo[baseline]:
             return SequentialDecision(True, best, evidence, level, self.looks,
                                       f"{best} below {baseline} at look {self.looks} "
@@ -131,3 +153,24 @@ class SequentialTest:
                                       f"every group above {baseline} at look {self.looks} (boundary {level:.3g})")
         return SequentialDecision(False, None, evidence, level, self.looks,
                                   f"look {self.looks}: no group shown below the baseline at {level:.3g}")
+
+    def _every_decided(self, comps: dict[str, Any], evidence: dict[str, float], baseline: str, best: str,
+                       level: float) -> SequentialDecision:
+        """until="every": stop once each of the n_comparisons groups is decided (lower, higher or
+        equivalent at some look's level, at a look where every group has a level)."""
+        others = [g for g, c in comps.items() if g != baseline and c.p_adj is not None]
+        missing = self.n_comparisons - len(others)          # groups with no level yet: undecided, and no decision
+        if missing <= 0:                                    # is taken on a smaller family than planned
+            for g in others:
+                if g not in self.decided and comps[g].status in DECIDED:
+                    self.decided[g] = (comps[g].status, self.looks, evidence[g])
+        undecided = [g for g in others if g not in self.decided]
+        if others and not undecided and missing <= 0:
+            said = ", ".join(f"{g} {status} (adjusted p {p:.3g}, look {k})" for g, (status, k, p) in self.decided.items())
+            return SequentialDecision(True, best, evidence, level, self.looks,
+                                      f"every comparison decided against {baseline} by look {self.looks}: {said}")
+        open_ = [f"{g} (adjusted p {evidence[g]:.3g})" for g in undecided]
+        if missing > 0:
+            open_.append(f"{missing} group{'s' if missing > 1 else ''} without a level")
+        return SequentialDecision(False, None, evidence, level, self.looks,
+                                  f"look {self.looks}: not decided at {level:.3g}: {', '.join(open_)}")

@@ -1,21 +1,24 @@
 """Status words of one replica's steady window.
 
-Rules, in STATUS_ORDER order (thresholds in RULES, see docs/analysis.md):
+Rules, in STATUS_ORDER order (thresholds in RULES, see docs/method/index.md):
 - Unverified: the replica did not run the group's allocator.
 - Too short: fewer than min_samples samples or a window shorter than min_window_s.
 - Bloating: growing (below) by ≥ bloating_window_share of the level within the window.
-- Ratcheting: climbing in steps without giving back (step_fit, _ratchet_in_noise): a
+- Growing in steps (the shape "steps"; the word retired as "Ratcheting"): climbing in steps without
+  giving back (step_fit, _ratchet_in_noise): a
   piecewise-constant mean fitted under AR(1) noise by generalised least squares has
   ≥ ratchet_min_steps up-steps, all steps together ≥ ratchet_min_climb_share of the level, no down-step of
   ≥ ratchet_max_drawdown of that climb, and one step sharper than a smooth curve explains
   (t ≥ ratchet_step_t / ratchet_sharp_t). A flat series has no such steps; a cycle gives back; a
   smooth leak or a slow wander has no sharp step (it is Growing, or nothing); a tor-dircache
-  staircase has all of these. Checked before Growing because it is the more specific diagnosis
-  (STATUS_ORDER, the severity order, is unchanged). In a group of ≥ ratchet_group_min_replicas,
+  staircase has all of these. Checked before Growing because it is the more specific diagnosis:
+  the word is Growing, StatusCall.shape "steps" (status_phrase: "Growing in steps"); the action for
+  an operator is the same as for any growth. In a group of ≥ ratchet_group_min_replicas,
   ratchet_group also lends the replicas each other's step evidence, each against its own
   simulated null (analysis re-words Growing/Variable/Flat replicas with it).
 - Growing: the change over the window (growth()) has a 95% interval above zero, is
-  > flat_max_growth_share of the level and ≥ growing_min_change_mb.
+  > growth_bar_share of the level (5% of the level, or over a day or more 2% a day where that is
+  lower: a rate) and ≥ growing_min_change_mb.
 - Variable: IQR > variable_iqr_share of the median.
 - Flat: none of the above.
 """
@@ -24,17 +27,37 @@ from __future__ import annotations
 import functools
 import hashlib
 import math
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from typing import Any, cast
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy.optimize import minimize
 from scipy.signal import lfilter
 
 from .calibration import ar1
-from .growth import Growth, bin_series, change_phrase, cycle_columns, detrended_lag1, growth as _growth, phi_for_lag1
+from .growth import (
+    Growth,
+    bin_series,
+    change_phrase,
+    cycle_columns,
+    detrended_lag1,
+    growth as _growth,
+    growth_bar_share,
+    phi_for_lag1,
+    rate_phrase,
+)
 from .rules import RULES
 
-STATUS_ORDER = ["Unverified", "Too short", "Bloating", "Growing", "Ratcheting", "Variable", "Flat"]
+STATUS_ORDER = ["Unverified", "Too short", "Bloating", "Growing", "Variable", "Flat"]
+STEPS = "steps"             # StatusCall.shape / the reports' growth_shape: Growing, and the step evidence holds
+
+
+def status_phrase(word: str, shape: str | None = None) -> str:
+    """The status as an operator reads it: the word, with the qualifier "in steps" on a Growing
+    series whose step evidence holds ("Growing in steps"). Every reporter shows this."""
+    return f"{word} in steps" if word == "Growing" and shape == STEPS else word
 
 
 @dataclass(frozen=True)
@@ -54,6 +77,7 @@ class StatusCall:
     releases: Releases | None
     iqr_share: float | None
     ratchet: StepEvidence | None = None   # the step fit and its verdict (None: not reached), for classify(earlier=) and ratchet_group
+    shape: str | None = None   # STEPS: Growing in steps (the step evidence holds); None otherwise
 
 
 def bin_medians(t: np.ndarray, y: np.ndarray, bins: int = 50) -> tuple[np.ndarray, np.ndarray]:
@@ -122,7 +146,7 @@ def release_events(t_s: np.ndarray, y: np.ndarray, level: float) -> Releases:
                     stop - (start if last_t is None else last_t))
 
 
-def _chunks(n: int, i: int):
+def _chunks(n: int, i: int) -> Iterator[tuple[int, int]]:
     """(start, stop) of chunks from i to n, each twice the last: a scan that stops early reads
     little, one that runs to the end reads every sample once."""
     w = 256
@@ -347,7 +371,7 @@ def _whittle_noise(r: np.ndarray, dropped: int = 0) -> tuple[float, float, float
     if len(power) < 8 or not np.any(power > 0):
         return _residual_phi(r), 0.0, float(np.std(r))
 
-    def shape(phi, white):
+    def shape(phi: Any, white: Any) -> Any:          # floats or arrays of them
         # the spectral density's shape at unit marginal variance: AR(1) part and white part
         return (1 - white) * (1 - phi * phi) / (1 - 2 * phi * cos + phi * phi) + white
 
@@ -510,8 +534,9 @@ def _null_p(x: np.ndarray, sharp_t: float, rng: np.random.Generator, sims: int, 
     return _curve_null_p(x, _smooth_basis(len(x)), as_sharp, rng, sims, decide_at, unbiased_phi)
 
 
-def _curve_null_p(x: np.ndarray, basis: np.ndarray, as_extreme, rng: np.random.Generator, sims: int,
-                  decide_at: float | None = None, unbiased_phi: bool = False) -> tuple[float, int]:
+def _curve_null_p(x: np.ndarray, basis: np.ndarray, as_extreme: Callable[[np.ndarray], bool],
+                  rng: np.random.Generator, sims: int, decide_at: float | None = None,
+                  unbiased_phi: bool = False) -> tuple[float, int]:
     """simulated_p of x's least-squares curve on `basis` plus the noise of its residuals: AR(1)
     plus white noise fitted by Whittle's likelihood (_whittle_noise: φ, white share, marginal SD) or,
     `unbiased_phi`, AR(1) at φ unbiased for this basis's fit (_curve_phi) at its upper
@@ -529,12 +554,13 @@ def _curve_null_p(x: np.ndarray, basis: np.ndarray, as_extreme, rng: np.random.G
     return simulated_p(curve, phi, sd, as_extreme, rng, sims, decide_at, white)
 
 
-def simulated_p(mean: np.ndarray, phi: float, sd: float, as_extreme, rng: np.random.Generator, sims: int,
-                decide_at: float | None = None, white: float = 0.0) -> tuple[float, int]:
+def simulated_p(mean: np.ndarray, phi: float, sd: float, as_extreme: Callable[[np.ndarray], bool],
+                rng: np.random.Generator, sims: int, decide_at: float | None = None,
+                white: float = 0.0) -> tuple[float, int]:
     """sequential_p over simulations of `mean` plus AR(1) noise (φ, marginal SD; `white`: that share
     of the variance white instead: _whittle_noise's model), drawn ten at a time as they are needed;
     `as_extreme(series)`: whether that simulation is as extreme as the data."""
-    def extreme():
+    def extreme() -> Iterator[bool]:
         done = 0
         while done < sims:
             k = min(10, sims - done)
@@ -547,7 +573,7 @@ def simulated_p(mean: np.ndarray, phi: float, sd: float, as_extreme, rng: np.ran
     return sequential_p(extreme(), sims, decide_at)
 
 
-def sequential_p(extreme, sims: int, decide_at: float | None = None) -> tuple[float, int]:
+def sequential_p(extreme: Iterable[bool], sims: int, decide_at: float | None = None) -> tuple[float, int]:
     """A Monte Carlo p from `extreme` (per simulation, drawn lazily: was it as extreme as the data),
     sequential (Besag & Clifford 1991): stops at the ratchet_group_stop-th as extreme, or
     (`decide_at`) once p must end above that level; p by besag_clifford_p. (p, simulations run)."""
@@ -642,7 +668,7 @@ def _levelling_null_p(x: np.ndarray, fit: StepFit, rng: np.random.Generator, sim
     null seldom has it (a flat replica with the shape: a median 9–21% of its simulations) p is
     small whatever its steps: such replicas had p ≤ ratchet_group_replica_p in 88–95% of cases,
     and were called wherever their group was found; among the shaped simulations, in 30–38%
-    (session 19, docs/analysis.md)."""
+    (session 19, docs/method/index.md)."""
     bases = _levelling_bases(len(x), cycle)          # the simulations have x's bins: built once
     basis = _levelling_basis(x, bases=bases)
     observed = _sharpest_beside(x, fit.phi, basis)
@@ -661,7 +687,7 @@ def _levelling_null_p(x: np.ndarray, fit: StepFit, rng: np.random.Generator, sim
     return LevellingP(p, observed, done, shaped, hits)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _truncated_product_null(m: int, tau: float) -> np.ndarray:
     """The truncated product's statistic (Σ log p over the p's ≤ τ) of the m − 1 largest of m
     independent uniform p's: 400,000 draws seeded by m, sorted (its 0.25% point to ±0.00008), read-only."""
@@ -671,7 +697,7 @@ def _truncated_product_null(m: int, tau: float) -> np.ndarray:
     return null
 
 
-def truncated_product_p(ps, m: int | None = None, tau: float | None = None) -> np.ndarray | float:
+def truncated_product_p(ps: ArrayLike, m: int | None = None, tau: float | None = None) -> np.ndarray | float:
     """The group's p by the truncated product method (Zaykin et al. 2002) on the m − 1 largest of m
     replica p's (the last axis of `ps`; the smallest dropped: the evidence must not rest on one
     replica): where Σ log p over those ≤ τ (ratchet_group_tau) falls among _truncated_product_null's.
@@ -739,12 +765,13 @@ def ratchet_group(replicas: list[StepEvidence], *, sims: int | None = None) -> G
         if not shape[i]:
             return None
         cycle = _cycle_of(replicas[i])
-        e = evidence[i] = _levelling_null_p(xs[i], fits[i], rng, sims, cycle)
+        # (a replica with the shape has its fit and its series)
+        e = evidence[i] = _levelling_null_p(cast(np.ndarray, xs[i]), cast(StepFit, fits[i]), rng, sims, cycle)
         beside[i] = "a smooth climb that may level off" + ("" if cycle is None else " and the daily cycle")
         done += e.simulations
         return e.p
     own_p = [replica_p(i) for i in range(tested)]
-    p = truncated_product_p([1.0 if q is None else q for q in own_p])
+    p = float(truncated_product_p([1.0 if q is None else q for q in own_p]))
     own_p += [replica_p(i) if p <= alpha else None for i in range(tested, m)]
     called, reasons = [], []
     shaped_p = [evidence[i].shaped_p if i in evidence else q for i, q in enumerate(own_p)]   # own route: p_min
@@ -752,11 +779,15 @@ def ratchet_group(replicas: list[StepEvidence], *, sims: int | None = None) -> G
         call = bool(p <= alpha and sh and not mine and q is not None and q <= RULES["ratchet_group_replica_p"])
         called.append(call)
         e = evidence.get(i)
+        if not call:
+            reasons.append("")
+            continue
+        assert fit is not None and e is not None        # called: it has the shape and was simulated
         reasons.append(f"{_staircase_shape(fit)[3]} up-steps climbing {float(fit.sizes.sum()):.1%} without a release "
                        f"beyond its noise; its sharpest step (t {e.statistic:.1f} beside {beside[i]}) "
                        f"sharper than {e.shaped - e.as_sharp} of the {e.shaped} simulations of that curve in "
                        f"its own noise that have the staircase's shape (p {q:.2g} among them), and {tested} of its "
-                       f"group's replicas together beyond theirs (combined p {p:.2g})" if call else "")
+                       f"group's replicas together beyond theirs (combined p {p:.2g})")
     return GroupRatchet(tuple(own), tuple(called), tuple(reasons), p, tuple(own_p), done, tuple(shaped_p))
 
 
@@ -779,23 +810,33 @@ def classify(t_s: np.ndarray, y: np.ndarray, *, verified: bool | None = True,
     iqr = float((q3 - q1) / level) if level > 0 else None
     rel = earlier.releases if earlier is not None and earlier.releases is not None else release_events(t_s, y, level)
     known = earlier.ratchet if earlier is not None else None
-    growing = bool(g is not None and g.significant and g.change_mb > 0 and g.change_share > RULES["flat_max_growth_share"] \
+    growing = bool(g is not None and g.significant and g.change_mb > 0 and g.change_share > growth_bar_share(window) \
             and g.change_mb >= RULES["growing_min_change_mb"])
-    grew = (f"grew {g.change_mb:.1f} MB ({g.change_share:.1%}) over {window:.0f} s, 95% interval "
-            f"{g.change_lo:.1f}–{g.change_hi:.1f} MB" + (f", {g.pooled}" if g.pooled else "")) if growing else ""
-    if growing and g.change_share >= RULES["bloating_window_share"]:
+    grown = g if growing else None
+    rate = rate_phrase(grown.change_share, *_share_interval(grown), window) if grown is not None else ""
+    grew = (f"grew {grown.change_mb:.1f} MB ({grown.change_share:.1%}) over {window:.0f} s, 95% interval "
+            f"{grown.change_lo:.1f}–{grown.change_hi:.1f} MB" + (f", {rate}" if rate else "")
+            + (f", {grown.pooled}" if grown.pooled else "")) if grown is not None else ""
+    if grown is not None and grown.change_share >= RULES["bloating_window_share"]:
         return StatusCall("Bloating", grew, g, rel, iqr, known)
     ratchet = known or _step_evidence(t_s, y, level)
     if ratchet.ratcheting:
-        return StatusCall("Ratcheting", ratchet.reason, g, rel, iqr, ratchet)
+        return StatusCall("Growing", ratchet.reason, g, rel, iqr, ratchet, STEPS)
     if growing:
         return StatusCall("Growing", grew, g, rel, iqr, ratchet)
     if iqr is not None and iqr > RULES["variable_iqr_share"]:
         return StatusCall("Variable", f"interquartile range {iqr:.0%} of the median", g, rel, iqr, ratchet)
-    return StatusCall("Flat", "; ".join(x for x in (_not_growing(g), ratchet.reason) if x), g, rel, iqr, ratchet)
+    return StatusCall("Flat", "; ".join(x for x in (_not_growing(g, window), ratchet.reason) if x), g, rel, iqr, ratchet)
 
 
-def _not_growing(g: Growth | None) -> str:
+def _share_interval(g: Growth) -> tuple[float | None, float | None]:
+    """g's change interval as shares of its level (None: no interval)."""
+    if g.change_lo is None or g.change_hi is None or not g.level_mb:
+        return None, None
+    return g.change_lo / g.level_mb, g.change_hi / g.level_mb
+
+
+def _not_growing(g: Growth | None, window_s: float = 0.0) -> str:
     """Why a replica's change is not Growing, for its Flat word: a +8% staircase in 2% AR(1) noise
     over 1.5 days is Flat on its own interval in about 7 of 10 replicas, and "Flat" beside a climb
     of 8% read as a contradiction until the reason said its interval spans zero."""
@@ -806,5 +847,9 @@ def _not_growing(g: Growth | None) -> str:
     elif g.change_mb <= 0:
         why = "a fall, not growth"
     else:
-        why = f"under the {RULES['flat_max_growth_share']:.0%} and {RULES['growing_min_change_mb']:g} MB that Growing needs"
+        bar = growth_bar_share(window_s)
+        rate = rate_phrase(g.change_share, *_share_interval(g), window_s)
+        why = (f"under the {bar:.1%} of the level and {RULES['growing_min_change_mb']:g} MB that Growing needs over this window"
+               + (f" (a rate of {rate}; the bar: {RULES['growing_min_rate_share_day']:.0%}/day over a day or more, "
+                  f"at most {RULES['flat_max_growth_share']:.0%})" if rate else ""))
     return f"{change_phrase(g)}: {why}"

@@ -14,7 +14,7 @@ threshold", so the same valid test, with the same guarantee, answers
 
 Each wrong call (bad when the true ratio is at or below the threshold, good when it is at or above)
 has probability ≤ alpha whatever the dependence between looks. Calibrated in
-benchmarks/bisect_calibration.py (docs/analysis.md, calibration table).
+benchmarks/bisect_calibration.py (docs/method/index.md, calibration table).
 """
 from __future__ import annotations
 

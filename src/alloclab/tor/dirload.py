@@ -24,7 +24,7 @@ import socket
 import sys
 import time
 import zlib
-from typing import Callable
+from collections.abc import Callable, Sequence
 
 LOOPBACK = ipaddress.ip_network("127.0.0.0/8")
 MAX_RESPONSE = 64 << 20        # a consensus of ~7,000 routers is ~3 MB; 64 MiB bounds a broken reply
@@ -149,7 +149,8 @@ class Counts:
         os.replace(tmp, path)
 
 
-def request_plan(rng: random.Random, seen_digests: list[str], micro_digests: list[str], fingerprints: list[str] = ()):
+def request_plan(rng: random.Random, seen_digests: list[str], micro_digests: list[str],
+                 fingerprints: Sequence[str] = ()):
     """The next request: (kind, path, headers). Consensus fetches dominate, as on a real cache. In a
     directory of more than LARGE_DIRECTORY routers, descriptors are asked for by fingerprint in
     batches (as relays fetch them) rather than all at once (tens of MB a reply)."""

@@ -27,9 +27,9 @@ import struct
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from ..config import Experiment, Group
 from ..errors import UserError

@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from dirload import check_loopback, connect_loopback  # noqa: E402  (stdlib-only sibling)
+from dirload import check_loopback, connect_loopback  # stdlib-only sibling
 
 PLATFORM = "Tor 0.4.9.11 on Linux"
 PROTO = ("Conflux=1 Cons=1-2 Desc=1-2 DirCache=2 FlowCtrl=1-2 HSDir=2 HSIntro=4-5 HSRend=1-2 Link=1-5 "
@@ -292,7 +292,7 @@ class Router:
             "dirreq-v3-reqs " + ",".join(f"{cc}={rng.randint(8, 2000) // 8 * 8}" for cc in _COUNTRIES),
             f"dirreq-v3-resp ok={rng.randint(1000, 90000) // 8 * 8},not-enough-sigs=0,unavailable=0,not-found=0,"
             "not-modified=0,busy=0",
-            f"dirreq-v3-direct-dl complete=0,timeout=0,running=0",
+            "dirreq-v3-direct-dl complete=0,timeout=0,running=0",
             f"dirreq-v3-tunneled-dl complete={rng.randint(1000, 90000) // 4 * 4},timeout=4,running=0",
             f"hidserv-stats-end {published} (86400 s)",
             f"hidserv-rend-relayed-cells {rng.randint(-5000, 90000)} delta_f=2048 epsilon=0.30 bin_size=1024",
@@ -365,7 +365,7 @@ def upload(authorities: list[tuple[str, int]], routers: list[Router], status: St
         body = "".join(s + e for s, e in (r.descriptors(now, r.rng.random() < rotate)
                                           for r in routers[i:i + BATCH])).encode()
         for host, port in authorities:
-            for attempt in range(30):               # an authority still starting: its DirPort opens soon
+            for _attempt in range(30):               # an authority still starting: its DirPort opens soon
                 try:
                     code = post(host, port, body)
                     break

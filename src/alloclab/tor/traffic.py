@@ -31,7 +31,7 @@ import threading
 import time
 
 try:                                   # as the scenario runs it: a script beside dirload.py
-    from dirload import NotLoopback, add_run_arguments, check_loopback, connect_loopback, loopback_main  # noqa: F401
+    from dirload import NotLoopback, add_run_arguments, check_loopback, connect_loopback, loopback_main
 except ImportError:                    # imported as alloclab.tor.traffic (tests)
     from .dirload import NotLoopback, add_run_arguments, check_loopback, connect_loopback, loopback_main  # noqa: F401
 

@@ -7,7 +7,7 @@ beyond it), events.csv, diagnostics.csv and experiment.json (TorUtils' group lab
 verification). Import reads that layout, including the 5-way variant whose groups live in
 groups/group_<L>_<allocator>[_historical].txt lists, into a run store, so analysis and reports
 work on operators' existing data and an export imports back to the same analysis. Import reads
-and checks every file before it creates anything (docs/store.md lists the rules).
+and checks every file before it creates anything (docs/reference/store.md lists the rules).
 
 Parts: layout (file and column names), validation (checks of hostile files), export,
 importer, fastcsv (the columnar fast path of the memory CSV)."""

@@ -6,7 +6,7 @@ import csv
 import io
 import json
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from ..errors import UserError
@@ -14,8 +14,17 @@ from ..outputs import writable_directory, write_output
 from ..store import Store
 from ..timefmt import utc_iso
 from .layout import (
-    DIAG_COLUMNS, DIAG_EXTRA_COLUMNS, EVENT_COLUMNS, EVENT_EXTRA_COLUMNS, EXPORTED_META, EXPORT_FORMAT, EXTRA_COLUMNS,
-    MEMORY_COLUMNS, _GROUP_FIELDS, _PROCESS_FIELDS, _REPLICA_FIELDS,
+    _GROUP_FIELDS,
+    _PROCESS_FIELDS,
+    _REPLICA_FIELDS,
+    DIAG_COLUMNS,
+    DIAG_EXTRA_COLUMNS,
+    EVENT_COLUMNS,
+    EVENT_EXTRA_COLUMNS,
+    EXPORT_FORMAT,
+    EXPORTED_META,
+    EXTRA_COLUMNS,
+    MEMORY_COLUMNS,
 )
 
 # ---- export -------------------------------------------------------------------------------------
@@ -46,7 +55,7 @@ def _refuse_foreign_files(out_dir: Path) -> None:
 @contextmanager
 def _csv_output(out_dir: Path, name: str):
     """A CSV written whole when the block ends, through outputs.write_output: a link planted in
-    the export directory is replaced, never written through (docs/security.md)."""
+    the export directory is replaced, never written through (docs/reference/security.md)."""
     buffer = io.StringIO(newline="")
     yield buffer
     write_output(out_dir, name, buffer.getvalue())
@@ -93,9 +102,9 @@ def export_csv(run: str | Path, out_dir: Path) -> list[Path]:
         w = csv.writer(f)
         w.writerow(DIAG_COLUMNS + DIAG_EXTRA_COLUMNS)
         for h in store.host_samples():
-            d = datetime.fromtimestamp(h["t"], timezone.utc)
+            d = datetime.fromtimestamp(h["t"], UTC)
             count, total = totals.get(h["t"], (0, 0))
-            mb = lambda kb: "" if kb is None else kb // 1024  # noqa: E731
+            mb = lambda kb: "" if kb is None else kb // 1024
             w.writerow([d.strftime("%Y-%m-%d"), d.strftime("%H:%M:%S"), host, "", meta.get("os", ""), meta.get("kernel", ""),
                         allocators, mb(h["mem_total_kb"]), "", mb(h["mem_available_kb"]), "", mb(h["swap_total_kb"]),
                         mb(h["swap_free_kb"]), "", "", "", count, mb(total or 0), mb((total or 0) // count) if count else ""] +

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import csv
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
@@ -298,9 +298,9 @@ def _numbers(cell: tuple[np.ndarray, np.ndarray], column: str, limits: dict[str,
     """A figure column as float64 (NaN where empty), integer kinds rounded half to even like round()."""
     values, matrix = cell
     digits = ((matrix >= 48) & (matrix <= 57)) | (matrix == 0)
-    if not np.all(digits):                            # decimals or exponents: each checked by the pattern
-        if not all(not v or _NUMBER.fullmatch(v) for v in values.tolist()):
-            raise NotSimple(f"a {column} that is not a plain number")
+    # decimals or exponents: each checked by the pattern
+    if not np.all(digits) and not all(not v or _NUMBER.fullmatch(v) for v in values.tolist()):
+        raise NotSimple(f"a {column} that is not a plain number")
     empty = values == b""
     out = np.where(empty, b"0", values).astype(np.float64)
     kind, limit = limits[column]

@@ -6,22 +6,38 @@ import csv
 import itertools
 import json
 import math
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from datetime import timedelta, timezone
+from datetime import UTC, timedelta, timezone
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
 
 import numpy as np
 
 from .. import outputs
-from . import fastcsv
 from ..errors import UserError
 from ..store import DB_NAME, Store, StoreError, new_run_directory
-from .layout import DIAG_EXTRA_COLUMNS, MEMORY_FILES, PHASES, SAMPLE_FIGURES, TIERS, _GROUP_FILE
+from . import fastcsv
+from .layout import _GROUP_FILE, DIAG_EXTRA_COLUMNS, MEMORY_FILES, PHASES, SAMPLE_FIGURES, TIERS
 from .validation import (
-    EARLIEST, LIMITS, MAX_NAME_CHARS, MAX_TEXT_CHARS, MEMORY_FIX, MEMORY_REQUIRED, _check_file,
-    _check_group_list_files, _check_section, _csv_rows, _header_problem, _memory_structure, _name, _number, _read_text,
-    _row_time, _show, _timestamp, _where,
+    EARLIEST,
+    LIMITS,
+    MAX_NAME_CHARS,
+    MAX_TEXT_CHARS,
+    MEMORY_FIX,
+    MEMORY_REQUIRED,
+    _check_file,
+    _check_group_list_files,
+    _check_section,
+    _csv_rows,
+    _header_problem,
+    _memory_structure,
+    _name,
+    _number,
+    _read_text,
+    _row_time,
+    _show,
+    _timestamp,
+    _where,
 )
 
 
@@ -125,7 +141,7 @@ def _default_baseline(groups: list[str], labels: dict[str, tuple[str, str | None
 PROGRESS_ROWS = 1_000_000           # a progress line per this many rows read or samples written
 
 
-def import_torutils(folder: Path, out: Path, naive_tz: timezone = timezone.utc, baseline: str | None = None,
+def import_torutils(folder: Path, out: Path, naive_tz: timezone = UTC, baseline: str | None = None,
                     progress: Callable[[str], None] | None = None, fast: bool = True) -> Path:
     """A TorUtils experiment folder (or an `alloclab export`) as a new run in `out`. Every file is
     read and checked first; `out` is created only once all of it is sound. The memory CSV is
@@ -349,7 +365,7 @@ class _Relays:
         self.duplicate_times: dict[str, int] = {}        # nickname -> rows repeating one of its timestamps
         self.server = ""                                 # the first row's (of any type) non-blank server
 
-    def table(self, header: list[str]) -> "_SampleTable":
+    def table(self, header: list[str]) -> _SampleTable:
         names = sorted(self.group_of)
         rank, t, phase, tier = [], [], [], []
         figures: list[list] = [[] for _ in SAMPLE_FIGURES]
@@ -381,7 +397,7 @@ class _SampleTable:
     taken from the dict one by one as they are sorted, so the caller should hold no other
     reference to them (ten million samples: each column copy is 80 MB)."""
     def __init__(self, names: list[str], rank: np.ndarray, columns: dict[str, np.ndarray], constant: dict[str, int],
-                 relays: "_Relays | fastcsv.RelayRows", duplicate_times: dict[str, int]) -> None:
+                 relays: _Relays | fastcsv.RelayRows, duplicate_times: dict[str, int]) -> None:
         order = np.lexsort((columns["t"], rank))         # stable: equal times keep file order
         self.names = names
         self.columns_: dict[str, np.ndarray] = {}

@@ -6,7 +6,7 @@ import re
 
 MEMORY_COLUMNS = ["timestamp", "server", "type", "fingerprint", "nickname", "group", "rss_kb", "vmsize_kb", "hwm_kb",
                   "frag_ratio", "count", "total_kb", "avg_kb", "min_kb", "max_kb"]
-# alloclab's own figures, after the TorUtils columns (docs/store.md); empty where not measured
+# alloclab's own figures, after the TorUtils columns (docs/reference/store.md); empty where not measured
 # (unix_time: the exact time in seconds, which `timestamp` gives to the microsecond)
 EXTRA_COLUMNS = ["pss_kb", "uss_kb", "anon_kb", "swap_kb", "lazyfree_kb", "cgroup_kb", "cgroup_peak_kb", "live_bytes",
                  "ops", "cpu_s", "nprocs", "phase", "tier", "unix_time"]

@@ -10,12 +10,12 @@ import json
 import math
 import re
 import stat
+from collections.abc import Callable, Iterable
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Iterable
 
 from ..errors import UserError
-from .layout import EXPORTED_META, EXPORT_FORMAT, PHASES, _GROUP_FIELDS, _PROCESS_FIELDS, _REPLICA_FIELDS
+from .layout import _GROUP_FIELDS, _PROCESS_FIELDS, _REPLICA_FIELDS, EXPORT_FORMAT, EXPORTED_META, PHASES
 
 # ---- import: reading files that may be hostile ---------------------------------------------------
 # Every file is read and checked completely before the output directory is created; every problem

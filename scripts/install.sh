@@ -22,8 +22,6 @@ command -v cargo >/dev/null || PKGS="$PKGS cargo"
 [ "${1:-}" = "--test" ] && PKGS="$PKGS openssh-server openssh-client iproute2"
 # ... as a user with sudo, onto hosts that get alloclab's light install (Debian's packages for the fleet verbs)
 [ "${1:-}" = "--test" ] && PKGS="$PKGS sudo python3-click python3-rich python3-prometheus-client"
-# ... and the canary's peer judgement there (the role's alloclab_canary_peers; the hosts have no mirror)
-[ "${1:-}" = "--test" ] && PKGS="$PKGS python3-numpy python3-scipy"
 # the HTML report is opened in a real headless browser by the tests
 [ "${1:-}" = "--test" ] && PKGS="$PKGS chromium"
 # `report`, `compare` and `run` are looked at in a real 80-column terminal (tests/integration/test_terminal_80.py)

@@ -167,9 +167,6 @@ def test_the_documented_route_from_fresh_hosts_to_teardown(route, three_hosts, t
         site = next(venv.glob("lib/python3*/site-packages"))
         assert (site / "alloclab").is_dir() and not any((site / name).exists() for name in ("numpy", "scipy", "matplotlib", "plotly", "pip"))
         sizes[host] = du(venv)
-        # the canary's peer judgement (alloclab_canary_peers, on by default): the venv sees Debian's numpy and scipy
-        probe = f.nsenter(host, "/opt/alloclab/bin/python", "-c", "from alloclab.fleet import canary; print(canary.missing_packages())")
-        assert probe.returncode == 0 and probe.stdout.strip() == "[]", (host, probe.stdout, probe.stderr[-500:])
         # the collector: a service with --listen and --host, its native reader built before it started
         unit_text = f.upper(host, "/etc/systemd/system/alloclab-collector.service").read_text()
         assert f"--listen 9464 --host {host}" in unit_text and "ExecStart=/opt/alloclab/bin/alloclab fleet collect" in unit_text
@@ -189,7 +186,7 @@ def test_the_documented_route_from_fresh_hosts_to_teardown(route, three_hosts, t
     debian = subprocess.run(["dpkg-query", "-W", "-f=${Installed-Size}\n", *HOST_DEBIAN], capture_output=True, text=True)
     debian_kb = sum(int(x) for x in debian.stdout.split())
     host_install_mb = (max(sizes.values()) + debian_kb * 1024) / 1e6
-    print(f"\nhost install: alloclab's venv {max(sizes.values()) / 1e6:.1f} MB + Debian packages {debian_kb / 1e3:.1f} MB "
+    print(f"\nhost install: alloclab's venv {max(sizes.values()) / 1e6:.1f} MB + Debian packages {debian_kb * 1024 / 1e6:.1f} MB "
           f"({', '.join(HOST_DEBIAN)}) = {host_install_mb:.1f} MB")
     assert host_install_mb <= 30
     before = {host: {u: f.upper(host, f"/etc/systemd/system/{u}.d/50-alloclab.conf").read_bytes() for u in f.units[host]}

@@ -7,9 +7,9 @@ PY := .venv/bin/python
 test:
 	$(PY) -m pytest -q
 
-# the unit tests, without the ones that ask a package registry (-m replaces the default's 'not slow')
+# the unit tests, without the ones that ask a package registry or simulate many series (-m replaces the default's 'not slow')
 test-fast:
-	$(PY) -m pytest -q -p no:cacheprovider tests/unit -m 'not slow and not network'
+	$(PY) -m pytest -q -p no:cacheprovider tests/unit -m 'not slow and not network and not simulation'
 
 # the linter and the type checker, as configured in pyproject.toml
 lint:

@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
@@ -33,6 +34,7 @@ def test_grouped_rate_widens_with_calls_that_come_by_group():
     assert "design effect 5.0" in cal.grouped_rate(clustered, 5)      # never above the group's size
 
 
+@pytest.mark.simulation
 def test_an_ungated_null_counts_at_least_the_simulations_the_gated_one_counts():
     t = sim.times(1.5 * 86400, 600.0)
     rng = np.random.default_rng(3)
@@ -53,6 +55,7 @@ def _rows(capsys, prefix: str) -> list[str]:
     return [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith(prefix)]
 
 
+@pytest.mark.simulation
 def test_the_shape_bound_separates_staircases_from_flat_series(monkeypatch, capsys):
     # --part ratchet-shape: what share of replicas show the staircase's shape, the bound on any call
     # that keeps it; seeded, 60 series a cell
@@ -84,6 +87,7 @@ def test_mixed_groups_count_only_the_replicas_that_do_not_step(monkeypatch, caps
     assert any("n = 5" in r and "/4, 2 groups" in r for r in rows) and any("n = 3" in r and "/2, 2 groups" in r for r in rows), rows
 
 
+@pytest.mark.simulation
 def test_the_group_rows_give_the_call_among_the_shaped_beside_the_call_among_all(monkeypatch, capsys):
     # --part ratchet-group: the rate is the rule's (bar 0.25 among the simulations with the shape); the
     # looser bars call at least as many; the call by the p among all simulations (until session 19) at

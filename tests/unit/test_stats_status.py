@@ -140,6 +140,7 @@ def test_a_staircase_in_one_and_a_half_percent_ar_noise_is_ratcheting():
     assert ws.count(STEPS) >= 6, ws
 
 
+@pytest.mark.simulation
 def test_a_climb_that_levels_off_is_not_ratcheting():
     # +15% approaching its ceiling (time constant 15% of the 9-day window) in AR(1) 1% φ 0.9, groups of
     # 5: beside a straight line its bend was read as steps (own route 4, group route 2 of these 20)
@@ -172,6 +173,7 @@ def _replicas(t, ys, words_):
     return reps, [SteadyGrowth(t, y, None) for y in ys]
 
 
+@pytest.mark.simulation
 def test_a_group_of_staircases_in_two_percent_noise_lends_its_replicas_step_evidence():
     # five +8% staircases (own step times) under AR(1) 2% φ 0.9, 9 days at 15 minutes: classify's own
     # route finds 2 of 5 (a step of 1.6% is ~1 noise SD); against each replica's simulated null the
@@ -207,6 +209,7 @@ def test_the_monte_carlo_p_stops_at_the_tenth_as_extreme_and_counts_a_subset_ali
     assert besag_clifford_p(stop, 25, 25) == stop / 25 >= besag_clifford_p(stop, 30, 399)
 
 
+@pytest.mark.simulation
 def test_a_smooth_climb_or_a_daily_cycle_the_group_shares_lends_no_step_evidence():
     # the session-9 prototype (a lower bar for every replica when the group's median t was high) called
     # a smooth +10% climb shared by the group Ratcheting in 10% over 1.5 days: the replicas' φ
@@ -239,6 +242,7 @@ def test_staircases_a_group_shares_in_time_are_found_in_two_percent_noise():
     assert len(shared) == 3 and all(status_phrase(r.status, r.growth_shape) == STEPS for r in shared), [(r.status, r.status_reason) for r in out]
 
 
+@pytest.mark.simulation
 def test_a_flat_replica_is_not_called_because_its_group_steps():
     # one flat replica beside five sharing a +8% staircase (2% φ 0.9, 1.5 days): the group's steps are
     # found, four of the five climb at them on their own series (and beside their own smooth curve at
@@ -317,6 +321,7 @@ def test_the_levelling_curve_fits_a_climb_that_levels_off_where_the_cubic_leaves
     assert rss(_levelling_basis(line), line) < 1e-12
 
 
+@pytest.mark.simulation
 def test_a_daily_cycle_over_nine_days_lends_no_step_evidence_because_the_curve_holds_the_cycle(monkeypatch):
     # ±4% with the time of day, shared by five replicas in AR(1) 1% φ 0.9, 9 days at 15 minutes: beside
     # a curve without the day's harmonics the cycle's rises are sharper than an AR(1) null makes them,

@@ -328,10 +328,11 @@ def fetch_debian_binary(src: dict, work: Path, log: Path) -> tuple[Path, dict]:
     _run(["apt-get", "download", "-qq", f"{src['package']}={src['version']}"], log, cwd=dl, env=env,
          what=f"apt-get download {src['package']}={src['version']} ({src['suite']})")
     deb = next(dl.glob("*.deb"))
-    _check_pin(src, "sha256", sha256_file(deb), deb.name)
+    digest = sha256_file(deb)
+    _check_pin(src, "sha256", digest, deb.name)
     _run(["dpkg-deb", "-x", str(deb), str(work / "root")], log, what="dpkg-deb -x")
     return work / "root", {"kind": "debian-binary", "suite": src["suite"], "package": src["package"],
-                           "package_version": src["version"], "file": deb.name, "sha256": sha256_file(deb)}
+                           "package_version": src["version"], "file": deb.name, "sha256": digest}
 
 
 def fetch_debian_source(src: dict, work: Path, log: Path) -> tuple[Path, dict]:
@@ -387,11 +388,12 @@ def fetch_pypi_wheel(src: dict, work: Path, log: Path) -> tuple[Path, dict]:
           "--timeout", "20", *(["--require-hashes"] if src.get("sha256") else []), "-d", str(dl), "-r", str(requirement)],
          log, what=f"pip download {src['package']}=={src['version']}")
     wheel = next(dl.glob("*.whl"))
-    _check_pin(src, "sha256", sha256_file(wheel), wheel.name)
+    digest = sha256_file(wheel)
+    _check_pin(src, "sha256", digest, wheel.name)
     with zipfile.ZipFile(wheel) as z:
         z.extractall(work / "root")
     return work / "root", {"kind": "pypi-wheel", "package": src["package"], "package_version": src["version"],
-                           "file": wheel.name, "sha256": sha256_file(wheel)}
+                           "file": wheel.name, "sha256": digest}
 
 
 def fetch_upstream_git(src: dict, work: Path, log: Path) -> tuple[Path, dict]:

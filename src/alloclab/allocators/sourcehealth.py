@@ -72,12 +72,6 @@ def _key(src: dict) -> str:
     return json.dumps(src, sort_keys=True)
 
 
-def _log() -> Path:
-    d = catalog.cache_dir() / "versions"
-    d.mkdir(parents=True, exist_ok=True)
-    return d / "registry.log"
-
-
 def _debian_binary(src: dict, apt: dict[str, str]) -> SourceHealth:
     where = catalog.describe_source(src)
     env = {**os.environ, **apt}
@@ -100,11 +94,10 @@ def _debian_binary(src: dict, apt: dict[str, str]) -> SourceHealth:
 
 def _debian_source(src: dict) -> SourceHealth:
     where = catalog.describe_source(src)
-    try:
-        catalog.apt_env(src["suite"], _log(), lists=CHECK_LISTS)
+    try:       # source_fetchable refreshes the suite's lists itself (check_catalog refreshed them already)
+        answer = versions.source_fetchable(src["suite"], src["package"], src["version"], lists=CHECK_LISTS)
     except catalog.SourceFailed as exc:
         return SourceHealth(where, UNREACHABLE, str(exc))
-    answer = versions.source_fetchable(src["suite"], src["package"], src["version"], lists=CHECK_LISTS)
     return SourceHealth(where, {True: SERVED, False: GONE, None: UNREACHABLE}[answer],
                         {True: ".dsc there", False: "not in the archive (or its files answer 404)",
                          None: "no answer about its files"}[answer])
@@ -152,7 +145,7 @@ def check_catalog(ids: list[str] | None = None, progress: Callable[[str], None] 
     for suite in sorted({s["suite"] for s in unique.values() if "suite" in s}):
         progress(f"refreshing Debian {suite}'s lists")
         try:
-            apt[suite] = catalog.apt_env(suite, _log(), max_age=0, must_answer=True, lists=CHECK_LISTS)
+            apt[suite] = catalog.apt_env(suite, versions.registry_log(), max_age=0, must_answer=True, lists=CHECK_LISTS)
         except catalog.SourceFailed as exc:        # older lists would answer for the archive of another day
             unrefreshed[suite] = str(exc)
     with ThreadPoolExecutor(max_workers=4) as pool:

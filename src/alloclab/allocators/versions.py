@@ -107,7 +107,7 @@ def _dir() -> Path:
     return d
 
 
-def _log() -> Path:
+def registry_log() -> Path:
     return _dir() / "registry.log"
 
 
@@ -142,7 +142,7 @@ def crate_versions(crate: str, refresh: bool = False, must_answer: bool = False)
         with tempfile.TemporaryDirectory() as tmp:   # outside any project, so cargo asks the registry
             proc = subprocess.run(["cargo", "info", "--quiet", crate], cwd=tmp, capture_output=True, text=True,
                                   timeout=300)
-        with open(_log(), "a") as f:
+        with open(registry_log(), "a") as f:
             f.write(f"$ cargo info {crate}\n{proc.stdout}{proc.stderr}")
         if proc.returncode != 0:
             if must_answer or _index_cache_file(crate) is None:
@@ -172,7 +172,7 @@ def crate_source_dir(crate: str, version: str) -> Path:
     if hits:
         return Path(hits[0])
     with tempfile.TemporaryDirectory() as tmp:
-        tree, _ = catalog.fetch_crate({"crate": crate, "version": version}, Path(tmp), _log(), copy=False)
+        tree, _ = catalog.fetch_crate({"crate": crate, "version": version}, Path(tmp), registry_log(), copy=False)
     return tree
 
 
@@ -276,7 +276,7 @@ def debian_upstream(version: str) -> str | None:
 
 def _madison(suite: str, packages: list[str]) -> list[tuple[str, str, str, str | None]]:
     """(package, version, 'Packages'|'Sources', glibc the binary needs) in one suite."""
-    env = {**os.environ, **catalog.apt_env(suite, _log())}
+    env = {**os.environ, **catalog.apt_env(suite, registry_log())}
     proc = subprocess.run(["apt-cache", "madison", *packages], env=env, capture_output=True, text=True, timeout=120)
     out = []
     for line in proc.stdout.splitlines():
@@ -317,7 +317,7 @@ def source_fetchable(suite: str, package: str, version: str, lists: str = "apt")
     """Whether `apt-get source PACKAGE=VERSION` can fetch its files: apt names the .dsc's URI
     (its own mirror and configuration), one HEAD request asks whether it is still there.
     An archive keeps a source in its index for a while after removing its files."""
-    env = {**os.environ, **catalog.apt_env(suite, _log(), lists=lists)}
+    env = {**os.environ, **catalog.apt_env(suite, registry_log(), lists=lists)}
     try:
         proc = subprocess.run(["apt-get", "source", "--print-uris", "-qq", f"{package}={version}"], env=env,
                               capture_output=True, text=True, timeout=60, cwd=tempfile.gettempdir())
@@ -325,7 +325,7 @@ def source_fetchable(suite: str, package: str, version: str, lists: str = "apt")
         return None
     dsc = [m.group(1) for m in re.finditer(r"^'([^']+\.dsc)'", proc.stdout, re.M)]
     verdict = uri_answers(dsc[0]) if proc.returncode == 0 and dsc else None
-    with open(_log(), "a") as f:
+    with open(registry_log(), "a") as f:
         f.write(f"$ apt-get source --print-uris {package}={version} ({suite}): {dsc[:1]} -> "
                 f"{ {True: 'there', False: 'gone (404)', None: 'no verdict'}[verdict]}\n")
     return verdict
@@ -355,7 +355,7 @@ def _debian_offers(family: str, refresh: bool) -> tuple[list, list, list]:
             try:
                 rows += [(suite, *r) for r in _madison(suite, sorted(binaries) + ([source] if source else []))]
             except (catalog.SourceFailed, UserError, subprocess.SubprocessError) as exc:
-                with open(_log(), "a") as f:
+                with open(registry_log(), "a") as f:
                     f.write(f"apt-cache madison in {suite} failed: {exc}\n")
         rows = _check_sources(rows)
         listing.write_text(json.dumps(rows))

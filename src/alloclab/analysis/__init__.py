@@ -23,6 +23,7 @@ from ..signalname import how_ended
 from ..stats import STATUS_ORDER
 from ..stats.beside import BEYOND
 from ..stats.rules import RULES
+from ..stats.status import GROWTH_WORDS
 from ..store import Store
 from ..timefmt import utc
 from . import regrowth
@@ -136,7 +137,6 @@ def _mean_present(xs: Iterable[float | None]) -> float | None:
     return float(np.mean(v)) if v else None
 
 
-GROWTH_WORDS = ("Growing", "Bloating")
 
 
 def _group_status(words: list[str], verified: int, growth: stats.GroupGrowth | None = None,

@@ -90,6 +90,10 @@ class Series:
     def mask(self, start: float, end: float) -> np.ndarray:
         return (self.t >= start) & (self.t <= end) & ~np.isnan(self.mb)
 
+    def segment_at(self, t: float) -> Segment | None:
+        """The segment (process on one allocator) the replica was in at time t: the last to start at or before it."""
+        return next((g for g in reversed(self.segments) if g.start <= t), None)
+
 
 @dataclass
 class LabelMapping:

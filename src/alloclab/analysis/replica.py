@@ -12,6 +12,7 @@ from scipy import stats as sps
 
 from .. import stats
 from ..stats.rules import RULES
+from ..stats.status import GROWTH_WORDS
 from . import regrowth
 from .load import Segment, Series
 
@@ -171,7 +172,7 @@ def repooled(r: ReplicaStats, steady: SteadyGrowth | None, pool: stats.GrowthPoo
     # pooled returns its input itself unless both have a finite interval
     assert g is not None and g.change_lo is not None and g.change_hi is not None
     assert own is not None and own.change_lo is not None and own.change_hi is not None
-    if g.change_hi - g.change_lo > own.change_hi - own.change_lo and out.status not in ("Growing", "Bloating"):
+    if g.change_hi - g.change_lo > own.change_hi - own.change_lo and out.status not in GROWTH_WORDS:
         # the word an operator reads beside a wide interval: why it is wide, and what it cannot tell
         # (a Flat word's reason has stated the change already: stats.classify)
         change = "" if out.status == "Flat" else f"{stats.change_phrase(g)}, "

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from ..stats.beside import BEYOND, NOT_BEYOND
 from ..stats.rules import RULES
-from ..stats.status import status_phrase
+from ..stats.status import GROWTH_WORDS, status_phrase
 from ..timefmt import span
 from .warnings import Warning
 
@@ -34,7 +34,6 @@ if TYPE_CHECKING:                                   # (the package imports this 
     from . import Analysis, GroupSummary
     from .compare import GroupComparison
 
-GROWTH_WORDS = ("Growing", "Bloating")   # "Growing in steps" is Growing with growth_shape stats.STEPS
 TOO_SHORT = "Too short"          # a status word (stats.status): the steady window cannot settle a level
 
 

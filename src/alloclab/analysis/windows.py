@@ -81,7 +81,7 @@ def level_at(s: Series, t: float, span: float, clean_only: bool = True) -> float
     process segment covering t (its latest segment begun by t); else as published, however old."""
     lo, first = t - span, -np.inf
     if clean_only:
-        seg = next((g for g in reversed(s.segments) if g.start <= t), None)
+        seg = s.segment_at(t)
         if seg is None or seg.group != s.group:
             return None
         lo = max(lo, seg.start)
@@ -108,7 +108,7 @@ def day_level(s: Series, w: Window, clean_only: bool = True) -> float | None:
     day = RULES["day_level_s"]
     first = -np.inf
     if clean_only:
-        seg = next((g for g in reversed(s.segments) if g.start <= w.end), None)
+        seg = s.segment_at(w.end)
         if seg is None or seg.group != s.group:
             return None
         if seg.start > w.end - RULES["day_level_min_hours"] * 3600:
@@ -133,7 +133,7 @@ def daily_swing(s: Series, w: Window) -> float | None:
     cycle's harmonics, stats.cycle_columns) over the window's part in the process covering its end;
     None when that part is shorter than a day or holds too few samples."""
     from ..stats.growth import cycle_columns
-    seg = next((g for g in reversed(s.segments) if g.start <= w.end), None)
+    seg = s.segment_at(w.end)
     start = max(w.start, seg.start) if seg is not None else w.start
     m = s.mask(start, w.end) & (s.mb > 0)
     if w.end - start < RULES["day_level_s"] or m.sum() < 24:
@@ -179,7 +179,7 @@ def end_figures(series: list[Series], groups: list[str], w: Window, listed: dict
                 continue
             pub_vals.append(v)
             if s not in clean:
-                seg = next((x for x in reversed(s.segments) if x.start <= w.end), None)
+                seg = s.segment_at(w.end)
                 on = seg.label if seg else "no data"
                 if s.group != g:
                     why.append(f"{n}: listed for {g} but in {s.group}'s current list, running {on} at the end")

@@ -2,12 +2,11 @@
 when a decision is expected (the rule: alloclab/fleet/decision.py)."""
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
 
 from rich.console import Console
 
+from ..cliconventions import emit_json
 from ..config import parse_duration
 from ..errors import UserError
 from ..fleet import decision, tested
@@ -37,8 +36,7 @@ def status_command(run_dir: Path, look_every: str | None, horizon: str | None, s
     finally:
         store.close()
     if as_json:     # with each group as tested: `fleet deploy --from-run` takes this file where the run is not
-        sys.stdout.write(json.dumps({"run": str(run_dir.resolve()), **st.as_dict(), "groups": groups}, indent=2,
-                                    default=str) + "\n")
+        emit_json({"run": str(run_dir.resolve()), **st.as_dict(), "groups": groups})
         return
     since = f" since {utc(st.started_at, minutes=True)}" if st.started_at else ""
     console.print(f"{run_dir}: day {st.elapsed_s / decision.DAY:.1f}{since}, {st.looks_done} of {len(plan.times())} looks "

@@ -1,15 +1,15 @@
 """`alloclab gate`: a PR's memory gate, baseline and candidate side by side in one run (alloclab.gate)."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from rich.console import Console
 
 from .. import exitcodes
+from ..cliconventions import emit_json
 from ..config import METRICS, load_experiment
 from ..errors import UserError
-from .compare import EXIT_GATE_ABOVE, EXIT_GATE_INCONCLUSIVE, GATE_STYLE
+from .compare import GATE_STYLE, exit_code
 
 
 def _source(experiment: Path | None, command: str | None, baseline: str | None, candidate: str | None,
@@ -87,17 +87,11 @@ def gate_command(experiment: Path | None, fail_on_increase: float | None, comman
         from .. import report
         report.write_report(res.run_dir)
     if as_json:
-        print(json.dumps(res.as_dict(), indent=2))
+        emit_json(res.as_dict())
     else:
         for line in res.lines():
             style = next((v for k, v in GATE_STYLE.items() if line.startswith(k)), None)
             console.print(line, style=style, markup=False, highlight=False, soft_wrap=True)
         if not no_report and not res.interrupted:
             console.print(f"report: {res.run_dir}/report.html", markup=False, highlight=False)
-    if res.interrupted:
-        return exitcodes.INTERRUPTED
-    if res.outcome == "above":
-        return EXIT_GATE_ABOVE
-    if res.outcome == "inconclusive" and not allow_inconclusive:
-        return EXIT_GATE_INCONCLUSIVE
-    return 0
+    return exitcodes.INTERRUPTED if res.interrupted else exit_code(res.outcome, allow_inconclusive)

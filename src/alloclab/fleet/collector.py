@@ -121,8 +121,10 @@ class DeployedCheck:
         """False when one process does not map it, True when every one does, None while unknown."""
         keys = {rd.stat.identity: rd.stat.start_ticks for rd in readings}
         for key, start in keys.items():
+            if now - self.at.get(key, -1e18) < self.every:      # before the age: it reads /proc/uptime
+                continue
             age = sampler.process_age(start)
-            if now - self.at.get(key, -1e18) < self.every or age < VERIFY_MIN_AGE:
+            if age < VERIFY_MIN_AGE:
                 continue
             try:
                 verdict = library.verify_process(key[0], self.spec).verified
@@ -367,7 +369,7 @@ class Follower:
         self.verify_every, self.health = verify_every, health
         self.known: dict[str, deployed.Generation] = {}     # each generation read once it is complete
         self.seen = deployed.signature(self.root)       # a --root whose state cannot be listed: refused at start
-        self.gens, self.complete, self.problems = deployed.generations(self.root, host, self.known)
+        self.gens, self.complete, self.problems = deployed.generations(self.root, host, self.known, self.seen)
         self.reported: set[str] = set()
 
     def refresh(self) -> bool:
@@ -378,7 +380,7 @@ class Follower:
             sig = deployed.signature(self.root)
             if sig == self.seen and self.complete:
                 return False
-            gens, self.complete, self.problems = deployed.generations(self.root, self.host, self.known)
+            gens, self.complete, self.problems = deployed.generations(self.root, self.host, self.known, sig)
             changed, self.seen, self.gens = sig != self.seen or gens != self.gens, sig, gens
         except UserError as exc:       # the state directory refused (rootfs): the units keep what they follow
             self.complete, self.problems = False, [exc.problem]

@@ -90,8 +90,8 @@ def deployed_group_name(plan: dict, group: dict) -> str:
     return tested.get("group") or group["name"]
 
 
-def generations(root: Path, host: str | None = None, known: dict[str, Generation] | None = None
-                ) -> tuple[list[Generation], bool, list[str]]:
+def generations(root: Path, host: str | None = None, known: dict[str, Generation] | None = None,
+                names: tuple[str, ...] | None = None) -> tuple[list[Generation], bool, list[str]]:
     """Every generation recorded under the root, in the order applied; False when a directory has
     no manifest yet (an apply writing it, or one that died before it: read again later); and the
     problems met. Nothing here stops a collector: a generation whose plan is gone or rewritten
@@ -103,7 +103,8 @@ def generations(root: Path, host: str | None = None, known: dict[str, Generation
     where = _applied_dir(root)
     known = {} if known is None else known
     out, complete, problems = [], True, []
-    for i, name in enumerate(sorted(signature(root), key=lambda n: (n.split(".")[0], n)), 1):
+    names = signature(root) if names is None else names     # `names`: the signature the caller just read
+    for i, name in enumerate(sorted(names, key=lambda n: (n.split(".")[0], n)), 1):
         gen_dir = where / name
         if name in known:
             out.append(dataclasses.replace(known[name], number=i))

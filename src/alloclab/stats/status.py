@@ -51,6 +51,7 @@ from .growth import (
 from .rules import RULES
 
 STATUS_ORDER = ["Unverified", "Too short", "Bloating", "Growing", "Variable", "Flat"]
+GROWTH_WORDS = ("Growing", "Bloating")   # the words of a series that climbs ("Growing in steps" is Growing, shape STEPS)
 STEPS = "steps"             # StatusCall.shape / the reports' growth_shape: Growing, and the step evidence holds
 
 

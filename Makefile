@@ -18,4 +18,4 @@ lint:
 
 # rewrite the generated reference (docs/reference/) from the code
 reference:
-	$(PY) -m alloclab.reference
+	$(PY) -m alloclab.docsgen.reference

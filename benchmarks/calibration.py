@@ -30,7 +30,7 @@ from alloclab.stats import (
     growth,
     identical_series,
 )
-from alloclab.stats.compare import holm
+from alloclab.stats.group_tests import holm
 from alloclab.stats.rules import RULES
 from alloclab.stats.status import status_phrase, truncated_product_p
 
@@ -272,7 +272,7 @@ def tor_verdict(rng: np.random.Generator, n_sims: int) -> None:
     measured variance structure, and on one where the seed is half of both groups' spread."""
     from scipy import stats as sps
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-    from alloclab.stopping import planned_look_times
+    from alloclab.run.stopping import planned_look_times
     t = np.arange(0.0, 720.0 + 1, 2.0)
     designs = {"before (warm-up 20 s, looks 60–480 s, α/(k(k+1)))": (20.0, [60.0, 120.0, 240.0, 480.0], SequentialTest(0.05, 1)),
                "after (warm-up 120 s, planned looks 140/280/560/710 s)":
@@ -719,7 +719,7 @@ BESIDE_CYCLE_DESIGNS = (("1.5 d @ 10 min", 1.5, 600.0), ("3 d @ 10 min", 3.0, 60
 
 def beside_cycle_restart(rng: np.random.Generator, n: int, sizes: tuple[int, ...] = (5, 3),
                          cells: tuple[str, ...] | None = None) -> None:
-    """Growth beside the baseline (stats.beside) through import_torutils + analyse, on --part
+    """Growth beside the baseline (stats.added_growth) through import_torutils + analyse, on --part
     beside's design (AR(1) 1–2% φ 0.8–0.98, the workload's growth the same MB in every group, true
     excess 0) with (a) a ±4% daily cycle every relay shares (a share of its own level, on the UTC
     clock; the window starts at any hour), 1.5 d and 3 d at 10 min: each null dataset analysed
@@ -733,7 +733,7 @@ def beside_cycle_restart(rng: np.random.Generator, n: int, sizes: tuple[int, ...
 
     import torutils_scenarios as ts
 
-    from alloclab.stats.beside import AS, BEYOND, LESS, NO_MORE, UNKNOWN
+    from alloclab.stats.added_growth import AS, BEYOND, LESS, NO_MORE, UNKNOWN
     work = Path(tempfile.mkdtemp(prefix="alloclab-calibration-"))
     base = int(rng.integers(2 ** 62))
     specs = [(f"{label}; n = {m}; cycle ±4%", days, step, m, "cycle") for label, days, step in BESIDE_CYCLE_DESIGNS for m in sizes]
@@ -803,7 +803,7 @@ def beside_cycle_restart(rng: np.random.Generator, n: int, sizes: tuple[int, ...
 
 
 def beside(rng: np.random.Generator, n: int, sizes: tuple[int, ...] = (3, 5), cells: tuple[str, ...] | None = None) -> None:
-    """The growth beside the baseline's (stats.beside) through import_torutils + analyse: the
+    """The growth beside the baseline's (stats.added_growth) through import_torutils + analyse: the
     glibc baseline Z at 400–900 MB, groups A, B, C at 0.25× (levels 4× apart, as in the tor run),
     every relay growing by the workload's own MB (the same in every group: 10–25% of the small
     groups' level over the window, each relay's within ±10% of it), AR(1) noise 1–2% of the level
@@ -819,7 +819,7 @@ def beside(rng: np.random.Generator, n: int, sizes: tuple[int, ...] = (3, 5), ce
 
     import torutils_scenarios as ts
 
-    from alloclab.stats.beside import BEYOND, NOT_BEYOND
+    from alloclab.stats.added_growth import BEYOND, NOT_BEYOND
     work = Path(tempfile.mkdtemp(prefix="alloclab-calibration-"))
 
     base = int(rng.integers(2 ** 62))

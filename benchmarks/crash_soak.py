@@ -24,7 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from alloclab import nativebuild
+from alloclab.native import build
 
 INTERVAL = 0.25
 
@@ -101,7 +101,7 @@ def main() -> None:
     ap.add_argument("--no-cgroups", action="store_true", help="set ALLOCLAB_CGROUPS=off (tree and identity only)")
     args = ap.parse_args()
     rng = random.Random(args.seed)
-    frag = nativebuild.program("frag")
+    frag = build.program("frag")
     env = {**os.environ, **({"ALLOCLAB_CGROUPS": "off"} if args.no_cgroups else {})}
     rows = []
     with tempfile.TemporaryDirectory(prefix="alloclab-soak-") as d:

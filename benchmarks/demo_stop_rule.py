@@ -35,11 +35,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from calibration import clopper_pearson
 
 from alloclab.commands import demo
+from alloclab.run.stopping import planned_look_times
 from alloclab.stats import SequentialTest, calibration as sim
-from alloclab.stats.compare import compare_to_baseline
+from alloclab.stats.group_tests import compare_to_baseline
 from alloclab.stats.rules import RULES
 from alloclab.stats.sequential import DECIDED
-from alloclab.stopping import planned_look_times
 
 INTERVAL = 2.0
 WARMUP = float(demo.REAL_WARMUP_S)

@@ -25,7 +25,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from alloclab import nativebuild
+from alloclab.native import build
 from alloclab.store import Store
 from tests.integration.ansible_fleet import fleet, write_inventory
 
@@ -36,7 +36,7 @@ MIMALLOC = "/usr/lib/x86_64-linux-gnu/libmimalloc.so.2"
 def one(hosts: int, units: int, collect: float) -> dict:
     import subprocess
     counts = {f"h{i}": units for i in range(1, hosts + 1)}
-    with fleet(counts, nativebuild.build_dir(), JEMALLOC) as f:
+    with fleet(counts, build.build_dir(), JEMALLOC) as f:
         groups = f.base / "relays.toml"
         groups.write_text('name = "relays"\n[[group]]\nname = "glibc"\nallocator = "glibc"\n'
                           '[[group]]\nname = "jemalloc"\nallocator = "jemalloc@5.3.0"\n'

@@ -53,7 +53,7 @@ from datetime import UTC
 
 from alloclab.analysis.load import Segment
 from alloclab.fleet import decision
-from alloclab.stats.compare import welch
+from alloclab.stats.group_tests import welch
 
 DAY = 86400.0
 STEP = 600.0

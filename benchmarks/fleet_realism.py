@@ -45,7 +45,7 @@ from fleet_decision import wilson
 from torutils_scenarios import GROUPS, T0, analyse_folder, relay_name, write_experiment
 
 from alloclab.stats import calibration as sim
-from alloclab.stats.beside import BEYOND
+from alloclab.stats.added_growth import BEYOND
 
 GROWING = ("Growing", "Bloating", "Ratcheting")     # "Ratcheting": the word before it was retired (a before-run)
 

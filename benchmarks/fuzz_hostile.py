@@ -577,7 +577,7 @@ def servers(args) -> dict:
                 except OSError:
                     refused += 1
             held[name] = len(conns) - refused
-            threads[name] = _server_threads(run.pid, {"metrics": "alloclab.metrics", "live": "alloclab.liveview"}[name])
+            threads[name] = _server_threads(run.pid, {"metrics": "alloclab.serve.metrics", "live": "alloclab.serve.liveview"}[name])
             time.sleep(12.0)                        # past the idle timeout (10 s)
             open_after = 0
             for c in conns:

@@ -30,7 +30,7 @@ from make_import_golden import importer_at
 
 
 def outcome(run, folder: Path, out: Path) -> tuple[str, object]:
-    from alloclab.errors import UserError
+    from alloclab.common.errors import UserError
     from tests.integration.test_import_equivalence import store_digest
     try:
         run(folder, out)

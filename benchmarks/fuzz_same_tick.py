@@ -33,12 +33,14 @@ import sys
 import tempfile
 from pathlib import Path
 
-from alloclab import nativebuild
-from alloclab.trace_codec import FREE, MALLOC, REALLOC, Trace, encode_blocks, ev
+from alloclab.native import build as nativebuild
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # tests.trace_codec: the format in Python
+from tests.trace_codec import FREE, MALLOC, REALLOC, Trace, encode_blocks, ev
 
 
 def build(d: Path) -> Path:
-    src = Path(nativebuild.__file__).parent / "native"
+    src = Path(nativebuild.__file__).parent
     out = d / "replay_asan"
     subprocess.run(["make", "-s", "-C", str(src), f"OUT={d}", f"{d}/replay",
                     "CFLAGS=-g -O1 -fsanitize=address,undefined -fno-omit-frame-pointer -std=c11 -D_GNU_SOURCE"], check=True)

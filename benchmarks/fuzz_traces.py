@@ -33,8 +33,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
-from alloclab import nativebuild, trace
-from alloclab.trace_codec import FREE, MALLOC, REALLOC, THREAD_EXIT, TICK_NS, parse
+from alloclab.capture import trace
+from alloclab.native import build
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # tests.trace_codec: the format in Python
+from tests.trace_codec import FREE, MALLOC, REALLOC, THREAD_EXIT, TICK_NS, parse
 
 INTERESTING = [0, 1, 2, 7, 8, 15, 16, 127, 128, 255, 4096, 1 << 20, 1 << 30, (1 << 32) - 1, 1 << 32, 1 << 40,
                (1 << 40) + 1, 16 << 30, (16 << 30) + 1, 1 << 59, (1 << 63) - 1, (1 << 64) - 1]
@@ -44,7 +47,7 @@ PYSCRIPT = "import json\nd=[json.dumps({str(i): [i]*5 for i in range(300)}) for 
 
 
 def record_seeds(work: Path) -> list[bytes]:
-    nd = nativebuild.build_dir()
+    nd = build.build_dir()
     programs = {
         "xmalloc": [str(nd / "stressors"), "--pattern", "xmalloc", "--rounds", "1", "--slots", "300"],
         "pool": [str(nd / "worker_pool"), "--builds", "1", "--modules", "40", "--gap", "0.05", "--threads", "3"],

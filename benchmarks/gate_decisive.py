@@ -110,7 +110,7 @@ def real_gates(rng, runs: int, work: Path) -> list[dict]:
 
 def resampled(rng, results: list[dict], draws: int, n: int = 4) -> list[tuple]:
     from alloclab import analysis
-    from alloclab.gate import decide_look
+    from alloclab.studies.gate import decide_look
     level = analysis.RULES["alpha"] * PLAN_TIMES[0] / sum(PLAN_TIMES)
     rows = []
     for workload in ("trace", "program"):
@@ -132,7 +132,7 @@ def live_service(rng, draws: int) -> list[tuple]:
     import compare_gate as cg
 
     from alloclab import analysis
-    from alloclab.gate import decide_look
+    from alloclab.studies.gate import decide_look
     level = analysis.RULES["alpha"] * PLAN_TIMES[-1] / sum(PLAN_TIMES)
     rows = []
     for n in (5, 10, 20, 40, 80):

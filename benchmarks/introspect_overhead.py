@@ -24,7 +24,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from alloclab import introspect, nativebuild, workloads
+from alloclab.capture import introspect
+from alloclab.native import build
+from alloclab.run import workloads
 
 LIBS = {"glibc": None, "jemalloc": "libjemalloc.so.2", "mimalloc": "libmimalloc.so.2",
         "tcmalloc": "libtcmalloc_minimal.so.4"}
@@ -106,7 +108,7 @@ def main() -> None:
     ap.add_argument("--interval", type=float, default=1.0, help="helper cadence (s)")
     ap.add_argument("--allocators", default="glibc,jemalloc,mimalloc")
     args = ap.parse_args()
-    frag = str(nativebuild.program("frag"))
+    frag = str(build.program("frag"))
     results = {}
     with tempfile.TemporaryDirectory(prefix="alloclab-introspect-bench-") as tmp:
         for name in args.allocators.split(","):

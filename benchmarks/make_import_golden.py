@@ -65,7 +65,7 @@ def main() -> int:
     ap.add_argument("--commit", default=COMMIT, help="the commit whose importer makes the records (default %(default)s)")
     args = ap.parse_args()
     sys.path[:0] = [str(REPO / "src"), str(REPO)]
-    from alloclab.errors import UserError  # noqa: F401 - outcome() catches it
+    from alloclab.common.errors import UserError  # noqa: F401 - outcome() catches it
     from alloclab.torutils import importer
     from tests.integration.test_import_equivalence import CASE_IDS, build_case, input_digest, make_export, outcome
     before = importer_at(args.commit)

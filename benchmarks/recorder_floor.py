@@ -23,7 +23,7 @@ from pathlib import Path
 
 import trace_workloads
 
-from alloclab import nativebuild
+from alloclab.native import build as nativebuild
 
 CLOCK_COST_C = r"""
 #include <stdint.h>
@@ -62,7 +62,7 @@ def timed(cmd: list[str], env: dict | None = None) -> tuple[float, float]:
 
 
 def build(d: Path) -> tuple[Path, Path]:
-    src = Path(nativebuild.__file__).parent / "native"
+    src = Path(nativebuild.__file__).parent
     fake = d / "liballoclab_trace_fake_clock.so"
     subprocess.run(["gcc", "-O2", "-g", "-std=c11", "-D_GNU_SOURCE", "-DALLOCLAB_TRACE_FAKE_CLOCK", "-fPIC", "-shared",
                     "-fvisibility=hidden", "-ftls-model=initial-exec", "-o", str(fake), str(src / "tracer.c"),

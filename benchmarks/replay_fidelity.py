@@ -22,7 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-from alloclab import nativebuild, trace
+from alloclab.capture import trace
+from alloclab.native import build
 
 
 def rss_curve(cmd: list[str], env: dict) -> tuple[np.ndarray, np.ndarray, int]:
@@ -59,7 +60,7 @@ def main() -> None:
     ap.add_argument("--load", type=float, default=4)
     ap.add_argument("--jemalloc", default=next(iter(sorted(Path("/usr/lib").glob("*/libjemalloc.so.2"))), None))
     args = ap.parse_args()
-    argv = [str(nativebuild.program("stressors")), "--pattern", "sawtooth", "--load", f"{args.load:g}", "--period", "1",
+    argv = [str(build.program("stressors")), "--pattern", "sawtooth", "--load", f"{args.load:g}", "--period", "1",
             "--mb", str(args.mb)]
     env = {**os.environ, "LD_PRELOAD": str(args.jemalloc), "MALLOC_CONF": "dirty_decay_ms:0,muzzy_decay_ms:0"}
     rs, peaks = [], []
@@ -69,7 +70,7 @@ def main() -> None:
         for i in range(args.reps):
             load = os.getloadavg()[0]
             original = rss_curve(argv, env)
-            replayed = rss_curve([str(nativebuild.program("replay")), str(path), "--speed", "1"], env)
+            replayed = rss_curve([str(build.program("replay")), str(path), "--speed", "1"], env)
             r, peak = correlation(original, replayed), replayed[2] / original[2]
             rs.append(r)
             peaks.append(peak)

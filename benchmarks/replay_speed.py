@@ -29,7 +29,7 @@ from pathlib import Path
 
 from trace_workloads import REPLAYED
 
-from alloclab import nativebuild
+from alloclab.native import build
 
 
 def run(cmd: list[str]) -> tuple[dict, float]:
@@ -49,8 +49,8 @@ def record(name: str, directory: Path) -> Path:
     if path.exists():
         return path
     prog, argv = REPLAYED[name]
-    env = {"LD_PRELOAD": str(nativebuild.program("liballoclab_trace.so")), "ALLOCLAB_TRACE_FILE": str(path)}
-    subprocess.run([str(nativebuild.program(prog)), *argv], env={**os.environ, **env}, check=True,
+    env = {"LD_PRELOAD": str(build.program("liballoclab_trace.so")), "ALLOCLAB_TRACE_FILE": str(path)}
+    subprocess.run([str(build.program(prog)), *argv], env={**os.environ, **env}, check=True,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return path
 
@@ -101,7 +101,7 @@ def main() -> None:
     args = ap.parse_args()
     if args.pairs < 1:
         ap.error("--pairs must be at least 1")
-    replayer = args.replayer or str(nativebuild.program("replay"))
+    replayer = args.replayer or str(build.program("replay"))
     print(json.dumps({"load_average": os.getloadavg(), "replayer": replayer}), flush=True)
     out = {}
     with tempfile.TemporaryDirectory() as tmp:

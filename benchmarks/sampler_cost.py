@@ -19,12 +19,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from alloclab import nativebuild, sampler
+from alloclab.capture import sampler
+from alloclab.native import build
 
 
 def build_helpers() -> Path:
     out = Path(tempfile.mkdtemp(prefix="alloclab-bench-"))
-    subprocess.run(["make", "-s", "-C", str(nativebuild.SOURCE_DIR), f"OUT={out}", "bench"], check=True)
+    subprocess.run(["make", "-s", "-C", str(build.SOURCE_DIR), f"OUT={out}", "bench"], check=True)
     return out
 
 

@@ -29,8 +29,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from alloclab import analysis, runner
-from alloclab.config import load_experiment
+from alloclab import analysis
+from alloclab.experiment_file import load_experiment
+from alloclab.run import runner
 from alloclab.store import Store
 from tests.experiments import write_experiment
 

@@ -20,8 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from alloclab.capture.recorder import Recorder
 from alloclab.store import DB_NAME, Store
-from alloclab.tickwriter import Recorder
 
 PHASES = ("samples", "processes_seen", "host_sample", "commit")
 

@@ -1,6 +1,6 @@
 """Ratios between pairs of a run's groups whose denominators differ, e.g. glibc against mimalloc
 2.0.9 at each tor thread count (issue 26; docs/lab/results.md). Each pair is the report's own
-comparison (analysis.compare.compare_groups: the replica levels as analysed, Welch's t on log
+comparison (analysis.comparisons.compare_groups: the replica levels as analysed, Welch's t on log
 levels, geometric-mean ratio with its 95% interval), on the two groups alone; p is also
 Holm-adjusted over the pairs given. Every group against one group: `alloclab report RUN --baseline GROUP`.
 
@@ -11,8 +11,8 @@ from __future__ import annotations
 import sys
 
 from alloclab.analysis import analyse
-from alloclab.analysis.compare import compare_groups
-from alloclab.stats.compare import holm
+from alloclab.analysis.comparisons import compare_groups
+from alloclab.stats.group_tests import holm
 from alloclab.store import Store
 
 

@@ -8,7 +8,7 @@ deltas (empirical entropy given the operation, at the recorded tick), free choic
 live objects at each free, as if one were chosen uniformly: a random-order free), and sizes (the
 empirical entropy, or with --size-range the exact entropy of a log-uniform draw in that range, as
 the stressors draw them: a few hundred thousand samples understate an entropy of ~12 bits).
-Addresses are not estimated. Reads the trace with alloclab.trace_codec (pure Python: ~1 M events
+Addresses are not estimated. Reads the trace with tests.trace_codec (pure Python: ~1 M events
 a minute).
 """
 from __future__ import annotations
@@ -17,9 +17,11 @@ import argparse
 import collections
 import json
 import math
+import sys
 from pathlib import Path
 
-from alloclab.trace_codec import ALLOCATING, FREE, REALLOC, decode_events, parse
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # tests.trace_codec: the format in Python
+from tests.trace_codec import ALLOCATING, FREE, REALLOC, decode_events, parse
 
 
 def entropy(counts: collections.Counter) -> float:

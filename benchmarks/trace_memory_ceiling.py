@@ -17,8 +17,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from alloclab import nativebuild
-from alloclab.trace_codec import MALLOC, Block, Trace
+from alloclab.native import build
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # tests.trace_codec: the format in Python
+from tests.trace_codec import MALLOC, Block, Trace
 
 PER_BLOCK = 100_000
 HEADER_H = Path(__file__).resolve().parent.parent / "src" / "alloclab" / "native" / "trace_reader.h"
@@ -84,7 +86,7 @@ def main() -> int:
     ap.add_argument("--sizes", default="100000,1000000")
     ap.add_argument("--timeout", type=float, default=300)
     a = ap.parse_args()
-    replay = str(nativebuild.program("replay"))
+    replay = str(build.program("replay"))
     worst = 0.0
     with tempfile.TemporaryDirectory(prefix=f"alloclab-memceiling-{os.getpid()}-") as d:
         for size in (int(s) for s in a.sizes.split(",")):

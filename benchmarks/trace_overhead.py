@@ -24,7 +24,8 @@ from pathlib import Path
 
 from trace_workloads import PACED, RECORDED
 
-from alloclab import nativebuild, trace
+from alloclab.capture import trace
+from alloclab.native import build
 
 CPU: list[float] = []                 # CPU seconds (user + sys, all threads) of the last command run
 
@@ -51,14 +52,14 @@ def main() -> None:
     ap.add_argument("--baseline-tracer", help="a second liballoclab_trace.so to record with, side by side")
     args = ap.parse_args()
     print(json.dumps({"load_average": os.getloadavg()}), flush=True)
-    tracer = str(nativebuild.program("liballoclab_trace.so"))
+    tracer = str(build.program("liballoclab_trace.so"))
     heaptrack = shutil.which("heaptrack")
     out = {}
     with tempfile.TemporaryDirectory() as d:
         for name, (prog, argv) in RECORDED.items():
             if args.only and args.only not in name:
                 continue
-            cmd = [str(nativebuild.program(prog)), *argv]
+            cmd = [str(build.program(prog)), *argv]
             path = Path(d) / "t.trace"
             base_path = Path(d) / "base.trace"
             plain, recorded, heap, plain_cpu, recorded_cpu, base, base_cpu = [], [], [], [], [], [], []

@@ -21,7 +21,8 @@ from pathlib import Path
 
 from trace_workloads import RECORDED
 
-from alloclab import nativebuild, trace
+from alloclab.capture import trace
+from alloclab.native import build
 
 
 def main() -> None:
@@ -30,14 +31,14 @@ def main() -> None:
     ap.add_argument("--ticks", default="1000,4000", help="ticks to re-encode at, in ns (comma-separated)")
     args = ap.parse_args()
     ticks = [int(t) for t in args.ticks.split(",")]
-    tracer, recode = str(nativebuild.program("liballoclab_trace.so")), str(nativebuild.program("trace_recode"))
+    tracer, recode = str(build.program("liballoclab_trace.so")), str(build.program("trace_recode"))
     print(json.dumps({"load_average": os.getloadavg()}), flush=True)
     with tempfile.TemporaryDirectory() as d:
         for name, (prog, argv) in RECORDED.items():
             if args.only and args.only not in name:
                 continue
             rec, coarse = Path(d) / "rec.trace", Path(d) / "coarse.trace"
-            subprocess.run([str(nativebuild.program(prog)), *argv], check=True, stdout=subprocess.DEVNULL,
+            subprocess.run([str(build.program(prog)), *argv], check=True, stdout=subprocess.DEVNULL,
                            env={**os.environ, "LD_PRELOAD": tracer, "ALLOCLAB_TRACE_FILE": str(rec)})
             for tick in ticks:
                 out = subprocess.run([recode, str(rec), "--tick", str(tick), "--out", str(coarse)],

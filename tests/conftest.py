@@ -33,8 +33,8 @@ def mimalloc() -> str:
 
 @pytest.fixture(scope="session")
 def native_dir() -> Path:
-    from alloclab import nativebuild
-    return nativebuild.build_dir()
+    from alloclab.native import build
+    return build.build_dir()
 
 
 def own_cache(path: Path, native_dir: Path) -> Path:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from alloclab.experiments.derive import _v as toml_value  # the one TOML value writer (derive writes experiments back)
+from alloclab.studies.derive import _v as toml_value  # the one TOML value writer (derive writes experiments back)
 
 # top-level keys in the order a person writes them; anything else follows, then the tables
 _FIRST = ("name", "command", "replicas", "interval", "seed", "baseline")

@@ -42,8 +42,8 @@ def _source_key() -> str:
 def embedded_rust(binary: str, feature: str, timeout: float = 1200) -> Path:
     """tests/data/embedded-rust's program `binary` (its #[global_allocator] chosen by `feature`),
     from the cache when its sources did not change, else built with cargo."""
-    from alloclab import nativebuild
-    target = nativebuild.cache_root() / "test-builds" / f"embedded-rust-{_source_key()}"
+    from alloclab.native import build
+    target = build.cache_root() / "test-builds" / f"embedded-rust-{_source_key()}"
     exe = target / "release" / binary
     if exe.exists():
         return exe
@@ -61,9 +61,9 @@ def embedded_rust(binary: str, feature: str, timeout: float = 1200) -> Path:
 
 
 def _jobs() -> dict[str, object]:
-    from alloclab import nativebuild
     from alloclab.allocators import resolution
-    jobs: dict[str, object] = {"native programs": nativebuild.build_dir}
+    from alloclab.native import build
+    jobs: dict[str, object] = {"native programs": build.build_dir}
     for allocator_id in ALLOCATOR_IDS:
         jobs[allocator_id] = lambda i=allocator_id: resolution.BUILDS.library(i)
     # one job for both programs: one cargo at a time, they share a target directory

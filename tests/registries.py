@@ -14,7 +14,7 @@ from contextlib import contextmanager
 import pytest
 
 from alloclab.allocators import catalog, resolution
-from alloclab.errors import UserError
+from alloclab.common.errors import UserError
 
 
 def _why(what: str, exc: UserError) -> str:

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import click
 
-from . import exitcodes
-from .cliconventions import OUTPUT_DIR, OUTPUT_FILE, Batch, Duration, output_console
-from .errors import StoreError, UserError, from_os_error
+from .commands.conventions import OUTPUT_DIR, OUTPUT_FILE, Batch, Duration, output_console
+from .common import exitcodes
+from .common.errors import StoreError, UserError, from_os_error
 
 # Plain and as wide as the user's terminal (COLUMNS first) when piped; LOG_WIDTH in a log.
 console = output_console()
@@ -620,7 +620,7 @@ def main() -> None:
         sys.exit(exc.exit_code)
     except OSError as exc:
         if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
-            from .settings import cache_root
+            from .common.settings import cache_root
             cache, failed = cache_root().absolute(), Path(os.fsdecode(exc.filename or "")).absolute()
             if exc.filename and (failed.is_relative_to(cache) or cache.is_relative_to(failed)):    # in it, or making it
                 # the cache (native programs, allocator builds, registry listings) is written from many
@@ -655,7 +655,7 @@ def main() -> None:
         exc.show()
         sys.exit(exc.exit_code)
     except Exception as exc:        # a bug, not the user's input: one line and a file, not a traceback
-        from .settings import debug
+        from .common.settings import debug
         if debug():
             raise
         first = (str(exc).splitlines() or [""])[0]
@@ -675,7 +675,7 @@ def _keep_traceback(exc: BaseException) -> str:
     import time
     import traceback
 
-    from .settings import cache_root
+    from .common.settings import cache_root
     text = f"alloclab {' '.join(sys.argv[1:])}\n" + "".join(traceback.format_exception(exc))
     for folder in (cache_root() / "crashes", Path(tempfile.gettempdir())):
         try:
@@ -743,8 +743,8 @@ _add_examples()
 
 
 def _add_exit_codes() -> None:
-    """Every verb's --help ends with its exit codes, from the one table (alloclab.exitcodes)."""
-    from .cliconventions import verbs
+    """Every verb's --help ends with its exit codes, from the one table (alloclab.common.exitcodes)."""
+    from .commands.conventions import verbs
     for path, cmd in [((), app), *verbs(app)]:       # alloclab's own: the codes every command shares
         cmd.epilog = exitcodes.epilog(path)
 

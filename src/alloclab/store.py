@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import CutShortError, StoreError, UserError
+from .common.errors import CutShortError, StoreError, UserError
 
 if TYPE_CHECKING:       # numpy is imported where series_arrays needs it: a bad run path is refused before it loads
     import numpy as np
@@ -879,7 +879,7 @@ class Store:
     def _columns(self, table: str) -> list[str]:
         return [r[1] for r in self.query(f"PRAGMA table_info({table})")]
 
-    # ---- merge (alloclab.merge): another run store's rows copied in, ids renumbered ----
+    # ---- merge (alloclab.interchange.merge): another run store's rows copied in, ids renumbered ----
     def absorb(self, source: Path, host: str, group_ids: dict[str, int]) -> dict[str, int]:
         """Copy every replica of the store at `source` (with its processes, verifications, samples,
         process samples, allocator statistics, events and host samples) into this one: replicas are

@@ -23,10 +23,10 @@ MAX_STEP_S = 60
 def test_direct_run_establishes_the_boundary(tmp_path):
     groups = "".join(f'\n[[group]]\nname = "mb{mb}"\nallocator = "glibc"\ncommand = ["{{stressors}}", "--pattern", "sawtooth", '
                      f'"--load", "60", "--period", "1000", "--seed", "{{{{seed}}}}", "--mb", "{mb}"]\n' for mb in ("8", LAST_GOOD, FIRST_BAD))
-    from alloclab import nativebuild
+    from alloclab.native import build
     exp = tmp_path / "direct.toml"
     exp.write_text(('name = "direct"\nreplicas = 3\ninterval = "0.5s"\nbaseline = "mb8"\n[phases]\nwarmup = "2s"\nload = "6s"\n'
-                    + groups).replace("{stressors}", str(nativebuild.program("stressors"))))
+                    + groups).replace("{stressors}", str(build.program("stressors"))))
     proc = run_cli("run", str(exp), "-o", str(tmp_path / "run"), "--no-report")
     assert proc.returncode == 0, proc.stderr
     from alloclab.analysis import analyse

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from alloclab import reaper, sampler
+from alloclab.capture import sampler
+from alloclab.process import reaper
 from tests.conftest import run_cli
 from tests.waiting import wait_for, wait_for_ticks
 
@@ -239,7 +240,7 @@ def test_resume_samples_survivors_and_serves_their_metrics(tmp_path, daemonizing
     out = tmp_path / "run"
     p = _start(_experiment(tmp_path, [str(daemonizing)], load="14s", interval="0.5s"), out)
     wait_for_ticks(out / "run.db", 4)
-    children = subprocess.run(["pgrep", "-P", str(p.pid), "-f", "alloclab.watchdog"], capture_output=True, text=True)
+    children = subprocess.run(["pgrep", "-P", str(p.pid), "-f", "alloclab.process.watchdog"], capture_output=True, text=True)
     watchdog = [int(x) for x in children.stdout.split()]
     assert len(watchdog) == 1, children
     os.kill(watchdog[0], signal.SIGKILL)

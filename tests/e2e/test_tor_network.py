@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from alloclab import reaper, sampler
+from alloclab.capture import sampler
+from alloclab.process import reaper
 from alloclab.tor import network
 from alloclab.tor.network import DIRECTORY_HELD
 from tests.conftest import run_cli

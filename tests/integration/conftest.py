@@ -14,5 +14,5 @@ def report_run(tmp_path_factory, native_dir, jemalloc):
 @pytest.fixture(scope="session")
 def report_input(report_run):
     """The run analysed once: the fixed input every reporter test renders."""
-    from alloclab.report import prepare
+    from alloclab.reporters.report import prepare
     return prepare(report_run)

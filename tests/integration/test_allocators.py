@@ -7,7 +7,7 @@ import subprocess
 import pytest
 
 from alloclab.allocators import library, resolution
-from alloclab.errors import UserError
+from alloclab.common.errors import UserError
 from tests.waiting import wait_until_mapped
 
 

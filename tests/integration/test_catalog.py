@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from alloclab.allocators import catalog, library, options, resolution, tunables
-from alloclab.errors import UserError
+from alloclab.common.errors import UserError
 from tests.conftest import own_cache, run_cli
 from tests.registries import registry_or_skip
 from tests.waiting import wait_until_mapped

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from alloclab import metrics
 from alloclab.fleet import collector, lifecycle, unitfile
+from alloclab.serve import metrics
 from tests.conftest import run_cli
 from tests.integration.test_fleet import make_plan, root  # noqa: F401  (the fixture)
 from tests.waiting import stored_ticks, wait_for, wait_for_ticks

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from alloclab.errors import UserError
+from alloclab.common.errors import UserError
 from alloclab.fleet import lifecycle
 from tests.conftest import run_cli
 from tests.waiting import wait_for
@@ -197,7 +197,7 @@ def test_cli_plan_apply_dry_run(root):
 def test_a_reused_pid_is_never_taken_for_a_unit(root):
     """LocalUnits keeps "pid start_ticks": a pid file naming a live process with another start
     time (what a reused pid looks like) is no unit, and the unit's tree is walked from its identity."""
-    from alloclab import sampler
+    from alloclab.capture import sampler
     units = lifecycle.LocalUnits(root)
     unit = f"{NAMES[0]}.service"
     pidfile = root / "run" / "alloclab-units" / f"{unit}.pid"

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from alloclab.allocators import resolution
-from alloclab.errors import UserError
+from alloclab.common.errors import UserError
 from alloclab.fleet import lifecycle
 from tests.conftest import own_cache, run_cli
 from tests.integration.ansible_fleet import fake_catalog_build

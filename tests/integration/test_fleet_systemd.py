@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from alloclab import sampler
+from alloclab.capture import sampler
 from alloclab.fleet import collector, lifecycle
 from alloclab.store import Store
 from tests.systemd_user import SYSTEMD, Unavailable, user_manager

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from alloclab import sampler
+from alloclab.capture import sampler
 from alloclab.fleet import fleetread
 from tests.waiting import wait_for
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from alloclab.errors import UserError
+from alloclab.common.errors import UserError
 from alloclab.store import Store
 from alloclab.torutils.export import export_csv
 from alloclab.torutils.importer import import_torutils

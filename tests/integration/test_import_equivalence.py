@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from alloclab.errors import UserError
+from alloclab.common.errors import UserError
 from alloclab.torutils import export, fastcsv, importer
 from tests.conftest import DATASETS, REPO
 from tests.integration.test_hostile_csv import CASES, _prepare

@@ -26,16 +26,18 @@ from pathlib import Path
 
 import pytest
 
-from alloclab import introspect, nativebuild, workloads
 from alloclab.allocators import tunables
 from alloclab.analysis import analyse
 from alloclab.analysis.decomposition import decompose
-from alloclab.config import parse_experiment
-from alloclab.report import prepare
+from alloclab.capture import introspect
+from alloclab.experiment_file import parse_experiment
+from alloclab.native import build
 from alloclab.reporters.decomposition import decomposition_data, decomposition_rows, draw_decomposition
 from alloclab.reporters.json_summary import summary_document
+from alloclab.reporters.report import prepare
 from alloclab.reporters.sections import decomposition as decomposition_section
-from alloclab.runner import Runner
+from alloclab.run import workloads
+from alloclab.run.runner import Runner
 from alloclab.store import Store
 from tests.conftest import DATASETS, system_lib
 from tests.registries import published_library
@@ -60,7 +62,7 @@ def _mimalloc_with_stats() -> str:
 
 @pytest.fixture(scope="module")
 def frag():
-    return str(nativebuild.program("frag"))
+    return str(build.program("frag"))
 
 
 # frag's survivor set fills like a coupon collector: ~128 survivors a round of ~2,560 ops, into
@@ -162,7 +164,7 @@ def test_fork_exec_and_exit(tmp_path, frag):
     """A forked child gets its own record (not the parent's); exec into a static binary leaves the
     record stale (never read as current); the parent exiting mid-run leaves a readable record; no
     read waits on a process."""
-    static = os.path.realpath(nativebuild.program("frag-static"))
+    static = os.path.realpath(build.program("frag-static"))
     env = _env(tmp_path, system_lib("libjemalloc.so.2"), interval=0.2)
     proc = subprocess.Popen([sys.executable, "-c", FORK_EXEC, static, "--load", "3", "--mb", "4"], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -269,7 +271,7 @@ def decomposed_run(tmp_path_factory, jemalloc, mimalloc) -> Path:
     for lib in (jemalloc, mimalloc):
         shutil.copyfile(lib, libs / Path(lib).name)
     text = EXPERIMENT.format(jemalloc=libs / Path(jemalloc).name, mimalloc=libs / Path(mimalloc).name,
-                             static=nativebuild.program("frag-static"))
+                             static=build.program("frag-static"))
     return Runner(parse_experiment(text, "introspect.toml", tmp), tmp / "run").run().run_dir
 
 

@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from alloclab.errors import UserError
+from alloclab.common.errors import UserError
 from alloclab.fleet import lifecycle, unitfile
 from tests.conftest import run_cli
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from alloclab.allocators import loaderenv
-from alloclab.errors import UserError
+from alloclab.common.errors import UserError
 from alloclab.fleet import lifecycle
 from tests.conftest import run_cli
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import time
 
-from alloclab import logcap
+from alloclab.process import logcap
 from tests.conftest import run_cli
 from tests.waiting import wait_for
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from alloclab import metrics
+from alloclab.serve import metrics
 
 MONITORING = Path(__file__).resolve().parents[2] / "monitoring"
 RULES = MONITORING / "prometheus" / "alloclab-rules.yml"

@@ -11,8 +11,9 @@ import re
 
 import pytest
 
-from alloclab import report as report_module, runcompare
+from alloclab.analysis import two_runs
 from alloclab.analysis.verdict import group_change
+from alloclab.reporters import report as report_module
 from alloclab.reporters.tables import TABLE_HEADERS, fmt
 
 
@@ -49,7 +50,7 @@ def outputs(report_run, tmp_path_factory):
     return {"analysis": report.analysis, "md": (out / "report.md").read_text(),
             "html": (out / "report.html").read_text(), "json": json.loads((out / "summary.json").read_text()),
             "csv": list(csv.DictReader(open(out / "summary.csv"))), "terminal": console.export_text(),
-            "compare": runcompare.compare_runs(report_run, report_run)}
+            "compare": two_runs.compare_runs(report_run, report_run)}
 
 
 def test_every_output_states_the_same_figures_under_the_same_names(outputs):

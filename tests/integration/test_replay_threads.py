@@ -10,8 +10,8 @@ import random
 
 import pytest
 
-from alloclab import trace
-from alloclab.trace_codec import CALLOC, FREE, MALLOC, MEMALIGN, REALLOC, Trace, ev, events_block
+from alloclab.capture import trace
+from tests.trace_codec import CALLOC, FREE, MALLOC, MEMALIGN, REALLOC, Trace, ev, events_block
 
 
 def mixed_trace(seed: int, threads: int = 4, steps: int = 20_000):

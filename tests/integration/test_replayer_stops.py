@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from alloclab import sampler
+from alloclab.capture import sampler
 from tests.conftest import run_cli
 
 

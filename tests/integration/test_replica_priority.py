@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from alloclab import priority
+from alloclab.process import priority
 from tests.conftest import run_cli
 from tests.experiments import write_experiment
 

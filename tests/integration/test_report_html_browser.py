@@ -12,10 +12,10 @@ from statistics import median
 
 import pytest
 
-from alloclab.report import prepare
 from alloclab.reporters import write_all
 from alloclab.reporters.html import HtmlReporter
 from alloclab.reporters.json_summary import JsonReporter
+from alloclab.reporters.report import prepare
 from alloclab.reporters.tables import KEY_COLUMNS
 from tests.browser import Browser
 from tests.integration.test_reporters import HOSTILE_NAME, hostile_copy

@@ -16,8 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from alloclab import outputs
-from alloclab.report import prepare
+from alloclab.common import outputs
 from alloclab.reporters import Reporter, Section, Table, default_reporters, write_all
 from alloclab.reporters.csv_tables import CsvReporter
 from alloclab.reporters.html import HtmlReporter, plotly_js
@@ -25,6 +24,7 @@ from alloclab.reporters.json_summary import JsonReporter
 from alloclab.reporters.markdown import MarkdownReporter
 from alloclab.reporters.plots import live_bytes, memory_over_time, trajectories
 from alloclab.reporters.png import PngReporter, _Ctx, distribution_figure, fragmentation_figure, timeseries_figure
+from alloclab.reporters.report import prepare
 from alloclab.reporters.terminal import print_summary
 from alloclab.reporters.torutils_csv import TorUtilsCsvReporter
 from alloclab.store import Store

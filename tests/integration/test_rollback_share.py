@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from alloclab.errors import UserError
+from alloclab.common.errors import UserError
 from alloclab.fleet import lifecycle
 from tests.integration.test_fleet import NAMES, make_plan, root  # noqa: F401  (root: the fixture)
 

@@ -9,9 +9,9 @@ import signal
 import pytest
 
 from alloclab.analysis import analyse
-from alloclab.config import parse_experiment
-from alloclab.errors import UserError
-from alloclab.runner import Runner, resume
+from alloclab.common.errors import UserError
+from alloclab.experiment_file import parse_experiment
+from alloclab.run.runner import Runner, resume
 from alloclab.store import Store
 from tests.experiments import experiment_toml
 
@@ -51,7 +51,7 @@ def test_a_run_stopped_by_an_error_records_why(tmp_path):
 def test_a_run_whose_store_fails_stops_its_replicas_and_raises_that_error(tmp_path):
     # the store's writes fail from the third tick on (an I/O error, not a full disk): the runner may not
     # commit or record an end, but it still stops every replica and raises the store's first error
-    from alloclab.errors import StoreError
+    from alloclab.common.errors import StoreError
 
     def store_fails(runner, elapsed, phase):
         ticks.append(elapsed)

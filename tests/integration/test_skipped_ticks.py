@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 
 from alloclab.analysis import analyse
-from alloclab.config import parse_experiment
-from alloclab.runner import Runner
+from alloclab.experiment_file import parse_experiment
+from alloclab.run.runner import Runner
 from alloclab.store import Store
 from tests.experiments import experiment_toml
 

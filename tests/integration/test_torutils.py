@@ -82,7 +82,7 @@ def test_export_round_trips_through_import(tmp_path):
 
 
 def test_not_a_torutils_folder(tmp_path):
-    from alloclab.errors import UserError
+    from alloclab.common.errors import UserError
     with pytest.raises(UserError, match="no memory CSV"):
         import_torutils(tmp_path, tmp_path / "run")
 

@@ -9,8 +9,9 @@ import sys
 
 import pytest
 
-from alloclab import nativebuild, trace
-from alloclab.errors import UserError
+from alloclab.capture import trace
+from alloclab.common.errors import UserError
+from alloclab.native import build
 from tests.conftest import run_cli
 from tests.experiments import write_experiment
 
@@ -70,7 +71,7 @@ def test_a_replay_does_not_inherit_the_callers_preload(traces, tmp_path, monkeyp
     is loaded): a "glibc" replay, its check and --info run without it."""
     d, _ = traces
     leak = tmp_path / "leak.trace"
-    monkeypatch.setenv("LD_PRELOAD", str(nativebuild.program("liballoclab_trace.so")))
+    monkeypatch.setenv("LD_PRELOAD", str(build.program("liballoclab_trace.so")))
     monkeypatch.setenv("ALLOCLAB_TRACE_FILE", str(leak))
     r = trace.replay(d / "python.trace", speed=0)
     assert r["operations"] > 1000 and trace.info(d / "python.trace", points=5)["events"] > 1000

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from alloclab import trace
-from alloclab.errors import UserError
-from alloclab.trace_codec import FREE, MALLOC, Block, Trace, ev, events_block
+from alloclab.capture import trace
+from alloclab.common.errors import UserError
+from tests.trace_codec import FREE, MALLOC, Block, Trace, ev, events_block
 
 
 def _claiming(tmp_path, events: int):

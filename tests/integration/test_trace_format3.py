@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from alloclab import trace
-from alloclab.errors import UserError
-from alloclab.trace_codec import COMPLETE_FLAG, TICK_NS, decode_events, encode_blocks, parse
+from alloclab.capture import trace
+from alloclab.common.errors import UserError
+from tests.trace_codec import COMPLETE_FLAG, TICK_NS, decode_events, encode_blocks, parse
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "traces"
 

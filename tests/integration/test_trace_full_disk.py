@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from alloclab.trace_codec import COMPLETE_FLAG, HEADER
 from tests.conftest import run_cli
+from tests.trace_codec import COMPLETE_FLAG, HEADER
 
 pytestmark = [pytest.mark.root]  # mounts a tmpfs
 

@@ -1,6 +1,6 @@
 """Hostile traces: the replayer distrusts its input (issue 17, item 3).
 
-Each case is a file built event by event (alloclab.trace_codec) or cut from a real recording, run
+Each case is a file built event by event (tests.trace_codec) or cut from a real recording, run
 through the real native reader and replayer. Outcomes: accepted (and replayed deterministically,
 quickly), refused as corrupt, refused over a documented limit, or refused because the machine
 cannot run it — always one line, never a hang. The fuzz campaign with thousands of mutations is
@@ -19,9 +19,10 @@ import time
 
 import pytest
 
-from alloclab import trace
-from alloclab.errors import UserError
-from alloclab.trace_codec import (
+from alloclab.capture import trace
+from alloclab.common.errors import UserError
+from tests.conftest import run_cli
+from tests.trace_codec import (
     BLOCK_HEADER,
     BLOCK_MAGIC,
     CALLOC,
@@ -38,7 +39,6 @@ from alloclab.trace_codec import (
     events_block,
     parse,
 )
-from tests.conftest import run_cli
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -11,9 +11,10 @@ import time
 
 import pytest
 
-from alloclab import nativebuild, trace
-from alloclab.errors import UserError
-from alloclab.trace_codec import (
+from alloclab.capture import trace
+from alloclab.common.errors import UserError
+from alloclab.native import build
+from tests.trace_codec import (
     CALLOC,
     COMPLETE_FLAG,
     FREE,
@@ -32,7 +33,7 @@ from alloclab.trace_codec import (
 
 
 def _env(path, **extra):
-    return {**os.environ, "ALLOCLAB_TRACE_FILE": str(path), "LD_PRELOAD": str(nativebuild.program("liballoclab_trace.so")),
+    return {**os.environ, "ALLOCLAB_TRACE_FILE": str(path), "LD_PRELOAD": str(build.program("liballoclab_trace.so")),
             **extra}
 
 
@@ -148,7 +149,7 @@ def test_fork_thread_exit_exit_and_signal_death_lose_nothing(tmp_path, end):
 
 def test_kill_9_leaves_a_trace_readable_up_to_its_last_block(tmp_path):
     p = tmp_path / "t.trace"
-    proc = subprocess.Popen([str(nativebuild.program("stressors")), "--pattern", "loop", "--threads", "2",
+    proc = subprocess.Popen([str(build.program("stressors")), "--pattern", "loop", "--threads", "2",
                              "--rounds", "100000", "--slots", "20000"], env=_env(p), stdout=subprocess.DEVNULL)
     deadline = time.monotonic() + 30
     while (not p.exists() or p.stat().st_size < 200_000) and time.monotonic() < deadline:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from alloclab.errors import UserError
+from alloclab.common.errors import UserError
 from alloclab.fleet import collector, lifecycle, unitfile
 from tests.conftest import run_cli
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from alloclab.allocators import catalog, versions
-from alloclab.errors import UserError
+from alloclab.common.errors import UserError
 
 pytestmark = [pytest.mark.network]  # allocators or listings from the registries when alloclab's cache lacks them
 

@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from alloclab.workloads import MODELS, read_stats
+from alloclab.run.workloads import MODELS, read_stats
 from tests.conftest import run_cli
 from tests.registries import published_library
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from alloclab.allocators import catalog, resolution
-from alloclab.errors import UserError
+from alloclab.common.errors import UserError
 
 PUBLISHED = "mimalloc@3.5.3"          # not pinned in data/catalog.toml
 SOURCE = "3.5.3+ds-1~bpo13+1"

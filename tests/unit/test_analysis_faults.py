@@ -134,7 +134,7 @@ def test_skipped_ticks_are_a_warning_sized_by_their_share(tmp_path, skipped, exp
 
 
 def test_skipped_ticks_gather_into_one_event_a_minute():
-    from alloclab.runner import SkippedTicks
+    from alloclab.run.runner import SkippedTicks
     s = SkippedTicks()
     assert s.take(1.0) is None and not s.due(100.0)
     s.add(3, 4.2)
@@ -183,7 +183,7 @@ def test_a_signal_with_no_name_is_named_by_its_number():
     # one function names signals for the runner's live notices and the analysis's warnings
     import signal
 
-    from alloclab.signalname import how_ended, signal_name
+    from alloclab.common.signalname import how_ended, signal_name
     assert signal_name(signal.SIGSEGV) == "SIGSEGV"
     assert signal_name(signal.SIGRTMIN + 3) == f"signal {signal.SIGRTMIN + 3}"
     # and one function says how a process ended (the runner, the analysis, its warnings, the replayer)

@@ -109,7 +109,7 @@ def test_design_check_warns_before_a_run_when_significance_is_impossible(tmp_pat
     from rich.console import Console
 
     from alloclab.commands.run import design_check
-    from alloclab.config import load_experiment
+    from alloclab.experiment_file import load_experiment
     exp = tmp_path / "e.toml"
     exp.write_text('name = "d"\ncommand = ["true"]\nreplicas = 1\n[[group]]\nname = "a"\nallocator = "glibc"\n'
                    '[[group]]\nname = "b"\nallocator = "glibc"\n')

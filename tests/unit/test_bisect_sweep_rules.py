@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 
 from alloclab.allocators import version_range
-from alloclab.errors import UserError
-from alloclab.experiments import derive, sweep
-from alloclab.experiments.sweep_report import pareto_front
+from alloclab.common.errors import UserError
+from alloclab.reporters.sweep import pareto_front
 from alloclab.stats import ThresholdTest
+from alloclab.studies import derive, sweep
 
 
 def levels(geo: float, n: int = 5, cv: float = 0.01, seed: int = 0) -> np.ndarray:

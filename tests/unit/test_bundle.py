@@ -8,8 +8,8 @@ import tarfile
 
 import pytest
 
-from alloclab.bundle import replayed_traces, write_bundle
-from alloclab.errors import UserError
+from alloclab.common.errors import UserError
+from alloclab.interchange.bundle import replayed_traces, write_bundle
 from tests.unit.test_runcompare import make_run
 
 
@@ -51,7 +51,7 @@ def test_bundle_carries_the_store_so_compare_reads_it_and_is_readable(tmp_path):
     """Issue 27: the bundle holds run.db (the extracted directory is a run `compare` reads), the
     archive is readable by its owner and group (0640, issue 46: the store is inside), and
     provenance.json keeps numbers as numbers."""
-    from alloclab import runcompare
+    from alloclab.analysis import two_runs
     run = make_run(tmp_path / "run", {"glibc": [100, 101, 99], "je": [60, 61, 60.5]})
     (run / "report.md").write_text("# report\n")           # a report exists: the bundle does not write one (speed)
     (run / "summary.json").write_text("{}")
@@ -65,8 +65,8 @@ def test_bundle_carries_the_store_so_compare_reads_it_and_is_readable(tmp_path):
     assert isinstance(prov["run"]["interval"], float) and isinstance(prov["run"]["seed"], int)
     assert isinstance(prov["run"]["started_at"], float) and prov["run"]["phases"]["load"] == 300.0
     assert isinstance(prov["run"]["kernel"], str)
-    rc = runcompare.compare_runs(run, tmp_path / "x" / "run-bundle", fail_on_increase=5)
+    rc = two_runs.compare_runs(run, tmp_path / "x" / "run-bundle", fail_on_increase=5)
     assert [g.key for g in rc.groups] == ["glibc", "je"] and not rc.changes
     assert all(g.comparison.ratio == 1.0 for g in rc.groups)     # the very same samples
-    d = json.loads(runcompare.to_json(rc))
+    d = json.loads(two_runs.to_json(rc))
     assert isinstance(d["run_a"]["started_at"], float) and isinstance(d["groups"][0]["level_a_mb"], float)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from alloclab import preflight
 from alloclab.analysis.design import SteadyAllowance, planned_warnings, steady_allowance
-from alloclab.config import load_experiment
-from alloclab.errors import UserError
+from alloclab.common.errors import UserError
+from alloclab.experiment_file import load_experiment
+from alloclab.run import preflight
 from tests.conftest import run_cli
 
 SHORT = """

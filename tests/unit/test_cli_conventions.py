@@ -1,16 +1,16 @@
 """One convention per concept across every verb (issue 52): the test walks the whole CLI through
-click and fails on a verb that breaks one. The conventions are alloclab.cliconventions'; the
-exit codes alloclab.exitcodes' (one table)."""
+click and fails on a verb that breaks one. The conventions are alloclab.commands.conventions'; the
+exit codes alloclab.common.exitcodes' (one table)."""
 from __future__ import annotations
 
 import click
 import pytest
 from click.testing import CliRunner
 
-from alloclab import exitcodes
 from alloclab.cli import app
-from alloclab.cliconventions import OUTPUT_DIR, OUTPUT_FILE, Batch, Duration, verbs
-from alloclab.errors import UserError
+from alloclab.commands.conventions import OUTPUT_DIR, OUTPUT_FILE, Batch, Duration, verbs
+from alloclab.common import exitcodes
+from alloclab.common.errors import UserError
 
 VERBS = verbs(app)
 IDS = [" ".join(p) for p, _ in VERBS]
@@ -110,7 +110,7 @@ def test_export_takes_o_and_keeps_csv():
 def test_exit_codes_in_code_are_the_tables():
     from alloclab.cli import INTERNAL_ERROR_EXIT
     from alloclab.commands import bisect, compare, run
-    from alloclab.errors import CutShortError
+    from alloclab.common.errors import CutShortError
     assert (UserError("x").exit_code, CutShortError("x").exit_code) == (exitcodes.BAD_INPUT, exitcodes.CUT_SHORT)
     assert INTERNAL_ERROR_EXIT == exitcodes.INTERNAL_ERROR and run.EXIT_CUT_SHORT == exitcodes.CUT_SHORT
     assert (compare.EXIT_GATE_ABOVE, compare.EXIT_GATE_INCONCLUSIVE, bisect.EXIT_NOT_FOUND) == \

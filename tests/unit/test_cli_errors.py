@@ -52,7 +52,7 @@ def test_a_store_damaged_past_opening_is_named_not_the_last_one_opened(monkeypat
 
 
 def test_a_store_that_cannot_be_written_is_not_called_damaged(two_hosts):
-    from alloclab.errors import StoreError
+    from alloclab.common.errors import StoreError
     from alloclab.store import Store, explain_database_error
     store = Store.open_readonly(two_hosts[0] / "run.db")        # query_only: a write fails as SQLITE_READONLY
     with pytest.raises(StoreError) as failed:
@@ -172,7 +172,7 @@ TYPED_CASES = [("mimalloc", "MIMALLOC_RESET_DELAY", v) for v in ("10", "-1", " 5
 
 def test_tunable_types_agree_with_the_allocators_own_parsers(mimalloc, jemalloc):
     from alloclab.allocators import tunables
-    from alloclab.errors import UserError
+    from alloclab.common.errors import UserError
     library = {"mimalloc": mimalloc, "jemalloc": jemalloc, "glibc": None}
     disagree, refused = [], 0
     for family, key, value in TYPED_CASES:
@@ -194,7 +194,7 @@ def test_mimalloc_word_parts_follow_the_version(mimalloc):
     "0;FALSE;NO;OFF" as off (strstr), later ones only whole words: a part is refused by name
     with the version's reading, whole words and numbers are taken under every version."""
     from alloclab.allocators import options, tunables
-    from alloclab.errors import UserError
+    from alloclab.common.errors import UserError
     read = options.library_options("mimalloc", mimalloc, {"MIMALLOC_EAGER_COMMIT_DELAY": "of",    # default 1
                                                           "MIMALLOC_DESTROY_ON_EXIT": "N"})       # default 0
     assert (read["eager_commit_delay"], read["destroy_on_exit"]) == ("0", "1"), read      # the real 2.0.9 took them

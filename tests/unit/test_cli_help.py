@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from alloclab.cli import EXAMPLES, app
-from alloclab.cliconventions import verbs
+from alloclab.commands.conventions import verbs
 
 
 @pytest.mark.parametrize("path,cmd", verbs(app), ids=lambda x: " ".join(x) if isinstance(x, tuple) else "")

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from alloclab.allocators import catalog
-from alloclab.workloads import MODELS
+from alloclab.run.workloads import MODELS
 from tests.conftest import run_cli
 from tests.unit.test_check_as_run import SHORT
 from tests.unit.test_merge import host_run

@@ -340,7 +340,7 @@ def test_an_allocator_library_that_is_no_library(monkeypatch, capsys, tmp_path, 
 
 def test_workload_parameters_say_what_their_numbers_count():
     """`alloclab workloads` showed hour=6, gap=1.0, period=10 with no unit (seconds per simulated hour, s, s)."""
-    from alloclab.workloads import MODELS, PARAM_UNITS, describe
+    from alloclab.run.workloads import MODELS, PARAM_UNITS, describe
     assert set(PARAM_UNITS) <= {k for m in MODELS.values() for k in m.defaults}          # no unit of a parameter gone
     shown = {name: params for name, _, params in describe()}
     assert "hour=6 (s per simulated hour)" in shown["tor-dircache"] and "period=10 (s)" in shown["sawtooth"]

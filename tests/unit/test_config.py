@@ -4,9 +4,9 @@ import math
 import pytest
 from hypothesis import given, strategies as st
 
-from alloclab import config
-from alloclab.config import Phases, load_experiment, parse_duration, parse_experiment, substitute
-from alloclab.errors import UserError
+from alloclab import experiment_file
+from alloclab.common.errors import UserError
+from alloclab.experiment_file import Phases, load_experiment, parse_duration, parse_experiment, substitute
 from tests.conftest import REPO
 
 GOOD = """
@@ -55,7 +55,7 @@ def test_any_duration_is_a_finite_positive_bounded_number_or_a_user_error(v):
     except UserError as err:
         assert "\n" not in str(err) and "--max-duration" in str(err)
     else:
-        assert math.isfinite(seconds) and 0.1 <= seconds <= config.MAX_DURATION
+        assert math.isfinite(seconds) and 0.1 <= seconds <= experiment_file.MAX_DURATION
 
 
 @pytest.mark.parametrize("value,message", [
@@ -202,7 +202,7 @@ BAD = [
     ("group = [1]", "group #1 must be a table"),
     ("group = \"glibc\"", "no [[group]] tables"),
     ("phases = 3\n" + GOOD.replace("[phases]", "[phasesx]"), "unknown key 'phasesx'"),
-    ("x" * (config.MAX_FILE_BYTES + 1), "larger than 1024 KiB"),
+    ("x" * (experiment_file.MAX_FILE_BYTES + 1), "larger than 1024 KiB"),
 ]
 
 
@@ -245,9 +245,9 @@ def test_replica_values_fill_placeholders():
 
 
 def test_placeholders_are_exactly_the_runners():
-    from alloclab import preflight
+    from alloclab.run import preflight
     exp = parse_experiment(GOOD)
-    assert set(config.PLACEHOLDERS) == set(preflight._sample_values(exp, "a", 1)) \
+    assert set(experiment_file.PLACEHOLDERS) == set(preflight._sample_values(exp, "a", 1)) \
         == set(exp.placeholder_values("a", 2, 20001, "/w")) == {"replica", "group", "port", "workdir", "seed"}
     assert exp.placeholder_values("a", 2, 20001, "/w")["seed"] == str(exp.seed * 1000 + 2)
 
@@ -272,9 +272,9 @@ def test_load_refuses_what_is_not_a_small_utf8_file(tmp_path):
     with pytest.raises(UserError, match="is not a regular file"):
         load_experiment(tmp_path)
     with pytest.raises(UserError, match="is not a regular file"):
-        load_experiment(config.Path("/dev/zero"))
+        load_experiment(experiment_file.Path("/dev/zero"))
     big = tmp_path / "big.toml"
-    big.write_bytes(b"#" * (config.MAX_FILE_BYTES + 1))
+    big.write_bytes(b"#" * (experiment_file.MAX_FILE_BYTES + 1))
     with pytest.raises(UserError, match="1,048,577 bytes"):
         load_experiment(big)
     latin = tmp_path / "latin.toml"
@@ -316,15 +316,15 @@ def test_mutants_parse_or_fail_in_one_line(tmp_path, kind, text):
         assert "\n" not in str(err)
         return
     # accepted: every limit holds and the runner's substitution cannot fail
-    assert 1 <= exp.replicas <= config.MAX_REPLICAS and len(exp.groups) * exp.replicas <= config.MAX_TOTAL_REPLICAS
-    assert config.MIN_INTERVAL <= exp.interval <= config.MAX_INTERVAL
+    assert 1 <= exp.replicas <= experiment_file.MAX_REPLICAS and len(exp.groups) * exp.replicas <= experiment_file.MAX_TOTAL_REPLICAS
+    assert experiment_file.MIN_INTERVAL <= exp.interval <= experiment_file.MAX_INTERVAL
     assert all(math.isfinite(v) for v in (exp.grace, exp.verify_every, exp.phases.warmup, exp.phases.idle))
     values = {"replica": "1", "group": "g", "port": "1", "workdir": "/w", "seed": "1"}
     for argv in [exp.command, exp.load_command, *(g.command for g in exp.groups)]:
         if argv:
             assert all("\x00" not in a for a in substitute(argv, values))
     for g in exp.groups:
-        assert all(config._ENV_KEY.fullmatch(k) and "\x00" not in v for k, v in g.env.items())
+        assert all(experiment_file._ENV_KEY.fullmatch(k) and "\x00" not in v for k, v in g.env.items())
 
 
 def test_the_campaign_covers_every_kind():
@@ -334,7 +334,7 @@ def test_the_campaign_covers_every_kind():
 
 
 def test_no_idle_phase_is_invented():
-    from alloclab.config import Phases
+    from alloclab.experiment_file import Phases
     p = Phases(warmup=1.0, load=2.0, idle=0.0)
     assert [p.at(x) for x in (0.5, 1.5, 3.0, 3.5)] == ["warmup", "load", "load", "load"]
     q = Phases(warmup=1.0, load=2.0, idle=5.0)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from alloclab import config
-from alloclab.errors import UserError
+from alloclab import experiment_file
+from alloclab.common.errors import UserError
 
 GOOD = 'name = "x"\ncommand = ["/bin/true"]\n[[group]]\nname = "a"\nallocator = "glibc"\n'
 
@@ -13,7 +13,7 @@ GOOD = 'name = "x"\ncommand = ["/bin/true"]\n[[group]]\nname = "a"\nallocator = 
 def _no_parse(monkeypatch):
     def refuse(*a, **k):
         raise AssertionError("tomllib was called before the depth limit was checked")
-    monkeypatch.setattr(config.tomllib, "loads", refuse)
+    monkeypatch.setattr(experiment_file.tomllib, "loads", refuse)
 
 
 @pytest.mark.parametrize("text", [
@@ -26,13 +26,13 @@ def _no_parse(monkeypatch):
 def test_a_deep_dotted_key_is_refused_before_parsing(monkeypatch, text):
     _no_parse(monkeypatch)
     with pytest.raises(UserError) as e:
-        config.parse_experiment(GOOD + text, "exp.toml")
+        experiment_file.parse_experiment(GOOD + text, "exp.toml")
     assert "dotted key" in str(e.value) and "16 deep" in str(e.value)
 
 
 def test_dots_inside_strings_and_comments_are_not_keys():
     text = GOOD.replace('name = "x"', 'name = "x" # ' + "c." * 40) + 'env = { V = "' + "1." * 40 + '1" }\n'
-    exp = config.parse_experiment(text, "exp.toml")
+    exp = experiment_file.parse_experiment(text, "exp.toml")
     assert exp.groups[0].env["V"].count(".") == 40
-    config.parse_experiment(GOOD + "[[group]]\nname = 'b'\nallocator = '''glibc'''\n# " + "a." * 100 + "\n",
+    experiment_file.parse_experiment(GOOD + "[[group]]\nname = 'b'\nallocator = '''glibc'''\n# " + "a." * 100 + "\n",
                             "exp.toml")

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from alloclab.config import parse_experiment
-from alloclab.errors import UserError
+from alloclab.common.errors import UserError
+from alloclab.experiment_file import parse_experiment
 from tests.conftest import run_cli
 
 BASE = """

@@ -1,6 +1,6 @@
 import numpy as np
 
-from alloclab.decimate import min_max
+from alloclab.reporters.decimate import min_max
 
 
 def test_extremes_are_kept_and_the_series_is_thinned():

@@ -13,9 +13,9 @@ import pytest
 
 from alloclab.commands import demo
 from alloclab.commands.demo import DEMOS, experiment_text, real_experiment_text
-from alloclab.config import parse_experiment
+from alloclab.experiment_file import parse_experiment
+from alloclab.run.stopping import SignificanceStop
 from alloclab.stats import SequentialTest
-from alloclab.stopping import SignificanceStop
 
 FIVE_WAY = Path(__file__).resolve().parents[1] / "data" / "1aeo-torutils" / "5way-2026-01"
 

@@ -91,6 +91,6 @@ def test_the_check_finds_a_wrong_verb_option_or_value():
 def test_report_help_names_every_file_it_writes():
     from click.testing import CliRunner
 
-    from alloclab.outputs import REPORT_FILES
+    from alloclab.common.outputs import REPORT_FILES
     shown = " ".join(CliRunner().invoke(app, ["report", "--help"], terminal_width=400).output.split())
     assert not [f for f in REPORT_FILES if f.rstrip("/") not in shown], shown       # replicas.csv was missing

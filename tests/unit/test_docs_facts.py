@@ -1,6 +1,6 @@
 """Facts the user docs state that the code computes (issue 52, "docs and code agree by
 construction"): option defaults, exit codes and the statistics' rule constants, read from the docs
-and compared with click's declarations, alloclab.exitcodes and the RULES tables. The lab notebook
+and compared with click's declarations, alloclab.common.exitcodes and the RULES tables. The lab notebook
 (docs/lab/) is a record, not a statement of today's facts; the generated reference has its own test
 (test_reference.py)."""
 from __future__ import annotations
@@ -10,10 +10,10 @@ from pathlib import Path
 
 import click
 
-from alloclab import exitcodes
 from alloclab.cli import app
-from alloclab.config import parse_duration
-from alloclab.errors import UserError
+from alloclab.common import exitcodes
+from alloclab.common.errors import UserError
+from alloclab.experiment_file import parse_duration
 from alloclab.stats.rules import RULES as ANALYSIS_RULES, RULES as STATS_RULES
 
 REPO = Path(__file__).parents[2]
@@ -111,7 +111,7 @@ def test_every_exit_code_the_docs_name_is_in_the_table():
         for m in EXIT_STATED.finditer(line):
             seen += 1
             if int(m.group(1)) not in known:
-                wrong.append(f"{where}: exit {m.group(1)} is not in alloclab.exitcodes")
+                wrong.append(f"{where}: exit {m.group(1)} is not in alloclab.common.exitcodes")
     assert seen >= 10
     assert not wrong, "\n".join(wrong)
 

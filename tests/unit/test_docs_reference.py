@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from alloclab import config
+from alloclab import experiment_file
 
 REPO = Path(__file__).resolve().parents[2]
 REFERENCE = REPO / "docs" / "reference"
@@ -22,13 +22,13 @@ def _section_keys(text: str, heading: str) -> set[str]:
 
 def test_the_experiment_file_page_lists_every_key_the_parser_accepts():
     text = (REFERENCE / "experiment-file.md").read_text()
-    assert _section_keys(text, "Top level") == config._TOP_KEYS
-    assert _section_keys(text, "`[phases]`") == config._PHASE_KEYS
+    assert _section_keys(text, "Top level") == experiment_file._TOP_KEYS
+    assert _section_keys(text, "`[phases]`") == experiment_file._PHASE_KEYS
     assert _section_keys(text, "`[load]`") == {"command"}
-    assert _section_keys(text, "`[scenario]`") == config._SCENARIO_KEYS
-    assert _section_keys(text, "`[[group]]`") == config._GROUP_KEYS
-    assert all(f"`{{{p}}}`" in text for p in config.PLACEHOLDERS)
-    assert all(f"`{m}`" in text for m in config.METRICS)
+    assert _section_keys(text, "`[scenario]`") == experiment_file._SCENARIO_KEYS
+    assert _section_keys(text, "`[[group]]`") == experiment_file._GROUP_KEYS
+    assert all(f"`{{{p}}}`" in text for p in experiment_file.PLACEHOLDERS)
+    assert all(f"`{m}`" in text for m in experiment_file.METRICS)
 
 
 def _rows(text: str) -> dict[str, str]:
@@ -45,4 +45,4 @@ def test_the_ansible_variables_page_is_the_collections_table():
 
 def test_the_key_check_notices_a_missing_key():
     text = (REFERENCE / "experiment-file.md").read_text().replace("| `grace` |", "| grace |")
-    assert _section_keys(text, "Top level") == config._TOP_KEYS - {"grace"}
+    assert _section_keys(text, "Top level") == experiment_file._TOP_KEYS - {"grace"}

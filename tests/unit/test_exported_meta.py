@@ -6,9 +6,9 @@ import ast
 import re
 from pathlib import Path
 
-from alloclab.host import host_metadata
+from alloclab.analysis.two_runs import RUN_FIELDS
+from alloclab.capture.host import host_metadata
 from alloclab.reporters.input import HOST_KEYS
-from alloclab.runcompare import RUN_FIELDS
 from alloclab.torutils.layout import EXPORTED_META, NOT_EXPORTED_META
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "alloclab"

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from alloclab.config import parse_experiment
+from alloclab.experiment_file import parse_experiment
 from alloclab.fleet import lifecycle, unitaccess
 
 

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from alloclab.errors import UserError
+from alloclab.common.errors import UserError
 from alloclab.fleet.lifecycle import load_facts
 
 

@@ -1,12 +1,12 @@
-"""alloclab.gate: the looks' plan and spending, one look's decision (compare's gate at the look's
+"""alloclab.studies.gate: the looks' plan and spending, one look's decision (compare's gate at the look's
 level), the derived two-group experiment, and bad input (one line, exit 2)."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from alloclab import gate as g
-from alloclab.errors import UserError
+from alloclab.common.errors import UserError
+from alloclab.studies import gate as g
 from tests.conftest import run_cli
 
 

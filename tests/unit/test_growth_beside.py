@@ -13,7 +13,7 @@ from alloclab.analysis import analyse
 from alloclab.analysis.verdict import recommend
 from alloclab.cli import app
 from alloclab.stats import RULES, growth_beside
-from alloclab.stats.beside import AS, BEYOND, LESS, NO_MORE, NOT_BEYOND, UNKNOWN
+from alloclab.stats.added_growth import AS, BEYOND, LESS, NO_MORE, NOT_BEYOND, UNKNOWN
 from alloclab.stats.rules import RULES as ANALYSIS_RULES
 from alloclab.store import Store
 from tests.unit.test_runcompare import make_run

@@ -8,9 +8,9 @@ import tarfile
 
 import pytest
 
-from alloclab.bundle import write_bundle
-from alloclab.errors import UserError
-from alloclab.outputs import new_output, write_output
+from alloclab.common.errors import UserError
+from alloclab.common.outputs import new_output, write_output
+from alloclab.interchange.bundle import write_bundle
 from tests.unit.test_runcompare import make_run
 
 SECRET = b"root:$6$not-for-upstream:19000:0:99999:7:::\n"
@@ -77,7 +77,7 @@ def test_report_replaces_a_planted_link_and_refuses_a_linked_directory(tmp_path)
 
 
 def test_report_command_does_not_write_through_links(tmp_path):
-    from alloclab import report
+    from alloclab.reporters import report
     run = make_run(tmp_path / "run", {"g": [100, 101], "h": [60, 61]})
     victim = tmp_path / "victim"
     victim.write_text("keep me\n")

@@ -8,8 +8,8 @@ import socket
 
 import pytest
 
-from alloclab import httpguard, metrics
-from alloclab.httpguard import host_allowed
+from alloclab.serve import httpguard, metrics
+from alloclab.serve.httpguard import host_allowed
 from tests.waiting import wait_for
 
 
@@ -101,7 +101,7 @@ def test_run_metrics_companion_checks_host(tmp_path):
 
 
 def test_live_view_serves_no_report_through_a_link(tmp_path):
-    from alloclab.liveview import LiveData, make_handler
+    from alloclab.serve.liveview import LiveData, make_handler
     from tests.unit.test_runcompare import make_run
     run = make_run(tmp_path / "run", {"g": [100, 101]})
     secret = tmp_path / "shadow"

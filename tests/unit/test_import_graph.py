@@ -22,25 +22,25 @@ import alloclab
 PACKAGE = Path(alloclab.__file__).parent
 
 # Modules that write to or read from a run's store: everything else comes before it in the flow.
-STORE_USERS = {"store", "tickwriter", "runner", "fleet.lifecycle", "fleet.collector", "watchdog", "report", "torutils.export",
-               "torutils.importer", "promimport", "merge", "cli", "__main__",
-               "reference",            # the generated CLI reference reads cli's declarations (as --help does)
-               "runcompare", "liveview", "bundle", "metrics",     # compare, live view, bundle and run --metrics read runs
-               "experiments.bisection", "experiments.sweep",   # bisect and sweep drive runs (runner) and read their results (analysis)
-               "stopping",             # the runner's sequential stop checks analyse the store as it stands
-               "introspect",           # writes the allocator helper's alloc_stats rows (their held_* columns are the store's)
-               "gate",                 # the CI gate drives one run (runner) and reads its result, as bisect does
+STORE_USERS = {"store", "capture.recorder", "run.runner", "fleet.lifecycle", "fleet.collector", "process.watchdog", "reporters.report", "torutils.export",
+               "torutils.importer", "interchange.prometheus_import", "interchange.merge", "cli", "__main__",
+               "docsgen.reference",            # the generated CLI reference reads cli's declarations (as --help does)
+               "analysis.two_runs", "serve.liveview", "interchange.bundle", "serve.metrics",     # compare, live view, bundle and run --metrics read runs
+               "studies.bisection", "studies.sweep",   # bisect and sweep drive runs (runner) and read their results (analysis)
+               "run.stopping",             # the runner's sequential stop checks analyse the store as it stands
+               "capture.introspect",           # writes the allocator helper's alloc_stats rows (their held_* columns are the store's)
+               "studies.gate",                 # the CI gate drives one run (runner) and reads its result, as bisect does
                "fleet.decision", "fleet.tested",   # fleet status and deploy --from-run read a fleet run's store
                "fleet.canary",         # the peer-judged canary analyses its cohorts' samples (as fleet status does)
                "fleet.deployed",       # the pre-deploy level is read from the collector's own run store
-               "metrics_reference"}    # the generated metrics reference reads metrics' declarations (as reference does)
+               "docsgen.metrics"}    # the generated metrics reference reads metrics' declarations (as reference does)
 STORE_USER_PACKAGES = ("analysis", "commands", "reporters")
 # What the analysis and the reporters may not reach: what they need from the host is recorded in
 # the store at run time (docs/architecture.md).
 PURE_PACKAGES = ("analysis", "reporters")
 PURE_FORBIDDEN = {"allocators.library", "allocators.tunables", "allocators.hardening", "allocators.catalog",
                   "allocators.resolution", "allocators.versions", "allocators.debpackage", "allocators.embedded",
-                  "introspect", "nativebuild", "tor.network", "tor.dirload", "tor.routers"}
+                  "capture.introspect", "native.build", "tor.network", "tor.dirload", "tor.routers"}
 
 
 def _modules() -> dict[str, Path]:
@@ -125,7 +125,7 @@ def _uses_store(name: str) -> bool:
 
 def test_the_graph_is_read_in_full():
     graph = import_graph()
-    assert "alloclab.allocators.resolution" in graph["alloclab.runner"] or "alloclab.allocators.resolution" in _reach(graph, "alloclab.runner")
+    assert "alloclab.allocators.resolution" in graph["alloclab.run.runner"] or "alloclab.allocators.resolution" in _reach(graph, "alloclab.run.runner")
     assert "alloclab.allocators.catalog" in graph["alloclab.allocators.resolution"]
     # a function-local import counts: cli imports its verbs inside the click functions
     assert "alloclab.commands.run" in graph["alloclab.cli"]
@@ -168,11 +168,11 @@ def test_analysis_and_reporters_do_not_reach_the_host():
 
 def test_a_planted_host_import_is_found():
     # the shape issue 28 found: a reporter importing hardening, the analysis reaching allocators through a helper
-    graph = {"alloclab.reporters.markdown": {"alloclab.allocators.hardening"}, "alloclab.allocators.hardening": {"alloclab.nativebuild"},
-             "alloclab.nativebuild": set(), "alloclab.analysis.warnings": {"alloclab.timefmt"},
-             "alloclab.timefmt": {"alloclab.allocators.library"}, "alloclab.allocators.library": set(),
+    graph = {"alloclab.reporters.markdown": {"alloclab.allocators.hardening"}, "alloclab.allocators.hardening": {"alloclab.native.build"},
+             "alloclab.native.build": set(), "alloclab.analysis.warnings": {"alloclab.common.timefmt"},
+             "alloclab.common.timefmt": {"alloclab.allocators.library"}, "alloclab.allocators.library": set(),
              "alloclab.reporters.csv_tables": {"alloclab.store"}, "alloclab.store": set()}
-    assert _impure(graph) == {"reporters.markdown": ["allocators.hardening", "nativebuild"], "analysis.warnings": ["allocators.library"]}
+    assert _impure(graph) == {"reporters.markdown": ["allocators.hardening", "native.build"], "analysis.warnings": ["allocators.library"]}
 
 
 def test_a_report_loads_no_host_reading_module():
@@ -180,7 +180,7 @@ def test_a_report_loads_no_host_reading_module():
     pure = sorted(m for m in MODULES if _short(m).split(".")[0] in PURE_PACKAGES)
     script = ("import importlib, json, sys\nfor m in sys.argv[1:]: importlib.import_module(m)\n"
               "print(json.dumps(sorted(m for m in sys.modules if m.startswith('alloclab'))))\n")
-    proc = subprocess.run([sys.executable, "-c", script, "alloclab.report", *pure], capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "-c", script, "alloclab.reporters.report", *pure], capture_output=True, text=True,
                           timeout=120)
     assert proc.returncode == 0, proc.stderr[-500:]
     loaded = {_short(m) for m in json.loads(proc.stdout)}
@@ -189,15 +189,15 @@ def test_a_report_loads_no_host_reading_module():
 
 
 def test_fleet_does_not_import_the_runner():
-    assert "alloclab.runner" not in _reach(import_graph(), "alloclab.fleet.lifecycle")
+    assert "alloclab.run.runner" not in _reach(import_graph(), "alloclab.fleet.lifecycle")
 
 
 def test_the_runner_does_not_reach_the_analysis():
     """Data flows runner -> ... -> analysis: what both need (signal names) lives below both."""
     graph = import_graph()
-    reached = sorted(_short(m) for m in _reach(graph, "alloclab.runner") if _short(m).split(".")[0] in ("analysis", "stats", "reporters"))
+    reached = sorted(_short(m) for m in _reach(graph, "alloclab.run.runner") if _short(m).split(".")[0] in ("analysis", "stats", "reporters"))
     assert not reached, f"the runner reaches {reached}"
-    assert "alloclab.signalname" in graph["alloclab.runner"] and "alloclab.signalname" in graph["alloclab.analysis.warnings"]
+    assert "alloclab.common.signalname" in graph["alloclab.run.runner"] and "alloclab.common.signalname" in graph["alloclab.analysis.warnings"]
 
 
 # One interpreter that has loaded the third-party libraries (none of them loads alloclab) forks a
@@ -244,6 +244,6 @@ def test_fresh_interpreters_load_only_what_the_layering_allows():
         loaded = set(answer["loaded"])
         assert module in loaded
         if module == "alloclab.fleet.lifecycle":
-            assert "alloclab.runner" not in loaded
+            assert "alloclab.run.runner" not in loaded
         else:
             assert "alloclab.store" not in loaded, f"{module} loads the store"

@@ -6,9 +6,9 @@ import sqlite3
 
 import pytest
 
-from alloclab import introspect
-from alloclab.config import parse_experiment
-from alloclab.errors import UserError
+from alloclab.capture import introspect
+from alloclab.common.errors import UserError
+from alloclab.experiment_file import parse_experiment
 from alloclab.store import SCHEMA_VERSION, Store
 
 BASE = 'name = "x"\ncommand = ["true"]\n{extra}\n[[group]]\nname = "g"\nallocator = "glibc"\n'

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from alloclab.errors import UserError
-from alloclab.httpguard import host_allowed as _host_allowed
-from alloclab.liveview import parse_address
+from alloclab.common.errors import UserError
+from alloclab.serve.httpguard import host_allowed as _host_allowed
+from alloclab.serve.liveview import parse_address
 
 
 def test_addresses():
@@ -28,7 +28,7 @@ def test_host_header():
 
 
 def test_run_clock_gives_phase_time_left_and_phase_lines():
-    from alloclab.liveview import run_clock
+    from alloclab.serve.liveview import run_clock
     phases = {"warmup": 10.0, "load": 60.0, "idle": 6.0}
     c = run_clock(phases, 1000.0, None, 1018.0)
     assert (c["phase"], c["elapsed_s"], c["planned_s"], c["left_s"], c["phase_left_s"]) == ("load", 18.0, 76.0, 58.0, 52.0)
@@ -41,7 +41,7 @@ def test_run_clock_gives_phase_time_left_and_phase_lines():
 
 def test_too_short_waits_for_the_end_of_the_run(tmp_path):
     """Issue 27: no "run longer" warning 18 s into a 76 s run; at the end it is shown."""
-    from alloclab.liveview import LiveData
+    from alloclab.serve.liveview import LiveData
     from alloclab.store import Store
     from tests.unit.test_runcompare import make_run
     run = make_run(tmp_path / "r", {"a": [100, 101], "b": [60, 61]})

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from alloclab.errors import UserError
-from alloclab.merge import merge_runs
+from alloclab.common.errors import UserError
+from alloclab.interchange.merge import merge_runs
 from alloclab.store import DB_NAME, Store
 from tests.conftest import run_cli
 

@@ -6,8 +6,8 @@ import sqlite3
 
 import pytest
 
-from alloclab.errors import UserError
-from alloclab.merge import merge_runs
+from alloclab.common.errors import UserError
+from alloclab.interchange.merge import merge_runs
 from tests.unit.test_runcompare import make_run
 
 

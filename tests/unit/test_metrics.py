@@ -9,9 +9,9 @@ import urllib.request
 
 import pytest
 
-from alloclab import metrics
 from alloclab.analysis.warnings import host_spread
-from alloclab.errors import UserError
+from alloclab.common.errors import UserError
+from alloclab.serve import metrics
 from alloclab.store import SCHEMA_VERSION, Store
 
 
@@ -122,7 +122,7 @@ def test_a_schema_3_store_gains_the_host_column(tmp_path):
 
 
 def test_import_refuses_what_prometheus_should_not_have_sent(tmp_path, monkeypatch):
-    from alloclab import promimport
+    from alloclab.interchange import prometheus_import
     answers = {
         "unprintable": [{"metric": {"group": "g\n1", "unit": "u"}, "values": [[1, "5"]]}],
         "no label": [{"metric": {"unit": "u"}, "values": [[1, "5"]]}],
@@ -130,20 +130,20 @@ def test_import_refuses_what_prometheus_should_not_have_sent(tmp_path, monkeypat
     }
     for what, answer in answers.items():
         document = {"status": "success", "data": {"resultType": "matrix", "result": answer}}
-        monkeypatch.setattr(promimport.Client, "get", lambda self, path, params, document=document: document)
+        monkeypatch.setattr(prometheus_import.Client, "get", lambda self, path, params, document=document: document)
         with pytest.raises(UserError):
-            promimport.import_prometheus("http://x", tmp_path / what, 0, 10, 1, {"rss_kb": "q"}, say=lambda s: None)
+            prometheus_import.import_prometheus("http://x", tmp_path / what, 0, 10, 1, {"rss_kb": "q"}, say=lambda s: None)
         assert not (tmp_path / what).exists()          # nothing created before the data were read
-    monkeypatch.setattr(promimport.Client, "get", lambda self, path, params: {
+    monkeypatch.setattr(prometheus_import.Client, "get", lambda self, path, params: {
         "status": "success", "data": {"resultType": "matrix", "result": []}})
     with pytest.raises(UserError, match="no series"):
-        promimport.import_prometheus("http://x", tmp_path / "empty", 0, 10, 1, {"rss_kb": "q"}, say=lambda s: None)
+        prometheus_import.import_prometheus("http://x", tmp_path / "empty", 0, 10, 1, {"rss_kb": "q"}, say=lambda s: None)
     with pytest.raises(UserError, match="not before"):
-        promimport.import_prometheus("http://x", tmp_path / "r", 10, 5, 1, {"rss_kb": "q"}, say=lambda s: None)
-    assert promimport.parse_time("now-10m", "--from", now=1000.0) == 400.0
-    assert promimport.parse_time("2026-01-01T00:00:00Z", "--from") == 1767225600.0
+        prometheus_import.import_prometheus("http://x", tmp_path / "r", 10, 5, 1, {"rss_kb": "q"}, say=lambda s: None)
+    assert prometheus_import.parse_time("now-10m", "--from", now=1000.0) == 400.0
+    assert prometheus_import.parse_time("2026-01-01T00:00:00Z", "--from") == 1767225600.0
     with pytest.raises(UserError, match="is not a time"):
-        promimport.parse_time("yesterday", "--from")
+        prometheus_import.parse_time("yesterday", "--from")
 
 
 def test_cli_one_line_errors(tmp_path):

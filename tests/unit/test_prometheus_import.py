@@ -11,9 +11,9 @@ import time
 import numpy as np
 import pytest
 
-from alloclab import promimport
 from alloclab.analysis import analyse
-from alloclab.errors import UserError
+from alloclab.common.errors import UserError
+from alloclab.interchange import prometheus_import
 from alloclab.store import Store
 from tests.conftest import run_cli
 from tests.prom_server import PromServer, json_answer
@@ -71,7 +71,7 @@ def contract_answer(query: str, labelled: bool = False):
             if "unit_memory_bytes" in query:
                 v = memory(u, i) if 'memtype="resident"' in query else None
             else:
-                col = next((c for c, (m, _) in promimport.OWN_SERIES.items() if m in query), None)
+                col = next((c for c, (m, _) in prometheus_import.OWN_SERIES.items() if m in query), None)
                 v = figures(u, i).get(col)
             if v is None:
                 continue
@@ -89,8 +89,8 @@ def contract_answer(query: str, labelled: bool = False):
 @pytest.mark.parametrize("labelled", [False, True], ids=["contract-layout", "labels-on-every-series"])
 def test_own_series_keep_their_meaning(tmp_path, labelled):
     with PromServer(lambda q: contract_answer(q, labelled)) as srv:
-        out = promimport.import_prometheus(srv.url, tmp_path / "run", TIMES[0], TIMES[-1], STEP,
-                                           promimport.default_queries(None, "", STEP), say=lambda *a: None)
+        out = prometheus_import.import_prometheus(srv.url, tmp_path / "run", TIMES[0], TIMES[-1], STEP,
+                                           prometheus_import.default_queries(None, "", STEP), say=lambda *a: None)
     store = Store.open(out)
     meta = store.meta()
     assert meta["records"] == "alloclab"
@@ -121,8 +121,8 @@ def test_foreign_query_keeps_the_torutils_rules(tmp_path):
                                     [(t, sawtooth(i)) for i, t in enumerate(TIMES)]),
                                    ({"group": "glibc", "unit": "u1", "host": HOST}, [(t, 50 * 2**20) for t in TIMES])]))
     with PromServer(answer) as srv:
-        out = promimport.import_prometheus(srv.url, tmp_path / "run", TIMES[0], TIMES[-1], STEP,
-                                           promimport.default_queries("my_rss_bytes", ""), say=lambda *a: None)
+        out = prometheus_import.import_prometheus(srv.url, tmp_path / "run", TIMES[0], TIMES[-1], STEP,
+                                           prometheus_import.default_queries("my_rss_bytes", ""), say=lambda *a: None)
     store = Store.open(out)
     assert store.meta()["records"] == "none"
     a = analyse(store)
@@ -155,12 +155,12 @@ HOSTILE = {
 
 @pytest.mark.parametrize("case", list(HOSTILE))
 def test_hostile_answer_is_one_line_and_no_run_directory(tmp_path, case):
-    limits = promimport.Limits(max_bytes=1 << 20, deadline_s=2.0)
+    limits = prometheus_import.Limits(max_bytes=1 << 20, deadline_s=2.0)
     out = tmp_path / "run"
     with PromServer(HOSTILE[case]) as srv:
         began = time.monotonic()
         with pytest.raises(UserError) as err:
-            promimport.import_prometheus(srv.url, out, TIMES[0], TIMES[-1], STEP, promimport.default_queries("q", ""),
+            prometheus_import.import_prometheus(srv.url, out, TIMES[0], TIMES[-1], STEP, prometheus_import.default_queries("q", ""),
                                          say=lambda *a: None, limits=limits)
         took = time.monotonic() - began
         sent = srv.sent

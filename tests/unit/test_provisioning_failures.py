@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from alloclab.allocators import catalog, resolution, versions
-from alloclab.errors import UserError
+from alloclab.common.errors import UserError
 from tests.registries import no_registry_answered
 
 # Real output of the clients (captured on this project's machines), one per case.

@@ -1,5 +1,5 @@
 """The generated reference (docs/reference/cli.md, docs/reference/exit-codes.md) is what the code
-says now: regenerate it with `python -m alloclab.reference` when the CLI or the exit-code table
+says now: regenerate it with `python -m alloclab.docsgen.reference` when the CLI or the exit-code table
 changes (issue 52: the reference cannot drift from the CLI)."""
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from pathlib import Path
 
 import click
 
-from alloclab import reference
 from alloclab.cli import app
-from alloclab.cliconventions import commands
+from alloclab.commands.conventions import commands
+from alloclab.docsgen import reference
 
 DOCS = Path(__file__).parents[2] / "docs"
 
@@ -17,7 +17,7 @@ DOCS = Path(__file__).parents[2] / "docs"
 def test_the_committed_reference_is_the_generated_one():
     stale = [str(p.relative_to(DOCS.parent)) for p, text in reference.files(DOCS).items()
              if not p.exists() or p.read_text() != text]
-    assert not stale, f"out of date: {stale} — run: .venv/bin/python -m alloclab.reference"
+    assert not stale, f"out of date: {stale} — run: .venv/bin/python -m alloclab.docsgen.reference"
 
 
 def test_the_reference_names_every_command_and_option():

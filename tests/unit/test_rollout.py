@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from alloclab.errors import UserError
+from alloclab.common.errors import UserError
 from alloclab.fleet import rollout
 
 

@@ -1,4 +1,4 @@
-"""Run-to-run comparison (alloclab.runcompare, stats.across_runs) on store fixtures: real SQLite
+"""Run-to-run comparison (alloclab.analysis.two_runs, stats.across_runs) on store fixtures: real SQLite
 stores written through the store API, analysed by the real analysis."""
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import json
 import numpy as np
 import pytest
 
-from alloclab import runcompare
+from alloclab.analysis import two_runs
 from alloclab.commands.compare import exit_code as compare_exit_code
-from alloclab.errors import UserError
+from alloclab.common.errors import UserError
 from alloclab.stats.across_runs import compare_pairs, gate, rose_beyond
 from alloclab.store import Store
 
@@ -54,11 +54,11 @@ def make_run(path, groups: dict[str, list[float]], *, seed: int = 0, sha: str = 
 def test_identical_runs_show_no_significant_change(tmp_path):
     a = make_run(tmp_path / "a", {"glibc": [100, 101, 99], "jemalloc": [60, 61, 60.5]}, seed=1)
     b = make_run(tmp_path / "b", {"glibc": [100.5, 99.5, 100], "jemalloc": [60.2, 60.8, 60.4]}, seed=2)
-    rc = runcompare.compare_runs(a, b, fail_on_increase=5)
+    rc = two_runs.compare_runs(a, b, fail_on_increase=5)
     assert [g.key for g in rc.groups] == ["glibc", "jemalloc"]
     assert not rc.any_significant and not rc.failed
     assert all(g.verdict.startswith("no significant change") for g in rc.groups)
-    assert "no significant change in any matched group" in runcompare.text_lines(rc)
+    assert "no significant change in any matched group" in two_runs.text_lines(rc)
     assert not rc.changes and not rc.experiment_diff
     g = rc.groups[0]
     assert g.comparison.ratio_ci[0] < 1 < g.comparison.ratio_ci[1]
@@ -69,7 +69,7 @@ def test_a_larger_group_fails_the_gate_and_provenance_changes_are_named(tmp_path
     a = make_run(tmp_path / "a", {"glibc": [100, 101, 99], "jemalloc": [60, 61, 60.5]}, seed=1)
     b = make_run(tmp_path / "b", {"glibc": [100.5, 99.5, 100], "jemalloc": [80, 81, 80.5]}, seed=2, sha="b" * 64,
                  kernel="6.2.0", experiment='name = "y"\n')
-    rc = runcompare.compare_runs(a, b, fail_on_increase=5)
+    rc = two_runs.compare_runs(a, b, fail_on_increase=5)
     je = next(g for g in rc.groups if g.key == "jemalloc")
     assert je.comparison.significant and je.verdict == "higher" and je.rose_beyond_gate
     assert je.comparison.ratio == pytest.approx(80.5 / 60.5, rel=0.02)
@@ -78,9 +78,9 @@ def test_a_larger_group_fails_the_gate_and_provenance_changes_are_named(tmp_path
     assert ("run", "kernel") in fields and ("jemalloc", "library_sha256") in fields and ("glibc", "library_sha256") in fields
     assert any(ln.startswith("+name") for ln in rc.experiment_diff)
     # a larger threshold than the increase: the same data are shown within it
-    wide = runcompare.compare_runs(a, b, fail_on_increase=50)
+    wide = two_runs.compare_runs(a, b, fail_on_increase=50)
     assert not wide.failed and wide.gate_outcome == "within"
-    d = json.loads(runcompare.to_json(rc))
+    d = json.loads(two_runs.to_json(rc))
     assert d["gate"] == "above" and d["groups"][1]["rose_beyond_gate"] is True
     assert d["groups"][1]["gate"]["outcome"] == "above" and isinstance(d["groups"][1]["gate"]["limit"], float)
     assert rc.gate_outcome == "above" and compare_exit_code(rc.gate_outcome) == 1
@@ -90,20 +90,20 @@ def test_matching_by_allocator_and_groups_in_one_run_only(tmp_path):
     a = make_run(tmp_path / "a", {"base": [100, 101, 99], "je": [60, 61, 60.5]}, family={"je": "jemalloc"})
     b = make_run(tmp_path / "b", {"base2": [100, 101, 99], "je-new": [60, 61, 60.5], "extra": [5, 5.1, 5.2]},
                  family={"je-new": "jemalloc", "extra": "mimalloc"})
-    by_name = runcompare.compare_runs(a, b)
+    by_name = two_runs.compare_runs(a, b)
     assert by_name.groups == [] and set(by_name.only_a) == {"base", "je"}
-    by_alloc = runcompare.compare_runs(a, b, by="allocator")
+    by_alloc = two_runs.compare_runs(a, b, by="allocator")
     assert {(g.group_a, g.group_b) for g in by_alloc.groups} == {("base", "base2"), ("je", "je-new")}
     assert by_alloc.only_b == ["mimalloc 1"]
     dup = make_run(tmp_path / "dup", {"x": [1, 1.1], "y": [1, 1.2]})
     with pytest.raises(UserError, match="two groups on glibc 1"):
-        runcompare.compare_runs(dup, a, by="allocator")
+        two_runs.compare_runs(dup, a, by="allocator")
 
 
 def test_single_replica_is_untestable_never_no_change(tmp_path):
     a = make_run(tmp_path / "a", {"g": [100]})
     b = make_run(tmp_path / "b", {"g": [300]})
-    rc = runcompare.compare_runs(a, b, fail_on_increase=0)
+    rc = two_runs.compare_runs(a, b, fail_on_increase=0)
     assert rc.groups[0].verdict == "untestable" and not rc.failed
     assert any("untestable" in n for n in rc.notes)
     # a 3x larger single replica cannot be shown anything: the gate says so, it does not pass
@@ -113,7 +113,7 @@ def test_single_replica_is_untestable_never_no_change(tmp_path):
 def test_not_a_run_is_refused(tmp_path):
     a = make_run(tmp_path / "a", {"g": [100, 101]})
     with pytest.raises(UserError, match="not an alloclab run"):
-        runcompare.compare_runs(a, tmp_path / "missing")
+        two_runs.compare_runs(a, tmp_path / "missing")
 
 
 def test_gate_is_the_intervals_lower_end():
@@ -151,9 +151,9 @@ def test_text_names_every_warning_fits_80_columns_and_says_inconclusive(tmp_path
     5% gate; the comparison's own notes and both runs' warnings reach the text output."""
     a = make_run(tmp_path / "a", {"svc": [80, 120]}, seed=1)
     b = make_run(tmp_path / "b", {"svc": [85, 119]}, seed=2)
-    rc = runcompare.compare_runs(a, b, fail_on_increase=5)
+    rc = two_runs.compare_runs(a, b, fail_on_increase=5)
     assert rc.gate_outcome == "inconclusive"
-    lines = runcompare.text_lines(rc, width=80)
+    lines = two_runs.text_lines(rc, width=80)
     text = "\n".join(lines)
     assert max(map(len, lines)) <= 80
     assert lines[-1].startswith("gate INCONCLUSIVE") or "gate INCONCLUSIVE" in text.split("\n\n")[-1]
@@ -162,7 +162,7 @@ def test_text_names_every_warning_fits_80_columns_and_says_inconclusive(tmp_path
         assert f"{w.severity} {w.kind}" in text
     assert rc.warnings_a and any(n in text for n in ["Welch df", "too-few-replicas"])
     # no word split over two lines: every token of the wrapped text is a token of the unwrapped one
-    wide = " ".join(runcompare.text_lines(rc, width=80, wrap=False)).split()
+    wide = " ".join(two_runs.text_lines(rc, width=80, wrap=False)).split()
     assert set(" ".join(lines).split()) <= set(wide)
 
 
@@ -172,33 +172,33 @@ def test_levels_taken_at_different_times_of_day_warn_and_hold_the_gate(tmp_path)
     groups = {"jemalloc": [60, 61, 60.5]}
     a = make_run(tmp_path / "a", groups, seed=1, source="fleet")
     late = make_run(tmp_path / "late", {"jemalloc": [80, 81, 80.5]}, seed=2, t0=T0 + 6 * 3600, source="fleet")
-    rc = runcompare.compare_runs(a, late, fail_on_increase=5)
+    rc = two_runs.compare_runs(a, late, fail_on_increase=5)
     [w] = rc.warnings
     assert w.kind == "times-of-day-differ" and w.data["hours_apart"] == pytest.approx(6.0, abs=0.01)
     assert rc.gate_raw == "above" and rc.gate_outcome == "inconclusive"
     assert compare_exit_code(rc.gate_outcome) == 4 and compare_exit_code(rc.gate_outcome, allow_inconclusive=True) == 0
-    text = runcompare.text_lines(rc, wrap=False)
+    text = two_runs.text_lines(rc, wrap=False)
     gate_line = next(ln for ln in text if ln.startswith("gate INCONCLUSIVE"))
     assert "times-of-day-differ" in gate_line and "same hour" in gate_line and "≥ 24 h" in gate_line
-    clock = lambda t: __import__("alloclab.timefmt", fromlist=["utc"]).utc(t, minutes=True)[11:16]
+    clock = lambda t: __import__("alloclab.common.timefmt", fromlist=["utc"]).utc(t, minutes=True)[11:16]
     assert clock(T0) in w.message and clock(T0 + 6 * 3600) in w.message
-    d = json.loads(runcompare.to_json(rc))
+    d = json.loads(two_runs.to_json(rc))
     assert d["gate"] == "inconclusive" and d["gate_before_warnings"] == "above"
     assert [x["kind"] for x in d["warnings"]] == ["times-of-day-differ"]
     # two experiments of `alloclab run` make their own load: the hour they ran at is no factor
     lab_a = make_run(tmp_path / "lab-a", groups, seed=1)
     lab_b = make_run(tmp_path / "lab-b", {"jemalloc": [80, 81, 80.5]}, seed=2, t0=T0 + 6 * 3600)
-    lab = runcompare.compare_runs(lab_a, lab_b, fail_on_increase=5)
+    lab = two_runs.compare_runs(lab_a, lab_b, fail_on_increase=5)
     assert lab.warnings == [] and lab.gate_outcome == "above"
     # the same hour a day later: no warning, the gate decides
-    same = runcompare.compare_runs(a, make_run(tmp_path / "same", groups, seed=2, t0=T0 + 86400, source="fleet"), fail_on_increase=5)
+    same = two_runs.compare_runs(a, make_run(tmp_path / "same", groups, seed=2, t0=T0 + 86400, source="fleet"), fail_on_increase=5)
     assert same.warnings == [] and same.gate_outcome == same.gate_raw
     # both levels are means over ≥ 24 h: the cycle averages out whatever the start hour
     long_a = make_run(tmp_path / "la", groups, seed=1, step=300.0, source="fleet")
     long_b = make_run(tmp_path / "lb", groups, seed=2, step=300.0, t0=T0 + 7 * 3600, source="fleet")
-    assert runcompare.compare_runs(long_a, long_b, fail_on_increase=5).warnings == []
+    assert two_runs.compare_runs(long_a, long_b, fail_on_increase=5).warnings == []
     # one a day average, the other not: warned whatever the hours
-    mixed = runcompare.compare_runs(long_a, a, fail_on_increase=5)
+    mixed = two_runs.compare_runs(long_a, a, fail_on_increase=5)
     assert [w.kind for w in mixed.warnings] == ["times-of-day-differ"]
 
 
@@ -210,9 +210,9 @@ def test_what_changed_cuts_long_commands_between_whole_arguments(tmp_path):
     argv_b = [*argv[:-3], "8", *argv[-2:]]
     a = make_run(tmp_path / "a", {"svc": [100, 101, 99]}, seed=1, command=argv)
     b = make_run(tmp_path / "b", {"svc": [100, 101, 99]}, seed=2, command=argv_b)
-    rc = runcompare.compare_runs(a, b)
+    rc = two_runs.compare_runs(a, b)
     for width in (60, 80, 100, 140):
-        line = next(ln for ln in runcompare.text_lines(rc, width=width, wrap=False) if ln.startswith("  svc: command: "))
+        line = next(ln for ln in two_runs.text_lines(rc, width=width, wrap=False) if ln.startswith("  svc: command: "))
         before, after = line.removeprefix("  svc: command: ").split(" → ")
         for shown, full in ((before, argv), (after, argv_b)):
             assert shown.startswith("…"), (width, shown)

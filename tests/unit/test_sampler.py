@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from alloclab import sampler
+from alloclab.capture import sampler
 from tests.waiting import wait_for
 
 

@@ -6,8 +6,8 @@ import ast
 import inspect
 from pathlib import Path
 
-from alloclab import scenarios
-from alloclab.config import load_experiment
+from alloclab.experiment_file import load_experiment
+from alloclab.run import scenarios
 from alloclab.tor import network
 
 SRC = Path(scenarios.__file__).parent

@@ -3,8 +3,8 @@ look just before the end, alpha in proportion to each look's elapsed time, never
 import numpy as np
 import pytest
 
+from alloclab.run.stopping import SignificanceStop, planned_look_times
 from alloclab.stats import SequentialTest, calibration as sim
-from alloclab.stopping import SignificanceStop, planned_look_times
 
 
 def test_looks_are_doublings_then_the_planned_end():

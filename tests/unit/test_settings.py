@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from alloclab import settings
+from alloclab.common import settings
 
-SRC = Path(settings.__file__).parent
+SRC = Path(settings.__file__).parents[1]   # the package: settings lives in alloclab/common
 DOC = (SRC.parent.parent / "docs" / "reference" / "settings.md").read_text()
 READ = re.compile(r"os\.environ\.get\(|os\.getenv\(|os\.environ\[|environ\.get\(")
 

@@ -1,7 +1,7 @@
 """The runner's start order does not line up with groups (a group started first reads differently)."""
 from statistics import mean
 
-from alloclab.runner import start_order
+from alloclab.run.runner import start_order
 
 
 def _mean_positions(order):

@@ -1,5 +1,5 @@
 """The workload side channel: only consistent snapshots are accepted (seqlock)."""
-from alloclab.workloads import STATS_FORMAT, STATS_MAGIC, read_stats
+from alloclab.run.workloads import STATS_FORMAT, STATS_MAGIC, read_stats
 
 
 def write(path, seq, seq_end, magic=STATS_MAGIC, live=1234, ops=99):

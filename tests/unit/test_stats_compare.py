@@ -1,11 +1,11 @@
-"""stats.compare: Welch on log levels, Holm-consistent intervals, letters, design checks."""
+"""stats.group_tests: Welch on log levels, Holm-consistent intervals, letters, design checks."""
 import itertools
 
 import numpy as np
 from hypothesis import given, settings, strategies as st
 
 from alloclab.stats import calibration as sim, compare_to_baseline, design_min_p, design_warning, letters
-from alloclab.stats.compare import design_power
+from alloclab.stats.group_tests import design_power
 
 
 def test_three_tor_relays_a_side_at_0_44x_are_significant():
@@ -62,7 +62,7 @@ def test_interval_excludes_one_exactly_when_significant(groups):
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.lists(st.floats(10, 1000), min_size=1, max_size=5), min_size=2, max_size=5))
 def test_letters_never_chain(groups):
-    from alloclab.stats.compare import _clean, _pairwise_significant
+    from alloclab.stats.group_tests import _clean, _pairwise_significant
     levels = {f"g{i}": np.array(v) for i, v in enumerate(groups)}
     lt = letters(levels)
     sig = _pairwise_significant({g: _clean(v) for g, v in levels.items()}, 0.05)

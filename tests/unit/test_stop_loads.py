@@ -4,7 +4,7 @@ import sys
 import time
 from types import SimpleNamespace
 
-from alloclab.runner import Runner
+from alloclab.run.runner import Runner
 
 IGNORES_SIGTERM = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True); time.sleep(120)"
 

@@ -4,7 +4,7 @@ import sqlite3
 
 import pytest
 
-from alloclab.errors import StoreError, UserError
+from alloclab.common.errors import StoreError, UserError
 from alloclab.store import Store
 
 

@@ -16,7 +16,7 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from alloclab.allocators import versions
-from alloclab.errors import UserError
+from alloclab.common.errors import UserError
 
 
 class _Quiet(SimpleHTTPRequestHandler):

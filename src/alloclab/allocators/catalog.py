@@ -30,8 +30,9 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from .. import nativebuild, settings
-from ..errors import UserError, did_you_mean
+from ..common import settings
+from ..common.errors import UserError, did_you_mean
+from ..native import build as nativebuild
 from . import hardening
 from .library import check_preload_safe, normalise_version, probe, sha256_file
 

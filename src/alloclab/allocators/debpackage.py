@@ -19,8 +19,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from .. import settings
-from ..errors import UserError
+from ..common import settings
+from ..common.errors import UserError
 from . import catalog, hardening, hardening_summary
 from .library import sha256_file
 

@@ -26,8 +26,9 @@ import signal
 import subprocess
 from typing import Any
 
-from .. import nativebuild, settings
-from ..signalname import how_ended
+from ..common import settings
+from ..common.signalname import how_ended
+from ..native import build
 from . import tunables
 
 MODES = ("double-free", "invalid-free")
@@ -44,7 +45,7 @@ def _run(mode: str, library: str | None, env: dict[str, str]) -> subprocess.Comp
     if library:
         run_env["LD_PRELOAD"] = library
     try:
-        return subprocess.run([str(nativebuild.program("hardening_probe")), mode], env=run_env, capture_output=True,
+        return subprocess.run([str(build.program("hardening_probe")), mode], env=run_env, capture_output=True,
                               text=True, timeout=TIMEOUT)
     except subprocess.TimeoutExpired:
         return None

@@ -18,8 +18,9 @@ import subprocess
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from .. import nativebuild, settings
-from ..errors import UserError
+from ..common import settings
+from ..common.errors import UserError
+from ..native import build
 from . import embedded
 
 # Names of allocator libraries we recognise when they are mapped where they were not asked for.
@@ -144,7 +145,7 @@ def probe(library: str | None, env: dict[str, str] | None = None) -> dict:
     run_env.update(env or {})
     if library:
         run_env["LD_PRELOAD"] = library
-    proc = subprocess.run([str(nativebuild.program("probe"))], env=run_env, capture_output=True, text=True, timeout=30)
+    proc = subprocess.run([str(build.program("probe"))], env=run_env, capture_output=True, text=True, timeout=30)
     lines = [ln for ln in proc.stdout.split("\n") if ln.startswith("{")]   # JSON may hold U+2028: \n ends a line
     if proc.returncode != 0 or not lines:
         err = (proc.stderr.strip().splitlines() or ["no output"])[-1]

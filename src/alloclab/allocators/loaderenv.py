@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import re
 
-from ..errors import UserError
+from ..common.errors import UserError
 from .library import check_trusted_path
 
 # name -> (kind, separators): "dirs" every entry a trusted directory; "files" every entry a trusted file

@@ -14,7 +14,7 @@ import re
 import shutil
 import subprocess
 
-from .. import settings
+from ..common import settings
 
 # "mimalloc: option 'purge_delay': 10"; from 3.2 (printed by _mi_fprintf) without the "mimalloc: "
 _MIMALLOC = re.compile(r"^(?:mimalloc: )?option '([a-z_]+)': (.*?)\s*$", re.M)

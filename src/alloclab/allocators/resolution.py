@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from ..errors import UserError, did_you_mean
+from ..common.errors import UserError, did_you_mean
 from . import catalog, debpackage, hardening, tunables, versions
 from .library import AllocatorSpec, check_preload_safe, normalise_version, probe, sha256_file
 

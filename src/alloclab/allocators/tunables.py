@@ -12,7 +12,7 @@ from functools import cache
 from pathlib import Path
 from typing import NamedTuple
 
-from ..errors import UserError
+from ..common.errors import UserError
 from .library import version_key
 
 MIMALLOC_OPTIONS = (
@@ -311,7 +311,7 @@ def glibc_effective(env: dict[str, str]) -> dict[str, tuple[str, str, str]]:
     """{tunable: (effective value, min, max)} as glibc's loader reads this environment."""
     import subprocess
 
-    from .. import settings
+    from ..common import settings
     ld = loader_path()
     if not ld:
         return {}
@@ -354,7 +354,8 @@ def allocator_complaints(env: dict[str, str], family: str | None, library: str |
     """What the allocator itself says about the group's settings (empty: it took them all)."""
     import subprocess
 
-    from .. import nativebuild, settings
+    from ..common import settings
+    from ..native import build
     owned = _owned(env)
     if not owned:
         return []
@@ -364,7 +365,7 @@ def allocator_complaints(env: dict[str, str], family: str | None, library: str |
         run_env = {**settings.environment_without_preload(), **owned, "LD_PRELOAD": library}
         if fam == "mimalloc":
             run_env.setdefault("MIMALLOC_SHOW_ERRORS", "1")
-        proc = subprocess.run([str(nativebuild.program("probe"))], env=run_env, capture_output=True, text=True, timeout=30)
+        proc = subprocess.run([str(build.program("probe"))], env=run_env, capture_output=True, text=True, timeout=30)
         pattern = JEMALLOC_COMPLAINT if fam == "jemalloc" else MIMALLOC_COMPLAINT
         problems += [ln.strip() for ln in proc.stderr.splitlines() if pattern.match(ln.strip())]
     return problems

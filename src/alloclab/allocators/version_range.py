@@ -7,7 +7,7 @@ every version the reachable registries publish and alloclab can build (`versions
 """
 from __future__ import annotations
 
-from ..errors import UserError
+from ..common.errors import UserError
 from . import catalog
 from .library import version_key
 

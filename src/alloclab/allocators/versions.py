@@ -41,8 +41,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from .. import settings
-from ..errors import UserError, did_you_mean
+from ..common import settings
+from ..common.errors import UserError, did_you_mean
 from . import catalog
 from .library import version_key
 

@@ -18,18 +18,18 @@ from typing import TYPE_CHECKING, cast
 import numpy as np
 
 from .. import stats
-from ..errors import UserError, did_you_mean
-from ..signalname import how_ended
+from ..common.errors import UserError, did_you_mean
+from ..common.signalname import how_ended
+from ..common.timefmt import utc
 from ..stats import STATUS_ORDER
-from ..stats.beside import BEYOND
+from ..stats.added_growth import BEYOND
 from ..stats.rules import RULES
 from ..stats.status import GROWTH_WORDS
 from ..store import Store
-from ..timefmt import utc
 from . import regrowth
-from .beside import growth_beside
-from .compare import GroupComparison, compare_groups
+from .comparisons import GroupComparison, compare_groups
 from .duplicates import Duplicate, drop_duplicates
+from .growth_beside import growth_beside
 from .hosts import HostFactor, host_factor
 from .load import METRIC_COLUMN, LabelMapping, Segment, Series, is_imported, load_series, segment
 from .replica import (
@@ -94,7 +94,7 @@ class GroupSummary:
     published_mb: float | None = None  # published-style figure (every listed replica), imported data
     growth: stats.GroupGrowth | None = None   # change over the group's common window, tested across replicas
     growth_span: tuple[float, float] | None = None
-    growth_beside: stats.GrowthBeside | None = None   # its change in MB against the baseline's (stats.beside)
+    growth_beside: stats.GrowthBeside | None = None   # its change in MB against the baseline's (stats.added_growth)
     excluded: list[str] = field(default_factory=list)   # replicas left out of the comparison (ended early), by name
     status_reason: str = ""            # why the group's word: its replicas' votes, or the across-replica test and why it differs
     growth_shape: str | None = None    # stats.STEPS: Growing in steps (stats.status_phrase); None otherwise

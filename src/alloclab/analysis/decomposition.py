@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .. import stats
-from ..errors import StoreError
+from ..common.errors import StoreError
 from ..store import HELD_KINDS, Store
 
 if TYPE_CHECKING:                                   # (for the annotations only)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import stats
-from ..config import Experiment
+from ..experiment_file import Experiment
 from ..stats.rules import RULES
 from .warnings import Warning
 

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 from scipy import special
 
-from ..stats.compare import holm, holm_levels
+from ..stats.group_tests import holm, holm_levels
 from ..stats.rules import RULES
 
 

@@ -6,7 +6,7 @@ Confidence (documented in docs/method/index.md, reachable with 3+ replicas per g
   replicas, neither is Growing (in steps or not)/Bloating or Too short, and no serious warning names
   either group;
 - moderate: significant, but one of the other conditions fails (each named in `confidence_reason`);
-  a Growing winner whose growth is shown to be no more than the baseline's in MB (stats.beside:
+  a Growing winner whose growth is shown to be no more than the baseline's in MB (stats.added_growth:
   the workload's growth) is not held against it — its caution is rephrased, its word kept;
 - low: not significant (then an equivalence statement or how many replicas would settle it), or
   every replica of the winner or the baseline Too short (no level settled: the reason says so);
@@ -24,22 +24,22 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
-from ..stats.beside import BEYOND, NOT_BEYOND
+from ..common.timefmt import span
+from ..stats.added_growth import BEYOND, NOT_BEYOND
 from ..stats.rules import RULES
 from ..stats.status import GROWTH_WORDS, status_phrase
-from ..timefmt import span
 from .warnings import Warning
 
 if TYPE_CHECKING:                                   # (the package imports this module)
     from . import Analysis, GroupSummary
-    from .compare import GroupComparison
+    from .comparisons import GroupComparison
 
 TOO_SHORT = "Too short"          # a status word (stats.status): the steady window cannot settle a level
 
 
 def workload_growth(g: GroupSummary) -> bool:
     """Whether g's growth is shown to be no more than the baseline's, in MB over the same window
-    (stats.beside: as, less than or no more than the baseline): the workload's, not the allocator's."""
+    (stats.added_growth: as, less than or no more than the baseline): the workload's, not the allocator's."""
     b = getattr(g, "growth_beside", None)
     return b is not None and b.not_beyond
 
@@ -74,7 +74,7 @@ class Recommendation:
     confidence_reason: str = ""
     tied: list[str] = field(default_factory=list)
     growth_note: str | None = None
-    growth_beside: str | None = None         # the winner's growth beside the baseline's (stats.beside word), when Growing
+    growth_beside: str | None = None         # the winner's growth beside the baseline's (stats.added_growth word), when Growing
     trade_offs: list[str] = field(default_factory=list)
     caveats: list[Warning] = field(default_factory=list)
     clean_alternative: str | None = None     # when a published-style figure disagrees with the clean one
@@ -209,7 +209,7 @@ def _settle(r: Recommendation, c: GroupComparison, meaningful: bool, interval: s
     if min(other.usable, base.usable if base else 0) < RULES["min_replicas"]:
         why.append(f"fewer than {RULES['min_replicas']} replicas")
     if growing is not None and growing.status in GROWTH_WORDS:
-        if workload_growth(growing):      # not held against it: the baseline grows as much (stats.beside)
+        if workload_growth(growing):      # not held against it: the baseline grows as much (stats.added_growth)
             assert growing.growth_beside is not None
             clean += f"; {growing.name}'s growth no more than {growing.growth_beside.baseline}'s in MB"
         else:

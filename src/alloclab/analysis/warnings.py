@@ -14,10 +14,10 @@ from typing import Any, cast
 
 import numpy as np
 
-from ..signalname import how_ended
+from ..common.signalname import how_ended
+from ..common.timefmt import span, utc
 from ..stats.rules import RULES
 from ..store import CUT_SHORT_REASONS, Store
-from ..timefmt import span, utc
 from .duplicates import Duplicate, identical_pairs  # noqa: F401  (identical_pairs: re-exported)
 from .load import LabelMapping, Series
 from .replica import ReplicaStats

@@ -9,8 +9,8 @@ from typing import cast
 
 import numpy as np
 
+from ..common.timefmt import utc
 from ..stats.rules import RULES
-from ..timefmt import utc
 from .load import Segment, Series
 
 

@@ -10,7 +10,7 @@ from rich.table import Table
 
 from ..allocators import catalog, hardening, hardening_summary, sourcehealth, versions
 from ..allocators.resolution import BUILDS
-from ..errors import UserError
+from ..common.errors import UserError
 
 
 def list_command(console: Console, as_json: bool = False) -> None:
@@ -155,9 +155,9 @@ def package_command(allocator_id: str, out_dir, console: Console) -> None:
     """A .deb of a verified build (built first if needed): the exact bytes, under a versioned path."""
     from pathlib import Path
 
-    from .. import preflight
     from ..allocators import debpackage
-    from ..outputs import writable_directory
+    from ..common.outputs import writable_directory
+    from ..run import preflight
     preflight.check_output(Path(out_dir))          # a directory (or nothing yet), not a file
     writable_directory(Path(out_dir))              # and one that takes the .deb, before a build
     b = catalog.find_build(allocator_id)

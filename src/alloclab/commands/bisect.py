@@ -1,13 +1,14 @@
-"""`alloclab bisect`: find the first bad version / tunable value / workload parameter (alloclab.experiments.bisection)."""
+"""`alloclab bisect`: find the first bad version / tunable value / workload parameter (alloclab.studies.bisection)."""
 from __future__ import annotations
 
 from pathlib import Path
 
 from rich.console import Console
 
-from .. import exitcodes, outputs, preflight, timefmt
-from ..config import parse_duration
-from ..errors import UserError
+from ..common import exitcodes, outputs, timefmt
+from ..common.errors import UserError
+from ..experiment_file import parse_duration
+from ..run import preflight
 
 EXIT_NOT_FOUND = exitcodes.OUTCOME        # undecided, or the bad end not shown bad: the report says why
 
@@ -32,7 +33,7 @@ def bisect_command(target: str, family: str | None, good: str | None, bad: str |
                    workload_params: tuple[str, ...], max_step: str, first_look: str, check_bad: bool, no_report: bool,
                    output: Path | None, console: Console) -> int:
     from ..allocators import version_range
-    from ..experiments import bisection as bisect, derive
+    from ..studies import bisection as bisect, derive
     axes = [name for name, given in (("--family", family), ("--tunable", tunable), ("--param", param)) if given]
     if len(axes) != 1:
         raise UserError("say what to bisect: --family F --good V --bad V, or --tunable NAME --values ..., "
@@ -83,7 +84,7 @@ def bisect_command(target: str, family: str | None, good: str | None, bad: str |
         res = bisect.search(plan, out, on_step=lambda s: ticker.step_done(s), on_tick=ticker.tick)
     finally:
         ticker.close()
-    from ..experiments.bisect_report import headline
+    from ..reporters.bisect import headline
     console.print(headline(res).replace("**", ""), markup=False, highlight=False)
     console.print(f"bisect: {out}/bisect.md (steps in {out}/steps)")
     if res.status == "interrupted":

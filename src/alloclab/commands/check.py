@@ -7,9 +7,9 @@ from pathlib import Path
 from rich.console import Console
 from rich.text import Text
 
-from .. import preflight
-from ..cliconventions import emit_json
-from ..config import is_fleet_groups, load_experiment
+from ..experiment_file import is_fleet_groups, load_experiment
+from ..run import preflight
+from .conventions import emit_json
 
 
 def check_command(experiment: Path, console: Console, as_json: bool = False) -> int:

@@ -1,17 +1,17 @@
-"""`alloclab compare RUN_A RUN_B`: run B against run A group by group (alloclab.runcompare)."""
+"""`alloclab compare RUN_A RUN_B`: run B against run A group by group (alloclab.analysis.two_runs)."""
 from __future__ import annotations
 
 from pathlib import Path
 
 from rich.console import Console
 
-from .. import exitcodes
-from ..config import METRICS
-from ..errors import UserError
+from ..common import exitcodes
+from ..common.errors import UserError
+from ..experiment_file import METRICS
 from ..store import Store, resolve_run
 from .report import refuse_unrecorded_metric
 
-# exit codes (alloclab.exitcodes, the one table): 0 shown within (or no gate), 2 bad input
+# exit codes (alloclab.common.exitcodes, the one table): 0 shown within (or no gate), 2 bad input
 EXIT_GATE_ABOVE = exitcodes.OUTCOME               # a group shown above the threshold
 EXIT_GATE_INCONCLUSIVE = exitcodes.INCONCLUSIVE   # the data cannot tell, unless --allow-inconclusive
 GATE_STYLE = {"gate PASSED": "bold green", "gate FAILED": "bold red", "gate INCONCLUSIVE": "bold yellow"}
@@ -45,12 +45,12 @@ def compare_command(run_a: Path, run_b: Path, by: str, metric: str | None, fail_
                 refuse_unrecorded_metric(store, metric)
             finally:
                 store.close()
-    from .. import runcompare  # (here, once both paths are runs: the statistics take ~1 s to import)
-    rc = runcompare.compare_runs(run_a, run_b, metric=metric, by=by, fail_on_increase=fail_on_increase)
+    from ..analysis import two_runs  # (here, once both paths are runs: the statistics take ~1 s to import)
+    rc = two_runs.compare_runs(run_a, run_b, metric=metric, by=by, fail_on_increase=fail_on_increase)
     if as_json:
-        print(runcompare.to_json(rc))
+        print(two_runs.to_json(rc))
     else:
-        for line in runcompare.text_lines(rc, width=console.width):
+        for line in two_runs.text_lines(rc, width=console.width):
             style = next((v for k, v in GATE_STYLE.items() if line.startswith(k)), None)
             console.print(line, style=style, markup=False, highlight=False, soft_wrap=True)
     return exit_code(rc.gate_outcome, allow_inconclusive)

@@ -23,10 +23,10 @@ from pathlib import Path
 
 from rich.console import Console
 
-from .. import outputs, timefmt
 from ..allocators.resolution import BUILDS
-from ..config import parse_duration
-from ..errors import UserError
+from ..common import outputs, timefmt
+from ..common.errors import UserError
+from ..experiment_file import parse_duration
 from .run import run_command
 
 DATA = Path(__file__).resolve().parent.parent / "data"
@@ -162,7 +162,7 @@ def demo_command(output: Path | None, max_duration: str, model: bool, console: C
                         "(a busy machine): give the demo longer, e.g. --max-duration 8m") from None
     if code not in (0, 130):                        # cut short (a full disk): run said so; a report needs the space
         return code
-    from .. import report
+    from ..reporters import report
     _, written = report.report_run(out / "run", console=console)      # the summary table; the closing lines read its analysis
     for line in [how_it_ended(out / "run"), *closing_lines(written.analysis, out / "run", got.left_out,
                                                             time.monotonic() - started)]:

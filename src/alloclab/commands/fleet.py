@@ -7,12 +7,13 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from .. import exitcodes, metrics
-from ..cliconventions import emit_json as _emit_json  # --json: one document on stdout, as every verb
-from ..config import parse_duration
-from ..errors import UserError
+from ..common import exitcodes
+from ..common.errors import UserError
+from ..common.outputs import writable_file
+from ..experiment_file import parse_duration
 from ..fleet import canary, collector, fleetread, lifecycle, rollout, unitfile
-from ..outputs import writable_file
+from ..serve import metrics
+from .conventions import emit_json as _emit_json  # --json: one document on stdout, as every verb
 
 
 def _progress(console: Console, as_json: bool):

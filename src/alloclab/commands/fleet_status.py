@@ -6,12 +6,12 @@ from pathlib import Path
 
 from rich.console import Console
 
-from ..cliconventions import emit_json
-from ..config import parse_duration
-from ..errors import UserError
+from ..common.errors import UserError
+from ..common.timefmt import utc
+from ..experiment_file import parse_duration
 from ..fleet import decision, tested
 from ..store import Store, resolve_run
-from ..timefmt import utc
+from .conventions import emit_json
 
 
 def look_plan(look_every: str | None, horizon: str | None, settle: str | None) -> decision.LookPlan:

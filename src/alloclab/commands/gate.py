@@ -1,15 +1,15 @@
-"""`alloclab gate`: a PR's memory gate, baseline and candidate side by side in one run (alloclab.gate)."""
+"""`alloclab gate`: a PR's memory gate, baseline and candidate side by side in one run (alloclab.studies.gate)."""
 from __future__ import annotations
 
 from pathlib import Path
 
 from rich.console import Console
 
-from .. import exitcodes
-from ..cliconventions import emit_json
-from ..config import METRICS, load_experiment
-from ..errors import UserError
+from ..common import exitcodes
+from ..common.errors import UserError
+from ..experiment_file import METRICS, load_experiment
 from .compare import GATE_STYLE, exit_code
+from .conventions import emit_json
 
 
 def _source(experiment: Path | None, command: str | None, baseline: str | None, candidate: str | None,
@@ -42,7 +42,7 @@ def gate_command(experiment: Path | None, fail_on_increase: float | None, comman
                  baseline_env: tuple[str, ...], candidate_env: tuple[str, ...], replicas: int, max_duration: str,
                  warmup: str, interval: str, first_look: str | None, speed: float, metric: str,
                  output: Path | None, as_json: bool, no_report: bool, allow_inconclusive: bool, console: Console) -> int:
-    from .. import gate as g
+    from ..studies import gate as g
     if fail_on_increase is None:
         raise UserError("the gate needs its threshold", "add --fail-on-increase PCT, e.g. 5")
     if metric not in METRICS:
@@ -84,7 +84,7 @@ def gate_command(experiment: Path | None, fail_on_increase: float | None, comman
                   "free space, then run the gate again", markup=False, highlight=False, soft_wrap=True)
         return EXIT_CUT_SHORT
     if not no_report and not res.interrupted:
-        from .. import report
+        from ..reporters import report
         report.write_report(res.run_dir)
     if as_json:
         emit_json(res.as_dict())

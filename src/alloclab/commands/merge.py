@@ -1,13 +1,13 @@
-"""`alloclab merge H1/run H2/run ... -o RUN`: hosts' run stores as one run (alloclab.merge)."""
+"""`alloclab merge H1/run H2/run ... -o RUN`: hosts' run stores as one run (alloclab.interchange.merge)."""
 from __future__ import annotations
 
 from pathlib import Path
 
 from rich.console import Console
 
-from ..cliconventions import emit_json
-from ..merge import merge_runs
+from ..interchange.merge import merge_runs
 from ..store import Store
+from .conventions import emit_json
 
 
 def merge_command(runs: tuple[Path, ...], output: Path, console: Console, as_json: bool = False) -> None:

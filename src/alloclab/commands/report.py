@@ -7,9 +7,9 @@ from pathlib import Path
 
 from rich.console import Console
 
-from ..config import METRICS
-from ..errors import UserError
-from ..outputs import writable_directory
+from ..common.errors import UserError
+from ..common.outputs import writable_directory
+from ..experiment_file import METRICS
 from ..store import Store, resolve_run
 
 
@@ -35,7 +35,9 @@ def report_command(run_dir: Path, output: Path | None, metric: str | None, basel
         made = output is not None and not output.exists()
         writable_directory(output or store.run_dir, "report directory" if output else "the run directory")
         try:
-            from .. import report  # (here, once the path is a run: the statistics and charts take ~1 s to import)
+            from ..reporters import (
+                report,  # (here, once the path is a run: the statistics and charts take ~1 s to import)
+            )
             path, written = report.report_run(store, output, metric, None if as_json else console, baseline=baseline)
         except BaseException:      # refused (a baseline not in the run), interrupted: no half-written -o left behind
             if made:               # (made by this command: everything in it is this report's)
@@ -44,8 +46,8 @@ def report_command(run_dir: Path, output: Path | None, metric: str | None, basel
     finally:
         store.close()
     if as_json:        # summary.json's document, as written beside report.md
-        from ..cliconventions import emit_json
         from ..reporters.json_summary import summary_document
+        from .conventions import emit_json
         emit_json(summary_document(written))
         return
     console.print(f"report: {path} (interactive: {path.with_name('report.html')})")

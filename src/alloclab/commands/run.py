@@ -14,12 +14,14 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from .. import exitcodes, metrics, preflight
-from ..cliconventions import emit_json
-from ..config import Experiment, load_experiment, parse_duration
-from ..errors import UserError
-from ..runner import Runner, resume
+from ..common import exitcodes
+from ..common.errors import UserError
+from ..experiment_file import Experiment, load_experiment, parse_duration
+from ..run import preflight
+from ..run.runner import Runner, resume
+from ..serve import metrics
 from ..store import Store
+from .conventions import emit_json
 
 EXIT_CUT_SHORT = exitcodes.CUT_SHORT      # the run could not go on (disk full); its data so far is kept (docs/reference/store.md)
 
@@ -214,7 +216,7 @@ def run_command(experiment: Path, output: Path | None, until_significant: bool, 
     """deadline (time.monotonic()): the run ends by then, whatever its set-up took (the demo's cap)."""
     live = None
     if serve is not None:
-        from ..liveview import LiveServer, parse_address
+        from ..serve.liveview import LiveServer, parse_address
         address = parse_address(serve, serve_public)
     exp = load_experiment(experiment)       # every bad input refused before anything is created
     if serve is not None:
@@ -225,9 +227,7 @@ def run_command(experiment: Path, output: Path | None, until_significant: bool, 
     limit = parse_duration(max_duration, "--max-duration") if max_duration else None
     stop = None
     if until_significant or until_decided:
-        from ..stopping import (
-            SignificanceStop,  # (here: it brings the statistics, ~0.8 s of imports a bad file need not wait for)
-        )
+        from ..run.stopping import SignificanceStop
         first = max(parse_duration(stable_for, "--stable-for"), exp.phases.warmup + 10 * exp.interval)
         stop = SignificanceStop(first, n_comparisons=max(1, len(exp.groups) - 1),
                                 planned_s=exp.planned_duration(limit), interval=exp.interval, every=until_decided)
@@ -314,7 +314,7 @@ def resume_command(run: Path, no_report: bool, console: Console, metrics_addr: s
 
 def _report(run_dir: Path, console: Console):
     """The report written and its summary printed; the report's input (for --json)."""
-    from .. import report
+    from ..reporters import report
     path, written = report.report_run(run_dir, console=console)
     console.print(f"report: {path} (interactive: {path.with_name('report.html')})")
     return written

@@ -1,4 +1,4 @@
-"""`alloclab sweep`: settings (allocators × tunables) run in batches beside one baseline (alloclab.experiments.sweep)."""
+"""`alloclab sweep`: settings (allocators × tunables) run in batches beside one baseline (alloclab.studies.sweep)."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -6,16 +6,17 @@ from pathlib import Path
 
 from rich.console import Console
 
-from .. import outputs, preflight, timefmt
-from ..config import MAX_GROUPS, parse_duration
-from ..errors import UserError
+from ..common import outputs, timefmt
+from ..common.errors import UserError
+from ..experiment_file import MAX_GROUPS, parse_duration
+from ..run import preflight
 from .bisect import _params
 
 
 def sweep_command(target: str, allocators: tuple[str, ...], settings: tuple[str, ...], replicas: int | None,
                   interval: str | None, warmup: str | None, load: str | None, workload_params: tuple[str, ...],
                   max_groups: int | None, no_report: bool, output: Path | None, console: Console) -> int:
-    from ..experiments import derive, sweep
+    from ..studies import derive, sweep
     preflight.check_output(output)
     if output is not None:
         outputs.new_output(output)          # a used -o is refused before the steps are resolved (registries asked)

@@ -9,10 +9,10 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from .. import trace
 from ..allocators.resolution import resolve
-from ..errors import UserError
-from ..outputs import writable_file
+from ..capture import trace
+from ..common.errors import UserError
+from ..common.outputs import writable_file
 
 
 def record_command(output: Path, allocator: str | None, command: list[str], console: Console) -> None:

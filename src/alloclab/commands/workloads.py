@@ -5,8 +5,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from ..cliconventions import emit_json
-from ..workloads import MODELS, describe
+from ..run.workloads import MODELS, describe
+from .conventions import emit_json
 
 TOR_NETWORK = ('[scenario] name = "tor-network"', "real tor relays (the replicas) on a private Tor test network on loopback, "
                "in a loopback-only network namespace, with directory load (docs/how-to/tor-network.md)",

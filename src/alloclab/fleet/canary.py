@@ -35,7 +35,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from ..errors import UserError
+from ..common.errors import UserError
 
 PASS, FAIL, MORE_TIME = "pass", "fail", "more-time"
 UNDECIDED_CHOICES = ("hold", "fail", "pass")

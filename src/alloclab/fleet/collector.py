@@ -25,14 +25,16 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import metrics, sampler, settings
 from ..allocators import library
-from ..config import parse_duration
-from ..errors import UserError
-from ..host import host_metadata
-from ..outputs import writable_directory
+from ..capture import sampler
+from ..capture.host import host_metadata
+from ..capture.recorder import VERIFY_MIN_AGE, VERIFY_SETTLE_S, Recorder, Tracked
+from ..common import settings
+from ..common.errors import UserError
+from ..common.outputs import writable_directory
+from ..experiment_file import parse_duration
+from ..serve import metrics
 from ..store import DB_NAME, Store
-from ..tickwriter import VERIFY_MIN_AGE, VERIFY_SETTLE_S, Recorder, Tracked
 from . import deployed, fleetread, rootfs, unitfile
 from .lifecycle import START_STATES_TIMEOUT, Plan, Units, _dev_inode, cgroup_files, read_cgroup_procs
 

@@ -32,10 +32,10 @@ import numpy as np
 from scipy import special
 
 from .. import stats
+from ..common.timefmt import utc
 from ..stats.across_runs import log_se
-from ..stats.compare import welch
+from ..stats.group_tests import welch
 from ..stats.rules import RULES
-from ..timefmt import utc
 
 DAY = 86400.0
 HOLD_P = 0.2               # a gap still closing at this one-sided level holds a decision back (still_closing)

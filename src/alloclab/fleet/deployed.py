@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from ..errors import UserError
+from ..common.errors import UserError
 from . import rootfs
 from .lifecycle import load_manifest, load_plan, state_dir
 

@@ -15,7 +15,7 @@ import math
 import re
 from collections.abc import Callable
 
-from ..errors import UserError
+from ..common.errors import UserError
 from . import unitfile
 
 KIND = "alloclab-fleet-facts"

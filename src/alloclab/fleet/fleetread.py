@@ -15,8 +15,9 @@ import ctypes
 import operator
 import struct
 
-from .. import nativebuild, sampler
-from ..errors import UserError
+from ..capture import sampler
+from ..common.errors import UserError
+from ..native import build
 
 LIBRARY = "liballoclab_fleet.so"
 
@@ -114,6 +115,6 @@ class NativeReader:
 def open_reader(max_open: int) -> tuple[NativeReader | None, str]:
     """The native reader, or (None, why not) where it cannot be built or loaded."""
     try:
-        return NativeReader(str(nativebuild.target(LIBRARY)), max_open), ""
+        return NativeReader(str(build.target(LIBRARY)), max_open), ""
     except (UserError, OSError, RuntimeError) as exc:
         return None, exc.problem if isinstance(exc, UserError) else str(exc)

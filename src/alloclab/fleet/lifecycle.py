@@ -30,10 +30,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from .. import reaper, sampler, settings, timefmt
 from ..allocators import debpackage, library as allocators, loaderenv, resolution, tunables
-from ..config import load_experiment
-from ..errors import UserError
+from ..capture import sampler
+from ..common import settings, timefmt
+from ..common.errors import UserError
+from ..experiment_file import load_experiment
+from ..process import reaper
 from . import canary, factschema, rollout, rootfs, unitaccess, unitfile
 
 DROPIN_NAME = "50-alloclab.conf"

@@ -19,7 +19,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from ..errors import UserError
+from ..common.errors import UserError
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from ..errors import UserError
+from ..common.errors import UserError
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..allocators.library import sha256_file
-from ..errors import UserError
+from ..common.errors import UserError
 from ..store import Store, resolve_run
 from . import decision
 

@@ -21,14 +21,11 @@ from __future__ import annotations
 
 import re
 
-from ..errors import UserError
+from ..common.errors import UserError
+from ..common.text import CONTROL
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 MAX_VALUE = 4096                       # far above any allocator option string; bounds the line
-# control characters, C1 ones (U+0085 NEL) and U+2028/U+2029: every character str.splitlines()
-# (or a reader in another language) may take for a line break, so none can end a directive
-CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
-_CONTROL = CONTROL
 _SIMPLE_ESCAPES = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v",
                    "s": " ", "\\": "\\", '"': '"', "'": "'"}
 
@@ -37,8 +34,8 @@ def check_value(value: str, what: str) -> str:
     """A value that can stand in a unit file: a string, no control characters, bounded, UTF-8."""
     if not isinstance(value, str):
         raise UserError(f"{what} must be a string, not {type(value).__name__}", "fix the groups file or plan")
-    if _CONTROL.search(value):
-        bad = _CONTROL.search(value).group()
+    if CONTROL.search(value):
+        bad = CONTROL.search(value).group()
         raise UserError(f"{what} contains a control character ({bad!r})",
                         "remove newlines, tabs and other control characters from the value")
     if len(value) > MAX_VALUE:
@@ -97,7 +94,7 @@ def exec_line(key: str, argv: list[str], what: str = "command") -> str:
 
 def comment_line(text: str) -> str:
     """A comment that stays one comment: control characters become spaces."""
-    return "# " + _CONTROL.sub(" ", text)
+    return "# " + CONTROL.sub(" ", text)
 
 
 # ---- reading back (the LocalUnits stand-in) --------------------------------------------------------

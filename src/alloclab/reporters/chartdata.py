@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..analysis import Analysis, Series
-from ..decimate import min_max
+from .decimate import min_max
 
 # an interquartile band from fewer replicas says nothing: draw each replica's line instead
 MIN_BAND_REPLICAS = 4

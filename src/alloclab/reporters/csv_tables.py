@@ -6,7 +6,7 @@ import io
 from dataclasses import asdict
 from pathlib import Path
 
-from ..outputs import write_output
+from ..common.outputs import write_output
 from .input import ReportInput
 
 

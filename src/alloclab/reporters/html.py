@@ -9,7 +9,7 @@ import re
 from functools import lru_cache
 from pathlib import Path
 
-from ..outputs import write_output
+from ..common.outputs import write_output
 from ..stats import status_phrase
 from .input import ReportInput, Section
 from .markdown import METHOD_NOTE, extra_table_rows, group_rows, metadata_rows, replica_rows, summary_note

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..outputs import write_output
+from ..common.outputs import write_output
 from ..store import decode_meta
 from .input import ReportInput
 

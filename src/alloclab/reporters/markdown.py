@@ -6,9 +6,9 @@ from pathlib import Path
 
 from ..allocators.hardening_summary import summary as hardening_summary
 from ..analysis import Analysis
-from ..outputs import write_output
+from ..common.outputs import write_output
+from ..common.timefmt import utc
 from ..stats import status_phrase
-from ..timefmt import utc
 from .input import ReportInput, Section
 from .png import CHART_FILES
 from .tables import BESIDE_INTRO, STATUS_RULES, TABLE_HEADERS, beside_lines, fmt, md_table, table_cells

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..outputs import write_output
+from ..common.outputs import write_output
 from .chartdata import MIN_BAND_REPLICAS, band, group_colors, has_values, marks, thin, time_axis, treatment_series
 from .input import ReportInput
 

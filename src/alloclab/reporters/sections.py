@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 from ..analysis import Analysis
-from ..outputs import TOR_NETWORK_DIR
+from ..common.outputs import TOR_NETWORK_DIR
 from ..store import Store
 from .decomposition import (
     INTRO,

@@ -6,8 +6,8 @@ import math
 
 from ..analysis import Analysis
 from ..analysis.verdict import group_change
+from ..common.timefmt import span as fmt_span
 from ..stats import RULES, status_phrase
-from ..timefmt import span as fmt_span
 
 STATUS_RULES = {
     "Unverified": "the process did not map the group's allocator (or mapped another): excluded from statistics",
@@ -65,7 +65,7 @@ def summary_rows(a: Analysis) -> list[dict]:
 
 
 def _beside_fields(b) -> dict:
-    """The group's growth beside the baseline's (stats.beside) as flat summary fields (None: not compared)."""
+    """The group's growth beside the baseline's (stats.added_growth) as flat summary fields (None: not compared)."""
     return {"growth_beside": b.word if b else None, "excess_growth_mb": b.excess_mb if b else None,
             "excess_growth_share": b.excess_share if b else None,
             "excess_growth_lo_mb": b.excess_lo if b else None, "excess_growth_hi_mb": b.excess_hi if b else None,

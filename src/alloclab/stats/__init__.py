@@ -83,9 +83,9 @@ calibration.py
 Changes from the brief: classify takes the steady window's arrays and returns a StatusCall (word
 plus the evidence behind it) rather than a bare string; growth takes an optional `level`.
 """
-from .beside import GrowthBeside, growth_beside
+from .added_growth import GrowthBeside, growth_beside
 from .checks import SeriesMatch, identical_series, median_present
-from .compare import Comparison, compare_to_baseline, design_min_p, design_warning, letters
+from .group_tests import Comparison, compare_to_baseline, design_min_p, design_warning, letters
 from .growth import (
                      GroupGrowth,
                      Growth,

@@ -15,7 +15,7 @@ from typing import cast
 import numpy as np
 from scipy import special
 
-from .compare import Comparison, _clean, holm, holm_levels, settle, test_pair
+from .group_tests import Comparison, _clean, holm, holm_levels, settle, test_pair
 
 
 def compare_pairs(pairs: dict[str, tuple[np.ndarray, np.ndarray]], *, alpha: float = 0.05, margin: float = 0.05,

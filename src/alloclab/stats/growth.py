@@ -33,7 +33,7 @@ import numpy as np
 from scipy import stats as sps
 from scipy.signal import lfilter
 
-from ..timefmt import span
+from ..common.timefmt import span
 from .rules import RULES
 
 
@@ -124,7 +124,7 @@ def _table_file(n: int, q: float, reps: int) -> Path:
     """Where a simulated table is kept between processes (the cache directory, settings.py)."""
     import hashlib
 
-    from ..settings import cache_root
+    from ..common.settings import cache_root
     key = hashlib.sha256(f"lag1-v1 {n} {q!r} {reps} {PHI_GRID.tobytes().hex()}".encode()).hexdigest()[:20]
     return cache_root() / "stats" / f"lag1-{key}.npy"
 
@@ -491,7 +491,7 @@ def group_growth(start_mb: dict[str, np.ndarray], end_mb: dict[str, np.ndarray],
     autocorrelation does not matter), one-sample t, Holm across the groups (a group with fewer than
     2 replicas is untested). The group grows when Holm-significant, the geometric-mean change exceeds
     growth_bar_share (RULES flat_max_growth_share, or the rate a day over a day or more) and growing_min_change_mb; Bloating from bloating_window_share."""
-    from .compare import holm, holm_levels
+    from .group_tests import holm, holm_levels
     alpha = RULES["alpha"] if alpha is None else alpha
     tests, out = {}, {}
     for g in start_mb:

@@ -66,7 +66,7 @@ RULES: dict[str, float] = {
                                       # group route's null is fitted by likelihood (status._whittle_noise)
     "ratchet_smooth_degree": 3,       # the smooth curve: a cubic in time (a line left a levelling-off climb's bend to the
                                       # steps: Ratcheting 16–44% on saturating climbs; 0–1% with the cubic)
-    # -- growth beside the baseline's (stats.beside): per-replica changes in MB, Welch, Holm
+    # -- growth beside the baseline's (stats.added_growth): per-replica changes in MB, Welch, Holm
     "beside_margin_share": 0.05,      # "grows as the baseline does": the excess's interval inside ±5% of the group's
                                       # level over the window (the change its own series would call Flat)
     # a group's replicas lend each other step evidence (status.ratchet_group, --part ratchet-group): each replica's
@@ -98,7 +98,7 @@ RULES: dict[str, float] = {
     "ratchet_shared_apart_t": 1.0,    # ... and t ≥ 1 beside its own cubic at the others' steps (_apart_t): ~N(0, 1) under a
                                       # smooth climb the group shares, so a false group calls ~1 replica in 6, not all;
                                       # staircases lose ~4 points (t ≥ 1.5 / 2 lost 10 / 15)
-    # -- comparisons (stats.compare)
+    # -- comparisons (stats.group_tests)
     "alpha": 0.05,                    # family-wise error rate (Holm)
     "equivalence_margin": 0.05,       # equivalent: ratio interval inside [1/1.05, 1.05]
     "power_target": 0.80,             # "replicas needed" is for 80% power

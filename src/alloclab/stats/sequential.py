@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from .compare import compare_to_baseline
+from .group_tests import compare_to_baseline
 
 
 @dataclass(frozen=True)

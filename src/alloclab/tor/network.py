@@ -31,9 +31,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..config import Experiment, Group
-from ..errors import UserError
-from ..outputs import TOR_NETWORK_DIR
+from ..common.errors import UserError
+from ..common.outputs import TOR_NETWORK_DIR
+from ..experiment_file import Experiment, Group
 
 CLONE_NEWNET = 0x40000000
 SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1

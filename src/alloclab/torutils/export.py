@@ -9,10 +9,10 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
-from ..errors import UserError
-from ..outputs import writable_directory, write_output
+from ..common.errors import UserError
+from ..common.outputs import writable_directory, write_output
+from ..common.timefmt import utc_iso
 from ..store import Store
-from ..timefmt import utc_iso
 from .layout import (
     _GROUP_FIELDS,
     _PROCESS_FIELDS,

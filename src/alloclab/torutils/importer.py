@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import outputs
-from ..errors import UserError
+from ..common import outputs
+from ..common.errors import UserError
 from ..store import DB_NAME, Store, StoreError, new_run_directory
 from . import fastcsv
 from .layout import _GROUP_FILE, DIAG_EXTRA_COLUMNS, MEMORY_FILES, PHASES, SAMPLE_FIGURES, TIERS

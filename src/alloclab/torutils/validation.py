@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 from datetime import datetime, timezone
 from pathlib import Path
 
-from ..errors import UserError
+from ..common.errors import UserError
 from .layout import _GROUP_FIELDS, _PROCESS_FIELDS, _REPLICA_FIELDS, EXPORT_FORMAT, EXPORTED_META, PHASES
 
 # ---- import: reading files that may be hostile ---------------------------------------------------

@@ -1,0 +1,3 @@
+"""The processes a run starts, kept in hand: nothing outlives alloclab (reaper, and the watchdog
+process that acts when alloclab is killed), bounded logs (logcap), and the replicas' CPU
+priority below alloclab's own (priority)."""

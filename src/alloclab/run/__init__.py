@@ -1,0 +1,3 @@
+"""One experiment run: the checks before anything is created (preflight), the runner that starts every
+replica and samples it to the end, the built-in workloads and scenarios, and when a run may stop
+early (stopping)."""

@@ -22,7 +22,7 @@ Per cell: PASS / FAIL / MORE TIME shares with Wilson 95% intervals and the media
 the decision; for contrast, the false trips of the --max-increase 25% guard alone (warmup auto,
 persist 3, old processes 1 day old) on the same canaries.
 
---part real: real processes standing in for units (lifecycle.LocalUnits under a temporary root),
+--part real: real processes standing in for units (systemd.LocalUnits under a temporary root),
 2·N units of benchmarks/canary_workload.py (levels 20–32 MB, units differing; regrowth τ 1 s;
 2% slow noise). Each trial is one real `fleet deploy glibc --batch N --settle 2s --max-settle 8s
 --guard-interval 0.2s --max-increase 25%` (the role's guard on beside the judgement): A/A (the same
@@ -46,7 +46,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from alloclab.fleet import canary, lifecycle, rollout
+from alloclab.fleet import canary, deploy, rollout, systemd
 from alloclab.stats import calibration as sim
 from benchmarks.fleet_decision import wilson
 
@@ -120,7 +120,7 @@ def loadavg() -> list[str]:
     return Path("/proc/loadavg").read_text().split()[:3]
 
 
-def real_fleet(root: Path, n: int, seed: int) -> tuple[lifecycle.LocalUnits, list[str]]:
+def real_fleet(root: Path, n: int, seed: int) -> tuple[systemd.LocalUnits, list[str]]:
     unit_dir = root / "etc" / "systemd" / "system"
     unit_dir.mkdir(parents=True)
     rng = np.random.default_rng(seed)
@@ -128,7 +128,7 @@ def real_fleet(root: Path, n: int, seed: int) -> tuple[lifecycle.LocalUnits, lis
     for name in names:
         mb = float(np.clip(25 * math.exp(rng.normal(0, 0.2)), 20, 32))
         (unit_dir / name).write_text(f"[Service]\nExecStart={sys.executable} {WORKLOAD} --mb {mb:.1f} --regrow 1 --tick 0.1\n")
-    units = lifecycle.LocalUnits(root)
+    units = systemd.LocalUnits(root)
     for name in names:
         units.restart(name)
     return units, names
@@ -137,7 +137,7 @@ def real_fleet(root: Path, n: int, seed: int) -> tuple[lifecycle.LocalUnits, lis
 def settled(units, names, timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        ages = [lifecycle._old_process(units, u, None)["age"] or 0 for u in names]
+        ages = [deploy._old_process(units, u, None)["age"] or 0 for u in names]
         if min(ages) > 5:                      # five regrowth time constants: settled
             return
         time.sleep(0.2)
@@ -160,17 +160,17 @@ def part_real(args) -> None:
                         settled(units, names)
                         t0 = time.monotonic()
                         env = {"CANARY_WORKLOAD_SCALE": f"{effect:g}"} if effect != 1.0 else None
-                        result = lifecycle.deploy(units, "glibc", "svc@*", n, False, Path(tmp) / f"deploy-{r}.json",
-                                                  say=lambda s: None, env=env, guards=guards, settle=2.0, sample_every=0.2,
-                                                  peer_rule=rule, baseline="auto")
+                        result = deploy.deploy(units, "glibc", "svc@*", n, False, Path(tmp) / f"deploy-{r}.json",
+                                               say=lambda s: None, env=env, guards=guards, settle=2.0, sample_every=0.2,
+                                               peer_rule=rule, baseline="auto")
                         took.append(time.monotonic() - t0)
                         judged = result["canary"]
                         outcomes.append(judged.get("outcome"))
                         trip = result.get("tripped")
-                        trips += bool(trip and trip["unit"] != lifecycle.CANARY)
+                        trips += bool(trip and trip["unit"] != deploy.CANARY)
                         if judged.get("looks") and judged["outcome"] in (canary.PASS, canary.FAIL):
                             at.append(judged["looks"][-1]["elapsed_s"])
-                        lifecycle.rollback(units, 2 * n, say=lambda s: None, every=True)
+                        deploy.rollback(units, 2 * n, say=lambda s: None, every=True)
                     k = {o: outcomes.count(o) for o in (canary.PASS, canary.FAIL, canary.MORE_TIME)}
                     print(f"| {n} | {'A/A' if effect == 1.0 else f'{effect - 1:+.0%}'} | {reps} | {rate(k[canary.PASS], reps)} | "
                           f"{rate(k[canary.FAIL], reps)} | {rate(k[canary.MORE_TIME], reps)} | {rate(trips, reps)} | "

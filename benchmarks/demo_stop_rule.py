@@ -32,7 +32,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from calibration import clopper_pearson
+from calibration_parts.common import clopper_pearson
 
 from alloclab.commands import demo
 from alloclab.run.stopping import planned_look_times

@@ -13,7 +13,7 @@ Measured per size: CPU share of one core (collector + its children, start-up inc
 steady-state CPU per tick (median over the ticks after the third, process CPU of the collector;
 the cheap tier is that less the full tier's mean per tick), the full tier's share,
 tick duration (median, p99), tick lateness against the fixed schedule (p99, as a share of the
-interval), systemd questions per tick, and the C floor of the cheap tier (native/sampler_floor.c
+interval), systemd questions per tick, and the C floor of the cheap tier (benchmarks/native/sampler_floor.c
 -c: each unit's cgroup.procs, then stat + statm of its processes; open/read/close, no Python).
 Also the kernel's cost of each read alone (sampler_floor -b: cgroup.procs, stat, statm, opened
 afresh and through a kept descriptor). Prints one JSON object per size, then one summary line:
@@ -40,16 +40,17 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from sampler_scale import build_helpers  # benchmarks/ is this script's directory
+from native_helpers import build_helpers  # benchmarks/ is this script's directory
 
-from alloclab.fleet import collector, fleetread, lifecycle
+from alloclab.fleet import collector, fleetread, systemd
+from alloclab.fleet.plan import load_plan, make_plan
 from tests.systemd_user import Unavailable, user_manager
 
 
 def child(args) -> None:
     """The collector itself, in its own process, so its CPU (and its children's) is its own."""
-    units = lifecycle.units_from("user", Path(args.root))
-    plan = lifecycle.load_plan(Path(args.plan))
+    units = systemd.units_from("user", Path(args.root))
+    plan = load_plan(Path(args.plan))
     t0 = time.monotonic()
     if os.environ.get("ALLOCLAB_BENCH_PROFILE"):            # where the time goes: cProfile to that file
         import cProfile
@@ -137,8 +138,8 @@ def measure(n: int, crashing: int, seconds: float, interval: float, helpers: Pat
         t0 = time.monotonic()
         # set-up only (the collector's child keeps the default bound): on a loaded host the
         # manager answered one `systemctl show` of 2,000 units after more than 30 s
-        lifecycle.UNIT_STATES_TIMEOUT = 900.0
-        plan = lifecycle.make_plan(lifecycle.units_from("user", root), f"*{tag}@*", groups, 1, scratch / f"plan-{n}.json")
+        systemd.UNIT_STATES_TIMEOUT = 900.0
+        plan = make_plan(systemd.units_from("user", root), f"*{tag}@*", groups, 1, scratch / f"plan-{n}.json")
         plan_s = time.monotonic() - t0
         run = scratch / f"run-{n}"
         proc = subprocess.run([sys.executable, __file__, "--child", "--root", str(root), "--plan", str(plan.path),
@@ -147,8 +148,8 @@ def measure(n: int, crashing: int, seconds: float, interval: float, helpers: Pat
         if proc.returncode:
             raise RuntimeError(proc.stderr[-2000:])
         got = json.loads(proc.stdout.strip().splitlines()[-1])
-        state = lifecycle.units_from("user", root).unit_states(names[:n])   # (also set-up: the floor's files)
-        procs = [files[0] for files in (lifecycle.cgroup_files(s.control_group) for s in state.values()) if files[0]]
+        state = systemd.units_from("user", root).unit_states(names[:n])   # (also set-up: the floor's files)
+        procs = [files[0] for files in (systemd.cgroup_files(s.control_group) for s in state.values()) if files[0]]
         floor = json.loads(subprocess.run([str(helpers / "sampler_floor"), "-c", "20", *procs], capture_output=True,
                                           text=True, check=True).stdout)
         native = native_read_cost(procs)

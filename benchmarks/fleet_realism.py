@@ -40,7 +40,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from calibration import clopper_pearson
+from calibration_parts.common import clopper_pearson
 from fleet_decision import wilson
 from torutils_scenarios import GROUPS, T0, analyse_folder, relay_name, write_experiment
 

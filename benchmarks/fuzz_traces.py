@@ -33,8 +33,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
-from alloclab.capture import trace
 from alloclab.native import build
+from alloclab.run import trace
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # tests.trace_codec: the format in Python
 from tests.trace_codec import FREE, MALLOC, REALLOC, THREAD_EXIT, TICK_NS, parse

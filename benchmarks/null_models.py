@@ -1,5 +1,5 @@
-"""Which noise model the group route's null should simulate (status._curve_null_p): replica p's of
-the group route (status._levelling_null_p, as ratchet_group runs it) on flat and climbing series,
+"""Which noise model the group route's null should simulate (steps._curve_null_p): replica p's of
+the group route (steps._levelling_null_p, as ratchet_group runs it) on flat and climbing series,
 under several models of the noise beside the replica's smooth curve.
 
     python benchmarks/null_models.py [--series 400 --seed 7 --models whittle,lags,oracle]
@@ -32,7 +32,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from alloclab.stats import calibration as sim, status, step_evidence
+from alloclab.stats import calibration as sim, step_evidence, steps
 from alloclab.stats.rules import RULES
 
 KINDS = {   # name: (window s, interval s, make(rng, n, t), the generated noise (φ, white share, SD))
@@ -51,7 +51,7 @@ def lags_model(r: np.ndarray, k: int) -> tuple[float, float, float]:
     saved = RULES["ratchet_white_min_lag2_se"]
     RULES["ratchet_white_min_lag2_se"] = -math.inf
     try:
-        phi, white = status._step_noise(r)
+        phi, white = steps._step_noise(r)
     finally:
         RULES["ratchet_white_min_lag2_se"] = saved
     return min(phi, 0.999), white, float(np.std(r, ddof=k))
@@ -73,7 +73,7 @@ def main() -> int:
         print(f"null_models.py: {problem} — give --models from whittle, whittle-drop, lags, oracle, --kinds a prefix of "
               f"{'; '.join(KINDS)}, and --series ≥ 1", file=sys.stderr)
         return 2
-    curve_null = status._curve_null_p
+    curve_null = steps._curve_null_p
     for kind in kinds:
         window, dt, make, truth = KINDS[kind]
         t = sim.times(window, dt)
@@ -84,23 +84,23 @@ def main() -> int:
                 curve = basis @ np.linalg.lstsq(basis, x, rcond=None)[0]
                 res = x - curve
                 k = basis.shape[1]
-                phi, white, sd = {"whittle": lambda: status._whittle_noise(res), "whittle-drop": lambda: status._whittle_noise(res, k),
+                phi, white, sd = {"whittle": lambda: steps._whittle_noise(res), "whittle-drop": lambda: steps._whittle_noise(res, k),
                                   "lags": lambda: lags_model(res, k), "oracle": lambda: truth}[model]()
                 read.append((phi, white, sd))
-                return status.simulated_p(curve, phi, sd, as_extreme, rng, sims, decide_at, white)
-            status._curve_null_p = null_p
+                return steps.simulated_p(curve, phi, sd, as_extreme, rng, sims, decide_at, white)
+            steps._curve_null_p = null_p
             rng = np.random.default_rng(args.seed)   # every model sees the same series
             started = time.monotonic()
             ps = []
             try:
                 for y in make(rng, args.series, t):
                     e = step_evidence(t, y)
-                    if e.fit is None or e.ratcheting or not status._group_shape(e.fit):
+                    if e.fit is None or e.ratcheting or not steps._group_shape(e.fit):
                         ps.append(1.0)
                         continue
-                    ps.append(status._levelling_null_p(e.x, e.fit, rng, int(RULES["ratchet_group_sims"]), status._cycle_of(e)).p)
+                    ps.append(steps._levelling_null_p(e.x, e.fit, rng, int(RULES["ratchet_group_sims"]), steps._cycle_of(e)).p)
             finally:
-                status._curve_null_p = curve_null
+                steps._curve_null_p = curve_null
             p = np.array(ps)
             m = np.array(read) if read else np.full((1, 3), np.nan)
             bins = len(step_evidence(t, make(np.random.default_rng(0), 1, t)[0]).x)
@@ -108,7 +108,7 @@ def main() -> int:
             phi, white, sd = np.median(m, axis=0)
             noise = sim.ar1(np.random.default_rng(args.seed), 400, bins, min(phi, 0.999), sd * math.sqrt(1 - white)) \
                 + np.random.default_rng(args.seed + 1).normal(scale=sd * math.sqrt(white), size=(400, bins))
-            shaped = np.mean([(f := status._step_fit_x(climb + e)) is not None and status._group_shape(f) for e in noise])
+            shaped = np.mean([(f := steps._step_fit_x(climb + e)) is not None and steps._group_shape(f) for e in noise])
             print(f"{kind} | {model:12s} | p ≤ 0.01 / 0.05 / 0.25: {np.mean(p <= 0.01):.1%} / {np.mean(p <= 0.05):.1%} / "
                   f"{np.mean(p <= 0.25):.1%} of {len(p)} ({len(read)} with the shape) | read φ {phi:.3f}, white {white:.2f}, "
                   f"SD {sd:.2%} | its simulations beside a +10% climb with the shape {shaped:.0%} | {time.monotonic() - started:.0f} s",

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-from alloclab.capture import trace
 from alloclab.native import build
+from alloclab.run import trace
 
 
 def rss_curve(cmd: list[str], env: dict) -> tuple[np.ndarray, np.ndarray, int]:

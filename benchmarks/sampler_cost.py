@@ -3,7 +3,7 @@ same files (the floor) and against psrecord and procpath measuring the same proc
 
     python benchmarks/sampler_cost.py [--small 200 --small-mb 30 --big 20 --big-mb 500 --rounds 20]
 
-Needs the benchmark helpers (built here through the native Makefile's `bench` target) and, for
+Needs the benchmark helpers (built here from benchmarks/native) and, for
 the comparison, `pip install psrecord procpath`. Prints one JSON object; figures in
 benchmarks/README.md.
 """
@@ -19,14 +19,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from native_helpers import build_helpers  # benchmarks/ is this script's directory
+
 from alloclab.capture import sampler
-from alloclab.native import build
-
-
-def build_helpers() -> Path:
-    out = Path(tempfile.mkdtemp(prefix="alloclab-bench-"))
-    subprocess.run(["make", "-s", "-C", str(build.SOURCE_DIR), f"OUT={out}", "bench"], check=True)
-    return out
 
 
 def spawn(helpers: Path, count: int, mb: int) -> list[subprocess.Popen]:

@@ -4,7 +4,7 @@ stalest-first within its CPU budget).
 
     python benchmarks/sampler_scale.py [--processes 2000 --seconds 90 --budget 0.01]
 
-The processes are `memhog` helpers (native/memhog.c): mostly small (1 MiB touched), some medium
+The processes are `memhog` helpers (benchmarks/native/memhog.c): mostly small (1 MiB touched), some medium
 (8 MiB), a few with a multi-GB mapping (4 GiB mapped, 32 MiB of it touched: VmSize counts the
 mapping, RSS and smaps_rollup only the touched part). Each helper dies with this script
 (PR_SET_PDEATHSIG) and all are killed and reaped at the end; the script checks none is left.
@@ -19,18 +19,12 @@ import json
 import os
 import statistics
 import subprocess
-import tempfile
 import time
 from pathlib import Path
 
+from native_helpers import build_helpers  # benchmarks/ is this script's directory
+
 from alloclab.capture import sampler
-from alloclab.native import build
-
-
-def build_helpers() -> Path:
-    out = Path(tempfile.mkdtemp(prefix="alloclab-bench-"))
-    subprocess.run(["make", "-s", "-C", str(build.SOURCE_DIR), f"OUT={out}", "bench"], check=True)
-    return out
 
 
 def spawn(memhog: Path, n: int) -> list[subprocess.Popen]:

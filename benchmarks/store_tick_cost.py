@@ -1,4 +1,4 @@
-"""SQLite's share of a sampling tick at fleet scale: the writes `tickwriter.Recorder.flush` makes
+"""SQLite's share of a sampling tick at fleet scale: the writes `capture.recorder.Recorder.flush` makes
 each tick (one `samples` row per unit, `processes_seen` for every process, a host sample, the
 commit), timed apart on a real store file, as the store grows.
 

@@ -24,8 +24,8 @@ from pathlib import Path
 
 from trace_workloads import PACED, RECORDED
 
-from alloclab.capture import trace
 from alloclab.native import build
+from alloclab.run import trace
 
 CPU: list[float] = []                 # CPU seconds (user + sys, all threads) of the last command run
 

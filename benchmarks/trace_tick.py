@@ -21,8 +21,8 @@ from pathlib import Path
 
 from trace_workloads import RECORDED
 
-from alloclab.capture import trace
 from alloclab.native import build
+from alloclab.run import trace
 
 
 def main() -> None:

@@ -143,7 +143,7 @@ def resolve_run(arg: str | Path) -> Path:
     return db
 
 
-# meta keys written as JSON (numbers, lists, objects: runner, host, torutils, fleet, promimport)
+# meta keys written as JSON (numbers, lists, objects: runner, host, torutils, fleet, prometheus_import)
 JSON_META = frozenset({"seed", "interval", "replicas_per_group", "phases", "start_order", "smaps_budget", "command_line",
                        "runner", "started_at", "ended_at", "ncpu", "mem_total_kb", "ticks_skipped", "introspect_budget",
                        "fleet_main_processes", "tor_network", "schema_version", "replicas_in_several_groups",

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from alloclab.fleet import collector, lifecycle, unitfile
+from alloclab.fleet import collector, deploy, systemd, unitfile
+from alloclab.fleet.plan import load_plan
 from alloclab.serve import metrics
 from tests.conftest import run_cli
 from tests.integration.test_fleet import make_plan, root  # noqa: F401  (the fixture)
@@ -60,7 +61,7 @@ def test_the_collector_ends_within_2s_of_sigterm_at_a_5m_interval(root):
     assert took <= 2.0, f"exited {took:.2f} s after SIGTERM"
 
 
-class SlowManager(lifecycle.LocalUnits):
+class SlowManager(systemd.LocalUnits):
     """LocalUnits whose every answer takes `delay` s, as a real systemd busy with a crash loop on a
     loaded host answered (issue 25: a tick that waited for it started up to 105% of the interval late)."""
 
@@ -95,8 +96,8 @@ def test_a_stopped_unit_is_absent_and_a_restart_is_seen_without_a_tick_waiting_f
     def act_then_stop():
         try:
             wait_for_ticks(run / "run.db", 2, 120)
-            lifecycle.LocalUnits(root).stop(victim)
-            lifecycle.LocalUnits(root).restart(restarted)
+            systemd.LocalUnits(root).stop(victim)
+            systemd.LocalUnits(root).restart(restarted)
             wait_for(lambda: _events(run, "unit_stopped") and _events(run, "process_restart"), 120,
                      "the stop and the restart stored as events")
             seen = len(_events(run, "process_restart"))
@@ -134,8 +135,8 @@ def test_a_stopped_unit_is_absent_and_a_restart_is_seen_without_a_tick_waiting_f
 
 def test_collect_with_no_running_unit_says_so_and_stores_nothing(root):
     make_plan(root)
-    units = lifecycle.LocalUnits(root)
-    for a in lifecycle.load_plan(root.parent / "plan.json").assignments:
+    units = systemd.LocalUnits(root)
+    for a in load_plan(root.parent / "plan.json").assignments:
         units.stop(a["unit"])
     run = root.parent / "run"
     p = subprocess.run(_cli_collect(root, run, "--interval", "1s", "--duration", "3s"), capture_output=True, text=True,
@@ -190,11 +191,11 @@ def _redeploy_same_setup(tmp_path, native_dir, jemalloc, period: float, ran: flo
         (unit_dir / f"{name}.service").write_text(
             f"[Service]\nExecStart={native_dir / 'stressors'} --pattern sawtooth --load {period:g} --period {period:g} "
             "--mb 24 --idle 3600\n")
-    units = lifecycle.LocalUnits(root)
+    units = systemd.LocalUnits(root)
     setup = {"MALLOC_CONF": "dirty_decay_ms:0,muzzy_decay_ms:0"}
     try:
-        first = lifecycle.deploy(units, jemalloc, "spike@*", 2, False, tmp_path / "d1.json", say=lambda s: None, env=setup,
-                             guards=rollout.Guards(), settle=0.0)
+        first = deploy.deploy(units, jemalloc, "spike@*", 2, False, tmp_path / "d1.json", say=lambda s: None, env=setup,
+                              guards=rollout.Guards(), settle=0.0)
         assert first["tripped"] is None
         run = tmp_path / "run"
         log = tmp_path / "collect.log"
@@ -213,8 +214,8 @@ def _redeploy_same_setup(tmp_path, native_dir, jemalloc, period: float, ran: flo
                 col.wait()
         assert col.returncode == 0, log.read_text()
         guards = rollout.Guards(max_increase=0.25, persist=3)
-        again = lifecycle.deploy(units, jemalloc, "spike@*", 2, False, tmp_path / "d2.json", say=lambda s: None, env=setup,
-                             guards=guards, settle=settle, sample_every=interval, history=run)
+        again = deploy.deploy(units, jemalloc, "spike@*", 2, False, tmp_path / "d2.json", say=lambda s: None, env=setup,
+                              guards=guards, settle=settle, sample_every=interval, history=run)
         watched = again["watched"]
         assert again["tripped"] is None, again["tripped"]
         for unit, w in watched.items():
@@ -266,8 +267,8 @@ def test_a_systemd_query_under_way_dies_with_the_collector(tmp_path):
     (fake / "systemctl").write_text(f"#!/bin/sh\necho $$ > {pidfile}\nexec sleep 300\n")
     (fake / "systemctl").chmod(0o755)
     code = ("import threading, time\n"
-            "from alloclab.fleet import lifecycle\n"
-            "threading.Thread(target=lambda: lifecycle.Systemd().unit_states(['a.service'], timeout=300),"
+            "from alloclab.fleet import systemd\n"
+            "threading.Thread(target=lambda: systemd.Systemd().unit_states(['a.service'], timeout=300),"
             " daemon=True).start()\n"
             "time.sleep(300)\n")
     env = {**os.environ, "PATH": f"{fake}:{os.environ['PATH']}"}

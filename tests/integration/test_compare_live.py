@@ -118,7 +118,8 @@ def test_a_group_holding_more_memory_fails_the_gate(runs):
     assert p.returncode == 1, p.stdout + p.stderr
     assert "gate FAILED" in p.stdout and "shown above 1.05× in app" in p.stdout
     from alloclab.analysis import two_runs  # the --json document, built in this process (saves an interpreter start)
-    j = json.loads(two_runs.to_json(two_runs.compare_runs(d / "a", d / "b", fail_on_increase=5)))
+    from alloclab.reporters.two_runs import to_json
+    j = json.loads(to_json(two_runs.compare_runs(d / "a", d / "b", fail_on_increase=5)))
     app = next(g for g in j["groups"] if g["key"] == "app")
     glibc = next(g for g in j["groups"] if g["key"] == "glibc")
     assert app["significant"] and app["ratio_ci"][0] > 1.05 and app["rose_beyond_gate"]

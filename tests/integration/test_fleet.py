@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from alloclab.common.errors import UserError
-from alloclab.fleet import lifecycle
+from alloclab.fleet import deploy, plan as fleet_plan, rollout, systemd
 from tests.conftest import run_cli
 from tests.waiting import wait_for
 
@@ -44,7 +44,7 @@ env = {{ MALLOC_CONF = "background_thread:true" }}
 name = "mimalloc"
 allocator = "{mimalloc}"
 """)
-    local = lifecycle.LocalUnits(r)
+    local = systemd.LocalUnits(r)
     for name in NAMES:                      # the services are running before alloclab arrives
         local.restart(f"{name}.service")
     yield r
@@ -55,8 +55,8 @@ allocator = "{mimalloc}"
             pass
 
 
-def make_plan(root: Path, seed: int = 3) -> lifecycle.Plan:
-    return lifecycle.make_plan(lifecycle.LocalUnits(root), "tor@*", root.parent / "groups.toml", seed, root.parent / "plan.json")
+def make_plan(root: Path, seed: int = 3) -> fleet_plan.Plan:
+    return fleet_plan.make_plan(systemd.LocalUnits(root), "tor@*", root.parent / "groups.toml", seed, root.parent / "plan.json")
 
 
 def test_plan_is_seeded_stratified_and_saved(root):
@@ -76,20 +76,20 @@ def test_plan_is_seeded_stratified_and_saved(root):
 def test_dry_run_writes_nothing(root):
     plan = make_plan(root)
     said = []
-    lifecycle.apply_plan(lifecycle.LocalUnits(root), plan, batch=2, dry_run=True, say=said.append)
+    deploy.apply_plan(systemd.LocalUnits(root), plan, batch=2, dry_run=True, say=said.append)
     text = "\n".join(said)
     assert "LD_PRELOAD=" in text and "daemon-reload" in text and text.count("batch ") == 3
-    assert not list(root.rglob(lifecycle.DROPIN_NAME))
+    assert not list(root.rglob(deploy.DROPIN_NAME))
 
 
 def test_apply_writes_dropins_restarts_in_batches_and_verifies(root, jemalloc):
     plan = make_plan(root)
-    units = lifecycle.LocalUnits(root)
+    units = systemd.LocalUnits(root)
     old_pids = {u: units.main_pid(u) for u in plan.data["units"]}
-    result = lifecycle.apply_plan(units, plan, batch=2, dry_run=False, say=lambda s: None)
+    result = deploy.apply_plan(units, plan, batch=2, dry_run=False, say=lambda s: None)
     assert result["units"] == 6 and result["batches"] == 3
     for a in plan.assignments:
-        text = lifecycle.dropin_path(root, a["unit"]).read_text()
+        text = deploy.dropin_path(root, a["unit"]).read_text()
         if a["group"] == "jemalloc":
             assert f'Environment="LD_PRELOAD={jemalloc}"' in text and 'MALLOC_CONF=background_thread:true' in text
         if a["group"] == "glibc":
@@ -109,9 +109,9 @@ def test_apply_stops_at_the_first_failed_verification(root, native_dir):
     bad = next(a for a in plan.assignments if a["group"] != "glibc")
     unit_file = root / "etc" / "systemd" / "system" / bad["unit"]
     unit_file.write_text(f"[Service]\nExecStart={native_dir / 'frag-static'} --load 3600 --mb 2\n")   # LD_PRELOAD cannot reach it
-    units = lifecycle.LocalUnits(root)
+    units = systemd.LocalUnits(root)
     with pytest.raises(UserError, match="statically linked"):
-        lifecycle.apply_plan(units, plan, batch=2, dry_run=False, say=lambda s: None)
+        deploy.apply_plan(units, plan, batch=2, dry_run=False, say=lambda s: None)
     order = [a["unit"] for a in plan.assignments]
     failed_batch = order.index(bad["unit"]) // 2
     restarted = [u for _, what, u in units.log if what == "restart"]
@@ -121,40 +121,40 @@ def test_apply_stops_at_the_first_failed_verification(root, native_dir):
 def test_rollback_restores_bytes_and_removes_what_apply_made(root):
     plan = make_plan(root)
     keep = plan.assignments[0]["unit"]
-    existing = lifecycle.dropin_path(root, keep)
+    existing = deploy.dropin_path(root, keep)
     existing.parent.mkdir(parents=True)
     original = b"# hand-written by the operator\n[Service]\nEnvironment=\"FOO=bar baz\"\n\n"
     existing.write_bytes(original)
-    units = lifecycle.LocalUnits(root)
-    lifecycle.apply_plan(units, plan, batch=3, dry_run=False, say=lambda s: None)
+    units = systemd.LocalUnits(root)
+    deploy.apply_plan(units, plan, batch=3, dry_run=False, say=lambda s: None)
     assert existing.read_bytes() != original
-    lifecycle.rollback(units, batch=3, say=lambda s: None)
+    deploy.rollback(units, batch=3, say=lambda s: None)
     assert existing.read_bytes() == original
     for a in plan.assignments[1:]:
-        assert not lifecycle.dropin_path(root, a["unit"]).exists()
-        assert not lifecycle.dropin_path(root, a["unit"]).parent.exists()
+        assert not deploy.dropin_path(root, a["unit"]).exists()
+        assert not deploy.dropin_path(root, a["unit"]).parent.exists()
     assert all(units.is_active(u) for u in plan.data["units"])
     with pytest.raises(UserError, match="nothing to roll back"):
-        lifecycle.rollback(units, batch=3, say=lambda s: None)
+        deploy.rollback(units, batch=3, say=lambda s: None)
 
 
 def test_a_plan_that_no_longer_matches_is_refused(root):
     plan = make_plan(root)
     (root / "etc" / "systemd" / "system" / "tor@echo.service").unlink()
     with pytest.raises(UserError, match="no longer matches"):
-        lifecycle.apply_plan(lifecycle.LocalUnits(root), plan, batch=2, dry_run=False, say=lambda s: None)
+        deploy.apply_plan(systemd.LocalUnits(root), plan, batch=2, dry_run=False, say=lambda s: None)
 
 
 @pytest.mark.parametrize("bad", ["../etc/passwd", "tor@a b", "x/y", ".hidden", "a" * 300])
 def test_unit_names_are_validated(bad):
     with pytest.raises(UserError, match="not a valid systemd service name"):
-        lifecycle.validate_unit(bad)
-    assert lifecycle.validate_unit("tor@relay\\x2d1") == "tor@relay\\x2d1.service"
+        systemd.validate_unit(bad)
+    assert systemd.validate_unit("tor@relay\\x2d1") == "tor@relay\\x2d1.service"
 
 
 def test_collector_resumes_after_kill_without_duplicates(root):
     plan = make_plan(root)
-    lifecycle.apply_plan(lifecycle.LocalUnits(root), plan, batch=6, dry_run=False, say=lambda s: None)
+    deploy.apply_plan(systemd.LocalUnits(root), plan, batch=6, dry_run=False, say=lambda s: None)
     run = root.parent / "fleet-run"
     args = [sys.executable, "-m", "alloclab", "fleet", "collect", "--plan", str(root.parent / "plan.json"), "-o", str(run),
             "--interval", "0.3s", "--root", str(root), "--systemctl", "local"]
@@ -169,7 +169,7 @@ def test_collector_resumes_after_kill_without_duplicates(root):
         time.sleep(0.2)
     p.kill()
     p.wait()
-    lifecycle.LocalUnits(root).restart(plan.assignments[0]["unit"])          # a unit restarts while nobody watches
+    systemd.LocalUnits(root).restart(plan.assignments[0]["unit"])          # a unit restarts while nobody watches
     again = subprocess.run(args + ["--duration", "2s"], capture_output=True, text=True, timeout=60)
     assert again.returncode == 0, again.stderr
     db = sqlite3.connect(run / "run.db")
@@ -198,7 +198,7 @@ def test_a_reused_pid_is_never_taken_for_a_unit(root):
     """LocalUnits keeps "pid start_ticks": a pid file naming a live process with another start
     time (what a reused pid looks like) is no unit, and the unit's tree is walked from its identity."""
     from alloclab.capture import sampler
-    units = lifecycle.LocalUnits(root)
+    units = systemd.LocalUnits(root)
     unit = f"{NAMES[0]}.service"
     pidfile = root / "run" / "alloclab-units" / f"{unit}.pid"
     pid, start = (int(x) for x in pidfile.read_text().split())
@@ -232,7 +232,7 @@ def test_apply_deploy_rollback_from_different_directories(root, tmp_path, jemall
     for d in (a, b, c):
         d.mkdir(parents=True)
     keep = f"{NAMES[0]}.service"
-    existing = lifecycle.dropin_path(root, keep)
+    existing = deploy.dropin_path(root, keep)
     existing.parent.mkdir(parents=True)
     original = b"# the operator's own\n[Service]\nEnvironment=\"FOO=bar baz\"\n"
     existing.write_bytes(original)
@@ -245,7 +245,7 @@ def test_apply_deploy_rollback_from_different_directories(root, tmp_path, jemall
     p = run_cli("fleet", "deploy", mimalloc, "--units", "tor@*", "--batch", "6", "--settle", "0.3s", "--guard-interval", "0.1s",
                 "--root", rel(b), "--systemctl", "local", cwd=b)
     assert p.returncode == 0, p.stderr
-    units = lifecycle.LocalUnits(root)
+    units = systemd.LocalUnits(root)
     assert [_environ(units.main_pid(f"{n}.service")).get("LD_PRELOAD") for n in NAMES] == [os.path.realpath(mimalloc)] * len(NAMES)
     for manifest in (root / "var/lib/alloclab/fleet/applied").glob("*/manifest.json"):
         assert all(Path(m["dropin"]).is_absolute() for m in json.loads(manifest.read_text())["units"].values())
@@ -255,7 +255,7 @@ def test_apply_deploy_rollback_from_different_directories(root, tmp_path, jemall
     assert not any(c.rglob("*")), "rollback wrote under its working directory"
     assert existing.read_bytes() == original
     for n in NAMES[1:]:
-        assert not lifecycle.dropin_path(root, f"{n}.service").exists()
+        assert not deploy.dropin_path(root, f"{n}.service").exists()
     for n in NAMES:                                       # every unit back on glibc (no preload)
         assert "LD_PRELOAD" not in _environ(units.main_pid(f"{n}.service"))
     assert _environ(units.main_pid(keep)).get("FOO") == "bar baz"
@@ -263,7 +263,7 @@ def test_apply_deploy_rollback_from_different_directories(root, tmp_path, jemall
 
 def test_rollback_refused_when_manifest_and_root_disagree(root, tmp_path):
     plan = make_plan(root)
-    lifecycle.apply_plan(lifecycle.LocalUnits(root), plan, batch=6, dry_run=False, say=lambda s: None)
+    deploy.apply_plan(systemd.LocalUnits(root), plan, batch=6, dry_run=False, say=lambda s: None)
     other = tmp_path / "other-root"
     import shutil
     shutil.copytree(root / "var", other / "var")        # the state of one root, offered for another
@@ -271,20 +271,20 @@ def test_rollback_refused_when_manifest_and_root_disagree(root, tmp_path):
     p = run_cli("fleet", "rollback", "--root", str(other), "--systemctl", "local")
     assert p.returncode == 2 and p.stderr.count("\n") == 1, p.stderr
     assert "does not name" in p.stderr and "Traceback" not in p.stderr
-    assert all(lifecycle.dropin_path(root, u).exists() for u in plan.data["units"])    # nothing touched
+    assert all(deploy.dropin_path(root, u).exists() for u in plan.data["units"])    # nothing touched
 
 
 def _dropin_state(root: Path) -> dict[str, bytes | None]:
     """Every unit's drop-in directory as it is: file name -> bytes (None: no directory)."""
     out: dict[str, bytes | None] = {}
     for n in NAMES:
-        d = lifecycle.dropin_path(root, f"{n}.service").parent
+        d = deploy.dropin_path(root, f"{n}.service").parent
         out[n] = None if not d.exists() else b"|".join(f.name.encode() + b":" + f.read_bytes() for f in sorted(d.iterdir()))
     return out
 
 
 def _big_units(root: Path, native_dir: Path, sizes: dict[str, int]) -> None:
-    units = lifecycle.LocalUnits(root)
+    units = systemd.LocalUnits(root)
     for name, mb in sizes.items():
         (root / "etc/systemd/system" / f"{name}.service").write_text(
             f"[Service]\nExecStart={native_dir / 'stressors'} --pattern sawtooth --load 3600 --period 1 --mb {mb}\n")
@@ -295,13 +295,13 @@ def test_a_canary_that_trips_a_guard_leaves_every_unit_on_its_previous_dropin(ro
     _big_units(root, native_dir, {n: 40 for n in NAMES})
     # the operator's own drop-ins, in the canary batch and in a later one, must come back byte for byte
     for n, text in ((NAMES[0], b"[Service]\nEnvironment=\"FOO=canary\"\n"), (NAMES[4], b"# mine\n[Service]\nNice=5\n")):
-        path = lifecycle.dropin_path(root, f"{n}.service")
+        path = deploy.dropin_path(root, f"{n}.service")
         path.parent.mkdir(parents=True)
         path.write_bytes(text)
-    (lifecycle.dropin_path(root, f"{NAMES[1]}.service").parent / "10-other.conf").parent.mkdir(parents=True)
-    (lifecycle.dropin_path(root, f"{NAMES[1]}.service").parent / "10-other.conf").write_bytes(b"[Service]\nNice=1\n")
+    (deploy.dropin_path(root, f"{NAMES[1]}.service").parent / "10-other.conf").parent.mkdir(parents=True)
+    (deploy.dropin_path(root, f"{NAMES[1]}.service").parent / "10-other.conf").write_bytes(b"[Service]\nNice=1\n")
     before = _dropin_state(root)
-    units = lifecycle.LocalUnits(root)
+    units = systemd.LocalUnits(root)
     pids = {n: units.main_pid(f"{n}.service") for n in NAMES}
     p = run_cli("fleet", "deploy", jemalloc, "--units", "tor@*", "--batch", "2", "--settle", "3s", "--guard-interval", "0.2s",
                 "--max-memory", "12M", "--baseline", "none", "--root", str(root), "--systemctl", "local",
@@ -326,15 +326,15 @@ def test_a_settle_time_too_short_for_the_guard_still_takes_the_samples_it_needs(
     trip (seen: 2 samples in 4 s at a 10% CPU quota beside 10 busy loops; `persist` is 3), and a unit
     far above the bound was then said to have "settled within the guards". A settle time of 0 s makes
     that case certain: the watch goes on until the unit has its `persist` samples, and trips."""
-    units, unit = lifecycle.LocalUnits(root), f"{NAMES[0]}.service"
+    units, unit = systemd.LocalUnits(root), f"{NAMES[0]}.service"
     # a sawtooth whose period outlasts the test holds its 40 MB (no tooth dips under the bound)
     (root / "etc/systemd/system" / unit).write_text(
         f"[Service]\nExecStart={native_dir / 'stressors'} --pattern sawtooth --load 3600 --period 1000 --mb 40\n")
     units.restart(unit)
-    wait_for(lambda: (lifecycle._rss_kb(units, unit) or 0) > 30 * 1024, 30, "the unit to hold 30 MB")
-    guards = lifecycle.rollout.Guards(max_memory_kb=20 * 1024)
+    wait_for(lambda: (deploy._rss_kb(units, unit) or 0) > 30 * 1024, 30, "the unit to hold 30 MB")
+    guards = rollout.Guards(max_memory_kb=20 * 1024)
     watched: dict = {}
-    tripped = lifecycle._settle(units, [unit], {unit: {"kb": None, "age": None, "curve": []}}, guards, 0.0, 0.05, watched)
+    tripped = deploy._settle(units, [unit], {unit: {"kb": None, "age": None, "curve": []}}, guards, 0.0, 0.05, watched)
     assert tripped is not None and tripped[0] == unit and "above the bound" in tripped[1], (tripped, watched)
     assert len(watched[unit]["kb"]) == guards.persist
 
@@ -343,11 +343,11 @@ def test_rollback_scope_batch_keeps_the_batches_that_passed(root, native_dir, je
     order = sorted(NAMES)
     _big_units(root, native_dir, {n: (3 if n in order[:2] else 40) for n in NAMES})
     before = _dropin_state(root)
-    units = lifecycle.LocalUnits(root)
+    units = systemd.LocalUnits(root)
     said: list[str] = []
-    guards = lifecycle.rollout.Guards(max_memory_kb=20 * 1024)
-    result = lifecycle.deploy(units, jemalloc, "tor@*", 2, False, tmp_path / "deploy.json", said.append, guards=guards,
-                          settle=2.0, scope="batch", sample_every=0.2)
+    guards = rollout.Guards(max_memory_kb=20 * 1024)
+    result = deploy.deploy(units, jemalloc, "tor@*", 2, False, tmp_path / "deploy.json", said.append, guards=guards,
+                           settle=2.0, scope="batch", sample_every=0.2)
     trip = result["tripped"]
     assert trip is not None, (said, result.get("watched"))
     assert trip["batch"] == 2 and sorted(trip["rolled_back"]) == [f"{n}.service" for n in order[2:4]], said

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from alloclab.fleet import lifecycle
+from alloclab.fleet import deploy, systemd
 from tests.conftest import run_cli
 from tests.integration.test_fleet import _environ
 from tests.waiting import wait_for
@@ -30,11 +30,11 @@ def fleet(tmp_path):
     names = [f"svc@{i:02d}.service" for i in range(2 * PER_COHORT)]
     for name, mb in zip(names, LEVELS_MB):
         (unit_dir / name).write_text(f"[Service]\nExecStart={sys.executable} {WORKLOAD} --mb {mb} --regrow 1 --tick 0.1\n")
-    units = lifecycle.LocalUnits(root)
+    units = systemd.LocalUnits(root)
     for name in names:
         units.restart(name)
     # settled before alloclab arrives: four regrowth time constants old (the old level a deploy reads)
-    wait_for(lambda: all((lifecycle._old_process(units, n, None)["age"] or 0) > 4 for n in names), 60,
+    wait_for(lambda: all((deploy._old_process(units, n, None)["age"] or 0) > 4 for n in names), 60,
              "every unit to settle")
     yield root, units, names
     _stop_every_unit(root)
@@ -84,7 +84,7 @@ def test_a_canary_25_percent_above_its_peers_fails_and_is_rolled_back(fleet, tmp
     assert trip["unit"] == "the canary" and trip["why"].startswith(f"failed against its {PER_COHORT} peers"), trip
     assert trip["rolled_back"] == names[:PER_COHORT]
     for n in names:               # nobody keeps the deploy's drop-in or its environment
-        assert not lifecycle.dropin_path(root, n).exists()
+        assert not deploy.dropin_path(root, n).exists()
         assert "CANARY_WORKLOAD_SCALE" not in _environ(units.main_pid(n))
     restarted = {n for n in names if units.main_pid(n) != before[n]}
     assert restarted == set(names[:PER_COHORT]) | set(judged["baseline"])       # the rest never restarted
@@ -103,7 +103,7 @@ def test_a_canary_still_undecided_at_the_maximum_settle_is_held(tmp_path):
     names = [f"svc@{i}.service" for i in range(4)]
     for name in names:
         unit_dir.joinpath(name).write_text(f"[Service]\nExecStart={sys.executable} {WORKLOAD} --mb 20 --regrow 0.2 --tick 0.1\n")
-    units = lifecycle.LocalUnits(root)
+    units = systemd.LocalUnits(root)
     try:
         for name in names[:2]:                  # the peers, svc@2 and svc@3, are stopped
             units.restart(name)
@@ -112,13 +112,13 @@ def test_a_canary_still_undecided_at_the_maximum_settle_is_held(tmp_path):
                     "-o", str(tmp_path / "deploy.json"), timeout=120)
         assert p.returncode == 4, p.stdout + p.stderr
         assert "MORE TIME" in p.stdout and "deploy held after the canary" in p.stdout, p.stdout
-        assert all(lifecycle.dropin_path(root, n).exists() for n in names[:2])
-        assert not any(lifecycle.dropin_path(root, n).exists() for n in names[2:])
+        assert all(deploy.dropin_path(root, n).exists() for n in names[:2])
+        assert not any(deploy.dropin_path(root, n).exists() for n in names[2:])
         assert all(units.main_pid(n) for n in names[:2]) and not any(units.main_pid(n) for n in names[2:])  # peers not started
         record = json.loads(next((root / "var/lib/alloclab/fleet/applied").glob("*/canary.json")).read_text())
         assert record["outcome"] == "more-time" and record["action"] == "hold" and len(record["looks"]) == 3
         p = run_cli("fleet", "rollback", "--root", str(root), "--systemctl", "local")
         assert p.returncode == 0, p.stderr
-        assert not any(lifecycle.dropin_path(root, n).exists() for n in names)
+        assert not any(deploy.dropin_path(root, n).exists() for n in names)
     finally:
         _stop_every_unit(root)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import os
 
-from alloclab.fleet import lifecycle
+from alloclab.fleet import systemd
 from tests.conftest import run_cli
 from tests.integration.test_fleet import NAMES, _environ, root  # noqa: F401  (root: the units under a temporary root)
 from tests.unit.test_fleet_decision import fleet_run
@@ -20,7 +20,7 @@ def test_deploy_from_a_decided_run_deploys_the_tested_group_and_records_the_verd
     assert p.returncode == 0, p.stderr
     assert "deploying group jemalloc-bg" in p.stderr and "MALLOC_CONF=background_thread:true" in p.stderr
     result = json.loads(p.stdout)
-    units = lifecycle.LocalUnits(root)
+    units = systemd.LocalUnits(root)
     for n in NAMES:
         env = _environ(units.main_pid(f"{n}.service"))
         assert env.get("LD_PRELOAD") == os.path.realpath(jemalloc)
@@ -62,7 +62,7 @@ def test_deploy_from_a_status_file_where_the_run_is_not(root, tmp_path, jemalloc
     p = run_cli("fleet", "deploy", "--from-run", str(status), "--units", "tor@*", "--batch", "6", "--settle", "0.3s",
                 "--guard-interval", "0.1s", "-o", str(out), "--root", str(root), "--systemctl", "local")
     assert p.returncode == 0, p.stderr
-    units = lifecycle.LocalUnits(root)
+    units = systemd.LocalUnits(root)
     assert all(_environ(units.main_pid(f"{n}.service")).get("MALLOC_CONF") == "background_thread:true" for n in NAMES)
     recorded = json.loads(out.read_text())["deployed_from"]
     assert recorded["run"] == str(run.resolve()) and recorded["from"] == str(status) and recorded["group"] == "jemalloc-bg"

@@ -10,7 +10,7 @@ import os
 import subprocess
 import sys
 
-from alloclab.fleet import lifecycle
+from alloclab.fleet import deploy, systemd
 from tests.integration.test_fleet import NAMES, _environ, root  # noqa: F401  (root: the fixture)
 
 HEAVY = ("numpy", "scipy", "matplotlib", "plotly")
@@ -67,13 +67,13 @@ def test_fleet_verbs_run_without_the_analysis_packages(root, tmp_path, mimalloc)
     back = json.loads(p.stdout)
     assert back["plan"].endswith("deploy.json") and back["returns_to"].startswith("the drop-ins of ")
     assert str(plan) in back["returns_to"]
-    units = lifecycle.LocalUnits(root)
+    units = systemd.LocalUnits(root)
     assert {_environ(units.main_pid(f"{n}.service")).get("LD_PRELOAD") for n in NAMES} != {os.path.realpath(mimalloc)}
 
 
 def test_rollback_all_returns_to_before_alloclab_and_again_changes_nothing(root, tmp_path, mimalloc):
     common = ["--root", str(root), "--systemctl", "local"]
-    keep = lifecycle.dropin_path(root, f"{NAMES[0]}.service")
+    keep = deploy.dropin_path(root, f"{NAMES[0]}.service")
     keep.parent.mkdir(parents=True)
     original = b"# the operator's own\n[Service]\nEnvironment=\"FOO=1\"\n"
     keep.write_bytes(original)
@@ -90,11 +90,11 @@ def test_rollback_all_returns_to_before_alloclab_and_again_changes_nothing(root,
     assert [step["plan"] for step in out["undone"]] == [str(tmp_path / "deploy.json"), str(plan)]
     assert out["returns_to"] == "the state before alloclab" and "the state before alloclab" in p.stderr
     assert keep.read_bytes() == original
-    units = lifecycle.LocalUnits(root)
+    units = systemd.LocalUnits(root)
     for n in NAMES:
         assert "LD_PRELOAD" not in _environ(units.main_pid(f"{n}.service"))
         if n != NAMES[0]:
-            assert not lifecycle.dropin_path(root, f"{n}.service").parent.exists()
+            assert not deploy.dropin_path(root, f"{n}.service").parent.exists()
     p = light("fleet", "rollback", "--all", "--json", *common)          # again: nothing to undo, no error
     assert p.returncode == 0 and json.loads(p.stdout)["undone"] == [], p.stderr
     p = light("fleet", "rollback", *common)                             # one step asked for: there is none

@@ -11,7 +11,8 @@ import pytest
 
 from alloclab.allocators import resolution
 from alloclab.common.errors import UserError
-from alloclab.fleet import lifecycle
+from alloclab.fleet import systemd
+from alloclab.fleet.plan import load_plan
 from tests.conftest import own_cache, run_cli
 from tests.integration.ansible_fleet import fake_catalog_build
 
@@ -44,10 +45,10 @@ def test_a_fleet_plan_is_one_plan_each_host_applies_its_share_of(tmp_path, group
     for host in ("h1", "h2"):
         assert {a["group"] for a in plan["assignments"] if a["host"] == host} == {"glibc", "jemalloc", "mimalloc"}
     assert len({a["group"] for a in plan["assignments"] if a["host"] == "h3"}) == 2
-    share = lifecycle.load_plan(tmp_path / "plan.json", "h2")
+    share = load_plan(tmp_path / "plan.json", "h2")
     assert len(share.assignments) == 4 and share.data["units"] == sorted(f"tor@192.0.2.{i}_9001.service" for i in range(4))
     with pytest.raises(UserError, match="without host 'h9'"):
-        lifecycle.load_plan(tmp_path / "plan.json", "h9")
+        load_plan(tmp_path / "plan.json", "h9")
     # the same facts through stdin (the Ansible route), same seed: the same assignments
     stdin = json.dumps([json.loads(f.read_text()) for f in files])
     again = __import__("subprocess").run([__import__("sys").executable, "-m", "alloclab", "fleet", "plan", "--facts", "-",
@@ -105,7 +106,7 @@ def test_plan_apply_rollback_say_what_they_did_in_json(tmp_path, native_dir, gro
     units.mkdir(parents=True)
     for i in range(3):
         (units / f"tor@r{i}.service").write_text(f"[Service]\nExecStart={native_dir / 'stressors'} --pattern sawtooth --load 3600 --period 1 --mb 2\n")
-    local = lifecycle.LocalUnits(root)
+    local = systemd.LocalUnits(root)
     for i in range(3):
         local.restart(f"tor@r{i}.service")
     try:

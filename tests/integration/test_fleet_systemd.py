@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from alloclab.capture import sampler
-from alloclab.fleet import collector, lifecycle
+from alloclab.fleet import collector, deploy, rollout, systemd
+from alloclab.fleet.plan import make_plan
 from alloclab.store import Store
 from tests.systemd_user import SYSTEMD, Unavailable, user_manager
 from tests.waiting import wait_for, wait_for_ticks
@@ -40,7 +41,7 @@ def manager(tmp_path, monkeypatch, native_dir):
     pid1_before = Path("/proc/1/cgroup").read_text()
     try:
         with user_manager(unit_dir, tmp_path, monkeypatch):
-            units = lifecycle.units_from("user", root)
+            units = systemd.units_from("user", root)
             for name in names:                       # the services run before alloclab arrives
                 units.restart(name)
             yield units, names
@@ -62,15 +63,15 @@ def environ(pid: int) -> dict[str, str]:
 
 def test_apply_collect_rollback_against_a_real_systemd(manager, tmp_path, jemalloc, ctrl_c_raises):
     units, names = manager
-    assert isinstance(units, lifecycle.Systemd) and units.user
+    assert isinstance(units, systemd.Systemd) and units.user
     assert set(names) <= set(units.list_units())
     before = {n: units.main_pid(n) for n in names}
     assert all(before.values())
     (tmp_path / "groups.toml").write_text(f'name = "r"\ncommand = ["/bin/true"]\n[[group]]\nname = "glibc"\nallocator = "glibc"\n'
                                           f'[[group]]\nname = "jemalloc"\nallocator = "{jemalloc}"\n')
     glob = names[0].split("@")[0] + "@*"
-    plan = lifecycle.make_plan(units, glob, tmp_path / "groups.toml", 1, tmp_path / "plan.json")
-    result = lifecycle.apply_plan(units, plan, batch=2, dry_run=False, say=lambda s: None)
+    plan = make_plan(units, glob, tmp_path / "groups.toml", 1, tmp_path / "plan.json")
+    result = deploy.apply_plan(units, plan, batch=2, dry_run=False, say=lambda s: None)
     assert result["units"] == 3
     lib = os.path.realpath(jemalloc)
     for a in plan.assignments:
@@ -109,9 +110,9 @@ def test_apply_collect_rollback_against_a_real_systemd(manager, tmp_path, jemall
     shown = subprocess.run(["systemctl", "--user", "show", "-p", "ExecStart", path.name], capture_output=True, text=True)
     for option in ("--systemctl user", "--listen 127.0.0.1:9464", "--host relay-h1", "--interval 300s"):
         assert option in shown.stdout, shown.stdout
-    lifecycle.rollback(units, batch=3, say=lambda s: None)
+    deploy.rollback(units, batch=3, say=lambda s: None)
     for n in names:
-        assert not lifecycle.dropin_path(units.root, n).exists()
+        assert not deploy.dropin_path(units.root, n).exists()
         pid = units.main_pid(n)
         assert pid and units.is_active(n) and "LD_PRELOAD" not in environ(pid)
         assert sampler.read_stat(pid) is not None
@@ -127,7 +128,7 @@ def test_a_crash_loop_under_the_new_allocator_is_rolled_back_by_systemd_restarts
     (unit_dir / crashy).write_text(
         "[Unit]\nStartLimitIntervalSec=0\n[Service]\nRestart=always\nRestartSec=0.2\n"
         "ExecStart=/bin/sh -c 'case \"$$LD_PRELOAD\" in *jemalloc*) sleep 1; exit 1;; esac; exec sleep 3600'\n")
-    existing = lifecycle.dropin_path(units.root, crashy)
+    existing = deploy.dropin_path(units.root, crashy)
     existing.parent.mkdir(parents=True)
     existing.write_bytes(b"[Service]\nEnvironment=\"KEEP=me\"\n")
     units.daemon_reload()
@@ -135,8 +136,8 @@ def test_a_crash_loop_under_the_new_allocator_is_rolled_back_by_systemd_restarts
     others = {n: units.main_pid(n) for n in names[1:]}
     glob = names[0].split("@")[0] + "@*"
     said: list[str] = []
-    result = lifecycle.deploy(units, jemalloc, glob, 1, False, tmp_path / "deploy.json", said.append,
-                          guards=lifecycle.rollout.Guards(max_restarts=3), settle=8.0, sample_every=0.2)
+    result = deploy.deploy(units, jemalloc, glob, 1, False, tmp_path / "deploy.json", said.append,
+                           guards=rollout.Guards(max_restarts=3), settle=8.0, sample_every=0.2)
     trip = result["tripped"]
     assert trip and trip["unit"] == crashy and "crash loop" in trip["why"], said
     assert existing.read_bytes() == b"[Service]\nEnvironment=\"KEEP=me\"\n"

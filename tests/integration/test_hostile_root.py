@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from alloclab.fleet import lifecycle
+from alloclab.fleet import deploy, systemd
+from alloclab.fleet.plan import make_plan
 from tests.conftest import run_cli
 
 
@@ -24,9 +25,9 @@ def site(tmp_path):
     outside.mkdir()
     victim = outside / "shadow"
     victim.write_text("precious\n")
-    local = lifecycle.LocalUnits(root)
+    local = systemd.LocalUnits(root)
     local.restart("svc.service")
-    plan = lifecycle.make_plan(local, "svc", tmp_path / "groups.toml", 1, tmp_path / "plan.json")
+    plan = make_plan(local, "svc", tmp_path / "groups.toml", 1, tmp_path / "plan.json")
     yield root, plan, outside, victim
     for pidfile in (root / "run" / "alloclab-units").glob("*.pid"):
         try:
@@ -45,7 +46,7 @@ def test_a_link_at_the_temporary_name_is_replaced_not_followed(site):
     dropin_dir.mkdir()
     for name in ("50-alloclab.tmp", "50-alloclab.conf.tmp", ".50-alloclab.conf.tmp"):
         (dropin_dir / name).symlink_to(victim)
-    lifecycle.apply_plan(lifecycle.LocalUnits(root), plan, batch=1, dry_run=False, say=lambda s: None, timeout=10)
+    deploy.apply_plan(systemd.LocalUnits(root), plan, batch=1, dry_run=False, say=lambda s: None, timeout=10)
     assert victim.read_text() == "precious\n"
     assert "LD_PRELOAD" in (dropin_dir / "50-alloclab.conf").read_text()
     assert not (dropin_dir / "50-alloclab.conf").is_symlink()
@@ -76,7 +77,7 @@ def test_a_linked_dropin_or_state_directory_is_refused_in_one_line(site, linked)
 
 def test_rollback_through_a_linked_state_directory_is_refused(site):
     root, plan, outside, victim = site
-    lifecycle.apply_plan(lifecycle.LocalUnits(root), plan, batch=1, dry_run=False, say=lambda s: None, timeout=10)
+    deploy.apply_plan(systemd.LocalUnits(root), plan, batch=1, dry_run=False, say=lambda s: None, timeout=10)
     state = root / "var" / "lib" / "alloclab"
     os.rename(state, outside / "moved")
     state.symlink_to(outside / "moved")
@@ -96,4 +97,4 @@ def test_fleet_plan_refuses_a_template_unit(tmp_path):
                 "--root", str(root), "--systemctl", "local")
     assert r.returncode == 2 and "a@.service" in r.stderr and "Traceback" not in r.stderr, r.stderr
     assert not (tmp_path / "p.json").exists()
-    assert lifecycle.validate_unit("a@b.service") == "a@b.service"
+    assert systemd.validate_unit("a@b.service") == "a@b.service"

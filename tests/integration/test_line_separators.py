@@ -9,7 +9,8 @@ import shutil
 import pytest
 
 from alloclab.common.errors import UserError
-from alloclab.fleet import lifecycle, unitfile
+from alloclab.fleet import systemd, unitfile
+from alloclab.fleet.plan import make_plan
 from tests.conftest import run_cli
 
 BREAKS = ["\u2028", "\u2029", "\x85", "\x0b", "\x0c", "\x1c", "\x1e"]
@@ -40,7 +41,7 @@ def test_fleet_plan_refuses_a_line_separator_in_an_env_value_or_library(tmp_path
     (root / "etc" / "systemd" / "system").mkdir(parents=True)
     (root / "etc" / "systemd" / "system" / "s.service").write_text("[Service]\nExecStart=/bin/sleep 30\n")
     with pytest.raises(UserError) as e:
-        lifecycle.make_plan(lifecycle.LocalUnits(root), "s", _exp(tmp_path, env=f"2{brk}[Service]"), 0, tmp_path / "p.json")
+        make_plan(systemd.LocalUnits(root), "s", _exp(tmp_path, env=f"2{brk}[Service]"), 0, tmp_path / "p.json")
     assert "control character" in str(e.value)
     assert not (tmp_path / "p.json").exists()
     with pytest.raises(UserError):

@@ -10,7 +10,8 @@ import pytest
 
 from alloclab.allocators import loaderenv
 from alloclab.common.errors import UserError
-from alloclab.fleet import lifecycle
+from alloclab.fleet import systemd
+from alloclab.fleet.plan import make_plan
 from tests.conftest import run_cli
 
 
@@ -52,7 +53,7 @@ def test_apply_refuses_a_plan_whose_env_was_changed_to_a_loader_variable(tmp_pat
     root = tmp_path / "root"
     (root / "etc" / "systemd" / "system").mkdir(parents=True)
     (root / "etc" / "systemd" / "system" / "svc.service").write_text("[Service]\nExecStart=/bin/sleep 30\n")
-    plan = lifecycle.make_plan(lifecycle.LocalUnits(root), "svc", _experiment(tmp_path, {"LD_BIND_NOW": "1"}), 0, tmp_path / "plan.json")
+    plan = make_plan(systemd.LocalUnits(root), "svc", _experiment(tmp_path, {"LD_BIND_NOW": "1"}), 0, tmp_path / "plan.json")
     data = json.loads(plan.path.read_text())
     data["groups"][0]["env"]["GCONV_PATH"] = str(writable)
     plan.path.write_text(json.dumps(data))

@@ -10,7 +10,7 @@ import random
 
 import pytest
 
-from alloclab.capture import trace
+from alloclab.run import trace
 from tests.trace_codec import CALLOC, FREE, MALLOC, MEMALIGN, REALLOC, Trace, ev, events_block
 
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 
 from alloclab.common.errors import UserError
-from alloclab.fleet import lifecycle
+from alloclab.fleet import deploy, systemd
 from tests.integration.test_fleet import NAMES, make_plan, root  # noqa: F401  (root: the fixture)
 
 
-class RecordingUnits(lifecycle.LocalUnits):
+class RecordingUnits(systemd.LocalUnits):
     """Real local units whose restarts and state checks are recorded in order."""
 
     def __init__(self, r):
@@ -33,14 +33,14 @@ class RecordingUnits(lifecycle.LocalUnits):
 
 def test_rollback_by_share_restores_in_batches_of_that_share(root):
     plan = make_plan(root)
-    lifecycle.apply_plan(lifecycle.LocalUnits(root), plan, batch=6, dry_run=False, say=lambda s: None)
+    deploy.apply_plan(systemd.LocalUnits(root), plan, batch=6, dry_run=False, say=lambda s: None)
     units = RecordingUnits(root)
     said = []
     with pytest.raises(UserError, match="--batch '0%' is not a batch size"):
-        lifecycle.rollback(units, batch="0%", say=said.append)
-    assert units.restarts == [] and said == [] and any(lifecycle.dropin_path(root, n).exists() for n in NAMES)
-    lifecycle.rollback(units, batch="50%", say=said.append)
+        deploy.rollback(units, batch="0%", say=said.append)
+    assert units.restarts == [] and said == [] and any(deploy.dropin_path(root, n).exists() for n in NAMES)
+    deploy.rollback(units, batch="50%", say=said.append)
     assert sorted(units.restarts) == sorted(plan.data["units"]) and len(plan.data["units"]) == 6
     assert units.restart_batches() == [3, 3]                 # 50% of 6 units at once
-    assert not any(lifecycle.dropin_path(root, n).exists() for n in NAMES)
+    assert not any(deploy.dropin_path(root, n).exists() for n in NAMES)
     assert all(units.is_active(u) for u in plan.data["units"])

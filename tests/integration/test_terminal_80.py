@@ -79,8 +79,9 @@ def _wide(verb: str, run: Path) -> str:
     from alloclab.analysis import two_runs
     from alloclab.reporters.report import prepare
     from alloclab.reporters.terminal import print_summary
+    from alloclab.reporters.two_runs import text_lines
     if verb == "compare":
-        return "\n".join(two_runs.text_lines(two_runs.compare_runs(run, run, fail_on_increase=5), 80, wrap=False))
+        return "\n".join(text_lines(two_runs.compare_runs(run, run, fail_on_increase=5), 80, wrap=False))
     console = Console(width=250, record=True, file=io.StringIO(), color_system=None)
     report = prepare(run)
     print_summary(report.analysis, console, report.rows)

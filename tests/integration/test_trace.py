@@ -9,9 +9,9 @@ import sys
 
 import pytest
 
-from alloclab.capture import trace
 from alloclab.common.errors import UserError
 from alloclab.native import build
+from alloclab.run import trace
 from tests.conftest import run_cli
 from tests.experiments import write_experiment
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from alloclab.capture import trace
 from alloclab.common.errors import UserError
+from alloclab.run import trace
 from tests.trace_codec import FREE, MALLOC, Block, Trace, ev, events_block
 
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from alloclab.capture import trace
 from alloclab.common.errors import UserError
+from alloclab.run import trace
 from tests.trace_codec import COMPLETE_FLAG, TICK_NS, decode_events, encode_blocks, parse
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "traces"

@@ -19,8 +19,8 @@ import time
 
 import pytest
 
-from alloclab.capture import trace
 from alloclab.common.errors import UserError
+from alloclab.run import trace
 from tests.conftest import run_cli
 from tests.trace_codec import (
     BLOCK_HEADER,

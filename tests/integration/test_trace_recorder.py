@@ -11,9 +11,9 @@ import time
 
 import pytest
 
-from alloclab.capture import trace
 from alloclab.common.errors import UserError
 from alloclab.native import build
+from alloclab.run import trace
 from tests.trace_codec import (
     CALLOC,
     COMPLETE_FLAG,

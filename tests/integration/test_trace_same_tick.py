@@ -7,7 +7,7 @@ Python model of prepare's rules; `trace info` final live bytes 33.28 -> 34.19 MB
 trace_tick.py). Now a tick's events keep each thread's recorded order (prepare merges the threads' runs)."""
 from __future__ import annotations
 
-from alloclab.capture import trace
+from alloclab.run import trace
 from tests.trace_codec import FREE, MALLOC, REALLOC, Trace, encode_blocks, ev
 
 

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from alloclab.common.errors import UserError
-from alloclab.fleet import collector, lifecycle, unitfile
+from alloclab.fleet import collector, deploy, systemd, unitfile
+from alloclab.fleet.plan import load_plan, make_plan
 from tests.conftest import run_cli
 
 # Values that must be carried verbatim (escaped), never interpreted.
@@ -84,8 +85,8 @@ def test_every_carried_value_reads_back_exactly_and_systemd_finds_nothing(tmp_pa
     dropins.mkdir(parents=True)
     (units / "probe.service").write_text("[Unit]\nDescription=probe\n[Service]\nExecStart=/bin/true\n")
     env = {f"V{i}": v for i, v in enumerate(CARRIED)}
-    text = lifecycle.dropin_text(group(env), "abc123")
-    (dropins / lifecycle.DROPIN_NAME).write_text(text)
+    text = deploy.dropin_text(group(env), "abc123")
+    (dropins / deploy.DROPIN_NAME).write_text(text)
     assert verify(units, "probe.service") == ""
     # one Environment= line per variable plus LD_PRELOAD, and no other directive at all
     directives = unitfile.settings(text)
@@ -115,20 +116,20 @@ def test_an_unescaped_injection_is_what_systemd_would_run(tmp_path):
 @pytest.mark.parametrize("value", REFUSED, ids=range(len(REFUSED)))
 def test_values_that_cannot_be_carried_are_refused(value):
     with pytest.raises(UserError) as e:
-        lifecycle.dropin_text(group({"MALLOC_CONF": value}), "abc123")
+        deploy.dropin_text(group({"MALLOC_CONF": value}), "abc123")
     assert "MALLOC_CONF" in e.value.args[0] or "MALLOC_CONF" in str(e.value)
 
 
 @pytest.mark.parametrize("name", BAD_NAMES, ids=range(len(BAD_NAMES)))
 def test_bad_variable_names_are_refused(name):
     with pytest.raises(UserError):
-        lifecycle.dropin_text(group({name: "1"}), "abc123")
+        deploy.dropin_text(group({name: "1"}), "abc123")
 
 
 @pytest.mark.parametrize("library", ["/lib/a b.so", "/lib/a:b.so", "relative.so", "/lib/a\nExecStartPre=/x", "/lib/\tx.so"])
 def test_library_paths_the_loader_would_split_are_refused(library):
     with pytest.raises(UserError):
-        lifecycle.dropin_text(group({}, library=library), "abc123")
+        deploy.dropin_text(group({}, library=library), "abc123")
 
 
 @pytest.mark.parametrize("field,value", [("name", "g\n[Unit]"), ("name", "../x"), ("allocator", "x\nExecStartPre=/x"),
@@ -137,13 +138,13 @@ def test_group_fields_reaching_comments_are_checked(field, value):
     g = group({})
     g[field] = value
     with pytest.raises(UserError):
-        lifecycle.dropin_text(g, "abc123")
+        deploy.dropin_text(g, "abc123")
 
 
 @needs_systemd
 def test_collector_unit_quotes_paths_and_refuses_an_injected_interval(tmp_path):
     root = tmp_path / "r o%o$t"
-    units = lifecycle.LocalUnits(root)
+    units = systemd.LocalUnits(root)
     plan = tmp_path / 'plan "%h" $HOME.json'
     run = tmp_path / "run dir"
     path = collector.install_collector(units, plan, run, "90s")
@@ -166,7 +167,7 @@ def tampered_plan(tmp_path, jemalloc):
     groups = tmp_path / "groups.toml"
     groups.write_text(f'name = "t"\ncommand = ["/bin/true"]\n[[group]]\nname = "je"\nallocator = "{jemalloc}"\n'
                       'env = { MALLOC_CONF = "background_thread:true" }\n')
-    plan = lifecycle.make_plan(lifecycle.LocalUnits(root), "svc@*", groups, 1, tmp_path / "plan.json")
+    plan = make_plan(systemd.LocalUnits(root), "svc@*", groups, 1, tmp_path / "plan.json")
     return root, plan.path
 
 
@@ -212,14 +213,14 @@ def test_a_hostile_groups_file_is_refused_at_plan(tmp_path):
 ], ids=["foreign-path", "bad-unit", "shape"])
 def test_a_tampered_manifest_is_refused_by_rollback(tampered_plan, edit):
     root, plan = tampered_plan
-    units = lifecycle.LocalUnits(root)
-    lifecycle.apply_plan(units, lifecycle.load_plan(plan), batch=1, dry_run=False, say=lambda *_: None)
+    units = systemd.LocalUnits(root)
+    deploy.apply_plan(units, load_plan(plan), batch=1, dry_run=False, say=lambda *_: None)
     [manifest] = (root / "var" / "lib" / "alloclab" / "fleet" / "applied").glob("*/manifest.json")
     data = json.loads(manifest.read_text())
     edit(data)
     manifest.write_text(json.dumps(data))
     passwd = Path("/etc/passwd").read_bytes()
     with pytest.raises(UserError):
-        lifecycle.rollback(units, batch=1, say=lambda *_: None)
+        deploy.rollback(units, batch=1, say=lambda *_: None)
     assert Path("/etc/passwd").read_bytes() == passwd
     units.stop("svc@a.service")

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from alloclab.fleet import lifecycle
+from alloclab.fleet import deploy, systemd
 from tests.conftest import run_cli
 from tests.integration.test_monitoring import DASHBOARD, RULES, dashboard_query, generation_panel
 from tests.integration.test_prometheus import free_port, make_host, query, start_prometheus, stop_servers, stop_units
@@ -121,8 +121,8 @@ def test_labels_follow_apply_deploy_and_rollback_and_memory_series_keep_their_id
 
         # a glibc unit reverted by hand (its drop-in removed, restarted): off the deployed allocator
         reverted = min(u for u, g in plan.items() if g == "glibc")
-        lifecycle.dropin_path(root, reverted).unlink()
-        lifecycle.LocalUnits(root).restart(reverted)
+        deploy.dropin_path(root, reverted).unlink()
+        systemd.LocalUnits(root).restart(reverted)
         off = wait_for(lambda: by_unit(url, OFF), 30, "the reverted unit's alert pending")
         assert list(off) == [reverted] and off[reverted]["generation"] == second and off[reverted]["alertstate"] == "pending"
         assert off[reverted]["allocator"] == deployed[reverted]["allocator"]

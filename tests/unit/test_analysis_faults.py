@@ -156,10 +156,10 @@ def test_the_pooled_pass_does_not_compute_growth_again(tmp_path, monkeypatch):
     from alloclab import stats
     from alloclab.analysis import replica_stats
     from alloclab.analysis.load import load_series, segment
-    from alloclab.stats import status
+    from alloclab.stats import status, steps
     st = _store(tmp_path, {}, grow={"a-1"})
     calls = {"growth": 0, "_step_fit_x": 0, "release_events": 0}
-    for module, name in ((stats, "growth"), (status, "_step_fit_x"), (status, "release_events")):
+    for module, name in ((stats, "growth"), (steps, "_step_fit_x"), (status, "release_events")):
         real = getattr(module, name)
         monkeypatch.setattr(module, name, lambda *a, _real=real, _name=name, **k: calls.__setitem__(_name, calls[_name] + 1) or _real(*a, **k))
     a = analyse(st)

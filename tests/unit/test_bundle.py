@@ -52,6 +52,7 @@ def test_bundle_carries_the_store_so_compare_reads_it_and_is_readable(tmp_path):
     archive is readable by its owner and group (0640, issue 46: the store is inside), and
     provenance.json keeps numbers as numbers."""
     from alloclab.analysis import two_runs
+    from alloclab.reporters.two_runs import to_json
     run = make_run(tmp_path / "run", {"glibc": [100, 101, 99], "je": [60, 61, 60.5]})
     (run / "report.md").write_text("# report\n")           # a report exists: the bundle does not write one (speed)
     (run / "summary.json").write_text("{}")
@@ -68,5 +69,5 @@ def test_bundle_carries_the_store_so_compare_reads_it_and_is_readable(tmp_path):
     rc = two_runs.compare_runs(run, tmp_path / "x" / "run-bundle", fail_on_increase=5)
     assert [g.key for g in rc.groups] == ["glibc", "je"] and not rc.changes
     assert all(g.comparison.ratio == 1.0 for g in rc.groups)     # the very same samples
-    d = json.loads(two_runs.to_json(rc))
+    d = json.loads(to_json(rc))
     assert isinstance(d["run_a"]["started_at"], float) and isinstance(d["groups"][0]["level_a_mb"], float)

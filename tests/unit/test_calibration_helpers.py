@@ -11,9 +11,10 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
 import calibration as cal
+from calibration_parts.common import grouped_rate
 
 from alloclab.stats import calibration as sim, step_evidence
-from alloclab.stats.status import _group_shape, _null_p
+from alloclab.stats.steps import _group_shape, _null_p
 
 
 def test_grouped_rate_widens_with_calls_that_come_by_group():
@@ -22,16 +23,16 @@ def test_grouped_rate_widens_with_calls_that_come_by_group():
         return float(lo.rstrip("%")), float(hi.rstrip("%"))
     scattered = [1] * 50 + [2] * 50                  # 150 of 500, spread over every group
     clustered = [5] * 30 + [0] * 70                  # 150 of 500, whole groups
-    lo_s, hi_s = interval(cal.grouped_rate(scattered, 5))
-    lo_c, hi_c = interval(cal.grouped_rate(clustered, 5))
-    assert "design effect 1.0" in cal.grouped_rate(scattered, 5)
+    lo_s, hi_s = interval(grouped_rate(scattered, 5))
+    lo_c, hi_c = interval(grouped_rate(clustered, 5))
+    assert "design effect 1.0" in grouped_rate(scattered, 5)
     assert hi_c - lo_c > 1.8 * (hi_s - lo_s)
     assert lo_c < 30.0 < hi_c
     # no call at all: bounded as if each group were one trial (100 groups), not 500 replicas; one
     # call more never narrows the interval
-    none, one = interval(cal.grouped_rate([0] * 100, 5)), interval(cal.grouped_rate([1] + [0] * 99, 5))
+    none, one = interval(grouped_rate([0] * 100, 5)), interval(grouped_rate([1] + [0] * 99, 5))
     assert none[1] > 3.0 and one[1] >= none[1]
-    assert "design effect 5.0" in cal.grouped_rate(clustered, 5)      # never above the group's size
+    assert "design effect 5.0" in grouped_rate(clustered, 5)      # never above the group's size
 
 
 @pytest.mark.simulation

@@ -220,10 +220,10 @@ def test_fleet_collect_into_a_file(monkeypatch, capsys, tmp_path):
     import os
     import signal
 
-    from alloclab.fleet import lifecycle
+    from alloclab.fleet import systemd
     local = local_units(tmp_path / "root")
     (tmp_path / "groups.toml").write_text('name = "r"\ncommand = ["/bin/true"]\n[[group]]\nname = "glibc"\nallocator = "glibc"\n')
-    lifecycle.LocalUnits(tmp_path / "root").restart("tor@a.service")
+    systemd.LocalUnits(tmp_path / "root").restart("tor@a.service")
     try:
         plan = tmp_path / "plan.json"
         code, err = alloclab(monkeypatch, capsys, "fleet", "plan", "--units", "tor@*", "--groups", str(tmp_path / "groups.toml"),

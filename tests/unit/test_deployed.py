@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from alloclab.fleet import deployed, lifecycle
+from alloclab.fleet import deploy, deployed, systemd
 
 GLIBC = {"name": "glibc", "allocator": "glibc", "kind": "system", "library": None, "sha256": None, "env": {}}
 JEMALLOC = {"name": "deploy", "allocator": "jemalloc@5.3.0", "kind": "preload", "library": "/opt/libjemalloc.so.2",
@@ -44,11 +44,11 @@ def test_a_unit_no_generation_ever_listed_runs_as_the_plan_says():
 
 
 def _generation_dir(root, name: str, plan_path, plan: dict, copy: bool) -> None:
-    where = lifecycle.state_dir(root) / "applied" / name
+    where = deploy.state_dir(root) / "applied" / name
     (where / "backup").mkdir(parents=True)
     plan_path.write_text(json.dumps(plan))
     manifest = {"plan": str(plan_path), "plan_id": hashlib.sha256(plan_path.read_bytes()).hexdigest()[:12],
-                "units": {"a.service": {"dropin": str(lifecycle.dropin_path(root, "a.service")), "had_file": False,
+                "units": {"a.service": {"dropin": str(deploy.dropin_path(root, "a.service")), "had_file": False,
                                         "dir_existed": False}}}
     (where / "manifest.json").write_text(json.dumps(manifest))
     if copy:
@@ -73,7 +73,7 @@ def test_generations_read_their_own_plan_copy_and_never_guess_a_rewritten_one(tm
     gens, complete, problems = deployed.generations(root)            # its units listed, their group unknown
     assert gens[1].groups == {"a.service": None} and "rewritten since it was applied" in problems[0]
     assert deployed.following(gens, "a.service", GLIBC, started=None).group is None
-    (lifecycle.state_dir(root) / "applied" / "20261104-120000").mkdir()      # an apply writing its manifest
+    (deploy.state_dir(root) / "applied" / "20261104-120000").mkdir()      # an apply writing its manifest
     (tmp_path / "old.json").write_text(json.dumps(plan))
     assert deployed.generations(root)[1] is False
 
@@ -84,13 +84,13 @@ def test_the_collector_reads_a_generation_on_the_tick_its_manifest_appears(tmp_p
     generation before (seen as off their allocator)."""
     from alloclab.fleet import collector
     root = tmp_path / "root"
-    follower = collector.Follower(lifecycle.LocalUnits(root), {}, None, 300.0, None)
+    follower = collector.Follower(systemd.LocalUnits(root), {}, None, 300.0, None)
     assert follower.gens == [] and not follower.refresh()
-    (lifecycle.state_dir(root) / "applied" / "20261102-120000").mkdir(parents=True)      # no manifest yet
+    (deploy.state_dir(root) / "applied" / "20261102-120000").mkdir(parents=True)      # no manifest yet
     follower.refresh()
     assert follower.gens == [] and not follower.complete
     plan = {"version": 1, "groups": [JEMALLOC], "units": ["a.service"], "assignments": [{"unit": "a.service", "group": "deploy"}]}
-    (lifecycle.state_dir(root) / "applied" / "20261102-120000").rmdir()
+    (deploy.state_dir(root) / "applied" / "20261102-120000").rmdir()
     _generation_dir(root, "20261102-120000", tmp_path / "deploy.json", plan, copy=True)
     assert follower.refresh() and [g.name for g in follower.gens] == ["20261102-120000"]
     assert not follower.refresh()                    # complete, unchanged: nothing read again

@@ -27,7 +27,7 @@ def keys_written(source: str) -> set[str]:
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "set_meta":
             found |= {k.arg for k in node.keywords if k.arg}
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "dict" \
-                and any(k.arg == "source" for k in node.keywords):      # promimport's meta, built beside its call
+                and any(k.arg == "source" for k in node.keywords):      # prometheus_import's meta, built beside its call
             found |= {k.arg for k in node.keywords if k.arg}
     return found
 

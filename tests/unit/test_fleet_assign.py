@@ -12,7 +12,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from alloclab.experiment_file import parse_experiment
-from alloclab.fleet import lifecycle, unitaccess
+from alloclab.fleet import unitaccess
+from alloclab.fleet.plan import assign
 
 
 def _facts(host: str, n: int, rng: random.Random) -> list[dict]:
@@ -26,7 +27,7 @@ def test_every_host_carries_every_group_its_unit_count_allows_and_the_fleet_stay
     rng = random.Random(seed)
     by_host = {f"h{i}": _facts(f"h{i}", n, rng) for i, n in enumerate(counts)}
     names = [f"g{j}" for j in range(k)]
-    out = lifecycle.assign(by_host, names, seed)
+    out = assign(by_host, names, seed)
     assert sorted(a["unit"] for a in out) == sorted(f["unit"] for fs in by_host.values() for f in fs)
     for host, facts in by_host.items():
         per = Counter(a["group"] for a in out if a["host"] == host)
@@ -35,7 +36,7 @@ def test_every_host_carries_every_group_its_unit_count_allows_and_the_fleet_stay
         assert max(per.values()) - min(per.get(n, 0) for n in names) <= 1 or len(facts) < k
     fleet_counts = Counter(a["group"] for a in out)
     assert max(fleet_counts.values()) - min(fleet_counts.get(n, 0) for n in names) <= 1
-    assert out == lifecycle.assign(dict(reversed(list(by_host.items()))), names, seed)   # one seed, one plan
+    assert out == assign(dict(reversed(list(by_host.items()))), names, seed)   # one seed, one plan
 
 
 def test_the_same_seed_on_every_host_no_longer_repeats_one_assignment():
@@ -45,7 +46,7 @@ def test_the_same_seed_on_every_host_no_longer_repeats_one_assignment():
     facts = _facts("x", 8, rng)
     same = 0
     for seed in range(50):
-        out = lifecycle.assign({"h1": facts, "h2": [{**f, "unit": f["unit"]} for f in facts]}, ["a", "b", "c", "d"], seed)
+        out = assign({"h1": facts, "h2": [{**f, "unit": f["unit"]} for f in facts]}, ["a", "b", "c", "d"], seed)
         g1 = [a["group"] for a in out if a["host"] == "h1"]
         g2 = [a["group"] for a in out if a["host"] == "h2"]
         same += g1 == g2

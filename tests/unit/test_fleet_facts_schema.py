@@ -8,7 +8,7 @@ import json
 import pytest
 
 from alloclab.common.errors import UserError
-from alloclab.fleet.lifecycle import load_facts
+from alloclab.fleet.plan import load_facts
 
 
 def _unit(i: int = 0, **over) -> dict:

@@ -22,7 +22,7 @@ import alloclab
 PACKAGE = Path(alloclab.__file__).parent
 
 # Modules that write to or read from a run's store: everything else comes before it in the flow.
-STORE_USERS = {"store", "capture.recorder", "run.runner", "fleet.lifecycle", "fleet.collector", "process.watchdog", "reporters.report", "torutils.export",
+STORE_USERS = {"store", "capture.recorder", "run.runner", "fleet.deploy", "fleet.collector", "process.watchdog", "reporters.report", "torutils.export",
                "torutils.importer", "interchange.prometheus_import", "interchange.merge", "cli", "__main__",
                "docsgen.reference",            # the generated CLI reference reads cli's declarations (as --help does)
                "analysis.two_runs", "serve.liveview", "interchange.bundle", "serve.metrics",     # compare, live view, bundle and run --metrics read runs
@@ -189,7 +189,7 @@ def test_a_report_loads_no_host_reading_module():
 
 
 def test_fleet_does_not_import_the_runner():
-    assert "alloclab.run.runner" not in _reach(import_graph(), "alloclab.fleet.lifecycle")
+    assert "alloclab.run.runner" not in _reach(import_graph(), "alloclab.fleet.deploy")
 
 
 def test_the_runner_does_not_reach_the_analysis():
@@ -233,17 +233,17 @@ for module in sys.argv[1:]:
 
 def test_fresh_interpreters_load_only_what_the_layering_allows():
     lower = sorted(m for m in MODULES if not _uses_store(m) and m != "alloclab")
-    proc = subprocess.run([sys.executable, "-c", FORKING_IMPORTER, *lower, "alloclab.fleet.lifecycle"], capture_output=True,
+    proc = subprocess.run([sys.executable, "-c", FORKING_IMPORTER, *lower, "alloclab.fleet.deploy"], capture_output=True,
                           text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr.strip().splitlines()[-1:]
     answers = [json.loads(line) for line in proc.stdout.splitlines()]
-    assert [a["module"] for a in answers] == lower + ["alloclab.fleet.lifecycle"]
+    assert [a["module"] for a in answers] == lower + ["alloclab.fleet.deploy"]
     for answer in answers:
         module = answer["module"]
         assert "error" not in answer, f"{module} does not import on its own: {answer.get('error')}"
         loaded = set(answer["loaded"])
         assert module in loaded
-        if module == "alloclab.fleet.lifecycle":
+        if module == "alloclab.fleet.deploy":
             assert "alloclab.run.runner" not in loaded
         else:
             assert "alloclab.store" not in loaded, f"{module} loads the store"

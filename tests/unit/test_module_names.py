@@ -18,7 +18,7 @@ def _installed_top_levels() -> set[str]:
 
 def test_no_module_shadows_the_standard_library_or_an_installed_package():
     ours = {p.stem for p in SRC.glob("*.py")} | {p.name for p in SRC.iterdir() if (p / "__init__.py").exists()}
-    # alloclab.capture.trace predates this rule; the standard library's `trace` (a coverage tool) is imported by
+    # alloclab.run.trace predates this rule; the standard library's `trace` (a coverage tool) is imported by
     # nothing alloclab's scripts load, so it is the one name allowed
     clash = sorted(ours & (set(sys.stdlib_module_names) | _installed_top_levels() | {"packaging", "setuptools", "pip"})
                    - {"trace"})

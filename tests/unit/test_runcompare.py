@@ -10,6 +10,7 @@ import pytest
 from alloclab.analysis import two_runs
 from alloclab.commands.compare import exit_code as compare_exit_code
 from alloclab.common.errors import UserError
+from alloclab.reporters.two_runs import text_lines, to_json
 from alloclab.stats.across_runs import compare_pairs, gate, rose_beyond
 from alloclab.store import Store
 
@@ -58,7 +59,7 @@ def test_identical_runs_show_no_significant_change(tmp_path):
     assert [g.key for g in rc.groups] == ["glibc", "jemalloc"]
     assert not rc.any_significant and not rc.failed
     assert all(g.verdict.startswith("no significant change") for g in rc.groups)
-    assert "no significant change in any matched group" in two_runs.text_lines(rc)
+    assert "no significant change in any matched group" in text_lines(rc)
     assert not rc.changes and not rc.experiment_diff
     g = rc.groups[0]
     assert g.comparison.ratio_ci[0] < 1 < g.comparison.ratio_ci[1]
@@ -80,7 +81,7 @@ def test_a_larger_group_fails_the_gate_and_provenance_changes_are_named(tmp_path
     # a larger threshold than the increase: the same data are shown within it
     wide = two_runs.compare_runs(a, b, fail_on_increase=50)
     assert not wide.failed and wide.gate_outcome == "within"
-    d = json.loads(two_runs.to_json(rc))
+    d = json.loads(to_json(rc))
     assert d["gate"] == "above" and d["groups"][1]["rose_beyond_gate"] is True
     assert d["groups"][1]["gate"]["outcome"] == "above" and isinstance(d["groups"][1]["gate"]["limit"], float)
     assert rc.gate_outcome == "above" and compare_exit_code(rc.gate_outcome) == 1
@@ -153,7 +154,7 @@ def test_text_names_every_warning_fits_80_columns_and_says_inconclusive(tmp_path
     b = make_run(tmp_path / "b", {"svc": [85, 119]}, seed=2)
     rc = two_runs.compare_runs(a, b, fail_on_increase=5)
     assert rc.gate_outcome == "inconclusive"
-    lines = two_runs.text_lines(rc, width=80)
+    lines = text_lines(rc, width=80)
     text = "\n".join(lines)
     assert max(map(len, lines)) <= 80
     assert lines[-1].startswith("gate INCONCLUSIVE") or "gate INCONCLUSIVE" in text.split("\n\n")[-1]
@@ -162,7 +163,7 @@ def test_text_names_every_warning_fits_80_columns_and_says_inconclusive(tmp_path
         assert f"{w.severity} {w.kind}" in text
     assert rc.warnings_a and any(n in text for n in ["Welch df", "too-few-replicas"])
     # no word split over two lines: every token of the wrapped text is a token of the unwrapped one
-    wide = " ".join(two_runs.text_lines(rc, width=80, wrap=False)).split()
+    wide = " ".join(text_lines(rc, width=80, wrap=False)).split()
     assert set(" ".join(lines).split()) <= set(wide)
 
 
@@ -177,12 +178,12 @@ def test_levels_taken_at_different_times_of_day_warn_and_hold_the_gate(tmp_path)
     assert w.kind == "times-of-day-differ" and w.data["hours_apart"] == pytest.approx(6.0, abs=0.01)
     assert rc.gate_raw == "above" and rc.gate_outcome == "inconclusive"
     assert compare_exit_code(rc.gate_outcome) == 4 and compare_exit_code(rc.gate_outcome, allow_inconclusive=True) == 0
-    text = two_runs.text_lines(rc, wrap=False)
+    text = text_lines(rc, wrap=False)
     gate_line = next(ln for ln in text if ln.startswith("gate INCONCLUSIVE"))
     assert "times-of-day-differ" in gate_line and "same hour" in gate_line and "≥ 24 h" in gate_line
     clock = lambda t: __import__("alloclab.common.timefmt", fromlist=["utc"]).utc(t, minutes=True)[11:16]
     assert clock(T0) in w.message and clock(T0 + 6 * 3600) in w.message
-    d = json.loads(two_runs.to_json(rc))
+    d = json.loads(to_json(rc))
     assert d["gate"] == "inconclusive" and d["gate_before_warnings"] == "above"
     assert [x["kind"] for x in d["warnings"]] == ["times-of-day-differ"]
     # two experiments of `alloclab run` make their own load: the hour they ran at is no factor
@@ -212,7 +213,7 @@ def test_what_changed_cuts_long_commands_between_whole_arguments(tmp_path):
     b = make_run(tmp_path / "b", {"svc": [100, 101, 99]}, seed=2, command=argv_b)
     rc = two_runs.compare_runs(a, b)
     for width in (60, 80, 100, 140):
-        line = next(ln for ln in two_runs.text_lines(rc, width=width, wrap=False) if ln.startswith("  svc: command: "))
+        line = next(ln for ln in text_lines(rc, width=width, wrap=False) if ln.startswith("  svc: command: "))
         before, after = line.removeprefix("  svc: command: ").split(" → ")
         for shown, full in ((before, argv), (after, argv_b)):
             assert shown.startswith("…"), (width, shown)

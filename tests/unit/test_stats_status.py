@@ -196,7 +196,7 @@ def test_a_group_of_staircases_in_two_percent_noise_lends_its_replicas_step_evid
 
 
 def test_the_monte_carlo_p_stops_at_the_tenth_as_extreme_and_counts_a_subset_alike():
-    from alloclab.stats.status import besag_clifford_p, sequential_p
+    from alloclab.stats.steps import besag_clifford_p, sequential_p
     stop = int(RULES["ratchet_group_stop"])
     assert besag_clifford_p(stop, 40, 399) == stop / 40              # stopped: hits over the draws run
     assert besag_clifford_p(stop - 1, 399, 399) == stop / 400         # ran out: (1 + hits) / (sims + 1)
@@ -291,7 +291,7 @@ def test_a_cycle_or_one_level_shift_the_group_shares_is_not_a_shared_staircase()
 
 
 def test_truncated_product_p_is_valid_under_the_null_and_ignores_a_p_of_one():
-    from alloclab.stats.status import truncated_product_p
+    from alloclab.stats.steps import truncated_product_p
     rng = np.random.default_rng(7)
     for m in (5, 3):
         p = truncated_product_p(rng.uniform(size=(20_000, m)), m, 0.05)
@@ -309,7 +309,7 @@ def test_truncated_product_p_is_valid_under_the_null_and_ignores_a_p_of_one():
 
 
 def test_the_levelling_curve_fits_a_climb_that_levels_off_where_the_cubic_leaves_a_bend():
-    from alloclab.stats.status import _levelling_basis, _smooth_basis
+    from alloclab.stats.steps import _levelling_basis, _smooth_basis
     u = np.linspace(0.0, 1.0, 217)
     x = 0.15 * (1 - np.exp(-u / 0.12))                  # levels off within a third of the window
     cubic = _smooth_basis(len(x))
@@ -326,20 +326,20 @@ def test_a_daily_cycle_over_nine_days_lends_no_step_evidence_because_the_curve_h
     # ±4% with the time of day, shared by five replicas in AR(1) 1% φ 0.9, 9 days at 15 minutes: beside
     # a curve without the day's harmonics the cycle's rises are sharper than an AR(1) null makes them,
     # and this group (seed 46) was found Ratcheting; with them in the curve and its null it is not
-    from alloclab.stats import status
+    from alloclab.stats import steps
     t = sim.times(9 * 86400.0, 900.0)
     rng = np.random.default_rng(46)
     ys = 100 * (1 + 0.04 * np.sin(2 * np.pi * t / 86400.0 + rng.uniform(0, 2 * np.pi)) + sim.ar1(rng, 5, len(t), 0.9, 0.01))
     ev = [step_evidence(t, y) for y in ys]
-    assert status._cycle_of(ev[0]) is not None and status._cycle_of(ev[0]).shape == (len(ev[0].x), 4)
+    assert steps._cycle_of(ev[0]) is not None and steps._cycle_of(ev[0]).shape == (len(ev[0].x), 4)
     call = ratchet_group(ev)
     assert not any(call.called) and not any(call.own), call
-    monkeypatch.setattr(status, "_cycle_of", lambda e: None)
+    monkeypatch.setattr(steps, "_cycle_of", lambda e: None)
     # without the harmonics the null read by Whittle's likelihood still holds this group (the cycle's
     # rises left in the residuals read as a slower wander, and the null wanders as far) ...
     assert ratchet_group(ev).p > RULES["ratchet_group_alpha"]
     # ... where a null of AR(1) alone at the residuals' lag-1 φ and SD (session 15's) did not
-    monkeypatch.setattr(status, "_whittle_noise", lambda r: (status._residual_phi(r), 0.0, float(np.std(r))))
+    monkeypatch.setattr(steps, "_whittle_noise", lambda r: (steps._residual_phi(r), 0.0, float(np.std(r))))
     without = ratchet_group(ev)
     bar = RULES["ratchet_group_replica_p"]
     assert without.p <= RULES["ratchet_group_alpha"], without
@@ -350,7 +350,7 @@ def test_a_daily_cycle_over_nine_days_lends_no_step_evidence_because_the_curve_h
 
 
 def test_the_cycle_enters_the_curve_only_over_a_day_or_more():
-    from alloclab.stats.status import _cycle_of
+    from alloclab.stats.steps import _cycle_of
     for days, want in ((0.9, False), (1.5, True)):
         t = sim.times(days * 86400.0, 600.0)
         e = step_evidence(t, sim.flat(np.random.default_rng(1), 1, t, phi=0.5, sd_share=0.01)[0])
@@ -362,14 +362,14 @@ def test_a_slow_wander_sampled_with_measurement_noise_is_not_ratcheting(monkeypa
     # 0.1–0.5 (the steps take the wander, the white part lowers lag-1), and prewhitened at that φ the
     # wander's runs were steps sharp enough for Ratcheting (these seeds); their lag-2 / lag-1 reads the
     # wander's φ, and at it they are not
-    from alloclab.stats import status
+    from alloclab.stats import steps
     t = sim.times(1.5 * 86400.0, 600.0)
     ys = [sim.jittered(np.random.default_rng(seed), 1, t, sd_share=0.02, phi=0.995, white_share=0.005)[0]
           for seed in (8, 52, 60, 98, 118)]
     ev = [step_evidence(t, y) for y in ys]
     assert not any(e.ratcheting for e in ev), [e.fit.phi for e in ev]
     assert all(e.fit.phi >= 0.65 for e in ev), [e.fit.phi for e in ev]
-    monkeypatch.setattr(status, "_step_noise", lambda r, **_: (status._residual_phi(r), 0.0))
+    monkeypatch.setattr(steps, "_step_noise", lambda r, **_: (steps._residual_phi(r), 0.0))
     assert all(step_evidence(t, y).ratcheting for y in ys)
 
 
@@ -386,7 +386,7 @@ def test_a_staircase_in_white_noise_keeps_its_steps_because_a_missed_steps_remai
 
 
 def test_the_step_noise_is_ar1_at_the_lag_one_phi_for_ar1_noise_alone_and_a_wander_plus_white_noise_else():
-    from alloclab.stats.status import _residual_phi, _step_noise
+    from alloclab.stats.steps import _residual_phi, _step_noise
     rng = np.random.default_rng(5)
     for phi in (0.5, 0.9):
         rs = sim.ar1(rng, 200, 217, phi, 1.0)
@@ -399,7 +399,7 @@ def test_the_step_noise_is_ar1_at_the_lag_one_phi_for_ar1_noise_alone_and_a_wand
 
 
 def test_the_group_routes_null_simulates_the_white_part_of_the_noise():
-    from alloclab.stats.status import simulated_p
+    from alloclab.stats.steps import simulated_p
 
     def drawn(white):
         seen = []
@@ -418,7 +418,7 @@ def test_the_group_routes_null_reads_ar1_plus_white_noise_by_whittles_likelihood
     # Whittle's likelihood reads the model (φ, white share 0.8, SD 2.24%); lag-2 / lag-1 (_step_noise,
     # the null before session 17) reads φ ≥ 0.99 in a quarter of them, where a null at the residuals'
     # SD wanders too little within the window
-    from alloclab.stats.status import _smooth_basis, _step_noise, _whittle_noise
+    from alloclab.stats.steps import _smooth_basis, _step_noise, _whittle_noise
     rng = np.random.default_rng(11)
     basis = _smooth_basis(865)
     xs = sim.jittered(rng, 40, sim.times(3 * 86400.0, 300.0), level=1.0, sd_share=0.01, phi=0.9, white_share=0.02) - 1

@@ -61,8 +61,8 @@ def check_fleet_groups(groups_file: Path, console: Console, as_json: bool = Fals
     """A fleet groups file checked as `fleet plan` reads it on a controller: every group's library
     resolved (a catalog id built if it is not yet, as `run` would; a path must exist and be a
     preloadable allocator), tunables checked; what each host must hold is said."""
-    from ..fleet import lifecycle
-    exp, groups = lifecycle.plan_groups(groups_file, for_hosts=True)
+    from ..fleet.plan import plan_groups
+    exp, groups = plan_groups(groups_file, for_hosts=True)
     if as_json:
         emit_json({"ok": True, "file": str(groups_file), "name": exp.name, "kind": "fleet groups", "groups": groups})
         return 0

@@ -46,11 +46,12 @@ def compare_command(run_a: Path, run_b: Path, by: str, metric: str | None, fail_
             finally:
                 store.close()
     from ..analysis import two_runs  # (here, once both paths are runs: the statistics take ~1 s to import)
+    from ..reporters.two_runs import text_lines, to_json
     rc = two_runs.compare_runs(run_a, run_b, metric=metric, by=by, fail_on_increase=fail_on_increase)
     if as_json:
-        print(two_runs.to_json(rc))
+        print(to_json(rc))
     else:
-        for line in two_runs.text_lines(rc, width=console.width):
+        for line in text_lines(rc, width=console.width):
             style = next((v for k, v in GATE_STYLE.items() if line.startswith(k)), None)
             console.print(line, style=style, markup=False, highlight=False, soft_wrap=True)
     return exit_code(rc.gate_outcome, allow_inconclusive)

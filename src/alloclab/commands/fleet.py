@@ -11,7 +11,10 @@ from ..common import exitcodes
 from ..common.errors import UserError
 from ..common.outputs import writable_file
 from ..experiment_file import parse_duration
-from ..fleet import canary, collector, fleetread, lifecycle, rollout, unitfile
+from ..fleet import canary, collector, fleetread, rollout, unitfile
+from ..fleet.deploy import apply_plan, deploy, rollback
+from ..fleet.plan import load_plan, make_fleet_plan, make_plan, unit_facts
+from ..fleet.systemd import units_from
 from ..serve import metrics
 from .conventions import emit_json as _emit_json  # --json: one document on stdout, as every verb
 
@@ -32,7 +35,7 @@ def _memory_and_uptime(unit: dict) -> tuple[str, str]:
 
 
 def facts_command(units_glob: str, host: str | None, root: Path, systemctl: str | None, as_json: bool, console: Console) -> None:
-    facts = lifecycle.unit_facts(lifecycle.units_from(systemctl, root), units_glob, host)
+    facts = unit_facts(units_from(systemctl, root), units_glob, host)
     if as_json:
         _emit_json(facts)
         return
@@ -52,9 +55,9 @@ def plan_command(units_glob: str | None, groups: Path, seed: int, out: Path, roo
         raise UserError("give --units (this host) or --facts (a fleet), not both", "drop one of them")
     writable_file(out, "plan file")           # before the units' facts are gathered, not after
     if facts:
-        plan = lifecycle.make_fleet_plan(list(facts), groups, seed, out)
+        plan = make_fleet_plan(list(facts), groups, seed, out)
     elif units_glob:
-        plan = lifecycle.make_plan(lifecycle.units_from(systemctl, root), units_glob, groups, seed, out)
+        plan = make_plan(units_from(systemctl, root), units_glob, groups, seed, out)
     else:
         raise UserError("fleet plan needs --units GLOB or --facts FILE...", "e.g. --units 'tor@*'")
     if as_json:
@@ -84,8 +87,8 @@ def plan_command(units_glob: str | None, groups: Path, seed: int, out: Path, roo
 
 def apply_command(plan_file: Path, batch: str, dry_run: bool, root: Path, systemctl: str | None, console: Console,
                   host: str | None = None, as_json: bool = False) -> None:
-    units = lifecycle.units_from(systemctl, root)
-    result = lifecycle.apply_plan(units, lifecycle.load_plan(plan_file, host), batch, dry_run, _progress(console, as_json))
+    units = units_from(systemctl, root)
+    result = apply_plan(units, load_plan(plan_file, host), batch, dry_run, _progress(console, as_json))
     if as_json:
         _emit_json(result)
     elif not dry_run:
@@ -95,8 +98,8 @@ def apply_command(plan_file: Path, batch: str, dry_run: bool, root: Path, system
 def collect_command(plan_file: Path, run: Path, interval: str, duration: str | None, install: bool, root: Path,
                     systemctl: str | None, console: Console, listen: str | None = None, host: str | None = None,
                     as_json: bool = False) -> None:
-    units = lifecycle.units_from(systemctl, root)
-    plan = lifecycle.load_plan(plan_file, host)          # a fleet-wide plan: this host's share
+    units = units_from(systemctl, root)
+    plan = load_plan(plan_file, host)          # a fleet-wide plan: this host's share
     if install:
         path = collector.install_collector(units, plan_file, run, interval, systemctl, listen, host, duration)
         # (once the options passed) the reader built now, into the cache the unit names, as `fleet
@@ -188,12 +191,12 @@ def deploy_command(allocator: str | None, units_glob: str, batch: str, dry_run: 
     if baseline.strip().lower() != "none":
         peer_rule = canary.rule_for(settle_s, parse_duration(max_settle, "--max-settle") if max_settle else None,
                                     rollout.parse_share(tolerance, "--canary-tolerance"), undecided)
-    units = lifecycle.units_from(systemctl, root)
-    result = lifecycle.deploy(units, allocator, units_glob, batch, dry_run, out, _progress(console, as_json),
-                          env=parse_env(env_items), guards=guards, settle=settle_s, scope=scope,
-                          sample_every=parse_duration(guard_interval, "--guard-interval"), group_file=group_file,
-                          group=group, history=history, tested=tested, peer_rule=peer_rule, baseline=baseline,
-                          baseline_restart=baseline_restart)
+    units = units_from(systemctl, root)
+    result = deploy(units, allocator, units_glob, batch, dry_run, out, _progress(console, as_json),
+                    env=parse_env(env_items), guards=guards, settle=settle_s, scope=scope,
+                    sample_every=parse_duration(guard_interval, "--guard-interval"), group_file=group_file,
+                    group=group, history=history, tested=tested, peer_rule=peer_rule, baseline=baseline,
+                    baseline_restart=baseline_restart)
     if tested is not None:
         result["deployed_from"] = tested
     trip, held = result.get("tripped"), result.get("held")
@@ -229,7 +232,7 @@ def parse_env(items: tuple[str, ...]) -> dict[str, str]:
 
 def rollback_command(batch: int | str, root: Path, systemctl: str | None, console: Console, as_json: bool = False,
                      every: bool = False) -> None:
-    result = lifecycle.rollback(lifecycle.units_from(systemctl, root), batch, _progress(console, as_json), every=every)
+    result = rollback(units_from(systemctl, root), batch, _progress(console, as_json), every=every)
     if as_json:
         _emit_json(result)
 

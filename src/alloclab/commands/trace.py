@@ -10,9 +10,9 @@ from rich.console import Console
 from rich.table import Table
 
 from ..allocators.resolution import resolve
-from ..capture import trace
 from ..common.errors import UserError
 from ..common.outputs import writable_file
+from ..run import trace
 
 
 def record_command(output: Path, allocator: str | None, command: list[str], console: Console) -> None:

@@ -1,3 +1,3 @@
 """What every layer shares and none owns: the one user-facing error (errors), exit codes (exitcodes),
-environment settings (settings), times (timefmt), signal names (signalname) and output
-directories (outputs)."""
+environment settings (settings), times (timefmt), signal names (signalname), output directories
+(outputs), files under a root reached without following links (rootfs) and one-line text (text)."""

@@ -74,7 +74,7 @@ def write_output(out_dir: Path, name: str, data: bytes | str) -> Path:
     a link: each directory below OUT_DIR is opened relative to its parent with O_NOFOLLOW and the
     file is a fresh temporary renamed into place (fleet.rootfs.Root), so a link someone planted in
     a run directory is replaced or refused, never written through (docs/reference/security.md)."""
-    from ..fleet.rootfs import Root
+    from .rootfs import Root
     path = out_dir / name
     Root(out_dir, "the output directory").write(path, data)
     return path

@@ -148,7 +148,7 @@ def files(docs: Path) -> dict[Path, str]:
 
 
 def _metrics_and_alerts() -> str:
-    """docs/reference/metrics-and-alerts.md, from the exposition and the shipped rules (metrics_reference)."""
+    """docs/reference/metrics-and-alerts.md, from the exposition and the shipped rules (docsgen.metrics)."""
     from . import metrics
     return metrics.markdown(GENERATED)
 

@@ -1,3 +1,3 @@
-"""Fleet mode on live systemd services: the plan/deploy/rollback life cycle (lifecycle), the
-collector (with its native reader, fleetread), the rollout guards, and the unit-file, sandbox
-and root-file helpers they share."""
+"""Fleet mode on live systemd services: the plan/deploy/rollback life cycle (plan, deploy, through
+the systemd seam), the collector (with its native reader, fleetread), the rollout guards, and the
+unit-file, sandbox and root-file helpers they share."""

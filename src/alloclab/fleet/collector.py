@@ -29,14 +29,16 @@ from ..allocators import library
 from ..capture import sampler
 from ..capture.host import host_metadata
 from ..capture.recorder import VERIFY_MIN_AGE, VERIFY_SETTLE_S, Recorder, Tracked
-from ..common import settings
+from ..common import rootfs, settings
 from ..common.errors import UserError
 from ..common.outputs import writable_directory
 from ..experiment_file import parse_duration
 from ..serve import metrics
 from ..store import DB_NAME, Store
-from . import deployed, fleetread, rootfs, unitfile
-from .lifecycle import START_STATES_TIMEOUT, Plan, Units, _dev_inode, cgroup_files, read_cgroup_procs
+from . import deployed, fleetread, unitfile
+from .deploy import _dev_inode
+from .plan import Plan
+from .systemd import START_STATES_TIMEOUT, Units, cgroup_files, read_cgroup_procs
 
 REASK_DOWN = 5.0           # seconds between questions to systemd about a unit with no process and no known cgroup
 LATE_SHARE = 0.1           # a tick that starts more than this share of the interval after its slot is late

@@ -1,6 +1,6 @@
 """Which generation each unit follows: the deployed state the collector labels and verifies by.
 
-Every `fleet apply` and `fleet deploy` is a generation under lifecycle.state_dir (its manifest,
+Every `fleet apply` and `fleet deploy` is a generation under deploy.state_dir (its manifest,
 the backups, and the plan as applied); `fleet rollback` marks the newest one rolled back. A unit
 follows the newest generation not rolled back that lists it, once that generation has restarted
 it: while its main process is older than the generation (a later batch of a canary rollout not
@@ -17,9 +17,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+from ..common import rootfs
 from ..common.errors import UserError
-from . import rootfs
-from .lifecycle import load_manifest, load_plan, state_dir
+from .deploy import load_manifest, state_dir
+from .plan import load_plan
 
 ROLLED_BACK = ".rolled-back"
 # a process that started this long before its generation was applied was not restarted by it

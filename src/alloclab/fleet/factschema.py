@@ -85,7 +85,7 @@ def check_unit(u, where: str, validate_unit: Callable[[str], str]) -> None:
 
 def check_host_facts(facts, where: str, validate_unit: Callable[[str], str]) -> None:
     """One host's facts, as `fleet facts --json` writes them; `validate_unit`: systemd's name rules
-    (lifecycle.validate_unit)."""
+    (systemd.validate_unit)."""
     if not isinstance(facts, dict) or facts.get("kind") != KIND or not isinstance(facts.get("units"), list):
         raise UserError(f"{where} is not the output of alloclab fleet facts --json", FIX)
     _field(facts.get("version") == 1, where, "version", "1 (made by this alloclab's fleet facts)")

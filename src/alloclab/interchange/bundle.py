@@ -28,7 +28,7 @@ from pathlib import Path
 
 from ..common.errors import StoreError, UserError
 from ..common.outputs import writable_file
-from ..fleet.rootfs import Root
+from ..common.rootfs import Root
 from ..store import DB_NAME, Store, damaged, resolve_run
 
 REPORT_FILES = ("report.md", "report.html", "summary.json", "summary.csv", "replicas.csv")

@@ -143,7 +143,7 @@ def pump(control: socket.socket, cap: int) -> None:
 def main() -> None:
     import argparse
 
-    from ..serve.companion import become_companion
+    from .companion import become_companion
     ap = argparse.ArgumentParser(description="alloclab's log pump (started by `alloclab run`).")
     ap.add_argument("--fd", type=int, required=True)
     ap.add_argument("--cap", type=int, required=True)

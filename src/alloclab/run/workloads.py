@@ -85,7 +85,7 @@ def command_for(exp: Experiment) -> tuple[str, ...]:
     wl = exp.workload
     assert wl is not None
     if wl.name == "trace":
-        from ..capture import trace
+        from . import trace
         return trace.replay_command(exp)
     model = MODELS.get(wl.name)
     if model is None:

@@ -1,2 +1,2 @@
 """What serves a run over HTTP while it goes on: the one guarded server (httpguard), the live view
-(liveview), the Prometheus exposition (metrics), and the companion process that runs them (companion)."""
+(liveview) and the Prometheus exposition (metrics), each in a companion process (process.companion)."""

@@ -194,3 +194,13 @@ def serve_in_thread(address: tuple[str, int], handler) -> GuardedServer:
     server = GuardedServer(address, handler)
     threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.5}, daemon=True).start()
     return server
+
+
+def serve_on_fd(fd: int, handler, check_host: bool = True) -> None:
+    """Serve `handler` (an http.server request handler class) on the inherited listening socket
+    until the process is told to end, on the guarded server every endpoint shares (httpguard)."""
+    server = server_on_socket(socket.socket(fileno=fd), handler, check_host)
+    try:
+        server.serve_forever(poll_interval=0.5)
+    finally:
+        server.server_close()

@@ -21,8 +21,9 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
 from ..common.errors import UserError
-from ..fleet.rootfs import Root
-from .companion import Companion, become_companion, companion_args, serve_on_fd
+from ..common.rootfs import Root
+from ..process.companion import Companion, become_companion, companion_args
+from .httpguard import serve_on_fd
 
 WARNINGS_EVERY_S = 15.0
 EVENTS_SHOWN = 100

@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 
 from .. import __version__
 from ..common.errors import UserError
-from .companion import Companion, become_companion, companion_args, serve_on_fd
+from ..process.companion import Companion, become_companion, companion_args
+from .httpguard import serve_on_fd
 
 PREFIX = "alloclab_"
 # store column -> memtype label value (process-exporter's names where it has the figure)

@@ -31,6 +31,7 @@ status.py
     RULES, STATUS_ORDER, release_events(t_s, y, level) -> Releases,
     classify(t_s, y, *, verified=True, growth=None, seed=0, earlier=None) -> StatusCall (its .word is the status word,
         its .shape STEPS where a Growing series climbs in steps: status_phrase(word, shape) -> "Growing in steps")
+steps.py
     step_evidence(t_s, y) -> StepEvidence: a window's step fit and Ratcheting's own verdict on it (what
         classify words a replica with; its StatusCall.ratchet carries it)
     ratchet_group(replicas: [StepEvidence], *, sims=None) -> GroupRatchet | None: Ratcheting on a group's
@@ -105,16 +106,13 @@ from .sequential import SequentialDecision, SequentialTest
 from .status import (
                      STATUS_ORDER,
                      STEPS,
-                     GroupRatchet,
                      Releases,
                      StatusCall,
-                     StepEvidence,
                      classify,
-                     ratchet_group,
                      release_events,
                      status_phrase,
-                     step_evidence,
 )
+from .steps import GroupRatchet, StepEvidence, ratchet_group, step_evidence
 from .threshold import ThresholdDecision, ThresholdTest
 
 __all__ = [

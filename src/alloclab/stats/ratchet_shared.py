@@ -3,7 +3,7 @@ burst lifts every relay of a host at the same sample): the positions are searche
 average of the replicas' relative series, whose noise falls like 1/√n; then each replica is
 Ratcheting only where its OWN series climbs at those times, and beside its own smooth curve at
 the times the others step (a flat replica is never called because its neighbours step, nor every
-replica of a group whose shared smooth climb looked like steps). Beside status.ratchet_group (each replica its own step times).
+replica of a group whose shared smooth climb looked like steps). Beside steps.ratchet_group (each replica its own step times).
 Figures: docs/lab/calibration.md, "Steps a group shares"; thresholds RULES ratchet_shared_*."""
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .rules import RULES
-from .status import (
+from .steps import (
     StepFit,
     _curve_phi,
     _group_shape,
@@ -94,7 +94,7 @@ def _second_sharp(x: np.ndarray, fit: StepFit) -> tuple[int, float]:
 
 def _statistic(x: np.ndarray) -> tuple[StepFit | None, int, float | None]:
     """The average's step fit, its sharpest step and, where the fit has the staircase's shape as
-    status._group_shape asks it, its second sharp step (_second_sharp); else None."""
+    steps._group_shape asks it, its second sharp step (_second_sharp); else None."""
     fit = _step_fit_x(x)
     if fit is None or not _group_shape(fit):
         return fit, 0, None
@@ -107,7 +107,7 @@ def _shared_null_p(x: np.ndarray, first: int, second: float, rng: np.random.Gene
     """Where the average's statistic falls among simulations of "one step (at its sharpest) on a
     level, plus AR(1) noise" fitted to the average itself (ordinary least squares; median-unbiased
     φ and the SD of those residuals), same length; the step fit and the statistic (_statistic,
-    its every condition) re-run in full on each, φ estimated again. Sequential (status.simulated_p,
+    its every condition) re-run in full on each, φ estimated again. Sequential (steps.simulated_p,
     `decide_at` passed on). (p, simulations run)."""
     n = len(x)
     idx = np.arange(n)
@@ -130,8 +130,8 @@ def _shared_null_p(x: np.ndarray, first: int, second: float, rng: np.random.Gene
 def _climb_at(x: np.ndarray, at: np.ndarray, *, curve: bool = False) -> tuple[float, float]:
     """A replica's own climb at the step bins `at` (the sum of its step sizes there, a share of its
     level) and that climb's t: generalised least squares of its series on a level (`curve`: its
-    own smooth curve, status._smooth_basis) plus those steps under AR(1) noise at its own φ (from
-    the residuals of that fit: median-unbiased for a level, status._curve_phi beside a curve)."""
+    own smooth curve, steps._smooth_basis) plus those steps under AR(1) noise at its own φ (from
+    the residuals of that fit: median-unbiased for a level, steps._curve_phi beside a curve)."""
     n = len(x)
     idx = np.arange(n)
     base = _smooth_basis(n) if curve else np.ones((n, 1))
@@ -166,10 +166,10 @@ def _apart_t(xs: np.ndarray, i: int) -> float:
 def ratchet_shared(windows: list[tuple[np.ndarray, np.ndarray]], *, sims: int | None = None) -> SharedRatchet | None:
     """Ratcheting on steps the group's replicas share in time (their steady windows, t s on one
     clock and y MB). The replicas' relative series are averaged on one grid (_common_bins); the
-    average's step fit must have the staircase's shape (status._group_shape) and a step sharper
-    than a smooth curve explains (t ≥ status._sharp_bar, classify's own bar); that sharpest step
+    average's step fit must have the staircase's shape (steps._group_shape) and a step sharper
+    than a smooth curve explains (t ≥ steps._sharp_bar, classify's own bar); that sharpest step
     must lie beyond every simulation of the average's own smooth curve in AR(1) noise
-    (status._null_p at φ unbiased for the curve and at its upper bound: p ≤
+    (steps._null_p at φ unbiased for the curve and at its upper bound: p ≤
     ratchet_shared_sharp_alpha) and its second sharp step (_second_sharp) beyond one step on a
     level in AR(1) noise fitted to it (_shared_null_p, p ≤ ratchet_shared_alpha), over
     ratchet_shared_sims simulations each. Then a replica is Ratcheting where its own climb at the
@@ -213,7 +213,7 @@ def ratchet_shared(windows: list[tuple[np.ndarray, np.ndarray]], *, sims: int | 
     rng = np.random.default_rng(int.from_bytes(digest, "little"))
     # both nulls must fall (an intersection–union test, valid at the larger of the two levels): a smooth
     # climb in AR(1) noise (its cubic: a leak, a climb levelling off, a cycle's rise, a slow wander:
-    # status._null_p, its sharpest step beside that curve) at ratchet_shared_sharp_alpha, and one step on
+    # steps._null_p, its sharpest step beside that curve) at ratchet_shared_sharp_alpha, and one step on
     # a level (a level shift: _shared_null_p) at ratchet_shared_alpha
     # each simulated only until its decision is known (a p that must end above its level stops there)
     p_sharp, done = _null_p(avg, fit.sharp_t, rng, sims, unbiased_phi=True, decide_at=RULES["ratchet_shared_sharp_alpha"])

@@ -42,7 +42,7 @@ RULES: dict[str, float] = {
     "release_min_mb": 1.0,            # a release: a fall from the running peak of ≥ 1 MB ...
     "release_min_share": 0.01,        # ... and ≥ 1% of the level ...
     "release_noise_k": 3.0,           # ... and ≥ 3 × the noise's expected range over the window (÷3 per side)
-    "ratchet_min_climb_share": 0.02,  # Ratcheting (status.step_fit): up-steps climbing ≥ 2% of the level together ...
+    "ratchet_min_climb_share": 0.02,  # Ratcheting (steps.step_fit): up-steps climbing ≥ 2% of the level together ...
     "ratchet_max_drawdown": 0.25,     # ... and no down-step of ≥ 25% of that climb (a release)
     # the step fit: steps under AR(1) noise, generalised least squares (benchmarks/calibration.py --part staircases)
     "ratchet_step_points": 1024,      # the window averaged into ≤ 1024 equal time bins (coarser bins blur a step into
@@ -56,23 +56,23 @@ RULES: dict[str, float] = {
                                       # false Ratcheting ≤ 1% on flat AR(1) φ ≤ 0.99, two-scale noise, cycles, linear growth
     "ratchet_white_gap": 0.2,         # the noise between the step fit's steps read as a slow AR(1) plus
                                       # white measurement noise where its lag-2 / lag-1 says φ ≥ 0.2 above its lag-1
-                                      # (status._step_noise; AR(1) alone: 90% of +8% staircases at φ 0.5 within 0.14):
+                                      # (steps._step_noise; AR(1) alone: 90% of +8% staircases at φ 0.5 within 0.14):
                                       # read as AR(1), own-route false Ratcheting 1.0–3.2% on AR(1) φ 0.995 + 0.5% white,
                                       # 0–2.0% at φ 0.98 (--part staircases; 0–1.0% since)
     "ratchet_white_min_lag2_se": 3.0, # ... and only where the residuals' lag-2 is ≥ 3/√n (3 standard errors): else a missed
                                       # step's remains in white noise read as a wander (+8% staircases in 1% white noise,
                                       # 1.5 d: 90.8% read as AR(1), 80.8% with this floor, --part staircases; on an
                                       # exploration's draw 88.6% → 46% without it). The step fit's reading only: the
-                                      # group route's null is fitted by likelihood (status._whittle_noise)
+                                      # group route's null is fitted by likelihood (steps._whittle_noise)
     "ratchet_smooth_degree": 3,       # the smooth curve: a cubic in time (a line left a levelling-off climb's bend to the
                                       # steps: Ratcheting 16–44% on saturating climbs; 0–1% with the cubic)
     # -- growth beside the baseline's (stats.added_growth): per-replica changes in MB, Welch, Holm
     "beside_margin_share": 0.05,      # "grows as the baseline does": the excess's interval inside ±5% of the group's
                                       # level over the window (the change its own series would call Flat)
-    # a group's replicas lend each other step evidence (status.ratchet_group, --part ratchet-group): each replica's
+    # a group's replicas lend each other step evidence (steps.ratchet_group, --part ratchet-group): each replica's
     # sharpest up-step beside its own smooth curve that may level off (a cubic + 1 − e^(−u/τ), + the daily cycle's
     # harmonics over ≥ growth_cycle_period_s) against its own null
-    # simulated ratchet_group_sims times (that curve + its noise: AR(1) + white by Whittle's likelihood, status._whittle_noise; everything fitted again in every
+    # simulated ratchet_group_sims times (that curve + its noise: AR(1) + white by Whittle's likelihood, steps._whittle_noise; everything fitted again in every
     # simulation), the replicas' p's combined by the truncated product (Zaykin 2002) without the smallest ...
     "ratchet_group_min_replicas": 3,  # ... in groups of ≥ 3 usable replicas ...
     "ratchet_group_sims": 399,        # ... 399 simulations a replica (a replica's p ≥ 1/400; 99 lost 4–6 points of
@@ -153,7 +153,7 @@ RULES: dict[str, float] = {
     "cpu_saturated_load_per_core": 1.5,
     "ticks_skipped_share": 0.05,      # more than 5% of the sampling ticks skipped (a tick overran): ticks-skipped is a caution
     "host_share_gap": 0.2,            # a host's share of a group's replicas 20 points off its share of all: hosts-unbalanced
-    # -- compare (runcompare.py): a daily cycle of amplitude A shifts a level taken at time-of-day
+    # -- compare (analysis/two_runs.py): a daily cycle of amplitude A shifts a level taken at time-of-day
     # offset d by up to 2A·sin(πd/24): 2 h keeps that ≤ 0.52A (≤ 2.1% for the calibration's 4% cycle);
     # a mean over ≥ 20 h keeps ≤ 0.19A of the cycle (|sin(πL/24)/(πL/24)|), so it is a day average
     "clock_skew_hours": 2.0,          # the runs' levels taken further apart in time of day: times-of-day-differ

@@ -115,7 +115,7 @@ def experiment(plan: Plan, base_dir: Path | None = None) -> Experiment:
     for name, side in ((BASELINE, plan.baseline), (CANDIDATE, plan.candidate)):
         command = side.command
         if side.trace is not None:
-            from ..capture import trace
+            from ..run import trace
             command = trace.replay_command(replace(exp, workload=Workload("trace", {"trace": str(side.trace.resolve()),
                                                                                      "speed": plan.speed})))
         groups.append(Group(name, side.allocator, dict(side.env), command))

@@ -14,6 +14,7 @@ test-fast:
 # the linter and the type checker, as configured in pyproject.toml
 lint:
 	.venv/bin/ruff check
+	.venv/bin/ruff format --check
 	.venv/bin/mypy
 
 # rewrite the generated reference (docs/reference/) from the code

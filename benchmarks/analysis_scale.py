@@ -11,6 +11,7 @@ saturating growth that differs per allocator, a daily restart in the restart gro
 separate processes, `alloclab import torutils` and `alloclab report` on the imported run: wall
 seconds and peak RSS (wait4's ru_maxrss), medians of --repeat. Prints one JSON object.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,9 +40,18 @@ GROUPS = {
 def generate(out: Path, relays: int, days: float, interval: float, seed: int = 1) -> int:
     rng = np.random.default_rng(seed)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "experiment.json").write_text(json.dumps({
-        "id": "scale-benchmark", "name": "analysis scale benchmark", "server": "bench", "start_date": "2026-01-01",
-        "groups": {k: {"name": n, "config": c} for k, (n, c, _) in GROUPS.items()}, "allocator": "glibc"}))
+    (out / "experiment.json").write_text(
+        json.dumps(
+            {
+                "id": "scale-benchmark",
+                "name": "analysis scale benchmark",
+                "server": "bench",
+                "start_date": "2026-01-01",
+                "groups": {k: {"name": n, "config": c} for k, (n, c, _) in GROUPS.items()},
+                "allocator": "glibc",
+            }
+        )
+    )
     n = int(days * 86400 / interval)
     letters = list(GROUPS)
     group_of = [letters[i % len(letters)] for i in range(relays)]
@@ -61,22 +71,28 @@ def generate(out: Path, relays: int, days: float, interval: float, seed: int = 1
         # AR(1) by a cheap filter: scipy-free, vectorised in blocks
         noise = e.copy()
         for k in range(1, 64):
-            noise[k:] += (phi ** k) * e[:-k]
+            noise[k:] += (phi**k) * e[:-k]
         rss[r] = (level + noise).astype(np.int64)
         del acc
     vms = rss * 7 + 1_000_000
     start = datetime(2026, 1, 1, tzinfo=UTC)
     names = [f"relay{r:04d}" for r in range(relays)]
     with open(out / "memory_measurements.csv", "w") as f:
-        f.write("timestamp,server,type,fingerprint,nickname,group,rss_kb,vmsize_kb,hwm_kb,frag_ratio,count,total_kb,"
-                "avg_kb,min_kb,max_kb\n")
+        f.write(
+            "timestamp,server,type,fingerprint,nickname,group,rss_kb,vmsize_kb,hwm_kb,frag_ratio,count,total_kb,"
+            "avg_kb,min_kb,max_kb\n"
+        )
         for i in range(n):
             ts = (start + timedelta(seconds=float(t[i]))).strftime("%Y-%m-%dT%H:%M:%S")
             col = rss[:, i]
             vcol = vms[:, i]
-            lines = [f"{ts},bench,aggregate,,,,,,,,{relays},{int(col.sum())},{int(col.mean())},{int(col.min())},{int(col.max())}"]
-            lines += [f"{ts},bench,relay,,{names[r]},{group_of[r]},{col[r]},{vcol[r]},{col[r]},{vcol[r] / col[r]:.2f},,,,,"
-                      for r in range(relays)]
+            lines = [
+                f"{ts},bench,aggregate,,,,,,,,{relays},{int(col.sum())},{int(col.mean())},{int(col.min())},{int(col.max())}"
+            ]
+            lines += [
+                f"{ts},bench,relay,,{names[r]},{group_of[r]},{col[r]},{vcol[r]},{col[r]},{vcol[r] / col[r]:.2f},,,,,"
+                for r in range(relays)
+            ]
             f.write("\n".join(lines))
             f.write("\n")
     return n * relays
@@ -87,36 +103,70 @@ def synthesise_store(run: Path, relays: int, days: float, interval: float, seed:
     would write it (for a report at a scale whose CSV import does not fit in memory)."""
     from alloclab.store import DB_NAME, Store
     from alloclab.torutils.layout import SAMPLE_COLUMNS
+
     rng = np.random.default_rng(seed)
     n = int(days * 86400 / interval)
     t = 1_767_225_600.0 + np.arange(n) * interval
     run.mkdir(parents=True, exist_ok=True)
     store = Store.create(run / DB_NAME)
     store.begin()
-    store.set_meta(name="scale-benchmark", metric="rss", seed=0, interval=interval, started_at=float(t[0]),
-                   ended_at=float(t[-1]), host="bench", end_reason="imported", source="import torutils (synthesised)",
-                   baseline="Z", replicas_in_several_groups=[], unlisted_relays=[])
-    gid = {g: store.add_group(name=g, allocator=c.get("allocator", name), kind="imported",
-                           family=c.get("allocator", name), version=c.get("version"), env_json="{}", command_json="[]",
-                           is_baseline=int(g == "Z")) for g, (name, c, _) in GROUPS.items()}
+    store.set_meta(
+        name="scale-benchmark",
+        metric="rss",
+        seed=0,
+        interval=interval,
+        started_at=float(t[0]),
+        ended_at=float(t[-1]),
+        host="bench",
+        end_reason="imported",
+        source="import torutils (synthesised)",
+        baseline="Z",
+        replicas_in_several_groups=[],
+        unlisted_relays=[],
+    )
+    gid = {
+        g: store.add_group(
+            name=g,
+            allocator=c.get("allocator", name),
+            kind="imported",
+            family=c.get("allocator", name),
+            version=c.get("version"),
+            env_json="{}",
+            command_json="[]",
+            is_baseline=int(g == "Z"),
+        )
+        for g, (name, c, _) in GROUPS.items()
+    }
     letters = list(GROUPS)
     nulls = (None,) * (len(SAMPLE_COLUMNS) - 6)
     for r in range(relays):
         g = letters[r % len(letters)]
-        rid = store.add_replica(group_id=gid[g], idx=r, name=f"relay{r:04d}", start_order=r, started_at=float(t[0]),
-                           ended_at=float(t[-1]), verified=None, verify_detail="imported: allocator not verified by alloclab")
+        rid = store.add_replica(
+            group_id=gid[g],
+            idx=r,
+            name=f"relay{r:04d}",
+            start_order=r,
+            started_at=float(t[0]),
+            ended_at=float(t[-1]),
+            verified=None,
+            verify_detail="imported: allocator not verified by alloclab",
+        )
         base = 200_000 + rng.normal(0, 10_000)
         ceiling = 1_500_000 * GROUPS[g][2] * (1 + rng.normal(0, 0.05))
         age = (t - t[0]) % 86400 if g == "F" else t - t[0]
         e = rng.normal(0, 8_000, n)
         noise = e.copy()
         for k in range(1, 64):
-            noise[k:] += (0.95 ** k) * e[:-k]
+            noise[k:] += (0.95**k) * e[:-k]
         rss = (base + (ceiling - base) * (1 - np.exp(-age / (2.5 * 86400))) + noise).astype(np.int64)
         # columns: t, replica_id, phase, tier, rss_kb, vmsize_kb, then the rest empty; nprocs 1
-        store.add_samples(SAMPLE_COLUMNS,
-                          ((tt, rid, None, "imported", v, v * 7 + 1_000_000, *nulls[:-1], 1)
-                           for tt, v in zip(t.tolist(), rss.tolist())))
+        store.add_samples(
+            SAMPLE_COLUMNS,
+            (
+                (tt, rid, None, "imported", v, v * 7 + 1_000_000, *nulls[:-1], 1)
+                for tt, v in zip(t.tolist(), rss.tolist())
+            ),
+        )
     store.commit()
     store.close()
     return n * relays
@@ -136,11 +186,13 @@ def timed(cmd: list[str]) -> dict:
 def run_measured(cmd: list[str]) -> dict:
     """Wall time and peak RSS of one command (a fresh process; RUSAGE_CHILDREN's maxrss is the
     largest child so far, so each command runs from a fresh helper process)."""
-    helper = ("import resource, subprocess, sys, time, json\n"
-              "t = time.perf_counter(); p = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)\n"
-              "w = time.perf_counter() - t\n"
-              "r = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
-              "print(json.dumps({'rc': p.returncode, 'wall_s': w, 'cpu_s': r.ru_utime + r.ru_stime, 'max_rss_mb': r.ru_maxrss / 1024, 'err': p.stderr[-400:]}))\n")
+    helper = (
+        "import resource, subprocess, sys, time, json\n"
+        "t = time.perf_counter(); p = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)\n"
+        "w = time.perf_counter() - t\n"
+        "r = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
+        "print(json.dumps({'rc': p.returncode, 'wall_s': w, 'cpu_s': r.ru_utime + r.ru_stime, 'max_rss_mb': r.ru_maxrss / 1024, 'err': p.stderr[-400:]}))\n"
+    )
     out = subprocess.run([sys.executable, "-c", helper, *cmd], capture_output=True, text=True, check=True)
     d = json.loads(out.stdout)
     if d["rc"] != 0:
@@ -152,6 +204,7 @@ def analyse_cpu(args: argparse.Namespace) -> None:
     """analyse() alone, in-process: the statistics' cost without the report's imports and charts."""
     from alloclab.analysis import analyse
     from alloclab.store import Store
+
     work = args.keep or Path(tempfile.mkdtemp(prefix="alloclab-scale-"))
     run = work / "run-store"
     if not (run / "run.db").exists():
@@ -165,8 +218,17 @@ def analyse_cpu(args: argparse.Namespace) -> None:
         cpu.append(time.process_time() - c0)
         print(json.dumps({"analyse_cpu_s": round(cpu[-1], 2)}), flush=True)
     store.close()
-    print(json.dumps({"relays": args.relays, "days": args.days, "interval_s": args.interval,
-                      "analyse_cpu_s_median": round(statistics.median(cpu), 2), "load_average": os.getloadavg()}))
+    print(
+        json.dumps(
+            {
+                "relays": args.relays,
+                "days": args.days,
+                "interval_s": args.interval,
+                "analyse_cpu_s_median": round(statistics.median(cpu), 2),
+                "load_average": os.getloadavg(),
+            }
+        )
+    )
     if not args.keep:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -178,11 +240,17 @@ def main() -> None:
     ap.add_argument("--interval", type=float, default=15)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--keep", type=Path, help="generate into (and keep) this directory")
-    ap.add_argument("--store-only", action="store_true",
-                    help="write run.db through the store API and time only the report (no CSV, no import)")
-    ap.add_argument("--analyse-only", action="store_true",
-                    help="write run.db through the store API and time alloclab.analysis.analyse on it in this process "
-                         "(CPU seconds, after one untimed call)")
+    ap.add_argument(
+        "--store-only",
+        action="store_true",
+        help="write run.db through the store API and time only the report (no CSV, no import)",
+    )
+    ap.add_argument(
+        "--analyse-only",
+        action="store_true",
+        help="write run.db through the store API and time alloclab.analysis.analyse on it in this process "
+        "(CPU seconds, after one untimed call)",
+    )
     args = ap.parse_args()
     if args.analyse_only:
         analyse_cpu(args)
@@ -191,13 +259,21 @@ def main() -> None:
         work = args.keep or Path(tempfile.mkdtemp(prefix="alloclab-scale-"))
         run = work / "run-store"
         t0 = time.perf_counter()
-        samples = synthesise_store(run, args.relays, args.days, args.interval) if not (run / "run.db").exists() \
+        samples = (
+            synthesise_store(run, args.relays, args.days, args.interval)
+            if not (run / "run.db").exists()
             else args.relays * int(args.days * 86400 / args.interval)
-        result = {"samples": samples, "synthesise_s": round(time.perf_counter() - t0, 1),
-                  "load_average_before": os.getloadavg()}
+        )
+        result = {
+            "samples": samples,
+            "synthesise_s": round(time.perf_counter() - t0, 1),
+            "load_average_before": os.getloadavg(),
+        }
         reports = []
         for _ in range(args.repeat):
-            reports.append(run_measured([sys.executable, "-m", "alloclab", "report", str(run), "-o", str(work / "report")]))
+            reports.append(
+                run_measured([sys.executable, "-m", "alloclab", "report", str(run), "-o", str(work / "report")])
+            )
             print(json.dumps({"report": reports[-1]}), flush=True)
         result["report_wall_s_median"] = round(statistics.median(r["wall_s"] for r in reports), 1)
         result["report_cpu_s_median"] = round(statistics.median(r["cpu_s"] for r in reports), 1)
@@ -212,11 +288,18 @@ def main() -> None:
     try:
         data = work / "torutils"
         t0 = time.perf_counter()
-        samples = generate(data, args.relays, args.days, args.interval) if not (data / "memory_measurements.csv").exists() \
+        samples = (
+            generate(data, args.relays, args.days, args.interval)
+            if not (data / "memory_measurements.csv").exists()
             else args.relays * int(args.days * 86400 / args.interval)
+        )
         gen_s = time.perf_counter() - t0
-        result = {"samples": samples, "csv_mb": round((data / "memory_measurements.csv").stat().st_size / 2**20),
-                  "generate_s": round(gen_s, 1), "load_average_before": os.getloadavg()}
+        result = {
+            "samples": samples,
+            "csv_mb": round((data / "memory_measurements.csv").stat().st_size / 2**20),
+            "generate_s": round(gen_s, 1),
+            "load_average_before": os.getloadavg(),
+        }
         imports, reports = [], []
         for i in range(args.repeat):
             run = work / f"run{i}"

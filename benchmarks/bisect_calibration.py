@@ -12,6 +12,7 @@ the 10-minute maximum: the defaults of `alloclab bisect`) every replica's level 
 end of a 20 s warm-up to the look, as the analysis computes it, and ThresholdTest decides.
 Prints one markdown table (figure, measured, target, n); seeded (--seed).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,7 +39,11 @@ def row(name: str, value: str, target: str, n: int) -> None:
 
 def series(rng: np.random.Generator, n: int, t: np.ndarray, kind: str, ratio: float) -> np.ndarray:
     effect = sim.replica_levels(rng, 1, n, ratio, 0.05)[0][:, None] / 100.0
-    base = sim.flat(rng, n, t, sd_share=0.02, phi=0.95) if kind == "ar1" else sim.staircase(rng, n, t, climb_share=0.08, steps=6)
+    base = (
+        sim.flat(rng, n, t, sd_share=0.02, phi=0.95)
+        if kind == "ar1"
+        else sim.staircase(rng, n, t, climb_share=0.08, steps=6)
+    )
     return effect * base
 
 
@@ -50,7 +55,7 @@ def step(rng: np.random.Generator, n: int, kind: str, ratio: float) -> tuple[str
     test = ThresholdTest(THRESHOLD, 0.05, max_looks=max_looks, first_look_s=FIRST)
     w = t >= WARMUP
     for k in range(max_looks):
-        at = FIRST * 2 ** k
+        at = FIRST * 2**k
         m = w & (t <= at)
         d = test.update(good[:, m].mean(axis=1), cand[:, m].mean(axis=1), elapsed_s=at)
         if d.verdict:
@@ -68,9 +73,12 @@ def steps(rng: np.random.Generator, sims: int) -> None:
                 looks = f", mean looks to decide {np.mean(decided):.1f}" if decided else ""
                 wrong = ("bad" if ratio <= THRESHOLD else "") + ("good" if ratio >= THRESHOLD else "")
                 target = {"bad": "bad ≤ 5%", "good": "good ≤ 5%", "badgood": "bad ≤ 5% and good ≤ 5%"}[wrong]
-                row(f"step, true ratio {ratio:g} (threshold {THRESHOLD:g}), {kind}, n={n} a side",
+                row(
+                    f"step, true ratio {ratio:g} (threshold {THRESHOLD:g}), {kind}, n={n} a side",
                     f"bad {share['bad']:.1%} / good {share['good']:.1%} / undecided {share['undecided']:.1%}{looks}",
-                    target, sims)
+                    target,
+                    sims,
+                )
 
 
 def bisection(rng: np.random.Generator, sims: int, n: int, kind: str, values: int = 8) -> None:
@@ -104,9 +112,13 @@ def bisection(rng: np.random.Generator, sims: int, n: int, kind: str, values: in
             right += 1
         else:
             wrong += 1
-    row(f"whole bisect over {values} versions, {kind}, n={n} a side (bad end checked first)",
+    row(
+        f"whole bisect over {values} versions, {kind}, n={n} a side (bad end checked first)",
         f"right {right / sims:.1%} / wrong {wrong / sims:.1%} / undecided {undecided / sims:.1%}; "
-        f"mean {np.mean(used):.2f} steps (exhaustive: {values - 1})", "wrong ≤ 5%", sims)
+        f"mean {np.mean(used):.2f} steps (exhaustive: {values - 1})",
+        "wrong ≤ 5%",
+        sims,
+    )
 
 
 def main() -> None:
@@ -118,7 +130,7 @@ def main() -> None:
     sims = 100 if args.quick else 400
     started = time.monotonic()
     steps(rng, sims)
-    for n in ((3, 5) if args.quick else (3, 5, 8)):
+    for n in (3, 5) if args.quick else (3, 5, 8):
         for kind in ("ar1", "staircase"):
             bisection(rng, sims // 2 if args.quick else 200, n, kind)
     print(f"\n(seed {args.seed}, {time.monotonic() - started:.0f} s)\n")

@@ -30,6 +30,7 @@ allocator redeployed) and +25% (the deploy's env sets CANARY_WORKLOAD_SCALE=1.25
 rollback --all`. Counts: outcome of the judgement, guard trips, the decision's time. Run time:
 about 10 s a trial at N = 5, 25 s at N = 20 on an idle 2-core machine.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -54,11 +55,13 @@ DAY = 86400.0
 WORKLOAD = Path(__file__).resolve().parent / "canary_workload.py"
 
 
-def cohort(rng, n: int, effect: float, t: np.ndarray, restarted: bool, hour: float, every: float) -> tuple[np.ndarray, np.ndarray]:
+def cohort(
+    rng, n: int, effect: float, t: np.ndarray, restarted: bool, hour: float, every: float
+) -> tuple[np.ndarray, np.ndarray]:
     """(old readings (n,), samples (n, len(t))) of one cohort, MB; t: seconds since the restarts."""
     level = np.log(100.0) + rng.normal(0, 0.2, n)
     psi = rng.normal(0, 0.3, n)
-    clock = hour * 3600.0 + np.concatenate([[-every], t])                 # the old reading, then the watch
+    clock = hour * 3600.0 + np.concatenate([[-every], t])  # the old reading, then the watch
     cycle = 0.06 * np.sin(2 * math.pi * clock[None, :] / DAY + psi[:, None])
     fast = sim.ar1(rng, n, len(clock), math.exp(-every / 30.0), 0.02)
     slow = sim.ar1(rng, n, len(clock), math.exp(-every / (2 * DAY)), 0.08)
@@ -79,14 +82,19 @@ def one_sim(rng, n: int, effect: float, rule: canary.PeerRule, restart_baseline:
         for name, o, ys in zip(names, old, series):
             judge.old_kb[name] = float(o)
             judge.samples[name] = list(zip(t, ys))
-            if names is judge.canary:               # the guard alone on the same canary, over --settle
+            if names is judge.canary:  # the guard alone on the same canary, over --settle
                 inside = t <= 2 * rule.first_look_s
                 warm = rollout.effective_warmup(guards, DAY, 2 * rule.first_look_s)
-                guard_trips += rollout.memory_trip(list(ys[inside]), float(o), guards, list(t[inside]), warm) is not None
+                guard_trips += (
+                    rollout.memory_trip(list(ys[inside]), float(o), guards, list(t[inside]), warm) is not None
+                )
     for at in rule.look_times():
         judge.look_at(at)
-    return {"outcome": judge.outcome, "at": judge.looks[-1].elapsed_s if judge.looks else None,
-            "guard_trip": guard_trips > 0}
+    return {
+        "outcome": judge.outcome,
+        "at": judge.looks[-1].elapsed_s if judge.looks else None,
+        "guard_trip": guard_trips > 0,
+    }
 
 
 def rate(k: int, n: int) -> str:
@@ -97,9 +105,13 @@ def rate(k: int, n: int) -> str:
 def part_sim(args) -> None:
     rule = canary.rule_for(600.0, 2400.0)
     rng = np.random.default_rng(args.seed)
-    print(f"settle 600 s, looks at {', '.join(f'{x:g}' for x in rule.look_times())} s, tolerance {rule.tolerance:.0%}, "
-          f"reps {args.reps} a cell, seed {args.seed}\n")
-    print("| baseline | units a cohort | canary | PASS | FAIL | MORE TIME | median decision (min) | guard alone trips (batch) |")
+    print(
+        f"settle 600 s, looks at {', '.join(f'{x:g}' for x in rule.look_times())} s, tolerance {rule.tolerance:.0%}, "
+        f"reps {args.reps} a cell, seed {args.seed}\n"
+    )
+    print(
+        "| baseline | units a cohort | canary | PASS | FAIL | MORE TIME | median decision (min) | guard alone trips (batch) |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for restart in (True, False):
         for n in args.units:
@@ -109,10 +121,13 @@ def part_sim(args) -> None:
                 k = {o: sum(r["outcome"] == o for r in rows) for o in (canary.PASS, canary.FAIL, canary.MORE_TIME)}
                 decided = [r["at"] / 60 for r in rows if r["outcome"] in (canary.PASS, canary.FAIL)]
                 trips = sum(r["guard_trip"] for r in rows)
-                print(f"| {'restarted' if restart else 'not restarted'} | {n} | {'A/A' if effect == 1.0 else '+25%'} | "
-                      f"{rate(k[canary.PASS], args.reps)} | {rate(k[canary.FAIL], args.reps)} | "
-                      f"{rate(k[canary.MORE_TIME], args.reps)} | {np.median(decided) if decided else math.nan:.0f} | "
-                      f"{rate(trips, args.reps)} |", flush=True)
+                print(
+                    f"| {'restarted' if restart else 'not restarted'} | {n} | {'A/A' if effect == 1.0 else '+25%'} | "
+                    f"{rate(k[canary.PASS], args.reps)} | {rate(k[canary.FAIL], args.reps)} | "
+                    f"{rate(k[canary.MORE_TIME], args.reps)} | {np.median(decided) if decided else math.nan:.0f} | "
+                    f"{rate(trips, args.reps)} |",
+                    flush=True,
+                )
                 print(f"<!-- {time.time() - t0:.0f} s -->", file=sys.stderr, flush=True)
 
 
@@ -127,7 +142,9 @@ def real_fleet(root: Path, n: int, seed: int) -> tuple[systemd.LocalUnits, list[
     names = [f"svc@{i:02d}.service" for i in range(2 * n)]
     for name in names:
         mb = float(np.clip(25 * math.exp(rng.normal(0, 0.2)), 20, 32))
-        (unit_dir / name).write_text(f"[Service]\nExecStart={sys.executable} {WORKLOAD} --mb {mb:.1f} --regrow 1 --tick 0.1\n")
+        (unit_dir / name).write_text(
+            f"[Service]\nExecStart={sys.executable} {WORKLOAD} --mb {mb:.1f} --regrow 1 --tick 0.1\n"
+        )
     units = systemd.LocalUnits(root)
     for name in names:
         units.restart(name)
@@ -138,7 +155,7 @@ def settled(units, names, timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         ages = [deploy._old_process(units, u, None)["age"] or 0 for u in names]
-        if min(ages) > 5:                      # five regrowth time constants: settled
+        if min(ages) > 5:  # five regrowth time constants: settled
             return
         time.sleep(0.2)
     raise SystemExit("the units did not settle")
@@ -148,7 +165,9 @@ def part_real(args) -> None:
     guards = rollout.Guards(max_increase=0.25)
     rule = canary.rule_for(2.0, 8.0)
     print(f"load before: {loadavg()}")
-    print("| units a cohort | canary | trials | PASS | FAIL | MORE TIME | guard trips | median decision (s) | s a trial |")
+    print(
+        "| units a cohort | canary | trials | PASS | FAIL | MORE TIME | guard trips | median decision (s) | s a trial |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for n, reps in zip(args.units, args.reps_real):
         with tempfile.TemporaryDirectory(prefix="alloclab-canary-bench-") as tmp:
@@ -160,9 +179,21 @@ def part_real(args) -> None:
                         settled(units, names)
                         t0 = time.monotonic()
                         env = {"CANARY_WORKLOAD_SCALE": f"{effect:g}"} if effect != 1.0 else None
-                        result = deploy.deploy(units, "glibc", "svc@*", n, False, Path(tmp) / f"deploy-{r}.json",
-                                               say=lambda s: None, env=env, guards=guards, settle=2.0, sample_every=0.2,
-                                               peer_rule=rule, baseline="auto")
+                        result = deploy.deploy(
+                            units,
+                            "glibc",
+                            "svc@*",
+                            n,
+                            False,
+                            Path(tmp) / f"deploy-{r}.json",
+                            say=lambda s: None,
+                            env=env,
+                            guards=guards,
+                            settle=2.0,
+                            sample_every=0.2,
+                            peer_rule=rule,
+                            baseline="auto",
+                        )
                         took.append(time.monotonic() - t0)
                         judged = result["canary"]
                         outcomes.append(judged.get("outcome"))
@@ -172,9 +203,12 @@ def part_real(args) -> None:
                             at.append(judged["looks"][-1]["elapsed_s"])
                         deploy.rollback(units, 2 * n, say=lambda s: None, every=True)
                     k = {o: outcomes.count(o) for o in (canary.PASS, canary.FAIL, canary.MORE_TIME)}
-                    print(f"| {n} | {'A/A' if effect == 1.0 else f'{effect - 1:+.0%}'} | {reps} | {rate(k[canary.PASS], reps)} | "
-                          f"{rate(k[canary.FAIL], reps)} | {rate(k[canary.MORE_TIME], reps)} | {rate(trips, reps)} | "
-                          f"{np.median(at) if at else math.nan:.1f} | {np.mean(took):.1f} |", flush=True)
+                    print(
+                        f"| {n} | {'A/A' if effect == 1.0 else f'{effect - 1:+.0%}'} | {reps} | {rate(k[canary.PASS], reps)} | "
+                        f"{rate(k[canary.FAIL], reps)} | {rate(k[canary.MORE_TIME], reps)} | {rate(trips, reps)} | "
+                        f"{np.median(at) if at else math.nan:.1f} | {np.mean(took):.1f} |",
+                        flush=True,
+                    )
             finally:
                 for pidfile in (Path(tmp) / "root" / "run" / "alloclab-units").glob("*.pid"):
                     try:
@@ -190,8 +224,13 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=1000, help="--part sim: settle watches a cell")
     ap.add_argument("--reps-real", type=int, nargs="+", default=[10, 4], help="--part real: trials a cell, per --units")
     ap.add_argument("--units", type=int, nargs="+", default=[5, 20])
-    ap.add_argument("--effects", type=float, nargs="+", default=[1.0, 1.25], help="--part real: the canary's scale "
-                    "(1.0: the same allocator redeployed, A/A)")
+    ap.add_argument(
+        "--effects",
+        type=float,
+        nargs="+",
+        default=[1.0, 1.25],
+        help="--part real: the canary's scale (1.0: the same allocator redeployed, A/A)",
+    )
     ap.add_argument("--seed", type=int, default=20261128)
     args = ap.parse_args()
     if len(args.reps_real) != len(args.units) and args.part == "real":

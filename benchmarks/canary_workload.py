@@ -12,6 +12,7 @@ deploy that sets it to 1.25 makes a canary that uses 25% more memory. The memory
 mmap chunks of 256 KiB, every page written, given back with munmap, so RSS follows the target
 whatever the allocator. Stops on SIGTERM.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,13 +45,13 @@ def main() -> int:
     rng = random.Random(args.seed if args.seed is not None else os.getpid())
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     chunks: list[mmap.mmap] = []
-    base = rss_bytes()                       # the interpreter's own share of the level
+    base = rss_bytes()  # the interpreter's own share of the level
     phi, x = 0.9, rng.gauss(0, args.noise)
     start = time.monotonic()
     while True:
         age = time.monotonic() - start
         x = phi * x + math.sqrt(1 - phi * phi) * args.noise * rng.gauss(0, 1)
-        target = args.mb * 2 ** 20 * scale * (1 - 0.5 * math.exp(-age / max(args.regrow, 1e-3))) * (1 + x)
+        target = args.mb * 2**20 * scale * (1 - 0.5 * math.exp(-age / max(args.regrow, 1e-3))) * (1 + x)
         want = max(0, int((target - base) // CHUNK))
         while len(chunks) < want:
             m = mmap.mmap(-1, CHUNK)

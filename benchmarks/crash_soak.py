@@ -10,6 +10,7 @@ anything the run started), leaked cgroups (alloclab-PID-*), intervals lost (whol
 between the last stored tick and the kill), and SQLite's `PRAGMA integrity_check`. Prints one line
 per round and a JSON summary; figures in benchmarks/README.md. Not part of the default test run.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -50,11 +51,15 @@ def _ticks(db: Path) -> int:
 
 def one_round(tmp: Path, i: int, delay: float, during_startup: bool, env: dict) -> dict:
     out = tmp / f"run-{i}"
-    p = subprocess.Popen([sys.executable, "-m", "alloclab", "run", str(tmp / "exp.toml"), "-o", str(out), "--no-report"],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    p = subprocess.Popen(
+        [sys.executable, "-m", "alloclab", "run", str(tmp / "exp.toml"), "-o", str(out), "--no-report"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
     if during_startup:
         time.sleep(delay)
-    else:                                    # wait for the first stored tick, then the random delay
+    else:  # wait for the first stored tick, then the random delay
         deadline = time.time() + 60
         while time.time() < deadline and not _ticks(out / "run.db"):
             time.sleep(0.05)
@@ -65,15 +70,24 @@ def one_round(tmp: Path, i: int, delay: float, during_startup: bool, env: dict) 
     time.sleep(5.0)
     survivors = processes_under(out)
     leaked = glob.glob(f"/sys/fs/cgroup/**/alloclab-{p.pid}-*", recursive=True)
-    row = {"round": i, "when": "startup" if during_startup else "sampling", "delay_s": round(delay, 2), "survivors": len(survivors), "leaked_cgroups": len(leaked),
-           "ticks": 0, "intervals_lost": None, "integrity": None, "end_reason": None}
+    row = {
+        "round": i,
+        "when": "startup" if during_startup else "sampling",
+        "delay_s": round(delay, 2),
+        "survivors": len(survivors),
+        "leaked_cgroups": len(leaked),
+        "ticks": 0,
+        "intervals_lost": None,
+        "integrity": None,
+        "end_reason": None,
+    }
     db = out / "run.db"
     if db.exists():
         conn = sqlite3.connect(db)
         row["integrity"] = conn.execute("PRAGMA integrity_check").fetchone()[0]
         try:
             n, last = conn.execute("SELECT COUNT(DISTINCT t), MAX(t) FROM samples").fetchone()
-        except sqlite3.OperationalError:       # killed before the schema was written
+        except sqlite3.OperationalError:  # killed before the schema was written
             n, last = 0, None
         row["ticks"] = n
         if last is not None:
@@ -81,7 +95,7 @@ def one_round(tmp: Path, i: int, delay: float, during_startup: bool, env: dict) 
         meta = dict(conn.execute("SELECT key, value FROM meta").fetchall()) if n else {}
         row["end_reason"] = meta.get("end_reason")
         conn.close()
-    for pid in survivors:                    # leave the machine clean for the next round
+    for pid in survivors:  # leave the machine clean for the next round
         try:
             os.kill(pid, 9)
         except OSError:
@@ -109,8 +123,10 @@ def main() -> None:
         script = tmp / "daemonize.sh"
         script.write_text(f"#!/bin/sh\n( setsid sleep 300 & )\nexec {frag} --load 120 --mb 4 --threads 1 --seed 1\n")
         script.chmod(0o755)
-        (tmp / "exp.toml").write_text(f'name = "soak"\ncommand = ["{script}"]\nreplicas = 2\ninterval = "{INTERVAL}s"\n'
-                                      'grace = "2s"\n[phases]\nload = "60s"\n[[group]]\nname = "glibc"\nallocator = "glibc"\n')
+        (tmp / "exp.toml").write_text(
+            f'name = "soak"\ncommand = ["{script}"]\nreplicas = 2\ninterval = "{INTERVAL}s"\n'
+            'grace = "2s"\n[phases]\nload = "60s"\n[[group]]\nname = "glibc"\nallocator = "glibc"\n'
+        )
         for i in range(args.n):
             startup = rng.random() < 0.2
             row = one_round(tmp, i, rng.uniform(0.2, 4.0) if startup else rng.uniform(0.0, 4.0), startup, env)
@@ -118,7 +134,8 @@ def main() -> None:
             print(json.dumps(row), flush=True)
     sampled = [r for r in rows if r["intervals_lost"] is not None]
     summary = {
-        "rounds": len(rows), "cgroups": "off" if args.no_cgroups else "per replica",
+        "rounds": len(rows),
+        "cgroups": "off" if args.no_cgroups else "per replica",
         "rounds_with_survivors": sum(r["survivors"] > 0 for r in rows),
         "survivors_total": sum(r["survivors"] for r in rows),
         "leaked_cgroups_total": sum(r["leaked_cgroups"] for r in rows),

@@ -20,6 +20,7 @@ heavy tails), a ±3% level shift at a random time in a quarter of the relays, an
 early end at a random time (the analysis then leaves the relay out, so the rule sees 2 relays from
 then on). Daily cycles do not enter a 4-minute run. Seeded (--seed).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,7 +45,7 @@ from alloclab.stats.sequential import DECIDED
 INTERVAL = 2.0
 WARMUP = float(demo.REAL_WARMUP_S)
 FIRST_LOOK = float(demo.REAL_FIRST_LOOK_S)
-RUN_S = 300 - 2 - demo.SETUP_ALLOWANCE_S - demo.REPORT_ALLOWANCE_S      # the demo's run with cached provisioning
+RUN_S = 300 - 2 - demo.SETUP_ALLOWANCE_S - demo.REPORT_ALLOWANCE_S  # the demo's run with cached provisioning
 N = 3
 MARGIN = RULES["equivalence_margin"]
 
@@ -59,13 +60,19 @@ GROUPS = {
     "mimalloc-3.0.1": (0.028, 0.030, 0.010, 0.075, 0.030),
     "mimalloc-3.6.0": (0.030, 0.050, 0.090, 0.180, 0.050),
 }
-MEASURED_SD = {"glibc": 0.015, "jemalloc-5.3.0": 0.009, "mimalloc-2.0.9": 0.018, "mimalloc-3.0.1": 0.031,
-               "mimalloc-3.6.0": 0.051}      # median over the 23 runs of the between-relay log-sd of the load's mean
+MEASURED_SD = {
+    "glibc": 0.015,
+    "jemalloc-5.3.0": 0.009,
+    "mimalloc-2.0.9": 0.018,
+    "mimalloc-3.0.1": 0.031,
+    "mimalloc-3.6.0": 0.051,
+}  # median over the 23 runs of the between-relay log-sd of the load's mean
 NAMES = list(GROUPS)
 
 
-def relays(rng: np.random.Generator, n_sims: int, shape: str, level: float, t: np.ndarray,
-           drift: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+def relays(
+    rng: np.random.Generator, n_sims: int, shape: str, level: float, t: np.ndarray, drift: float | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """(n_sims, N, len(t)) series of one group's relays drawn with `shape`'s noise at `level` (and
     `shape`'s mean drift unless `drift` is given), and (n_sims, N) the time each relay ends early
     (inf: it does not)."""
@@ -104,21 +111,32 @@ def simulate(rng, n_sims: int, cell: dict[str, tuple[str, float]], run_s: float)
     looks = planned_look_times(FIRST_LOOK, run_s, INTERVAL)
     t = np.arange(0.0, run_s + INTERVAL / 2, INTERVAL)
     base_drift = GROUPS["glibc"][3]
-    drawn = {g: relays(rng, n_sims, shape, 100.0 * ratio, t, base_drift if ratio == 1.0 else None)
-             for g, (shape, ratio) in cell.items()}
+    drawn = {
+        g: relays(rng, n_sims, shape, 100.0 * ratio, t, base_drift if ratio == 1.0 else None)
+        for g, (shape, ratio) in cell.items()
+    }
     w = t >= WARMUP
     at = [int(np.searchsorted(t, x)) for x in looks]
-    out = {"stop": 0, "false": 0, "false_any": 0, "naive_false": 0, "naive_stop": 0, "when": [], "looks": looks,
-           "cap_open": {}, "sd": {g: [] for g in cell}}
+    out = {
+        "stop": 0,
+        "false": 0,
+        "false_any": 0,
+        "naive_false": 0,
+        "naive_stop": 0,
+        "when": [],
+        "looks": looks,
+        "cap_open": {},
+        "sd": {g: [] for g in cell},
+    }
     for i in range(n_sims):
         test = SequentialTest(0.05, len(cell) - 1, look_times_s=looks, until="every")
         naive_done = stopped = False
         for j, x in zip(at, looks):
             levels = {}
             for g, (ys, ends) in drawn.items():
-                keep = ends[i] > t[j]                       # a relay that ended early is left out from then on
+                keep = ends[i] > t[j]  # a relay that ended early is left out from then on
                 levels[g] = ys[i][:, w & (t <= t[j])][keep].mean(axis=1)
-            if j == at[0]:                                  # at the first look: the relays' spread
+            if j == at[0]:  # at the first look: the relays' spread
                 for g, v in levels.items():
                     out["sd"][g].append(np.std(np.log(v), ddof=1) if len(v) > 1 else np.nan)
             if not stopped:
@@ -142,22 +160,34 @@ def simulate(rng, n_sims: int, cell: dict[str, tuple[str, float]], run_s: float)
     return out
 
 
-DEMO_MEASURED = {"glibc": ("glibc", 1.0), "jemalloc-5.3.0": ("jemalloc-5.3.0", 0.45),
-                 "mimalloc-2.0.9": ("mimalloc-2.0.9", 0.48), "mimalloc-3.0.1": ("mimalloc-3.0.1", 1.28),
-                 "mimalloc-3.6.0": ("mimalloc-3.6.0", 1.42)}
+DEMO_MEASURED = {
+    "glibc": ("glibc", 1.0),
+    "jemalloc-5.3.0": ("jemalloc-5.3.0", 0.45),
+    "mimalloc-2.0.9": ("mimalloc-2.0.9", 0.48),
+    "mimalloc-3.0.1": ("mimalloc-3.0.1", 1.28),
+    "mimalloc-3.6.0": ("mimalloc-3.6.0", 1.42),
+}
 CELLS = {
     "null: every group glibc-shaped, at glibc's level": {g: ("glibc", 1.0) for g in NAMES},
     "null: each group its own shape, all at glibc's level": {g: (g, 1.0) for g in NAMES},
-    "one null: 3.6.0 at glibc's level (its noisy, drifting shape), the rest as measured":
-        {**DEMO_MEASURED, "mimalloc-3.6.0": ("mimalloc-3.6.0", 1.0)},
-    "one null: 3.0.1 at glibc's level (its shape), the rest as measured":
-        {**DEMO_MEASURED, "mimalloc-3.0.1": ("mimalloc-3.0.1", 1.0)},
-    "one null: 2.0.9 at glibc's level (spiky, heavy-tailed), the rest as measured":
-        {**DEMO_MEASURED, "mimalloc-2.0.9": ("mimalloc-2.0.9", 1.0)},
+    "one null: 3.6.0 at glibc's level (its noisy, drifting shape), the rest as measured": {
+        **DEMO_MEASURED,
+        "mimalloc-3.6.0": ("mimalloc-3.6.0", 1.0),
+    },
+    "one null: 3.0.1 at glibc's level (its shape), the rest as measured": {
+        **DEMO_MEASURED,
+        "mimalloc-3.0.1": ("mimalloc-3.0.1", 1.0),
+    },
+    "one null: 2.0.9 at glibc's level (spiky, heavy-tailed), the rest as measured": {
+        **DEMO_MEASURED,
+        "mimalloc-2.0.9": ("mimalloc-2.0.9", 1.0),
+    },
     "the demo as measured (0.45, 0.48, 1.28, 1.42)": DEMO_MEASURED,
     "3.0.1 closer (1.10), the rest as measured": {**DEMO_MEASURED, "mimalloc-3.0.1": ("mimalloc-3.0.1", 1.10)},
-    "just outside the margin: 3.0.1 at 1.06 with glibc's shape, the rest as measured":
-        {**DEMO_MEASURED, "mimalloc-3.0.1": ("glibc", 1.06)},
+    "just outside the margin: 3.0.1 at 1.06 with glibc's shape, the rest as measured": {
+        **DEMO_MEASURED,
+        "mimalloc-3.0.1": ("glibc", 1.06),
+    },
 }
 
 
@@ -172,8 +202,10 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=20261128)
     a = ap.parse_args()
     started = time.monotonic()
-    print("| plan | cell | false decision in a stop | any false decision (stopped or not) | stopped by the rule "
-          "| median stop | left open at the cap | naive peeking: false decision / stopped |")
+    print(
+        "| plan | cell | false decision in a stop | any false decision (stopped or not) | stopped by the rule "
+        "| median stop | left open at the cap | naive peeking: false decision / stopped |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for k, (plan, run_s) in enumerate((("as planned", RUN_S), ("set-up 60 s over", RUN_S - 60))):
         for c, (name, cell) in enumerate(CELLS.items()):
@@ -181,12 +213,19 @@ def main() -> int:
             r = simulate(rng, a.sims, cell, float(run_s))
             looks = "/".join(f"{x:g}" for x in r["looks"])
             when = f"{np.median(r['when']):.0f} s" if r["when"] else "–"
-            open_ = ", ".join(f"{g} {n / a.sims:.0%}" for g, n in sorted(r["cap_open"].items(), key=lambda x: -x[1])) or "–"
-            print(f"| {plan} ({run_s} s, looks {looks} s) | {name} | {pct(r['false'], a.sims)} | "
-                  f"{pct(r['false_any'], a.sims)} | {pct(r['stop'], a.sims)} | {when} | {open_} | "
-                  f"{r['naive_false'] / a.sims:.1%} / {r['naive_stop'] / a.sims:.0%} |", flush=True)
-    print("\nrealism: between-relay log-sd of the level at the first look, simulated (median, the demo as measured, "
-          "as planned) against the real runs' median")
+            open_ = (
+                ", ".join(f"{g} {n / a.sims:.0%}" for g, n in sorted(r["cap_open"].items(), key=lambda x: -x[1])) or "–"
+            )
+            print(
+                f"| {plan} ({run_s} s, looks {looks} s) | {name} | {pct(r['false'], a.sims)} | "
+                f"{pct(r['false_any'], a.sims)} | {pct(r['stop'], a.sims)} | {when} | {open_} | "
+                f"{r['naive_false'] / a.sims:.1%} / {r['naive_stop'] / a.sims:.0%} |",
+                flush=True,
+            )
+    print(
+        "\nrealism: between-relay log-sd of the level at the first look, simulated (median, the demo as measured, "
+        "as planned) against the real runs' median"
+    )
     r = simulate(np.random.default_rng([a.seed, 9]), min(a.sims, 500), DEMO_MEASURED, float(RUN_S))
     for g in NAMES:
         print(f"  {g}: simulated {np.nanmedian(r['sd'][g]):.3f}, measured {MEASURED_SD[g]:.3f}")

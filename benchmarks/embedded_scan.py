@@ -10,6 +10,7 @@ them) and the rest, which must each be a real embedder: review that list. `--exp
 controls (a file known to embed a family) and fails if one is missed. Latest figures:
 docs/how-to/allocators.md, "Allocators compiled into the program".
 """
+
 from __future__ import annotations
 
 import argparse
@@ -50,8 +51,13 @@ def elf_files(roots):
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("roots", nargs="*", default=["/usr", "/opt", "/root", "/work/main/.venv"])
-    ap.add_argument("--expect", action="append", default=[], metavar="PATH=FAMILY",
-                    help="a positive control: this file embeds this family")
+    ap.add_argument(
+        "--expect",
+        action="append",
+        default=[],
+        metavar="PATH=FAMILY",
+        help="a positive control: this file embeds this family",
+    )
     args = ap.parse_args()
     n = nbytes = 0
     hits: list[tuple[str, tuple]] = []
@@ -69,10 +75,14 @@ def main() -> int:
     elapsed = time.perf_counter() - t0
     libs = [(p, f) for p, f in hits if KNOWN_LIBRARY.search(os.path.basename(p))]
     rest = [(p, f) for p, f in hits if not KNOWN_LIBRARY.search(os.path.basename(p))]
-    print(f"ELF files scanned: {n}, {nbytes / 2**20:.0f} MiB in {elapsed:.1f} s "
-          f"({nbytes / 2**20 / max(elapsed, 1e-9):.0f} MiB/s); slowest {slowest[0]:.2f} s ({slowest[1]})")
-    print(f"findings: {len(hits)} files — {len(libs)} allocator libraries (skipped by name in verification), "
-          f"{len(rest)} other files (each must be a real embedder)")
+    print(
+        f"ELF files scanned: {n}, {nbytes / 2**20:.0f} MiB in {elapsed:.1f} s "
+        f"({nbytes / 2**20 / max(elapsed, 1e-9):.0f} MiB/s); slowest {slowest[0]:.2f} s ({slowest[1]})"
+    )
+    print(
+        f"findings: {len(hits)} files — {len(libs)} allocator libraries (skipped by name in verification), "
+        f"{len(rest)} other files (each must be a real embedder)"
+    )
     print("families:", dict(Counter(f.family for _, fs in hits for f in fs)))
     for title, group in (("allocator libraries", libs), ("other files: review", rest)):
         print(f"\n{title}:")

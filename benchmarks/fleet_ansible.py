@@ -13,6 +13,7 @@ then `alloclab.fleet.rollback`. Per group it prints the median of the units' med
 second half of the window and the ratio to glibc, per host and pooled over the hosts. Prints one
 JSON object. Everything it starts is removed at the end (also on failure).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,20 +36,36 @@ MIMALLOC = "/usr/lib/x86_64-linux-gnu/libmimalloc.so.2"
 
 def one(hosts: int, units: int, collect: float) -> dict:
     import subprocess
+
     counts = {f"h{i}": units for i in range(1, hosts + 1)}
     with fleet(counts, build.build_dir(), JEMALLOC) as f:
         groups = f.base / "relays.toml"
-        groups.write_text('name = "relays"\n[[group]]\nname = "glibc"\nallocator = "glibc"\n'
-                          '[[group]]\nname = "jemalloc"\nallocator = "jemalloc@5.3.0"\n'
-                          '[[group]]\nname = "jemalloc-bg"\nallocator = "jemalloc@5.3.0"\n'
-                          'env = { MALLOC_CONF = "background_thread:true" }\n'
-                          f'[[group]]\nname = "mimalloc"\nallocator = "{MIMALLOC}"\n')
+        groups.write_text(
+            'name = "relays"\n[[group]]\nname = "glibc"\nallocator = "glibc"\n'
+            '[[group]]\nname = "jemalloc"\nallocator = "jemalloc@5.3.0"\n'
+            '[[group]]\nname = "jemalloc-bg"\nallocator = "jemalloc@5.3.0"\n'
+            'env = { MALLOC_CONF = "background_thread:true" }\n'
+            f'[[group]]\nname = "mimalloc"\nallocator = "{MIMALLOC}"\n'
+        )
         debs = f.base / "debs"
-        subprocess.run([str(Path(sys.executable).parent / "alloclab"), "allocators", "package", "jemalloc@5.3.0", "-o", str(debs)],
-                       check=True, capture_output=True, env=f.env)
-        write_inventory(f, {"alloclab_groups_file": str(groups), "alloclab_seed": 1, "alloclab_batch": "2",
-                            "alloclab_debs": [str(next(debs.glob("*.deb")))], "alloclab_collect_interval": "1s",
-                            "alloclab_listen": "9464", "alloclab_merge": False})
+        subprocess.run(
+            [str(Path(sys.executable).parent / "alloclab"), "allocators", "package", "jemalloc@5.3.0", "-o", str(debs)],
+            check=True,
+            capture_output=True,
+            env=f.env,
+        )
+        write_inventory(
+            f,
+            {
+                "alloclab_groups_file": str(groups),
+                "alloclab_seed": 1,
+                "alloclab_batch": "2",
+                "alloclab_debs": [str(next(debs.glob("*.deb")))],
+                "alloclab_collect_interval": "1s",
+                "alloclab_listen": "9464",
+                "alloclab_merge": False,
+            },
+        )
         timings = {}
         for name, extra in (("experiment", ()), ("collect", None), ("report", ()), ("rollback", ())):
             started = time.monotonic()
@@ -66,15 +83,21 @@ def one(hosts: int, units: int, collect: float) -> dict:
             for r in store.replicas():
                 rss = [v for v in store.series(r["id"], ["rss_kb"])["rss_kb"] if v]
                 if rss:
-                    medians.setdefault(r["group"], []).append(statistics.median(rss[len(rss) // 2:]))
+                    medians.setdefault(r["group"], []).append(statistics.median(rss[len(rss) // 2 :]))
             store.close()
             per_host[host] = {g: round(statistics.median(v) / 1024, 2) for g, v in sorted(medians.items())}
             for g, v in medians.items():
                 pooled.setdefault(g, []).extend(v)
         pooled_mb = {g: round(statistics.median(v) / 1024, 2) for g, v in sorted(pooled.items())}
         ratio = {g: round(v / pooled_mb["glibc"], 3) for g, v in pooled_mb.items()}
-        return {"hosts": hosts, "units_per_host": units, "seconds": timings, "median_rss_mb_per_host": per_host,
-                "median_rss_mb_pooled": pooled_mb, "ratio_to_glibc_pooled": ratio}
+        return {
+            "hosts": hosts,
+            "units_per_host": units,
+            "seconds": timings,
+            "median_rss_mb_per_host": per_host,
+            "median_rss_mb_pooled": pooled_mb,
+            "ratio_to_glibc_pooled": ratio,
+        }
 
 
 def main() -> None:

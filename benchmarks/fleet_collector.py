@@ -21,6 +21,7 @@ afresh and through a kept descriptor). Prints one JSON object per size, then one
     SUMMARY 2000 units, 1 s interval, load 12.5: cheap tier 4.1% of a core (20.5 us a unit; C floor
     26.1 us = 5.2%, ratio 0.79); full tier 2.0%; ticks on time 59/60; p99 lateness 1.0% of the interval
 """
+
 from __future__ import annotations
 
 import argparse
@@ -52,18 +53,37 @@ def child(args) -> None:
     units = systemd.units_from("user", Path(args.root))
     plan = load_plan(Path(args.plan))
     t0 = time.monotonic()
-    if os.environ.get("ALLOCLAB_BENCH_PROFILE"):            # where the time goes: cProfile to that file
+    if os.environ.get("ALLOCLAB_BENCH_PROFILE"):  # where the time goes: cProfile to that file
         import cProfile
-        with cProfile.Profile(time.process_time) as prof:        # CPU, not wall: the host is shared
+
+        with cProfile.Profile(time.process_time) as prof:  # CPU, not wall: the host is shared
             result = collector.collect(units, plan, Path(args.run), args.interval, args.seconds, say=lambda s: None)
         prof.dump_stats(os.environ["ALLOCLAB_BENCH_PROFILE"])
     else:
         result = collector.collect(units, plan, Path(args.run), args.interval, args.seconds, say=lambda s: None)
     wall = time.monotonic() - t0
     me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    print(json.dumps({"wall_s": wall, "cpu_self_s": me.ru_utime + me.ru_stime, "cpu_children_s": kids.ru_utime + kids.ru_stime,
-                      **{k: result[k] for k in ("ticks", "lateness", "durations", "tick_cpu", "systemd_queries", "full_tier_cpu_s",
-                                                 "phase_cpu")}}))
+    print(
+        json.dumps(
+            {
+                "wall_s": wall,
+                "cpu_self_s": me.ru_utime + me.ru_stime,
+                "cpu_children_s": kids.ru_utime + kids.ru_stime,
+                **{
+                    k: result[k]
+                    for k in (
+                        "ticks",
+                        "lateness",
+                        "durations",
+                        "tick_cpu",
+                        "systemd_queries",
+                        "full_tier_cpu_s",
+                        "phase_cpu",
+                    )
+                },
+            }
+        )
+    )
 
 
 def start_units(names: list[str]) -> None:
@@ -72,13 +92,16 @@ def start_units(names: list[str]) -> None:
     wanted = set(names)
     deadline = time.monotonic() + 900
     while time.monotonic() < deadline:
-        out = subprocess.run(["systemctl", "--user", "list-units", "--type=service", "--state=active", "--no-legend",
-                              "--plain"], capture_output=True, text=True).stdout
+        out = subprocess.run(
+            ["systemctl", "--user", "list-units", "--type=service", "--state=active", "--no-legend", "--plain"],
+            capture_output=True,
+            text=True,
+        ).stdout
         missing = sorted(wanted - {line.split()[0] for line in out.splitlines() if line.strip()})
         if not missing:
             return
         for i in range(0, len(missing), 250):
-            subprocess.run(["systemctl", "--user", "start", "--no-block", *missing[i:i + 250]], capture_output=True)
+            subprocess.run(["systemctl", "--user", "start", "--no-block", *missing[i : i + 250]], capture_output=True)
         time.sleep(2)
     raise RuntimeError("units did not all start in 900 s")
 
@@ -100,7 +123,7 @@ def native_read_cost(procs: list[str], rounds: int = 30) -> dict:
         r.membership_every(n)
         for i, path in enumerate(procs):
             r.set_unit(i, path)
-        r.read()                                   # descriptors opened
+        r.read()  # descriptors opened
         readers[name], out[name] = r, 0.0
     for _ in range(rounds // every):
         for name, r in readers.items():
@@ -124,8 +147,10 @@ def measure(n: int, crashing: int, seconds: float, interval: float, helpers: Pat
     unit_dir = root / "etc" / "systemd" / "system"
     unit_dir.mkdir(parents=True)
     (unit_dir / f"bench{tag}@.service").write_text(f"[Service]\nType=simple\nExecStart={helpers / 'memhog'} 1\n")
-    (unit_dir / f"crash{tag}@.service").write_text("[Service]\nType=simple\nExecStart=/bin/sh -c 'sleep 0.5; exit 1'\n"
-                                                   "Restart=always\nRestartSec=0.5\nStartLimitIntervalSec=0\n")
+    (unit_dir / f"crash{tag}@.service").write_text(
+        "[Service]\nType=simple\nExecStart=/bin/sh -c 'sleep 0.5; exit 1'\n"
+        "Restart=always\nRestartSec=0.5\nStartLimitIntervalSec=0\n"
+    )
     names = [f"bench{tag}@{i}.service" for i in range(n)] + [f"crash{tag}@{i}.service" for i in range(crashing)]
     with user_manager(unit_dir, scratch):
         t0 = time.monotonic()
@@ -142,31 +167,61 @@ def measure(n: int, crashing: int, seconds: float, interval: float, helpers: Pat
         plan = make_plan(systemd.units_from("user", root), f"*{tag}@*", groups, 1, scratch / f"plan-{n}.json")
         plan_s = time.monotonic() - t0
         run = scratch / f"run-{n}"
-        proc = subprocess.run([sys.executable, __file__, "--child", "--root", str(root), "--plan", str(plan.path),
-                               "--run", str(run), "--interval", str(interval), "--seconds", str(seconds)],
-                              capture_output=True, text=True, timeout=seconds * 5 + 600)
+        proc = subprocess.run(
+            [
+                sys.executable,
+                __file__,
+                "--child",
+                "--root",
+                str(root),
+                "--plan",
+                str(plan.path),
+                "--run",
+                str(run),
+                "--interval",
+                str(interval),
+                "--seconds",
+                str(seconds),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=seconds * 5 + 600,
+        )
         if proc.returncode:
             raise RuntimeError(proc.stderr[-2000:])
         got = json.loads(proc.stdout.strip().splitlines()[-1])
-        state = systemd.units_from("user", root).unit_states(names[:n])   # (also set-up: the floor's files)
+        state = systemd.units_from("user", root).unit_states(names[:n])  # (also set-up: the floor's files)
         procs = [files[0] for files in (systemd.cgroup_files(s.control_group) for s in state.values()) if files[0]]
-        floor = json.loads(subprocess.run([str(helpers / "sampler_floor"), "-c", "20", *procs], capture_output=True,
-                                          text=True, check=True).stdout)
+        floor = json.loads(
+            subprocess.run(
+                [str(helpers / "sampler_floor"), "-c", "20", *procs], capture_output=True, text=True, check=True
+            ).stdout
+        )
         native = native_read_cost(procs)
-        reads = json.loads(subprocess.run([str(helpers / "sampler_floor"), "-b", "20", *procs], capture_output=True,
-                                          text=True, check=True).stdout)
+        reads = json.loads(
+            subprocess.run(
+                [str(helpers / "sampler_floor"), "-b", "20", *procs], capture_output=True, text=True, check=True
+            ).stdout
+        )
     cpu = got["cpu_self_s"] + got["cpu_children_s"]
     cheap_cpu = cpu - got["full_tier_cpu_s"]
     floor_share = floor["unit_us"] * 1e-6 * n / interval
     late = got["lateness"]
-    steady = got["tick_cpu"][3:] or got["tick_cpu"]            # after start-up (first verifications, rows)
+    steady = got["tick_cpu"][3:] or got["tick_cpu"]  # after start-up (first verifications, rows)
     full_per_tick = got["full_tier_cpu_s"] / got["ticks"]
     return {
-        "units": n, "crashing_units": crashing, "unit_type": "Type=simple (memhog 1 MiB)", "interval_s": interval,
-        "seconds": round(got["wall_s"], 1), "ticks": got["ticks"], "load_average": os.getloadavg(),
-        "start_units_s": round(started_s, 1), "plan_s": round(plan_s, 1),
+        "units": n,
+        "crashing_units": crashing,
+        "unit_type": "Type=simple (memhog 1 MiB)",
+        "interval_s": interval,
+        "seconds": round(got["wall_s"], 1),
+        "ticks": got["ticks"],
+        "load_average": os.getloadavg(),
+        "start_units_s": round(started_s, 1),
+        "plan_s": round(plan_s, 1),
         "cpu_share_of_one_core": round(cpu / got["wall_s"], 4),
-        "slots": int(got["wall_s"] / interval), "ticks_on_time": sum(1 for x in late if x <= 0.1 * interval) + 1,
+        "slots": int(got["wall_s"] / interval),
+        "ticks_on_time": sum(1 for x in late if x <= 0.1 * interval) + 1,
         "steady_tick_cpu_median_s": round(statistics.median(steady), 4),
         "steady_cheap_share_at_interval": round((statistics.median(steady) - full_per_tick) / interval, 4),
         "steady_cheap_us_per_unit": round((statistics.median(steady) - full_per_tick) / n * 1e6, 1),
@@ -175,9 +230,11 @@ def measure(n: int, crashing: int, seconds: float, interval: float, helpers: Pat
         "full_tier_share": round(got["full_tier_cpu_s"] / got["wall_s"], 4),
         "cheap_tier_share": round(cheap_cpu / got["wall_s"], 4),
         "cheap_us_per_unit": round(cheap_cpu / got["ticks"] / n * 1e6, 1),
-        "floor_us_per_unit": round(floor["unit_us"], 1), "floor_share": round(floor_share, 4),
+        "floor_us_per_unit": round(floor["unit_us"], 1),
+        "floor_share": round(floor_share, 4),
         "ratio_to_floor": round(cheap_cpu / got["ticks"] / n * 1e6 / floor["unit_us"], 2),
-        "tick_s_median": round(statistics.median(got["durations"]), 4), "tick_s_p99": round(pct(got["durations"], 0.99), 4),
+        "tick_s_median": round(statistics.median(got["durations"]), 4),
+        "tick_s_p99": round(pct(got["durations"], 0.99), 4),
         "lateness_p99_share_of_interval": round(pct(late, 0.99) / interval, 4) if late else None,
         "lateness_max_s": round(max(late), 4) if late else None,
         # after the third tick, as the steady CPU: the first tick verifies every process (13 s at
@@ -195,14 +252,17 @@ def measure(n: int, crashing: int, seconds: float, interval: float, helpers: Pat
 def summary(got: dict) -> str:
     """The figures the goal names, on one line (steady state: ticks after the third)."""
     late = got["lateness_p99_share_of_interval"]
-    return (f"SUMMARY {got['units']} units" + (f" + {got['crashing_units']} crashing" if got["crashing_units"] else "")
-            + f", {got['interval_s']:g} s interval, load {got['load_average'][0]:.1f}: cheap tier "
-            f"{100 * got['steady_cheap_share_at_interval']:.2f}% of a core ({got['steady_cheap_us_per_unit']} us a unit; "
-            f"C floor {got['floor_us_per_unit']} us = {100 * got['floor_share']:.1f}%, ratio {got['steady_ratio_to_floor']}); "
-            f"full tier {100 * got['full_tier_share']:.1f}%; ticks on time {got['ticks_on_time']}/{got['slots']}; "
-            f"p99 lateness {'-' if late is None else f'{100 * late:.1f}%'} of the interval (after the third tick: "
-            f"{got['steady_ticks_on_time']} on time, p99 {100 * (got['steady_lateness_p99_share_of_interval'] or 0):.1f}%); "
-            f"systemd questions {got['systemd_queries_per_tick']} a tick")
+    return (
+        f"SUMMARY {got['units']} units"
+        + (f" + {got['crashing_units']} crashing" if got["crashing_units"] else "")
+        + f", {got['interval_s']:g} s interval, load {got['load_average'][0]:.1f}: cheap tier "
+        f"{100 * got['steady_cheap_share_at_interval']:.2f}% of a core ({got['steady_cheap_us_per_unit']} us a unit; "
+        f"C floor {got['floor_us_per_unit']} us = {100 * got['floor_share']:.1f}%, ratio {got['steady_ratio_to_floor']}); "
+        f"full tier {100 * got['full_tier_share']:.1f}%; ticks on time {got['ticks_on_time']}/{got['slots']}; "
+        f"p99 lateness {'-' if late is None else f'{100 * late:.1f}%'} of the interval (after the third tick: "
+        f"{got['steady_ticks_on_time']} on time, p99 {100 * (got['steady_lateness_p99_share_of_interval'] or 0):.1f}%); "
+        f"systemd questions {got['systemd_queries_per_tick']} a tick"
+    )
 
 
 def main() -> None:
@@ -219,7 +279,9 @@ def main() -> None:
     if args.child:
         child(args)
         return
-    signal.signal(signal.SIGTERM, lambda *a: sys.exit(143))    # `timeout` and friends: clean up (manager, cgroups) on the way out
+    signal.signal(
+        signal.SIGTERM, lambda *a: sys.exit(143)
+    )  # `timeout` and friends: clean up (manager, cgroups) on the way out
     helpers = build_helpers()
     scratch = Path(tempfile.mkdtemp(prefix=f"alloclab-fleet-bench-{os.getpid()}-"))
     try:

@@ -33,6 +33,7 @@ candidate with τ 2 h; how often the status decides anyway, at settle 1 h and 1 
 as alloclab would, and `fleet status` asked at every hour of it: the first hour each comparison
 is decided, and the first hour every comparison is (the day alloclab would have said stop).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -72,7 +73,7 @@ def ar1(rng, n_units: int, n: int, tau_s: float, sd: float, heavy: bool = False)
     phi = math.exp(-STEP / tau_s)
     scale = sd * math.sqrt(1 - phi * phi)
     if heavy:
-        e = rng.standard_t(3, size=(n_units, n)) / math.sqrt(3.0)      # unit variance, heavy tails
+        e = rng.standard_t(3, size=(n_units, n)) / math.sqrt(3.0)  # unit variance, heavy tails
     else:
         e = rng.standard_normal((n_units, n))
     x = np.empty((n_units, n))
@@ -101,8 +102,16 @@ def fleet(rng, n_units: int, effect: float, days: float = 14.0, regrowth_h: tupl
                 starts.append(nxt)
             start_of = np.array(starts)[np.searchsorted(starts, t, side="right") - 1]
             age = t - start_of
-            log_mb = (math.log(100.0) + mu + u[i] + 0.06 * np.sin(2 * math.pi * t / DAY + psi[i]) + fast[i] + slow[i]
-                      - 0.4 * np.exp(-age / (tau_h * 3600.0)) + np.where(t >= shift_at, math.log(1.1), 0.0))
+            log_mb = (
+                math.log(100.0)
+                + mu
+                + u[i]
+                + 0.06 * np.sin(2 * math.pi * t / DAY + psi[i])
+                + fast[i]
+                + slow[i]
+                - 0.4 * np.exp(-age / (tau_h * 3600.0))
+                + np.where(t >= shift_at, math.log(1.1), 0.0)
+            )
             segs = []
             for k, s0 in enumerate(starts):
                 s1 = starts[k + 1] if k + 1 < len(starts) else math.inf
@@ -113,12 +122,13 @@ def fleet(rng, n_units: int, effect: float, days: float = 14.0, regrowth_h: tupl
     return series
 
 
-def one(rng, n_units: int, effect: float, plan: decision.LookPlan, naive: bool,
-        regrowth_h: tuple[float, float] = (8.0, 8.0)) -> dict:
+def one(
+    rng, n_units: int, effect: float, plan: decision.LookPlan, naive: bool, regrowth_h: tuple[float, float] = (8.0, 8.0)
+) -> dict:
     series = fleet(rng, n_units, effect, regrowth_h=regrowth_h)
     looks = [(lt, decision.look_data(series, 0.0, lt, plan.settle_s)) for lt in plan.times()]
     final = decision.decide(looks, "base", plan).comparisons[0]
-    early = decision.decide(looks[:4], "base", plan).comparisons[0]          # the status at day 2
+    early = decision.decide(looks[:4], "base", plan).comparisons[0]  # the status at day 2
     # the naive rule: a fixed-level Welch test at every hourly look
     naive_day = None
     for h in range(1, 14 * 24 + 1 if naive else 0):
@@ -128,9 +138,13 @@ def one(rng, n_units: int, effect: float, plan: decision.LookPlan, naive: bool,
             if w is not None and w.p < 0.05:
                 naive_day = h / 24
                 break
-    return {"outcome": final.outcome, "day": None if final.look_s is None or final.state != "decided" else final.look_s / DAY,
-            "early_state": early.state, "early_expected_day": None if early.expected_decision_s is None
-            else early.expected_decision_s / DAY, "naive_day": naive_day}
+    return {
+        "outcome": final.outcome,
+        "day": None if final.look_s is None or final.state != "decided" else final.look_s / DAY,
+        "early_state": early.state,
+        "early_expected_day": None if early.expected_decision_s is None else early.expected_decision_s / DAY,
+        "naive_day": naive_day,
+    }
 
 
 def part_sim(args) -> None:
@@ -149,21 +163,35 @@ def part_sim(args) -> None:
             naive_n = min(reps, args.naive_reps)
             naive_false = sum(r["naive_day"] is not None for r in rows) if truth is None else None
             days = [r["day"] for r in rows if r["outcome"] == truth and r["day"] is not None] if truth else []
-            proj = [(r["early_expected_day"], r["day"]) for r in rows
-                    if r["early_state"] == "undecided" and r["early_expected_day"] is not None and r["day"] is not None
-                    and r["outcome"] == truth]
-            cell = {"units": n_units, "effect": effect, "reps": reps,
-                    "false_decisions": wrong, "false_rate": wrong / reps, "false_ci": wilson(wrong, reps),
-                    "equivalent": equiv,
-                    "power": right / reps if truth else None, "power_ci": wilson(right, reps) if truth else None,
-                    "median_day": float(np.median(days)) if days else None,
-                    "naive_hourly_reps": naive_n if truth is None else None,
-                    "naive_hourly_false_rate": None if naive_false is None else naive_false / naive_n,
-                    "naive_hourly_false_ci": None if naive_false is None else wilson(naive_false, naive_n),
-                    "projection_at_day2": {"n": len(proj), "median_expected_minus_actual_days":
-                                           float(np.median([e - a for e, a in proj])) if proj else None,
-                                           "within_1_day": sum(abs(e - a) <= 1.0 for e, a in proj)},
-                    "cpu_s": round(time.process_time() - t0, 1)}
+            proj = [
+                (r["early_expected_day"], r["day"])
+                for r in rows
+                if r["early_state"] == "undecided"
+                and r["early_expected_day"] is not None
+                and r["day"] is not None
+                and r["outcome"] == truth
+            ]
+            cell = {
+                "units": n_units,
+                "effect": effect,
+                "reps": reps,
+                "false_decisions": wrong,
+                "false_rate": wrong / reps,
+                "false_ci": wilson(wrong, reps),
+                "equivalent": equiv,
+                "power": right / reps if truth else None,
+                "power_ci": wilson(right, reps) if truth else None,
+                "median_day": float(np.median(days)) if days else None,
+                "naive_hourly_reps": naive_n if truth is None else None,
+                "naive_hourly_false_rate": None if naive_false is None else naive_false / naive_n,
+                "naive_hourly_false_ci": None if naive_false is None else wilson(naive_false, naive_n),
+                "projection_at_day2": {
+                    "n": len(proj),
+                    "median_expected_minus_actual_days": float(np.median([e - a for e, a in proj])) if proj else None,
+                    "within_1_day": sum(abs(e - a) <= 1.0 for e, a in proj),
+                },
+                "cpu_s": round(time.process_time() - t0, 1),
+            }
             cells.append(cell)
             print(json.dumps(cell), flush=True)
     print(json.dumps({"seed": args.seed, "load": open("/proc/loadavg").read().split()[:3], "cells": cells}))
@@ -181,10 +209,21 @@ def part_regrowth(args) -> None:
             rows = [one(rng, n_units, 1.0, plan, False, regrowth_h=(24.0, 2.0)) for _ in range(args.reps_null)]
             wrong = sum(r["outcome"] in ("lower", "higher") for r in rows)
             days = [r["day"] for r in rows if r["outcome"] in ("lower", "higher")]
-            print(json.dumps({"settle_h": settle_h, "units": n_units, "reps": args.reps_null, "decided": wrong,
-                              "rate": wrong / args.reps_null, "ci": wilson(wrong, args.reps_null),
-                              "median_day": float(np.median(days)) if days else None,
-                              "cpu_s": round(time.process_time() - t0, 1)}), flush=True)
+            print(
+                json.dumps(
+                    {
+                        "settle_h": settle_h,
+                        "units": n_units,
+                        "reps": args.reps_null,
+                        "decided": wrong,
+                        "rate": wrong / args.reps_null,
+                        "ci": wilson(wrong, args.reps_null),
+                        "median_day": float(np.median(days)) if days else None,
+                        "cpu_s": round(time.process_time() - t0, 1),
+                    }
+                ),
+                flush=True,
+            )
     print(json.dumps({"seed": args.seed, "load": open("/proc/loadavg").read().split()[:3]}))
 
 
@@ -194,6 +233,7 @@ def part_replay(args) -> None:
     from alloclab.store import Store
     from alloclab.torutils.importer import import_torutils
     from tests.conftest import DATASETS
+
     plan = decision.LookPlan()
     out = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -210,9 +250,15 @@ def part_replay(args) -> None:
                 if st.recommended is not None and stop_day is None:
                     stop_day, rec = h / 24, st.recommended
             final = decision.status_at(run, plan)
-            out[name] = {"days": (run.t_last - run.t0) / DAY, "baseline": run.baseline, "hourly_looks": hours,
-                         "first_decided_day": first, "stop_day": stop_day, "recommended_then": rec,
-                         "final": [decision.status_line(c, plan) for c in final.comparisons]}
+            out[name] = {
+                "days": (run.t_last - run.t0) / DAY,
+                "baseline": run.baseline,
+                "hourly_looks": hours,
+                "first_decided_day": first,
+                "stop_day": stop_day,
+                "recommended_then": rec,
+                "final": [decision.status_line(c, plan) for c in final.comparisons],
+            }
             store.close()
             print(json.dumps({name: out[name]}, indent=1), flush=True)
 
@@ -223,7 +269,9 @@ def main() -> None:
     ap.add_argument("--units", type=int, nargs="+", default=[5, 20, 80])
     ap.add_argument("--reps-null", type=int, default=300)
     ap.add_argument("--reps-alt", type=int, default=150)
-    ap.add_argument("--naive-reps", type=int, default=60, help="null replications that also run the naive hourly test (costly)")
+    ap.add_argument(
+        "--naive-reps", type=int, default=60, help="null replications that also run the naive hourly test (costly)"
+    )
     ap.add_argument("--seed", type=int, default=20261128)
     args = ap.parse_args()
     {"sim": part_sim, "regrowth": part_regrowth, "replay": part_replay}[args.part](args)

@@ -24,6 +24,7 @@ Truth: ratio 1.00 and flat unless stated. Every dataset is seeded from --seed.
 
 Prints one markdown table (figure, measured rate with its 95% Clopper–Pearson interval, target, n).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -47,7 +48,7 @@ from torutils_scenarios import GROUPS, T0, analyse_folder, relay_name, write_exp
 from alloclab.stats import calibration as sim
 from alloclab.stats.added_growth import BEYOND
 
-GROWING = ("Growing", "Bloating", "Ratcheting")     # "Ratcheting": the word before it was retired (a before-run)
+GROWING = ("Growing", "Bloating", "Ratcheting")  # "Ratcheting": the word before it was retired (a before-run)
 
 
 def in_steps(g) -> bool:
@@ -58,6 +59,7 @@ def in_steps(g) -> bool:
 @dataclass
 class Fleet:
     """One dataset's design."""
+
     n: int = 5
     days: float = 1.5
     step_s: float = 600.0
@@ -66,25 +68,32 @@ class Fleet:
     cv: float = 0.10
     ar_share: float = 0.015
     ar_phi: float = 0.9
-    cycle: dict[str, float] = field(default_factory=dict)      # group -> daily amplitude (shared phase: the clock)
+    cycle: dict[str, float] = field(default_factory=dict)  # group -> daily amplitude (shared phase: the clock)
     cycle_phase: float = 0.0
-    growth_per_day: dict[str, float] = field(default_factory=dict)   # group -> linear growth, share of level a day
-    climb: dict[str, str] = field(default_factory=dict)   # group -> "smooth" / "levelling" / "steps": +climb_share over the window
+    growth_per_day: dict[str, float] = field(default_factory=dict)  # group -> linear growth, share of level a day
+    climb: dict[str, str] = field(
+        default_factory=dict
+    )  # group -> "smooth" / "levelling" / "steps": +climb_share over the window
     climb_share: float = 0.08
-    fresh: bool = False                 # every relay starts with the data, regrowing
+    fresh: bool = False  # every relay starts with the data, regrowing
     low: tuple[float, float] = (0.3, 0.7)
     tau_h: tuple[float, float] = (1.0, 12.0)
-    restart_groups: list[str] = field(default_factory=list)   # groups whose relays all restart at `restart_share`
+    restart_groups: list[str] = field(default_factory=list)  # groups whose relays all restart at `restart_share`
     restart_share: float = 0.5
-    restart_label: str = "group"        # "group": one event per group, labelled; "all": one event for every relay;
-                                        # "replica": one event per relay naming it; "none": unrecorded
-    stagger: bool = False               # per-relay sampling offsets, clock skew and missed ticks
+    restart_label: str = "group"  # "group": one event per group, labelled; "all": one event for every relay;
+    # "replica": one event per relay naming it; "none": unrecorded
+    stagger: bool = False  # per-relay sampling offsets, clock skew and missed ticks
 
 
 def draw(rng: np.random.Generator, **fixed) -> Fleet:
-    kw = dict(step_s=float(rng.choice([300.0, 600.0, 900.0])), ar_phi=float(rng.uniform(0.8, 0.95)),
-              ar_share=float(rng.uniform(0.01, 0.02)), cv=float(rng.uniform(0.05, 0.15)),
-              start_hour=float(rng.uniform(0, 24)), level_mb=float(rng.uniform(150, 600)))
+    kw = dict(
+        step_s=float(rng.choice([300.0, 600.0, 900.0])),
+        ar_phi=float(rng.uniform(0.8, 0.95)),
+        ar_share=float(rng.uniform(0.01, 0.02)),
+        cv=float(rng.uniform(0.05, 0.15)),
+        start_hour=float(rng.uniform(0, 24)),
+        level_mb=float(rng.uniform(150, 600)),
+    )
     kw.update(fixed)
     return Fleet(**kw)
 
@@ -96,7 +105,7 @@ def make(rng: np.random.Generator, f: Fleet):
     data: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
     events: list[tuple[float, str, str, str, str]] = []
     restart_at = base_t[0] + f.restart_share * rel[-1]
-    clocks = np.random.default_rng(int(rng.integers(2 ** 31)))     # drawn either way: the same noise aligned or not
+    clocks = np.random.default_rng(int(rng.integers(2**31)))  # drawn either way: the same noise aligned or not
     for g in GROUPS:
         off = f.level_mb * np.exp(f.cv * rng.standard_normal(f.n))
         rows = []
@@ -155,8 +164,9 @@ def write(folder: Path, data, events) -> Path:
         for i, (t, y) in enumerate(relays):
             rows += [(x, f"{_stamp(x)},syn,relay,,{relay_name(g, i)},{g},{int(v * 1024)}") for x, v in zip(t, y)]
     rows.sort(key=lambda r: r[0])
-    (folder / "memory.csv").write_text("timestamp,server,type,fingerprint,nickname,group,rss_kb\n"
-                                       + "\n".join(r for _, r in rows) + "\n")
+    (folder / "memory.csv").write_text(
+        "timestamp,server,type,fingerprint,nickname,group,rss_kb\n" + "\n".join(r for _, r in rows) + "\n"
+    )
     if events:
         ev = ["timestamp,event_type,description,group,replica"]
         ev += [f"{_stamp(t)},{k},{d},{g},{r}" for t, k, d, g, r in sorted(events)]
@@ -179,19 +189,26 @@ def beyond(a) -> int:
 
 def flat_beyond(a) -> int:
     """Groups whose report reads "Flat" beside their own "grows beyond the baseline" (issue 49 item B)."""
-    return sum(1 for g in a.groups if g.status == "Flat" and g.growth_beside is not None and g.growth_beside.word == BEYOND)
+    return sum(
+        1 for g in a.groups if g.status == "Flat" and g.growth_beside is not None and g.growth_beside.word == BEYOND
+    )
 
 
 def outcome(a) -> dict:
-    return dict(growing=sum(g.status in GROWING for g in a.groups), groups=len(a.groups),
-                steps=sum(in_steps(g) for g in a.groups), flat_beyond=flat_beyond(a),
-                steps_of={g.name for g in a.groups if in_steps(g)},
-                beyond=beyond(a), compared=sum(1 for g in a.groups if g.growth_beside is not None),
-                sig=any(g.comparison is not None and g.comparison.significant for g in a.groups),
-                statuses={g.name: g.status for g in a.groups},
-                sig_groups={g.name for g in a.groups if g.comparison is not None and g.comparison.significant},
-                headline=a.recommendation.headline() if a.recommendation else "",
-                kinds=sorted({w.kind for w in a.warnings}))
+    return dict(
+        growing=sum(g.status in GROWING for g in a.groups),
+        groups=len(a.groups),
+        steps=sum(in_steps(g) for g in a.groups),
+        flat_beyond=flat_beyond(a),
+        steps_of={g.name for g in a.groups if in_steps(g)},
+        beyond=beyond(a),
+        compared=sum(1 for g in a.groups if g.growth_beside is not None),
+        sig=any(g.comparison is not None and g.comparison.significant for g in a.groups),
+        statuses={g.name: g.status for g in a.groups},
+        sig_groups={g.name for g in a.groups if g.comparison is not None and g.comparison.significant},
+        headline=a.recommendation.headline() if a.recommendation else "",
+        kinds=sorted({w.kind for w in a.warnings}),
+    )
 
 
 ROWS: list[tuple[str, str, str, int]] = []
@@ -218,39 +235,84 @@ def tally(rng, work, n, what, design, *, show=False):
         for k in o["kinds"]:
             tot["warned"][k] = tot["warned"].get(k, 0) + 1
         if show:
-            print(f"    {o['statuses']} sig={sorted(o['sig_groups'])} beyond={o['beyond']} | {o['headline'][:140]}",
-                  file=sys.stderr)
+            print(
+                f"    {o['statuses']} sig={sorted(o['sig_groups'])} beyond={o['beyond']} | {o['headline'][:140]}",
+                file=sys.stderr,
+            )
     return tot, outs
 
 
 def part_fresh(rng, work, n):
     tot, _ = tally(rng, work, n, "fresh", lambda: draw(rng, fresh=True, days=float(rng.uniform(1.0, 3.0))))
-    ROWS.append(("every relay starts with the data (from 30–70% of its level, τ 1–12 h), flat, 1–3 d, n = 5: groups "
-                 "Growing (any growth word)", rate(tot["growing"], tot["groups"]), "≤ 1%", n))
-    ROWS.append(("… comparisons \"grows beyond the baseline\"", rate(tot["beyond"], tot["compared"]), "≤ 5%", n))
+    ROWS.append(
+        (
+            "every relay starts with the data (from 30–70% of its level, τ 1–12 h), flat, 1–3 d, n = 5: groups "
+            "Growing (any growth word)",
+            rate(tot["growing"], tot["groups"]),
+            "≤ 1%",
+            n,
+        )
+    )
+    ROWS.append(('… comparisons "grows beyond the baseline"', rate(tot["beyond"], tot["compared"]), "≤ 5%", n))
     ROWS.append(("… datasets with a significant comparison", rate(tot["sig"], n), "≤ 5%", n))
 
 
 def part_group_restart(rng, work, n):
     for label, within in (("group", (0.05, 0.95)), ("none", (0.05, 0.95)), ("replica", (0.05, 0.5))):
-        tot, _ = tally(rng, work, n, f"group-restart ({label})", lambda: draw(
-            rng, restart_groups=[str(rng.choice(list(GROUPS)))], restart_share=float(rng.uniform(*within)),
-            restart_label=label, days=float(rng.uniform(1.0, 3.0))))
-        how = {"group": "one recorded event labelled with the group", "none": "no event",
-               "replica": "one recorded event naming each relay"}[label]
-        ROWS.append((f"one group's relays all restart at {within[0]:.0%}–{within[1]:.0%} of 1–3 d, {how}, n = 5: "
-                     "groups Growing", rate(tot["growing"], tot["groups"]), "≤ 1%", n))
-        ROWS.append(("… comparisons \"grows beyond the baseline\"", rate(tot["beyond"], tot["compared"]), "≤ 5%", n))
+        tot, _ = tally(
+            rng,
+            work,
+            n,
+            f"group-restart ({label})",
+            lambda: draw(
+                rng,
+                restart_groups=[str(rng.choice(list(GROUPS)))],
+                restart_share=float(rng.uniform(*within)),
+                restart_label=label,
+                days=float(rng.uniform(1.0, 3.0)),
+            ),
+        )
+        how = {
+            "group": "one recorded event labelled with the group",
+            "none": "no event",
+            "replica": "one recorded event naming each relay",
+        }[label]
+        ROWS.append(
+            (
+                f"one group's relays all restart at {within[0]:.0%}–{within[1]:.0%} of 1–3 d, {how}, n = 5: "
+                "groups Growing",
+                rate(tot["growing"], tot["groups"]),
+                "≤ 1%",
+                n,
+            )
+        )
+        ROWS.append(('… comparisons "grows beyond the baseline"', rate(tot["beyond"], tot["compared"]), "≤ 5%", n))
         ROWS.append(("… datasets with a significant comparison", rate(tot["sig"], n), "≤ 5%", n))
 
 
 def part_fleet_restart(rng, work, n):
-    tot, _ = tally(rng, work, n, "fleet-restart", lambda: draw(
-        rng, restart_groups=list(GROUPS), restart_share=float(rng.uniform(0.05, 0.5)), restart_label="all",
-        days=float(rng.uniform(1.0, 3.0))))
-    ROWS.append(("every relay restarts together in the first half (one event for all), 1–3 d, n = 5: groups Growing",
-                 rate(tot["growing"], tot["groups"]), "≤ 1%", n))
-    ROWS.append(("… comparisons \"grows beyond the baseline\"", rate(tot["beyond"], tot["compared"]), "≤ 5%", n))
+    tot, _ = tally(
+        rng,
+        work,
+        n,
+        "fleet-restart",
+        lambda: draw(
+            rng,
+            restart_groups=list(GROUPS),
+            restart_share=float(rng.uniform(0.05, 0.5)),
+            restart_label="all",
+            days=float(rng.uniform(1.0, 3.0)),
+        ),
+    )
+    ROWS.append(
+        (
+            "every relay restarts together in the first half (one event for all), 1–3 d, n = 5: groups Growing",
+            rate(tot["growing"], tot["groups"]),
+            "≤ 1%",
+            n,
+        )
+    )
+    ROWS.append(('… comparisons "grows beyond the baseline"', rate(tot["beyond"], tot["compared"]), "≤ 5%", n))
     ROWS.append(("… datasets with a significant comparison", rate(tot["sig"], n), "≤ 5%", n))
 
 
@@ -258,7 +320,7 @@ def part_stagger(rng, work, n):
     same = errors = 0
     for i in range(n):
         print(f"  stagger: dataset {i + 1} of {n}", file=sys.stderr, flush=True)
-        seed = int(rng.integers(2 ** 31))
+        seed = int(rng.integers(2**31))
         kw = dict(ratio_b=float(rng.choice([1.0, 0.8])))
         f = draw(np.random.default_rng(seed), n=3, days=float(rng.uniform(1.0, 3.0)))
         outs = []
@@ -270,72 +332,158 @@ def part_stagger(rng, work, n):
                 data["B"] = [(t, y * kw["ratio_b"]) for t, y in data["B"]]
             try:
                 a = analyse_data(work, data, ev)
-            except Exception as e:          # an internal error on imported data is what this part looks for
+            except Exception as e:  # an internal error on imported data is what this part looks for
                 errors += 1
                 print(f"    error: {type(e).__name__}: {e}", file=sys.stderr)
                 outs.append(None)
                 continue
-            outs.append(({g.name: (g.status, g.usable, g.comparison.significant if g.comparison else None)
-                          for g in a.groups}, a.recommendation.winner if a.recommendation else None))
+            outs.append(
+                (
+                    {
+                        g.name: (g.status, g.usable, g.comparison.significant if g.comparison else None)
+                        for g in a.groups
+                    },
+                    a.recommendation.winner if a.recommendation else None,
+                )
+            )
         same += outs[0] is not None and outs[0] == outs[1]
         if outs[0] != outs[1]:
             print(f"    differs: {outs[0]} / {outs[1]}", file=sys.stderr)
-    ROWS.append(("staggered samples (own offsets, ±30 s clocks, 2% ticks missed) against the same data aligned, n = 3, "
-                 "B at 1.0× or 0.8×: same words, usable counts, significance and winner", rate(same, n), "≥ 98%", n))
+    ROWS.append(
+        (
+            "staggered samples (own offsets, ±30 s clocks, 2% ticks missed) against the same data aligned, n = 3, "
+            "B at 1.0× or 0.8×: same words, usable counts, significance and winner",
+            rate(same, n),
+            "≥ 98%",
+            n,
+        )
+    )
     ROWS.append(("… datasets ending in an internal error", rate(errors, 2 * n), "0", n))
 
 
 def part_amplitude(rng, work, n):
-    tot, outs = tally(rng, work, n, "amplitude", lambda: draw(
-        rng, cycle={"A": 0.10, "B": 0.02, "C": 0.02, "Z": 0.02}, cycle_phase=float(rng.uniform(0, 2 * np.pi)),
-        days=float(rng.uniform(1.0, 3.0))))
+    tot, outs = tally(
+        rng,
+        work,
+        n,
+        "amplitude",
+        lambda: draw(
+            rng,
+            cycle={"A": 0.10, "B": 0.02, "C": 0.02, "Z": 0.02},
+            cycle_phase=float(rng.uniform(0, 2 * np.pi)),
+            days=float(rng.uniform(1.0, 3.0)),
+        ),
+    )
     a_sig = sum("A" in o["sig_groups"] for _, o in outs)
     warned = sum("daily-swing-differs" in o["kinds"] for _, o in outs)
-    ROWS.append(("group A swings ±10% with the time of day, the others ±2%, equal day means, 1–3 d ending at any hour, "
-                 "n = 5: A significantly different", rate(a_sig, n), "≤ 5%", n))
+    ROWS.append(
+        (
+            "group A swings ±10% with the time of day, the others ±2%, equal day means, 1–3 d ending at any hour, "
+            "n = 5: A significantly different",
+            rate(a_sig, n),
+            "≤ 5%",
+            n,
+        )
+    )
     ROWS.append(("… datasets with a significant comparison", rate(tot["sig"], n), "≤ 5%", n))
     ROWS.append(("… groups Growing", rate(tot["growing"], tot["groups"]), "≤ 1%", n))
     ROWS.append(("… daily-swing-differs warning", rate(warned, n), "100%", n))
 
 
 def part_leak(rng, work, n):
-    for per_day, days, fresh, m in ((0.03, (1.0, 2.5), False, 5), (0.08 / 1.5, (1.5, 1.5), False, 5),
-                                    (0.08 / 1.5, (1.5, 1.5), False, 3), (0.01, (2.0, 5.0), False, 5),
-                                    (0.08 / 1.5, (1.5, 1.5), True, 5), (0.08 / 1.5, (3.0, 3.0), True, 5)):
-        tot, outs = tally(rng, work, n, "leak", lambda: draw(
-            rng, n=m, growth_per_day={"B": per_day}, days=float(rng.uniform(*days)), ar_share=0.02, fresh=fresh))
+    for per_day, days, fresh, m in (
+        (0.03, (1.0, 2.5), False, 5),
+        (0.08 / 1.5, (1.5, 1.5), False, 5),
+        (0.08 / 1.5, (1.5, 1.5), False, 3),
+        (0.01, (2.0, 5.0), False, 5),
+        (0.08 / 1.5, (1.5, 1.5), True, 5),
+        (0.08 / 1.5, (3.0, 3.0), True, 5),
+    ):
+        tot, outs = tally(
+            rng,
+            work,
+            n,
+            "leak",
+            lambda: draw(
+                rng, n=m, growth_per_day={"B": per_day}, days=float(rng.uniform(*days)), ar_share=0.02, fresh=fresh
+            ),
+        )
         b = sum(o["statuses"]["B"] in GROWING for _, o in outs)
         other = sum(sum(w in GROWING for g, w in o["statuses"].items() if g != "B") for _, o in outs)
-        what = (f"{per_day:.1%}/day over {days[0]:g}–{days[1]:g} d" if days[0] != days[1]
-                else f"+{per_day * days[0]:.0%} over {days[0]:g} d")
+        what = (
+            f"{per_day:.1%}/day over {days[0]:g}–{days[1]:g} d"
+            if days[0] != days[1]
+            else f"+{per_day * days[0]:.0%} over {days[0]:g} d"
+        )
         what += ", every relay starting with the data (τ 1–12 h)" if fresh else ""
-        ROWS.append((f"group B leaks {what} at 2% noise, n = {m}: B Growing (power)", rate(b, n, 'wilson'),
-                     "≥ 80%" if per_day > 0.05 and not fresh else "stated", n))
-        ROWS.append(("… flat groups Growing", rate(other, 3 * n, 'wilson'), "≤ 1%", n))
-        ROWS.append(("… groups reading \"Flat\" beside their own \"grows beyond the baseline\"",
-                     rate(tot["flat_beyond"], tot["groups"], 'wilson'), "0", n))
+        ROWS.append(
+            (
+                f"group B leaks {what} at 2% noise, n = {m}: B Growing (power)",
+                rate(b, n, "wilson"),
+                "≥ 80%" if per_day > 0.05 and not fresh else "stated",
+                n,
+            )
+        )
+        ROWS.append(("… flat groups Growing", rate(other, 3 * n, "wilson"), "≤ 1%", n))
+        ROWS.append(
+            (
+                '… groups reading "Flat" beside their own "grows beyond the baseline"',
+                rate(tot["flat_beyond"], tot["groups"], "wilson"),
+                "0",
+                n,
+            )
+        )
 
 
 def part_shapes(rng, work, n):
     for kind in ("steps", "smooth", "levelling"):
         for m in (5, 3):
-            tot, outs = tally(rng, work, n, f"shapes ({kind}, n = {m})", lambda: draw(
-                rng, n=m, climb={"B": kind}, days=1.5, ar_share=0.02))
+            tot, outs = tally(
+                rng,
+                work,
+                n,
+                f"shapes ({kind}, n = {m})",
+                lambda: draw(rng, n=m, climb={"B": kind}, days=1.5, ar_share=0.02),
+            )
             b = sum(o["statuses"]["B"] in GROWING for _, o in outs)
             steps = sum("B" in o["steps_of"] for _, o in outs)
             other = sum(sum(w in GROWING for g, w in o["statuses"].items() if g != "B") for _, o in outs)
-            what = {"steps": "in five uneven steps (each relay its own times)", "smooth": "smoothly (a line)",
-                    "levelling": "levelling off (τ 15% of the window)"}[kind]
-            ROWS.append((f"group B climbs +8% over 1.5 d {what} at 2% noise, n = {m}: B Growing (any growth word)",
-                         rate(b, n, 'wilson'), "≥ 80%" if m == 5 else "stated", n))
-            ROWS.append(("… B \"in steps\"", rate(steps, n, 'wilson'), "stated (power)" if kind == "steps" else "≤ 1%", n))
-            ROWS.append(("… flat groups Growing", rate(other, 3 * n, 'wilson'), "≤ 1%", n))
-            ROWS.append(("… groups reading \"Flat\" beside their own \"grows beyond the baseline\"",
-                         rate(tot["flat_beyond"], tot["groups"], 'wilson'), "0", n))
+            what = {
+                "steps": "in five uneven steps (each relay its own times)",
+                "smooth": "smoothly (a line)",
+                "levelling": "levelling off (τ 15% of the window)",
+            }[kind]
+            ROWS.append(
+                (
+                    f"group B climbs +8% over 1.5 d {what} at 2% noise, n = {m}: B Growing (any growth word)",
+                    rate(b, n, "wilson"),
+                    "≥ 80%" if m == 5 else "stated",
+                    n,
+                )
+            )
+            ROWS.append(
+                ('… B "in steps"', rate(steps, n, "wilson"), "stated (power)" if kind == "steps" else "≤ 1%", n)
+            )
+            ROWS.append(("… flat groups Growing", rate(other, 3 * n, "wilson"), "≤ 1%", n))
+            ROWS.append(
+                (
+                    '… groups reading "Flat" beside their own "grows beyond the baseline"',
+                    rate(tot["flat_beyond"], tot["groups"], "wilson"),
+                    "0",
+                    n,
+                )
+            )
 
 
-PARTS = {"fresh": part_fresh, "group-restart": part_group_restart, "fleet-restart": part_fleet_restart,
-         "stagger": part_stagger, "amplitude": part_amplitude, "leak": part_leak, "shapes": part_shapes}
+PARTS = {
+    "fresh": part_fresh,
+    "group-restart": part_group_restart,
+    "fleet-restart": part_fleet_restart,
+    "stagger": part_stagger,
+    "amplitude": part_amplitude,
+    "leak": part_leak,
+    "shapes": part_shapes,
+}
 
 
 def main() -> int:

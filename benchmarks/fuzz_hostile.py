@@ -42,6 +42,7 @@
 
 Each prints a JSON summary (counts by outcome); figures go in benchmarks/README.md.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -69,14 +70,26 @@ ENV = {**os.environ, "PYTHONPATH": os.environ.get("ALLOCLAB_FUZZ_SRC", str(REPO 
 def cli(args: list[str], timeout: float, cwd: Path | None = None) -> dict:
     """One alloclab command: exit code (or 'hang'), stderr, peak RSS (MB), seconds."""
     started = time.monotonic()
-    p = subprocess.Popen([sys.executable, "-m", "alloclab", *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                         text=True, errors="replace", env=ENV, cwd=cwd, start_new_session=True)
+    p = subprocess.Popen(
+        [sys.executable, "-m", "alloclab", *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        errors="replace",
+        env=ENV,
+        cwd=cwd,
+        start_new_session=True,
+    )
     while True:
         pid, status, usage = os.wait4(p.pid, os.WNOHANG)
         if pid:
             err = p.stderr.read()
-            return {"code": os.waitstatus_to_exitcode(status), "stderr": err, "rss_mb": usage.ru_maxrss / 1024,
-                    "seconds": time.monotonic() - started}
+            return {
+                "code": os.waitstatus_to_exitcode(status),
+                "stderr": err,
+                "rss_mb": usage.ru_maxrss / 1024,
+                "seconds": time.monotonic() - started,
+            }
         if time.monotonic() - started > timeout:
             os.killpg(p.pid, 9)
             p.wait()
@@ -172,16 +185,28 @@ def stores(args) -> dict:
         what = damage_store(run / "run.db", rng)
         before = hashlib.sha256((run / "run.db").read_bytes()).hexdigest()
         cmd = rng.choice(["report", "compare", "export", "bundle"])
-        argv = {"report": ["report", str(run)], "compare": ["compare", str(intact), str(run)],
-                "export": ["export", str(run), "--csv", str(work / f"csv-{i}")],
-                "bundle": ["bundle", str(run), "-o", str(work / f"b-{i}.tar.gz")]}[cmd]
+        argv = {
+            "report": ["report", str(run)],
+            "compare": ["compare", str(intact), str(run)],
+            "export": ["export", str(run), "--csv", str(work / f"csv-{i}")],
+            "bundle": ["bundle", str(run), "-o", str(work / f"b-{i}.tar.gz")],
+        }[cmd]
         out = cli(argv, args.timeout)
         problems = judge(out)
         if cmd != "report" and hashlib.sha256((run / "run.db").read_bytes()).hexdigest() != before:
             problems.append("store changed")
         worst = max(worst, out["rss_mb"])
-        results.append({"case": i, "damage": what, "cmd": cmd, "code": out["code"], "problems": problems,
-                        "rss_mb": round(out["rss_mb"]), "line": out["stderr"].strip().splitlines()[-1][:200] if out["stderr"].strip() else ""})
+        results.append(
+            {
+                "case": i,
+                "damage": what,
+                "cmd": cmd,
+                "code": out["code"],
+                "problems": problems,
+                "rss_mb": round(out["rss_mb"]),
+                "line": out["stderr"].strip().splitlines()[-1][:200] if out["stderr"].strip() else "",
+            }
+        )
         shutil.rmtree(run, ignore_errors=True)
     shutil.rmtree(work, ignore_errors=True)
     return summarize(results, {"peak_rss_mb": round(worst)})
@@ -189,10 +214,19 @@ def stores(args) -> dict:
 
 # ---- roots ----------------------------------------------------------------------------------------
 
-LINK_PLACES = ["etc/systemd/system/svc.service.d", "etc/systemd/system/svc.service.d/50-alloclab.conf",
-               "etc/systemd/system/svc.service.d/50-alloclab.tmp", "etc/systemd/system/svc.service.d/50-alloclab.conf.tmp",
-               "var", "var/lib", "var/lib/alloclab", "var/lib/alloclab/fleet", "var/lib/alloclab/fleet/applied",
-               "run/alloclab-units", "run/alloclab-units/svc.service.pid"]
+LINK_PLACES = [
+    "etc/systemd/system/svc.service.d",
+    "etc/systemd/system/svc.service.d/50-alloclab.conf",
+    "etc/systemd/system/svc.service.d/50-alloclab.tmp",
+    "etc/systemd/system/svc.service.d/50-alloclab.conf.tmp",
+    "var",
+    "var/lib",
+    "var/lib/alloclab",
+    "var/lib/alloclab/fleet",
+    "var/lib/alloclab/fleet/applied",
+    "run/alloclab-units",
+    "run/alloclab-units/svc.service.pid",
+]
 
 
 def roots(args) -> dict:
@@ -210,22 +244,41 @@ def roots(args) -> dict:
         (outside / "victim").write_text("precious\n")
         (outside / "dir").mkdir()
         plan = case / "plan.json"
-        r = cli(["fleet", "plan", "--units", "svc", "--groups", str(groups), "-o", str(plan), "--root", str(root),
-                 "--systemctl", "local"], args.timeout)
+        r = cli(
+            [
+                "fleet",
+                "plan",
+                "--units",
+                "svc",
+                "--groups",
+                str(groups),
+                "-o",
+                str(plan),
+                "--root",
+                str(root),
+                "--systemctl",
+                "local",
+            ],
+            args.timeout,
+        )
         planted = rng.sample(LINK_PLACES, rng.randint(1, 3))
         for place in sorted(planted, key=len):
             link = root / place
             if link.exists() or link.is_symlink():
                 continue
-            link.parent.mkdir(parents=True, exist_ok=True) if not any(p.is_symlink() for p in [link.parent, *link.parent.parents]) else None
+            link.parent.mkdir(parents=True, exist_ok=True) if not any(
+                p.is_symlink() for p in [link.parent, *link.parent.parents]
+            ) else None
             try:
                 link.symlink_to(rng.choice([outside / "victim", outside / "dir", outside / "new"]))
             except OSError:
                 pass
         before = digest(outside)
         outs = [r]
-        for step in (["fleet", "apply", str(plan), "--root", str(root), "--systemctl", "local", "--batch", "1"],
-                     ["fleet", "rollback", "--root", str(root), "--systemctl", "local"]):
+        for step in (
+            ["fleet", "apply", str(plan), "--root", str(root), "--systemctl", "local", "--batch", "1"],
+            ["fleet", "rollback", "--root", str(root), "--systemctl", "local"],
+        ):
             outs.append(cli(step, args.timeout))
         problems = [p for o in outs for p in judge(o, (0, 2))]
         after = digest(outside)
@@ -237,13 +290,22 @@ def roots(args) -> dict:
                 os.killpg(int(pidfile.read_text().split()[0]), 9)
             except (OSError, ValueError):
                 pass
-        results.append({"case": i, "planted": planted, "codes": [o["code"] for o in outs], "problems": problems,
-                        "code": outs[1]["code"], "line": (outs[1]["stderr"].strip().splitlines() or [""])[-1][:200]})
+        results.append(
+            {
+                "case": i,
+                "planted": planted,
+                "codes": [o["code"] for o in outs],
+                "problems": problems,
+                "code": outs[1]["code"],
+                "line": (outs[1]["stderr"].strip().splitlines() or [""])[-1][:200],
+            }
+        )
     shutil.rmtree(work, ignore_errors=True)
     return summarize(results, {})
 
 
 # ---- loader variables --------------------------------------------------------------------------------
+
 
 def _trusted_chain(path: str, directory: bool) -> bool:
     """The oracle: the entry's real path and every ancestor owned by root or us, not writable by
@@ -278,11 +340,18 @@ def _trusted_chain(path: str, directory: bool) -> bool:
 def loader(args) -> dict:
     sys.path.insert(0, str(REPO / "src"))
     from alloclab.allocators import loaderenv  # the variable names; the checks run in the CLI under test
+
     rng = random.Random(args.seed)
     work = Path(tempfile.mkdtemp(prefix=f"alloclab-fuzz-loader-{os.getpid()}-"))
     os.chmod(work, 0o755)
-    for name, mode, owner in [("ok", 0o755, None), ("ww", 0o777, None), ("gw", 0o775, None), ("sticky", 0o1777, None),
-                              ("nobody", 0o755, 65534), ("okchild", 0o755, None)]:
+    for name, mode, owner in [
+        ("ok", 0o755, None),
+        ("ww", 0o777, None),
+        ("gw", 0o775, None),
+        ("sticky", 0o1777, None),
+        ("nobody", 0o755, 65534),
+        ("okchild", 0o755, None),
+    ]:
         d = work / name
         d.mkdir()
         os.chmod(d, mode)
@@ -295,10 +364,27 @@ def loader(args) -> dict:
     (work / "ww" / "inner").mkdir()
     (work / "link-ok").symlink_to(work / "ok")
     (work / "link-ww").symlink_to(work / "ww")
-    entries = [str(work / n) for n in ("ok", "ww", "gw", "sticky", "nobody", "sticky/inner", "ww/inner", "link-ok", "link-ww")] + \
-              ["/usr/lib", "/lib", "/nonexistent-alloclab", "relative/lib", "$ORIGIN/lib", "", "/tmp", str(work / "ok" / "lib.so")]
-    files = [str(work / n / "lib.so") for n in ("ok", "ww", "nobody", "sticky", "link-ok")] + ["/lib/x86_64-linux-gnu/libc.so.6"]
-    names = list(loaderenv.LOADED_FROM) + sorted(loaderenv.REFUSED) + sorted(loaderenv.HARMLESS_LD)[:3] + ["LD_FANCY", "MALLOC_ARENA_MAX"]
+    entries = [
+        str(work / n) for n in ("ok", "ww", "gw", "sticky", "nobody", "sticky/inner", "ww/inner", "link-ok", "link-ww")
+    ] + [
+        "/usr/lib",
+        "/lib",
+        "/nonexistent-alloclab",
+        "relative/lib",
+        "$ORIGIN/lib",
+        "",
+        "/tmp",
+        str(work / "ok" / "lib.so"),
+    ]
+    files = [str(work / n / "lib.so") for n in ("ok", "ww", "nobody", "sticky", "link-ok")] + [
+        "/lib/x86_64-linux-gnu/libc.so.6"
+    ]
+    names = (
+        list(loaderenv.LOADED_FROM)
+        + sorted(loaderenv.REFUSED)
+        + sorted(loaderenv.HARMLESS_LD)[:3]
+        + ["LD_FANCY", "MALLOC_ARENA_MAX"]
+    )
     results = []
     for i in range(args.count):
         env = {}
@@ -309,10 +395,12 @@ def loader(args) -> dict:
             env[name] = ":".join(rng.choice(pool) for _ in range(rng.randint(1, 3)))
         exp = work / f"exp-{i}.toml"
         table = ", ".join(f"{k} = {json.dumps(v)}" for k, v in env.items())
-        exp.write_text(f'name = "l"\ncommand = ["/bin/true"]\n[[group]]\nname = "a"\nallocator = "glibc"\nenv = {{ {table} }}\n')
+        exp.write_text(
+            f'name = "l"\ncommand = ["/bin/true"]\n[[group]]\nname = "a"\nallocator = "glibc"\nenv = {{ {table} }}\n'
+        )
         out = cli(["check", str(exp)], args.timeout)
         problems = judge(out, (0, 2))
-        if out["code"] == 0:             # accepted: the oracle must agree for every loader variable
+        if out["code"] == 0:  # accepted: the oracle must agree for every loader variable
             for k, v in env.items():
                 if k in loaderenv.HARMLESS_LD or not loaderenv.affects_loading(k):
                     continue
@@ -323,8 +411,15 @@ def loader(args) -> dict:
                 parts = [v] if not seps else __import__("re").split(f"[{seps}]", v)
                 if not all(p and "$" not in p and _trusted_chain(p, kind == "dirs") for p in parts):
                     problems.append(f"accepted {k}={v} that the oracle refuses")
-        results.append({"case": i, "env": env, "code": out["code"], "problems": problems,
-                        "line": (out["stderr"].strip().splitlines() or [""])[-1][:200]})
+        results.append(
+            {
+                "case": i,
+                "env": env,
+                "code": out["code"],
+                "problems": problems,
+                "line": (out["stderr"].strip().splitlines() or [""])[-1][:200],
+            }
+        )
     shutil.rmtree(work, ignore_errors=True)
     return summarize(results, {})
 
@@ -332,8 +427,16 @@ def loader(args) -> dict:
 # ---- links (issue 46) -------------------------------------------------------------------------------
 
 SECRET = b"root:$6$fuzz-secret-marker:19000:0:99999:7:::\n"
-LINK_TARGETS = ["report.md", "report.html", "summary.json", "summary.csv", "replicas.csv", "charts",
-                "charts/timeseries.png", "charts/distribution.png"]
+LINK_TARGETS = [
+    "report.md",
+    "report.html",
+    "summary.json",
+    "summary.csv",
+    "replicas.csv",
+    "charts",
+    "charts/timeseries.png",
+    "charts/distribution.png",
+]
 
 
 def links(args) -> dict:
@@ -351,7 +454,7 @@ def links(args) -> dict:
         shutil.copytree(intact, run, symlinks=True)
         planted = []
         for place in rng.sample(LINK_TARGETS + ["trace"], rng.randint(1, 3)):
-            if place == "trace":           # the store names the secret as the trace it replayed
+            if place == "trace":  # the store names the secret as the trace it replayed
                 conn = sqlite3.connect(run / "run.db")
                 conn.execute("UPDATE groups SET command_json = ?", (json.dumps(["/x/replay", str(secret)]),))
                 conn.commit()
@@ -383,39 +486,89 @@ def links(args) -> dict:
             problems.append("outside changed")
         if bundle.exists():
             import tarfile
+
             with tarfile.open(bundle) as tar:
                 if any(SECRET in tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()):
                     problems.append("secret archived")
             if bundle.stat().st_mode & 0o007:
                 problems.append("bundle readable by others")
             bundle.unlink()
-        results.append({"case": i, "planted": planted, "cmd": cmd, "code": out["code"], "problems": problems,
-                        "line": (out["stderr"].strip().splitlines() or [""])[-1][:200]})
+        results.append(
+            {
+                "case": i,
+                "planted": planted,
+                "cmd": cmd,
+                "code": out["code"],
+                "problems": problems,
+                "line": (out["stderr"].strip().splitlines() or [""])[-1][:200],
+            }
+        )
         shutil.rmtree(run, ignore_errors=True)
-        shutil.rmtree(outside)                  # as it was, for the next case (a "before" tree overwrites it)
+        shutil.rmtree(outside)  # as it was, for the next case (a "before" tree overwrites it)
         outside.mkdir()
         secret.write_bytes(SECRET)
         secret.chmod(0o600)
         (outside / "dir").mkdir()
     shutil.rmtree(work, ignore_errors=True)
-    return summarize(results, {"secret_archived": sum("secret archived" in r["problems"] for r in results),
-                               "outside_changed": sum("outside changed" in r["problems"] for r in results)})
+    return summarize(
+        results,
+        {
+            "secret_archived": sum("secret archived" in r["problems"] for r in results),
+            "outside_changed": sum("outside changed" in r["problems"] for r in results),
+        },
+    )
 
 
 # ---- facts (issue 46) -------------------------------------------------------------------------------
 
+
 def _good_facts(host: str, n: int) -> dict:
-    return {"version": 1, "kind": "alloclab-fleet-facts", "host": host, "pattern": "tor@*", "root": "/", "collected": 1.0,
-            "units": [{"unit": f"tor@{i}.service", "memory_kb": 30_000 + i, "uptime_s": 60.0 * i, "main_pid": 100 + i,
-                       "sandbox": {"user": "root", "protect_home": "no", "protect_system": "full", "private_tmp": True,
-                                   "inaccessible": [], "temporary": [], "root_directory": "", "dynamic_user": False}}
-                      for i in range(n)]}
+    return {
+        "version": 1,
+        "kind": "alloclab-fleet-facts",
+        "host": host,
+        "pattern": "tor@*",
+        "root": "/",
+        "collected": 1.0,
+        "units": [
+            {
+                "unit": f"tor@{i}.service",
+                "memory_kb": 30_000 + i,
+                "uptime_s": 60.0 * i,
+                "main_pid": 100 + i,
+                "sandbox": {
+                    "user": "root",
+                    "protect_home": "no",
+                    "protect_system": "full",
+                    "private_tmp": True,
+                    "inaccessible": [],
+                    "temporary": [],
+                    "root_directory": "",
+                    "dynamic_user": False,
+                },
+            }
+            for i in range(n)
+        ],
+    }
 
 
 def _mutate_facts(doc: dict, rng: random.Random) -> tuple[str, str]:
     """One mutation; returns (what, the file's text)."""
-    kind = rng.choice(["duplicate", "string-number", "nan", "null", "drop-key", "sandbox-type", "deep", "huge",
-                       "bool", "list-not-dict", "negative"])
+    kind = rng.choice(
+        [
+            "duplicate",
+            "string-number",
+            "nan",
+            "null",
+            "drop-key",
+            "sandbox-type",
+            "deep",
+            "huge",
+            "bool",
+            "list-not-dict",
+            "negative",
+        ]
+    )
     u = rng.choice(doc["units"])
     if kind == "duplicate":
         doc["units"].append(dict(u))
@@ -435,7 +588,7 @@ def _mutate_facts(doc: dict, rng: random.Random) -> tuple[str, str]:
         depth = rng.choice([50, 5_000, 100_000])
         return f"{kind} {depth}", json.dumps(doc)[:-1] + ', "x": ' + "[" * depth + "]" * depth + "}"
     elif kind == "huge":
-        u[rng.choice(["memory_kb", "main_pid", "uptime_s"])] = rng.choice([10 ** 400, 2 ** 64, 1e308])
+        u[rng.choice(["memory_kb", "main_pid", "uptime_s"])] = rng.choice([10**400, 2**64, 1e308])
     elif kind == "bool":
         u[rng.choice(["memory_kb", "uptime_s"])] = True
     elif kind == "list-not-dict":
@@ -449,32 +602,54 @@ def facts(args) -> dict:
     rng = random.Random(args.seed)
     work = workdir("facts")
     groups = work / "groups.toml"
-    groups.write_text('name = "r"\ncommand = ["/bin/true"]\n[[group]]\nname = "a"\nallocator = "glibc"\n'
-                      '[[group]]\nname = "b"\nallocator = "glibc"\nenv = { MALLOC_ARENA_MAX = "2" }\n')
+    groups.write_text(
+        'name = "r"\ncommand = ["/bin/true"]\n[[group]]\nname = "a"\nallocator = "glibc"\n'
+        '[[group]]\nname = "b"\nallocator = "glibc"\nenv = { MALLOC_ARENA_MAX = "2" }\n'
+    )
     results = []
     for i in range(args.count):
         what, text = _mutate_facts(_good_facts("h1", rng.randint(1, 6)), rng)
         f = work / f"facts-{i}.json"
         f.write_text(text)
-        out = cli(["fleet", "plan", "--facts", str(f), "--groups", str(groups), "-o", str(work / f"plan-{i}.json")],
-                  args.timeout)
+        out = cli(
+            ["fleet", "plan", "--facts", str(f), "--groups", str(groups), "-o", str(work / f"plan-{i}.json")],
+            args.timeout,
+        )
         problems = judge(out, allowed=(0, 2))
         if out["code"] == 0 and what == "duplicate":
             problems.append("duplicate unit planned")
-        results.append({"case": i, "mutation": what, "code": out["code"], "problems": problems,
-                        "line": (out["stderr"].strip().splitlines() or [""])[-1][:200]})
+        results.append(
+            {
+                "case": i,
+                "mutation": what,
+                "code": out["code"],
+                "problems": problems,
+                "line": (out["stderr"].strip().splitlines() or [""])[-1][:200],
+            }
+        )
     shutil.rmtree(work, ignore_errors=True)
     return summarize(results, {"internal_errors": sum(r["code"] == 70 for r in results)})
 
 
 # ---- servers (issue 46) -----------------------------------------------------------------------------
 
-HOSTS = ["evil.example", "evil.example:80", "localhost.evil.example", "127.0.0.1.nip.io", "[::ffff:7f00:1]", "",
-         "10.0.0.1", "LOCALHOST", "localhost", "127.0.0.1"]
+HOSTS = [
+    "evil.example",
+    "evil.example:80",
+    "localhost.evil.example",
+    "127.0.0.1.nip.io",
+    "[::ffff:7f00:1]",
+    "",
+    "10.0.0.1",
+    "LOCALHOST",
+    "localhost",
+    "127.0.0.1",
+]
 
 
 def _free_port() -> int:
     import socket
+
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -482,6 +657,7 @@ def _free_port() -> int:
 
 def _ask(port: int, raw: bytes, timeout: float = 5.0) -> bytes:
     import socket
+
     with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
         try:
             s.sendall(raw)
@@ -515,24 +691,47 @@ def _server_threads(parent: int, module: str) -> int:
 
 def servers(args) -> dict:
     import socket
+
     rng = random.Random(args.seed)
     work = workdir("servers")
     exp = work / "exp.toml"
-    exp.write_text('name = "srv"\ncommand = ["/bin/sleep", "600"]\nreplicas = 1\ninterval = "0.5s"\n'
-                   '[phases]\nload = "10m"\n[[group]]\nname = "a"\nallocator = "glibc"\n')
+    exp.write_text(
+        'name = "srv"\ncommand = ["/bin/sleep", "600"]\nreplicas = 1\ninterval = "0.5s"\n'
+        '[phases]\nload = "10m"\n[[group]]\nname = "a"\nallocator = "glibc"\n'
+    )
     ports = {"metrics": _free_port(), "live": _free_port()}
-    run = subprocess.Popen([sys.executable, "-m", "alloclab", "run", str(exp), "-o", str(work / "run"), "--no-report",
-                            "--metrics", f"127.0.0.1:{ports['metrics']}", "--serve", f"127.0.0.1:{ports['live']}",
-                            "--max-duration", "10m"], env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                           start_new_session=True)
+    run = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "alloclab",
+            "run",
+            str(exp),
+            "-o",
+            str(work / "run"),
+            "--no-report",
+            "--metrics",
+            f"127.0.0.1:{ports['metrics']}",
+            "--serve",
+            f"127.0.0.1:{ports['live']}",
+            "--max-duration",
+            "10m",
+        ],
+        env=ENV,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
     paths = {"metrics": "/metrics", "live": "/api/state"}
     results, leaked_answers, held, still_open, threads = [], 0, {}, {}, {}
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             try:
-                if all(_ask(p, f"GET {paths[n]} HTTP/1.0\r\nHost: localhost\r\n\r\n".encode()).startswith(b"HTTP/1.0 200")
-                       for n, p in ports.items()):
+                if all(
+                    _ask(p, f"GET {paths[n]} HTTP/1.0\r\nHost: localhost\r\n\r\n".encode()).startswith(b"HTTP/1.0 200")
+                    for n, p in ports.items()
+                ):
                     break
             except OSError:
                 pass
@@ -548,24 +747,36 @@ def servers(args) -> dict:
             elif kind == "garbage":
                 raw = rng.randbytes(rng.choice([10, 1000, 100_000]))
             else:
-                raw = (f"GET {paths[name]} HTTP/1.1\r\nHost: localhost\r\n" + "X-A: b\r\n" * rng.choice([50, 500, 5000])
-                       + "\r\n").encode()
+                raw = (
+                    f"GET {paths[name]} HTTP/1.1\r\nHost: localhost\r\n"
+                    + "X-A: b\r\n" * rng.choice([50, 500, 5000])
+                    + "\r\n"
+                ).encode()
             got = _ask(ports[name], raw)
             status = got[:12].decode("latin-1", "replace")
             problems = []
             loopback = host.lower().split(":")[0] in ("localhost", "127.0.0.1")
-            if kind == "host" and not loopback and got.startswith(b"HTTP/1.1 200") or got.startswith(b"HTTP/1.0 200") and kind == "host" and not loopback:
+            if (
+                kind == "host"
+                and not loopback
+                and got.startswith(b"HTTP/1.1 200")
+                or got.startswith(b"HTTP/1.0 200")
+                and kind == "host"
+                and not loopback
+            ):
                 problems.append("answered a foreign Host")
                 leaked_answers += 1
-            results.append({"case": i, "server": name, "kind": kind, "host": host, "code": status, "problems": problems})
-        for name, port in ports.items():          # 200 idle connections each: how many does the server hold?
+            results.append(
+                {"case": i, "server": name, "kind": kind, "host": host, "code": status, "problems": problems}
+            )
+        for name, port in ports.items():  # 200 idle connections each: how many does the server hold?
             conns = []
             for _ in range(200):
                 try:
                     conns.append(socket.create_connection(("127.0.0.1", port), timeout=5))
                 except OSError:
                     break
-            time.sleep(3.0)                         # each accepted: answered 503 past the cap, or held
+            time.sleep(3.0)  # each accepted: answered 503 past the cap, or held
             refused = 0
             for c in conns:
                 c.setblocking(False)
@@ -577,8 +788,10 @@ def servers(args) -> dict:
                 except OSError:
                     refused += 1
             held[name] = len(conns) - refused
-            threads[name] = _server_threads(run.pid, {"metrics": "alloclab.serve.metrics", "live": "alloclab.serve.liveview"}[name])
-            time.sleep(12.0)                        # past the idle timeout (10 s)
+            threads[name] = _server_threads(
+                run.pid, {"metrics": "alloclab.serve.metrics", "live": "alloclab.serve.liveview"}[name]
+            )
+            time.sleep(12.0)  # past the idle timeout (10 s)
             open_after = 0
             for c in conns:
                 try:
@@ -599,44 +812,87 @@ def servers(args) -> dict:
         except subprocess.TimeoutExpired:
             os.killpg(run.pid, 9)
             run.wait()
-        log = "".join(p.read_text(errors="replace") for p in (work / "run").glob("*.log")) if (work / "run").exists() else ""
+        log = (
+            "".join(p.read_text(errors="replace") for p in (work / "run").glob("*.log"))
+            if (work / "run").exists()
+            else ""
+        )
     shutil.rmtree(work, ignore_errors=True)
-    return summarize(results, {"foreign_host_answered": leaked_answers, "idle_connections_held_of_200": held,
-                               "server_threads_with_200_idle": threads,
-                               "idle_connections_open_after_15s": still_open,   # 3 s + 12 s
-                               "server_tracebacks": log.count("Traceback")})
+    return summarize(
+        results,
+        {
+            "foreign_host_answered": leaked_answers,
+            "idle_connections_held_of_200": held,
+            "server_threads_with_200_idle": threads,
+            "idle_connections_open_after_15s": still_open,  # 3 s + 12 s
+            "server_tracebacks": log.count("Traceback"),
+        },
+    )
 
 
 # ---- starve (issue 46) ------------------------------------------------------------------------------
 
+
 def starve(args) -> dict:
     work = workdir("starve")
     exp = work / "exp.toml"
-    exp.write_text(f'name = "starve"\ncommand = ["/bin/sh", "-c", "while :; do :; done"]\nreplicas = {args.count}\n'
-                   'interval = "0.5s"\ngrace = "1s"\n[phases]\nload = "6s"\n[[group]]\nname = "a"\nallocator = "glibc"\n')
+    exp.write_text(
+        f'name = "starve"\ncommand = ["/bin/sh", "-c", "while :; do :; done"]\nreplicas = {args.count}\n'
+        'interval = "0.5s"\ngrace = "1s"\n[phases]\nload = "6s"\n[[group]]\nname = "a"\nallocator = "glibc"\n'
+    )
     started = time.monotonic()
-    p = subprocess.run(["taskset", "-c", "0", sys.executable, "-m", "alloclab", "run", str(exp), "-o", str(work / "run"),
-                        "--no-report"], env=ENV, capture_output=True, text=True, timeout=args.timeout)
+    p = subprocess.run(
+        [
+            "taskset",
+            "-c",
+            "0",
+            sys.executable,
+            "-m",
+            "alloclab",
+            "run",
+            str(exp),
+            "-o",
+            str(work / "run"),
+            "--no-report",
+        ],
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=args.timeout,
+    )
     wall = time.monotonic() - started
     conn = sqlite3.connect(work / "run" / "run.db")
-    best, first = conn.execute("SELECT MAX(n), MIN(t0) FROM (SELECT COUNT(*) AS n, MIN(t) AS t0 FROM samples "
-                               "GROUP BY replica_id)").fetchone()
+    best, first = conn.execute(
+        "SELECT MAX(n), MIN(t0) FROM (SELECT COUNT(*) AS n, MIN(t) AS t0 FROM samples GROUP BY replica_id)"
+    ).fetchone()
     t_start = float(conn.execute("SELECT value FROM meta WHERE key = 'started_at'").fetchone()[0])
     skipped = conn.execute("SELECT value FROM meta WHERE key = 'ticks_skipped'").fetchone()
     conn.close()
     shutil.rmtree(work, ignore_errors=True)
     result = {"case": 0, "code": p.returncode, "problems": [] if p.returncode == 0 else [f"exit {p.returncode}"]}
-    return summarize([result], {"replicas": args.count, "wall_s": round(wall, 1), "ticks_recorded": best, "ticks_planned": 13,
-                                "first_sample_after_s": round(first - t_start, 2) if first else None,
-                                "ticks_skipped": int(skipped[0]) if skipped else 0})
+    return summarize(
+        [result],
+        {
+            "replicas": args.count,
+            "wall_s": round(wall, 1),
+            "ticks_recorded": best,
+            "ticks_planned": 13,
+            "first_sample_after_s": round(first - t_start, 2) if first else None,
+            "ticks_skipped": int(skipped[0]) if skipped else 0,
+        },
+    )
 
 
 def summarize(results: list[dict], extra: dict) -> dict:
     bad = [r for r in results if r["problems"]]
-    summary = {"cases": len(results), "exit_codes": dict(Counter(str(r["code"]) for r in results)),
-               "tracebacks": sum("traceback" in r["problems"] for r in results),
-               "hangs": sum("hang" in r["problems"] for r in results),
-               "problem_cases": len(bad), **extra}
+    summary = {
+        "cases": len(results),
+        "exit_codes": dict(Counter(str(r["code"]) for r in results)),
+        "tracebacks": sum("traceback" in r["problems"] for r in results),
+        "hangs": sum("hang" in r["problems"] for r in results),
+        "problem_cases": len(bad),
+        **extra,
+    }
     for r in bad[:30]:
         print("PROBLEM", json.dumps(r)[:600], file=sys.stderr)
     return summary

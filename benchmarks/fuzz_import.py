@@ -10,6 +10,7 @@ cases fit in minutes; every --subprocess-every'th case instead runs `python -m a
 process, as a user would. Failing cases are kept under --keep (default: a temp dir) to reproduce.
 Not part of the default test run; figures in benchmarks/README.md.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,12 +29,68 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 DATASETS = REPO / "tests" / "data" / "1aeo-torutils"
 
-HOSTILE = ["", " ", "nan", "NaN", "inf", "-inf", "-1", "-0", "0", "1e308", "1e999", "9" * 40, "1_000", "0x1f", "+5",
-           "1.5.3", "１２", "٣", "5 kB", "\x00", "\x1b[31m", "a\nb", '"', '""', ",", "'", "\\", "%s%n", "{}", "{0}",
-           "😀", "\u202e", "\ufeff", "A" * 300, "B" * 200_000, "2025-13-01T00:00:00", "2025-09-09T25:61:00",
-           "1900-01-01T00:00:00", "9999-12-31T23:59:59+14:00", "0001-01-01", "2025-09-09", "2025-09-09T00:00:00Z",
-           "2025-09-09T00:00:00.123456789", "yesterday", "relay", "aggregate", "glibc", "A", "all", "load", "idle",
-           "warmup", "full", "cheap", "../../etc/passwd", "/dev/zero", "null", "true", "[]", "{\"a\": 1}"]
+HOSTILE = [
+    "",
+    " ",
+    "nan",
+    "NaN",
+    "inf",
+    "-inf",
+    "-1",
+    "-0",
+    "0",
+    "1e308",
+    "1e999",
+    "9" * 40,
+    "1_000",
+    "0x1f",
+    "+5",
+    "1.5.3",
+    "１２",
+    "٣",
+    "5 kB",
+    "\x00",
+    "\x1b[31m",
+    "a\nb",
+    '"',
+    '""',
+    ",",
+    "'",
+    "\\",
+    "%s%n",
+    "{}",
+    "{0}",
+    "😀",
+    "\u202e",
+    "\ufeff",
+    "A" * 300,
+    "B" * 200_000,
+    "2025-13-01T00:00:00",
+    "2025-09-09T25:61:00",
+    "1900-01-01T00:00:00",
+    "9999-12-31T23:59:59+14:00",
+    "0001-01-01",
+    "2025-09-09",
+    "2025-09-09T00:00:00Z",
+    "2025-09-09T00:00:00.123456789",
+    "yesterday",
+    "relay",
+    "aggregate",
+    "glibc",
+    "A",
+    "all",
+    "load",
+    "idle",
+    "warmup",
+    "full",
+    "cheap",
+    "../../etc/passwd",
+    "/dev/zero",
+    "null",
+    "true",
+    "[]",
+    '{"a": 1}',
+]
 
 
 def _mutate_csv_cell(f: Path, rng: random.Random) -> str:
@@ -43,7 +100,7 @@ def _mutate_csv_cell(f: Path, rng: random.Random) -> str:
     i = rng.randrange(1, len(lines))
     fields = lines[i].split(",")
     j = rng.randrange(len(fields))
-    fields[j] = rng.choice(HOSTILE) if rng.random() < 0.8 else str(rng.randint(-10**12, 10**12))
+    fields[j] = rng.choice(HOSTILE) if rng.random() < 0.8 else str(rng.randint(-(10**12), 10**12))
     lines[i] = ",".join(fields)
     f.write_text("\n".join(lines) + "\n", errors="surrogateescape")
     return f"cell {f.name}:{i + 1}:{j}"
@@ -53,8 +110,23 @@ def _mutate_csv_structure(f: Path, rng: random.Random) -> str:
     lines = f.read_text(errors="surrogateescape").splitlines()
     if not lines:
         return "noop"
-    op = rng.choice(["drop-col", "dup-col", "rename-col", "dup-row", "drop-rows", "shuffle", "header-only", "swap-cols",
-                     "extra-field", "missing-field", "blank-lines", "crlf", "bom"])
+    op = rng.choice(
+        [
+            "drop-col",
+            "dup-col",
+            "rename-col",
+            "dup-row",
+            "drop-rows",
+            "shuffle",
+            "header-only",
+            "swap-cols",
+            "extra-field",
+            "missing-field",
+            "blank-lines",
+            "crlf",
+            "bom",
+        ]
+    )
     header = lines[0].split(",")
     k = rng.randrange(len(header))
     if op == "drop-col":
@@ -114,7 +186,7 @@ def _mutate_bytes(f: Path, rng: random.Random) -> str:
     elif op == "insert-random":
         data[pos:pos] = bytes(rng.randrange(256) for _ in range(rng.randint(1, 64)))
     elif op == "delete-span":
-        del data[pos:pos + rng.randint(1, 200)]
+        del data[pos : pos + rng.randint(1, 200)]
     f.write_bytes(bytes(data))
     return f"{op} {f.name}@{pos}"
 
@@ -173,6 +245,7 @@ def _mutate_json(f: Path, rng: random.Random) -> str:
                 x[i] = rng.choice(values)
             else:
                 walk(x[i], depth + 1)
+
     op = rng.choice(["walk", "walk", "walk", "deep", "truncate"])
     if op == "walk":
         walk(doc)
@@ -181,7 +254,7 @@ def _mutate_json(f: Path, rng: random.Random) -> str:
         f.write_text("[" * 50_000 + "]" * 50_000)
     else:
         text = json.dumps(doc)
-        f.write_text(text[:rng.randrange(len(text) + 1)])
+        f.write_text(text[: rng.randrange(len(text) + 1)])
     return f"json-{op}"
 
 
@@ -205,7 +278,9 @@ def _mutate_groups(folder: Path, rng: random.Random) -> str:
     elif op == "junk":
         f.write_bytes(bytes(rng.randrange(256) for _ in range(200)))
     elif op == "rename":
-        f.rename(groups / rng.choice(["group_.txt", "group_Z_glibc.txt", "group_A_x1_historical.txt", "group_\n_a.txt"]))
+        f.rename(
+            groups / rng.choice(["group_.txt", "group_Z_glibc.txt", "group_A_x1_historical.txt", "group_\n_a.txt"])
+        )
     elif op == "new-list":
         (groups / "group_Q_jemalloc.txt").write_text("\n".join(rng.sample(f.read_text().split() or ["x"], 1)) + "\n")
     return f"groups-{op} {f.name}"
@@ -237,6 +312,7 @@ def make_bases(work: Path, names=("co-guard-2025-09", "5way-2026-01")) -> dict[s
     """Copies of the named datasets and an alloclab export of co-guard under work/base: what cases mutate."""
     from alloclab.torutils.export import export_csv
     from alloclab.torutils.importer import import_torutils
+
     bases = {name: work / "base" / name for name in names}
     for name, path in bases.items():
         shutil.copytree(DATASETS / name, path)
@@ -266,16 +342,17 @@ def run_cli_forked(args: list[str], log: Path, timeout: float) -> tuple[int | No
     """`alloclab ARGS` by the CLI's entry point in a forked child, stdout and stderr to `log`:
     (exit code or None on timeout, seconds, the child's peak RSS in kB from wait4)."""
     from alloclab import cli
+
     started = time.monotonic()
     pid = os.fork()
-    if pid == 0:                                                       # child
+    if pid == 0:  # child
         code = 1
         try:
             fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
             os.dup2(fd, 1)
             os.dup2(fd, 2)
             sys.argv = ["alloclab", *args]
-            os.environ["ALLOCLAB_DEBUG"] = "1"                          # a fault shows its traceback, counted as one
+            os.environ["ALLOCLAB_DEBUG"] = "1"  # a fault shows its traceback, counted as one
             cli.main()
             code = 0
         except SystemExit as exc:
@@ -301,11 +378,16 @@ def run_cli_forked(args: list[str], log: Path, timeout: float) -> tuple[int | No
 
 def run_subprocess(folder: Path, out: Path, log: Path, timeout: float) -> tuple[int | None, float]:
     started = time.monotonic()
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "ALLOCLAB_DEBUG": "1"}   # a fault shows its traceback
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "ALLOCLAB_DEBUG": "1"}  # a fault shows its traceback
     with open(log, "wb") as f:
         try:
-            proc = subprocess.run([sys.executable, "-m", "alloclab", "import", "torutils", str(folder), "-o", str(out)],
-                                  stdout=f, stderr=f, timeout=timeout, env=env)
+            proc = subprocess.run(
+                [sys.executable, "-m", "alloclab", "import", "torutils", str(folder), "-o", str(out)],
+                stdout=f,
+                stderr=f,
+                timeout=timeout,
+                env=env,
+            )
             return proc.returncode, time.monotonic() - started
         except subprocess.TimeoutExpired:
             return None, time.monotonic() - started
@@ -325,8 +407,17 @@ def main() -> int:
     keep.mkdir(parents=True, exist_ok=True)
     bases = make_bases(work)
     rng = random.Random(args.seed)
-    counts = {"cases": 0, "exit0": 0, "exit2": 0, "tracebacks": 0, "hangs": 0, "other_exits": 0, "multi_line": 0,
-              "leftover_output": 0, "subprocess_cases": 0}
+    counts = {
+        "cases": 0,
+        "exit0": 0,
+        "exit2": 0,
+        "tracebacks": 0,
+        "hangs": 0,
+        "other_exits": 0,
+        "multi_line": 0,
+        "leftover_output": 0,
+        "subprocess_cases": 0,
+    }
     times = []
     started = time.monotonic()
     for n, base_name, case, what in mutated_cases(bases, work, rng, args.mutations):
@@ -367,12 +458,23 @@ def main() -> int:
             print(f"{n + 1} cases, {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
     elapsed = time.monotonic() - started
     times.sort()
-    summary = {**counts, "seed": args.seed, "seconds": round(elapsed, 1),
-               "median_case_s": round(times[len(times) // 2], 3) if times else None,
-               "max_case_s": round(times[-1], 3) if times else None, "failures_kept_in": str(keep)}
+    summary = {
+        **counts,
+        "seed": args.seed,
+        "seconds": round(elapsed, 1),
+        "median_case_s": round(times[len(times) // 2], 3) if times else None,
+        "max_case_s": round(times[-1], 3) if times else None,
+        "failures_kept_in": str(keep),
+    }
     print(json.dumps(summary, indent=1))
     shutil.rmtree(work / "base", ignore_errors=True)
-    bad = counts["tracebacks"] + counts["hangs"] + counts["other_exits"] + counts["multi_line"] + counts["leftover_output"]
+    bad = (
+        counts["tracebacks"]
+        + counts["hangs"]
+        + counts["other_exits"]
+        + counts["multi_line"]
+        + counts["leftover_output"]
+    )
     return 1 if bad else 0
 
 

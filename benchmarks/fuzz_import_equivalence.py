@@ -11,6 +11,7 @@ types, read as the golden records' schema: test_import_equivalence.store_digest)
 Cases that hang are not guarded here (fuzz_import.py does that); the ones that disagree are kept
 under --keep to reproduce. Not part of the default test run; figures in benchmarks/README.md.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,11 +33,12 @@ from make_import_golden import importer_at
 def outcome(run, folder: Path, out: Path) -> tuple[str, object]:
     from alloclab.common.errors import UserError
     from tests.integration.test_import_equivalence import store_digest
+
     try:
         run(folder, out)
     except UserError as exc:
         return "error", str(exc)
-    except Exception as exc:                               # a crash is an outcome to compare
+    except Exception as exc:  # a crash is an outcome to compare
         return "crash", f"{type(exc).__name__}: {exc}"[:300]
     # per table, as the golden records compare: the importer before writes that commit's schema (6),
     # without the columns added since; store_digest reads both stores as that schema
@@ -51,6 +53,7 @@ def main() -> int:
     args = ap.parse_args()
     from alloclab.torutils import importer
     from tests.integration.test_import_equivalence import _generate, make_export
+
     work = Path(tempfile.mkdtemp(prefix="alloclab-fuzz-equivalence-"))
     keep = args.keep or work / "disagreements"
     keep.mkdir(parents=True, exist_ok=True)
@@ -58,11 +61,13 @@ def main() -> int:
     bases["generated"] = _generate(work / "base" / "generated", times=60)
     # the export as the importer before can read it: without the columns added since (schema 7)
     bases["alloclab-export"] = make_export(work / "base" / "export-as-golden")
-    importers = {"before": importer_at().import_torutils, "streaming": importer.import_torutils,
-                 "row-by-row": lambda f, o: importer.import_torutils(f, o, fast=False)}
+    importers = {
+        "before": importer_at().import_torutils,
+        "streaming": importer.import_torutils,
+        "row-by-row": lambda f, o: importer.import_torutils(f, o, fast=False),
+    }
     rng = random.Random(args.seed)
-    counts = {"cases": 0, "stores_equal": 0, "errors_equal": 0, "crashes_equal": 0, "fixed_crashes": 0,
-              "disagree": 0}
+    counts = {"cases": 0, "stores_equal": 0, "errors_equal": 0, "crashes_equal": 0, "fixed_crashes": 0, "disagree": 0}
     started = time.monotonic()
     for n, base_name, case, what in mutated_cases(bases, work, rng, args.mutations):
         if any(p.is_fifo() for p in (case / "in").rglob("*")):
@@ -70,23 +75,35 @@ def main() -> int:
         results = {name: outcome(run, case / "in", case / name) for name, run in importers.items()}
         counts["cases"] += 1
         kinds = {r[0] for r in results.values()}
-        if results["before"][0] == "crash" and results["streaming"] == results["row-by-row"] and \
-                results["streaming"][0] != "crash":
-            counts["fixed_crashes"] += 1                   # the importer before crashed here (a traceback)
+        if (
+            results["before"][0] == "crash"
+            and results["streaming"] == results["row-by-row"]
+            and results["streaming"][0] != "crash"
+        ):
+            counts["fixed_crashes"] += 1  # the importer before crashed here (a traceback)
         elif len({json.dumps(r, default=str) for r in results.values()}) == 1:
             counts[{"store": "stores_equal", "error": "errors_equal", "crash": "crashes_equal"}[kinds.pop()]] += 1
         else:
             counts["disagree"] += 1
             dest = keep / f"{n:05d}"
             shutil.copytree(case / "in", dest / "in", symlinks=True, ignore_dangling_symlinks=True)
-            shown = {k: (v[0], v[1] if v[0] != "store" else {t: d["rows"] for t, d in v[1].items()})
-                     for k, v in results.items()}
-            (dest / "what.txt").write_text(f"base {base_name}\nmutation {what}\n{json.dumps(shown, indent=1, default=str)}\n")
+            shown = {
+                k: (v[0], v[1] if v[0] != "store" else {t: d["rows"] for t, d in v[1].items()})
+                for k, v in results.items()
+            }
+            (dest / "what.txt").write_text(
+                f"base {base_name}\nmutation {what}\n{json.dumps(shown, indent=1, default=str)}\n"
+            )
             print(f"case {n} ({base_name}: {what}): disagree {json.dumps(shown, default=str)[:600]}", file=sys.stderr)
         shutil.rmtree(case, ignore_errors=True)
         if (n + 1) % 100 == 0:
             print(f"{n + 1} cases, {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
-    summary = {**counts, "seed": args.seed, "seconds": round(time.monotonic() - started, 1), "disagreements_kept_in": str(keep)}
+    summary = {
+        **counts,
+        "seed": args.seed,
+        "seconds": round(time.monotonic() - started, 1),
+        "disagreements_kept_in": str(keep),
+    }
     print(json.dumps(summary, indent=1))
     shutil.rmtree(work / "base", ignore_errors=True)
     return 1 if counts["disagree"] else 0

@@ -14,6 +14,7 @@ characters, 10 kB or non-string values, nesting 100,000 deep, status/resultType 
 byte level (flips, truncation, junk), or served in a hostile way (a byte a second, a stall, a
 Content-Length that lies, 100 MB streamed or declared, HTML with 500, redirects to itself).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,8 +39,26 @@ from tests.prom_server import PromServer
 T0, STEP, N = 1_000_000.0, 5.0, 40
 TIMES = [T0 + i * STEP for i in range(N)]
 UNITS = {"u1": "glibc", "u2": "jemalloc", "u3": "jemalloc-bg", "u4": "mimalloc"}
-HOSTILE_VALUES = [float("nan"), float("inf"), -1.0, 1e300, -1e300, True, None, "x", "NaN", "+Inf", "-Inf", "1e999",
-                  "", [], {}, 2**70, "\x00", "0x10"]
+HOSTILE_VALUES = [
+    float("nan"),
+    float("inf"),
+    -1.0,
+    1e300,
+    -1e300,
+    True,
+    None,
+    "x",
+    "NaN",
+    "+Inf",
+    "-Inf",
+    "1e999",
+    "",
+    [],
+    {},
+    2**70,
+    "\x00",
+    "0x10",
+]
 HOSTILE_LABELS = ["", " ", "\n", "a\x1bb", "\u2028", "x" * 10000, 5, None, "😀", "../../etc", "h1/u1"]
 
 
@@ -47,8 +66,19 @@ def valid(query: str) -> dict:
     result = []
     for u, g in UNITS.items():
         if "unit_info" in query:
-            result.append({"metric": {"host": "h1", "unit": u, "group": g, "allocator": g, "version": "1", "library_sha256": "ab"},
-                           "values": [[t, "1"] for t in TIMES]})
+            result.append(
+                {
+                    "metric": {
+                        "host": "h1",
+                        "unit": u,
+                        "group": g,
+                        "allocator": g,
+                        "version": "1",
+                        "library_sha256": "ab",
+                    },
+                    "values": [[t, "1"] for t in TIMES],
+                }
+            )
             continue
         if "memory" in query:
             values = [[t, str((20 + (i % 4) * 10) << 20)] for i, t in enumerate(TIMES)]
@@ -65,11 +95,15 @@ def valid(query: str) -> dict:
 def mutate_json(doc: dict, rng: random.Random) -> tuple[dict | bytes, str]:
     try:
         result = doc["data"]["result"]
-        assert isinstance(result, list) and all(isinstance(s, dict) and isinstance(s.get("values"), list)
-                                                and isinstance(s.get("metric"), dict) for s in result)
+        assert isinstance(result, list) and all(
+            isinstance(s, dict) and isinstance(s.get("values"), list) and isinstance(s.get("metric"), dict)
+            for s in result
+        )
     except (KeyError, TypeError, AssertionError):
         return doc, "noop (already broken)"
-    kind = rng.choice(["value", "time", "label", "delete", "duplicate", "multiply", "deep", "status", "retype", "empty"])
+    kind = rng.choice(
+        ["value", "time", "label", "delete", "duplicate", "multiply", "deep", "status", "retype", "empty"]
+    )
     if kind == "value" and result:
         s = rng.choice(result)
         if s["values"]:
@@ -91,10 +125,14 @@ def mutate_json(doc: dict, rng: random.Random) -> tuple[dict | bytes, str]:
         result.append(copy.deepcopy(rng.choice(result)))
     elif kind == "multiply" and result:
         s = rng.choice(result)
-        result.extend({"metric": {**s["metric"], "unit": f"x{i}"}, "values": s["values"]} for i in range(rng.choice([50, 500])))
+        result.extend(
+            {"metric": {**s["metric"], "unit": f"x{i}"}, "values": s["values"]} for i in range(rng.choice([50, 500]))
+        )
     elif kind == "deep":
         depth = rng.choice([20, 1000, 100_000])
-        return (b'{"status":"success","data":{"resultType":"matrix","result":' + b"[" * depth + b"]" * depth + b"}}"), f"deep {depth}"
+        return (
+            b'{"status":"success","data":{"resultType":"matrix","result":' + b"[" * depth + b"]" * depth + b"}}"
+        ), f"deep {depth}"
     elif kind == "status":
         doc[rng.choice(["status", "data"])] = rng.choice(["error", None, 1, {"resultType": "vector", "result": []}])
     elif kind == "retype":
@@ -108,7 +146,9 @@ def make_answer(rng: random.Random):
     """A function query -> (status, headers, pieces, pause), and its description and size."""
     mode = rng.random()
     if mode < 0.12:
-        how = rng.choice(["trickle", "stall", "lying-length", "html-500", "streamed-100MB", "declared-100MB", "redirect"])
+        how = rng.choice(
+            ["trickle", "stall", "lying-length", "html-500", "streamed-100MB", "declared-100MB", "redirect"]
+        )
         if how == "trickle":
             return (lambda q: (200, {}, (b" " for _ in range(3600)), 1.0)), how, 3600
         if how == "stall":
@@ -120,10 +160,14 @@ def make_answer(rng: random.Random):
         if how == "streamed-100MB":
             return (lambda q: (200, {}, (b" " * (1 << 16) for _ in range(1600)), 0.0)), how, 100 << 20
         if how == "declared-100MB":
-            return (lambda q: (200, {"Content-Length": str(100 << 20)}, (b" " * (1 << 16) for _ in range(1600)), 0.0)), how, 100 << 20
+            return (
+                (lambda q: (200, {"Content-Length": str(100 << 20)}, (b" " * (1 << 16) for _ in range(1600)), 0.0)),
+                how,
+                100 << 20,
+            )
         return (lambda q: (302, {"Location": "/api/v1/query_range?query=x", "Content-Length": "0"}, [], 0.0)), how, 0
     hits = rng.randint(1, 3)
-    target = rng.random()            # which queries get the mutation: all, or one column
+    target = rng.random()  # which queries get the mutation: all, or one column
     plan = [rng.randrange(1 << 30) for _ in range(hits)]
 
     def answer(q: str):
@@ -136,13 +180,14 @@ def make_answer(rng: random.Random):
                 doc, kind = mutate_json(doc, random.Random(seed))
                 kinds.append(kind)
         body = doc if isinstance(doc, bytes) else json.dumps(doc).encode()
-        if mode > 0.9:                   # byte-level damage
+        if mode > 0.9:  # byte-level damage
             r = random.Random(plan[0])
             b = bytearray(body)
             for _ in range(r.randint(1, 5)):
                 b[r.randrange(len(b))] = r.randrange(256)
             body = bytes(b[: r.randrange(len(b) + 1)]) if r.random() < 0.3 else bytes(b)
         return 200, {"Content-Type": "application/json", "Content-Length": str(len(body))}, [body], 0.0
+
     sample = answer('avg_over_time(alloclab_unit_memory_bytes{memtype="resident"}[5s])')[2][0]
     return answer, ("bytes" if mode > 0.9 else "json") + f" x{hits}", len(sample)
 
@@ -168,8 +213,24 @@ def main() -> None:
             out, log = work / f"run{n}", work / f"log{n}"
             with PromServer(answer) as srv:
                 code, took, rss = run_cli_forked(
-                    ["import", "prometheus", srv.url, "--from", f"{T0:.0f}", "--to", f"{TIMES[-1]:.0f}", "--step",
-                     f"{STEP:g}s", "--timeout", "10s", "-o", str(out)], log, 40.0)
+                    [
+                        "import",
+                        "prometheus",
+                        srv.url,
+                        "--from",
+                        f"{T0:.0f}",
+                        "--to",
+                        f"{TIMES[-1]:.0f}",
+                        "--step",
+                        f"{STEP:g}s",
+                        "--timeout",
+                        "10s",
+                        "-o",
+                        str(out),
+                    ],
+                    log,
+                    40.0,
+                )
             times.append(took)
             text = log.read_text(errors="replace")
             if size <= 1 << 20:
@@ -187,7 +248,10 @@ def main() -> None:
             elif code == 2:
                 counts["exit 2"] += 1
                 lines = [ln for ln in text.splitlines() if ln.startswith("alloclab: error")]
-                if len(lines) != 1 or len([ln for ln in text.splitlines() if ln.strip() and not ln.startswith("  ")]) > 1:
+                if (
+                    len(lines) != 1
+                    or len([ln for ln in text.splitlines() if ln.strip() and not ln.startswith("  ")]) > 1
+                ):
                     counts["multi-line"] += 1
                     bad.append("multi-line")
                 if out.exists():
@@ -210,10 +274,23 @@ def main() -> None:
         if not args.keep:
             shutil.rmtree(work / "failures", ignore_errors=True) if not any((work / "failures").iterdir()) else None
     times.sort()
-    print(json.dumps({"seed": args.seed, "cases": args.cases, **counts,
-                      "peak_rss_mb_answers_le_1MB": round(peak_small / 1024), "peak_rss_mb_larger": round(peak_large / 1024),
-                      "median_s": round(times[len(times) // 2], 2), "max_s": round(times[-1], 1),
-                      "100MB cases": big, "seconds": round(time.time() - began), "failures_kept_in": str(keep)}, indent=1))
+    print(
+        json.dumps(
+            {
+                "seed": args.seed,
+                "cases": args.cases,
+                **counts,
+                "peak_rss_mb_answers_le_1MB": round(peak_small / 1024),
+                "peak_rss_mb_larger": round(peak_large / 1024),
+                "median_s": round(times[len(times) // 2], 2),
+                "max_s": round(times[-1], 1),
+                "100MB cases": big,
+                "seconds": round(time.time() - began),
+                "failures_kept_in": str(keep),
+            },
+            indent=1,
+        )
+    )
 
 
 if __name__ == "__main__":

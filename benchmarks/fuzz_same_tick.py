@@ -22,6 +22,7 @@ count as a share of their events.
 Exit status 1 if any case failed. Not part of the default test run; figures in
 benchmarks/README.md.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,15 +36,25 @@ from pathlib import Path
 
 from alloclab.native import build as nativebuild
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # tests.trace_codec: the format in Python
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.trace_codec: the format in Python
 from tests.trace_codec import FREE, MALLOC, REALLOC, Trace, encode_blocks, ev
 
 
 def build(d: Path) -> Path:
     src = Path(nativebuild.__file__).parent
     out = d / "replay_asan"
-    subprocess.run(["make", "-s", "-C", str(src), f"OUT={d}", f"{d}/replay",
-                    "CFLAGS=-g -O1 -fsanitize=address,undefined -fno-omit-frame-pointer -std=c11 -D_GNU_SOURCE"], check=True)
+    subprocess.run(
+        [
+            "make",
+            "-s",
+            "-C",
+            str(src),
+            f"OUT={d}",
+            f"{d}/replay",
+            "CFLAGS=-g -O1 -fsanitize=address,undefined -fno-omit-frame-pointer -std=c11 -D_GNU_SOURCE",
+        ],
+        check=True,
+    )
     (d / "replay").rename(out)
     return out
 
@@ -79,7 +90,7 @@ def consistent_trace(rng: random.Random) -> tuple[list, str]:
     fresh = iter(range(0x10000, 1 << 40, 0x100))
     owned: list[list[list[int]]] = [[] for _ in range(nthreads)]
     events: list[list] = [[] for _ in range(nthreads)]
-    busy_until = [0] * nthreads               # inside a realloc that has released its old block
+    busy_until = [0] * nthreads  # inside a realloc that has released its old block
     for step in range(steps):
         t, r = rng.randrange(nthreads), rng.random()
         if busy_until[t] > step:
@@ -104,7 +115,7 @@ def consistent_trace(rng: random.Random) -> tuple[list, str]:
             busy_until[t] = returns + 1
             block[:] = [new, size]
         else:
-            owned[rng.randrange(nthreads)].append(mine.pop(rng.randrange(len(mine))))   # a hand-off: no event
+            owned[rng.randrange(nthreads)].append(mine.pop(rng.randrange(len(mine))))  # a hand-off: no event
     tick = "one tick" if per_tick > steps else f"{per_tick} steps a tick"
     return [(t + 1, evs) for t, evs in enumerate(events) if evs], tick
 
@@ -115,9 +126,9 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
     rng = random.Random(args.seed)
-    env = {**os.environ, "ASAN_OPTIONS": "detect_leaks=0"}     # the replay keeps its blocks, as the program did
+    env = {**os.environ, "ASAN_OPTIONS": "detect_leaks=0"}  # the replay keeps its blocks, as the program did
     failures = 0
-    orders: dict[str, dict[str, int]] = {}       # consistent cases by tick size: cases, misordered, events
+    orders: dict[str, dict[str, int]] = {}  # consistent cases by tick size: cases, misordered, events
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp)
         replay = build(d)
@@ -128,7 +139,9 @@ def main() -> int:
             path.write_bytes(Trace(encode_blocks(threads)).to_bytes())
             live, problem = {}, None
             for mode in (["--info"], ["--speed", "0"], ["--direct", "--speed", "0"]):
-                r = subprocess.run([str(replay), str(path), *mode], capture_output=True, text=True, timeout=120, env=env)
+                r = subprocess.run(
+                    [str(replay), str(path), *mode], capture_output=True, text=True, timeout=120, env=env
+                )
                 if r.returncode != 0 or "ERROR: AddressSanitizer" in r.stderr or "runtime error" in r.stderr:
                     problem = f"{mode[0]}: exit {r.returncode} {r.stderr.strip()[-400:]}"
                     break

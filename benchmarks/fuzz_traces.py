@@ -16,6 +16,7 @@ firing), crash (the replayer killed by a signal), bad exit (any other code, or e
 than one line). Exit status 1 if any failure. Not part of the default test run; figures are in
 benchmarks/README.md and docs/reference/trace-format.md.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,11 +37,33 @@ sys.path.insert(0, str(ROOT / "src"))
 from alloclab.native import build
 from alloclab.run import trace
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # tests.trace_codec: the format in Python
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.trace_codec: the format in Python
 from tests.trace_codec import FREE, MALLOC, REALLOC, THREAD_EXIT, TICK_NS, parse
 
-INTERESTING = [0, 1, 2, 7, 8, 15, 16, 127, 128, 255, 4096, 1 << 20, 1 << 30, (1 << 32) - 1, 1 << 32, 1 << 40,
-               (1 << 40) + 1, 16 << 30, (16 << 30) + 1, 1 << 59, (1 << 63) - 1, (1 << 64) - 1]
+INTERESTING = [
+    0,
+    1,
+    2,
+    7,
+    8,
+    15,
+    16,
+    127,
+    128,
+    255,
+    4096,
+    1 << 20,
+    1 << 30,
+    (1 << 32) - 1,
+    1 << 32,
+    1 << 40,
+    (1 << 40) + 1,
+    16 << 30,
+    (16 << 30) + 1,
+    1 << 59,
+    (1 << 63) - 1,
+    (1 << 64) - 1,
+]
 REPLAY_LIMITS = ["--max-gap", "1", "--max-duration", "3", "--max-alloc", str(256 << 20), "--max-live", str(1 << 30)]
 
 PYSCRIPT = "import json\nd=[json.dumps({str(i): [i]*5 for i in range(300)}) for _ in range(20)]\n"
@@ -67,8 +90,23 @@ def _value(rng: random.Random) -> int:
 
 
 def mutate(seed: bytes, other: bytes, rng: random.Random) -> tuple[str, bytes]:
-    kind = rng.choice(["bitflip", "truncate", "header", "block-field", "column", "op", "reorder", "duplicate",
-                       "delete", "splice", "threads", "time-gap", "size"])
+    kind = rng.choice(
+        [
+            "bitflip",
+            "truncate",
+            "header",
+            "block-field",
+            "column",
+            "op",
+            "reorder",
+            "duplicate",
+            "delete",
+            "splice",
+            "threads",
+            "time-gap",
+            "size",
+        ]
+    )
     if kind == "bitflip":
         blob = bytearray(seed)
         for _ in range(rng.randint(1, 8)):
@@ -76,12 +114,14 @@ def mutate(seed: bytes, other: bytes, rng: random.Random) -> tuple[str, bytes]:
             blob[i] ^= 1 << rng.randrange(8)
         return kind, bytes(blob)
     if kind == "truncate":
-        return kind, seed[:rng.randrange(len(seed))]
+        return kind, seed[: rng.randrange(len(seed))]
     t = parse(seed)
     b = rng.choice(t.blocks)
     if kind == "header":
         field = rng.choice(["version", "flags", "tick_ns", "pid", "start_realtime_ns", "start_monotonic_ns"])
-        setattr(t, field, _value(rng) & (0xFFFFFFFF if field in ("version", "flags", "tick_ns", "pid") else (1 << 64) - 1))
+        setattr(
+            t, field, _value(rng) & (0xFFFFFFFF if field in ("version", "flags", "tick_ns", "pid") else (1 << 64) - 1)
+        )
     elif kind == "block-field":
         field = rng.choice(["events", "raw_len", "thread", "first_ts"])
         if field == "events":
@@ -96,8 +136,11 @@ def mutate(seed: bytes, other: bytes, rng: random.Random) -> tuple[str, bytes]:
         col = rng.choice([b.times, b.sizes, b.pointers, b.ops])
         if col:
             i = rng.randrange(len(col))
-            col[i] = rng.choice([_value(rng), -_value(rng)]) if col is b.pointers else _value(rng) & (
-                0xFF if col is b.ops else (1 << 64) - 1)
+            col[i] = (
+                rng.choice([_value(rng), -_value(rng)])
+                if col is b.pointers
+                else _value(rng) & (0xFF if col is b.ops else (1 << 64) - 1)
+            )
         if rng.random() < 0.3 and col:
             col.insert(rng.randrange(len(col)), _value(rng) & 0xFF)
     elif kind == "op":
@@ -120,17 +163,20 @@ def mutate(seed: bytes, other: bytes, rng: random.Random) -> tuple[str, bytes]:
             blk.thread = base + (i if rng.random() < 0.7 else 0)
     elif kind == "time-gap":
         if b.times:
-            b.times[rng.randrange(len(b.times))] = rng.choice([10**9 // TICK_NS * rng.randint(1, 10), 1 << 40, 1 << 55,
-                                                               _value(rng)])
+            b.times[rng.randrange(len(b.times))] = rng.choice(
+                [10**9 // TICK_NS * rng.randint(1, 10), 1 << 40, 1 << 55, _value(rng)]
+            )
     elif kind == "size" and b.sizes:
-        b.sizes[rng.randrange(len(b.sizes))] = rng.choice([1 << 40, (1 << 40) + 1, 16 << 30, 300 << 20, 1 << 30,
-                                                           _value(rng)])
+        b.sizes[rng.randrange(len(b.sizes))] = rng.choice(
+            [1 << 40, (1 << 40) + 1, 16 << 30, 300 << 20, 1 << 30, _value(rng)]
+        )
     return kind, t.to_bytes()
 
 
 def run_cli_inprocess(args: list[str]) -> tuple[int | str, str]:
     """The CLI's own entry point; returns (exit code or 'traceback', stderr)."""
     from alloclab import cli
+
     err, out = io.StringIO(), io.StringIO()
     old_argv = sys.argv
     sys.argv = ["alloclab", *args]
@@ -140,7 +186,7 @@ def run_cli_inprocess(args: list[str]) -> tuple[int | str, str]:
         return 0, err.getvalue()
     except SystemExit as exc:
         return (exc.code if isinstance(exc.code, int) else 1), err.getvalue()
-    except BaseException as exc:          # a traceback is what we count
+    except BaseException as exc:  # a traceback is what we count
         return "traceback", f"{type(exc).__name__}: {exc}"
     finally:
         sys.argv = old_argv
@@ -148,8 +194,13 @@ def run_cli_inprocess(args: list[str]) -> tuple[int | str, str]:
 
 def run_cli_subprocess(args: list[str], bound: float) -> tuple[int | str, str]:
     try:
-        p = subprocess.run([sys.executable, "-m", "alloclab", *args], capture_output=True, text=True, timeout=bound * 3,
-                           env={**os.environ, "PYTHONPATH": str(ROOT / "src"), "ALLOCLAB_DEBUG": "1"})
+        p = subprocess.run(
+            [sys.executable, "-m", "alloclab", *args],
+            capture_output=True,
+            text=True,
+            timeout=bound * 3,
+            env={**os.environ, "PYTHONPATH": str(ROOT / "src"), "ALLOCLAB_DEBUG": "1"},
+        )
     except subprocess.TimeoutExpired:
         return "hang", "the CLI itself did not return"
     return ("traceback" if "Traceback" in p.stderr else p.returncode), p.stderr
@@ -192,8 +243,10 @@ def main() -> int:
         i = rng.randrange(len(seeds))
         kind, blob = mutate(seeds[i], seeds[(i + 1) % len(seeds)], rng)
         mutant.write_bytes(blob)
-        for cmd, args in (("info", ["trace", "info", str(mutant), "--json"]),
-                          ("replay", ["trace", "replay", str(mutant), *REPLAY_LIMITS])):
+        for cmd, args in (
+            ("info", ["trace", "info", str(mutant), "--json"]),
+            ("replay", ["trace", "replay", str(mutant), *REPLAY_LIMITS]),
+        ):
             t0 = time.monotonic()
             code, stderr = run_cli_subprocess(args, a.bound) if a.subprocess else run_cli_inprocess(args)
             secs = time.monotonic() - t0
@@ -211,8 +264,12 @@ def main() -> int:
     print(f"\n{a.count} mutants (seed {a.seed}) in {elapsed:.0f} s; slowest call {slowest:.2f} s")
     for cmd, c in outcomes.items():
         print(f"  trace {cmd}: " + ", ".join(f"{k} {v}" for k, v in sorted(c.items())))
-    print("  by mutation: " + "; ".join(f"{k}: " + ", ".join(f"{kk} {vv}" for kk, vv in sorted(v.items()))
-                                        for k, v in sorted(by_kind.items())))
+    print(
+        "  by mutation: "
+        + "; ".join(
+            f"{k}: " + ", ".join(f"{kk} {vv}" for kk, vv in sorted(v.items())) for k, v in sorted(by_kind.items())
+        )
+    )
     bad = sum(v for c in outcomes.values() for k, v in c.items() if k not in ("ok", "refused"))
     print(f"  failures (traceback, hang, crash, bad exit): {bad}")
     for f in failures[:20]:

@@ -26,6 +26,7 @@ AR(1) noise, restarts with regrowth and level shifts, replica cv 5%): the share 
 replicas a side, at the last look's level (α·290/590 ≈ 0.025, the best any look of a 5-minute plan
 gets), for A/A and +10%.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -45,9 +46,9 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 ALLOCLAB = str(Path(sys.executable).parent / "alloclab")
-PROGRAM_MODULES = 2000     # ~17 MB held
-TRACE_MODULES = 600        # 468,000 events: 0.4 s to replay alone
-PLAN_TIMES = (20, 40, 80, 160, 290)        # the default plan's looks (warm-up 10 s + 10 intervals, 5 minutes)
+PROGRAM_MODULES = 2000  # ~17 MB held
+TRACE_MODULES = 600  # 468,000 events: 0.4 s to replay alone
+PLAN_TIMES = (20, 40, 80, 160, 290)  # the default plan's looks (warm-up 10 s + 10 intervals, 5 minutes)
 
 
 def load1() -> float:
@@ -61,8 +62,11 @@ def prepare(work: Path) -> dict[str, tuple[list[str], list[str]]]:
     traces = {}
     for n in (TRACE_MODULES, TRACE_MODULES * 11 // 10):
         traces[n] = work / f"modules-{n}.trace"
-        subprocess.run([ALLOCLAB, "trace", "record", "-o", str(traces[n]), "--", str(prog), str(n)], check=True,
-                       capture_output=True)
+        subprocess.run(
+            [ALLOCLAB, "trace", "record", "-o", str(traces[n]), "--", str(prog), str(n)],
+            check=True,
+            capture_output=True,
+        )
     cmd = lambda n: f"{prog} {n} hold"
     base, more = TRACE_MODULES, TRACE_MODULES * 11 // 10
     return {
@@ -76,12 +80,16 @@ def prepare(work: Path) -> dict[str, tuple[list[str], list[str]]]:
 def one_gate(args: list[str], out: Path) -> dict:
     before = load1()
     started = time.monotonic()
-    p = subprocess.Popen([ALLOCLAB, "gate", *args, "--fail-on-increase", "5", "--no-report", "--json", "-o", str(out)],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(
+        [ALLOCLAB, "gate", *args, "--fail-on-increase", "5", "--no-report", "--json", "-o", str(out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         stdout, stderr = p.communicate(timeout=600)
     finally:
-        if p.poll() is None:        # interrupted or over time: alloclab stops its replicas on SIGTERM
+        if p.poll() is None:  # interrupted or over time: alloclab stops its replicas on SIGTERM
             p.terminate()
             p.wait(timeout=60)
     wall = time.monotonic() - started
@@ -89,9 +97,17 @@ def one_gate(args: list[str], out: Path) -> dict:
         j = json.loads(stdout)
     except ValueError:
         raise SystemExit(f"gate failed to report (exit {p.returncode}): {stderr[-2000:]}") from None
-    return {"exit": p.returncode, "outcome": j["outcome"], "looks": len(j["looks"]), "elapsed_s": j["elapsed_s"],
-            "wall_s": round(wall, 1), "ratio": j["ratio"], "load1": before, "first_look": j["looks"][0] if j["looks"] else None,
-            "last_look": j["looks"][-1] if j["looks"] else None}
+    return {
+        "exit": p.returncode,
+        "outcome": j["outcome"],
+        "looks": len(j["looks"]),
+        "elapsed_s": j["elapsed_s"],
+        "wall_s": round(wall, 1),
+        "ratio": j["ratio"],
+        "load1": before,
+        "first_look": j["looks"][0] if j["looks"] else None,
+        "last_look": j["looks"][-1] if j["looks"] else None,
+    }
 
 
 def real_gates(rng, runs: int, work: Path) -> list[dict]:
@@ -103,25 +119,36 @@ def real_gates(rng, runs: int, work: Path) -> list[dict]:
         r = one_gate(cells[cell], work / f"gate-{k:03d}")
         r["workload"], r["change"] = cell
         results.append(r)
-        print(f"  {k + 1}/{len(order)} {cell[0]} {cell[1]}: {r['outcome']} (exit {r['exit']}) at look {r['looks']}, "
-              f"{r['elapsed_s']:.0f} s, ratio {r['ratio']:.4f}, load1 {r['load1']:.1f}", file=sys.stderr, flush=True)
+        print(
+            f"  {k + 1}/{len(order)} {cell[0]} {cell[1]}: {r['outcome']} (exit {r['exit']}) at look {r['looks']}, "
+            f"{r['elapsed_s']:.0f} s, ratio {r['ratio']:.4f}, load1 {r['load1']:.1f}",
+            file=sys.stderr,
+            flush=True,
+        )
     return results
 
 
 def resampled(rng, results: list[dict], draws: int, n: int = 4) -> list[tuple]:
     from alloclab import analysis
     from alloclab.studies.gate import decide_look
+
     level = analysis.RULES["alpha"] * PLAN_TIMES[0] / sum(PLAN_TIMES)
     rows = []
     for workload in ("trace", "program"):
-        pool = np.array([x for r in results if r["workload"] == workload and r["change"] == "A/A" and r["last_look"]
-                         for x in r["last_look"]["baseline_mb"] + r["last_look"]["candidate_mb"]])
+        pool = np.array(
+            [
+                x
+                for r in results
+                if r["workload"] == workload and r["change"] == "A/A" and r["last_look"]
+                for x in r["last_look"]["baseline_mb"] + r["last_look"]["candidate_mb"]
+            ]
+        )
         if len(pool) < 2 * n:
             continue
         for up in (1.0, 1.05, 1.10):
             counts = dict.fromkeys(("within", "above", "inconclusive"), 0)
             for _ in range(draws):
-                pick = rng.permutation(pool)[:2 * n]
+                pick = rng.permutation(pool)[: 2 * n]
                 look = decide_look({"b": pick[:n], "c": pick[n:] * up}, "b", "c", 5.0, level, PLAN_TIMES[0])
                 counts[look.outcome] += 1
             rows.append((workload, len(pool), f"{up - 1:+.0%}", *(f"{counts[k] / draws:.1%}" for k in counts)))
@@ -133,6 +160,7 @@ def live_service(rng, draws: int) -> list[tuple]:
 
     from alloclab import analysis
     from alloclab.studies.gate import decide_look
+
     level = analysis.RULES["alpha"] * PLAN_TIMES[-1] / sum(PLAN_TIMES)
     rows = []
     for n in (5, 10, 20, 40, 80):
@@ -140,7 +168,9 @@ def live_service(rng, draws: int) -> list[tuple]:
             a = cg.replica_levels(rng, draws, n, [1.0] * cg.GROUPS, 0.0)[:, 0]
             b = cg.replica_levels(rng, draws, n, [up] * cg.GROUPS, 0.0)[:, 0]
             got = [decide_look({"b": a[i], "c": b[i]}, "b", "c", 5.0, level, 0).outcome for i in range(draws)]
-            rows.append((n, f"{up - 1:+.0%}", *(f"{got.count(k) / draws:.1%}" for k in ("within", "above", "inconclusive"))))
+            rows.append(
+                (n, f"{up - 1:+.0%}", *(f"{got.count(k) / draws:.1%}" for k in ("within", "above", "inconclusive")))
+            )
     return rows
 
 
@@ -152,7 +182,7 @@ def main() -> int:
     ap.add_argument("--skip-real", action="store_true", help="only part 3 (no runs)")
     ap.add_argument("--save", type=Path, help="write every real gate's result (JSON lines) here")
     args = ap.parse_args()
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))     # the running gate is stopped (one_gate's finally)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # the running gate is stopped (one_gate's finally)
     rng = np.random.default_rng(args.seed)
     started = time.monotonic()
     print(f"nice {os.nice(0)}, load before: {Path('/proc/loadavg').read_text().strip()}, {os.cpu_count()} cores")
@@ -161,8 +191,10 @@ def main() -> int:
             results = real_gates(rng, args.runs, Path(d))
         if args.save:
             args.save.write_text("".join(json.dumps(r) + "\n" for r in results))
-        print("\n| workload | true change | gates | within | above | inconclusive | decided | wrong calls | "
-              "median time to decision | slowest | load1 (median, max) |")
+        print(
+            "\n| workload | true change | gates | within | above | inconclusive | decided | wrong calls | "
+            "median time to decision | slowest | load1 (median, max) |"
+        )
         print("|---|---|---|---|---|---|---|---|---|---|---|")
         for workload in ("trace", "program"):
             for change in ("A/A", "+10%"):
@@ -171,9 +203,11 @@ def main() -> int:
                 wrong = c["above"] if change == "A/A" else c["within"]
                 el = [r["elapsed_s"] for r in rs]
                 ld = [r["load1"] for r in rs]
-                print(f"| {workload} | {change} | {len(rs)} | {c['within']} | {c['above']} | {c['inconclusive']} | "
-                      f"{(c['within'] + c['above']) / len(rs):.0%} | {wrong} | {np.median(el):.0f} s | {max(el):.0f} s | "
-                      f"{np.median(ld):.1f}, {max(ld):.1f} |")
+                print(
+                    f"| {workload} | {change} | {len(rs)} | {c['within']} | {c['above']} | {c['inconclusive']} | "
+                    f"{(c['within'] + c['above']) / len(rs):.0%} | {wrong} | {np.median(el):.0f} s | {max(el):.0f} s | "
+                    f"{np.median(ld):.1f}, {max(ld):.1f} |"
+                )
         print("\n| workload | pooled replica levels | true change | within | above | inconclusive |")
         print("|---|---|---|---|---|---|")
         for row in resampled(rng, results, args.draws):
@@ -182,7 +216,9 @@ def main() -> int:
     print("|---|---|---|---|---|")
     for row in live_service(rng, args.draws):
         print("| " + " | ".join(map(str, row)) + " |")
-    print(f"\nseed {args.seed}, {time.monotonic() - started:.0f} s, load after: {Path('/proc/loadavg').read_text().strip()}")
+    print(
+        f"\nseed {args.seed}, {time.monotonic() - started:.0f} s, load after: {Path('/proc/loadavg').read_text().strip()}"
+    )
     return 0
 
 

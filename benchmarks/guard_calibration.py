@@ -20,6 +20,7 @@ with the old process's curve from the collector's store (sampled every 5 s from 
 its own noise). False trips per unit, and detection of a true +50% on the same curve. Prints a
 second markdown table.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,11 +35,21 @@ from alloclab.fleet import rollout
 from alloclab.stats import calibration as sim
 
 
-def trip_rate(rng, n: int, samples: int, *, margin: float, persist: int, sd: float, phi: float, truth: float = 1.0,
-              absolute: bool = False) -> float:
+def trip_rate(
+    rng,
+    n: int,
+    samples: int,
+    *,
+    margin: float,
+    persist: int,
+    sd: float,
+    phi: float,
+    truth: float = 1.0,
+    absolute: bool = False,
+) -> float:
     t = sim.times(samples - 1, 1.0)
     old_series = sim.flat(rng, n, np.arange(8.0), sd_share=sd, phi=phi)
-    old = old_series[:, -1]                                # one reading before the restart
+    old = old_series[:, -1]  # one reading before the restart
     new = sim.flat(rng, n, t, sd_share=sd, phi=phi, level=100.0 * truth)
     trips = 0
     for i in range(n):
@@ -47,13 +58,25 @@ def trip_rate(rng, n: int, samples: int, *, margin: float, persist: int, sd: flo
     return trips / n
 
 
-def startup_trip_rate(rng, n: int, *, rule: str, old_age: float, k: float, tau: float, truth: float = 1.0,
-                      settle: float = 60.0, every: float = 5.0, sd: float = 0.02, phi: float = 0.9) -> float:
+def startup_trip_rate(
+    rng,
+    n: int,
+    *,
+    rule: str,
+    old_age: float,
+    k: float,
+    tau: float,
+    truth: float = 1.0,
+    settle: float = 60.0,
+    every: float = 5.0,
+    sd: float = 0.02,
+    phi: float = 0.9,
+) -> float:
     guards = rollout.Guards(max_increase=0.25, persist=3)
-    ages = sim.times(settle, every)[1:]                        # the settle watch's samples of the new process
+    ages = sim.times(settle, every)[1:]  # the settle watch's samples of the new process
     shape = lambda a: 100.0 * (1 + k * np.exp(-a / tau))
     new = truth * shape(ages)[None, :] * (1 + sim.ar1(rng, n, len(ages), phi, sd))
-    old_ages = np.arange(1.0, old_age + 1e-9, every)          # what the collector stored of the old process
+    old_ages = np.arange(1.0, old_age + 1e-9, every)  # what the collector stored of the old process
     old_curve = shape(old_ages)[None, :] * (1 + sim.ar1(rng, n, len(old_ages), phi, sd))
     old_level = shape(np.array([old_age]))[0] * (1 + sd * rng.normal(size=n))
     warmup = rollout.effective_warmup(guards, old_age, settle)
@@ -64,8 +87,9 @@ def startup_trip_rate(rng, n: int, *, rule: str, old_age: float, k: float, tau: 
         elif rule == "warmup":
             why = rollout.memory_trip(list(new[i]), old_level[i], guards, list(ages), warmup)
         else:
-            why = rollout.memory_trip(list(new[i]), old_level[i], guards, list(ages), warmup,
-                                      list(zip(old_ages, old_curve[i])))
+            why = rollout.memory_trip(
+                list(new[i]), old_level[i], guards, list(ages), warmup, list(zip(old_ages, old_curve[i]))
+            )
         trips += why is not None
     return trips / n
 
@@ -75,12 +99,18 @@ def startup_table(rng, n: int) -> None:
     print("|---|---|---|---|---|---|")
     for k, tau in ((4.0, 10.0), (1.0, 30.0)):
         for old_age in (45.0, 300.0, 3600.0):
-            for rule, name in (("old", "every sample vs the old level (before)"), ("warmup", "--warmup auto"),
-                               ("curve", "same age, from --history")):
+            for rule, name in (
+                ("old", "every sample vs the old level (before)"),
+                ("warmup", "--warmup auto"),
+                ("curve", "same age, from --history"),
+            ):
                 p = startup_trip_rate(rng, n, rule=rule, old_age=old_age, k=k, tau=tau)
                 power = startup_trip_rate(rng, max(1000, n // 10), rule=rule, old_age=old_age, k=k, tau=tau, truth=1.5)
-                print(f"| {1 + k:g}x at start, tau {tau:g} s | {old_age:g} s | {name} | {p:.3%} | "
-                      f"{1 - (1 - p) ** 100:.1%} | {power:.1%} |", flush=True)
+                print(
+                    f"| {1 + k:g}x at start, tau {tau:g} s | {old_age:g} s | {name} | {p:.3%} | "
+                    f"{1 - (1 - p) ** 100:.1%} | {power:.1%} |",
+                    flush=True,
+                )
 
 
 def main() -> None:
@@ -93,18 +123,38 @@ def main() -> None:
     if args.startup:
         startup_table(rng, args.n)
         return
-    print("| guard | noise (SD, phi) | settle samples | persist | false trips per unit | per 100 units | detects +50% |")
+    print(
+        "| guard | noise (SD, phi) | settle samples | persist | false trips per unit | per 100 units | detects +50% |"
+    )
     print("|---|---|---|---|---|---|---|")
     for margin, absolute in ((0.10, False), (0.25, False), (0.25, True)):
         for sd, phi in ((0.02, 0.9), (0.02, 0.99), (0.05, 0.95)):
             for samples in (12, 60):
                 for persist in (1, 3):
-                    p = trip_rate(rng, args.n, samples, margin=margin, persist=persist, sd=sd, phi=phi, absolute=absolute)
-                    power = trip_rate(rng, max(2000, args.n // 10), samples, margin=margin, persist=persist, sd=sd,
-                                      phi=phi, truth=1.5, absolute=absolute)
-                    name = f"--max-memory at 1.{int(margin * 100)}x the level" if absolute else f"--max-increase {margin:.0%}"
-                    print(f"| {name} | {sd:.0%}, {phi} | {samples} | {persist} | {p:.3%} | {1 - (1 - p) ** 100:.1%} | "
-                          f"{power:.1%} |", flush=True)
+                    p = trip_rate(
+                        rng, args.n, samples, margin=margin, persist=persist, sd=sd, phi=phi, absolute=absolute
+                    )
+                    power = trip_rate(
+                        rng,
+                        max(2000, args.n // 10),
+                        samples,
+                        margin=margin,
+                        persist=persist,
+                        sd=sd,
+                        phi=phi,
+                        truth=1.5,
+                        absolute=absolute,
+                    )
+                    name = (
+                        f"--max-memory at 1.{int(margin * 100)}x the level"
+                        if absolute
+                        else f"--max-increase {margin:.0%}"
+                    )
+                    print(
+                        f"| {name} | {sd:.0%}, {phi} | {samples} | {persist} | {p:.3%} | {1 - (1 - p) ** 100:.1%} | "
+                        f"{power:.1%} |",
+                        flush=True,
+                    )
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ A false positive is any group called different from the baseline (family-wise, H
 
     .venv/bin/python benchmarks/host_blocking.py [--sims 2000] [--seed 1]
 """
+
 from __future__ import annotations
 
 import argparse

@@ -12,6 +12,7 @@ memory: its record mapping's resident size (smaps) and the RSS difference; its C
 thread's CPU over the process's. Prints one JSON object (medians of the repeats); figures in
 benchmarks/README.md.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,8 +29,12 @@ from alloclab.capture import introspect
 from alloclab.native import build
 from alloclab.run import workloads
 
-LIBS = {"glibc": None, "jemalloc": "libjemalloc.so.2", "mimalloc": "libmimalloc.so.2",
-        "tcmalloc": "libtcmalloc_minimal.so.4"}
+LIBS = {
+    "glibc": None,
+    "jemalloc": "libjemalloc.so.2",
+    "mimalloc": "libmimalloc.so.2",
+    "tcmalloc": "libtcmalloc_minimal.so.4",
+}
 
 
 def _lib(name: str) -> str | None:
@@ -65,7 +70,7 @@ def _record_rss(pid: int) -> int:
 
 def one_pair(frag: str, lib: str | None, seconds: float, interval: float, work: Path, helper_first: bool) -> dict:
     procs = {}
-    for variant in (("helper", "plain") if helper_first else ("plain", "helper")):   # alternated: no start-order bias
+    for variant in ("helper", "plain") if helper_first else ("plain", "helper"):  # alternated: no start-order bias
         d = work / variant
         d.mkdir(parents=True, exist_ok=True)
         env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
@@ -75,8 +80,15 @@ def one_pair(frag: str, lib: str | None, seconds: float, interval: float, work: 
             env["LD_PRELOAD"] = introspect.preload_with_helper(lib, introspect.helper_path())
         elif lib:
             env["LD_PRELOAD"] = lib
-        procs[variant] = (subprocess.Popen([frag, "--load", str(seconds), "--idle", "60", "--mb", "32", "--threads", "1"],
-                                           env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL), d)
+        procs[variant] = (
+            subprocess.Popen(
+                [frag, "--load", str(seconds), "--idle", "60", "--mb", "32", "--threads", "1"],
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            ),
+            d,
+        )
     rss = {v: [] for v in procs}
     start = time.monotonic()
     while time.monotonic() - start < seconds - 0.2:
@@ -91,11 +103,15 @@ def one_pair(frag: str, lib: str | None, seconds: float, interval: float, work: 
         rec = introspect.read_record(rec_file) if rec_file else None
         cpu = Path(f"/proc/{p.pid}/stat").read_text().rsplit(")", 1)[1].split()
         proc_cpu = (int(cpu[11]) + int(cpu[12])) / os.sysconf("SC_CLK_TCK")
-        out[v] = {"ops_per_s": st.ops / seconds if st else None,
-                  "ops_per_cpu_s": st.ops / proc_cpu if st and proc_cpu else None, "rss_median": statistics.median(rss[v]),
-                  "hwm": _hwm(p.pid), "record_rss": _record_rss(p.pid) if v == "helper" else 0,
-                  "helper_cpu_share": (rec.helper_cpu_s / proc_cpu) if rec and proc_cpu else None,
-                  "collections": rec.collections if rec else 0}
+        out[v] = {
+            "ops_per_s": st.ops / seconds if st else None,
+            "ops_per_cpu_s": st.ops / proc_cpu if st and proc_cpu else None,
+            "rss_median": statistics.median(rss[v]),
+            "hwm": _hwm(p.pid),
+            "record_rss": _record_rss(p.pid) if v == "helper" else 0,
+            "helper_cpu_share": (rec.helper_cpu_s / proc_cpu) if rec and proc_cpu else None,
+            "collections": rec.collections if rec else 0,
+        }
         p.kill()
         p.wait()
     return out
@@ -113,22 +129,32 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="alloclab-introspect-bench-") as tmp:
         for name in args.allocators.split(","):
             lib = _lib(name)
-            reps = [one_pair(frag, lib, args.seconds, args.interval, Path(tmp) / f"{name}-{i}", i % 2 == 0) for i in range(args.repeat)]
+            reps = [
+                one_pair(frag, lib, args.seconds, args.interval, Path(tmp) / f"{name}-{i}", i % 2 == 0)
+                for i in range(args.repeat)
+            ]
             med = lambda v, k: statistics.median(r[v][k] for r in reps if r[v][k] is not None)
             results[name] = {
                 "throughput_ratio": statistics.median(r["helper"]["ops_per_s"] / r["plain"]["ops_per_s"] for r in reps),
-                "cpu_efficiency_ratio": statistics.median(r["helper"]["ops_per_cpu_s"] / r["plain"]["ops_per_cpu_s"]
-                                                          for r in reps),
-                "ops_per_s_helper": med("helper", "ops_per_s"), "ops_per_s_plain": med("plain", "ops_per_s"),
-                "rss_diff_mb": statistics.median((r["helper"]["rss_median"] - r["plain"]["rss_median"]) / 2**20 for r in reps),
+                "cpu_efficiency_ratio": statistics.median(
+                    r["helper"]["ops_per_cpu_s"] / r["plain"]["ops_per_cpu_s"] for r in reps
+                ),
+                "ops_per_s_helper": med("helper", "ops_per_s"),
+                "ops_per_s_plain": med("plain", "ops_per_s"),
+                "rss_diff_mb": statistics.median(
+                    (r["helper"]["rss_median"] - r["plain"]["rss_median"]) / 2**20 for r in reps
+                ),
                 "rss_plain_mb": med("plain", "rss_median") / 2**20,
                 "hwm_diff_mb": statistics.median((r["helper"]["hwm"] - r["plain"]["hwm"]) / 2**20 for r in reps),
                 "record_rss_kb": med("helper", "record_rss") / 1024,
                 "helper_cpu_share": med("helper", "helper_cpu_share"),
                 "collections": med("helper", "collections"),
             }
-    print(json.dumps({"seconds": args.seconds, "repeat": args.repeat, "interval": args.interval, "results": results},
-                     indent=2))
+    print(
+        json.dumps(
+            {"seconds": args.seconds, "repeat": args.repeat, "interval": args.interval, "results": results}, indent=2
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ replica's steady mean (blocks of 5 samples) against the replica-to-replica SD, a
 of each replica's first and second half of the window (a persistent per-process level). See
 benchmarks/README.md "The main job".
 """
+
 from __future__ import annotations
 
 import argparse
@@ -92,10 +93,16 @@ def watched(argv: list[str], log: Path) -> dict:
             time.sleep(0.5)
     wall, after = time.monotonic() - t0, os.times()
     cpu = (after.children_user - before.children_user) + (after.children_system - before.children_system)
-    return {"cpu_share": cpu / wall / (os.cpu_count() or 1), "own_load": st.mean(r + d for r, d in counts) if counts else 0.0,
-            "own_d": st.mean(d for _, d in counts) if counts else 0.0,
-            "load_median": st.median(machine) if machine else 0.0, "load_max": max(machine, default=0.0),
-            "wall_s": wall, "exit": proc.returncode, "t0_wall": t0_wall}
+    return {
+        "cpu_share": cpu / wall / (os.cpu_count() or 1),
+        "own_load": st.mean(r + d for r, d in counts) if counts else 0.0,
+        "own_d": st.mean(d for _, d in counts) if counts else 0.0,
+        "load_median": st.median(machine) if machine else 0.0,
+        "load_max": max(machine, default=0.0),
+        "wall_s": wall,
+        "exit": proc.returncode,
+        "t0_wall": t0_wall,
+    }
 
 
 def run_part(out: Path, seconds: int) -> dict:
@@ -117,14 +124,25 @@ def run_demo(out: Path) -> dict:
     got["ended"] = " ".join(m.group(1).split()) if m else f"exit {got['exit']}"
     summary = out / "run" / "summary.csv"
     rows = {r["group"]: r for r in csv.DictReader(open(summary))} if summary.is_file() else {}
-    got["groups"] = {g: (float(r["ratio_to_baseline"]), float(r["ratio_ci_low"]), float(r["ratio_ci_high"]),
-                         float(r["p_holm"]), r["letters"]) for g, r in rows.items() if r["ratio_to_baseline"]}
+    got["groups"] = {
+        g: (
+            float(r["ratio_to_baseline"]),
+            float(r["ratio_ci_low"]),
+            float(r["ratio_ci_high"]),
+            float(r["p_holm"]),
+            r["letters"],
+        )
+        for g, r in rows.items()
+        if r["ratio_to_baseline"]
+    }
     got["glibc_mb"] = float(rows["glibc"]["level_mb"]) if "glibc" in rows else None
     got["setup_s"], got["consensus_s"], got["warmup_s"], got["how"] = None, None, None, ""
     if (out / "run" / "run.db").is_file():
         store = Store.open_readonly(out / "run" / "run.db")
         started = store.meta().get("started_at")
-        got["warmup_s"] = json.loads(store.meta().get("phases", "{}")).get("warmup")   # held while relays fetch the directory
+        got["warmup_s"] = json.loads(store.meta().get("phases", "{}")).get(
+            "warmup"
+        )  # held while relays fetch the directory
         got["setup_s"] = float(started) - got["t0_wall"] if started else None
         waited = [re.search(r"after (\d+) s", e["description"]) for e in store.events(kinds=["tor_consensus"])]
         got["consensus_s"] = float(waited[0].group(1)) if waited and waited[0] else None
@@ -150,8 +168,10 @@ def figures(run: Path) -> dict:
     out: dict = {}
     for g in COMPARED:
         s = summary[g]
-        out[g] = (f"{float(s['ratio_to_baseline']):.3f}× [{float(s['ratio_ci_low']):.2f}–"
-                  f"{float(s['ratio_ci_high']):.2f}] p {float(s['p_holm']):.2g}")
+        out[g] = (
+            f"{float(s['ratio_to_baseline']):.3f}× [{float(s['ratio_ci_low']):.2f}–"
+            f"{float(s['ratio_ci_high']):.2f}] p {float(s['p_holm']):.2g}"
+        )
     for g in ("glibc", "mimalloc-2.0.9"):
         v = [float(r["steady_mean_mb"]) for r in replicas if r["group"] == g]
         out[f"cv {g}"] = f"{st.stdev(v) / st.mean(v):.1%} ({min(v):.0f}–{max(v):.0f} MB, n {len(v)})"
@@ -171,21 +191,27 @@ def glibc_spread(db: Path) -> dict:
     means = [st.mean(v) for v in series.values()]
     ses = []
     for v in series.values():
-        blocks = [st.mean(v[i:i + 5]) for i in range(0, len(v) - 4, 5)]
+        blocks = [st.mean(v[i : i + 5]) for i in range(0, len(v) - 4, 5)]
         ses.append(st.stdev(blocks) / len(blocks) ** 0.5)
     h1 = [st.mean(v[: len(v) // 2]) for v in series.values()]
-    h2 = [st.mean(v[len(v) // 2:]) for v in series.values()]
-    return {"glibc spread": f"replica SD {st.stdev(means):.1f} MB, SE of one replica's mean {st.mean(ses):.1f} MB, "
-                            f"halves r {st.correlation(h1, h2):.2f}"}
+    h2 = [st.mean(v[len(v) // 2 :]) for v in series.values()]
+    return {
+        "glibc spread": f"replica SD {st.stdev(means):.1f} MB, SE of one replica's mean {st.mean(ses):.1f} MB, "
+        f"halves r {st.correlation(h1, h2):.2f}"
+    }
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--runs", type=int, default=0)
     ap.add_argument("--model", action="store_true", help="the tor-dircache model part instead of the real demo")
-    ap.add_argument("--seconds", type=int, default=270, help="--model: the two comparisons' length (the part gets its share)")
+    ap.add_argument(
+        "--seconds", type=int, default=270, help="--model: the two comparisons' length (the part gets its share)"
+    )
     ap.add_argument("-o", "--output", type=Path, default=Path("runs") / f"main-job-{os.getpid()}")
-    ap.add_argument("--read", nargs="*", type=Path, default=[], help="existing model run directories (…/tor-dircache/run)")
+    ap.add_argument(
+        "--read", nargs="*", type=Path, default=[], help="existing model run directories (…/tor-dircache/run)"
+    )
     a = ap.parse_args()
     if not a.runs and not a.read:
         ap.error("give --runs N or --read RUN...")
@@ -196,11 +222,18 @@ def main() -> int:
             print(f"run {i + 1}/{a.runs}: alloclab demo -o {out}", flush=True)
             r = run_demo(out)
             ratios = ", ".join(f"{g} {v[0]:.2f}× [{v[1]:.2f}–{v[2]:.2f}] p {v[3]:.2g}" for g, v in r["groups"].items())
-            setup = (f"set-up {r['setup_s']:.0f} s (consensus after {r['consensus_s'] or 0:.0f} s), relays' warm-up "
-                     f"{r['warmup_s'] or 0:.0f} s" if r["setup_s"] is not None else "no run")
-            print(f"  total {r['wall_s']:.0f} s (exit {r['exit']}), {setup}; {r['ended']}; glibc {r['glibc_mb'] or 0:.0f} MB; {ratios}; "
-                  f"cpu-saturated {'yes' if r['saturated'] else 'no'}; machine load {r['load_median']:.1f} median, "
-                  f"{r['load_max']:.1f} peak; own load {r['own_load']:.1f}, own CPU {r['cpu_share']:.2f} of the cores", flush=True)
+            setup = (
+                f"set-up {r['setup_s']:.0f} s (consensus after {r['consensus_s'] or 0:.0f} s), relays' warm-up "
+                f"{r['warmup_s'] or 0:.0f} s"
+                if r["setup_s"] is not None
+                else "no run"
+            )
+            print(
+                f"  total {r['wall_s']:.0f} s (exit {r['exit']}), {setup}; {r['ended']}; glibc {r['glibc_mb'] or 0:.0f} MB; {ratios}; "
+                f"cpu-saturated {'yes' if r['saturated'] else 'no'}; machine load {r['load_median']:.1f} median, "
+                f"{r['load_max']:.1f} peak; own load {r['own_load']:.1f}, own CPU {r['cpu_share']:.2f} of the cores",
+                flush=True,
+            )
             print("  goals: " + ", ".join(f"{k} {'yes' if ok else 'NO'}" for k, ok in r["goals"].items()), flush=True)
             for k, ok in r["goals"].items():
                 met[k] = met.get(k, 0) + ok
@@ -208,8 +241,11 @@ def main() -> int:
             continue
         print(f"run {i + 1}/{a.runs}: {out} ({int(a.seconds * DEMOS[0][2])} s)", flush=True)
         load = run_part(out, a.seconds)
-        print(f"  {figures(out / 'run')} own CPU {load['cpu_share']:.2f} of the cores, own load "
-              f"{load['own_load']:.1f} (of it in D state {load['own_d']:.2f}), wall {load['wall_s']:.0f} s", flush=True)
+        print(
+            f"  {figures(out / 'run')} own CPU {load['cpu_share']:.2f} of the cores, own load "
+            f"{load['own_load']:.1f} (of it in D state {load['own_d']:.2f}), wall {load['wall_s']:.0f} s",
+            flush=True,
+        )
     if met:
         print(f"goals met in {a.runs} runs: " + ", ".join(f"{k} {n}/{a.runs}" for k, n in met.items()))
     for run in a.read:

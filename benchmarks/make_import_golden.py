@@ -12,6 +12,7 @@ One case is recorded from the CURRENT importer on purpose: "export-without-proce
 whose "alloclab" section lacks "processes"), where the importer before crashed with a KeyError
 traceback and the streaming one imports; see INTENDED below. Needs a git checkout of alloclab.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,10 +25,12 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-COMMIT = "b5a2729"          # the last commit with the importer before streaming (issue 16 item 5)
+COMMIT = "b5a2729"  # the last commit with the importer before streaming (issue 16 item 5)
 # Cases whose golden record is the current importer's, because the importer before was wrong there.
-INTENDED = {"export-without-processes": "the importer before raised KeyError 'processes' (a traceback); "
-                                        "a part left out of the section is now an empty list"}
+INTENDED = {
+    "export-without-processes": "the importer before raised KeyError 'processes' (a traceback); "
+    "a part left out of the section is now an empty list"
+}
 
 
 def _module_at(commit: str, name: str):
@@ -36,8 +39,9 @@ def _module_at(commit: str, name: str):
     module_name = f"alloclab.{name}_{commit}"
     if module_name in sys.modules:
         return sys.modules[module_name]
-    text = subprocess.run(["git", "-C", str(REPO), "show", f"{commit}:src/alloclab/{name}.py"],
-                          capture_output=True, text=True, check=True).stdout
+    text = subprocess.run(
+        ["git", "-C", str(REPO), "show", f"{commit}:src/alloclab/{name}.py"], capture_output=True, text=True, check=True
+    ).stdout
     module = importlib.util.module_from_spec(importlib.util.spec_from_loader(module_name, loader=None))
     module.__package__ = "alloclab"
     sys.modules[module_name] = module
@@ -51,6 +55,7 @@ def importer_at(commit: str = COMMIT):
     alloclab.store only while the importer's own imports run. Its other relative imports (errors,
     outputs, timefmt) resolve in today's package. A module with that commit's import_torutils."""
     import alloclab.store  # noqa: F401 - today's, put back below
+
     today = sys.modules["alloclab.store"]
     sys.modules["alloclab.store"] = _module_at(commit, "store")
     try:
@@ -62,15 +67,19 @@ def importer_at(commit: str = COMMIT):
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, default=REPO / "tests" / "data" / "import_golden.json")
-    ap.add_argument("--commit", default=COMMIT, help="the commit whose importer makes the records (default %(default)s)")
+    ap.add_argument(
+        "--commit", default=COMMIT, help="the commit whose importer makes the records (default %(default)s)"
+    )
     args = ap.parse_args()
     sys.path[:0] = [str(REPO / "src"), str(REPO)]
     from alloclab.common.errors import UserError  # noqa: F401 - outcome() catches it
     from alloclab.torutils import importer
     from tests.integration.test_import_equivalence import CASE_IDS, build_case, input_digest, make_export, outcome
+
     before = importer_at(args.commit)
-    full = subprocess.run(["git", "-C", str(REPO), "rev-parse", args.commit], capture_output=True, text=True,
-                          check=True).stdout.strip()
+    full = subprocess.run(
+        ["git", "-C", str(REPO), "rev-parse", args.commit], capture_output=True, text=True, check=True
+    ).stdout.strip()
     work = Path(tempfile.mkdtemp(prefix="alloclab-import-golden-"))
     try:
         exported = make_export(work / "exported")
@@ -86,8 +95,12 @@ def main() -> int:
             shutil.rmtree(tmp, ignore_errors=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    doc = {"about": f"made by benchmarks/make_import_golden.py from the importer of commit {full} "
-                    "(src/alloclab/torutils.py there); see that script", "commit": full, "cases": cases}
+    doc = {
+        "about": f"made by benchmarks/make_import_golden.py from the importer of commit {full} "
+        "(src/alloclab/torutils.py there); see that script",
+        "commit": full,
+        "cases": cases,
+    }
     args.out.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
     print(f"{len(cases)} cases ({sum(c['error'] is None for c in cases.values())} stores) -> {args.out}")
     return 0

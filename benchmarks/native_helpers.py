@@ -3,6 +3,7 @@
 They are benchmark tooling, not part of alloclab's product, so they live beside the benchmarks
 with their own Makefile rather than in src/alloclab/native.
 """
+
 from __future__ import annotations
 
 import subprocess

@@ -20,6 +20,7 @@ the share of 400 simulations of that model beside a straight +10% climb that hav
 shape (a null that wanders more has more down-steps, fewer simulations with the shape, so fewer
 as extreme as the data: its p's come out smaller). Seeded; calibration's streams are untouched.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,14 +36,26 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 from alloclab.stats import calibration as sim, step_evidence, steps
 from alloclab.stats.rules import RULES
 
-KINDS = {   # name: (window s, interval s, make(rng, n, t), the generated noise (φ, white share, SD))
+KINDS = {  # name: (window s, interval s, make(rng, n, t), the generated noise (φ, white share, SD))
     # the step fit reads a series as shares of its median, ~1.05 × the climb's start: the noise's SD there is 2% / 1.05
-    "climb +10%, AR(1) 2% φ 0.9, 1.5 d": (1.5 * 86400, 600.0, lambda r, n, t: sim.growing(r, n, t, share=0.10, phi=0.9, sd_share=0.02),
-                                          (0.9, 0.0, 0.02 / 1.05)),
-    "flat AR(1) 1% φ 0.9 + 2% white, 3 d": (3 * 86400, 300.0, lambda r, n, t: sim.jittered(r, n, t, sd_share=0.01, phi=0.9, white_share=0.02),
-                                            (0.9, 0.8, math.hypot(0.01, 0.02))),
-    "flat AR(1) 1% φ 0.9 + 2% white, 9 d": (9 * 86400, 900.0, lambda r, n, t: sim.jittered(r, n, t, sd_share=0.01, phi=0.9, white_share=0.02),
-                                            (0.9, 0.8, math.hypot(0.01, 0.02))),
+    "climb +10%, AR(1) 2% φ 0.9, 1.5 d": (
+        1.5 * 86400,
+        600.0,
+        lambda r, n, t: sim.growing(r, n, t, share=0.10, phi=0.9, sd_share=0.02),
+        (0.9, 0.0, 0.02 / 1.05),
+    ),
+    "flat AR(1) 1% φ 0.9 + 2% white, 3 d": (
+        3 * 86400,
+        300.0,
+        lambda r, n, t: sim.jittered(r, n, t, sd_share=0.01, phi=0.9, white_share=0.02),
+        (0.9, 0.8, math.hypot(0.01, 0.02)),
+    ),
+    "flat AR(1) 1% φ 0.9 + 2% white, 9 d": (
+        9 * 86400,
+        900.0,
+        lambda r, n, t: sim.jittered(r, n, t, sd_share=0.01, phi=0.9, white_share=0.02),
+        (0.9, 0.8, math.hypot(0.01, 0.02)),
+    ),
 }
 
 
@@ -61,17 +74,33 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--series", type=int, default=400, help="series per kind (default 400)")
     ap.add_argument("--seed", type=int, default=7)
-    ap.add_argument("--models", default="whittle,whittle-drop,lags,oracle", help="comma-separated, of: whittle, whittle-drop, lags, oracle")
+    ap.add_argument(
+        "--models",
+        default="whittle,whittle-drop,lags,oracle",
+        help="comma-separated, of: whittle, whittle-drop, lags, oracle",
+    )
     ap.add_argument("--kinds", default="", help="only the kinds whose names start with this")
     args = ap.parse_args()
     models = [m.strip() for m in args.models.split(",") if m.strip()]
     unknown = [m for m in models if m not in ("whittle", "whittle-drop", "lags", "oracle")]
     kinds = [k for k in KINDS if k.startswith(args.kinds)]
-    problem = ("unknown model " + ", ".join(unknown) if unknown else "no model given" if not models
-               else f"no kind starts with {args.kinds!r}" if not kinds else "--series must be ≥ 1" if args.series < 1 else "")
+    problem = (
+        "unknown model " + ", ".join(unknown)
+        if unknown
+        else "no model given"
+        if not models
+        else f"no kind starts with {args.kinds!r}"
+        if not kinds
+        else "--series must be ≥ 1"
+        if args.series < 1
+        else ""
+    )
     if problem:
-        print(f"null_models.py: {problem} — give --models from whittle, whittle-drop, lags, oracle, --kinds a prefix of "
-              f"{'; '.join(KINDS)}, and --series ≥ 1", file=sys.stderr)
+        print(
+            f"null_models.py: {problem} — give --models from whittle, whittle-drop, lags, oracle, --kinds a prefix of "
+            f"{'; '.join(KINDS)}, and --series ≥ 1",
+            file=sys.stderr,
+        )
         return 2
     curve_null = steps._curve_null_p
     for kind in kinds:
@@ -84,12 +113,17 @@ def main() -> int:
                 curve = basis @ np.linalg.lstsq(basis, x, rcond=None)[0]
                 res = x - curve
                 k = basis.shape[1]
-                phi, white, sd = {"whittle": lambda: steps._whittle_noise(res), "whittle-drop": lambda: steps._whittle_noise(res, k),
-                                  "lags": lambda: lags_model(res, k), "oracle": lambda: truth}[model]()
+                phi, white, sd = {
+                    "whittle": lambda: steps._whittle_noise(res),
+                    "whittle-drop": lambda: steps._whittle_noise(res, k),
+                    "lags": lambda: lags_model(res, k),
+                    "oracle": lambda: truth,
+                }[model]()
                 read.append((phi, white, sd))
                 return steps.simulated_p(curve, phi, sd, as_extreme, rng, sims, decide_at, white)
+
             steps._curve_null_p = null_p
-            rng = np.random.default_rng(args.seed)   # every model sees the same series
+            rng = np.random.default_rng(args.seed)  # every model sees the same series
             started = time.monotonic()
             ps = []
             try:
@@ -98,7 +132,9 @@ def main() -> int:
                     if e.fit is None or e.ratcheting or not steps._group_shape(e.fit):
                         ps.append(1.0)
                         continue
-                    ps.append(steps._levelling_null_p(e.x, e.fit, rng, int(RULES["ratchet_group_sims"]), steps._cycle_of(e)).p)
+                    ps.append(
+                        steps._levelling_null_p(e.x, e.fit, rng, int(RULES["ratchet_group_sims"]), steps._cycle_of(e)).p
+                    )
             finally:
                 steps._curve_null_p = curve_null
             p = np.array(ps)
@@ -106,13 +142,16 @@ def main() -> int:
             bins = len(step_evidence(t, make(np.random.default_rng(0), 1, t)[0]).x)
             climb = 0.10 * np.linspace(-0.5, 0.5, bins)
             phi, white, sd = np.median(m, axis=0)
-            noise = sim.ar1(np.random.default_rng(args.seed), 400, bins, min(phi, 0.999), sd * math.sqrt(1 - white)) \
-                + np.random.default_rng(args.seed + 1).normal(scale=sd * math.sqrt(white), size=(400, bins))
+            noise = sim.ar1(
+                np.random.default_rng(args.seed), 400, bins, min(phi, 0.999), sd * math.sqrt(1 - white)
+            ) + np.random.default_rng(args.seed + 1).normal(scale=sd * math.sqrt(white), size=(400, bins))
             shaped = np.mean([(f := steps._step_fit_x(climb + e)) is not None and steps._group_shape(f) for e in noise])
-            print(f"{kind} | {model:12s} | p ≤ 0.01 / 0.05 / 0.25: {np.mean(p <= 0.01):.1%} / {np.mean(p <= 0.05):.1%} / "
-                  f"{np.mean(p <= 0.25):.1%} of {len(p)} ({len(read)} with the shape) | read φ {phi:.3f}, white {white:.2f}, "
-                  f"SD {sd:.2%} | its simulations beside a +10% climb with the shape {shaped:.0%} | {time.monotonic() - started:.0f} s",
-                  flush=True)
+            print(
+                f"{kind} | {model:12s} | p ≤ 0.01 / 0.05 / 0.25: {np.mean(p <= 0.01):.1%} / {np.mean(p <= 0.05):.1%} / "
+                f"{np.mean(p <= 0.25):.1%} of {len(p)} ({len(read)} with the shape) | read φ {phi:.3f}, white {white:.2f}, "
+                f"SD {sd:.2%} | its simulations beside a +10% climb with the shape {shaped:.0%} | {time.monotonic() - started:.0f} s",
+                flush=True,
+            )
     return 0
 
 

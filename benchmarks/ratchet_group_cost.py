@@ -15,6 +15,7 @@ report, ratchet_group is given the step evidence classify found (StatusCall.ratc
 CPU is the simulations' and the pre-screen's alone; ratchet_shared (steps the group shares in time,
 the last kind) bins the replicas' windows on one grid itself, so its CPU includes that.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -40,24 +41,36 @@ def main() -> int:
     rng = np.random.default_rng(args.seed)
     m = args.replicas
     kinds = {
-        "+8% five-step staircases, AR(1) 2% φ 0.9": lambda t: sim.staircase(rng, m, t, climb_share=0.08, steps=5, sd_share=0.02, phi=0.9),
-        "smooth +10% climb shared, AR(1) 2% φ 0.9": lambda t: sim.growing(rng, m, t, share=0.10, phi=0.9, sd_share=0.02),
+        "+8% five-step staircases, AR(1) 2% φ 0.9": lambda t: sim.staircase(
+            rng, m, t, climb_share=0.08, steps=5, sd_share=0.02, phi=0.9
+        ),
+        "smooth +10% climb shared, AR(1) 2% φ 0.9": lambda t: sim.growing(
+            rng, m, t, share=0.10, phi=0.9, sd_share=0.02
+        ),
         "flat AR(1) 2% φ 0.9": lambda t: sim.flat(rng, m, t, phi=0.9, sd_share=0.02),
-        "daily cycle ±4% shared, AR(1) 1% φ 0.9": lambda t: sim.sinusoid(rng, m, t, amplitude_share=0.04, period_s=86400.0,
-                                                                          sd_share=0.01, phi=0.9),
-        "+8% five-step staircases at shared times, AR(1) 2% φ 0.9": lambda t: sim.shared_staircase(rng, m, t, sd_share=0.02, phi=0.9),
+        "daily cycle ±4% shared, AR(1) 1% φ 0.9": lambda t: sim.sinusoid(
+            rng, m, t, amplitude_share=0.04, period_s=86400.0, sd_share=0.01, phi=0.9
+        ),
+        "+8% five-step staircases at shared times, AR(1) 2% φ 0.9": lambda t: sim.shared_staircase(
+            rng, m, t, sd_share=0.02, phi=0.9
+        ),
     }
-    print(f"| {m} replicas × {args.days:g} d | sampling | group route CPU s (median of {args.groups}) | simulated fits | "
-          f"shared route CPU s | simulated fits | classify on the {m} replicas, CPU s |\n|---|---|---|---|---|---|---|")
+    print(
+        f"| {m} replicas × {args.days:g} d | sampling | group route CPU s (median of {args.groups}) | simulated fits | "
+        f"shared route CPU s | simulated fits | classify on the {m} replicas, CPU s |\n|---|---|---|---|---|---|---|"
+    )
     for interval in (900.0, 15.0):
         t = sim.times(args.days * 86400.0, interval)
         for name, make in kinds.items():
             cpu, fits, words_cpu, shared_cpu, shared_fits = [], [], [], [], []
             for _ in range(args.groups):
                 ys = make(t)
-                if "cycle" in name:                    # one phase for the group: the clock
-                    ys = 100 * (1 + 0.04 * np.sin(2 * np.pi * t / 86400.0 + rng.uniform(0, 2 * np.pi))
-                                + sim.ar1(rng, m, len(t), 0.9, 0.01))
+                if "cycle" in name:  # one phase for the group: the clock
+                    ys = 100 * (
+                        1
+                        + 0.04 * np.sin(2 * np.pi * t / 86400.0 + rng.uniform(0, 2 * np.pi))
+                        + sim.ar1(rng, m, len(t), 0.9, 0.01)
+                    )
                 start = time.process_time()
                 calls = [classify(t, y) for y in ys]
                 words_cpu.append(time.process_time() - start)
@@ -69,12 +82,19 @@ def main() -> int:
                 sh = ratchet_shared([(t, y) for y in ys])
                 shared_cpu.append(time.process_time() - start)
                 shared_fits.append(sh.simulations)
-                print(f"  {name}, every {interval:g} s: {cpu[-1]:.2f} s, {fits[-1]} fits; shared {shared_cpu[-1]:.2f} s, "
-                      f"{shared_fits[-1]} fits", file=sys.stderr, flush=True)
-            print(f"| {name} | every {interval:g} s ({len(t)} samples) | {statistics.median(cpu):.2f} "
-                  f"({min(cpu):.2f}–{max(cpu):.2f}) | {statistics.median(fits):.0f} | {statistics.median(shared_cpu):.2f} "
-                  f"({min(shared_cpu):.2f}–{max(shared_cpu):.2f}) | {statistics.median(shared_fits):.0f} | "
-                  f"{statistics.median(words_cpu):.2f} |", flush=True)
+                print(
+                    f"  {name}, every {interval:g} s: {cpu[-1]:.2f} s, {fits[-1]} fits; shared {shared_cpu[-1]:.2f} s, "
+                    f"{shared_fits[-1]} fits",
+                    file=sys.stderr,
+                    flush=True,
+                )
+            print(
+                f"| {name} | every {interval:g} s ({len(t)} samples) | {statistics.median(cpu):.2f} "
+                f"({min(cpu):.2f}–{max(cpu):.2f}) | {statistics.median(fits):.0f} | {statistics.median(shared_cpu):.2f} "
+                f"({min(shared_cpu):.2f}–{max(shared_cpu):.2f}) | {statistics.median(shared_fits):.0f} | "
+                f"{statistics.median(words_cpu):.2f} |",
+                flush=True,
+            )
     return 0
 
 

@@ -11,6 +11,7 @@ Also the cost of one clock read on this CPU (rdtsc and clock_gettime(CLOCK_MONOT
 median of 3) and the plain loop's wall time per malloc/free pair (process start included). Medians of wall and CPU ratios against
 plain; the difference between recorded and fake-clock is what the timestamps cost.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -53,8 +54,11 @@ int main(void) {
 def timed(cmd: list[str], env: dict | None = None) -> tuple[float, float]:
     """Wall and CPU seconds (all threads) of one run."""
     import time
+
     t = time.perf_counter()
-    proc = subprocess.Popen(cmd, env={**os.environ, **(env or {})}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        cmd, env={**os.environ, **(env or {})}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     _, status, usage = os.wait4(proc.pid, 0)
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit(f"{' '.join(cmd)} failed")
@@ -64,9 +68,27 @@ def timed(cmd: list[str], env: dict | None = None) -> tuple[float, float]:
 def build(d: Path) -> tuple[Path, Path]:
     src = Path(nativebuild.__file__).parent
     fake = d / "liballoclab_trace_fake_clock.so"
-    subprocess.run(["gcc", "-O2", "-g", "-std=c11", "-D_GNU_SOURCE", "-DALLOCLAB_TRACE_FAKE_CLOCK", "-fPIC", "-shared",
-                    "-fvisibility=hidden", "-ftls-model=initial-exec", "-o", str(fake), str(src / "tracer.c"),
-                    "-ldl", "-lpthread", "-lzstd"], check=True)
+    subprocess.run(
+        [
+            "gcc",
+            "-O2",
+            "-g",
+            "-std=c11",
+            "-D_GNU_SOURCE",
+            "-DALLOCLAB_TRACE_FAKE_CLOCK",
+            "-fPIC",
+            "-shared",
+            "-fvisibility=hidden",
+            "-ftls-model=initial-exec",
+            "-o",
+            str(fake),
+            str(src / "tracer.c"),
+            "-ldl",
+            "-lpthread",
+            "-lzstd",
+        ],
+        check=True,
+    )
     (d / "clock_cost.c").write_text(CLOCK_COST_C)
     clock_cost = d / "clock_cost"
     subprocess.run(["gcc", "-O2", "-o", str(clock_cost), str(d / "clock_cost.c")], check=True)
@@ -85,8 +107,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp)
         fake, clock_cost = build(d)
-        clocks = [json.loads(subprocess.run([str(clock_cost)], capture_output=True, text=True, check=True).stdout)
-                  for _ in range(3)]
+        clocks = [
+            json.loads(subprocess.run([str(clock_cost)], capture_output=True, text=True, check=True).stdout)
+            for _ in range(3)
+        ]
         runs: dict[str, list[tuple[float, float]]] = {"plain": [], "recorded": [], "fake-clock": []}
         for _ in range(args.repeat):
             runs["plain"].append(timed(loop))

@@ -8,6 +8,7 @@ climbs 20% in a day and releases it. Prints, per kind, the CPU milliseconds of o
 release_events call and of release_threshold alone inside it (median of --repeat after one
 untimed call; CPU, so other work on the machine does not count), and the release events found. Before/after a change: run it with the old tree's `src` on PYTHONPATH.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -45,10 +46,13 @@ def main() -> int:
     t = sim.times(args.days * 86400.0, args.interval)
     kinds = {
         "flat AR(1) 2% φ 0.9": sim.flat(rng, 1, t, phi=0.9, sd_share=0.02)[0],
-        "daily cycle ±4%, AR(1) 1% φ 0.9": 100 * (1 + 0.04 * np.sin(2 * np.pi * t / 86400.0) + sim.ar1(rng, 1, len(t), 0.9, 0.01)[0]),
+        "daily cycle ±4%, AR(1) 1% φ 0.9": 100
+        * (1 + 0.04 * np.sin(2 * np.pi * t / 86400.0) + sim.ar1(rng, 1, len(t), 0.9, 0.01)[0]),
         "sawtooth +20% released daily": 100 * (1 + 0.2 * (t % 86400) / 86400 + sim.ar1(rng, 1, len(t), 0.5, 0.002)[0]),
     }
-    print(f"| window ({len(t)} samples) | release_events CPU ms | of which release_threshold | releases |\n|---|---|---|---|")
+    print(
+        f"| window ({len(t)} samples) | release_events CPU ms | of which release_threshold | releases |\n|---|---|---|---|"
+    )
     for name, y in kinds.items():
         level = float(np.median(y))
         whole = cpu_ms(lambda: release_events(t, y, level), args.repeat)

@@ -10,6 +10,7 @@ original's; the load average before. The default test run asserts only the peak 
 (tests/integration/test_trace.py::test_rss_of_a_replay_tracks_the_original): the curve's shape
 depends on when each process gets the CPU, and r fell to 0.894 on a loaded machine.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,7 +34,7 @@ def rss_curve(cmd: list[str], env: dict) -> tuple[np.ndarray, np.ndarray, int]:
     p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, env=env)
     times, values = [], []
     while True:
-        done, status, usage = os.wait4(p.pid, os.WNOHANG)      # wait4, not poll: its rusage has the peak
+        done, status, usage = os.wait4(p.pid, os.WNOHANG)  # wait4, not poll: its rusage has the peak
         if done:
             p.returncode = os.waitstatus_to_exitcode(status)
             break
@@ -49,8 +50,10 @@ def rss_curve(cmd: list[str], env: dict) -> tuple[np.ndarray, np.ndarray, int]:
 def correlation(original, replayed) -> float:
     grid = np.linspace(0.0, original[0][-1], 100)
     a = np.interp(grid, original[0], original[1])
-    return max(float(np.corrcoef(a, np.interp(grid + lag, replayed[0], replayed[1]))[0, 1])
-               for lag in np.arange(0.0, 0.41, 0.02))
+    return max(
+        float(np.corrcoef(a, np.interp(grid + lag, replayed[0], replayed[1]))[0, 1])
+        for lag in np.arange(0.0, 0.41, 0.02)
+    )
 
 
 def main() -> None:
@@ -60,8 +63,17 @@ def main() -> None:
     ap.add_argument("--load", type=float, default=4)
     ap.add_argument("--jemalloc", default=next(iter(sorted(Path("/usr/lib").glob("*/libjemalloc.so.2"))), None))
     args = ap.parse_args()
-    argv = [str(build.program("stressors")), "--pattern", "sawtooth", "--load", f"{args.load:g}", "--period", "1",
-            "--mb", str(args.mb)]
+    argv = [
+        str(build.program("stressors")),
+        "--pattern",
+        "sawtooth",
+        "--load",
+        f"{args.load:g}",
+        "--period",
+        "1",
+        "--mb",
+        str(args.mb),
+    ]
     env = {**os.environ, "LD_PRELOAD": str(args.jemalloc), "MALLOC_CONF": "dirty_decay_ms:0,muzzy_decay_ms:0"}
     rs, peaks = [], []
     with tempfile.TemporaryDirectory(prefix="replay-fidelity-") as tmp:
@@ -74,10 +86,15 @@ def main() -> None:
             r, peak = correlation(original, replayed), replayed[2] / original[2]
             rs.append(r)
             peaks.append(peak)
-            print(f"rep {i + 1}: r = {r:.3f}, replay peak / original peak = {peak:.3f} "
-                  f"({replayed[2] / 1024:.1f} / {original[2] / 1024:.1f} MB), load {load:.1f}", flush=True)
-    print(f"r: median {statistics.median(rs):.3f}, min {min(rs):.3f}; peak ratio: median {statistics.median(peaks):.3f}, "
-          f"range {min(peaks):.3f}-{max(peaks):.3f}")
+            print(
+                f"rep {i + 1}: r = {r:.3f}, replay peak / original peak = {peak:.3f} "
+                f"({replayed[2] / 1024:.1f} / {original[2] / 1024:.1f} MB), load {load:.1f}",
+                flush=True,
+            )
+    print(
+        f"r: median {statistics.median(rs):.3f}, min {min(rs):.3f}; peak ratio: median {statistics.median(peaks):.3f}, "
+        f"range {min(peaks):.3f}-{max(peaks):.3f}"
+    )
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ this machine's load alone moves a ratio. Load average per workload, before and a
 --replayer runs another build of native/replay.c (e.g. an older commit's) on the same traces;
 one without cpu_seconds in its output gets the CPU of the whole process (reading included).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,7 +36,7 @@ from alloclab.native import build
 def run(cmd: list[str]) -> tuple[dict, float]:
     """The replayer's JSON line and the process's CPU seconds."""
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    out, err = proc.stdout.read(), proc.stderr.read()     # the replayer writes one line to each at most
+    out, err = proc.stdout.read(), proc.stderr.read()  # the replayer writes one line to each at most
     _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0:
@@ -50,8 +51,13 @@ def record(name: str, directory: Path) -> Path:
         return path
     prog, argv = REPLAYED[name]
     env = {"LD_PRELOAD": str(build.program("liballoclab_trace.so")), "ALLOCLAB_TRACE_FILE": str(path)}
-    subprocess.run([str(build.program(prog)), *argv], env={**os.environ, **env}, check=True,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(
+        [str(build.program(prog)), *argv],
+        env={**os.environ, **env},
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     return path
 
 
@@ -67,27 +73,38 @@ def measure(replayer: str, path: Path, pairs: int, control: bool) -> dict:
     for _ in range(pairs):
         direct = once(replayer, path, "--direct")
         threaded = once(replayer, path)
-        if control:     # A/A: a second direct run, its ratio to the first is this machine's noise
+        if control:  # A/A: a second direct run, its ratio to the first is this machine's noise
             same.append(once(replayer, path, "--direct")["ops_per_s"] / direct["ops_per_s"])
         # (a replayer before issue 16 counted thread-exit markers as --direct operations)
-        if abs(threaded["operations"] - direct["operations"]) > threaded["threads"] \
-                or threaded["live_bytes_end"] != direct["live_bytes_end"]:
+        if (
+            abs(threaded["operations"] - direct["operations"]) > threaded["threads"]
+            or threaded["live_bytes_end"] != direct["live_bytes_end"]
+        ):
             raise SystemExit(f"{path.name}: replay and direct disagree: {threaded} vs {direct}")
         wall.append(threaded["ops_per_s"] / direct["ops_per_s"])
         cpu.append(direct["cpu_seconds"] / max(threaded["cpu_seconds"], 1e-9))
         last = threaded
     ops = last["operations"]
-    row = {"threads": last["threads"], "operations": ops,
-           "wall_ratio_median": round(statistics.median(wall), 2), "wall_ratio_min": round(min(wall), 2),
-           "wall_ratios": [round(x, 2) for x in wall],
-           "cpu_ratio_median": round(statistics.median(cpu), 2)}
+    row = {
+        "threads": last["threads"],
+        "operations": ops,
+        "wall_ratio_median": round(statistics.median(wall), 2),
+        "wall_ratio_min": round(min(wall), 2),
+        "wall_ratios": [round(x, 2) for x in wall],
+        "cpu_ratio_median": round(statistics.median(cpu), 2),
+    }
     if same:
-        row |= {"direct_vs_direct_median": round(statistics.median(same), 2), "direct_vs_direct_min": round(min(same), 2)}
+        row |= {
+            "direct_vs_direct_median": round(statistics.median(same), 2),
+            "direct_vs_direct_min": round(min(same), 2),
+        }
     if "shared_ops" in last:
-        row |= {"shared_ops_pct": round(100 * last["shared_ops"] / max(ops, 1), 1),
-                "waits_per_1k_ops": round(1000 * last["waits"] / max(ops, 1), 2),
-                "sleeps_per_1k_ops": round(1000 * last["sleeps"] / max(ops, 1), 2),
-                "waited_s_per_thread_s": round(last["waited_s"] / max(last["seconds"] * last["threads"], 1e-9), 3)}
+        row |= {
+            "shared_ops_pct": round(100 * last["shared_ops"] / max(ops, 1), 1),
+            "waits_per_1k_ops": round(1000 * last["waits"] / max(ops, 1), 2),
+            "sleeps_per_1k_ops": round(1000 * last["sleeps"] / max(ops, 1), 2),
+            "waited_s_per_thread_s": round(last["waited_s"] / max(last["seconds"] * last["threads"], 1e-9), 3),
+        }
     return row
 
 
@@ -115,8 +132,16 @@ def main() -> None:
             out[name] = row
             print(json.dumps({name: row}), flush=True)
     worst = min((r["wall_ratio_min"] for r in out.values()), default=None)
-    print(json.dumps({"load_average": os.getloadavg(), "worst_wall_ratio": worst,
-                      "all_medians_at_least_0.8": all(r["wall_ratio_median"] >= 0.8 for r in out.values())}), flush=True)
+    print(
+        json.dumps(
+            {
+                "load_average": os.getloadavg(),
+                "worst_wall_ratio": worst,
+                "all_medians_at_least_0.8": all(r["wall_ratio_median"] >= 0.8 for r in out.values()),
+            }
+        ),
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ Needs the benchmark helpers (built here from benchmarks/native) and, for
 the comparison, `pip install psrecord procpath`. Prints one JSON object; figures in
 benchmarks/README.md.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,7 +26,9 @@ from alloclab.capture import sampler
 
 
 def spawn(helpers: Path, count: int, mb: int) -> list[subprocess.Popen]:
-    procs = [subprocess.Popen([str(helpers / "memhog"), str(mb)], stdout=subprocess.PIPE, text=True) for _ in range(count)]
+    procs = [
+        subprocess.Popen([str(helpers / "memhog"), str(mb)], stdout=subprocess.PIPE, text=True) for _ in range(count)
+    ]
     for p in procs:
         assert p.stdout.readline().strip() == "ready"
     return procs
@@ -47,7 +50,9 @@ def alloclab_cost(pids: list[int], rounds: int) -> dict:
 
 
 def floor_cost(helpers: Path, pids: list[int], rounds: int) -> dict:
-    out = subprocess.run([str(helpers / "sampler_floor"), str(rounds), *map(str, pids)], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [str(helpers / "sampler_floor"), str(rounds), *map(str, pids)], capture_output=True, text=True, check=True
+    )
     return json.loads(out.stdout)
 
 
@@ -73,8 +78,10 @@ def procpath_cost(pids: list[int]) -> float | None:
         return None
     with tempfile.TemporaryDirectory() as d:
         query = "$..children[?(@.stat.pid in [{}])]".format(", ".join(map(str, pids)))
+
         def run(n: int) -> float:
             return child_cpu(["procpath", "record", "-i", "0.05", "-r", str(n), "-d", f"{d}/r{n}.sqlite", query])
+
         short, long = run(5), run(45)
     return (long - short) / 40 / len(pids) * 1e6
 
@@ -96,10 +103,13 @@ def main() -> None:
             ours = alloclab_cost(pids, args.rounds)
             floor = floor_cost(helpers, pids, args.rounds)
             result[label] = {
-                "processes": count, "mb_each": mb,
-                "alloclab_cheap_us": round(ours["cheap_us"], 2), "floor_cheap_us": round(floor["cheap_us"], 2),
+                "processes": count,
+                "mb_each": mb,
+                "alloclab_cheap_us": round(ours["cheap_us"], 2),
+                "floor_cheap_us": round(floor["cheap_us"], 2),
                 "cheap_ratio": round(ours["cheap_us"] / floor["cheap_us"], 2),
-                "alloclab_full_us": round(ours["full_us"], 1), "floor_full_us": round(floor["full_us"], 1),
+                "alloclab_full_us": round(ours["full_us"], 1),
+                "floor_full_us": round(floor["full_us"], 1),
                 "full_ratio": round(ours["full_us"] / floor["full_us"], 2),
                 "psrecord_us": psrecord_cost(pids[0]),
                 "procpath_us": procpath_cost(pids[:10]),

@@ -12,6 +12,7 @@ Measured: CPU time of the sampling thread per tick (thread_time) as a share of o
 completeness per tick, full-tier coverage (the longest time any process went without a full
 reading, and the share covered within each 60 s). Prints one JSON object.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,8 +35,14 @@ def spawn(memhog: Path, n: int) -> list[subprocess.Popen]:
     try:
         for i in range(n):
             mb, mapped = (32, 4096) if i % 100 == 0 else (8, 0) if i % 10 == 0 else (1, 0)
-            procs.append(subprocess.Popen([str(memhog), str(mb), str(mapped), str(w)], pass_fds=(w,),
-                                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL))
+            procs.append(
+                subprocess.Popen(
+                    [str(memhog), str(mb), str(mapped), str(w)],
+                    pass_fds=(w,),
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                )
+            )
         os.close(w)
         w = -1
         got = 0
@@ -64,8 +71,11 @@ def stop(procs: list[subprocess.Popen]) -> int:
             p.kill()
     for p in procs:
         p.wait()
-    return sum(1 for p in procs if Path(f"/proc/{p.pid}").exists() and sampler.read_stat(p.pid)
-               and sampler.read_stat(p.pid).state != "Z")
+    return sum(
+        1
+        for p in procs
+        if Path(f"/proc/{p.pid}").exists() and sampler.read_stat(p.pid) and sampler.read_stat(p.pid).state != "Z"
+    )
 
 
 def main() -> None:
@@ -75,9 +85,10 @@ def main() -> None:
     ap.add_argument("--budget", type=float, default=0.01, help="full tier's share of one core (SmapsBudget)")
     args = ap.parse_args()
     import resource
+
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, max(soft, 4 * args.processes + 256)), hard))
-    sampler.MAX_OPEN_FILES = max(sampler.MAX_OPEN_FILES, 3 * args.processes + 64)   # every stat/statm/smaps stays open
+    sampler.MAX_OPEN_FILES = max(sampler.MAX_OPEN_FILES, 3 * args.processes + 64)  # every stat/statm/smaps stays open
     memhog = build_helpers() / "memhog"
     load_before = os.getloadavg()
     t0 = time.monotonic()
@@ -120,14 +131,20 @@ def main() -> None:
         cycle_s = args.processes / per_tick_full if per_tick_full else float("inf")
         cpu = sorted(tick_cpu)
         out = {
-            "processes": args.processes, "seconds": round(end - start, 1), "ticks": len(tick_cpu),
-            "spawn_s": round(spawn_s, 1), "load_average_before": load_before, "load_average_after": os.getloadavg(),
+            "processes": args.processes,
+            "seconds": round(end - start, 1),
+            "ticks": len(tick_cpu),
+            "spawn_s": round(spawn_s, 1),
+            "load_average_before": load_before,
+            "load_average_after": os.getloadavg(),
             "cpu_share_of_one_core_median": round(statistics.median(cpu), 4),
             "cpu_share_of_one_core_mean": round(statistics.mean(cpu), 4),
             "cpu_share_p90": round(cpu[int(0.9 * (len(cpu) - 1))], 4),
             "full_tier_share_mean": round(statistics.mean(full_cpu), 4),
             "cheap_tier_share_mean": round(statistics.mean(tick_cpu) - statistics.mean(full_cpu), 4),
-            "cheap_tier_us_per_process": round((statistics.mean(tick_cpu) - statistics.mean(full_cpu)) / args.processes * 1e6, 1),
+            "cheap_tier_us_per_process": round(
+                (statistics.mean(tick_cpu) - statistics.mean(full_cpu)) / args.processes * 1e6, 1
+            ),
             "cheap_tier_complete_ticks": sum(1 for c in cheap_counts if c == args.processes),
             "full_readings_per_tick": round(per_tick_full, 1),
             "full_tier_cycle_s": round(cycle_s, 1),

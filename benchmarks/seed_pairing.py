@@ -11,6 +11,7 @@ replica-to-replica variance that is the seed's: a one-way random-effects split o
 replica index (between-index variance beyond what the within-index spread explains). A paired test
 only gains where both sides' spread is largely the seed's. Prints one JSON object.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -48,7 +49,7 @@ def seed_share(runs: list[dict[int, float]]) -> float | None:
     common = sorted(set.intersection(*(set(r) for r in runs))) if runs else []
     if len(runs) < 2 or len(common) < 2:
         return None
-    x = np.log(np.array([[r[i] for i in common] for r in runs]))      # runs × indices
+    x = np.log(np.array([[r[i] for i in common] for r in runs]))  # runs × indices
     k = x.shape[0]
     within = x.var(axis=0, ddof=1).mean()
     between = max(0.0, x.mean(axis=0).var(ddof=1) - within / k)
@@ -78,14 +79,21 @@ def main() -> int:
                 continue
             x, y = np.log([lv[g][i] for i in common]), np.log([lv[base][i] for i in common])
             d = x - y
-            out["runs"].append({
-                "run": str(db), "group": g, "baseline": base, "n": len(common), "ratio": round(math.exp(d.mean()), 4),
-                "corr_by_seed": round(float(np.corrcoef(x, y)[0, 1]), 3),
-                "log_sd": [round(float(x.std(ddof=1)), 4), round(float(y.std(ddof=1)), 4)],
-                "se_paired": round(float(d.std(ddof=1) / math.sqrt(len(d))), 4),
-                "se_welch": round(math.sqrt(x.var(ddof=1) / len(x) + y.var(ddof=1) / len(y)), 4),
-                "p_paired": float(f"{sps.ttest_rel(x, y).pvalue:.3g}"),
-                "p_welch": float(f"{sps.ttest_ind(x, y, equal_var=False).pvalue:.3g}")})
+            out["runs"].append(
+                {
+                    "run": str(db),
+                    "group": g,
+                    "baseline": base,
+                    "n": len(common),
+                    "ratio": round(math.exp(d.mean()), 4),
+                    "corr_by_seed": round(float(np.corrcoef(x, y)[0, 1]), 3),
+                    "log_sd": [round(float(x.std(ddof=1)), 4), round(float(y.std(ddof=1)), 4)],
+                    "se_paired": round(float(d.std(ddof=1) / math.sqrt(len(d))), 4),
+                    "se_welch": round(math.sqrt(x.var(ddof=1) / len(x) + y.var(ddof=1) / len(y)), 4),
+                    "p_paired": float(f"{sps.ttest_rel(x, y).pvalue:.3g}"),
+                    "p_welch": float(f"{sps.ttest_ind(x, y, equal_var=False).pvalue:.3g}"),
+                }
+            )
     for (seed, g), runs in by_seed.items():
         share = seed_share(runs)
         if share is not None:
@@ -93,7 +101,9 @@ def main() -> int:
     rs = out["runs"]
     if rs:
         out["median_corr_by_seed"] = float(np.median([r["corr_by_seed"] for r in rs]))
-        out["median_se_ratio_paired_over_welch"] = round(float(np.median([r["se_paired"] / r["se_welch"] for r in rs])), 3)
+        out["median_se_ratio_paired_over_welch"] = round(
+            float(np.median([r["se_paired"] / r["se_welch"] for r in rs])), 3
+        )
     print(json.dumps(out, indent=1))
     return 0
 

@@ -13,6 +13,7 @@ under each order and each seed; from the analysis' per-replica steady levels, th
 level on the start position (% per position: the physical start-order effect) and the groups'
 log ratio b/a (0 in truth: every difference is noise or order). Prints one JSON object.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,7 +37,6 @@ from alloclab.store import Store
 from tests.experiments import write_experiment
 
 WORKLOAD = {"name": "worker-pool", "threads": 2, "modules": 800, "gap": 3}
-
 
 
 def whole_shuffle(groups: list[str], replicas: int, seed: int) -> list[tuple[str, int]]:
@@ -64,34 +64,52 @@ def design() -> dict:
         row = {}
         for name, order in ORDERS.items():
             gaps = [position_gap(order(groups, replicas, s)) for s in range(1000)]
-            row[name] = {"mean_gap": round(statistics.mean(gaps), 3), "max_gap": round(max(gaps), 3),
-                         "share_gap_ge_1": sum(g >= 1 for g in gaps) / len(gaps)}
+            row[name] = {
+                "mean_gap": round(statistics.mean(gaps), 3),
+                "max_gap": round(max(gaps), 3),
+                "share_gap_ge_1": sum(g >= 1 for g in gaps) / len(gaps),
+            }
         out[f"{n_groups}x{replicas}"] = row
     return out
 
 
 def one_run(order_name: str, seed: int, replicas: int, seconds: int, root: Path) -> dict:
-    runner.start_order = ORDERS[order_name]      # the benchmark's only seam: which order the runner uses
+    runner.start_order = ORDERS[order_name]  # the benchmark's only seam: which order the runner uses
     warmup = max(10, seconds // 3)
-    exp_file = write_experiment(root / f"{order_name}-{seed}.toml", "start-order-aa", None, {"a": "glibc", "b": "glibc"},
-                                replicas=replicas, interval="1s", baseline="a", seed=seed,
-                                phases={"warmup": f"{warmup}s", "load": f"{seconds - warmup}s"},
-                                tables={"workload": WORKLOAD})
+    exp_file = write_experiment(
+        root / f"{order_name}-{seed}.toml",
+        "start-order-aa",
+        None,
+        {"a": "glibc", "b": "glibc"},
+        replicas=replicas,
+        interval="1s",
+        baseline="a",
+        seed=seed,
+        phases={"warmup": f"{warmup}s", "load": f"{seconds - warmup}s"},
+        tables={"workload": WORKLOAD},
+    )
     result = runner.Runner(load_experiment(exp_file), root / f"{order_name}-{seed}").run()
     store = Store.open_readonly(result.run_dir / "run.db")
     position = {r["name"]: r["start_order"] for r in store.replicas()}
-    levels = [(position[r.name], r.group, r.steady_mean_mb) for r in analysis.analyse(store).replicas
-              if r.steady_mean_mb]
+    levels = [
+        (position[r.name], r.group, r.steady_mean_mb) for r in analysis.analyse(store).replicas if r.steady_mean_mb
+    ]
     pos = np.array([p for p, _, _ in levels], float)
     log_level = np.log([v for _, _, v in levels])
     slope = float(np.polyfit(pos, log_level, 1)[0]) if len(set(pos)) > 1 else float("nan")
     by_group = {g: [math.log(v) for _, gg, v in levels if gg == g] for g in ("a", "b")}
     order = ORDERS[order_name](["a", "b"], replicas, seed)
-    return {"order": order_name, "seed": seed, "position_gap": position_gap(order),
-            "a_first": statistics.mean(n for n, (g, _) in enumerate(order) if g == "a")
-            < statistics.mean(n for n, (g, _) in enumerate(order) if g == "b"),
-            "slope_pct_per_position": round(100 * (math.exp(slope) - 1), 3),
-            "log_ratio_b_a_pct": round(100 * (math.exp(statistics.mean(by_group["b"]) - statistics.mean(by_group["a"])) - 1), 3)}
+    return {
+        "order": order_name,
+        "seed": seed,
+        "position_gap": position_gap(order),
+        "a_first": statistics.mean(n for n, (g, _) in enumerate(order) if g == "a")
+        < statistics.mean(n for n, (g, _) in enumerate(order) if g == "b"),
+        "slope_pct_per_position": round(100 * (math.exp(slope) - 1), 3),
+        "log_ratio_b_a_pct": round(
+            100 * (math.exp(statistics.mean(by_group["b"]) - statistics.mean(by_group["a"])) - 1), 3
+        ),
+    }
 
 
 def main() -> int:
@@ -110,9 +128,17 @@ def main() -> int:
             for order_name in ORDERS:
                 rows.append(one_run(order_name, seed, args.replicas, args.seconds, Path(tmp)))
                 print(json.dumps(rows[-1]), file=sys.stderr)
-    summary = {name: {"mean_abs_ratio_pct": round(statistics.mean(abs(r["log_ratio_b_a_pct"]) for r in rows if r["order"] == name), 3),
-                      "mean_slope_pct_per_position": round(statistics.mean(r["slope_pct_per_position"] for r in rows if r["order"] == name), 3)}
-               for name in ORDERS}
+    summary = {
+        name: {
+            "mean_abs_ratio_pct": round(
+                statistics.mean(abs(r["log_ratio_b_a_pct"]) for r in rows if r["order"] == name), 3
+            ),
+            "mean_slope_pct_per_position": round(
+                statistics.mean(r["slope_pct_per_position"] for r in rows if r["order"] == name), 3
+            ),
+        }
+        for name in ORDERS
+    }
     print(json.dumps({"runs": rows, "summary": summary}, indent=1))
     return 0
 

@@ -10,6 +10,7 @@ and p90 milliseconds a tick, CPU time of the writing thread and wall time (which
 and, on a loaded machine, for a core), over the first and the last 100 ticks (the samples index
 grows with the store), and the store's size. Figures in benchmarks/README.md ("SQLite at fleet scale").
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,19 +32,47 @@ def build(path: Path, units: int) -> tuple[Store, list[int], list[int]]:
     with store.transaction():
         gid = store.add_group(name="glibc", allocator="glibc", is_baseline=1)
         rids = [store.add_replica(group_id=gid, name=f"tor@relay{i}", idx=i) for i in range(units)]
-        pids = [store.add_process(replica_id=r, pid=10_000 + i, start_ticks=1_000 + i, first_seen=0.0, last_seen=0.0)
-                for i, r in enumerate(rids)]
+        pids = [
+            store.add_process(replica_id=r, pid=10_000 + i, start_ticks=1_000 + i, first_seen=0.0, last_seen=0.0)
+            for i, r in enumerate(rids)
+        ]
     return store, rids, pids
 
 
-def tick(store: Store, t: float, rids: list[int], pids: list[int], rng: random.Random) -> dict[str, tuple[float, float]]:
+def tick(
+    store: Store, t: float, rids: list[int], pids: list[int], rng: random.Random
+) -> dict[str, tuple[float, float]]:
     """One tick's writes; phase -> (CPU ms of this thread, wall ms)."""
-    rows = [(t, r, "load", 1, 200_000 + rng.randrange(50_000), None, None, None, None, t * 0.01, 210_000, None, None,
-             None, "cheap", 400_000, None) for r in rids]
-    steps = (lambda: store.add_samples(Recorder.SAMPLE_COLUMNS, rows), lambda: store.processes_seen(t, pids),
-             lambda: store.add_host_sample(t=t, mem_total_kb=24 << 20, mem_available_kb=20 << 20, load1=1.0,
-                                           sampler_cpu_s=t * 0.05),
-             store.commit)
+    rows = [
+        (
+            t,
+            r,
+            "load",
+            1,
+            200_000 + rng.randrange(50_000),
+            None,
+            None,
+            None,
+            None,
+            t * 0.01,
+            210_000,
+            None,
+            None,
+            None,
+            "cheap",
+            400_000,
+            None,
+        )
+        for r in rids
+    ]
+    steps = (
+        lambda: store.add_samples(Recorder.SAMPLE_COLUMNS, rows),
+        lambda: store.processes_seen(t, pids),
+        lambda: store.add_host_sample(
+            t=t, mem_total_kb=24 << 20, mem_available_kb=20 << 20, load1=1.0, sampler_cpu_s=t * 0.05
+        ),
+        store.commit,
+    )
     spent = {}
     store.begin()
     for name, step in zip(PHASES, steps):
@@ -79,9 +108,19 @@ def main() -> None:
         store.close()
         size = sum(f.stat().st_size for f in Path(tmp).iterdir())
     window = min(100, args.ticks)
-    print(json.dumps({"units": args.units, "ticks": args.ticks, "rows": args.units * args.ticks,
-                      "first_ticks": summary(spent[:window]), "last_ticks": summary(spent[-window:]),
-                      "store_mb": round(size / 2**20, 1)}, indent=1))
+    print(
+        json.dumps(
+            {
+                "units": args.units,
+                "ticks": args.ticks,
+                "rows": args.units * args.ticks,
+                "first_ticks": summary(spent[:window]),
+                "last_ticks": summary(spent[-window:]),
+                "store_mb": round(size / 2**20, 1),
+            },
+            indent=1,
+        )
+    )
 
 
 if __name__ == "__main__":

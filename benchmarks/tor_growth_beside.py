@@ -11,6 +11,7 @@ replicas' own Theil–Sen changes; the analysis now makes the same judgement as 
 (stats.growth_beside, "Growth beside the baseline" in docs/method/index.md, the report's Growth across
 replicas section), on the start/end levels of the growth test across replicas.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,7 +37,10 @@ def main() -> int:
         if row.get("change_mb"):
             changes[row["group"]].append(float(row["change_mb"]))
     if args.baseline not in changes:
-        print(f"--baseline {args.baseline}: no group of that name with changes; groups: {', '.join(changes)}", file=sys.stderr)
+        print(
+            f"--baseline {args.baseline}: no group of that name with changes; groups: {', '.join(changes)}",
+            file=sys.stderr,
+        )
         return 2
     base = changes[args.baseline]
     for group, mb in changes.items():

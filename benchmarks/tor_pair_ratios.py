@@ -6,6 +6,7 @@ Holm-adjusted over the pairs given. Every group against one group: `alloclab rep
 
     python benchmarks/tor_pair_ratios.py RUN NUMERATOR:DENOMINATOR [...]
 """
+
 from __future__ import annotations
 
 import sys
@@ -19,13 +20,18 @@ from alloclab.store import Store
 def pair_ratios(run: str, pairs: list[tuple[str, str]]) -> list[str]:
     a = analyse(Store.open(run))
     compared = [compare_groups({den: a.levels[den], num: a.levels[num]}, den) for num, den in pairs]
-    p_adj = holm([c[num].p_raw for c, (num, _) in zip(compared, pairs)]) if len(pairs) > 1 else \
-        [c[num].p_raw for c, (num, _) in zip(compared, pairs)]
+    p_adj = (
+        holm([c[num].p_raw for c, (num, _) in zip(compared, pairs)])
+        if len(pairs) > 1
+        else [c[num].p_raw for c, (num, _) in zip(compared, pairs)]
+    )
     out = []
     for (num, den), c, p in zip(pairs, compared, p_adj):
         n, d = c[num], c[den]
-        out.append(f"{num} / {den}: {n.ratio:.2f}x [{n.ratio_ci[0]:.2f}-{n.ratio_ci[1]:.2f}] "
-                   f"({n.geo_mean_mb:.1f} MB against {d.geo_mean_mb:.1f} MB; p {n.p_raw:.2g}, Holm over the pairs {p:.2g})")
+        out.append(
+            f"{num} / {den}: {n.ratio:.2f}x [{n.ratio_ci[0]:.2f}-{n.ratio_ci[1]:.2f}] "
+            f"({n.geo_mean_mb:.1f} MB against {d.geo_mean_mb:.1f} MB; p {n.p_raw:.2g}, Holm over the pairs {p:.2g})"
+        )
     return out
 
 

@@ -9,6 +9,7 @@ The load average counts every runnable thread on the host (other users' work inc
 figures are the measured relays' own: a relay whose threads wait most of their runnable time is
 CPU-starved whatever the load says. Used for issue 26 (docs/lab/results.md).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,7 +45,7 @@ def _schedstat(pid: int) -> tuple[int, int, int]:
         try:
             on_cpu, waiting, _ = open(path).read().split()
         except (OSError, ValueError):
-            continue           # a thread that exited between the listing and the read
+            continue  # a thread that exited between the listing and the read
         run_ns, wait_ns, threads = run_ns + int(on_cpu), wait_ns + int(waiting), threads + 1
     return run_ns, wait_ns, threads
 
@@ -81,8 +82,10 @@ def summarise(path: str, step: int) -> None:
             loads[(ta - t0) // step].append(lb)
     for b in sorted(bins):
         load = sorted(loads[b])[len(loads[b]) // 2]
-        cells = [f"{g}: {r / 1e9 / dt:.2f} cores a process, wait {w / max(r + w, 1):.0%}"
-                 for g, (r, w, dt) in sorted(bins[b].items())]
+        cells = [
+            f"{g}: {r / 1e9 / dt:.2f} cores a process, wait {w / max(r + w, 1):.0%}"
+            for g, (r, w, dt) in sorted(bins[b].items())
+        ]
         print(f"min {b * step // 60:3d}-{(b + 1) * step // 60:3d} load {load:5.1f} | " + "; ".join(cells))
 
 

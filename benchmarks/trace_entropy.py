@@ -11,6 +11,7 @@ the stressors draw them: a few hundred thousand samples understate an entropy of
 Addresses are not estimated. Reads the trace with tests.trace_codec (pure Python: ~1 M events
 a minute).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -20,13 +21,13 @@ import math
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # tests.trace_codec: the format in Python
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.trace_codec: the format in Python
 from tests.trace_codec import ALLOCATING, FREE, REALLOC, decode_events, parse
 
 
 def entropy(counts: collections.Counter) -> float:
     total = sum(counts.values())
-    return -sum(v * math.log2(v / total) for v in counts.values())         # bits, all samples
+    return -sum(v * math.log2(v / total) for v in counts.values())  # bits, all samples
 
 
 def main() -> None:

@@ -7,6 +7,7 @@ apart, all at tick 0), every column one zstd frame, as many blocks as fit in the
 Prints, for each file size, the events the file claims, what `alloclab trace info` / `check` /
 `replay --speed 0` answered, and each one's peak RSS (the replayer's, from wait4). The goal:
 peak <= 1 GB on any input <= 1 MB."""
+
 from __future__ import annotations
 
 import argparse
@@ -19,7 +20,7 @@ from pathlib import Path
 
 from alloclab.native import build
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # tests.trace_codec: the format in Python
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.trace_codec: the format in Python
 from tests.trace_codec import MALLOC, Block, Trace
 
 PER_BLOCK = 100_000
@@ -56,7 +57,7 @@ def craft(size: int, path: Path) -> int:
         b[12:16] = thread.to_bytes(4, "little")
         out += b
     events = n * PER_BLOCK
-    while len(out) + len(small) <= size and events < allowed:   # padding: one event a block
+    while len(out) + len(small) <= size and events < allowed:  # padding: one event a block
         b = bytearray(small)
         b[12:16] = (thread + 1).to_bytes(4, "little")
         out += b

@@ -10,6 +10,7 @@ beside the current one's ("base_*" fields).
 heaptrack comes from Debian (apt-get install heaptrack); without it that column is empty.
 Wall times are medians of --repeat runs, side by side in one session; compare ratios, not seconds.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,14 +28,16 @@ from trace_workloads import PACED, RECORDED
 from alloclab.native import build
 from alloclab.run import trace
 
-CPU: list[float] = []                 # CPU seconds (user + sys, all threads) of the last command run
+CPU: list[float] = []  # CPU seconds (user + sys, all threads) of the last command run
 
 
 def wall(cmd: list[str], env: dict | None = None) -> float:
     """Wall seconds of one command; its CPU seconds go to CPU (on a saturated machine the CPU
     ratio is the steadier figure: the recorder's writer thread is counted in it)."""
     t = time.perf_counter()
-    proc = subprocess.Popen(cmd, env={**os.environ, **(env or {})}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        cmd, env={**os.environ, **(env or {})}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0:
@@ -48,7 +51,9 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--only", help="run only the programs whose name contains this")
     ap.add_argument("--replay-max-events", type=int, help="replay only traces of at most this many events")
-    ap.add_argument("--no-heaptrack", action="store_true", help="skip heaptrack (its figures are in benchmarks/README.md)")
+    ap.add_argument(
+        "--no-heaptrack", action="store_true", help="skip heaptrack (its figures are in benchmarks/README.md)"
+    )
     ap.add_argument("--baseline-tracer", help="a second liballoclab_trace.so to record with, side by side")
     args = ap.parse_args()
     print(json.dumps({"load_average": os.getloadavg()}), flush=True)
@@ -77,17 +82,26 @@ def main() -> None:
                         f.unlink()
             info = trace.info(path, points=2)
             replayed = args.replay_max_events is None or info["events"] <= args.replay_max_events
-            direct = statistics.median(trace.replay(path, speed=0, direct=True)["ops_per_s"] for _ in range(args.repeat)) \
-                if replayed else None
-            threaded = statistics.median(trace.replay(path, speed=0)["ops_per_s"] for _ in range(args.repeat)) \
-                if replayed else None
+            direct = (
+                statistics.median(trace.replay(path, speed=0, direct=True)["ops_per_s"] for _ in range(args.repeat))
+                if replayed
+                else None
+            )
+            threaded = (
+                statistics.median(trace.replay(path, speed=0)["ops_per_s"] for _ in range(args.repeat))
+                if replayed
+                else None
+            )
             row = {
-                "events": info["events"], "bytes_per_event": round(path.stat().st_size / info["events"], 2),
+                "events": info["events"],
+                "bytes_per_event": round(path.stat().st_size / info["events"], 2),
                 "plain_s": round(statistics.median(plain), 3),
-                "record_slowdown": None if name.startswith(PACED) else
-                round(statistics.median(recorded) / statistics.median(plain), 2),
-                "record_cpu_ratio": None if name.startswith(PACED) else
-                round(statistics.median(recorded_cpu) / statistics.median(plain_cpu), 2),
+                "record_slowdown": None
+                if name.startswith(PACED)
+                else round(statistics.median(recorded) / statistics.median(plain), 2),
+                "record_cpu_ratio": None
+                if name.startswith(PACED)
+                else round(statistics.median(recorded_cpu) / statistics.median(plain_cpu), 2),
                 "heaptrack_slowdown": round(statistics.median(heap) / statistics.median(plain), 1) if heap else None,
                 "replay_ops_per_s": round(threaded) if replayed else None,
                 "direct_ops_per_s": round(direct) if replayed else None,

@@ -10,6 +10,7 @@ leave unchanged. (A tick finer than the recorder's only rounds its times: to com
 
 Results: benchmarks/README.md, "Format 3: a coarser tick".
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,19 +39,35 @@ def main() -> None:
             if args.only and args.only not in name:
                 continue
             rec, coarse = Path(d) / "rec.trace", Path(d) / "coarse.trace"
-            subprocess.run([str(build.program(prog)), *argv], check=True, stdout=subprocess.DEVNULL,
-                           env={**os.environ, "LD_PRELOAD": tracer, "ALLOCLAB_TRACE_FILE": str(rec)})
+            subprocess.run(
+                [str(build.program(prog)), *argv],
+                check=True,
+                stdout=subprocess.DEVNULL,
+                env={**os.environ, "LD_PRELOAD": tracer, "ALLOCLAB_TRACE_FILE": str(rec)},
+            )
             for tick in ticks:
-                out = subprocess.run([recode, str(rec), "--tick", str(tick), "--out", str(coarse)],
-                                     capture_output=True, text=True)
+                out = subprocess.run(
+                    [recode, str(rec), "--tick", str(tick), "--out", str(coarse)], capture_output=True, text=True
+                )
                 if out.returncode != 0:
                     raise SystemExit(f"trace_recode failed on {name} at {tick} ns: {out.stderr.strip() or out.stdout}")
                 r = json.loads(out.stdout)
                 info = trace.info(coarse, points=2)
-                print(json.dumps({"program": name, "tick_ns": tick, "events": r["events"],
-                                  "bytes_per_event": r["bytes_per_event"], "times": round(r["times"] + r["times_hi"], 3),
-                                  "peak_live_bytes": info["peak_live_bytes"], "final_live_bytes": info["final_live_bytes"],
-                                  "untracked_frees": info["untracked_frees"]}), flush=True)
+                print(
+                    json.dumps(
+                        {
+                            "program": name,
+                            "tick_ns": tick,
+                            "events": r["events"],
+                            "bytes_per_event": r["bytes_per_event"],
+                            "times": round(r["times"] + r["times_hi"], 3),
+                            "peak_live_bytes": info["peak_live_bytes"],
+                            "final_live_bytes": info["final_live_bytes"],
+                            "untracked_frees": info["untracked_frees"],
+                        }
+                    ),
+                    flush=True,
+                )
     print(json.dumps({"load_average": os.getloadavg()}), flush=True)
 
 

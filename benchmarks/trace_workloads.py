@@ -4,6 +4,7 @@ One table for trace_overhead.py and trace_tick.py (RECORDED), replay_speed.py (R
 programs, the loops shorter so that a pair of replays stays in seconds on a loaded machine, frag
 lighter and also with 4 threads) and recorder_floor.py (`loop`).
 """
+
 from __future__ import annotations
 
 

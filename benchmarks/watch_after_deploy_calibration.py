@@ -14,6 +14,7 @@ allocator after the deploy (every alert is false). Detection: the level truly 1.
 deploy happens at a random time of day. Per unit, the share of units alerted within the 14 days,
 for a window of 1 hour and of 24 hours before the deploy. Prints one markdown table.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -26,16 +27,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from alloclab.stats import calibration as sim
 
-STEP = 300.0                 # seconds between samples
+STEP = 300.0  # seconds between samples
 BEFORE, AFTER = 2 * 86400.0, 14 * 86400.0
-HOLD = 12                    # samples: the rule's `for: 1h`
+HOLD = 12  # samples: the rule's `for: 1h`
 MARGIN = 0.25
 
 
-def units(rng, n: int, *, amplitude: float, df: float | None, truth: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def units(
+    rng, n: int, *, amplitude: float, df: float | None, truth: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(t, series, deploy time): n units around a level of 100."""
     t = sim.times(BEFORE + AFTER, STEP)
-    deploy = BEFORE + rng.uniform(0, 86400.0, size=(n, 1)) - 86400.0 / 2        # any time of day
+    deploy = BEFORE + rng.uniform(0, 86400.0, size=(n, 1)) - 86400.0 / 2  # any time of day
     day = amplitude * np.sin(2 * np.pi * t[None, :] / 86400.0)
     slow = sim.ar1(rng, n, len(t), float(np.exp(-STEP / (1.7 * 86400))), 0.03)
     fast = sim.ar1(rng, n, len(t), 0.9, 0.02, df=df)
@@ -54,7 +57,9 @@ def alerted(t, x, deploy, window_s: float) -> np.ndarray:
     above = ((x > (1 + MARGIN) * level) & (t[None, :] >= deploy)).astype(np.int32)
     run = np.cumsum(above, axis=1)
     held = np.zeros_like(above, dtype=bool)
-    held[:, HOLD - 1:] = (run[:, HOLD - 1:] - np.concatenate([np.zeros((len(x), 1), np.int32), run[:, :-HOLD]], axis=1)) == HOLD
+    held[:, HOLD - 1 :] = (
+        run[:, HOLD - 1 :] - np.concatenate([np.zeros((len(x), 1), np.int32), run[:, :-HOLD]], axis=1)
+    ) == HOLD
     first = np.where(held.any(axis=1), t[np.argmax(held, axis=1)], np.inf)
     return first - deploy[:, 0]
 
@@ -65,10 +70,17 @@ def main(argv=None) -> None:
     ap.add_argument("--seed", type=int, default=20261128)
     args = ap.parse_args(argv)
     rng = np.random.default_rng(args.seed)
-    rows = [("A/A, no daily cycle", 0.0, None, 1.0), ("A/A, daily cycle ±10%", 0.10, None, 1.0),
-            ("A/A, daily cycle ±20%", 0.20, None, 1.0), ("A/A, daily cycle ±10%, heavy tails (t, 3 df)", 0.10, 3.0, 1.0),
-            ("truly 1.5x, daily cycle ±10%", 0.10, None, 1.5), ("truly 1.5x, daily cycle ±20%", 0.20, None, 1.5)]
-    print(f"| series ({args.n} units a row, 14 days after) | level before: mean of | units alerted | median time to alert |")
+    rows = [
+        ("A/A, no daily cycle", 0.0, None, 1.0),
+        ("A/A, daily cycle ±10%", 0.10, None, 1.0),
+        ("A/A, daily cycle ±20%", 0.20, None, 1.0),
+        ("A/A, daily cycle ±10%, heavy tails (t, 3 df)", 0.10, 3.0, 1.0),
+        ("truly 1.5x, daily cycle ±10%", 0.10, None, 1.5),
+        ("truly 1.5x, daily cycle ±20%", 0.20, None, 1.5),
+    ]
+    print(
+        f"| series ({args.n} units a row, 14 days after) | level before: mean of | units alerted | median time to alert |"
+    )
     print("|---|---|---|---|")
     for name, amplitude, df, truth in rows:
         t, x, deploy = units(rng, args.n, amplitude=amplitude, df=df, truth=truth)

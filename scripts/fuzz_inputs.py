@@ -11,6 +11,7 @@ A mutant must end in exit 0 (it was a valid file and ran) or 2 (one line on stde
 after exit 2 nothing may exist: no run directory, no alloclab cgroup, no process of its session.
 Outside the default test run; tests/unit/test_config.py replays a few hundred mutants in-process.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -77,22 +78,140 @@ allocator = "glibc"
 """,
 ]
 
-NUMERIC_KEYS = ["replicas", "interval", "seed", "grace", "verify_every", "port_base", "max_duration", "smaps_budget",
-                "phases.warmup", "phases.load", "phases.idle"]
-HOSTILE_NUMBERS = ["nan", "-nan", "inf", "-inf", "+inf", "0", "-0.0", "-1", "1e-9", "1e308", "1e-320", "9" * 40,
-                   "-9223372036854775809", "9223372036854775807", "0.001", "1", "257", "1025", "65535", "3.5",
-                   "true", '"1ms"', '"0s"', '"99999999999d"', '"1e400s"', '"nan"', '"inf s"', '"5x"', '""',
-                   '"0.05s"', '"0.1s"', '"367d"', '"  2s  "', '"2s\\n"', "[]", "{}", "[1, 2]", "1979-05-27",
-                   "07:32:00", '"\\u0000"', '"١s"']
-HOSTILE_STRINGS = ["", " ", ".", "..", "../x", "/", "a/b", "a\\u0000b", "\\u0000", "a\\nb", "\\r\\n", "\\t",
-                   "\\u007f", "\\u2028", "é", "ü" * 300, "名前", "🦀", "x" * 70, "x" * 5000, "/" + "a" * 300,
-                   "/" + "a/" * 2100, "-rf", "--help", "{}", "{0}", "{seed:d}", "{replica.x}", "{group[0]}",
-                   "{replica!r}", "{nope}", "{", "}", "{{}}", "{{replica}}", "{port:>10}", "{workdir}" * 40,
-                   "%n", "%s%s%s", "$(touch /tmp/alloclab-pwned)", "`id`", "'", '\\"', "\\\\", "A=B",
-                   "glibc", "bundled", "mimalloc@", "@", "nosuch@1.0", "mimalloc@99.9", "jemalloc@x@y",
-                   "/nonexistent/lib.so", "/etc/passwd", "/dev/null", "/proc/self/mem", "./lib.so"]
-HOSTILE_KEYS = ["A=B", "", " ", "1ABC", "A B", "A.B", "A-B", "é", "LD_PRELOAD", "ALLOCLAB_STATS", "A\\u0000B",
-                "X" * 300, "MALLOC_CONF", "MIMALLOC_NOPE", "GLIBC_TUNABLES", "_OK", "ok_lower"]
+NUMERIC_KEYS = [
+    "replicas",
+    "interval",
+    "seed",
+    "grace",
+    "verify_every",
+    "port_base",
+    "max_duration",
+    "smaps_budget",
+    "phases.warmup",
+    "phases.load",
+    "phases.idle",
+]
+HOSTILE_NUMBERS = [
+    "nan",
+    "-nan",
+    "inf",
+    "-inf",
+    "+inf",
+    "0",
+    "-0.0",
+    "-1",
+    "1e-9",
+    "1e308",
+    "1e-320",
+    "9" * 40,
+    "-9223372036854775809",
+    "9223372036854775807",
+    "0.001",
+    "1",
+    "257",
+    "1025",
+    "65535",
+    "3.5",
+    "true",
+    '"1ms"',
+    '"0s"',
+    '"99999999999d"',
+    '"1e400s"',
+    '"nan"',
+    '"inf s"',
+    '"5x"',
+    '""',
+    '"0.05s"',
+    '"0.1s"',
+    '"367d"',
+    '"  2s  "',
+    '"2s\\n"',
+    "[]",
+    "{}",
+    "[1, 2]",
+    "1979-05-27",
+    "07:32:00",
+    '"\\u0000"',
+    '"١s"',
+]
+HOSTILE_STRINGS = [
+    "",
+    " ",
+    ".",
+    "..",
+    "../x",
+    "/",
+    "a/b",
+    "a\\u0000b",
+    "\\u0000",
+    "a\\nb",
+    "\\r\\n",
+    "\\t",
+    "\\u007f",
+    "\\u2028",
+    "é",
+    "ü" * 300,
+    "名前",
+    "🦀",
+    "x" * 70,
+    "x" * 5000,
+    "/" + "a" * 300,
+    "/" + "a/" * 2100,
+    "-rf",
+    "--help",
+    "{}",
+    "{0}",
+    "{seed:d}",
+    "{replica.x}",
+    "{group[0]}",
+    "{replica!r}",
+    "{nope}",
+    "{",
+    "}",
+    "{{}}",
+    "{{replica}}",
+    "{port:>10}",
+    "{workdir}" * 40,
+    "%n",
+    "%s%s%s",
+    "$(touch /tmp/alloclab-pwned)",
+    "`id`",
+    "'",
+    '\\"',
+    "\\\\",
+    "A=B",
+    "glibc",
+    "bundled",
+    "mimalloc@",
+    "@",
+    "nosuch@1.0",
+    "mimalloc@99.9",
+    "jemalloc@x@y",
+    "/nonexistent/lib.so",
+    "/etc/passwd",
+    "/dev/null",
+    "/proc/self/mem",
+    "./lib.so",
+]
+HOSTILE_KEYS = [
+    "A=B",
+    "",
+    " ",
+    "1ABC",
+    "A B",
+    "A.B",
+    "A-B",
+    "é",
+    "LD_PRELOAD",
+    "ALLOCLAB_STATS",
+    "A\\u0000B",
+    "X" * 300,
+    "MALLOC_CONF",
+    "MIMALLOC_NOPE",
+    "GLIBC_TUNABLES",
+    "_OK",
+    "ok_lower",
+]
 UNKNOWN_KEYS = ["colour", "replica", "groups", "Name", "name ", "intervall", "phase", "env", "allocator", "\\u0000"]
 
 
@@ -156,9 +275,31 @@ def _replace_first(text: str, prefix: str, new_line: str) -> str:
 
 def mutate(rng: random.Random, base: str) -> tuple[str, str]:
     """One structured mutation of a valid file: (its kind, the new text)."""
-    kind = rng.choice(["number", "number", "string_field", "argv", "placeholder", "env_key", "env_value", "deep",
-                       "nul_raw", "missing", "extra", "type_swap", "groups", "allocator", "long_path", "unicode",
-                       "bytes", "load", "workload", "duplicate", "stack"])
+    kind = rng.choice(
+        [
+            "number",
+            "number",
+            "string_field",
+            "argv",
+            "placeholder",
+            "env_key",
+            "env_value",
+            "deep",
+            "nul_raw",
+            "missing",
+            "extra",
+            "type_swap",
+            "groups",
+            "allocator",
+            "long_path",
+            "unicode",
+            "bytes",
+            "load",
+            "workload",
+            "duplicate",
+            "stack",
+        ]
+    )
     t = base
     if kind == "number":
         t = _set_top(t, rng.choice(NUMERIC_KEYS), rng.choice(HOSTILE_NUMBERS))
@@ -167,41 +308,101 @@ def mutate(rng: random.Random, base: str) -> tuple[str, str]:
         t = _set_top(t, key, basic(rng.choice(HOSTILE_STRINGS)))
     elif kind == "argv":
         arg = basic(rng.choice(HOSTILE_STRINGS))
-        form = rng.choice([f"[{arg}]", f'["/bin/sleep", {arg}]', f"[{arg}, {arg}]", "[]", arg, "[1]", '[["x"]]',
-                           f'["/bin/sleep", "1", {arg}]' + "", '["/bin/sleep"' + ', "1"' * 3000 + "]"])
+        form = rng.choice(
+            [
+                f"[{arg}]",
+                f'["/bin/sleep", {arg}]',
+                f"[{arg}, {arg}]",
+                "[]",
+                arg,
+                "[1]",
+                '[["x"]]',
+                f'["/bin/sleep", "1", {arg}]' + "",
+                '["/bin/sleep"' + ', "1"' * 3000 + "]",
+            ]
+        )
         if "workload" in t:
-            t = t.replace("[workload]\nname", "[workload]\nnam_")   # so command is the only program
+            t = t.replace("[workload]\nname", "[workload]\nnam_")  # so command is the only program
             t = _set_top(t, "command", form)
         else:
             t = _replace_first(t, "command = ", f"command = {form}")
     elif kind == "placeholder":
-        ph = rng.choice(["{}", "{0}", "{seed:d}", "{replica.x}", "{group[0]}", "{replica!r}", "{nope}", "{",
-                         "}", "{{", "}}", "{seed:{replica}}", "{ replica}", "{REPLICA}", "{replica}" * 40,
-                         "{port}{port}", "{{replica}}", "{workdir:.3}", "{seed!s:>5}", "{__class__}",
-                         "{group.__init__.__globals__}"])
+        ph = rng.choice(
+            [
+                "{}",
+                "{0}",
+                "{seed:d}",
+                "{replica.x}",
+                "{group[0]}",
+                "{replica!r}",
+                "{nope}",
+                "{",
+                "}",
+                "{{",
+                "}}",
+                "{seed:{replica}}",
+                "{ replica}",
+                "{REPLICA}",
+                "{replica}" * 40,
+                "{port}{port}",
+                "{{replica}}",
+                "{workdir:.3}",
+                "{seed!s:>5}",
+                "{__class__}",
+                "{group.__init__.__globals__}",
+            ]
+        )
         target = rng.choice(["command", "load", "group"])
         if target == "command" and "command = [" in t:
             t = _replace_first(t, "command = [", f'command = ["/bin/sleep", "{ph}"]')
         elif target == "load":
-            t = t + f'\n[load]\ncommand = ["/bin/echo", "{ph}"]\n' if "[load]" not in t else t.replace(
-                '"echo load {{literal}} {port}"', f'"echo {ph}"')
+            t = (
+                t + f'\n[load]\ncommand = ["/bin/echo", "{ph}"]\n'
+                if "[load]" not in t
+                else t.replace('"echo load {{literal}} {port}"', f'"echo {ph}"')
+            )
         else:
             t = _group_line(t, f'command = ["/bin/sleep", "{ph}"]', rng.randrange(3))
     elif kind == "env_key":
         key = basic(rng.choice(HOSTILE_KEYS))
-        t = t.replace("env = { ", f'env = {{ {key} = "1", ', 1) if "env = { " in t else \
-            _group_line(t, f'env = {{ {key} = "1" }}', rng.randrange(3))
+        t = (
+            t.replace("env = { ", f'env = {{ {key} = "1", ', 1)
+            if "env = { " in t
+            else _group_line(t, f'env = {{ {key} = "1" }}', rng.randrange(3))
+        )
     elif kind == "env_value":
-        val = rng.choice([basic(rng.choice(HOSTILE_STRINGS)), "nan", "inf", "true", "[1]", "{a = 1}", "1e999",
-                          basic("x" * 40000), "99999999999999999999", "1979-05-27"])
-        t = _group_line(t, f"env = {{ FUZZ_VALUE = {val} }}", rng.randrange(3)) if "env =" not in t else \
-            t.replace("env = { ", f"env = {{ FUZZ_VALUE = {val}, ", 1)
+        val = rng.choice(
+            [
+                basic(rng.choice(HOSTILE_STRINGS)),
+                "nan",
+                "inf",
+                "true",
+                "[1]",
+                "{a = 1}",
+                "1e999",
+                basic("x" * 40000),
+                "99999999999999999999",
+                "1979-05-27",
+            ]
+        )
+        t = (
+            _group_line(t, f"env = {{ FUZZ_VALUE = {val} }}", rng.randrange(3))
+            if "env =" not in t
+            else t.replace("env = { ", f"env = {{ FUZZ_VALUE = {val}, ", 1)
+        )
     elif kind == "deep":
         n = rng.choice([15, 16, 17, 20, 100, 400, 1000, 3000])
         where = rng.choice(["top", "env", "workload"])
         value = deep(rng.choice(["array", "table"]), n)
-        t = _set_top(t, "fuzz", value) if where == "top" else (
-            _group_line(t, f"env = {{ X = {value} }}") if where == "env" else t + f"\n[workload]\nname = \"x\"\np = {value}\n")
+        t = (
+            _set_top(t, "fuzz", value)
+            if where == "top"
+            else (
+                _group_line(t, f"env = {{ X = {value} }}")
+                if where == "env"
+                else t + f'\n[workload]\nname = "x"\np = {value}\n'
+            )
+        )
         if rng.random() < 0.3:
             t = "a" + ".b" * n + " = 1\n" + base
     elif kind == "nul_raw":
@@ -215,16 +416,41 @@ def mutate(rng: random.Random, base: str) -> tuple[str, str]:
         t = "\n".join(lines)
     elif kind == "extra":
         key = rng.choice(UNKNOWN_KEYS)
-        t = rng.choice([_set_top(t, basic(key), "1"), _group_line(t, f"{basic(key)} = 1"), t + f"\n[phases]\n{basic(key)} = 1\n",
-                        t + f"\n[load]\ncommand = [\"/bin/true\"]\n{basic(key)} = 2\n"])
+        t = rng.choice(
+            [
+                _set_top(t, basic(key), "1"),
+                _group_line(t, f"{basic(key)} = 1"),
+                t + f"\n[phases]\n{basic(key)} = 1\n",
+                t + f'\n[load]\ncommand = ["/bin/true"]\n{basic(key)} = 2\n',
+            ]
+        )
     elif kind == "type_swap":
-        swaps = [("replicas", '"2"'), ("interval", "[1]"), ("name", "5"), ("command", '"/bin/sleep 1"'), ("seed", "1.5"),
-                 ("metric", "1"), ("phases", "3"), ("load", '"x"'), ("group", '"glibc"'), ("group", "[1, 2]"),
-                 ("workload", "[]"), ("baseline", "[]"), ("port_base", '"20000"'), ("smaps_budget", '"2%"'),
-                 ("group", "[]"), ("max_duration", "{}"), ("grace", "true"), ("load", "{}")]
+        swaps = [
+            ("replicas", '"2"'),
+            ("interval", "[1]"),
+            ("name", "5"),
+            ("command", '"/bin/sleep 1"'),
+            ("seed", "1.5"),
+            ("metric", "1"),
+            ("phases", "3"),
+            ("load", '"x"'),
+            ("group", '"glibc"'),
+            ("group", "[1, 2]"),
+            ("workload", "[]"),
+            ("baseline", "[]"),
+            ("port_base", '"20000"'),
+            ("smaps_budget", '"2%"'),
+            ("group", "[]"),
+            ("max_duration", "{}"),
+            ("grace", "true"),
+            ("load", "{}"),
+        ]
         key, value = rng.choice(swaps)
-        t = _set_top(t, key, value) if f"[{key}]" not in t and f"[[{key}]]" not in t else \
-            t.replace(f"[[{key}]]", f"[[{key}_]]").replace(f"[{key}]", f"[{key}_]") + f"\n{key} = {value}\n"
+        t = (
+            _set_top(t, key, value)
+            if f"[{key}]" not in t and f"[[{key}]]" not in t
+            else t.replace(f"[[{key}]]", f"[[{key}_]]").replace(f"[{key}]", f"[{key}_]") + f"\n{key} = {value}\n"
+        )
         if key in ("phases", "load", "workload", "group"):
             t = f"{key} = {value}\n" + base.replace(f"[[{key}]]", f"[[{key}x]]").replace(f"[{key}]", f"[{key}x]")
     elif kind == "groups":
@@ -239,7 +465,11 @@ def mutate(rng: random.Random, base: str) -> tuple[str, str]:
         path = rng.choice(["/" + "a" * n, "/tmp/" + "b/" * (n // 2), "./" + "c" * n])
         field = rng.choice(["command", "allocator", "trace"])
         if field == "command":
-            t = _replace_first(t, "command = [", f'command = ["{path}"]') if "command = [" in t else _set_top(t.replace("[workload]\nname", "[workload]\nnam_"), "command", f'["{path}"]')
+            t = (
+                _replace_first(t, "command = [", f'command = ["{path}"]')
+                if "command = [" in t
+                else _set_top(t.replace("[workload]\nname", "[workload]\nnam_"), "command", f'["{path}"]')
+            )
         elif field == "allocator":
             t = _replace_first(t, "allocator = ", f'allocator = "{path}"')
         else:
@@ -248,8 +478,15 @@ def mutate(rng: random.Random, base: str) -> tuple[str, str]:
             t = "\n".join(ln for ln in t.split("\n") if not ln.startswith("commandx"))
     elif kind == "unicode":
         s = rng.choice(["é", "名前", "🦀", "\u200b", "\u202e", "ﬁ", "Ω", "\u0301"])
-        t = rng.choice([_set_top(t, "name", basic("x" + s)), _replace_first(t, 'name = "', f'name = "{s}"'),
-                        t.replace("[[group]]\nname = \"", f"[[group]]\nname = \"{s}", 1), s + t, t + s])
+        t = rng.choice(
+            [
+                _set_top(t, "name", basic("x" + s)),
+                _replace_first(t, 'name = "', f'name = "{s}"'),
+                t.replace('[[group]]\nname = "', f'[[group]]\nname = "{s}', 1),
+                s + t,
+                t + s,
+            ]
+        )
     elif kind == "bytes":
         b = bytearray(t.encode("utf-8", "surrogateescape"))
         for _ in range(rng.choice([1, 2, 8])):
@@ -263,19 +500,45 @@ def mutate(rng: random.Random, base: str) -> tuple[str, str]:
                 b[pos:pos] = bytes([rng.choice(b"[]{}\"'=\n#.\\,")])
         return kind, b.decode("utf-8", "surrogateescape")
     elif kind == "load":
-        t = t + rng.choice(['\n[load]\n', '\n[load]\ncommand = []\n', '\n[load]\ncommand = ["/nonexistent/loadgen"]\n',
-                            '\n[load]\ncommand = ["./missing-{group}"]\n', '\n[load]\ncommand = "x"\n',
-                            '\n[load]\ncommand = ["/etc/passwd"]\n', '\n[load]\ncommand = ["{workdir}/gen"]\n'])
+        t = t + rng.choice(
+            [
+                "\n[load]\n",
+                "\n[load]\ncommand = []\n",
+                '\n[load]\ncommand = ["/nonexistent/loadgen"]\n',
+                '\n[load]\ncommand = ["./missing-{group}"]\n',
+                '\n[load]\ncommand = "x"\n',
+                '\n[load]\ncommand = ["/etc/passwd"]\n',
+                '\n[load]\ncommand = ["{workdir}/gen"]\n',
+            ]
+        )
     elif kind == "workload":
         t = "\n".join(ln for ln in t.split("\n") if not ln.startswith("command =")).replace("[workload]", "[workloadx]")
-        t = t + rng.choice(['\n[workload]\n', '\n[workload]\nname = "nope"\n', '\n[workload]\nname = 5\n',
-                            '\n[workload]\nname = "worker-pool"\nthreads = nan\n', '\n[workload]\nname = "worker-pool"\nthreads = -1\n',
-                            '\n[workload]\nname = "worker-pool"\nzzz = 1\n', '\n[workload]\ntrace = "/nonexistent.trace"\n',
-                            '\n[workload]\ntrace = "/etc/passwd"\n', '\n[workload]\ntrace = 5\n',
-                            '\n[workload]\ntrace = "/dev/null"\nspeed = -1\n', '\n[workload]\nname = "worker-pool"\nseed = "x"\n'])
+        t = t + rng.choice(
+            [
+                "\n[workload]\n",
+                '\n[workload]\nname = "nope"\n',
+                "\n[workload]\nname = 5\n",
+                '\n[workload]\nname = "worker-pool"\nthreads = nan\n',
+                '\n[workload]\nname = "worker-pool"\nthreads = -1\n',
+                '\n[workload]\nname = "worker-pool"\nzzz = 1\n',
+                '\n[workload]\ntrace = "/nonexistent.trace"\n',
+                '\n[workload]\ntrace = "/etc/passwd"\n',
+                "\n[workload]\ntrace = 5\n",
+                '\n[workload]\ntrace = "/dev/null"\nspeed = -1\n',
+                '\n[workload]\nname = "worker-pool"\nseed = "x"\n',
+            ]
+        )
     elif kind == "duplicate":
-        t = rng.choice([t + '\n[[group]]\nname = "glibc"\nallocator = "glibc"\n' + '\n[[group]]\nname = "a"\nallocator = "glibc"\n',
-                        "name = \"x\"\n" + t, t + "\n[phases]\nload = \"1s\"\n", t.replace("[[group]]", "[group]", 1)])
+        t = rng.choice(
+            [
+                t
+                + '\n[[group]]\nname = "glibc"\nallocator = "glibc"\n'
+                + '\n[[group]]\nname = "a"\nallocator = "glibc"\n',
+                'name = "x"\n' + t,
+                t + '\n[phases]\nload = "1s"\n',
+                t.replace("[[group]]", "[group]", 1),
+            ]
+        )
     elif kind == "stack":
         for _ in range(3):
             _, t = mutate(rng, t)
@@ -288,6 +551,7 @@ def campaign_cases(count: int, seed: int) -> list[tuple[str, str]]:
 
 
 # ---- running one case through the real CLI ----
+
 
 def _cgroups_of(pid: int) -> list[str]:
     """Cgroups left by the alloclab process `pid` (the runner names them alloclab-PID-REPLICA)."""
@@ -314,6 +578,7 @@ def _session_members(sid: int) -> list[int]:
 def _end_reason(run: Path) -> str | None:
     """The run's recorded end reason (meta end_reason), None when it has none or no store."""
     import sqlite3
+
     try:
         conn = sqlite3.connect(f"file:{run / 'run.db'}?mode=ro", uri=True)
         try:
@@ -334,8 +599,16 @@ def run_case(index: int, kind: str, text: str, work: Path, timeout: float) -> di
     argv = [sys.executable, "-m", "alloclab", "run", str(exp), "-o", str(out), "--max-duration", "1s", "--no-report"]
     env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
     started = time.monotonic()
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace",
-                            cwd=case_dir, env=env, start_new_session=True)
+    proc = subprocess.Popen(
+        argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        errors="replace",
+        cwd=case_dir,
+        env=env,
+        start_new_session=True,
+    )
     try:
         stdout, stderr = proc.communicate(timeout=timeout)
         hung = False
@@ -369,8 +642,15 @@ def run_case(index: int, kind: str, text: str, work: Path, timeout: float) -> di
         problems.append(f"{len(survivors)} processes left")
     if code != 2 and out.exists() and _end_reason(out) is None:
         problems.append("run directory without an end reason")
-    return {"index": index, "kind": kind, "code": code, "seconds": round(seconds, 2), "problems": problems,
-            "message": lines[-1][:300] if lines else "", "file": str(exp)}
+    return {
+        "index": index,
+        "kind": kind,
+        "code": code,
+        "seconds": round(seconds, 2),
+        "problems": problems,
+        "message": lines[-1][:300] if lines else "",
+        "file": str(exp),
+    }
 
 
 def experiments(args: argparse.Namespace) -> int:
@@ -383,7 +663,9 @@ def experiments(args: argparse.Namespace) -> int:
     codes = Counter(r["code"] for r in results)
     bad = [r for r in results if r["problems"]]
     summary = {
-        "cases": len(results), "seed": args.seed, "wall_seconds": round(time.monotonic() - started, 1),
+        "cases": len(results),
+        "seed": args.seed,
+        "wall_seconds": round(time.monotonic() - started, 1),
         "exit_codes": dict(sorted(codes.items(), key=lambda kv: str(kv[0]))),
         "one_line_exit_2": sum(1 for r in results if r["code"] == 2 and not r["problems"]),
         "tracebacks": sum("traceback" in r["problems"] for r in results),
@@ -394,11 +676,16 @@ def experiments(args: argparse.Namespace) -> int:
         "leftover_processes": sum(any("processes left" in p for p in r["problems"]) for r in results),
         "leaked_cgroups": sum(any("cgroups left" in p for p in r["problems"]) for r in results),
         "max_case_seconds": max(r["seconds"] for r in results),
-        "by_kind": {k: dict(Counter(r["code"] for r in results if r["kind"] == k)) for k in sorted({r["kind"] for r in results})},
+        "by_kind": {
+            k: dict(Counter(r["code"] for r in results if r["kind"] == k)) for k in sorted({r["kind"] for r in results})
+        },
     }
     print(json.dumps(summary, indent=1))
     for r in bad[:40]:
-        print(f"PROBLEM case {r['index']} ({r['kind']}): {', '.join(r['problems'])}: {r['message']} [{r['file']}]", file=sys.stderr)
+        print(
+            f"PROBLEM case {r['index']} ({r['kind']}): {', '.join(r['problems'])}: {r['message']} [{r['file']}]",
+            file=sys.stderr,
+        )
     if args.report:
         Path(args.report).write_text(json.dumps({"summary": summary, "problems": bad}, indent=1))
     if not args.keep and not bad:

@@ -1,6 +1,7 @@
 """A headless Chromium (Debian's `chromium`) driven over the DevTools protocol, for tests: open a
 page, record console errors, exceptions and every network request, evaluate JavaScript, take
 screenshots. The browser is started with its own profile and ended by the test."""
+
 from __future__ import annotations
 
 import json
@@ -24,13 +25,30 @@ class Browser:
         if exe is None:
             pytest.fail("chromium missing: run scripts/install.sh --test")
         import websocket  # websocket-client, the [test] extra
+
         self.profile = Path(tempfile.mkdtemp(prefix="alloclab-chromium-"))
         self.proc = subprocess.Popen(
-            [exe, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--no-default-browser-check",
-             "--disable-extensions", "--disable-background-networking", "--disable-component-update", "--disable-sync",
-             "--remote-debugging-port=0", "--remote-allow-origins=*", f"--user-data-dir={self.profile}",
-             f"--window-size={width},{height}", "about:blank"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+            [
+                exe,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--no-first-run",
+                "--no-default-browser-check",
+                "--disable-extensions",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--remote-debugging-port=0",
+                "--remote-allow-origins=*",
+                f"--user-data-dir={self.profile}",
+                f"--window-size={width},{height}",
+                "about:blank",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         port_file = self.profile / "DevToolsActivePort"
         deadline = time.monotonic() + 30
         while not (port_file.exists() and port_file.read_text().count("\n") >= 1):
@@ -52,7 +70,9 @@ class Browser:
     def _event(self, msg: dict) -> None:
         method, p = msg.get("method"), msg.get("params", {})
         if method == "Runtime.consoleAPICalled" and p.get("type") in ("error", "assert"):
-            self.console_errors.append(" ".join(str(a.get("value", a.get("description", ""))) for a in p.get("args", [])))
+            self.console_errors.append(
+                " ".join(str(a.get("value", a.get("description", ""))) for a in p.get("args", []))
+            )
         elif method == "Runtime.exceptionThrown":
             d = p.get("exceptionDetails", {})
             self.console_errors.append(d.get("exception", {}).get("description") or d.get("text", "exception"))
@@ -83,7 +103,7 @@ class Browser:
             while (left := deadline - time.monotonic()) > 0:
                 self.ws.settimeout(left)
                 self._event(json.loads(self.ws.recv()))
-        except Exception:     # the timeout: nothing more came
+        except Exception:  # the timeout: nothing more came
             pass
         finally:
             self.ws.settimeout(30)
@@ -112,10 +132,13 @@ class Browser:
 
     def screenshot(self, path: Path, full_page: bool = True) -> Path:
         import base64
+
         params = {"format": "png"}
         if full_page:
             w, h = self.evaluate("[document.documentElement.scrollWidth, document.documentElement.scrollHeight]")
-            params.update(captureBeyondViewport=True, clip={"x": 0, "y": 0, "width": w, "height": min(h, 12000), "scale": 1})
+            params.update(
+                captureBeyondViewport=True, clip={"x": 0, "y": 0, "width": w, "height": min(h, 12000), "scale": 1}
+            )
         path.write_bytes(base64.b64decode(self.call("Page.captureScreenshot", **params)["data"]))
         return path
 

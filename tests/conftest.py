@@ -1,5 +1,6 @@
 """Shared fixtures: real allocator libraries from Debian's packages, the built native programs,
 and a helper to run the real `alloclab` CLI."""
+
 from __future__ import annotations
 
 import glob
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-DATASETS = REPO / "tests" / "data" / "1aeo-torutils"   # copied in, see tests/data/README.md
+DATASETS = REPO / "tests" / "data" / "1aeo-torutils"  # copied in, see tests/data/README.md
 
 
 def system_lib(soname: str) -> str:
@@ -34,6 +35,7 @@ def mimalloc() -> str:
 @pytest.fixture(scope="session")
 def native_dir() -> Path:
     from alloclab.native import build
+
     return build.build_dir()
 
 
@@ -45,10 +47,18 @@ def own_cache(path: Path, native_dir: Path) -> Path:
     return path
 
 
-def run_cli(*args: str, cwd: Path | None = None, timeout: float = 300, env: dict | None = None) -> subprocess.CompletedProcess:
+def run_cli(
+    *args: str, cwd: Path | None = None, timeout: float = 300, env: dict | None = None
+) -> subprocess.CompletedProcess:
     """The real CLI in a child process, as a user would run it."""
-    return subprocess.run([sys.executable, "-m", "alloclab", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout, env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-m", "alloclab", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )
 
 
 @pytest.fixture
@@ -63,6 +73,7 @@ def ctrl_c_raises():
     ignored, as it is for pytest started in the background by a shell without job control
     (`nohup ... &`), and the call under test would then never end."""
     import signal
+
     old = signal.signal(signal.SIGINT, signal.default_int_handler)
     yield
     signal.signal(signal.SIGINT, old)

@@ -7,6 +7,7 @@ A group is `name: allocator`, or `name: {"allocator": ..., "command": [...], "en
 A test that is about the file's own text (a hostile key, a comment, an error at a line) writes its
 TOML out where it can be read.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -17,8 +18,9 @@ from alloclab.studies.derive import _v as toml_value  # the one TOML value write
 _FIRST = ("name", "command", "replicas", "interval", "seed", "baseline")
 
 
-def frag(native_dir: Path, mb: int = 8, load: float = 30, idle: float | None = None, threads: int = 1,
-         static: bool = False) -> list[str]:
+def frag(
+    native_dir: Path, mb: int = 8, load: float = 30, idle: float | None = None, threads: int = 1, static: bool = False
+) -> list[str]:
     """The frag workload as a replica command, seeded per replica ({seed}; the static build takes no seed)."""
     argv = [str(native_dir / ("frag-static" if static else "frag")), "--load", f"{load:g}"]
     argv += ["--idle", f"{idle:g}"] if idle is not None else []
@@ -26,8 +28,15 @@ def frag(native_dir: Path, mb: int = 8, load: float = 30, idle: float | None = N
     return argv if static else argv + ["--threads", str(threads), "--seed", "{seed}"]
 
 
-def experiment_toml(name: str, command: list[str] | None, groups: dict[str, str | dict], *,
-                    phases: dict[str, str] | None = None, tables: dict[str, dict] | None = None, **top) -> str:
+def experiment_toml(
+    name: str,
+    command: list[str] | None,
+    groups: dict[str, str | dict],
+    *,
+    phases: dict[str, str] | None = None,
+    tables: dict[str, dict] | None = None,
+    **top,
+) -> str:
     """The experiment file's text: top-level keys (replicas=, interval=, seed=, baseline=, ...),
     [phases], other tables (e.g. {"workload": {...}}), then one [[group]] per group."""
     keys = {"name": name, **({"command": command} if command is not None else {}), **top}

@@ -1,6 +1,7 @@
 """A loopback HTTP server that answers Prometheus API requests as a test or benchmark tells it
 (hostile answers included: trickled, oversized, deeply nested, NaN times). It stands in for a
 *misbehaving* Prometheus only; the real Prometheus is exercised in tests/integration."""
+
 from __future__ import annotations
 
 import threading
@@ -16,7 +17,7 @@ Answer = Callable[[str], "tuple[int, dict[str, str], Iterable[bytes], float]"]
 class PromServer:
     def __init__(self, answer: Answer):
         self.answer = answer
-        self.sent = 0                          # bytes written to clients, all requests
+        self.sent = 0  # bytes written to clients, all requests
         self.requests: list[str] = []
         outer = self
 

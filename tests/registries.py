@@ -6,6 +6,7 @@ live registry.
 A test that needs one is skipped only when no registry answered (an offline machine, a registry
 down): every source tried was UNREACHABLE. A registry that answered that the pinned version is
 gone fails the test, so a pin that rots fails the suite the day it rots."""
+
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -18,15 +19,17 @@ from alloclab.common.errors import UserError
 
 
 def _why(what: str, exc: UserError) -> str:
-    return (f"needs {what} from alloclab's allocator cache ({catalog.cache_dir()}) or its live registry, "
-            f"and no registry answered here: {exc}")
+    return (
+        f"needs {what} from alloclab's allocator cache ({catalog.cache_dir()}) or its live registry, "
+        f"and no registry answered here: {exc}"
+    )
 
 
 def published_library(allocator_id: str) -> str:
     """The library file of a catalog or registry-published allocator id, or a skip that says why."""
     with registry_or_skip(allocator_id):
         return resolution.resolve(allocator_id).path
-    raise AssertionError("unreachable")       # pytest.skip raised above
+    raise AssertionError("unreachable")  # pytest.skip raised above
 
 
 def no_registry_answered(exc: UserError) -> bool:

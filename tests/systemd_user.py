@@ -2,6 +2,7 @@
 manager (no namespace, no sshd): a thin wrapper over `tests.integration.systemd_host.Host`, which
 starts it in a private mount namespace with a tmpfs at /run/systemd, in a cgroup made for it, with
 its unit path at a given directory, and removes the manager, its units and its cgroup at the end."""
+
 from __future__ import annotations
 
 import contextlib
@@ -20,13 +21,13 @@ def user_manager(unit_dir: Path, scratch: Path, monkeypatch=None):
     host = Host(scratch, unit_dir).start()
     old_runtime = os.environ.get("XDG_RUNTIME_DIR")
     if monkeypatch is not None:
-        monkeypatch.setenv("XDG_RUNTIME_DIR", str(host.runtime))     # for systemctl --user, as a user's session has it
+        monkeypatch.setenv("XDG_RUNTIME_DIR", str(host.runtime))  # for systemctl --user, as a user's session has it
     else:
         os.environ["XDG_RUNTIME_DIR"] = str(host.runtime)
     try:
         yield host
     finally:
-        host.close()                              # the manager stops its units; its cgroup is removed
+        host.close()  # the manager stops its units; its cgroup is removed
         if monkeypatch is None:
             if old_runtime is None:
                 os.environ.pop("XDG_RUNTIME_DIR", None)

@@ -17,6 +17,7 @@ field of a recorded one (a count, a size, a timestamp, a thread number) and stil
 whose every other byte is valid. zstd comes from the system's libzstd (already needed to build
 the recorder), through ctypes.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -27,14 +28,14 @@ from functools import cache
 
 MAGIC = b"ALCTRACE"
 BLOCK_MAGIC = 0x314B4C42
-HEADER = struct.Struct("<8sIIQQII24x")          # 64 bytes
-BLOCK_HEADER = struct.Struct("<IIIIIIQ")         # 32 bytes
+HEADER = struct.Struct("<8sIIQQII24x")  # 64 bytes
+BLOCK_HEADER = struct.Struct("<IIIIIIQ")  # 32 bytes
 ZSTD_FLAG = 1
 TSC_FLAG = 2
-COMPLETE_FLAG = 4            # the recorder finished writing (version 2); absent: a killed recording
+COMPLETE_FLAG = 4  # the recorder finished writing (version 2); absent: a killed recording
 VERSION = 3
 OLDEST_VERSION = 1
-TICK_NS = 1000               # ns per timestamp tick of a new recording (TRACE_TICK_NS)
+TICK_NS = 1000  # ns per timestamp tick of a new recording (TRACE_TICK_NS)
 MALLOC, FREE, CALLOC, REALLOC, MEMALIGN, THREAD_EXIT = 1, 2, 3, 4, 5, 6
 MASK64 = (1 << 64) - 1
 
@@ -84,7 +85,7 @@ def put_varint(v: int) -> bytes:
 
 
 def _encode(values: list[int]) -> bytes:
-    if values and min(values) >= 0 and max(values) < 0x80:      # one byte each: the common crafted case
+    if values and min(values) >= 0 and max(values) < 0x80:  # one byte each: the common crafted case
         return bytes(values)
     return b"".join(map(put_varint, values))
 
@@ -125,16 +126,17 @@ COLUMNS = {1: 4, 2: 5, 3: 9}
 @dataclass
 class Block:
     """One block: a thread's events as the four columns hold them (values, not bytes)."""
+
     thread: int
-    first_ts: int                                   # ticks
+    first_ts: int  # ticks
     ops: list[int] = field(default_factory=list)
     times: list[int] = field(default_factory=list)  # tick deltas, the first from first_ts
     sizes: list[int] = field(default_factory=list)  # alignment, size (MEMALIGN); size (MALLOC, CALLOC, REALLOC)
-    pointers: list[int] = field(default_factory=list)   # zigzag-decoded deltas of address >> 4
-    slots: list[int] | None = None                  # version 2: per FREE/REALLOC, seq_code or 0; None: all 0
-    reuse: list[int] | None = None                  # version 3: per allocation, its code; None: all 0
-    events: int | None = None                       # the header's count; None: len(ops)
-    raw_len: int | None = None                      # the header's raw length; None: the real one
+    pointers: list[int] = field(default_factory=list)  # zigzag-decoded deltas of address >> 4
+    slots: list[int] | None = None  # version 2: per FREE/REALLOC, seq_code or 0; None: all 0
+    reuse: list[int] | None = None  # version 3: per allocation, its code; None: all 0
+    events: int | None = None  # the header's count; None: len(ops)
+    raw_len: int | None = None  # the header's raw length; None: the real one
 
     def columns(self, version: int = VERSION) -> list[bytes]:
         zigzag = [((v << 1) ^ (v >> 63)) & MASK64 for v in self.pointers]
@@ -162,26 +164,39 @@ class Trace:
     tsc_hz: int = 0
 
     def to_bytes(self) -> bytes:
-        out = [HEADER.pack(MAGIC, self.version, self.flags, self.start_realtime_ns, self.start_monotonic_ns,
-                           self.pid, self.tick_ns)]
+        out = [
+            HEADER.pack(
+                MAGIC, self.version, self.flags, self.start_realtime_ns, self.start_monotonic_ns, self.pid, self.tick_ns
+            )
+        ]
         if self.tsc_hz:
             out[0] = out[0][:40] + struct.pack("<Q", self.tsc_hz) + out[0][48:]
-        done: dict[int, tuple[bytes, bytes]] = {}         # a block repeated is encoded once
+        done: dict[int, tuple[bytes, bytes]] = {}  # a block repeated is encoded once
         for b in self.blocks:
             if id(b) not in done:
                 raw = b.payload(self.version)
-                if self.version >= 3:               # each column its own frame, after its two lengths
+                if self.version >= 3:  # each column its own frame, after its two lengths
                     frames = [compress(c) if self.flags & ZSTD_FLAG and c else c for c in b.columns(self.version)]
-                    stored = b"".join(struct.pack("<II", len(c), len(f)) + f
-                                      for c, f in zip(b.columns(self.version), frames))
+                    stored = b"".join(
+                        struct.pack("<II", len(c), len(f)) + f for c, f in zip(b.columns(self.version), frames)
+                    )
                 else:
                     stored = compress(raw) if self.flags & ZSTD_FLAG else raw
                 done[id(b)] = raw, stored
             raw, stored = done[id(b)]
             events = len(b.ops) if b.events is None else b.events
             raw_len = len(raw) if b.raw_len is None else b.raw_len
-            out.append(BLOCK_HEADER.pack(BLOCK_MAGIC, len(stored), raw_len & 0xFFFFFFFF, b.thread & 0xFFFFFFFF,
-                                         events & 0xFFFFFFFF, 0, b.first_ts & MASK64))
+            out.append(
+                BLOCK_HEADER.pack(
+                    BLOCK_MAGIC,
+                    len(stored),
+                    raw_len & 0xFFFFFFFF,
+                    b.thread & 0xFFFFFFFF,
+                    events & 0xFFFFFFFF,
+                    0,
+                    b.first_ts & MASK64,
+                )
+            )
             out.append(stored)
         return b"".join(out)
 
@@ -200,26 +215,41 @@ def parse(data: bytes) -> Trace:
         magic, plen, rlen, thread, events, _, first = BLOCK_HEADER.unpack_from(data, at)
         if magic != BLOCK_MAGIC:
             raise ValueError(f"no block marker at byte {at}")
-        body = data[at + BLOCK_HEADER.size: at + BLOCK_HEADER.size + plen]
+        body = data[at + BLOCK_HEADER.size : at + BLOCK_HEADER.size + plen]
         cols, p = [], 0
         if version >= 3:
             for _ in range(ncols):
                 n, stored = struct.unpack_from("<II", body, p)
-                frame = body[p + 8: p + 8 + stored]
+                frame = body[p + 8 : p + 8 + stored]
                 cols.append(decompress(frame, n) if flags & ZSTD_FLAG and n else frame)
                 p += 8 + stored
         else:
             raw = decompress(body, rlen) if flags & ZSTD_FLAG else body
             for _ in range(ncols):
                 (n,) = struct.unpack_from("<I", raw, p)
-                cols.append(raw[p + 4: p + 4 + n])
+                cols.append(raw[p + 4 : p + 4 + n])
                 p += 4 + n
         if version >= 3:
-            b = Block(thread, first, list(cols[0]), _unsplit(cols[1], cols[2]), _unsplit(cols[3], cols[4]),
-                      [_unzigzag(u) for u in _varints(cols[5])], _unsplit(cols[6], cols[7]), _varints(cols[8]))
+            b = Block(
+                thread,
+                first,
+                list(cols[0]),
+                _unsplit(cols[1], cols[2]),
+                _unsplit(cols[3], cols[4]),
+                [_unzigzag(u) for u in _varints(cols[5])],
+                _unsplit(cols[6], cols[7]),
+                _varints(cols[8]),
+            )
         else:
-            b = Block(thread, first, list(cols[0]), _varints(cols[1]), _varints(cols[2]),
-                      [_unzigzag(u) for u in _varints(cols[3])], _varints(cols[4]) if ncols == 5 else None)
+            b = Block(
+                thread,
+                first,
+                list(cols[0]),
+                _varints(cols[1]),
+                _varints(cols[2]),
+                [_unzigzag(u) for u in _varints(cols[3])],
+                _varints(cols[4]) if ncols == 5 else None,
+            )
         t.blocks.append(b)
         at += BLOCK_HEADER.size + plen
     return t
@@ -262,12 +292,12 @@ class LiveTable:
     from version 3 on)."""
 
     def __init__(self) -> None:
-        self.seq_of: dict[int, tuple[int, int]] = {}     # address -> (number, size class)
+        self.seq_of: dict[int, tuple[int, int]] = {}  # address -> (number, size class)
         self.addr_of: dict[int, int] = {}
         self.next_seq = 0
 
     def alloc(self, addr: int, cls: int = 0) -> None:
-        old = self.seq_of.pop(addr, None)           # its free came first in the file, by address
+        old = self.seq_of.pop(addr, None)  # its free came first in the file, by address
         if old is not None:
             self.addr_of.pop(old[0], None)
         self.next_seq += 1
@@ -299,9 +329,9 @@ def seq_decode(code: int, prev: int) -> int:
 
 
 # Version 3's per-block state (trace_format.h, block_state).
-RECENT = 16                  # freed blocks remembered per size class
-CURSORS = 16                 # where the latest allocations ended
-CURSOR_REACH = 256           # in 16-byte units
+RECENT = 16  # freed blocks remembered per size class
+CURSORS = 16  # where the latest allocations ended
+CURSOR_REACH = 256  # in 16-byte units
 
 
 def size_class(size: int) -> int:
@@ -314,8 +344,8 @@ def size_class(size: int) -> int:
 class BlockState:
     def __init__(self) -> None:
         self.last_ptr = self.prev_seq = 0
-        self.recent: dict[int, list[int]] = {}      # class -> freed addresses, oldest first
-        self.cursors: list[int] = []                # latest first
+        self.recent: dict[int, list[int]] = {}  # class -> freed addresses, oldest first
+        self.cursors: list[int] = []  # latest first
 
     def push(self, cls: int, addr: int) -> None:
         r = self.recent.setdefault(cls, [])
@@ -368,7 +398,7 @@ def encode_blocks(blocks: list[tuple[int, list[tuple]]], version: int = VERSION)
                     st.push(cls, a)
                 else:
                     b.pointers.append(a - st.last_ptr)
-                st.last_ptr = a                     # deltas continue from the block just freed
+                st.last_ptr = a  # deltas continue from the block just freed
                 if op == FREE:
                     continue
             if op == MEMALIGN:

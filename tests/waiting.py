@@ -1,5 +1,6 @@
 """Waiting on a condition with a deadline, never a fixed sleep racing a child process: a test goes on
 the moment the condition holds (fast on an idle machine) and still passes on a loaded one."""
+
 from __future__ import annotations
 
 import sqlite3
@@ -12,8 +13,9 @@ from typing import TypeVar
 T = TypeVar("T")
 
 
-def wait_for(predicate: Callable[[], T], timeout: float = 10.0, what: str = "the condition",
-             interval: float = 0.02) -> T:
+def wait_for(
+    predicate: Callable[[], T], timeout: float = 10.0, what: str = "the condition", interval: float = 0.02
+) -> T:
     """predicate's first truthy value, polled every `interval` s; AssertionError naming `what` once
     `timeout` s pass without one."""
     deadline = time.monotonic() + timeout
@@ -45,7 +47,7 @@ def stored_ticks(db: Path) -> int:
     try:
         with closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as conn:
             return conn.execute("SELECT COUNT(DISTINCT t) FROM samples").fetchone()[0]
-    except sqlite3.OperationalError:           # not there yet, or its schema not yet written
+    except sqlite3.OperationalError:  # not there yet, or its schema not yet written
         return 0
 
 

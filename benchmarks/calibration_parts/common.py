@@ -5,6 +5,7 @@ and the run-time settings that no public parameter of alloclab carries: rules_se
 shared RULES table), growth_scales (stats.growth's coarse scales) and group_curve (the group
 route's smooth curve in stats.steps), each set for one block and restored after it.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -51,6 +52,7 @@ def share(ws: list[str], *accepted: str) -> float:
 
 def clopper_pearson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
     from scipy import stats as sps
+
     a = 1 - level
     lo = 0.0 if k == 0 else float(sps.beta.ppf(a / 2, k, n - k + 1))
     hi = 1.0 if k == n else float(sps.beta.ppf(1 - a / 2, k + 1, n - k))
@@ -81,13 +83,19 @@ def grouped_rate(per_group, m: int) -> str:
     return f"{share:.1%} [{lo:.1%}–{hi:.1%}] ({k:.0f}/{n}, {groups} groups; design effect {deff:.1f})"
 
 
-POOLED_DESIGNS = (("1.5 d @ 10 min", 1.5 * 86400, 600.0), ("3 d @ 5 min", 3 * 86400, 300.0),
-                  ("9 d @ 15 min", 9 * 86400, 900.0))
+POOLED_DESIGNS = (
+    ("1.5 d @ 10 min", 1.5 * 86400, 600.0),
+    ("3 d @ 5 min", 3 * 86400, 300.0),
+    ("9 d @ 15 min", 9 * 86400, 900.0),
+)
 
 
 # windows as long as the slow wander's autocorrelation time (1.7 d) or shorter
-SHORT_DESIGNS = (("0.5 d @ 5 min", 0.5 * 86400, 300.0), ("1 d @ 5 min", 86400.0, 300.0),
-                 ("1.7 d @ 10 min", 1.7 * 86400, 600.0))
+SHORT_DESIGNS = (
+    ("0.5 d @ 5 min", 0.5 * 86400, 300.0),
+    ("1 d @ 5 min", 86400.0, 300.0),
+    ("1.7 d @ 10 min", 1.7 * 86400, 600.0),
+)
 
 
 # a slow wander sampled with white measurement noise (φ, SD, white SD): the step fit's lag-1 read it as fast
@@ -112,32 +120,51 @@ LEVELLING_OFF = ((0.15, 0.01, 0.9), (0.3, 0.02, 0.95), (1.0, 0.02, 0.95))
 def shared_daily_cycle(sd: float):
     """A group's series (make(rng, m, t)) with a daily cycle ±4% every replica shares (one phase a
     group, any hour) in each replica's own AR(1) noise at φ 0.9 and this marginal SD."""
+
     def make(rng_, m, t):
         phase = rng_.uniform(0, 2 * np.pi)
         return 100 * (1 + 0.04 * np.sin(2 * np.pi * t / 86400.0 + phase) + sim.ar1(rng_, m, len(t), 0.9, sd))
+
     return make
 
 
 def ratchet_cells(stairs, climbs: bool = True) -> list:
     """(name, make(rng, m, t), target) cells: +8% five-step staircases at each (AR(1) SD, φ) of
     `stairs`, then (climbs) the two levelling-off climbs and the smooth +10% climb, shared by the group."""
-    cells = [(f"+8% five-step staircases, AR(1) {sd:.0%} φ {phi}",
-              staircase_maker(sd, phi),
-              "≥ 80%") for sd, phi in stairs]
+    cells = [
+        (f"+8% five-step staircases, AR(1) {sd:.0%} φ {phi}", staircase_maker(sd, phi), "≥ 80%") for sd, phi in stairs
+    ]
     if climbs:
-        cells += [(f"a climb that levels off shared by the group (+15%, τ {tau_:.0%} of the window), AR(1) {sd:.0%} φ {phi}",
-                   (lambda tau__, sd_, phi_: lambda r, m, t: sim.levelling_off(r, m, t, tau_share=tau__, sd_share=sd_, phi=phi_))(tau_, sd, phi),
-                   "≤ 1%") for tau_, sd, phi in LEVELLING_OFF[:2]]
-        cells += [("smooth +10% climb shared by the group, AR(1) 2% φ 0.9",
-                   lambda r, m, t: sim.growing(r, m, t, share=0.10, phi=0.9, sd_share=0.02), "≤ 1%")]
+        cells += [
+            (
+                f"a climb that levels off shared by the group (+15%, τ {tau_:.0%} of the window), AR(1) {sd:.0%} φ {phi}",
+                (
+                    lambda tau__, sd_, phi_: (
+                        lambda r, m, t: sim.levelling_off(r, m, t, tau_share=tau__, sd_share=sd_, phi=phi_)
+                    )
+                )(tau_, sd, phi),
+                "≤ 1%",
+            )
+            for tau_, sd, phi in LEVELLING_OFF[:2]
+        ]
+        cells += [
+            (
+                "smooth +10% climb shared by the group, AR(1) 2% φ 0.9",
+                lambda r, m, t: sim.growing(r, m, t, share=0.10, phi=0.9, sd_share=0.02),
+                "≤ 1%",
+            )
+        ]
     return cells
 
 
-def _levelling_basis_by_bic(x: np.ndarray, cycle: np.ndarray | None = None, bases: list[np.ndarray] | None = None) -> np.ndarray:
+def _levelling_basis_by_bic(
+    x: np.ndarray, cycle: np.ndarray | None = None, bases: list[np.ndarray] | None = None
+) -> np.ndarray:
     """--group-curve bic (session 18's exploration, not the rule): status._levelling_basis choosing
     among the cubic (+ the day's harmonics) alone and each levelling curve by BIC on the fit
     prewhitened at the cubic's residual φ, so the levelling term enters only where it earns its column."""
     from alloclab.stats import steps
+
     bases = steps._levelling_bases(len(x), cycle) if bases is None else bases
     cubic = bases[0][:, :-1]
     phi = steps._residual_phi(x - cubic @ np.linalg.lstsq(cubic, x, rcond=None)[0])
@@ -147,6 +174,7 @@ def _levelling_basis_by_bic(x: np.ndarray, cycle: np.ndarray | None = None, base
         bt = steps._quasi_difference(b, phi)
         r = xt - bt @ np.linalg.lstsq(bt, xt, rcond=None)[0]
         return len(x) * np.log(max(float(r @ r), 1e-300) / len(x)) + b.shape[1] * np.log(len(x))
+
     return min([cubic] + list(bases), key=bic)
 
 
@@ -172,10 +200,16 @@ def growth_scales(divs: tuple[int, ...]) -> Iterator[None]:
     rule's 4, 16, 32: 128, 32 and 16 bins), each kept while it holds ≥ growth_min_scale_points and
     fewer bins than the series. They are growth._scales, a private function that growth() takes no
     parameter for: it is swapped for the block and put back (--part growth-frontier)."""
-    gm = importlib.import_module("alloclab.stats.growth")     # the module (stats' `growth` is the function)
+    gm = importlib.import_module("alloclab.stats.growth")  # the module (stats' `growth` is the function)
     saved = gm._scales
-    gm._scales = lambda nb: [nb] + [k for k in (int(RULES["growth_max_points"]) // d for d in divs)
-                                    if RULES["growth_min_scale_points"] <= k < nb]
+    gm._scales = lambda nb: (
+        [nb]
+        + [
+            k
+            for k in (int(RULES["growth_max_points"]) // d for d in divs)
+            if RULES["growth_min_scale_points"] <= k < nb
+        ]
+    )
     try:
         yield
     finally:

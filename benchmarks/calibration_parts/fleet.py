@@ -1,6 +1,7 @@
 """Fleet experiments through the user path (issue 49): the parts of benchmarks/fleet_realism.py,
 run as --part fleet-realism of benchmarks/calibration.py.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -18,10 +19,11 @@ def fleet_realism(rng: np.random.Generator, n: int) -> None:
     import tempfile
 
     import fleet_realism as fr
+
     work = Path(tempfile.mkdtemp(prefix="alloclab-calibration-fleet-"))
     try:
         for k, part in enumerate(fr.PARTS.values()):
-            part(np.random.default_rng([int(rng.integers(2 ** 31)), k]), work, n)
+            part(np.random.default_rng([int(rng.integers(2**31)), k]), work, n)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     ROWS.extend(fr.ROWS)

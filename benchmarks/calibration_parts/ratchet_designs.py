@@ -3,6 +3,7 @@ and the ceiling) and the group-combining and smooth-curve explorations measured 
 of their session: --part ratchet-bound, ratchet-ceiling, ratchet-combine and ratchet-curve of
 benchmarks/calibration.py.
 """
+
 from __future__ import annotations
 
 import time
@@ -27,6 +28,7 @@ def _whitener(phi: float, sd: float):
         out[1:] = m[1:] - phi * m[:-1]
         out[0] = m[0] * np.sqrt(1 - phi * phi)
         return out / sig_e
+
     return white
 
 
@@ -49,6 +51,7 @@ def ratchet_bound(rng: np.random.Generator, n: int) -> None:
     the second; the first is the ceiling of any fit that finds them exactly. A third oracle
     measures what SEARCHING for the times costs when nothing else is estimated (_scan_bound)."""
     from scipy.stats import chi2, ncx2, norm
+
     for label, window, dt in POOLED_DESIGNS:
         t = sim.times(window, dt)
         u = (t - t[0]) / (t[-1] - t[0])
@@ -65,16 +68,29 @@ def ratchet_bound(rng: np.random.Generator, n: int) -> None:
                 d2 = float(beyond @ beyond)
                 known_all += norm.sf(norm.isf(0.01) - np.sqrt(d2))
                 known_pos += ncx2.sf(chi2.isf(0.01, 5), 5, d2)
-            row(f"bound: +8% five-step staircases, AR(1) {sd:.1%} φ {phi}, {label}: detection at 1% false, "
-                f"step times known / whole staircase known", f"{known_pos / n:.1%} / {known_all / n:.1%}",
-                "stated (the ceiling)", n)
-            sharpest, five = _scan_bound(rng, white(np.tril(np.ones((len(t), len(t))))[:, 2:len(t) - 1]), q, np.array(draws))
-            row(f"bound: +8% five-step staircases, AR(1) {sd:.1%} φ {phi}, {label}: detection at 1% false, "
+            row(
+                f"bound: +8% five-step staircases, AR(1) {sd:.1%} φ {phi}, {label}: detection at 1% false, "
+                f"step times known / whole staircase known",
+                f"{known_pos / n:.1%} / {known_all / n:.1%}",
+                "stated (the ceiling)",
+                n,
+            )
+            sharpest, five = _scan_bound(
+                rng, white(np.tril(np.ones((len(t), len(t))))[:, 2 : len(t) - 1]), q, np.array(draws)
+            )
+            row(
+                f"bound: +8% five-step staircases, AR(1) {sd:.1%} φ {phi}, {label}: detection at 1% false, "
                 f"step times SEARCHED with φ, SD and the line known: the sharpest up-step / five forward-selected "
-                f"up-steps", f"{sharpest:.1%} / {five:.1%}", "stated (the search's cost)", n)
+                f"up-steps",
+                f"{sharpest:.1%} / {five:.1%}",
+                "stated (the search's cost)",
+                n,
+            )
 
 
-def _scan_bound(rng: np.random.Generator, steps: np.ndarray, line: np.ndarray, means: np.ndarray) -> tuple[float, float]:
+def _scan_bound(
+    rng: np.random.Generator, steps: np.ndarray, line: np.ndarray, means: np.ndarray
+) -> tuple[float, float]:
     """Power of two scans over every step position on whitened data (noise N(0, 1) after
     whitening at the true φ and SD), beside the line (`line`: its whitened columns,
     orthonormal), each at its 99th percentile under the null simulated with the same noise:
@@ -109,7 +125,7 @@ def _scan_stats(s: np.ndarray, line: np.ndarray, e: np.ndarray) -> tuple[float, 
         first = z[k] if first is None else first
         total += z[k] ** 2
         c = cols[:, k].copy()
-        e = e - z[k] * c                   # the chosen step out of the data and of every other column
+        e = e - z[k] * c  # the chosen step out of the data and of every other column
         cols -= np.outer(c, c @ cols)
         norms = np.linalg.norm(cols, axis=0)
         cols[:, norms < 1e-6] = 0
@@ -139,10 +155,14 @@ def ratchet_ceiling(rng: np.random.Generator, n: int) -> None:
         for sd, phi in ((0.02, 0.5), (0.02, 0.9), (0.01, 0.5)):
             white = _whitener(phi, sd)
             means = [_white_staircase(rng, t, white) for _ in range(n)]
-            steps = white(np.tril(np.ones((len(t), len(t))))[:, 2:len(t) - 1])
-            curves = (("a straight line", np.column_stack([np.ones(len(t)), u])),
-                      (f"a polynomial of degree {int(RULES['ratchet_smooth_degree'])}",
-                       np.polynomial.legendre.legvander(2 * u - 1, int(RULES["ratchet_smooth_degree"]))))
+            steps = white(np.tril(np.ones((len(t), len(t))))[:, 2 : len(t) - 1])
+            curves = (
+                ("a straight line", np.column_stack([np.ones(len(t)), u])),
+                (
+                    f"a polynomial of degree {int(RULES['ratchet_smooth_degree'])}",
+                    np.polynomial.legendre.legvander(2 * u - 1, int(RULES["ratchet_smooth_degree"])),
+                ),
+            )
             for curve, basis in curves:
                 line, _ = np.linalg.qr(white(basis))
                 s = _unit_steps(steps, line)
@@ -159,17 +179,24 @@ def ratchet_ceiling(rng: np.random.Generator, n: int) -> None:
                         # the design since session 15: the truncated product at the rule's group level
                         group_p = truncated_product_p(g)
                         called = (g <= alpha) | ((group_p[:, None] <= RULES["ratchet_group_alpha"]) & (g <= replica_p))
-                        product.append(f"{called.mean():.1%} (groups {np.mean(group_p <= RULES['ratchet_group_alpha']):.0%})")
-                    row(f"ceiling: +8% five-step staircases, AR(1) {sd:.0%} φ {phi}, {label}, beside {curve}, "
+                        product.append(
+                            f"{called.mean():.1%} (groups {np.mean(group_p <= RULES['ratchet_group_alpha']):.0%})"
+                        )
+                    row(
+                        f"ceiling: +8% five-step staircases, AR(1) {sd:.0%} φ {phi}, {label}, beside {curve}, "
                         f"{stat}, φ, SD and curve known: one series at 1% false / the group route's design up to session 14 "
                         f"(Fisher's ≤ 1%), per replica, groups of 5 / 3 / the design since session 15 (truncated product "
                         f"≤ {RULES['ratchet_group_alpha']:.2%}), groups of 5 / 3",
-                        f"{np.mean(p <= alpha):.1%} / {found[0]} / {found[1]} / {product[0]} / {product[1]}", "stated (the ceiling)", n)
+                        f"{np.mean(p <= alpha):.1%} / {found[0]} / {found[1]} / {product[0]} / {product[1]}",
+                        "stated (the ceiling)",
+                        n,
+                    )
 
 
 def fisher_without_smallest_p(ps: np.ndarray, m: int) -> np.ndarray:
     """Each row's p by Fisher's method on its m − 1 largest p's (session 14's status.ratchet_group group p)."""
     from scipy.stats import chi2
+
     return chi2.sf(-2 * np.log(np.sort(ps, axis=-1)[..., 1:]).sum(-1), 2 * (m - 1))
 
 
@@ -179,7 +206,9 @@ def _called(found: np.ndarray, own: np.ndarray, shape: np.ndarray, p: np.ndarray
     return own | (found[:, None] & shape & (p <= RULES["ratchet_group_replica_p"]))
 
 
-def ratchet_combine(rng: np.random.Generator, n: int, designs=POOLED_DESIGNS, only: tuple[str, ...] | None = None) -> None:
+def ratchet_combine(
+    rng: np.random.Generator, n: int, designs=POOLED_DESIGNS, only: tuple[str, ...] | None = None
+) -> None:
     """What combining a group's replicas otherwise would buy (staircases) and cost (climbs that level
     off, shifts, cycles), measured in session 14 against the rule of then: each replica's p beside
     its own cubic (status._null_p: its sharpest step among simulations of its cubic + its noise,
@@ -193,22 +222,26 @@ def ratchet_combine(rng: np.random.Generator, n: int, designs=POOLED_DESIGNS, on
     levelling curve and the truncated product) on the same groups. Groups of 5, and of 3 made of their first three replicas;
     per replica with grouped_rate's intervals; n groups a cell."""
     from alloclab.stats.steps import _group_shape, _null_p, ratchet_group, step_evidence
+
     sims, tau = 399, 0.05
     alpha, replica_p = FISHER_ALPHA, RULES["ratchet_group_replica_p"]
 
     def shifts(rng_, m, t):
-        at = t[0] + rng_.uniform(0.1, 0.9, m) * (t[-1] - t[0])     # sim.level_shift's times are 0.2–0.8 and shared
+        at = t[0] + rng_.uniform(0.1, 0.9, m) * (t[-1] - t[0])  # sim.level_shift's times are 0.2–0.8 and shared
         return 100 * (1 + 0.08 * (t[None, :] >= at[:, None]) + sim.ar1(rng_, m, len(t), 0.9, 0.02))
+
     cells = ratchet_cells(((0.02, 0.9), (0.02, 0.5), (0.01, 0.5)))
-    cells += [("flat AR(1) 2% φ 0.9", lambda r, m, t: sim.flat(r, m, t, phi=0.9, sd_share=0.02), "≤ 1%"),
-              ("daily cycle ±4% shared by the group, any phase, AR(1) 2% φ 0.9", shared_daily_cycle(0.02), "≤ 1%"),
-              ("one +8% shift, each replica at its own time, AR(1) 2% φ 0.9", shifts, "stated")]
+    cells += [
+        ("flat AR(1) 2% φ 0.9", lambda r, m, t: sim.flat(r, m, t, phi=0.9, sd_share=0.02), "≤ 1%"),
+        ("daily cycle ±4% shared by the group, any phase, AR(1) 2% φ 0.9", shared_daily_cycle(0.02), "≤ 1%"),
+        ("one +8% shift, each replica at its own time, AR(1) 2% φ 0.9", shifts, "stated"),
+    ]
     cells = [c for c in cells if only is None or c[0].startswith(only)]
     for label, window, dt in designs:
         t = sim.times(window, dt)
         for name, make, target in cells:
             started = time.monotonic()
-            cols = []         # per replica: shape, own, gated p, relaxed shape, ungated p; the rule's call for 5 / 3
+            cols = []  # per replica: shape, own, gated p, relaxed shape, ungated p; the rule's call for 5 / 3
             for _ in range(n):
                 ev = [step_evidence(t, y) for y in make(rng, 5, t)]
                 rule5, rule3 = ratchet_group(ev), ratchet_group(ev[:3])
@@ -217,8 +250,17 @@ def ratchet_combine(rng: np.random.Generator, n: int, designs=POOLED_DESIGNS, on
                     relaxed = e.fit is not None and not shape and not e.ratcheting and one_step_shape(e.fit)
                     p = _null_p(e.x, e.fit.sharp_t, rng, sims)[0] if shape and not e.ratcheting else 1.0
                     q = _null_p(e.x, e.fit.sharp_t, rng, sims, gated=False)[0] if relaxed else 1.0
-                    cols.append((shape, e.ratcheting, p, relaxed, q, rule5.own[i] or rule5.called[i],
-                                 i < 3 and (rule3.own[i] or rule3.called[i])))
+                    cols.append(
+                        (
+                            shape,
+                            e.ratcheting,
+                            p,
+                            relaxed,
+                            q,
+                            rule5.own[i] or rule5.called[i],
+                            i < 3 and (rule3.own[i] or rule3.called[i]),
+                        )
+                    )
             a = np.array(cols, dtype=float).reshape(n, 5, 7)
             for m in (5, 3):
                 b = a[:, :m]
@@ -230,16 +272,23 @@ def ratchet_combine(rng: np.random.Generator, n: int, designs=POOLED_DESIGNS, on
                 loose = lambda found: strict(found) | (found[:, None] & relaxed & (b[..., 4] <= replica_p))
                 said = [("the rule", b[..., 5 if m == 5 else 6] > 0), ("Fisher's at 399 simulations", strict(fisher))]
                 for level in (alpha, alpha / 2):
-                    said += [(f"truncated product ≤ {level:.1%}", strict(tpm <= level)),
-                             ("… relaxed", loose(tpm <= level))]
-                row(f"combining a group, n = {m}, {name}, {label}: Ratcheting per replica by "
+                    said += [
+                        (f"truncated product ≤ {level:.1%}", strict(tpm <= level)),
+                        ("… relaxed", loose(tpm <= level)),
+                    ]
+                row(
+                    f"combining a group, n = {m}, {name}, {label}: Ratcheting per replica by "
                     + " / ".join(k for k, _ in said),
                     "; ".join(grouped_rate(c.sum(1), m) for _, c in said)
                     + f"; staircase shape {shape.mean():.0%}, one up-step only {relaxed.mean():.0%}; {(time.monotonic() - started) / n:.1f} s a group",
-                    target, n * m)
+                    target,
+                    n * m,
+                )
 
 
-def ratchet_curve(rng: np.random.Generator, n: int, designs=POOLED_DESIGNS, only: tuple[str, ...] | None = None) -> None:
+def ratchet_curve(
+    rng: np.random.Generator, n: int, designs=POOLED_DESIGNS, only: tuple[str, ...] | None = None
+) -> None:
     """Does a smooth curve that a climb levelling off fits (status._levelling_basis) take away the false
     Ratcheting the truncated product added on such climbs (--part ratchet-combine), and at what
     cost in staircases found? Each replica with the staircase's shape gets its p beside the cubic
@@ -249,18 +298,25 @@ def ratchet_curve(rng: np.random.Generator, n: int, designs=POOLED_DESIGNS, only
     of a direction, not a rule: per replica, groups of 5 and of 3 (their first three), grouped
     intervals, n groups a cell."""
     from alloclab.stats.steps import _group_shape, _levelling_null_p, _null_p, step_evidence
+
     sims, tau, alpha = 399, 0.05, FISHER_ALPHA
     cells = ratchet_cells(((0.02, 0.9), (0.01, 0.5)))
     cells = [c for c in cells if only is None or c[0].startswith(only)]
     for label, window, dt in designs:
         t = sim.times(window, dt)
         for name, make, target in cells:
-            cols = []          # per replica: shape, own, p beside the cubic, p beside the levelling curve
+            cols = []  # per replica: shape, own, p beside the cubic, p beside the levelling curve
             for _ in range(n):
                 for e in (step_evidence(t, y) for y in make(rng, 5, t)):
                     shape = e.fit is not None and _group_shape(e.fit) and not e.ratcheting
-                    cols.append((shape, e.ratcheting, _null_p(e.x, e.fit.sharp_t, rng, sims)[0] if shape else 1.0,
-                                 _levelling_null_p(e.x, e.fit, rng, sims).p if shape else 1.0))
+                    cols.append(
+                        (
+                            shape,
+                            e.ratcheting,
+                            _null_p(e.x, e.fit.sharp_t, rng, sims)[0] if shape else 1.0,
+                            _levelling_null_p(e.x, e.fit, rng, sims).p if shape else 1.0,
+                        )
+                    )
             a = np.array(cols, dtype=float).reshape(n, 5, 4)
             for m in (5, 3):
                 b = a[:, :m]
@@ -272,5 +328,10 @@ def ratchet_curve(rng: np.random.Generator, n: int, designs=POOLED_DESIGNS, only
                     product = truncated_product_p(p, m, tau) <= alpha / 2
                     for how, found in (("Fisher's", fisher), (f"truncated product ≤ {alpha / 2:.1%}", product)):
                         said.append((f"{how} beside {curve}", _called(found, own, shape, p)))
-                row(f"smooth curve, n = {m}, {name}, {label}: Ratcheting per replica by " + " / ".join(k for k, _ in said),
-                    "; ".join(grouped_rate(c.sum(1), m) for _, c in said) + f"; own route alone {own.mean():.1%}", target, n * m)
+                row(
+                    f"smooth curve, n = {m}, {name}, {label}: Ratcheting per replica by "
+                    + " / ".join(k for k, _ in said),
+                    "; ".join(grouped_rate(c.sum(1), m) for _, c in said) + f"; own route alone {own.mean():.1%}",
+                    target,
+                    n * m,
+                )

@@ -4,6 +4,7 @@ Samples are committed every interval, so `kill -9` of alloclab loses at most one
 leaves a file any SQLite reader opens. Times are Unix seconds (REAL). Every table the analysis
 reads is described in docs/reference/store.md.
 """
+
 from __future__ import annotations
 
 import errno
@@ -20,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from .common.errors import CutShortError, StoreError, UserError
 
-if TYPE_CHECKING:       # numpy is imported where series_arrays needs it: a bad run path is refused before it loads
+if TYPE_CHECKING:  # numpy is imported where series_arrays needs it: a bad run path is refused before it loads
     import numpy as np
 
 SCHEMA_VERSION = 7
@@ -83,12 +84,16 @@ CREATE INDEX IF NOT EXISTS alloc_stats_by_replica ON alloc_stats(replica_id, t);
 """
 # Columns added after schema 1: a store written by an older alloclab gets them (NULL) on open.
 MIGRATIONS = {
-    2: ["ALTER TABLE samples ADD COLUMN lazyfree_kb INTEGER",
-        "ALTER TABLE process_samples ADD COLUMN lazyfree_kb INTEGER"],
+    2: [
+        "ALTER TABLE samples ADD COLUMN lazyfree_kb INTEGER",
+        "ALTER TABLE process_samples ADD COLUMN lazyfree_kb INTEGER",
+    ],
     3: ["ALTER TABLE replicas ADD COLUMN end_kind TEXT"],
-    4: ["ALTER TABLE replicas ADD COLUMN host TEXT"],       # fleet and Prometheus imports: the machine
-    5: [],          # alloc_stats: a new table, made by SCHEMA on open
-    6: ["ALTER TABLE groups ADD COLUMN hardening_json TEXT"],     # alloclab.allocators.hardening (docs/how-to/allocators.md)
+    4: ["ALTER TABLE replicas ADD COLUMN host TEXT"],  # fleet and Prometheus imports: the machine
+    5: [],  # alloc_stats: a new table, made by SCHEMA on open
+    6: [
+        "ALTER TABLE groups ADD COLUMN hardening_json TEXT"
+    ],  # alloclab.allocators.hardening (docs/how-to/allocators.md)
     # what the analysis needs from the host, recorded at run time (docs/reference/store.md): the options the
     # preloaded library knows, and the allocators a replica's program carries itself
     7: ["ALTER TABLE groups ADD COLUMN tunables_json TEXT", "ALTER TABLE replicas ADD COLUMN embedded_json TEXT"],
@@ -139,15 +144,38 @@ def resolve_run(arg: str | Path) -> Path:
     p = Path(arg)
     db = p / DB_NAME if p.is_dir() else p
     if not db.exists():
-        raise UserError(f"{arg} is not an alloclab run (no {DB_NAME})", "give a directory made by `alloclab run` or `alloclab import`")
+        raise UserError(
+            f"{arg} is not an alloclab run (no {DB_NAME})",
+            "give a directory made by `alloclab run` or `alloclab import`",
+        )
     return db
 
 
 # meta keys written as JSON (numbers, lists, objects: runner, host, torutils, fleet, prometheus_import)
-JSON_META = frozenset({"seed", "interval", "replicas_per_group", "phases", "start_order", "smaps_budget", "command_line",
-                       "runner", "started_at", "ended_at", "ncpu", "mem_total_kb", "ticks_skipped", "introspect_budget",
-                       "fleet_main_processes", "tor_network", "schema_version", "replicas_in_several_groups",
-                       "unlisted_relays", "duplicate_timestamps"})
+JSON_META = frozenset(
+    {
+        "seed",
+        "interval",
+        "replicas_per_group",
+        "phases",
+        "start_order",
+        "smaps_budget",
+        "command_line",
+        "runner",
+        "started_at",
+        "ended_at",
+        "ncpu",
+        "mem_total_kb",
+        "ticks_skipped",
+        "introspect_budget",
+        "fleet_main_processes",
+        "tor_network",
+        "schema_version",
+        "replicas_in_several_groups",
+        "unlisted_relays",
+        "duplicate_timestamps",
+    }
+)
 
 
 def decode_meta(meta: dict[str, str]) -> dict[str, Any]:
@@ -167,15 +195,26 @@ def decode_meta(meta: dict[str, str]) -> dict[str, Any]:
 # table present, every time finite and plausible. Damage found later (a page that reads as garbage
 # mid-query) reaches the CLI as StoreError, which carries the store it came from, and is explained
 # by the same check.
-MAX_SPAN_S = 20 * 366 * 86400.0       # no run or import covers more than 20 years
-MAX_TIME_S = 1e11                      # Unix seconds: year 5138
+MAX_SPAN_S = 20 * 366 * 86400.0  # no run or import covers more than 20 years
+MAX_TIME_S = 1e11  # Unix seconds: year 5138
 TIMED_TABLES = ("samples", "process_samples", "host_samples", "events")
 # memory figures (kB, live_bytes in bytes): a number from 0 to MAX_MEMORY (2^60, past any machine in
 # either unit), or NULL. Text, 9.9e307 or inf in a store from elsewhere is damage, said in one
 # line, not an overflow deep in the analysis (issue 46)
 MEMORY_COLUMNS = {
-    "samples": ("rss_kb", "pss_kb", "uss_kb", "anon_kb", "swap_kb", "cgroup_kb", "cgroup_peak_kb", "live_bytes",
-                "vmsize_kb", "hwm_kb", "lazyfree_kb"),
+    "samples": (
+        "rss_kb",
+        "pss_kb",
+        "uss_kb",
+        "anon_kb",
+        "swap_kb",
+        "cgroup_kb",
+        "cgroup_peak_kb",
+        "live_bytes",
+        "vmsize_kb",
+        "hwm_kb",
+        "lazyfree_kb",
+    ),
     "process_samples": ("rss_kb", "pss_kb", "uss_kb", "anon_kb", "swap_kb", "lazyfree_kb"),
     "host_samples": ("mem_total_kb", "mem_available_kb", "swap_total_kb", "swap_free_kb"),
 }
@@ -215,8 +254,10 @@ def damaged(db: Path, what: str, found: str | None = None, *, checked: bool = Fa
     `checked`: the caller has run integrity_problem(db) already and `found` is what it said."""
     found = found if checked else integrity_problem(db)
     check = f"integrity_check: {found}" if found else "integrity_check: ok"
-    return UserError(f"{db} is damaged: {what} ({check})",
-                     "restore it from a backup or the run's bundle; `sqlite3 run.db .recover` may save what is left")
+    return UserError(
+        f"{db} is damaged: {what} ({check})",
+        "restore it from a backup or the run's bundle; `sqlite3 run.db .recover` may save what is left",
+    )
 
 
 def refuse_empty(conn: sqlite3.Connection, db: Path) -> None:
@@ -224,8 +265,10 @@ def refuse_empty(conn: sqlite3.Connection, db: Path) -> None:
     than "not a run store" or "damaged" (the connection is closed then)."""
     if conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchone() is None:
         conn.close()
-        raise UserError(f"{db} is empty: no run was recorded in it",
-                        "give a run directory that `alloclab run`, `fleet collect` or `import` recorded into (merging: leave this one out)")
+        raise UserError(
+            f"{db} is empty: no run was recorded in it",
+            "give a run directory that `alloclab run`, `fleet collect` or `import` recorded into (merging: leave this one out)",
+        )
 
 
 # SQLite errors that say the store could not be used, not that it is damaged (extended names start so)
@@ -243,14 +286,18 @@ def explain_database_error(exc: StoreError) -> UserError:
     if _disk_full(exc, db):
         return CutShortError("the disk is full: SQLite could not write", "free space on that file system, then retry")
     if db is None:
-        return UserError(f"a run store could not be read: {exc}", "check it with: sqlite3 run.db 'PRAGMA integrity_check'")
+        return UserError(
+            f"a run store could not be read: {exc}", "check it with: sqlite3 run.db 'PRAGMA integrity_check'"
+        )
     name = exc.sqlite_errorname
     found = None if name.startswith(NOT_DAMAGE) else integrity_problem(db)
     if found or name.startswith(DAMAGE):
-        return damaged(db, str(exc), found, checked=True)      # DAMAGE and NOT_DAMAGE are apart: it ran
-    return UserError(f"{db} could not be used: {exc}" + (f" ({name})" if name else ""),
-                     "check that it and its directory are writable by this user and that no other program holds it, "
-                     "then retry (its integrity check found no damage)")
+        return damaged(db, str(exc), found, checked=True)  # DAMAGE and NOT_DAMAGE are apart: it ran
+    return UserError(
+        f"{db} could not be used: {exc}" + (f" ({name})" if name else ""),
+        "check that it and its directory are writable by this user and that no other program holds it, "
+        "then retry (its integrity check found no damage)",
+    )
 
 
 def _given(args: dict[str, Any]) -> dict[str, Any]:
@@ -288,6 +335,7 @@ def _store_error(exc: sqlite3.Error, db: Path | None) -> StoreError:
 def _raising_store_errors(cls: type) -> type:
     """Every public method of the class raises StoreError, never sqlite3's errors; a method of a
     store names that store's file in it (a classmethod: none)."""
+
     def wrap(fn):
         @functools.wraps(fn)
         def method(*args, **kwargs):
@@ -295,7 +343,9 @@ def _raising_store_errors(cls: type) -> type:
                 return fn(*args, **kwargs)
             except sqlite3.Error as exc:
                 raise _store_error(exc, args[0].path if args and isinstance(args[0], cls) else None) from exc
+
         return method
+
     for name, attr in list(vars(cls).items()):
         if name.startswith("_"):
             continue
@@ -307,8 +357,10 @@ def _raising_store_errors(cls: type) -> type:
 
 
 # columns of each table (from SCHEMA): the typed writes check names before any SQL is built
-_COLUMNS = {t: frozenset(re.findall(r"(?:^|[(,])\s*(\w+) (?:INTEGER|REAL|TEXT)", body))
-            for t, body in re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)\((.*?)\);", SCHEMA, re.S)}
+_COLUMNS = {
+    t: frozenset(re.findall(r"(?:^|[(,])\s*(\w+) (?:INTEGER|REAL|TEXT)", body))
+    for t, body in re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)\((.*?)\);", SCHEMA, re.S)
+}
 
 
 @_raising_store_errors
@@ -328,9 +380,12 @@ class Store:
         its own host only, so the identity is unique per replica, not across the store."""
         conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=NORMAL")   # WAL+NORMAL survives a killed process
-        conn.executescript(SCHEMA.replace("UNIQUE(pid, start_ticks)", "UNIQUE(replica_id, pid, start_ticks)")
-                           if several_hosts else SCHEMA)
+        conn.execute("PRAGMA synchronous=NORMAL")  # WAL+NORMAL survives a killed process
+        conn.executescript(
+            SCHEMA.replace("UNIQUE(pid, start_ticks)", "UNIQUE(replica_id, pid, start_ticks)")
+            if several_hosts
+            else SCHEMA
+        )
         store = cls(conn, path)
         store.set_meta(schema_version=SCHEMA_VERSION)
         return store
@@ -345,11 +400,15 @@ class Store:
             refuse_empty(conn, db)
             version = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
         except sqlite3.DatabaseError:
-            raise UserError(f"{db} is not an alloclab run store", "give a run made by `alloclab run` or `alloclab import`") from None
+            raise UserError(
+                f"{db} is not an alloclab run store", "give a run made by `alloclab run` or `alloclab import`"
+            ) from None
         if version is None:
             raise UserError(f"{db} has no schema version", "it was not written by alloclab")
         if int(version[0]) > SCHEMA_VERSION:
-            raise UserError(f"{db} has schema {version[0]}, newer than this alloclab ({SCHEMA_VERSION})", "upgrade alloclab")
+            raise UserError(
+                f"{db} has schema {version[0]}, newer than this alloclab ({SCHEMA_VERSION})", "upgrade alloclab"
+            )
         if int(version[0]) < SCHEMA_VERSION:
             for v in range(int(version[0]) + 1, SCHEMA_VERSION + 1):
                 for stmt in MIGRATIONS.get(v, []):
@@ -371,8 +430,9 @@ class Store:
             if wal.exists() and wal.stat().st_size > 0:
                 store = cls.open(db)
             else:
-                conn = sqlite3.connect(f"file:{db.resolve()}?mode=ro", uri=True, isolation_level=None,
-                                       check_same_thread=False)
+                conn = sqlite3.connect(
+                    f"file:{db.resolve()}?mode=ro", uri=True, isolation_level=None, check_same_thread=False
+                )
                 store = cls(conn, db)
                 refuse_empty(conn, db)
                 version = store.conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
@@ -383,13 +443,16 @@ class Store:
                     # upgraded in place as `merge` and a resumed run do, not called damaged
                     store.conn.close()
                     store = cls._upgraded(db, int(version[0]))
-        except (sqlite3.DatabaseError, StoreError) as exc:       # StoreError: from Store.open
+        except (sqlite3.DatabaseError, StoreError) as exc:  # StoreError: from Store.open
             if _disk_full(exc, db):
-                raise CutShortError(f"the disk is full: SQLite cannot open {db} ({exc})",
-                                    "free space on that file system, then retry") from None
-            if "file is not a database" in str(exc):       # no SQLite header at all: the wrong file
-                raise UserError(f"{db} is not an alloclab run store (not an SQLite file)",
-                                "give a run made by `alloclab run` or `alloclab import`") from None
+                raise CutShortError(
+                    f"the disk is full: SQLite cannot open {db} ({exc})", "free space on that file system, then retry"
+                ) from None
+            if "file is not a database" in str(exc):  # no SQLite header at all: the wrong file
+                raise UserError(
+                    f"{db} is not an alloclab run store (not an SQLite file)",
+                    "give a run made by `alloclab run` or `alloclab import`",
+                ) from None
             raise damaged(db, str(exc)) from None
         store.check_readable()
         return store
@@ -399,8 +462,11 @@ class Store:
         """An older schema's store opened through Store.open, which adds what later schemas have;
         one line where the store cannot be written (a read-only copy)."""
         if not os.access(db, os.W_OK) or not os.access(db.parent, os.W_OK):
-            raise UserError(f"{db} has schema {version}, older than this alloclab's ({SCHEMA_VERSION}), and cannot be "
-                            "upgraded where it is (not writable)", "copy its run directory somewhere writable and give that")
+            raise UserError(
+                f"{db} has schema {version}, older than this alloclab's ({SCHEMA_VERSION}), and cannot be "
+                "upgraded where it is (not writable)",
+                "copy its run directory somewhere writable and give that",
+            )
         return cls.open(db)
 
     def check_readable(self) -> None:
@@ -424,33 +490,47 @@ class Store:
         for table in TIMED_TABLES:
             lo, hi, bad = self.conn.execute(
                 f"SELECT min(t), max(t), sum(t IS NULL OR typeof(t) NOT IN ('real', 'integer') OR abs(t) > ?) FROM {table}",
-                (MAX_TIME_S,)).fetchone()
+                (MAX_TIME_S,),
+            ).fetchone()
             if bad or (lo is not None and hi - lo > MAX_SPAN_S):
-                raise damaged(db, f"{table} holds a time that is not a plausible Unix time "
-                                  f"(from {lo!r} to {hi!r}; at most {MAX_TIME_S:g} and a {MAX_SPAN_S / 86400 / 366:g}-year span)")
+                raise damaged(
+                    db,
+                    f"{table} holds a time that is not a plausible Unix time "
+                    f"(from {lo!r} to {hi!r}; at most {MAX_TIME_S:g} and a {MAX_SPAN_S / 86400 / 366:g}-year span)",
+                )
         for table, columns in MEMORY_COLUMNS.items():
             present_cols = {r[1] for r in self.conn.execute(f"PRAGMA table_info({table})")}
             columns = [c for c in columns if c in present_cols]
             if not columns:
                 continue
             try:
-                counts = self.conn.execute("SELECT " + ", ".join(
-                    f"sum({c} IS NOT NULL AND (typeof({c}) NOT IN ('integer', 'real') OR {c} < 0 OR {c} > ?))"
-                    for c in columns) + f" FROM {table}", (MAX_MEMORY,) * len(columns)).fetchone()
+                counts = self.conn.execute(
+                    "SELECT "
+                    + ", ".join(
+                        f"sum({c} IS NOT NULL AND (typeof({c}) NOT IN ('integer', 'real') OR {c} < 0 OR {c} > ?))"
+                        for c in columns
+                    )
+                    + f" FROM {table}",
+                    (MAX_MEMORY,) * len(columns),
+                ).fetchone()
             except sqlite3.DatabaseError:
-                continue        # a damaged page: named by the read that meets it (explain_database_error), as before
+                continue  # a damaged page: named by the read that meets it (explain_database_error), as before
 
             for c, n in zip(columns, counts):
                 if n:
-                    raise damaged(db, f"{table}.{c} holds {n} value{'s' if n != 1 else ''} that {'are' if n != 1 else 'is'} "
-                                      "not a memory figure (text, negative, or over 2^60)")
+                    raise damaged(
+                        db,
+                        f"{table}.{c} holds {n} value{'s' if n != 1 else ''} that {'are' if n != 1 else 'is'} "
+                        "not a memory figure (text, negative, or over 2^60)",
+                    )
 
     @classmethod
     def open_readonly(cls, db: Path) -> Store:
         """A read-only handle on a store another process is writing (the live view): it never
         migrates or writes, and sees each committed interval (WAL)."""
-        conn = sqlite3.connect(f"file:{Path(db).resolve()}?mode=ro", uri=True, isolation_level=None,
-                               check_same_thread=False)
+        conn = sqlite3.connect(
+            f"file:{Path(db).resolve()}?mode=ro", uri=True, isolation_level=None, check_same_thread=False
+        )
         conn.execute("PRAGMA query_only=ON")
         return cls(conn, Path(db))
 
@@ -553,8 +633,8 @@ class Store:
                     yield
                     self.conn.execute(SAMPLES_INDEX)
             finally:
-                self.conn.execute("PRAGMA cache_size=-2000")         # SQLite's default
-                self.conn.execute("PRAGMA synchronous=NORMAL")      # as Store.create sets it
+                self.conn.execute("PRAGMA cache_size=-2000")  # SQLite's default
+                self.conn.execute("PRAGMA synchronous=NORMAL")  # as Store.create sets it
 
     # ---- metadata ----
     def set_meta(self, **items: Any) -> None:
@@ -570,31 +650,75 @@ class Store:
         return {r[0]: r[1] for r in self.conn.execute("SELECT key, value FROM meta")}
 
     # ---- writes: one typed method per kind of row; table names and SQL stay in here ----
-    def add_group(self, *, name: str, allocator: str, kind: str | None = None, library_path: str | None = None,
-                  library_sha256: str | None = None, family: str | None = None, version: str | None = None,
-                  env_json: str | None = None, command_json: str | None = None, is_baseline: int = 0,
-                  provenance_json: str | None = None, hardening_json: str | None = None,
-                  tunables_json: str | None = None) -> int:
+    def add_group(
+        self,
+        *,
+        name: str,
+        allocator: str,
+        kind: str | None = None,
+        library_path: str | None = None,
+        library_sha256: str | None = None,
+        family: str | None = None,
+        version: str | None = None,
+        env_json: str | None = None,
+        command_json: str | None = None,
+        is_baseline: int = 0,
+        provenance_json: str | None = None,
+        hardening_json: str | None = None,
+        tunables_json: str | None = None,
+    ) -> int:
         """A group (one allocator setting); returns its id."""
         return self._insert("groups", **_given(locals()))
 
-    def add_replica(self, *, group_id: int, name: str, idx: int | None = None, workdir: str | None = None,
-                    start_order: int | None = None, started_at: float | None = None, ended_at: float | None = None,
-                    exit_code: int | None = None, root_pid: int | None = None, cgroup: str | None = None,
-                    verified: int | None = None, verify_detail: str | None = None, end_kind: str | None = None,
-                    host: str | None = None, embedded_json: str | None = None) -> int:
+    def add_replica(
+        self,
+        *,
+        group_id: int,
+        name: str,
+        idx: int | None = None,
+        workdir: str | None = None,
+        start_order: int | None = None,
+        started_at: float | None = None,
+        ended_at: float | None = None,
+        exit_code: int | None = None,
+        root_pid: int | None = None,
+        cgroup: str | None = None,
+        verified: int | None = None,
+        verify_detail: str | None = None,
+        end_kind: str | None = None,
+        host: str | None = None,
+        embedded_json: str | None = None,
+    ) -> int:
         """A replica (one sampled instance: a started program, a fleet unit, an imported relay); returns its id."""
         return self._insert("replicas", **_given(locals()))
 
-    def add_process(self, *, replica_id: int, pid: int | None = None, start_ticks: int | None = None,
-                    ppid: int | None = None, comm: str | None = None, cmdline: str | None = None,
-                    first_seen: float | None = None, last_seen: float | None = None, verified: int | None = None,
-                    verify_detail: str | None = None, mapped_allocator: str | None = None) -> int:
+    def add_process(
+        self,
+        *,
+        replica_id: int,
+        pid: int | None = None,
+        start_ticks: int | None = None,
+        ppid: int | None = None,
+        comm: str | None = None,
+        cmdline: str | None = None,
+        first_seen: float | None = None,
+        last_seen: float | None = None,
+        verified: int | None = None,
+        verify_detail: str | None = None,
+        mapped_allocator: str | None = None,
+    ) -> int:
         """A process of a replica, known by (pid, start ticks); returns its id."""
         return self._insert("processes", **_given(locals()))
 
-    def add_verification(self, *, t: float, process_id: int, verified: int | bool | None, detail: str | None = None,
-                         mapped_allocator: str | None = None) -> None:
+    def add_verification(
+        self,
+        *,
+        t: float,
+        process_id: int,
+        verified: int | bool | None,
+        detail: str | None = None,
+        mapped_allocator: str | None = None,
+    ) -> None:
         """A verdict on which allocator a process has mapped (stored when it changes)."""
         self._insert("verifications", **_given(locals()))
 
@@ -602,13 +726,22 @@ class Store:
         """An imported group list a replica appears in ('current' or 'historical')."""
         self._insert("memberships", **_given(locals()))
 
-    def add_host_sample(self, *, t: float, mem_total_kb: int | None = None, mem_available_kb: int | None = None,
-                        swap_total_kb: int | None = None, swap_free_kb: int | None = None, load1: float | None = None,
-                        sampler_cpu_s: float | None = None) -> None:
+    def add_host_sample(
+        self,
+        *,
+        t: float,
+        mem_total_kb: int | None = None,
+        mem_available_kb: int | None = None,
+        swap_total_kb: int | None = None,
+        swap_free_kb: int | None = None,
+        load1: float | None = None,
+        sampler_cpu_s: float | None = None,
+    ) -> None:
         self._insert("host_samples", **_given(locals()))
 
-    def add_event(self, t: float, kind: str, description: str, replica_id: int | None = None,
-                  group_name: str | None = None) -> None:
+    def add_event(
+        self, t: float, kind: str, description: str, replica_id: int | None = None, group_name: str | None = None
+    ) -> None:
         self._insert("events", t=t, kind=kind, description=description, replica_id=replica_id, group_name=group_name)
 
     # many rows at once (a tick's samples, an import's series): `columns` names each tuple's values
@@ -655,12 +788,15 @@ class Store:
         (benchmarks/store_tick_cost.py)."""
         ids = [int(i) for i in process_ids]
         if ids:
-            self.conn.execute("UPDATE processes SET last_seen = ? WHERE id IN (SELECT value FROM json_each(?))",
-                              (t, json.dumps(ids)))
+            self.conn.execute(
+                "UPDATE processes SET last_seen = ? WHERE id IN (SELECT value FROM json_each(?))", (t, json.dumps(ids))
+            )
 
     def process_row(self, pid: int, start_ticks: int) -> int | None:
         """The id of the processes row of (pid, start ticks), if it was recorded."""
-        found = self.conn.execute("SELECT id FROM processes WHERE pid = ? AND start_ticks = ?", (pid, start_ticks)).fetchone()
+        found = self.conn.execute(
+            "SELECT id FROM processes WHERE pid = ? AND start_ticks = ?", (pid, start_ticks)
+        ).fetchone()
         return found[0] if found else None
 
     def mark_cut_short(self, reason: str, t: float, description: str, end_reason: str | None = None) -> bool:
@@ -675,9 +811,11 @@ class Store:
             return False
         last = self.conn.execute("SELECT MAX(t) FROM samples").fetchone()[0]
         self.set_meta(end_reason=end_reason or reason, ended_at=last or t, cut_short=reason)
-        self.conn.execute("UPDATE replicas SET end_kind = 'cut-short', ended_at = COALESCE("
-                          "(SELECT MAX(s.t) FROM samples s WHERE s.replica_id = replicas.id), ?) WHERE ended_at IS NULL",
-                          (last or t,))
+        self.conn.execute(
+            "UPDATE replicas SET end_kind = 'cut-short', ended_at = COALESCE("
+            "(SELECT MAX(s.t) FROM samples s WHERE s.replica_id = replicas.id), ?) WHERE ended_at IS NULL",
+            (last or t,),
+        )
         self.add_event(t, "cut_short", description)
         self.commit()
         return True
@@ -694,22 +832,35 @@ class Store:
         """(t, rss_kb) of a replica's samples taken while one of its processes (pid, start ticks)
         lived, in time order: a fleet unit's level along its old main process's life (the canary
         guard compares a new process with it at the same age)."""
-        return [(r[0], r[1]) for r in self.query(
-            "SELECT s.t, s.rss_kb FROM samples s JOIN replicas r ON r.id = s.replica_id "
-            "JOIN processes p ON p.replica_id = r.id AND p.pid = ? AND p.start_ticks = ? "
-            "WHERE r.name = ? AND s.t BETWEEN p.first_seen AND p.last_seen AND s.rss_kb IS NOT NULL ORDER BY s.t",
-            (pid, start_ticks, replica))]
+        return [
+            (r[0], r[1])
+            for r in self.query(
+                "SELECT s.t, s.rss_kb FROM samples s JOIN replicas r ON r.id = s.replica_id "
+                "JOIN processes p ON p.replica_id = r.id AND p.pid = ? AND p.start_ticks = ? "
+                "WHERE r.name = ? AND s.t BETWEEN p.first_seen AND p.last_seen AND s.rss_kb IS NOT NULL ORDER BY s.t",
+                (pid, start_ticks, replica),
+            )
+        ]
 
     def replica_names_without_group(self) -> list[str]:
         """Replicas whose group_id names no group (damage in a store from elsewhere: `merge` says so
         of the source, not of its output)."""
-        return [r[0] for r in self.query("SELECT name FROM replicas WHERE group_id IS NULL OR group_id NOT IN "
-                                         "(SELECT id FROM groups) ORDER BY name")]
+        return [
+            r[0]
+            for r in self.query(
+                "SELECT name FROM replicas WHERE group_id IS NULL OR group_id NOT IN "
+                "(SELECT id FROM groups) ORDER BY name"
+            )
+        ]
 
     def replicas(self) -> list[dict]:
         """Every replica with its group's name as `group` (ordered by group, then index)."""
-        return [dict(r) for r in self.query(
-            "SELECT r.*, g.name AS \"group\" FROM replicas r JOIN groups g ON g.id = r.group_id ORDER BY g.id, r.idx, r.name")]
+        return [
+            dict(r)
+            for r in self.query(
+                'SELECT r.*, g.name AS "group" FROM replicas r JOIN groups g ON g.id = r.group_id ORDER BY g.id, r.idx, r.name'
+            )
+        ]
 
     def series(self, replica_id: int, columns: Iterable[str], not_null: str | None = None) -> dict[str, list]:
         """Columns of `samples` for one replica in time order, as lists (column -> values);
@@ -721,9 +872,10 @@ class Store:
             raise ValueError(f"not a samples column: {', '.join(bad)}")
         where = f" AND {not_null} IS NOT NULL" if not_null else ""
         cur = self.conn.cursor()
-        cur.row_factory = None                     # plain tuples, transposed in C: 10M samples read in seconds
-        rows = cur.execute(f"SELECT {', '.join(cols)} FROM samples WHERE replica_id = ?{where} ORDER BY t",
-                           (replica_id,)).fetchall()
+        cur.row_factory = None  # plain tuples, transposed in C: 10M samples read in seconds
+        rows = cur.execute(
+            f"SELECT {', '.join(cols)} FROM samples WHERE replica_id = ?{where} ORDER BY t", (replica_id,)
+        ).fetchall()
         columns = list(zip(*rows)) if rows else [() for _ in cols]
         return {c: list(v) for c, v in zip(cols, columns)}
 
@@ -732,15 +884,20 @@ class Store:
         (the fleet collector's level of a unit before a deploy)."""
         if column not in self._columns("samples"):
             raise ValueError(f"not a samples column: {column}")
-        mean, n = self.query(f"SELECT AVG({column}), COUNT({column}) FROM samples WHERE replica_id = ? AND t >= ? AND t < ?",
-                             (replica_id, start, end))[0]
+        mean, n = self.query(
+            f"SELECT AVG({column}), COUNT({column}) FROM samples WHERE replica_id = ? AND t >= ? AND t < ?",
+            (replica_id, start, end),
+        )[0]
         return mean, n
 
-    def series_arrays(self, replica_id: int, columns: Iterable[str], not_null: str | None = None) -> dict[str, np.ndarray]:
+    def series_arrays(
+        self, replica_id: int, columns: Iterable[str], not_null: str | None = None
+    ) -> dict[str, np.ndarray]:
         """`series` as numpy arrays: number columns as float64 (NULL -> NaN), text columns as object
         arrays. Numbers come from one query straight into one array (no Python list per column,
         no transposition in Python): at 10 M samples this is most of a report's reading time."""
         import numpy as np
+
         cols = ["t", *dict.fromkeys(c for c in columns if c != "t")]
         types = {r[1]: (r[2] or "").upper() for r in self.query("PRAGMA table_info(samples)")}
         bad = [c for c in cols + ([not_null] if not_null else []) if c not in types]
@@ -753,8 +910,9 @@ class Store:
         cur.row_factory = None
 
         def read(names: list[str], dtype: type) -> np.ndarray:
-            rows = cur.execute(f"SELECT {', '.join(names)} FROM samples WHERE replica_id = ?{where} ORDER BY t",
-                               (replica_id,)).fetchall()
+            rows = cur.execute(
+                f"SELECT {', '.join(names)} FROM samples WHERE replica_id = ?{where} ORDER BY t", (replica_id,)
+            ).fetchall()
             # one C conversion of the row tuples, then one copy so each column is contiguous
             return np.array(rows, dtype=dtype).reshape(len(rows), len(names)).T.copy()
 
@@ -790,18 +948,26 @@ class Store:
 
     def verifications(self) -> list[dict]:
         """Every verification with its process's replica, in time order."""
-        return [dict(r) for r in self.query(
-            "SELECT v.t, v.process_id, v.verified, v.detail, v.mapped_allocator, p.replica_id, p.pid, "
-            "p.first_seen, p.last_seen FROM verifications v JOIN processes p ON p.id = v.process_id ORDER BY v.t")]
+        return [
+            dict(r)
+            for r in self.query(
+                "SELECT v.t, v.process_id, v.verified, v.detail, v.mapped_allocator, p.replica_id, p.pid, "
+                "p.first_seen, p.last_seen FROM verifications v JOIN processes p ON p.id = v.process_id ORDER BY v.t"
+            )
+        ]
 
     def latest_samples(self) -> list[dict]:
         """Each replica's newest sample row (the `samples` columns), with its replica's name as
         `replica` (fleet metrics; the live view reads one column of it). One pass over the
         (replica_id, t) index, not a subquery per row."""
-        return [dict(r) for r in self.query(
-            "SELECT s.*, r.name AS replica FROM samples s JOIN replicas r ON r.id = s.replica_id "
-            "JOIN (SELECT replica_id, MAX(t) AS t FROM samples GROUP BY replica_id) m "
-            "ON m.replica_id = s.replica_id AND m.t = s.t")]
+        return [
+            dict(r)
+            for r in self.query(
+                "SELECT s.*, r.name AS replica FROM samples s JOIN replicas r ON r.id = s.replica_id "
+                "JOIN (SELECT replica_id, MAX(t) AS t FROM samples GROUP BY replica_id) m "
+                "ON m.replica_id = s.replica_id AND m.t = s.t"
+            )
+        ]
 
     def latest_sample_values(self, column: str) -> dict[int, tuple[float, Any]]:
         """Each replica's newest sample: replica id -> (t, value of `column`) (live view)."""
@@ -813,8 +979,10 @@ class Store:
         """(replica id, t, value of `column`) of every sample after t, in time order (live view)."""
         if column not in self._columns("samples"):
             raise ValueError(f"not a samples column: {column}")
-        return [(r[0], r[1], r[2]) for r in self.query(
-            f"SELECT replica_id, t, {column} FROM samples WHERE t > ? ORDER BY t, replica_id", (t,))]
+        return [
+            (r[0], r[1], r[2])
+            for r in self.query(f"SELECT replica_id, t, {column} FROM samples WHERE t > ? ORDER BY t, replica_id", (t,))
+        ]
 
     def last_sample_time(self) -> float | None:
         return self.query("SELECT MAX(t) FROM samples")[0][0]
@@ -826,55 +994,90 @@ class Store:
     def processes(self, replica_id: int | None = None) -> list[dict]:
         """Recorded processes with their replica's name as `replica` (of one replica, or all)."""
         where, params = ("WHERE p.replica_id = ?", (replica_id,)) if replica_id is not None else ("", ())
-        return [dict(r) for r in self.query(
-            f"SELECT p.*, r.name AS replica FROM processes p JOIN replicas r ON r.id = p.replica_id {where} ORDER BY p.id",
-            params)]
+        return [
+            dict(r)
+            for r in self.query(
+                f"SELECT p.*, r.name AS replica FROM processes p JOIN replicas r ON r.id = p.replica_id {where} ORDER BY p.id",
+                params,
+            )
+        ]
 
     def verification_history(self) -> list[dict]:
         """Every verification with its process's identity (pid, start ticks), in recorded order."""
-        return [dict(r) for r in self.query(
-            "SELECT v.t, p.pid, p.start_ticks, v.verified, v.detail, v.mapped_allocator FROM verifications v "
-            "JOIN processes p ON p.id = v.process_id ORDER BY v.t, p.id")]
+        return [
+            dict(r)
+            for r in self.query(
+                "SELECT v.t, p.pid, p.start_ticks, v.verified, v.detail, v.mapped_allocator FROM verifications v "
+                "JOIN processes p ON p.id = v.process_id ORDER BY v.t, p.id"
+            )
+        ]
 
     def samples_by_time(self) -> list[sqlite3.Row]:
         """Every replica sample with `replica` and `grp` names, by time then start order (export)."""
-        return self.query("SELECT s.*, r.name AS replica, g.name AS grp FROM samples s JOIN replicas r ON r.id = s.replica_id "
-                          "JOIN groups g ON g.id = r.group_id ORDER BY s.t, r.start_order, r.name")
+        return self.query(
+            "SELECT s.*, r.name AS replica, g.name AS grp FROM samples s JOIN replicas r ON r.id = s.replica_id "
+            "JOIN groups g ON g.id = r.group_id ORDER BY s.t, r.start_order, r.name"
+        )
 
     def events_with_names(self) -> list[dict]:
         """Events with their group label ('all' when none) as `g` and replica name as `replica` (export)."""
-        return [dict(r) for r in self.query(
-            "SELECT e.t, e.kind, e.description, COALESCE(e.group_name, 'all') AS g, r.name AS replica "
-            "FROM events e LEFT JOIN replicas r ON r.id = e.replica_id ORDER BY e.t, e.id")]
+        return [
+            dict(r)
+            for r in self.query(
+                "SELECT e.t, e.kind, e.description, COALESCE(e.group_name, 'all') AS g, r.name AS replica "
+                "FROM events e LEFT JOIN replicas r ON r.id = e.replica_id ORDER BY e.t, e.id"
+            )
+        ]
 
     def host_samples(self) -> list[sqlite3.Row]:
         return self.query("SELECT * FROM host_samples ORDER BY t")
 
     def memberships(self) -> list[dict]:
         """Imported group lists: replica, group name, 'current' or 'historical', source file."""
-        return [dict(r) for r in self.query(
-            "SELECT m.replica_id, r.name AS replica, m.group_name, m.list_kind, m.source FROM memberships m "
-            "JOIN replicas r ON r.id = m.replica_id ORDER BY m.replica_id, m.list_kind, m.group_name")]
+        return [
+            dict(r)
+            for r in self.query(
+                "SELECT m.replica_id, r.name AS replica, m.group_name, m.list_kind, m.source FROM memberships m "
+                "JOIN replicas r ON r.id = m.replica_id ORDER BY m.replica_id, m.list_kind, m.group_name"
+            )
+        ]
 
     def host_summary(self, start: float | None = None, end: float | None = None) -> dict[str, float | None]:
         """Host samples (within [start, end] when given): lowest available-memory share, most swap
         used (kB), highest and median 1-minute load."""
         lo, hi = (start if start is not None else float("-inf")), (end if end is not None else float("inf"))
-        r = self.query("SELECT MIN(mem_available_kb * 1.0 / mem_total_kb), MAX(swap_total_kb - swap_free_kb), "
-                       "MAX(load1), COUNT(*) FROM host_samples WHERE t BETWEEN ? AND ?", (lo, hi))[0]
-        loads = sorted(x[0] for x in self.query("SELECT load1 FROM host_samples WHERE load1 IS NOT NULL AND t BETWEEN ? AND ?",
-                                                (lo, hi)))
+        r = self.query(
+            "SELECT MIN(mem_available_kb * 1.0 / mem_total_kb), MAX(swap_total_kb - swap_free_kb), "
+            "MAX(load1), COUNT(*) FROM host_samples WHERE t BETWEEN ? AND ?",
+            (lo, hi),
+        )[0]
+        loads = sorted(
+            x[0]
+            for x in self.query(
+                "SELECT load1 FROM host_samples WHERE load1 IS NOT NULL AND t BETWEEN ? AND ?", (lo, hi)
+            )
+        )
         median = (loads[(len(loads) - 1) // 2] + loads[len(loads) // 2]) / 2 if loads else None
-        return {"min_available_share": r[0], "max_swap_used_kb": r[1], "max_load1": r[2], "median_load1": median,
-                "samples": r[3]}
+        return {
+            "min_available_share": r[0],
+            "max_swap_used_kb": r[1],
+            "max_load1": r[2],
+            "median_load1": median,
+            "samples": r[3],
+        }
 
     def alloc_stats(self, replica_id: int | None = None) -> list[dict]:
         """The allocator's own account (introspection), per process and collection, with the
         replica's name and group, in time order; [] for a store without it (imported data)."""
         where, params = ("WHERE a.replica_id = ?", (replica_id,)) if replica_id is not None else ("", ())
-        return [dict(r) for r in self.query(
-            "SELECT a.*, r.name AS replica, g.name AS \"group\" FROM alloc_stats a JOIN replicas r ON r.id = a.replica_id "
-            f"JOIN groups g ON g.id = r.group_id {where} ORDER BY a.t, a.process_id", params)]
+        return [
+            dict(r)
+            for r in self.query(
+                'SELECT a.*, r.name AS replica, g.name AS "group" FROM alloc_stats a JOIN replicas r ON r.id = a.replica_id '
+                f"JOIN groups g ON g.id = r.group_id {where} ORDER BY a.t, a.process_id",
+                params,
+            )
+        ]
 
     def _columns(self, table: str) -> list[str]:
         return [r[1] for r in self.query(f"PRAGMA table_info({table})")]
@@ -891,30 +1094,50 @@ class Store:
             with _sqlite_errors(self.path):
                 return self._absorb(source, host, group_ids)
         except StoreError as exc:
-            if not exc.disk_full and not exc.sqlite_errorname.startswith(NOT_DAMAGE) \
-                    and integrity_problem(Path(source)) is not None and integrity_problem(self.path) is None:
+            if (
+                not exc.disk_full
+                and not exc.sqlite_errorname.startswith(NOT_DAMAGE)
+                and integrity_problem(Path(source)) is not None
+                and integrity_problem(self.path) is None
+            ):
                 exc.store = Path(source)
             raise
 
     def _absorb(self, source: Path, host: str, group_ids: dict[str, int]) -> dict[str, int]:
-        self.conn.execute("ATTACH DATABASE ? AS src", (str(Path(source).resolve()),))     # only read from
+        self.conn.execute("ATTACH DATABASE ? AS src", (str(Path(source).resolve()),))  # only read from
         counts: dict[str, int] = {}
         try:
             with self.transaction():
                 roff = self.conn.execute("SELECT COALESCE(MAX(id), 0) FROM replicas").fetchone()[0]
                 poff = self.conn.execute("SELECT COALESCE(MAX(id), 0) FROM processes").fetchone()[0]
                 order = self.conn.execute("SELECT COALESCE(MAX(start_order) + 1, 0) FROM replicas").fetchone()[0]
-                mapping = " ".join(f"WHEN {int(g[0])} THEN {int(group_ids[g[1]])}"
-                                   for g in self.conn.execute("SELECT id, name FROM src.groups").fetchall())
+                mapping = " ".join(
+                    f"WHEN {int(g[0])} THEN {int(group_ids[g[1]])}"
+                    for g in self.conn.execute("SELECT id, name FROM src.groups").fetchall()
+                )
 
-                def copy(table: str, changes: dict[str, str], skip: tuple[str, ...] = (), params: dict | None = None) -> None:
+                def copy(
+                    table: str, changes: dict[str, str], skip: tuple[str, ...] = (), params: dict | None = None
+                ) -> None:
                     cols = [c for c in self._columns(table) if c not in skip and c in self._attached_columns(table)]
-                    cur = self.conn.execute(f"INSERT INTO main.{table}({', '.join(cols)}) SELECT "
-                                            f"{', '.join(changes.get(c, c) for c in cols)} FROM src.{table}", params or {})
+                    cur = self.conn.execute(
+                        f"INSERT INTO main.{table}({', '.join(cols)}) SELECT "
+                        f"{', '.join(changes.get(c, c) for c in cols)} FROM src.{table}",
+                        params or {},
+                    )
                     counts[table] = cur.rowcount
-                copy("replicas", {"id": f"id + {roff}", "group_id": f"CASE group_id {mapping} END",
-                                  "name": ":host || '/' || name", "start_order": f"COALESCE(start_order, 0) + {order}",
-                                  "host": "COALESCE(host, :host)"}, params={"host": host})
+
+                copy(
+                    "replicas",
+                    {
+                        "id": f"id + {roff}",
+                        "group_id": f"CASE group_id {mapping} END",
+                        "name": ":host || '/' || name",
+                        "start_order": f"COALESCE(start_order, 0) + {order}",
+                        "host": "COALESCE(host, :host)",
+                    },
+                    params={"host": host},
+                )
                 copy("processes", {"id": f"id + {poff}", "replica_id": f"replica_id + {roff}"})
                 copy("verifications", {"process_id": f"process_id + {poff}"})
                 copy("samples", {"replica_id": f"replica_id + {roff}"})

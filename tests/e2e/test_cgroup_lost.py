@@ -1,6 +1,7 @@
 """A replica whose processes are moved out of its cgroup by someone else (a service manager
 re-homing init.scope did it to a 20-minute run here) is still sampled — by its process tree —
 and the run says so, instead of recording an empty replica for the rest of the run."""
+
 from __future__ import annotations
 
 import sqlite3
@@ -15,11 +16,20 @@ from tests.experiments import frag, write_experiment
 
 
 def test_sampling_follows_processes_moved_out_of_their_cgroup(tmp_path, native_dir):
-    write_experiment(tmp_path / "e.toml", "moved", frag(native_dir, mb=4, load=60), {"a": "glibc"}, interval="0.5s",
-                     phases={"load": "8s"})
+    write_experiment(
+        tmp_path / "e.toml",
+        "moved",
+        frag(native_dir, mb=4, load=60),
+        {"a": "glibc"},
+        interval="0.5s",
+        phases={"load": "8s"},
+    )
     run = tmp_path / "run"
-    p = subprocess.Popen([sys.executable, "-m", "alloclab", "run", str(tmp_path / "e.toml"), "-o", str(run), "--no-report"],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    p = subprocess.Popen(
+        [sys.executable, "-m", "alloclab", "run", str(tmp_path / "e.toml"), "-o", str(run), "--no-report"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         cgroup = None
         deadline = time.time() + 60
@@ -39,7 +49,7 @@ def test_sampling_follows_processes_moved_out_of_their_cgroup(tmp_path, native_d
             time.sleep(0.2)
         assert cgroup is not None, "the run did not start"
         moved_at = time.time()
-        (cgroup.parent / "cgroup.procs").write_text(str(pid))       # what a service manager did
+        (cgroup.parent / "cgroup.procs").write_text(str(pid))  # what a service manager did
         assert p.wait(60) == 0
     finally:
         if p.poll() is None:

@@ -1,5 +1,6 @@
 """End to end: the real CLI runs real programs under real allocators; the store, the
 verification and the report are checked against independent computations."""
+
 from __future__ import annotations
 
 import json
@@ -23,13 +24,23 @@ WARMUP, LOAD, IDLE = 1.0, 5.0, 2.0
 
 
 def experiment(tmp: Path, native_dir: Path, jemalloc: str, mimalloc: str, load: float = LOAD) -> Path:
-    groups = {"glibc": "glibc",
-              "jemalloc": {"allocator": jemalloc, "env": {"MALLOC_CONF": "dirty_decay_ms:1000"}},
-              "mimalloc": mimalloc,
-              "static": {"allocator": jemalloc, "command": frag(native_dir, mb=8, static=True)}}
-    return write_experiment(tmp / "exp.toml", "e2e", frag(native_dir, mb=8, idle=60, threads=2), groups,
-                            replicas=2, interval=f"{INTERVAL}s", seed=7, baseline="glibc",
-                            phases={"warmup": f"{WARMUP}s", "load": f"{load}s", "idle": f"{IDLE}s"})
+    groups = {
+        "glibc": "glibc",
+        "jemalloc": {"allocator": jemalloc, "env": {"MALLOC_CONF": "dirty_decay_ms:1000"}},
+        "mimalloc": mimalloc,
+        "static": {"allocator": jemalloc, "command": frag(native_dir, mb=8, static=True)},
+    }
+    return write_experiment(
+        tmp / "exp.toml",
+        "e2e",
+        frag(native_dir, mb=8, idle=60, threads=2),
+        groups,
+        replicas=2,
+        interval=f"{INTERVAL}s",
+        seed=7,
+        baseline="glibc",
+        phases={"warmup": f"{WARMUP}s", "load": f"{load}s", "idle": f"{IDLE}s"},
+    )
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +55,9 @@ def finished_run(tmp_path_factory, native_dir, jemalloc, mimalloc):
 def test_every_replica_sampled_every_interval(finished_run):
     run, _ = finished_run
     db = sqlite3.connect(run / "run.db")
-    counts = db.execute("SELECT r.name, COUNT(s.t) FROM replicas r LEFT JOIN samples s ON s.replica_id = r.id GROUP BY r.id").fetchall()
+    counts = db.execute(
+        "SELECT r.name, COUNT(s.t) FROM replicas r LEFT JOIN samples s ON s.replica_id = r.id GROUP BY r.id"
+    ).fetchall()
     assert len(counts) == 8
     # a tick that overran (a busy host) skips ticks and says so: a ticks_skipped event and the total in meta
     meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
@@ -69,7 +82,7 @@ def test_every_replica_sampled_every_interval(finished_run):
     assert grid >= expected - 3.0 / INTERVAL
     for name, n in counts:
         assert abs(n + skipped - grid) <= 1, (name, n, skipped, grid)
-    assert max(n for _, n in counts) - min(n for _, n in counts) <= 1     # every tick taken samples every replica
+    assert max(n for _, n in counts) - min(n for _, n in counts) <= 1  # every tick taken samples every replica
     # ticks are one interval apart (no bunching, no gaps)
     ts = [t for (t,) in db.execute("SELECT DISTINCT t FROM samples ORDER BY t")]
     gaps = [b - a for a, b in zip(ts, ts[1:])]
@@ -79,18 +92,24 @@ def test_every_replica_sampled_every_interval(finished_run):
 def test_verification_matches_each_library(finished_run, jemalloc, mimalloc):
     run, proc = finished_run
     db = sqlite3.connect(run / "run.db")
-    rows = db.execute("SELECT g.name, r.verified, r.verify_detail FROM replicas r JOIN groups g ON g.id = r.group_id").fetchall()
+    rows = db.execute(
+        "SELECT g.name, r.verified, r.verify_detail FROM replicas r JOIN groups g ON g.id = r.group_id"
+    ).fetchall()
     for group, verified, detail in rows:
         if group == "static":
             assert verified == 0 and "statically linked" in detail
         else:
             assert verified == 1, (group, detail)
-    mapped = dict(db.execute("SELECT DISTINCT g.name, p.mapped_allocator FROM processes p JOIN replicas r ON r.id = p.replica_id "
-                             "JOIN groups g ON g.id = r.group_id WHERE g.name != 'static'").fetchall())
+    mapped = dict(
+        db.execute(
+            "SELECT DISTINCT g.name, p.mapped_allocator FROM processes p JOIN replicas r ON r.id = p.replica_id "
+            "JOIN groups g ON g.id = r.group_id WHERE g.name != 'static'"
+        ).fetchall()
+    )
     assert mapped["glibc"] is None
     assert mapped["jemalloc"] == os.path.basename(os.path.realpath(jemalloc))
     assert mapped["mimalloc"] == os.path.basename(os.path.realpath(mimalloc))
-    assert "static" in proc.stdout and "Unverified" in proc.stdout        # named on the terminal
+    assert "static" in proc.stdout and "Unverified" in proc.stdout  # named on the terminal
     report = (run / "report.md").read_text()
     assert "static-1" in report and "unverified" in report.lower()
 
@@ -104,13 +123,17 @@ def test_report_table_equals_independent_sql(finished_run):
         SELECT g.name, r.id, AVG(s.rss_kb) / 1024.0, MAX(s.rss_kb) / 1024.0
         FROM samples s JOIN replicas r ON r.id = s.replica_id JOIN groups g ON g.id = r.group_id
         WHERE r.verified = 1 AND s.phase = 'load' GROUP BY r.id""").fetchall()
-    peaks = dict(db.execute("""SELECT r.id, MAX(s.rss_kb) / 1024.0 FROM samples s JOIN replicas r ON r.id = s.replica_id
-                               GROUP BY r.id""").fetchall())
+    peaks = dict(
+        db.execute("""SELECT r.id, MAX(s.rss_kb) / 1024.0 FROM samples s JOIN replicas r ON r.id = s.replica_id
+                               GROUP BY r.id""").fetchall()
+    )
     for group in ("glibc", "jemalloc", "mimalloc"):
         means = [m for g, _, m, _ in per_replica if g == group]
         assert len(means) == 2
         assert summary[group]["steady_mean_mb"] == pytest.approx(sum(means) / len(means), rel=1e-9)
-        assert summary[group]["peak_mb"] == pytest.approx(median(peaks[rid] for g, rid, _, _ in per_replica if g == group))
+        assert summary[group]["peak_mb"] == pytest.approx(
+            median(peaks[rid] for g, rid, _, _ in per_replica if g == group)
+        )
         assert summary[group]["verified"] == 2
     # the ratio is of geometric means (the comparison runs on log levels)
     logmean = lambda g: sum(math.log(m) for gg, _, m, _ in per_replica if gg == g) / 2
@@ -138,12 +161,16 @@ def test_export_after_a_run(finished_run, tmp_path):
     lines = (tmp_path / "csv" / "memory.csv").read_text().splitlines()
     db = sqlite3.connect(run / "run.db")
     n_samples, n_times = db.execute("SELECT COUNT(*), COUNT(DISTINCT t) FROM samples").fetchone()
-    assert len(lines) == 1 + n_samples + n_times      # header + relay rows + aggregate rows
+    assert len(lines) == 1 + n_samples + n_times  # header + relay rows + aggregate rows
 
 
 def _start_in_background(exp: Path, out: Path) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "alloclab", "run", str(exp), "-o", str(out)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "alloclab", "run", str(exp), "-o", str(out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _wait_for_samples(db_path: Path, n: int, timeout: float = 30) -> None:
@@ -165,7 +192,7 @@ def _is_frag(pid: int) -> bool:
             stat = f.read()
     except OSError:
         return False
-    return "(frag" in stat and stat.rsplit(")", 1)[1].split()[0] != "Z"      # a zombie has exited
+    return "(frag" in stat and stat.rsplit(")", 1)[1].split()[0] != "Z"  # a zombie has exited
 
 
 def test_kill_minus_nine_keeps_a_readable_store(tmp_path, native_dir, jemalloc, mimalloc):
@@ -179,7 +206,7 @@ def test_kill_minus_nine_keeps_a_readable_store(tmp_path, native_dir, jemalloc, 
     db = sqlite3.connect(out / "run.db")
     assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     n, last = db.execute("SELECT COUNT(DISTINCT t), MAX(t) FROM samples").fetchone()
-    assert n >= 6 and killed_at - last < 2 * INTERVAL + 1.0      # at most about one interval lost
+    assert n >= 6 and killed_at - last < 2 * INTERVAL + 1.0  # at most about one interval lost
     rep = run_cli("report", str(out))
     assert rep.returncode == 0, rep.stderr
     assert (out / "report.md").exists()
@@ -217,25 +244,52 @@ def test_two_groups_with_the_same_allocator_are_not_different(tmp_path, native_d
     # seed 1: the replica seeds pair a-i with b-i, and the start order (a4 b3 a2 b2 b4 a1 b1 a3) puts
     # both groups at the same mean position; frag still grows at 5 s, so the default seed 0's order
     # (a starts earlier on average) made a ~1.1% higher: p_holm 0.22-0.46 over 5 runs, 0.90-0.99 over 7 with seed 1
-    exp = write_experiment(tmp_path / "same.toml", "same", frag(native_dir, mb=8), {"a": "glibc", "b": "glibc"},
-                           replicas=4, interval="0.5s", seed=1, phases={"warmup": "1s", "load": "5s"})
+    exp = write_experiment(
+        tmp_path / "same.toml",
+        "same",
+        frag(native_dir, mb=8),
+        {"a": "glibc", "b": "glibc"},
+        replicas=4,
+        interval="0.5s",
+        seed=1,
+        phases={"warmup": "1s", "load": "5s"},
+    )
     proc = run_cli("run", str(exp), "-o", str(tmp_path / "run"))
     assert proc.returncode == 0, proc.stderr
     summary = {g["group"]: g for g in json.loads((tmp_path / "run" / "summary.json").read_text())["groups"]}
     assert summary["b"]["p_holm"] >= 0.05
     assert summary["a"]["rank"] == summary["b"]["rank"] == 1
-    assert "not** significant" in (tmp_path / "run" / "report.md").read_text() or \
-        "baseline **a** used the least" in (tmp_path / "run" / "report.md").read_text()
+    assert (
+        "not** significant" in (tmp_path / "run" / "report.md").read_text()
+        or "baseline **a** used the least" in (tmp_path / "run" / "report.md").read_text()
+    )
 
 
 def test_until_significant_stops_early_and_says_why(tmp_path, native_dir):
-    exp = write_experiment(tmp_path / "seq.toml", "seq", None,
-                           {"big": {"allocator": "glibc", "command": frag(native_dir, mb=48, load=300)},
-                            "small": {"allocator": "glibc", "command": frag(native_dir, mb=4, load=300)}},
-                           replicas=5, interval="0.5s", phases={"load": "120s"})
+    exp = write_experiment(
+        tmp_path / "seq.toml",
+        "seq",
+        None,
+        {
+            "big": {"allocator": "glibc", "command": frag(native_dir, mb=48, load=300)},
+            "small": {"allocator": "glibc", "command": frag(native_dir, mb=4, load=300)},
+        },
+        replicas=5,
+        interval="0.5s",
+        phases={"load": "120s"},
+    )
     started = time.time()
-    proc = run_cli("run", str(exp), "-o", str(tmp_path / "run"), "--until-significant", "--stable-for", "4s",
-                   "--max-duration", "100s")
+    proc = run_cli(
+        "run",
+        str(exp),
+        "-o",
+        str(tmp_path / "run"),
+        "--until-significant",
+        "--stable-for",
+        "4s",
+        "--max-duration",
+        "100s",
+    )
     assert proc.returncode == 0, proc.stderr
     assert time.time() - started < 80
     db = sqlite3.connect(tmp_path / "run" / "run.db")

@@ -2,6 +2,7 @@
 blocks (through malloc), holds them half a period and frees them; the first round's every 16th
 block stays, so glibc's heap cannot shrink while an allocator that returns freed pages (jemalloc's
 background thread) falls back in every cycle. Usage: alloc_free_service.py MB PERIOD"""
+
 import sys
 import time
 
@@ -11,7 +12,7 @@ survivors, start, k = [], time.time(), 0
 while True:
     burst = []
     for i in range(blocks):
-        b = bytearray(65536)                       # > 512 B: straight to malloc
+        b = bytearray(65536)  # > 512 B: straight to malloc
         (survivors if k == 0 and i % 16 == 0 else burst).append(b)
     time.sleep(max(0.0, start + (k + 0.5) * period - time.time()))
     del burst

@@ -21,6 +21,7 @@ made from it by `alloclab allocators package` and everything after is real.
 `doc_route()` reads the Ansible route out of docs/tutorials/relays-with-ansible.md (its commands and inventory, as a user
 copies them); `Fleet.run_step` runs them in a copy of the checkout (`Fleet.checkout`).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -67,19 +68,20 @@ Log notice file {shared}/var/lib/tor-instances/{name}/notice.log
 
 @dataclass
 class Fleet:
-    base: Path                      # the test's directory (mode 0755: debian-tor traverses it)
-    shared: Path                    # the path where each host sees its own tree
+    base: Path  # the test's directory (mode 0755: debian-tor traverses it)
+    shared: Path  # the path where each host sees its own tree
     hosts: dict[str, Host] = field(default_factory=dict)
     units: dict[str, list[str]] = field(default_factory=dict)
     inventory: Path | None = None
     controller: Path | None = None
     env: dict[str, str] = field(default_factory=dict)
 
-    log_dir: Path | None = None     # each playbook's output, each line with its time (kept after the test)
-    checkout: Path | None = None    # a copy of the checkout, where the doc's commands run
+    log_dir: Path | None = None  # each playbook's output, each line with its time (kept after the test)
+    checkout: Path | None = None  # a copy of the checkout, where the doc's commands run
 
-    def _logged(self, argv: list[str], env: dict, cwd: Path, timeout: float, log_name: str,
-                head: list[str] = ()) -> subprocess.CompletedProcess:
+    def _logged(
+        self, argv: list[str], env: dict, cwd: Path, timeout: float, log_name: str, head: list[str] = ()
+    ) -> subprocess.CompletedProcess:
         """argv's output (stderr with it), each line with its time since the start, kept in
         log_dir/log_name; killed past `timeout` seconds."""
         started = time.monotonic()
@@ -102,8 +104,12 @@ class Fleet:
 
     def nsenter(self, host: str, *argv: str) -> subprocess.CompletedProcess:
         """A command in a host's mount (and network) namespace, as its sshd sessions see it."""
-        return subprocess.run(["nsenter", "-t", str(self.hosts[host].manager_pid()), "-m", "-n", *argv],
-                              capture_output=True, text=True, timeout=60)
+        return subprocess.run(
+            ["nsenter", "-t", str(self.hosts[host].manager_pid()), "-m", "-n", *argv],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
 
     def host_path(self, host: str, path: Path) -> Path:
         """Where a path under `shared`, as HOST sees it, lives on this machine."""
@@ -117,7 +123,9 @@ class Fleet:
             return self.base / host / rel
         return self.base / host / "ovl" / rel.parts[0] / "u" / Path(*rel.parts[1:])
 
-    def run_step(self, route: DocRoute, playbook: str, first: bool, timeout: float = 600) -> subprocess.CompletedProcess:
+    def run_step(
+        self, route: DocRoute, playbook: str, first: bool, timeout: float = 600
+    ) -> subprocess.CompletedProcess:
         """The doc's commands up to and including its `alloclab.fleet.PLAYBOOK` line (first=True:
         with everything before that line, e.g. the wheel, the .debs and the inventory), in bash, in
         the checkout's copy, with the controller's PATH; its output kept in log_dir with times."""
@@ -125,8 +133,14 @@ class Fleet:
         # ansible finds its configuration and the collection as the doc says: ansible.cfg in the working directory
         env = {k: v for k, v in self.env.items() if k not in ("ANSIBLE_CONFIG", "ANSIBLE_COLLECTIONS_PATH")}
         n = len(list(self.log_dir.glob("step-*.log"))) if self.log_dir is not None else 0
-        return self._logged(["bash", "-euo", "pipefail", "-c", script], env, self.checkout, timeout,
-                            f"step-{n + 1:02d}-{playbook}.log", [f"$ {line}" for line in script.splitlines()])
+        return self._logged(
+            ["bash", "-euo", "pipefail", "-c", script],
+            env,
+            self.checkout,
+            timeout,
+            f"step-{n + 1:02d}-{playbook}.log",
+            [f"$ {line}" for line in script.splitlines()],
+        )
 
     def main_pid(self, host: str, unit: str) -> int | None:
         out = self.hosts[host].systemctl("show", "-p", "MainPID", "--value", unit).stdout.strip()
@@ -138,12 +152,12 @@ def _relay_names(index: int, count: int) -> list[str]:
     return [f"192.0.2.{index}_{9001 + i}" for i in range(count)]
 
 
-OVERLAID = ("usr", "etc", "var", "opt", "home", "root")     # a host's own layer over this machine's
+OVERLAID = ("usr", "etc", "var", "opt", "home", "root")  # a host's own layer over this machine's
 
 
 def _host_tree(root: Path, shared: Path, names: list[str]) -> None:
     tor = pwd.getpwnam("debian-tor")
-    unit_dir = root / "etc" / "systemd" / "system"      # bound at the host's /etc/systemd/system
+    unit_dir = root / "etc" / "systemd" / "system"  # bound at the host's /etc/systemd/system
     unit_dir.mkdir(parents=True)
     for top in OVERLAID:
         for layer in ("u", "w"):
@@ -161,20 +175,41 @@ def _host_tree(root: Path, shared: Path, names: list[str]) -> None:
 def fake_catalog_build(cache: Path, allocator_id: str, library: str) -> Path:
     """The stand-in described in the module docstring: one catalog build in a private cache."""
     from alloclab.allocators import catalog, hardening
+
     lib = Path(os.path.realpath(library))
     sha = hashlib.sha256(lib.read_bytes()).hexdigest()
     family, version = allocator_id.split("@")
-    package = subprocess.run(["dpkg", "-S", str(library)], capture_output=True, text=True).stdout.split(":")[0] or "libjemalloc2"
+    package = (
+        subprocess.run(["dpkg", "-S", str(library)], capture_output=True, text=True).stdout.split(":")[0]
+        or "libjemalloc2"
+    )
     pkg_version = subprocess.run(["dpkg-query", "-W", "-f=${Version}", package], capture_output=True, text=True).stdout
     d = cache / "allocators" / "builds" / catalog._safe(allocator_id) / sha[:16]
     d.mkdir(parents=True)
     shutil.copy2(lib, d / lib.name)
-    prov = {"id": allocator_id, "family": family, "version": version, "variant": None, "notes": None,
-            "source": {"kind": "debian-installed", "suite": "this-host", "package": package, "package_version": pkg_version,
-                       "sha256": sha},
-            "recipe": "prebuilt", "flags": [], "compiler": None, "library": lib.name, "library_sha256": sha,
-            "reported": {"family": family, "version": version}, "hardening": hardening.features(family, str(lib)),
-            "built_at": time.time(), "build_seconds": 0}
+    prov = {
+        "id": allocator_id,
+        "family": family,
+        "version": version,
+        "variant": None,
+        "notes": None,
+        "source": {
+            "kind": "debian-installed",
+            "suite": "this-host",
+            "package": package,
+            "package_version": pkg_version,
+            "sha256": sha,
+        },
+        "recipe": "prebuilt",
+        "flags": [],
+        "compiler": None,
+        "library": lib.name,
+        "library_sha256": sha,
+        "reported": {"family": family, "version": version},
+        "hardening": hardening.features(family, str(lib)),
+        "built_at": time.time(),
+        "build_seconds": 0,
+    }
     (d / "provenance.json").write_text(json.dumps(prov, indent=2, sort_keys=True))
     for p in [cache, *cache.rglob("*")]:
         if p.is_dir():
@@ -221,27 +256,38 @@ def fleet(unit_counts: dict[str, int], native_dir: Path, jemalloc: str, user: st
         fake_catalog_build(cache, "jemalloc@5.3.0", jemalloc)
         f.controller = base / "controller"
         f.controller.mkdir()
-        f.env = {**os.environ, "ALLOCLAB_CACHE": str(cache), "ANSIBLE_HOME": str(base / "ansible-home"),
-                 "ANSIBLE_COLLECTIONS_PATH": str(COLLECTIONS), "ANSIBLE_CONFIG": str(REPO / "ansible" / "ansible.cfg"),
-                 "ANSIBLE_LOCAL_TEMP": str(base / "ansible-tmp"), "ANSIBLE_NOCOLOR": "1", "ANSIBLE_FORCE_COLOR": "0",
-                 "PATH": f"{VENV_BIN}:{os.environ.get('PATH', '')}"}
+        f.env = {
+            **os.environ,
+            "ALLOCLAB_CACHE": str(cache),
+            "ANSIBLE_HOME": str(base / "ansible-home"),
+            "ANSIBLE_COLLECTIONS_PATH": str(COLLECTIONS),
+            "ANSIBLE_CONFIG": str(REPO / "ansible" / "ansible.cfg"),
+            "ANSIBLE_LOCAL_TEMP": str(base / "ansible-tmp"),
+            "ANSIBLE_NOCOLOR": "1",
+            "ANSIBLE_FORCE_COLOR": "0",
+            "PATH": f"{VENV_BIN}:{os.environ.get('PATH', '')}",
+        }
         f.env.pop("ALLOCLAB_PACKAGE_ROOT", None)
         yield f
     finally:
         try:
-            close_all(f.hosts.values())          # every host, whatever closing one of them raised
+            close_all(f.hosts.values())  # every host, whatever closing one of them raised
         finally:
             shutil.rmtree(base, ignore_errors=True)
 
 
 def _fresh_host(root: Path, shared: Path, user: str) -> str:
     """The shell commands that make a host's mount namespace a fresh machine (the module's docstring)."""
-    overlays = " && ".join(f"mount -t overlay overlay -o lowerdir=/{top},upperdir={root}/ovl/{top}/u,workdir={root}/ovl/{top}/w /{top}"
-                           for top in OVERLAID)
+    overlays = " && ".join(
+        f"mount -t overlay overlay -o lowerdir=/{top},upperdir={root}/ovl/{top}/u,workdir={root}/ovl/{top}/w /{top}"
+        for top in OVERLAID
+    )
     sudoers = f"/etc/sudoers.d/{user}"
-    return (f"mount --bind {root} {shared} && {overlays} && mount --bind {root}/etc/systemd/system /etc/systemd/system"
-            f" && useradd --create-home --shell /bin/sh --password '*' {shlex.quote(user)}"
-            f" && echo {shlex.quote(f'{user} ALL=(ALL:ALL) NOPASSWD: ALL')} > {sudoers} && chmod 0440 {sudoers}")
+    return (
+        f"mount --bind {root} {shared} && {overlays} && mount --bind {root}/etc/systemd/system /etc/systemd/system"
+        f" && useradd --create-home --shell /bin/sh --password '*' {shlex.quote(user)}"
+        f" && echo {shlex.quote(f'{user} ALL=(ALL:ALL) NOPASSWD: ALL')} > {sudoers} && chmod 0440 {sudoers}"
+    )
 
 
 def write_host_vars(f: Fleet, directory: Path, extra: dict | None = None) -> None:
@@ -249,23 +295,38 @@ def write_host_vars(f: Fleet, directory: Path, extra: dict | None = None) -> Non
     hosts need, one host_vars file each: how ssh reaches the host (its key, the ProxyCommand into
     its namespace) and its user manager (systemctl --user, found through XDG_RUNTIME_DIR)."""
     import yaml
+
     directory.mkdir(parents=True, exist_ok=True)
     for host, h in f.hosts.items():
-        (directory / f"{host}.yml").write_text(yaml.safe_dump({
-            "ansible_python_interpreter": "/usr/bin/python3",
-            "ansible_ssh_private_key_file": str(f.base / "id_ed25519"),
-            "ansible_ssh_common_args": f"-o ProxyCommand='{h.proxy_command()}' -o StrictHostKeyChecking=no "
-                                       "-o UserKnownHostsFile=/dev/null -o ControlMaster=auto -o ControlPersist=60s "
-                                       f"-o ControlPath={f.base}/cm-%C",
-            "alloclab_systemctl": "user", "alloclab_environment": {"XDG_RUNTIME_DIR": str(h.runtime)},
-            **(extra or {})}))
+        (directory / f"{host}.yml").write_text(
+            yaml.safe_dump(
+                {
+                    "ansible_python_interpreter": "/usr/bin/python3",
+                    "ansible_ssh_private_key_file": str(f.base / "id_ed25519"),
+                    "ansible_ssh_common_args": f"-o ProxyCommand='{h.proxy_command()}' -o StrictHostKeyChecking=no "
+                    "-o UserKnownHostsFile=/dev/null -o ControlMaster=auto -o ControlPersist=60s "
+                    f"-o ControlPath={f.base}/cm-%C",
+                    "alloclab_systemctl": "user",
+                    "alloclab_environment": {"XDG_RUNTIME_DIR": str(h.runtime)},
+                    **(extra or {}),
+                }
+            )
+        )
 
 
 def copy_checkout(f: Fleet) -> Path:
     """The checkout as a user has it (its files as they are now, tracked or new), beside the
     hosts; its .venv is this one (the controller's alloclab and ansible-core)."""
-    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO,
-                            capture_output=True, check=True).stdout.decode().split("\0")
+    listed = (
+        subprocess.run(
+            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            cwd=REPO,
+            capture_output=True,
+            check=True,
+        )
+        .stdout.decode()
+        .split("\0")
+    )
     dest = f.base / "alloclab"
     for rel in filter(None, listed):
         src = REPO / rel
@@ -281,6 +342,7 @@ def copy_checkout(f: Fleet) -> Path:
 class DocRoute:
     """docs/tutorials/relays-with-ansible.md's Ansible route: its one `sh` block, the inventory in it, split at each
     `ansible-playbook ... alloclab.fleet.NAME` line."""
+
     block: str
     hosts: list[str]
     user: str
@@ -290,16 +352,20 @@ class DocRoute:
 
     def script(self, playbook: str, first: bool) -> str:
         lines = self.lines()
-        at = next(i for i, line in enumerate(lines) if re.match(rf"ansible-playbook .*alloclab\.fleet\.{playbook}(\s|$)", line))
+        at = next(
+            i
+            for i, line in enumerate(lines)
+            if re.match(rf"ansible-playbook .*alloclab\.fleet\.{playbook}(\s|$)", line)
+        )
         if first:
-            return "\n".join(lines[:at + 1]) + "\n"
+            return "\n".join(lines[: at + 1]) + "\n"
         cds = [line for line in lines[:at] if line.startswith("cd ")]
         return "\n".join([*cds, lines[at]]) + "\n"
 
 
 def doc_route(doc: Path = REPO / "docs" / "tutorials" / "relays-with-ansible.md") -> DocRoute:
     text = doc.read_text()
-    section = text[text.index("## Many hosts"):]
+    section = text[text.index("## Many hosts") :]
     block = re.search(r"```sh\n(.*?)```", section, re.S).group(1)
     inventory = re.search(r"cat > inventory.ini <<'INI'\n(.*?)\nINI\n", block, re.S).group(1)
     hosts = re.search(r"^\[alloclab_fleet\]\n(.*?)(?:^\[|\Z)", inventory, re.S | re.M).group(1).split()
@@ -311,20 +377,26 @@ def write_inventory(f: Fleet, extra: dict | None = None) -> Path:
     """An inventory of the hosts as root, with alloclab present (this checkout's): for
     benchmarks/fleet_ansible.py, which measures the experiment, not the install."""
     import yaml
+
     hosts = {}
     for host, h in f.hosts.items():
         hosts[host] = {
-            "ansible_host": host, "ansible_user": "root", "ansible_python_interpreter": "/usr/bin/python3",
+            "ansible_host": host,
+            "ansible_user": "root",
+            "ansible_python_interpreter": "/usr/bin/python3",
             "ansible_ssh_private_key_file": str(f.base / "id_ed25519"),
             "ansible_ssh_common_args": f"-o ProxyCommand='{h.proxy_command()}' -o StrictHostKeyChecking=no "
-                                       "-o UserKnownHostsFile=/dev/null -o ControlMaster=auto -o ControlPersist=60s "
-                                       f"-o ControlPath={f.base}/cm-%C",
+            "-o UserKnownHostsFile=/dev/null -o ControlMaster=auto -o ControlPersist=60s "
+            f"-o ControlPath={f.base}/cm-%C",
             "alloclab_environment": {"XDG_RUNTIME_DIR": str(h.runtime)},
         }
     group_vars = {
-        "alloclab_install_method": "present", "alloclab_bin": str(VENV_BIN / "alloclab"),
-        "alloclab_systemctl": "user", "alloclab_units": "tor@*",
-        "alloclab_controller_bin": str(VENV_BIN / "alloclab"), "alloclab_controller_dir": str(f.controller),
+        "alloclab_install_method": "present",
+        "alloclab_bin": str(VENV_BIN / "alloclab"),
+        "alloclab_systemctl": "user",
+        "alloclab_units": "tor@*",
+        "alloclab_controller_bin": str(VENV_BIN / "alloclab"),
+        "alloclab_controller_dir": str(f.controller),
         **(extra or {}),
     }
     inv = f.base / "inventory.yml"

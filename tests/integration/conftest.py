@@ -1,4 +1,5 @@
 """Fixtures shared by the integration tests."""
+
 from __future__ import annotations
 
 import pytest
@@ -8,6 +9,7 @@ import pytest
 def report_run(tmp_path_factory, native_dir, jemalloc):
     """A real short run (tests/integration/report_fixture.py), made once per session."""
     from tests.integration.report_fixture import make_run
+
     return make_run(tmp_path_factory.mktemp("report-run"), native_dir, jemalloc)
 
 
@@ -15,4 +17,5 @@ def report_run(tmp_path_factory, native_dir, jemalloc):
 def report_input(report_run):
     """The run analysed once: the fixed input every reporter test renders."""
     from alloclab.reporters.report import prepare
+
     return prepare(report_run)

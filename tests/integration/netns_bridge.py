@@ -1,6 +1,7 @@
 """ssh's ProxyCommand for the fleet tests: run inside a host's network namespace (`ip netns exec`),
 it joins stdin/stdout to HOST:PORT there, so ssh reaches that namespace's sshd over the namespace's
 own loopback. (Debian's netcat would do; this keeps the test's dependencies to what it installs.)"""
+
 import os
 import selectors
 import socket

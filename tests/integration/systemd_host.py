@@ -11,6 +11,7 @@ people's tests run the same thing at the same time on this machine. A session ki
 (SIGKILL: no teardown runs) leaves its cgroups; the next Host to start removes those whose pid
 is gone and which hold no process (`remove_stale_cgroups`).
 """
+
 from __future__ import annotations
 
 import atexit
@@ -27,16 +28,18 @@ SYSTEMD = "/lib/systemd/systemd"
 SSHD = "/usr/sbin/sshd"
 # The nodes a system manager keeps under /run/systemd/inaccessible (ProtectHome=, InaccessiblePaths=
 # mount them over what they hide); PID 1 makes them at boot, so the tmpfs gets them here.
-INACCESSIBLE = ("mkdir -m 0755 /run/systemd/inaccessible && cd /run/systemd/inaccessible && mkdir -m 0 dir "
-                "&& install -m 0 /dev/null reg && mkfifo -m 0 fifo && mknod -m 0 chr c 0 0 && mknod -m 0 blk b 0 0 && cd /")
+INACCESSIBLE = (
+    "mkdir -m 0755 /run/systemd/inaccessible && cd /run/systemd/inaccessible && mkdir -m 0 dir "
+    "&& install -m 0 /dev/null reg && mkfifo -m 0 fifo && mknod -m 0 chr c 0 0 && mknod -m 0 blk b 0 0 && cd /"
+)
 
 
 CGROUP_PREFIX = "alloclab-systemd-"
-STALE = re.compile(re.escape(CGROUP_PREFIX) + r"(\d+)-[0-9a-f]{8}")      # ...-{creating pid}-{random}
-STOP_SECONDS = 30.0        # the manager stops its units on SIGTERM; SIGKILL after this
-REMOVE_SECONDS = 30.0      # a killed process leaves its cgroup once it has exited
+STALE = re.compile(re.escape(CGROUP_PREFIX) + r"(\d+)-[0-9a-f]{8}")  # ...-{creating pid}-{random}
+STOP_SECONDS = 30.0  # the manager stops its units on SIGTERM; SIGKILL after this
+REMOVE_SECONDS = 30.0  # a killed process leaves its cgroup once it has exited
 
-_open_hosts: set[Host] = set()      # closed at interpreter exit if a test's teardown did not
+_open_hosts: set[Host] = set()  # closed at interpreter exit if a test's teardown did not
 
 
 class Unavailable(Exception):
@@ -44,22 +47,26 @@ class Unavailable(Exception):
 
 
 def _hierarchies() -> list[Path]:
-    return [Path(m) for m in re.findall(r"^\S+ \S+ \S+ \S+ (/sys/fs/cgroup\S*) .* - cgroup2? ",
-                                        Path("/proc/self/mountinfo").read_text(), re.M)
-            if not m.endswith("cpuset")]          # systemd leaves v1 cpuset alone (and it needs cpus/mems set)
+    return [
+        Path(m)
+        for m in re.findall(
+            r"^\S+ \S+ \S+ \S+ (/sys/fs/cgroup\S*) .* - cgroup2? ", Path("/proc/self/mountinfo").read_text(), re.M
+        )
+        if not m.endswith("cpuset")
+    ]  # systemd leaves v1 cpuset alone (and it needs cpus/mems set)
 
 
 def _procs(cgroup: Path) -> list[int]:
     try:
         return [int(p) for p in (cgroup / "cgroup.procs").read_text().split()]
-    except OSError:                               # removed meanwhile
+    except OSError:  # removed meanwhile
         return []
 
 
 def _deepest_first(top: Path) -> list[Path]:
     try:
         below = [p for p in top.rglob("*") if p.is_dir()]
-    except OSError:                               # a directory went while it was listed: the next round lists again
+    except OSError:  # a directory went while it was listed: the next round lists again
         below = []
     return sorted(below, key=lambda p: -len(p.parts)) + [top]
 
@@ -114,7 +121,7 @@ def close_all(hosts) -> None:
     for h in list(hosts):
         try:
             h.close()
-        except BaseException as exc:          # a test's timeout too: the next hosts are closed all the same
+        except BaseException as exc:  # a test's timeout too: the next hosts are closed all the same
             errors.append(exc)
     if errors:
         raise errors[0]
@@ -135,8 +142,15 @@ def _run(argv: list[str]) -> None:
 class Host:
     """One manager (and, with `netns`, its namespace and an sshd on ADDRESS:22 inside it)."""
 
-    def __init__(self, workdir: Path, unit_dir: Path, netns: bool = False, address: str = "127.0.0.1",
-                 prepare: str = "", runtime_at: Path | None = None):
+    def __init__(
+        self,
+        workdir: Path,
+        unit_dir: Path,
+        netns: bool = False,
+        address: str = "127.0.0.1",
+        prepare: str = "",
+        runtime_at: Path | None = None,
+    ):
         """prepare: shell commands run in the host's private mount namespace before the manager
         starts (bind mounts, so every host sees its own tree at the same path as separate machines
         would; a tmpfs on /run). runtime_at: where the manager finds its runtime directory inside
@@ -180,12 +194,21 @@ class Host:
                 _run(["ip", "-n", self.netns, "addr", "add", f"{self.address}/32", "dev", "lo"])
             # nsenter --net, not `ip netns exec`: that remounts /sys, hiding the cgroup hierarchies
             prefix = ["nsenter", f"--net=/run/netns/{self.netns}"]
-        env = {**os.environ, "XDG_RUNTIME_DIR": str(self.runtime_at or self.runtime), "HOME": str(self.workdir),
-               "SYSTEMD_UNIT_PATH": f"{self.unit_dir}:"}
+        env = {
+            **os.environ,
+            "XDG_RUNTIME_DIR": str(self.runtime_at or self.runtime),
+            "HOME": str(self.workdir),
+            "SYSTEMD_UNIT_PATH": f"{self.unit_dir}:",
+        }
         enter = " && ".join(f"echo $$ > {d / 'cgroup.procs'}" for d in self.cgroups)
         script = f"{enter} && {self.prepare}mkdir -p /run/systemd && mount -t tmpfs tmpfs /run/systemd && mkdir -p /run/systemd/system && {INACCESSIBLE} && exec {SYSTEMD} --user"
-        self.manager = subprocess.Popen([*prefix, "unshare", "-m", "--propagation", "private", "sh", "-c", script],
-                                        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        self.manager = subprocess.Popen(
+            [*prefix, "unshare", "-m", "--propagation", "private", "sh", "-c", script],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         deadline = time.time() + timeout
         while time.time() < deadline:
             if self.manager.poll() is not None:
@@ -203,8 +226,12 @@ class Host:
         raise Unavailable(f"the systemd user manager did not come up in {timeout:g} s")
 
     def systemctl(self, *args: str) -> subprocess.CompletedProcess:
-        return subprocess.run(["systemctl", "--user", *args], capture_output=True, text=True,
-                              env={**os.environ, "XDG_RUNTIME_DIR": str(self.runtime)})
+        return subprocess.run(
+            ["systemctl", "--user", *args],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "XDG_RUNTIME_DIR": str(self.runtime)},
+        )
 
     def manager_pid(self) -> int:
         """The manager's own pid (its namespaces are the host's): the child of unshare's sh."""
@@ -222,22 +249,37 @@ class Host:
         key = self.workdir / "ssh_host_ed25519_key"
         _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)])
         config = self.workdir / "sshd_config"
-        config.write_text(f"ListenAddress {self.address}:22\nHostKey {key}\nPidFile {self.workdir / 'sshd.pid'}\n"
-                          f"AuthorizedKeysFile {authorized_keys}\nPermitRootLogin prohibit-password\nStrictModes no\n"
-                          "PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\n"
-                          f"SetEnv XDG_RUNTIME_DIR={self.runtime}\nSubsystem sftp internal-sftp\n")
+        config.write_text(
+            f"ListenAddress {self.address}:22\nHostKey {key}\nPidFile {self.workdir / 'sshd.pid'}\n"
+            f"AuthorizedKeysFile {authorized_keys}\nPermitRootLogin prohibit-password\nStrictModes no\n"
+            "PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\n"
+            f"SetEnv XDG_RUNTIME_DIR={self.runtime}\nSubsystem sftp internal-sftp\n"
+        )
         # sshd's privilege separation directory
         Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)
         pid = self.manager_pid()
-        self.sshd = subprocess.Popen(["nsenter", "-t", str(pid), "-m", "-n", SSHD, "-D", "-e", "-f", str(config)],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        self.sshd = subprocess.Popen(
+            ["nsenter", "-t", str(pid), "-m", "-n", SSHD, "-D", "-e", "-f", str(config)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         deadline = time.time() + timeout
         while time.time() < deadline:
             if self.sshd.poll() is not None:
                 raise Unavailable(f"sshd did not start: {self.sshd.stderr.read().strip()[-300:]}")
-            probe = subprocess.run(["ip", "netns", "exec", self.netns, "python3", "-c",
-                                    f"import socket; socket.create_connection(('{self.address}', 22), 1).close()"],
-                                   capture_output=True)
+            probe = subprocess.run(
+                [
+                    "ip",
+                    "netns",
+                    "exec",
+                    self.netns,
+                    "python3",
+                    "-c",
+                    f"import socket; socket.create_connection(('{self.address}', 22), 1).close()",
+                ],
+                capture_output=True,
+            )
             if probe.returncode == 0:
                 return
             time.sleep(0.1)
@@ -268,10 +310,10 @@ class Host:
                     _open_hosts.discard(self)
 
     def _stop_processes(self) -> None:
-        for proc in (self.sshd, self.manager):       # sshd first: its sessions are in the manager's namespaces
+        for proc in (self.sshd, self.manager):  # sshd first: its sessions are in the manager's namespaces
             if proc is None or proc.poll() is not None:
                 continue
-            proc.terminate()                          # the manager stops its units as it exits
+            proc.terminate()  # the manager stops its units as it exits
             try:
                 proc.wait(timeout=STOP_SECONDS)
             except subprocess.TimeoutExpired:
@@ -284,7 +326,7 @@ class Host:
         self.cgroups = [top for top in self.cgroups if not remove_cgroup_tree(top, deadline)]
         if self.manager is not None:
             with contextlib.suppress(subprocess.TimeoutExpired):
-                self.manager.wait(timeout=max(0.0, deadline - time.monotonic()))      # killed above: reaped here
+                self.manager.wait(timeout=max(0.0, deadline - time.monotonic()))  # killed above: reaped here
         if self.cgroups:
             raise RuntimeError(f"cgroups not removed in {REMOVE_SECONDS:g} s: {', '.join(map(str, self.cgroups))}")
 
@@ -297,6 +339,6 @@ class Host:
                     os.kill(int(pid), signal.SIGKILL)
             if self.sshd is not None:
                 with contextlib.suppress(subprocess.TimeoutExpired):
-                    self.sshd.wait(timeout=STOP_SECONDS)      # reaped
+                    self.sshd.wait(timeout=STOP_SECONDS)  # reaped
             subprocess.run(["ip", "netns", "delete", self.netns], capture_output=True)
             self.netns = None

@@ -1,4 +1,5 @@
 """Resolution and verification against real libraries in real processes."""
+
 import contextlib
 import os
 import shutil
@@ -25,15 +26,24 @@ def test_jemalloc_and_mimalloc_report_themselves(jemalloc, mimalloc):
     assert je.sha256 == library.sha256_file(jemalloc) and je.inode == os.stat(jemalloc).st_ino
 
 
-@pytest.mark.parametrize("raw,family,want", [("209", "mimalloc", "2.0.9"), ("30600", "mimalloc", "3.6.0"),
-                                             ("301", "mimalloc", "3.0.1"), ("5.3.0-0-g54eaed1d", "jemalloc", "5.3.0"),
-                                             ("gperftools 2.10", "tcmalloc", "2.10")])
+@pytest.mark.parametrize(
+    "raw,family,want",
+    [
+        ("209", "mimalloc", "2.0.9"),
+        ("30600", "mimalloc", "3.6.0"),
+        ("301", "mimalloc", "3.0.1"),
+        ("5.3.0-0-g54eaed1d", "jemalloc", "5.3.0"),
+        ("gperftools 2.10", "tcmalloc", "2.10"),
+    ],
+)
 def test_version_normalisation(raw, family, want):
     assert library.normalise_version(family, raw) == want
 
 
 def test_a_library_that_is_not_an_allocator_is_refused(tmp_path):
-    libm = next(p for p in ("/lib/x86_64-linux-gnu/libm.so.6", "/usr/lib/x86_64-linux-gnu/libm.so.6") if os.path.exists(p))
+    libm = next(
+        p for p in ("/lib/x86_64-linux-gnu/libm.so.6", "/usr/lib/x86_64-linux-gnu/libm.so.6") if os.path.exists(p)
+    )
     with pytest.raises(UserError, match="malloc still resolves to"):
         resolution.resolve(libm)
 
@@ -68,7 +78,7 @@ def tree(tmp_path, jemalloc):
     lib = b / "libjemalloc.so.2"
     shutil.copy(jemalloc, lib)
     lib.chmod(0o644)
-    library.check_preload_safe(lib)     # the baseline passes
+    library.check_preload_safe(lib)  # the baseline passes
     return tmp_path, lib
 
 
@@ -76,7 +86,7 @@ def refused(lib, *needles):
     with pytest.raises(UserError) as e:
         library.check_preload_safe(lib)
     msg = str(e.value)
-    assert "\n" not in msg and " — " in msg      # one line: the problem, then the fix
+    assert "\n" not in msg and " — " in msg  # one line: the problem, then the fix
     for n in needles:
         assert n in msg, msg
     return msg
@@ -85,14 +95,19 @@ def refused(lib, *needles):
 def test_world_writable_grandparent_is_refused(tree):
     root, lib = tree
     (root / "a").chmod(0o777)
-    refused(lib, f"directory {root / 'a'} is group- or world-writable", "world-writable, mode 0777", f"chmod go-w {root / 'a'}")
+    refused(
+        lib,
+        f"directory {root / 'a'} is group- or world-writable",
+        "world-writable, mode 0777",
+        f"chmod go-w {root / 'a'}",
+    )
     (root / "a").chmod(0o775)
     refused(lib, f"directory {root / 'a'}", "group-writable, mode 0775")
 
 
 def test_sticky_world_writable_directory_owned_by_root_is_accepted(tree):
     root, lib = tree
-    (root / "a").chmod(0o1777)          # like /tmp: others may add entries, not replace ours
+    (root / "a").chmod(0o1777)  # like /tmp: others may add entries, not replace ours
     library.check_preload_safe(lib)
     assert resolution.resolve(str(lib)).family == "jemalloc"
 
@@ -104,7 +119,7 @@ def test_library_owned_by_another_user_is_refused(tree):
     os.chown(lib, NOBODY, -1)
     refused(lib, f"library {lib} is owned by uid {NOBODY}", "not by root", f"chown root {lib}")
     with pytest.raises(UserError, match="owned by uid"):
-        resolution.resolve(str(lib))       # the path experiments take
+        resolution.resolve(str(lib))  # the path experiments take
 
 
 @pytest.mark.root
@@ -112,7 +127,7 @@ def test_library_owned_by_another_user_is_refused(tree):
 @pytest.mark.parametrize("step", ["a", "a/b"])
 def test_directory_owned_by_another_user_is_refused(tree, step):
     root, lib = tree
-    os.chown(root / step, NOBODY, -1)   # mode 0755: only its owner can write, but that owner is not us
+    os.chown(root / step, NOBODY, -1)  # mode 0755: only its owner can write, but that owner is not us
     refused(lib, f"directory {root / step} is owned by uid {NOBODY}")
 
 
@@ -133,10 +148,10 @@ def test_symlink_chain_is_checked_where_it_leads(tree, tmp_path_factory):
     link.symlink_to(lib)
     library.check_preload_safe(link)
     assert resolution.resolve(str(link)).path == str(lib)
-    (root / "a").chmod(0o777)           # the target's grandparent: the link's own directory is fine
+    (root / "a").chmod(0o777)  # the target's grandparent: the link's own directory is fine
     refused(link, f"directory {root / 'a'} is group- or world-writable")
     (root / "a").chmod(0o755)
-    hop = safe / "hop"                  # a relative link to a directory, then ".." across it
+    hop = safe / "hop"  # a relative link to a directory, then ".." across it
     hop.symlink_to(os.path.relpath(root / "a" / "b", safe))
     library.check_preload_safe(safe / "hop" / ".." / "b" / lib.name)
     (root / "a").chmod(0o777)
@@ -151,7 +166,7 @@ def test_symlink_owned_by_another_user_is_refused(tree, tmp_path_factory):
     sticky.chmod(0o1777)
     link = sticky / "libjemalloc.so"
     link.symlink_to(lib)
-    os.lchown(link, NOBODY, -1)         # in a sticky directory its owner may re-point it at will
+    os.lchown(link, NOBODY, -1)  # in a sticky directory its owner may re-point it at will
     refused(link, f"symbolic link {link} is owned by uid {NOBODY}")
 
 
@@ -167,6 +182,7 @@ def test_not_a_regular_file_is_refused(tree):
 @needs_root
 def test_cli_refuses_an_unsafe_library_in_one_line(tree, tmp_path_factory):
     from tests.conftest import run_cli
+
     root, lib = tree
     os.chown(root / "a", NOBODY, -1)
     work = tmp_path_factory.mktemp("exp")
@@ -209,7 +225,7 @@ def test_verify_preloaded_process(jemalloc, native_dir):
 
 def test_static_binary_is_unverified(jemalloc, native_dir):
     spec = resolution.resolve(jemalloc)
-    with running(frag(native_dir, static=True), "frag-static", {"LD_PRELOAD": jemalloc}) as pid:   # nothing to load
+    with running(frag(native_dir, static=True), "frag-static", {"LD_PRELOAD": jemalloc}) as pid:  # nothing to load
         v = library.verify_process(pid, spec)
     assert v.verified is False and "statically linked" in v.detail
 

@@ -3,6 +3,7 @@ or more, the day level: hourly means over the last day) agree with an independen
 written here from the raw CSVs (only relays that stayed on their allocator through the comparable
 window), the contaminated group is named with its relays, and the confounds that are really there
 are reported."""
+
 from __future__ import annotations
 
 import csv
@@ -17,7 +18,7 @@ from alloclab.store import Store
 from alloclab.torutils.importer import import_torutils
 from tests.conftest import DATASETS
 
-PST = timezone(timedelta(hours=-8))     # the 5-way data's naive timestamps (its events say -08:00)
+PST = timezone(timedelta(hours=-8))  # the 5-way data's naive timestamps (its events say -08:00)
 
 
 def _ts(s: str, naive=UTC) -> float:
@@ -55,8 +56,12 @@ def _stayed(pts, start, end, drop=0.5):
     """Has a sample at the window start and at its end, and no drop of 50%+ in between (a move to
     another allocator or a restart more than halves the level here; spikes and noise never do)."""
     inside = [v for t, v in pts if start <= t <= end]
-    return bool(inside) and pts[0][0] <= start and pts[-1][0] >= end and \
-        all(b > (1 - drop) * a for a, b in zip(inside, inside[1:]))
+    return (
+        bool(inside)
+        and pts[0][0] <= start
+        and pts[-1][0] >= end
+        and all(b > (1 - drop) * a for a, b in zip(inside, inside[1:]))
+    )
 
 
 def _expected_end_levels(series, group_of, start, end):
@@ -92,8 +97,10 @@ def test_fiveway_final_figures_agree_with_an_independent_computation(fiveway):
                 current[nick] = f.name.split("_")[1]
     series, _ = _relay_series(src / "memory.csv", PST)
     series = _drop_prefix_copies(series)
-    moved_at = max(_ts(e["timestamp"], PST) for e in csv.DictReader(open(src / "events.csv")) if e["event_type"] == "migration")
-    start = min(t for pts in series.values() for t, _ in pts if t > moved_at)       # first collection after the moves
+    moved_at = max(
+        _ts(e["timestamp"], PST) for e in csv.DictReader(open(src / "events.csv")) if e["event_type"] == "migration"
+    )
+    start = min(t for pts in series.values() for t, _ in pts if t > moved_at)  # first collection after the moves
     end = max(t for pts in series.values() for t, _ in pts)
     assert a.window.start == start and a.window.end == end
     expected = _expected_end_levels(series, current, start, end)
@@ -118,8 +125,8 @@ def test_fiveway_final_figures_agree_with_an_independent_computation(fiveway):
 def test_fiveway_verdict(fiveway):
     a = fiveway
     rec = a.recommendation
-    assert rec.winner == "B" and rec.significant and rec.ratio < 0.35     # mimalloc 2.0.9, as published
-    a_vs_e = a.group("A").comparison                                     # mimalloc 3.0.1: ends far above glibc
+    assert rec.winner == "B" and rec.significant and rec.ratio < 0.35  # mimalloc 2.0.9, as published
+    a_vs_e = a.group("A").comparison  # mimalloc 3.0.1: ends far above glibc
     assert a_vs_e.ratio > 1.3 and a_vs_e.significant and a_vs_e.status == "higher"
     # ... and still climbing: across its 20 replicas it nearly doubles over the common window
     ga = a.group("A")
@@ -128,11 +135,11 @@ def test_fiveway_verdict(fiveway):
     assert a.group("D").status == "Flat" and not a.group("D").growth.significant
     levels = {g.name: g.level_mb for g in a.groups}
     assert levels["B"] < levels["C"] < levels["D"] < levels["E"] < levels["A"]
-    assert {m.label: m.groups for m in a.label_mapping.values()}["group_c"] == ["B"]   # evidence, not the letter
+    assert {m.label: m.groups for m in a.label_mapping.values()}["group_c"] == ["B"]  # evidence, not the letter
     assert {m.label: m.groups for m in a.label_mapping.values()}["group_c_d"] == ["B", "C"]
     ident = a.warning("identical-series")
     assert ident and set(ident[0].replicas) == {"knxw", "knxwledgej"}
-    assert ident[0].data["dropped_from"] == "knxw" and ident[0].data["dropped_samples"] == 13   # counted once
+    assert ident[0].data["dropped_from"] == "knxw" and ident[0].data["dropped_samples"] == 13  # counted once
     assert [d.dropped_from for d in a.duplicates] == ["knxw"]
     assert "knxw" not in a.end_figures["E"].clean and "knxwledgej" in a.end_figures["E"].clean
     assert "B" in rec.text() and "Confidence" in rec.text()
@@ -144,9 +151,11 @@ def test_co_unified_common_window_and_final_figures(tmp_path):
     assert a.baseline == "Z"
     series, group_of = _relay_series(src / "memory_measurements.csv", group_column=True)
     labelled_i = [t for n, pts in series.items() if group_of[n] == "I" for t, _ in pts]
-    start, end = max(min(t for t, _ in pts) for n, pts in series.items() if group_of[n] == "I"), \
-        max(t for pts in series.values() for t, _ in pts)
-    assert min(labelled_i) <= a.window.start == start and a.window.end == end       # 3.0.1's data start days later
+    start, end = (
+        max(min(t for t, _ in pts) for n, pts in series.items() if group_of[n] == "I"),
+        max(t for pts in series.values() for t, _ in pts),
+    )
+    assert min(labelled_i) <= a.window.start == start and a.window.end == end  # 3.0.1's data start days later
     expected = _expected_end_levels(series, group_of, start, end)
     for g in ("A", "B", "C", "I", "Z"):
         assert a.end_figures[g].clean_mb == pytest.approx(median(expected[g].values()), rel=1e-9), g
@@ -156,13 +165,13 @@ def test_co_unified_common_window_and_final_figures(tmp_path):
 def test_co_guard_baseline_is_the_control_and_no_day0_verdict(tmp_path):
     src = DATASETS / "co-guard-2025-09"
     a = analyse(Store.open(import_torutils(src, tmp_path / "run")))
-    assert a.baseline == "B"                          # "Control (default)", not the treatment A
+    assert a.baseline == "B"  # "Control (default)", not the treatment A
     series, group_of = _relay_series(src / "measurements.csv", group_column=True)
     start = max(min(t for t, _ in pts) for n, pts in series.items() if group_of[n] == "E")
-    assert a.window.start == start                    # after every group's change, not day 0
+    assert a.window.start == start  # after every group's change, not day 0
     expected = _expected_end_levels(series, group_of, start, a.window.end)
     for g, vals in expected.items():
         assert a.end_figures[g].clean_mb == pytest.approx(median(vals.values()), rel=1e-9), g
     assert a.group("B").comparison.status == "baseline"
-    assert a.group("A").comparison.untestable         # the control has one relay: untestable, never "tied"
+    assert a.group("A").comparison.untestable  # the control has one relay: untestable, never "tied"
     assert a.recommendation.confidence == "none"

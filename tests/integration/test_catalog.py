@@ -1,5 +1,6 @@
 """Provisioning through real registries: Debian binary, Debian source, crate, PyPI wheel.
 Each build is verified by the probe and then runs a real program under LD_PRELOAD."""
+
 from __future__ import annotations
 
 import os
@@ -62,15 +63,18 @@ def test_route_builds_verifies_and_runs(builds, allocator_id, native_dir):
     # a real program under it maps exactly this file
     spec = resolution.resolve(allocator_id)
     assert spec.path == str(b.path) and spec.version == version
-    p = subprocess.Popen([str(native_dir / "frag"), "--load", "2", "--mb", "4"], env={**os.environ, "LD_PRELOAD": str(b.path)},
-                         stdout=subprocess.PIPE)
+    p = subprocess.Popen(
+        [str(native_dir / "frag"), "--load", "2", "--mb", "4"],
+        env={**os.environ, "LD_PRELOAD": str(b.path)},
+        stdout=subprocess.PIPE,
+    )
     try:
         wait_until_mapped(p.pid, os.path.realpath(b.path), timeout=30)
         assert library.verify_process(p.pid, spec).verified is True
     finally:
         out, _ = p.communicate(timeout=30)
     assert p.returncode == 0 and b"frag: ops=" in out
-    if allocator_id.startswith("mimalloc"):          # its options as it prints them (3.2.8: no "mimalloc: " before them)
+    if allocator_id.startswith("mimalloc"):  # its options as it prints them (3.2.8: no "mimalloc: " before them)
         read = options.library_options("mimalloc", str(b.path), {"MIMALLOC_MAX_WARNINGS": "7"})
         assert read.get("max_warnings") == "7" and "show_errors" in read, read
 
@@ -109,10 +113,13 @@ def test_world_writable_copy_is_refused(builds):
         b.path.chmod(0o644)
 
 
-@pytest.mark.parametrize("bad,needles", [
-    ("nosuch@1.0", ["unknown allocator family", "jemalloc"]),
-    ("mimalloc-2.0.9", ["not a catalog id"]),
-])
+@pytest.mark.parametrize(
+    "bad,needles",
+    [
+        ("nosuch@1.0", ["unknown allocator family", "jemalloc"]),
+        ("mimalloc-2.0.9", ["not a catalog id"]),
+    ],
+)
 def test_bad_ids_list_the_valid_choices(bad, needles):
     proc = run_cli("allocators", "build", bad)
     assert proc.returncode == 2
@@ -123,9 +130,9 @@ def test_bad_ids_list_the_valid_choices(bad, needles):
 def test_tunables_are_checked_against_the_very_library(builds):
     old = str(builds["mimalloc@2.0.9+secure"].path)
     new = str(builds["mimalloc@2.1.7"].path)
-    tunables.validate({"MIMALLOC_PURGE_DELAY": "0"}, "mimalloc", new, "g")          # 2.1 has purge_delay
+    tunables.validate({"MIMALLOC_PURGE_DELAY": "0"}, "mimalloc", new, "g")  # 2.1 has purge_delay
     with pytest.raises(UserError, match="not an option of this mimalloc") as err:
-        tunables.validate({"MIMALLOC_PURGE_DELAY": "0"}, "mimalloc", old, "g")      # 2.0.9 called it reset_delay
+        tunables.validate({"MIMALLOC_PURGE_DELAY": "0"}, "mimalloc", old, "g")  # 2.0.9 called it reset_delay
     assert "MIMALLOC_RESET_DELAY" in str(err.value)
     je = str(builds["jemalloc@5.2.1"].path)
     tunables.validate({"MALLOC_CONF": "dirty_decay_ms:1000,background_thread:true"}, "jemalloc", je, "g")
@@ -135,14 +142,16 @@ def test_tunables_are_checked_against_the_very_library(builds):
         tunables.validate({"MIMALLOC_PURGE_DELAY": "0"}, "jemalloc", je, "g")
     with pytest.raises(UserError, match="unknown tunable glibc.malloc.arena_maxx"):
         tunables.validate({"GLIBC_TUNABLES": "glibc.malloc.arena_maxx=2"}, "glibc", None, "g")
-    tunables.validate({"GLIBC_TUNABLES": "glibc.malloc.arena_max=2", "MALLOC_ARENA_MAX": "2", "APP_FLAG": "x"}, "glibc", None, "g")
+    tunables.validate(
+        {"GLIBC_TUNABLES": "glibc.malloc.arena_max=2", "MALLOC_ARENA_MAX": "2", "APP_FLAG": "x"}, "glibc", None, "g"
+    )
 
 
 def test_experiment_with_catalog_ids_and_unknown_tunable(builds, tmp_path, native_dir):
     exp = tmp_path / "exp.toml"
     exp.write_text(f"""
 name = "cat"
-command = ["{native_dir / 'frag'}", "--load", "3", "--mb", "4"]
+command = ["{native_dir / "frag"}", "--load", "3", "--mb", "4"]
 interval = "0.5s"
 [[group]]
 name = "v301"
@@ -158,6 +167,7 @@ env = {{ MIMALLOC_PURGE_DELAY = "0" }}
     proc = run_cli("run", str(exp), "-o", str(tmp_path / "good"))
     assert proc.returncode == 0, proc.stderr
     import sqlite3
+
     db = sqlite3.connect(tmp_path / "good" / "run.db")
     rows = db.execute("SELECT name, version, provenance_json FROM groups ORDER BY id").fetchall()
     assert [(r[0], r[1]) for r in rows] == [("v301", "3.0.1"), ("v209s", "2.0.9")]

@@ -2,6 +2,7 @@
 commit and the checkout of a small C program's repository and runs `alloclab gate` on both. A
 candidate that allocates 15% more fails the gate (exit 1); an identical one passes (exit 0); each
 leaves report.html and gate.json where the templates publish them from."""
+
 from __future__ import annotations
 
 import json
@@ -35,9 +36,19 @@ int main(int argc, char **argv) {
 
 
 def _git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True,
-                          env={**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid",
-                               "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.invalid"}).stdout.strip()
+    return subprocess.run(
+        ["git", "-C", str(repo), *args],
+        check=True,
+        capture_output=True,
+        text=True,
+        env={
+            **os.environ,
+            "GIT_AUTHOR_NAME": "t",
+            "GIT_AUTHOR_EMAIL": "t@example.invalid",
+            "GIT_COMMITTER_NAME": "t",
+            "GIT_COMMITTER_EMAIL": "t@example.invalid",
+        },
+    ).stdout.strip()
 
 
 def _write_program(repo: Path, extra_pct: int) -> None:
@@ -59,15 +70,22 @@ def project(tmp_path: Path) -> Path:
 
 
 def _gate(repo: Path, out: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "GATE_BASE_REF": "baseline", "GATE_RUN": "./app 24", "GATE_OUT": out,
-           "ALLOCLAB": str(Path(sys.executable).parent / "alloclab"),
-           # short phases for the test (a 5-minute limit is the default); 3 replicas a side
-           "GATE_ARGS": "--replicas 3 --warmup 3s --max-duration 60s"}
-    return subprocess.run(["bash", str(SCRIPT)], check=False, cwd=repo, env=env, capture_output=True, text=True, timeout=240)
+    env = {
+        **os.environ,
+        "GATE_BASE_REF": "baseline",
+        "GATE_RUN": "./app 24",
+        "GATE_OUT": out,
+        "ALLOCLAB": str(Path(sys.executable).parent / "alloclab"),
+        # short phases for the test (a 5-minute limit is the default); 3 replicas a side
+        "GATE_ARGS": "--replicas 3 --warmup 3s --max-duration 60s",
+    }
+    return subprocess.run(
+        ["bash", str(SCRIPT)], check=False, cwd=repo, env=env, capture_output=True, text=True, timeout=240
+    )
 
 
 def test_the_gate_fails_a_candidate_allocating_15_percent_more_and_passes_an_identical_one(project: Path):
-    _write_program(project, 15)                   # the pull request: 15% more allocated
+    _write_program(project, 15)  # the pull request: 15% more allocated
     _git(project, "commit", "-q", "-am", "allocate 15% more")
     more = _gate(project, "memory-gate-more")
     assert more.returncode == 1, more.stdout + more.stderr
@@ -90,17 +108,30 @@ def test_the_gate_fails_a_candidate_allocating_15_percent_more_and_passes_an_ide
 def test_the_templates_call_the_tested_script_and_publish_the_report():
     for path in TEMPLATES:
         text = path.read_text()
-        yaml.safe_load(text)                      # well-formed
+        yaml.safe_load(text)  # well-formed
         assert "bash ci/memory-gate.sh" in text and "memory-gate/report.html" in text, path
-        assert "ALLOCLAB_CACHE" in text and "pip install \"$ALLOCLAB_SPEC\"" in text and "ALLOCLAB_SPEC: " in text, path
+        assert "ALLOCLAB_CACHE" in text and 'pip install "$ALLOCLAB_SPEC"' in text and "ALLOCLAB_SPEC: " in text, path
 
 
 def test_a_program_that_exits_is_undecided_never_a_silent_pass(tmp_path: Path):
     """A batch program that ends before the gate is decided is not compared on what is left: the
     gate says why and exits 4 (exit 0 only when the caller allows an undecided gate)."""
     from tests.conftest import run_cli
-    args = ["gate", "--command", "/bin/sleep 2", "--fail-on-increase", "5", "--replicas", "2", "--warmup", "1s",
-            "--max-duration", "40s", "--no-report"]
+
+    args = [
+        "gate",
+        "--command",
+        "/bin/sleep 2",
+        "--fail-on-increase",
+        "5",
+        "--replicas",
+        "2",
+        "--warmup",
+        "1s",
+        "--max-duration",
+        "40s",
+        "--no-report",
+    ]
     p = run_cli(*args, "-o", str(tmp_path / "run"))
     assert p.returncode == 4, p.stdout + p.stderr
     assert "gate INCONCLUSIVE" in p.stdout and "held until alloclab stops the program" in p.stdout

@@ -1,5 +1,6 @@
 """`alloclab compare` on real short runs (real processes under glibc, real /proc, real SQLite) and the
 live view served during a real run, checked against the store it reads."""
+
 from __future__ import annotations
 
 import json
@@ -22,8 +23,9 @@ def experiment(tmp: Path, native_dir: Path, app_mb: int, name: str) -> Path:
     frag = native_dir / "frag"
     # two seconds of churn, then the survivors held through the measured window: the level depends
     # little on how fast the loaded machine let the program work (24 MB: about 1.5x the level of 8)
-    cmd = lambda mb: (f'["{frag}", "--load", "2", "--idle", "60", "--mb", "{mb}", "--threads", "1", '
-                      '"--seed", "{seed}"]')
+    cmd = lambda mb: (
+        f'["{frag}", "--load", "2", "--idle", "60", "--mb", "{mb}", "--threads", "1", "--seed", "{{seed}}"]'
+    )
     path = tmp / f"{name}.toml"
     path.write_text(f"""
 name = "{name}"
@@ -68,9 +70,24 @@ def runs(tmp_path_factory, native_dir):
     tmp = tmp_path_factory.mktemp("cmp")
     same = experiment(tmp, native_dir, 8, "cmp")
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "alloclab", "run", str(same), "-o", str(tmp / "a"), "--no-report",
-                             "--serve", f"127.0.0.1:{port}"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "ALLOCLAB_TEST_SECRET": SECRET})
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "alloclab",
+            "run",
+            str(same),
+            "-o",
+            str(tmp / "a"),
+            "--no-report",
+            "--serve",
+            f"127.0.0.1:{port}",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "ALLOCLAB_TEST_SECRET": SECRET},
+    )
     polls, assets = [], {}
     deadline = time.monotonic() + 60
     while proc.poll() is None and time.monotonic() < deadline:
@@ -104,7 +121,7 @@ def test_identical_runs_exit_0_with_no_significant_change(runs):
     d = runs["dir"]
     p = run_cli("compare", str(d / "a"), str(d / "a2"), "--fail-on-increase", "5")
     assert "no significant change in any matched group" in p.stdout
-    assert "gate PASSED" in p.stdout or "gate INCONCLUSIVE" in p.stdout     # never "FAILED" on identical runs
+    assert "gate PASSED" in p.stdout or "gate INCONCLUSIVE" in p.stdout  # never "FAILED" on identical runs
     # undecided is exit 4 (never a silent green), unless allowed
     assert p.returncode == (0 if "gate PASSED" in p.stdout else 4), p.stdout + p.stderr
     allowed = run_cli("compare", str(d / "a"), str(d / "a2"), "--fail-on-increase", "5", "--allow-inconclusive")
@@ -119,12 +136,15 @@ def test_a_group_holding_more_memory_fails_the_gate(runs):
     assert "gate FAILED" in p.stdout and "shown above 1.05× in app" in p.stdout
     from alloclab.analysis import two_runs  # the --json document, built in this process (saves an interpreter start)
     from alloclab.reporters.two_runs import to_json
+
     j = json.loads(to_json(two_runs.compare_runs(d / "a", d / "b", fail_on_increase=5)))
     app = next(g for g in j["groups"] if g["key"] == "app")
     glibc = next(g for g in j["groups"] if g["key"] == "glibc")
     assert app["significant"] and app["ratio_ci"][0] > 1.05 and app["rose_beyond_gate"]
     assert not glibc["rose_beyond_gate"]
-    assert j["gate"] == "above" and any(c["field"] == "command_json" and c["scope"] == "app" for c in j["provenance_changes"])
+    assert j["gate"] == "above" and any(
+        c["field"] == "command_json" and c["scope"] == "app" for c in j["provenance_changes"]
+    )
     # a bad run argument exits 2 with one line
     bad = run_cli("compare", str(d / "a"), str(d / "nope"))
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "Traceback" not in bad.stderr
@@ -141,12 +161,15 @@ def test_live_view_answers_with_the_runs_current_data(runs):
         for r in state["replicas"]:
             if r["last_t"] is None:
                 continue
-            (kb,) = db.execute("SELECT rss_kb FROM samples WHERE replica_id = ? AND t = ?", (ids[r["name"]], r["last_t"])).fetchone()
+            (kb,) = db.execute(
+                "SELECT rss_kb FROM samples WHERE replica_id = ? AND t = ?", (ids[r["name"]], r["last_t"])
+            ).fetchone()
             assert r["last_mb"] == pytest.approx(kb / 1024)
         # every sample up to the poll, exactly as stored
         for name, s in series["series"].items():
-            rows = db.execute("SELECT t, rss_kb FROM samples WHERE replica_id = ? AND t <= ? ORDER BY t",
-                              (ids[name], series["until"])).fetchall()
+            rows = db.execute(
+                "SELECT t, rss_kb FROM samples WHERE replica_id = ? AND t <= ? ORDER BY t", (ids[name], series["until"])
+            ).fetchall()
             assert s["t"] == [t for t, _ in rows] and s["mb"] == pytest.approx([kb / 1024 for _, kb in rows])
     # the data grew between polls: the view follows the run
     assert polls[-1][0]["last_sample"] > polls[0][0]["last_sample"]
@@ -173,7 +196,7 @@ def test_live_view_refuses_public_addresses_and_bad_ports(tmp_path, native_dir):
 def test_bundle_holds_what_upstream_needs_and_extracts_safely(runs, tmp_path):
     d = runs["dir"]
     out = tmp_path / "a.tar.gz"
-    p = run_cli("bundle", str(d / "a"), "-o", str(out))      # run a has no report yet: bundle writes it
+    p = run_cli("bundle", str(d / "a"), "-o", str(out))  # run a has no report yet: bundle writes it
     assert p.returncode == 0, p.stderr
     with tarfile.open(out) as tar:
         members = tar.getmembers()
@@ -181,10 +204,17 @@ def test_bundle_holds_what_upstream_needs_and_extracts_safely(runs, tmp_path):
         for m in members:
             assert m.isfile() and not m.name.startswith("/") and ".." not in Path(m.name).parts, m.name
             assert m.name.startswith("a-bundle/")
-        for f in ("experiment.toml", "provenance.json", "README.md", "report.md", "summary.json", "charts/timeseries.png"):
+        for f in (
+            "experiment.toml",
+            "provenance.json",
+            "README.md",
+            "report.md",
+            "summary.json",
+            "charts/timeseries.png",
+        ):
             assert f"a-bundle/{f}" in names, f
         blob = b"".join(tar.extractfile(m).read() for m in members)
-        tar.extractall(tmp_path / "x", filter="data")         # the strict filter accepts every member
+        tar.extractall(tmp_path / "x", filter="data")  # the strict filter accepts every member
     assert SECRET.encode() not in blob
     root = tmp_path / "x" / "a-bundle"
     db = sqlite3.connect(d / "a" / "run.db")

@@ -2,6 +2,7 @@
 (Store.open_checked), so a zeroed page, a missing table or an absurd time is bad input: one line
 naming the store and integrity_check, exit code 2, the store untouched (docs/reference/security.md, "Damaged
 stores"); merge: tests/unit/test_cli_errors.py. A full disk stays exit code 3 (cut short)."""
+
 from __future__ import annotations
 
 import contextlib
@@ -45,6 +46,7 @@ def _sql(statement: str):
         conn.execute(statement)
         conn.commit()
         conn.close()
+
     return damage
 
 
@@ -61,27 +63,36 @@ def test_every_reader_turns_damage_into_one_line(intact, tmp_path, damage, capsy
     shutil.copytree(intact, run)
     DAMAGE[damage](run / "run.db")
     before = hashlib.sha256((run / "run.db").read_bytes()).hexdigest()
-    for args in (["report", str(run)], ["compare", str(intact), str(run)], ["export", str(run), "--csv", str(tmp_path / "csv")],
-                 ["bundle", str(run), "-o", str(tmp_path / "b.tar.gz")]):
-        monkeypatch.setattr("sys.argv", ["alloclab", *args])      # the CLI's own entry point, in this process
+    for args in (
+        ["report", str(run)],
+        ["compare", str(intact), str(run)],
+        ["export", str(run), "--csv", str(tmp_path / "csv")],
+        ["bundle", str(run), "-o", str(tmp_path / "b.tar.gz")],
+    ):
+        monkeypatch.setattr("sys.argv", ["alloclab", *args])  # the CLI's own entry point, in this process
         with pytest.raises(SystemExit) as end:
             cli.main()
         err = capsys.readouterr().err
         assert end.value.code == 2, (args, end.value.code, err[-2000:])
-        assert len(err.strip().splitlines()) == 1 and "integrity_check" in err and f"{run / 'run.db'} is damaged" in err, err
+        assert (
+            len(err.strip().splitlines()) == 1 and "integrity_check" in err and f"{run / 'run.db'} is damaged" in err
+        ), err
     assert hashlib.sha256((run / "run.db").read_bytes()).hexdigest() == before, "a reader wrote to the store"
     assert not (tmp_path / "b.tar.gz").exists()
 
 
-@pytest.mark.root                                  # mounts a tmpfs
+@pytest.mark.root  # mounts a tmpfs
 def test_report_on_a_full_disk_says_the_disk_is_full(intact, tmp_path, capsys, monkeypatch):
     mnt = tmp_path / "full"
     mnt.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)], capture_output=True).returncode != 0:
+    if (
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)], capture_output=True).returncode
+        != 0
+    ):
         pytest.skip("cannot mount a tmpfs (needs root)")
     try:
         shutil.copytree(intact, mnt / "run", ignore=shutil.ignore_patterns("report*", "summary*", "*.png", "*.csv"))
-        with open(mnt / "filler", "wb") as f, contextlib.suppress(OSError):   # take every free byte
+        with open(mnt / "filler", "wb") as f, contextlib.suppress(OSError):  # take every free byte
             while True:
                 f.write(b"x" * 65536)
                 f.flush()

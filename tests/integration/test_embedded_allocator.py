@@ -6,6 +6,7 @@ once with cargo into the cache (keyed by the hash of its sources and Cargo.lock)
 start at once. A shared object that embeds mimalloc and exports nothing of it (like rolldown's
 binding) is linked here from the same build, and loaded into a Python process.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -52,14 +53,29 @@ def hidden_mimalloc_object(rust_mimalloc, tmp_path_factory) -> Path:
     archives = glob.glob(str(rust_mimalloc.parent / "build" / "libmimalloc-sys-*" / "out" / "libmimalloc.a"))
     assert archives, "the mimalloc crate's build left no libmimalloc.a"
     d = tmp_path_factory.mktemp("binding")
-    (d / "binding.c").write_text("#include <stddef.h>\nvoid *mi_malloc(size_t);\n"
-                                 "void *binding_work(size_t n) { return mi_malloc(n); }\n")
+    (d / "binding.c").write_text(
+        "#include <stddef.h>\nvoid *mi_malloc(size_t);\nvoid *binding_work(size_t n) { return mi_malloc(n); }\n"
+    )
     (d / "binding.map").write_text("{ global: binding_work; local: *; };\n")
     so = d / "rolldown-like-binding.linux-x64-gnu.node"
-    subprocess.run(["gcc", "-shared", "-fPIC", "-O1", "-o", str(so), str(d / "binding.c"), archives[0],
-                    f"-Wl,--version-script={d / 'binding.map'}", "-lpthread"], check=True, capture_output=True)
+    subprocess.run(
+        [
+            "gcc",
+            "-shared",
+            "-fPIC",
+            "-O1",
+            "-o",
+            str(so),
+            str(d / "binding.c"),
+            archives[0],
+            f"-Wl,--version-script={d / 'binding.map'}",
+            "-lpthread",
+        ],
+        check=True,
+        capture_output=True,
+    )
     dyn = subprocess.run(["nm", "-D", "--defined-only", str(so)], capture_output=True, text=True).stdout
-    assert "binding_work" in dyn and "mi_malloc" not in dyn      # exports nothing of mimalloc
+    assert "binding_work" in dyn and "mi_malloc" not in dyn  # exports nothing of mimalloc
     return so
 
 
@@ -82,17 +98,19 @@ def test_embedded_mimalloc_under_glibc_is_not_verified(rust_mimalloc):
     with running([rust_mimalloc]) as pid:
         v = library.verify_process(pid, resolution.resolve("glibc"))
     assert v.verified is False and v.state == "embedded" and v.embedded == ("mimalloc",)
-    assert v.detail == ("embedded allocator: the executable embeds mimalloc (statically linked): "
-                        "its allocations do not go through glibc malloc")
+    assert v.detail == (
+        "embedded allocator: the executable embeds mimalloc (statically linked): "
+        "its allocations do not go through glibc malloc"
+    )
     assert v.mapped_allocator == "embedded:mimalloc"
 
 
 def test_embedded_mimalloc_under_preloaded_jemalloc_is_not_verified(rust_mimalloc, jemalloc):
     spec = resolution.resolve(jemalloc)
     with running([rust_mimalloc], {"LD_PRELOAD": jemalloc}) as pid:
-        assert any(library._same_file(m, spec) for m in library.mapped_files(pid))   # the preload did load
+        assert any(library._same_file(m, spec) for m in library.mapped_files(pid))  # the preload did load
         v = library.verify_process(pid, spec)
-    assert v.state == "embedded" and v.embedded == ("mimalloc",)     # the preloaded jemalloc itself does not count
+    assert v.state == "embedded" and v.embedded == ("mimalloc",)  # the preloaded jemalloc itself does not count
     assert f"the executable embeds mimalloc (statically linked): LD_PRELOAD of {spec.label} does not reach" in v.detail
     assert "not mapped" not in v.detail
 
@@ -120,8 +138,10 @@ def test_bundled_group_finds_the_embedded_allocator(rust_mimalloc):
 
 def test_allocator_hidden_in_a_loaded_object(hidden_mimalloc_object):
     """The rolldown case: the executable (python) is clean; a loaded object carries mimalloc."""
-    code = ("import ctypes, sys, time\nlib = ctypes.CDLL(sys.argv[1])\nlib.binding_work.restype = ctypes.c_void_p\n"
-            "assert lib.binding_work(1000)\nprint('ready', flush=True)\ntime.sleep(60)\n")
+    code = (
+        "import ctypes, sys, time\nlib = ctypes.CDLL(sys.argv[1])\nlib.binding_work.restype = ctypes.c_void_p\n"
+        "assert lib.binding_work(1000)\nprint('ready', flush=True)\ntime.sleep(60)\n"
+    )
     with running([sys.executable, "-c", code, hidden_mimalloc_object]) as pid:
         v = library.verify_process(pid, resolution.resolve("glibc"))
     assert v.state == "embedded"
@@ -162,7 +182,7 @@ def test_signature_scan_on_real_libraries(jemalloc, mimalloc):
     """Positive controls (the libraries themselves, with their symbols) and negative ones."""
     assert [f.family for f in embedded.scan_path(mimalloc)] == ["mimalloc"]
     assert [f.family for f in embedded.scan_path(jemalloc)] == ["jemalloc"]
-    assert "mallctl" in embedded.scan_path(jemalloc)[0].evidence      # a defined symbol
+    assert "mallctl" in embedded.scan_path(jemalloc)[0].evidence  # a defined symbol
     libc = next(p for p in glob.glob("/usr/lib/*/libc.so.6"))
     for clean in (sys.executable, os.path.realpath(sys.executable), libc, "/bin/sh"):
         assert embedded.scan_path(clean) == (), clean
@@ -189,12 +209,18 @@ allocator = "{jemalloc}"
     proc = run_cli("run", str(exp), "-o", str(tmp_path / "run"))
     assert proc.returncode == 0, proc.stderr
     db = sqlite3.connect(tmp_path / "run" / "run.db")
-    rows = dict(db.execute("SELECT g.name, r.verified || '|' || r.verify_detail FROM replicas r "
-                           "JOIN groups g ON g.id = r.group_id").fetchall())
-    assert rows["glibc"] == ("0|embedded allocator: the executable embeds mimalloc (statically linked): "
-                             "its allocations do not go through glibc malloc")
-    assert rows["jemalloc"].startswith("0|embedded allocator: the executable embeds mimalloc (statically linked): "
-                                       "LD_PRELOAD of jemalloc")
+    rows = dict(
+        db.execute(
+            "SELECT g.name, r.verified || '|' || r.verify_detail FROM replicas r JOIN groups g ON g.id = r.group_id"
+        ).fetchall()
+    )
+    assert rows["glibc"] == (
+        "0|embedded allocator: the executable embeds mimalloc (statically linked): "
+        "its allocations do not go through glibc malloc"
+    )
+    assert rows["jemalloc"].startswith(
+        "0|embedded allocator: the executable embeds mimalloc (statically linked): LD_PRELOAD of jemalloc"
+    )
     recorded = db.execute("SELECT DISTINCT verified, mapped_allocator FROM verifications").fetchall()
     assert recorded == [(0, "embedded:mimalloc")]
     # the families as data beside the words: what the analysis reads (it never parses verify_detail)
@@ -211,23 +237,28 @@ def _python_with_mimalloc() -> str | None:
     nothing in the user's home is searched."""
     cands = [shutil.which(f"python3.{v}") for v in range(13, 20)]
     for c in filter(None, cands):
-        out = subprocess.run([c, "-c", "import sysconfig; print(sysconfig.get_config_var('WITH_MIMALLOC'))"],
-                             capture_output=True, text=True)
+        out = subprocess.run(
+            [c, "-c", "import sysconfig; print(sysconfig.get_config_var('WITH_MIMALLOC'))"],
+            capture_output=True,
+            text=True,
+        )
         if out.stdout.strip() == "1":
             return c
     return None
 
 
-@pytest.mark.skipif(_python_with_mimalloc() is None,
-                    reason="no CPython 3.13+ built with mimalloc on PATH as python3.13 ... python3.19 "
-                           "(Debian 12 has none; e.g. PATH=$(pyenv prefix 3.13.0)/bin:$PATH runs this test)")
+@pytest.mark.skipif(
+    _python_with_mimalloc() is None,
+    reason="no CPython 3.13+ built with mimalloc on PATH as python3.13 ... python3.19 "
+    "(Debian 12 has none; e.g. PATH=$(pyenv prefix 3.13.0)/bin:$PATH runs this test)",
+)
 def test_cpython_mimalloc_counts_only_when_selected():
     py = _python_with_mimalloc()
     code = "print('ready', flush=True); import time; time.sleep(60)"
     glibc = resolution.resolve("glibc")
     with running([py, "-c", code], drop=("PYTHONMALLOC",)) as pid:
         v = library.verify_process(pid, glibc)
-    assert (v.verified, v.embedded) == (True, ()), v     # default pymalloc + malloc: glibc serves it
+    assert (v.verified, v.embedded) == (True, ()), v  # default pymalloc + malloc: glibc serves it
     with running([py, "-c", code], {"PYTHONMALLOC": "mimalloc"}) as pid:
         v = library.verify_process(pid, glibc)
     assert v.state == "embedded" and "embeds mimalloc" in v.detail

@@ -14,6 +14,7 @@ only additions to the doc's inventory are host_vars beside it: how ssh reaches e
 user manager, and short intervals (collect 1 s, settle 2 s).
 
 Slow (several minutes): `-m slow`."""
+
 from __future__ import annotations
 
 import datetime
@@ -39,17 +40,38 @@ from tests.integration.ansible_fleet import (
     write_host_vars,
 )
 
-pytestmark = [pytest.mark.ssh, pytest.mark.root, pytest.mark.tor,  # Ansible over SSH to hosts in network namespaces, running tor
-              pytest.mark.skipif(
-    not (Path(systemd_host.SYSTEMD).exists() and Path(systemd_host.SSHD).exists() and (VENV_BIN / "ansible-playbook").exists()
-         and shutil.which("ip") and shutil.which("tor") and shutil.which("sudo")),
-    reason="needs systemd, openssh-server, sudo, tor, iproute2 and ansible-core: run scripts/install.sh --test")]
+pytestmark = [
+    pytest.mark.ssh,
+    pytest.mark.root,
+    pytest.mark.tor,  # Ansible over SSH to hosts in network namespaces, running tor
+    pytest.mark.skipif(
+        not (
+            Path(systemd_host.SYSTEMD).exists()
+            and Path(systemd_host.SSHD).exists()
+            and (VENV_BIN / "ansible-playbook").exists()
+            and shutil.which("ip")
+            and shutil.which("tor")
+            and shutil.which("sudo")
+        ),
+        reason="needs systemd, openssh-server, sudo, tor, iproute2 and ansible-core: run scripts/install.sh --test",
+    ),
+]
 
 GROUPS = {"glibc", "jemalloc", "jemalloc-bg", "mimalloc"}
 # what a host needs besides alloclab's venv (docs/tutorials/relays-with-ansible.md): Debian's packages for the fleet verbs,
 # with what they pull in that a Debian server with python3 may lack
-HOST_DEBIAN = ("python3-click", "python3-rich", "python3-prometheus-client", "python3-pygments", "python3-markdown-it",
-               "python3-mdurl", "python3-venv", "python3.11-venv", "python3-pip-whl", "python3-setuptools-whl")
+HOST_DEBIAN = (
+    "python3-click",
+    "python3-rich",
+    "python3-prometheus-client",
+    "python3-pygments",
+    "python3-markdown-it",
+    "python3-mdurl",
+    "python3-venv",
+    "python3.11-venv",
+    "python3-pip-whl",
+    "python3-setuptools-whl",
+)
 
 
 def environ(pid: int) -> dict[str, str]:
@@ -61,18 +83,24 @@ def maps(pid: int) -> str:
 
 
 def uid(pid: int) -> int:
-    return next(int(line.split()[1]) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if line.startswith("Uid:"))
+    return next(
+        int(line.split()[1]) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if line.startswith("Uid:")
+    )
 
 
 def recap(out: str) -> dict[str, dict[str, int]]:
     """PLAY RECAP: host -> {ok, changed, failed, ...}."""
-    tail = out[out.rindex("PLAY RECAP"):]
-    return {m.group(1): {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", m.group(2))}
-            for m in re.finditer(r"^(\S+)\s+:\s+(.*)$", tail, re.M)}
+    tail = out[out.rindex("PLAY RECAP") :]
+    return {
+        m.group(1): {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", m.group(2))}
+        for m in re.finditer(r"^(\S+)\s+:\s+(.*)$", tail, re.M)
+    }
 
 
 def tree(top: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(top)): p.read_bytes() for p in sorted(top.rglob("*")) if p.is_file() and not p.is_symlink()}
+    return {
+        str(p.relative_to(top)): p.read_bytes() for p in sorted(top.rglob("*")) if p.is_file() and not p.is_symlink()
+    }
 
 
 def du(top: Path) -> int:
@@ -107,12 +135,21 @@ def test_the_documented_route_from_fresh_hosts_to_teardown(route, three_hosts, t
     hosts = list(f.hosts)
     debian_tor = __import__("pwd").getpwnam("debian-tor").pw_uid
     checkout = copy_checkout(f)
-    write_host_vars(f, checkout / "ansible" / "host_vars",
-                    {"alloclab_collect_interval": "1s", "alloclab_batch": "2", "alloclab_deploy_batch": "100%",
-                     "alloclab_deploy_settle": "2s", "alloclab_deploy_max_restarts": 1, "alloclab_deploy_guard_interval": "0.3s",
-                     "alloclab_deploy_max_increase": ""})
+    write_host_vars(
+        f,
+        checkout / "ansible" / "host_vars",
+        {
+            "alloclab_collect_interval": "1s",
+            "alloclab_batch": "2",
+            "alloclab_deploy_batch": "100%",
+            "alloclab_deploy_settle": "2s",
+            "alloclab_deploy_max_restarts": 1,
+            "alloclab_deploy_guard_interval": "0.3s",
+            "alloclab_deploy_max_increase": "",
+        },
+    )
     units_before = {host: tree(f.upper(host, "/etc/systemd/system")) for host in hosts}
-    for host in hosts:                                       # fresh: no alloclab on any host
+    for host in hosts:  # fresh: no alloclab on any host
         assert f.nsenter(host, "test", "-e", "/opt/alloclab").returncode == 1
     timings = {}
 
@@ -126,13 +163,19 @@ def test_the_documented_route_from_fresh_hosts_to_teardown(route, three_hosts, t
     # first with the last host's mimalloc not the controller's (a path-given library): refused there,
     # in one line, before anything is applied anywhere
     mimalloc = os.path.realpath("/usr/lib/x86_64-linux-gnu/libmimalloc.so.2")
-    assert f.nsenter(hosts[2], "sh", "-c", f"cp {mimalloc} /root/mimalloc.keep && printf x >> {mimalloc}").returncode == 0
+    assert (
+        f.nsenter(hosts[2], "sh", "-c", f"cp {mimalloc} /root/mimalloc.keep && printf x >> {mimalloc}").returncode == 0
+    )
     run = step("experiment", first=True)
-    assert "fleet groups file" in run.stdout                     # `alloclab check relays.toml` accepted it
+    assert "fleet groups file" in run.stdout  # `alloclab check relays.toml` accepted it
     assert run.returncode != 0
-    assert f"{hosts[2]}: group mimalloc's library {mimalloc} differs from the controller's" in run.stdout, run.stdout[-3000:]
+    assert f"{hosts[2]}: group mimalloc's library {mimalloc} differs from the controller's" in run.stdout, run.stdout[
+        -3000:
+    ]
     assert not [d for host in hosts for d in f.upper(host, "/etc/systemd/system").glob("*.d/50-alloclab.conf")]
-    assert f.nsenter(hosts[2], "sh", "-c", f"cp /root/mimalloc.keep {mimalloc} && rm /root/mimalloc.keep").returncode == 0
+    assert (
+        f.nsenter(hosts[2], "sh", "-c", f"cp /root/mimalloc.keep {mimalloc} && rm /root/mimalloc.keep").returncode == 0
+    )
     run = step("experiment")
     assert run.returncode == 0, run.stdout[-4000:]
     assert all(r["changed"] > 0 and r["failed"] == 0 for r in recap(run.stdout).values()), run.stdout[-1500:]
@@ -143,17 +186,19 @@ def test_the_documented_route_from_fresh_hosts_to_teardown(route, three_hosts, t
     for host, units in f.units.items():
         mine = [a for a in plan["assignments"] if a["host"] == host]
         assert sorted(a["unit"] for a in mine) == sorted(units)
-        assert {a["group"] for a in mine} == GROUPS, mine           # every host carries every group
+        assert {a["group"] for a in mine} == GROUPS, mine  # every host carries every group
     groups_by_name = {g["name"]: g for g in plan["groups"]}
-    assert groups_by_name["jemalloc"]["library"] == "/usr/lib/alloclab/jemalloc-5.3.0/libjemalloc.so.2"   # the .deb's path
+    assert (
+        groups_by_name["jemalloc"]["library"] == "/usr/lib/alloclab/jemalloc-5.3.0/libjemalloc.so.2"
+    )  # the .deb's path
     for a in plan["assignments"]:
         host, unit, group = a["host"], a["unit"], groups_by_name[a["group"]]
         pid = f.main_pid(host, unit)
-        assert pid and uid(pid) == debian_tor                     # User= honoured: the relay runs as debian-tor
+        assert pid and uid(pid) == debian_tor  # User= honoured: the relay runs as debian-tor
         env = environ(pid)
         assert env.get("LD_PRELOAD") == group["library"], (host, unit, a["group"])
         if group["library"]:
-            assert group["library"] in maps(pid)                  # ld.so loaded it despite ProtectHome=yes
+            assert group["library"] in maps(pid)  # ld.so loaded it despite ProtectHome=yes
         if a["group"] == "jemalloc-bg":
             assert env.get("MALLOC_CONF") == "background_thread:true"
     sizes = {}
@@ -165,39 +210,68 @@ def test_the_documented_route_from_fresh_hosts_to_teardown(route, three_hosts, t
         # the light install: alloclab's venv, without the analysis' packages, without pip's own copy
         venv = f.upper(host, "/opt/alloclab")
         site = next(venv.glob("lib/python3*/site-packages"))
-        assert (site / "alloclab").is_dir() and not any((site / name).exists() for name in ("numpy", "scipy", "matplotlib", "plotly", "pip"))
+        assert (site / "alloclab").is_dir() and not any(
+            (site / name).exists() for name in ("numpy", "scipy", "matplotlib", "plotly", "pip")
+        )
         sizes[host] = du(venv)
         # the collector: a service with --listen and --host, its native reader built before it started
         unit_text = f.upper(host, "/etc/systemd/system/alloclab-collector.service").read_text()
-        assert f"--listen 9464 --host {host}" in unit_text and "ExecStart=/opt/alloclab/bin/alloclab fleet collect" in unit_text
+        assert (
+            f"--listen 9464 --host {host}" in unit_text
+            and "ExecStart=/opt/alloclab/bin/alloclab fleet collect" in unit_text
+        )
         [reader] = f.upper(host, "/var/cache/alloclab/native").glob("*/liballoclab_fleet.so")
-        started = f.hosts[host].systemctl("show", "-p", "ExecMainStartTimestamp", "--value", "--timestamp=us+utc",
-                                          "alloclab-collector.service").stdout.strip()
+        started = (
+            f.hosts[host]
+            .systemctl(
+                "show", "-p", "ExecMainStartTimestamp", "--value", "--timestamp=us+utc", "alloclab-collector.service"
+            )
+            .stdout.strip()
+        )
         started_at = datetime.datetime.strptime(started, "%a %Y-%m-%d %H:%M:%S.%f %Z").replace(tzinfo=datetime.UTC)
         assert reader.stat().st_mtime < started_at.timestamp(), (host, reader.stat().st_mtime, started)
-        deadline = time.time() + 60           # its start and first tick (the reader is built: no compiler to wait on)
+        deadline = time.time() + 60  # its start and first tick (the reader is built: no compiler to wait on)
         while True:
-            scrape = f.nsenter(host, "python3", "-c", "import urllib.request as u; print(u.urlopen('http://127.0.0.1:9464/metrics', timeout=2).read().decode())")
-            if scrape.returncode == 0 and f'host="{host}"' in scrape.stdout and "alloclab_unit_memory_bytes" in scrape.stdout:
+            scrape = f.nsenter(
+                host,
+                "python3",
+                "-c",
+                "import urllib.request as u; print(u.urlopen('http://127.0.0.1:9464/metrics', timeout=2).read().decode())",
+            )
+            if (
+                scrape.returncode == 0
+                and f'host="{host}"' in scrape.stdout
+                and "alloclab_unit_memory_bytes" in scrape.stdout
+            ):
                 break
-            assert time.time() < deadline, (host, scrape.stderr[-500:], f.hosts[host].systemctl("status", "alloclab-collector.service").stdout)
+            assert time.time() < deadline, (
+                host,
+                scrape.stderr[-500:],
+                f.hosts[host].systemctl("status", "alloclab-collector.service").stdout,
+            )
             time.sleep(0.5)
         assert scrape.stdout.count('memtype="resident"') >= len(f.units[host])
-    debian = subprocess.run(["dpkg-query", "-W", "-f=${Installed-Size}\n", *HOST_DEBIAN], capture_output=True, text=True)
+    debian = subprocess.run(
+        ["dpkg-query", "-W", "-f=${Installed-Size}\n", *HOST_DEBIAN], capture_output=True, text=True
+    )
     debian_kb = sum(int(x) for x in debian.stdout.split())
     host_install_mb = (max(sizes.values()) + debian_kb * 1024) / 1e6
-    print(f"\nhost install: alloclab's venv {max(sizes.values()) / 1e6:.1f} MB + Debian packages {debian_kb * 1024 / 1e6:.1f} MB "
-          f"({', '.join(HOST_DEBIAN)}) = {host_install_mb:.1f} MB")
+    print(
+        f"\nhost install: alloclab's venv {max(sizes.values()) / 1e6:.1f} MB + Debian packages {debian_kb * 1024 / 1e6:.1f} MB "
+        f"({', '.join(HOST_DEBIAN)}) = {host_install_mb:.1f} MB"
+    )
     assert host_install_mb <= 30
-    before = {host: {u: f.upper(host, f"/etc/systemd/system/{u}.d/50-alloclab.conf").read_bytes() for u in f.units[host]}
-              for host in hosts}
+    before = {
+        host: {u: f.upper(host, f"/etc/systemd/system/{u}.d/50-alloclab.conf").read_bytes() for u in f.units[host]}
+        for host in hosts
+    }
     pids = {(host, u): f.main_pid(host, u) for host in hosts for u in f.units[host]}
 
     # --- again: nothing changes ------------------------------------------------------------------
     run = step("experiment")
     assert run.returncode == 0, run.stdout[-4000:]
     assert {h: r["changed"] for h, r in recap(run.stdout).items()} == {h: 0 for h in hosts}, run.stdout[-3000:]
-    assert {(host, u): f.main_pid(host, u) for host in hosts for u in f.units[host]} == pids     # nothing restarted
+    assert {(host, u): f.main_pid(host, u) for host in hosts for u in f.units[host]} == pids  # nothing restarted
 
     # --- report: a fresh snapshot each time --------------------------------------------------------
     run = step("report")
@@ -210,7 +284,7 @@ def test_the_documented_route_from_fresh_hosts_to_teardown(route, three_hosts, t
         time.sleep(0.5)
     run = step("report")
     assert run.returncode == 0, run.stdout[-4000:]
-    assert newest_sample(controller / "merged" / "run.db") >= first + 2           # not the first snapshot again
+    assert newest_sample(controller / "merged" / "run.db") >= first + 2  # not the first snapshot again
 
     # --- deploy: trips on the last host; every host rolled back, the play stopped ------------------
     crashy = f"tor@{f.units[hosts[2]][0].removeprefix('tor@').rsplit('_', 1)[0]}_9099.service"
@@ -218,21 +292,27 @@ def test_the_documented_route_from_fresh_hosts_to_teardown(route, three_hosts, t
     dropin.mkdir()
     (dropin / "10-test.conf").write_text(
         "[Unit]\nStartLimitIntervalSec=0\n[Service]\nRestart=always\nRestartSec=0.2\nExecStart=\n"
-        "ExecStart=/bin/sh -c 'case \"$$LD_PRELOAD\" in *jemalloc*) sleep 0.5; exit 1;; esac; exec sleep 3600'\n")
+        "ExecStart=/bin/sh -c 'case \"$$LD_PRELOAD\" in *jemalloc*) sleep 0.5; exit 1;; esac; exec sleep 3600'\n"
+    )
     f.hosts[hosts[2]].systemctl("daemon-reload")
     f.hosts[hosts[2]].systemctl("start", crashy)
     run = step("deploy")
     assert run.returncode != 0, run.stdout[-3000:]
     assert "canary deploy stopped" in run.stdout and crashy in run.stdout, run.stdout[-3000:]
     assert f"rolled back {hosts[0]}, {hosts[1]}" in run.stdout, run.stdout[-3000:]
-    for host in hosts:                   # every host is back on the experiment's drop-ins, byte for byte
+    for host in hosts:  # every host is back on the experiment's drop-ins, byte for byte
         for u in f.units[host]:
             assert f.upper(host, f"/etc/systemd/system/{u}.d/50-alloclab.conf").read_bytes() == before[host][u]
             pid = f.main_pid(host, u)
-            assert pid and environ(pid).get("LD_PRELOAD") == groups_by_name[next(
-                a["group"] for a in plan["assignments"] if a["host"] == host and a["unit"] == u)]["library"]
+            assert (
+                pid
+                and environ(pid).get("LD_PRELOAD")
+                == groups_by_name[
+                    next(a["group"] for a in plan["assignments"] if a["host"] == host and a["unit"] == u)
+                ]["library"]
+            )
     assert not (dropin / "50-alloclab.conf").exists()
-    f.hosts[hosts[2]].systemctl("stop", crashy)                   # the test's own unit goes before the way out
+    f.hosts[hosts[2]].systemctl("stop", crashy)  # the test's own unit goes before the way out
     shutil.rmtree(dropin)
     f.hosts[hosts[2]].systemctl("daemon-reload")
 
@@ -250,7 +330,7 @@ def test_the_documented_route_from_fresh_hosts_to_teardown(route, three_hosts, t
     run = step("teardown")
     assert run.returncode == 0, run.stdout[-4000:]
     for host in hosts:
-        assert tree(f.upper(host, "/etc/systemd/system")) == units_before[host]       # units and drop-ins as they were
+        assert tree(f.upper(host, "/etc/systemd/system")) == units_before[host]  # units and drop-ins as they were
         assert f.hosts[host].systemctl("is-active", "alloclab-collector.service").stdout.strip() != "active"
         for path in ("/opt/alloclab", "/var/lib/alloclab", "/var/cache/alloclab", "/usr/lib/alloclab"):
             assert f.nsenter(host, "test", "-e", path).returncode == 1, (host, path)
@@ -262,19 +342,32 @@ def test_the_documented_route_from_fresh_hosts_to_teardown(route, three_hosts, t
     run = step("teardown")
     assert run.returncode == 0, run.stdout[-4000:]
     assert {h: r["changed"] for h, r in recap(run.stdout).items()} == {h: 0 for h in hosts}, run.stdout[-3000:]
-    print("three hosts, 13 relays: " + ", ".join(f"{name} {' / '.join(f'{t:.0f}' for t in ts)} s" for name, ts in timings.items())
-          + f"; load average {os.getloadavg()[0]:.1f} (playbook logs with times: {tmp_path})")
+    print(
+        "three hosts, 13 relays: "
+        + ", ".join(f"{name} {' / '.join(f'{t:.0f}' for t in ts)} s" for name, ts in timings.items())
+        + f"; load average {os.getloadavg()[0]:.1f} (playbook logs with times: {tmp_path})"
+    )
 
 
 def test_every_playbook_parses(tmp_path):
     """(each runs for real above, with -m slow)"""
-    env = {**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(COLLECTIONS), "ANSIBLE_CONFIG": str(REPO / "ansible" / "ansible.cfg"),
-           "ANSIBLE_HOME": str(tmp_path), "ANSIBLE_LOCAL_TEMP": str(tmp_path / "tmp")}
+    env = {
+        **os.environ,
+        "ANSIBLE_COLLECTIONS_PATH": str(COLLECTIONS),
+        "ANSIBLE_CONFIG": str(REPO / "ansible" / "ansible.cfg"),
+        "ANSIBLE_HOME": str(tmp_path),
+        "ANSIBLE_LOCAL_TEMP": str(tmp_path / "tmp"),
+    }
     playbooks = sorted(p.stem for p in (COLLECTIONS / "ansible_collections/alloclab/fleet/playbooks").glob("*.yml"))
     assert {"experiment", "report", "deploy", "rollback", "teardown"} <= set(playbooks)
     for playbook in playbooks:
-        out = subprocess.run([str(VENV_BIN / "ansible-playbook"), "-i", "localhost,", "--syntax-check",
-                              f"alloclab.fleet.{playbook}"], capture_output=True, text=True, env=env, timeout=120)
+        out = subprocess.run(
+            [str(VENV_BIN / "ansible-playbook"), "-i", "localhost,", "--syntax-check", f"alloclab.fleet.{playbook}"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
         assert out.returncode == 0, (playbook, out.stdout[-1500:] + out.stderr[-1500:])
 
 
@@ -284,5 +377,5 @@ def test_the_doc_route_names_every_playbook_and_builds_the_wheel(route):
     assert ".venv/bin/python -m pip wheel --no-deps --no-build-isolation -w dist ." in text
     for playbook in ("experiment", "report", "deploy", "rollback", "teardown"):
         assert re.search(rf"^ansible-playbook -i inventory.ini alloclab\.fleet\.{playbook}", text, re.M), playbook
-    assert "…" not in text and "..." not in text.replace("# ...", "")          # no placeholders to fill in
+    assert "…" not in text and "..." not in text.replace("# ...", "")  # no placeholders to fill in
     assert route.user != "root" and len(route.hosts) == 3

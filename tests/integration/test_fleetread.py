@@ -2,6 +2,7 @@
 cgroups and real processes: each tick it sees a member that joined since the last one (on cgroup
 v2 through a descriptor kept open, on v1 by opening afresh), reads the same figures /proc shows,
 drops a member that left and closes its descriptor, and reads only the units asked for."""
+
 from __future__ import annotations
 
 import json
@@ -57,7 +58,7 @@ def _asleep(pid: int) -> bool:
     try:
         if "nanosleep" in Path(f"/proc/{pid}/wchan").read_text():
             return True
-        return Path(f"/proc/{pid}/syscall").read_text().split()[0] in ("35", "230")   # x86-64 nanosleep, clock_nanosleep
+        return Path(f"/proc/{pid}/syscall").read_text().split()[0] in ("35", "230")  # x86-64 nanosleep, clock_nanosleep
     except (OSError, IndexError):
         return False
 
@@ -94,19 +95,21 @@ def test_members_that_join_and_leave_are_seen_on_the_next_tick(reader, cgroups):
     reader.set_units(len(made) + 1)
     for i, (_, path) in enumerate(made):
         reader.set_unit(i, str(path / "cgroup.procs"))
-    reader.set_unit(len(made), None)                      # a unit without a cgroup: not read here
+    reader.set_unit(len(made), None)  # a unit without a cgroup: not read here
     first = started()
     got = reader.read()
     for i, ((kind, _), p) in enumerate(zip(made, first)):
         (rd,) = got[i]
         st, (vmsize, resident) = sampler.read_stat(p.pid), sampler.read_statm(p.pid)
         assert rd.stat.identity == st.identity and rd.stat.comm == "sleep", kind
-        assert (rd.vmsize_kb, rd.rss_kb) == (vmsize, resident), kind      # the figures statm shows
+        assert (rd.vmsize_kb, rd.rss_kb) == (vmsize, resident), kind  # the figures statm shows
     assert len(made) not in got
     second = started()
     got = reader.read()
     for i, ((kind, _), a, b) in enumerate(zip(made, first, second)):
-        assert sorted(rd.stat.pid for rd in got[i]) == sorted([a.pid, b.pid]), f"{kind}: a member that joined was not seen"
+        assert sorted(rd.stat.pid for rd in got[i]) == sorted([a.pid, b.pid]), (
+            f"{kind}: a member that joined was not seen"
+        )
     assert reader.open_processes() == 2 * len(made)
     for p in first:
         p.kill()
@@ -115,7 +118,7 @@ def test_members_that_join_and_leave_are_seen_on_the_next_tick(reader, cgroups):
     for i, ((kind, _), b) in enumerate(zip(made, second)):
         assert [rd.stat.pid for rd in got[i]] == [b.pid], kind
     assert reader.open_processes() == len(made), "the descriptor of a process that left stayed open"
-    assert set(reader.read(only=[0])) == {0}                # a second read in one tick: the units asked for
+    assert set(reader.read(only=[0])) == {0}  # a second read in one tick: the units asked for
 
 
 def test_between_membership_reads_a_restart_is_seen_at_once_and_a_new_child_within_the_period(reader, cgroups):
@@ -129,7 +132,7 @@ def test_between_membership_reads_a_restart_is_seen_at_once_and_a_new_child_with
         reader.set_unit(i, str(path / "cgroup.procs"))
     first = started()
     for _ in range(3):
-        reader.read()                                   # every unit past its first membership read
+        reader.read()  # every unit past its first membership read
     joined = started()
     seen_at = {}
     for tick in range(1, 4):
@@ -138,8 +141,8 @@ def test_between_membership_reads_a_restart_is_seen_at_once_and_a_new_child_with
             if i not in seen_at and p.pid in {rd.stat.pid for rd in got.get(i, [])}:
                 seen_at[i] = tick
     assert len(seen_at) == len(made), f"a child that joined was not seen within 3 ticks: {seen_at}"
-    reader.read()                          # (a read of every unit: the new children's descriptors kept)
-    for p in first:                        # the known members exit, a replacement joins: one tick sees both
+    reader.read()  # (a read of every unit: the new children's descriptors kept)
+    for p in first:  # the known members exit, a replacement joins: one tick sees both
         p.kill()
         p.wait()
     again = started()
@@ -154,11 +157,14 @@ def test_fleet_prepare_builds_the_reader_alone_into_the_given_cache(tmp_path):
     the reader into ALLOCLAB_CACHE, and only it: a host without the workloads' static libc or zstd
     still gets the native reader. The collector then loads that build, not a new one."""
     from tests.conftest import run_cli
+
     out = run_cli("fleet", "prepare", "--json", env={"ALLOCLAB_CACHE": str(tmp_path)}, timeout=120)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout) == {"reader": "native", "why_not": None}
     [built] = (tmp_path / "native").iterdir()
-    assert sorted(p.name for p in built.iterdir() if not p.name.startswith(".") and p.name != "build.log") == [fleetread.LIBRARY]
+    assert sorted(p.name for p in built.iterdir() if not p.name.startswith(".") and p.name != "build.log") == [
+        fleetread.LIBRARY
+    ]
     again = run_cli("fleet", "prepare", env={"ALLOCLAB_CACHE": str(tmp_path)}, timeout=60)
     assert again.returncode == 0 and "native reader is built" in again.stdout, again.stderr
     assert [p.name for p in (tmp_path / "native").iterdir()] == [built.name]

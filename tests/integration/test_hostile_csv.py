@@ -2,6 +2,7 @@
 line and column and the fix, and no output directory is created. In-process on copies of the real
 datasets; a few cases through the real CLI for the exit code. The fuzz campaign is
 benchmarks/fuzz_import.py (outside the default run)."""
+
 from __future__ import annotations
 
 import csv
@@ -18,8 +19,8 @@ from alloclab.torutils.export import export_csv
 from alloclab.torutils.importer import import_torutils
 from tests.conftest import DATASETS, run_cli
 
-GUARD = DATASETS / "co-guard-2025-09"          # group column, experiment.json, 72 relay rows
-FIVE = DATASETS / "5way-2026-01"               # groups/ lists, events.csv, diagnostics.csv
+GUARD = DATASETS / "co-guard-2025-09"  # group column, experiment.json, 72 relay rows
+FIVE = DATASETS / "5way-2026-01"  # groups/ lists, events.csv, diagnostics.csv
 
 
 @pytest.fixture(scope="module")
@@ -34,6 +35,7 @@ def _edit(name: str, fn):
     def mutate(folder: Path) -> None:
         p = folder / name
         p.write_bytes(fn(p.read_bytes()))
+
     return mutate
 
 
@@ -44,18 +46,21 @@ def _lines(name: str, fn):
 
 def _cell(name: str, line: int, column: str, value: str):
     """Set one cell (line numbers as the error messages count them)."""
+
     def fn(lines: list[str]) -> list[str]:
         header = lines[0].split(",")
         fields = lines[line - 1].split(",")
         fields[header.index(column)] = value
         lines[line - 1] = ",".join(fields)
         return lines
+
     return _lines(name, fn)
 
 
 def _write(name: str, data: bytes | str):
     def mutate(folder: Path) -> None:
         (folder / name).write_bytes(data.encode() if isinstance(data, str) else data)
+
     return mutate
 
 
@@ -63,6 +68,7 @@ def _replace(name: str):
     def mutate(folder: Path) -> None:
         (folder / name).unlink()
         (folder / name).mkdir()
+
     return mutate
 
 
@@ -72,6 +78,7 @@ def _json(fn):
         doc = json.loads(p.read_text())
         fn(doc)
         p.write_text(json.dumps(doc))
+
     return mutate
 
 
@@ -79,28 +86,69 @@ def _drop_column(name: str, column: str):
     def fn(lines):
         idx = lines[0].split(",").index(column)
         return [",".join(f for i, f in enumerate(ln.split(",")) if i != idx) for ln in lines]
+
     return _lines(name, fn)
 
 
-M = "measurements.csv"   # co-guard's memory CSV; line 3 is its first relay row
+M = "measurements.csv"  # co-guard's memory CSV; line 3 is its first relay row
 G = "groups/group_E_glibc.txt"
 EVENTS_HEADER = "timestamp,event_type,description,group\n"
 
-BAD_NUMBERS = ["abc", "nan", "NaN", "inf", "-inf", "-5", "1e30", "1_000", "0x10", "1.5.3", "１２", "+5", "5 kB", "1e999"]
-BAD_TIMES = ["yesterday", "", "2025-13-01T00:00:00", "2025-09-09T25:00:00", "1900-01-01T00:00:00", "0",
-             "2025-09-09 00:00:00 UTC", "9999-12-31T23:59:59-14:00", "2300-01-01T00:00:00"]
+BAD_NUMBERS = [
+    "abc",
+    "nan",
+    "NaN",
+    "inf",
+    "-inf",
+    "-5",
+    "1e30",
+    "1_000",
+    "0x10",
+    "1.5.3",
+    "１２",
+    "+5",
+    "5 kB",
+    "1e999",
+]
+BAD_TIMES = [
+    "yesterday",
+    "",
+    "2025-13-01T00:00:00",
+    "2025-09-09T25:00:00",
+    "1900-01-01T00:00:00",
+    "0",
+    "2025-09-09 00:00:00 UTC",
+    "9999-12-31T23:59:59-14:00",
+    "2300-01-01T00:00:00",
+]
 
 CASES: list[tuple[str, Path | str, object, str]] = [
     # (id, base folder, mutation, a fragment the one-line message must hold)
     ("empty-memory", GUARD, _write(M, b""), "is empty"),
     ("blank-memory", GUARD, _write(M, b"\n\n  \n"), "is empty"),
     ("header-only", GUARD, _lines(M, lambda ls: ls[:1]), "no relay row"),
-    ("aggregate-only", GUARD, _lines(M, lambda ls: [ls[0]] + [x for x in ls[1:] if ",aggregate," in x]), "no relay row"),
-    *[(f"missing-{c}", GUARD, _drop_column(M, c), f"lacks column {c}") for c in ("timestamp", "type", "nickname", "rss_kb")],
-    ("duplicate-column", GUARD, _lines(M, lambda ls: [ls[0].replace("vmsize_kb", "rss_kb")] + ls[1:]), "column rss_kb twice"),
+    (
+        "aggregate-only",
+        GUARD,
+        _lines(M, lambda ls: [ls[0]] + [x for x in ls[1:] if ",aggregate," in x]),
+        "no relay row",
+    ),
+    *[
+        (f"missing-{c}", GUARD, _drop_column(M, c), f"lacks column {c}")
+        for c in ("timestamp", "type", "nickname", "rss_kb")
+    ],
+    (
+        "duplicate-column",
+        GUARD,
+        _lines(M, lambda ls: [ls[0].replace("vmsize_kb", "rss_kb")] + ls[1:]),
+        "column rss_kb twice",
+    ),
     ("empty-column-name", GUARD, _lines(M, lambda ls: [ls[0].replace("vmsize_kb", "")] + ls[1:]), "column name"),
     *[(f"rss-{i}", GUARD, _cell(M, 3, "rss_kb", v), "line 3, column rss_kb") for i, v in enumerate(BAD_NUMBERS)],
-    *[(f"vmsize-{i}", GUARD, _cell(M, 3, "vmsize_kb", v), "line 3, column vmsize_kb") for i, v in enumerate(BAD_NUMBERS[:6])],
+    *[
+        (f"vmsize-{i}", GUARD, _cell(M, 3, "vmsize_kb", v), "line 3, column vmsize_kb")
+        for i, v in enumerate(BAD_NUMBERS[:6])
+    ],
     ("hwm-negative", GUARD, _cell(M, 5, "hwm_kb", "-1"), "line 5, column hwm_kb"),
     *[(f"time-{i}", GUARD, _cell(M, 3, "timestamp", v), "line 3, column timestamp") for i, v in enumerate(BAD_TIMES)],
     ("nul-byte", GUARD, _edit(M, lambda b: b[:400] + b"\0" + b[400:]), "NUL byte"),
@@ -126,43 +174,89 @@ CASES: list[tuple[str, Path | str, object, str]] = [
     ("relay-changes-group", GUARD, _cell(M, 20, "group", "Q"), "in group 'Q' here"),
     ("bad-phase", GUARD, _lines(M, lambda ls: [ls[0] + ",phase"] + [x + ",bogus" for x in ls[1:]]), "column phase"),
     ("bad-tier", GUARD, _lines(M, lambda ls: [ls[0] + ",tier"] + [x + ",gold" for x in ls[1:]]), "column tier"),
-    ("negative-lazyfree", GUARD, _lines(M, lambda ls: [ls[0] + ",lazyfree_kb"] + [x + ",-1" for x in ls[1:]]),
-     "column lazyfree_kb"),
-    ("huge-live-bytes", GUARD, _lines(M, lambda ls: [ls[0] + ",live_bytes"] + [x + ",1e20" for x in ls[1:]]),
-     "column live_bytes"),
+    (
+        "negative-lazyfree",
+        GUARD,
+        _lines(M, lambda ls: [ls[0] + ",lazyfree_kb"] + [x + ",-1" for x in ls[1:]]),
+        "column lazyfree_kb",
+    ),
+    (
+        "huge-live-bytes",
+        GUARD,
+        _lines(M, lambda ls: [ls[0] + ",live_bytes"] + [x + ",1e20" for x in ls[1:]]),
+        "column live_bytes",
+    ),
     ("nan-cpu", GUARD, _lines(M, lambda ls: [ls[0] + ",cpu_s"] + [x + ",nan" for x in ls[1:]]), "column cpu_s"),
-    ("unix-time-disagrees", GUARD, _lines(M, lambda ls: [ls[0] + ",unix_time"] + [x + ",1000000000" for x in ls[1:]]),
-     "column unix_time"),
+    (
+        "unix-time-disagrees",
+        GUARD,
+        _lines(M, lambda ls: [ls[0] + ",unix_time"] + [x + ",1000000000" for x in ls[1:]]),
+        "column unix_time",
+    ),
     # events.csv
     ("events-empty", FIVE, _write("events.csv", b""), "events.csv is empty"),
     ("events-no-timestamp", FIVE, _write("events.csv", "when,event_type\nx,y\n"), "lacks column timestamp"),
-    ("events-bad-time", FIVE, _write("events.csv", EVENTS_HEADER + "soon,restart,x,all\n"), "events.csv line 2, column timestamp"),
-    ("events-nul", FIVE, _write("events.csv", EVENTS_HEADER + "2026-01-02T10:30:00,re\0start,x,all\n"), "events.csv line 2"),
-    ("events-latin1", FIVE, _write("events.csv", EVENTS_HEADER.encode() + b"2026-01-02T10:30:00,restart,caf\xe9,all\n"),
-     "events.csv line 2"),
+    (
+        "events-bad-time",
+        FIVE,
+        _write("events.csv", EVENTS_HEADER + "soon,restart,x,all\n"),
+        "events.csv line 2, column timestamp",
+    ),
+    (
+        "events-nul",
+        FIVE,
+        _write("events.csv", EVENTS_HEADER + "2026-01-02T10:30:00,re\0start,x,all\n"),
+        "events.csv line 2",
+    ),
+    (
+        "events-latin1",
+        FIVE,
+        _write("events.csv", EVENTS_HEADER.encode() + b"2026-01-02T10:30:00,restart,caf\xe9,all\n"),
+        "events.csv line 2",
+    ),
     ("events-directory", FIVE, _replace("events.csv"), "is a directory"),
-    ("events-long-description", FIVE, _write("events.csv", EVENTS_HEADER + "2026-01-02T10:30:00,x," + "d" * 5000 + ",all\n"),
-     "column description"),
-    ("events-unknown-replica", FIVE, _write("events.csv", EVENTS_HEADER.strip() + ",replica\n2026-01-02T10:30:00,x,y,all,ghost\n"),
-     "column replica"),
-    ("events-fields", FIVE, _write("events.csv", EVENTS_HEADER + "2026-01-02T10:30:00,x\n"), "events.csv line 2: 2 fields"),
+    (
+        "events-long-description",
+        FIVE,
+        _write("events.csv", EVENTS_HEADER + "2026-01-02T10:30:00,x," + "d" * 5000 + ",all\n"),
+        "column description",
+    ),
+    (
+        "events-unknown-replica",
+        FIVE,
+        _write("events.csv", EVENTS_HEADER.strip() + ",replica\n2026-01-02T10:30:00,x,y,all,ghost\n"),
+        "column replica",
+    ),
+    (
+        "events-fields",
+        FIVE,
+        _write("events.csv", EVENTS_HEADER + "2026-01-02T10:30:00,x\n"),
+        "events.csv line 2: 2 fields",
+    ),
     # group lists
     ("group-list-directory", FIVE, _replace(G), "is a directory"),
     ("group-list-latin1", FIVE, _edit(G, lambda b: b + b"caf\xe9\n"), "groups/group_E_glibc.txt line"),
     ("group-list-nul", FIVE, _edit(G, lambda b: b"\0" + b), "groups/group_E_glibc.txt line 1: holds a NUL"),
     ("group-list-control", FIVE, _edit(G, lambda b: b + b"bad\x1bname\n"), "column nickname"),
-    ("group-list-two-current", FIVE, _edit("groups/group_D_jemalloc.txt",
-                                           lambda b: b + (FIVE / G).read_text().split()[0].encode() + b"\n"),
-     "two current group lists"),
+    (
+        "group-list-two-current",
+        FIVE,
+        _edit("groups/group_D_jemalloc.txt", lambda b: b + (FIVE / G).read_text().split()[0].encode() + b"\n"),
+        "two current group lists",
+    ),
     ("groups-is-a-file", FIVE, lambda f: (shutil.rmtree(f / "groups"), (f / "groups").write_text("x")), "groups"),
     # experiment.json
     ("json-invalid", GUARD, _write("experiment.json", "{not json"), "experiment.json is not valid JSON"),
     ("json-list", GUARD, _write("experiment.json", "[1, 2]"), "not a JSON object"),
-    ("json-groups-list", GUARD, _write("experiment.json", '{"groups": [1]}'), "\"groups\" is not an object"),
+    ("json-groups-list", GUARD, _write("experiment.json", '{"groups": [1]}'), '"groups" is not an object'),
     ("json-deep", GUARD, _write("experiment.json", "[" * 100_000 + "]" * 100_000), "experiment.json"),
     ("json-latin1", GUARD, _write("experiment.json", b'{"name": "caf\xe9"}'), "not UTF-8"),
-    ("json-nan-version", GUARD, _write("experiment.json", '{"groups": {"A": {"config": {"version": {"x": 1}}}}}'),
-     "not text"),
+    (
+        "json-nan-version",
+        GUARD,
+        _write("experiment.json", '{"groups": {"A": {"config": {"version": {"x": 1}}}}}'),
+        "not text",
+    ),
     ("json-directory", GUARD, _replace("experiment.json"), "is a directory"),
     # the "alloclab" section of an export
     ("section-format", "exported", _json(lambda d: d["alloclab"].update(format=99)), "export format"),
@@ -172,35 +266,86 @@ CASES: list[tuple[str, Path | str, object, str]] = [
     ("section-metric", "exported", _json(lambda d: d["alloclab"]["meta"].update(metric="vibes")), "metric"),
     ("section-meta-key", "exported", _json(lambda d: d["alloclab"]["meta"].update(evil="1")), "unknown key"),
     ("section-meta-type", "exported", _json(lambda d: d["alloclab"]["meta"].update(seed=5)), "text values"),
-    ("section-verified-type", "exported", _json(lambda d: d["alloclab"]["replicas"][0].update(verified="yes")),
-     "replicas[0].verified"),
-    ("section-time-nan", "exported", _json(lambda d: d["alloclab"]["replicas"][0].update(started_at=1e300)),
-     "replicas[0].started_at"),
+    (
+        "section-verified-type",
+        "exported",
+        _json(lambda d: d["alloclab"]["replicas"][0].update(verified="yes")),
+        "replicas[0].verified",
+    ),
+    (
+        "section-time-nan",
+        "exported",
+        _json(lambda d: d["alloclab"]["replicas"][0].update(started_at=1e300)),
+        "replicas[0].started_at",
+    ),
     ("section-unknown-field", "exported", _json(lambda d: d["alloclab"]["groups"][0].update(x=1)), "unknown field"),
-    ("section-field-of-another-part", "exported", _json(lambda d: d["alloclab"]["groups"][0].update(pid=1)),
-     "groups[0] has an unknown field 'pid'"),
-    ("section-unknown-group", "exported", _json(lambda d: d["alloclab"]["replicas"][0].update(group="nope")),
-     "does not list"),
-    ("section-duplicate-replica", "exported",
-     _json(lambda d: d["alloclab"]["replicas"].append(dict(d["alloclab"]["replicas"][0]))), "given twice"),
-    ("section-missing-replica", "exported", _json(lambda d: d["alloclab"]["replicas"].pop(0)),
-     "is not a replica of that group"),
+    (
+        "section-field-of-another-part",
+        "exported",
+        _json(lambda d: d["alloclab"]["groups"][0].update(pid=1)),
+        "groups[0] has an unknown field 'pid'",
+    ),
+    (
+        "section-unknown-group",
+        "exported",
+        _json(lambda d: d["alloclab"]["replicas"][0].update(group="nope")),
+        "does not list",
+    ),
+    (
+        "section-duplicate-replica",
+        "exported",
+        _json(lambda d: d["alloclab"]["replicas"].append(dict(d["alloclab"]["replicas"][0]))),
+        "given twice",
+    ),
+    (
+        "section-missing-replica",
+        "exported",
+        _json(lambda d: d["alloclab"]["replicas"].pop(0)),
+        "is not a replica of that group",
+    ),
     ("section-replicas-not-list", "exported", _json(lambda d: d["alloclab"].update(replicas={})), "not a list"),
-    ("section-bool-pid", "exported",
-     _json(lambda d: d["alloclab"].update(processes=[{"replica": d["alloclab"]["replicas"][0]["name"], "pid": True}])),
-     "processes[0].pid"),
-    ("section-orphan-verification", "exported",
-     _json(lambda d: d["alloclab"].update(verifications=[{"pid": 1, "t": 1.0}])), "unknown process"),
-    ("export-duplicate-time", "exported",
-     _lines("memory.csv", lambda ls: ls[:3] + [ls[2].replace(",relay,", ",relay,").rsplit(",", 1)[0] + ","] + ls[3:]),
-     "second row for the time"),
+    (
+        "section-bool-pid",
+        "exported",
+        _json(
+            lambda d: d["alloclab"].update(processes=[{"replica": d["alloclab"]["replicas"][0]["name"], "pid": True}])
+        ),
+        "processes[0].pid",
+    ),
+    (
+        "section-orphan-verification",
+        "exported",
+        _json(lambda d: d["alloclab"].update(verifications=[{"pid": 1, "t": 1.0}])),
+        "unknown process",
+    ),
+    (
+        "export-duplicate-time",
+        "exported",
+        _lines(
+            "memory.csv", lambda ls: ls[:3] + [ls[2].replace(",relay,", ",relay,").rsplit(",", 1)[0] + ","] + ls[3:]
+        ),
+        "second row for the time",
+    ),
     # diagnostics with alloclab's columns
-    ("diagnostics-bad-figure", "exported", _write("diagnostics.csv", "unix_time,mem_total_kb,mem_available_kb,swap_total_kb,"
-                                                  "swap_free_kb,load1,sampler_cpu_s\n1757376000.0,-5,1,1,1,1,1\n"),
-     "diagnostics.csv line 2, column mem_total_kb"),
-    ("diagnostics-bad-time", "exported", _write("diagnostics.csv", "unix_time,mem_total_kb,mem_available_kb,swap_total_kb,"
-                                                "swap_free_kb,load1,sampler_cpu_s\n,1,1,1,1,1,1\n"),
-     "diagnostics.csv line 2, column unix_time"),
+    (
+        "diagnostics-bad-figure",
+        "exported",
+        _write(
+            "diagnostics.csv",
+            "unix_time,mem_total_kb,mem_available_kb,swap_total_kb,"
+            "swap_free_kb,load1,sampler_cpu_s\n1757376000.0,-5,1,1,1,1,1\n",
+        ),
+        "diagnostics.csv line 2, column mem_total_kb",
+    ),
+    (
+        "diagnostics-bad-time",
+        "exported",
+        _write(
+            "diagnostics.csv",
+            "unix_time,mem_total_kb,mem_available_kb,swap_total_kb,swap_free_kb,load1,sampler_cpu_s\n,1,1,1,1,1,1\n",
+        ),
+        "diagnostics.csv line 2, column unix_time",
+    ),
 ]
 
 
@@ -221,7 +366,7 @@ def test_malformed_import_is_one_clear_line_and_nothing_created(case, tmp_path, 
     msg = str(err.value)
     assert "\n" not in msg and "\r" not in msg and len(msg) < 400, msg
     assert fragment in msg, msg
-    assert err.value.fix, msg                       # says what to do
+    assert err.value.fix, msg  # says what to do
     assert not (tmp_path / "deep").exists()
 
 
@@ -242,15 +387,24 @@ def _csv_relays(memory_csv: Path) -> dict[str, list[int]]:
 def _stored_relays(run: Path) -> dict[str, list[int]]:
     store = Store.open(run)
     try:
-        return {rep["name"]: [len(s["t"]), int(sum(s["rss_kb"]))]
-                for rep in store.replicas() for s in [store.series(rep["id"], ["rss_kb"])]}
+        return {
+            rep["name"]: [len(s["t"]), int(sum(s["rss_kb"]))]
+            for rep in store.replicas()
+            for s in [store.series(rep["id"], ["rss_kb"])]
+        }
     finally:
         store.close()
 
 
-@pytest.mark.parametrize("source,memory", [(GUARD, M), (FIVE, "memory.csv"),
-                                           (DATASETS / "co-unified-2025-12", "memory_measurements.csv"),
-                                           ("exported", "memory.csv")])
+@pytest.mark.parametrize(
+    "source,memory",
+    [
+        (GUARD, M),
+        (FIVE, "memory.csv"),
+        (DATASETS / "co-unified-2025-12", "memory_measurements.csv"),
+        ("exported", "memory.csv"),
+    ],
+)
 def test_the_real_datasets_import_every_row(tmp_path, exported, source, memory):
     """Every kept relay row lands once, with its figure: per relay, the stored samples' count and
     RSS sum equal the CSV's."""
@@ -296,11 +450,14 @@ def test_an_empty_output_directory_is_left_empty_on_failure(tmp_path):
     assert list((tmp_path / "empty").iterdir()) == []
 
 
-@pytest.mark.parametrize("args,fragment", [
-    (["--naive-utc-offset", "nan"], "--naive-utc-offset nan"),
-    (["--naive-utc-offset", "30"], "--naive-utc-offset 30"),
-    (["--naive-utc-offset", "x"], "--naive-utc-offset"),
-])
+@pytest.mark.parametrize(
+    "args,fragment",
+    [
+        (["--naive-utc-offset", "nan"], "--naive-utc-offset nan"),
+        (["--naive-utc-offset", "30"], "--naive-utc-offset 30"),
+        (["--naive-utc-offset", "x"], "--naive-utc-offset"),
+    ],
+)
 def test_cli_offsets(args, fragment, tmp_path):
     proc = run_cli("import", "torutils", str(GUARD), "-o", str(tmp_path / "run"), *args)
     assert proc.returncode == 2 and fragment in proc.stderr and "Traceback" not in proc.stderr

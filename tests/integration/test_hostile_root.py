@@ -1,5 +1,6 @@
 """Fleet under a hostile --root: symbolic links planted below it are refused, never followed
 (rootfs.Root; docs/reference/security.md, "Fleet")."""
+
 from __future__ import annotations
 
 import os
@@ -20,7 +21,9 @@ def site(tmp_path):
     units = root / "etc" / "systemd" / "system"
     units.mkdir(parents=True)
     (units / "svc.service").write_text("[Service]\nExecStart=/bin/sleep 3600\n")
-    (tmp_path / "groups.toml").write_text('name = "g"\ncommand = ["/bin/true"]\n[[group]]\nname = "glibc"\nallocator = "glibc"\n')
+    (tmp_path / "groups.toml").write_text(
+        'name = "g"\ncommand = ["/bin/true"]\n[[group]]\nname = "glibc"\nallocator = "glibc"\n'
+    )
     outside = tmp_path / "outside"
     outside.mkdir()
     victim = outside / "shadow"
@@ -56,7 +59,7 @@ def test_a_link_at_the_dropin_itself_is_refused_and_its_target_untouched(site):
     root, plan, outside, victim = site
     dropin_dir = root / "etc" / "systemd" / "system" / "svc.service.d"
     dropin_dir.mkdir()
-    (dropin_dir / "50-alloclab.conf").symlink_to(victim)      # the backup step would read through it
+    (dropin_dir / "50-alloclab.conf").symlink_to(victim)  # the backup step would read through it
     r = run_cli("fleet", "apply", str(plan.path), "--root", str(root), "--systemctl", "local")
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
     assert "symbolic link" in r.stderr and len(r.stderr.strip().splitlines()) <= 2, r.stderr
@@ -92,9 +95,23 @@ def test_fleet_plan_refuses_a_template_unit(tmp_path):
     root = tmp_path / "root"
     (root / "etc" / "systemd" / "system").mkdir(parents=True)
     (root / "etc" / "systemd" / "system" / "a@.service").write_text("[Service]\nExecStart=/bin/sleep 30\n")
-    (tmp_path / "groups.toml").write_text('name = "g"\ncommand = ["/bin/true"]\n[[group]]\nname = "glibc"\nallocator = "glibc"\n')
-    r = run_cli("fleet", "plan", "--units", "a@*", "--groups", str(tmp_path / "groups.toml"), "-o", str(tmp_path / "p.json"),
-                "--root", str(root), "--systemctl", "local")
+    (tmp_path / "groups.toml").write_text(
+        'name = "g"\ncommand = ["/bin/true"]\n[[group]]\nname = "glibc"\nallocator = "glibc"\n'
+    )
+    r = run_cli(
+        "fleet",
+        "plan",
+        "--units",
+        "a@*",
+        "--groups",
+        str(tmp_path / "groups.toml"),
+        "-o",
+        str(tmp_path / "p.json"),
+        "--root",
+        str(root),
+        "--systemctl",
+        "local",
+    )
     assert r.returncode == 2 and "a@.service" in r.stderr and "Traceback" not in r.stderr, r.stderr
     assert not (tmp_path / "p.json").exists()
     assert systemd.validate_unit("a@b.service") == "a@b.service"

@@ -6,6 +6,7 @@ files with duplicates, gaps, unlisted relays, mixed allocators, extra columns an
 the hostile cases of test_hostile_csv.py; both through the columnar fast path and the row-by-row
 reader (fast=False). The inputs are built here, deterministically, and their own digest is in the
 golden file too, so a changed input is told apart from a changed importer."""
+
 from __future__ import annotations
 
 import hashlib
@@ -23,7 +24,7 @@ from tests.conftest import DATASETS, REPO
 from tests.integration.test_hostile_csv import CASES, _prepare
 
 GROUPS = {"Z": "glibc", "A": "jemalloc", "B": "mimalloc"}
-START = 1_767_225_600                   # 2026-01-01T00:00:00Z
+START = 1_767_225_600  # 2026-01-01T00:00:00Z
 
 
 def _dump(db: Path) -> dict:
@@ -43,10 +44,13 @@ def _generate(folder: Path, times: int = 240, extras: bool = True) -> Path:
     row per time, gaps, rows without rss_kb, a relay repeating a time with other figures, and
     (extras) phase, tier, cpu_s, ops with exponents and unix_time columns."""
     folder.mkdir(parents=True)
-    (folder / "experiment.json").write_text(json.dumps(
-        {"groups": {g: {"name": a, "config": {"allocator": a}} for g, a in GROUPS.items()}}))
-    header = "timestamp,server,type,fingerprint,nickname,group,rss_kb,vmsize_kb,hwm_kb,frag_ratio,count,total_kb," \
-             "avg_kb,min_kb,max_kb"
+    (folder / "experiment.json").write_text(
+        json.dumps({"groups": {g: {"name": a, "config": {"allocator": a}} for g, a in GROUPS.items()}})
+    )
+    header = (
+        "timestamp,server,type,fingerprint,nickname,group,rss_kb,vmsize_kb,hwm_kb,frag_ratio,count,total_kb,"
+        "avg_kb,min_kb,max_kb"
+    )
     if extras:
         header += ",phase,tier,cpu_s,ops,unix_time"
     relays = [(f"relay{i}", "ZAB"[i % 3]) for i in range(7)] + [("stray", "")]
@@ -56,7 +60,7 @@ def _generate(folder: Path, times: int = 240, extras: bool = True) -> Path:
         stamp = f"2026-01-01T{t // 3600 % 24:02d}:{t // 60 % 60:02d}:{t % 60:02d}"
         lines.append(f"{stamp},bench,aggregate,,,,,,,,7,1000,100,10,200" + (",,,,," if extras else ""))
         for i, (nick, group) in enumerate(relays):
-            if i == 3 and 50 <= k < 90 or i == 5 and k % 7 == 0:          # gaps
+            if i == 3 and 50 <= k < 90 or i == 5 and k % 7 == 0:  # gaps
                 continue
             rss = "" if i == 4 and k % 11 == 0 else str(200_000 + 37 * k * (i + 1) + (k * 7919 % 1000))
             row = f"{stamp},bench,relay,FP{i},{nick},{group},{rss},{3_000_000 + k},{rss},7.5,,,,,"
@@ -65,7 +69,7 @@ def _generate(folder: Path, times: int = 240, extras: bool = True) -> Path:
                 tier = ("", "cheap", "full", "imported")[k % 4]
                 row += f",{phase},{tier},{k * 0.25 + i},{k}.5e2,{t}.0"
             lines.append(row)
-            if i == 2 and k in (30, 31):               # a second process under one nickname
+            if i == 2 and k in (30, 31):  # a second process under one nickname
                 lines.append(row.replace(f",{rss},", f",{int(rss) + 5},", 1))
     (folder / "memory.csv").write_text("\n".join(lines) + "\n")
     return folder
@@ -80,7 +84,7 @@ def _variant(name: str, tmp_path: Path) -> Path:
     text = p.read_text()
     if name == "crlf":
         p.write_bytes(b"\xef\xbb\xbf" + text.replace("\n", "\r\n").encode())
-    elif name == "mixed-line-ends":             # a lone CR ends a line for the csv reader: not for the fast path
+    elif name == "mixed-line-ends":  # a lone CR ends a line for the csv reader: not for the fast path
         p.write_text(text[:5000] + text[5000:].replace("\n", "\r", 3))
     elif name == "quoted":
         p.write_text(text.replace(",bench,", ',"bench",'))
@@ -94,7 +98,8 @@ def _variant(name: str, tmp_path: Path) -> Path:
         lists.mkdir()
         for g, allocator in GROUPS.items():
             (lists / f"group_{g}_{allocator}.txt").write_text(
-                "\n".join(f"relay{i}" for i in range(7) if "ZAB"[i % 3] == g) + "\n")
+                "\n".join(f"relay{i}" for i in range(7) if "ZAB"[i % 3] == g) + "\n"
+            )
         (lists / "group_Z_glibc_historical.txt").write_text("relay1\n")
         lines = [",".join(f for j, f in enumerate(ln.split(",")) if j != 5) for ln in text.splitlines()]
         p.write_text("\n".join(lines) + "\n")
@@ -118,11 +123,12 @@ def _bad(name: str, folder: Path) -> None:
         fields = lines[line - 1].split(",")
         fields[header.index(column)] = value
         lines[line - 1] = ",".join(fields)
+
     if name == "late-bad-rss":
         cell(1500, "rss_kb", "12x")
     elif name == "late-negative-cpu":
         cell(1700, "cpu_s", "-0.5")
-    elif name == "bad-cell-then-bad-structure":     # structure is checked over the whole file first
+    elif name == "bad-cell-then-bad-structure":  # structure is checked over the whole file first
         cell(100, "rss_kb", "x")
         lines[1800] += ",extra"
     elif name == "bad-cell-then-nul":
@@ -151,17 +157,32 @@ def _bad(name: str, folder: Path) -> None:
     p.write_text("\n".join(lines) + "\n")
 
 
-BAD = ["late-bad-rss", "late-negative-cpu", "bad-cell-then-bad-structure", "bad-cell-then-nul", "repeat-then-bad-cell",
-       "bad-cell-then-repeat", "group-change-late", "bad-phase", "unix-time-off", "bad-time", "control-in-nickname",
-       "bad-header-and-bad-structure"]
+BAD = [
+    "late-bad-rss",
+    "late-negative-cpu",
+    "bad-cell-then-bad-structure",
+    "bad-cell-then-nul",
+    "repeat-then-bad-cell",
+    "bad-cell-then-repeat",
+    "group-change-late",
+    "bad-phase",
+    "unix-time-off",
+    "bad-time",
+    "control-in-nickname",
+    "bad-header-and-bad-structure",
+]
 
 
 GOLDEN = REPO / "tests" / "data" / "import_golden.json"
-BLOCK_ROWS = 1000                       # rows per block digest: a mismatch names the first block that differs
+BLOCK_ROWS = 1000  # rows per block digest: a mismatch names the first block that differs
 HOSTILE = {c[0]: c for c in CASES}
-CASE_IDS = ([f"dataset:{d}" for d in ("co-guard-2025-09", "co-unified-2025-12", "5way-2026-01")]
-            + [f"generated:{v}" for v in VARIANTS] + [f"bad:{b}" for b in BAD] + [f"hostile:{h}" for h in HOSTILE]
-            + ["export", "export-without-processes"])
+CASE_IDS = (
+    [f"dataset:{d}" for d in ("co-guard-2025-09", "co-unified-2025-12", "5way-2026-01")]
+    + [f"generated:{v}" for v in VARIANTS]
+    + [f"bad:{b}" for b in BAD]
+    + [f"hostile:{h}" for h in HOSTILE]
+    + ["export", "export-without-processes"]
+)
 
 
 def make_export(tmp: Path) -> Path:
@@ -176,7 +197,7 @@ def make_export(tmp: Path) -> Path:
     for part, column in ADDED_SINCE_GOLDEN.items():
         for row in data["alloclab"][part]:
             row.pop(column, None)
-    doc.write_text(json.dumps(data, indent=1, allow_nan=False) + "\n")      # as export.export_csv writes it
+    doc.write_text(json.dumps(data, indent=1, allow_nan=False) + "\n")  # as export.export_csv writes it
     return tmp / "csv"
 
 
@@ -250,11 +271,16 @@ def _as_golden_schema(c: sqlite3.Connection) -> str:
         sql = f"replace({sql}, ', {column} TEXT', '')"
     exported = c.execute("SELECT COUNT(*) FROM meta WHERE key = 'original_source'").fetchone()[0]
     for table, column in ADDED_SINCE_GOLDEN.items():
-        present = column in {r[1] for r in c.execute(f"PRAGMA table_info({table})")}   # not in the golden's own store
+        present = column in {r[1] for r in c.execute(f"PRAGMA table_info({table})")}  # not in the golden's own store
         if present and not exported:
-            assert c.execute(f"SELECT COUNT(*) FROM {table} WHERE {column} IS NOT NULL").fetchone()[0] == 0, (table, column)
-    return (f"SELECT type, name, tbl_name, {sql}, typeof(type), typeof(name), typeof(tbl_name), typeof(sql) "
-            "FROM sqlite_master ORDER BY type, name")
+            assert c.execute(f"SELECT COUNT(*) FROM {table} WHERE {column} IS NOT NULL").fetchone()[0] == 0, (
+                table,
+                column,
+            )
+    return (
+        f"SELECT type, name, tbl_name, {sql}, typeof(type), typeof(name), typeof(tbl_name), typeof(sql) "
+        "FROM sqlite_master ORDER BY type, name"
+    )
 
 
 def store_digest(db: Path, folder: Path) -> dict[str, dict]:
@@ -263,9 +289,17 @@ def store_digest(db: Path, folder: Path) -> dict[str, dict]:
     c = sqlite3.connect(db)
     selects = {"sqlite_master": _as_golden_schema(c)}
     for (table,) in c.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").fetchall():
-        cols = ["rowid"] + [r[1] for r in c.execute(f"PRAGMA table_info({table})") if r[1] != ADDED_SINCE_GOLDEN.get(table)]
-        values = cols if table != "meta" else \
-            [f"CASE WHEN key = 'schema_version' THEN '{GOLDEN_SCHEMA}' ELSE value END" if x == "value" else x for x in cols]
+        cols = ["rowid"] + [
+            r[1] for r in c.execute(f"PRAGMA table_info({table})") if r[1] != ADDED_SINCE_GOLDEN.get(table)
+        ]
+        values = (
+            cols
+            if table != "meta"
+            else [
+                f"CASE WHEN key = 'schema_version' THEN '{GOLDEN_SCHEMA}' ELSE value END" if x == "value" else x
+                for x in cols
+            ]
+        )
         selects[table] = f"SELECT {', '.join(values + [f'typeof({x})' for x in cols])} FROM {table} ORDER BY rowid"
     out = {}
     for table, sql in selects.items():
@@ -313,9 +347,13 @@ def _differences(got: dict, want: dict, db: Path, folder: Path) -> str:
         block = next((i for i, (a, b) in enumerate(zip(g["blocks"], w["blocks"])) if a != b), None)
         if block is not None and table != "sqlite_master":
             c = sqlite3.connect(db)
-            row = c.execute(f"SELECT rowid, * FROM {table} ORDER BY rowid LIMIT 1 OFFSET ?", (block * BLOCK_ROWS,)).fetchone()
+            row = c.execute(
+                f"SELECT rowid, * FROM {table} ORDER BY rowid LIMIT 1 OFFSET ?", (block * BLOCK_ROWS,)
+            ).fetchone()
             c.close()
-            line += f"; rows {block * BLOCK_ROWS + 1}-{(block + 1) * BLOCK_ROWS} differ, the first of them here is {row!r}"
+            line += (
+                f"; rows {block * BLOCK_ROWS + 1}-{(block + 1) * BLOCK_ROWS} differ, the first of them here is {row!r}"
+            )
         out.append(line)
     return "; ".join(out)
 
@@ -330,8 +368,14 @@ def golden(case_id: str) -> dict:
     return _golden_cache[case_id]
 
 
-def _check(case_id: str, tmp_path: Path, monkeypatch, exported: Path, fast_expected: bool | None = None,
-           golden_id: str | None = None) -> Path:
+def _check(
+    case_id: str,
+    tmp_path: Path,
+    monkeypatch,
+    exported: Path,
+    fast_expected: bool | None = None,
+    golden_id: str | None = None,
+) -> Path:
     """The new importer, with and without its fast path, against the golden record; returns the store."""
     want = golden(golden_id or case_id)
     folder = build_case(case_id, tmp_path / "case", exported)
@@ -339,12 +383,16 @@ def _check(case_id: str, tmp_path: Path, monkeypatch, exported: Path, fast_expec
     calls = []
     original = importer._read_relay_rows
     monkeypatch.setattr(importer, "_read_relay_rows", lambda *a, **k: calls.append(1) or original(*a, **k))
-    for name, run in (("new", importer.import_torutils), ("rows", lambda f, o: importer.import_torutils(f, o, fast=False))):
+    for name, run in (
+        ("new", importer.import_torutils),
+        ("rows", lambda f, o: importer.import_torutils(f, o, fast=False)),
+    ):
         got = outcome(run, folder, tmp_path / name)
         if name == "new" and fast_expected is not None:
             assert (not calls) == fast_expected, "fast path taken" if calls == [] else "row-by-row reader taken"
-        assert got == {k: v for k, v in want.items() if k not in ("input", "note")}, \
+        assert got == {k: v for k, v in want.items() if k not in ("input", "note")}, (
             f"{case_id} ({name}): " + _differences(got, want, tmp_path / name / "run.db", folder)
+        )
     return tmp_path / "new" / "run.db"
 
 

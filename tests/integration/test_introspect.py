@@ -11,6 +11,7 @@ Tolerances (why):
   mimalloc, in use + held is its committed memory, which runs ahead of RSS by pages committed but
   not yet touched: up to 25% of RSS + 6 MB above (seen: +3% to +15% over 5 runs of 3.6.1).
 """
+
 from __future__ import annotations
 
 import json
@@ -77,13 +78,20 @@ def _observe(frag: str, lib: str | None, tmp: Path, n: int = 8, timeout: float =
     env = _env(tmp, lib)
     env["ALLOCLAB_STATS"] = str(tmp / "stats.bin")
     # the load outlasts any wait below; the process is killed once the pairs are in
-    proc = subprocess.Popen([frag, "--load", "600", "--idle", "30", "--mb", "48", "--threads", "2"], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [frag, "--load", "600", "--idle", "30", "--mb", "48", "--threads", "2"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     pairs, seen = [], set()
     try:
         deadline = time.monotonic() + timeout
-        wait_for(lambda: (s := workloads.read_stats(tmp / "stats.bin")) is not None and s.ops >= WARM_OPS,
-                 timeout, f"frag to do {WARM_OPS} ops of its load")
+        wait_for(
+            lambda: (s := workloads.read_stats(tmp / "stats.bin")) is not None and s.ops >= WARM_OPS,
+            timeout,
+            f"frag to do {WARM_OPS} ops of its load",
+        )
         # a collection made before that point is not one of them
         seen.update(r.collections for st in tmp.glob(f"{proc.pid}-*.bin") if (r := introspect.read_record(st)))
         while len(pairs) < n and time.monotonic() < deadline:
@@ -114,10 +122,10 @@ def test_in_use_tracks_live_bytes_and_adds_up_to_rss(family, frag, tmp_path):
     rss = statistics.median(p[2] for p in pairs)
     assert live > 30 * MB
     assert 0.95 * live - 2 * MB <= in_use <= 1.30 * live + 8 * MB, (live / MB, in_use / MB)
-    ahead = 0.25 if family == "mimalloc" else 0.15      # mimalloc commits ahead of touching (see the module doc)
+    ahead = 0.25 if family == "mimalloc" else 0.15  # mimalloc commits ahead of touching (see the module doc)
     assert -(0.15 * rss + 6 * MB) <= in_use + held - rss <= ahead * rss + 6 * MB, (in_use / MB, held / MB, rss / MB)
     if family == "glibc":
-        assert pairs[-1][1].arenas >= 2          # two churning threads: malloc_info names their arenas
+        assert pairs[-1][1].arenas >= 2  # two churning threads: malloc_info names their arenas
     if family == "jemalloc":
         assert pairs[-1][1].tunables.get("dirty_decay_ms") == 10000
 
@@ -166,20 +174,25 @@ def test_fork_exec_and_exit(tmp_path, frag):
     read waits on a process."""
     static = os.path.realpath(build.program("frag-static"))
     env = _env(tmp_path, system_lib("libjemalloc.so.2"), interval=0.2)
-    proc = subprocess.Popen([sys.executable, "-c", FORK_EXEC, static, "--load", "3", "--mb", "4"], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", FORK_EXEC, static, "--load", "3", "--mb", "4"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
     def record_pids():
         pids = {int(f.name.split("-")[0]) for f in tmp_path.glob("*.bin")}
         return pids if len(pids) >= 2 else None
+
     pids = wait_for(record_pids, 10, "the forked child's first record (one interval after fork)")
-    assert proc.pid in pids and len(pids) == 2, pids            # parent and child, each its own
+    assert proc.pid in pids and len(pids) == 2, pids  # parent and child, each its own
     child = next(p for p in pids if p != proc.pid)
     try:
         proc.wait(timeout=10)
         t0 = time.monotonic()
         parent_rec = introspect.read_record(next(tmp_path.glob(f"{proc.pid}-*.bin")))
-        assert parent_rec is not None and parent_rec.family == "jemalloc"     # exited: still readable
+        assert parent_rec is not None and parent_rec.family == "jemalloc"  # exited: still readable
         wait_for(lambda: _exe(child) == static, 10, "the child to exec the static frag")
         child_file = next(tmp_path.glob(f"{child}-*.bin"))
         rec = introspect.read_record(child_file)
@@ -187,7 +200,7 @@ def test_fork_exec_and_exit(tmp_path, frag):
         # three of its intervals on the record's own clock, the child alive (and static) throughout
         wait_for(lambda: time.time() > rec.t + 3 * rec.interval_s, 10, "three intervals past the child's last record")
         again = introspect.read_record(child_file)
-        assert _exe(child) == static and again.collections == rec.collections      # nobody rewrites it after exec
+        assert _exe(child) == static and again.collections == rec.collections  # nobody rewrites it after exec
         assert introspect.is_stale(rec, rec.t + 3 * rec.interval_s + 2.1) and not introspect.is_stale(rec, rec.t + 1)
         assert time.monotonic() - t0 < 5
     finally:
@@ -197,21 +210,28 @@ def test_fork_exec_and_exit(tmp_path, frag):
 def test_exec_into_dynamic_program_reinitialises(tmp_path):
     env = _env(tmp_path, None, interval=0.2)
     # the shell execs python3 once told to, after its own record has been read
-    proc = subprocess.Popen(["/bin/sh", "-c", "read go; exec python3 -c 'import time; x=bytearray(8<<20); time.sleep(6)'"],
-                            env=env, stdin=subprocess.PIPE)
+    proc = subprocess.Popen(
+        ["/bin/sh", "-c", "read go; exec python3 -c 'import time; x=bytearray(8<<20); time.sleep(6)'"],
+        env=env,
+        stdin=subprocess.PIPE,
+    )
 
     def record():
         path = next(tmp_path.glob(f"{proc.pid}-*.bin"), None)
         return introspect.read_record(path) if path else None
+
     try:
         before = wait_for(record, 15, "the shell's first record")
-        assert before.fields["in_use"] < 8 * MB           # the shell
+        assert before.fields["in_use"] < 8 * MB  # the shell
         proc.stdin.write(b"go\n")
         proc.stdin.close()
         # python3 starts slowly on a loaded machine
-        after = wait_for(lambda: (r := record()) is not None and r.fields["in_use"] > 8 * MB and r, 15,
-                         "python3's heap in the record after the exec")
-        assert after.family == "glibc" and after.t > before.t    # the helper began again after exec
+        after = wait_for(
+            lambda: (r := record()) is not None and r.fields["in_use"] > 8 * MB and r,
+            15,
+            "python3's heap in the record after the exec",
+        )
+        assert after.family == "glibc" and after.t > before.t  # the helper began again after exec
     finally:
         proc.kill()
         proc.wait()
@@ -220,7 +240,7 @@ def test_exec_into_dynamic_program_reinitialises(tmp_path):
 def test_torn_record_is_never_returned(tmp_path):
     path = tmp_path / "1-1.bin"
     body = bytearray(introspect.RECORD_SIZE)
-    struct.pack_into("<QIIQQQ", body, 0, introspect.MAGIC, 1, 1, 7, int(time.time() * 1e9), 3)   # seq odd: mid-write
+    struct.pack_into("<QIIQQQ", body, 0, introspect.MAGIC, 1, 1, 7, int(time.time() * 1e9), 3)  # seq odd: mid-write
     path.write_bytes(bytes(body))
     t0 = time.monotonic()
     assert introspect.read_record(path) is None and time.monotonic() - t0 < 0.5
@@ -270,8 +290,9 @@ def decomposed_run(tmp_path_factory, jemalloc, mimalloc) -> Path:
     libs.mkdir()
     for lib in (jemalloc, mimalloc):
         shutil.copyfile(lib, libs / Path(lib).name)
-    text = EXPERIMENT.format(jemalloc=libs / Path(jemalloc).name, mimalloc=libs / Path(mimalloc).name,
-                             static=build.program("frag-static"))
+    text = EXPERIMENT.format(
+        jemalloc=libs / Path(jemalloc).name, mimalloc=libs / Path(mimalloc).name, static=build.program("frag-static")
+    )
     return Runner(parse_experiment(text, "introspect.toml", tmp), tmp / "run").run().run_dir
 
 
@@ -279,7 +300,11 @@ def test_run_stores_and_decomposes(decomposed_run, tmp_path):
     store = Store.open(decomposed_run)
     rows = store.alloc_stats()
     fams = {(r["group"], r["family"]) for r in rows}
-    assert fams == {("glibc", "glibc"), ("jemalloc", "jemalloc"), ("mimalloc", "mimalloc")}   # nothing from the static binary
+    assert fams == {
+        ("glibc", "glibc"),
+        ("jemalloc", "jemalloc"),
+        ("mimalloc", "mimalloc"),
+    }  # nothing from the static binary
     absent = store.events(["introspect_absent"])
     assert [e["group_name"] for e in absent] == ["static"]
     a = analyse(store)
@@ -305,8 +330,11 @@ def test_a_stored_run_reports_the_same_without_its_libraries(decomposed_run):
     store.conn.close()
     for name in ("jemalloc", "mimalloc"):
         facts = json.loads(groups[name]["tunables_json"])
-        assert facts["read_from"] == groups[name]["library_path"] and facts["library_sha256"] == groups[name]["library_sha256"]
-        assert facts["known"] == tunables.known_options(name, groups[name]["library_path"])   # read while it exists
+        assert (
+            facts["read_from"] == groups[name]["library_path"]
+            and facts["library_sha256"] == groups[name]["library_sha256"]
+        )
+        assert facts["known"] == tunables.known_options(name, groups[name]["library_path"])  # read while it exists
     assert groups["glibc"]["tunables_json"] is None
     before = summary_document(prepare(decomposed_run))
     libs = Path(groups["mimalloc"]["library_path"]).parent
@@ -323,6 +351,7 @@ def test_a_stored_run_reports_the_same_without_its_libraries(decomposed_run):
 
 def test_imported_data_has_no_decomposition(tmp_path):
     from alloclab.torutils.importer import import_torutils
+
     run = import_torutils(DATASETS / "co-guard-2025-09", tmp_path / "run")
     store = Store.open(run)
     assert store.alloc_stats() == [] and decompose(store) is None
@@ -334,8 +363,10 @@ def test_descriptor_reused_by_the_program_is_left_alone(tmp_path):
     """A daemon that closes every descriptor and opens its own file under the same number: the
     helper must not write malloc_info into the program's file (it checks the memfd's identity)."""
     target = tmp_path / "program-own.txt"
-    code = ("import os, time, sys\nos.closerange(3, 65536)\nfds = [os.open(sys.argv[1] + str(i), os.O_WRONLY | os.O_CREAT) "
-            "for i in range(8)]\nx = [bytearray(1 << 20) for _ in range(4)]\ntime.sleep(1.5)\n")
+    code = (
+        "import os, time, sys\nos.closerange(3, 65536)\nfds = [os.open(sys.argv[1] + str(i), os.O_WRONLY | os.O_CREAT) "
+        "for i in range(8)]\nx = [bytearray(1 << 20) for _ in range(4)]\ntime.sleep(1.5)\n"
+    )
     env = _env(tmp_path, None, interval=0.2)
     subprocess.run([sys.executable, "-c", code, str(target)], env=env, timeout=30, check=True)
     written = [p for p in tmp_path.glob("program-own.txt*") if p.stat().st_size]
@@ -349,14 +380,17 @@ def test_a_store_older_than_the_recorded_facts_still_reports(decomposed_run, tmp
     decomposition's note for the preloaded mimalloc, the facts-not-recorded warning for an
     unverified replica, which the report cannot tell apart from one carrying its own allocator."""
     import sqlite3
+
     old = tmp_path / "old"
     old.mkdir()
     src = sqlite3.connect(decomposed_run / "run.db")
     src.backup(dst := sqlite3.connect(old / "run.db"))
     src.close()
-    dst.executescript("ALTER TABLE groups DROP COLUMN tunables_json; ALTER TABLE replicas DROP COLUMN embedded_json; "
-                      "UPDATE meta SET value = '6' WHERE key = 'schema_version'; "
-                      "UPDATE replicas SET verified = 0 WHERE name = 'static-1'")
+    dst.executescript(
+        "ALTER TABLE groups DROP COLUMN tunables_json; ALTER TABLE replicas DROP COLUMN embedded_json; "
+        "UPDATE meta SET value = '6' WHERE key = 'schema_version'; "
+        "UPDATE replicas SET verified = 0 WHERE name = 'static-1'"
+    )
     dst.close()
     doc = summary_document(prepare(old))
     [w] = [w for w in doc["warnings"] if w["kind"] == "facts-not-recorded"]
@@ -364,4 +398,4 @@ def test_a_store_older_than_the_recorded_facts_still_reports(decomposed_run, tmp
     mi = next(g for g in doc["sections"]["decomposition"]["groups"] if g["group"] == "mimalloc")
     assert any("before alloclab stored the options its library knows" in n for n in mi["notes"])
     jem = next(g for g in doc["sections"]["decomposition"]["groups"] if g["group"] == "jemalloc")
-    assert not any("options its library knows" in n for n in jem["notes"])     # only where it changes a suggestion
+    assert not any("options its library knows" in n for n in jem["notes"])  # only where it changes a suggestion

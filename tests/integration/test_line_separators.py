@@ -1,6 +1,7 @@
 """Characters str.splitlines() takes for line breaks (U+2028, U+2029, U+0085, \\v, \\f, \\x1c-\\x1e)
 in library paths and env values: refused in one line by check, run and fleet plan; the drop-in
 writer and its reader (the stand-in) agree on where a line ends."""
+
 from __future__ import annotations
 
 import json
@@ -19,8 +20,10 @@ BREAKS = ["\u2028", "\u2029", "\x85", "\x0b", "\x0c", "\x1c", "\x1e"]
 def _exp(tmp_path, allocator="glibc", env=None):
     f = tmp_path / "exp.toml"
     env_line = f"env = {{ MALLOC_ARENA_MAX = {json.dumps(env)} }}\n" if env is not None else ""
-    f.write_text(f'name = "u"\ncommand = ["/bin/sleep", "5"]\nreplicas = 1\n[[group]]\nname = "a"\n'
-                 f'allocator = {json.dumps(allocator)}\n{env_line}')
+    f.write_text(
+        f'name = "u"\ncommand = ["/bin/sleep", "5"]\nreplicas = 1\n[[group]]\nname = "a"\n'
+        f"allocator = {json.dumps(allocator)}\n{env_line}"
+    )
     return f
 
 

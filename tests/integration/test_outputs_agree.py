@@ -1,6 +1,7 @@
 """One number for one thing (issue 27): every output of one real run — the terminal summary,
 report.md, report.html, summary.json, summary.csv and `compare` — states the same level, change,
 footprint and idle release for each group, under the same names."""
+
 from __future__ import annotations
 
 import csv
@@ -22,7 +23,7 @@ def _md_summary(md: str) -> list[dict]:
     start = next(i for i, ln in enumerate(lines) if ln.startswith("| group |"))
     head = [c.strip() for c in lines[start].strip("|").split("|")]
     rows = []
-    for ln in lines[start + 2:]:
+    for ln in lines[start + 2 :]:
         if not ln.startswith("|"):
             break
         rows.append(dict(zip(head, (c.strip() for c in ln.strip("|").split("|")))))
@@ -42,23 +43,29 @@ def _html_summary(page: str) -> list[dict]:
 @pytest.fixture(scope="module")
 def outputs(report_run, tmp_path_factory):
     from rich.console import Console
+
     out = tmp_path_factory.mktemp("agree")
     path, report = report_module.report_run(report_run, out)
     from alloclab.reporters.terminal import print_summary
+
     console = Console(width=400, record=True, file=io.StringIO(), color_system=None)
     print_summary(report.analysis, console, report.rows)
-    return {"analysis": report.analysis, "md": (out / "report.md").read_text(),
-            "html": (out / "report.html").read_text(), "json": json.loads((out / "summary.json").read_text()),
-            "csv": list(csv.DictReader(open(out / "summary.csv"))), "terminal": console.export_text(),
-            "compare": two_runs.compare_runs(report_run, report_run)}
+    return {
+        "analysis": report.analysis,
+        "md": (out / "report.md").read_text(),
+        "html": (out / "report.html").read_text(),
+        "json": json.loads((out / "summary.json").read_text()),
+        "csv": list(csv.DictReader(open(out / "summary.csv"))),
+        "terminal": console.export_text(),
+        "compare": two_runs.compare_runs(report_run, report_run),
+    }
 
 
 def test_every_output_states_the_same_figures_under_the_same_names(outputs):
     a = outputs["analysis"]
     md, page = _md_summary(outputs["md"]), _html_summary(outputs["html"])
-    assert list(md[0]) == TABLE_HEADERS and list(page[0]) == TABLE_HEADERS        # same names, same order
-    doc = \
-        {g["group"]: g for g in outputs["json"]["groups"]}
+    assert list(md[0]) == TABLE_HEADERS and list(page[0]) == TABLE_HEADERS  # same names, same order
+    doc = {g["group"]: g for g in outputs["json"]["groups"]}
     csv_rows = {r["group"]: r for r in outputs["csv"]}
     compared = {d.key: d for d in outputs["compare"].groups}
     for g, mrow, hrow in zip(a.groups, md, page):

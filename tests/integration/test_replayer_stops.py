@@ -1,5 +1,6 @@
 """`alloclab trace replay` stopped by SIGTERM or SIGKILL takes its replayer with it (its process
 group on SIGTERM; PR_SET_PDEATHSIG when alloclab is killed outright)."""
+
 from __future__ import annotations
 
 import signal
@@ -18,8 +19,16 @@ from tests.conftest import run_cli
 def slow_trace(tmp_path_factory) -> Path:
     """A recording with a 0.3 s gap between allocations: replayed at --speed 0.01 it takes ~30 s."""
     out = tmp_path_factory.mktemp("slowtrace") / "gap.trace"
-    r = run_cli("trace", "record", "-o", str(out), "--", sys.executable, "-c",
-                "import time; a = [bytearray(99) for _ in range(9)]; time.sleep(0.3); b = [bytearray(99) for _ in range(9)]")
+    r = run_cli(
+        "trace",
+        "record",
+        "-o",
+        str(out),
+        "--",
+        sys.executable,
+        "-c",
+        "import time; a = [bytearray(99) for _ in range(9)]; time.sleep(0.3); b = [bytearray(99) for _ in range(9)]",
+    )
     assert r.returncode == 0, r.stderr
     return out
 
@@ -31,7 +40,7 @@ def _replayer_of(pid: int, deadline: float) -> int:
             try:
                 if st and st.ppid == pid and Path(f"/proc/{p}/exe").resolve().name == "replay":
                     return p
-            except OSError:          # that child ended between reading its stat and its exe (ci, session 13)
+            except OSError:  # that child ended between reading its stat and its exe (ci, session 13)
                 continue
         time.sleep(0.05)
     raise AssertionError("the replayer never started")
@@ -51,8 +60,12 @@ def _gone(pid: int, deadline: float) -> bool:
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
 def test_the_replayer_ends_with_alloclab(slow_trace, sig):
-    proc = subprocess.Popen([sys.executable, "-m", "alloclab", "trace", "replay", str(slow_trace), "--speed", "0.01"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "alloclab", "trace", "replay", str(slow_trace), "--speed", "0.01"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         replayer = _replayer_of(proc.pid, time.monotonic() + 30)
         proc.send_signal(sig)

@@ -2,6 +2,7 @@
 network requests, every chart drawn with the run's data (checked against summary.json), readable
 at phone width, the experiment file shown exactly, hostile names shown as text. Screenshots are
 kept as test artefacts (the path is printed)."""
+
 from __future__ import annotations
 
 import json
@@ -36,8 +37,10 @@ Array.from(document.querySelectorAll('.chart')).map(function (el) {
           data: (el.data || []).map(function (t) { return {name: t.name, type: t.type, x: t.x, y: t.y}; })};
 })
 """
-ALL_DRAWN = ("document.querySelectorAll('.chart').length > 0 && "
-             "document.querySelectorAll('.chart').length === document.querySelectorAll('.chart[data-drawn=yes]').length")
+ALL_DRAWN = (
+    "document.querySelectorAll('.chart').length > 0 && "
+    "document.querySelectorAll('.chart').length === document.querySelectorAll('.chart[data-drawn=yes]').length"
+)
 
 
 @pytest.fixture(scope="module")
@@ -47,6 +50,7 @@ def browser():
     b.close()
 
 
+# JavaScript: braces everywhere, so the one number is put in by replace()
 KEY_BOXES = r"""
 (function () {
   var view = document.documentElement.clientWidth, cells = [];
@@ -69,7 +73,7 @@ KEY_BOXES = r"""
   });
   return {view: view, cells: cells};
 })()
-""" % KEY_COLUMNS  # noqa: UP031  (JavaScript: braces everywhere)
+""".replace("%d", str(KEY_COLUMNS))
 
 # every chart's legend box and plotly's toolbar (shown on hover: forced visible here) must not overlap
 MODEBAR_OVERLAPS = """
@@ -90,7 +94,10 @@ MODEBAR_OVERLAPS = """
 
 def _key_columns_whole_and_visible(browser, width: int) -> None:
     boxes = browser.evaluate(KEY_BOXES)
-    assert boxes["cells"] and all(b["right"] <= boxes["view"] + 0.5 and b["fits"] for b in boxes["cells"]), (width, boxes)
+    assert boxes["cells"] and all(b["right"] <= boxes["view"] + 0.5 and b["fits"] for b in boxes["cells"]), (
+        width,
+        boxes,
+    )
     assert [b for b in boxes["cells"] if b["broken"]] == [], width
     assert browser.evaluate(MODEBAR_OVERLAPS) == [], width
 
@@ -126,7 +133,9 @@ def test_report_html_in_headless_chromium(report_input, report_run, browser, tmp
         if t["type"] == "bar":
             assert t["y"][0] == pytest.approx(groups[t["x"][0]]["idle_released_share"], abs=1e-6)
     # memory over time: one median per group (4 replicas each), in the range of the group's replicas; phases labelled
-    medians = {t["name"].split(" median")[0]: t["y"] for t in charts["memory"]["data"] if " median" in (t["name"] or "")}
+    medians = {
+        t["name"].split(" median")[0]: t["y"] for t in charts["memory"]["data"] if " median" in (t["name"] or "")
+    }
     assert set(medians) == set(groups)
     for g, ys in medians.items():
         ys = [y for y in ys if y is not None]
@@ -141,7 +150,9 @@ def test_report_html_in_headless_chromium(report_input, report_run, browser, tmp
     # the page's text: summary, warnings, exact experiment file, no script from it ran
     assert browser.evaluate("document.getElementById('experiment-text').textContent") == report_input.experiment_text
     assert browser.evaluate("typeof window.__pwned") == "undefined"
-    warnings = browser.evaluate("Array.from(document.querySelectorAll('ul.warnings li')).map(function (l) { return l.dataset.kind; })")
+    warnings = browser.evaluate(
+        "Array.from(document.querySelectorAll('ul.warnings li')).map(function (l) { return l.dataset.kind; })"
+    )
     assert sorted(warnings) == sorted(w["kind"] for w in summary["warnings"])
     ARTEFACTS.mkdir(parents=True, exist_ok=True)
     desktop = browser.screenshot(tmp_path / "report-desktop.png")
@@ -157,8 +168,10 @@ def test_report_html_in_headless_chromium(report_input, report_run, browser, tmp
     browser.wait_for(ALL_DRAWN)
     _key_columns_whole_and_visible(browser, 390)
     assert browser.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1")
-    assert browser.evaluate("Math.max.apply(null, Array.from(document.querySelectorAll('.chart svg.main-svg'))"
-                            ".map(function (s) { return s.getBoundingClientRect().width; })) <= window.innerWidth")
+    assert browser.evaluate(
+        "Math.max.apply(null, Array.from(document.querySelectorAll('.chart svg.main-svg'))"
+        ".map(function (s) { return s.getBoundingClientRect().width; })) <= window.innerWidth"
+    )
     phone = browser.screenshot(tmp_path / "report-phone.png")
     assert browser.console_errors == [] and browser.external_requests() == []
     for shot in (desktop, phone):
@@ -177,7 +190,11 @@ def test_hostile_group_name_shows_as_text_in_the_browser(report_run, browser, tm
     browser.pump(0.3)
     assert browser.console_errors == [] and browser.external_requests() == []
     assert browser.evaluate("typeof window.__pwned") == "undefined"
-    cells = browser.evaluate("Array.from(document.querySelectorAll('table.summary td:first-child')).map(function (c) { return c.textContent; })")
+    cells = browser.evaluate(
+        "Array.from(document.querySelectorAll('table.summary td:first-child')).map(function (c) { return c.textContent; })"
+    )
     assert HOSTILE_NAME in cells
-    legend = browser.evaluate("Array.from(document.querySelectorAll('#chart-distribution .legendtext')).map(function (t) { return t.textContent.replace(/\\u200b/g, ''); })")
+    legend = browser.evaluate(
+        "Array.from(document.querySelectorAll('#chart-distribution .legendtext')).map(function (t) { return t.textContent.replace(/\\u200b/g, ''); })"
+    )
     assert HOSTILE_NAME in legend

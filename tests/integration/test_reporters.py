@@ -1,5 +1,6 @@
 """Every reporter on one fixed analysis result of a real short run (tests/integration/report_fixture.py):
 what each writes is checked against the analysis, the store and the files the run used."""
+
 from __future__ import annotations
 
 import csv
@@ -54,7 +55,7 @@ def test_json_carries_metadata_provenance_host_and_the_exact_experiment(report_i
     assert doc["experiment"] == (report_run.parent / "exp.toml").read_text()
     assert doc["experiment"].startswith(HOSTILE_COMMENT)
     assert doc["run"]["name"] == "reporters" and "experiment" not in doc["run"]["meta"]
-    assert doc["host"]["kernel"] == os.uname().release and doc["host"]["ncpu"] == os.cpu_count()   # a number, not text
+    assert doc["host"]["kernel"] == os.uname().release and doc["host"]["ncpu"] == os.cpu_count()  # a number, not text
     builds = {b["name"]: b for b in doc["allocator_builds"]}
     real = os.path.realpath(jemalloc)
     assert builds["jemalloc"]["library_sha256"] == hashlib.sha256(Path(real).read_bytes()).hexdigest()
@@ -78,10 +79,16 @@ def test_markdown_has_every_part_and_a_contributed_section(report_input, tmp_pat
 
     def draw(path: Path) -> None:
         drawn.append(path)
-        shutil.copy(Path(__file__).parent.parent.parent / "tests" / "data" / "README.md", path)   # any file will do
+        shutil.copy(Path(__file__).parent.parent.parent / "tests" / "data" / "README.md", path)  # any file will do
 
-    extra = Section(key="sweep-pareto", title="Sweep: memory against throughput", paragraphs=["Front of **3** points."],
-                    table=Table(["config", "MB"], [["a|b", "1.0"]]), pngs=[("pareto.png", draw)], data={"points": 3})
+    extra = Section(
+        key="sweep-pareto",
+        title="Sweep: memory against throughput",
+        paragraphs=["Front of **3** points."],
+        table=Table(["config", "MB"], [["a|b", "1.0"]]),
+        pngs=[("pareto.png", draw)],
+        data={"points": 3},
+    )
     report = replace(report_input, sections=[extra])
     PngReporter().write(report, tmp_path)
     [path] = MarkdownReporter().write(report, tmp_path)
@@ -107,14 +114,23 @@ def test_html_is_self_contained_and_escapes_the_experiment(report_input, tmp_pat
     [path] = HtmlReporter().write(report_input, tmp_path)
     page = path.read_text()
     own = page.replace(plotly_js(), "")
-    assert page.count(plotly_js()) == 1                          # plotly.js inline, once
+    assert page.count(plotly_js()) == 1  # plotly.js inline, once
     assert not re.search(r"<(script|img|link|iframe)[^>]*\s(src|href)=", own, re.I)
     assert "http://" not in own and "https://" not in own
-    assert own.count("<script") == 3                             # data, plotly.js, the renderer: nothing injected
-    assert "&lt;/script&gt;&lt;script&gt;window.__pwned = 1&lt;/script&gt; &amp; &lt;b&gt;bold&lt;/b&gt; &lt;/pre&gt;" in own
+    assert own.count("<script") == 3  # data, plotly.js, the renderer: nothing injected
+    assert (
+        "&lt;/script&gt;&lt;script&gt;window.__pwned = 1&lt;/script&gt; &amp; &lt;b&gt;bold&lt;/b&gt; &lt;/pre&gt;"
+        in own
+    )
     data = _data_json(page)
-    assert [f["id"] for f in data["figures"]] == ["memory", "trajectories", "distribution", "idle-release",
-                                                   "live-bytes", "footprint"]
+    assert [f["id"] for f in data["figures"]] == [
+        "memory",
+        "trajectories",
+        "distribution",
+        "idle-release",
+        "live-bytes",
+        "footprint",
+    ]
     for sev in {w.severity for w in report_input.analysis.warnings}:
         assert f'class="sev-{sev}"' in own
     assert 'name="viewport"' in own and "@media (max-width:640px)" in own
@@ -144,7 +160,7 @@ def test_html_renders_a_hostile_group_name_as_text(report_run, tmp_path):
     assert "<script>window.__pwned=2" not in own
     assert "&lt;script&gt;window.__pwned=2&lt;/script&gt;" in own
     assert own.count("<script") == 3
-    data = _data_json(path.read_text())                         # in the data: plotly shows entities as text
+    data = _data_json(path.read_text())  # in the data: plotly shows entities as text
     names = {t.get("name") for f in data["figures"] for t in f["figure"]["data"]}
     assert any(n and n.startswith("&lt;script&gt;window.__pwned=2&lt;/script&gt;%\u200b{y}") for n in names)
 
@@ -152,6 +168,7 @@ def test_html_renders_a_hostile_group_name_as_text(report_run, tmp_path):
 @pytest.mark.parametrize("width", [80, 120])
 def test_terminal_summary_fits_and_keeps_key_cells_whole(report_input, width):
     from rich.console import Console
+
     console = Console(width=width, record=True, file=io.StringIO(), color_system=None)
     print_summary(report_input.analysis, console, report_input.rows)
     text = console.export_text()
@@ -162,17 +179,19 @@ def test_terminal_summary_fits_and_keeps_key_cells_whole(report_input, width):
         assert f"{row['level_mb']:.1f}" in text
         if not row["baseline"]:
             assert f"{row['ratio_to_baseline']:.2f}×" in text
-            assert f"[{row['ratio_ci_low']:.2f}–{row['ratio_ci_high']:.2f}]" in text.replace("\n", " ") or \
-                (f"[{row['ratio_ci_low']:.2f}–" in text and f"{row['ratio_ci_high']:.2f}]" in text)
+            assert f"[{row['ratio_ci_low']:.2f}–{row['ratio_ci_high']:.2f}]" in text.replace("\n", " ") or (
+                f"[{row['ratio_ci_low']:.2f}–" in text and f"{row['ratio_ci_high']:.2f}]" in text
+            )
     header = next(ln for ln in text.splitlines() if "status" in ln and "group" in ln)
     if width == 120:
         assert "allocator" in header and "p Holm" in header
     else:
-        assert "change" not in header                           # a secondary column made room
+        assert "change" not in header  # a secondary column made room
 
 
 def test_terminal_wide_console_keeps_every_column(report_input):
     from rich.console import Console
+
     console = Console(width=200, record=True, file=io.StringIO(), color_system=None)
     print_summary(report_input.analysis, console, report_input.rows)
     header = next(ln for ln in console.export_text().splitlines() if "status" in ln and "group" in ln)
@@ -189,20 +208,28 @@ def _fewer(report_input, group: str, keep: int):
 
 def test_png_charts_label_phases_start_at_zero_and_band_only_from_four(report_input, tmp_path):
     paths = PngReporter().write(report_input, tmp_path)
-    assert {p.name for p in paths} == {"timeseries.png", "distribution.png", "trajectories.png", "idle_release.png",
-                                       "fragmentation.png"}
+    assert {p.name for p in paths} == {
+        "timeseries.png",
+        "distribution.png",
+        "trajectories.png",
+        "idle_release.png",
+        "fragmentation.png",
+    }
     assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in paths)
     c = _Ctx(_fewer(report_input, "jemalloc", 2))
     fig = timeseries_figure(c)
     ax = fig.axes[0]
-    assert {t.get_text() for t in ax.texts} >= {"load", "idle"}          # phase lines carry their names
+    assert {t.get_text() for t in ax.texts} >= {"load", "idle"}  # phase lines carry their names
     bands = {coll.get_label() for coll in ax.collections}
     assert "glibc interquartile band" in bands and "jemalloc interquartile band" not in bands
     jem = [ln for ln in ax.lines if ln.get_color() == c.colors["jemalloc"]]
-    assert len(jem) == 2                                                # each replica drawn instead
+    assert len(jem) == 2  # each replica drawn instead
     assert distribution_figure(c).axes[0].get_ylim()[0] == 0
     frag = fragmentation_figure(c)
-    assert [a.get_title() for a in frag.axes if a.axison] == ["glibc", "jemalloc"]   # small multiples, lazy has no live bytes
+    assert [a.get_title() for a in frag.axes if a.axison] == [
+        "glibc",
+        "jemalloc",
+    ]  # small multiples, lazy has no live bytes
     c.plt.close("all")
 
 
@@ -225,8 +252,16 @@ def _with_spike(report_input, name: str, samples: int = 5_000, at: int = 2_347, 
     src = np.clip(np.searchsorted(s.t, t, side="right") - 1, 0, len(s.t) - 1)
     mbs = s.mb[src].copy()
     mbs[at] = mb
-    long = replace(s, t=t, mb=mbs, phase=s.phase[src], live_mb=s.live_mb[src], ops=s.ops[src], cpu_s=s.cpu_s[src],
-                   lazyfree_mb=s.lazyfree_mb[src])
+    long = replace(
+        s,
+        t=t,
+        mb=mbs,
+        phase=s.phase[src],
+        live_mb=s.live_mb[src],
+        ops=s.ops[src],
+        cpu_s=s.cpu_s[src],
+        lazyfree_mb=s.lazyfree_mb[src],
+    )
     return replace(report_input, analysis=replace(a, series=[long if x is s else x for x in a.series]))
 
 
@@ -234,12 +269,16 @@ def test_a_one_sample_spike_survives_in_the_html_and_png_chart_data(report_input
     spiked = _with_spike(_fewer(report_input, "jemalloc", 2), "jemalloc-1")
     a, events = spiked.analysis, spiked.events
 
-    def peaks(fig):          # the highest point of each HTML line drawn for jemalloc-1
-        return [max(v for v in tr["y"] if v is not None) for tr in fig["data"]
-                if tr.get("customdata") and tr["customdata"][0][0] == "jemalloc-1" and tr["type"] == "scatter"]
+    def peaks(fig):  # the highest point of each HTML line drawn for jemalloc-1
+        return [
+            max(v for v in tr["y"] if v is not None)
+            for tr in fig["data"]
+            if tr.get("customdata") and tr["customdata"][0][0] == "jemalloc-1" and tr["type"] == "scatter"
+        ]
+
     for fig in (memory_over_time(a, events), trajectories(a, events), live_bytes(a, events)):
         drawn = [tr for tr in fig["data"] if tr.get("customdata") and tr["customdata"][0][0] == "jemalloc-1"]
-        assert drawn and all(len(tr["x"]) <= 1_200 for tr in drawn)         # thinned: 2 points per bucket and series
+        assert drawn and all(len(tr["x"]) <= 1_200 for tr in drawn)  # thinned: 2 points per bucket and series
         assert 10_000.0 in peaks(fig), fig["layout"]["title"]
     c = _Ctx(spiked)
     frag = fragmentation_figure(c)
@@ -260,6 +299,7 @@ def test_torutils_csv_reporter_writes_the_export_layout(report_input, tmp_path):
 
 def test_terminal_80_columns_with_long_group_names_cuts_nothing(report_run, tmp_path):
     from rich.console import Console
+
     run = hostile_copy(report_run, tmp_path, "jemalloc-5.3.0-background-thread-and-a-long-name")
     report = prepare(run)
     console = Console(width=80, record=True, file=io.StringIO(), color_system=None)
@@ -281,12 +321,13 @@ def test_report_baseline_compares_every_group_with_another_group(report_input, r
     assert other.analysis.baseline == other.analysis.recommendation.baseline == "jemalloc"
     assert rows["jemalloc"]["baseline"] and not rows["glibc"]["baseline"]
     assert rows["glibc"]["ratio_to_baseline"] == pytest.approx(1 / own["jemalloc"]["ratio_to_baseline"])
-    assert rows["jemalloc"]["level_mb"] == pytest.approx(own["jemalloc"]["level_mb"])     # the levels stay
+    assert rows["jemalloc"]["level_mb"] == pytest.approx(own["jemalloc"]["level_mb"])  # the levels stay
     assert "| baseline | jemalloc (chosen for this report; the run's: glibc) |" in md.read_text()
 
 
 def test_report_baseline_not_a_group_is_one_line(report_run, monkeypatch, capsys):
     from alloclab import cli  # the CLI's own entry point, in this process (no interpreter start)
+
     monkeypatch.setattr(sys, "argv", ["alloclab", "report", str(report_run), "--baseline", "jemaloc"])
     with pytest.raises(SystemExit) as exited:
         cli.main()

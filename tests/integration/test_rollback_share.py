@@ -1,5 +1,6 @@
 """`fleet rollback --batch 10%` (issue 52): a share of the units restored at once, as apply and
 deploy take it; a bad share refused before any drop-in is touched."""
+
 from __future__ import annotations
 
 import pytest
@@ -41,6 +42,6 @@ def test_rollback_by_share_restores_in_batches_of_that_share(root):
     assert units.restarts == [] and said == [] and any(deploy.dropin_path(root, n).exists() for n in NAMES)
     deploy.rollback(units, batch="50%", say=said.append)
     assert sorted(units.restarts) == sorted(plan.data["units"]) and len(plan.data["units"]) == 6
-    assert units.restart_batches() == [3, 3]                 # 50% of 6 units at once
+    assert units.restart_batches() == [3, 3]  # 50% of 6 units at once
     assert not any(deploy.dropin_path(root, n).exists() for n in NAMES)
     assert all(units.is_active(u) for u in plan.data["units"])

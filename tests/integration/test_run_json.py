@@ -1,5 +1,6 @@
 """`alloclab run --json` (issue 52): the progress and the summary table go to stderr, and stdout is
 one JSON document naming the run, how it ended and its report's summary (summary.json's)."""
+
 from __future__ import annotations
 
 import json
@@ -19,4 +20,4 @@ def test_run_json_is_the_run_and_its_summary(tmp_path):
     doc = json.loads(p.stdout)
     assert doc["run"] == str((tmp_path / "run").resolve()) and doc["interrupted"] is False and doc["end_reason"]
     assert doc["summary"] == json.loads((tmp_path / "run" / "summary.json").read_text())
-    assert "run ended" in p.stderr and "report:" in p.stderr          # what the console said, on stderr
+    assert "run ended" in p.stderr and "report:" in p.stderr  # what the console said, on stderr

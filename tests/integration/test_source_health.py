@@ -7,6 +7,7 @@ The "gone" cases are real answers about versions that do not exist (or no longer
 mimalloc 3.6.1 left trixie-backports, libmimalloc-sys 0.1.41 is yanked, 0.1.99 was never
 published, cmeel-mimalloc never shipped 3.6.1. "No answer" is made by pointing the clients at a
 closed loopback port through their proxy settings."""
+
 from __future__ import annotations
 
 import json
@@ -21,10 +22,27 @@ from tests.registries import no_registry_answered
 pytestmark = [pytest.mark.network]  # allocators or listings from the registries when alloclab's cache lacks them
 
 GONE_SOURCES = (
-    {"kind": "debian-binary", "suite": "trixie-backports", "package": "libmimalloc3", "version": "3.6.1+ds-1~bpo13+1",
-     "library": "libmimalloc.so.3*"},
-    {"kind": "crate", "crate": "libmimalloc-sys", "version": "0.1.41", "subdir": "c_src/mimalloc", "recipe": "mimalloc-unity"},
-    {"kind": "crate", "crate": "libmimalloc-sys", "version": "0.1.99", "subdir": "c_src/mimalloc", "recipe": "mimalloc-unity"},
+    {
+        "kind": "debian-binary",
+        "suite": "trixie-backports",
+        "package": "libmimalloc3",
+        "version": "3.6.1+ds-1~bpo13+1",
+        "library": "libmimalloc.so.3*",
+    },
+    {
+        "kind": "crate",
+        "crate": "libmimalloc-sys",
+        "version": "0.1.41",
+        "subdir": "c_src/mimalloc",
+        "recipe": "mimalloc-unity",
+    },
+    {
+        "kind": "crate",
+        "crate": "libmimalloc-sys",
+        "version": "0.1.99",
+        "subdir": "c_src/mimalloc",
+        "recipe": "mimalloc-unity",
+    },
     {"kind": "pypi-wheel", "package": "cmeel-mimalloc", "version": "3.6.1", "library": "libmimalloc.so*"},
 )
 ROTTEN = catalog.Entry("mimalloc@3.6.1", "mimalloc", "3.6.1", None, GONE_SOURCES)
@@ -40,7 +58,9 @@ def rotten_catalog(monkeypatch, tmp_path):
 
 
 def _skip_if_nothing_answered(found: list[sourcehealth.EntryHealth]) -> None:
-    if all(s.status == sourcehealth.UNREACHABLE for h in found for s in h.sources if s.status != sourcehealth.NOT_ASKED):
+    if all(
+        s.status == sourcehealth.UNREACHABLE for h in found for s in h.sources if s.status != sourcehealth.NOT_ASKED
+    ):
         pytest.skip(f"no registry answered: {found[0].sources[0].detail}")
 
 
@@ -76,28 +96,39 @@ def test_provisioning_a_gone_pin_fails_and_is_never_a_skip(rotten_catalog):
     exc = caught.value
     if exc.unreachable_only:
         pytest.skip(f"no registry answered: {exc}")
-    assert not no_registry_answered(exc)            # what tests/registries.py skips on
+    assert not no_registry_answered(exc)  # what tests/registries.py skips on
     assert {a.status for a in exc.attempts} == {"gone"}, exc.attempts
     line = str(exc)
     assert "\n" not in line
-    for source in ("debian trixie-backports libmimalloc3 3.6.1", "crate libmimalloc-sys 0.1.41",
-                   "crate libmimalloc-sys 0.1.99", "wheel cmeel-mimalloc 3.6.1"):
+    for source in (
+        "debian trixie-backports libmimalloc3 3.6.1",
+        "crate libmimalloc-sys 0.1.41",
+        "crate libmimalloc-sys 0.1.99",
+        "wheel cmeel-mimalloc 3.6.1",
+    ):
         assert source in line, line
     assert "nearest that can be had: mimalloc@3.6.0" in line, line
 
 
 def test_run_and_check_refuse_a_version_no_registry_serves(tmp_path):
     exp = tmp_path / "exp.toml"
-    exp.write_text('name = "x"\ncommand = ["sleep", "1"]\nreplicas = 1\n'
-                   '[[group]]\nname = "a"\nallocator = "glibc"\n[[group]]\nname = "b"\nallocator = "mimalloc@3.6.1"\n')
+    exp.write_text(
+        'name = "x"\ncommand = ["sleep", "1"]\nreplicas = 1\n'
+        '[[group]]\nname = "a"\nallocator = "glibc"\n[[group]]\nname = "b"\nallocator = "mimalloc@3.6.1"\n'
+    )
     for verb in ("check", "run"):
-        proc = run_cli(verb, str(exp), "-o", str(tmp_path / "run"), timeout=600) if verb == "run" else \
-            run_cli(verb, str(exp), timeout=600)
+        proc = (
+            run_cli(verb, str(exp), "-o", str(tmp_path / "run"), timeout=600)
+            if verb == "run"
+            else run_cli(verb, str(exp), timeout=600)
+        )
         err = [line for line in proc.stderr.splitlines() if line.startswith("alloclab: error")]
         if proc.returncode == 2 and "could be listed" in proc.stderr:
             pytest.skip(f"no registry answered: {err}")
         assert proc.returncode == 2 and len(err) == 1, proc.stderr
-        assert "group b" in err[0] and "mimalloc 3.6.1" in err[0] and "nearest that can be had: mimalloc@3.6.0" in err[0], err
+        assert (
+            "group b" in err[0] and "mimalloc 3.6.1" in err[0] and "nearest that can be had: mimalloc@3.6.0" in err[0]
+        ), err
     assert not (tmp_path / "run" / "run.db").exists()
 
 

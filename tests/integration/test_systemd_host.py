@@ -2,6 +2,7 @@
 not when closing it is cut short (a pytest-timeout firing in teardown left
 alloclab-systemd-{tag}/init.scope in every cgroup hierarchy), and a session killed outright has its
 empty cgroups removed by the next host that starts."""
+
 from __future__ import annotations
 
 import os
@@ -14,8 +15,10 @@ import pytest
 
 from tests.integration.systemd_host import CGROUP_PREFIX, SYSTEMD, Host, Unavailable, _hierarchies, remove_cgroup_tree
 
-pytestmark = [pytest.mark.root,  # systemd, namespaces and cgroups
-              pytest.mark.skipif(not Path(SYSTEMD).exists() or os.geteuid() != 0, reason="needs systemd and root (cgroups)")]
+pytestmark = [
+    pytest.mark.root,  # systemd, namespaces and cgroups
+    pytest.mark.skipif(not Path(SYSTEMD).exists() or os.geteuid() != 0, reason="needs systemd and root (cgroups)"),
+]
 
 
 class Interrupted(BaseException):
@@ -48,10 +51,11 @@ def test_a_close_cut_short_still_kills_the_manager_and_its_units_and_removes_the
         cut = []
 
         def wait(timeout=None):
-            if not cut:                      # the first wait, for the manager stopping its units: cut short
+            if not cut:  # the first wait, for the manager stopping its units: cut short
                 cut.append(1)
                 raise Interrupted
             return real_wait(timeout)
+
         manager.wait = wait
         with pytest.raises(Interrupted):
             host.close()
@@ -60,5 +64,5 @@ def test_a_close_cut_short_still_kills_the_manager_and_its_units_and_removes_the
         assert not [c for c in cgroups if c.exists()], "cgroups left behind"
     finally:
         deadline = time.monotonic() + 30
-        for c in cgroups + stale:           # on the old code: what it left
+        for c in cgroups + stale:  # on the old code: what it left
             remove_cgroup_tree(c, deadline)

@@ -3,6 +3,7 @@ no line wider than the pane, no word or number broken across lines (every word o
 a word of the same output rendered 250 columns wide), the run's progress a bar with its phase and
 time left (issue 27). Each test saves its captures for a person to look at under
 $TMPDIR/alloclab-test-artifacts/terminal/ (fresh every run: a capture kept in the tree went stale)."""
+
 from __future__ import annotations
 
 import os
@@ -18,7 +19,7 @@ from pathlib import Path
 import pytest
 
 ARTEFACTS = Path(tempfile.gettempdir()) / "alloclab-test-artifacts" / "terminal"
-BOX = re.compile(r"^[\u2500-\u259f\s…]+$")       # box drawing / bar characters: not words
+BOX = re.compile(r"^[\u2500-\u259f\s…]+$")  # box drawing / bar characters: not words
 
 
 def _tmux(*args: str) -> str:
@@ -31,8 +32,21 @@ def _pane(cmd: list[str], width: int, *, until: str | None = None, deadline_s: f
     name = f"alloclab-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     done = f"__done_{uuid.uuid4().hex[:6]}__"
     shell = f"{shlex.join(cmd)}; echo {done}; sleep 600"
-    _tmux("new-session", "-d", "-s", name, "-x", str(width), "-y", "200", "-e", "PYTHONPATH=" + os.environ.get("PYTHONPATH", ""),
-          "sh", "-c", shell)
+    _tmux(
+        "new-session",
+        "-d",
+        "-s",
+        name,
+        "-x",
+        str(width),
+        "-y",
+        "200",
+        "-e",
+        "PYTHONPATH=" + os.environ.get("PYTHONPATH", ""),
+        "sh",
+        "-c",
+        shell,
+    )
     seen = None
     try:
         end = time.monotonic() + deadline_s
@@ -64,8 +78,10 @@ def _check_fits(narrow: str, wide: str, width: int = 80) -> None:
     assert not broken, f"words or numbers broken at {width} columns: {sorted(broken)[:10]}"
 
 
-pytestmark = pytest.mark.skipif(subprocess.run(["which", "tmux"], capture_output=True).returncode != 0,
-                                reason="tmux is installed by scripts/install.sh --test")
+pytestmark = pytest.mark.skipif(
+    subprocess.run(["which", "tmux"], capture_output=True).returncode != 0,
+    reason="tmux is installed by scripts/install.sh --test",
+)
 CLI = [sys.executable, "-m", "alloclab"]
 
 
@@ -80,6 +96,7 @@ def _wide(verb: str, run: Path) -> str:
     from alloclab.reporters.report import prepare
     from alloclab.reporters.terminal import print_summary
     from alloclab.reporters.two_runs import text_lines
+
     if verb == "compare":
         return "\n".join(text_lines(two_runs.compare_runs(run, run, fail_on_increase=5), 80, wrap=False))
     console = Console(width=250, record=True, file=io.StringIO(), color_system=None)
@@ -89,8 +106,10 @@ def _wide(verb: str, run: Path) -> str:
 
 
 def test_report_and_compare_fit_80_columns(report_run, tmp_path):
-    for verb, args in (("report", [str(report_run), "-o", str(tmp_path / "r")]),
-                       ("compare", [str(report_run), str(report_run), "--fail-on-increase", "5"])):
+    for verb, args in (
+        ("report", [str(report_run), "-o", str(tmp_path / "r")]),
+        ("compare", [str(report_run), str(report_run), "--fail-on-increase", "5"]),
+    ):
         narrow = _pane([*CLI, verb, *args], 80)
         _keep(f"{verb}-80.txt", narrow)
         _check_fits(narrow.replace(str(tmp_path / "r"), str(report_run)), _wide(verb, report_run))
@@ -98,25 +117,33 @@ def test_report_and_compare_fit_80_columns(report_run, tmp_path):
         if verb == "compare":
             assert re.search(r"gate (PASSED|INCONCLUSIVE)", narrow) and "warnings" in narrow
         else:
-            assert "status" in narrow and ("Run " in narrow or "Keep " in narrow)      # the headline
+            assert "status" in narrow and ("Run " in narrow or "Keep " in narrow)  # the headline
 
 
 def test_run_progress_is_a_bar_with_phase_and_time_left(tmp_path):
     exp = tmp_path / "e.toml"
-    exp.write_text('name = "progress"\ncommand = ["/bin/sleep", "60"]\nreplicas = 2\ninterval = "0.5s"\n'
-                   '[phases]\nwarmup = "1s"\nload = "3s"\n[[group]]\nname = "glibc"\nallocator = "glibc"\n'
-                   '[[group]]\nname = "glibc-arenas-two"\nallocator = "glibc"\nenv = { MALLOC_ARENA_MAX = "2" }\n')
+    exp.write_text(
+        'name = "progress"\ncommand = ["/bin/sleep", "60"]\nreplicas = 2\ninterval = "0.5s"\n'
+        '[phases]\nwarmup = "1s"\nload = "3s"\n[[group]]\nname = "glibc"\nallocator = "glibc"\n'
+        '[[group]]\nname = "glibc-arenas-two"\nallocator = "glibc"\nenv = { MALLOC_ARENA_MAX = "2" }\n'
+    )
     narrow = _pane([*CLI, "run", str(exp), "-o", str(tmp_path / "run"), "--no-report"], 80, until="load ends in")
     _keep("run-80.txt", narrow)
     lines = narrow.splitlines()
     assert max(len(ln) for ln in lines) <= 80, max(lines, key=len)
     bar = next(ln for ln in lines if "load ends in" in ln)
-    assert "━" in bar and re.search(r"load \d:\d\d:\d\d / 0:00:04, \d:\d\d:\d\d left \(load ends in \d:\d\d:\d\d\)", bar)
-    assert any(ln.split()[:1] == ["glibc-arenas-two"] for ln in lines)           # the group table, whole names
+    assert "━" in bar and re.search(
+        r"load \d:\d\d:\d\d / 0:00:04, \d:\d\d:\d\d left \(load ends in \d:\d\d:\d\d\)", bar
+    )
+    assert any(ln.split()[:1] == ["glibc-arenas-two"] for ln in lines)  # the group table, whole names
     # not a terminal (a CI log): plain lines as it goes, not one panel at the end
-    proc = subprocess.run([*CLI, "run", str(exp), "-o", str(tmp_path / "run2"), "--no-report"], capture_output=True,
-                          text=True, timeout=120)
+    proc = subprocess.run(
+        [*CLI, "run", str(exp), "-o", str(tmp_path / "run2"), "--no-report"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     plain = [ln for ln in proc.stderr.splitlines() if ln.startswith("alloclab run progress: ")]
     assert len(plain) >= 2 and any(": warmup " in ln for ln in plain) and any(": load " in ln for ln in plain)
-    assert "━" not in proc.stderr and "median RSS MB" not in proc.stderr       # no redrawn display in a log
+    assert "━" not in proc.stderr and "median RSS MB" not in proc.stderr  # no redrawn display in a log

@@ -1,5 +1,6 @@
 """The directory load generator: never addresses anything outside 127.0.0.0/8 (refused before a
 socket exists), and against a real HTTP server on loopback it fetches, decodes and counts."""
+
 from __future__ import annotations
 
 import gzip
@@ -17,8 +18,21 @@ import pytest
 
 from alloclab.tor import dirload
 
-OUTSIDE = ["10.0.0.1", "192.168.1.1", "8.8.8.8", "0.0.0.0", "128.0.0.1", "126.255.255.255", "255.255.255.255",
-           "::1", "::ffff:127.0.0.1", "localhost", "127.0.0.1.example", "", "127.1"]
+OUTSIDE = [
+    "10.0.0.1",
+    "192.168.1.1",
+    "8.8.8.8",
+    "0.0.0.0",
+    "128.0.0.1",
+    "126.255.255.255",
+    "255.255.255.255",
+    "::1",
+    "::ffff:127.0.0.1",
+    "localhost",
+    "127.0.0.1.example",
+    "",
+    "127.1",
+]
 
 
 @pytest.mark.parametrize("host", OUTSIDE)
@@ -38,8 +52,23 @@ def test_loopback_addresses_pass(host):
 
 
 def test_the_script_refuses_another_host_with_exit_2(tmp_path):
-    out = subprocess.run([sys.executable, str(Path(dirload.__file__)), "--host", "10.1.2.3", "--port", "80",
-                          "--out", str(tmp_path / "c.json"), "--duration", "2"], capture_output=True, text=True, timeout=30)
+    out = subprocess.run(
+        [
+            sys.executable,
+            str(Path(dirload.__file__)),
+            "--host",
+            "10.1.2.3",
+            "--port",
+            "80",
+            "--out",
+            str(tmp_path / "c.json"),
+            "--duration",
+            "2",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert out.returncode == 2 and "outside 127.0.0.0/8" in out.stderr
     assert not (tmp_path / "c.json").exists()
 
@@ -51,6 +80,7 @@ DIFF = b"network-status-diff-version 1\nhash A B\n"
 class _Dir(BaseHTTPRequestHandler):
     """A directory cache in miniature: consensus, diffs against the digest it published, compressed
     replies as asked."""
+
     seen: list[tuple[str, dict]] = []
 
     def do_GET(self):
@@ -80,8 +110,9 @@ def test_fetches_and_counts_against_a_loopback_server(tmp_path):
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         out = tmp_path / "counts.json"
-        counts = dirload.run("127.0.0.1", server.server_address[1], str(out), max_requests=60, duration=30,
-                                 rate=200, seed=3)
+        counts = dirload.run(
+            "127.0.0.1", server.server_address[1], str(out), max_requests=60, duration=30, rate=200, seed=3
+        )
     finally:
         server.shutdown()
     saved = json.loads(out.read_text())
@@ -93,7 +124,7 @@ def test_fetches_and_counts_against_a_loopback_server(tmp_path):
 
 
 def test_a_refused_connection_is_counted_not_fatal(tmp_path):
-    with socket.socket() as s:          # a loopback port nothing listens on
+    with socket.socket() as s:  # a loopback port nothing listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     counts = dirload.run("127.0.0.1", port, str(tmp_path / "c.json"), max_requests=3, duration=10, rate=100, seed=1)

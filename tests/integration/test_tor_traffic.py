@@ -1,6 +1,7 @@
 """The relay traffic of the tor-network scenario (`[scenario] traffic`): its streams never address
 anything outside 127.0.0.0/8 (refused before a socket exists), and the sink serves what a stream asks
 for over a real socket. Through real tor: tests/e2e/test_tor_network.py::test_traffic_through_each_groups_relays (slow)."""
+
 from __future__ import annotations
 
 import json
@@ -59,6 +60,7 @@ def test_the_sink_serves_what_a_stream_asks_for(tmp_path):
 
 def test_stream_sizes_are_bounded_and_seeded():
     import random
+
     assert traffic.stream_sizes(random.Random(3)) == traffic.stream_sizes(random.Random(3))
     rng = random.Random(1)
     sizes = [traffic.stream_sizes(rng) for _ in range(2000)]
@@ -69,9 +71,27 @@ def test_stream_sizes_are_bounded_and_seeded():
 
 def test_the_client_counts_failed_streams_and_ends_on_time(tmp_path):
     script = Path(traffic.__file__)
-    out = subprocess.run([sys.executable, str(script), "client", "--socks", "1", "--target", "1", "--rate", "1000",
-                          "--out", str(tmp_path / "c.json"), "--duration", "1"], capture_output=True, text=True, timeout=30,
-                         cwd=tmp_path)
+    out = subprocess.run(
+        [
+            sys.executable,
+            str(script),
+            "client",
+            "--socks",
+            "1",
+            "--target",
+            "1",
+            "--rate",
+            "1000",
+            "--out",
+            str(tmp_path / "c.json"),
+            "--duration",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        cwd=tmp_path,
+    )
     # port 1 on loopback: nothing listens, so every stream fails and is counted; the run ends by --duration
     assert out.returncode == 0, out.stderr
     counts = json.loads((tmp_path / "c.json").read_text())

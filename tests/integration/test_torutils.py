@@ -1,4 +1,5 @@
 """Import of the real 1AEO TorUtils data, and export in the same layout."""
+
 import csv
 import json
 from collections import Counter
@@ -30,7 +31,9 @@ def test_five_way_import(tmp_path):
             for nick in f.read_text().split():
                 listed[nick] = f.name.split("_")[1]
     assert store.query("SELECT COUNT(*) FROM samples")[0][0] == sum(1 for r in rows if r["nickname"] in listed)
-    per_group = dict(store.query("SELECT g.name, COUNT(*) FROM replicas r JOIN groups g ON g.id = r.group_id GROUP BY g.name"))
+    per_group = dict(
+        store.query("SELECT g.name, COUNT(*) FROM replicas r JOIN groups g ON g.id = r.group_id GROUP BY g.name")
+    )
     assert per_group == dict(Counter(listed.values())) == {"A": 20, "B": 80, "C": 60, "D": 20, "E": 20}
     lo, hi = store.query("SELECT MIN(t), MAX(t) FROM samples")[0]
     stamps = sorted(r["timestamp"] for r in rows)
@@ -50,7 +53,9 @@ def test_co_unified_import_uses_the_group_column(tmp_path):
     # rows without a group are other relays on the host, or a relay before it joined a group
     # (group I's relays ran glibc before 2026-01-02): they are left out, not guessed
     assert store.query("SELECT COUNT(*) FROM samples")[0][0] == sum(1 for r in rows if r["rss_kb"] and r["group"])
-    groups = dict(store.query("SELECT g.name, COUNT(*) FROM replicas r JOIN groups g ON g.id = r.group_id GROUP BY g.name"))
+    groups = dict(
+        store.query("SELECT g.name, COUNT(*) FROM replicas r JOIN groups g ON g.id = r.group_id GROUP BY g.name")
+    )
     want = Counter()
     seen = set()
     for r in rows:
@@ -58,23 +63,23 @@ def test_co_unified_import_uses_the_group_column(tmp_path):
             seen.add(r["nickname"])
             want[r["group"]] += 1
     assert groups == dict(want)
-    assert store.meta()["baseline"] == "Z"          # the glibc control group
+    assert store.meta()["baseline"] == "Z"  # the glibc control group
 
 
 def test_export_round_trips_through_import(tmp_path):
     run = import_torutils(DATASETS / "co-guard-2025-09", tmp_path / "run")
-    Store.open(run).set_meta(ticks_skipped=7)        # a sampler that fell behind: the ticks-skipped warning's data
+    Store.open(run).set_meta(ticks_skipped=7)  # a sampler that fell behind: the ticks-skipped warning's data
     tor = {"consensus_at": 1.0, "relays_listed": 12, "load": {}, "routers": {}, "traffic": {}}
     Store.open(run).set_meta(records="alloclab", tor_network=json.dumps(tor), network_namespace="interfaces: lo")
     out = tmp_path / "csv"
     export_csv(run, out)
     header = (out / "memory.csv").read_text().splitlines()[0].split(",")
-    assert header[:len(MEMORY_COLUMNS)] == MEMORY_COLUMNS and "pss_kb" in header and "live_bytes" in header
+    assert header[: len(MEMORY_COLUMNS)] == MEMORY_COLUMNS and "pss_kb" in header and "live_bytes" in header
     again = import_torutils(out, tmp_path / "again")
     a, b = Store.open(run), Store.open(again)
     q = "SELECT r.name, s.t, s.rss_kb FROM samples s JOIN replicas r ON r.id = s.replica_id ORDER BY r.name, s.t"
     assert [tuple(x) for x in a.query(q)] == [tuple(x) for x in b.query(q)]
-    assert b.meta()["ticks_skipped"] == "7"          # the warning it feeds travels too
+    assert b.meta()["ticks_skipped"] == "7"  # the warning it feeds travels too
     # alloclab's own records are read as a run, not segmented by evidence; the tor section's figures
     assert is_imported(a) is is_imported(b) is False
     for key in ("records", "tor_network", "network_namespace"):
@@ -83,6 +88,7 @@ def test_export_round_trips_through_import(tmp_path):
 
 def test_not_a_torutils_folder(tmp_path):
     from alloclab.common.errors import UserError
+
     with pytest.raises(UserError, match="no memory CSV"):
         import_torutils(tmp_path, tmp_path / "run")
 
@@ -104,4 +110,7 @@ def test_two_rows_of_one_relay_at_one_time_are_kept_and_named(tmp_path):
     rows = _relay_rows(src / "memory_measurements.csv")
     per_time = Counter((r["nickname"], r["timestamp"]) for r in rows if r["group"] and r["rss_kb"])
     assert dupes == {n: c for n, c in Counter(n for (n, _), k in per_time.items() for _ in range(k - 1)).items()}
-    assert any("two processes under one nickname" in d for (d,) in store.query("SELECT description FROM events WHERE kind = 'note'"))
+    assert any(
+        "two processes under one nickname" in d
+        for (d,) in store.query("SELECT description FROM events WHERE kind = 'note'")
+    )

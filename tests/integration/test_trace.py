@@ -1,4 +1,5 @@
 """Record and replay: real programs under the recorder, the replayer under real allocators."""
+
 from __future__ import annotations
 
 import json
@@ -32,8 +33,10 @@ for round in range(6):
 def traces(tmp_path_factory, native_dir):
     d = tmp_path_factory.mktemp("traces")
     made = {}
-    made["pool"] = trace.record(d / "pool.trace", [str(native_dir / "worker_pool"), "--builds", "2", "--modules", "300",
-                                                   "--gap", "0.2", "--threads", "3"])
+    made["pool"] = trace.record(
+        d / "pool.trace",
+        [str(native_dir / "worker_pool"), "--builds", "2", "--modules", "300", "--gap", "0.2", "--threads", "3"],
+    )
     made["python"] = trace.record(d / "python.trace", [sys.executable, "-c", JSON_SCRIPT])
     return d, made
 
@@ -41,7 +44,7 @@ def traces(tmp_path_factory, native_dir):
 def test_recording_is_complete(traces):
     d, made = traces
     pool = made["pool"]
-    assert pool["exit_code"] == 0 and pool["threads"] >= 4          # main + 3 workers (+ publisher)
+    assert pool["exit_code"] == 0 and pool["threads"] >= 4  # main + 3 workers (+ publisher)
     # a free of memory the loader allocated before the recorder started is legitimately untracked
     assert pool["thread_exits"] >= 3 and pool["untracked_frees"] <= max(2, pool["free"] // 10000)
     assert pool["malloc"] > 10000 and pool["realloc"] > 100
@@ -81,8 +84,9 @@ def test_a_replay_does_not_inherit_the_callers_preload(traces, tmp_path, monkeyp
 def test_replay_keeps_the_recorded_timing(tmp_path, native_dir):
     """sawtooth sleeps between teeth: a speed-1 replay lasts as long as the recording."""
     path = tmp_path / "saw.trace"
-    rec = trace.record(path, [str(native_dir / "stressors"), "--pattern", "sawtooth", "--load", "2", "--period", "1",
-                              "--mb", "4"])
+    rec = trace.record(
+        path, [str(native_dir / "stressors"), "--pattern", "sawtooth", "--load", "2", "--period", "1", "--mb", "4"]
+    )
     fast = trace.replay(path, speed=0)
     real = trace.replay(path, speed=1)
     half = trace.replay(path, speed=2)
@@ -114,8 +118,22 @@ def test_damaged_traces_give_a_clear_error(traces, tmp_path, damage):
 
 def test_cli_record_info_replay(tmp_path, native_dir):
     out = tmp_path / "cli.trace"
-    rec = run_cli("trace", "record", "-o", str(out), "--under", "glibc", "--",
-                  str(native_dir / "stressors"), "--pattern", "xmalloc", "--rounds", "2", "--slots", "2000")
+    rec = run_cli(
+        "trace",
+        "record",
+        "-o",
+        str(out),
+        "--under",
+        "glibc",
+        "--",
+        str(native_dir / "stressors"),
+        "--pattern",
+        "xmalloc",
+        "--rounds",
+        "2",
+        "--slots",
+        "2000",
+    )
     assert rec.returncode == 0, rec.stderr
     assert "bytes/event" in rec.stdout
     info = run_cli("trace", "info", str(out), "--chart", str(tmp_path / "c.png"))
@@ -128,9 +146,16 @@ def test_cli_record_info_replay(tmp_path, native_dir):
 
 def test_trace_as_an_experiment_workload(traces, tmp_path, jemalloc):
     d, _ = traces
-    exp = write_experiment(tmp_path / "exp.toml", "replay", None, {"glibc": "glibc", "jemalloc": jemalloc},
-                           interval="0.25s", replicas=2, phases={"load": "4s"},
-                           tables={"workload": {"trace": str(d / "python.trace"), "speed": 1}})
+    exp = write_experiment(
+        tmp_path / "exp.toml",
+        "replay",
+        None,
+        {"glibc": "glibc", "jemalloc": jemalloc},
+        interval="0.25s",
+        replicas=2,
+        phases={"load": "4s"},
+        tables={"workload": {"trace": str(d / "python.trace"), "speed": 1}},
+    )
     proc = run_cli("run", str(exp), "-o", str(tmp_path / "run"))
     assert proc.returncode == 0, proc.stderr
     db = sqlite3.connect(tmp_path / "run" / "run.db")

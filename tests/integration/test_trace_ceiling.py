@@ -1,6 +1,7 @@
 """Trace memory follows the file's real content: at most 1 M + 4 events per byte of file (the most
 compressible recording measured takes 0.43 byte/event), and one request over 1 GiB is refused by
 default (docs/reference/trace-format.md, "Limits"; peak memory: benchmarks/trace_memory_ceiling.py)."""
+
 from __future__ import annotations
 
 import pytest
@@ -23,7 +24,7 @@ def _claiming(tmp_path, events: int):
 
 
 def test_a_file_claiming_more_events_than_its_bytes_can_carry_is_refused(tmp_path):
-    p = _claiming(tmp_path, 1_500_000)           # ~10 KB: 150 events per byte (old ceiling: 4 M + 64/byte)
+    p = _claiming(tmp_path, 1_500_000)  # ~10 KB: 150 events per byte (old ceiling: 4 M + 64/byte)
     assert p.stat().st_size < 20_000
     with pytest.raises(UserError, match="unpacks to over"):
         trace.info(p, points=2)

@@ -2,6 +2,7 @@
 (the reader's events, encoded again, give the recorder's bytes; they also survive a second round
 trip), the Python codec is the recorder's encoder, a format-2 recording made by the previous
 alloclab reads as it did, and a killed recording reads up to its last whole block."""
+
 from __future__ import annotations
 
 import json
@@ -29,7 +30,9 @@ WORKLOADS = {
 
 
 def recode(native_dir, path: Path, *args: str) -> dict:
-    proc = subprocess.run([str(native_dir / "trace_recode"), str(path), *args], capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [str(native_dir / "trace_recode"), str(path), *args], capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode in (0, 1), proc.stderr
     return json.loads(proc.stdout)
 
@@ -62,14 +65,20 @@ def test_python_codec_is_the_recorders_encoder(recordings):
     t = parse(recordings["worker-pool"].read_bytes())
     events, groups, at = decode_events(t), [], 0
     for b in t.blocks:
-        groups.append((b.thread, [e for _, e in events[at:at + len(b.ops)]]))
+        groups.append((b.thread, [e for _, e in events[at : at + len(b.ops)]]))
         at += len(b.ops)
     assert at == len(events) > 1000
     for mine, recorded in zip(encode_blocks(groups), t.blocks, strict=True):
-        assert (mine.ops, mine.times, mine.sizes, mine.pointers, mine.slots, mine.reuse) == \
-               (recorded.ops, recorded.times, recorded.sizes, recorded.pointers, recorded.slots, recorded.reuse)
+        assert (mine.ops, mine.times, mine.sizes, mine.pointers, mine.slots, mine.reuse) == (
+            recorded.ops,
+            recorded.times,
+            recorded.sizes,
+            recorded.pointers,
+            recorded.slots,
+            recorded.reuse,
+        )
     reuse = [c for b in t.blocks for c in b.reuse]
-    assert sum(0 < c <= 16 for c in reuse) > len(reuse) // 10        # freed blocks reused, by their class
+    assert sum(0 < c <= 16 for c in reuse) > len(reuse) // 10  # freed blocks reused, by their class
 
 
 def test_a_format_2_recording_reads_as_it_did(native_dir):
@@ -83,7 +92,7 @@ def test_a_format_2_recording_reads_as_it_did(native_dir):
     assert now["allocations_over_live"] == 0
     r = recode(native_dir, path)
     assert r["version_in"] == 2 and r["round_trip"] == "identical"
-    assert r["bytes_per_event"] < path.stat().st_size / r["events"]   # and it is smaller in format 3
+    assert r["bytes_per_event"] < path.stat().st_size / r["events"]  # and it is smaller in format 3
 
 
 def test_a_killed_recording_reads_up_to_its_last_whole_block(recordings, tmp_path):
@@ -91,23 +100,23 @@ def test_a_killed_recording_reads_up_to_its_last_whole_block(recordings, tmp_pat
     starts, at = [], 64
     while at < len(blob):
         starts.append(at)
-        at += 32 + int.from_bytes(blob[at + 4:at + 8], "little")
+        at += 32 + int.from_bytes(blob[at + 4 : at + 8], "little")
     assert len(starts) >= 3
     flags = int.from_bytes(blob[12:16], "little")
     assert flags & COMPLETE_FLAG
     killed = blob[:12] + (flags & ~COMPLETE_FLAG).to_bytes(4, "little") + blob[16:]
     last = starts[-1]
-    cut = last + 32 + (len(blob) - last - 32) // 2                     # inside the last block's columns
+    cut = last + 32 + (len(blob) - last - 32) // 2  # inside the last block's columns
     p = tmp_path / "killed.trace"
     p.write_bytes(killed[:cut])
     d = trace.info(p, points=2)
-    whole = sum(int.from_bytes(blob[s + 16:s + 20], "little") for s in starts[:-1])
+    whole = sum(int.from_bytes(blob[s + 16 : s + 20], "little") for s in starts[:-1])
     assert d["events"] == whole and d["truncated_bytes"] == cut - last
     # the same cut with the COMPLETE flag is corrupt, not killed
     p.write_bytes(blob[:cut])
     with pytest.raises(UserError, match="needs .* bytes"):
         trace.info(p, points=2)
-    assert len(parse(killed[:last]).blocks) == len(starts) - 1         # the codec reads the whole blocks
+    assert len(parse(killed[:last]).blocks) == len(starts) - 1  # the codec reads the whole blocks
 
 
 def test_a_trace_is_read_in_the_tick_its_header_names(recordings, native_dir, tmp_path):
@@ -123,10 +132,11 @@ def test_a_trace_is_read_in_the_tick_its_header_names(recordings, native_dir, tm
     assert (fine.tick_ns, us.tick_ns) == (TICK_NS, 4000)
     fine_ev, us_ev = decode_events(fine), decode_events(us)
     assert len(fine_ev) == len(us_ev) > 1000
-    assert all(a[0] == b[0] and b[1][1] == a[1][1] * TICK_NS // 4000 and a[1][2:] == b[1][2:]
-               for a, b in zip(fine_ev, us_ev))
+    assert all(
+        a[0] == b[0] and b[1][1] == a[1][1] * TICK_NS // 4000 and a[1][2:] == b[1][2:] for a, b in zip(fine_ev, us_ev)
+    )
     before, after = trace.info(path, points=2), trace.info(coarse, points=2)
     assert after["events"] == before["events"]
     assert abs(after["duration_s"] - before["duration_s"]) <= 4.001e-6
-    back = recode(native_dir, coarse)                  # a coarse-tick file re-encodes as itself
+    back = recode(native_dir, coarse)  # a coarse-tick file re-encodes as itself
     assert back["round_trip"] == "identical" and back["same_bytes"] is True and back["tick_ns"] == 4000

@@ -5,6 +5,7 @@ coarser tick (1 us: sawtooth 3.49 -> 2.82 bytes/event, benchmarks/README.md) wou
 frequent (worker-pool, 4.8 M events: 5 -> 57 allocations placed over a live address, counted by a
 Python model of prepare's rules; `trace info` final live bytes 33.28 -> 34.19 MB, benchmarks/
 trace_tick.py). Now a tick's events keep each thread's recorded order (prepare merges the threads' runs)."""
+
 from __future__ import annotations
 
 from alloclab.run import trace
@@ -20,17 +21,22 @@ def replayed(tmp_path, groups):
 def test_one_thread_malloc_then_in_place_reallocs_in_one_tick(tmp_path):
     # worker-pool does this: malloc, then two reallocs that grow the block in place, within 1 us
     x = 0x10000
-    info, r = replayed(tmp_path, [(1, [ev(MALLOC, 5, 4096, x), ev(REALLOC, 5, 8192, x, x), ev(REALLOC, 5, 16384, x, x),
-                                       ev(FREE, 9, ptr=x)])])
+    info, r = replayed(
+        tmp_path,
+        [(1, [ev(MALLOC, 5, 4096, x), ev(REALLOC, 5, 8192, x, x), ev(REALLOC, 5, 16384, x, x), ev(FREE, 9, ptr=x)])],
+    )
     assert info["final_live_bytes"] == 0 and r["live_bytes_end"] == 0 and r["untracked_frees"] == 0
 
 
 def test_realloc_to_an_address_another_thread_reallocs_away_in_the_same_tick(tmp_path):
     p, x, y = 0x20000, 0x10000, 0x30000
-    info, r = replayed(tmp_path, [
-        (1, [ev(MALLOC, 1, 100, p), ev(REALLOC, 5, 200, p, x), ev(FREE, 9, ptr=x)]),
-        (2, [ev(MALLOC, 1, 300, x), ev(REALLOC, 5, 400, x, y), ev(FREE, 9, ptr=y)]),   # X leaves before 1 gets it
-    ])
+    info, r = replayed(
+        tmp_path,
+        [
+            (1, [ev(MALLOC, 1, 100, p), ev(REALLOC, 5, 200, p, x), ev(FREE, 9, ptr=x)]),
+            (2, [ev(MALLOC, 1, 300, x), ev(REALLOC, 5, 400, x, y), ev(FREE, 9, ptr=y)]),  # X leaves before 1 gets it
+        ],
+    )
     assert info["final_live_bytes"] == 0 and r["live_bytes_end"] == 0 and r["untracked_frees"] == 0
 
 
@@ -42,10 +48,14 @@ def test_a_tick_of_more_threads_than_the_merge_scans_keeps_each_threads_order(tm
     threads = []
     for tid in range(1, 101):
         mine, handed = 0x100000 * tid, 0x100000 * (tid - 1) + 0x80000
-        evs = [ev(MALLOC, 5, 4096, mine), ev(REALLOC, 5, 8192, mine, mine), ev(REALLOC, 5, 16384, mine, mine),
-               ev(FREE, 5, ptr=mine)]
+        evs = [
+            ev(MALLOC, 5, 4096, mine),
+            ev(REALLOC, 5, 8192, mine, mine),
+            ev(REALLOC, 5, 16384, mine, mine),
+            ev(FREE, 5, ptr=mine),
+        ]
         if tid > 1:
-            evs.append(ev(FREE, 5, ptr=handed))           # frees the block thread tid - 1 made at handed
+            evs.append(ev(FREE, 5, ptr=handed))  # frees the block thread tid - 1 made at handed
         if tid < 100:
             evs.append(ev(MALLOC, 5, 64, mine + 0x80000))  # ... which is this one
         threads.append((tid, evs))
@@ -61,19 +71,24 @@ def test_a_realloc_stamped_after_another_thread_reused_its_old_address(tmp_path)
     # Worker-pool recordings do this a few times per run (preempted inside realloc): before, the
     # reuse was placed over a live block, that block leaked and a later free was "untracked"
     p, s = 0x10000, 0x90000
-    info, r = replayed(tmp_path, [
-        (2, [ev(MALLOC, 1, 100, p), ev(REALLOC, 50, 200, p, s), ev(FREE, 90, ptr=s)]),
-        (1, [ev(MALLOC, 10, 300, p), ev(FREE, 20, ptr=p)]),
-    ])
+    info, r = replayed(
+        tmp_path,
+        [
+            (2, [ev(MALLOC, 1, 100, p), ev(REALLOC, 50, 200, p, s), ev(FREE, 90, ptr=s)]),
+            (1, [ev(MALLOC, 10, 300, p), ev(FREE, 20, ptr=p)]),
+        ],
+    )
     assert info["untracked_frees"] == 0 and info["allocations_over_live"] == 0
     assert info["final_live_bytes"] == 0 and r["live_bytes_end"] == 0 and r["untracked_frees"] == 0
-    assert info["peak_live_bytes"] == 200 + 300     # S and the reuse of P; never P twice
+    assert info["peak_live_bytes"] == 200 + 300  # S and the reuse of P; never P twice
 
 
 def test_a_free_is_never_pulled_forward(tmp_path):
     # frees are stamped before the call, so an allocation over a live address is not explained by
     # a free that comes later: that free stays where it was recorded, and the count says so
     p = 0x10000
-    info, _ = replayed(tmp_path, [(2, [ev(MALLOC, 1, 100, p), ev(FREE, 50, ptr=p)]),
-                                  (1, [ev(MALLOC, 10, 300, p), ev(FREE, 20, ptr=p)])])
+    info, _ = replayed(
+        tmp_path,
+        [(2, [ev(MALLOC, 1, 100, p), ev(FREE, 50, ptr=p)]), (1, [ev(MALLOC, 10, 300, p), ev(FREE, 20, ptr=p)])],
+    )
     assert info["allocations_over_live"] == 1 and info["untracked_frees"] == 1

@@ -4,6 +4,7 @@ Every generated file is read by systemd's own parser (`systemd-analyze verify`, 
 systemd package) next to a minimal unit, and must draw no complaint about our file; the values
 must read back exactly with systemd's quoting rules; hostile values that cannot be carried are
 refused with one clear line, before anything is written."""
+
 from __future__ import annotations
 
 import json
@@ -22,50 +23,55 @@ from tests.conftest import run_cli
 
 # Values that must be carried verbatim (escaped), never interpreted.
 CARRIED = [
-    'plain:1,dirty_decay_ms:0',
+    "plain:1,dirty_decay_ms:0",
     'quote"inside',
     'x" ExecStartPre=/nonexistent-alloclab-pwned "',
     "single'quote",
-    'back\\slash',
-    'ends with backslash\\',
+    "back\\slash",
+    "ends with backslash\\",
     '\\"',
-    '100%',
-    '%n%h%Z',
-    '%%',
-    '$HOME ${PATH} $$',
-    '[Unit]',
-    'Requires=nonexistent.target',
-    '; ExecStartPre=/nonexistent-alloclab-pwned',
-    '# comment',
-    'ünïcödé ✓',
-    ' leading and trailing spaces ',
-    '',
-    '=' * 20,
-    'a' * 4000,
+    "100%",
+    "%n%h%Z",
+    "%%",
+    "$HOME ${PATH} $$",
+    "[Unit]",
+    "Requires=nonexistent.target",
+    "; ExecStartPre=/nonexistent-alloclab-pwned",
+    "# comment",
+    "ünïcödé ✓",
+    " leading and trailing spaces ",
+    "",
+    "=" * 20,
+    "a" * 4000,
 ]
 # Values that cannot be carried safely: refused.
 REFUSED = [
-    'x\nExecStartPre=/nonexistent-alloclab-pwned',
+    "x\nExecStartPre=/nonexistent-alloclab-pwned",
     'x"\nExecStartPre=/bin/touch /tmp/alloclab-pwned\nEnvironment="y',
-    'x\n[Unit]\nRequires=nonexistent.target',
-    'x\rExecStartPre=/nonexistent-alloclab-pwned',
-    'nul\x00byte',
-    'tab\tvalue',
-    'escape\x1b[31m',
-    'del\x7f',
-    'a' * 5000,
+    "x\n[Unit]\nRequires=nonexistent.target",
+    "x\rExecStartPre=/nonexistent-alloclab-pwned",
+    "nul\x00byte",
+    "tab\tvalue",
+    "escape\x1b[31m",
+    "del\x7f",
+    "a" * 5000,
 ]
 BAD_NAMES = ["A=B", "A B", "1A", "A\nB", "", "A-B", "A;B", "A\x00", "ExecStartPre=/x"]
 
-needs_systemd = pytest.mark.skipif(shutil.which("systemd-analyze") is None,
-                                   reason="systemd-analyze missing: run scripts/install.sh --test")
+needs_systemd = pytest.mark.skipif(
+    shutil.which("systemd-analyze") is None, reason="systemd-analyze missing: run scripts/install.sh --test"
+)
 
 
 def verify(unit_dir: Path, unit: str) -> str:
     """systemd's verdict on a unit and its drop-ins: everything it printed, or '' when silent."""
-    proc = subprocess.run(["systemd-analyze", "verify", "--man=no", str(unit_dir / unit)], capture_output=True,
-                          text=True, env={**os.environ, "SYSTEMD_UNIT_PATH": f"{unit_dir}:", "SYSTEMD_LOG_LEVEL": "notice"},
-                          timeout=60)
+    proc = subprocess.run(
+        ["systemd-analyze", "verify", "--man=no", str(unit_dir / unit)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "SYSTEMD_UNIT_PATH": f"{unit_dir}:", "SYSTEMD_LOG_LEVEL": "notice"},
+        timeout=60,
+    )
     out = (proc.stdout + proc.stderr).strip()
     # messages about the host (not our files) are not findings
     lines = [ln for ln in out.splitlines() if str(unit_dir) in ln or unit in ln]
@@ -74,8 +80,16 @@ def verify(unit_dir: Path, unit: str) -> str:
 
 
 def group(env: dict, library: str | None = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2") -> dict:
-    return {"name": "g1", "allocator": "jemalloc@5.3.0", "kind": "catalog", "library": library,
-            "sha256": "0" * 64, "family": "jemalloc", "version": "5.3.0", "env": env}
+    return {
+        "name": "g1",
+        "allocator": "jemalloc@5.3.0",
+        "kind": "catalog",
+        "library": library,
+        "sha256": "0" * 64,
+        "family": "jemalloc",
+        "version": "5.3.0",
+        "env": env,
+    }
 
 
 @needs_systemd
@@ -126,14 +140,17 @@ def test_bad_variable_names_are_refused(name):
         deploy.dropin_text(group({name: "1"}), "abc123")
 
 
-@pytest.mark.parametrize("library", ["/lib/a b.so", "/lib/a:b.so", "relative.so", "/lib/a\nExecStartPre=/x", "/lib/\tx.so"])
+@pytest.mark.parametrize(
+    "library", ["/lib/a b.so", "/lib/a:b.so", "relative.so", "/lib/a\nExecStartPre=/x", "/lib/\tx.so"]
+)
 def test_library_paths_the_loader_would_split_are_refused(library):
     with pytest.raises(UserError):
         deploy.dropin_text(group({}, library=library), "abc123")
 
 
-@pytest.mark.parametrize("field,value", [("name", "g\n[Unit]"), ("name", "../x"), ("allocator", "x\nExecStartPre=/x"),
-                                         ("kind", "a\rb")])
+@pytest.mark.parametrize(
+    "field,value", [("name", "g\n[Unit]"), ("name", "../x"), ("allocator", "x\nExecStartPre=/x"), ("kind", "a\rb")]
+)
 def test_group_fields_reaching_comments_are_checked(field, value):
     g = group({})
     g[field] = value
@@ -151,8 +168,21 @@ def test_collector_unit_quotes_paths_and_refuses_an_injected_interval(tmp_path):
     assert verify(path.parent, path.name) == ""
     [(_, _, value)] = [d for d in unitfile.settings(path.read_text()) if d[1] == "ExecStart"]
     argv = unitfile.split_words(value, command=True)
-    assert argv == [sys.executable, "-m", "alloclab", "fleet", "collect", "--plan", str(plan.resolve()), "-o",
-                    str(run.resolve()), "--interval", "90s", "--root", str(root.resolve())]
+    assert argv == [
+        sys.executable,
+        "-m",
+        "alloclab",
+        "fleet",
+        "collect",
+        "--plan",
+        str(plan.resolve()),
+        "-o",
+        str(run.resolve()),
+        "--interval",
+        "90s",
+        "--root",
+        str(root.resolve()),
+    ]
     for hostile in ["5m\nExecStartPre=/nonexistent-alloclab-pwned", "5m ExecStartPre=/x", "%n", "nan", "-5s"]:
         with pytest.raises(UserError):
             collector.install_collector(units, plan, run, hostile)
@@ -165,21 +195,29 @@ def tampered_plan(tmp_path, jemalloc):
     (root / "etc" / "systemd" / "system").mkdir(parents=True)
     (root / "etc" / "systemd" / "system" / "svc@a.service").write_text("[Service]\nExecStart=/bin/sleep 600\n")
     groups = tmp_path / "groups.toml"
-    groups.write_text(f'name = "t"\ncommand = ["/bin/true"]\n[[group]]\nname = "je"\nallocator = "{jemalloc}"\n'
-                      'env = { MALLOC_CONF = "background_thread:true" }\n')
+    groups.write_text(
+        f'name = "t"\ncommand = ["/bin/true"]\n[[group]]\nname = "je"\nallocator = "{jemalloc}"\n'
+        'env = { MALLOC_CONF = "background_thread:true" }\n'
+    )
     plan = make_plan(systemd.LocalUnits(root), "svc@*", groups, 1, tmp_path / "plan.json")
     return root, plan.path
 
 
-@pytest.mark.parametrize("edit", [
-    lambda d: d["groups"][0]["env"].update(MALLOC_CONF='x"\nExecStartPre=/nonexistent-alloclab-pwned\nEnvironment="y'),
-    lambda d: d["groups"][0]["env"].update({"A=B": "1"}),
-    lambda d: d["groups"][0].update(library="/tmp/x\nExecStartPre=/nonexistent-alloclab-pwned"),
-    lambda d: d["groups"][0].update(name="je\n[Unit]"),
-    lambda d: d["assignments"][0].update(unit="svc@a.service\nExecStartPre=/x"),
-    lambda d: d["units"].append("../../etc/passwd"),
-    lambda d: d["groups"][0].update(env=["not", "a", "table"]),
-], ids=["env-value", "env-key", "library", "group-name", "assignment-unit", "unit-path", "env-type"])
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda d: d["groups"][0]["env"].update(
+            MALLOC_CONF='x"\nExecStartPre=/nonexistent-alloclab-pwned\nEnvironment="y'
+        ),
+        lambda d: d["groups"][0]["env"].update({"A=B": "1"}),
+        lambda d: d["groups"][0].update(library="/tmp/x\nExecStartPre=/nonexistent-alloclab-pwned"),
+        lambda d: d["groups"][0].update(name="je\n[Unit]"),
+        lambda d: d["assignments"][0].update(unit="svc@a.service\nExecStartPre=/x"),
+        lambda d: d["units"].append("../../etc/passwd"),
+        lambda d: d["groups"][0].update(env=["not", "a", "table"]),
+    ],
+    ids=["env-value", "env-key", "library", "group-name", "assignment-unit", "unit-path", "env-type"],
+)
 def test_a_tampered_plan_is_refused_at_apply_before_anything_is_written(tampered_plan, edit):
     root, plan = tampered_plan
     data = json.loads(plan.read_text())
@@ -198,19 +236,39 @@ def test_a_hostile_groups_file_is_refused_at_plan(tmp_path):
     (root / "etc" / "systemd" / "system").mkdir(parents=True)
     (root / "etc" / "systemd" / "system" / "svc@a.service").write_text("[Service]\nExecStart=/bin/sleep 600\n")
     groups = tmp_path / "groups.toml"
-    groups.write_text('name = "t"\ncommand = ["/bin/true"]\n[[group]]\nname = "g"\nallocator = "glibc"\n'
-                      'env = { MALLOC_ARENA_MAX = "2\\"\\nExecStartPre=/nonexistent-alloclab-pwned" }\n')
-    proc = run_cli("fleet", "plan", "svc@*", "--groups", str(groups), "-o", str(tmp_path / "plan.json"),
-                   "--root", str(root), "--systemctl", "local", timeout=60)
+    groups.write_text(
+        'name = "t"\ncommand = ["/bin/true"]\n[[group]]\nname = "g"\nallocator = "glibc"\n'
+        'env = { MALLOC_ARENA_MAX = "2\\"\\nExecStartPre=/nonexistent-alloclab-pwned" }\n'
+    )
+    proc = run_cli(
+        "fleet",
+        "plan",
+        "svc@*",
+        "--groups",
+        str(groups),
+        "-o",
+        str(tmp_path / "plan.json"),
+        "--root",
+        str(root),
+        "--systemctl",
+        "local",
+        timeout=60,
+    )
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     assert not (tmp_path / "plan.json").exists()
 
 
-@pytest.mark.parametrize("edit", [
-    lambda m: m["units"].__setitem__(next(iter(m["units"])), {"dropin": "/etc/passwd", "had_file": True, "dir_existed": True}),
-    lambda m: m["units"].__setitem__("../../x.service", {"dropin": "/x", "had_file": False, "dir_existed": True}),
-    lambda m: m.update(units=[1, 2]),
-], ids=["foreign-path", "bad-unit", "shape"])
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda m: m["units"].__setitem__(
+            next(iter(m["units"])), {"dropin": "/etc/passwd", "had_file": True, "dir_existed": True}
+        ),
+        lambda m: m["units"].__setitem__("../../x.service", {"dropin": "/x", "had_file": False, "dir_existed": True}),
+        lambda m: m.update(units=[1, 2]),
+    ],
+    ids=["foreign-path", "bad-unit", "shape"],
+)
 def test_a_tampered_manifest_is_refused_by_rollback(tampered_plan, edit):
     root, plan = tampered_plan
     units = systemd.LocalUnits(root)

@@ -1,5 +1,6 @@
 """The built-in workload models: determinism, exact live bytes, no crash or fd leak under the
 default allocators, and a side channel that survives a workload killed mid-write."""
+
 from __future__ import annotations
 
 import os
@@ -16,22 +17,43 @@ from tests.registries import published_library
 pytestmark = [pytest.mark.network]  # allocators or listings from the registries when alloclab's cache lacks them
 
 QUICK = {
-    "tor-dircache": ["--load", "2", "--hour", "0.5", "--tph", "10", "--relays", "500", "--doc-kb", "200",
-                     "--clients", "300", "--circuits", "100", "--keep", "3"],
+    "tor-dircache": [
+        "--load",
+        "2",
+        "--hour",
+        "0.5",
+        "--tph",
+        "10",
+        "--relays",
+        "500",
+        "--doc-kb",
+        "200",
+        "--clients",
+        "300",
+        "--circuits",
+        "100",
+        "--keep",
+        "3",
+    ],
     "worker-pool": ["--builds", "2", "--modules", "200", "--gap", "0", "--threads", "3"],
     "larson": ["--rounds", "3", "--slots", "2000"],
     "xmalloc": ["--rounds", "3", "--slots", "2000"],
     "sawtooth": ["--load", "1", "--period", "0.5", "--mb", "8"],
     "frag": ["--load", "1", "--mb", "4"],
 }
-DETERMINISTIC = [w for w in QUICK if w != "frag"]       # frag is time-driven by design
+DETERMINISTIC = [w for w in QUICK if w != "frag"]  # frag is time-driven by design
 DEFAULT_ALLOCATORS = ["glibc", "jemalloc@5.3.0", "mimalloc@2.0.9", "mimalloc@3.0.1", "mimalloc@3.7.0"]
 
 
 def run_workload(native_dir, name, *extra, env=None):
     model = MODELS[name]
-    proc = subprocess.run([str(native_dir / model.program), *model.fixed, *QUICK[name], *extra],
-                          capture_output=True, text=True, timeout=120, env={**os.environ, **(env or {})})
+    proc = subprocess.run(
+        [str(native_dir / model.program), *model.fixed, *QUICK[name], *extra],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **(env or {})},
+    )
     assert proc.returncode == 0, (name, proc.stderr)
     return proc.stdout
 
@@ -76,10 +98,12 @@ def test_every_workload_under_every_default_allocator(native_dir, default_librar
 def test_side_channel_survives_a_kill_mid_write(tmp_path, native_dir):
     """A workload dies in the middle of publishing: alloclab keeps what it had and finishes."""
     stats = tmp_path / "stats.bin"
-    proc = subprocess.run([str(native_dir / "frag"), "--load", "5", "--mb", "4"],
-                          env={**os.environ, "ALLOCLAB_STATS": str(stats), "ALLOCLAB_STATS_CRASH_AFTER": "5"})
+    proc = subprocess.run(
+        [str(native_dir / "frag"), "--load", "5", "--mb", "4"],
+        env={**os.environ, "ALLOCLAB_STATS": str(stats), "ALLOCLAB_STATS_CRASH_AFTER": "5"},
+    )
     assert proc.returncode == -9
-    assert stats.stat().st_size == 64 and read_stats(stats) is None      # torn, and recognised as torn
+    assert stats.stat().st_size == 64 and read_stats(stats) is None  # torn, and recognised as torn
     exp = tmp_path / "exp.toml"
     exp.write_text("""
 name = "torn"
@@ -99,7 +123,7 @@ env = { ALLOCLAB_STATS_CRASH_AFTER = "15" }
     assert run.returncode == 0, run.stderr
     db = sqlite3.connect(tmp_path / "run" / "run.db")
     live = [r[0] for r in db.execute("SELECT live_bytes FROM samples ORDER BY t")]
-    assert any(v for v in live) and 0xdeadbeef not in live
+    assert any(v for v in live) and 0xDEADBEEF not in live
     # killed by a signal mid-write: the runner records it as a crash (docs/reference/store.md)
     assert db.execute("SELECT COUNT(*) FROM events WHERE kind = 'replica_crash'").fetchone()[0] == 1
     assert (tmp_path / "run" / "report.md").exists()
@@ -107,9 +131,13 @@ env = { ALLOCLAB_STATS_CRASH_AFTER = "15" }
 
 def test_workload_parameters_are_checked(tmp_path):
     exp = tmp_path / "exp.toml"
-    exp.write_text('name = "w"\n[workload]\nname = "tor-dircache"\nrelays = -3\n[[group]]\nname = "g"\nallocator = "glibc"\n')
+    exp.write_text(
+        'name = "w"\n[workload]\nname = "tor-dircache"\nrelays = -3\n[[group]]\nname = "g"\nallocator = "glibc"\n'
+    )
     proc = run_cli("run", str(exp), "-o", str(tmp_path / "r"))
     assert proc.returncode == 2 and "relays = -3 must be a non-negative number" in proc.stderr
-    exp.write_text('name = "w"\n[workload]\nname = "tor-dircache"\nrelayz = 3\n[[group]]\nname = "g"\nallocator = "glibc"\n')
+    exp.write_text(
+        'name = "w"\n[workload]\nname = "tor-dircache"\nrelayz = 3\n[[group]]\nname = "g"\nallocator = "glibc"\n'
+    )
     proc = run_cli("run", str(exp), "-o", str(tmp_path / "r"))
     assert proc.returncode == 2 and "no parameter 'relayz'" in proc.stderr and "relays" in proc.stderr

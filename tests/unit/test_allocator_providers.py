@@ -4,6 +4,7 @@ module. Before, `catalog.entry` knew a published id only after `versions.entry` 
 
 The registry's answer (`apt-cache madison`, the .dsc's verdict) is fixed by the `archive` fixture
 (conftest.py), since the archive's state cannot be chosen from here."""
+
 from __future__ import annotations
 
 import pytest
@@ -11,12 +12,12 @@ import pytest
 from alloclab.allocators import catalog, resolution
 from alloclab.common.errors import UserError
 
-PUBLISHED = "mimalloc@3.5.3"          # not pinned in data/catalog.toml
+PUBLISHED = "mimalloc@3.5.3"  # not pinned in data/catalog.toml
 SOURCE = "3.5.3+ds-1~bpo13+1"
 
 
 def test_two_resolvers_share_no_state(archive):
-    archive[SOURCE] = True                                  # its files are there: buildable
+    archive[SOURCE] = True  # its files are there: buildable
     published = resolution.Resolver((resolution.Pinned(), resolution.Published()))
     e = published.entry(PUBLISHED)
     assert (e.id, e.family, e.version, e.sources[0]["kind"]) == (PUBLISHED, "mimalloc", "3.5.3", "debian-source")
@@ -30,7 +31,7 @@ def test_two_resolvers_share_no_state(archive):
 
 def test_the_first_provider_that_owns_an_id_answers(archive):
     e = resolution.DEFAULT.entry("mimalloc@3.7.0")
-    assert e == catalog.pinned("mimalloc@3.7.0")          # the catalog's pinned sources, not the listing's
+    assert e == catalog.pinned("mimalloc@3.7.0")  # the catalog's pinned sources, not the listing's
     with pytest.raises(UserError, match="unknown allocator family 'nosuch'"):
         resolution.DEFAULT.entry("nosuch@1.0")
     with pytest.raises(UserError, match="no reachable registry publishes mimalloc 3.4.8"):

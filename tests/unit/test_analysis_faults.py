@@ -2,6 +2,7 @@
 crashed / early-exiting replicas are named with their signal or exit code and, when they ended
 before the comparison window's end, left out of the group's comparison (data still shown); a
 run cut short is a serious warning; one process sampled under two names counts once."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -13,18 +14,38 @@ from alloclab.store import Store
 T0 = 1_760_000_000.0
 
 
-def _store(tmp_path, faults: dict[str, tuple[str, int, float]], grow: set[str] = frozenset(),
-           copies: tuple[str, str, float] | None = None) -> Store:
+def _store(
+    tmp_path,
+    faults: dict[str, tuple[str, int, float]],
+    grow: set[str] = frozenset(),
+    copies: tuple[str, str, float] | None = None,
+) -> Store:
     """Groups a (glibc, baseline) and b (jemalloc), 5 replicas each, 1 h at 5 s. `faults`:
     name -> (end_kind, exit_code, share of the run at which it ended); `grow`: replicas climbing
     30% over the run; `copies`: (name, copied name, from share) — name's samples are the copied
     replica's own from that share of the run on (a prefix match)."""
     st = Store.create(tmp_path / "run.db")
-    st.set_meta(source="run", metric="rss", interval=5.0, end_reason="planned duration reached",
-                phases='{"warmup": 0, "load": 3600, "idle": 0}', seed=1)
-    gid = {g: st.add_group(name=g, allocator=fam, kind="system", family=fam, version=None,
-                        env_json="{}", command_json="[]", is_baseline=int(g == "a"))
-           for g, fam in (("a", "glibc"), ("b", "jemalloc"))}
+    st.set_meta(
+        source="run",
+        metric="rss",
+        interval=5.0,
+        end_reason="planned duration reached",
+        phases='{"warmup": 0, "load": 3600, "idle": 0}',
+        seed=1,
+    )
+    gid = {
+        g: st.add_group(
+            name=g,
+            allocator=fam,
+            kind="system",
+            family=fam,
+            version=None,
+            env_json="{}",
+            command_json="[]",
+            is_baseline=int(g == "a"),
+        )
+        for g, fam in (("a", "glibc"), ("b", "jemalloc"))
+    }
     rng = np.random.default_rng(3)
     t = T0 + np.arange(0.0, 3600.0, 5.0)
     ys = {}
@@ -35,19 +56,30 @@ def _store(tmp_path, faults: dict[str, tuple[str, int, float]], grow: set[str] =
             if name in grow:
                 y = y * (1 + 0.3 * (t - t[0]) / (t[-1] - t[0]))
             ys[name] = (g, i, y)
-    if copies:                                           # the long-named replica, a process of its own
+    if copies:  # the long-named replica, a process of its own
         ys[copies[1]] = ("b", 9, 75 * (1 + 0.01 * rng.standard_normal(len(t))))
     for name, (g, i, y) in ys.items():
         kind, code, at = faults.get(name, ("stopped", 0, 1.0))
         keep = t <= t[0] + at * 3600
         if copies and name == copies[0]:
             y = np.where(t >= t[0] + copies[2] * 3600, ys[copies[1]][2], y)
-        rid = st.add_replica(group_id=gid[g], idx=i, name=name, start_order=i, verified=1, exit_code=code,
-                        end_kind=kind, started_at=t[0], ended_at=float(t[keep][-1]))
+        rid = st.add_replica(
+            group_id=gid[g],
+            idx=i,
+            name=name,
+            start_order=i,
+            verified=1,
+            exit_code=code,
+            end_kind=kind,
+            started_at=t[0],
+            ended_at=float(t[keep][-1]),
+        )
         pid = st.add_process(replica_id=rid, pid=1000 + rid, start_ticks=rid, first_seen=t[0], last_seen=t[keep][-1])
         st.add_verification(t=t[0], process_id=pid, verified=1, detail="ok")
-        st.add_samples(("t", "replica_id", "phase", "rss_kb"),
-                       [(float(a), rid, "load", int(b * 1024)) for a, b in zip(t[keep], y[keep])])
+        st.add_samples(
+            ("t", "replica_id", "phase", "rss_kb"),
+            [(float(a), rid, "load", int(b * 1024)) for a, b in zip(t[keep], y[keep])],
+        )
         if kind == "crashed":
             st.add_event(float(t[keep][-1]), "replica_crash", f"{name} was killed by SIGSEGV", replica_id=rid)
         elif kind == "exited-early":
@@ -62,7 +94,7 @@ def test_crashed_replicas_are_named_and_never_count_as_flat_units(tmp_path):
     a = analyse(_store(tmp_path, crashed, grow={"a-1", "a-2"}))
     ga = a.group("a")
     assert ga.excluded == ["a-3", "a-4", "a-5"] and ga.usable == 2
-    assert ga.status == "Bloating"                         # with the crashed ones as units the majority would say Flat
+    assert ga.status == "Bloating"  # with the crashed ones as units the majority would say Flat
     crash = a.warning("replica-crashed")
     assert crash and crash[0].severity == "serious" and crash[0].replicas == ["a-3", "a-4", "a-5"]
     assert "SIGSEGV" in crash[0].message and "excluded from the comparison" in crash[0].message
@@ -99,21 +131,27 @@ def test_one_process_under_two_names_counts_once(tmp_path):
     ident = a.warning("identical-series")
     assert ident and ident[0].data["dropped_from"] == "b-1" and ident[0].data["kept"] == "b-10"
     b1 = next(s for s in a.series if s.name == "b-1")
-    assert b1.t[-1] < T0 + 1800                             # its copied half is gone, its own half stays
+    assert b1.t[-1] < T0 + 1800  # its copied half is gone, its own half stays
     assert ident[0].data["dropped_samples"] == pytest.approx(360, abs=1)
 
 
-@pytest.mark.parametrize("loads,expected", [
-    (lambda x: np.where(x < 60, 4.0 * np.exp(-x / 60), 1.0), "cpu-burst"),   # start-up burst, then calm
-    (lambda x: np.full_like(x, 4.0), "cpu-saturated"),                        # saturated throughout
-    (lambda x: np.full_like(x, 1.0), None),                                   # calm throughout
-], ids=["burst", "saturated", "calm"])
+@pytest.mark.parametrize(
+    "loads,expected",
+    [
+        (lambda x: np.where(x < 60, 4.0 * np.exp(-x / 60), 1.0), "cpu-burst"),  # start-up burst, then calm
+        (lambda x: np.full_like(x, 4.0), "cpu-saturated"),  # saturated throughout
+        (lambda x: np.full_like(x, 1.0), None),  # calm throughout
+    ],
+    ids=["burst", "saturated", "calm"],
+)
 def test_cpu_saturation_is_judged_over_the_compared_window(tmp_path, loads, expected):
     st = _store(tmp_path, {})
     st.set_meta(ncpu=2)
     x = np.arange(0.0, 3600.0, 5.0)
-    st.add_host_samples(("t", "mem_total_kb", "mem_available_kb", "swap_total_kb", "swap_free_kb", "load1"),
-                   [(T0 + a, 1 << 24, 1 << 23, 0, 0, float(v)) for a, v in zip(x, loads(x))])
+    st.add_host_samples(
+        ("t", "mem_total_kb", "mem_available_kb", "swap_total_kb", "swap_free_kb", "load1"),
+        [(T0 + a, 1 << 24, 1 << 23, 0, 0, float(v)) for a, v in zip(x, loads(x))],
+    )
     st.commit()
     kinds = {w.kind for w in analyse(st).warnings}
     assert kinds & {"cpu-burst", "cpu-saturated"} == ({expected} if expected else set())
@@ -135,13 +173,14 @@ def test_skipped_ticks_are_a_warning_sized_by_their_share(tmp_path, skipped, exp
 
 def test_skipped_ticks_gather_into_one_event_a_minute():
     from alloclab.run.runner import SkippedTicks
+
     s = SkippedTicks()
     assert s.take(1.0) is None and not s.due(100.0)
     s.add(3, 4.2)
-    assert s.due(100.0)                       # the first overrun is recorded at once
+    assert s.due(100.0)  # the first overrun is recorded at once
     assert s.take(1.0) == "3 sampling ticks skipped: the sampler fell behind its 1 s schedule 1 time (by up to 4.20 s)"
     s.add(1, 1.5)
-    assert not s.due(s.last_record + 30)      # then at most one event a minute
+    assert not s.due(s.last_record + 30)  # then at most one event a minute
     assert s.due(s.last_record + 61)
     assert s.take(1.0).startswith("1 sampling tick skipped") and s.total == 4
 
@@ -157,13 +196,18 @@ def test_the_pooled_pass_does_not_compute_growth_again(tmp_path, monkeypatch):
     from alloclab.analysis import replica_stats
     from alloclab.analysis.load import load_series, segment
     from alloclab.stats import status, steps
+
     st = _store(tmp_path, {}, grow={"a-1"})
     calls = {"growth": 0, "_step_fit_x": 0, "release_events": 0}
     for module, name in ((stats, "growth"), (steps, "_step_fit_x"), (status, "release_events")):
         real = getattr(module, name)
-        monkeypatch.setattr(module, name, lambda *a, _real=real, _name=name, **k: calls.__setitem__(_name, calls[_name] + 1) or _real(*a, **k))
+        monkeypatch.setattr(
+            module,
+            name,
+            lambda *a, _real=real, _name=name, **k: calls.__setitem__(_name, calls[_name] + 1) or _real(*a, **k),
+        )
     a = analyse(st)
-    assert sum("widened to the spread" in r.status_reason for r in a.replicas) == 4     # a-2..a-5 decided again
+    assert sum("widened to the spread" in r.status_reason for r in a.replicas) == 4  # a-2..a-5 decided again
     # every replica once (a-1's step fit for the group route: classify settled its word, Bloating,
     # before fitting); no simulated series here (the group route's pre-screen stops it)
     assert calls == {"growth": 10, "_step_fit_x": 10, "release_events": 10} and len(a.replicas) == 10
@@ -176,7 +220,8 @@ def test_the_pooled_pass_does_not_compute_growth_again(tmp_path, monkeypatch):
         pool = stats.growth_pool([r.change_share for r in rs], [r.window_h * 3600 for r in rs], [r.name for r in rs])
         assert pool is not None
         assert [(r.status, r.status_reason) for r in rs] == [
-            (x.status, x.status_reason) for x in (replica_stats(by[r.name], pool=pool) for r in rs)]
+            (x.status, x.status_reason) for x in (replica_stats(by[r.name], pool=pool) for r in rs)
+        ]
 
 
 def test_a_signal_with_no_name_is_named_by_its_number():
@@ -184,7 +229,12 @@ def test_a_signal_with_no_name_is_named_by_its_number():
     import signal
 
     from alloclab.common.signalname import how_ended, signal_name
+
     assert signal_name(signal.SIGSEGV) == "SIGSEGV"
     assert signal_name(signal.SIGRTMIN + 3) == f"signal {signal.SIGRTMIN + 3}"
     # and one function says how a process ended (the runner, the analysis, its warnings, the replayer)
-    assert [how_ended(c) for c in (-signal.SIGSEGV, 3, None)] == ["killed by SIGSEGV", "exit code 3", "exit code unknown"]
+    assert [how_ended(c) for c in (-signal.SIGSEGV, 3, None)] == [
+        "killed by SIGSEGV",
+        "exit code 3",
+        "exit code unknown",
+    ]

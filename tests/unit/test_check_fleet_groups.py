@@ -1,6 +1,7 @@
 """`alloclab check` on a fleet groups file (no command: the services already run under systemd):
 accepted, every group's library resolved, a path-given library checked to exist and said to be
 needed on every host byte for byte; a missing one is one line and exit code 2."""
+
 from __future__ import annotations
 
 from tests.conftest import run_cli
@@ -8,9 +9,11 @@ from tests.conftest import run_cli
 
 def groups(tmp_path, library: str):
     f = tmp_path / "relays.toml"
-    f.write_text('name = "relays"                  # no command: the services already run\n'
-                 '[[group]]\nname = "glibc"\nallocator = "glibc"\n'
-                 f'[[group]]\nname = "mimalloc"\nallocator = "{library}"\n')
+    f.write_text(
+        'name = "relays"                  # no command: the services already run\n'
+        '[[group]]\nname = "glibc"\nallocator = "glibc"\n'
+        f'[[group]]\nname = "mimalloc"\nallocator = "{library}"\n'
+    )
     return f
 
 

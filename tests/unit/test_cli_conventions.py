@@ -1,6 +1,7 @@
 """One convention per concept across every verb (issue 52): the test walks the whole CLI through
 click and fails on a verb that breaks one. The conventions are alloclab.commands.conventions'; the
 exit codes alloclab.common.exitcodes' (one table)."""
+
 from __future__ import annotations
 
 import click
@@ -29,9 +30,24 @@ NO_JSON = {
     ("sweep",): "its result is sweep.json in its -o directory",
 }
 # Options that take a duration (by name, or shown as DURATION); every one must parse with config.parse_duration.
-DURATION_NAMES = {"interval", "warmup", "max_duration", "stable_for", "first_look", "max_step", "settle",
-                  "guard_interval", "look_every", "horizon", "duration", "step", "timeout", "max_gap", "load",
-                  "max_settle"}
+DURATION_NAMES = {
+    "interval",
+    "warmup",
+    "max_duration",
+    "stable_for",
+    "first_look",
+    "max_step",
+    "settle",
+    "guard_interval",
+    "look_every",
+    "horizon",
+    "duration",
+    "step",
+    "timeout",
+    "max_gap",
+    "load",
+    "max_settle",
+}
 
 
 def _options(cmd):
@@ -54,8 +70,9 @@ def test_help_ends_with_the_verbs_exit_codes_from_the_one_table(path, cmd):
 @pytest.mark.parametrize("path,cmd", VERBS, ids=IDS)
 def test_a_verb_that_reports_a_result_has_json(path, cmd):
     has_json = any("--json" in p.opts for p in _options(cmd))
-    assert has_json != (path in NO_JSON), (f"{' '.join(path)}: " + ("no --json" if not has_json else
-                                                                    "has --json now: take it out of NO_JSON"))
+    assert has_json != (path in NO_JSON), f"{' '.join(path)}: " + (
+        "no --json" if not has_json else "has --json now: take it out of NO_JSON"
+    )
 
 
 @pytest.mark.parametrize("path,cmd", VERBS, ids=IDS)
@@ -70,8 +87,9 @@ def test_output_option_says_file_or_directory(path, cmd):
     for p in _options(cmd):
         if "-o" in p.opts:
             assert "--output" in p.opts, f"{' '.join(path)}: -o is not --output"
-            assert p.help.split(":")[0].split()[0] in (OUTPUT_DIR, OUTPUT_FILE), \
+            assert p.help.split(":")[0].split()[0] in (OUTPUT_DIR, OUTPUT_FILE), (
                 f"{' '.join(path)} -o: its help must start with {OUTPUT_DIR!r} or {OUTPUT_FILE!r}: {p.help!r}"
+            )
 
 
 @pytest.mark.parametrize("path,cmd", VERBS, ids=IDS)
@@ -89,7 +107,7 @@ def test_a_duration_is_refused_in_one_line_and_a_bare_number_is_seconds():
         replay.make_context("trace replay", ["t.trace", "--timeout", "soon"])
     deploy = dict(VERBS)[("fleet", "deploy")]
     with deploy.make_context("fleet deploy", ["--units", "x@*", "--warmup", "auto", "--settle", "2m"]) as ctx:
-        assert ctx.params["warmup"] == "auto" and ctx.params["settle"] == "2m"      # the text, checked
+        assert ctx.params["warmup"] == "auto" and ctx.params["settle"] == "2m"  # the text, checked
 
 
 def test_rollback_takes_a_share_like_apply_and_deploy_and_refuses_a_bad_batch():
@@ -111,8 +129,12 @@ def test_exit_codes_in_code_are_the_tables():
     from alloclab.cli import INTERNAL_ERROR_EXIT
     from alloclab.commands import bisect, compare, run
     from alloclab.common.errors import CutShortError
+
     assert (UserError("x").exit_code, CutShortError("x").exit_code) == (exitcodes.BAD_INPUT, exitcodes.CUT_SHORT)
     assert INTERNAL_ERROR_EXIT == exitcodes.INTERNAL_ERROR and run.EXIT_CUT_SHORT == exitcodes.CUT_SHORT
-    assert (compare.EXIT_GATE_ABOVE, compare.EXIT_GATE_INCONCLUSIVE, bisect.EXIT_NOT_FOUND) == \
-        (exitcodes.OUTCOME, exitcodes.INCONCLUSIVE, exitcodes.OUTCOME)
-    assert set(exitcodes.VERB_OUTCOMES) <= {p for p, _ in VERBS}     # no table row for a verb that is gone
+    assert (compare.EXIT_GATE_ABOVE, compare.EXIT_GATE_INCONCLUSIVE, bisect.EXIT_NOT_FOUND) == (
+        exitcodes.OUTCOME,
+        exitcodes.INCONCLUSIVE,
+        exitcodes.OUTCOME,
+    )
+    assert set(exitcodes.VERB_OUTCOMES) <= {p for p, _ in VERBS}  # no table row for a verb that is gone

@@ -1,6 +1,7 @@
 """--json on the verbs that report a result (issue 52): one JSON document on stdout whose figures
 are the run's / the file's, nothing else on stdout; and piped output as wide as COLUMNS says, not a
 fixed 160 columns. The CLI runs as a user runs it (a child process)."""
+
 from __future__ import annotations
 
 import json
@@ -21,7 +22,7 @@ TORUTILS = Path(__file__).parents[1] / "data" / "1aeo-torutils" / "co-guard-2025
 def _json(*args: str, **kw):
     p = run_cli(*args, **kw)
     assert p.returncode == 0, p.stderr
-    return json.loads(p.stdout)            # the whole of stdout is the document
+    return json.loads(p.stdout)  # the whole of stdout is the document
 
 
 def test_merge_json_names_the_merged_runs_groups_and_hosts(tmp_path):
@@ -55,8 +56,8 @@ def test_import_torutils_json_names_the_new_run(tmp_path):
 
 def test_listings_json_hold_every_entry():
     listed = _json("workloads", "--json")
-    assert [w["name"] for w in listed][:len(MODELS)] == list(MODELS)
-    assert all(w["defaults"] == MODELS[w["name"]].defaults for w in listed[:len(MODELS)])
+    assert [w["name"] for w in listed][: len(MODELS)] == list(MODELS)
+    assert all(w["defaults"] == MODELS[w["name"]].defaults for w in listed[: len(MODELS)])
     ids = [a["id"] for a in _json("allocators", "list", "--json")]
     assert ids == [*catalog.entries(), "glibc"]
 
@@ -64,9 +65,16 @@ def test_listings_json_hold_every_entry():
 def test_piped_tables_follow_columns_and_a_log_gets_160():
     narrow = run_cli("workloads", env={"COLUMNS": "70"})
     assert narrow.returncode == 0 and max(map(len, narrow.stdout.splitlines())) <= 70
-    assert "\x1b[" not in narrow.stdout                           # plain: no colour codes in a pipe
+    assert "\x1b[" not in narrow.stdout  # plain: no colour codes in a pipe
     env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
-    log = subprocess.run([sys.executable, "-m", "alloclab", "workloads"], stdin=subprocess.DEVNULL, capture_output=True,
-                         text=True, env=env, timeout=120, start_new_session=True)   # no terminal anywhere
+    log = subprocess.run(
+        [sys.executable, "-m", "alloclab", "workloads"],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        start_new_session=True,
+    )  # no terminal anywhere
     widths = [len(line) for line in log.stdout.splitlines()]
     assert max(widths) <= 160 and max(widths) > 100

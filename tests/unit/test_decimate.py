@@ -7,8 +7,8 @@ def test_extremes_are_kept_and_the_series_is_thinned():
     rng = np.random.default_rng(3)
     t = np.arange(50_000) * 15.0
     y = np.cumsum(rng.normal(size=t.size))
-    y[12_345] = 1e6                                    # a one-sample spike
-    y[40_000] = -1e6                                   # and a dip
+    y[12_345] = 1e6  # a one-sample spike
+    y[40_000] = -1e6  # and a dip
     tt, yy = min_max(t, y, buckets=500)
     assert len(tt) <= 1000 and np.all(np.diff(tt) > 0)
     assert 1e6 in yy and -1e6 in yy
@@ -38,9 +38,9 @@ def test_each_series_keeps_its_own_extremes():
     t = np.arange(20_000.0)
     y = np.sin(t / 500)
     z = np.cos(t / 300)
-    y[5_001] = 50.0                                    # a spike in one series only
-    z[17_777] = -50.0                                  # a dip in the other
+    y[5_001] = 50.0  # a spike in one series only
+    z[17_777] = -50.0  # a dip in the other
     tt, yy, zz = min_max(t, y, z, buckets=100)
     assert len(tt) <= 400 and np.all(np.diff(tt) > 0)
     assert 50.0 in yy and -50.0 in zz
-    assert np.array_equal(yy, y[tt.astype(int)]) and np.array_equal(zz, z[tt.astype(int)])   # rows stay together
+    assert np.array_equal(yy, y[tt.astype(int)]) and np.array_equal(zz, z[tt.astype(int)])  # rows stay together

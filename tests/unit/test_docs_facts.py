@@ -3,6 +3,7 @@ construction"): option defaults, exit codes and the statistics' rule constants, 
 and compared with click's declarations, alloclab.common.exitcodes and the RULES tables. The lab notebook
 (docs/lab/) is a record, not a statement of today's facts; the generated reference has its own test
 (test_reference.py)."""
+
 from __future__ import annotations
 
 import re
@@ -18,10 +19,28 @@ from alloclab.stats.rules import RULES as ANALYSIS_RULES, RULES as STATS_RULES
 
 REPO = Path(__file__).parents[2]
 GENERATED = {REPO / "docs/reference/cli.md", REPO / "docs/reference/exit-codes.md"}
-DOCS = [p for p in [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
-        if "lab" not in p.relative_to(REPO).parts and p not in GENERATED]
-UNITS = {"ms": "ms", "s": "s", "sec": "s", "seconds": "s", "second": "s", "m": "m", "min": "m", "minutes": "m",
-         "minute": "m", "h": "h", "hours": "h", "hour": "h", "d": "d", "days": "d", "day": "d"}
+DOCS = [
+    p
+    for p in [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
+    if "lab" not in p.relative_to(REPO).parts and p not in GENERATED
+]
+UNITS = {
+    "ms": "ms",
+    "s": "s",
+    "sec": "s",
+    "seconds": "s",
+    "second": "s",
+    "m": "m",
+    "min": "m",
+    "minutes": "m",
+    "minute": "m",
+    "h": "h",
+    "hours": "h",
+    "hour": "h",
+    "d": "d",
+    "days": "d",
+    "day": "d",
+}
 
 
 def _lines():
@@ -59,16 +78,19 @@ def _option_defaults() -> dict[str, set[str]]:
         for p in cmd.params:
             if isinstance(p, click.Option):
                 found = out.setdefault(p.opts[-1], set())
-                if isinstance(p.default, (str, int, float, Path)) and not p.is_flag:    # not click's "unset"
+                if isinstance(p.default, (str, int, float, Path)) and not p.is_flag:  # not click's "unset"
                     found.add(str(p.default))
                 found.update(re.findall(r"\[([^\]]+)\]\.?\s*$", p.help or ""))
+
     walk(app)
     return out
 
 
 # "`--settle` (default 60 s", "`--max-duration`, 5m by default", "`--look-every`, default 12 h"
-DEFAULT_STATED = re.compile(r"`(--[a-z][a-z-]*)`[^`.;]{0,12}?(?:\(|,)\s*(?:default\s+`?([^,;)`]+?)`?\s*(?:[,;)]|$)|"
-                            r"`?([^,;)`\s]+(?:\s[a-z]+)?)`?\s+by default)")
+DEFAULT_STATED = re.compile(
+    r"`(--[a-z][a-z-]*)`[^`.;]{0,12}?(?:\(|,)\s*(?:default\s+`?([^,;)`]+?)`?\s*(?:[,;)]|$)|"
+    r"`?([^,;)`\s]+(?:\s[a-z]+)?)`?\s+by default)"
+)
 
 
 # "`--by group`, the default", "`--rollback-scope all` (default)"
@@ -99,7 +121,7 @@ def test_the_docs_state_defaults_the_options_have():
 
 
 EXIT_STATED = re.compile(r"\bexit(?:s| code| status)?\s+\**(\d+)\b", re.IGNORECASE)
-NOT_ALLOCLAB = re.compile(r"native|replayer|`replay`|program exit|pthread", re.IGNORECASE)   # the C replayer's own codes
+NOT_ALLOCLAB = re.compile(r"native|replayer|`replay`|program exit|pthread", re.IGNORECASE)  # the C replayer's own codes
 
 
 def test_every_exit_code_the_docs_name_is_in_the_table():
@@ -130,8 +152,11 @@ def _exit_code_passages():
 def test_a_verbs_exit_code_list_in_the_docs_is_the_tables():
     passages = list(_exit_code_passages())
     assert passages
-    wrong = [f"{doc}: lists {sorted(listed)}, the table: {sorted(c.code for c in exitcodes.codes_for(verb))}"
-             for doc, verb, listed in passages if listed != {c.code for c in exitcodes.codes_for(verb)}]
+    wrong = [
+        f"{doc}: lists {sorted(listed)}, the table: {sorted(c.code for c in exitcodes.codes_for(verb))}"
+        for doc, verb, listed in passages
+        if listed != {c.code for c in exitcodes.codes_for(verb)}
+    ]
     assert not wrong, "\n".join(wrong)
 
 
@@ -165,5 +190,7 @@ def test_the_release_event_threshold_the_method_page_states():
     text = " ".join((REPO / "docs/method/index.md").read_text().split())
     m = re.search(r"drops of at least max\((\d+(?:\.\d+)?) MB, (\d+(?:\.\d+)?)% of the steady level\)", text)
     assert m, "the method page no longer states the release-event threshold this way: update this test"
-    assert (float(m.group(1)), float(m.group(2)) / 100) == (ANALYSIS_RULES["release_min_mb"],
-                                                           ANALYSIS_RULES["release_min_share"])
+    assert (float(m.group(1)), float(m.group(2)) / 100) == (
+        ANALYSIS_RULES["release_min_mb"],
+        ANALYSIS_RULES["release_min_share"],
+    )

@@ -1,5 +1,6 @@
 """Every relative link in README.md and docs/**/*.md (the lab record included) leads to a file
 that exists, and a link with a #fragment to a heading that file has."""
+
 from __future__ import annotations
 
 import re
@@ -31,7 +32,7 @@ def broken_links(doc: Path) -> list[str]:
         if fence:
             continue
         for target in LINK.findall(line):
-            if re.match(r"[a-z]+:", target):                 # http:, https:, mailto:
+            if re.match(r"[a-z]+:", target):  # http:, https:, mailto:
                 continue
             path, _, fragment = target.partition("#")
             dest = (doc.parent / path).resolve() if path else doc
@@ -50,10 +51,15 @@ def test_every_relative_link_in_the_docs_resolves():
 
 
 def test_the_check_finds_a_missing_file_and_a_missing_heading(tmp_path):
-    (tmp_path / "a.md").write_text("# Title here\n[ok](#title-here) [gone](b.md) [bad](a.md#nowhere)\n```\n[x](in-a-fence.md)\n```\n")
+    (tmp_path / "a.md").write_text(
+        "# Title here\n[ok](#title-here) [gone](b.md) [bad](a.md#nowhere)\n```\n[x](in-a-fence.md)\n```\n"
+    )
     global REPO
     saved, REPO = REPO, tmp_path
     try:
-        assert [b.split(": ", 1)[1] for b in broken_links(tmp_path / "a.md")] == ["b.md: no such file", "a.md#nowhere: no heading #nowhere"]
+        assert [b.split(": ", 1)[1] for b in broken_links(tmp_path / "a.md")] == [
+            "b.md: no such file",
+            "a.md#nowhere: no heading #nowhere",
+        ]
     finally:
         REPO = saved

@@ -2,6 +2,7 @@
 every key the parser accepts (and none it refuses), docs/reference/ansible-variables.md lists the
 collection's variables exactly as the collection's README does (whose list
 tests/unit/test_fleet_collection.py holds to what the roles and playbooks read)."""
+
 from __future__ import annotations
 
 import re

@@ -1,5 +1,6 @@
 """Every meta key alloclab reads or writes is either carried by an export (EXPORTED_META) or left
 out on purpose (NOT_EXPORTED_META): an exported-then-imported run reads as the run did."""
+
 from __future__ import annotations
 
 import ast
@@ -26,8 +27,12 @@ def keys_written(source: str) -> set[str]:
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "set_meta":
             found |= {k.arg for k in node.keywords if k.arg}
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "dict" \
-                and any(k.arg == "source" for k in node.keywords):      # prometheus_import's meta, built beside its call
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == "dict"
+            and any(k.arg == "source" for k in node.keywords)
+        ):  # prometheus_import's meta, built beside its call
             found |= {k.arg for k in node.keywords if k.arg}
     return found
 
@@ -43,7 +48,13 @@ def test_every_meta_key_is_exported_or_left_out_on_purpose():
 
 
 def test_the_scan_finds_reads_and_writes():
-    assert keys_read('a = json.loads(meta["tor_network"]) if c.meta.get("records") else store.meta().get(\'x\')') \
-        == {"tor_network", "records", "x"}
-    assert keys_written("store.set_meta(records='alloclab', **more)\nf(dict(source='s', hosts=[]))") \
-        == {"records", "source", "hosts"}
+    assert keys_read('a = json.loads(meta["tor_network"]) if c.meta.get("records") else store.meta().get(\'x\')') == {
+        "tor_network",
+        "records",
+        "x",
+    }
+    assert keys_written("store.set_meta(records='alloclab', **more)\nf(dict(source='s', hosts=[]))") == {
+        "records",
+        "source",
+        "hosts",
+    }

@@ -1,4 +1,5 @@
 """The fleet-wide assignment (fleet.assign) and the loadability rules (unitaccess)."""
+
 from __future__ import annotations
 
 import os
@@ -17,8 +18,10 @@ from alloclab.fleet.plan import assign
 
 
 def _facts(host: str, n: int, rng: random.Random) -> list[dict]:
-    return [{"unit": f"tor@{host}-{i}.service", "memory_kb": rng.randrange(20_000, 90_000), "uptime_s": rng.random() * 1e5}
-            for i in range(n)]
+    return [
+        {"unit": f"tor@{host}-{i}.service", "memory_kb": rng.randrange(20_000, 90_000), "uptime_s": rng.random() * 1e5}
+        for i in range(n)
+    ]
 
 
 @settings(max_examples=200, deadline=None)
@@ -32,11 +35,11 @@ def test_every_host_carries_every_group_its_unit_count_allows_and_the_fleet_stay
     for host, facts in by_host.items():
         per = Counter(a["group"] for a in out if a["host"] == host)
         if len(facts) >= k:
-            assert set(per) == set(names)                        # every group on every host
+            assert set(per) == set(names)  # every group on every host
         assert max(per.values()) - min(per.get(n, 0) for n in names) <= 1 or len(facts) < k
     fleet_counts = Counter(a["group"] for a in out)
     assert max(fleet_counts.values()) - min(fleet_counts.get(n, 0) for n in names) <= 1
-    assert out == assign(dict(reversed(list(by_host.items()))), names, seed)   # one seed, one plan
+    assert out == assign(dict(reversed(list(by_host.items()))), names, seed)  # one seed, one plan
 
 
 def test_the_same_seed_on_every_host_no_longer_repeats_one_assignment():
@@ -59,7 +62,7 @@ def test_groups_of_a_fleet_experiment_need_no_command():
     assert exp.command is None and exp.groups[0].name == "glibc"
     try:
         parse_experiment(text, "g.toml")
-    except Exception as exc:                      # a run still needs one
+    except Exception as exc:  # a run still needs one
         assert "no command to run" in str(exc)
     else:
         raise AssertionError("a run without a command was accepted")
@@ -91,10 +94,17 @@ def test_the_settings_that_hide_a_library_are_named():
     assert unitaccess.hidden_by(sb, "/tmp/x/lib.so") == "PrivateTmp=yes replaces /tmp"
     assert unitaccess.hidden_by(sb, "/srv/secret/lib.so") == "InaccessiblePaths=/srv/secret"
     assert unitaccess.hidden_by(sb, "/var/empty-ish/lib.so") == "TemporaryFileSystem=/var/empty-ish"
-    assert unitaccess.hidden_by(sb, "/usr/lib/alloclab/jemalloc-5.3.0/libjemalloc.so.2") is None   # ProtectSystem: read-only only
+    assert (
+        unitaccess.hidden_by(sb, "/usr/lib/alloclab/jemalloc-5.3.0/libjemalloc.so.2") is None
+    )  # ProtectSystem: read-only only
     assert unitaccess.hidden_by(sb, "/rootfs/lib.so") is None
-    read_only = sandbox(SHOW.replace("ProtectHome=yes", "ProtectHome=read-only").replace("PrivateTmp=yes", "PrivateTmp=no"))
-    assert unitaccess.hidden_by(read_only, "/root/lib.so") is None and unitaccess.hidden_by(read_only, "/tmp/lib.so") is None
+    read_only = sandbox(
+        SHOW.replace("ProtectHome=yes", "ProtectHome=read-only").replace("PrivateTmp=yes", "PrivateTmp=no")
+    )
+    assert (
+        unitaccess.hidden_by(read_only, "/root/lib.so") is None
+        and unitaccess.hidden_by(read_only, "/tmp/lib.so") is None
+    )
     # the controller's copy of a host's sandbox says the same
     assert unitaccess.from_dict(sb.as_dict()).as_dict() == sb.as_dict()
 

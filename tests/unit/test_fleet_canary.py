@@ -1,6 +1,7 @@
 """The canary judged against its peers (alloclab.fleet.canary): the looks, the baseline's size, and
 the rule's calls on seeded series like a settle watch's (start-up regrowth both cohorts share,
 units that differ 20%, 2% slow noise)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -23,18 +24,19 @@ def test_looks_double_from_half_the_settle_time_up_to_the_maximum():
 
 def test_baseline_size_auto_takes_as_many_as_the_canary_where_there_are_enough():
     assert canary.baseline_size("auto", 5, 20)[0] == 5
-    assert canary.baseline_size("auto", 5, 3)[0] == 3                 # all there are
+    assert canary.baseline_size("auto", 5, 3)[0] == 3  # all there are
     n, why = canary.baseline_size("auto", 5, 1)
     assert n == 0 and "guards alone" in why
-    assert canary.baseline_size("auto", 1, 20)[0] == 0                # one canary unit: no Welch
+    assert canary.baseline_size("auto", 1, 20)[0] == 0  # one canary unit: no Welch
     assert canary.baseline_size("none", 5, 20)[0] == 0
     assert canary.baseline_size("50%", 5, 20)[0] == 10
     with pytest.raises(UserError, match="asks for 30 units; 20 are untouched"):
         canary.baseline_size("30", 5, 20)
     with pytest.raises(UserError, match="is not a count"):
         canary.baseline_size("many", 5, 20)
-    assert canary.choose_baseline([f"u{i}" for i in range(20)], 5, seed=0) == \
-        canary.choose_baseline([f"u{i}" for i in reversed(range(20))], 5, seed=0)      # seeded, order-free
+    assert canary.choose_baseline([f"u{i}" for i in range(20)], 5, seed=0) == canary.choose_baseline(
+        [f"u{i}" for i in reversed(range(20))], 5, seed=0
+    )  # seeded, order-free
 
 
 def _judge(rng, n: int, effect: float, rule: canary.PeerRule, every: float = 1.0) -> canary.PeerJudge:
@@ -46,7 +48,12 @@ def _judge(rng, n: int, effect: float, rule: canary.PeerRule, every: float = 1.0
     t = sim.times(rule.max_settle_s, every)[1:]
     for names, scale in ((names_c, effect), (names_b, 1.0)):
         level = 100.0 * np.exp(0.2 * rng.normal(size=len(names)))
-        series = level[:, None] * scale * (1 - 0.5 * np.exp(-t / 20.0))[None, :] * (1 + sim.ar1(rng, len(names), len(t), 0.9, 0.02))
+        series = (
+            level[:, None]
+            * scale
+            * (1 - 0.5 * np.exp(-t / 20.0))[None, :]
+            * (1 + sim.ar1(rng, len(names), len(t), 0.9, 0.02))
+        )
         for name, lv, ys in zip(names, level, series):
             judge.old_kb[name] = lv * (1 + 0.02 * rng.normal())
             judge.samples[name] = list(zip(t, ys))
@@ -96,7 +103,7 @@ def test_false_fails_and_false_passes_stay_under_alpha_seeded():
 
 def test_unit_change_is_the_second_half_mean_over_the_old_level():
     samples = [(1.0, 50.0), (2.0, 60.0), (3.0, 90.0), (4.0, 110.0)]
-    assert canary.unit_change(samples, 100.0, 4.0) == pytest.approx(1.0)       # (90 + 110) / 2 over 100
+    assert canary.unit_change(samples, 100.0, 4.0) == pytest.approx(1.0)  # (90 + 110) / 2 over 100
     assert canary.unit_change(samples, None, 4.0) is None
     assert canary.unit_change(samples, 100.0, 0.5) is None
 

@@ -1,6 +1,7 @@
 """The alloclab.fleet collection's variables: each one its README lists (type, default, meaning),
 each one the README lists exists, and the defaults that stand for a CLI option are the CLI's
 (one set of defaults: a relay operator gets the same batch and settle from either)."""
+
 from __future__ import annotations
 
 import re
@@ -17,10 +18,15 @@ README = (COLLECTION / "README.md").read_text()
 PLAYBOOK_ONLY = {"alloclab_hosts"}
 
 # role variable -> (fleet subcommand, its option)
-AS_CLI = {"alloclab_batch": ("apply", "batch"), "alloclab_collect_interval": ("collect", "interval"),
-          "alloclab_deploy_batch": ("deploy", "batch"), "alloclab_deploy_settle": ("deploy", "settle"),
-          "alloclab_deploy_max_restarts": ("deploy", "max_restarts"),
-          "alloclab_deploy_guard_interval": ("deploy", "guard_interval"), "alloclab_rollback_batch": ("rollback", "batch")}
+AS_CLI = {
+    "alloclab_batch": ("apply", "batch"),
+    "alloclab_collect_interval": ("collect", "interval"),
+    "alloclab_deploy_batch": ("deploy", "batch"),
+    "alloclab_deploy_settle": ("deploy", "settle"),
+    "alloclab_deploy_max_restarts": ("deploy", "max_restarts"),
+    "alloclab_deploy_guard_interval": ("deploy", "guard_interval"),
+    "alloclab_rollback_batch": ("rollback", "batch"),
+}
 
 
 def readme_rows() -> dict[str, list[str]]:
@@ -53,6 +59,6 @@ def test_every_variable_a_task_reads_has_a_default():
     registered = set()
     for path in COLLECTION.rglob("*.yml"):
         registered |= set(re.findall(r"register: (alloclab_\w+)", path.read_text()))
-        registered |= set(re.findall(r"^\s+(alloclab_\w+):", path.read_text(), re.M)) - set(DEFAULTS)   # set_fact
+        registered |= set(re.findall(r"^\s+(alloclab_\w+):", path.read_text(), re.M)) - set(DEFAULTS)  # set_fact
     missing = used - set(DEFAULTS) - registered - PLAYBOOK_ONLY - {"alloclab_fleet"}
     assert not missing, sorted(missing)

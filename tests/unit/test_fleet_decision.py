@@ -1,5 +1,6 @@
 """`fleet status`: decided or how long, by looks on a fixed grid (alloclab/fleet/decision.py), on
 seeded fleet runs written into real stores; and `fleet deploy --from-run` refusing an undecided run."""
+
 from __future__ import annotations
 
 import json
@@ -16,8 +17,15 @@ from tests.conftest import run_cli
 DAY = 86400.0
 
 
-def fleet_run(path: Path, effect: float, units: int, days: float, seed: int, library: str | None = None,
-              regrowth_h: tuple[float, float] = (6.0, 6.0)) -> Path:
+def fleet_run(
+    path: Path,
+    effect: float,
+    units: int,
+    days: float,
+    seed: int,
+    library: str | None = None,
+    regrowth_h: tuple[float, float] = (6.0, 6.0),
+) -> Path:
     """A fleet run's store: glibc (baseline) and jemalloc-bg, `units` each, samples every 30 min;
     relays differ (20%), a daily cycle, AR(1) noise, regrowth after the start; jemalloc-bg's level
     is `effect` times glibc's; each group regrows after the start with its own time constant."""
@@ -26,9 +34,14 @@ def fleet_run(path: Path, effect: float, units: int, days: float, seed: int, lib
     store = Store.create(path / "run.db")
     store.set_meta(name="relays", source="fleet", metric="rss", interval=1800, baseline="glibc")
     gid = store.add_group(name="glibc", allocator="glibc", is_baseline=1, env_json="{}")
-    jid = store.add_group(name="jemalloc-bg", allocator=library or "jemalloc@5.3.0", library_path=library,
-                          library_sha256=sha256_file(library) if library else None, version="5.3.0",
-                          env_json=json.dumps({"MALLOC_CONF": "background_thread:true"}))
+    jid = store.add_group(
+        name="jemalloc-bg",
+        allocator=library or "jemalloc@5.3.0",
+        library_path=library,
+        library_sha256=sha256_file(library) if library else None,
+        version="5.3.0",
+        env_json=json.dumps({"MALLOC_CONF": "background_thread:true"}),
+    )
     t0 = 1.79e9
     t = t0 + np.arange(1, int(days * 48) + 1) * 1800.0
     rows = []
@@ -38,8 +51,14 @@ def fleet_run(path: Path, effect: float, units: int, days: float, seed: int, lib
             noise = np.zeros(len(t))
             for k in range(1, len(t)):
                 noise[k] = 0.7 * noise[k - 1] + rng.normal(0, 0.03)
-            log_mb = (math.log(80) + mu + rng.normal(0, 0.2) + 0.05 * np.sin(2 * math.pi * t / DAY) + noise
-                      - 0.4 * np.exp(-(t - t0) / (tau_h * 3600)))
+            log_mb = (
+                math.log(80)
+                + mu
+                + rng.normal(0, 0.2)
+                + 0.05 * np.sin(2 * math.pi * t / DAY)
+                + noise
+                - 0.4 * np.exp(-(t - t0) / (tau_h * 3600))
+            )
             rows += [(float(x), rid, int(np.exp(v) * 1024)) for x, v in zip(t, log_mb)]
     store.add_samples(("t", "replica_id", "rss_kb"), rows)
     store.close()
@@ -65,8 +84,9 @@ def test_the_status_between_looks_is_the_last_looks_so_looking_hourly_changes_no
         grid = (hour * 3600.0 // plan.every_s) * plan.every_s
         ref = decision.status_at(loaded, plan, loaded.t0 + grid)
         assert at.looks_done == ref.looks_done == int(grid // plan.every_s)
-        assert [(c.state, c.outcome, c.ratio, c.look) for c in at.comparisons] == \
-               [(c.state, c.outcome, c.ratio, c.look) for c in ref.comparisons]
+        assert [(c.state, c.outcome, c.ratio, c.look) for c in at.comparisons] == [
+            (c.state, c.outcome, c.ratio, c.look) for c in ref.comparisons
+        ]
 
 
 def test_an_undecided_comparison_says_when_a_decision_is_expected(tmp_path):
@@ -88,6 +108,7 @@ def test_the_projection_uses_each_future_looks_level():
     # log(0.9) = −0.105; SE 0.02·(t/12 h)^−½: the first later look whose critical value it clears
     for j, t in enumerate(plan.times()[1:], 1):
         from scipy import special
+
         q = float(special.stdtrit(18, 1 - plan.levels()[j] / 2))
         if 0.105 - q * 0.02 * (t / plan.every_s) ** -0.5 > 0:
             assert s.expected_decision_s == t
@@ -116,8 +137,18 @@ def test_fleet_status_cli_lines_and_json(tmp_path):
 def test_deploy_from_an_undecided_run_is_refused_in_one_line(tmp_path):
     run = fleet_run(tmp_path / "run", 1.0, 4, 1.0, seed=5)
     (tmp_path / "root/etc/systemd/system").mkdir(parents=True)
-    p = run_cli("fleet", "deploy", "--from-run", str(run), "--units", "tor@*", "--root", str(tmp_path / "root"),
-                "--systemctl", "local")
+    p = run_cli(
+        "fleet",
+        "deploy",
+        "--from-run",
+        str(run),
+        "--units",
+        "tor@*",
+        "--root",
+        str(tmp_path / "root"),
+        "--systemctl",
+        "local",
+    )
     assert p.returncode == 2 and p.stderr.count("\n") == 1, p.stderr
     assert "undecided" in p.stderr and "--even-if-undecided" in p.stderr and "Traceback" not in p.stderr
     assert not (tmp_path / "root/var").exists()
@@ -129,8 +160,18 @@ def test_deploy_from_a_run_whose_library_changed_is_refused(tmp_path, jemalloc):
     run = fleet_run(tmp_path / "run", 0.6, 24, 3.0, seed=1, library=str(lib))
     lib.write_bytes(Path(jemalloc).read_bytes() + b"\0")
     (tmp_path / "root/etc/systemd/system").mkdir(parents=True)
-    p = run_cli("fleet", "deploy", "--from-run", str(run), "--units", "tor@*", "--root", str(tmp_path / "root"),
-                "--systemctl", "local")
+    p = run_cli(
+        "fleet",
+        "deploy",
+        "--from-run",
+        str(run),
+        "--units",
+        "tor@*",
+        "--root",
+        str(tmp_path / "root"),
+        "--systemctl",
+        "local",
+    )
     assert p.returncode == 2 and "not the library the run tested" in p.stderr, p.stderr
 
 
@@ -151,11 +192,12 @@ def test_the_docs_status_commands_run_as_written(tmp_path):
     the path they name."""
     import re
     import shlex
+
     doc = (Path(__file__).parents[2] / "docs/how-to/decided-or-how-long.md").read_text()
     block = re.search(r"# Decided, or how long.*?```sh\n(.*?)```", doc, re.DOTALL).group(1)
     lines = [ln.split(" #")[0].strip() for ln in block.splitlines() if ln.startswith("alloclab fleet status")]
     assert len(lines) >= 2
-    fleet_run(tmp_path / "runs/fleet", 0.85, 10, 2.0, seed=12)        # the example's run: 10 relays a group, day 2
+    fleet_run(tmp_path / "runs/fleet", 0.85, 10, 2.0, seed=12)  # the example's run: 10 relays a group, day 2
     for line in lines:
         p = run_cli(*shlex.split(line)[1:], cwd=tmp_path)
         assert p.returncode == 0, (line, p.stderr)
@@ -169,8 +211,18 @@ def test_deploy_from_a_file_that_is_no_status_is_refused_in_one_line(tmp_path):
     bad = tmp_path / "verdict.json"
     bad.write_text('{"recommended": "x"}')
     (tmp_path / "root/etc/systemd/system").mkdir(parents=True)
-    p = run_cli("fleet", "deploy", "--from-run", str(bad), "--units", "tor@*", "--root", str(tmp_path / "root"),
-                "--systemctl", "local")
+    p = run_cli(
+        "fleet",
+        "deploy",
+        "--from-run",
+        str(bad),
+        "--units",
+        "tor@*",
+        "--root",
+        str(tmp_path / "root"),
+        "--systemctl",
+        "local",
+    )
     assert p.returncode == 2 and p.stderr.count("\n") == 1 and "fleet status RUN --json" in p.stderr, p.stderr
 
 
@@ -181,7 +233,7 @@ def test_a_gap_that_start_up_regrowth_is_still_closing_decides_nothing(tmp_path)
     loaded = decision.load_run(Store.open(run))
     look = loaded.levels_at(decision.LookPlan().every_s, 3600.0)
     comps = decision.stats.compare_to_baseline(look.levels, "glibc", alpha=decision.LookPlan().levels()[0])
-    assert comps["jemalloc-bg"].status == "higher"          # what the level test alone would decide
+    assert comps["jemalloc-bg"].status == "higher"  # what the level test alone would decide
     st = decision.status_at(loaded)
     (c,) = st.comparisons
     assert c.state == "undecided" and "still closing" in c.note

@@ -2,6 +2,7 @@
 same megabytes under every allocator, is a large share of a small relay's level and a small share of
 a large one's; judged beside the baseline's it is not the allocator's. Seeded; real stores
 (tests.unit.test_runcompare.make_run) through the real analysis and `alloclab report`."""
+
 from __future__ import annotations
 
 import json
@@ -18,7 +19,7 @@ from alloclab.stats.rules import RULES as ANALYSIS_RULES
 from alloclab.store import Store
 from tests.unit.test_runcompare import make_run
 
-LEVELS = {"glibc": [400, 410, 395, 405, 398], "mi": [100, 102, 99, 101, 98]}     # 4× apart, as in the tor run
+LEVELS = {"glibc": [400, 410, 395, 405, 398], "mi": [100, 102, 99, 101, 98]}  # 4× apart, as in the tor run
 
 
 def _analyse(tmp_path, grow_mb, levels=LEVELS, seed=1):
@@ -29,12 +30,14 @@ def test_a_workload_growth_every_group_shares_is_not_held_against_the_winner(tmp
     # both groups climb the same 30 MB: +7% of glibc's level, +30% of mi's
     a = _analyse(tmp_path, {"glibc": 30.0, "mi": 30.0})
     mi = a.group("mi")
-    assert mi.status in ("Growing", "Bloating")                  # the word stays what the series shows
+    assert mi.status in ("Growing", "Bloating")  # the word stays what the series shows
     b = mi.growth_beside
     assert b.word == AS and b.excess_lo > -b.margin_mb and b.excess_hi < b.margin_mb
     assert abs(b.excess_mb) < 3 and 25 < b.change_mb < 31 and 25 < b.baseline_change_mb < 31
     # edge medians 5% wide measure the change over 95% of the window: the margin is scaled alike
-    assert abs(b.margin_mb - RULES["beside_margin_share"] * (1 - ANALYSIS_RULES["growth_edge_share"]) * b.level_mb) < 1e-9
+    assert (
+        abs(b.margin_mb - RULES["beside_margin_share"] * (1 - ANALYSIS_RULES["growth_edge_share"]) * b.level_mb) < 1e-9
+    )
     assert 95 < b.level_mb < 105
     rec = a.recommendation
     assert rec.winner == "mi" and rec.confidence == "high" and rec.growth_beside == AS
@@ -78,14 +81,16 @@ def test_report_states_the_comparison_and_writes_its_fields(tmp_path):
 def test_holm_intervals_and_words():
     rng = np.random.default_rng(7)
     base = 40 + rng.normal(0, 3, 3)
-    pairs = {"beyond": (base + 60 + rng.normal(0, 3, 3), base, 200.0, 3600.0),
-             "same": (40 + rng.normal(0, 0.5, 5), 40 + rng.normal(0, 0.5, 5), 200.0, 3600.0),
-             "wide": (40 + rng.normal(0, 30, 3), base, 200.0, 3600.0),
-             "one": (np.array([50.0]), base, 200.0, 3600.0)}
+    pairs = {
+        "beyond": (base + 60 + rng.normal(0, 3, 3), base, 200.0, 3600.0),
+        "same": (40 + rng.normal(0, 0.5, 5), 40 + rng.normal(0, 0.5, 5), 200.0, 3600.0),
+        "wide": (40 + rng.normal(0, 30, 3), base, 200.0, 3600.0),
+        "one": (np.array([50.0]), base, 200.0, 3600.0),
+    }
     out = growth_beside(pairs, "glibc")
     assert out["beyond"].word == BEYOND and out["same"].word == AS and out["wide"].word == UNKNOWN
     assert out["one"].word == UNKNOWN and out["one"].p_adj is None and "untested" in out["one"].reason
-    for b in out.values():                 # the interval excludes 0 exactly when Holm rejects
+    for b in out.values():  # the interval excludes 0 exactly when Holm rejects
         if b.p_adj is not None:
             assert (b.excess_lo > 0 or b.excess_hi < 0) == (b.p_adj < RULES["alpha"])
     # no spread on either side: the clear answer, not a division by zero

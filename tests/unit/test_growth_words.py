@@ -1,4 +1,5 @@
 """One growth word (issue 49): "Growing", with the qualifier "in steps"; a leak judged by its rate."""
+
 import numpy as np
 
 from alloclab import stats
@@ -15,10 +16,25 @@ def test_the_step_rule_says_growing_in_steps_and_no_report_word_is_ratcheting():
     assert {status_phrase(c.word, c.shape) for c in stepped} == {"Growing in steps"}
     assert status_phrase("Flat", stats.STEPS) == "Flat" and status_phrase("Growing") == "Growing"
     assert "Ratcheting" not in stats.STATUS_ORDER and "Ratcheting" not in STATUS_RULES
-    row = {"group": "B", "level_mb": 100.0, "baseline": False, "ratio_to_baseline": None, "status": "Growing",
-           "growth_shape": "steps", "allocator": "glibc", "version": None, "verified": 0, "replicas": 3,
-           "footprint_mb": None, "steady_median_mb": None, "peak_mb": None, "final_mb": None, "change_mb": None,
-           "p_holm": None, "letters": None}
+    row = {
+        "group": "B",
+        "level_mb": 100.0,
+        "baseline": False,
+        "ratio_to_baseline": None,
+        "status": "Growing",
+        "growth_shape": "steps",
+        "allocator": "glibc",
+        "version": None,
+        "verified": 0,
+        "replicas": 3,
+        "footprint_mb": None,
+        "steady_median_mb": None,
+        "peak_mb": None,
+        "final_mb": None,
+        "change_mb": None,
+        "p_holm": None,
+        "letters": None,
+    }
     assert table_cells(row)[3] == "Growing in steps"
 
 
@@ -33,7 +49,9 @@ def test_a_three_percent_a_day_leak_over_a_day_and_a_half_is_growing_not_flat():
     # a short window keeps the 5% bar: a run of an hour is not judged by a rate a day
     assert growth_bar_share(3600.0) == RULES["flat_max_growth_share"]
     # the group test uses the same bar
-    g = stats.group_growth({"B": np.full(5, 100.0)}, {"B": 100 * (1.045 + rng.normal(0, 0.003, 5))}, {"B": t[-1] - t[0]})
+    g = stats.group_growth(
+        {"B": np.full(5, 100.0)}, {"B": 100 * (1.045 + rng.normal(0, 0.003, 5))}, {"B": t[-1] - t[0]}
+    )
     assert g["B"].word == "Growing" and "/day" in g["B"].reason, g["B"].reason
 
 
@@ -69,15 +87,19 @@ def test_a_group_is_not_flat_beside_its_own_grows_beyond_the_baseline_when_it_gr
 
 
 def test_a_group_is_in_steps_when_more_of_its_growing_replicas_climb_in_steps():
-    assert _group_status(["Growing"] * 3 + ["Flat"] * 2, 5, None, ["steps", "steps", None, None, None]) == \
-        ("Growing", "3 of 5 replicas Growing (2 in steps)", "steps")
+    assert _group_status(["Growing"] * 3 + ["Flat"] * 2, 5, None, ["steps", "steps", None, None, None]) == (
+        "Growing",
+        "3 of 5 replicas Growing (2 in steps)",
+        "steps",
+    )
     assert _group_status(["Growing"] * 3 + ["Flat"] * 2, 5, None, ["steps", None, None, None, None])[2] is None
     assert _group_status(["Flat"] * 3 + ["Growing"] * 2, 5, None, [None] * 3 + ["steps"] * 2)[::2] == ("Flat", None)
 
 
 def test_a_tie_of_growing_replicas_against_a_group_test_that_does_not_show_growth_is_not_growing():
-    g = stats.group_growth({"A": np.full(5, 100.0)}, {"A": 100 + np.array([-20.0, 25.0, -10.0, 30.0, -24.0])},
-                           {"A": 12 * 3600.0})["A"]
+    g = stats.group_growth(
+        {"A": np.full(5, 100.0)}, {"A": 100 + np.array([-20.0, 25.0, -10.0, 30.0, -24.0])}, {"A": 12 * 3600.0}
+    )["A"]
     assert g.p_adj is not None and not g.significant
     word, why, _ = _group_status(["Growing", "Growing", "Flat", "Flat", "Variable"], 5, g)
     assert word == "Flat" and "not a majority" in why, why

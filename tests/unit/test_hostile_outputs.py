@@ -1,6 +1,7 @@
 """Issue 46, items 1-2: `bundle` archives only files alloclab wrote (never through a link, never a
 path the store names; mode 0640), `report` never writes through a link planted in a run directory,
 and `run -o` refuses an existing directory someone else owns or can write."""
+
 from __future__ import annotations
 
 import os
@@ -24,7 +25,7 @@ def _secret(tmp_path):
 
 
 def _with_report(run):
-    (run / "report.md").write_text("# report\n")          # a report exists: the bundle writes none (speed)
+    (run / "report.md").write_text("# report\n")  # a report exists: the bundle writes none (speed)
     (run / "summary.json").write_text("{}")
     return run
 
@@ -78,12 +79,17 @@ def test_report_replaces_a_planted_link_and_refuses_a_linked_directory(tmp_path)
 
 def test_report_command_does_not_write_through_links(tmp_path):
     from alloclab.reporters import report
+
     run = make_run(tmp_path / "run", {"g": [100, 101], "h": [60, 61]})
     victim = tmp_path / "victim"
     victim.write_text("keep me\n")
     (run / "summary.json").symlink_to(victim)
     report.write_report(run)
-    assert victim.read_text() == "keep me\n" and (run / "summary.json").is_file() and not (run / "summary.json").is_symlink()
+    assert (
+        victim.read_text() == "keep me\n"
+        and (run / "summary.json").is_file()
+        and not (run / "summary.json").is_symlink()
+    )
 
 
 @pytest.mark.root
@@ -103,7 +109,7 @@ def test_output_directory_others_can_write_is_refused(tmp_path):
     with pytest.raises(UserError, match="writable by others"):
         new_output(d)
     d.chmod(0o755)
-    new_output(d)                       # the user's own, empty: fine
+    new_output(d)  # the user's own, empty: fine
 
 
 @pytest.mark.parametrize("name", ["memory.csv", "events.csv", "diagnostics.csv"])
@@ -111,6 +117,7 @@ def test_export_does_not_write_through_links(tmp_path, name):
     """`export --csv DIR` wrote with a plain open(): a link planted among an earlier export's files
     (which an export again overwrites) was written through."""
     from alloclab.torutils.export import export_csv
+
     run = make_run(tmp_path / "run", {"g": [100, 101]})
     out = tmp_path / "csv"
     export_csv(run, out)

@@ -1,6 +1,7 @@
 """Issue 46, items 3-4: every HTTP endpoint (live view, `run --metrics`, `fleet collect --listen`)
 runs on the one guarded server: a loopback server answers only loopback Host names, connections
 are capped, a request is bounded in size, and an idle client is dropped."""
+
 from __future__ import annotations
 
 import http.client
@@ -57,9 +58,9 @@ def test_connections_are_capped_and_idle_ones_dropped(collector_server):
     try:
         extra = socket.create_connection(("127.0.0.1", collector_server))
         extra.settimeout(5)
-        assert extra.recv(100).startswith(b"HTTP/1.0 503")          # over the cap: refused at once
+        assert extra.recv(100).startswith(b"HTTP/1.0 503")  # over the cap: refused at once
         extra.close()
-        for s in idle:                                               # idle past the timeout: closed by the server
+        for s in idle:  # idle past the timeout: closed by the server
             s.settimeout(5)
             assert s.recv(100) == b""
         wait_for(lambda: _get(collector_server, "localhost")[0] == 200, 5, "a slot to free up")
@@ -86,6 +87,7 @@ def test_request_size_is_bounded(collector_server):
 def test_run_metrics_companion_checks_host(tmp_path):
     """`run --metrics`: the companion process serves the run's store on the guarded server."""
     from tests.unit.test_runcompare import make_run
+
     run = make_run(tmp_path / "run", {"g": [100, 101]})
     server = metrics.MetricsServer("127.0.0.1:0")
     port = server.port
@@ -103,6 +105,7 @@ def test_run_metrics_companion_checks_host(tmp_path):
 def test_live_view_serves_no_report_through_a_link(tmp_path):
     from alloclab.serve.liveview import LiveData, make_handler
     from tests.unit.test_runcompare import make_run
+
     run = make_run(tmp_path / "run", {"g": [100, 101]})
     secret = tmp_path / "shadow"
     secret.write_text("root:secret-marker\n")

@@ -1,5 +1,6 @@
 """Introspection pieces without processes: config keys, the schema-4 migration, the text parsers
 (on text captured from the real libraries, see docs/how-to/introspection.md), records and staleness."""
+
 from __future__ import annotations
 
 import sqlite3
@@ -112,6 +113,6 @@ def test_an_older_schemas_store_is_upgraded_for_reading_not_called_damaged(tmp_p
     assert reread.meta()["schema_version"] == str(SCHEMA_VERSION) and reread.alloc_stats() == []
     reread.close()
     _schema4_store(tmp_path / "b.db")
-    monkeypatch.setattr("alloclab.store.os.access", lambda path, mode: False)     # root may write anywhere
+    monkeypatch.setattr("alloclab.store.os.access", lambda path, mode: False)  # root may write anywhere
     with pytest.raises(UserError, match=r"has schema 4, older than this alloclab's .* cannot be upgraded"):
         Store.open_checked(tmp_path / "b.db")

@@ -1,5 +1,6 @@
 """The live view's address rules: loopback by default, one clear refusal otherwise, and a loopback
 server answers only to loopback host names (no DNS rebinding)."""
+
 from __future__ import annotations
 
 import pytest
@@ -14,9 +15,14 @@ def test_addresses():
     assert parse_address("127.0.0.2:0") == ("127.0.0.2", 0)
     assert parse_address("[::1]:8080") == ("::1", 8080)
     assert parse_address("0.0.0.0:8080", public=True) == ("0.0.0.0", 8080)
-    for bad, says in (("0.0.0.0:8080", "not a loopback"), ("192.168.1.4:80", "not a loopback"),
-                      ("127.0.0.1:70000", "[ADDR:]PORT"), ("x:1", "not an IP"), ("", "[ADDR:]PORT"),
-                      ("1:2:3", "[ADDR:]PORT")):
+    for bad, says in (
+        ("0.0.0.0:8080", "not a loopback"),
+        ("192.168.1.4:80", "not a loopback"),
+        ("127.0.0.1:70000", "[ADDR:]PORT"),
+        ("x:1", "not an IP"),
+        ("", "[ADDR:]PORT"),
+        ("1:2:3", "[ADDR:]PORT"),
+    ):
         with pytest.raises(UserError, match=says.replace("[", r"\[").replace("]", r"\]")):
             parse_address(bad)
 
@@ -29,9 +35,16 @@ def test_host_header():
 
 def test_run_clock_gives_phase_time_left_and_phase_lines():
     from alloclab.serve.liveview import run_clock
+
     phases = {"warmup": 10.0, "load": 60.0, "idle": 6.0}
     c = run_clock(phases, 1000.0, None, 1018.0)
-    assert (c["phase"], c["elapsed_s"], c["planned_s"], c["left_s"], c["phase_left_s"]) == ("load", 18.0, 76.0, 58.0, 52.0)
+    assert (c["phase"], c["elapsed_s"], c["planned_s"], c["left_s"], c["phase_left_s"]) == (
+        "load",
+        18.0,
+        76.0,
+        58.0,
+        52.0,
+    )
     assert c["phase_starts"] == [("load", 10.0), ("idle", 70.0)]
     assert run_clock(phases, 1000.0, None, 1005.0)["phase"] == "warmup"
     done = run_clock(phases, 1000.0, 1076.5, 2000.0)
@@ -44,10 +57,11 @@ def test_too_short_waits_for_the_end_of_the_run(tmp_path):
     from alloclab.serve.liveview import LiveData
     from alloclab.store import Store
     from tests.unit.test_runcompare import make_run
+
     run = make_run(tmp_path / "r", {"a": [100, 101], "b": [60, 61]})
     st = Store.open(run)
     st.conn.execute("DELETE FROM meta WHERE key = 'ended_at'")
-    st.conn.execute("DELETE FROM samples WHERE t > ?", (1_790_000_020.0,))     # 20 s in: every replica Too short so far
+    st.conn.execute("DELETE FROM samples WHERE t > ?", (1_790_000_020.0,))  # 20 s in: every replica Too short so far
     st.close()
     data = LiveData(run / "run.db")
     w = data.analysed_warnings()

@@ -1,5 +1,6 @@
 """`alloclab merge`: hosts' run stores into one run, every record kept and re-linked (ids renumbered),
 groups checked to agree, nothing written on a refusal."""
+
 from __future__ import annotations
 
 import json
@@ -19,17 +20,39 @@ def host_run(path, host: str, t0: float, groups=GROUPS, units: int = 2):
     path.mkdir(parents=True)
     s = Store.create(path / DB_NAME)
     s.begin()
-    s.set_meta(name="relays", source="fleet", metric="rss", interval=1.0, seed=7, baseline="glibc", host=host,
-               started_at=t0, ended_at=t0 + 10)
-    gid = {g: s.add_group(name=g, allocator=a, kind="preload", version=v, library_sha256=(v and "ab"), env_json="{}",
-                       command_json="[]", is_baseline=int(g == "glibc")) for g, a, v in groups}
+    s.set_meta(
+        name="relays",
+        source="fleet",
+        metric="rss",
+        interval=1.0,
+        seed=7,
+        baseline="glibc",
+        host=host,
+        started_at=t0,
+        ended_at=t0 + 10,
+    )
+    gid = {
+        g: s.add_group(
+            name=g,
+            allocator=a,
+            kind="preload",
+            version=v,
+            library_sha256=(v and "ab"),
+            env_json="{}",
+            command_json="[]",
+            is_baseline=int(g == "glibc"),
+        )
+        for g, a, v in groups
+    }
     for i in range(units * len(groups)):
         g = groups[i % len(groups)][0]
         rid = s.add_replica(group_id=gid[g], idx=i, name=f"relay@{i}", start_order=i, started_at=t0, host=host)
         pid = s.add_process(replica_id=rid, pid=100 + i, start_ticks=5, first_seen=t0, last_seen=t0 + 9, verified=1)
         s.add_verification(t=t0, process_id=pid, verified=1)
-        s.add_samples(("t", "replica_id", "phase", "rss_kb"),
-                      [(t0 + k + 0.01 * i, rid, "load", 1000 * (i + 1)) for k in range(10)])
+        s.add_samples(
+            ("t", "replica_id", "phase", "rss_kb"),
+            [(t0 + k + 0.01 * i, rid, "load", 1000 * (i + 1)) for k in range(10)],
+        )
         s.add_event(t0 + 5, "process_restart", f"relay@{i}: main process 1 -> 2", rid, g)
     s.commit()
     s.close()
@@ -56,7 +79,8 @@ def test_merge_keeps_hosts_times_processes_and_events(tmp_path):
         assert len(ev) == 1 and ev[0]["description"].startswith(unit)
     ver = m.verifications()
     assert len(ver) == 8 and {(v["replica_id"], v["pid"]) for v in ver} == {
-        (r["id"], 100 + int(r["name"].split("@")[1])) for r in reps}
+        (r["id"], 100 + int(r["name"].split("@")[1])) for r in reps
+    }
     meta = m.meta()
     assert meta["records"] == "alloclab" and json.loads(meta["hosts"]) == ["h1", "h2"]
     prov = json.loads(meta["merged_from"])
@@ -64,10 +88,13 @@ def test_merge_keeps_hosts_times_processes_and_events(tmp_path):
     m.close()
 
 
-@pytest.mark.parametrize("other, word", [
-    ([("glibc", "glibc", None), ("mimalloc", "/usr/lib/x86_64-linux-gnu/libmimalloc.so.2", "2.0.9")], "only in"),
-    ([("glibc", "glibc", None), ("jemalloc", "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2", "5.2.1")], "version"),
-])
+@pytest.mark.parametrize(
+    "other, word",
+    [
+        ([("glibc", "glibc", None), ("mimalloc", "/usr/lib/x86_64-linux-gnu/libmimalloc.so.2", "2.0.9")], "only in"),
+        ([("glibc", "glibc", None), ("jemalloc", "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2", "5.2.1")], "version"),
+    ],
+)
 def test_groups_must_agree(tmp_path, other, word):
     a = host_run(tmp_path / "h1", "h1", 1000.0)
     b = host_run(tmp_path / "h2", "h2", 1000.0, groups=other)

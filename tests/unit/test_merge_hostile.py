@@ -1,5 +1,6 @@
 """Issue 46, item 8: `merge` names the source, not its own output, when a source's replica belongs
 to no group or two hosts' replicas would get the same merged name (HOST/NAME)."""
+
 from __future__ import annotations
 
 import sqlite3

@@ -1,6 +1,7 @@
 """One definition of every rule (issue 53): one thresholds table, one status classifier. A second
 table or a second classify — the analysis once kept its own RULES (two keys disagreeing with the
 statistics' table) and a fallback classify — fails here."""
+
 from __future__ import annotations
 
 import ast
@@ -23,9 +24,14 @@ def _definitions(predicate) -> list[str]:
 
 def _is_rules_table(node) -> bool:
     targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
-    return any(isinstance(t, ast.Name) and t.id.endswith("RULES") for t in targets) and isinstance(node.value, ast.Dict) \
-        and any(isinstance(k, ast.Constant) and isinstance(v, ast.Constant) and isinstance(v.value, (int, float))
-                for k, v in zip(node.value.keys, node.value.values))
+    return (
+        any(isinstance(t, ast.Name) and t.id.endswith("RULES") for t in targets)
+        and isinstance(node.value, ast.Dict)
+        and any(
+            isinstance(k, ast.Constant) and isinstance(v, ast.Constant) and isinstance(v.value, (int, float))
+            for k, v in zip(node.value.keys, node.value.values)
+        )
+    )
 
 
 def test_there_is_one_table_of_thresholds():

@@ -2,6 +2,7 @@
 exist" are told apart (catalog.failure_status, on the clients' real words), a failed pinned id
 falls through to the next provider, and the one-line error names every source tried and the
 nearest versions that can be had."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -17,7 +18,7 @@ SAID = {
     catalog.GONE: [
         "E: Version '3.6.1+ds-1~bpo13+1' for 'libmimalloc3' was not found",
         "E: Unable to locate package libjemalloc9",
-        "error: failed to select a version for the requirement `libmimalloc-sys = \"=0.1.99\"`\n"
+        'error: failed to select a version for the requirement `libmimalloc-sys = "=0.1.99"`\n'
         "candidate versions found which didn't match: 0.1.49, 0.1.48, 0.1.47, ...",
         "ERROR: Could not find a version that satisfies the requirement cmeel-mimalloc==3.6.1 (from versions: 3.2.8, 3.4.3)\n"
         "ERROR: No matching distribution found for cmeel-mimalloc==3.6.1",
@@ -43,14 +44,18 @@ def test_client_words_are_classified(status, output):
 
 
 def _failure(*statuses: str) -> catalog.ProvisioningFailed:
-    return catalog.ProvisioningFailed("mimalloc@3.6.1", [catalog.Attempt(f"source {i}", s, "why") for i, s in enumerate(statuses)])
+    return catalog.ProvisioningFailed(
+        "mimalloc@3.6.1", [catalog.Attempt(f"source {i}", s, "why") for i, s in enumerate(statuses)]
+    )
 
 
 def test_only_a_registry_that_never_answered_is_skippable():
     assert no_registry_answered(_failure(catalog.UNREACHABLE, catalog.UNREACHABLE))
     assert not no_registry_answered(_failure(catalog.UNREACHABLE, catalog.GONE))
     assert not no_registry_answered(_failure(catalog.FAILED))
-    assert not no_registry_answered(UserError("mimalloc@9.9 is not in the catalog and no reachable registry publishes it"))
+    assert not no_registry_answered(
+        UserError("mimalloc@9.9 is not in the catalog and no reachable registry publishes it")
+    )
     offline = "no mimalloc versions could be listed: cargo info x failed: [7] Could not connect to server"
     assert no_registry_answered(UserError(offline, "check"))
 
@@ -68,7 +73,7 @@ def test_a_pin_that_differs_is_refused():
     with pytest.raises(catalog.SourceFailed) as caught:
         catalog._check_pin({"cksum": "a" * 64}, "cksum", "b" * 64, "libmimalloc-sys 0.1.30")
     assert caught.value.status == catalog.FAILED and "not the catalog's pin" in str(caught.value)
-    catalog._check_pin({}, "cksum", "b" * 64, "unpinned")          # nothing pinned: nothing to compare
+    catalog._check_pin({}, "cksum", "b" * 64, "unpinned")  # nothing pinned: nothing to compare
 
 
 class _Fails:
@@ -103,19 +108,23 @@ class _DoesNotKnow:
 
 def test_a_failed_provider_falls_through_to_the_next(monkeypatch):
     monkeypatch.setattr(versions, "nearest", lambda allocator_id, count=3, infos=None: ["mimalloc@3.6.0"])
-    assert resolution.Resolver((_Fails(catalog.GONE), _Has(Path("/lib.so")))).library("mimalloc@3.6.1") == Path("/lib.so")
-    with pytest.raises(catalog.ProvisioningFailed) as caught:        # the pinned failure, not "not published"
+    assert resolution.Resolver((_Fails(catalog.GONE), _Has(Path("/lib.so")))).library("mimalloc@3.6.1") == Path(
+        "/lib.so"
+    )
+    with pytest.raises(catalog.ProvisioningFailed) as caught:  # the pinned failure, not "not published"
         resolution.Resolver((_Fails(catalog.GONE), _DoesNotKnow())).library("mimalloc@3.6.1")
     assert caught.value.nearest == ["mimalloc@3.6.0"] and "source 0: gone" in str(caught.value)
-    with pytest.raises(catalog.ProvisioningFailed) as caught:        # both providers' sources, each once
+    with pytest.raises(catalog.ProvisioningFailed) as caught:  # both providers' sources, each once
         resolution.Resolver((_Fails(catalog.GONE), _Fails(catalog.GONE, catalog.UNREACHABLE))).library("mimalloc@3.6.1")
     assert [a.source for a in caught.value.attempts] == ["source 0", "source 1"]
 
 
 def test_nearest_prefers_the_same_line_and_the_closest_release(monkeypatch):
-    infos = [versions.VersionInfo("mimalloc", v, ({"kind": "crate"},)) for v in ("2.0.9", "3.5.1", "3.6.0", "3.7.0", "3.9.0")]
+    infos = [
+        versions.VersionInfo("mimalloc", v, ({"kind": "crate"},)) for v in ("2.0.9", "3.5.1", "3.6.0", "3.7.0", "3.9.0")
+    ]
     assert versions.nearest("mimalloc@3.6.1", infos=infos) == ["mimalloc@3.6.0", "mimalloc@3.7.0", "mimalloc@3.5.1"]
-    assert versions.nearest("mimalloc@3.6.1+secure", infos=infos) == []     # none of them has a secure build
+    assert versions.nearest("mimalloc@3.6.1+secure", infos=infos) == []  # none of them has a secure build
     assert versions.nearest("nosuch@1.0", infos=infos) == []
 
 
@@ -127,8 +136,10 @@ def test_the_docs_table_lists_every_catalog_entry_and_its_sources_in_order():
         if line.startswith("| `") and line.count("|") == 4:
             ident, sources, _seen = (c.strip() for c in line.strip("|").split("|"))
             rows[ident.strip("`")] = sources
-    expected = {e.id: "; ".join(catalog.describe_source(s) for s in e.sources if s["kind"] != "upstream-git")
-                for e in catalog.entries().values()}
+    expected = {
+        e.id: "; ".join(catalog.describe_source(s) for s in e.sources if s["kind"] != "upstream-git")
+        for e in catalog.entries().values()
+    }
     assert rows == expected
 
 
@@ -139,6 +150,7 @@ def test_a_version_newer_than_any_published_is_asked_for_once_then_refused_at_on
     def counting(family, refresh=False, progress=lambda s: None):
         refreshed.append(refresh)
         return real(family, refresh, progress)
+
     monkeypatch.setattr(versions, "available_versions", counting)
     for _ in range(3):
         with pytest.raises(UserError, match="no reachable registry publishes mimalloc 9.9.9"):

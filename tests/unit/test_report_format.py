@@ -1,4 +1,5 @@
 """report.md prints build provenance for a reader, never as Python reprs (issue 27)."""
+
 from __future__ import annotations
 
 from alloclab.reporters.markdown import provenance_value

@@ -1,5 +1,6 @@
 """Run-to-run comparison (alloclab.analysis.two_runs, stats.across_runs) on store fixtures: real SQLite
 stores written through the store API, analysed by the real analysis."""
+
 from __future__ import annotations
 
 import json
@@ -15,13 +16,25 @@ from alloclab.stats.across_runs import compare_pairs, gate, rose_beyond
 from alloclab.store import Store
 
 T0 = 1_790_000_000.0
-N = 300          # samples per replica, 1 s apart
+N = 300  # samples per replica, 1 s apart
 
 
-def make_run(path, groups: dict[str, list[float]], *, seed: int = 0, sha: str = "a" * 64, kernel: str = "6.1.0",
-             experiment: str = 'name = "x"\n', family: dict[str, str] | None = None, command: list[str] | None = None,
-             t0: float = T0, step: float = 1.0, source: str = "run", grow_mb: dict[str, float] | None = None,
-             noise_sd: float = 0.004):
+def make_run(
+    path,
+    groups: dict[str, list[float]],
+    *,
+    seed: int = 0,
+    sha: str = "a" * 64,
+    kernel: str = "6.1.0",
+    experiment: str = 'name = "x"\n',
+    family: dict[str, str] | None = None,
+    command: list[str] | None = None,
+    t0: float = T0,
+    step: float = 1.0,
+    source: str = "run",
+    grow_mb: dict[str, float] | None = None,
+    noise_sd: float = 0.004,
+):
     """A finished run: each group's replicas flat at the given levels (MB) with 1% AR(1) noise
     (innovations noise_sd of the level), N samples `step` s apart from t0, every replica verified;
     grow_mb: a group's replicas climb linearly by this many MB over the samples."""
@@ -29,24 +42,60 @@ def make_run(path, groups: dict[str, list[float]], *, seed: int = 0, sha: str = 
     st = Store.create(path / "run.db")
     rng = np.random.default_rng(seed)
     st.begin()
-    st.set_meta(name="x", metric="rss", interval=step, phases={"warmup": 0.0, "load": float(N * step), "idle": 0.0},
-                started_at=t0, ended_at=t0 + N * step, end_reason="planned duration reached", source=source, seed=0,
-                kernel=kernel, host="h", glibc="glibc 2.36", cpu="c", alloclab_version="0", experiment=experiment)
+    st.set_meta(
+        name="x",
+        metric="rss",
+        interval=step,
+        phases={"warmup": 0.0, "load": float(N * step), "idle": 0.0},
+        started_at=t0,
+        ended_at=t0 + N * step,
+        end_reason="planned duration reached",
+        source=source,
+        seed=0,
+        kernel=kernel,
+        host="h",
+        glibc="glibc 2.36",
+        cpu="c",
+        alloclab_version="0",
+        experiment=experiment,
+    )
     for k, (g, levels) in enumerate(groups.items()):
         fam = (family or {}).get(g, "glibc")
-        gid = st.add_group(name=g, allocator=fam, kind="preload", library_path=f"/lib/{fam}.so",
-                        library_sha256=sha, family=fam, version="1", env_json='{"MALLOC_ARENA_MAX": "2"}', command_json=json.dumps(command or ["prog"]),
-                        is_baseline=int(k == 0), provenance_json="{}")
+        gid = st.add_group(
+            name=g,
+            allocator=fam,
+            kind="preload",
+            library_path=f"/lib/{fam}.so",
+            library_sha256=sha,
+            family=fam,
+            version="1",
+            env_json='{"MALLOC_ARENA_MAX": "2"}',
+            command_json=json.dumps(command or ["prog"]),
+            is_baseline=int(k == 0),
+            provenance_json="{}",
+        )
         for i, level in enumerate(levels, 1):
-            rid = st.add_replica(group_id=gid, idx=i, name=f"{g}-{i}", start_order=i, started_at=t0,
-                            ended_at=t0 + N * step, exit_code=0, root_pid=1000 + i, verified=1, end_kind="stopped")
+            rid = st.add_replica(
+                group_id=gid,
+                idx=i,
+                name=f"{g}-{i}",
+                start_order=i,
+                started_at=t0,
+                ended_at=t0 + N * step,
+                exit_code=0,
+                root_pid=1000 + i,
+                verified=1,
+                end_kind="stopped",
+            )
             noise = np.zeros(N)
             for j in range(1, N):
                 noise[j] = 0.9 * noise[j - 1] + rng.normal(0, noise_sd)
             climb = (grow_mb or {}).get(g, 0.0) * np.arange(N) / (N - 1)
             kb = (level * 1024 * (1 + noise) + climb * 1024).astype(int)
-            st.add_samples(("t", "replica_id", "phase", "nprocs", "rss_kb", "tier"),
-                           [(t0 + j * step, rid, "load", 1, int(v), "fast") for j, v in enumerate(kb)])
+            st.add_samples(
+                ("t", "replica_id", "phase", "nprocs", "rss_kb", "tier"),
+                [(t0 + j * step, rid, "load", 1, int(v), "fast") for j, v in enumerate(kb)],
+            )
     st.commit()
     st.close()
     return path
@@ -68,15 +117,25 @@ def test_identical_runs_show_no_significant_change(tmp_path):
 
 def test_a_larger_group_fails_the_gate_and_provenance_changes_are_named(tmp_path):
     a = make_run(tmp_path / "a", {"glibc": [100, 101, 99], "jemalloc": [60, 61, 60.5]}, seed=1)
-    b = make_run(tmp_path / "b", {"glibc": [100.5, 99.5, 100], "jemalloc": [80, 81, 80.5]}, seed=2, sha="b" * 64,
-                 kernel="6.2.0", experiment='name = "y"\n')
+    b = make_run(
+        tmp_path / "b",
+        {"glibc": [100.5, 99.5, 100], "jemalloc": [80, 81, 80.5]},
+        seed=2,
+        sha="b" * 64,
+        kernel="6.2.0",
+        experiment='name = "y"\n',
+    )
     rc = two_runs.compare_runs(a, b, fail_on_increase=5)
     je = next(g for g in rc.groups if g.key == "jemalloc")
     assert je.comparison.significant and je.verdict == "higher" and je.rose_beyond_gate
     assert je.comparison.ratio == pytest.approx(80.5 / 60.5, rel=0.02)
     assert [g.key for g in rc.failed] == ["jemalloc"]
     fields = {(c.scope, c.field) for c in rc.changes}
-    assert ("run", "kernel") in fields and ("jemalloc", "library_sha256") in fields and ("glibc", "library_sha256") in fields
+    assert (
+        ("run", "kernel") in fields
+        and ("jemalloc", "library_sha256") in fields
+        and ("glibc", "library_sha256") in fields
+    )
     assert any(ln.startswith("+name") for ln in rc.experiment_diff)
     # a larger threshold than the increase: the same data are shown within it
     wide = two_runs.compare_runs(a, b, fail_on_increase=50)
@@ -89,8 +148,11 @@ def test_a_larger_group_fails_the_gate_and_provenance_changes_are_named(tmp_path
 
 def test_matching_by_allocator_and_groups_in_one_run_only(tmp_path):
     a = make_run(tmp_path / "a", {"base": [100, 101, 99], "je": [60, 61, 60.5]}, family={"je": "jemalloc"})
-    b = make_run(tmp_path / "b", {"base2": [100, 101, 99], "je-new": [60, 61, 60.5], "extra": [5, 5.1, 5.2]},
-                 family={"je-new": "jemalloc", "extra": "mimalloc"})
+    b = make_run(
+        tmp_path / "b",
+        {"base2": [100, 101, 99], "je-new": [60, 61, 60.5], "extra": [5, 5.1, 5.2]},
+        family={"je-new": "jemalloc", "extra": "mimalloc"},
+    )
     by_name = two_runs.compare_runs(a, b)
     assert by_name.groups == [] and set(by_name.only_a) == {"base", "je"}
     by_alloc = two_runs.compare_runs(a, b, by="allocator")
@@ -192,7 +254,9 @@ def test_levels_taken_at_different_times_of_day_warn_and_hold_the_gate(tmp_path)
     lab = two_runs.compare_runs(lab_a, lab_b, fail_on_increase=5)
     assert lab.warnings == [] and lab.gate_outcome == "above"
     # the same hour a day later: no warning, the gate decides
-    same = two_runs.compare_runs(a, make_run(tmp_path / "same", groups, seed=2, t0=T0 + 86400, source="fleet"), fail_on_increase=5)
+    same = two_runs.compare_runs(
+        a, make_run(tmp_path / "same", groups, seed=2, t0=T0 + 86400, source="fleet"), fail_on_increase=5
+    )
     assert same.warnings == [] and same.gate_outcome == same.gate_raw
     # both levels are means over ≥ 24 h: the cycle averages out whatever the start hour
     long_a = make_run(tmp_path / "la", groups, seed=1, step=300.0, source="fleet")
@@ -206,8 +270,21 @@ def test_levels_taken_at_different_times_of_day_warn_and_hold_the_gate(tmp_path)
 def test_what_changed_cuts_long_commands_between_whole_arguments(tmp_path):
     """A long argv that differs late is shown around the difference, cut between arguments with "…",
     never inside one (the cut used to fall mid-argument: `…"--thr`)."""
-    argv = ["/usr/local/lib/alloclab/native/stressors", "--pattern", "sawtooth", "--load", "3600", "--period", "2",
-            "--mb", "48", "--seed", "7", "--threads", "4"]
+    argv = [
+        "/usr/local/lib/alloclab/native/stressors",
+        "--pattern",
+        "sawtooth",
+        "--load",
+        "3600",
+        "--period",
+        "2",
+        "--mb",
+        "48",
+        "--seed",
+        "7",
+        "--threads",
+        "4",
+    ]
     argv_b = [*argv[:-3], "8", *argv[-2:]]
     a = make_run(tmp_path / "a", {"svc": [100, 101, 99]}, seed=1, command=argv)
     b = make_run(tmp_path / "b", {"svc": [100, 101, 99]}, seed=2, command=argv_b)

@@ -42,11 +42,14 @@ def test_tree_follows_the_whole_tree_from_its_identity():
     p = subprocess.Popen(["/bin/sh", "-c", "sleep 5 & /bin/sh -c 'sleep 5 & wait' & wait"], start_new_session=True)
     try:
         root = sampler.read_stat(p.pid).identity
-        tree = wait_for(lambda: len(t := sampler.tree({root}, sampler.all_processes())) >= 4 and t, timeout=5,
-                        what="the shells to start their sleeps")
+        tree = wait_for(
+            lambda: len(t := sampler.tree({root}, sampler.all_processes())) >= 4 and t,
+            timeout=5,
+            what="the shells to start their sleeps",
+        )
         assert len(tree) == 4 and p.pid in tree
         assert sampler.tree({root}, {}) == []
-        assert sampler.tree({(p.pid, root[1] + 1)}, sampler.all_processes()) == []   # another start: not this process
+        assert sampler.tree({(p.pid, root[1] + 1)}, sampler.all_processes()) == []  # another start: not this process
     finally:
         os.killpg(p.pid, signal.SIGKILL)
         p.wait()
@@ -79,7 +82,7 @@ def test_smaps_rollup_sees_memory_being_touched():
 
 def test_budget_limits_the_full_tier():
     budget = sampler.SmapsBudget(share=1e-6, grace=0.0)
-    budget.spent = 1.0                       # already over any budget
+    budget.spent = 1.0  # already over any budget
     readings = sampler.sample_processes([os.getpid()], budget)
     assert len(readings) == 1 and readings[0].full is None and readings[0].rss_kb > 0
     generous = sampler.SmapsBudget(share=1.0)
@@ -100,14 +103,14 @@ def test_the_full_tier_takes_turns_across_replicas_not_within_each():
     children = [subprocess.Popen(["sleep", "60"]) for _ in range(4)]
     try:
         wait_for(lambda: all(sampler.read_stat(c.pid) for c in children), what="the children's /proc/PID/stat")
-        budget = sampler.SmapsBudget(share=1.0, per_tick=1e-9)     # one smaps_rollup read a tick
+        budget = sampler.SmapsBudget(share=1.0, per_tick=1e-9)  # one smaps_rollup read a tick
         fulls = {c.pid: 0 for c in children}
         for _ in range(8):
             budget.begin_tick()
             for readings in sampler.sample_replicas([([c.pid], None) for c in children], budget):
                 assert len(readings) == 1
                 fulls[readings[0].stat.pid] += readings[0].full is not None
-        assert sorted(fulls.values()) == [2, 2, 2, 2], fulls     # per replica: [0, 0, 0, 8]
+        assert sorted(fulls.values()) == [2, 2, 2, 2], fulls  # per replica: [0, 0, 0, 8]
     finally:
         for c in children:
             c.kill()
@@ -117,27 +120,30 @@ def test_the_full_tier_takes_turns_across_replicas_not_within_each():
 def test_a_per_tick_cap_keeps_a_tick_from_spending_what_skipped_slots_accrued():
     """Issue 25: under load the fleet collector's ticks fell behind, each one spending on the full
     tier the budget that slots skipped had accrued. With per_tick, one tick spends at most that."""
-    accrued = sampler.SmapsBudget(share=0.02, started=time.monotonic() - 100.0)      # 2 s accrued
+    accrued = sampler.SmapsBudget(share=0.02, started=time.monotonic() - 100.0)  # 2 s accrued
     capped = sampler.SmapsBudget(share=0.02, started=time.monotonic() - 100.0, per_tick=0.02)
     for b in (accrued, capped):
         b.begin_tick()
-        b.spent += 0.5                       # half a second of smaps_rollup in one tick
+        b.spent += 0.5  # half a second of smaps_rollup in one tick
     assert accrued.allowed() and not capped.allowed()
-    capped.begin_tick()                      # the next tick: its own share again
+    capped.begin_tick()  # the next tick: its own share again
     assert capped.allowed()
 
 
 def test_the_stalest_first_record_keeps_only_processes_still_read():
     b = sampler.SmapsBudget(share=1.0)
-    b.last_full = {(10_000_000 + i, 1): float(i) for i in range(5000)}          # processes long gone
+    b.last_full = {(10_000_000 + i, 1): float(i) for i in range(5000)}  # processes long gone
     sampler.full_tier(sampler.sample_processes([os.getpid()], None), b)
     assert len(b.last_full) == 1 and next(iter(b.last_full))[0] == os.getpid()
 
 
 def test_lazyfree_pages_are_counted_while_rss_still_holds_them(native_dir):
     # a real process maps 64 MB, touches it, frees 40 MB with MADV_FREE: the pages stay resident
-    p = subprocess.Popen([str(native_dir / "lazyfree"), "--mb", "64", "--free-mb", "40", "--seconds", "30"],
-                         stdout=subprocess.PIPE, text=True)
+    p = subprocess.Popen(
+        [str(native_dir / "lazyfree"), "--mb", "64", "--free-mb", "40", "--seconds", "30"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert p.stdout.readline().strip() == "ready"
         full = sampler.read_smaps_rollup(p.pid)

@@ -1,5 +1,6 @@
 """Scenarios sit behind one protocol (scenarios.Scenario): the runner and preflight know none by
 name, and the tor-network scenario (tornet.TorScenario) implements every call of it."""
+
 from __future__ import annotations
 
 import ast
@@ -11,11 +12,13 @@ from alloclab.run import scenarios
 from alloclab.tor import network
 
 SRC = Path(scenarios.__file__).parent
-SCENARIO_MODULES = {"tornet", "tor_dirload", "tor_routers"}       # the modules' names before the tor/ package
+SCENARIO_MODULES = {"tornet", "tor_dirload", "tor_routers"}  # the modules' names before the tor/ package
 
 
 def _scenario_module(name: str) -> bool:
     return name in SCENARIO_MODULES or name == "tor" or name.startswith("tor.")
+
+
 GENERIC = ("runner.py", "preflight.py")
 
 
@@ -28,12 +31,18 @@ def names_a_scenario(source: str) -> list[str]:
             names = sorted(n for n in {node.module or ""} | {a.name for a in node.names} if _scenario_module(n))
             if names:
                 found.append(f"{node.lineno}: imports {names[0]}")
-        elif isinstance(node, ast.Import) and any(_scenario_module(a.name.removeprefix("alloclab."))
-                                                  or a.name.split(".")[-1] in SCENARIO_MODULES for a in node.names):
+        elif isinstance(node, ast.Import) and any(
+            _scenario_module(a.name.removeprefix("alloclab.")) or a.name.split(".")[-1] in SCENARIO_MODULES
+            for a in node.names
+        ):
             found.append(f"{node.lineno}: imports a scenario module")
-        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute) and node.value.attr == "scenario" \
-                and isinstance(node.value.value, (ast.Name, ast.Attribute)) \
-                and (getattr(node.value.value, "id", None) or getattr(node.value.value, "attr", None)) == "exp":
+        elif (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Attribute)
+            and node.value.attr == "scenario"
+            and isinstance(node.value.value, (ast.Name, ast.Attribute))
+            and (getattr(node.value.value, "id", None) or getattr(node.value.value, "attr", None)) == "exp"
+        ):
             found.append(f"{node.lineno}: reads exp.scenario.{node.attr}")
     return found
 
@@ -44,12 +53,19 @@ def test_the_runner_and_preflight_know_no_scenario_by_name():
 
 
 def test_the_check_finds_what_the_old_runner_did():
-    old = ("from . import tornet\nself.network = tornet.TorNetwork(exp, d, resolve(exp.scenario.tor))\n"
-           "timeout = self.exp.scenario.consensus_timeout\n")
-    assert sorted(names_a_scenario(old)) == ["1: imports tornet", "2: reads exp.scenario.tor",
-                                             "3: reads exp.scenario.consensus_timeout"]
-    assert names_a_scenario("from .tor import network\nfrom .tor.network import TorNetwork\n") == \
-        ["1: imports tor", "2: imports tor.network"]
+    old = (
+        "from . import tornet\nself.network = tornet.TorNetwork(exp, d, resolve(exp.scenario.tor))\n"
+        "timeout = self.exp.scenario.consensus_timeout\n"
+    )
+    assert sorted(names_a_scenario(old)) == [
+        "1: imports tornet",
+        "2: reads exp.scenario.tor",
+        "3: reads exp.scenario.consensus_timeout",
+    ]
+    assert names_a_scenario("from .tor import network\nfrom .tor.network import TorNetwork\n") == [
+        "1: imports tor",
+        "2: imports tor.network",
+    ]
     assert not names_a_scenario("from . import scenarios\nself.scenario.tick(self, now)\n")
 
 
@@ -66,7 +82,9 @@ def test_an_experiment_gets_its_scenario(tmp_path):
     plain = tmp_path / "plain.toml"
     plain.write_text('name = "p"\ncommand = ["/bin/sleep", "60"]\n[[group]]\nname = "a"\nallocator = "glibc"\n')
     tor = tmp_path / "tor.toml"
-    tor.write_text('name = "t"\n[scenario]\nname = "tor-network"\ntor = "/usr/sbin/tor"\n[[group]]\nname = "a"\nallocator = "glibc"\n')
+    tor.write_text(
+        'name = "t"\n[scenario]\nname = "tor-network"\ntor = "/usr/sbin/tor"\n[[group]]\nname = "a"\nallocator = "glibc"\n'
+    )
     assert scenarios.of(load_experiment(plain)) is None
     sc = scenarios.of(load_experiment(tor))
     assert isinstance(sc, network.TorScenario)

@@ -1,4 +1,5 @@
 """Every environment variable alloclab reads is read in settings.py and listed in docs/reference/settings.md."""
+
 from __future__ import annotations
 
 import os
@@ -9,14 +10,19 @@ import pytest
 
 from alloclab.common import settings
 
-SRC = Path(settings.__file__).parents[1]   # the package: settings lives in alloclab/common
+SRC = Path(settings.__file__).parents[1]  # the package: settings lives in alloclab/common
 DOC = (SRC.parent.parent / "docs" / "reference" / "settings.md").read_text()
 READ = re.compile(r"os\.environ\.get\(|os\.getenv\(|os\.environ\[|environ\.get\(")
 
 
 def test_only_settings_reads_the_environment():
-    readers = [f"{p.relative_to(SRC)}:{n}" for p in SRC.rglob("*.py") if p.name != "settings.py"
-               for n, line in enumerate(p.read_text().splitlines(), 1) if READ.search(line)]
+    readers = [
+        f"{p.relative_to(SRC)}:{n}"
+        for p in SRC.rglob("*.py")
+        if p.name != "settings.py"
+        for n, line in enumerate(p.read_text().splitlines(), 1)
+        if READ.search(line)
+    ]
     assert not readers, f"environment read outside settings.py: {readers}"
 
 
@@ -28,8 +34,10 @@ def test_every_variable_is_documented():
     assert not missing, f"not in docs/reference/settings.md: {missing}"
 
 
-@pytest.mark.parametrize("value,enabled", [("", True), ("on", True), ("off", False), ("OFF", False), ("0", False),
-                                           ("no", False), ("false", False)])
+@pytest.mark.parametrize(
+    "value,enabled",
+    [("", True), ("on", True), ("off", False), ("OFF", False), ("0", False), ("no", False), ("false", False)],
+)
 def test_cgroups_setting(monkeypatch, value, enabled):
     monkeypatch.setenv(settings.CGROUPS, value)
     assert settings.cgroups_enabled() is enabled

@@ -1,4 +1,5 @@
 """The runner's start order does not line up with groups (a group started first reads differently)."""
+
 from statistics import mean
 
 from alloclab.run.runner import start_order
@@ -24,6 +25,6 @@ def test_each_block_holds_one_replica_of_every_group_in_a_seeded_order():
     orders = {seed: start_order(groups, 3, seed) for seed in range(30)}
     for order in orders.values():
         for k in range(3):
-            assert sorted(g for g, _ in order[3 * k:3 * k + 3]) == groups
-    assert start_order(groups, 3, 7) == orders[7]            # recorded seed -> the same order
-    assert len({tuple(g for g, _ in o[:3]) for o in orders.values()}) == 6   # every first block occurs
+            assert sorted(g for g, _ in order[3 * k : 3 * k + 3]) == groups
+    assert start_order(groups, 3, 7) == orders[7]  # recorded seed -> the same order
+    assert len({tuple(g for g, _ in o[:3]) for o in orders.values()}) == 6  # every first block occurs

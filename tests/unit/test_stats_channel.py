@@ -1,4 +1,5 @@
 """The workload side channel: only consistent snapshots are accepted (seqlock)."""
+
 from alloclab.run.workloads import STATS_FORMAT, STATS_MAGIC, read_stats
 
 
@@ -15,9 +16,9 @@ def test_consistent_snapshot(tmp_path):
 
 def test_torn_write_is_rejected(tmp_path):
     p = tmp_path / "s.bin"
-    write(p, 5, 4)            # writer died half way: seq odd
+    write(p, 5, 4)  # writer died half way: seq odd
     assert read_stats(p) is None
-    write(p, 6, 4)            # seq and its copy disagree
+    write(p, 6, 4)  # seq and its copy disagree
     assert read_stats(p) is None
 
 

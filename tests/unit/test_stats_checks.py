@@ -1,4 +1,5 @@
 """stats.checks: one process sampled twice, not two processes that coincide now and then."""
+
 import numpy as np
 
 from alloclab.stats import identical_series
@@ -19,5 +20,5 @@ def test_one_process_sampled_twice_is_found():
     y = 1000 + np.cumsum(np.random.default_rng(52).integers(-3, 4, len(t)))
     keep = np.arange(len(t)) % 7 != 0
     assert identical_series(t, y, t[keep], y[keep])
-    assert not identical_series(t, np.full(len(t), 5.0), t, np.full(len(t), 5.0))   # one plateau: not enough
-    assert not identical_series(t[:10], y[:10], t[:10], y[:10])                       # too few shared stamps
+    assert not identical_series(t, np.full(len(t), 5.0), t, np.full(len(t), 5.0))  # one plateau: not enough
+    assert not identical_series(t[:10], y[:10], t[:10], y[:10])  # too few shared stamps

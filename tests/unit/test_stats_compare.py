@@ -1,4 +1,5 @@
 """stats.group_tests: Welch on log levels, Holm-consistent intervals, letters, design checks."""
+
 import itertools
 
 import numpy as np
@@ -9,8 +10,14 @@ from alloclab.stats.group_tests import design_power
 
 
 def test_three_tor_relays_a_side_at_0_44x_are_significant():
-    c = compare_to_baseline({"glibc": np.array([100.0, 103.0, 98.0]), "jemalloc": np.array([43.0, 45.0, 44.5]),
-                             "mimalloc": np.array([99.0, 104.0, 101.0])}, "glibc")
+    c = compare_to_baseline(
+        {
+            "glibc": np.array([100.0, 103.0, 98.0]),
+            "jemalloc": np.array([43.0, 45.0, 44.5]),
+            "mimalloc": np.array([99.0, 104.0, 101.0]),
+        },
+        "glibc",
+    )
     j = c["jemalloc"]
     assert j.significant and j.status == "lower" and j.p_permutation >= 0.1
     assert 0.40 < j.ratio_ci[0] < j.ratio < j.ratio_ci[1] < 0.48
@@ -31,16 +38,18 @@ def test_family_wise_error_and_coverage():
     for i in range(200):
         cs = compare_to_baseline({f"g{k}": lv[k][i] for k in range(4)}, "g0")
         false += any(c.significant for c in cs.values())
-    assert false <= 16                          # ≤ 8% of 200
+    assert false <= 16  # ≤ 8% of 200
     a, b = sim.replica_levels(rng, 300, 5, 0.8, 0.1), sim.replica_levels(rng, 300, 5, 1.0, 0.1)
-    cover = [lo <= 0.8 <= hi for lo, hi in (compare_to_baseline({"b": y, "a": x}, "b")["a"].ratio_ci
-                                           for x, y in zip(a, b))]
+    cover = [
+        lo <= 0.8 <= hi for lo, hi in (compare_to_baseline({"b": y, "a": x}, "b")["a"].ratio_ci for x, y in zip(a, b))
+    ]
     assert np.mean(cover) >= 0.92
 
 
 def test_equivalence_is_claimed_only_inside_the_margin():
-    c = compare_to_baseline({"b": np.array([100.0, 100.5, 99.5, 100.2, 99.8]),
-                             "a": np.array([100.1, 99.9, 100.4, 99.7, 100.0])}, "b")["a"]
+    c = compare_to_baseline(
+        {"b": np.array([100.0, 100.5, 99.5, 100.2, 99.8]), "a": np.array([100.1, 99.9, 100.4, 99.7, 100.0])}, "b"
+    )["a"]
     assert c.equivalent and c.status == "equivalent" and c.ratio_ci[0] >= 1 / 1.05 and c.ratio_ci[1] <= 1.05
     rng = np.random.default_rng(32)
     a, b = sim.replica_levels(rng, 200, 5, 1.06, 0.03), sim.replica_levels(rng, 200, 5, 1.0, 0.03)
@@ -63,6 +72,7 @@ def test_interval_excludes_one_exactly_when_significant(groups):
 @given(st.lists(st.lists(st.floats(10, 1000), min_size=1, max_size=5), min_size=2, max_size=5))
 def test_letters_never_chain(groups):
     from alloclab.stats.group_tests import _clean, _pairwise_significant
+
     levels = {f"g{i}": np.array(v) for i, v in enumerate(groups)}
     lt = letters(levels)
     sig = _pairwise_significant({g: _clean(v) for g, v in levels.items()}, 0.05)
@@ -73,7 +83,7 @@ def test_letters_never_chain(groups):
 
 def test_design_checks():
     assert design_min_p((4, 3)) == 0.0
-    assert abs(design_min_p((4, 3), method="permutation") - 3 * 2 / 20) < 1e-12    # Holm factor 3 × 2/C(6,3)
+    assert abs(design_min_p((4, 3), method="permutation") - 3 * 2 / 20) < 1e-12  # Holm factor 3 × 2/C(6,3)
     # 3 replicas per group of 4: fine for relays 3% apart, not for relays 20% apart (issue 29)
     assert design_warning((4, 3), cv=0.03) is None
     w = design_warning((4, 3))
@@ -85,4 +95,5 @@ def test_design_checks():
 
 def test_letters_without_any_data_give_no_letters():
     from alloclab.stats import letters
+
     assert letters({"a": np.array([]), "b": np.array([])}) == {"a": "", "b": ""}

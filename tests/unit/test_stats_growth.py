@@ -1,4 +1,5 @@
 """stats.growth: the change over a window and an interval that survives autocorrelation."""
+
 import numpy as np
 from hypothesis import given, settings, strategies as st
 
@@ -13,7 +14,7 @@ def test_flat_autocorrelated_series_are_rarely_growing():
     growing = sum(classify(t, y).word in ("Growing", "Bloating") for y in ys)
     significant = sum(growth(t, y).significant for y in ys)
     assert growing <= 0.08 * len(ys)
-    assert significant <= 0.08 * len(ys)       # the interval alone, without the 5% floor
+    assert significant <= 0.08 * len(ys)  # the interval alone, without the 5% floor
 
 
 def test_real_growth_is_found_and_sized():
@@ -66,7 +67,7 @@ def test_sparse_independent_samples_get_a_tight_enough_interval():
     gs = [growth(t, 100 + rng.normal(0, 2, len(t)) + 10 * t / t[-1]) for _ in range(100)]
     assert all(g.change_lo is not None for g in gs)
     assert np.mean([g.change_lo <= 10.0 <= g.change_hi for g in gs]) >= 0.9
-    assert np.mean([g.significant for g in gs]) >= 0.6     # not so wide that it says nothing (0.76 here)
+    assert np.mean([g.significant for g in gs]) >= 0.6  # not so wide that it says nothing (0.76 here)
 
 
 def test_the_phi_bound_is_above_the_median_unbiased_phi_and_reaches_the_unit_root():

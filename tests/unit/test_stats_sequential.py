@@ -1,4 +1,5 @@
 """stats.sequential: alpha spending over looks keeps the false-stop rate at alpha."""
+
 import numpy as np
 
 from alloclab.stats import SequentialTest, calibration as sim
@@ -14,7 +15,7 @@ def run(rng, ratio, n_sims=120):
         mean = np.cumsum(ys, axis=1) / np.arange(1, len(t) + 1)
         test = SequentialTest(0.05, 1, max_looks=6, first_look_s=900.0)
         stop = None
-        for i in range(4, len(t), 5):                      # a look every 10 minutes
+        for i in range(4, len(t), 5):  # a look every 10 minutes
             d = test.update({"base": mean[:5, i], "a": mean[5:, i]}, "base", elapsed_s=float(t[i]))
             assert test.spent <= 0.05 + 1e-12
             if d.stop:

@@ -1,4 +1,5 @@
 """stats.status: words re-based on the steady window and on durations, not sample counts."""
+
 import numpy as np
 import pytest
 
@@ -13,7 +14,7 @@ from alloclab.stats import (
     step_evidence,
 )
 
-STEPS = "Growing in steps"      # the word the step rule gives (retired as a status word: "Ratcheting")
+STEPS = "Growing in steps"  # the word the step rule gives (retired as a status word: "Ratcheting")
 
 
 def words(t, ys):
@@ -28,7 +29,7 @@ def test_a_staircase_that_never_releases_is_ratcheting_at_any_sampling_interval(
         assert ws.count(STEPS) >= 34, (window, dt, ws)
 
 
-@pytest.mark.filterwarnings("error::RuntimeWarning")     # a constant's lag-1 was 0/0 (stats.growth.detrended_lag1)
+@pytest.mark.filterwarnings("error::RuntimeWarning")  # a constant's lag-1 was 0/0 (stats.growth.detrended_lag1)
 def test_sinusoids_flat_and_constant_series_are_not_ratcheting():
     rng = np.random.default_rng(22)
     t = sim.times(6 * 3600.0, 30.0)
@@ -57,14 +58,17 @@ def test_a_flat_word_beside_a_climb_says_why_the_climb_is_not_growth():
     for c in flat:
         g = c.growth
         assert not g.significant and g.change_lo < 0 < g.change_hi, c.reason
-        assert c.reason.startswith(f"changed {g.change_share:+.1%} of the level (95% interval {g.change_lo:+.1f} to "
-                                   f"{g.change_hi:+.1f} MB): not shown beyond its noise; "), c.reason
+        assert c.reason.startswith(
+            f"changed {g.change_share:+.1%} of the level (95% interval {g.change_lo:+.1f} to "
+            f"{g.change_hi:+.1f} MB): not shown beyond its noise; "
+        ), c.reason
     # a significant climb under the flat threshold: Flat, and the reason names the threshold
     small = classify(t, 100 + 2 * t / t[-1] + rng.normal(0, 0.05, len(t)))
     assert small.word == "Flat" and small.growth.significant, small.reason
     from alloclab.stats import growth_bar_share
+
     bar = growth_bar_share(t[-1] - t[0])
-    assert bar == pytest.approx(RULES["growing_min_rate_share_day"] * 1.5), bar       # over 1.5 days: the rate's bar, 3%
+    assert bar == pytest.approx(RULES["growing_min_rate_share_day"] * 1.5), bar  # over 1.5 days: the rate's bar, 3%
     assert f"under the {bar:.1%} of the level" in small.reason and "/day" in small.reason, small.reason
     fall = classify(t, 100 - 3 * t / t[-1] + rng.normal(0, 0.05, len(t)))
     assert fall.word == "Flat" and fall.growth.significant and "a fall, not growth" in fall.reason, fall.reason
@@ -72,7 +76,7 @@ def test_a_flat_word_beside_a_climb_says_why_the_climb_is_not_growth():
 
 def test_a_slow_release_is_one_event_whatever_the_sampling_interval():
     fine = np.arange(0, 3600, 1.0)
-    y = np.where(fine < 1800, 100.0, np.maximum(90.0, 100 - (fine - 1800) / 30))   # 10 MB over 5 min
+    y = np.where(fine < 1800, 100.0, np.maximum(90.0, 100 - (fine - 1800) / 30))  # 10 MB over 5 min
     coarse = fine[::300]
     assert release_events(fine, y, 100.0).count == 1
     assert release_events(coarse, y[::300], 100.0).count == 1
@@ -103,12 +107,20 @@ def test_release_events_follow_the_rule_sample_by_sample():
     # the same events, largest fall and last trough as the rule applied one sample at a time, on
     # series with many releases across chunk edges, ties (whole MB) and none
     from alloclab.stats.status import release_threshold
+
     rng = np.random.default_rng(8)
     for k in range(60):
         n = int(rng.choice([1, 2, 40, 700, 3000]))
         t = np.cumsum(rng.uniform(1, 20, n))
-        y = 100 + [np.cumsum(rng.normal(0, 1, n)), 10.0 * ((np.arange(n) % rng.integers(2, 60)) > 10),
-                   np.round(np.cumsum(rng.normal(0, 2, n))), rng.normal(0, 1, n)][k % 4]
+        y = (
+            100
+            + [
+                np.cumsum(rng.normal(0, 1, n)),
+                10.0 * ((np.arange(n) % rng.integers(2, 60)) > 10),
+                np.round(np.cumsum(rng.normal(0, 2, n))),
+                rng.normal(0, 1, n),
+            ][k % 4]
+        )
         level = float(np.median(y)) * (k % 3)
         got, thr = release_events(t, y, level), release_threshold(t, y, level)
         count, largest, last = _releases_per_sample(t, y, thr)
@@ -119,7 +131,7 @@ def test_release_events_follow_the_rule_sample_by_sample():
 
 def test_too_short_and_unverified():
     assert classify(np.arange(5.0), np.ones(5)).word == "Too short"
-    assert classify(np.arange(0, 30, 1.0), np.ones(30)).word == "Too short"     # 30 s < min_window_s
+    assert classify(np.arange(0, 30, 1.0), np.ones(30)).word == "Too short"  # 30 s < min_window_s
     assert classify(np.arange(100.0), np.ones(100), verified=False).word == "Unverified"
     assert set(STATUS_ORDER) >= {"Flat", "Growing", "Bloating", "Variable"} and "Ratcheting" not in STATUS_ORDER
     assert RULES["ratchet_sharp_t"] > RULES["ratchet_step_t"] > 0
@@ -158,18 +170,33 @@ def test_persistent_noise_a_daily_cycle_and_a_smooth_climb_are_not_ratcheting():
     # flat AR(1) φ 0.99 (2%) over 1.5 days: series the release-free-span rule called Ratcheting
     flat = [sim.flat(np.random.default_rng(seed), 1, t, phi=0.99, sd_share=0.02)[0] for seed in (35, 152, 249)]
     # a smooth +10% climb in AR(1) 2% φ 0.9: not steps (the old rules: Ratcheting)
-    smooth = [sim.growing(np.random.default_rng(seed), 1, t, share=0.10, phi=0.9, sd_share=0.02)[0] for seed in (4, 7, 15)]
+    smooth = [
+        sim.growing(np.random.default_rng(seed), 1, t, share=0.10, phi=0.9, sd_share=0.02)[0] for seed in (4, 7, 15)
+    ]
     # a daily cycle ±4% at any phase (1% AR(1) φ 0.9): its rise is given back
-    cycle = list(sim.sinusoid(np.random.default_rng(26), 8, t, amplitude_share=0.04, period_s=86400.0, sd_share=0.01, phi=0.9))
+    cycle = list(
+        sim.sinusoid(np.random.default_rng(26), 8, t, amplitude_share=0.04, period_s=86400.0, sd_share=0.01, phi=0.9)
+    )
     ws = words(t, flat + smooth + cycle)
     assert STEPS not in ws, ws
 
 
 def _replicas(t, ys, words_):
     from alloclab.analysis.replica import ReplicaStats, SteadyGrowth
-    reps = [ReplicaStats(f"r{i}", "A", True, len(t), steady_mb=float(np.median(y)), steady_mean_mb=float(np.mean(y)),
-                         status=w.removesuffix(" in steps"), growth_shape="steps" if w == STEPS else None)
-            for i, (y, w) in enumerate(zip(ys, words_))]
+
+    reps = [
+        ReplicaStats(
+            f"r{i}",
+            "A",
+            True,
+            len(t),
+            steady_mb=float(np.median(y)),
+            steady_mean_mb=float(np.mean(y)),
+            status=w.removesuffix(" in steps"),
+            growth_shape="steps" if w == STEPS else None,
+        )
+        for i, (y, w) in enumerate(zip(ys, words_))
+    ]
     return reps, [SteadyGrowth(t, y, None) for y in ys]
 
 
@@ -179,28 +206,35 @@ def test_a_group_of_staircases_in_two_percent_noise_lends_its_replicas_step_evid
     # route finds 2 of 5 (a step of 1.6% is ~1 noise SD); against each replica's simulated null the
     # group's evidence together is far beyond chance, and analysis re-words the other three with it
     from alloclab.analysis import _group_ratchet
+
     t = sim.times(9 * 86400.0, 900.0)
     ys = sim.staircase(np.random.default_rng(43), 5, t, climb_share=0.08, steps=5, sd_share=0.02, phi=0.9)
     own = words(t, ys)
     assert own.count(STEPS) == 2, own
     reps, steady = _replicas(t, ys, own)
     out = _group_ratchet(reps, steady)
-    assert [status_phrase(r.status, r.growth_shape) for r in out].count(STEPS) == 5, [(r.status, r.status_reason) for r in out]
+    assert [status_phrase(r.status, r.growth_shape) for r in out].count(STEPS) == 5, [
+        (r.status, r.status_reason) for r in out
+    ]
     assert all("group" in r.status_reason for r, w in zip(out, own) if w != STEPS)
     # the replicas' call is by their p among the simulations with the shape, never below their p among all
     call = ratchet_group([step_evidence(t, y) for y in ys])
     pairs = [(q, s) for q, s in zip(call.own_p, call.shaped_p) if q is not None]
     assert len(pairs) == 5 and all(s >= q for q, s in pairs), call
-    assert all("simulations of that curve in its own noise that have the staircase's shape" in why
-               for why, c in zip(call.reasons, call.called) if c), call.reasons
+    assert all(
+        "simulations of that curve in its own noise that have the staircase's shape" in why
+        for why, c in zip(call.reasons, call.called)
+        if c
+    ), call.reasons
 
 
 def test_the_monte_carlo_p_stops_at_the_tenth_as_extreme_and_counts_a_subset_alike():
     from alloclab.stats.steps import besag_clifford_p, sequential_p
+
     stop = int(RULES["ratchet_group_stop"])
-    assert besag_clifford_p(stop, 40, 399) == stop / 40              # stopped: hits over the draws run
-    assert besag_clifford_p(stop - 1, 399, 399) == stop / 400         # ran out: (1 + hits) / (sims + 1)
-    assert besag_clifford_p(0, 0, 0) == 1.0                           # a subset with no draw says nothing
+    assert besag_clifford_p(stop, 40, 399) == stop / 40  # stopped: hits over the draws run
+    assert besag_clifford_p(stop - 1, 399, 399) == stop / 400  # ran out: (1 + hits) / (sims + 1)
+    assert besag_clifford_p(0, 0, 0) == 1.0  # a subset with no draw says nothing
     # sequential_p over scripted draws: every third as extreme stops at the tenth hit, after 30 draws
     assert sequential_p(iter([i % 3 == 2 for i in range(399)]), 399) == (stop / 30, 30)
     assert sequential_p(iter([False] * 399), 399) == (1 / 400, 399)
@@ -216,6 +250,7 @@ def test_a_smooth_climb_or_a_daily_cycle_the_group_shares_lends_no_step_evidence
     # estimates are biased alike on one design. Each replica's own simulated null re-estimates φ, so
     # the bias is in the null; the simulations are seeded from the data (the same call, the same p).
     from alloclab.stats import ratchet_group, step_evidence
+
     t = sim.times(1.5 * 86400.0, 600.0)
     for seed in (3, 5):
         ys = sim.growing(np.random.default_rng(seed), 5, t, share=0.10, phi=0.9, sd_share=0.02)
@@ -233,13 +268,16 @@ def test_staircases_a_group_shares_in_time_are_found_in_two_percent_noise():
     # 1.5 days at 10 minutes: classify's own route and the group route (each replica its own times)
     # find none; the average of the five has the noise of one at 0.9%, where the step fit works
     from alloclab.analysis import _group_ratchet
+
     t = sim.times(1.5 * 86400.0, 600.0)
     ys = sim.shared_staircase(np.random.default_rng(6), 5, t, sd_share=0.02, phi=0.9)
     own = words(t, ys)
     assert own.count(STEPS) == 0, own
     out = _group_ratchet(*_replicas(t, ys, own))
     shared = [r for r in out if r.status_reason.startswith("climbs at the steps its group shares")]
-    assert len(shared) == 3 and all(status_phrase(r.status, r.growth_shape) == STEPS for r in shared), [(r.status, r.status_reason) for r in out]
+    assert len(shared) == 3 and all(status_phrase(r.status, r.growth_shape) == STEPS for r in shared), [
+        (r.status, r.status_reason) for r in out
+    ]
 
 
 @pytest.mark.simulation
@@ -249,12 +287,18 @@ def test_a_flat_replica_is_not_called_because_its_group_steps():
     # the others' steps), the flat one does not (its own climb there is ~0): it stays unsaid. The
     # simulations are seeded from the data (the same call twice).
     from alloclab.stats import ratchet_shared
+
     t = sim.times(1.5 * 86400.0, 600.0)
     rng = np.random.default_rng(2)
-    ys = np.vstack([sim.flat(rng, 1, t, phi=0.9, sd_share=0.02), sim.shared_staircase(rng, 5, t, sd_share=0.02, phi=0.9)])
+    ys = np.vstack(
+        [sim.flat(rng, 1, t, phi=0.9, sd_share=0.02), sim.shared_staircase(rng, 5, t, sd_share=0.02, phi=0.9)]
+    )
     call = ratchet_shared([(t, y) for y in ys])
     assert call.found and not call.called[0] and sum(call.called[1:]) == 4, call
-    assert call.climb_t[0] < RULES["ratchet_shared_replica_t"] and min(call.climb_t[1:]) > RULES["ratchet_shared_replica_t"]
+    assert (
+        call.climb_t[0] < RULES["ratchet_shared_replica_t"]
+        and min(call.climb_t[1:]) > RULES["ratchet_shared_replica_t"]
+    )
     assert all("climbs at the steps its group shares" in why for why, c in zip(call.reasons, call.called) if c)
     assert ratchet_shared([(t, y) for y in ys]) == call
 
@@ -267,17 +311,19 @@ def test_a_smooth_climb_the_group_shares_is_not_a_shared_staircase():
     # unbiased for the cubic and at its upper bound, and each replica must also climb beside its
     # own cubic at the steps of the OTHER replicas' average.
     from alloclab.stats import ratchet_shared
+
     t = sim.times(1.5 * 86400.0, 600.0)
     ys = sim.growing(np.random.default_rng(130), 3, t, share=0.10, phi=0.9, sd_share=0.02)
     call = ratchet_shared([(t, y) for y in ys])
     assert not call.found and not any(call.called), call
-    assert min(call.climb_t) >= RULES["ratchet_shared_replica_t"]   # beside a level they all "climb at the steps"
+    assert min(call.climb_t) >= RULES["ratchet_shared_replica_t"]  # beside a level they all "climb at the steps"
 
 
 def test_a_cycle_or_one_level_shift_the_group_shares_is_not_a_shared_staircase():
     # what a group shares without ratcheting: a daily cycle ±4% (one phase for the group; it gives
     # back) and one +8% level shift at the same moment (one step is not a staircase)
     from alloclab.stats import ratchet_shared
+
     t = sim.times(1.5 * 86400.0, 600.0)
     rng = np.random.default_rng(7)
     for sd, phase in ((0.01, 0.0), (0.02, 2.0), (0.02, 4.0)):
@@ -292,6 +338,7 @@ def test_a_cycle_or_one_level_shift_the_group_shares_is_not_a_shared_staircase()
 
 def test_truncated_product_p_is_valid_under_the_null_and_ignores_a_p_of_one():
     from alloclab.stats.steps import truncated_product_p
+
     rng = np.random.default_rng(7)
     for m in (5, 3):
         p = truncated_product_p(rng.uniform(size=(20_000, m)), m, 0.05)
@@ -310,14 +357,16 @@ def test_truncated_product_p_is_valid_under_the_null_and_ignores_a_p_of_one():
 
 def test_the_levelling_curve_fits_a_climb_that_levels_off_where_the_cubic_leaves_a_bend():
     from alloclab.stats.steps import _levelling_basis, _smooth_basis
+
     u = np.linspace(0.0, 1.0, 217)
-    x = 0.15 * (1 - np.exp(-u / 0.12))                  # levels off within a third of the window
+    x = 0.15 * (1 - np.exp(-u / 0.12))  # levels off within a third of the window
     cubic = _smooth_basis(len(x))
 
     def rss(b: np.ndarray, y: np.ndarray) -> float:
         return float(np.sum((y - b @ np.linalg.lstsq(b, y, rcond=None)[0]) ** 2))
+
     assert rss(_levelling_basis(x), x) < 1e-6 * rss(cubic, x)
-    line = 0.1 * u                                       # a straight climb: the cubic already fits it
+    line = 0.1 * u  # a straight climb: the cubic already fits it
     assert rss(_levelling_basis(line), line) < 1e-12
 
 
@@ -327,9 +376,12 @@ def test_a_daily_cycle_over_nine_days_lends_no_step_evidence_because_the_curve_h
     # a curve without the day's harmonics the cycle's rises are sharper than an AR(1) null makes them,
     # and this group (seed 46) was found Ratcheting; with them in the curve and its null it is not
     from alloclab.stats import steps
+
     t = sim.times(9 * 86400.0, 900.0)
     rng = np.random.default_rng(46)
-    ys = 100 * (1 + 0.04 * np.sin(2 * np.pi * t / 86400.0 + rng.uniform(0, 2 * np.pi)) + sim.ar1(rng, 5, len(t), 0.9, 0.01))
+    ys = 100 * (
+        1 + 0.04 * np.sin(2 * np.pi * t / 86400.0 + rng.uniform(0, 2 * np.pi)) + sim.ar1(rng, 5, len(t), 0.9, 0.01)
+    )
     ev = [step_evidence(t, y) for y in ys]
     assert steps._cycle_of(ev[0]) is not None and steps._cycle_of(ev[0]).shape == (len(ev[0].x), 4)
     call = ratchet_group(ev)
@@ -351,6 +403,7 @@ def test_a_daily_cycle_over_nine_days_lends_no_step_evidence_because_the_curve_h
 
 def test_the_cycle_enters_the_curve_only_over_a_day_or_more():
     from alloclab.stats.steps import _cycle_of
+
     for days, want in ((0.9, False), (1.5, True)):
         t = sim.times(days * 86400.0, 600.0)
         e = step_evidence(t, sim.flat(np.random.default_rng(1), 1, t, phi=0.5, sd_share=0.01)[0])
@@ -363,9 +416,12 @@ def test_a_slow_wander_sampled_with_measurement_noise_is_not_ratcheting(monkeypa
     # wander's runs were steps sharp enough for Ratcheting (these seeds); their lag-2 / lag-1 reads the
     # wander's φ, and at it they are not
     from alloclab.stats import steps
+
     t = sim.times(1.5 * 86400.0, 600.0)
-    ys = [sim.jittered(np.random.default_rng(seed), 1, t, sd_share=0.02, phi=0.995, white_share=0.005)[0]
-          for seed in (8, 52, 60, 98, 118)]
+    ys = [
+        sim.jittered(np.random.default_rng(seed), 1, t, sd_share=0.02, phi=0.995, white_share=0.005)[0]
+        for seed in (8, 52, 60, 98, 118)
+    ]
     ev = [step_evidence(t, y) for y in ys]
     assert not any(e.ratcheting for e in ev), [e.fit.phi for e in ev]
     assert all(e.fit.phi >= 0.65 for e in ev), [e.fit.phi for e in ev]
@@ -378,8 +434,10 @@ def test_a_staircase_in_white_noise_keeps_its_steps_because_a_missed_steps_remai
     # high in the residuals; read as a wander (no lag-2 floor) the fit prewhitens at φ ≈ 1 and these
     # staircases (seeds) lose Ratcheting; with the floor they keep it
     t = sim.times(1.5 * 86400.0, 600.0)
-    ys = [sim.staircase(np.random.default_rng(seed), 1, t, climb_share=0.08, steps=5, sd_share=0.01, phi=0.0)[0]
-          for seed in (3, 4, 5, 6)]
+    ys = [
+        sim.staircase(np.random.default_rng(seed), 1, t, climb_share=0.08, steps=5, sd_share=0.01, phi=0.0)[0]
+        for seed in (3, 4, 5, 6)
+    ]
     assert all(step_evidence(t, y).ratcheting for y in ys)
     monkeypatch.setitem(RULES, "ratchet_white_min_lag2_se", -1e9)
     assert not any(step_evidence(t, y).ratcheting for y in ys)
@@ -387,6 +445,7 @@ def test_a_staircase_in_white_noise_keeps_its_steps_because_a_missed_steps_remai
 
 def test_the_step_noise_is_ar1_at_the_lag_one_phi_for_ar1_noise_alone_and_a_wander_plus_white_noise_else():
     from alloclab.stats.steps import _residual_phi, _step_noise
+
     rng = np.random.default_rng(5)
     for phi in (0.5, 0.9):
         rs = sim.ar1(rng, 200, 217, phi, 1.0)
@@ -395,7 +454,7 @@ def test_the_step_noise_is_ar1_at_the_lag_one_phi_for_ar1_noise_alone_and_a_wand
     jittered = sim.ar1(rng, 1, 217, 0.995, 1.0)[0] + 0.5 * rng.normal(size=217)
     phi, white = _step_noise(jittered - jittered.mean())
     assert phi >= _residual_phi(jittered - jittered.mean()) + RULES["ratchet_white_gap"], phi
-    assert 0.05 < white < 0.8, white                   # 0.5² of 1.25 is white: 0.2
+    assert 0.05 < white < 0.8, white  # 0.5² of 1.25 is white: 0.2
 
 
 def test_the_group_routes_null_simulates_the_white_part_of_the_noise():
@@ -403,11 +462,14 @@ def test_the_group_routes_null_simulates_the_white_part_of_the_noise():
 
     def drawn(white):
         seen = []
-        simulated_p(np.zeros(4000), 0.99, 1.0, lambda y: seen.append(y) or False, np.random.default_rng(2), 3, white=white)
+        simulated_p(
+            np.zeros(4000), 0.99, 1.0, lambda y: seen.append(y) or False, np.random.default_rng(2), 3, white=white
+        )
         return seen
+
     mixed = drawn(0.25)[0]
     lag1 = float(np.corrcoef(mixed[1:], mixed[:-1])[0, 1])
-    assert 0.70 < lag1 < 0.78, lag1                   # 0.75 × 0.99: a quarter of the variance white
+    assert 0.70 < lag1 < 0.78, lag1  # 0.75 × 0.99: a quarter of the variance white
     assert abs(float(np.std(mixed)) - 1.0) < 0.15, np.std(mixed)
     # without a white part the draws are the AR(1) ones of before (documented figures reproduce)
     assert np.array_equal(np.stack(drawn(0.0)), sim.ar1(np.random.default_rng(2), 3, 4000, 0.99, 1.0))
@@ -419,6 +481,7 @@ def test_the_group_routes_null_reads_ar1_plus_white_noise_by_whittles_likelihood
     # the null before session 17) reads φ ≥ 0.99 in a quarter of them, where a null at the residuals'
     # SD wanders too little within the window
     from alloclab.stats.steps import _smooth_basis, _step_noise, _whittle_noise
+
     rng = np.random.default_rng(11)
     basis = _smooth_basis(865)
     xs = sim.jittered(rng, 40, sim.times(3 * 86400.0, 300.0), level=1.0, sd_share=0.01, phi=0.9, white_share=0.02) - 1
@@ -427,7 +490,7 @@ def test_the_group_routes_null_reads_ar1_plus_white_noise_by_whittles_likelihood
     phi, white, sd = np.median(read, axis=0)
     assert abs(phi - 0.9) < 0.04 and abs(white - 0.8) < 0.08 and abs(sd - 0.0224) < 0.002, (phi, white, sd)
     assert np.max(read[:, 0]) < 0.99
-    monkeypatch.setitem(RULES, "ratchet_white_min_lag2_se", -np.inf)     # session 16's null read no lag-2 floor
+    monkeypatch.setitem(RULES, "ratchet_white_min_lag2_se", -np.inf)  # session 16's null read no lag-2 floor
     assert np.mean([_step_noise(r)[0] >= 0.99 for r in rs]) >= 0.15
     # AR(1) alone reads no white part; its φ and SD as they are
     pure = sim.ar1(rng, 40, 865, 0.5, 0.02)

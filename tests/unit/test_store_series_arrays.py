@@ -1,4 +1,5 @@
 """Store.series_arrays (the report's reading path) gives the same values as Store.series."""
+
 import numpy as np
 import pytest
 
@@ -7,8 +8,16 @@ from alloclab.store import Store
 
 def _store(tmp_path) -> tuple[Store, int, int]:
     st = Store.create(tmp_path / "run.db")
-    gid = st.add_group(name="a", allocator="glibc", kind="system", family="glibc", version=None,
-                    env_json="{}", command_json="[]", is_baseline=1)
+    gid = st.add_group(
+        name="a",
+        allocator="glibc",
+        kind="system",
+        family="glibc",
+        version=None,
+        env_json="{}",
+        command_json="[]",
+        is_baseline=1,
+    )
     r1 = st.add_replica(group_id=gid, idx=1, name="a-1", start_order=1)
     r2 = st.add_replica(group_id=gid, idx=2, name="a-2", start_order=2)
     rng = np.random.default_rng(5)
@@ -16,11 +25,11 @@ def _store(tmp_path) -> tuple[Store, int, int]:
     for rid in (r1, r2):
         for k in range(500):
             t = 1_767_225_600.123456 + k * 5.000001
-            rss = int(rng.integers(1, 1 << 40)) if k % 7 else None        # NULL metric: left out
-            live = int(rng.integers(0, 1 << 52)) if k % 3 else None        # NULL -> NaN
+            rss = int(rng.integers(1, 1 << 40)) if k % 7 else None  # NULL metric: left out
+            live = int(rng.integers(0, 1 << 52)) if k % 3 else None  # NULL -> NaN
             phase = ("warmup", "load", None)[k % 3]
             rows.append((t, rid, phase, rss, live, float(rng.random()) * 1e4))
-    rng.shuffle(rows)                                                     # stored out of time order (as a run interleaves)
+    rng.shuffle(rows)  # stored out of time order (as a run interleaves)
     st.add_samples(("t", "replica_id", "phase", "rss_kb", "live_bytes", "cpu_s"), rows)
     st.commit()
     return st, r1, r2

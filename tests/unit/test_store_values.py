@@ -1,5 +1,6 @@
 """Issue 46, item 8: memory figures in a store from elsewhere that are not figures (text, 9.9e307,
 inf, negative) are damage said in one line by `report` and `export`, never an internal error."""
+
 from __future__ import annotations
 
 import sqlite3

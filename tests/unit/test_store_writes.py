@@ -1,5 +1,6 @@
 """The store's typed writes on a real SQLite file: SQLite's failures arrive as StoreError, a
 sampling tick keeps what it wrote when it fails (a transaction drops it), misspelt columns fail."""
+
 import sqlite3
 
 import pytest
@@ -13,11 +14,11 @@ def test_sqlite_failures_arrive_as_one_store_error(tmp_path):
     with st.transaction():
         st.add_group(name="a", allocator="glibc")
     with pytest.raises(StoreError) as err:
-        st.add_group(name="a", allocator="glibc")          # UNIQUE(name)
+        st.add_group(name="a", allocator="glibc")  # UNIQUE(name)
     assert not isinstance(err.value, sqlite3.Error) and "UNIQUE" in str(err.value) and not err.value.disk_full
     st.close()
     with pytest.raises(StoreError):
-        st.meta()                                          # a closed store: sqlite3.ProgrammingError underneath
+        st.meta()  # a closed store: sqlite3.ProgrammingError underneath
 
 
 def test_a_failed_tick_keeps_its_rows_a_failed_transaction_drops_them(tmp_path):
@@ -52,9 +53,10 @@ def test_a_failed_new_run_leaves_nothing_behind(tmp_path):
             Store.create(out / "run.db").close()
             (out / "run.db-wal").write_bytes(b"")
             raise RuntimeError("a full disk, say")
+
     fail_in(tmp_path / "new" / "deeper" / "run")
-    assert list(tmp_path.iterdir()) == []                  # the parents it made, too
-    (tmp_path / "given").mkdir()                           # an empty directory the user gave: kept, emptied
+    assert list(tmp_path.iterdir()) == []  # the parents it made, too
+    (tmp_path / "given").mkdir()  # an empty directory the user gave: kept, emptied
     fail_in(tmp_path / "given")
     assert [p.name for p in tmp_path.iterdir()] == ["given"] and list((tmp_path / "given").iterdir()) == []
     (tmp_path / "file").write_text("")
@@ -66,7 +68,9 @@ def test_processes_seen_sets_last_seen_of_the_given_processes_only(tmp_path):
     st = Store.create(tmp_path / "run.db")
     with st.transaction():
         rid = st.add_replica(group_id=st.add_group(name="a", allocator="glibc"), name="a-1", idx=1)
-        ids = [st.add_process(replica_id=rid, pid=p, start_ticks=p, first_seen=1.0, last_seen=1.0) for p in (10, 11, 12)]
+        ids = [
+            st.add_process(replica_id=rid, pid=p, start_ticks=p, first_seen=1.0, last_seen=1.0) for p in (10, 11, 12)
+        ]
         st.processes_seen(5.0, [ids[0], ids[2], ids[2]])
         st.processes_seen(6.0, [])
     assert [p["last_seen"] for p in st.processes()] == [5.0, 1.0, 5.0]

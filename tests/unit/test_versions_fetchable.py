@@ -5,6 +5,7 @@ trixie-backports answered 404 on build). The check itself is exercised against a
 on loopback; the listing logic with apt's two answers (`apt-cache madison`, the .dsc's verdict)
 replaced by fixed ones, since the archive's state cannot be chosen from here.
 """
+
 from __future__ import annotations
 
 import os
@@ -53,9 +54,10 @@ def test_a_source_whose_files_are_gone_is_not_offered_and_says_why(archive):
     found = {v.version: v for v in versions.available_versions("mimalloc")}
     gone = found["3.5.3"]
     assert not gone.buildable and not gone.secure_sources and gone.ids == []
-    assert gone.not_usable == ("debian trixie-backports source mimalloc 3.5.3+ds-1~bpo13+1: "
-                               "its files are no longer in the archive (404)",)
-    assert sorted(archive["asked"]) == ["3.5.3+ds-1~bpo13+1", "3.6.1+ds-1~bpo13+1"]   # once per source
+    assert gone.not_usable == (
+        "debian trixie-backports source mimalloc 3.5.3+ds-1~bpo13+1: its files are no longer in the archive (404)",
+    )
+    assert sorted(archive["asked"]) == ["3.5.3+ds-1~bpo13+1", "3.6.1+ds-1~bpo13+1"]  # once per source
     with pytest.raises(UserError, match=r"no reachable source can build mimalloc@3\.5\.3 .*\(404\)"):
         versions.published_entry("mimalloc@3.5.3")
     # no answer about 3.6.1's files: it stays offered, not dropped as unfetchable
@@ -66,16 +68,16 @@ def test_no_answer_is_asked_again_soon_a_verdict_is_kept_a_day(archive):
     versions.available_versions("mimalloc")
     asked = len(archive["asked"])
     versions.available_versions("mimalloc")
-    assert len(archive["asked"]) == asked                       # within RECHECK_AFTER: the listing is used
+    assert len(archive["asked"]) == asked  # within RECHECK_AFTER: the listing is used
     archive["3.6.1+ds-1~bpo13+1"] = True
     _age_listing(versions.RECHECK_AFTER + 1)
     found = {v.version: v for v in versions.available_versions("mimalloc")}
-    assert len(archive["asked"]) == asked + 2                   # the unknown verdict was not kept
+    assert len(archive["asked"]) == asked + 2  # the unknown verdict was not kept
     assert found["3.6.1"].buildable and not found["3.5.3"].buildable
     asked = len(archive["asked"])
     _age_listing(versions.RECHECK_AFTER + 1)
     versions.available_versions("mimalloc")
-    assert len(archive["asked"]) == asked                       # every verdict known: kept for the day
+    assert len(archive["asked"]) == asked  # every verdict known: kept for the day
     _age_listing(versions.LISTING_MAX_AGE + 1)
     versions.available_versions("mimalloc")
     assert len(archive["asked"]) == asked + 2
@@ -86,7 +88,7 @@ def test_a_listing_cached_before_the_check_is_checked_again(archive):
     listing = versions._dir() / "debian-mimalloc.json"
     listing.write_text('[["trixie-backports", "mimalloc", "3.5.3+ds-1~bpo13+1", "Sources", null]]')
     old = {v.version: v for v in versions.available_versions("mimalloc")}
-    assert old["3.5.3"].buildable                                # read as offered while fresh
+    assert old["3.5.3"].buildable  # read as offered while fresh
     assert archive["asked"] == []
     _age_listing(versions.RECHECK_AFTER + 1)
     found = {v.version: v for v in versions.available_versions("mimalloc")}

@@ -9,6 +9,7 @@ the id promises (and secure, for +secure), and stores it under
 went in (download hashes, recipe, flags, compiler), so identical inputs share one entry. A file
 lock per id makes concurrent builds of one id wait for each other instead of racing.
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -77,23 +78,34 @@ def unknown(allocator_id: str) -> UserError:
     catalog lacks (with the ids it has)."""
     known = entries()
     m = ID_RE.match(allocator_id)
-    if allocator_id == "glibc":         # `allocators list` shows it beside the ids
-        return UserError("glibc is the system's allocator, not a catalog build: there is nothing to build, show, verify, "
-                         "package or locate", 'a group runs on it with allocator = "glibc"')
+    if allocator_id == "glibc":  # `allocators list` shows it beside the ids
+        return UserError(
+            "glibc is the system's allocator, not a catalog build: there is nothing to build, show, verify, "
+            "package or locate",
+            'a group runs on it with allocator = "glibc"',
+        )
     if not m and allocator_id in families():
         same = sorted(i for i in known if i.startswith(allocator_id + "@"))
-        return UserError(f"{allocator_id!r} names a family, not one build",
-                         f"give family@version, e.g. {', '.join(same[:6]) or allocator_id + '@VERSION'} "
-                         f"(alloclab allocators versions {allocator_id})")
+        return UserError(
+            f"{allocator_id!r} names a family, not one build",
+            f"give family@version, e.g. {', '.join(same[:6]) or allocator_id + '@VERSION'} "
+            f"(alloclab allocators versions {allocator_id})",
+        )
     if not m:
-        return UserError(f"{allocator_id!r} is not a catalog id",
-                         "write family@version[+variant], e.g. mimalloc@2.0.9 or jemalloc@5.3.0+... (alloclab allocators list)")
+        return UserError(
+            f"{allocator_id!r} is not a catalog id",
+            "write family@version[+variant], e.g. mimalloc@2.0.9 or jemalloc@5.3.0+... (alloclab allocators list)",
+        )
     same = sorted(i for i in known if i.startswith(m["family"] + "@"))
     if not same:
-        return UserError(f"unknown allocator family {m['family']!r}",
-                         f"{did_you_mean(m['family'], families())}use one of: {', '.join(sorted(families()))}")
-    return UserError(f"{allocator_id} is not in the catalog",
-                     f"{did_you_mean(allocator_id, same)}known {m['family']} ids: {', '.join(same)}")
+        return UserError(
+            f"unknown allocator family {m['family']!r}",
+            f"{did_you_mean(m['family'], families())}use one of: {', '.join(sorted(families()))}",
+        )
+    return UserError(
+        f"{allocator_id} is not in the catalog",
+        f"{did_you_mean(allocator_id, same)}known {m['family']} ids: {', '.join(same)}",
+    )
 
 
 def short_version(allocator_id: str) -> UserError | None:
@@ -104,18 +116,23 @@ def short_version(allocator_id: str) -> UserError | None:
     if not m or pinned(allocator_id) is not None:
         return None
     suffix = f"+{m['variant']}" if m["variant"] else ""
-    longer = sorted({e.version for e in entries().values() if e.family == m["family"]
-                     and e.version.startswith(m["version"] + ".")}, key=lambda v: [int(p) for p in v.split(".")])
+    longer = sorted(
+        {e.version for e in entries().values() if e.family == m["family"] and e.version.startswith(m["version"] + ".")},
+        key=lambda v: [int(p) for p in v.split(".")],
+    )
     if not longer:
         return None
     padded = m["version"] + ".0" * (longer[0].count(".") - m["version"].count("."))
     best = padded if padded in longer else longer[0]
-    return UserError(f"{allocator_id} is a short version: versions are written in full",
-                     f"did you mean {m['family']}@{best}{suffix}? (every {m['family']} {m['version']}.x: "
-                     f"alloclab allocators versions {m['family']})")
+    return UserError(
+        f"{allocator_id} is a short version: versions are written in full",
+        f"did you mean {m['family']}@{best}{suffix}? (every {m['family']} {m['version']}.x: "
+        f"alloclab allocators versions {m['family']})",
+    )
 
 
 # ---- cache --------------------------------------------------------------------------------------
+
 
 def cache_dir() -> Path:
     return nativebuild.cache_root() / "allocators"
@@ -127,7 +144,7 @@ def _safe(allocator_id: str) -> str:
 
 @dataclass
 class Build:
-    path: Path                 # the library
+    path: Path  # the library
     provenance: dict[str, Any]
 
     @property
@@ -148,8 +165,9 @@ def _run(cmd: list[str], log: Path, cwd: Path | None = None, env: dict | None = 
     with open(log, "a") as f:
         f.write(f"$ {' '.join(cmd)}\n")
         f.flush()
-        proc = subprocess.run(cmd, cwd=cwd, env={**os.environ, **(env or {})}, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True)
+        proc = subprocess.run(
+            cmd, cwd=cwd, env={**os.environ, **(env or {})}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
         f.write(proc.stdout)
     if proc.returncode != 0:
         tail = " | ".join(proc.stdout.strip().splitlines()[-2:])[:300]
@@ -158,20 +176,46 @@ def _run(cmd: list[str], log: Path, cwd: Path | None = None, env: dict | None = 
 
 
 # What a source's failure means: the one distinction the tests and `allocators check` rely on.
-GONE = "gone"                  # the registry answered: this version (or file) is not there
-UNREACHABLE = "unreachable"    # no answer: offline, a registry down, a timeout
-FAILED = "failed"              # fetched, but it did not match its pin, or building or verifying it failed
+GONE = "gone"  # the registry answered: this version (or file) is not there
+UNREACHABLE = "unreachable"  # no answer: offline, a registry down, a timeout
+FAILED = "failed"  # fetched, but it did not match its pin, or building or verifying it failed
 
 # The clients' own words (apt, cargo, pip) for "no answer", checked before those for "not there":
 # pip says "No matching distribution" both when its index lacks a version and when it was never reached.
-_UNREACHABLE_SIGNS = ("Could not connect", "Could not resolve", "Temporary failure resolving", "Connection timed out",
-                      "Connection refused", "NewConnectionError", "Failed to establish a new connection",
-                      "Read timed out", "ReadTimeoutError", "ConnectTimeout", "ProxyError", "Network is unreachable",
-                      "failed to download from", "spurious network error", "Connection failed", "Unable to connect",
-                      "Name or service not known", "Operation timed out", "SSLError")
-_GONE_SIGNS = ("was not found", "Unable to locate package", "404  Not Found", "404 Not Found", "410  Gone",
-               "failed to select a version", "No matching distribution found", "no matching package named",
-               "is yanked", "Can not find version", "Unable to find a source package")
+_UNREACHABLE_SIGNS = (
+    "Could not connect",
+    "Could not resolve",
+    "Temporary failure resolving",
+    "Connection timed out",
+    "Connection refused",
+    "NewConnectionError",
+    "Failed to establish a new connection",
+    "Read timed out",
+    "ReadTimeoutError",
+    "ConnectTimeout",
+    "ProxyError",
+    "Network is unreachable",
+    "failed to download from",
+    "spurious network error",
+    "Connection failed",
+    "Unable to connect",
+    "Name or service not known",
+    "Operation timed out",
+    "SSLError",
+)
+_GONE_SIGNS = (
+    "was not found",
+    "Unable to locate package",
+    "404  Not Found",
+    "404 Not Found",
+    "410  Gone",
+    "failed to select a version",
+    "No matching distribution found",
+    "no matching package named",
+    "is yanked",
+    "Can not find version",
+    "Unable to find a source package",
+)
 
 
 def failure_status(client_output: str) -> str:
@@ -195,8 +239,9 @@ class SourceFailed(Exception):
 @dataclass(frozen=True)
 class Attempt:
     """One source tried for an id, and what became of it."""
-    source: str                # describe_source's words
-    status: str                # GONE, UNREACHABLE or FAILED
+
+    source: str  # describe_source's words
+    status: str  # GONE, UNREACHABLE or FAILED
     detail: str
 
 
@@ -243,6 +288,7 @@ def describe_source(src: dict) -> str:
 
 # ---- Debian: a private APT configuration that reuses the machine's own mirror ---------------------
 
+
 def system_mirror() -> tuple[str, str]:
     """(URI, keyring) of the machine's main Debian archive, from its own apt sources."""
     entries_found: list[tuple[str, str, list[str]]] = []
@@ -254,7 +300,9 @@ def system_mirror() -> tuple[str, str]:
                     k, v = line.split(":", 1)
                     fields[k.strip().lower()] = v.strip()
             if "deb" in fields.get("types", "").split() and fields.get("uris"):
-                entries_found.append((fields["uris"].split()[0], fields.get("signed-by", ""), fields.get("suites", "").split()))
+                entries_found.append(
+                    (fields["uris"].split()[0], fields.get("signed-by", ""), fields.get("suites", "").split())
+                )
     for f in ["/etc/apt/sources.list", *sorted(glob.glob("/etc/apt/sources.list.d/*.list"))]:
         if os.path.exists(f):
             for line in Path(f).read_text().splitlines():
@@ -265,12 +313,15 @@ def system_mirror() -> tuple[str, str]:
     for uri, key, suites in entries_found:
         if "security" not in uri and not any("security" in s for s in suites) and "debian" in uri:
             return uri.rstrip("/"), key or "/usr/share/keyrings/debian-archive-keyring.gpg"
-    raise UserError("no Debian archive found in this machine's apt sources",
-                    "Debian-package sources need a Debian system with a configured mirror")
+    raise UserError(
+        "no Debian archive found in this machine's apt sources",
+        "Debian-package sources need a Debian system with a configured mirror",
+    )
 
 
-def apt_env(suite: str, log: Path, max_age: float = 86400, must_answer: bool = False,
-            lists: str = "apt") -> dict[str, str]:
+def apt_env(
+    suite: str, log: Path, max_age: float = 86400, must_answer: bool = False, lists: str = "apt"
+) -> dict[str, str]:
     """APT_CONFIG for one suite (deb + deb-src), its lists updated when older than `max_age`
     seconds (a day; 0: now); the system's own apt configuration and sources are never touched.
     An update that gets no answer keeps the older lists, unless `must_answer` (then UNREACHABLE).
@@ -281,12 +332,25 @@ def apt_env(suite: str, log: Path, max_age: float = 86400, must_answer: bool = F
     for sub in ("lists/partial", "cache/archives/partial", "parts"):
         (root / sub).mkdir(parents=True, exist_ok=True)
     (root / "status").touch()
-    _write_if_changed(root / "sources.list", f"deb [signed-by={key}] {uri} {suite} main\n"
-                                             f"deb-src [signed-by={key}] {uri} {suite} main\n")
-    _write_if_changed(root / "apt.conf", "\n".join([
-        f'Dir::Etc::SourceList "{root}/sources.list";', f'Dir::Etc::SourceParts "{root}/parts";',
-        f'Dir::State::Lists "{root}/lists";', f'Dir::State::status "{root}/status";', f'Dir::Cache "{root}/cache";',
-        'Acquire::Languages "none";', 'APT::Sandbox::User "root";', ""]))
+    _write_if_changed(
+        root / "sources.list",
+        f"deb [signed-by={key}] {uri} {suite} main\ndeb-src [signed-by={key}] {uri} {suite} main\n",
+    )
+    _write_if_changed(
+        root / "apt.conf",
+        "\n".join(
+            [
+                f'Dir::Etc::SourceList "{root}/sources.list";',
+                f'Dir::Etc::SourceParts "{root}/parts";',
+                f'Dir::State::Lists "{root}/lists";',
+                f'Dir::State::status "{root}/status";',
+                f'Dir::Cache "{root}/cache";',
+                'Acquire::Languages "none";',
+                'APT::Sandbox::User "root";',
+                "",
+            ]
+        ),
+    )
     env = {"APT_CONFIG": str(root / "apt.conf")}
     stamp = root / "updated"
     with open(root / ".lock", "w") as lock:
@@ -294,16 +358,18 @@ def apt_env(suite: str, log: Path, max_age: float = 86400, must_answer: bool = F
         if not stamp.exists() or time.time() - stamp.stat().st_mtime > max_age:
             try:
                 said = _run(["apt-get", "update", "-qq"], log, env=env, what=f"apt-get update ({suite})")
-                if "Some index files failed to download" in said:     # apt exits 0 on an archive it did not reach
-                    raise SourceFailed(f"apt-get update ({suite}) failed: "
-                                       f"{next(iter(said.strip().splitlines()), '')[:200]} (log: {log})",
-                                       failure_status(said))
+                if "Some index files failed to download" in said:  # apt exits 0 on an archive it did not reach
+                    raise SourceFailed(
+                        f"apt-get update ({suite}) failed: "
+                        f"{next(iter(said.strip().splitlines()), '')[:200]} (log: {log})",
+                        failure_status(said),
+                    )
             except SourceFailed as exc:
                 if must_answer or not _has_lists(root):
                     raise SourceFailed(str(exc), UNREACHABLE) from None
             else:
                 stamp.touch()
-        if not _has_lists(root):       # apt may report a mirror it could not reach with warnings only
+        if not _has_lists(root):  # apt may report a mirror it could not reach with warnings only
             raise SourceFailed(f"apt-get update ({suite}) got no package lists (log: {log})", UNREACHABLE)
     return env
 
@@ -326,27 +392,49 @@ def fetch_debian_binary(src: dict, work: Path, log: Path) -> tuple[Path, dict]:
     env = apt_env(src["suite"], log)
     dl = work / "deb"
     dl.mkdir()
-    _run(["apt-get", "download", "-qq", f"{src['package']}={src['version']}"], log, cwd=dl, env=env,
-         what=f"apt-get download {src['package']}={src['version']} ({src['suite']})")
+    _run(
+        ["apt-get", "download", "-qq", f"{src['package']}={src['version']}"],
+        log,
+        cwd=dl,
+        env=env,
+        what=f"apt-get download {src['package']}={src['version']} ({src['suite']})",
+    )
     deb = next(dl.glob("*.deb"))
     digest = sha256_file(deb)
     _check_pin(src, "sha256", digest, deb.name)
     _run(["dpkg-deb", "-x", str(deb), str(work / "root")], log, what="dpkg-deb -x")
-    return work / "root", {"kind": "debian-binary", "suite": src["suite"], "package": src["package"],
-                           "package_version": src["version"], "file": deb.name, "sha256": digest}
+    return work / "root", {
+        "kind": "debian-binary",
+        "suite": src["suite"],
+        "package": src["package"],
+        "package_version": src["version"],
+        "file": deb.name,
+        "sha256": digest,
+    }
 
 
 def fetch_debian_source(src: dict, work: Path, log: Path) -> tuple[Path, dict]:
     env = apt_env(src["suite"], log)
     dl = work / "src"
     dl.mkdir()
-    _run(["apt-get", "source", "--download-only", "-qq", f"{src['package']}={src['version']}"], log, cwd=dl, env=env,
-         what=f"apt-get source {src['package']}={src['version']} ({src['suite']})")
+    _run(
+        ["apt-get", "source", "--download-only", "-qq", f"{src['package']}={src['version']}"],
+        log,
+        cwd=dl,
+        env=env,
+        what=f"apt-get source {src['package']}={src['version']} ({src['suite']})",
+    )
     dsc = next(dl.glob("*.dsc"))
     _run(["dpkg-source", "-x", str(dsc), str(work / "tree")], log, what="dpkg-source -x")
     files = {p.name: sha256_file(p) for p in sorted(dl.iterdir()) if p.is_file()}
-    return work / "tree", {"kind": "debian-source", "suite": src["suite"], "package": src["package"],
-                           "package_version": src["version"], "files": files, "sha256": sha256_file(dsc)}
+    return work / "tree", {
+        "kind": "debian-source",
+        "suite": src["suite"],
+        "package": src["package"],
+        "package_version": src["version"],
+        "files": files,
+        "sha256": sha256_file(dsc),
+    }
 
 
 def fetch_crate(src: dict, work: Path, log: Path, copy: bool = True) -> tuple[Path, dict]:
@@ -359,7 +447,8 @@ def fetch_crate(src: dict, work: Path, log: Path, copy: bool = True) -> tuple[Pa
     (proj / "lib.rs").write_text("")
     (proj / "Cargo.toml").write_text(
         f'[package]\nname = "alloclab-fetch"\nversion = "0.0.0"\nedition = "2021"\n[lib]\npath = "lib.rs"\n'
-        f'[dependencies]\n{src["crate"]} = {{ version = "={src["version"]}", default-features = false }}\n')
+        f'[dependencies]\n{src["crate"]} = {{ version = "={src["version"]}", default-features = false }}\n'
+    )
     _run(["cargo", "fetch", "--quiet"], log, cwd=proj, what=f"cargo fetch {src['crate']} {src['version']}")
     lock = tomllib.loads((proj / "Cargo.lock").read_text())
     pkg = next(p for p in lock["package"] if p["name"] == src["crate"])
@@ -381,25 +470,52 @@ def fetch_crate(src: dict, work: Path, log: Path, copy: bool = True) -> tuple[Pa
 
 def fetch_pypi_wheel(src: dict, work: Path, log: Path) -> tuple[Path, dict]:
     import sys
+
     dl = work / "wheel"
-    requirement = work / "requirement.txt"       # pip itself refuses a file that does not match the pin
-    requirement.write_text(f"{src['package']}=={src['version']}"
-                           + (f" --hash=sha256:{src['sha256']}" if src.get("sha256") else "") + "\n")
-    _run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:", "--retries", "2",
-          "--timeout", "20", *(["--require-hashes"] if src.get("sha256") else []), "-d", str(dl), "-r", str(requirement)],
-         log, what=f"pip download {src['package']}=={src['version']}")
+    requirement = work / "requirement.txt"  # pip itself refuses a file that does not match the pin
+    requirement.write_text(
+        f"{src['package']}=={src['version']}" + (f" --hash=sha256:{src['sha256']}" if src.get("sha256") else "") + "\n"
+    )
+    _run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--quiet",
+            "--no-deps",
+            "--only-binary=:all:",
+            "--retries",
+            "2",
+            "--timeout",
+            "20",
+            *(["--require-hashes"] if src.get("sha256") else []),
+            "-d",
+            str(dl),
+            "-r",
+            str(requirement),
+        ],
+        log,
+        what=f"pip download {src['package']}=={src['version']}",
+    )
     wheel = next(dl.glob("*.whl"))
     digest = sha256_file(wheel)
     _check_pin(src, "sha256", digest, wheel.name)
     with zipfile.ZipFile(wheel) as z:
         z.extractall(work / "root")
-    return work / "root", {"kind": "pypi-wheel", "package": src["package"], "package_version": src["version"],
-                           "file": wheel.name, "sha256": digest}
+    return work / "root", {
+        "kind": "pypi-wheel",
+        "package": src["package"],
+        "package_version": src["version"],
+        "file": wheel.name,
+        "sha256": digest,
+    }
 
 
 def fetch_upstream_git(src: dict, work: Path, log: Path) -> tuple[Path, dict]:
-    raise SourceFailed(f"upstream {src['project']} tag {src['tag']} needs a git host, which these machines cannot reach",
-                       UNREACHABLE)
+    raise SourceFailed(
+        f"upstream {src['project']} tag {src['tag']} needs a git host, which these machines cannot reach", UNREACHABLE
+    )
 
 
 def _check_pin(src: dict, key: str, actual: str, what: str) -> None:
@@ -409,11 +525,17 @@ def _check_pin(src: dict, key: str, actual: str, what: str) -> None:
         raise SourceFailed(f"{what}: sha256 {actual[:16]}… is not the catalog's pin {pinned[:16]}…", FAILED)
 
 
-FETCHERS = {"debian-binary": fetch_debian_binary, "debian-source": fetch_debian_source, "crate": fetch_crate,
-            "pypi-wheel": fetch_pypi_wheel, "upstream-git": fetch_upstream_git}
+FETCHERS = {
+    "debian-binary": fetch_debian_binary,
+    "debian-source": fetch_debian_source,
+    "crate": fetch_crate,
+    "pypi-wheel": fetch_pypi_wheel,
+    "upstream-git": fetch_upstream_git,
+}
 
 
 # ---- recipes: source tree -> one preloadable shared library --------------------------------------
+
 
 def _find_library(root: Path, pattern: str) -> Path:
     hits = sorted(p for p in root.rglob(pattern) if p.is_file() and not p.is_symlink())
@@ -422,8 +544,19 @@ def _find_library(root: Path, pattern: str) -> Path:
     return hits[0]
 
 
-MIMALLOC_FLAGS = ["-O3", "-DNDEBUG", "-DMI_MALLOC_OVERRIDE", "-DMI_SHARED_LIB", "-DMI_SHARED_LIB_EXPORT", "-fPIC", "-shared", "-fvisibility=hidden",
-                  "-ftls-model=initial-exec", "-fno-builtin-malloc", "-std=gnu11"]
+MIMALLOC_FLAGS = [
+    "-O3",
+    "-DNDEBUG",
+    "-DMI_MALLOC_OVERRIDE",
+    "-DMI_SHARED_LIB",
+    "-DMI_SHARED_LIB_EXPORT",
+    "-fPIC",
+    "-shared",
+    "-fvisibility=hidden",
+    "-ftls-model=initial-exec",
+    "-fno-builtin-malloc",
+    "-std=gnu11",
+]
 
 
 def recipe_prebuilt(tree: Path, src: dict, out: Path, log: Path) -> tuple[Path, list[str]]:
@@ -438,8 +571,11 @@ def recipe_mimalloc_unity(tree: Path, src: dict, out: Path, log: Path) -> tuple[
     base = tree / src.get("subdir", "")
     flags = MIMALLOC_FLAGS + (["-DMI_SECURE=4"] if src.get("secure") else [])
     dest = out / ("libmimalloc-secure.so" if src.get("secure") else "libmimalloc.so")
-    _run(["gcc", *flags, f"-I{base / 'include'}", str(base / "src" / "static.c"), "-o", str(dest), "-lpthread"], log,
-         what="gcc mimalloc src/static.c")
+    _run(
+        ["gcc", *flags, f"-I{base / 'include'}", str(base / "src" / "static.c"), "-o", str(dest), "-lpthread"],
+        log,
+        what="gcc mimalloc src/static.c",
+    )
     return dest, flags
 
 
@@ -478,20 +614,28 @@ def recipe_snmalloc_cmake(tree: Path, src: dict, out: Path, log: Path) -> tuple[
     build = tree / "_build"
     flags = ["-DCMAKE_BUILD_TYPE=Release", "-DSNMALLOC_BUILD_TESTING=OFF", "-DSNMALLOC_HEADER_ONLY_LIBRARY=OFF"]
     _run(["cmake", "-S", str(base), "-B", str(build), *flags], log, what="snmalloc cmake")
-    _run(["cmake", "--build", str(build), "--target", "snmallocshim", "-j", str(os.cpu_count() or 2)], log,
-         what="snmalloc build")
+    _run(
+        ["cmake", "--build", str(build), "--target", "snmallocshim", "-j", str(os.cpu_count() or 2)],
+        log,
+        what="snmalloc build",
+    )
     lib = _find_library(build, "libsnmallocshim.so")
     dest = out / "libsnmallocshim.so"
     shutil.copy2(lib, dest)
     return dest, flags
 
 
-RECIPES = {"prebuilt": recipe_prebuilt, "mimalloc-unity": recipe_mimalloc_unity,
-           "jemalloc-configure": recipe_jemalloc_configure, "rpmalloc-gcc": recipe_rpmalloc_gcc,
-           "snmalloc-cmake": recipe_snmalloc_cmake}
+RECIPES = {
+    "prebuilt": recipe_prebuilt,
+    "mimalloc-unity": recipe_mimalloc_unity,
+    "jemalloc-configure": recipe_jemalloc_configure,
+    "rpmalloc-gcc": recipe_rpmalloc_gcc,
+    "snmalloc-cmake": recipe_snmalloc_cmake,
+}
 
 
 # ---- build, verify, use ---------------------------------------------------------------------------
+
 
 def _compiler() -> str:
     try:
@@ -542,17 +686,29 @@ def _build_from(e: Entry, src: dict, progress: Progress) -> Build:
         progress("verifying")
         try:
             reported = verify_library(e, lib)
-        except UserError as exc:      # e.g. a newer suite's binary needing a newer glibc: try the next source
+        except UserError as exc:  # e.g. a newer suite's binary needing a newer glibc: try the next source
             raise SourceFailed(exc.problem, FAILED) from None
         provenance = {
-            "id": e.id, "family": e.family, "version": e.version, "variant": e.variant, "notes": e.notes,
-            "source": origin, "source_index": e.sources.index(src), "recipe": recipe, "flags": flags, "compiler": _compiler() if recipe != "prebuilt" else None,
-            "library": lib.name, "library_sha256": sha256_file(lib), "reported": reported,
+            "id": e.id,
+            "family": e.family,
+            "version": e.version,
+            "variant": e.variant,
+            "notes": e.notes,
+            "source": origin,
+            "source_index": e.sources.index(src),
+            "recipe": recipe,
+            "flags": flags,
+            "compiler": _compiler() if recipe != "prebuilt" else None,
+            "library": lib.name,
+            "library_sha256": sha256_file(lib),
+            "reported": reported,
             "hardening": hardening.features(e.family, str(lib)),
-            "built_at": time.time(), "build_seconds": round(time.time() - started, 1),
+            "built_at": time.time(),
+            "build_seconds": round(time.time() - started, 1),
         }
-        key = hashlib.sha256(json.dumps([origin.get("sha256"), recipe, flags, provenance["compiler"]],
-                                        sort_keys=True).encode()).hexdigest()[:16]
+        key = hashlib.sha256(
+            json.dumps([origin.get("sha256"), recipe, flags, provenance["compiler"]], sort_keys=True).encode()
+        ).hexdigest()[:16]
         final = builds / key
         shutil.copy2(log, out / "build.log")
         (out / "provenance.json").write_text(json.dumps(provenance, indent=2, sort_keys=True))
@@ -587,8 +743,13 @@ def verify_library(e: Entry, lib: Path) -> dict:
             raise SourceFailed(f"built as +secure but reports secure level {secure}")
         if e.variant != "secure" and secure:
             raise SourceFailed(f"reports secure level {secure} but the id is not +secure")
-    return {"family": info.get("family"), "version": version, "raw_version": info.get("version"),
-            "secure_level": secure, "malloc_resolves_to": os.path.basename(served)}
+    return {
+        "family": info.get("family"),
+        "version": version,
+        "raw_version": info.get("version"),
+        "secure_level": secure,
+        "malloc_resolves_to": os.path.basename(served),
+    }
 
 
 def verify(e: Entry) -> dict:
@@ -601,7 +762,9 @@ def verify(e: Entry) -> dict:
     try:
         return verify_library(e, b.path)
     except SourceFailed as exc:
-        raise UserError(f"{allocator_id} failed verification: {exc}", "rebuild it: alloclab allocators build --force ID") from None
+        raise UserError(
+            f"{allocator_id} failed verification: {exc}", "rebuild it: alloclab allocators build --force ID"
+        ) from None
 
 
 def check_integrity(b: Build) -> None:
@@ -610,5 +773,7 @@ def check_integrity(b: Build) -> None:
     check_preload_safe(b.path)
     actual = sha256_file(b.path)
     if actual != b.provenance["library_sha256"]:
-        raise UserError(f"{b.path} changed after it was built (sha256 {actual[:12]}… ≠ {b.provenance['library_sha256'][:12]}…)",
-                        f"do not preload it; rebuild: alloclab allocators build --force {b.provenance['id']}")
+        raise UserError(
+            f"{b.path} changed after it was built (sha256 {actual[:12]}… ≠ {b.provenance['library_sha256'][:12]}…)",
+            f"do not preload it; rebuild: alloclab allocators build --force {b.provenance['id']}",
+        )

@@ -9,6 +9,7 @@ Control fields carry the id, the library's sha256, the source and the hardening
 (X-Alloclab-*). No maintainer scripts: installing it preloads nothing; an operator or
 `alloclab fleet deploy` chooses to preload it (by path or by id, see `installed_library`).
 """
+
 from __future__ import annotations
 
 import json
@@ -70,7 +71,7 @@ def build_deb(build: catalog.Build, out_dir: Path) -> Path:
         prov["hardening"] = hardening.features(prov["family"], str(build.path))
     allocator_id = prov["id"]
     name = package_name(allocator_id)
-    key = build.dir.name                     # the build's content key
+    key = build.dir.name  # the build's content key
     version = f"{prov['version']}-1+{re.sub(r'[^a-z0-9]', '', key.lower())}"
     arch = subprocess.run(["dpkg", "--print-architecture"], capture_output=True, text=True).stdout.strip() or "amd64"
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -86,18 +87,23 @@ def build_deb(build: catalog.Build, out_dir: Path) -> Path:
         (doc / "copyright").write_text(
             f"{allocator_id} built by alloclab from {_origin(prov)}\n"
             f"recipe {prov.get('recipe')} flags {' '.join(prov.get('flags') or [])}\n"
-            "The allocator's own license applies; see its upstream sources.\n")
+            "The allocator's own license applies; see its upstream sources.\n"
+        )
         (root / "DEBIAN").mkdir()
         depends = _depends(build.path)
         fields = {
-            "Package": name, "Version": version, "Architecture": arch, "Section": "libs", "Priority": "optional",
+            "Package": name,
+            "Version": version,
+            "Architecture": arch,
+            "Section": "libs",
+            "Priority": "optional",
             "Maintainer": "alloclab <alloclab@localhost>",
             "Depends": ", ".join(depends) if depends else None,
             "Description": f"{prov['family']} {prov['version']}{' +' + prov['variant'] if prov.get('variant') else ''}"
-                           f" allocator, as verified by alloclab\n"
-                           f" The library under /{install_dir(allocator_id)} reports {prov['reported'].get('family')} "
-                           f"{prov['reported'].get('version')}.\n Built from {_origin(prov)}.\n"
-                           f" Nothing is preloaded by installing it.",
+            f" allocator, as verified by alloclab\n"
+            f" The library under /{install_dir(allocator_id)} reports {prov['reported'].get('family')} "
+            f"{prov['reported'].get('version')}.\n Built from {_origin(prov)}.\n"
+            f" Nothing is preloaded by installing it.",
             "X-Alloclab-Id": allocator_id,
             "X-Alloclab-Library": f"/{install_dir(allocator_id) / build.path.name}",
             "X-Alloclab-Sha256": prov["library_sha256"],
@@ -109,11 +115,14 @@ def build_deb(build: catalog.Build, out_dir: Path) -> Path:
             os.chmod(dirpath, 0o755)
             for f in filenames:
                 os.chmod(os.path.join(dirpath, f), 0o644)
-        proc = subprocess.run(["dpkg-deb", "--root-owner-group", "--build", str(root), str(deb)],
-                              capture_output=True, text=True)
+        proc = subprocess.run(
+            ["dpkg-deb", "--root-owner-group", "--build", str(root), str(deb)], capture_output=True, text=True
+        )
         if proc.returncode != 0:
-            raise UserError(f"dpkg-deb failed: {(proc.stderr.strip().splitlines() or ['?'])[-1]}",
-                            "check the output directory is writable")
+            raise UserError(
+                f"dpkg-deb failed: {(proc.stderr.strip().splitlines() or ['?'])[-1]}",
+                "check the output directory is writable",
+            )
     return deb
 
 
@@ -127,6 +136,8 @@ def installed_library(allocator_id: str) -> tuple[Path, dict] | None:
     prov = json.loads(prov_file.read_text())
     lib = d / prov["library"]
     if not lib.exists() or sha256_file(lib) != prov["library_sha256"]:
-        raise UserError(f"the installed package of {allocator_id} does not match its provenance ({lib})",
-                        f"reinstall it: dpkg -i {package_name(allocator_id)}_*.deb")
+        raise UserError(
+            f"the installed package of {allocator_id} does not match its provenance ({lib})",
+            f"reinstall it: dpkg -i {package_name(allocator_id)}_*.deb",
+        )
     return lib, prov

@@ -19,6 +19,7 @@ loaded, non-executable sections are read. Results are cached per (device, inode,
 costs an open and an fstat per mapped file. The false-positive and detection figures are measured by
 `benchmarks/embedded_scan.py` (docs/how-to/allocators.md).
 """
+
 from __future__ import annotations
 
 import mmap
@@ -28,26 +29,43 @@ import struct
 from collections import OrderedDict
 from dataclasses import dataclass
 
-SCAN_LIMIT = 1 << 30   # bytes of one file scanned; beyond 1 GiB an object is read only that far
+SCAN_LIMIT = 1 << 30  # bytes of one file scanned; beyond 1 GiB an object is read only that far
 
 
 @dataclass(frozen=True)
 class Signature:
     family: str
-    markers: tuple[bytes, ...]     # strings the allocator's code carries
-    needed: int                    # how many distinct markers make a finding
+    markers: tuple[bytes, ...]  # strings the allocator's code carries
+    needed: int  # how many distinct markers make a finding
     symbols: tuple[str, ...] = ()  # API symbols: one defined is enough
-    what: str = ""                 # how to say it in a sentence, when not just the family name
+    what: str = ""  # how to say it in a sentence, when not just the family name
 
 
 SIGNATURES = (
-    Signature("mimalloc", (b"mimalloc: warning: ", b"mimalloc: error: ", b"mimalloc_%s"), 2,
-              ("mi_malloc", "mi_version", "mi_option_get", "mi_heap_new")),
-    Signature("jemalloc", (b"<jemalloc>: ", b"MALLOC_CONF", b"muzzy_decay_ms", b"abort_conf"), 2,
-              ("mallctl", "je_mallctl", "_rjem_mallctl", "je_malloc", "_rjem_malloc")),
-    Signature("tcmalloc", (b"TCMALLOC_SAMPLE_PARAMETER", b"TCMALLOC_RELEASE_RATE", b"tcmalloc: large alloc",
-                           b"gperftools ", b"TCMALLOC_MAX_PER_CPU_CACHE_SIZE"), 2,
-              ("tc_malloc", "tc_version", "TCMallocInternalMalloc")),
+    Signature(
+        "mimalloc",
+        (b"mimalloc: warning: ", b"mimalloc: error: ", b"mimalloc_%s"),
+        2,
+        ("mi_malloc", "mi_version", "mi_option_get", "mi_heap_new"),
+    ),
+    Signature(
+        "jemalloc",
+        (b"<jemalloc>: ", b"MALLOC_CONF", b"muzzy_decay_ms", b"abort_conf"),
+        2,
+        ("mallctl", "je_mallctl", "_rjem_mallctl", "je_malloc", "_rjem_malloc"),
+    ),
+    Signature(
+        "tcmalloc",
+        (
+            b"TCMALLOC_SAMPLE_PARAMETER",
+            b"TCMALLOC_RELEASE_RATE",
+            b"tcmalloc: large alloc",
+            b"gperftools ",
+            b"TCMALLOC_MAX_PER_CPU_CACHE_SIZE",
+        ),
+        2,
+        ("tc_malloc", "tc_version", "TCMallocInternalMalloc"),
+    ),
     # snmalloc and rpmalloc print no distinctive messages, and their API names appear as plain
     # strings in any program that looks them up with dlsym (alloclab's own probe does): only a
     # defined symbol counts, so a stripped binary hiding one of them is not recognised.
@@ -61,7 +79,7 @@ SIGNATURES = (
 @dataclass(frozen=True)
 class Finding:
     family: str
-    evidence: tuple[str, ...]      # the markers and symbols found, for the record
+    evidence: tuple[str, ...]  # the markers and symbols found, for the record
     # An allocator compiled in but used only when the process's environment selects it: CPython
     # 3.13+ carries mimalloc yet uses pymalloc + malloc unless PYTHONMALLOC=mimalloc (its
     # free-threaded build always uses mimalloc, and gets no such exemption).
@@ -75,16 +93,16 @@ class Finding:
 
 def _defined_symbols(mm: mmap.mmap, size: int, names: set[str]) -> set[str]:
     """Which of `names` are defined (not merely referenced) in the ELF64 symbol tables of the file."""
-    if size < 64 or mm[:4] != b"\x7fELF" or mm[4] != 2 or mm[5] != 1:   # ELF64, little-endian only
+    if size < 64 or mm[:4] != b"\x7fELF" or mm[4] != 2 or mm[5] != 1:  # ELF64, little-endian only
         return set()
-    shoff, = struct.unpack_from("<Q", mm, 0x28)
+    (shoff,) = struct.unpack_from("<Q", mm, 0x28)
     shentsize, shnum = struct.unpack_from("<HH", mm, 0x3A)
     if shoff == 0 or shentsize != 64 or shoff + shnum * 64 > size:
         return set()
     sections = [struct.unpack_from("<IIQQQQIIQQ", mm, shoff + i * 64) for i in range(shnum)]
     found: set[str] = set()
     for _sh_name, sh_type, _f, _a, off, sz, link, _i, _al, entsize in sections:
-        if sh_type not in (2, 11) or entsize != 24 or link >= shnum:   # SHT_SYMTAB, SHT_DYNSYM
+        if sh_type not in (2, 11) or entsize != 24 or link >= shnum:  # SHT_SYMTAB, SHT_DYNSYM
             continue
         str_off, str_size = sections[link][4], sections[link][5]
         if off + sz > size or str_off + str_size > size:
@@ -98,8 +116,8 @@ def _defined_symbols(mm: mmap.mmap, size: int, names: set[str]) -> set[str]:
             pos = mm.find(st_name, off, off + sz)
             while pos >= 0:
                 if (pos - off) % 24 == 0:
-                    shndx, = struct.unpack_from("<H", mm, pos + 6)
-                    if shndx != 0:        # SHN_UNDEF: only a reference to someone else's definition
+                    (shndx,) = struct.unpack_from("<H", mm, pos + 6)
+                    if shndx != 0:  # SHN_UNDEF: only a reference to someone else's definition
                         found.add(name)
                         break
                 pos = mm.find(st_name, pos + 1, off + sz)
@@ -113,14 +131,14 @@ def _data_spans(mm: mmap.mmap, size: int) -> list[tuple[int, int]]:
     whole = [(0, min(size, SCAN_LIMIT))]
     if mm[4] != 2 or mm[5] != 1:
         return whole
-    shoff, = struct.unpack_from("<Q", mm, 0x28)
+    (shoff,) = struct.unpack_from("<Q", mm, 0x28)
     shentsize, shnum = struct.unpack_from("<HH", mm, 0x3A)
     if shoff == 0 or shentsize != 64 or shnum == 0 or shoff + shnum * 64 > size:
         return whole
     spans: list[tuple[int, int]] = []
     for i in range(shnum):
         sh_type, flags, _a, off, sz = struct.unpack_from("<IQQQQ", mm, shoff + i * 64 + 4)
-        if sh_type == 8 or not flags & 0x2 or flags & 0x4 or sz == 0:   # NOBITS, not ALLOC, EXECINSTR
+        if sh_type == 8 or not flags & 0x2 or flags & 0x4 or sz == 0:  # NOBITS, not ALLOC, EXECINSTR
             continue
         start, end = off, min(off + sz, size, SCAN_LIMIT)
         if start >= end:
@@ -144,11 +162,12 @@ def scan_file(fd: int) -> tuple[Finding, ...]:
 
         def has(marker: bytes) -> bool:
             return any(mm.find(marker, a, b) >= 0 for a, b in spans)
+
         symbols = _defined_symbols(mm, size, {n for s in SIGNATURES for n in s.symbols})
         out = []
         for sig in SIGNATURES:
             marks: list[bytes] = []
-            for i, m in enumerate(sig.markers):   # stop once `needed` can no longer be reached
+            for i, m in enumerate(sig.markers):  # stop once `needed` can no longer be reached
                 if len(marks) + len(sig.markers) - i < sig.needed:
                     break
                 if has(m):
@@ -157,10 +176,19 @@ def scan_file(fd: int) -> tuple[Finding, ...]:
             # A defined symbol alone proves nothing for a family that has messages: heaptrack's
             # preload defines mi_malloc to intercept it. It is evidence only where no string exists.
             if (len(marks) >= sig.needed) if sig.markers else syms:
-                cpython = sig.family == "mimalloc" and has(b"PYTHONMALLOC") and has(b"pymalloc") \
+                cpython = (
+                    sig.family == "mimalloc"
+                    and has(b"PYTHONMALLOC")
+                    and has(b"pymalloc")
                     and not has(b"free-threading build")
-                out.append(Finding(sig.family, tuple(m.decode("latin-1").strip() for m in marks) + tuple(syms),
-                                   "PYTHONMALLOC" if cpython else None))
+                )
+                out.append(
+                    Finding(
+                        sig.family,
+                        tuple(m.decode("latin-1").strip() for m in marks) + tuple(syms),
+                        "PYTHONMALLOC" if cpython else None,
+                    )
+                )
         return tuple(out)
 
 
@@ -201,6 +229,7 @@ def scan_path(path: str, inode: int | None = None) -> tuple[Finding, ...] | None
 @dataclass(frozen=True)
 class Embedded:
     """An allocator found inside one mapped object of a process."""
+
     family: str
     what: str
     object_path: str
@@ -228,7 +257,7 @@ def _environ(pid: int) -> dict[str, str]:
         return {}
     env = dict(kv.split(b"=", 1) for kv in raw.split(b"\0") if b"=" in kv)
     values = {k.decode("latin-1"): v.decode("latin-1") for k, v in env.items()}
-    return {"PYTHONMALLOC": "", **values}      # unset is the default: not selected
+    return {"PYTHONMALLOC": "", **values}  # unset is the default: not selected
 
 
 def scan_process(pid: int, mappings, skip) -> list[Embedded]:
@@ -253,6 +282,6 @@ def scan_process(pid: int, mappings, skip) -> list[Embedded]:
             if h.selected_by:
                 environ = _environ(pid) if environ is None else environ
                 if h.selected_by in environ and not environ[h.selected_by].startswith(h.family):
-                    continue          # compiled in, not selected: the process does not use it
+                    continue  # compiled in, not selected: the process does not use it
             found.append(Embedded(h.family, h.what, m.path, m.inode == exe_ino, h.evidence))
     return found

@@ -18,6 +18,7 @@ opt.zero and config.debug (mallctl), glibc's malloc.check, malloc.perturb and me
 (provenance "hardening"), so a report can put "secure mode costs X% CPU" beside what it buys;
 the one-line summary of a stored record is hardening_summary.summary.
 """
+
 from __future__ import annotations
 
 import json
@@ -32,11 +33,14 @@ from ..native import build
 from . import tunables
 
 MODES = ("double-free", "invalid-free")
-FIRST_MESSAGE = re.compile(r"^(free\(\)|double free|munmap_chunk|realloc\(\)|malloc\(\)|mimalloc: (error|warning)|<jemalloc>|"
-                           r"src/tcmalloc|Attempt to free invalid pointer|corrupted|tcache)", re.I)
+FIRST_MESSAGE = re.compile(
+    r"^(free\(\)|double free|munmap_chunk|realloc\(\)|malloc\(\)|mimalloc: (error|warning)|<jemalloc>|"
+    r"src/tcmalloc|Attempt to free invalid pointer|corrupted|tcache)",
+    re.I,
+)
 
 
-TIMEOUT = 10     # seconds; a corrupted free list can loop forever
+TIMEOUT = 10  # seconds; a corrupted free list can loop forever
 
 
 def _run(mode: str, library: str | None, env: dict[str, str]) -> subprocess.CompletedProcess | None:
@@ -45,8 +49,9 @@ def _run(mode: str, library: str | None, env: dict[str, str]) -> subprocess.Comp
     if library:
         run_env["LD_PRELOAD"] = library
     try:
-        return subprocess.run([str(build.program("hardening_probe")), mode], env=run_env, capture_output=True,
-                              text=True, timeout=TIMEOUT)
+        return subprocess.run(
+            [str(build.program("hardening_probe")), mode], env=run_env, capture_output=True, text=True, timeout=TIMEOUT
+        )
     except subprocess.TimeoutExpired:
         return None
 
@@ -73,7 +78,7 @@ def features(family: str | None, library: str | None, env: dict[str, str] | None
     fam = family or "glibc"
     probe_env = dict(owned)
     if fam == "mimalloc":
-        probe_env.setdefault("MIMALLOC_SHOW_ERRORS", "1")     # its messages are silent otherwise
+        probe_env.setdefault("MIMALLOC_SHOW_ERRORS", "1")  # its messages are silent otherwise
     out: dict = {"family": fam}
     for mode in MODES:
         outcome, message = _outcome(_run(mode, library, probe_env))

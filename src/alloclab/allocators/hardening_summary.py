@@ -1,6 +1,7 @@
 """A stored heap-hardening record (groups.hardening_json, a build's provenance "hardening", made by
 alloclab.allocators.hardening) in one line, for reports, package metadata and `alloclab allocators list`.
 Reads the record only: nothing is probed, so a report shows what was measured at run time."""
+
 from __future__ import annotations
 
 

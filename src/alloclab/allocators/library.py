@@ -6,6 +6,7 @@ about itself through the probe); `resolution.resolve` makes one from a group's `
 reads /proc/PID/maps of a live process and decides whether that exact file (device + inode) is
 mapped — never `ldd`, which only reads the binary's own dependencies and cannot see a preload.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -24,20 +25,22 @@ from ..native import build
 from . import embedded
 
 # Names of allocator libraries we recognise when they are mapped where they were not asked for.
-KNOWN_LIBRARY = re.compile(r"lib(jemalloc|mimalloc|tcmalloc(?:_minimal)?|snmalloc\w*|rpmalloc|hoard|scalloc|tbbmalloc)"
-                           r"[\w.+-]*\.so")
+KNOWN_LIBRARY = re.compile(
+    r"lib(jemalloc|mimalloc|tcmalloc(?:_minimal)?|snmalloc\w*|rpmalloc|hoard|scalloc|tbbmalloc)"
+    r"[\w.+-]*\.so"
+)
 
 
 @dataclass(frozen=True)
 class AllocatorSpec:
-    kind: str                    # "glibc" (nothing preloaded), "preload", or "bundled"
-    request: str                 # what the experiment file said
-    path: str | None = None      # the preloaded library (resolved, real path)
+    kind: str  # "glibc" (nothing preloaded), "preload", or "bundled"
+    request: str  # what the experiment file said
+    path: str | None = None  # the preloaded library (resolved, real path)
     sha256: str | None = None
     dev: int | None = None
     inode: int | None = None
-    family: str | None = None    # what the probe found: glibc, jemalloc, mimalloc, ...
-    version: str | None = None   # what the library says about itself
+    family: str | None = None  # what the probe found: glibc, jemalloc, mimalloc, ...
+    version: str | None = None  # what the library says about itself
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
@@ -68,16 +71,19 @@ def _check_trusted(p: str, st: os.stat_result, what: str, subject: str, trusted:
     """One step of the chain: owned by a trusted user; writable by nobody else (a sticky directory
     such as /tmp excepted: others may add entries there but not rename or replace ours)."""
     if st.st_uid not in trusted:
-        raise UserError(f"{subject}: {what} {p} is owned by {_owner_name(st.st_uid)}, "
-                        f"not by root or the user running alloclab, so its owner could change what is loaded",
-                        f"chown root {p}, or copy the files to a directory owned by root")
+        raise UserError(
+            f"{subject}: {what} {p} is owned by {_owner_name(st.st_uid)}, "
+            f"not by root or the user running alloclab, so its owner could change what is loaded",
+            f"chown root {p}, or copy the files to a directory owned by root",
+        )
     # A link's own mode is always 0777 and means nothing; its owner (checked above) is what counts.
     writable = st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not stat.S_ISLNK(st.st_mode)
     if writable and not (stat.S_ISDIR(st.st_mode) and st.st_mode & stat.S_ISVTX):
         who = "world" if st.st_mode & stat.S_IWOTH else "group"
-        raise UserError(f"{subject}: {what} {p} is group- or world-writable "
-                        f"({who}-writable, mode {stat.S_IMODE(st.st_mode):04o})",
-                        f"chmod go-w {p}, or copy the files somewhere only root can write")
+        raise UserError(
+            f"{subject}: {what} {p} is group- or world-writable ({who}-writable, mode {stat.S_IMODE(st.st_mode):04o})",
+            f"chmod go-w {p}, or copy the files somewhere only root can write",
+        )
 
 
 def check_preload_safe(path: Path | str) -> None:
@@ -99,7 +105,7 @@ def check_trusted_path(path: Path | str, directory: bool, subject: str) -> None:
     trusted = {0, os.geteuid()}
     kind = "directory" if directory else "library"
     full = given if os.path.isabs(given) else os.path.join(os.getcwd(), given)
-    pending = [c for c in full.split("/") if c and c != "."]   # ".." is resolved physically, below
+    pending = [c for c in full.split("/") if c and c != "."]  # ".." is resolved physically, below
     current, hops = "/", 0
     while True:
         try:
@@ -146,11 +152,13 @@ def probe(library: str | None, env: dict[str, str] | None = None) -> dict:
     if library:
         run_env["LD_PRELOAD"] = library
     proc = subprocess.run([str(build.program("probe"))], env=run_env, capture_output=True, text=True, timeout=30)
-    lines = [ln for ln in proc.stdout.split("\n") if ln.startswith("{")]   # JSON may hold U+2028: \n ends a line
+    lines = [ln for ln in proc.stdout.split("\n") if ln.startswith("{")]  # JSON may hold U+2028: \n ends a line
     if proc.returncode != 0 or not lines:
         err = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        raise UserError(f"the allocator {library or 'glibc'} does not load: {err}",
-                        "check that it is a shared library for this machine")
+        raise UserError(
+            f"the allocator {library or 'glibc'} does not load: {err}",
+            "check that it is a shared library for this machine",
+        )
     result = json.loads(lines[-1])
     result["stderr"] = proc.stderr
     return result
@@ -167,7 +175,7 @@ def normalise_version(family: str | None, raw: str | None) -> str | None:
     if not raw:
         return raw
     if family == "mimalloc" and raw.isdigit():
-        v = int(raw)   # three encodings over the years: 209, 3208, 30302
+        v = int(raw)  # three encodings over the years: 209, 3208, 30302
         if v >= 10000:
             return f"{v // 10000}.{v // 100 % 100}.{v % 100}"
         if v >= 1000:
@@ -179,12 +187,13 @@ def normalise_version(family: str | None, raw: str | None) -> str | None:
 
 # ---- verification of live processes -------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Mapping:
     path: str
     dev: int
     inode: int
-    span: str = ""    # "start-end" of its first mapping: /proc/PID/map_files/<span> opens that very file
+    span: str = ""  # "start-end" of its first mapping: /proc/PID/map_files/<span> opens that very file
 
 
 def mapped_files(pid: int) -> list[Mapping]:
@@ -212,8 +221,8 @@ LIBC_OR_LOADER = re.compile(r"/(libc|ld-linux[\w-]*|ld)[.-][\w.-]*so")
 
 @dataclass(frozen=True)
 class Verdict:
-    verified: bool | None         # None: could not tell (bundled with nothing detected)
-    detail: str                   # plain words, shown in the report
+    verified: bool | None  # None: could not tell (bundled with nothing detected)
+    detail: str  # plain words, shown in the report
     mapped_allocator: str | None  # basename of the allocator library mapped, or "embedded:<family>"
     embedded: tuple[str, ...] = ()  # families compiled into the executable or a loaded object
 
@@ -235,10 +244,15 @@ def _same_file(m: Mapping, spec: AllocatorSpec) -> bool:
 def _embedded_in(pid: int, maps: list[Mapping], spec: AllocatorSpec) -> list[embedded.Embedded]:
     """Allocators compiled into the program or its objects, leaving out libc and the loader, the
     preloaded library, and allocator libraries already named by their file name."""
+
     def skip(m: Mapping) -> bool:
-        return bool(LIBC_OR_LOADER.search(m.path) or KNOWN_LIBRARY.search(os.path.basename(m.path))
-                    or os.path.basename(m.path) == "liballoclab_introspect.so"   # alloclab's own helper
-                    or (spec.kind == "preload" and _same_file(m, spec)))
+        return bool(
+            LIBC_OR_LOADER.search(m.path)
+            or KNOWN_LIBRARY.search(os.path.basename(m.path))
+            or os.path.basename(m.path) == "liballoclab_introspect.so"  # alloclab's own helper
+            or (spec.kind == "preload" and _same_file(m, spec))
+        )
+
     return embedded.scan_process(pid, maps, skip)
 
 
@@ -266,17 +280,24 @@ def verify_process(pid: int, spec: AllocatorSpec) -> Verdict:
         if mine:
             extra = [o for o in others if o != os.path.basename(spec.path)]
             note = f"; also mapped: {', '.join(extra)}" if extra else ""
-            return Verdict(True, f"{os.path.basename(spec.path)} mapped (inode {spec.inode}){note}",
-                           os.path.basename(spec.path))
-        why = "statically linked: LD_PRELOAD cannot reach it" if not has_libc else \
-              "the preloaded library is not mapped (setuid binary, cleared environment, or a wrapper that drops LD_PRELOAD)"
+            return Verdict(
+                True, f"{os.path.basename(spec.path)} mapped (inode {spec.inode}){note}", os.path.basename(spec.path)
+            )
+        why = (
+            "statically linked: LD_PRELOAD cannot reach it"
+            if not has_libc
+            else "the preloaded library is not mapped (setuid binary, cleared environment, or a wrapper that drops LD_PRELOAD)"
+        )
         return Verdict(False, why, others[0] if others else None)
     if others:
         return Verdict(False, f"expected glibc malloc but {', '.join(others)} is mapped", others[0])
     if found:
         return _embedded_verdict(found, spec)
-    return Verdict(True, "glibc malloc (no other allocator mapped)" if has_libc else
-                   "statically linked; no allocator library mapped", None)
+    return Verdict(
+        True,
+        "glibc malloc (no other allocator mapped)" if has_libc else "statically linked; no allocator library mapped",
+        None,
+    )
 
 
 def _verify_bundled(pid: int, maps: list[Mapping], others: list[str], spec: AllocatorSpec) -> Verdict:
@@ -289,6 +310,10 @@ def _verify_bundled(pid: int, maps: list[Mapping], others: list[str], spec: Allo
     found = _embedded_in(pid, maps, spec)
     if found:
         where = sorted({f"{e.what} in {e.where}" for e in found})
-        return Verdict(True, f"bundled allocator found: {', '.join(where)}", f"embedded:{found[0].family}",
-                       tuple(sorted({e.family for e in found})))
+        return Verdict(
+            True,
+            f"bundled allocator found: {', '.join(where)}",
+            f"embedded:{found[0].family}",
+            tuple(sorted({e.family for e in found})),
+        )
     return Verdict(None, f"no allocator markers in {exe} or its libraries; could not verify", None)

@@ -22,6 +22,7 @@ refused:
 resolution.resolve) and again by `fleet apply` / `deploy` on the plan read back from disk.
 docs/reference/security.md, "What is preloaded and why that is safe".
 """
+
 from __future__ import annotations
 
 import re
@@ -42,11 +43,32 @@ LOADED_FROM = {
     "RESOLV_HOST_CONF": ("files", ""),
 }
 # write files, profile code, or name templates; alloclab's experiments need none of them
-REFUSED = {"LD_DEBUG_OUTPUT", "LD_PROFILE", "LD_PROFILE_OUTPUT", "MALLOC_TRACE", "NLSPATH", "NIS_PATH",
-           "LD_TRACE_LOADED_OBJECTS", "LD_TRACE_PRELINKING", "LD_PREFER_MAP_32BIT_EXEC", "LD_PRELOAD"}
+REFUSED = {
+    "LD_DEBUG_OUTPUT",
+    "LD_PROFILE",
+    "LD_PROFILE_OUTPUT",
+    "MALLOC_TRACE",
+    "NLSPATH",
+    "NIS_PATH",
+    "LD_TRACE_LOADED_OBJECTS",
+    "LD_TRACE_PRELINKING",
+    "LD_PREFER_MAP_32BIT_EXEC",
+    "LD_PRELOAD",
+}
 # LD_ switches that load and write nothing
-HARMLESS_LD = {"LD_BIND_NOW", "LD_BIND_NOT", "LD_DEBUG", "LD_WARN", "LD_VERBOSE", "LD_HWCAP_MASK",
-               "LD_DYNAMIC_WEAK", "LD_SHOW_AUXV", "LD_USE_LOAD_BIAS", "LD_POINTER_GUARD", "LD_ASSUME_KERNEL"}
+HARMLESS_LD = {
+    "LD_BIND_NOW",
+    "LD_BIND_NOT",
+    "LD_DEBUG",
+    "LD_WARN",
+    "LD_VERBOSE",
+    "LD_HWCAP_MASK",
+    "LD_DYNAMIC_WEAK",
+    "LD_SHOW_AUXV",
+    "LD_USE_LOAD_BIAS",
+    "LD_POINTER_GUARD",
+    "LD_ASSUME_KERNEL",
+}
 _TOKEN = re.compile(r"\$(\{?)(ORIGIN|LIB|PLATFORM)\b")
 
 
@@ -61,19 +83,27 @@ def check(env: dict[str, str], where: str) -> None:
             continue
         subject = f"{where}: {name}"
         if name not in LOADED_FROM:
-            raise UserError(f"{subject} changes what the dynamic loader or libc loads or writes, and alloclab does not carry it",
-                            f"remove {name} from env (alloclab passes only LD_ switches that load nothing, "
-                            "and checks LD_LIBRARY_PATH, LD_AUDIT, GCONV_PATH, LOCPATH... like the preloaded library)")
+            raise UserError(
+                f"{subject} changes what the dynamic loader or libc loads or writes, and alloclab does not carry it",
+                f"remove {name} from env (alloclab passes only LD_ switches that load nothing, "
+                "and checks LD_LIBRARY_PATH, LD_AUDIT, GCONV_PATH, LOCPATH... like the preloaded library)",
+            )
         kind, seps = LOADED_FROM[name]
         entries = re.split(f"[{re.escape(seps)}]", value) if seps else [value]
         for entry in entries:
             if not entry:
-                raise UserError(f"{subject} has an empty entry, which the loader reads as the current directory",
-                                f"remove the empty entry (a leading, trailing or doubled separator) from {name}")
+                raise UserError(
+                    f"{subject} has an empty entry, which the loader reads as the current directory",
+                    f"remove the empty entry (a leading, trailing or doubled separator) from {name}",
+                )
             if _TOKEN.search(entry) or "$" in entry:
-                raise UserError(f"{subject} entry {entry!r} holds a token the loader expands ($ORIGIN, $LIB, $PLATFORM)",
-                                "give the absolute directory it stands for")
+                raise UserError(
+                    f"{subject} entry {entry!r} holds a token the loader expands ($ORIGIN, $LIB, $PLATFORM)",
+                    "give the absolute directory it stands for",
+                )
             if not entry.startswith("/"):
-                raise UserError(f"{subject} entry {entry!r} is not an absolute path",
-                                "give absolute paths (a relative one depends on the process's working directory)")
+                raise UserError(
+                    f"{subject} entry {entry!r} is not an absolute path",
+                    "give absolute paths (a relative one depends on the process's working directory)",
+                )
             check_trusted_path(entry, directory=kind == "dirs", subject=f"cannot use {name} entry {entry} ({where})")

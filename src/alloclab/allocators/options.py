@@ -7,6 +7,7 @@ preloaded: mimalloc prints every option with MIMALLOC_VERBOSE=1 ("mimalloc: opti
 MALLOC_CONF=stats_print:true, and glibc's dynamic loader lists its tunables (`ld.so
 --list-tunables`). Other families report nothing (an empty dict).
 """
+
 from __future__ import annotations
 
 import glob
@@ -25,8 +26,9 @@ TIMEOUT_S = 20.0
 
 def _run(argv: list[str], env: dict[str, str]) -> str:
     try:
-        proc = subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                              timeout=TIMEOUT_S, errors="replace")
+        proc = subprocess.run(
+            argv, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=TIMEOUT_S, errors="replace"
+        )
     except (OSError, subprocess.TimeoutExpired):
         return ""
     return proc.stdout + proc.stderr
@@ -58,5 +60,8 @@ def library_options(family: str | None, library: str | None, env: dict[str, str]
 
 def differences(before: dict[str, str], after: dict[str, str]) -> list[dict[str, str | None]]:
     """Options whose value differs (or exist on one side only), by name."""
-    return [{"option": k, "before": before.get(k), "after": after.get(k)}
-            for k in sorted(set(before) | set(after)) if before.get(k) != after.get(k)]
+    return [
+        {"option": k, "before": before.get(k), "after": after.get(k)}
+        for k in sorted(set(before) | set(after))
+        if before.get(k) != after.get(k)
+    ]

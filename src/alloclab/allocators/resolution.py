@@ -13,6 +13,7 @@ This layer sits above both `library` (what a library is, whether it may be prelo
 process is verified) and `catalog` (which builds libraries with library's helpers), so neither
 of them imports the other's caller: the imports run one way.
 """
+
 from __future__ import annotations
 
 import json
@@ -89,7 +90,9 @@ def _merged(first: catalog.ProvisioningFailed | None, later: catalog.Provisionin
     if first is None:
         return later
     seen = {a.source for a in first.attempts}
-    return catalog.ProvisioningFailed(first.allocator_id, first.attempts + [a for a in later.attempts if a.source not in seen])
+    return catalog.ProvisioningFailed(
+        first.allocator_id, first.attempts + [a for a in later.attempts if a.source not in seen]
+    )
 
 
 def _verified_build(b: catalog.Build) -> Path:
@@ -101,6 +104,7 @@ def _verified_build(b: catalog.Build) -> Path:
 class Resolver:
     """Allocator ids looked up through explicit providers, asked in order; the first that owns an
     id answers for it."""
+
     providers: tuple[Provider, ...]
 
     def entry(self, allocator_id: str, progress: Progress = _quiet) -> catalog.Entry:
@@ -118,18 +122,18 @@ class Resolver:
         if allocator_id.startswith("glibc@"):
             raise UserError("glibc is the system's", 'write allocator = "glibc"')
         if (short := catalog.short_version(allocator_id)) is not None:
-            raise short                                    # before any registry is asked: one line
+            raise short  # before any registry is asked: one line
         failed: catalog.ProvisioningFailed | None = None
         for p in self.providers:
             try:
                 path = p.library(allocator_id, progress)
-            except catalog.ProvisioningFailed as exc:      # every source of this provider: the next one may have it
+            except catalog.ProvisioningFailed as exc:  # every source of this provider: the next one may have it
                 failed = _merged(failed, exc)
                 continue
             except UserError:
                 if failed is None:
                     raise
-                continue                                   # a later provider that does not know the id either
+                continue  # a later provider that does not know the id either
             if path is not None:
                 return path
         if failed is not None:
@@ -150,19 +154,21 @@ class Resolver:
             info = probe(None)
             return AllocatorSpec(kind="glibc", request=request, family="glibc", version=info.get("glibc"))
         if "/" not in request and "@" in request:
-            path = self.library(request, lambda step: print(f"alloclab: provisioning {request}: {step}",
-                                                            file=sys.stderr, flush=True))
+            path = self.library(
+                request, lambda step: print(f"alloclab: provisioning {request}: {step}", file=sys.stderr, flush=True)
+            )
         else:
             path = (base_dir / request) if not os.path.isabs(request) else Path(request)
         return _verified(request, path, env)
 
 
 DEFAULT = Resolver((InstalledPackage(), Pinned(), Published()))
-BUILDS = Resolver((Pinned(), Published()))      # cached or built here, never an installed package
+BUILDS = Resolver((Pinned(), Published()))  # cached or built here, never an installed package
 
 
-def resolve(request: str, base_dir: Path = Path("."), env: dict[str, str] | None = None,
-            resolver: Resolver = DEFAULT) -> AllocatorSpec:
+def resolve(
+    request: str, base_dir: Path = Path("."), env: dict[str, str] | None = None, resolver: Resolver = DEFAULT
+) -> AllocatorSpec:
     """Turn a group's allocator string into a verified spec, or raise UserError."""
     return resolver.resolve(request, base_dir, env)
 
@@ -171,34 +177,47 @@ def _verified(request: str, path: Path, env: dict[str, str] | None) -> Allocator
     """The spec of a library path: it exists, may be preloaded, and malloc resolves to it."""
     given, path = path, Path(os.path.realpath(path))
     if not path.exists():
-        raise UserError(f"allocator library {request} not found ({path})",
-                        f"{did_you_mean(request, ('glibc', 'bundled', *catalog.entries())) if '/' not in request else ''}"
-                        "give an existing .so path, \"glibc\", \"bundled\", or a catalog id (alloclab allocators list)")
+        raise UserError(
+            f"allocator library {request} not found ({path})",
+            f"{did_you_mean(request, ('glibc', 'bundled', *catalog.entries())) if '/' not in request else ''}"
+            'give an existing .so path, "glibc", "bundled", or a catalog id (alloclab allocators list)',
+        )
     if path.is_dir():
         raise UserError(f"allocator library {path} is a directory", "give the library file in it (a .so)")
     if not os.access(path, os.R_OK) or not path.is_file():
         raise UserError(f"allocator library {path} is not a readable file", "check the path and its permissions")
-    with open(path, "rb") as f:         # the loader skips a preload that is no ELF object, with only a warning
+    with open(path, "rb") as f:  # the loader skips a preload that is no ELF object, with only a warning
         if f.read(4) != b"\x7fELF":
-            raise UserError(f"allocator library {path} is not a shared library (no ELF header)",
-                            "give the allocator's .so file, a catalog id or \"glibc\"")
-    check_preload_safe(given)   # the path as given: every link and directory on the way is checked
+            raise UserError(
+                f"allocator library {path} is not a shared library (no ELF header)",
+                'give the allocator\'s .so file, a catalog id or "glibc"',
+            )
+    check_preload_safe(given)  # the path as given: every link and directory on the way is checked
     info = probe(str(path), env)
     served = info.get("malloc_file")
     if not served or os.path.realpath(served) != str(path):
-        raise UserError(f"{path} was preloaded but malloc still resolves to {served}",
-                        "give a library that exports malloc (a real allocator build)")
+        raise UserError(
+            f"{path} was preloaded but malloc still resolves to {served}",
+            "give a library that exports malloc (a real allocator build)",
+        )
     st = path.stat()
-    return AllocatorSpec(kind="preload", request=request, path=str(path), sha256=sha256_file(path),
-                         dev=st.st_dev, inode=st.st_ino, family=info.get("family"),
-                         version=normalise_version(info.get("family"), info.get("version")))
+    return AllocatorSpec(
+        kind="preload",
+        request=request,
+        path=str(path),
+        sha256=sha256_file(path),
+        dev=st.st_dev,
+        inode=st.st_ino,
+        family=info.get("family"),
+        version=normalise_version(info.get("family"), info.get("version")),
+    )
 
 
 def provenance(spec: AllocatorSpec) -> str | None:
     """The catalog's provenance record of a catalog or published id (JSON), stored with the run."""
     if spec.kind != "preload" or "@" not in spec.request or "/" in spec.request:
         return None
-    installed = debpackage.installed_library(spec.request)      # preferred by DEFAULT, so first here too
+    installed = debpackage.installed_library(spec.request)  # preferred by DEFAULT, so first here too
     if installed and os.path.realpath(installed[0]) == spec.path:
         return json.dumps({**installed[1], "installed_at": str(installed[0])}, sort_keys=True)
     build = catalog.find_build(spec.request)
@@ -211,8 +230,15 @@ def tunables_json(spec: AllocatorSpec) -> str | None:
     nothing is preloaded."""
     if spec.kind != "preload" or not spec.path:
         return None
-    return json.dumps({"family": spec.family, "known": tunables.known_options(spec.family, spec.path),
-                       "read_from": spec.path, "library_sha256": spec.sha256}, sort_keys=True)
+    return json.dumps(
+        {
+            "family": spec.family,
+            "known": tunables.known_options(spec.family, spec.path),
+            "read_from": spec.path,
+            "library_sha256": spec.sha256,
+        },
+        sort_keys=True,
+    )
 
 
 def hardening_json(spec: AllocatorSpec, env: dict[str, str] | None = None) -> str | None:

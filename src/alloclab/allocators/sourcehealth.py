@@ -16,6 +16,7 @@ crate or wheel at an exact version stays. `check_catalog()` asks every source of
 Each answer is SERVED, GONE (the registry answered that it is not there, or not as pinned),
 UNREACHABLE (no answer) or NOT_ASKED.
 """
+
 from __future__ import annotations
 
 import json
@@ -34,13 +35,13 @@ SERVED = "served"
 GONE = catalog.GONE
 UNREACHABLE = catalog.UNREACHABLE
 NOT_ASKED = "not asked"
-CHECK_LISTS = "apt-check"        # the check's own copy of the suites' lists (catalog.apt_env)
+CHECK_LISTS = "apt-check"  # the check's own copy of the suites' lists (catalog.apt_env)
 
 
 @dataclass(frozen=True)
 class SourceHealth:
-    source: str          # catalog.describe_source's words
-    status: str          # SERVED, GONE, UNREACHABLE or NOT_ASKED
+    source: str  # catalog.describe_source's words
+    status: str  # SERVED, GONE, UNREACHABLE or NOT_ASKED
     detail: str = ""
 
 
@@ -64,8 +65,11 @@ class EntryHealth:
         return [s.source for s in self.sources if s.status == SERVED]
 
     def to_dict(self) -> dict:
-        return {"id": self.id, "status": self.status,
-                "sources": [{"source": s.source, "status": s.status, "detail": s.detail} for s in self.sources]}
+        return {
+            "id": self.id,
+            "status": self.status,
+            "sources": [{"source": s.source, "status": s.status, "detail": s.detail} for s in self.sources],
+        }
 
 
 def _key(src: dict) -> str:
@@ -75,8 +79,14 @@ def _key(src: dict) -> str:
 def _debian_binary(src: dict, apt: dict[str, str]) -> SourceHealth:
     where = catalog.describe_source(src)
     env = {**os.environ, **apt}
-    proc = subprocess.run(["apt-get", "download", "--print-uris", "-qq", f"{src['package']}={src['version']}"], env=env,
-                          capture_output=True, text=True, timeout=120, cwd=tempfile.gettempdir())
+    proc = subprocess.run(
+        ["apt-get", "download", "--print-uris", "-qq", f"{src['package']}={src['version']}"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tempfile.gettempdir(),
+    )
     if proc.returncode != 0:
         status = catalog.failure_status(proc.stdout + proc.stderr)
         last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
@@ -86,21 +96,30 @@ def _debian_binary(src: dict, apt: dict[str, str]) -> SourceHealth:
         return SourceHealth(where, UNREACHABLE, "apt named no file to download")
     uri, sha = m.group(1), m.group(2)
     if src.get("sha256") and sha != src["sha256"]:
-        return SourceHealth(where, GONE, f"the archive's file has sha256 {sha[:16]}…, not the pinned {src['sha256'][:16]}…")
+        return SourceHealth(
+            where, GONE, f"the archive's file has sha256 {sha[:16]}…, not the pinned {src['sha256'][:16]}…"
+        )
     answer = versions.uri_answers(uri)
-    return SourceHealth(where, {True: SERVED, False: GONE, None: UNREACHABLE}[answer],
-                        {True: "file there", False: "the archive answered 404", None: "no answer about the file"}[answer])
+    return SourceHealth(
+        where,
+        {True: SERVED, False: GONE, None: UNREACHABLE}[answer],
+        {True: "file there", False: "the archive answered 404", None: "no answer about the file"}[answer],
+    )
 
 
 def _debian_source(src: dict) -> SourceHealth:
     where = catalog.describe_source(src)
-    try:       # source_fetchable refreshes the suite's lists itself (check_catalog refreshed them already)
+    try:  # source_fetchable refreshes the suite's lists itself (check_catalog refreshed them already)
         answer = versions.source_fetchable(src["suite"], src["package"], src["version"], lists=CHECK_LISTS)
     except catalog.SourceFailed as exc:
         return SourceHealth(where, UNREACHABLE, str(exc))
-    return SourceHealth(where, {True: SERVED, False: GONE, None: UNREACHABLE}[answer],
-                        {True: ".dsc there", False: "not in the archive (or its files answer 404)",
-                         None: "no answer about its files"}[answer])
+    return SourceHealth(
+        where,
+        {True: SERVED, False: GONE, None: UNREACHABLE}[answer],
+        {True: ".dsc there", False: "not in the archive (or its files answer 404)", None: "no answer about its files"}[
+            answer
+        ],
+    )
 
 
 def _crate(src: dict, listings: dict[str, list[dict] | catalog.SourceFailed]) -> SourceHealth:
@@ -114,7 +133,9 @@ def _crate(src: dict, listings: dict[str, list[dict] | catalog.SourceFailed]) ->
     if row["yanked"]:
         return SourceHealth(where, GONE, "yanked from the registry")
     if src.get("cksum") and row["cksum"] != src["cksum"]:
-        return SourceHealth(where, GONE, f"the registry's checksum {row['cksum'][:16]}… is not the pinned {src['cksum'][:16]}…")
+        return SourceHealth(
+            where, GONE, f"the registry's checksum {row['cksum'][:16]}… is not the pinned {src['cksum'][:16]}…"
+        )
     return SourceHealth(where, SERVED, "listed, checksum as pinned" if src.get("cksum") else "listed")
 
 
@@ -140,13 +161,13 @@ def check_catalog(ids: list[str] | None = None, progress: Callable[[str], None] 
     chosen = [catalog.entries()[i] for i in ids] if ids else list(catalog.entries().values())
     unique = {_key(s): s for e in chosen for s in e.sources}
     crates = sorted({s["crate"] for s in unique.values() if s["kind"] == "crate"})
-    apt: dict[str, dict[str, str]] = {}           # each suite's APT environment, its lists refreshed now
+    apt: dict[str, dict[str, str]] = {}  # each suite's APT environment, its lists refreshed now
     unrefreshed: dict[str, str] = {}
     for suite in sorted({s["suite"] for s in unique.values() if "suite" in s}):
         progress(f"refreshing Debian {suite}'s lists")
         try:
             apt[suite] = catalog.apt_env(suite, versions.registry_log(), max_age=0, must_answer=True, lists=CHECK_LISTS)
-        except catalog.SourceFailed as exc:        # older lists would answer for the archive of another day
+        except catalog.SourceFailed as exc:  # older lists would answer for the archive of another day
             unrefreshed[suite] = str(exc)
     with ThreadPoolExecutor(max_workers=4) as pool:
         progress(f"asking the crates' index ({len(crates)} crates)")
@@ -170,6 +191,6 @@ def check_catalog(ids: list[str] | None = None, progress: Callable[[str], None] 
             done[0] += 1
             progress(f"asked {done[0]}/{len(unique)} sources")
             return answer
+
         answers = dict(zip(unique, pool.map(ask, unique.values())))
     return [EntryHealth(e.id, tuple(answers[_key(s)] for s in e.sources)) for e in chosen]
-

@@ -5,6 +5,7 @@
 every version the reachable registries publish and alloclab can build (`versions.available_versions`,
 `alloclab allocators versions FAMILY`); with no registry reachable, the catalog's alone.
 """
+
 from __future__ import annotations
 
 from ..common.errors import UserError
@@ -24,15 +25,18 @@ def versions_between(family: str, good: str, bad: str, variant: str | None = Non
     known = {e.version: e.id for e in catalog.entries().values() if e.family == family and e.variant == variant}
     try:
         from . import versions
+
         for info in versions.available_versions(family):
             vid = _id(family, info.version, variant)
             if vid in info.ids:
                 known.setdefault(info.version, vid)
     except UserError:
-        pass            # no registry reachable: the catalog's pinned versions only
+        pass  # no registry reachable: the catalog's pinned versions only
     if not known:
-        raise UserError(f"no {family}{'+' + variant if variant else ''} versions are known",
-                        f"use one of the families: {', '.join(sorted(catalog.families() - {'glibc'}))}")
+        raise UserError(
+            f"no {family}{'+' + variant if variant else ''} versions are known",
+            f"use one of the families: {', '.join(sorted(catalog.families() - {'glibc'}))}",
+        )
     listed = ", ".join(sorted(known, key=version_key))
     for v, what in ((good, "--good"), (bad, "--bad")):
         if v not in known:

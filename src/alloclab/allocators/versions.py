@@ -24,6 +24,7 @@ API for other modules (bisect, sweep):
     published_entry(allocator_id) -> catalog.Entry    a published id's entry (None: not a family served here)
 The lookup of an id asks this module as one of its providers (alloclab.allocators.resolution).
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -46,9 +47,9 @@ from ..common.errors import UserError, did_you_mean
 from . import catalog
 from .library import version_key
 
-LISTING_MAX_AGE = 86400          # a registry listing is refreshed at most once a day
-RECHECK_AFTER = 600              # ...but one whose source files could not be checked, after 10 minutes
-FILE_CHECK_TIMEOUT = 5.0         # seconds for one HEAD request on a source's .dsc
+LISTING_MAX_AGE = 86400  # a registry listing is refreshed at most once a day
+RECHECK_AFTER = 600  # ...but one whose source files could not be checked, after 10 minutes
+FILE_CHECK_TIMEOUT = 5.0  # seconds for one HEAD request on a source's .dsc
 
 # Crates that ship an allocator's C sources, per family.
 CRATES = {
@@ -61,12 +62,14 @@ CRATES = {
 DEBIAN_BINARIES = {
     "mimalloc": (("libmimalloc2.0", "libmimalloc.so.2*"), ("libmimalloc3", "libmimalloc.so.3*")),
     "jemalloc": (("libjemalloc2", "libjemalloc.so.2"),),
-    "tcmalloc": (("libtcmalloc-minimal4", "libtcmalloc_minimal.so.4*"),
-                 ("libtcmalloc-minimal4t64", "libtcmalloc_minimal.so.4*")),
+    "tcmalloc": (
+        ("libtcmalloc-minimal4", "libtcmalloc_minimal.so.4*"),
+        ("libtcmalloc-minimal4t64", "libtcmalloc_minimal.so.4*"),
+    ),
 }
 # Debian source packages that alloclab can build itself (for the +secure variant).
 DEBIAN_SOURCES = {"mimalloc": "mimalloc"}
-SECURE_FAMILIES = {"mimalloc"}          # families with a hardened build of their own (MI_SECURE)
+SECURE_FAMILIES = {"mimalloc"}  # families with a hardened build of their own (MI_SECURE)
 FAMILIES = sorted(set(CRATES) | set(DEBIAN_BINARIES) | {"glibc"})
 
 VERSION_RE = re.compile(r"^\d+(?:\.\d+)*$")
@@ -75,13 +78,14 @@ VERSION_RE = re.compile(r"^\d+(?:\.\d+)*$")
 @dataclass(frozen=True)
 class VersionInfo:
     """One upstream version of a family that can be had, and from where."""
+
     family: str
-    version: str                          # the upstream allocator version the packages bundle
-    sources: tuple[dict, ...]             # catalog-style sources, preferred first
-    secure_sources: tuple[dict, ...] = () # sources for the +secure variant (empty: none buildable)
-    published_as: tuple[str, ...] = ()    # "crate libmimalloc-sys 0.1.39", "debian trixie libmimalloc3 3.0.1+ds-2.1"
+    version: str  # the upstream allocator version the packages bundle
+    sources: tuple[dict, ...]  # catalog-style sources, preferred first
+    secure_sources: tuple[dict, ...] = ()  # sources for the +secure variant (empty: none buildable)
+    published_as: tuple[str, ...] = ()  # "crate libmimalloc-sys 0.1.39", "debian trixie libmimalloc3 3.0.1+ds-2.1"
     in_catalog: bool = False
-    not_usable: tuple[str, ...] = ()      # published but not usable here, and why (e.g. needs a newer glibc)
+    not_usable: tuple[str, ...] = ()  # published but not usable here, and why (e.g. needs a newer glibc)
 
     @property
     def buildable(self) -> bool:
@@ -101,6 +105,7 @@ class VersionInfo:
 
 # ---- cache of listings ------------------------------------------------------------------------------
 
+
 def _dir() -> Path:
     d = catalog.cache_dir() / "versions"
     d.mkdir(parents=True, exist_ok=True)
@@ -117,6 +122,7 @@ def _fresh(path: Path, max_age: float = LISTING_MAX_AGE) -> bool:
 
 # ---- crates: cargo's own index cache ------------------------------------------------------------------
 
+
 def _index_prefix(name: str) -> str:
     n = name.lower()
     if len(n) <= 2:
@@ -127,7 +133,9 @@ def _index_prefix(name: str) -> str:
 
 
 def _index_cache_file(crate: str) -> Path | None:
-    hits = glob.glob(str(settings.cargo_home() / "registry" / "index" / "*" / ".cache" / _index_prefix(crate) / crate.lower()))
+    hits = glob.glob(
+        str(settings.cargo_home() / "registry" / "index" / "*" / ".cache" / _index_prefix(crate) / crate.lower())
+    )
     return Path(max(hits, key=os.path.getmtime)) if hits else None
 
 
@@ -139,9 +147,10 @@ def crate_versions(crate: str, refresh: bool = False, must_answer: bool = False)
     if refresh or not _fresh(stamp) or _index_cache_file(crate) is None:
         if shutil.which("cargo") is None:
             raise catalog.SourceFailed("cargo is not installed (needed to list crate versions)")
-        with tempfile.TemporaryDirectory() as tmp:   # outside any project, so cargo asks the registry
-            proc = subprocess.run(["cargo", "info", "--quiet", crate], cwd=tmp, capture_output=True, text=True,
-                                  timeout=300)
+        with tempfile.TemporaryDirectory() as tmp:  # outside any project, so cargo asks the registry
+            proc = subprocess.run(
+                ["cargo", "info", "--quiet", crate], cwd=tmp, capture_output=True, text=True, timeout=300
+            )
         with open(registry_log(), "a") as f:
             f.write(f"$ cargo info {crate}\n{proc.stdout}{proc.stderr}")
         if proc.returncode != 0:
@@ -161,8 +170,9 @@ def crate_versions(crate: str, refresh: bool = False, must_answer: bool = False)
                 v = json.loads(part)
             except ValueError:
                 continue
-            out.append({"vers": v["vers"], "yanked": bool(v.get("yanked")), "cksum": v.get("cksum"),
-                        "links": v.get("links")})
+            out.append(
+                {"vers": v["vers"], "yanked": bool(v.get("yanked")), "cksum": v.get("cksum"), "links": v.get("links")}
+            )
     return out
 
 
@@ -197,23 +207,37 @@ MI_VERSION_RE = re.compile(rb"#define\s+MI_MALLOC_VERSION\s+(\d+)")
 
 def _scan_crate(crate: str, version: str) -> list[dict]:
     from .library import normalise_version
+
     meta = version.split("+", 1)[1] if "+" in version else ""
     if crate in CRATES["jemalloc"]:
         # the crate's build script passes its build metadata to configure as --with-version
         m = re.match(r"^(\d+\.\d+\.\d+)-0-g[0-9a-f]+$", meta) or re.match(r"^(\d+\.\d+\.\d+)$", meta)
         if meta and not m:
-            return []               # "5.3.0-patched", "5.3.0-1-g...": not an upstream release
+            return []  # "5.3.0-patched", "5.3.0-1-g...": not an upstream release
         if m:
             vs = meta if "-g" in meta else f"{meta}-0-g0000000000000000000000000000000000000000"
-            return [{"version": m.group(1), "subdir": "jemalloc", "configure_dir": "configure",
-                     "version_string": vs, "recipe": "jemalloc-configure"}]
+            return [
+                {
+                    "version": m.group(1),
+                    "subdir": "jemalloc",
+                    "configure_dir": "configure",
+                    "version_string": vs,
+                    "recipe": "jemalloc-configure",
+                }
+            ]
         tree = crate_source_dir(crate, version)
         for vf in ("configure/VERSION", "jemalloc/VERSION"):
             if (tree / vf).exists():
                 mv = re.match(r"^(\d+\.\d+\.\d+)-0-g", (tree / vf).read_text().strip())
                 if mv and (tree / "jemalloc").is_dir():
-                    return [{"version": mv.group(1), "subdir": "jemalloc", "configure_dir": "configure",
-                             "recipe": "jemalloc-configure"}]
+                    return [
+                        {
+                            "version": mv.group(1),
+                            "subdir": "jemalloc",
+                            "configure_dir": "configure",
+                            "recipe": "jemalloc-configure",
+                        }
+                    ]
         return []
     if crate in CRATES["mimalloc"]:
         tree = crate_source_dir(crate, version)
@@ -222,8 +246,13 @@ def _scan_crate(crate: str, version: str) -> list[dict]:
             base = header.parent.parent
             m = MI_VERSION_RE.search(header.read_bytes())
             if m and (base / "src" / "static.c").exists():
-                out.append({"version": normalise_version("mimalloc", m.group(1).decode()),
-                            "subdir": str(base.relative_to(tree)), "recipe": "mimalloc-unity"})
+                out.append(
+                    {
+                        "version": normalise_version("mimalloc", m.group(1).decode()),
+                        "subdir": str(base.relative_to(tree)),
+                        "recipe": "mimalloc-unity",
+                    }
+                )
         return out
     if crate == "snmalloc-sys":
         tree = crate_source_dir(crate, version)
@@ -242,7 +271,7 @@ def _crate_offers(family: str, refresh: bool, progress) -> list[tuple[str, dict,
     offers = []
     for crate in CRATES.get(family, ()):
         listed = [v for v in crate_versions(crate, refresh) if not v["yanked"]]
-        if family == "snmalloc":      # older snmalloc-sys crates predate the bundled CMake shim
+        if family == "snmalloc":  # older snmalloc-sys crates predate the bundled CMake shim
             listed = [v for v in listed if version_key(v["vers"]) >= (0, 3)]
         for n, v in enumerate(listed, 1):
             cache_file = _dir() / f"crate-{crate}.json"
@@ -253,13 +282,18 @@ def _crate_offers(family: str, refresh: bool, progress) -> list[tuple[str, dict,
             except catalog.SourceFailed:
                 continue
             for b in bundled:
-                src = {"kind": "crate", "crate": crate, "version": v["vers"],
-                       **{k: val for k, val in b.items() if k != "version"}}
+                src = {
+                    "kind": "crate",
+                    "crate": crate,
+                    "version": v["vers"],
+                    **{k: val for k, val in b.items() if k != "version"},
+                }
                 offers.append((b["version"], src, catalog.describe_source(src)))
     return offers
 
 
 # ---- Debian: apt-cache madison over the catalog's private APT configuration -----------------------
+
 
 def debian_suites() -> list[str]:
     """The Debian suites the catalog already draws from (its data decides, not this code)."""
@@ -285,8 +319,9 @@ def _madison(suite: str, packages: list[str]) -> list[tuple[str, str, str, str |
             kind = "Sources" if parts[2].endswith("Sources") else "Packages"
             needs = None
             if kind == "Packages":
-                show = subprocess.run(["apt-cache", "show", f"{parts[0]}={parts[1]}"], env=env, capture_output=True,
-                                      text=True, timeout=60).stdout
+                show = subprocess.run(
+                    ["apt-cache", "show", f"{parts[0]}={parts[1]}"], env=env, capture_output=True, text=True, timeout=60
+                ).stdout
                 m = re.search(r"^(?:Pre-)?Depends:.*\blibc6 \(>= ([\d.]+)\)", show, re.M)
                 needs = m.group(1) if m else None
             out.append((parts[0], parts[1], kind, needs))
@@ -301,7 +336,7 @@ def uri_answers(uri: str, timeout: float = FILE_CHECK_TIMEOUT) -> bool | None:
     """Whether a file apt would download is there: True, False (the server says 404/410: gone),
     None (no verdict: timeout, no answer, another error, a URI scheme this cannot ask)."""
     if uri.startswith("file:"):
-        return Path(urllib.request.url2pathname(uri[len("file:"):])).is_file()
+        return Path(urllib.request.url2pathname(uri[len("file:") :])).is_file()
     if not uri.startswith(("http:", "https:")):
         return None
     try:
@@ -309,7 +344,7 @@ def uri_answers(uri: str, timeout: float = FILE_CHECK_TIMEOUT) -> bool | None:
             return True
     except urllib.error.HTTPError as exc:
         return False if exc.code in (404, 410) else None
-    except (OSError, ValueError):        # URLError, timeouts, refused connections
+    except (OSError, ValueError):  # URLError, timeouts, refused connections
         return None
 
 
@@ -319,22 +354,30 @@ def source_fetchable(suite: str, package: str, version: str, lists: str = "apt")
     An archive keeps a source in its index for a while after removing its files."""
     env = {**os.environ, **catalog.apt_env(suite, registry_log(), lists=lists)}
     try:
-        proc = subprocess.run(["apt-get", "source", "--print-uris", "-qq", f"{package}={version}"], env=env,
-                              capture_output=True, text=True, timeout=60, cwd=tempfile.gettempdir())
+        proc = subprocess.run(
+            ["apt-get", "source", "--print-uris", "-qq", f"{package}={version}"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=tempfile.gettempdir(),
+        )
     except subprocess.SubprocessError:
         return None
     dsc = [m.group(1) for m in re.finditer(r"^'([^']+\.dsc)'", proc.stdout, re.M)]
     verdict = uri_answers(dsc[0]) if proc.returncode == 0 and dsc else None
     with open(registry_log(), "a") as f:
-        f.write(f"$ apt-get source --print-uris {package}={version} ({suite}): {dsc[:1]} -> "
-                f"{ {True: 'there', False: 'gone (404)', None: 'no verdict'}[verdict]}\n")
+        f.write(
+            f"$ apt-get source --print-uris {package}={version} ({suite}): {dsc[:1]} -> "
+            f"{ {True: 'there', False: 'gone (404)', None: 'no verdict'}[verdict] }\n"
+        )
     return verdict
 
 
 def _check_sources(rows: list) -> list:
     """Rows with a 6th field: for Sources rows, whether their files can be fetched (None: unknown)."""
     wanted = sorted({(r[0], r[1], r[2]) for r in rows if r[3] == "Sources"})
-    with ThreadPoolExecutor(max_workers=4) as pool:      # an unreachable mirror costs one timeout, not one per row
+    with ThreadPoolExecutor(max_workers=4) as pool:  # an unreachable mirror costs one timeout, not one per row
         verdicts = dict(zip(wanted, pool.map(lambda k: source_fetchable(*k), wanted)))
     return [[*r[:5], verdicts.get((r[0], r[1], r[2]))] for r in rows]
 
@@ -365,15 +408,27 @@ def _debian_offers(family: str, refresh: bool) -> tuple[list, list, list]:
         if not up:
             continue
         if kind == "Packages" and needs and version_key(needs) > version_key(system_glibc()):
-            unusable.append((up, f"debian {suite} {package} {version} needs glibc {needs} (this machine: {system_glibc()})"))
+            unusable.append(
+                (up, f"debian {suite} {package} {version} needs glibc {needs} (this machine: {system_glibc()})")
+            )
             continue
         if kind == "Packages" and package in binaries:
-            src = {"kind": "debian-binary", "suite": suite, "package": package, "version": version,
-                   "library": binaries[package]}
+            src = {
+                "kind": "debian-binary",
+                "suite": suite,
+                "package": package,
+                "version": version,
+                "library": binaries[package],
+            }
             plain.append((up, src, catalog.describe_source(src)))
         elif kind == "Sources" and package == source:
-            src = {"kind": "debian-source", "suite": suite, "package": package, "version": version,
-                   "recipe": "mimalloc-unity"}
+            src = {
+                "kind": "debian-source",
+                "suite": suite,
+                "package": package,
+                "version": version,
+                "recipe": "mimalloc-unity",
+            }
             where = catalog.describe_source(src)
             if checked and checked[0] is False:
                 unusable.append((up, f"{where}: its files are no longer in the archive (404)"))
@@ -385,6 +440,7 @@ def _debian_offers(family: str, refresh: bool) -> tuple[list, list, list]:
 
 # ---- the listing --------------------------------------------------------------------------------------
 
+
 def _source_rank(src: dict) -> tuple:
     """Preferred first: the distribution's own binary, then crates (newest first), then Debian sources."""
     order = {"debian-binary": 0, "crate": 1, "pypi-wheel": 2, "debian-source": 3}
@@ -395,9 +451,12 @@ def available_versions(family: str, refresh: bool = False, progress=lambda s: No
     """Every upstream version of `family` the reachable registries publish (plus the catalog's),
     ascending. Raises UserError for an unknown family."""
     if family not in FAMILIES:
-        raise UserError(f"unknown allocator family {family!r}", f"{did_you_mean(family, FAMILIES)}use one of: {', '.join(FAMILIES)}")
+        raise UserError(
+            f"unknown allocator family {family!r}", f"{did_you_mean(family, FAMILIES)}use one of: {', '.join(FAMILIES)}"
+        )
     if family == "glibc":
         from .library import probe
+
         v = probe(None).get("glibc")
         return [VersionInfo("glibc", v, (), (), ("the system's C library",), True)] if v else []
     lock_path = _dir() / f".{family}.lock"
@@ -432,16 +491,27 @@ def available_versions(family: str, refresh: bool = False, progress=lambda s: No
         srcs = sorted(plain[up], key=lambda x: _source_rank(x[0]))
         ssrcs = sorted(secure.get(up, []), key=lambda x: _source_rank(x[0]))
         in_cat = f"{family}@{up}" in catalog_ids
-        if in_cat:       # the catalog's pinned sources come first
+        if in_cat:  # the catalog's pinned sources come first
             srcs = [(s, "catalog") for s in catalog_ids[f"{family}@{up}"].sources] + srcs
             if f"{family}@{up}+secure" in catalog.entries():
                 ssrcs = [(s, "catalog") for s in catalog.entries()[f"{family}@{up}+secure"].sources] + ssrcs
         published = tuple(dict.fromkeys(w for _, w in srcs + ssrcs if w != "catalog"))
-        out.append(VersionInfo(family, up, tuple(_dedupe(s for s, _ in srcs)), tuple(_dedupe(s for s, _ in ssrcs)),
-                               published, in_cat, tuple(dict.fromkeys(unusable.get(up, ())))))
+        out.append(
+            VersionInfo(
+                family,
+                up,
+                tuple(_dedupe(s for s, _ in srcs)),
+                tuple(_dedupe(s for s, _ in ssrcs)),
+                published,
+                in_cat,
+                tuple(dict.fromkeys(unusable.get(up, ()))),
+            )
+        )
     if not out and failures:
-        raise UserError(f"no {family} versions could be listed: {failures[0]}",
-                        "check that cargo and apt can reach their registries (alloclab allocators versions --refresh)")
+        raise UserError(
+            f"no {family} versions could be listed: {failures[0]}",
+            "check that cargo and apt can reach their registries (alloclab allocators versions --refresh)",
+        )
     return out
 
 
@@ -468,11 +538,13 @@ def between(family: str, low: str, high: str, refresh: bool = False, progress=la
         if not VERSION_RE.match(v):
             raise UserError(f"{v!r} is not a version", "write it as digits and dots, e.g. 2.1.7")
     lo, hi = sorted((version_key(low), version_key(high)))
-    return [v for v in available_versions(family, refresh, progress)
-            if lo <= version_key(v.version) <= hi and v.buildable]
+    return [
+        v for v in available_versions(family, refresh, progress) if lo <= version_key(v.version) <= hi and v.buildable
+    ]
 
 
 # ---- ids -----------------------------------------------------------------------------------------------
+
 
 def published_entry(allocator_id: str, progress=lambda s: None) -> catalog.Entry | None:
     """The entry of an id made from what registries publish; None for an id whose family no
@@ -486,23 +558,35 @@ def published_entry(allocator_id: str, progress=lambda s: None) -> catalog.Entry
     info = next((v for v in infos if v.version == version), None)
     asked = _dir() / f"refreshed-for-new-{family}.stamp"
     if info is None and could_be_new(version, infos) and not _fresh(asked, RECHECK_AFTER):
-        asked.touch()          # asked once for a while, answered or not: a missing version is then refused at once
-        infos = available_versions(family, refresh=True, progress=progress)   # released since the last listing?
+        asked.touch()  # asked once for a while, answered or not: a missing version is then refused at once
+        infos = available_versions(family, refresh=True, progress=progress)  # released since the last listing?
         info = next((v for v in infos if v.version == version), None)
     if info is None:
         near = ", ".join(nearest(allocator_id, infos=infos)) or ", ".join(v.id for v in infos[-6:])
-        raise UserError(f"{allocator_id} is not in the catalog and no reachable registry publishes {family} {version}",
-                        f"{did_you_mean(version, [v.version for v in infos])}nearest that can be had: {near} "
-                        f"(alloclab allocators versions {family})")
+        raise UserError(
+            f"{allocator_id} is not in the catalog and no reachable registry publishes {family} {version}",
+            f"{did_you_mean(version, [v.version for v in infos])}nearest that can be had: {near} "
+            f"(alloclab allocators versions {family})",
+        )
     if variant not in (None, "secure"):
         raise UserError(f"{allocator_id}: variant +{variant} exists only for catalog ids", "use +secure or no variant")
     sources = info.secure_sources if variant == "secure" else info.sources
     if not sources:
         why = f" ({'; '.join(info.not_usable)})" if info.not_usable else ""
-        raise UserError(f"no reachable source can build {allocator_id} on this machine{why}",
-                        f"buildable: {', '.join(info.ids)}" if info.ids else "choose another version (alloclab allocators versions)")
-    return catalog.Entry(allocator_id, family, version, variant, tuple(sources),
-                         f"published version (from: {'; '.join(info.published_as[:3])})")
+        raise UserError(
+            f"no reachable source can build {allocator_id} on this machine{why}",
+            f"buildable: {', '.join(info.ids)}"
+            if info.ids
+            else "choose another version (alloclab allocators versions)",
+        )
+    return catalog.Entry(
+        allocator_id,
+        family,
+        version,
+        variant,
+        tuple(sources),
+        f"published version (from: {'; '.join(info.published_as[:3])})",
+    )
 
 
 def nearest(allocator_id: str, count: int = 3, infos: list[VersionInfo] | None = None) -> list[str]:
@@ -519,12 +603,13 @@ def nearest(allocator_id: str, count: int = 3, infos: list[VersionInfo] | None =
     key, suffix = version_key(m["version"]), f"+{m['variant']}" if m["variant"] else ""
     usable = [v for v in infos if v.version != m["version"] and f"{v.id}{suffix}" in v.ids]
 
-    def as_number(k: tuple) -> int:         # 3.6.1 -> 3_006_001: 3.7.0 is nearer to it than 3.5.1
+    def as_number(k: tuple) -> int:  # 3.6.1 -> 3_006_001: 3.7.0 is nearer to it than 3.5.1
         return sum(part * 1000 ** (3 - i) for i, part in enumerate((k + (0, 0, 0, 0))[:4]))
 
     def distance(v: VersionInfo) -> tuple:
         other = version_key(v.version)
         return (other[:1] != key[:1], abs(as_number(other) - as_number(key)))
+
     return [f"{v.id}{suffix}" for v in sorted(usable, key=distance)[:count]]
 
 

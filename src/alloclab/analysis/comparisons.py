@@ -2,6 +2,7 @@
 Welch's t on log levels, Holm across the comparisons to the baseline, geometric-mean ratio
 intervals at each comparison's Holm level, equivalence with a margin, replicas needed, and a
 compact letter display instead of chained ranks. A group with one replica is "untestable"."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -19,21 +20,21 @@ class GroupComparison:
     mean_mb: float | None
     median_mb: float | None
     geo_mean_mb: float | None = None
-    ratio: float | None = None                    # geometric-mean ratio to the baseline
-    ratio_ci: tuple[float, float] | None = None   # at ci_level: excludes 1 exactly when significant
+    ratio: float | None = None  # geometric-mean ratio to the baseline
+    ratio_ci: tuple[float, float] | None = None  # at ci_level: excludes 1 exactly when significant
     ci_level: float | None = None
     diff_mb: float | None = None
     p_raw: float | None = None
     p_holm: float | None = None
-    min_p: float | None = None                    # smallest Holm-adjusted p the design allows
+    min_p: float | None = None  # smallest Holm-adjusted p the design allows
     cliffs_delta: float | None = None
     significant: bool = False
-    status: str = "untestable"                    # baseline | lower | higher | equivalent | inconclusive | untestable
+    status: str = "untestable"  # baseline | lower | higher | equivalent | inconclusive | untestable
     equivalent: bool = False
     margin: float = 0.05
     replicas_needed: int | None = None
-    letters: str = ""                             # groups sharing a letter are not shown different
-    rank: int | None = None                       # 1 + number of groups shown lower than this one
+    letters: str = ""  # groups sharing a letter are not shown different
+    rank: int | None = None  # 1 + number of groups shown lower than this one
     method: str = ""
     notes: tuple[str, ...] = ()
 
@@ -52,15 +53,37 @@ def compare_groups(levels: dict[str, np.ndarray], baseline: str, seed: int = 0) 
     for g, a in levels.items():
         c = raw[g]
         out[g] = GroupComparison(
-            g, len(a), float(np.mean(a)) if len(a) else None, float(np.median(a)) if len(a) else None,
-            c.geo_mean_mb, c.ratio, c.ratio_ci, c.ci_level, c.diff_mb, c.p_raw, c.p_adj, min_p, c.cliffs_delta,
-            c.significant, c.status, c.equivalent, c.margin, c.replicas_needed, letter.get(g, ""), None, c.method,
-            tuple(c.notes))
+            g,
+            len(a),
+            float(np.mean(a)) if len(a) else None,
+            float(np.median(a)) if len(a) else None,
+            c.geo_mean_mb,
+            c.ratio,
+            c.ratio_ci,
+            c.ci_level,
+            c.diff_mb,
+            c.p_raw,
+            c.p_adj,
+            min_p,
+            c.cliffs_delta,
+            c.significant,
+            c.status,
+            c.equivalent,
+            c.margin,
+            c.replicas_needed,
+            letter.get(g, ""),
+            None,
+            c.method,
+            tuple(c.notes),
+        )
     # rank: groups whose letters share nothing with this one and lie lower; ties share a rank
     for gc in out.values():
         if not gc.letters:
             continue
-        lower = [h for h, d in out.items() if d.letters and not set(d.letters) & set(gc.letters)
-                 and (d.geo_mean_mb or 0) < (gc.geo_mean_mb or 0)]
+        lower = [
+            h
+            for h, d in out.items()
+            if d.letters and not set(d.letters) & set(gc.letters) and (d.geo_mean_mb or 0) < (gc.geo_mean_mb or 0)
+        ]
         gc.rank = 1 + len(lower)
     return out

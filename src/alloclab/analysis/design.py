@@ -4,6 +4,7 @@ a design whose groups × replicas cannot give a significant result (stats.design
 phases too short for the steady window the status rules need (stats RULES min_samples and
 min_window_s, after the warm-up the analysis cuts: RULES warmup_max_share when no warmup phase is
 set), so that every replica would be "Too short"."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -16,9 +17,9 @@ from .warnings import Warning
 
 @dataclass(frozen=True)
 class SteadyAllowance:
-    samples_most: int          # post-warm-up samples per replica the load phase allows
-    samples_least: int         # ... after the largest automatic warm-up cut (no [phases] warmup)
-    window_most_s: float       # the steady window those samples span
+    samples_most: int  # post-warm-up samples per replica the load phase allows
+    samples_least: int  # ... after the largest automatic warm-up cut (no [phases] warmup)
+    window_most_s: float  # the steady window those samples span
     window_least_s: float
 
     @property
@@ -58,20 +59,42 @@ def planned_warnings(exp: Experiment, max_duration: float | None = None) -> list
         # 1–2 replicas (or a lone group) cannot show anything: a caution. With more, the text is the
         # power under an assumed relay-sized spread (issue 29), which the run may not have: a note.
         hard = len(counts) < 2 or min(counts.values()) <= 2
-        out.append(Warning("design-cannot-show-difference", "caution" if hard else "info", [], sorted(counts), text,
-                           {"replicas": counts, "min_p": stats.design_min_p(counts, exp.baseline)}))
+        out.append(
+            Warning(
+                "design-cannot-show-difference",
+                "caution" if hard else "info",
+                [],
+                sorted(counts),
+                text,
+                {"replicas": counts, "min_p": stats.design_min_p(counts, exp.baseline)},
+            )
+        )
     allowed = steady_allowance(exp, max_duration)
     if allowed is not None and not allowed.enough_at_least:
         a = allowed
-        span = (f"{a.samples_most} steady samples over {a.window_most_s:g}s" if a.samples_most == a.samples_least else
-                f"{a.samples_least}–{a.samples_most} steady samples over {a.window_least_s:g}–{a.window_most_s:g}s "
-                f"(a detected warm-up may take up to {RULES['warmup_max_share']:.0%})")
-        out.append(Warning(
-            "too-short-planned", "caution" if allowed.enough_at_most else "serious", [], sorted(counts),
-            f"the load phase allows {span} per replica; the status rules need {RULES['min_samples']:g} samples "
-            f"over at least {RULES['min_window_s']:g}s, so replicas would be 'Too short': lengthen [phases] "
-            f"load to at least {load_needed_s(exp):g}s" + ("" if exp.phases.warmup > 0 else " (or set a warmup phase)"),
-            {"steady_samples_most": a.samples_most, "steady_samples_least": a.samples_least,
-             "steady_window_most_s": a.window_most_s, "steady_window_least_s": a.window_least_s,
-             "needed_load_s": load_needed_s(exp)}))
+        span = (
+            f"{a.samples_most} steady samples over {a.window_most_s:g}s"
+            if a.samples_most == a.samples_least
+            else f"{a.samples_least}–{a.samples_most} steady samples over {a.window_least_s:g}–{a.window_most_s:g}s "
+            f"(a detected warm-up may take up to {RULES['warmup_max_share']:.0%})"
+        )
+        out.append(
+            Warning(
+                "too-short-planned",
+                "caution" if allowed.enough_at_most else "serious",
+                [],
+                sorted(counts),
+                f"the load phase allows {span} per replica; the status rules need {RULES['min_samples']:g} samples "
+                f"over at least {RULES['min_window_s']:g}s, so replicas would be 'Too short': lengthen [phases] "
+                f"load to at least {load_needed_s(exp):g}s"
+                + ("" if exp.phases.warmup > 0 else " (or set a warmup phase)"),
+                {
+                    "steady_samples_most": a.samples_most,
+                    "steady_samples_least": a.samples_least,
+                    "steady_window_most_s": a.window_most_s,
+                    "steady_window_least_s": a.window_least_s,
+                    "needed_load_s": load_needed_s(exp),
+                },
+            )
+        )
     return out

@@ -8,6 +8,7 @@ the process counts once: from the replica whose name is a prefix of the other's 
 that the prefix match confused), otherwise from the later name in sort order. Its other samples
 stay. The drop happens before segmenting, so copied samples cannot cut or colour a segment.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -22,11 +23,11 @@ from .load import Series
 
 @dataclass(frozen=True)
 class Duplicate:
-    kept: str                  # the replica keeping the shared samples
-    dropped_from: str          # the replica losing them
-    equal: int                 # shared timestamps with equal values (the samples dropped)
-    shared: int                # shared timestamps
-    remaining: int             # samples dropped_from keeps
+    kept: str  # the replica keeping the shared samples
+    dropped_from: str  # the replica losing them
+    equal: int  # shared timestamps with equal values (the samples dropped)
+    shared: int  # shared timestamps
+    remaining: int  # samples dropped_from keeps
     rule: str
 
 
@@ -51,7 +52,7 @@ def identical_pairs(series: list[Series]) -> list[tuple[str, str, int, int]]:
             for i, eq in enumerate(same):
                 run = run + 1 if eq else 0
                 if run >= k:
-                    best_vals = max(best_vals, len(np.unique(a.mb[ia][i - run + 1:i + 1])))
+                    best_vals = max(best_vals, len(np.unique(a.mb[ia][i - run + 1 : i + 1])))
             hit = best_vals >= 3
         if hit:
             out.append((a.name, b.name, int(same.sum()), len(ia)))
@@ -76,7 +77,7 @@ def _pairs_with_equal_samples(series: list[Series], k: int) -> list[tuple[Series
     y = np.concatenate([np.asarray(s.mb, dtype=float) for s in series])
     owner = np.concatenate([np.full(len(s.t), i, dtype=np.int64) for i, s in enumerate(series)])
     ok = ~np.isnan(y) & ~np.isnan(t)
-    t, y, owner = t[ok] + 0.0, y[ok] + 0.0, owner[ok]       # + 0.0: -0.0 and 0.0 are equal, hash them alike
+    t, y, owner = t[ok] + 0.0, y[ok] + 0.0, owner[ok]  # + 0.0: -0.0 and 0.0 are equal, hash them alike
     # equal (t, value) pairs have equal keys; a key collision only adds a candidate (checked
     # exactly below), so the candidates stay a superset. An integer sort is twice a lexsort's speed.
     key = (t.view(np.uint64) * np.uint64(0x9E3779B97F4A7C15)) ^ (y.view(np.uint64) * np.uint64(0xBF58476D1CE4E5B9))
@@ -89,13 +90,13 @@ def _pairs_with_equal_samples(series: list[Series], k: int) -> list[tuple[Series
     if not len(multi):
         return []
     if int((sizes[multi] * (sizes[multi] - 1) // 2).sum()) > MAX_INCIDENCES:
-        return list(itertools.combinations(series, 2))      # values shared everywhere: compare all
-    two = multi[sizes[multi] == 2]                          # the usual coincidence: two series
+        return list(itertools.combinations(series, 2))  # values shared everywhere: compare all
+    two = multi[sizes[multi] == 2]  # the usual coincidence: two series
     x, z = owner[starts[two]], owner[starts[two] + 1]
     a, b = np.minimum(x, z), np.maximum(x, z)
     codes = [(a * n + b)[a != b]]
     for g in multi[sizes[multi] > 2]:
-        members = np.unique(owner[starts[g]:starts[g] + sizes[g]])
+        members = np.unique(owner[starts[g] : starts[g] + sizes[g]])
         if len(members) > 1:
             i, j = np.triu_indices(len(members), 1)
             codes.append(members[i] * n + members[j])
@@ -130,7 +131,10 @@ def drop_duplicates(series: list[Series]) -> list[Duplicate]:
         keep = np.ones(len(sl.t), bool)
         keep[il[same]] = False
         _drop(sl, keep)
-        rule = ("its name is a prefix of the other's (a prefix match sampled the other process)"
-                if kept.startswith(lost) else "the later name in sort order")
+        rule = (
+            "its name is a prefix of the other's (a prefix match sampled the other process)"
+            if kept.startswith(lost)
+            else "the later name in sort order"
+        )
         out.append(Duplicate(kept, lost, int(same.sum()), shared, int(keep.sum()), rule))
     return out

@@ -3,6 +3,7 @@ the window common to the group's and the baseline's growth windows (the spans th
 replicas uses), measured as that test measures it (stats.trend_edges, edges of
 RULES growth_edge_share), so a workload growth every group shares cancels and what is left is the
 allocator's."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -12,14 +13,17 @@ from ..stats.rules import RULES
 from .load import Series
 
 
-def growth_beside(members: dict[str, list[Series]], spans: dict[str, tuple[float, float]],
-                  baseline: str) -> dict[str, stats.GrowthBeside]:
+def growth_beside(
+    members: dict[str, list[Series]], spans: dict[str, tuple[float, float]], baseline: str
+) -> dict[str, stats.GrowthBeside]:
     """members: per group, the replicas its growth across replicas uses; spans: their common windows.
     Groups without a window overlapping the baseline's are left out."""
     if baseline not in spans:
         return {}
     pairs = {}
-    baseline_edges: dict[tuple[float, float], tuple[np.ndarray, float]] = {}   # groups sharing a window share the baseline's read
+    baseline_edges: dict[
+        tuple[float, float], tuple[np.ndarray, float]
+    ] = {}  # groups sharing a window share the baseline's read
     for g, span in spans.items():
         if g == baseline or g not in members:
             continue
@@ -31,8 +35,13 @@ def growth_beside(members: dict[str, list[Series]], spans: dict[str, tuple[float
         (mine, measured), (theirs, _) = _edges(members[g], lo, hi), baseline_edges[(lo, hi)]
         if not len(mine):
             continue
-        pairs[g] = (mine[:, 1] - mine[:, 0], theirs[:, 1] - theirs[:, 0] if len(theirs) else np.array([]),
-                    float(mine[:, 0].mean()), hi - lo, measured)
+        pairs[g] = (
+            mine[:, 1] - mine[:, 0],
+            theirs[:, 1] - theirs[:, 0] if len(theirs) else np.array([]),
+            float(mine[:, 0].mean()),
+            hi - lo,
+            measured,
+        )
     return stats.growth_beside(pairs, baseline)
 
 

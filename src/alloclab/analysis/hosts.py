@@ -15,6 +15,7 @@ Holm-adjusted across the comparisons to the baseline, and the intervals are at H
 the headline comparison. A group × host interaction is not modelled (with two units per group and
 host it cannot be told from noise). Calibration: benchmarks/host_blocking.py (docs/method/index.md).
 """
+
 from __future__ import annotations
 
 import math
@@ -32,29 +33,29 @@ from ..stats.rules import RULES
 class HostEffect:
     host: str
     replicas: int
-    ratio: float                         # the host's level / the fleet's geometric mean, groups held equal
+    ratio: float  # the host's level / the fleet's geometric mean, groups held equal
     ratio_ci: tuple[float, float]
 
 
 @dataclass
 class BlockedComparison:
     group: str
-    ratio: float                         # geometric ratio to the baseline within hosts
-    ratio_ci: tuple[float, float]        # at ci_level (Holm's level for this comparison)
+    ratio: float  # geometric ratio to the baseline within hosts
+    ratio_ci: tuple[float, float]  # at ci_level (Holm's level for this comparison)
     ci_level: float
     p_raw: float
     p_adj: float
     significant: bool
-    hosts_with_both: int                 # hosts that carry this group and the baseline
+    hosts_with_both: int  # hosts that carry this group and the baseline
 
 
 @dataclass
 class HostFactor:
     hosts: list[str]
     baseline: str
-    df: int                              # residual degrees of freedom
-    residual_sd: float                   # on the log scale
-    host_p: float | None                 # F test of "no host effect"
+    df: int  # residual degrees of freedom
+    residual_sd: float  # on the log scale
+    host_p: float | None  # F test of "no host effect"
     host_effects: list[HostEffect]
     group_effects: list[BlockedComparison]
     notes: list[str] = field(default_factory=list)
@@ -70,15 +71,17 @@ def _t_quantile(df: int, level: float) -> float:
     return float(special.stdtrit(df, 0.5 + level / 2))
 
 
-def host_factor(given: list[tuple[str, str | None, float | None]], baseline: str,
-                alpha: float | None = None) -> HostFactor | None:
+def host_factor(
+    given: list[tuple[str, str | None, float | None]], baseline: str, alpha: float | None = None
+) -> HostFactor | None:
     """given: (group, host, level MB) per replica compared (those without a host or a level left
     out). None with fewer than two hosts, no
     baseline replicas, or a design that cannot separate hosts from groups (no residual df, or a
     group that shares no host with the others)."""
     alpha = RULES["alpha"] if alpha is None else alpha
-    rows: list[tuple[str, str, float]] = [(g, h, v) for g, h, v in given
-                                          if h and v is not None and math.isfinite(v) and v > 0]
+    rows: list[tuple[str, str, float]] = [
+        (g, h, v) for g, h, v in given if h and v is not None and math.isfinite(v) and v > 0
+    ]
     hosts = sorted({h for _, h, _ in rows})
     groups = [baseline] + sorted({g for g, _, _ in rows} - {baseline})
     if len(hosts) < 2 or not any(g == baseline for g, _, _ in rows) or len(groups) < 1:
@@ -126,8 +129,14 @@ def host_factor(given: list[tuple[str, str | None, float | None]], baseline: str
                 c[ng - 1 + hi[other]] += w
         est = float(c @ beta)
         se = math.sqrt(max(float(c @ xtx_inv @ c) * s2, 0.0))
-        host_effects.append(HostEffect(h, sum(1 for _, hh, _ in rows if hh == h), math.exp(est),
-                                       (math.exp(est - tq * se), math.exp(est + tq * se))))
+        host_effects.append(
+            HostEffect(
+                h,
+                sum(1 for _, hh, _ in rows if hh == h),
+                math.exp(est),
+                (math.exp(est - tq * se), math.exp(est + tq * se)),
+            )
+        )
     # group effects within hosts, Holm across the comparisons to the baseline
     raw = []
     for g in groups[1:]:
@@ -140,11 +149,22 @@ def host_factor(given: list[tuple[str, str | None, float | None]], baseline: str
     by_host = {h: {g for g, hh, _ in rows if hh == h} for h in hosts}
     for (g, est, se, pr), pa, gam in zip(raw, adj, levels):
         q = _t_quantile(df, 1 - gam)
-        group_effects.append(BlockedComparison(
-            g, math.exp(est), (math.exp(est - q * se), math.exp(est + q * se)), 1 - gam, pr, pa, pa < alpha,
-            sum(1 for h in hosts if {g, baseline} <= by_host[h])))
+        group_effects.append(
+            BlockedComparison(
+                g,
+                math.exp(est),
+                (math.exp(est - q * se), math.exp(est + q * se)),
+                1 - gam,
+                pr,
+                pa,
+                pa < alpha,
+                sum(1 for h in hosts if {g, baseline} <= by_host[h]),
+            )
+        )
     lonely = [c.group for c in group_effects if c.hosts_with_both == 0]
     if lonely:
-        notes.append(f"{', '.join(lonely)} share no host with {baseline}: their within-host ratio rests on the "
-                     "additive model through other groups")
+        notes.append(
+            f"{', '.join(lonely)} share no host with {baseline}: their within-host ratio rests on the "
+            "additive model through other groups"
+        )
     return HostFactor(hosts, baseline, df, math.sqrt(s2), host_p, host_effects, group_effects, notes)

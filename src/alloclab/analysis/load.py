@@ -10,6 +10,7 @@ lineage. Cuts come from evidence only:
   unexplained drops (a process restart, same allocator).
 Each segment is attributed to the group whose allocator ran, or to None (unknown, excluded by name).
 """
+
 from __future__ import annotations
 
 import re
@@ -22,17 +23,17 @@ from ..stats.rules import RULES
 from ..store import Store
 
 METRIC_COLUMN = {"rss": "rss_kb", "pss": "pss_kb", "uss": "uss_kb", "anon": "anon_kb"}
-RESTART_KINDS = {"restart", "process_restart"}                 # a new process, same allocator
+RESTART_KINDS = {"restart", "process_restart"}  # a new process, same allocator
 NOT_CHANGES = RESTART_KINDS | {"phase", "start", "end", "replica_end", "note", "sequential_stop", "experiment_end"}
 
 
 @dataclass
 class Segment:
-    start: float                 # first sample time in the segment
-    end: float                   # last sample time
-    group: str | None            # the group whose allocator ran; None: unknown
-    reason: str                  # the evidence for the cut that opens it
-    new_process: bool = True     # a process (re)start opens it: memory and age start over
+    start: float  # first sample time in the segment
+    end: float  # last sample time
+    group: str | None  # the group whose allocator ran; None: unknown
+    reason: str  # the evidence for the cut that opens it
+    new_process: bool = True  # a process (re)start opens it: memory and age start over
 
     @property
     def label(self) -> str:
@@ -45,17 +46,19 @@ class Series:
     name: str
     group: str
     verified: bool | None
-    t: np.ndarray            # Unix seconds, the whole series
-    mb: np.ndarray           # the metric in MB
-    phase: np.ndarray        # phase name per sample (None where not recorded: no phase is invented)
-    live_mb: np.ndarray      # NaN where the workload does not report
-    ops: np.ndarray          # NaN where not reported
+    t: np.ndarray  # Unix seconds, the whole series
+    mb: np.ndarray  # the metric in MB
+    phase: np.ndarray  # phase name per sample (None where not recorded: no phase is invented)
+    live_mb: np.ndarray  # NaN where the workload does not report
+    ops: np.ndarray  # NaN where not reported
     cpu_s: np.ndarray
     lazyfree_mb: np.ndarray  # NaN where not sampled
     segments: list[Segment] = field(default_factory=list)
     exit_code: int | None = None
     ended_at: float | None = None
-    end_kind: str | None = None   # replicas.end_kind: crashed, exited-early, ended, stopped, cut-short (docs/reference/store.md)
+    end_kind: str | None = (
+        None  # replicas.end_kind: crashed, exited-early, ended, stopped, cut-short (docs/reference/store.md)
+    )
 
     @property
     def clean(self) -> Segment | None:
@@ -97,13 +100,13 @@ class Series:
 
 @dataclass
 class LabelMapping:
-    label: str                   # as written in the events file
-    groups: list[str]            # the groups it is taken to mean
-    evidence: str                # why
+    label: str  # as written in the events file
+    groups: list[str]  # the groups it is taken to mean
+    evidence: str  # why
 
 
 def _scaled(values: np.ndarray | None, n: int, scale: float = 1.0) -> np.ndarray:
-    if values is None:                           # an empty column is not read: all NaN
+    if values is None:  # an empty column is not read: all NaN
         return np.full(n, np.nan)
     return values * scale if scale != 1.0 else values
 
@@ -112,17 +115,30 @@ def load_series(store: Store, metric: str) -> list[Series]:
     col = METRIC_COLUMN[metric]
     out = []
     extra = ["phase", "live_bytes", "ops", "cpu_s", "lazyfree_kb"]
-    filled = store.sample_columns_with_values(extra)       # an empty column is not read 10 M times
+    filled = store.sample_columns_with_values(extra)  # an empty column is not read 10 M times
     for rep in store.replicas():
         d = store.series_arrays(rep["id"], [col, *(c for c in extra if c in filled)], not_null=col)
         n = len(d["t"])
         phase = d["phase"] if "phase" in d else np.full(n, None, dtype=object)
         verified = None if rep["verified"] is None else bool(rep["verified"])
-        out.append(Series(rep["id"], rep["name"], rep["group"], verified, d["t"],
-                          _scaled(d[col], n, 1 / 1024), phase, _scaled(d.get("live_bytes"), n, 1 / 1048576),
-                          _scaled(d.get("ops"), n), _scaled(d.get("cpu_s"), n), _scaled(d.get("lazyfree_kb"), n, 1 / 1024),
-                          exit_code=rep.get("exit_code"), ended_at=rep.get("ended_at"),
-                          end_kind=rep.get("end_kind")))
+        out.append(
+            Series(
+                rep["id"],
+                rep["name"],
+                rep["group"],
+                verified,
+                d["t"],
+                _scaled(d[col], n, 1 / 1024),
+                phase,
+                _scaled(d.get("live_bytes"), n, 1 / 1048576),
+                _scaled(d.get("ops"), n),
+                _scaled(d.get("cpu_s"), n),
+                _scaled(d.get("lazyfree_kb"), n, 1 / 1024),
+                exit_code=rep.get("exit_code"),
+                ended_at=rep.get("ended_at"),
+                end_kind=rep.get("end_kind"),
+            )
+        )
     return out
 
 
@@ -139,6 +155,7 @@ def is_imported(store: Store) -> bool:
 
 
 # ---- event labels -> groups, by evidence --------------------------------------------------------
+
 
 def _group_names(groups: list[dict[str, Any]]) -> dict[str, list[str]]:
     """group -> the phrases that name its allocator in free text ("mimalloc 2.0.9", "2.0.9", "jemalloc")."""
@@ -159,8 +176,11 @@ def _named(text: str, phrases: dict[str, list[str]]) -> list[str]:
         if any(re.search(rf"(?<![\w.]){re.escape(n)}(?![\w.])", text) for n in names):
             hits.append(g)
     # a version names one group; a bare family only counts when no version-specific match exists
-    specific = [g for g in hits if any(n[-1:].isdigit() and re.search(rf"(?<![\w.]){re.escape(n)}(?![\w.])", text)
-                                       for n in phrases[g])]
+    specific = [
+        g
+        for g in hits
+        if any(n[-1:].isdigit() and re.search(rf"(?<![\w.]){re.escape(n)}(?![\w.])", text) for n in phrases[g])
+    ]
     return specific or hits
 
 
@@ -182,8 +202,11 @@ def map_event_labels(store: Store, series: list[Series]) -> dict[str, LabelMappi
     phrases = _group_names(groups)
     names = {g["name"].lower(): g["name"] for g in groups}
     # restarts are read too: a group's relays restarted together carry the group's label (issue 49)
-    events = [e for e in store.events(exclude=NOT_CHANGES - {"experiment_end"} - RESTART_KINDS)
-              if (e["group_name"] or "all").lower() != "all"]
+    events = [
+        e
+        for e in store.events(exclude=NOT_CHANGES - {"experiment_end"} - RESTART_KINDS)
+        if (e["group_name"] or "all").lower() != "all"
+    ]
     by_label: dict[str, list[dict[str, Any]]] = {}
     for e in events:
         by_label.setdefault(e["group_name"], []).append(e)
@@ -194,13 +217,14 @@ def map_event_labels(store: Store, series: list[Series]) -> dict[str, LabelMappi
             _, dest = _split_move(e["description"] or "")
             named += [g for g in _named(dest, phrases) if g not in named]
         if named:
-            out[label] = LabelMapping(label, named, "description names " + "; ".join(
-                f"{g} ({phrases[g][0]})" for g in named))
+            out[label] = LabelMapping(
+                label, named, "description names " + "; ".join(f"{g} ({phrases[g][0]})" for g in named)
+            )
     for label, evs in by_label.items():
         if label in out:
             continue
         parts = [p for p in re.split(r"[_\s]+", label) if p and p.lower() != "group"]
-        part_maps = [out[f"group_{p}"] for p in parts if f"group_{p}" in out]      # same spelling, same case
+        part_maps = [out[f"group_{p}"] for p in parts if f"group_{p}" in out]  # same spelling, same case
         if len(parts) >= 2 and len(part_maps) == len(parts):
             gs = sorted({g for m in part_maps for g in m.groups})
             out[label] = LabelMapping(label, gs, "union of " + ", ".join(m.label for m in part_maps))
@@ -237,6 +261,7 @@ def _groups_shifting_at(series: list[Series], times: list[float]) -> list[str]:
 
 # ---- segments -----------------------------------------------------------------------------------
 
+
 def _applies(e: dict[str, Any], group: str, mapping: dict[str, LabelMapping]) -> bool:
     label = e["group_name"] or "all"
     if label.lower() == "all":
@@ -254,7 +279,7 @@ def _unrecorded_restarts(mb: np.ndarray, rels: np.ndarray) -> list[int]:
     out = []
     for i in (np.flatnonzero(rels <= -fall) + 1).tolist():
         before = mb[i - 1]
-        after = float(np.nanmedian(mb[i:i + 3]))
+        after = float(np.nanmedian(mb[i : i + 3]))
         if rels[i - 1] <= -RULES["unexplained_drop_share"] or after <= before * (1 - fall / 2):
             out.append(i)
     return out
@@ -273,11 +298,11 @@ def segments_imported(store: Store, series: list[Series], mapping: dict[str, Lab
         n = len(s.t)
         if n == 0:
             continue
-        cuts: list[tuple[int, bool, bool, str, str | None]] = []   # (index, changed, own event, reason, source)
-        at: dict[int, list[dict[str, Any]]] = {}       # sample index i -> events with t[i-1] < t <= t[i], in order
+        cuts: list[tuple[int, bool, bool, str, str | None]] = []  # (index, changed, own event, reason, source)
+        at: dict[int, list[dict[str, Any]]] = {}  # sample index i -> events with t[i-1] < t <= t[i], in order
         for e in events:
             if e.get("replica_id") is not None and e["replica_id"] != s.replica_id:
-                continue                     # an event naming a relay is that relay's alone
+                continue  # an event naming a relay is that relay's alone
             i = int(np.searchsorted(s.t, e["t"], side="left"))
             if 1 <= i < n and _applies(e, s.group, mapping):
                 at.setdefault(i, []).append(e)
@@ -294,26 +319,47 @@ def segments_imported(store: Store, series: list[Series], mapping: dict[str, Lab
                 own = [e for e in changes if (e["group_name"] or "all").lower() != "all"]
                 sources = {g for e in own for g in _named(_split_move(e["description"] or "")[0], phrases)}
                 desc = "; ".join(f"{e['kind']} '{e['description']}' ({e['group_name']})" for e in evs)
-                cuts.append((i, bool(changes), bool(own), f"{desc}; level {rel:+.0%}",
-                             sources.pop() if len(sources) == 1 else None))
+                cuts.append(
+                    (
+                        i,
+                        bool(changes),
+                        bool(own),
+                        f"{desc}; level {rel:+.0%}",
+                        sources.pop() if len(sources) == 1 else None,
+                    )
+                )
             elif i in drops:
                 cuts.append((i, False, False, f"unrecorded restart: level {rel:+.0%}", None))
         lists = historical.get(s.replica_id, [])
-        moved_from = [g for g in lists if g != s.group]       # it ran that group's allocator before it moved
+        moved_from = [g for g in lists if g != s.group]  # it ran that group's allocator before it moved
         if moved_from and not any(c[1] for c in cuts):
             # the lists say it moved but no step confirms when: cut at the latest event for its group
-            own = [e for e in events if e["kind"] not in RESTART_KINDS and (e["group_name"] or "all").lower() != "all"
-                   and _applies(e, s.group, mapping) and s.t[0] < e["t"] <= s.t[-1]]
+            own = [
+                e
+                for e in events
+                if e["kind"] not in RESTART_KINDS
+                and (e["group_name"] or "all").lower() != "all"
+                and _applies(e, s.group, mapping)
+                and s.t[0] < e["t"] <= s.t[-1]
+            ]
             if own:
                 e = own[-1]
                 i = int(np.searchsorted(s.t, e["t"], side="left"))
-                cuts = [c for c in cuts if c[0] != i] + [(i, True, True, f"{e['kind']} '{e['description']}' "
-                        f"({e['group_name']}); group lists say it moved from {', '.join(moved_from)}", None)]
+                cuts = [c for c in cuts if c[0] != i] + [
+                    (
+                        i,
+                        True,
+                        True,
+                        f"{e['kind']} '{e['description']}' "
+                        f"({e['group_name']}); group lists say it moved from {', '.join(moved_from)}",
+                        None,
+                    )
+                ]
                 cuts.sort(key=lambda c: c[0])
         # attribute backwards from the end: the last stretch ran the group's current allocator
         bounds = [0] + [c[0] for c in cuts] + [n]
         owner: str | None = s.group
-        original = s.group in lists                           # it was in this group's original list
+        original = s.group in lists  # it was in this group's original list
         segs: list[Segment] = []
         for k in range(len(bounds) - 2, -1, -1):
             a, b = bounds[k], bounds[k + 1] - 1
@@ -326,11 +372,11 @@ def segments_imported(store: Store, series: list[Series], mapping: dict[str, Lab
                 if moved_from:
                     owner = moved_from.pop(0)
                 elif owned and original and source is not None and source != s.group:
-                    pass                                           # relays moved in from `source`; it was already here
+                    pass  # relays moved in from `source`; it was already here
                 elif owned:
-                    owner = source if source != owner else None   # this group's allocator started here
+                    owner = source if source != owner else None  # this group's allocator started here
                 elif original:
-                    original = False                               # a general event: it was in the original list
+                    original = False  # a general event: it was in the original list
                 else:
                     owner = None
         s.segments = list(reversed(segs))
@@ -345,13 +391,15 @@ def segments_run(store: Store, series: list[Series]) -> None:
     for s in series:
         if not len(s.t):
             continue
-        marks: list[tuple[float, str | None, str, bool]] = []     # (t, group or None, reason, new process)
+        marks: list[tuple[float, str | None, str, bool]] = []  # (t, group or None, reason, new process)
         seen: set[int] = set()
         for v in by_replica.get(s.replica_id, []):
             new = v["process_id"] not in seen
             seen.add(v["process_id"])
             group = s.group if v["verified"] else None
-            what = f"pid {v['pid']} " + ("verified" if v["verified"] else f"not verified ({v['detail'] or v['mapped_allocator']})")
+            what = f"pid {v['pid']} " + (
+                "verified" if v["verified"] else f"not verified ({v['detail'] or v['mapped_allocator']})"
+            )
             if marks and marks[-1][1] == group and not new:
                 continue
             marks.append((float(v["first_seen"] if new and v["first_seen"] else v["t"]), group, what, new))
@@ -359,9 +407,15 @@ def segments_run(store: Store, series: list[Series]) -> None:
             group = s.group if s.verified is not False else None
             marks = [(float(s.t[0]), group, "whole run" if group else "replica not verified", True)]
         for e in restarts:
-            if e["replica_id"] == s.replica_id and (st := _step_at(s, e["t"])) and st[1] <= -RULES["unexplained_drop_share"]:
+            if (
+                e["replica_id"] == s.replica_id
+                and (st := _step_at(s, e["t"]))
+                and st[1] <= -RULES["unexplained_drop_share"]
+            ):
                 prev = [m for m in marks if m[0] <= e["t"]]
-                marks.append((float(s.t[st[0]]), prev[-1][1] if prev else s.group, f"restart '{e['description']}'", True))
+                marks.append(
+                    (float(s.t[st[0]]), prev[-1][1] if prev else s.group, f"restart '{e['description']}'", True)
+                )
         marks.sort(key=lambda m: m[0])
         segs: list[Segment] = []
         for j, (t0, group, reason, new) in enumerate(marks):

@@ -18,6 +18,7 @@ y − c·level·e^(−u/τ), which keeps b·u. The steep part (remaining deficit
 regrowth_steady_share) is left out as a warm-up, never more than RULES warmup_max_share of the
 segment; what remains of the regrowth after it is added back by the fitted curve.
 """
+
 from __future__ import annotations
 
 import math
@@ -33,13 +34,14 @@ from .load import Series
 @dataclass(frozen=True)
 class Regrowth:
     """A fitted regrowth: deficit(t) = deficit_mb · e^(−(t − t0)/τ) below the level the process regrows to."""
-    t0: float                 # the process's first sample
+
+    t0: float  # the process's first sample
     tau_s: float
-    deficit_share: float      # the deficit at t0, share of the level
+    deficit_share: float  # the deficit at t0, share of the level
     deficit_mb: float
-    steady_from: float        # the steep part ends here (Unix s): the warm-up left out
+    steady_from: float  # the steep part ends here (Unix s): the warm-up left out
     t_stat: float
-    t1: float                 # the process's last sample fitted
+    t1: float  # the process's last sample fitted
 
     def deficit(self, t: np.ndarray) -> np.ndarray:
         """MB below the regrown level at times t (0 before t0)."""
@@ -47,8 +49,10 @@ class Regrowth:
         return self.deficit_mb * np.exp(-u / self.tau_s)
 
     def phrase(self) -> str:
-        return (f"regrowth after its process started ({self.deficit_share:.0%} below its level, τ ≈ "
-                f"{self.tau_s / 3600:.1f} h)")
+        return (
+            f"regrowth after its process started ({self.deficit_share:.0%} below its level, τ ≈ "
+            f"{self.tau_s / 3600:.1f} h)"
+        )
 
 
 def fit(t: np.ndarray, y: np.ndarray, t0: float | None = None) -> Regrowth | None:
@@ -64,7 +68,7 @@ def fit(t: np.ndarray, y: np.ndarray, t0: float | None = None) -> Regrowth | Non
     if span < RULES["regrowth_min_window_s"]:
         return None
     tb, yb = bin_series(t, y, int(RULES["regrowth_max_points"]))
-    level = float(np.median(yb[len(yb) // 2:]))
+    level = float(np.median(yb[len(yb) // 2 :]))
     if level <= 0:
         return None
     r = yb / level
@@ -86,7 +90,7 @@ def fit(t: np.ndarray, y: np.ndarray, t0: float | None = None) -> Regrowth | Non
         rss = float(res @ res)
         if best is None or rss < best[0]:
             best = (rss, tau, coef, x, res)
-    assert best is not None          # at least one candidate is fitted
+    assert best is not None  # at least one candidate is fitted
     rss, tau, coef, x, res = best
     c, a = float(coef[-1]), float(coef[0])
     if c >= 0 or a <= 0:

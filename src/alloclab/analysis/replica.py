@@ -2,6 +2,7 @@
 warm-up exclusion, steady level, growth over the window (MB and % of level, a rate only where the
 window supports it), peak, final, idle release, release events, fragmentation overhead, throughput,
 and the status word."""
+
 from __future__ import annotations
 
 import math
@@ -22,7 +23,7 @@ class ReplicaStats:
     name: str
     group: str
     verified: bool | None
-    n_samples: int                    # steady (post-warm-up) samples
+    n_samples: int  # steady (post-warm-up) samples
     total_samples: int = 0
     steady_mb: float | None = None
     steady_mean_mb: float | None = None
@@ -46,24 +47,23 @@ class ReplicaStats:
     cpu_us_per_op: float | None = None
     status: str = "Too short"
 
-
-    window_start: float | None = None     # the span analysed (Unix s)
+    window_start: float | None = None  # the span analysed (Unix s)
     window_end: float | None = None
-    change_mb: float | None = None        # level at the end minus level at the start of the steady window
-    change_share: float | None = None     # ... as a share of the steady level
-    change_lo: float | None = None        # 95% interval of the change (autocorrelation-robust, stats.growth)
+    change_mb: float | None = None  # level at the end minus level at the start of the steady window
+    change_share: float | None = None  # ... as a share of the steady level
+    change_lo: float | None = None  # 95% interval of the change (autocorrelation-robust, stats.growth)
     change_hi: float | None = None
     status_reason: str = ""
-    slope_lo_ts: float | None = None      # Theil–Sen lower bound (MB/h), the fallback when growth has no interval
-    rate_supported: bool = False          # the window is long enough for a rate (RULES rate_min_*)
-    lazyfree_share: float | None = None   # median LazyFree / metric over the steady window (None: not sampled)
-    footprint_mb: float | None = None     # steady level minus LazyFree (pages the kernel may take back)
-    steady_start: float | None = None     # the steady window (Unix s): after warm-up, load phase only
+    slope_lo_ts: float | None = None  # Theil–Sen lower bound (MB/h), the fallback when growth has no interval
+    rate_supported: bool = False  # the window is long enough for a rate (RULES rate_min_*)
+    lazyfree_share: float | None = None  # median LazyFree / metric over the steady window (None: not sampled)
+    footprint_mb: float | None = None  # steady level minus LazyFree (pages the kernel may take back)
+    steady_start: float | None = None  # the steady window (Unix s): after warm-up, load phase only
     steady_end: float | None = None
-    growth_shape: str | None = None       # stats.STEPS: Growing in steps (stats.status_phrase); None otherwise
-    excluded: str | None = None           # why the replica is left out of its group's comparison (data still shown)
-    regrowth_share: float | None = None   # its process's regrowth (analysis/regrowth.py): deficit at its start ...
-    regrowth_tau_h: float | None = None   # ... and time constant; None: no regrowth recognised
+    growth_shape: str | None = None  # stats.STEPS: Growing in steps (stats.status_phrase); None otherwise
+    excluded: str | None = None  # why the replica is left out of its group's comparison (data still shown)
+    regrowth_share: float | None = None  # its process's regrowth (analysis/regrowth.py): deficit at its start ...
+    regrowth_tau_h: float | None = None  # ... and time constant; None: no regrowth recognised
 
 
 def usable(r: ReplicaStats) -> bool:
@@ -74,6 +74,7 @@ def usable(r: ReplicaStats) -> bool:
 
 
 # ---- per replica --------------------------------------------------------------------------------
+
 
 def theil_sen(t_h: np.ndarray, y: np.ndarray, max_points: int = 400) -> tuple[float, float, float]:
     """Median-of-pairwise-slopes (Theil–Sen) with its 95% interval; thinned evenly for long series."""
@@ -93,10 +94,10 @@ def detect_warmup(t: np.ndarray, y: np.ndarray) -> int:
         return 0
     head = max(3, n // 5)
     early = np.polyfit(t[:head] - t[0], y[:head], 1)[0]
-    late = theil_sen(t[n // 2:] - t[0], y[n // 2:])[0]
+    late = theil_sen(t[n // 2 :] - t[0], y[n // 2 :])[0]
     if early <= 0 or early < RULES["warmup_steepness"] * max(late, 0.0):
         return 0
-    late_level = float(np.median(y[n // 2:]))
+    late_level = float(np.median(y[n // 2 :]))
     reached = np.nonzero(y >= RULES["warmup_fraction"] * late_level)[0]
     first = int(reached[0]) if len(reached) else 0
     return min(first, int(n * RULES["warmup_max_share"]))
@@ -121,8 +122,23 @@ def word_without_samples(r: ReplicaStats) -> str:
 
 def _view(s: Series, start: float, end: float) -> Series:
     m = (s.t >= start) & (s.t <= end)
-    return Series(s.replica_id, s.name, s.group, s.verified, s.t[m], s.mb[m], s.phase[m], s.live_mb[m], s.ops[m],
-                  s.cpu_s[m], s.lazyfree_mb[m], s.segments, s.exit_code, s.ended_at, s.end_kind)
+    return Series(
+        s.replica_id,
+        s.name,
+        s.group,
+        s.verified,
+        s.t[m],
+        s.mb[m],
+        s.phase[m],
+        s.live_mb[m],
+        s.ops[m],
+        s.cpu_s[m],
+        s.lazyfree_mb[m],
+        s.segments,
+        s.exit_code,
+        s.ended_at,
+        s.end_kind,
+    )
 
 
 @dataclass(frozen=True)
@@ -131,11 +147,12 @@ class SteadyGrowth:
     group's pooled interval (stats.pooled) re-decides the word without computing growth again, nor
     what stats.classify found in the series alone (`call`: the first pass's, its release events and
     step fit; None when it did not run)."""
+
     t: np.ndarray
     y: np.ndarray
     growth: stats.Growth | None
     call: stats.StatusCall | None = None
-    regrowth: regrowth.Regrowth | None = None     # the process's regrowth, added back in y (analysis/regrowth.py)
+    regrowth: regrowth.Regrowth | None = None  # the process's regrowth, added back in y (analysis/regrowth.py)
 
     def step_evidence(self) -> stats.StepEvidence:
         """The step fit classify ran on this window, or (its word settled before it: Bloating, Too
@@ -145,8 +162,9 @@ class SteadyGrowth:
         return stats.step_evidence(self.t, self.y)
 
 
-def replica_stats(s: Series, idle_configured: bool = False, span: Segment | None = None,
-                  pool: stats.GrowthPool | None = None) -> ReplicaStats:
+def replica_stats(
+    s: Series, idle_configured: bool = False, span: Segment | None = None, pool: stats.GrowthPool | None = None
+) -> ReplicaStats:
     """Statistics of the replica's clean span (none: the replica ends off its group's allocator),
     or of `span` (the process the comparison measures when the last one restarted inside the
     window: a partly regrown process is not Bloating). Samples with no recorded phase count as
@@ -176,18 +194,27 @@ def repooled(r: ReplicaStats, steady: SteadyGrowth | None, pool: stats.GrowthPoo
         # the word an operator reads beside a wide interval: why it is wide, and what it cannot tell
         # (a Flat word's reason has stated the change already: stats.classify)
         change = "" if out.status == "Flat" else f"{stats.change_phrase(g)}, "
-        out.status_reason = "; ".join(x for x in (out.status_reason, (
-            f"{change}the interval {g.pooled}: a change of this size over this window cannot be told from that wander")) if x)
+        out.status_reason = "; ".join(
+            x
+            for x in (
+                out.status_reason,
+                (
+                    f"{change}the interval {g.pooled}: a change of this size over this window cannot be told from that wander"
+                ),
+            )
+            if x
+        )
     return out
 
 
-def _set_growth_and_status(r: ReplicaStats, st: np.ndarray, sy: np.ndarray, g: stats.Growth | None,
-                           earlier: stats.StatusCall | None = None) -> stats.StatusCall | None:
+def _set_growth_and_status(
+    r: ReplicaStats, st: np.ndarray, sy: np.ndarray, g: stats.Growth | None, earlier: stats.StatusCall | None = None
+) -> stats.StatusCall | None:
     """Sets r's growth fields and word; returns stats.classify's call (None: it did not run)."""
     if g is not None:
         r.change_mb, r.change_lo, r.change_hi, r.change_share = g.change_mb, g.change_lo, g.change_hi, g.change_share
         r.rate_supported = g.rate_mb_h is not None
-        r.slope_mb_h, r.slope_lo, r.slope_hi = g.rate_mb_h, g.rate_lo, g.rate_hi     # only where supported
+        r.slope_mb_h, r.slope_lo, r.slope_hi = g.rate_mb_h, g.rate_lo, g.rate_hi  # only where supported
     if g is not None and g.change_lo is None and len(sy) >= 3:
         r.slope_lo_ts = theil_sen((st - st[0]) / 3600, sy)[1]
     call = stats.classify(st, sy, verified=r.verified, growth=g, earlier=earlier) if len(sy) else None
@@ -196,8 +223,9 @@ def _set_growth_and_status(r: ReplicaStats, st: np.ndarray, sy: np.ndarray, g: s
     return call
 
 
-def replica_stats_steady(s: Series, idle_configured: bool = False,
-                         span: Segment | None = None) -> tuple[ReplicaStats, SteadyGrowth | None]:
+def replica_stats_steady(
+    s: Series, idle_configured: bool = False, span: Segment | None = None
+) -> tuple[ReplicaStats, SteadyGrowth | None]:
     """replica_stats on the replica's own series, with what repooled() needs (None: no steady window)."""
     clean = span or s.clean
     r = ReplicaStats(s.name, s.group, s.verified, 0)
@@ -237,9 +265,9 @@ def replica_stats_steady(s: Series, idle_configured: bool = False,
         lf = s.lazyfree_mb[load][start:]
         if np.any(~np.isnan(lf)) and r.steady_mb > 0:
             r.lazyfree_share = float(np.nanmedian(lf / sy))
-            r.footprint_mb = float(np.nanmean(sy - lf))     # the level's own estimator (a mean): footprint ≤ level
+            r.footprint_mb = float(np.nanmean(sy - lf))  # the level's own estimator (a mean): footprint ≤ level
     g = stats.growth(st, sy, level=r.steady_mb) if len(sy) >= 3 and r.window_h > 0 else None
-    r.release_events, r.largest_release_mb = drops_between_samples(sy, r.steady_mb or 0.0)   # steady window only
+    r.release_events, r.largest_release_mb = drops_between_samples(sy, r.steady_mb or 0.0)  # steady window only
     if idle.any() and len(ly):
         # Idle release: the share of the load's level (its steady mean, the level every output
         # shows) no longer held once idle (median of the idle phase's last 3 samples). Measured

@@ -1,6 +1,7 @@
 """Comparable windows: when every group runs its treatment, which replicas are clean there, each
 group's level at the window's end, a published-style figure beside the clean one, and the
 per-group table at regular process ages ("day 1 / 3 / 5 / 7 / 9")."""
+
 from __future__ import annotations
 
 from collections.abc import Callable, Set as AbstractSet
@@ -18,8 +19,8 @@ from .load import Segment, Series
 class Window:
     start: float
     end: float
-    group_starts: dict[str, float]          # when each group's last replica began its treatment
-    basis: str                              # plain words: why this window
+    group_starts: dict[str, float]  # when each group's last replica began its treatment
+    basis: str  # plain words: why this window
 
     @property
     def hours(self) -> float:
@@ -29,20 +30,20 @@ class Window:
 @dataclass
 class EndFigure:
     group: str
-    clean: list[str]                        # replicas on the group's allocator throughout the window
-    clean_mb: float | None                  # median level at the window's end over them
-    published: list[str]                    # every replica listed for the group (any list), as published
+    clean: list[str]  # replicas on the group's allocator throughout the window
+    clean_mb: float | None  # median level at the window's end over them
+    published: list[str]  # every replica listed for the group (any list), as published
     published_mb: float | None
     differs: bool = False
-    why: list[str] = field(default_factory=list)   # "keithsweat: jemalloc (D) at the end"
-    clean_levels: list[float] = field(default_factory=list)   # each clean replica's level at the window's end
+    why: list[str] = field(default_factory=list)  # "keithsweat: jemalloc (D) at the end"
+    clean_levels: list[float] = field(default_factory=list)  # each clean replica's level at the window's end
 
 
 @dataclass
 class AgeTable:
-    unit: str                               # "day", "hour" or "minute"
-    points: list[float]                     # ages in that unit
-    cells: dict[str, list[tuple[float | None, int]]]   # group -> (median MB, replicas) per point
+    unit: str  # "day", "hour" or "minute"
+    points: list[float]  # ages in that unit
+    cells: dict[str, list[tuple[float | None, int]]]  # group -> (median MB, replicas) per point
 
 
 def treatment_window(series: list[Series], groups: list[str]) -> Window | None:
@@ -53,16 +54,18 @@ def treatment_window(series: list[Series], groups: list[str]) -> Window | None:
     ends: dict[str, float] = {}
     for g in groups:
         ss = [s for s in series if s.group == g and s.clean is not None]
-        if ss:                  # (a replica with clean data has a clean segment and its treatment's start)
+        if ss:  # (a replica with clean data has a clean segment and its treatment's start)
             starts[g] = max(cast(float, s.treatment_start) for s in ss)
-            ends[g] = max(cast(Segment, s.clean).end for s in ss)     # replicas ending earlier drop out, by name
+            ends[g] = max(cast(Segment, s.clean).end for s in ss)  # replicas ending earlier drop out, by name
     if not starts:
         return None
     start, end = max(starts.values()), min(ends.values())
     last = max(starts, key=lambda g: starts[g])
-    basis = (f"all groups run their treatment from {utc(start, minutes=True)} (when {last}'s last replica started it) "
-             f"to {utc(end, minutes=True)}")
-    if end <= start:            # no overlap: fall back to each group's own clean data (said so)
+    basis = (
+        f"all groups run their treatment from {utc(start, minutes=True)} (when {last}'s last replica started it) "
+        f"to {utc(end, minutes=True)}"
+    )
+    if end <= start:  # no overlap: fall back to each group's own clean data (said so)
         start, end = min(starts.values()), max(ends.values())
         basis = "the groups never run their treatments at the same time: each group's own clean span is used"
     return Window(start, end, starts, basis)
@@ -133,6 +136,7 @@ def daily_swing(s: Series, w: Window) -> float | None:
     cycle's harmonics, stats.cycle_columns) over the window's part in the process covering its end;
     None when that part is shorter than a day or holds too few samples."""
     from ..stats.growth import cycle_columns
+
     seg = s.segment_at(w.end)
     start = max(w.start, seg.start) if seg is not None else w.start
     m = s.mask(start, w.end) & (s.mb > 0)
@@ -152,9 +156,14 @@ def clean_in_window(s: Series, w: Window, tolerance: float = 1.0) -> bool:
     return s.clean is not None and ts is not None and ts <= w.start + tol and s.clean.end >= w.end - tol
 
 
-def end_figures(series: list[Series], groups: list[str], w: Window, listed: dict[str, set[str]],
-                left_out: AbstractSet[str] = frozenset(),
-                modelled: dict[str, Series] | None = None) -> dict[str, EndFigure]:
+def end_figures(
+    series: list[Series],
+    groups: list[str],
+    w: Window,
+    listed: dict[str, set[str]],
+    left_out: AbstractSet[str] = frozenset(),
+    modelled: dict[str, Series] | None = None,
+) -> dict[str, EndFigure]:
     """Each group's level at the window's end over its clean replicas (`left_out`: replicas the
     analysis excludes by name, e.g. restarted inside the window), beside the published-style one.
     `modelled`: replicas whose clean level is read from another series (a young process's, with
@@ -165,8 +174,9 @@ def end_figures(series: list[Series], groups: list[str], w: Window, listed: dict
     out = {}
     for g in groups:
         clean = [s for s in series if s.group == g and clean_in_window(s, w) and s.name not in left_out]
-        at: Callable[[Series], float | None] = ((lambda x: day_level(x, w)) if day_levels(w)
-                                                else (lambda x: level_at(x, w.end, span)))
+        at: Callable[[Series], float | None] = (
+            (lambda x: day_level(x, w)) if day_levels(w) else (lambda x: level_at(x, w.end, span))
+        )
         vals = [v for s in clean if (v := at(modelled.get(s.name, s))) is not None]
         pub_names = sorted(listed.get(g, set()) | {s.name for s in series if s.group == g})
         pub_vals, why = [], []
@@ -186,12 +196,19 @@ def end_figures(series: list[Series], groups: list[str], w: Window, listed: dict
                 elif len(s.t) and s.t[-1] < w.end - 1:
                     why.append(f"{n}: its data end at {utc(float(s.t[-1]), minutes=True)}, before the window's end")
                 elif s.treatment_start is None or s.treatment_start > w.start:
-                    why.append(f"{n}: on {g}'s allocator only from "
-                               f"{utc(s.treatment_start, minutes=True) if s.treatment_start else 'never'}")
+                    why.append(
+                        f"{n}: on {g}'s allocator only from "
+                        f"{utc(s.treatment_start, minutes=True) if s.treatment_start else 'never'}"
+                    )
                 else:
                     why.append(f"{n}: running {on} at the end")
-        fig = EndFigure(g, [s.name for s in clean], float(np.median(vals)) if vals else None, pub_names,
-                        float(np.median(pub_vals)) if pub_vals else None)
+        fig = EndFigure(
+            g,
+            [s.name for s in clean],
+            float(np.median(vals)) if vals else None,
+            pub_names,
+            float(np.median(pub_vals)) if pub_vals else None,
+        )
         if fig.clean_mb and fig.published_mb:
             fig.differs = abs(fig.published_mb / fig.clean_mb - 1) > RULES["published_differs_share"] and bool(why)
         fig.why, fig.clean_levels = why, vals
@@ -204,8 +221,9 @@ def age_table(series: list[Series], groups: list[str]) -> AgeTable:
     last process on its group's allocator started), from clean segments only."""
     ages = [s.clean.end - s.clean.start for s in series if s.clean is not None]
     longest = max(ages, default=0.0)
-    unit, sec = next(((u, x) for u, x in (("day", 86400), ("hour", 3600), ("minute", 60)) if longest >= 3 * x),
-                     ("second", 1.0))
+    unit, sec = next(
+        ((u, x) for u, x in (("day", 86400), ("hour", 3600), ("minute", 60)) if longest >= 3 * x), ("second", 1.0)
+    )
     n_max = int(longest // sec)
     points = [float(p) for p in range(1, n_max + 1, 2)][:9]
     cells: dict[str, list[tuple[float | None, int]]] = {}
@@ -228,11 +246,11 @@ def age_table(series: list[Series], groups: list[str]) -> AgeTable:
 class Restart:
     replica: str
     group: str
-    t: float                                # first sample of the new process (segment)
-    reason: str                             # the segment's evidence ("unrecorded restart: level -62%", an event)
+    t: float  # first sample of the new process (segment)
+    reason: str  # the segment's evidence ("unrecorded restart: level -62%", an event)
     recorded: bool
-    excluded: bool = False                  # left out of the comparison by name
-    after_end: bool = False                 # the window was cut to end before it
+    excluded: bool = False  # left out of the comparison by name
+    after_end: bool = False  # the window was cut to end before it
 
 
 def restarts_in_window(series: list[Series], w: Window) -> list[Restart]:
@@ -275,8 +293,9 @@ def cut_before_restarts(series: list[Series], w: Window) -> tuple[Window, list[R
     restarted: dict[str, set[str]] = {}
     for r in late:
         restarted.setdefault(r.group, set()).add(r.replica)
-    affordable = {g for g, names in restarted.items()
-                  if clean[g] - len(names) >= max(RULES["min_replicas"], clean[g] / 2)}
+    affordable = {
+        g for g, names in restarted.items() if clean[g] - len(names) >= max(RULES["min_replicas"], clean[g] / 2)
+    }
     for r in late:
         r.excluded = r.group in affordable
     cut = [r for r in late if not r.excluded]
@@ -287,8 +306,10 @@ def cut_before_restarts(series: list[Series], w: Window) -> tuple[Window, list[R
     before = by[first.replica].t[by[first.replica].t < first.t]
     end = max(float(before[-1]) if len(before) else first.t - 1.0, w.start)
     for r in found:
-        r.excluded = r.excluded and r.t <= end          # after the new end: no longer inside the window
+        r.excluded = r.excluded and r.t <= end  # after the new end: no longer inside the window
         r.after_end = r.t > end
-    basis = (w.basis + f"; ended at {utc(end, minutes=True)}, before {first.replica}'s process restart "
-             f"({first.reason}), so every level is a process that ran through the window")
+    basis = (
+        w.basis + f"; ended at {utc(end, minutes=True)}, before {first.replica}'s process restart "
+        f"({first.reason}), so every level is a process that ran through the window"
+    )
     return Window(w.start, end, w.group_starts, basis), found

@@ -4,6 +4,7 @@ Used by the runner (replicas), `run --resume` (survivors) and the fleet collecto
 A process is known by (pid, start ticks); it is verified (its maps read) when first seen and every
 `verify_every` seconds after, and a verdict read while its pid was reused is thrown away.
 """
+
 from __future__ import annotations
 
 import json
@@ -16,7 +17,7 @@ from ..allocators.library import AllocatorSpec
 from ..store import Store
 from . import sampler
 
-VERIFY_MIN_AGE = 0.2          # seconds: a younger process may not have exec'd / mapped its preload yet
+VERIFY_MIN_AGE = 0.2  # seconds: a younger process may not have exec'd / mapped its preload yet
 # a process's first verdict that is not "verified" is taken only once it is this old: before, it
 # is read again at the next tick (replicas run below alloclab's priority, priority.py, so on a busy
 # machine the dynamic loader may still be mapping libraries well after VERIFY_MIN_AGE)
@@ -26,18 +27,19 @@ VERIFY_SETTLE_S = 2.0
 @dataclass(kw_only=True)
 class Tracked:
     """What the recorder keeps per sampled unit (a replica, or a fleet's service)."""
+
     id: int
     name: str
     group_name: str
     spec: AllocatorSpec
-    processes: dict[tuple[int, int], int] = field(default_factory=dict)   # (pid, start) -> process row id
+    processes: dict[tuple[int, int], int] = field(default_factory=dict)  # (pid, start) -> process row id
     verified_at: dict[tuple[int, int], float] = field(default_factory=dict)
     verdicts: dict[tuple[int, int], bool | None] = field(default_factory=dict)
     details: dict[tuple[int, int], str] = field(default_factory=dict)
-    embedded: dict[tuple[int, int], tuple[str, ...]] = field(default_factory=dict)   # families a process carries itself
-    state: bool | None = None         # verified? (None: not yet known)
+    embedded: dict[tuple[int, int], tuple[str, ...]] = field(default_factory=dict)  # families a process carries itself
+    state: bool | None = None  # verified? (None: not yet known)
     last_metric_kb: int | None = None
-    current: set[tuple[int, int]] = field(default_factory=set)           # processes seen last tick
+    current: set[tuple[int, int]] = field(default_factory=set)  # processes seen last tick
 
 
 class Recorder:
@@ -45,11 +47,42 @@ class Recorder:
     changed allocator is seen), a row per process and a row per replica. Used by the runner and by
     the fleet collector."""
 
-    SAMPLE_COLUMNS = ("t", "replica_id", "phase", "nprocs", "rss_kb", "pss_kb", "uss_kb", "anon_kb", "swap_kb", "cpu_s",
-                      "cgroup_kb", "cgroup_peak_kb", "live_bytes", "ops", "tier", "vmsize_kb", "lazyfree_kb")
+    SAMPLE_COLUMNS = (
+        "t",
+        "replica_id",
+        "phase",
+        "nprocs",
+        "rss_kb",
+        "pss_kb",
+        "uss_kb",
+        "anon_kb",
+        "swap_kb",
+        "cpu_s",
+        "cgroup_kb",
+        "cgroup_peak_kb",
+        "live_bytes",
+        "ops",
+        "tier",
+        "vmsize_kb",
+        "lazyfree_kb",
+    )
     METRIC_INDEX = {c[:-3]: i for i, c in enumerate(SAMPLE_COLUMNS) if c.endswith("_kb")}
-    PROCESS_COLUMNS = ("t", "process_id", "tier", "rss_kb", "pss_kb", "uss_kb", "anon_kb", "swap_kb", "cpu_user_s",
-                       "cpu_sys_s", "minflt", "majflt", "threads", "lazyfree_kb")
+    PROCESS_COLUMNS = (
+        "t",
+        "process_id",
+        "tier",
+        "rss_kb",
+        "pss_kb",
+        "uss_kb",
+        "anon_kb",
+        "swap_kb",
+        "cpu_user_s",
+        "cpu_sys_s",
+        "minflt",
+        "majflt",
+        "threads",
+        "lazyfree_kb",
+    )
 
     def __init__(self, store: Store, verify_every: float, metric: str, single_process_rows: bool = True):
         """`single_process_rows=False` (the fleet collector): a unit with one process gets a
@@ -59,27 +92,36 @@ class Recorder:
         self.single_process_rows = single_process_rows
         self.proc_rows: list[tuple] = []
         self.replica_rows: list[tuple] = []
-        self.seen: list[int] = []               # processes rows sampled this tick (last_seen, at flush)
+        self.seen: list[int] = []  # processes rows sampled this tick (last_seen, at flush)
 
     def verify(self, r: Tracked, key: tuple[int, int], proc_id: int, now: float) -> None:
         try:
             verdict = library.verify_process(key[0], r.spec)
         except OSError:
             return
-        if not sampler.is_alive(key):        # the pid was reused while its maps were read
+        if not sampler.is_alive(key):  # the pid was reused while its maps were read
             return
         if verdict.verified is not True and key not in r.verdicts and sampler.process_age(key[1]) < VERIFY_SETTLE_S:
-            return                          # maybe still loading: read again next tick
+            return  # maybe still loading: read again next tick
         previous = r.verdicts.get(key, "unset")
         r.verdicts[key] = verdict.verified
         r.details[key] = verdict.detail
         r.embedded[key] = verdict.embedded if verdict.state == "embedded" else ()
         r.verified_at[key] = now
         if previous != verdict.verified:
-            self.store.add_verification(t=now, process_id=proc_id, verified=verdict.verified,
-                              detail=verdict.detail, mapped_allocator=verdict.mapped_allocator)
-            self.store.update_process(proc_id, verified=verdict.verified, verify_detail=verdict.detail,
-                              mapped_allocator=verdict.mapped_allocator)
+            self.store.add_verification(
+                t=now,
+                process_id=proc_id,
+                verified=verdict.verified,
+                detail=verdict.detail,
+                mapped_allocator=verdict.mapped_allocator,
+            )
+            self.store.update_process(
+                proc_id,
+                verified=verdict.verified,
+                verify_detail=verdict.detail,
+                mapped_allocator=verdict.mapped_allocator,
+            )
             if previous is True and verdict.verified is not True:
                 self.store.add_event(now, "allocator_changed", f"pid {key[0]}: {verdict.detail}", r.id, r.group_name)
         states = list(r.verdicts.values())
@@ -98,16 +140,30 @@ class Recorder:
         proc_id = r.processes.get(key)
         if proc_id is None:
             proc_id = self.store.process_row(*key) or self.store.add_process(
-                replica_id=r.id, pid=key[0], start_ticks=key[1], ppid=rd.stat.ppid, comm=rd.stat.comm,
-                cmdline=sampler.read_cmdline(key[0]), first_seen=now, last_seen=now)
+                replica_id=r.id,
+                pid=key[0],
+                start_ticks=key[1],
+                ppid=rd.stat.ppid,
+                comm=rd.stat.comm,
+                cmdline=sampler.read_cmdline(key[0]),
+                first_seen=now,
+                last_seen=now,
+            )
             r.processes[key] = proc_id
         return proc_id
 
-    def observe(self, r: Tracked, readings: list[sampler.ProcReading], now: float, phase: str,
-                cgroup: sampler.Cgroup | None = None, stats=None) -> None:
+    def observe(
+        self,
+        r: Tracked,
+        readings: list[sampler.ProcReading],
+        now: float,
+        phase: str,
+        cgroup: sampler.Cgroup | None = None,
+        stats=None,
+    ) -> None:
         seen = {rd.stat.identity for rd in readings}
         if seen != r.current:
-            for pid, _ in r.current - seen:      # gone since last tick: close its cached /proc files
+            for pid, _ in r.current - seen:  # gone since last tick: close its cached /proc files
                 sampler.forget(pid)
             r.current = seen
         rows_for_all = self.single_process_rows or len(readings) > 1
@@ -118,29 +174,77 @@ class Recorder:
             new = proc_id is None
             if new:
                 proc_id = self.process_id(r, rd, now)
-            if now - r.verified_at.get(key, -1e18) >= self.verify_every and \
-                    sampler.process_age(st.start_ticks) >= VERIFY_MIN_AGE:
+            if (
+                now - r.verified_at.get(key, -1e18) >= self.verify_every
+                and sampler.process_age(st.start_ticks) >= VERIFY_MIN_AGE
+            ):
                 self.verify(r, key, proc_id, now)
             f = rd.full
             if rows_for_all or new or f:
                 f = f or {}
-                self.proc_rows.append((now, proc_id, "full" if rd.full else "cheap", rd.rss_kb, f.get("pss_kb"),
-                                       f.get("uss_kb"), f.get("anon_kb"), f.get("swap_kb"), st.utime_s,
-                                       st.stime_s, st.minflt, st.majflt, st.threads, f.get("lazyfree_kb")))
+                self.proc_rows.append(
+                    (
+                        now,
+                        proc_id,
+                        "full" if rd.full else "cheap",
+                        rd.rss_kb,
+                        f.get("pss_kb"),
+                        f.get("uss_kb"),
+                        f.get("anon_kb"),
+                        f.get("swap_kb"),
+                        st.utime_s,
+                        st.stime_s,
+                        st.minflt,
+                        st.majflt,
+                        st.threads,
+                        f.get("lazyfree_kb"),
+                    )
+                )
             self.seen.append(proc_id)
         cg_usage, cg_peak = (cgroup.usage_kb(), cgroup.peak_kb()) if cgroup else (None, None)
-        if len(readings) == 1 and not readings[0].full and stats is None:    # the fleet's common case, kept short
+        if len(readings) == 1 and not readings[0].full and stats is None:  # the fleet's common case, kept short
             rd = readings[0]
-            row = (now, r.id, phase, 1, rd.rss_kb, None, None, None, None, rd.stat.utime_s + rd.stat.stime_s,
-                   cg_usage, cg_peak, None, None, "cheap", rd.vmsize_kb, None)
+            row = (
+                now,
+                r.id,
+                phase,
+                1,
+                rd.rss_kb,
+                None,
+                None,
+                None,
+                None,
+                rd.stat.utime_s + rd.stat.stime_s,
+                cg_usage,
+                cg_peak,
+                None,
+                None,
+                "cheap",
+                rd.vmsize_kb,
+                None,
+            )
         else:
             full = bool(readings) and all(rd.full for rd in readings)
             total = lambda k: sum(rd.full[k] for rd in readings) if full else None
-            row = (now, r.id, phase, len(readings), sum(rd.rss_kb for rd in readings), total("pss_kb"),
-                   total("uss_kb"), total("anon_kb"), total("swap_kb"),
-                   sum(rd.stat.utime_s + rd.stat.stime_s for rd in readings),
-                   cg_usage, cg_peak, stats.live_bytes if stats else None, stats.ops if stats else None,
-                   "full" if full else "cheap", sum(rd.vmsize_kb for rd in readings), total("lazyfree_kb"))
+            row = (
+                now,
+                r.id,
+                phase,
+                len(readings),
+                sum(rd.rss_kb for rd in readings),
+                total("pss_kb"),
+                total("uss_kb"),
+                total("anon_kb"),
+                total("swap_kb"),
+                sum(rd.stat.utime_s + rd.stat.stime_s for rd in readings),
+                cg_usage,
+                cg_peak,
+                stats.live_bytes if stats else None,
+                stats.ops if stats else None,
+                "full" if full else "cheap",
+                sum(rd.vmsize_kb for rd in readings),
+                total("lazyfree_kb"),
+            )
         self.replica_rows.append(row)
         value = row[self.METRIC_INDEX[self.metric]]
         r.last_metric_kb = value if value is not None else r.last_metric_kb

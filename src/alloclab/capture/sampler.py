@@ -7,6 +7,7 @@ budget (a share of one core); processes take turns, stalest first. Each figure i
 the tier it came from.
 A process is identified by (pid, start time in clock ticks), so a reused pid is a new process.
 """
+
 from __future__ import annotations
 
 import errno
@@ -20,14 +21,21 @@ from typing import NamedTuple
 
 PAGE_KB = os.sysconf("SC_PAGE_SIZE") // 1024
 CLK_TCK = os.sysconf("SC_CLK_TCK")
-SMAPS_FIELDS = {"Rss": "rss_kb", "Pss": "pss_kb", "Anonymous": "anon_kb", "Swap": "swap_kb",
-                "Private_Clean": "uss_kb", "Private_Dirty": "uss_kb",
-                # pages freed with MADV_FREE: still counted in Rss until the kernel reclaims them
-                "LazyFree": "lazyfree_kb"}
+SMAPS_FIELDS = {
+    "Rss": "rss_kb",
+    "Pss": "pss_kb",
+    "Anonymous": "anon_kb",
+    "Swap": "swap_kb",
+    "Private_Clean": "uss_kb",
+    "Private_Dirty": "uss_kb",
+    # pages freed with MADV_FREE: still counted in Rss until the kernel reclaims them
+    "LazyFree": "lazyfree_kb",
+}
 
 
 class ProcStat(NamedTuple):
     """One /proc/PID/stat reading (a named tuple: the collector builds thousands a tick)."""
+
     pid: int
     ppid: int
     comm: str
@@ -45,7 +53,7 @@ class ProcStat(NamedTuple):
         return self.pid, self.start_ticks
 
 
-_open_files: dict[str, int] = {}        # /proc path -> open descriptor, reused across ticks
+_open_files: dict[str, int] = {}  # /proc path -> open descriptor, reused across ticks
 # pids with a descriptor opened afresh since sample_processes last cleared this: only their readings
 # can mix two processes (a descriptor kept open reads only the process it was opened on: ESRCH after)
 _opened_pids: set[str] = set()
@@ -73,7 +81,7 @@ def _read(path: str) -> bytes | None:
     except OSError as exc:
         if exc.errno != errno.EMFILE or not _open_files:
             return None
-        for victim in list(_open_files)[: len(_open_files) // 2 + 1]:   # out of descriptors: make room
+        for victim in list(_open_files)[: len(_open_files) // 2 + 1]:  # out of descriptors: make room
             os.close(_open_files.pop(victim))
         return _read(path)
     try:
@@ -81,7 +89,7 @@ def _read(path: str) -> bytes | None:
     except OSError:
         os.close(fd)
         return None
-    if len(_open_files) >= MAX_OPEN_FILES:          # bounded: drop the oldest
+    if len(_open_files) >= MAX_OPEN_FILES:  # bounded: drop the oldest
         old_path, old_fd = next(iter(_open_files.items()))
         os.close(old_fd)
         del _open_files[old_path]
@@ -104,10 +112,20 @@ def read_stat(pid: int) -> ProcStat | None:
         return None
     # comm may contain spaces and parentheses: it ends at the last ')'.
     rpar = raw.rfind(b")")
-    rest = raw[rpar + 2:].split()
-    return ProcStat(pid, int(rest[1]), raw[raw.find(b"(") + 1:rpar].decode(errors="replace"), int(rest[19]),
-                    int(rest[11]) / CLK_TCK, int(rest[12]) / CLK_TCK, int(rest[7]), int(rest[9]), int(rest[17]),
-                    int(rest[2]), rest[0].decode())
+    rest = raw[rpar + 2 :].split()
+    return ProcStat(
+        pid,
+        int(rest[1]),
+        raw[raw.find(b"(") + 1 : rpar].decode(errors="replace"),
+        int(rest[19]),
+        int(rest[11]) / CLK_TCK,
+        int(rest[12]) / CLK_TCK,
+        int(rest[7]),
+        int(rest[9]),
+        int(rest[17]),
+        int(rest[2]),
+        rest[0].decode(),
+    )
 
 
 def uptime() -> float:
@@ -204,8 +222,12 @@ def environ_marks(pid: int, names: tuple[bytes, ...]) -> dict[bytes, bytes]:
 
 
 def read_meminfo() -> dict[str, int]:
-    want = {"MemTotal": "mem_total_kb", "MemAvailable": "mem_available_kb",
-            "SwapTotal": "swap_total_kb", "SwapFree": "swap_free_kb"}
+    want = {
+        "MemTotal": "mem_total_kb",
+        "MemAvailable": "mem_available_kb",
+        "SwapTotal": "swap_total_kb",
+        "SwapFree": "swap_free_kb",
+    }
     out = {}
     with open("/proc/meminfo") as f:
         for line in f:
@@ -216,6 +238,7 @@ def read_meminfo() -> dict[str, int]:
 
 
 # ---- cgroups ------------------------------------------------------------------------------------
+
 
 def read_small(path: str) -> bytes:
     """A small kernel file read afresh (open, one read, close: no Python file object). For files a
@@ -333,28 +356,31 @@ def make_cgroup(name: str) -> tuple[Cgroup | None, str]:
 
 # ---- the tiered sampler -------------------------------------------------------------------------
 
+
 @dataclass(slots=True)
 class ProcReading:
     stat: ProcStat
     vmsize_kb: int
     rss_kb: int
-    full: dict[str, int] | None      # smaps_rollup figures, when the full tier ran this time
+    full: dict[str, int] | None  # smaps_rollup figures, when the full tier ran this time
 
 
 @dataclass
 class SmapsBudget:
     """Lets the full tier spend at most `share` of one core, measured, over the run."""
+
     share: float
     started: float = field(default_factory=time.monotonic)
     spent: float = 0.0
-    grace: float = 0.05              # seconds allowed up front so the first interval gets a full read
+    grace: float = 0.05  # seconds allowed up front so the first interval gets a full read
     last_full: dict[tuple[int, int], float] = field(default_factory=dict)
-    per_tick: float | None = None    # CPU seconds one tick may spend (from begin_tick); None: no cap
+    per_tick: float | None = None  # CPU seconds one tick may spend (from begin_tick); None: no cap
     tick_mark: float = 0.0
 
     def allowed(self) -> bool:
-        return self.spent <= self.share * (time.monotonic() - self.started) + self.grace and \
-            (self.per_tick is None or self.spent - self.tick_mark < self.per_tick)
+        return self.spent <= self.share * (time.monotonic() - self.started) + self.grace and (
+            self.per_tick is None or self.spent - self.tick_mark < self.per_tick
+        )
 
     def begin_tick(self) -> None:
         """A tick starts: with `per_tick`, what slots skipped under load accrued is not spent at once
@@ -369,7 +395,7 @@ class SmapsBudget:
 def full_tier(readings: list[ProcReading], budget: SmapsBudget) -> None:
     """smaps_rollup for the stalest readings first while the budget allows (in place: `full`,
     and `rss_kb` from the same read)."""
-    if not budget.allowed():                         # nothing to order this tick
+    if not budget.allowed():  # nothing to order this tick
         return
     by_key = {r.stat.identity: r for r in readings}
     for key in budget.order(list(by_key)):
@@ -378,18 +404,19 @@ def full_tier(readings: list[ProcReading], budget: SmapsBudget) -> None:
         t0 = time.thread_time()
         full = read_smaps_rollup(key[0])
         if full is not None and ((now := read_stat(key[0])) is None or now.identity != key):
-            full = None                              # the pid is another process's now (a fresh open)
+            full = None  # the pid is another process's now (a fresh open)
         budget.spent += time.thread_time() - t0
         if full is not None:
             by_key[key].full = full
             by_key[key].rss_kb = full["rss_kb"]
             budget.last_full[key] = time.monotonic()
-    if len(budget.last_full) > 2 * len(by_key) + 1024:      # processes gone: bounded by those read now
+    if len(budget.last_full) > 2 * len(by_key) + 1024:  # processes gone: bounded by those read now
         budget.last_full = {k: t for k, t in budget.last_full.items() if k in by_key}
 
 
-def sample_replicas(members: list[tuple[list[int], dict[int, int] | None]],
-                    budget: SmapsBudget | None) -> list[list[ProcReading]]:
+def sample_replicas(
+    members: list[tuple[list[int], dict[int, int] | None]], budget: SmapsBudget | None
+) -> list[list[ProcReading]]:
     """sample_processes for each replica's (pids, expected), then one full tier over all of them,
     stalest first: a full tier per replica spent the budget on the replicas sampled first each
     tick, and those sampled last got no full reading for most of a run."""
@@ -399,8 +426,9 @@ def sample_replicas(members: list[tuple[list[int], dict[int, int] | None]],
     return out
 
 
-def sample_processes(pids: list[int], budget: SmapsBudget | None,
-                     expected: dict[int, int] | None = None) -> list[ProcReading]:
+def sample_processes(
+    pids: list[int], budget: SmapsBudget | None, expected: dict[int, int] | None = None
+) -> list[ProcReading]:
     """Cheap tier for every pid, full tier in stalest-first order while the budget allows.
     `expected` (pid -> start ticks) names the processes the caller matched; a reading of another
     process under one of those pids is dropped. A reading that opened a /proc file afresh is
@@ -410,12 +438,20 @@ def sample_processes(pids: list[int], budget: SmapsBudget | None,
     readings = []
     for pid in pids:
         st = read_stat(pid)
-        if st is None or st.state == "Z" or (expected is not None and expected.get(pid, st.start_ticks) != st.start_ticks):
+        if (
+            st is None
+            or st.state == "Z"
+            or (expected is not None and expected.get(pid, st.start_ticks) != st.start_ticks)
+        ):
             continue
         statm = read_statm(pid)
-        if statm is not None and statm[0] > 0:       # no address space: exiting, its memory already released
+        if statm is not None and statm[0] > 0:  # no address space: exiting, its memory already released
             readings.append(ProcReading(st, statm[0], statm[1], None))
-    if budget is not None:                           # None: the cheap tier only
+    if budget is not None:  # None: the cheap tier only
         full_tier(readings, budget)
-    return [r for r in readings if str(r.stat.pid) not in _opened_pids
-            or ((again := read_stat(r.stat.pid)) is not None and again.start_ticks == r.stat.start_ticks)]
+    return [
+        r
+        for r in readings
+        if str(r.stat.pid) not in _opened_pids
+        or ((again := read_stat(r.stat.pid)) is not None and again.start_ticks == r.stat.start_ticks)
+    ]

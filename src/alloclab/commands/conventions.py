@@ -9,6 +9,7 @@ for every verb by tests/unit/test_cli_conventions.py):
 - `--json`: one JSON document on stdout; what else the verb says goes to stderr;
 - output is plain (no colour) and as wide as the terminal the user looks at (COLUMNS first).
 """
+
 from __future__ import annotations
 
 import json
@@ -18,7 +19,7 @@ import sys
 
 import click
 
-OUTPUT_DIR = "Directory"        # the first word of an -o help: what -o names
+OUTPUT_DIR = "Directory"  # the first word of an -o help: what -o names
 OUTPUT_FILE = "File"
 # Not a terminal anywhere (a CI log, cron): wide enough that the summary table does not wrap.
 LOG_WIDTH = 160
@@ -29,6 +30,7 @@ class Duration(click.ParamType):
     `seconds`: the value as float seconds (options that took a number of seconds); otherwise the
     text as given, checked (the command parses it with its own bounds). `words`: other values
     allowed as they are (e.g. "auto")."""
+
     name = "duration"
 
     def __init__(self, seconds: bool = False, words: tuple[str, ...] = ()):
@@ -44,12 +46,14 @@ class Duration(click.ParamType):
         if text in self.words:
             return text
         from ..experiment_file import parse_duration
+
         seconds = parse_duration(text, option_name(param))
         return seconds if self.seconds else text
 
 
 class Batch(click.ParamType):
     """Units restarted at once: N, or a share of the units "P%" (refused before anything changes)."""
+
     name = "batch"
 
     def get_metavar(self, param, ctx=None) -> str:
@@ -59,6 +63,7 @@ class Batch(click.ParamType):
         if value is None or (ctx is not None and ctx.resilient_parsing):
             return value
         from ..fleet.rollout import batch_sizes
+
         batch_sizes(str(value), 1)
         return str(value)
 
@@ -86,7 +91,7 @@ def option_name(param) -> str:
 def output_width() -> int:
     """The width to write at: COLUMNS, else the terminal on stdout, stderr or stdin (`alloclab
     report RUN | less` in a terminal gets the terminal's width), else LOG_WIDTH."""
-    columns = shutil.get_terminal_size((0, 0)).columns        # COLUMNS, else stdout's terminal
+    columns = shutil.get_terminal_size((0, 0)).columns  # COLUMNS, else stdout's terminal
     if columns > 0:
         return columns
     for stream in (sys.stderr, sys.stdin):
@@ -102,9 +107,10 @@ def output_console(stderr: bool = False):
     """The console a verb writes its human output on: colour only on a terminal (rich's own rule;
     NO_COLOR is honoured), the width output_width() says."""
     from rich.console import Console
+
     stream = sys.stderr if stderr else sys.stdout
     if stream.isatty():
-        return Console(stderr=stderr)                  # a terminal: rich follows its size (and COLUMNS)
+        return Console(stderr=stderr)  # a terminal: rich follows its size (and COLUMNS)
     return Console(stderr=stderr, width=output_width(), no_color=True)
 
 
@@ -112,4 +118,3 @@ def emit_json(data) -> None:
     """--json: one JSON document on stdout (progress, if any, went to stderr)."""
     sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
     sys.stdout.flush()
-

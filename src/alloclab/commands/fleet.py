@@ -1,4 +1,5 @@
 """`alloclab fleet ...`: experiments on live systemd services and a careful rollout."""
+
 from __future__ import annotations
 
 import sys
@@ -34,7 +35,9 @@ def _memory_and_uptime(unit: dict) -> tuple[str, str]:
     return f"{unit['memory_kb'] / 1024:.1f}", f"{unit['uptime_s'] / 3600:.2f}"
 
 
-def facts_command(units_glob: str, host: str | None, root: Path, systemctl: str | None, as_json: bool, console: Console) -> None:
+def facts_command(
+    units_glob: str, host: str | None, root: Path, systemctl: str | None, as_json: bool, console: Console
+) -> None:
     facts = unit_facts(units_from(systemctl, root), units_glob, host)
     if as_json:
         _emit_json(facts)
@@ -49,11 +52,20 @@ def facts_command(units_glob: str, host: str | None, root: Path, systemctl: str 
 PLAN_ROWS_SHOWN = 200
 
 
-def plan_command(units_glob: str | None, groups: Path, seed: int, out: Path, root: Path, systemctl: str | None, console: Console,
-                 facts: tuple[Path, ...] = (), as_json: bool = False) -> None:
+def plan_command(
+    units_glob: str | None,
+    groups: Path,
+    seed: int,
+    out: Path,
+    root: Path,
+    systemctl: str | None,
+    console: Console,
+    facts: tuple[Path, ...] = (),
+    as_json: bool = False,
+) -> None:
     if facts and units_glob:
         raise UserError("give --units (this host) or --facts (a fleet), not both", "drop one of them")
-    writable_file(out, "plan file")           # before the units' facts are gathered, not after
+    writable_file(out, "plan file")  # before the units' facts are gathered, not after
     if facts:
         plan = make_fleet_plan(list(facts), groups, seed, out)
     elif units_glob:
@@ -64,14 +76,19 @@ def plan_command(units_glob: str | None, groups: Path, seed: int, out: Path, roo
         _emit_json({**plan.data, "path": str(out)})
         return
     hosted = "hosts" in plan.data
-    t = Table(*(["host"] if hosted else []), "unit", "group", "memory MB", "uptime h", title=f"plan {out} (seed {seed})")
-    shown = plan.assignments[:PLAN_ROWS_SHOWN]        # a 20,000-unit table took ~20 s to draw (issue 46)
+    t = Table(
+        *(["host"] if hosted else []), "unit", "group", "memory MB", "uptime h", title=f"plan {out} (seed {seed})"
+    )
+    shown = plan.assignments[:PLAN_ROWS_SHOWN]  # a 20,000-unit table took ~20 s to draw (issue 46)
     for a in shown:
         t.add_row(*([a["host"]] if hosted else []), a["unit"], a["group"], *_memory_and_uptime(a))
     console.print(t)
     if len(plan.assignments) > len(shown):
-        console.print(f"... and {len(plan.assignments) - len(shown)} more units: every assignment is in {out} "
-                      "(or use --json)", markup=False, highlight=False)
+        console.print(
+            f"... and {len(plan.assignments) - len(shown)} more units: every assignment is in {out} (or use --json)",
+            markup=False,
+            highlight=False,
+        )
     balance = Table(*(["host"] if hosted else []), "group", "units", "mean memory MB", "mean uptime h", title="balance")
     cells: dict[tuple, list[dict]] = {}
     for a in plan.assignments:
@@ -80,26 +97,51 @@ def plan_command(units_glob: str | None, groups: Path, seed: int, out: Path, roo
         for g in plan.data["groups"]:
             mine = cells.get((host, g["name"]), [])
             n = max(1, len(mine))
-            balance.add_row(*([host] if hosted else []), g["name"], str(len(mine)), f"{sum(a['memory_kb'] for a in mine) / n / 1024:.1f}",
-                            f"{sum(a['uptime_s'] for a in mine) / n / 3600:.2f}")
+            balance.add_row(
+                *([host] if hosted else []),
+                g["name"],
+                str(len(mine)),
+                f"{sum(a['memory_kb'] for a in mine) / n / 1024:.1f}",
+                f"{sum(a['uptime_s'] for a in mine) / n / 3600:.2f}",
+            )
     console.print(balance)
 
 
-def apply_command(plan_file: Path, batch: str, dry_run: bool, root: Path, systemctl: str | None, console: Console,
-                  host: str | None = None, as_json: bool = False) -> None:
+def apply_command(
+    plan_file: Path,
+    batch: str,
+    dry_run: bool,
+    root: Path,
+    systemctl: str | None,
+    console: Console,
+    host: str | None = None,
+    as_json: bool = False,
+) -> None:
     units = units_from(systemctl, root)
     result = apply_plan(units, load_plan(plan_file, host), batch, dry_run, _progress(console, as_json))
     if as_json:
         _emit_json(result)
     elif not dry_run:
-        console.print(f"applied to {result['units']} units in {result['batches']} batches; backup in {result['generation']}")
+        console.print(
+            f"applied to {result['units']} units in {result['batches']} batches; backup in {result['generation']}"
+        )
 
 
-def collect_command(plan_file: Path, run: Path, interval: str, duration: str | None, install: bool, root: Path,
-                    systemctl: str | None, console: Console, listen: str | None = None, host: str | None = None,
-                    as_json: bool = False) -> None:
+def collect_command(
+    plan_file: Path,
+    run: Path,
+    interval: str,
+    duration: str | None,
+    install: bool,
+    root: Path,
+    systemctl: str | None,
+    console: Console,
+    listen: str | None = None,
+    host: str | None = None,
+    as_json: bool = False,
+) -> None:
     units = units_from(systemctl, root)
-    plan = load_plan(plan_file, host)          # a fleet-wide plan: this host's share
+    plan = load_plan(plan_file, host)  # a fleet-wide plan: this host's share
     if install:
         path = collector.install_collector(units, plan_file, run, interval, systemctl, listen, host, duration)
         # (once the options passed) the reader built now, into the cache the unit names, as `fleet
@@ -116,9 +158,16 @@ def collect_command(plan_file: Path, run: Path, interval: str, duration: str | N
         server, port = metrics.serve(exposition, listen)
         console.print(f"serving /metrics on {metrics.parse_listen(listen)[0]}:{port}")
     try:
-        result = collector.collect(units, plan, run, parse_duration(interval, "--interval"),
-                                   parse_duration(duration, "--duration") if duration else None, _progress(console, as_json),
-                                   exposition=exposition, host=host)
+        result = collector.collect(
+            units,
+            plan,
+            run,
+            parse_duration(interval, "--interval"),
+            parse_duration(duration, "--duration") if duration else None,
+            _progress(console, as_json),
+            exposition=exposition,
+            host=host,
+        )
         if as_json:
             _emit_json({**_tick_summary(result), "run": str(run), "units": len(plan.assignments), "host": host})
     finally:
@@ -138,8 +187,11 @@ def _build_reader() -> str | None:
 
 
 def _reader_line(why_not: str | None) -> str:
-    return "the collector's native reader is built" if why_not is None else \
-        f"the collector will read units in Python (slower): {why_not}"
+    return (
+        "the collector's native reader is built"
+        if why_not is None
+        else f"the collector will read units in Python (slower): {why_not}"
+    )
 
 
 def prepare_command(console: Console, as_json: bool = False) -> None:
@@ -150,14 +202,36 @@ def prepare_command(console: Console, as_json: bool = False) -> None:
         console.print(_reader_line(why_not))
 
 
-def deploy_command(allocator: str | None, units_glob: str, batch: str, dry_run: bool, out: Path, root: Path,
-                   systemctl: str | None, console: Console, settle: str = "60s", max_memory: str | None = None,
-                   max_increase: str | None = None, max_restarts: int = 3, persist: int = 3, guard_interval: str = "5s",
-                   scope: str = "all", warmup: str = "auto", history: Path | None = None, env_items: tuple[str, ...] = (),
-                   group_file: Path | None = None, group: str | None = None, as_json: bool = False,
-                   from_run: Path | None = None, even_if_undecided: bool = False, baseline: str = "auto",
-                   baseline_restart: bool = True, max_settle: str | None = None, tolerance: str = "10%",
-                   undecided: str = "hold") -> int:
+def deploy_command(
+    allocator: str | None,
+    units_glob: str,
+    batch: str,
+    dry_run: bool,
+    out: Path,
+    root: Path,
+    systemctl: str | None,
+    console: Console,
+    settle: str = "60s",
+    max_memory: str | None = None,
+    max_increase: str | None = None,
+    max_restarts: int = 3,
+    persist: int = 3,
+    guard_interval: str = "5s",
+    scope: str = "all",
+    warmup: str = "auto",
+    history: Path | None = None,
+    env_items: tuple[str, ...] = (),
+    group_file: Path | None = None,
+    group: str | None = None,
+    as_json: bool = False,
+    from_run: Path | None = None,
+    even_if_undecided: bool = False,
+    baseline: str = "auto",
+    baseline_restart: bool = True,
+    max_settle: str | None = None,
+    tolerance: str = "10%",
+    undecided: str = "hold",
+) -> int:
     """Exit status: 0 deployed, 1 a guard tripped or the canary failed against its peers and the
     deployment was rolled back, 4 held (the canary undecided against its peers by --max-settle)."""
     if max_restarts < 1 or persist < 1:
@@ -167,36 +241,64 @@ def deploy_command(allocator: str | None, units_glob: str, batch: str, dry_run: 
     tested = None
     if from_run is not None:
         if allocator is not None or group_file is not None or env_items:
-            raise UserError("--from-run deploys the group as the run tested it: no ALLOCATOR, --group-file or --env",
-                            "drop them, or deploy without --from-run")
+            raise UserError(
+                "--from-run deploys the group as the run tested it: no ALLOCATOR, --group-file or --env",
+                "drop them, or deploy without --from-run",
+            )
         from ..fleet.tested import tested_group
+
         chosen = tested_group(from_run, group, even_if_undecided)
         allocator, group, tested = chosen.allocator, None, chosen.provenance
         env_items = tuple(f"{k}={v}" for k, v in chosen.env.items())
-        _progress(console, as_json)(f"deploying group {chosen.name} of {from_run} as tested: {chosen.allocator}"
-                                    f"{' ' + chosen.version if chosen.version else ''}, "
-                                    f"{'sha256 ' + chosen.sha256[:12] + '…' if chosen.sha256 else 'no library'}"
-                                    f"{', ' + ', '.join(env_items) if env_items else ''}"
-                                    f"{' (UNDECIDED run: --even-if-undecided)' if tested['even_if_undecided'] else ''}")
+        _progress(console, as_json)(
+            f"deploying group {chosen.name} of {from_run} as tested: {chosen.allocator}"
+            f"{' ' + chosen.version if chosen.version else ''}, "
+            f"{'sha256 ' + chosen.sha256[:12] + '…' if chosen.sha256 else 'no library'}"
+            f"{', ' + ', '.join(env_items) if env_items else ''}"
+            f"{' (UNDECIDED run: --even-if-undecided)' if tested['even_if_undecided'] else ''}"
+        )
     elif even_if_undecided:
         raise UserError("--even-if-undecided goes with --from-run", "add --from-run RUN")
-    for path in (out, out.with_suffix(".toml")):      # the one-group plan, and its groups file beside it
+    for path in (out, out.with_suffix(".toml")):  # the one-group plan, and its groups file beside it
         writable_file(path, "deployment plan file")
-    guards = rollout.Guards(max_memory_kb=rollout.parse_size_kb(max_memory, "--max-memory") if max_memory else None,
-                            max_increase=rollout.parse_share(max_increase, "--max-increase") if max_increase else None,
-                            max_restarts=max_restarts, persist=persist,
-                            warmup=None if warmup == "auto" else parse_duration(warmup, "--warmup"))
+    guards = rollout.Guards(
+        max_memory_kb=rollout.parse_size_kb(max_memory, "--max-memory") if max_memory else None,
+        max_increase=rollout.parse_share(max_increase, "--max-increase") if max_increase else None,
+        max_restarts=max_restarts,
+        persist=persist,
+        warmup=None if warmup == "auto" else parse_duration(warmup, "--warmup"),
+    )
     settle_s = parse_duration(settle, "--settle")
     peer_rule = None
     if baseline.strip().lower() != "none":
-        peer_rule = canary.rule_for(settle_s, parse_duration(max_settle, "--max-settle") if max_settle else None,
-                                    rollout.parse_share(tolerance, "--canary-tolerance"), undecided)
+        peer_rule = canary.rule_for(
+            settle_s,
+            parse_duration(max_settle, "--max-settle") if max_settle else None,
+            rollout.parse_share(tolerance, "--canary-tolerance"),
+            undecided,
+        )
     units = units_from(systemctl, root)
-    result = deploy(units, allocator, units_glob, batch, dry_run, out, _progress(console, as_json),
-                    env=parse_env(env_items), guards=guards, settle=settle_s, scope=scope,
-                    sample_every=parse_duration(guard_interval, "--guard-interval"), group_file=group_file,
-                    group=group, history=history, tested=tested, peer_rule=peer_rule, baseline=baseline,
-                    baseline_restart=baseline_restart)
+    result = deploy(
+        units,
+        allocator,
+        units_glob,
+        batch,
+        dry_run,
+        out,
+        _progress(console, as_json),
+        env=parse_env(env_items),
+        guards=guards,
+        settle=settle_s,
+        scope=scope,
+        sample_every=parse_duration(guard_interval, "--guard-interval"),
+        group_file=group_file,
+        group=group,
+        history=history,
+        tested=tested,
+        peer_rule=peer_rule,
+        baseline=baseline,
+        baseline_restart=baseline_restart,
+    )
     if tested is not None:
         result["deployed_from"] = tested
     trip, held = result.get("tripped"), result.get("held")
@@ -204,15 +306,22 @@ def deploy_command(allocator: str | None, units_glob: str, batch: str, dry_run: 
         _emit_json(result)
         return 1 if trip else exitcodes.INCONCLUSIVE if held else 0
     if held:
-        console.print(f"deploy held after the canary: {held['why']}; the canary stays, the other units are untouched",
-                      markup=False, highlight=False)
+        console.print(
+            f"deploy held after the canary: {held['why']}; the canary stays, the other units are untouched",
+            markup=False,
+            highlight=False,
+        )
         return exitcodes.INCONCLUSIVE
     if trip:
-        console.print(f"deploy stopped at batch {trip['batch']}: {trip['unit']} {trip['why']}; "
-                      f"{len(trip['rolled_back'])} units restored to their previous drop-ins ({trip['scope']})")
+        console.print(
+            f"deploy stopped at batch {trip['batch']}: {trip['unit']} {trip['why']}; "
+            f"{len(trip['rolled_back'])} units restored to their previous drop-ins ({trip['scope']})"
+        )
         return 1
     if not dry_run:
-        console.print(f"deployed to {result['units']} units in {result['batches']} batches; backup in {result['generation']}")
+        console.print(
+            f"deployed to {result['units']} units in {result['batches']} batches; backup in {result['generation']}"
+        )
     return 0
 
 
@@ -224,14 +333,18 @@ def parse_env(items: tuple[str, ...]) -> dict[str, str]:
         if not sep or not key:
             raise UserError(f"--env {item!r} is not KEY=VALUE", "e.g. --env MALLOC_CONF=background_thread:true")
         if key == "LD_PRELOAD":
-            raise UserError("--env LD_PRELOAD: the library is the deploy's ALLOCATOR", "give it as ALLOCATOR (a catalog id "
-                            "or a library path), e.g. alloclab fleet deploy /usr/lib/libx.so --units ...")
+            raise UserError(
+                "--env LD_PRELOAD: the library is the deploy's ALLOCATOR",
+                "give it as ALLOCATOR (a catalog id "
+                "or a library path), e.g. alloclab fleet deploy /usr/lib/libx.so --units ...",
+            )
         env[key] = value
     return env
 
 
-def rollback_command(batch: int | str, root: Path, systemctl: str | None, console: Console, as_json: bool = False,
-                     every: bool = False) -> None:
+def rollback_command(
+    batch: int | str, root: Path, systemctl: str | None, console: Console, as_json: bool = False, every: bool = False
+) -> None:
     result = rollback(units_from(systemctl, root), batch, _progress(console, as_json), every=every)
     if as_json:
         _emit_json(result)
@@ -242,10 +355,12 @@ def _tick_summary(result: dict) -> dict:
     count, median and 99th percentile, not raw. (statistics, not numpy: a host's collector runs
     without the analysis' packages; the same figures, numpy's linear percentile.)"""
     import statistics
+
     out = {k: v for k, v in result.items() if k not in ("lateness", "durations")}
     for key in ("lateness", "durations"):
         xs = result.get(key) or []
         p99 = statistics.quantiles(xs, n=100, method="inclusive")[98] if len(xs) > 1 else (xs[0] if xs else 0.0)
-        out[f"{key}_s"] = ({"count": len(xs), "median": float(statistics.median(xs)), "p99": float(p99)}
-                           if xs else {"count": 0})
+        out[f"{key}_s"] = (
+            {"count": len(xs), "median": float(statistics.median(xs)), "p99": float(p99)} if xs else {"count": 0}
+        )
     return out

@@ -1,4 +1,5 @@
 """`alloclab merge H1/run H2/run ... -o RUN`: hosts' run stores as one run (alloclab.interchange.merge)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -25,9 +26,15 @@ def new_run_document(run_dir: Path) -> dict:
     store = Store.open_checked(run_dir)
     try:
         replicas = store.replicas()
-        groups = [{"name": g["name"], "allocator": g["allocator"],
-                   "replicas": sum(r["group"] == g["name"] for r in replicas)} for g in store.groups()]
+        groups = [
+            {"name": g["name"], "allocator": g["allocator"], "replicas": sum(r["group"] == g["name"] for r in replicas)}
+            for g in store.groups()
+        ]
     finally:
         store.close()
-    return {"run": str(Path(run_dir).resolve()), "groups": groups,
-            "hosts": sorted({r["host"] for r in replicas if r.get("host")}), "next": f"alloclab report {run_dir}"}
+    return {
+        "run": str(Path(run_dir).resolve()),
+        "groups": groups,
+        "hosts": sorted({r["host"] for r in replicas if r.get("host")}),
+        "next": f"alloclab report {run_dir}",
+    }

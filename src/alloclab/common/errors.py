@@ -1,4 +1,5 @@
 """The one error type users see: a single line naming the problem and the fix (exit code 2)."""
+
 import errno
 import os
 import re
@@ -17,6 +18,7 @@ class UserError(Exception):
     """Bad input or an environment problem the user can fix (a damaged store given to read, a path
     that cannot be written): the CLI prints str(self) and exits with `exit_code`, 2 (3 for
     CutShortError)."""
+
     exit_code = exitcodes.BAD_INPUT
 
     def __init__(self, problem: str, fix: str | None = None):
@@ -26,9 +28,10 @@ class UserError(Exception):
 
 
 def did_you_mean(word: str, choices) -> str:
-    """"did you mean 'x'? " for the closest of `choices` to a misspelt `word` (difflib, cutoff 0.6),
+    """ "did you mean 'x'? " for the closest of `choices` to a misspelt `word` (difflib, cutoff 0.6),
     or "" when none is close: put before a UserError's fix."""
     import difflib
+
     close = difflib.get_close_matches(str(word), [str(c) for c in choices], n=1, cutoff=0.6)
     return f"did you mean {close[0]!r}? " if close else ""
 
@@ -40,8 +43,9 @@ class StoreError(Exception):
     reads several stores, such as compare or merge, names the right one), so, met while reading,
     store.explain_database_error says which store is damaged."""
 
-    def __init__(self, message: str, disk_full: bool = False, sqlite_errorname: str = "",
-                 store: os.PathLike | None = None):
+    def __init__(
+        self, message: str, disk_full: bool = False, sqlite_errorname: str = "", store: os.PathLike | None = None
+    ):
         super().__init__(message)
         self.disk_full, self.sqlite_errorname, self.store = disk_full, sqlite_errorname, store
 
@@ -49,6 +53,7 @@ class StoreError(Exception):
 class CutShortError(UserError):
     """Recorded data could not be written (a full disk): the command was cut short and what it
     recorded so far is kept. Exit code 3, so a script tells it from refused input (2)."""
+
     exit_code = exitcodes.CUT_SHORT
 
 
@@ -71,5 +76,7 @@ def from_os_error(exc: OSError) -> UserError:
     because the user fixes it the same way (a full disk is CutShortError, exit code 3)."""
     paths = " -> ".join(os.fsdecode(p) for p in (exc.filename, exc.filename2) if p is not None)
     what = exc.strerror or str(exc) or type(exc).__name__
-    return UserError(f"{what}: {paths}" if paths else what,
-                     _OS_ERROR_FIXES.get(exc.errno, "check that path and the file system it is on, then retry"))
+    return UserError(
+        f"{what}: {paths}" if paths else what,
+        _OS_ERROR_FIXES.get(exc.errno, "check that path and the file system it is on, then retry"),
+    )

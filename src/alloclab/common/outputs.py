@@ -1,4 +1,5 @@
 """Directories alloclab writes into (runs, demos, imports): checked before anything is written."""
+
 from __future__ import annotations
 
 import os
@@ -20,11 +21,17 @@ def refuse_other_writers(path: Path, what: str = "output directory") -> None:
     owner (or group) can plant links among the files alloclab (often root) writes there later."""
     st = os.stat(path)
     if st.st_uid != os.geteuid():
-        raise UserError(f"{what} {path} belongs to uid {st.st_uid}, not to you (uid {os.geteuid()}): its owner "
-                        "could plant links among alloclab's files", "choose a directory of your own with -o, or a new path")
+        raise UserError(
+            f"{what} {path} belongs to uid {st.st_uid}, not to you (uid {os.geteuid()}): its owner "
+            "could plant links among alloclab's files",
+            "choose a directory of your own with -o, or a new path",
+        )
     if st.st_mode & 0o022:
-        raise UserError(f"{what} {path} is writable by others (mode {stat.S_IMODE(st.st_mode):o}): they could "
-                        "plant links among alloclab's files", f"chmod go-w {path}, or choose a new path with -o")
+        raise UserError(
+            f"{what} {path} is writable by others (mode {stat.S_IMODE(st.st_mode):o}): they could "
+            "plant links among alloclab's files",
+            f"chmod go-w {path}, or choose a new path with -o",
+        )
 
 
 def new_output(path: Path) -> None:
@@ -51,8 +58,9 @@ def writable_directory(path: Path, what: str = "output directory", option: str =
     try:
         _take_a_file(path)
     except OSError as exc:
-        raise UserError(f"cannot write to {what} {path}: {exc.strerror}",
-                        f"choose a writable directory with {option}") from None
+        raise UserError(
+            f"cannot write to {what} {path}: {exc.strerror}", f"choose a writable directory with {option}"
+        ) from None
     return path
 
 
@@ -64,8 +72,9 @@ def writable_file(path: Path, what: str = "output file", option: str = "-o") -> 
     try:
         _take_a_file(path.parent)
     except OSError as exc:
-        raise UserError(f"cannot write {what} {path}: {exc.strerror}",
-                        f"give {option} a file in a writable directory") from None
+        raise UserError(
+            f"cannot write {what} {path}: {exc.strerror}", f"give {option} a file in a writable directory"
+        ) from None
     return path
 
 
@@ -75,6 +84,7 @@ def write_output(out_dir: Path, name: str, data: bytes | str) -> Path:
     file is a fresh temporary renamed into place (fleet.rootfs.Root), so a link someone planted in
     a run directory is replaced or refused, never written through (docs/reference/security.md)."""
     from .rootfs import Root
+
     path = out_dir / name
     Root(out_dir, "the output directory").write(path, data)
     return path
@@ -88,7 +98,7 @@ REPORT_FILES = {
     "report.md": "the report: recommendation, summary with intervals, warnings, charts, groups, replicas",
     "report.html": "the same as one self-contained page with interactive charts (no network when opened)",
     "summary.json": "summary figures, warnings, recommendation, run and host metadata, allocator provenance, "
-                    "the experiment file",
+    "the experiment file",
     "summary.csv": "one row per group: the summary table's figures",
     "replicas.csv": "one row per replica: its figures and status",
     "charts/": "PNG charts: timeseries, distribution, trajectories, idle_release, fragmentation (where data exist)",

@@ -11,6 +11,7 @@ followed. New files are written to a fresh temporary name (`O_CREAT | O_EXCL`, w
 follows a link either) in the same directory and renamed over the old one (a rename replaces a
 link itself, not what it points to). docs/reference/security.md, "Fleet: what is written into systemd files, and where".
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -31,7 +32,7 @@ class Root:
 
     def __init__(self, path: Path | str, label: str = "--root"):
         self.path = Path(os.path.abspath(path))
-        self.label = label          # what the user calls this directory, in refusals (a run, --root)
+        self.label = label  # what the user calls this directory, in refusals (a run, --root)
 
     # ---- walking ------------------------------------------------------------------------------
 
@@ -40,20 +41,24 @@ class Root:
         try:
             parts = p.relative_to(self.path).parts
         except ValueError:
-            raise UserError(f"{p} is not under {self.label} {self.path}", f"alloclab writes only under the {self.label} it is given") from None
+            raise UserError(
+                f"{p} is not under {self.label} {self.path}", f"alloclab writes only under the {self.label} it is given"
+            ) from None
         if any(x in ("", ".", "..") for x in parts):
             raise UserError(f"{p} is not a plain path under {self.label} {self.path}", "use a path without . or ..")
         return list(parts)
 
     def _refuse(self, parts: list[str], why: str) -> UserError:
         where = self.path.joinpath(*parts)
-        return UserError(f"{where} is {why}; alloclab does not follow links under {self.label} {self.path}",
-                         f"replace it with a real directory (rm {where} && mkdir {where}), or check who planted it")
+        return UserError(
+            f"{where} is {why}; alloclab does not follow links under {self.label} {self.path}",
+            f"replace it with a real directory (rm {where} && mkdir {where}), or check who planted it",
+        )
 
     @contextlib.contextmanager
     def _dir(self, parts: list[str], create: bool = False) -> Iterator[int]:
         """A descriptor of ROOT/parts..., each step opened with O_NOFOLLOW relative to the last."""
-        if create:                       # the root itself is the operator's choice, as given
+        if create:  # the root itself is the operator's choice, as given
             os.makedirs(self.path, exist_ok=True)
         fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
@@ -66,7 +71,9 @@ class Root:
                 except OSError as e:
                     if e.errno in (errno.ELOOP, errno.ENOTDIR):
                         st = os.stat(name, dir_fd=fd, follow_symlinks=False)
-                        raise self._refuse(parts[:i + 1], "a symbolic link" if stat.S_ISLNK(st.st_mode) else "not a directory") from None
+                        raise self._refuse(
+                            parts[: i + 1], "a symbolic link" if stat.S_ISLNK(st.st_mode) else "not a directory"
+                        ) from None
                     raise
                 os.close(fd)
                 fd = nxt
@@ -152,7 +159,7 @@ class Root:
                     os.fsync(f.fileno())
                 try:
                     os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
-                except OSError as e:        # named by its full path (e.g. a directory in the way), not the temporary's
+                except OSError as e:  # named by its full path (e.g. a directory in the way), not the temporary's
                     raise type(e)(e.errno, e.strerror, str(Path(path))) from None
             except BaseException:
                 with contextlib.suppress(OSError):

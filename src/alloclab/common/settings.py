@@ -4,18 +4,19 @@ Each is read when it is needed, not at import, so a test or a caller may set it 
 Variables alloclab *sets* for the processes it starts (ALLOCLAB_REPLICA, ALLOCLAB_STATS, ...) and
 the knobs its native programs read are listed in docs/reference/settings.md too; they are not read here.
 """
+
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
-CACHE = "ALLOCLAB_CACHE"          # where native programs and allocator builds are cached
-CGROUPS = "ALLOCLAB_CGROUPS"      # "off": no per-replica cgroups (processes found by tree and identity)
-COMPILER = "CC"                   # the C compiler for alloclab's native programs
-CARGO_HOME = "CARGO_HOME"         # where cargo keeps fetched crates (catalog crate sources)
+CACHE = "ALLOCLAB_CACHE"  # where native programs and allocator builds are cached
+CGROUPS = "ALLOCLAB_CGROUPS"  # "off": no per-replica cgroups (processes found by tree and identity)
+COMPILER = "CC"  # the C compiler for alloclab's native programs
+CARGO_HOME = "CARGO_HOME"  # where cargo keeps fetched crates (catalog crate sources)
 XDG_CACHE_HOME = "XDG_CACHE_HOME"
-PYTHONPATH = "PYTHONPATH"         # passed on to the watchdog, after alloclab's own source directory
-DEBUG = "ALLOCLAB_DEBUG"          # on: an internal error shows its traceback instead of one line and a file
+PYTHONPATH = "PYTHONPATH"  # passed on to the watchdog, after alloclab's own source directory
+DEBUG = "ALLOCLAB_DEBUG"  # on: an internal error shows its traceback instead of one line and a file
 
 _OFF = ("off", "0", "no", "false")
 
@@ -23,7 +24,8 @@ _OFF = ("off", "0", "no", "false")
 def cache_root() -> Path:
     """$ALLOCLAB_CACHE, else $XDG_CACHE_HOME/alloclab, else ~/.cache/alloclab."""
     base = os.environ.get(CACHE) or os.path.join(
-        os.environ.get(XDG_CACHE_HOME) or os.path.expanduser("~/.cache"), "alloclab")
+        os.environ.get(XDG_CACHE_HOME) or os.path.expanduser("~/.cache"), "alloclab"
+    )
     return Path(base)
 
 
@@ -55,7 +57,7 @@ def environment_without_preload() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
 
 
-PACKAGE_ROOT = "ALLOCLAB_PACKAGE_ROOT"   # where installed allocator packages are looked for (issue 13)
+PACKAGE_ROOT = "ALLOCLAB_PACKAGE_ROOT"  # where installed allocator packages are looked for (issue 13)
 
 
 def package_root() -> Path:

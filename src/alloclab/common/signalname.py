@@ -1,6 +1,7 @@
 """A signal number, and how a process ended, as people read them, for the runner's live notices
 and the analysis's warnings alike (a low-level module: the runner must not import analysis, data
 flows the other way)."""
+
 from __future__ import annotations
 
 import signal

@@ -1,4 +1,5 @@
 """Text that must stay on one line: a path in an experiment file, a value in a systemd drop-in."""
+
 from __future__ import annotations
 
 import re

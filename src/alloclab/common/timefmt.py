@@ -1,5 +1,6 @@
 """Times as people and files read them: UTC for every time shown or exported, local time only in
 the names of directories a user just asked for."""
+
 from __future__ import annotations
 
 from datetime import UTC, datetime

@@ -11,6 +11,7 @@ overruns skips the slots it missed and counts as late), and every wait is interr
 SIGTERM ends the collector within one tick at any interval. A unit without a process is absent
 (no sample stored, `alloclab_unit_up 0`), never 0 bytes.
 """
+
 from __future__ import annotations
 
 import collections
@@ -40,8 +41,8 @@ from .deploy import _dev_inode
 from .plan import Plan
 from .systemd import START_STATES_TIMEOUT, Units, cgroup_files, read_cgroup_procs
 
-REASK_DOWN = 5.0           # seconds between questions to systemd about a unit with no process and no known cgroup
-LATE_SHARE = 0.1           # a tick that starts more than this share of the interval after its slot is late
+REASK_DOWN = 5.0  # seconds between questions to systemd about a unit with no process and no known cgroup
+LATE_SHARE = 0.1  # a tick that starts more than this share of the interval after its slot is late
 MEMBERSHIP_SECONDS = 10.0  # a unit's cgroup.procs (and its members' stat) read at least this often; statm every tick
 # a unit's level before a deploy: its mean resident memory over the day before it (a whole daily
 # cycle: with a ±10% cycle, a 1-hour level alerted falsely on 18.5% of unchanged units in 14 days, the
@@ -49,16 +50,37 @@ MEMBERSHIP_SECONDS = 10.0  # a unit's cgroup.procs (and its members' stat) read 
 PRE_DEPLOY_S = 86400.0
 
 
-def install_collector(units: Units, plan: Path, run: Path, interval: str, systemctl: str | None = None,
-                      listen: str | None = None, host: str | None = None, duration: str | None = None) -> Path:
+def install_collector(
+    units: Units,
+    plan: Path,
+    run: Path,
+    interval: str,
+    systemctl: str | None = None,
+    listen: str | None = None,
+    host: str | None = None,
+    duration: str | None = None,
+) -> Path:
     """A systemd unit that runs the collector (it resumes the same run after restarts) with every
     option it was given, and this user's alloclab cache as its ALLOCLAB_CACHE (where `fleet collect
     --install` built the native reader: a service's environment has no XDG_CACHE_HOME, maybe another
     HOME). Durations are parsed and written back in seconds; paths are absolute; every value is
     quoted by unitfile."""
     seconds = parse_duration(interval, "--interval")
-    argv = [sys.executable, "-m", "alloclab", "fleet", "collect", "--plan", str(plan.resolve()), "-o", str(run.resolve()),
-            "--interval", f"{seconds:g}s", "--root", str(units.root.resolve())]
+    argv = [
+        sys.executable,
+        "-m",
+        "alloclab",
+        "fleet",
+        "collect",
+        "--plan",
+        str(plan.resolve()),
+        "-o",
+        str(run.resolve()),
+        "--interval",
+        f"{seconds:g}s",
+        "--root",
+        str(units.root.resolve()),
+    ]
     if systemctl not in (None, "auto"):
         argv += ["--systemctl", systemctl]
     if listen is not None:
@@ -70,12 +92,16 @@ def install_collector(units: Units, plan: Path, run: Path, interval: str, system
     if duration is not None:
         argv += ["--duration", f"{parse_duration(duration, '--duration'):g}s"]
     unit = units.root / "etc" / "systemd" / "system" / "alloclab-collector.service"
-    text = ("[Unit]\nDescription=alloclab fleet collector\nAfter=network.target\n\n[Service]\n"
-            + unitfile.environment_line(settings.CACHE, str(settings.cache_root().resolve()), "the alloclab cache") + "\n"
-            + unitfile.exec_line("ExecStart", argv, "collector command")
-            + "\nRestart=always\nRestartSec=5\n\n[Install]\nWantedBy="
-            + ("default.target" if systemctl == "user" else "multi-user.target") + "\n")
-    rootfs.Root(units.root).write(unit, text)     # never through a link under the root
+    text = (
+        "[Unit]\nDescription=alloclab fleet collector\nAfter=network.target\n\n[Service]\n"
+        + unitfile.environment_line(settings.CACHE, str(settings.cache_root().resolve()), "the alloclab cache")
+        + "\n"
+        + unitfile.exec_line("ExecStart", argv, "collector command")
+        + "\nRestart=always\nRestartSec=5\n\n[Install]\nWantedBy="
+        + ("default.target" if systemctl == "user" else "multi-user.target")
+        + "\n"
+    )
+    rootfs.Root(units.root).write(unit, text)  # never through a link under the root
     units.daemon_reload()
     return unit
 
@@ -83,28 +109,38 @@ def install_collector(units: Units, plan: Path, run: Path, interval: str, system
 @dataclass
 class Watch:
     """What the collector knows of one unit between ticks."""
+
     tracked: Tracked
-    main: tuple[int, int] | None = None         # (pid, start ticks) of its main process, as systemd named it
-    procs: str | None = None                    # its cgroup.procs file (kept while it is down: the path returns)
+    main: tuple[int, int] | None = None  # (pid, start ticks) of its main process, as systemd named it
+    procs: str | None = None  # its cgroup.procs file (kept while it is down: the path returns)
     memory: sampler.Cgroup | None = None
-    asked: float = -1e18                        # monotonic time systemd was last asked about it
+    asked: float = -1e18  # monotonic time systemd was last asked about it
     up: bool = False
-    start_time: float | None = None             # unix time its main process started
-    follows: deployed.Following | None = None   # the generation it follows (resolved again when its main process changes)
-    followed_main: tuple[int, int] | None = None    # the main process it was resolved with
-    check: DeployedCheck | None = None        # where the generation's allocator is not its plan group's
-    pre_deploy_kb: float | None = None          # its level before the generation it follows
-    deployed_verified: bool | None = None       # `check`'s verdict this tick
+    start_time: float | None = None  # unix time its main process started
+    follows: deployed.Following | None = (
+        None  # the generation it follows (resolved again when its main process changes)
+    )
+    followed_main: tuple[int, int] | None = None  # the main process it was resolved with
+    check: DeployedCheck | None = None  # where the generation's allocator is not its plan group's
+    pre_deploy_kb: float | None = None  # its level before the generation it follows
+    deployed_verified: bool | None = None  # `check`'s verdict this tick
 
 
 def allocator_spec(g: dict) -> library.AllocatorSpec:
     """What verification looks for in a unit of group `g` (a plan's group)."""
     try:
         where = _dev_inode(g["library"])
-    except OSError:                                # a generation's library gone since: matched by path and sha256
+    except OSError:  # a generation's library gone since: matched by path and sha256
         where = {}
-    return library.AllocatorSpec(kind=g["kind"], request=g["allocator"], path=g["library"], sha256=g["sha256"],
-                                 family=g["family"], version=g["version"], **where)
+    return library.AllocatorSpec(
+        kind=g["kind"],
+        request=g["allocator"],
+        path=g["library"],
+        sha256=g["sha256"],
+        family=g["family"],
+        version=g["version"],
+        **where,
+    )
 
 
 def _same_allocator(a: dict, b: dict) -> bool:
@@ -125,7 +161,7 @@ class DeployedCheck:
         """False when one process does not map it, True when every one does, None while unknown."""
         keys = {rd.stat.identity: rd.stat.start_ticks for rd in readings}
         for key, start in keys.items():
-            if now - self.at.get(key, -1e18) < self.every:      # before the age: it reads /proc/uptime
+            if now - self.at.get(key, -1e18) < self.every:  # before the age: it reads /proc/uptime
                 continue
             age = sampler.process_age(start)
             if age < VERIFY_MIN_AGE:
@@ -135,7 +171,7 @@ class DeployedCheck:
             except OSError:
                 continue
             if verdict is not True and key not in self.verdicts and age < VERIFY_SETTLE_S:
-                continue                            # maybe still loading: read again next tick
+                continue  # maybe still loading: read again next tick
             self.verdicts[key], self.at[key] = verdict, now
         for key in [k for k in self.verdicts if k not in keys]:
             del self.verdicts[key], self.at[key]
@@ -203,7 +239,7 @@ class SystemdQuestions:
         self.wake, self.closed = threading.Event(), threading.Event()
         self.queries = 0
         self.last_error: str | None = None
-        self.thread: threading.Thread | None = None      # started at the first question
+        self.thread: threading.Thread | None = None  # started at the first question
 
     def ask(self, names: list[str]) -> None:
         if not names:
@@ -231,7 +267,7 @@ class SystemdQuestions:
                 continue
             try:
                 states = self.units.unit_states(names)
-            except (UserError, OSError) as exc:           # the thread lives on: the next round asks again
+            except (UserError, OSError) as exc:  # the thread lives on: the next round asks again
                 self.last_error = exc.problem if isinstance(exc, UserError) else str(exc)
                 if self.health:
                     self.health.error("systemd")
@@ -256,8 +292,14 @@ class UnitReader:
     has no cgroup) and their readings; the units whose main process is unknown or gone handed to
     SystemdQuestions, its answers taken at the start of the next tick."""
 
-    def __init__(self, units: Units, watches: dict[str, Watch], health: metrics.CollectorHealth | None = None,
-                 native: fleetread.NativeReader | None = None, membership_every: int = 1):
+    def __init__(
+        self,
+        units: Units,
+        watches: dict[str, Watch],
+        health: metrics.CollectorHealth | None = None,
+        native: fleetread.NativeReader | None = None,
+        membership_every: int = 1,
+    ):
         self.units, self.watches, self.health, self.native = units, watches, health, native
         self.index = {unit: i for i, unit in enumerate(watches)}
         self.names = list(watches)
@@ -299,7 +341,7 @@ class UnitReader:
             w.start_time = self.boot + st.start_ticks / sampler.CLK_TCK if st else None
             if state.control_group:
                 procs, w.memory = cgroup_files(state.control_group)
-                if self.native is not None and procs != w.procs:     # (set again: its membership read afresh)
+                if self.native is not None and procs != w.procs:  # (set again: its membership read afresh)
                     self.native.set_unit(self.index[unit], procs)
                 w.procs = procs
 
@@ -333,16 +375,16 @@ class UnitReader:
         table = sampler.all_processes() if any(w.procs is None for w in self.watches.values()) else None
         out = self._sample(budget, table)
         lost = []
-        for unit, w in self.watches.items():        # (a plain loop: 2,000 units a tick)
+        for unit, w in self.watches.items():  # (a plain loop: 2,000 units a tick)
             main = w.main
             if main is not None:
                 for r in out[unit]:
                     if r.stat.pid == main[0] and r.stat.start_ticks == main[1]:
                         break
                 else:
-                    lost.append(unit)           # its main process is gone: a restart, a stop, or a crash loop
+                    lost.append(unit)  # its main process is gone: a restart, a stop, or a crash loop
             elif out[unit] or now - w.asked >= REASK_DOWN:
-                lost.append(unit)               # processes back in its cgroup, or a periodic look at a stopped unit
+                lost.append(unit)  # processes back in its cgroup, or a periodic look at a stopped unit
         if not first:
             self.questions.ask(lost)
         return out
@@ -351,6 +393,7 @@ class UnitReader:
 @dataclass
 class CgroupReading:
     """A unit's memory cgroup read once this tick (the recorder asks for usage and peak)."""
+
     usage: int | None
     peak: int | None
 
@@ -366,13 +409,19 @@ class Follower:
     directory is listed every tick and read again when it changed; a unit is resolved again when
     its main process changes (the rollout restarting it). Each move is a `deployed_state` event."""
 
-    def __init__(self, units: Units, plan_groups: dict[str, dict], host: str | None, verify_every: float,
-                 health: metrics.CollectorHealth | None):
+    def __init__(
+        self,
+        units: Units,
+        plan_groups: dict[str, dict],
+        host: str | None,
+        verify_every: float,
+        health: metrics.CollectorHealth | None,
+    ):
         self.root, self.plan_groups, self.host = units.root, plan_groups, host
-        self.store: Store | None = None          # the run's, once open (each unit's level before a deploy)
+        self.store: Store | None = None  # the run's, once open (each unit's level before a deploy)
         self.verify_every, self.health = verify_every, health
-        self.known: dict[str, deployed.Generation] = {}     # each generation read once it is complete
-        self.seen = deployed.signature(self.root)       # a --root whose state cannot be listed: refused at start
+        self.known: dict[str, deployed.Generation] = {}  # each generation read once it is complete
+        self.seen = deployed.signature(self.root)  # a --root whose state cannot be listed: refused at start
         self.gens, self.complete, self.problems = deployed.generations(self.root, host, self.known, self.seen)
         self.reported: set[str] = set()
 
@@ -386,7 +435,7 @@ class Follower:
                 return False
             gens, self.complete, self.problems = deployed.generations(self.root, self.host, self.known, sig)
             changed, self.seen, self.gens = sig != self.seen or gens != self.gens, sig, gens
-        except UserError as exc:       # the state directory refused (rootfs): the units keep what they follow
+        except UserError as exc:  # the state directory refused (rootfs): the units keep what they follow
             self.complete, self.problems = False, [exc.problem]
             self.report(time.time())
             return False
@@ -409,17 +458,24 @@ class Follower:
         if w.follows is not None and (w.follows.label, w.follows.group) == (f.label, f.group):
             return
         w.follows, plan_group = f, self.plan_groups[unit]
-        w.check = DeployedCheck(f.group, self.verify_every) if f.group and not _same_allocator(f.group, plan_group) else None
+        w.check = (
+            DeployedCheck(f.group, self.verify_every) if f.group and not _same_allocator(f.group, plan_group) else None
+        )
         w.deployed_verified, w.pre_deploy_kb = None, None
         if f.generation is not None:
-            mean, n = self.store.mean_between(w.tracked.id, "rss_kb", f.generation.applied_at - PRE_DEPLOY_S,
-                                              f.generation.applied_at)
+            mean, n = self.store.mean_between(
+                w.tracked.id, "rss_kb", f.generation.applied_at - PRE_DEPLOY_S, f.generation.applied_at
+            )
             w.pre_deploy_kb = mean if n else None
         if announce:
-            what = (f"{f.group['name']} ({metrics.allocator_label(f.group)})" if f.group
-                    else "allocator unknown" + ("" if f.generation else " (the state before alloclab)"))
-            self.store.add_event(now, "deployed_state", f"{unit}: generation {f.label}: {what}", w.tracked.id,
-                                 w.tracked.group_name)
+            what = (
+                f"{f.group['name']} ({metrics.allocator_label(f.group)})"
+                if f.group
+                else "allocator unknown" + ("" if f.generation else " (the state before alloclab)")
+            )
+            self.store.add_event(
+                now, "deployed_state", f"{unit}: generation {f.label}: {what}", w.tracked.id, w.tracked.group_name
+            )
 
 
 def _cgroup_reading(cgroup: sampler.Cgroup | None, budget: sampler.SmapsBudget) -> CgroupReading | None:
@@ -434,9 +490,18 @@ def _cgroup_reading(cgroup: sampler.Cgroup | None, budget: sampler.SmapsBudget) 
     return reading
 
 
-def collect(units: Units, plan: Plan, run: Path, interval: float, duration: float | None, say=print,
-            smaps_budget: float = 0.02, verify_every: float = 300.0, exposition: metrics.Exposition | None = None,
-            host: str | None = None) -> dict:
+def collect(
+    units: Units,
+    plan: Plan,
+    run: Path,
+    interval: float,
+    duration: float | None,
+    say=print,
+    smaps_budget: float = 0.02,
+    verify_every: float = 300.0,
+    exposition: metrics.Exposition | None = None,
+    host: str | None = None,
+) -> dict:
     """Sample every unit of the plan into RUN until stopped (or for `duration` seconds). A run that
     exists is resumed: same groups and replicas, a `collector_resumed` event marks the gap. With an
     `exposition`, every tick's rows are also published for Prometheus (metrics.py), labelled `host`
@@ -459,15 +524,21 @@ def collect(units: Units, plan: Plan, run: Path, interval: float, duration: floa
     if not any(first.values()):
         having = [u for u, w in watches.items() if w.main is not None]
         if having:
-            raise UserError(f"cannot read the memory of any of the {len(watches)} units' processes (e.g. {having[0]}, "
-                            f"pid {watches[having[0]].main[0]})", "run the collector as root or as the units' user")
-        raise UserError(f"none of the plan's {len(watches)} units has a running process here "
-                        f"({type(units).__name__} under {units.root}"
-                        + (f"; {reader.last_error}" if reader.last_error else "") + ")",
-                        "start the units, or give the --systemctl (systemd, user) and --root the plan was made with")
+            raise UserError(
+                f"cannot read the memory of any of the {len(watches)} units' processes (e.g. {having[0]}, "
+                f"pid {watches[having[0]].main[0]})",
+                "run the collector as root or as the units' user",
+            )
+        raise UserError(
+            f"none of the plan's {len(watches)} units has a running process here "
+            f"({type(units).__name__} under {units.root}"
+            + (f"; {reader.last_error}" if reader.last_error else "")
+            + ")",
+            "start the units, or give the --systemctl (systemd, user) and --root the plan was made with",
+        )
     resumed = (run / DB_NAME).exists()
     plan_groups = {a["unit"]: groups[a["group"]] for a in plan.assignments}
-    follower = Follower(units, plan_groups, plan.data.get("host"), verify_every, health)   # before anything is stored
+    follower = Follower(units, plan_groups, plan.data.get("host"), verify_every, health)  # before anything is stored
     if resumed:
         store = Store.open(run)
         if store.meta().get("source") != "fleet":
@@ -479,19 +550,42 @@ def collect(units: Units, plan: Plan, run: Path, interval: float, duration: floa
     store.begin()
     last = store.last_sample_time()
     if resumed:
-        store.add_event(time.time(), "collector_resumed", f"collector restarted; no samples for {time.time() - (last or time.time()):.0f} s")
+        store.add_event(
+            time.time(),
+            "collector_resumed",
+            f"collector restarted; no samples for {time.time() - (last or time.time()):.0f} s",
+        )
     else:
-        store.set_meta(name=plan.data["name"], source="fleet", metric="rss", interval=interval, seed=plan.data["seed"],
-                       baseline=plan.data["groups"][0]["name"], experiment=plan.data["experiment"], plan=str(plan.path),
-                       started_at=time.time(), **{**host_metadata(), "host": host})
+        store.set_meta(
+            name=plan.data["name"],
+            source="fleet",
+            metric="rss",
+            interval=interval,
+            seed=plan.data["seed"],
+            baseline=plan.data["groups"][0]["name"],
+            experiment=plan.data["experiment"],
+            plan=str(plan.path),
+            started_at=time.time(),
+            **{**host_metadata(), "host": host},
+        )
         for g in plan.data["groups"]:
-            store.add_group(name=g["name"], allocator=g["allocator"], kind=g["kind"], library_path=g["library"],
-                         library_sha256=g["sha256"], family=g["family"], version=g["version"], env_json=json.dumps(g["env"]),
-                         command_json="[]", is_baseline=int(g["name"] == plan.data["groups"][0]["name"]))
+            store.add_group(
+                name=g["name"],
+                allocator=g["allocator"],
+                kind=g["kind"],
+                library_path=g["library"],
+                library_sha256=g["sha256"],
+                family=g["family"],
+                version=g["version"],
+                env_json=json.dumps(g["env"]),
+                command_json="[]",
+                is_baseline=int(g["name"] == plan.data["groups"][0]["name"]),
+            )
         gid = {r["name"]: r["id"] for r in store.groups()}
         for i, a in enumerate(plan.assignments):
-            store.add_replica(group_id=gid[a["group"]], idx=i, name=a["unit"], start_order=i, started_at=time.time(),
-                         host=host)
+            store.add_replica(
+                group_id=gid[a["group"]], idx=i, name=a["unit"], start_order=i, started_at=time.time(), host=host
+            )
     store.commit()
     recorder = Recorder(store, verify_every, "rss", single_process_rows=False)
     for row in store.replicas():
@@ -518,7 +612,7 @@ def collect(units: Units, plan: Plan, run: Path, interval: float, duration: floa
     started, ticks = time.monotonic(), 0
     lateness: collections.deque[float] = collections.deque(maxlen=100_000)
     durations: collections.deque[float] = collections.deque(maxlen=100_000)
-    tick_cpu: collections.deque[float] = collections.deque(maxlen=100_000)     # process CPU per tick
+    tick_cpu: collections.deque[float] = collections.deque(maxlen=100_000)  # process CPU per tick
     # process CPU per tick by phase: reading units (and the full tier), recording rows, writing them
     phase_cpu = {k: collections.deque(maxlen=100_000) for k in ("read", "record", "store")}
     readings_now: dict[str, list[sampler.ProcReading]] | None = first
@@ -527,13 +621,13 @@ def collect(units: Units, plan: Plan, run: Path, interval: float, duration: floa
             t_tick, cpu_tick = time.monotonic(), time.process_time()
             budget.begin_tick()
             now = time.time()
-            if last is not None and now <= last:       # never two samples at one time, even across restarts
+            if last is not None and now <= last:  # never two samples at one time, even across restarts
                 now = last + 1e-3
             readings = readings_now if readings_now is not None else reader.read(budget)
             readings_now = None
             cpu_read = time.process_time()
             mains_changed = False
-            cgroups = budget.allowed()                 # else no unit's cgroup is read this tick (asked once, not per unit)
+            cgroups = budget.allowed()  # else no unit's cgroup is read this tick (asked once, not per unit)
             store.begin()
             refollow = follower.refresh()
             for unit, w in watches.items():
@@ -542,8 +636,13 @@ def collect(units: Units, plan: Plan, run: Path, interval: float, duration: floa
                     follower.follow(unit, w, now)
                 if rd and w.main is not None and mains.get(unit) != w.main:
                     if mains.get(unit):
-                        store.add_event(now, "process_restart", f"{unit}: main process {mains[unit][0]} -> {w.main[0]}",
-                                    t.id, t.group_name)
+                        store.add_event(
+                            now,
+                            "process_restart",
+                            f"{unit}: main process {mains[unit][0]} -> {w.main[0]}",
+                            t.id,
+                            t.group_name,
+                        )
                         restarts[unit] += 1
                     mains[unit] = w.main
                     mains_changed = True
@@ -558,7 +657,7 @@ def collect(units: Units, plan: Plan, run: Path, interval: float, duration: floa
                 exposition.publish(_snapshot(now, host, watches, recorder.replica_rows, restarts))
             cpu_record = time.process_time()
             recorder.flush(now)
-            if mains_changed:                          # ~2 ms of JSON at 2,000 units: only when one changed
+            if mains_changed:  # ~2 ms of JSON at 2,000 units: only when one changed
                 store.set_meta(fleet_main_processes=mains)
             store.commit()
             last = now
@@ -567,7 +666,11 @@ def collect(units: Units, plan: Plan, run: Path, interval: float, duration: floa
             durations.append(spent)
             cpu_end = time.process_time()
             tick_cpu.append(cpu_end - cpu_tick)
-            for k, v in (("read", cpu_read - cpu_tick), ("record", cpu_record - cpu_read), ("store", cpu_end - cpu_record)):
+            for k, v in (
+                ("read", cpu_read - cpu_tick),
+                ("record", cpu_record - cpu_read),
+                ("store", cpu_end - cpu_record),
+            ):
                 phase_cpu[k].append(v)
             if health:
                 health.tick(spent)
@@ -583,20 +686,28 @@ def collect(units: Units, plan: Plan, run: Path, interval: float, duration: floa
         pass
     finally:
         signal.signal(signal.SIGTERM, previous)
-        gc.unfreeze()                                  # (collect called in a longer-lived process: tests)
+        gc.unfreeze()  # (collect called in a longer-lived process: tests)
         store.set_meta(ended_at=time.time(), end_reason="collector stopped")
         store.close()
         reader.close()
         if native_reader is not None:
             native_reader.close()
     say(f"collected {ticks} rounds of {len(watches)} units into {run}")
-    return {"ticks": ticks, "resumed": resumed, "lateness": list(lateness), "durations": list(durations),
-            "tick_cpu": list(tick_cpu), "phase_cpu": {k: list(v) for k, v in phase_cpu.items()},
-            "systemd_queries": reader.queries, "full_tier_cpu_s": budget.spent}
+    return {
+        "ticks": ticks,
+        "resumed": resumed,
+        "lateness": list(lateness),
+        "durations": list(durations),
+        "tick_cpu": list(tick_cpu),
+        "phase_cpu": {k: list(v) for k, v in phase_cpu.items()},
+        "systemd_queries": reader.queries,
+        "full_tier_cpu_s": budget.spent,
+    }
 
 
-def _snapshot(now: float, host: str, watches: dict[str, Watch], rows: list[tuple],
-              restarts: dict[str, int]) -> metrics.Snapshot:
+def _snapshot(
+    now: float, host: str, watches: dict[str, Watch], rows: list[tuple], restarts: dict[str, int]
+) -> metrics.Snapshot:
     """This tick's replica rows (exactly what goes to the store) as one exposition snapshot; a
     unit without a row this tick is down (no figures, only its up, info and restart counter).
     Labels and verification follow the generation each unit follows (Follower)."""
@@ -606,15 +717,29 @@ def _snapshot(now: float, host: str, watches: dict[str, Watch], rows: list[tuple
     for unit, w in watches.items():
         row, t, f = by_id.get(w.tracked.id), w.tracked, w.follows
         g = f.group or {}
-        verified = (w.deployed_verified if w.check is not None else current_state(t.verdicts, t.current)) \
-            if row and f.group else None
-        snap.units.append(metrics.UnitFigures(
-            unit=unit, group=g.get("name", ""), allocator=metrics.allocator_label(g) if g else "",
-            version=g.get("version") or "", sha256=g.get("sha256") or "",
-            up=row is not None, nprocs=row[cols.index("nprocs")] if row else 0,
-            memory_kb={c: row[cols.index(c)] for c in metrics.MEMTYPES} if row else {},
-            cpu_s=row[cols.index("cpu_s")] if row else None, verified=verified,
-            restarts=restarts[unit], start_time=w.start_time if row else None,
-            generation=f.label, generation_number=f.number,
-            generation_time=f.generation.applied_at if f.generation else None, pre_deploy_kb=w.pre_deploy_kb))
+        verified = (
+            (w.deployed_verified if w.check is not None else current_state(t.verdicts, t.current))
+            if row and f.group
+            else None
+        )
+        snap.units.append(
+            metrics.UnitFigures(
+                unit=unit,
+                group=g.get("name", ""),
+                allocator=metrics.allocator_label(g) if g else "",
+                version=g.get("version") or "",
+                sha256=g.get("sha256") or "",
+                up=row is not None,
+                nprocs=row[cols.index("nprocs")] if row else 0,
+                memory_kb={c: row[cols.index(c)] for c in metrics.MEMTYPES} if row else {},
+                cpu_s=row[cols.index("cpu_s")] if row else None,
+                verified=verified,
+                restarts=restarts[unit],
+                start_time=w.start_time if row else None,
+                generation=f.label,
+                generation_number=f.number,
+                generation_time=f.generation.applied_at if f.generation else None,
+                pre_deploy_kb=w.pre_deploy_kb,
+            )
+        )
     return snap

@@ -22,6 +22,7 @@ process (the regrowth after `fleet apply` restarted every moved unit, and after 
 restart). Every group's window is the same stretch of clock time, so a daily cycle or a
 network-wide event that moves every relay moves both sides of the ratio.
 """
+
 from __future__ import annotations
 
 import math
@@ -38,16 +39,16 @@ from ..stats.group_tests import welch
 from ..stats.rules import RULES
 
 DAY = 86400.0
-HOLD_P = 0.2               # a gap still closing at this one-sided level holds a decision back (still_closing)
+HOLD_P = 0.2  # a gap still closing at this one-sided level holds a decision back (still_closing)
 
 
 @dataclass(frozen=True)
 class LookPlan:
-    every_s: float = 12 * 3600.0        # the grid: a look every 12 h from the experiment's start
-    horizon_s: float = 14 * DAY         # all of alpha is spent by here
-    settle_s: float = 3600.0            # a process's first hour is regrowth, not a level
+    every_s: float = 12 * 3600.0  # the grid: a look every 12 h from the experiment's start
+    horizon_s: float = 14 * DAY  # all of alpha is spent by here
+    settle_s: float = 3600.0  # a process's first hour is regrowth, not a level
     alpha: float = RULES["alpha"]
-    margin: float = 0.05                # equivalent: the ratio's interval within ±5%
+    margin: float = 0.05  # equivalent: the ratio's interval within ±5%
 
     def times(self) -> list[float]:
         n = max(1, math.floor(self.horizon_s / self.every_s + 1e-9))
@@ -63,16 +64,16 @@ class LookPlan:
 class ComparisonStatus:
     group: str
     baseline: str
-    state: str                          # decided | undecided
-    outcome: str | None                 # lower | higher | equivalent (decided only)
-    ratio: float | None                 # group / baseline, geometric means of the units' levels, at the look
-    ratio_ci: tuple[float, float] | None    # at the look's level
-    look: int                           # the deciding look, or the last look made (0: none yet)
-    look_s: float | None                # its elapsed time from the experiment's start
-    level: float | None                 # the look's alpha
-    units: int                          # this group's units in the look
+    state: str  # decided | undecided
+    outcome: str | None  # lower | higher | equivalent (decided only)
+    ratio: float | None  # group / baseline, geometric means of the units' levels, at the look
+    ratio_ci: tuple[float, float] | None  # at the look's level
+    look: int  # the deciding look, or the last look made (0: none yet)
+    look_s: float | None  # its elapsed time from the experiment's start
+    level: float | None  # the look's alpha
+    units: int  # this group's units in the look
     baseline_units: int
-    expected_decision_s: float | None = None    # undecided: elapsed time of the look expected to decide
+    expected_decision_s: float | None = None  # undecided: elapsed time of the look expected to decide
     replicas_needed: int | None = None  # units a group for 80% power at this effect and spread (one look at α)
     note: str = ""
 
@@ -83,7 +84,7 @@ class FleetStatus:
     looks_done: int
     plan: LookPlan
     comparisons: list[ComparisonStatus] = field(default_factory=list)
-    started_at: float | None = None     # Unix time of the experiment's start (its first sample)
+    started_at: float | None = None  # Unix time of the experiment's start (its first sample)
 
     @property
     def recommended(self) -> str | None:
@@ -91,8 +92,9 @@ class FleetStatus:
         spent): the decided-lower group with the lowest ratio; the baseline when every other group
         is decided higher or equivalent; None while that is not known (an undecided group could
         still turn out lower)."""
-        if not self.comparisons or (any(c.state != "decided" for c in self.comparisons)
-                                    and self.looks_done < len(self.plan.times())):
+        if not self.comparisons or (
+            any(c.state != "decided" for c in self.comparisons) and self.looks_done < len(self.plan.times())
+        ):
             return None
         lower = [c for c in self.comparisons if c.outcome == "lower"]
         if lower:
@@ -106,13 +108,24 @@ class FleetStatus:
         return self.recommended is not None
 
     def as_dict(self) -> dict:
-        return {"started_at": self.started_at, "elapsed_s": self.elapsed_s, "looks_done": self.looks_done, "plan": asdict(self.plan),
-                "recommended": self.recommended, "decided": self.decided,
-                "comparisons": [asdict(c) for c in self.comparisons]}
+        return {
+            "started_at": self.started_at,
+            "elapsed_s": self.elapsed_s,
+            "looks_done": self.looks_done,
+            "plan": asdict(self.plan),
+            "recommended": self.recommended,
+            "decided": self.decided,
+            "comparisons": [asdict(c) for c in self.comparisons],
+        }
 
 
-def decide(looks: Iterable[tuple[float, dict[str, np.ndarray]]], baseline: str, plan: LookPlan,
-           elapsed_s: float | None = None, groups: Iterable[str] = ()) -> FleetStatus:
+def decide(
+    looks: Iterable[tuple[float, dict[str, np.ndarray]]],
+    baseline: str,
+    plan: LookPlan,
+    elapsed_s: float | None = None,
+    groups: Iterable[str] = (),
+) -> FleetStatus:
     """The status after the grid looks given: (elapsed seconds, LookData) of every
     look whose time has passed, in order; `groups`: every group of the run (one may have no units
     yet at the first looks). The same function the calibration runs."""
@@ -134,8 +147,20 @@ def decide(looks: Iterable[tuple[float, dict[str, np.ndarray]]], baseline: str, 
             se = log_se(c)
             if se is not None:
                 ses.setdefault(g, []).append((t, se))
-            s = ComparisonStatus(g, baseline, "undecided", None, c.ratio, c.ratio_ci, k, t, level, c.n, nb,
-                                 replicas_needed=c.replicas_needed)
+            s = ComparisonStatus(
+                g,
+                baseline,
+                "undecided",
+                None,
+                c.ratio,
+                c.ratio_ci,
+                k,
+                t,
+                level,
+                c.n,
+                nb,
+                replicas_needed=c.replicas_needed,
+            )
             if c.status in ("lower", "higher", "equivalent"):
                 if still_closing(look, g, baseline, c.ratio, c.status):
                     s.note = f"would be {c.status}, but the gap is still closing (start-up regrowth?): not decided yet"
@@ -143,7 +168,7 @@ def decide(looks: Iterable[tuple[float, dict[str, np.ndarray]]], baseline: str, 
                     s.state, s.outcome = "decided", c.status
                     decided[g] = s
             last[g] = s
-        if last and len(decided) == len(last) and expected <= set(decided):   # all decided: later looks change nothing
+        if last and len(decided) == len(last) and expected <= set(decided):  # all decided: later looks change nothing
             break
     out = FleetStatus(elapsed_s if elapsed_s is not None else last_t, done, plan)
     for g, s in last.items():
@@ -153,8 +178,9 @@ def decide(looks: Iterable[tuple[float, dict[str, np.ndarray]]], baseline: str, 
     return out
 
 
-def _project(s: ComparisonStatus, ses: list[tuple[float, float]], plan: LookPlan, levels: list[float], done: int,
-             m: int) -> None:
+def _project(
+    s: ComparisonStatus, ses: list[tuple[float, float]], plan: LookPlan, levels: list[float], done: int, m: int
+) -> None:
     """The look expected to decide an undecided comparison if its ratio stays where it is and its
     spread keeps shrinking as it has: the standard error of the log ratio as a power of elapsed
     time fitted over the looks so far (between −1/2, the within-unit noise averaging out, and 0,
@@ -183,21 +209,33 @@ def _project(s: ComparisonStatus, ses: list[tuple[float, float]], plan: LookPlan
 
 def status_line(s: ComparisonStatus, plan: LookPlan, started_at: float | None = None) -> str:
     """One plain line for a comparison (with started_at, the expected decision's date too)."""
+
     def when(t: float) -> str:
         return f"day {t / DAY:.1f}"
+
     head = f"{s.group} vs {s.baseline}: "
     if s.look == 0 or s.look_s is None:
         return f"{head}undecided — {s.note}"
-    ratio = "" if s.ratio is None else f"{s.ratio:.3f}×" + (
-        f" [{s.ratio_ci[0]:.3f}–{s.ratio_ci[1]:.3f}]" if s.ratio_ci else "")
+    ratio = (
+        ""
+        if s.ratio is None
+        else f"{s.ratio:.3f}×" + (f" [{s.ratio_ci[0]:.3f}–{s.ratio_ci[1]:.3f}]" if s.ratio_ci else "")
+    )
     if s.state == "decided":
-        word = {"lower": "uses less memory", "higher": "uses more memory",
-                "equivalent": f"equivalent (within ±{plan.margin:.0%})"}[s.outcome]
-        return (f"{head}DECIDED — {word}: {ratio} at look {s.look} ({when(s.look_s)}, level {s.level:.2g}; "
-                f"{s.units} and {s.baseline_units} units)")
+        word = {
+            "lower": "uses less memory",
+            "higher": "uses more memory",
+            "equivalent": f"equivalent (within ±{plan.margin:.0%})",
+        }[s.outcome]
+        return (
+            f"{head}DECIDED — {word}: {ratio} at look {s.look} ({when(s.look_s)}, level {s.level:.2g}; "
+            f"{s.units} and {s.baseline_units} units)"
+        )
     if s.expected_decision_s is not None:
         date = f", {utc(started_at + s.expected_decision_s, minutes=True)}" if started_at is not None else ""
-        tail = (f"{s.note}; " if s.note else "") + f"expected at {when(s.expected_decision_s)}{date} at this effect and spread"
+        tail = (
+            f"{s.note}; " if s.note else ""
+        ) + f"expected at {when(s.expected_decision_s)}{date} at this effect and spread"
     else:
         tail = s.note or "not by the horizon"
         if s.replicas_needed:
@@ -209,6 +247,7 @@ def status_line(s: ComparisonStatus, plan: LookPlan, started_at: float | None = 
 class LookData:
     """What one look reads: each group's per-unit levels (MB) and per-unit trends (the log change
     from the first to the second half of the unit's window: is the level still moving?)."""
+
     levels: dict[str, np.ndarray]
     trends: dict[str, np.ndarray]
 
@@ -232,8 +271,9 @@ def look_data(series, t0: float, t: float, settle_s: float) -> LookData:
         if keep.any():
             levels.setdefault(s.group, []).append(float(s.mb[keep].mean()))
             early, late = s.mb[keep & (s.t <= mid)], s.mb[keep & (s.t > mid)]
-            trends.setdefault(s.group, []).append(math.log(late.mean() / early.mean()) if len(early) and len(late)
-                                                  else math.nan)
+            trends.setdefault(s.group, []).append(
+                math.log(late.mean() / early.mean()) if len(early) and len(late) else math.nan
+            )
     return LookData({g: np.array(v) for g, v in levels.items()}, {g: np.array(v) for g, v in trends.items()})
 
 
@@ -257,20 +297,21 @@ def still_closing(look: LookData, group: str, baseline: str, ratio: float, outco
         return False
     if outcome == "equivalent":
         return w.p < HOLD_P * 2
-    toward_one = -1.0 if ratio > 1 else 1.0          # a ratio above 1 closes when the group's trend is below the baseline's
+    toward_one = -1.0 if ratio > 1 else 1.0  # a ratio above 1 closes when the group's trend is below the baseline's
     return w.d * toward_one > 0 and w.p / 2 < HOLD_P
 
 
 @dataclass
 class FleetSeries:
     """A run's series as the status reads them, loaded once (a replay asks many times)."""
+
     series: list
     groups: list[str]
     baseline: str
-    t0: float | None                    # the experiment's start: its first sample
+    t0: float | None  # the experiment's start: its first sample
     t_last: float | None
-    levels: dict = field(default_factory=dict)      # (look time, settle) -> LookData: a look's data never changes
-    decided: dict = field(default_factory=dict)     # (plan, looks passed) -> the status those looks give
+    levels: dict = field(default_factory=dict)  # (look time, settle) -> LookData: a look's data never changes
+    decided: dict = field(default_factory=dict)  # (plan, looks passed) -> the status those looks give
 
     def levels_at(self, t: float, settle_s: float) -> LookData:
         key = (t, settle_s)
@@ -282,15 +323,21 @@ class FleetSeries:
 def load_run(store) -> FleetSeries:
     from ..analysis.duplicates import drop_duplicates
     from ..analysis.load import load_series, segment
+
     groups = store.groups()
     names = [g["name"] for g in groups]
     baseline = next((g["name"] for g in groups if g["is_baseline"]), names[0] if names else "")
     series = load_series(store, store.meta().get("metric", "rss") or "rss")
-    drop_duplicates(series)             # one process sampled twice counts once, as in the analysis
+    drop_duplicates(series)  # one process sampled twice counts once, as in the analysis
     segment(store, series)
     filled = [s for s in series if len(s.t)]
-    return FleetSeries(series, names, baseline, min((float(s.t[0]) for s in filled), default=None),
-                       max((float(s.t[-1]) for s in filled), default=None))
+    return FleetSeries(
+        series,
+        names,
+        baseline,
+        min((float(s.t[0]) for s in filled), default=None),
+        max((float(s.t[-1]) for s in filled), default=None),
+    )
 
 
 def run_status(store, plan: LookPlan | None = None, now: float | None = None) -> FleetStatus:
@@ -300,23 +347,31 @@ def run_status(store, plan: LookPlan | None = None, now: float | None = None) ->
 
 def status_at(run: FleetSeries, plan: LookPlan | None = None, now: float | None = None) -> FleetStatus:
     plan = plan or LookPlan()
-    placeholder = lambda g, note: ComparisonStatus(g, run.baseline, "undecided", None, None, None, 0, None, None, 0, 0,
-                                                   note=note)
+    placeholder = lambda g, note: ComparisonStatus(
+        g, run.baseline, "undecided", None, None, None, 0, None, None, 0, 0, note=note
+    )
     if run.t0 is None:
         return FleetStatus(0.0, 0, plan, [placeholder(g, "no samples yet") for g in run.groups if g != run.baseline])
     end = run.t_last if now is None else now
     elapsed = max(0.0, end - run.t0)
     passed = [t for t in plan.times() if t <= elapsed]
-    key = (plan, len(passed))           # between two looks the status is the last look's: decided once
+    key = (plan, len(passed))  # between two looks the status is the last look's: decided once
     if key not in run.decided:
-        run.decided[key] = decide(((t, run.levels_at(t, plan.settle_s)) for t in passed), run.baseline, plan,
-                                  groups=run.groups)
+        run.decided[key] = decide(
+            ((t, run.levels_at(t, plan.settle_s)) for t in passed), run.baseline, plan, groups=run.groups
+        )
     done = run.decided[key]
     st = FleetStatus(elapsed, len(passed), plan, [replace(c) for c in done.comparisons])
     st.started_at = run.t0
     seen = {c.group for c in st.comparisons}
     for g in run.groups:
         if g != run.baseline and g not in seen:
-            st.comparisons.append(placeholder(g, f"no look yet: the first is at day {plan.times()[0] / DAY:.1f}"
-                                              if st.looks_done == 0 else "not testable: fewer than 2 units a side"))
+            st.comparisons.append(
+                placeholder(
+                    g,
+                    f"no look yet: the first is at day {plan.times()[0] / DAY:.1f}"
+                    if st.looks_done == 0
+                    else "not testable: fewer than 2 units a side",
+                )
+            )
     return st

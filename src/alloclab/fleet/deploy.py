@@ -7,6 +7,7 @@ the same way, in canary batches under the guards (fleet/rollout.py) and, for the
 peers' judgement (fleet/canary.py) -> `rollback` restores the previous drop-ins byte for byte.
 systemd is reached only through the `Units` seam (fleet/systemd.py).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -27,7 +28,7 @@ from .plan import Plan, _check_loadable, check_group, make_plan
 from .systemd import Units, validate_unit
 
 DROPIN_NAME = "50-alloclab.conf"
-CANARY = "the canary"            # a trip's "unit" when the canary batch failed against its peers
+CANARY = "the canary"  # a trip's "unit" when the canary batch failed against its peers
 
 
 def dropin_path(root: Path, unit: str) -> Path:
@@ -38,8 +39,13 @@ def dropin_text(group: dict, plan_id: str) -> str:
     """The drop-in for one unit. Every value goes through unitfile, which refuses or escapes
     whatever systemd would read as more than a value (docs/security.md)."""
     check_group(group, f"plan {plan_id}")
-    lines = [unitfile.comment_line(f"Written by alloclab fleet (plan {plan_id}, group {group['name']}: {group['allocator']})."),
-             "# Remove with: alloclab fleet rollback", "[Service]"]
+    lines = [
+        unitfile.comment_line(
+            f"Written by alloclab fleet (plan {plan_id}, group {group['name']}: {group['allocator']})."
+        ),
+        "# Remove with: alloclab fleet rollback",
+        "[Service]",
+    ]
     if group["library"]:
         lines.append(unitfile.environment_line("LD_PRELOAD", group["library"], f"group {group['name']}"))
     else:
@@ -64,10 +70,22 @@ def _check_library(group: dict) -> None:
             raise UserError(f"group {group['name']}: {lib} changed since the plan was made", "make a new plan")
 
 
-def apply_plan(units: Units, plan: Plan, batch: int | str, dry_run: bool, say=print, timeout: float = 30.0,
-               guards: rollout.Guards | None = None, settle: float = 0.0, scope: str = "all",
-               sample_every: float = 1.0, history: Path | None = None, peer_rule: canary.PeerRule | None = None,
-               baseline: str = "none", baseline_restart: bool = True) -> dict:
+def apply_plan(
+    units: Units,
+    plan: Plan,
+    batch: int | str,
+    dry_run: bool,
+    say=print,
+    timeout: float = 30.0,
+    guards: rollout.Guards | None = None,
+    settle: float = 0.0,
+    scope: str = "all",
+    sample_every: float = 1.0,
+    history: Path | None = None,
+    peer_rule: canary.PeerRule | None = None,
+    baseline: str = "none",
+    baseline_restart: bool = True,
+) -> dict:
     """Back up every drop-in, then batch by batch: write the batch's drop-ins, reload, restart,
     verify. Without guards the first failure stops the rollout (undo: `fleet rollback`). With
     guards (a canary rollout, `fleet deploy`) each batch also settles for `settle` seconds under
@@ -83,8 +101,10 @@ def apply_plan(units: Units, plan: Plan, batch: int | str, dry_run: bool, say=pr
     present = set(units.list_units())
     missing = [u for u in plan.data["units"] if u not in present]
     if missing:
-        raise UserError(f"the plan no longer matches the units present: {', '.join(missing[:5])} missing",
-                        "make a new plan with: alloclab fleet plan")
+        raise UserError(
+            f"the plan no longer matches the units present: {', '.join(missing[:5])} missing",
+            "make a new plan with: alloclab fleet plan",
+        )
     if scope not in ("all", "batch"):
         raise UserError(f"--rollback-scope {scope!r} is not known", "use all or batch")
     groups = {g["name"]: g for g in plan.data["groups"]}
@@ -94,32 +114,48 @@ def apply_plan(units: Units, plan: Plan, batch: int | str, dry_run: bool, say=pr
     states = units.unit_states([a["unit"] for a in plan.assignments], sandbox=True)
     _check_loadable(plan.assignments, groups, lambda a: states[a["unit"]].sandbox, True)
     plan_id = hashlib.sha256(plan.path.read_bytes()).hexdigest()[:12]
-    writes = [(a["unit"], dropin_path(root, a["unit"]), dropin_text(groups[a["group"]], plan_id)) for a in plan.assignments]
+    writes = [
+        (a["unit"], dropin_path(root, a["unit"]), dropin_text(groups[a["group"]], plan_id)) for a in plan.assignments
+    ]
     sizes = rollout.batch_sizes(batch, len(writes))
     starts = [sum(sizes[:i]) for i in range(len(sizes))]
-    batches = [writes[s:s + n] for s, n in zip(starts, sizes)]
-    past = _open_history(history) if guards is not None else None     # a wrong --history fails the dry run too
-    judge, peers_note = _peer_judge(plan, batches, peer_rule if guards is not None else None, baseline, baseline_restart)
+    batches = [writes[s : s + n] for s, n in zip(starts, sizes)]
+    past = _open_history(history) if guards is not None else None  # a wrong --history fails the dry run too
+    judge, peers_note = _peer_judge(
+        plan, batches, peer_rule if guards is not None else None, baseline, baseline_restart
+    )
     if dry_run:
         for _unit, path, text in writes:
             say(f"would write {path}:\n" + "".join(f"    {ln}\n" for ln in text.splitlines()))
         for i, b in enumerate(batches, 1):
             peers = judge is not None and i == 1
-            say(f"batch {i}: write its drop-ins, systemctl daemon-reload, systemctl restart {' '.join(u for u, _, _ in b)}"
-                + (f" and{'' if baseline_restart else ' not'} its {len(judge.baseline)} peers {' '.join(judge.baseline)}" if peers else "")
-                + ", then check active and allocator mapped" + (f", then settle {settle:g} s under the guards" if guards else "")
-                + (f", judged against its peers (up to {judge.rule.max_settle_s:g} s)" if peers else ""))
+            say(
+                f"batch {i}: write its drop-ins, systemctl daemon-reload, systemctl restart {' '.join(u for u, _, _ in b)}"
+                + (
+                    f" and{'' if baseline_restart else ' not'} its {len(judge.baseline)} peers {' '.join(judge.baseline)}"
+                    if peers
+                    else ""
+                )
+                + ", then check active and allocator mapped"
+                + (f", then settle {settle:g} s under the guards" if guards else "")
+                + (f", judged against its peers (up to {judge.rule.max_settle_s:g} s)" if peers else "")
+            )
         if guards is not None and peer_rule is not None:
             say(f"canary: {peers_note}")
-        return {"dry_run": True, "units": len(writes), "batches": len(batches), "host": plan.data.get("host"),
-                "would_change": [{"unit": u, "group": _group_of(plan, u), "dropin": str(p)} for u, p, _ in writes],
-                "canary": judge.as_dict() if judge is not None else ({"note": peers_note} if peer_rule else None)}
+        return {
+            "dry_run": True,
+            "units": len(writes),
+            "batches": len(batches),
+            "host": plan.data.get("host"),
+            "would_change": [{"unit": u, "group": _group_of(plan, u), "dropin": str(p)} for u, p, _ in writes],
+            "canary": judge.as_dict() if judge is not None else ({"note": peers_note} if peer_rule else None),
+        }
     if guards is not None and peer_rule is not None and judge is None:
-        say(f"canary: {peers_note}")           # why the guards alone judge it
+        say(f"canary: {peers_note}")  # why the guards alone judge it
     # back up what is there (or that nothing is), byte for byte, before touching anything; every
     # path under the root is reached without following links (rootfs)
     fs = rootfs.Root(root)
-    for _, path, _ in writes:            # a planted link is refused before anything is written
+    for _, path, _ in writes:  # a planted link is refused before anything is written
         if fs.exists(path) and not fs.is_file(path):
             raise fs._refuse(fs._parts(path), "not a regular file (a symbolic link?)")
     generation = state_dir(root) / "applied" / timefmt.local_stamp()
@@ -144,15 +180,15 @@ def apply_plan(units: Units, plan: Plan, batch: int | str, dry_run: bool, say=pr
     watched: dict[str, dict] = {}
     for i, b in enumerate(batches, 1):
         names = [u for u, _, _ in b]
-        old = {u: _old_process(units, u, past) for u in names}   # each unit's level on its old allocator
+        old = {u: _old_process(units, u, past) for u in names}  # each unit's level on its old allocator
         peers = judge if i == 1 else None
-        for _unit, path, text in b:       # later batches keep their old drop-ins until their turn
+        for _unit, path, text in b:  # later batches keep their old drop-ins until their turn
             fs.write(path, text)
         units.daemon_reload()
         if peers is not None:
             peers.old_kb = {**{u: old[u]["kb"] for u in names}, **{u: _rss_kb(units, u) for u in peers.baseline}}
         for unit in _interleave(names, peers.baseline if peers is not None and peers.restart_baseline else []):
-            units.restart(unit)          # the canary and its peers at the same moment, in turn
+            units.restart(unit)  # the canary and its peers at the same moment, in turn
         if peers is not None:
             peers.restarted()
         problem = None
@@ -173,38 +209,74 @@ def apply_plan(units: Units, plan: Plan, batch: int | str, dry_run: bool, say=pr
                 problem = (CANARY, peers.failure())
             elif problem is None and peers.action == "hold":
                 done.extend(names)
-                say(f"batch 1/{len(batches)}: held: the canary stays deployed, nothing else is changed; "
-                    f"go on with the same command and a longer --max-settle, or undo it with: alloclab fleet rollback --root {root}")
-                return {"dry_run": False, "units": len(done), "batches": len(batches), "generation": str(generation),
-                        "host": plan.data.get("host"), "changed": _changes(units, plan, done), "tripped": None,
-                        "held": {"batch": 1, "why": peers.verdict_line()}, "watched": watched, "canary": peers.as_dict()}
+                say(
+                    f"batch 1/{len(batches)}: held: the canary stays deployed, nothing else is changed; "
+                    f"go on with the same command and a longer --max-settle, or undo it with: alloclab fleet rollback --root {root}"
+                )
+                return {
+                    "dry_run": False,
+                    "units": len(done),
+                    "batches": len(batches),
+                    "generation": str(generation),
+                    "host": plan.data.get("host"),
+                    "changed": _changes(units, plan, done),
+                    "tripped": None,
+                    "held": {"batch": 1, "why": peers.verdict_line()},
+                    "watched": watched,
+                    "canary": peers.as_dict(),
+                }
         if problem is not None:
             unit, why = problem
             if guards is None:
-                say(f"batch {i}: {unit}: {why}; stopping here ({len(done)} units done, "
-                    f"{len(writes) - len(done) - len(b)} not restarted)")
-                raise UserError(f"{unit} {why}", f"fix it, or undo everything with: alloclab fleet rollback --root {root}")
+                say(
+                    f"batch {i}: {unit}: {why}; stopping here ({len(done)} units done, "
+                    f"{len(writes) - len(done) - len(b)} not restarted)"
+                )
+                raise UserError(
+                    f"{unit} {why}", f"fix it, or undo everything with: alloclab fleet rollback --root {root}"
+                )
             undo = names if scope == "batch" else done + names
-            say(f"batch {i}: {unit} {why}; rolling back {len(undo)} units ({scope})" if unit == CANARY else
-                f"batch {i}: {unit}: {why}: guard tripped; rolling back {len(undo)} units ({scope})")
+            say(
+                f"batch {i}: {unit} {why}; rolling back {len(undo)} units ({scope})"
+                if unit == CANARY
+                else f"batch {i}: {unit}: {why}: guard tripped; rolling back {len(undo)} units ({scope})"
+            )
             restore(units, generation, manifest, undo, max(sizes), say)
             if scope == "all":
                 fs.rename(generation, generation.with_name(generation.name + ".rolled-back"))
             kept = [u for u in done if u not in undo]
-            return {"dry_run": False, "units": len(done), "batches": len(batches), "generation": str(generation),
-                    "host": plan.data.get("host"), "changed": _changes(units, plan, kept),
-                    "tripped": {"batch": i, "unit": unit, "why": why, "rolled_back": undo, "scope": scope},
-                    "watched": watched, "canary": _judgement(judge, peers_note)}
+            return {
+                "dry_run": False,
+                "units": len(done),
+                "batches": len(batches),
+                "generation": str(generation),
+                "host": plan.data.get("host"),
+                "changed": _changes(units, plan, kept),
+                "tripped": {"batch": i, "unit": unit, "why": why, "rolled_back": undo, "scope": scope},
+                "watched": watched,
+                "canary": _judgement(judge, peers_note),
+            }
         done.extend(names)
-        say(f"batch {i}/{len(batches)}: {', '.join(names)} active and verified"
-            + (f", settled {settle:g} s within the guards" if guards is not None else ""))
-    return {"dry_run": False, "units": len(done), "batches": len(batches), "generation": str(generation),
-            "host": plan.data.get("host"), "changed": _changes(units, plan, done), "tripped": None,
-            "watched": watched, "canary": _judgement(judge, peers_note)}
+        say(
+            f"batch {i}/{len(batches)}: {', '.join(names)} active and verified"
+            + (f", settled {settle:g} s within the guards" if guards is not None else "")
+        )
+    return {
+        "dry_run": False,
+        "units": len(done),
+        "batches": len(batches),
+        "generation": str(generation),
+        "host": plan.data.get("host"),
+        "changed": _changes(units, plan, done),
+        "tripped": None,
+        "watched": watched,
+        "canary": _judgement(judge, peers_note),
+    }
 
 
-def _peer_judge(plan: Plan, batches: list, rule: canary.PeerRule | None, baseline: str,
-                restart: bool) -> tuple[canary.PeerJudge | None, str]:
+def _peer_judge(
+    plan: Plan, batches: list, rule: canary.PeerRule | None, baseline: str, restart: bool
+) -> tuple[canary.PeerJudge | None, str]:
     """The first batch's judge against its peers (None: not judged so), and what was chosen and why."""
     if rule is None:
         return None, "peer judgement off"
@@ -213,7 +285,9 @@ def _peer_judge(plan: Plan, batches: list, rule: canary.PeerRule | None, baselin
     n, why = canary.baseline_size(baseline, len(first), len(untouched))
     if not n:
         return None, why
-    return canary.PeerJudge(rule, first, canary.choose_baseline(untouched, n, plan.data.get("seed", 0)), restart, note=why), why
+    return canary.PeerJudge(
+        rule, first, canary.choose_baseline(untouched, n, plan.data.get("seed", 0)), restart, note=why
+    ), why
 
 
 def _judgement(judge: canary.PeerJudge | None, note: str) -> dict | None:
@@ -223,7 +297,7 @@ def _judgement(judge: canary.PeerJudge | None, note: str) -> dict | None:
 def _interleave(a: list[str], b: list[str]) -> list[str]:
     """a[0], b[0], a[1], b[1], ... then the rest of the longer."""
     out = [x for pair in zip(a, b) for x in pair]
-    return out + a[len(b):] + b[len(a):]
+    return out + a[len(b) :] + b[len(a) :]
 
 
 def _wait_active(units: Units, names: list[str], timeout: float, why: str) -> tuple[str, str] | None:
@@ -239,8 +313,15 @@ def _wait_active(units: Units, names: list[str], timeout: float, why: str) -> tu
 
 def _changes(units: Units, plan: Plan, names: list[str]) -> list[dict]:
     """What an apply changed, for --json: each unit's group, drop-in and new main process."""
-    return [{"unit": u, "group": _group_of(plan, u), "dropin": str(dropin_path(units.root, u)), "main_pid": units.main_pid(u)}
-            for u in names]
+    return [
+        {
+            "unit": u,
+            "group": _group_of(plan, u),
+            "dropin": str(dropin_path(units.root, u)),
+            "main_pid": units.main_pid(u),
+        }
+        for u in names
+    ]
 
 
 def _open_history(run: Path | None):
@@ -248,6 +329,7 @@ def _open_history(run: Path | None):
     if run is None:
         return None
     from ..store import DB_NAME, Store
+
     db = run / DB_NAME if run.is_dir() else run
     if not db.is_file():
         raise UserError(f"--history {run}: no collector run there", "give the -o directory of `alloclab fleet collect`")
@@ -274,9 +356,16 @@ def _rss_kb(units: Units, unit: str) -> int | None:
     return sum((sampler.read_statm(p) or (0, 0))[1] for p in pids)
 
 
-def _settle(units: Units, names: list[str], old: dict[str, dict], guards: rollout.Guards, settle: float,
-            sample_every: float, watched: dict[str, dict] | None = None,
-            peers: canary.PeerJudge | None = None) -> tuple[str, str] | None:
+def _settle(
+    units: Units,
+    names: list[str],
+    old: dict[str, dict],
+    guards: rollout.Guards,
+    settle: float,
+    sample_every: float,
+    watched: dict[str, dict] | None = None,
+    peers: canary.PeerJudge | None = None,
+) -> tuple[str, str] | None:
     """Watch a restarted batch for `settle` seconds, and at least `guards.persist` samples of each
     running unit; the first unit that trips a guard, and why.
     Each sample is taken with the new process's age, so the increase guard compares like with like
@@ -291,8 +380,14 @@ def _settle(units: Units, names: list[str], old: dict[str, dict], guards: rollou
     warmup = {u: rollout.effective_warmup(guards, old[u]["age"], settle) for u in names}
     if watched is not None:
         for u in names:
-            watched[u] = {"kb": memory[u], "ages": ages[u], "old_kb": old[u]["kb"], "old_age": old[u]["age"],
-                          "warmup": warmup[u], "old_curve_points": len(old[u]["curve"])}
+            watched[u] = {
+                "kb": memory[u],
+                "ages": ages[u],
+                "old_kb": old[u]["kb"],
+                "old_age": old[u]["age"],
+                "warmup": warmup[u],
+                "old_curve_points": len(old[u]["curve"]),
+            }
     deadline = time.monotonic() + settle
     while True:
         readings: dict[str, int | None] = {}
@@ -310,7 +405,8 @@ def _settle(units: Units, names: list[str], old: dict[str, dict], guards: rollou
                 ages[unit].append(sampler.process_age(now[1]))
                 readings[unit] = memory[unit][-1]
             why = rollout.restart_trip(restarts[unit], guards) or rollout.memory_trip(
-                memory[unit], old[unit]["kb"], guards, ages[unit], warmup[unit], old[unit]["curve"] or None)
+                memory[unit], old[unit]["kb"], guards, ages[unit], warmup[unit], old[unit]["curve"] or None
+            )
             if why:
                 return unit, why
         if peers is not None:
@@ -321,8 +417,11 @@ def _settle(units: Units, names: list[str], old: dict[str, dict], guards: rollou
         # needs to trip: a starved machine can spend it on two samples (else "settled within the
         # guards" would be said of a unit the guard could not have caught)
         left = deadline - time.monotonic()
-        if left <= 0 and all(len(memory[u]) >= guards.persist for u in names if identity[u] is not None) \
-                and (peers is None or peers.final):
+        if (
+            left <= 0
+            and all(len(memory[u]) >= guards.persist for u in names if identity[u] is not None)
+            and (peers is None or peers.final)
+        ):
             break
         time.sleep(min(sample_every, left) if left > 0 else sample_every)
     stopped = [u for u in names if identity[u] is None]
@@ -347,10 +446,16 @@ def _verify_unit(units: Units, unit: str, group: dict, timeout: float) -> str | 
         if time.monotonic() > deadline:
             return f"not active {timeout:g}s after restart"
         time.sleep(0.1)
-    spec = allocators.AllocatorSpec(kind=group["kind"], request=group["allocator"], path=group["library"],
-                                    sha256=group["sha256"], family=group["family"], version=group["version"],
-                                    **_dev_inode(group["library"]))
-    time.sleep(0.2)                      # let the new process map its libraries
+    spec = allocators.AllocatorSpec(
+        kind=group["kind"],
+        request=group["allocator"],
+        path=group["library"],
+        sha256=group["sha256"],
+        family=group["family"],
+        version=group["version"],
+        **_dev_inode(group["library"]),
+    )
+    time.sleep(0.2)  # let the new process map its libraries
     pid = units.main_pid(unit)
     # a Type=simple unit is active as soon as systemd forked its main process; until that child
     # has set up the sandbox and User= and exec'd the service, its maps are systemd's own
@@ -382,11 +487,27 @@ def _dev_inode(library: str | None) -> dict:
     return {"dev": st.st_dev, "inode": st.st_ino}
 
 
-def deploy(units: Units, allocator: str | None, pattern: str, batch: int | str, dry_run: bool, out: Path, say=print,
-           env: dict[str, str] | None = None, guards: rollout.Guards | None = None, settle: float = 0.0,
-           scope: str = "all", sample_every: float = 1.0, group_file: Path | None = None, group: str | None = None,
-           history: Path | None = None, tested: dict | None = None, peer_rule: canary.PeerRule | None = None,
-           baseline: str = "none", baseline_restart: bool = True) -> dict:
+def deploy(
+    units: Units,
+    allocator: str | None,
+    pattern: str,
+    batch: int | str,
+    dry_run: bool,
+    out: Path,
+    say=print,
+    env: dict[str, str] | None = None,
+    guards: rollout.Guards | None = None,
+    settle: float = 0.0,
+    scope: str = "all",
+    sample_every: float = 1.0,
+    group_file: Path | None = None,
+    group: str | None = None,
+    history: Path | None = None,
+    tested: dict | None = None,
+    peer_rule: canary.PeerRule | None = None,
+    baseline: str = "none",
+    baseline_restart: bool = True,
+) -> dict:
     """Roll one allocator out to every matching unit: a one-group plan, applied in canary batches
     under the guards (rolled back automatically when one trips). The allocator and its environment
     come from the arguments, or from group `group` of a groups file (its env, then `env` over it);
@@ -398,23 +519,41 @@ def deploy(units: Units, allocator: str | None, pattern: str, batch: int | str, 
     elif allocator is None:
         raise UserError("deploy needs an allocator", "give ALLOCATOR, or --group-file FILE --group NAME")
     unitfile.check_env(env or {}, "deploy")
-    env_line = "".join(f'\nenv = {{ {", ".join(f"{json.dumps(k)} = {json.dumps(v)}" for k, v in (env or {}).items())} }}' if env else "")
+    env_line = "".join(
+        f"\nenv = {{ {', '.join(f'{json.dumps(k)} = {json.dumps(v)}' for k, v in (env or {}).items())} }}"
+        if env
+        else ""
+    )
     with contextlib.ExitStack() as stack:
         if dry_run:
             out = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="alloclab-deploy-dry-run-"))) / out.name
         groups_file = out.with_suffix(".toml")
-        groups_file.write_text(f'name = "deploy"\ncommand = ["/bin/true"]\n[[group]]\nname = "deploy"\nallocator = {json.dumps(allocator)}{env_line}\n')
+        groups_file.write_text(
+            f'name = "deploy"\ncommand = ["/bin/true"]\n[[group]]\nname = "deploy"\nallocator = {json.dumps(allocator)}{env_line}\n'
+        )
         try:
             plan = make_plan(units, pattern, groups_file, 0, out)
-        except UserError as err:        # that groups file is made from the options: name them, not the file
+        except UserError as err:  # that groups file is made from the options: name them, not the file
             if not err.problem.startswith(f"{groups_file}: "):
                 raise
             raise UserError(f"ALLOCATOR/--env: {err.problem.removeprefix(f'{groups_file}: ')}", err.fix) from None
-        if tested is not None:          # --from-run: the library the run tested, and the verdict, kept with the plan
+        if tested is not None:  # --from-run: the library the run tested, and the verdict, kept with the plan
             _check_tested(plan, tested)
-        return apply_plan(units, plan, batch, dry_run, say, guards=guards, settle=settle, scope=scope,
-                          sample_every=sample_every, history=history, peer_rule=peer_rule, baseline=baseline,
-                          baseline_restart=baseline_restart)
+        return apply_plan(
+            units,
+            plan,
+            batch,
+            dry_run,
+            say,
+            guards=guards,
+            settle=settle,
+            scope=scope,
+            sample_every=sample_every,
+            history=history,
+            peer_rule=peer_rule,
+            baseline=baseline,
+            baseline_restart=baseline_restart,
+        )
 
 
 def _check_tested(plan: Plan, tested: dict) -> None:
@@ -422,9 +561,11 @@ def _check_tested(plan: Plan, tested: dict) -> None:
     run and verdict it deploys (fleet.tested)."""
     got = plan.data["groups"][0].get("sha256") or None
     if got != tested.get("library_sha256"):
-        raise UserError(f"{tested['allocator']} resolves here to {plan.data['groups'][0].get('library') or 'glibc'}, not the "
-                        f"library run {tested['run']} tested (sha256 {str(tested.get('library_sha256'))[:12]}…)",
-                        "install the tested build on this host, or run a new experiment")
+        raise UserError(
+            f"{tested['allocator']} resolves here to {plan.data['groups'][0].get('library') or 'glibc'}, not the "
+            f"library run {tested['run']} tested (sha256 {str(tested.get('library_sha256'))[:12]}…)",
+            "install the tested build on this host, or run a new experiment",
+        )
     plan.data["deployed_from"] = tested
     plan.path.write_text(json.dumps(plan.data, indent=2))
 
@@ -457,10 +598,15 @@ def load_manifest(path: Path, root: Path) -> dict:
         manifest = json.loads(fs.read_text(path))
         entries = manifest["units"].items()
         for unit, m in entries:
-            if Path(m["dropin"]) != dropin_path(root, unit) or not isinstance(m["had_file"], bool) \
-                    or not isinstance(m["dir_existed"], bool):
-                raise UserError(f"{path}: the entry for {unit} does not name {dropin_path(root, unit)}",
-                                "the manifest was edited or belongs to another --root; restore the drop-ins by hand")
+            if (
+                Path(m["dropin"]) != dropin_path(root, unit)
+                or not isinstance(m["had_file"], bool)
+                or not isinstance(m["dir_existed"], bool)
+            ):
+                raise UserError(
+                    f"{path}: the entry for {unit} does not name {dropin_path(root, unit)}",
+                    "the manifest was edited or belongs to another --root; restore the drop-ins by hand",
+                )
             if m["had_file"] and not fs.is_file(path.parent / "backup" / unit):
                 raise UserError(f"{path}: the backup of {unit} is missing", "restore its drop-in by hand")
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
@@ -485,9 +631,9 @@ def restore(units: Units, gen: Path, manifest: dict, names: list[str], batch: in
                 fs.rmdir_if_empty(path.parent)
     units.daemon_reload()
     for i in range(0, len(names), batch):
-        for unit in names[i:i + batch]:
+        for unit in names[i : i + batch]:
             units.restart(unit)
-        for unit in names[i:i + batch]:
+        for unit in names[i : i + batch]:
             if _wait_active(units, [unit], 30, ""):
                 raise UserError(f"{unit} is not active after rollback", "check it with systemctl status")
 
@@ -496,8 +642,11 @@ def _applied(units: Units) -> list[Path]:
     """The manifests of the applies and deploys not rolled back, oldest first."""
     fs = rootfs.Root(units.root)
     where = state_dir(units.root) / "applied"
-    return sorted(where / g / "manifest.json" for g in fs.listdir(where)
-                  if not g.endswith(".rolled-back") and fs.is_file(where / g / "manifest.json"))
+    return sorted(
+        where / g / "manifest.json"
+        for g in fs.listdir(where)
+        if not g.endswith(".rolled-back") and fs.is_file(where / g / "manifest.json")
+    )
 
 
 def rollback(units: Units, batch: int | str, say=print, every: bool = False) -> dict:
@@ -505,14 +654,20 @@ def rollback(units: Units, batch: int | str, say=print, every: bool = False) -> 
     created). The state it returns to is the one before that apply: the drop-ins of the apply
     before it, or, when it was the only one left, the units as they were before alloclab. `every`:
     undo them all, newest first, back to before alloclab (nothing recorded is no error then)."""
-    rollout.batch_sizes(batch, 1)          # a bad --batch refused before any drop-in is touched
+    rollout.batch_sizes(batch, 1)  # a bad --batch refused before any drop-in is touched
     fs = rootfs.Root(units.root)
     applied = _applied(units)
     if not applied:
         if every:
             say(f"nothing to roll back under {units.root}: the units are as they were before alloclab")
-            return {"units": 0, "generation": None, "restored": [], "plan": None, "returns_to": "the state before alloclab",
-                    "undone": []}
+            return {
+                "units": 0,
+                "generation": None,
+                "restored": [],
+                "plan": None,
+                "returns_to": "the state before alloclab",
+                "undone": [],
+            }
         raise UserError(f"nothing to roll back under {units.root}", "no alloclab fleet apply was recorded there")
     undone = []
     while applied:
@@ -522,13 +677,29 @@ def rollback(units: Units, batch: int | str, say=print, every: bool = False) -> 
         restore(units, gen, manifest, names, batch, say)
         fs.rename(gen, gen.with_name(gen.name + ".rolled-back"))
         applied = applied[:-1]
-        returns_to = (f"the drop-ins of {applied[-1].parent.name} (plan {load_manifest(applied[-1], units.root)['plan']})"
-                      if applied else "the state before alloclab")
+        returns_to = (
+            f"the drop-ins of {applied[-1].parent.name} (plan {load_manifest(applied[-1], units.root)['plan']})"
+            if applied
+            else "the state before alloclab"
+        )
         say(f"rolled back {len(names)} units (plan {manifest['plan']}, applied {gen.name}) to {returns_to}")
-        undone.append({"units": len(names), "generation": str(gen), "restored": names, "plan": manifest["plan"],
-                       "returns_to": returns_to})
+        undone.append(
+            {
+                "units": len(names),
+                "generation": str(gen),
+                "restored": names,
+                "plan": manifest["plan"],
+                "returns_to": returns_to,
+            }
+        )
         if not every:
             break
     restored = sorted({u for step in undone for u in step["restored"]})
-    return {"units": len(restored), "generation": undone[0]["generation"], "restored": restored, "plan": undone[0]["plan"],
-            "returns_to": returns_to, "undone": undone}
+    return {
+        "units": len(restored),
+        "generation": undone[0]["generation"],
+        "restored": restored,
+        "plan": undone[0]["plan"],
+        "returns_to": returns_to,
+        "undone": undone,
+    }

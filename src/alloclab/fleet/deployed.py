@@ -8,6 +8,7 @@ reached yet) it still follows the generation before, so a unit the rollout has n
 never "off its allocator". A unit no live generation lists runs as before alloclab (allocator
 unknown) when a rolled-back one listed it, and as the collector's plan says when none ever did.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -26,24 +27,25 @@ ROLLED_BACK = ".rolled-back"
 # a process that started this long before its generation was applied was not restarted by it
 # (the stamps come from two clocks: the manifest's time.time() and /proc's start ticks from boot)
 FOLLOW_SLACK_S = 1.0
-NONE = "none"                   # the generation label of a unit no live generation lists
+NONE = "none"  # the generation label of a unit no live generation lists
 
 
 @dataclass(frozen=True)
 class Generation:
-    name: str                   # its directory under state_dir/applied, without the rolled-back mark
-    number: int                 # 1, 2, ... in the order applied (rolled-back ones keep their number)
-    applied_at: float           # unix time, before the first unit was restarted
+    name: str  # its directory under state_dir/applied, without the rolled-back mark
+    number: int  # 1, 2, ... in the order applied (rolled-back ones keep their number)
+    applied_at: float  # unix time, before the first unit was restarted
     rolled_back: bool
-    groups: dict[str, dict | None] = field(default_factory=dict)    # unit -> its group as applied (None: plan unknown)
-    source: str = ""            # the plan file, and for a deploy from a run, which run
+    groups: dict[str, dict | None] = field(default_factory=dict)  # unit -> its group as applied (None: plan unknown)
+    source: str = ""  # the plan file, and for a deploy from a run, which run
 
 
 @dataclass(frozen=True)
 class Following:
     """What one unit runs now, as alloclab knows it."""
-    generation: Generation | None      # None: no live generation lists it
-    group: dict | None                 # None: allocator unknown (returned to the state before alloclab)
+
+    generation: Generation | None  # None: no live generation lists it
+    group: dict | None  # None: allocator unknown (returned to the state before alloclab)
 
     @property
     def label(self) -> str:
@@ -79,8 +81,10 @@ def _plan_data(fs: rootfs.Root, gen_dir: Path, manifest: dict, host: str | None)
         return json.loads(fs.read_text(copy))
     path = Path(manifest["plan"])
     if not path.is_file() or hashlib.sha256(path.read_bytes()).hexdigest()[:12] != manifest.get("plan_id"):
-        raise UserError(f"{gen_dir}: its plan {path} is gone or rewritten since it was applied",
-                        "roll it back, or apply the plan again (a new generation keeps its own copy)")
+        raise UserError(
+            f"{gen_dir}: its plan {path} is gone or rewritten since it was applied",
+            "roll it back, or apply the plan again (a new generation keeps its own copy)",
+        )
     return load_plan(path, host).data
 
 
@@ -91,8 +95,12 @@ def deployed_group_name(plan: dict, group: dict) -> str:
     return tested.get("group") or group["name"]
 
 
-def generations(root: Path, host: str | None = None, known: dict[str, Generation] | None = None,
-                names: tuple[str, ...] | None = None) -> tuple[list[Generation], bool, list[str]]:
+def generations(
+    root: Path,
+    host: str | None = None,
+    known: dict[str, Generation] | None = None,
+    names: tuple[str, ...] | None = None,
+) -> tuple[list[Generation], bool, list[str]]:
     """Every generation recorded under the root, in the order applied; False when a directory has
     no manifest yet (an apply writing it, or one that died before it: read again later); and the
     problems met. Nothing here stops a collector: a generation whose plan is gone or rewritten
@@ -104,7 +112,7 @@ def generations(root: Path, host: str | None = None, known: dict[str, Generation
     where = _applied_dir(root)
     known = {} if known is None else known
     out, complete, problems = [], True, []
-    names = signature(root) if names is None else names     # `names`: the signature the caller just read
+    names = signature(root) if names is None else names  # `names`: the signature the caller just read
     for i, name in enumerate(sorted(names, key=lambda n: (n.split(".")[0], n)), 1):
         gen_dir = where / name
         if name in known:
@@ -121,19 +129,28 @@ def generations(root: Path, host: str | None = None, known: dict[str, Generation
         try:
             plan = _plan_data(fs, gen_dir, manifest, host)
             by_name = {g["name"]: g for g in plan["groups"]}
-            groups = {a["unit"]: {**by_name[a["group"]], "name": deployed_group_name(plan, by_name[a["group"]])}
-                      for a in plan["assignments"] if a["unit"] in manifest["units"]}
+            groups = {
+                a["unit"]: {**by_name[a["group"]], "name": deployed_group_name(plan, by_name[a["group"]])}
+                for a in plan["assignments"]
+                if a["unit"] in manifest["units"]
+            }
         except (UserError, OSError, ValueError, KeyError, TypeError) as err:
-            problems.append(err.problem if isinstance(err, UserError) else f"{gen_dir}/plan.json is not a plan alloclab wrote")
+            problems.append(
+                err.problem if isinstance(err, UserError) else f"{gen_dir}/plan.json is not a plan alloclab wrote"
+            )
             plan, groups = {}, {}
         groups = {unit: groups.get(unit) for unit in manifest["units"]}
         tested = plan.get("deployed_from") or {}
-        gen = Generation(name=name.removesuffix(ROLLED_BACK), number=i,
-                         applied_at=float(manifest.get("applied_at") or _stamp_time(name)),
-                         rolled_back=name.endswith(ROLLED_BACK), groups=groups,
-                         source=manifest["plan"] + (f" (run {tested['run']})" if tested.get("run") else ""))
+        gen = Generation(
+            name=name.removesuffix(ROLLED_BACK),
+            number=i,
+            applied_at=float(manifest.get("applied_at") or _stamp_time(name)),
+            rolled_back=name.endswith(ROLLED_BACK),
+            groups=groups,
+            source=manifest["plan"] + (f" (run {tested['run']})" if tested.get("run") else ""),
+        )
         out.append(gen)
-        if fs.is_file(gen_dir / "plan.json") and plan:    # complete: never read again
+        if fs.is_file(gen_dir / "plan.json") and plan:  # complete: never read again
             known[name] = gen
     return out, complete, problems
 
@@ -146,9 +163,9 @@ def following(gens: list[Generation], unit: str, plan_group: dict, started: floa
         newest = live[-1]
         if started is None or started >= newest.applied_at - FOLLOW_SLACK_S:
             return Following(newest, newest.groups[unit])
-        if len(live) > 1:                  # not restarted by the newest yet: it runs the one before
+        if len(live) > 1:  # not restarted by the newest yet: it runs the one before
             return Following(live[-2], live[-2].groups[unit])
         return Following(None, None if any(unit in g.groups for g in gens) else plan_group)
     if any(unit in g.groups for g in gens):
-        return Following(None, None)       # every generation that moved it was rolled back
+        return Following(None, None)  # every generation that moved it was rolled back
     return Following(None, plan_group)

@@ -7,6 +7,7 @@ unitaccess.Sandbox.as_dict writes), a unit appears once per host (listed twice, 
 into two groups with its memory counted in both), and nesting deeper than the format's own is
 refused (issue 46). Each refusal is one line naming the file, the host, the unit and the field.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -19,10 +20,10 @@ from ..common.errors import UserError
 from . import unitfile
 
 KIND = "alloclab-fleet-facts"
-MAX_UNITS = 100_000                  # per host
-MAX_DEPTH = 8                        # list of hosts > host > units > unit > sandbox > list > string: 7
-MAX_KB = 1 << 50                     # 1 EiB in kB: past any machine
-MAX_PID = 1 << 22                    # the kernel's pid_max limit
+MAX_UNITS = 100_000  # per host
+MAX_DEPTH = 8  # list of hosts > host > units > unit > sandbox > list > string: 7
+MAX_KB = 1 << 50  # 1 EiB in kB: past any machine
+MAX_PID = 1 << 22  # the kernel's pid_max limit
 PROTECT_HOME = ("no", "yes", "read-only", "tmpfs")
 PROTECT_SYSTEM = ("no", "yes", "full", "strict")
 _STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
@@ -40,11 +41,15 @@ def parse(text: str, where: str):
     # brackets' running depth
     brackets = _NOT_BRACKET.sub("", _STRING.sub('""', text))
     if brackets and max(itertools.accumulate(1 if c in "[{" else -1 for c in brackets)) > MAX_DEPTH:
-        raise UserError(f"{where} is nested more than {MAX_DEPTH} deep: not the output of alloclab fleet facts --json", FIX)
+        raise UserError(
+            f"{where} is nested more than {MAX_DEPTH} deep: not the output of alloclab fleet facts --json", FIX
+        )
     try:
         return json.loads(text, parse_constant=_refuse_constant)
     except ValueError:
-        raise UserError(f"{where} is not JSON (or holds NaN/Infinity): not the output of alloclab fleet facts --json", FIX) from None
+        raise UserError(
+            f"{where} is not JSON (or holds NaN/Infinity): not the output of alloclab fleet facts --json", FIX
+        ) from None
 
 
 def _is_int(v) -> bool:
@@ -65,20 +70,25 @@ def check_unit(u, where: str, validate_unit: Callable[[str], str]) -> None:
     here = f"{where}: unit {name}"
     m, up, pid = u.get("memory_kb"), u.get("uptime_s"), u.get("main_pid", KeyError)
     _field(_is_int(m) and 0 <= m <= MAX_KB, here, "memory_kb", f"a whole number of kB from 0 to {MAX_KB}")
-    _field((_is_int(up) or isinstance(up, float)) and math.isfinite(up) and up >= 0, here, "uptime_s",
-           "a finite number of seconds >= 0")
+    _field(
+        (_is_int(up) or isinstance(up, float)) and math.isfinite(up) and up >= 0,
+        here,
+        "uptime_s",
+        "a finite number of seconds >= 0",
+    )
     _field(pid is None or (_is_int(pid) and 0 <= pid <= MAX_PID), here, "main_pid", "a process id or null")
     sb = u.get("sandbox")
     _field(isinstance(sb, dict), here, "sandbox", "an object")
     for key, ok, expected in (
-            ("user", lambda v: isinstance(v, str), "a user name"),
-            ("root_directory", lambda v: isinstance(v, str), "a path"),
-            ("protect_home", lambda v: v in PROTECT_HOME, " or ".join(PROTECT_HOME)),
-            ("protect_system", lambda v: v in PROTECT_SYSTEM, " or ".join(PROTECT_SYSTEM)),
-            ("private_tmp", lambda v: isinstance(v, bool), "true or false"),
-            ("dynamic_user", lambda v: isinstance(v, bool), "true or false"),
-            ("inaccessible", lambda v: isinstance(v, list) and all(isinstance(p, str) for p in v), "a list of paths"),
-            ("temporary", lambda v: isinstance(v, list) and all(isinstance(p, str) for p in v), "a list of paths")):
+        ("user", lambda v: isinstance(v, str), "a user name"),
+        ("root_directory", lambda v: isinstance(v, str), "a path"),
+        ("protect_home", lambda v: v in PROTECT_HOME, " or ".join(PROTECT_HOME)),
+        ("protect_system", lambda v: v in PROTECT_SYSTEM, " or ".join(PROTECT_SYSTEM)),
+        ("private_tmp", lambda v: isinstance(v, bool), "true or false"),
+        ("dynamic_user", lambda v: isinstance(v, bool), "true or false"),
+        ("inaccessible", lambda v: isinstance(v, list) and all(isinstance(p, str) for p in v), "a list of paths"),
+        ("temporary", lambda v: isinstance(v, list) and all(isinstance(p, str) for p in v), "a list of paths"),
+    ):
         if key in sb:
             _field(ok(sb[key]), here, f"sandbox.{key}", expected)
 
@@ -103,6 +113,8 @@ def check_host_facts(facts, where: str, validate_unit: Callable[[str], str]) -> 
     for u in units:
         check_unit(u, where, validate_unit)
         if u["unit"] in seen:
-            raise UserError(f"{where}: unit {u['unit']} is listed twice (it would be planned into two groups)",
-                            f"{FIX}, or remove the duplicate")
+            raise UserError(
+                f"{where}: unit {u['unit']} is listed twice (it would be planned into two groups)",
+                f"{FIX}, or remove the duplicate",
+            )
         seen.add(u["unit"])

@@ -9,6 +9,7 @@ system calls; a 2,000-unit fleet at a 1 s interval has 25 us (5% of a core) for 
 (benchmarks/fleet_collector.py). Where the library cannot be built (no compiler on the host),
 `open_reader` says why and the collector reads in Python (sampler.sample_processes).
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -26,8 +27,22 @@ class NativeReader:
     """Units 0..n-1, each a cgroup.procs file or None (not read here); `read` gives each read
     unit's processes, in the cheap tier (full readings are the caller's: sampler.full_tier)."""
 
-    USED = ("unit", "pid", "ppid", "comm", "start_ticks", "utime_ticks", "stime_ticks", "minflt", "majflt", "threads",
-            "pgrp", "state", "vmsize_pages", "resident_pages")
+    USED = (
+        "unit",
+        "pid",
+        "ppid",
+        "comm",
+        "start_ticks",
+        "utime_ticks",
+        "stime_ticks",
+        "minflt",
+        "majflt",
+        "threads",
+        "pgrp",
+        "state",
+        "vmsize_pages",
+        "resident_pages",
+    )
 
     def __init__(self, path: str, max_open: int):
         lib = ctypes.CDLL(path)
@@ -51,7 +66,9 @@ class NativeReader:
         # the fields `read` uses, in its order, picked from each unpacked tuple (no object a record)
         self.pick = operator.itemgetter(*(names.index(n) for n in self.USED))
         if self.record.size != lib.alloclab_fleet_record_size():
-            raise RuntimeError(f"{LIBRARY}: record layout {self.record.format!r} is not its {lib.alloclab_fleet_record_size()} bytes")
+            raise RuntimeError(
+                f"{LIBRARY}: record layout {self.record.format!r} is not its {lib.alloclab_fleet_record_size()} bytes"
+            )
         self.lib = lib
         self.handle = lib.alloclab_fleet_new(max_open)
         if not self.handle:
@@ -88,17 +105,35 @@ class NativeReader:
         data = ctypes.string_at(self.lib.alloclab_fleet_records(self.handle), n * self.record.size) if n else b""
         out: dict[int, list[sampler.ProcReading]] = {}
         tck, page_kb, stat, reading = sampler.CLK_TCK, sampler.PAGE_KB, sampler.ProcStat, sampler.ProcReading
-        names = self.names                 # decoded once: a fleet has few distinct names and states
-        for unit, pid, ppid, comm_b, start, utime, stime, minflt, majflt, threads, pgrp, state_b, vmsize, resident \
-                in map(self.pick, self.record.iter_unpack(data)):
+        names = self.names  # decoded once: a fleet has few distinct names and states
+        for (
+            unit,
+            pid,
+            ppid,
+            comm_b,
+            start,
+            utime,
+            stime,
+            minflt,
+            majflt,
+            threads,
+            pgrp,
+            state_b,
+            vmsize,
+            resident,
+        ) in map(self.pick, self.record.iter_unpack(data)):
             comm = names.get(comm_b)
             if comm is None:
                 comm = names[comm_b] = comm_b.rstrip(b"\0").decode(errors="replace")
             state = names.get(state_b)
             if state is None:
                 state = names[state_b] = state_b.decode(errors="replace")
-            rd = reading(stat(pid, ppid, comm, start, utime / tck, stime / tck, minflt, majflt, threads, pgrp, state),
-                         vmsize * page_kb, resident * page_kb, None)
+            rd = reading(
+                stat(pid, ppid, comm, start, utime / tck, stime / tck, minflt, majflt, threads, pgrp, state),
+                vmsize * page_kb,
+                resident * page_kb,
+                None,
+            )
             got = out.get(unit)
             if got is None:
                 out[unit] = [rd]

@@ -13,6 +13,7 @@ A batch trips when, during its settle time, any of its units
 - fails verification (its new main process does not map the allocator: checked before settling).
 `persist` consecutive samples (not one) keeps a single noisy reading from rolling a fleet back.
 """
+
 from __future__ import annotations
 
 import math
@@ -24,12 +25,12 @@ from ..common.errors import UserError
 
 @dataclass(frozen=True)
 class Guards:
-    max_memory_kb: int | None = None     # absolute bound on a unit's RSS (all its processes)
-    max_increase: float | None = None    # share above the unit's old level, e.g. 0.25
-    max_restarts: int = 3                # restarts within the settle time: a crash loop
-    persist: int = 3                     # consecutive samples above a memory bound before it trips
-    warmup: float | None = None          # seconds of a new process not compared with the old level
-                                         # (None: the old process's age at the restart, capped at half the settle)
+    max_memory_kb: int | None = None  # absolute bound on a unit's RSS (all its processes)
+    max_increase: float | None = None  # share above the unit's old level, e.g. 0.25
+    max_restarts: int = 3  # restarts within the settle time: a crash loop
+    persist: int = 3  # consecutive samples above a memory bound before it trips
+    warmup: float | None = None  # seconds of a new process not compared with the old level
+    # (None: the old process's age at the restart, capped at half the settle)
 
     def memory_bound_kb(self, old_kb: int | None) -> float:
         """The lowest bound that applies to a unit whose old level was `old_kb` (inf: none)."""
@@ -69,9 +70,14 @@ def effective_warmup(guards: Guards, old_age: float | None, settle: float) -> fl
     return min(old_age or 0.0, settle / 2)
 
 
-def increase_bounds(ages: list[float], old_kb: int | None, guards: Guards, warmup: float = 0.0,
-                    old_curve: list[tuple[float, float]] | None = None,
-                    tolerance: float = 1.0) -> list[tuple[float, str]]:
+def increase_bounds(
+    ages: list[float],
+    old_kb: int | None,
+    guards: Guards,
+    warmup: float = 0.0,
+    old_curve: list[tuple[float, float]] | None = None,
+    tolerance: float = 1.0,
+) -> list[tuple[float, str]]:
     """Per sample of the new process (at `ages`): the --max-increase bound, like with like, and what
     it compares with. Where the old process's curve covers that age (within `tolerance` s of its
     first sample), its level at the same age; else the old level, only from `warmup` on (inf
@@ -81,30 +87,51 @@ def increase_bounds(ages: list[float], old_kb: int | None, guards: Guards, warmu
         if guards.max_increase is None:
             out.append((math.inf, ""))
         elif old_curve and age + tolerance >= old_curve[0][0]:
-            out.append((level_at(old_curve, age) * (1 + guards.max_increase),
-                        f"{guards.max_increase:.0%} above the old process's level at the same age ({age:.0f} s)"))
+            out.append(
+                (
+                    level_at(old_curve, age) * (1 + guards.max_increase),
+                    f"{guards.max_increase:.0%} above the old process's level at the same age ({age:.0f} s)",
+                )
+            )
         elif old_kb and age >= warmup:
-            out.append((old_kb * (1 + guards.max_increase),
-                        f"{guards.max_increase:.0%} above its old level ({old_kb / 1024:.1f} MB)"))
+            out.append(
+                (
+                    old_kb * (1 + guards.max_increase),
+                    f"{guards.max_increase:.0%} above its old level ({old_kb / 1024:.1f} MB)",
+                )
+            )
         else:
             out.append((math.inf, ""))
     return out
 
 
-def memory_trip(values_kb: list[int], old_kb: int | None, guards: Guards, ages: list[float] | None = None,
-                warmup: float = 0.0, old_curve: list[tuple[float, float]] | None = None) -> str | None:
+def memory_trip(
+    values_kb: list[int],
+    old_kb: int | None,
+    guards: Guards,
+    ages: list[float] | None = None,
+    warmup: float = 0.0,
+    old_curve: list[tuple[float, float]] | None = None,
+) -> str | None:
     """Why this unit's memory trips its guard (None: it does not). `ages`: the new process's age
     at each sample (None: every sample compared with the old level, the rule before issue 25)."""
     absolute = guards.max_memory_kb if guards.max_memory_kb is not None else math.inf
-    increase = increase_bounds(ages if ages is not None else [math.inf] * len(values_kb), old_kb, guards,
-                               warmup if ages is not None else 0.0, old_curve)
+    increase = increase_bounds(
+        ages if ages is not None else [math.inf] * len(values_kb),
+        old_kb,
+        guards,
+        warmup if ages is not None else 0.0,
+        old_curve,
+    )
     run = 0
     for v, (bound, which) in zip(values_kb, increase):
         if absolute <= bound:
             bound, which = absolute, "the bound"
         run = run + 1 if v > bound else 0
         if run >= guards.persist:
-            return f"memory {v / 1024:.1f} MB above {which} ({bound / 1024:.1f} MB) for {guards.persist} samples in a row"
+            return (
+                f"memory {v / 1024:.1f} MB above {which} ({bound / 1024:.1f} MB) for {guards.persist} samples in a row"
+            )
     return None
 
 
@@ -154,7 +181,9 @@ def batch_sizes(spec: str | int, n_units: int) -> list[int]:
             if size < 1:
                 raise ValueError
     except ValueError:
-        raise UserError(f"--batch {spec!r} is not a batch size", "give a number of units (5) or a share (10%)") from None
+        raise UserError(
+            f"--batch {spec!r} is not a batch size", "give a number of units (5) or a share (10%)"
+        ) from None
     sizes = []
     left = n_units
     while left > 0:

@@ -5,6 +5,7 @@ these machines): each unit is a real process started from a unit file under the 
 Environment= lines of its drop-ins. Also systemd's unit-name rules (validate_unit), a unit's
 cgroup files, and the choice --systemctl makes (units_from).
 """
+
 from __future__ import annotations
 
 import os
@@ -23,11 +24,11 @@ from ..common.errors import UserError
 from ..process import reaper
 from . import unitaccess, unitfile
 
-UNIT_STATES_TIMEOUT = 30.0      # seconds one batched `systemctl show` may take before the collector moves on
+UNIT_STATES_TIMEOUT = 30.0  # seconds one batched `systemctl show` may take before the collector moves on
 # the collector's first question, before any tick is due: a manager on a loaded host (load 60-100)
 # answered one `systemctl show` of 2,000 units after more than 30 s (benchmarks/fleet_collector.py)
 START_STATES_TIMEOUT = 600.0
-UNIT_NAME = re.compile(r"^[A-Za-z0-9:_.\\-]+(@[A-Za-z0-9:_.\\-]+)?\.service$")   # "a@.service" is a template, not a unit
+UNIT_NAME = re.compile(r"^[A-Za-z0-9:_.\\-]+(@[A-Za-z0-9:_.\\-]+)?\.service$")  # "a@.service" is a template, not a unit
 
 
 def validate_unit(name: str) -> str:
@@ -35,8 +36,10 @@ def validate_unit(name: str) -> str:
     if not name.endswith(".service"):
         name += ".service"
     if len(name) > 255 or not UNIT_NAME.match(name) or "/" in name or name.startswith(".") or ".." in name:
-        raise UserError(f"{name!r} is not a valid systemd service name",
-                        "use letters, digits and :_.-\\ (escape others with systemd-escape), one @ for instances")
+        raise UserError(
+            f"{name!r} is not a valid systemd service name",
+            "use letters, digits and :_.-\\ (escape others with systemd-escape), one @ for instances",
+        )
     return name
 
 
@@ -44,16 +47,19 @@ def validate_unit(name: str) -> str:
 class UnitState:
     """What systemd says about a unit at one moment: its main process and its cgroup (relative to a
     hierarchy's root, "" when it has none, e.g. while stopped)."""
+
     main_pid: int | None
     control_group: str = ""
-    sandbox: unitaccess.Sandbox | None = None    # asked for with unit_states(..., sandbox=True)
+    sandbox: unitaccess.Sandbox | None = None  # asked for with unit_states(..., sandbox=True)
 
 
 class Units(Protocol):
     root: Path
 
     def list_units(self) -> list[str]: ...
-    def unit_states(self, units: list[str], sandbox: bool = False, timeout: float | None = None) -> dict[str, UnitState]: ...
+    def unit_states(
+        self, units: list[str], sandbox: bool = False, timeout: float | None = None
+    ) -> dict[str, UnitState]: ...
     def main_pid(self, unit: str) -> int | None: ...
     def pids(self, unit: str) -> list[int]: ...
     def is_active(self, unit: str) -> bool: ...
@@ -74,12 +80,21 @@ class Systemd:
     def _ctl(self, *args: str, timeout: float | None = None) -> str:
         try:
             # dies with alloclab: the collector exits on SIGTERM without waiting for a query under way
-            proc = subprocess.run(["systemctl", *(["--user"] if self.user else []), *args], capture_output=True, text=True,
-                                  timeout=timeout, preexec_fn=reaper.dies_with(os.getpid()))
+            proc = subprocess.run(
+                ["systemctl", *(["--user"] if self.user else []), *args],
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                preexec_fn=reaper.dies_with(os.getpid()),
+            )
         except subprocess.TimeoutExpired:
-            raise UserError(f"systemctl {args[0]} did not answer in {timeout:g} s", "check the manager's load") from None
-        if proc.returncode not in (0, 3):          # 3: inactive, for is-active
-            raise UserError(f"systemctl {' '.join(args)} failed: {proc.stderr.strip()[:200]}", "check the unit and your rights")
+            raise UserError(
+                f"systemctl {args[0]} did not answer in {timeout:g} s", "check the manager's load"
+            ) from None
+        if proc.returncode not in (0, 3):  # 3: inactive, for is-active
+            raise UserError(
+                f"systemctl {' '.join(args)} failed: {proc.stderr.strip()[:200]}", "check the unit and your rights"
+            )
         return proc.stdout
 
     def list_units(self) -> list[str]:
@@ -90,23 +105,29 @@ class Systemd:
         pid = int(self._ctl("show", "-p", "MainPID", "--value", unit).strip() or 0)
         return pid or None
 
-    def unit_states(self, units: list[str], sandbox: bool = False, timeout: float | None = None) -> dict[str, UnitState]:
+    def unit_states(
+        self, units: list[str], sandbox: bool = False, timeout: float | None = None
+    ) -> dict[str, UnitState]:
         """Main process and cgroup (and with `sandbox`, User= and the sandbox settings as systemd
         resolved them) of many units in one `systemctl show` (the collector asks only about units
         whose main process it lost; plan and apply check every unit's sandbox): one child process,
         not one per unit. Bounded by `timeout` (default UNIT_STATES_TIMEOUT)."""
         states: dict[str, UnitState] = {}
         props_asked = "Id,MainPID,ControlGroup" + ("," + ",".join(unitaccess.PROPERTIES) if sandbox else "")
-        manager_user = _user_name(os.getuid()) if self.user else "root"    # a user manager runs its services as its user
-        for start in range(0, len(units), 4000):          # well under the kernel's argument limit
+        manager_user = _user_name(os.getuid()) if self.user else "root"  # a user manager runs its services as its user
+        for start in range(0, len(units), 4000):  # well under the kernel's argument limit
             # bounded: a manager busy with a crash loop on a loaded host answered after minutes
-            out = self._ctl("show", "-p", props_asked, *units[start:start + 4000],
-                            timeout=timeout or UNIT_STATES_TIMEOUT)
+            out = self._ctl(
+                "show", "-p", props_asked, *units[start : start + 4000], timeout=timeout or UNIT_STATES_TIMEOUT
+            )
             for block in out.split("\n\n"):
                 props = dict(line.partition("=")[::2] for line in block.splitlines() if "=" in line)
                 if props.get("Id"):
-                    states[props["Id"]] = UnitState(int(props.get("MainPID") or 0) or None, props.get("ControlGroup", ""),
-                                                    unitaccess.from_properties(props, manager_user) if sandbox else None)
+                    states[props["Id"]] = UnitState(
+                        int(props.get("MainPID") or 0) or None,
+                        props.get("ControlGroup", ""),
+                        unitaccess.from_properties(props, manager_user) if sandbox else None,
+                    )
         return {u: states.get(u, UnitState(None)) for u in units}
 
     def pids(self, unit: str) -> list[int]:
@@ -140,8 +161,14 @@ def cgroup_files(control_group: str) -> tuple[str | None, sampler.Cgroup | None]
     memory hierarchy), where they exist; (None, None) for a unit without a cgroup."""
     if not control_group:
         return None, None
-    procs = next((f for base in ("/sys/fs/cgroup", "/sys/fs/cgroup/unified", "/sys/fs/cgroup/systemd")
-                  if os.path.exists(f := f"{base}{control_group}/cgroup.procs")), None)
+    procs = next(
+        (
+            f
+            for base in ("/sys/fs/cgroup", "/sys/fs/cgroup/unified", "/sys/fs/cgroup/systemd")
+            if os.path.exists(f := f"{base}{control_group}/cgroup.procs")
+        ),
+        None,
+    )
     for base, version in (("/sys/fs/cgroup", 2), ("/sys/fs/cgroup/unified", 2), ("/sys/fs/cgroup/memory", 1)):
         path = Path(base + control_group)
         if (path / ("memory.current" if version == 2 else "memory.usage_in_bytes")).exists():
@@ -169,7 +196,7 @@ class LocalUnits:
         self.unit_dir = root / "etc" / "systemd" / "system"
         self.run_dir = root / "run" / "alloclab-units"
         self.fs.mkdirs(self.run_dir)
-        self.log: list[tuple[float, str, str]] = []     # (time, action, unit): restart order for tests
+        self.log: list[tuple[float, str, str]] = []  # (time, action, unit): restart order for tests
 
     def list_units(self) -> list[str]:
         return sorted(p.name for p in self.unit_dir.glob("*.service") if p.is_file())
@@ -198,14 +225,16 @@ class LocalUnits:
     def main_pid(self, unit: str) -> int | None:
         try:
             pid, start_ticks = (int(x) for x in self.fs.read_text(self.run_dir / f"{unit}.pid").split())
-        except (OSError, ValueError, UserError):      # missing, or not "pid start_ticks"
+        except (OSError, ValueError, UserError):  # missing, or not "pid start_ticks"
             return None
         return pid if sampler.is_alive((pid, start_ticks)) else None
 
     def pids(self, unit: str) -> list[int]:
         return _tree_of(self.main_pid(unit))
 
-    def unit_states(self, units: list[str], sandbox: bool = False, timeout: float | None = None) -> dict[str, UnitState]:
+    def unit_states(
+        self, units: list[str], sandbox: bool = False, timeout: float | None = None
+    ) -> dict[str, UnitState]:
         # no cgroups: the collector walks the tree
         return {u: UnitState(self.main_pid(u), sandbox=self.sandbox(u) if sandbox else None) for u in units}
 
@@ -216,7 +245,7 @@ class LocalUnits:
         self.log.append((time.time(), "daemon-reload", ""))
 
     def memory_cgroup(self, unit: str) -> sampler.Cgroup | None:
-        return None                       # the stand-in's units share the caller's cgroup
+        return None  # the stand-in's units share the caller's cgroup
 
     def sandbox(self, unit: str) -> unitaccess.Sandbox:
         """The sandbox settings as written in the unit file and its drop-ins (the stand-in does not
@@ -249,9 +278,15 @@ class LocalUnits:
         argv, env = self._settings(unit)
         if not argv:
             raise UserError(f"unit {unit} has no ExecStart", "fix the unit file")
-        p = subprocess.Popen(argv, env={**settings.environment_without_preload(), **env}, start_new_session=True,
-                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        st = sampler.read_stat(p.pid)        # not reaped yet: the pid is still this process's
+        p = subprocess.Popen(
+            argv,
+            env={**settings.environment_without_preload(), **env},
+            start_new_session=True,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        st = sampler.read_stat(p.pid)  # not reaped yet: the pid is still this process's
         self.fs.write(self.run_dir / f"{unit}.pid", f"{p.pid} {st.start_ticks if st else -1}")
 
 
@@ -273,8 +308,10 @@ def units_from(spec: str | None, root: Path) -> Units:
     --user) or "local" (the stand-in). The root is made absolute here, so every path stored in a
     manifest is absolute."""
     root = Path(root).resolve()
-    if not root.is_dir():           # a typo: else "no unit matches", or drop-ins written under a new tree
-        raise UserError(f"--root {root} is not a directory", "give the directory the units' files live under (default /)")
+    if not root.is_dir():  # a typo: else "no unit matches", or drop-ins written under a new tree
+        raise UserError(
+            f"--root {root} is not a directory", "give the directory the units' files live under (default /)"
+        )
     if spec in (None, "auto"):
         spec = "systemd" if Path("/run/systemd/system").is_dir() else "local"
     if spec == "systemd":

@@ -10,6 +10,7 @@ cannot read, or a file system mounted noexec, and the unit cannot load it.
 stops a library from loading, so a library under /usr/lib/alloclab (where `alloclab allocators
 package` installs it) suits every hardened unit, Debian's tor units included.
 """
+
 from __future__ import annotations
 
 import grp
@@ -20,8 +21,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 # the properties read from systemd (`systemctl show -p ...`), or from the unit files by the stand-in
-PROPERTIES = ("User", "Group", "SupplementaryGroups", "DynamicUser", "ProtectHome", "ProtectSystem", "PrivateTmp",
-              "InaccessiblePaths", "TemporaryFileSystem", "RootDirectory", "CapabilityBoundingSet")
+PROPERTIES = (
+    "User",
+    "Group",
+    "SupplementaryGroups",
+    "DynamicUser",
+    "ProtectHome",
+    "ProtectSystem",
+    "PrivateTmp",
+    "InaccessiblePaths",
+    "TemporaryFileSystem",
+    "RootDirectory",
+    "CapabilityBoundingSet",
+)
 
 HOME_PATHS = ("/home", "/root", "/run/user")
 TMP_PATHS = ("/tmp", "/var/tmp")
@@ -32,33 +44,46 @@ READ_ANY = {"cap_dac_override", "cap_dac_read_search"}
 @dataclass(frozen=True)
 class Sandbox:
     """What of a unit's settings decides whether its processes can open a file."""
-    user: str = ""                           # "" = the manager's own user (root for the system manager)
+
+    user: str = ""  # "" = the manager's own user (root for the system manager)
     group: str = ""
     supplementary: tuple[str, ...] = ()
     dynamic_user: bool = False
-    protect_home: str = "no"                 # no | yes | read-only | tmpfs
-    protect_system: str = "no"               # no | yes | full | strict (read-only: never hides a library)
+    protect_home: str = "no"  # no | yes | read-only | tmpfs
+    protect_system: str = "no"  # no | yes | full | strict (read-only: never hides a library)
     private_tmp: bool = False
     inaccessible: tuple[str, ...] = ()
-    temporary: tuple[str, ...] = ()          # TemporaryFileSystem= mount points
+    temporary: tuple[str, ...] = ()  # TemporaryFileSystem= mount points
     root_directory: str = ""
-    capabilities: frozenset[str] | None = None   # the bounding set; None = all
+    capabilities: frozenset[str] | None = None  # the bounding set; None = all
     manager_user: str = "root"
     extra: dict = field(default_factory=dict, compare=False)
 
     def as_dict(self) -> dict:
-        return {"user": self.user or self.manager_user, "protect_home": self.protect_home,
-                "protect_system": self.protect_system, "private_tmp": self.private_tmp,
-                "inaccessible": list(self.inaccessible), "temporary": list(self.temporary),
-                "root_directory": self.root_directory, "dynamic_user": self.dynamic_user}
+        return {
+            "user": self.user or self.manager_user,
+            "protect_home": self.protect_home,
+            "protect_system": self.protect_system,
+            "private_tmp": self.private_tmp,
+            "inaccessible": list(self.inaccessible),
+            "temporary": list(self.temporary),
+            "root_directory": self.root_directory,
+            "dynamic_user": self.dynamic_user,
+        }
 
 
 def from_dict(d: dict) -> Sandbox:
     """A Sandbox from `as_dict()` (the facts a host reported to the controller)."""
-    return Sandbox(user=str(d.get("user", "")), protect_home=str(d.get("protect_home", "no")),
-                   protect_system=str(d.get("protect_system", "no")), private_tmp=bool(d.get("private_tmp")),
-                   inaccessible=tuple(d.get("inaccessible", ())), temporary=tuple(d.get("temporary", ())),
-                   root_directory=str(d.get("root_directory", "")), dynamic_user=bool(d.get("dynamic_user")))
+    return Sandbox(
+        user=str(d.get("user", "")),
+        protect_home=str(d.get("protect_home", "no")),
+        protect_system=str(d.get("protect_system", "no")),
+        private_tmp=bool(d.get("private_tmp")),
+        inaccessible=tuple(d.get("inaccessible", ())),
+        temporary=tuple(d.get("temporary", ())),
+        root_directory=str(d.get("root_directory", "")),
+        dynamic_user=bool(d.get("dynamic_user")),
+    )
 
 
 def _yes(value: str) -> bool:
@@ -73,17 +98,22 @@ def _paths(value: str) -> tuple[str, ...]:
 
 def from_properties(props: dict[str, str], manager_user: str = "root") -> Sandbox:
     caps = props.get("CapabilityBoundingSet", "").strip()
-    return Sandbox(user=props.get("User", "").strip(), group=props.get("Group", "").strip(),
-                   supplementary=tuple(props.get("SupplementaryGroups", "").split()),
-                   dynamic_user=_yes(props.get("DynamicUser", "no")),
-                   protect_home=(props.get("ProtectHome", "no").strip().lower() or "no").replace("true", "yes").replace("false", "no"),
-                   protect_system=(props.get("ProtectSystem", "no").strip().lower() or "no"),
-                   private_tmp=_yes(props.get("PrivateTmp", "no")),
-                   inaccessible=_paths(props.get("InaccessiblePaths", "")),
-                   temporary=_paths(props.get("TemporaryFileSystem", "")),
-                   root_directory=props.get("RootDirectory", "").strip(),
-                   capabilities=frozenset(c.lower() for c in caps.split()) if caps else None,
-                   manager_user=manager_user)
+    return Sandbox(
+        user=props.get("User", "").strip(),
+        group=props.get("Group", "").strip(),
+        supplementary=tuple(props.get("SupplementaryGroups", "").split()),
+        dynamic_user=_yes(props.get("DynamicUser", "no")),
+        protect_home=(props.get("ProtectHome", "no").strip().lower() or "no")
+        .replace("true", "yes")
+        .replace("false", "no"),
+        protect_system=(props.get("ProtectSystem", "no").strip().lower() or "no"),
+        private_tmp=_yes(props.get("PrivateTmp", "no")),
+        inaccessible=_paths(props.get("InaccessiblePaths", "")),
+        temporary=_paths(props.get("TemporaryFileSystem", "")),
+        root_directory=props.get("RootDirectory", "").strip(),
+        capabilities=frozenset(c.lower() for c in caps.split()) if caps else None,
+        manager_user=manager_user,
+    )
 
 
 def _under(path: str, top: str) -> bool:

@@ -17,6 +17,7 @@ the rest, so a value can never become a new directive, a new section or a specif
 `%%`, `$$`); the LocalUnits stand-in uses it, and tests check it against `systemd-analyze verify`.
 See docs/reference/security.md.
 """
+
 from __future__ import annotations
 
 import re
@@ -25,9 +26,20 @@ from ..common.errors import UserError
 from ..common.text import CONTROL
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-MAX_VALUE = 4096                       # far above any allocator option string; bounds the line
-_SIMPLE_ESCAPES = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v",
-                   "s": " ", "\\": "\\", '"': '"', "'": "'"}
+MAX_VALUE = 4096  # far above any allocator option string; bounds the line
+_SIMPLE_ESCAPES = {
+    "a": "\a",
+    "b": "\b",
+    "f": "\f",
+    "n": "\n",
+    "r": "\r",
+    "t": "\t",
+    "v": "\v",
+    "s": " ",
+    "\\": "\\",
+    '"': '"',
+    "'": "'",
+}
 
 
 def check_value(value: str, what: str) -> str:
@@ -36,8 +48,10 @@ def check_value(value: str, what: str) -> str:
         raise UserError(f"{what} must be a string, not {type(value).__name__}", "fix the groups file or plan")
     if CONTROL.search(value):
         bad = CONTROL.search(value).group()
-        raise UserError(f"{what} contains a control character ({bad!r})",
-                        "remove newlines, tabs and other control characters from the value")
+        raise UserError(
+            f"{what} contains a control character ({bad!r})",
+            "remove newlines, tabs and other control characters from the value",
+        )
     if len(value) > MAX_VALUE:
         raise UserError(f"{what} is {len(value)} characters long", f"keep it under {MAX_VALUE}")
     try:
@@ -49,15 +63,16 @@ def check_value(value: str, what: str) -> str:
 
 def check_env_name(name: str, what: str = "environment variable") -> str:
     if not isinstance(name, str) or not ENV_NAME.match(name):
-        raise UserError(f"{what} name {name!r} is not a valid name",
-                        "use letters, digits and _ only, not starting with a digit")
+        raise UserError(
+            f"{what} name {name!r} is not a valid name", "use letters, digits and _ only, not starting with a digit"
+        )
     return name
 
 
 def check_env(env: dict, what: str) -> dict[str, str]:
     """An environment table that can be written to a unit file, checked key by key."""
     if not isinstance(env, dict):
-        raise UserError(f"{what}: env must be a table of NAME = \"value\"", "fix the groups file or plan")
+        raise UserError(f'{what}: env must be a table of NAME = "value"', "fix the groups file or plan")
     for k, v in env.items():
         check_env_name(k, f"{what}: environment variable")
         check_value(v, f"{what}: value of {k}")
@@ -67,8 +82,10 @@ def check_env(env: dict, what: str) -> dict[str, str]:
 def check_preload_path(path: str, what: str) -> str:
     check_value(path, what)
     if not path.startswith("/") or re.search(r"[\s:]", path):
-        raise UserError(f"{what} {path!r} cannot be preloaded",
-                        "give an absolute library path without spaces or ':' (the loader splits on them)")
+        raise UserError(
+            f"{what} {path!r} cannot be preloaded",
+            "give an absolute library path without spaces or ':' (the loader splits on them)",
+        )
     return path
 
 
@@ -99,6 +116,7 @@ def comment_line(text: str) -> str:
 
 # ---- reading back (the LocalUnits stand-in) --------------------------------------------------------
 
+
 def split_words(value: str, command: bool = False) -> list[str]:
     """Words of a setting's value as systemd reads them: white space separates, quotes group,
     C escapes are resolved, `%%` is `%`, and in command lines `$$` is `$`. Specifiers and
@@ -110,13 +128,17 @@ def split_words(value: str, command: bool = False) -> list[str]:
     while i < len(value):
         c = value[i]
         if c == "%":
-            if value[i + 1:i + 2] != "%":
-                raise UserError(f"specifier %{value[i + 1:i + 2]} in {value!r} is not supported by the stand-in",
-                                "write %% for a literal %")
+            if value[i + 1 : i + 2] != "%":
+                raise UserError(
+                    f"specifier %{value[i + 1 : i + 2]} in {value!r} is not supported by the stand-in",
+                    "write %% for a literal %",
+                )
             c, i = "%", i + 1
         elif command and c == "$":
-            if value[i + 1:i + 2] != "$":
-                raise UserError(f"variable reference in {value!r} is not supported by the stand-in", "write $$ for a literal $")
+            if value[i + 1 : i + 2] != "$":
+                raise UserError(
+                    f"variable reference in {value!r} is not supported by the stand-in", "write $$ for a literal $"
+                )
             c, i = "$", i + 1
         elif c == "\\" and i + 1 < len(value):
             c, i = _unescape(value, i + 1)
@@ -150,12 +172,12 @@ def _unescape(value: str, i: int) -> tuple[str, int]:
     c = value[i]
     if c in _SIMPLE_ESCAPES:
         return _SIMPLE_ESCAPES[c], i + 1
-    if c == "x" and re.match(r"[0-9a-fA-F]{2}", value[i + 1:i + 3]):
-        return chr(int(value[i + 1:i + 3], 16)), i + 3
-    if re.match(r"[0-7]{3}", value[i:i + 3]):
-        return chr(int(value[i:i + 3], 8)), i + 3
-    if c == "u" and re.match(r"[0-9a-fA-F]{4}", value[i + 1:i + 5]):
-        return chr(int(value[i + 1:i + 5], 16)), i + 5
+    if c == "x" and re.match(r"[0-9a-fA-F]{2}", value[i + 1 : i + 3]):
+        return chr(int(value[i + 1 : i + 3], 16)), i + 3
+    if re.match(r"[0-7]{3}", value[i : i + 3]):
+        return chr(int(value[i : i + 3], 8)), i + 3
+    if c == "u" and re.match(r"[0-9a-fA-F]{4}", value[i + 1 : i + 5]):
+        return chr(int(value[i + 1 : i + 5], 16)), i + 5
     raise UserError(f"unknown escape \\{c} in {value!r}", "fix the unit file")
 
 
@@ -164,7 +186,7 @@ def settings(text: str) -> list[tuple[str, str, str]]:
     ending in a backslash goes on) and comments (# or ; at the start) skipped."""
     out: list[tuple[str, str, str]] = []
     section, pending = "", ""
-    for raw in text.split("\n"):      # systemd ends a line at \n only (not at U+2028, U+0085...)
+    for raw in text.split("\n"):  # systemd ends a line at \n only (not at U+2028, U+0085...)
         raw = raw.removesuffix("\r")
         line = pending + raw
         pending = ""

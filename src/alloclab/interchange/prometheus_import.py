@@ -20,6 +20,7 @@ Everything the server sends is bounded and checked before the run directory exis
 size (streamed, refused at the cap), its JSON nesting, the whole import's time (a deadline that also
 ends a server trickling a byte a second), and every timestamp and value.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -43,20 +44,25 @@ from ..experiment_file import parse_duration
 from ..serve.metrics import MEMTYPES, PREFIX
 from ..store import DB_NAME, Store, new_run_directory
 
-MAX_POINTS = 11000                   # Prometheus refuses a range of more than 11,000 points per series
-MAX_NAME = 200                       # label values that become group / replica names
-MAX_LABELS = 64                      # labels on one series
-MAX_SERIES = 100_000                 # series in one answer
-MAX_DEPTH = 16                       # a matrix answer nests 6 deep
-DEFAULT_MAX_BYTES = 64 << 20         # one answer
-DEFAULT_DEADLINE = 120.0             # the whole import, seconds
+MAX_POINTS = 11000  # Prometheus refuses a range of more than 11,000 points per series
+MAX_NAME = 200  # label values that become group / replica names
+MAX_LABELS = 64  # labels on one series
+MAX_SERIES = 100_000  # series in one answer
+MAX_DEPTH = 16  # a matrix answer nests 6 deep
+DEFAULT_MAX_BYTES = 64 << 20  # one answer
+DEFAULT_DEADLINE = 120.0  # the whole import, seconds
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.S)
 
 # column -> (metric, function over each step) of alloclab's own series; memory columns by memtype
-OWN_SERIES = {"cpu_s": ("unit_cpu_seconds_total", "max_over_time"), "nprocs": ("unit_num_procs", "max_over_time"),
-              "verified": ("unit_allocator_verified", "min_over_time"), "restarts": ("unit_restarts_total", "max_over_time"),
-              "start_time": ("unit_process_start_time_seconds", "max_over_time"), "up": ("unit_up", "min_over_time")}
+OWN_SERIES = {
+    "cpu_s": ("unit_cpu_seconds_total", "max_over_time"),
+    "nprocs": ("unit_num_procs", "max_over_time"),
+    "verified": ("unit_allocator_verified", "min_over_time"),
+    "restarts": ("unit_restarts_total", "max_over_time"),
+    "start_time": ("unit_process_start_time_seconds", "max_over_time"),
+    "up": ("unit_up", "min_over_time"),
+}
 INFO = "unit_info"
 IDENTITY = ("group", "allocator", "version", "library_sha256")
 
@@ -64,8 +70,10 @@ IDENTITY = ("group", "allocator", "version", "library_sha256")
 def _name(value, what: str, query: str) -> str:
     """A label value that becomes a name in the store and the report: a printable, bounded string."""
     if not isinstance(value, str) or not value.strip() or _CONTROL.search(value) or len(value) > MAX_NAME:
-        raise UserError(f"a series of {query!r} has {what} {str(value)[:40]!r}: empty, unprintable or too long",
-                        f"relabel it in Prometheus to printable names of at most {MAX_NAME} characters")
+        raise UserError(
+            f"a series of {query!r} has {what} {str(value)[:40]!r}: empty, unprintable or too long",
+            f"relabel it in Prometheus to printable names of at most {MAX_NAME} characters",
+        )
     return value
 
 
@@ -81,6 +89,7 @@ class Labels:
 @dataclass
 class Limits:
     """What one import accepts from the server (docs/how-to/fleet.md, benchmarks/fuzz_prometheus.py)."""
+
     max_bytes: int = DEFAULT_MAX_BYTES
     deadline_s: float = DEFAULT_DEADLINE
     max_depth: int = MAX_DEPTH
@@ -90,14 +99,17 @@ def default_queries(rss_query: str | None, match: str = "", step: float | None =
     """store column -> PromQL. `match` adds label matchers (e.g. 'job="alloclab"') to each. alloclab's
     own series are taken over each step (avg_over_time for memory: the mean of the step's scrapes)
     when `step` is given; `--query` is taken as written."""
-    if rss_query:                       # the operator's own series: only memory, in bytes
+    if rss_query:  # the operator's own series: only memory, in bytes
         return {"rss_kb": rss_query}
     extra = f",{match}" if match else ""
     sel = f"{{{match}}}" if match else ""
 
     def over(fn: str, selector: str) -> str:
         return f"{fn}({selector}[{step:g}s])" if step else selector
-    queries = {col: over("avg_over_time", f'{PREFIX}unit_memory_bytes{{memtype="{m}"{extra}}}') for col, m in MEMTYPES.items()}
+
+    queries = {
+        col: over("avg_over_time", f'{PREFIX}unit_memory_bytes{{memtype="{m}"{extra}}}') for col, m in MEMTYPES.items()
+    }
     queries.update({col: over(fn, f"{PREFIX}{metric}{sel}") for col, (metric, fn) in OWN_SERIES.items()})
     queries["info"] = over("last_over_time", f"{PREFIX}{INFO}{sel}")
     return queries
@@ -122,7 +134,9 @@ def parse_time(value: str, what: str, now: float | None = None) -> float:
     try:
         stamp = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
-        raise UserError(f"{what} {value!r} is not a time", "give now, now-1h, Unix seconds or 2026-11-22T08:00:00Z") from None
+        raise UserError(
+            f"{what} {value!r} is not a time", "give now, now-1h, Unix seconds or 2026-11-22T08:00:00Z"
+        ) from None
     if stamp.tzinfo is None:
         stamp = stamp.replace(tzinfo=dt.UTC)
     return stamp.timestamp()
@@ -130,19 +144,24 @@ def parse_time(value: str, what: str, now: float | None = None) -> float:
 
 # ---- the server's answers, bounded ------------------------------------------------------------------
 
+
 class Client:
     """GET requests to one Prometheus server under one deadline (time.monotonic) for the whole import."""
 
     def __init__(self, url: str, limits: Limits = Limits()):
         parts = urllib.parse.urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise UserError(f"{url!r} is not a Prometheus server's URL", "give its base URL, e.g. http://127.0.0.1:9090")
+            raise UserError(
+                f"{url!r} is not a Prometheus server's URL", "give its base URL, e.g. http://127.0.0.1:9090"
+            )
         self.url, self.parts, self.limits = url, parts, limits
         self.deadline = time.monotonic() + limits.deadline_s
 
     def _fail(self, why: str) -> UserError:
-        return UserError(f"cannot read {self.url} as a Prometheus server: {why}",
-                         "give the server's base URL, e.g. http://127.0.0.1:9090")
+        return UserError(
+            f"cannot read {self.url} as a Prometheus server: {why}",
+            "give the server's base URL, e.g. http://127.0.0.1:9090",
+        )
 
     def get(self, path: str, params: dict[str, str]) -> dict:
         """The JSON answer of one GET: read in pieces up to limits.max_bytes, the connection shut
@@ -155,19 +174,23 @@ class Client:
         conn = cls(p.hostname, p.port, timeout=remaining)
         expired = threading.Event()
 
-        def shut() -> None:                   # a blocked read returns at once when the socket is shut
+        def shut() -> None:  # a blocked read returns at once when the socket is shut
             expired.set()
             if conn.sock is not None:
                 try:
                     conn.sock.shutdown(socket.SHUT_RDWR)
                 except OSError:
                     pass
+
         timer = threading.Timer(remaining, shut)
         timer.daemon = True
         timer.start()
         try:
-            conn.request("GET", p.path.rstrip("/") + path + "?" + urllib.parse.urlencode(params),
-                         headers={"Accept": "application/json"})
+            conn.request(
+                "GET",
+                p.path.rstrip("/") + path + "?" + urllib.parse.urlencode(params),
+                headers={"Accept": "application/json"},
+            )
             resp = conn.getresponse()
             declared = resp.getheader("Content-Length")
             if declared and declared.isdigit() and int(declared) > self.limits.max_bytes:
@@ -195,8 +218,10 @@ class Client:
         answer = self._parse(bytes(body))
         if status != 200:
             detail = answer.get("error", "") if isinstance(answer, dict) else ""
-            raise UserError(f"Prometheus refused {params.get('query', path)!r}: {status} {str(detail)[:200]}".strip(),
-                            "check the query and the time range")
+            raise UserError(
+                f"Prometheus refused {params.get('query', path)!r}: {status} {str(detail)[:200]}".strip(),
+                "check the query and the time range",
+            )
         return answer
 
     def _parse(self, body: bytes):
@@ -208,18 +233,24 @@ class Client:
             raise self._fail("its answer is not JSON") from None
 
     def _timeout(self) -> UserError:
-        return UserError(f"{self.url} did not answer within {self.limits.deadline_s:g} s (the whole import's deadline)",
-                         "check the server, or give a longer --timeout or a shorter range")
+        return UserError(
+            f"{self.url} did not answer within {self.limits.deadline_s:g} s (the whole import's deadline)",
+            "check the server, or give a longer --timeout or a shorter range",
+        )
 
     def _too_big(self, size: int) -> UserError:
-        return UserError(f"{self.url} sent an answer of more than {self.limits.max_bytes / 2**20:g} MiB ({size / 2**20:.1f} MiB so far)",
-                         "import a shorter range, a longer --step, fewer series (--match), or raise --max-answer-mb")
+        return UserError(
+            f"{self.url} sent an answer of more than {self.limits.max_bytes / 2**20:g} MiB ({size / 2**20:.1f} MiB so far)",
+            "import a shorter range, a longer --step, fewer series (--match), or raise --max-answer-mb",
+        )
 
 
 def _depth(body: bytes) -> int:
     """The deepest nesting of arrays and objects in a JSON text (strings skipped), in numpy."""
     bare = np.frombuffer(_JSON_STRING.sub(b'""', body), dtype=np.uint8)
-    steps = ((bare == ord("[")) | (bare == ord("{"))).astype(np.int8) - ((bare == ord("]")) | (bare == ord("}"))).astype(np.int8)
+    steps = ((bare == ord("[")) | (bare == ord("{"))).astype(np.int8) - (
+        (bare == ord("]")) | (bare == ord("}"))
+    ).astype(np.int8)
     return int(np.cumsum(steps, dtype=np.int32).max(initial=0))
 
 
@@ -229,20 +260,27 @@ Point = tuple[float, float]
 @dataclass
 class Series:
     labels: dict[str, str]
-    points: list[Point] = field(default_factory=list)      # (t, value): finite values only
+    points: list[Point] = field(default_factory=list)  # (t, value): finite values only
 
 
 def query_range(client: Client, query: str, start: float, end: float, step: float) -> list[Series]:
     """The matrix of one range query, checked: labels printable strings, times finite and inside
     the range, values numbers (NaN/Inf and negative values dropped: not figures)."""
-    answer = client.get("/api/v1/query_range", {"query": query, "start": f"{start:.3f}", "end": f"{end:.3f}",
-                                                "step": f"{step:g}"})
+    answer = client.get(
+        "/api/v1/query_range", {"query": query, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step:g}"}
+    )
     data = answer.get("data") if isinstance(answer, dict) else None
-    if not isinstance(answer, dict) or answer.get("status") != "success" or not isinstance(data, dict) \
-            or data.get("resultType") != "matrix":
+    if (
+        not isinstance(answer, dict)
+        or answer.get("status") != "success"
+        or not isinstance(data, dict)
+        or data.get("resultType") != "matrix"
+    ):
         why = answer.get("error", answer.get("status")) if isinstance(answer, dict) else type(answer).__name__
-        raise UserError(f"Prometheus answered {query!r} with no range data: {str(why)[:200]}",
-                        "give a range query over series (an instant vector selector)")
+        raise UserError(
+            f"Prometheus answered {query!r} with no range data: {str(why)[:200]}",
+            "give a range query over series (an instant vector selector)",
+        )
     result = data.get("result")
     if not isinstance(result, list) or len(result) > MAX_SERIES:
         raise _malformed(query, f"a result that is not a list of at most {MAX_SERIES} series")
@@ -251,16 +289,25 @@ def query_range(client: Client, query: str, start: float, end: float, step: floa
     for item in result:
         labels = item.get("metric") if isinstance(item, dict) else None
         values = item.get("values") if isinstance(item, dict) else None
-        if not isinstance(labels, dict) or not isinstance(values, list) or len(labels) > MAX_LABELS \
-                or not all(isinstance(k, str) and isinstance(v, str) for k, v in labels.items()):
+        if (
+            not isinstance(labels, dict)
+            or not isinstance(values, list)
+            or len(labels) > MAX_LABELS
+            or not all(isinstance(k, str) and isinstance(v, str) for k, v in labels.items())
+        ):
             raise _malformed(query, "a series without string labels and a list of values")
         if len(values) > MAX_POINTS + 1:
             raise _malformed(query, f"a series of {len(values)} points for at most {MAX_POINTS}")
         s = Series(labels)
         for pair in values:
-            if not isinstance(pair, list) or len(pair) != 2 or isinstance(pair[0], bool) \
-                    or not isinstance(pair[0], (int, float)) or not isinstance(pair[1], str):
-                raise _malformed(query, f"a point {str(pair)[:60]} that is not [time, \"value\"]")
+            if (
+                not isinstance(pair, list)
+                or len(pair) != 2
+                or isinstance(pair[0], bool)
+                or not isinstance(pair[0], (int, float))
+                or not isinstance(pair[1], str)
+            ):
+                raise _malformed(query, f'a point {str(pair)[:60]} that is not [time, "value"]')
             t = float(pair[0])
             if not math.isfinite(t) or not lo <= t <= hi:
                 raise _malformed(query, f"a sample time {str(pair[0])[:30]} outside the range asked for")
@@ -280,9 +327,11 @@ def _malformed(query: str, what: str) -> UserError:
 
 # ---- alloclab's own series, joined --------------------------------------------------------------------
 
+
 @dataclass
 class Unit:
     """One unit on one host in one group over the range: column -> t -> value."""
+
     host: str
     unit: str
     group: str
@@ -300,8 +349,9 @@ def _identity_at(infos: list[tuple[dict[str, str], set[float]]], t: float) -> di
     return min(((min(times), labels) for labels, times in infos if times), key=lambda b: b[0], default=(0, None))[1]
 
 
-def join_own(answers: dict[str, list[Series]], labels: Labels, queries: dict[str, str]
-             ) -> tuple[dict[tuple[str, str, str], Unit], dict[str, dict[str, str]], str]:
+def join_own(
+    answers: dict[str, list[Series]], labels: Labels, queries: dict[str, str]
+) -> tuple[dict[tuple[str, str, str], Unit], dict[str, dict[str, str]], str]:
     """alloclab's answers -> units (host, unit, group) and group identities; the layout read:
     "info" (identity joined from alloclab_unit_info) or "labelled" (group on every series)."""
     infos: dict[tuple[str, str], list[tuple[dict[str, str], set[float]]]] = {}
@@ -321,24 +371,35 @@ def join_own(answers: dict[str, list[Series]], labels: Labels, queries: dict[str
         for s in series:
             m = s.labels
             if m.get(labels.unit) is None:
-                raise UserError(f"series {str(m)[:200]} of {query!r} has no {labels.unit!r} label",
-                                "name the label with --unit-label")
+                raise UserError(
+                    f"series {str(m)[:200]} of {query!r} has no {labels.unit!r} label",
+                    "name the label with --unit-label",
+                )
             host = _name(m[labels.host], labels.host, query) if labels.host in m else ""
             unit = _name(m[labels.unit], labels.unit, query)
             for t, v in s.points:
-                if labels.group in m:                  # the older layout: identity on every series
-                    ident = {"group": m[labels.group], "allocator": m.get(labels.allocator, m[labels.group]),
-                             "version": m.get(labels.version, ""), "library_sha256": m.get("library_sha256", "")}
+                if labels.group in m:  # the older layout: identity on every series
+                    ident = {
+                        "group": m[labels.group],
+                        "allocator": m.get(labels.allocator, m[labels.group]),
+                        "version": m.get(labels.version, ""),
+                        "library_sha256": m.get("library_sha256", ""),
+                    }
                     layouts.add("labelled")
                 else:
                     ident = _identity_at(infos.get((host, unit), []), t)
                     if ident is None:
-                        continue                       # no identity recorded for it: not attributable
+                        continue  # no identity recorded for it: not attributable
                     layouts.add("info")
                 group = _name(ident["group"], labels.group, query)
-                facts.setdefault(group, {"allocator": _name(ident["allocator"] or group, labels.allocator, query),
-                                         "version": str(ident["version"])[:MAX_NAME],
-                                         "library_sha256": str(ident["library_sha256"])[:MAX_NAME]})
+                facts.setdefault(
+                    group,
+                    {
+                        "allocator": _name(ident["allocator"] or group, labels.allocator, query),
+                        "version": str(ident["version"])[:MAX_NAME],
+                        "library_sha256": str(ident["library_sha256"])[:MAX_NAME],
+                    },
+                )
                 u = units.setdefault((host, unit, group), Unit(host, unit, group))
                 u.values.setdefault(col, {})[t] = v
     return units, facts, "+".join(sorted(layouts)) or "none"
@@ -347,10 +408,11 @@ def join_own(answers: dict[str, list[Series]], labels: Labels, queries: dict[str
 @dataclass
 class Lineage:
     """One main process of a unit as the collector saw it, from its start time or restart counter."""
+
     first: float
     last: float
     start_time: float | None
-    verified: list[tuple[float, bool]] = field(default_factory=list)     # changes only
+    verified: list[tuple[float, bool]] = field(default_factory=list)  # changes only
 
 
 def lineages(u: Unit) -> tuple[list[Lineage], list[tuple[float, str]]]:
@@ -363,7 +425,7 @@ def lineages(u: Unit) -> tuple[list[Lineage], list[tuple[float, str]]]:
     last_start = last_count = None
     for t in times:
         if v.get("up", {}).get(t) == 0 and t not in v.get("rss_kb", {}):
-            continue                                    # down: no process this step
+            continue  # down: no process this step
         start, count = v.get("start_time", {}).get(t), v.get("restarts", {}).get(t)
         new = not procs
         why = None
@@ -387,7 +449,10 @@ def lineages(u: Unit) -> tuple[list[Lineage], list[tuple[float, str]]]:
 
 # ---- the import ---------------------------------------------------------------------------------------
 
-def fetch(client: Client, queries: dict[str, str], start: float, end: float, step: float, say=print) -> dict[str, list[Series]]:
+
+def fetch(
+    client: Client, queries: dict[str, str], start: float, end: float, step: float, say=print
+) -> dict[str, list[Series]]:
     answers = {}
     for i, (col, query) in enumerate(queries.items(), 1):
         answers[col] = query_range(client, query, start, end, step)
@@ -395,17 +460,33 @@ def fetch(client: Client, queries: dict[str, str], start: float, end: float, ste
     return answers
 
 
-def import_prometheus(url: str, out: Path, start: float, end: float, step: float, queries: dict[str, str],
-                      labels: Labels = Labels(), baseline: str | None = None, say=print,
-                      limits: Limits = Limits(), own: bool | None = None) -> Path:
+def import_prometheus(
+    url: str,
+    out: Path,
+    start: float,
+    end: float,
+    step: float,
+    queries: dict[str, str],
+    labels: Labels = Labels(),
+    baseline: str | None = None,
+    say=print,
+    limits: Limits = Limits(),
+    own: bool | None = None,
+) -> Path:
     """Read, check and join every answer first; only then make the run directory (never half-made)."""
     if not (math.isfinite(start) and math.isfinite(end) and math.isfinite(step)) or step <= 0:
-        raise UserError("--from, --to and --step must be finite times and a positive step", "give e.g. --from now-1h --step 15s")
+        raise UserError(
+            "--from, --to and --step must be finite times and a positive step", "give e.g. --from now-1h --step 15s"
+        )
     if end <= start:
-        raise UserError(f"--from is not before --to ({utc(start)} >= {utc(end)})", "give a range that ends after it starts")
+        raise UserError(
+            f"--from is not before --to ({utc(start)} >= {utc(end)})", "give a range that ends after it starts"
+        )
     if (end - start) / step > MAX_POINTS:
-        raise UserError(f"{(end - start) / step:.0f} points per series is more than Prometheus returns ({MAX_POINTS})",
-                        "give a longer --step or a shorter range")
+        raise UserError(
+            f"{(end - start) / step:.0f} points per series is more than Prometheus returns ({MAX_POINTS})",
+            "give a longer --step or a shorter range",
+        )
     if (out / DB_NAME).exists():
         raise UserError(f"{out} already holds a run", "give a new directory with -o")
     own = "info" in queries if own is None else own
@@ -415,8 +496,10 @@ def import_prometheus(url: str, out: Path, start: float, end: float, step: float
         # one's step starts at or after --from (no point reaches outside the range asked for)
         steps = math.floor((end - start) / step + 1e-9)
         if steps < 1:
-            raise UserError(f"--step {step:g}s is longer than the range ({end - start:.0f} s)",
-                            "give a shorter --step or a longer range")
+            raise UserError(
+                f"--step {step:g}s is longer than the range ({end - start:.0f} s)",
+                "give a shorter --step or a longer range",
+            )
         first = end - (steps - 1) * step
     client = Client(url, limits)
     answers = fetch(client, queries, first, end, step, say)
@@ -429,13 +512,17 @@ def import_prometheus(url: str, out: Path, start: float, end: float, step: float
         for s in answers["rss_kb"]:
             g = s.labels.get(labels.group)
             if g in facts:
-                facts[g].update(allocator=_name(s.labels.get(labels.allocator, g), labels.allocator, queries["rss_kb"]),
-                                version=s.labels.get(labels.version, "")[:MAX_NAME])
+                facts[g].update(
+                    allocator=_name(s.labels.get(labels.allocator, g), labels.allocator, queries["rss_kb"]),
+                    version=s.labels.get(labels.version, "")[:MAX_NAME],
+                )
     units = {k: u for k, u in units.items() if u.values.get("rss_kb")}
     if not units:
-        raise UserError(f"no series in {url} between {utc(start)} and {utc(end)} for {next(iter(queries.values()))!r}"
-                        + (" with a group (alloclab_unit_info or a group label)" if own else ""),
-                        "check the time range (--from/--to), --match and the query")
+        raise UserError(
+            f"no series in {url} between {utc(start)} and {utc(end)} for {next(iter(queries.values()))!r}"
+            + (" with a group (alloclab_unit_info or a group label)" if own else ""),
+            "check the time range (--from/--to), --match and the query",
+        )
     recorded = own and all("restarts" in u.values or "start_time" in u.values for u in units.values())
     if own and not recorded:
         say("  some units have no restart counter or process start time: read with the rules for imported data")
@@ -443,26 +530,50 @@ def import_prometheus(url: str, out: Path, start: float, end: float, step: float
     base = baseline or next((g for g in groups if "glibc" in (g + facts[g]["allocator"]).lower()), groups[0])
     if base not in groups:
         raise UserError(f"--baseline {base!r} is not a group of the import", f"groups: {', '.join(groups)}")
-    with new_run_directory(out):             # e.g. a full disk: no half-made run is left behind
-        n = _write(out, units, facts, groups, base, recorded, dict(
-            name=f"prometheus import ({len(units)} series)", source="import-prometheus", metric="rss", interval=step,
-            baseline=base, started_at=start, ended_at=end, end_reason="imported", prometheus_url=url,
-            prometheus_queries=queries, prometheus_layout=layout, hosts=sorted({u.host for u in units.values()}),
-            records="alloclab" if recorded else "none"))
+    with new_run_directory(out):  # e.g. a full disk: no half-made run is left behind
+        n = _write(
+            out,
+            units,
+            facts,
+            groups,
+            base,
+            recorded,
+            dict(
+                name=f"prometheus import ({len(units)} series)",
+                source="import-prometheus",
+                metric="rss",
+                interval=step,
+                baseline=base,
+                started_at=start,
+                ended_at=end,
+                end_reason="imported",
+                prometheus_url=url,
+                prometheus_queries=queries,
+                prometheus_layout=layout,
+                hosts=sorted({u.host for u in units.values()}),
+                records="alloclab" if recorded else "none",
+            ),
+        )
     hosts = {u.host for u in units.values()}
-    say(f"imported {len(units)} series ({n} samples, {len(hosts)} hosts, groups {', '.join(groups)}; "
-        f"{'alloclab records: restarts, verification' if recorded else 'no records: restarts guessed from falls'}) into {out}")
+    say(
+        f"imported {len(units)} series ({n} samples, {len(hosts)} hosts, groups {', '.join(groups)}; "
+        f"{'alloclab records: restarts, verification' if recorded else 'no records: restarts guessed from falls'}) into {out}"
+    )
     return out
 
 
-def _join_foreign(answers: dict[str, list[Series]], labels: Labels, queries: dict[str, str]) -> dict[tuple[str, str, str], Unit]:
+def _join_foreign(
+    answers: dict[str, list[Series]], labels: Labels, queries: dict[str, str]
+) -> dict[tuple[str, str, str], Unit]:
     units: dict[tuple[str, str, str], Unit] = {}
     query = queries["rss_kb"]
     for s in answers["rss_kb"]:
         m = s.labels
         if m.get(labels.group) is None or m.get(labels.unit) is None:
-            raise UserError(f"series {str(m)[:200]} of {query!r} has no {labels.group!r} or {labels.unit!r} label",
-                            "name the labels with --group-label and --unit-label")
+            raise UserError(
+                f"series {str(m)[:200]} of {query!r} has no {labels.group!r} or {labels.unit!r} label",
+                "name the labels with --group-label and --unit-label",
+            )
         group, unit = _name(m[labels.group], labels.group, query), _name(m[labels.unit], labels.unit, query)
         host = _name(m[labels.host], labels.host, query) if labels.host in m else ""
         u = units.setdefault((host, unit, group), Unit(host, unit, group))
@@ -470,44 +581,105 @@ def _join_foreign(answers: dict[str, list[Series]], labels: Labels, queries: dic
     return units
 
 
-def _write(out: Path, units: dict[tuple[str, str, str], Unit], facts: dict, groups: list[str], base: str,
-           recorded: bool, meta: dict) -> int:
+def _write(
+    out: Path,
+    units: dict[tuple[str, str, str], Unit],
+    facts: dict,
+    groups: list[str],
+    base: str,
+    recorded: bool,
+    meta: dict,
+) -> int:
     store = Store.create(out / DB_NAME)
     per_unit = Counter((h, u) for h, u, _ in units)
     several = {k for k, n in per_unit.items() if n > 1}
-    columns = ("t", "replica_id", "phase", "nprocs", "rss_kb", "pss_kb", "uss_kb", "anon_kb", "swap_kb", "lazyfree_kb",
-               "cgroup_kb", "cpu_s", "tier")
+    columns = (
+        "t",
+        "replica_id",
+        "phase",
+        "nprocs",
+        "rss_kb",
+        "pss_kb",
+        "uss_kb",
+        "anon_kb",
+        "swap_kb",
+        "lazyfree_kb",
+        "cgroup_kb",
+        "cpu_s",
+        "tier",
+    )
     n_samples = 0
     with store.bulk_load():
         store.set_meta(**meta)
-        gid = {g: store.add_group(name=g, allocator=facts[g]["allocator"], kind="prometheus" if recorded else "imported",
-                               version=facts[g]["version"], library_sha256=facts[g].get("library_sha256") or None,
-                               env_json="{}", command_json="[]", is_baseline=int(g == base)) for g in groups}
+        gid = {
+            g: store.add_group(
+                name=g,
+                allocator=facts[g]["allocator"],
+                kind="prometheus" if recorded else "imported",
+                version=facts[g]["version"],
+                library_sha256=facts[g].get("library_sha256") or None,
+                env_json="{}",
+                command_json="[]",
+                is_baseline=int(g == base),
+            )
+            for g in groups
+        }
         for i, ((host, unit, group), u) in enumerate(sorted(units.items())):
             name = f"{host}/{unit}" if host else unit
-            if (host, unit) in several:              # moved between groups within the range: one replica per group
+            if (host, unit) in several:  # moved between groups within the range: one replica per group
                 name += f"#{group}"
             v = u.values
             times = sorted(v["rss_kb"])
             procs, restarts = lineages(u) if recorded else ([], [])
             last_verified = next((p.verified[-1][1] for p in reversed(procs) if p.verified), None)
-            rid = store.add_replica(group_id=gid[group], idx=i, name=name, start_order=i, started_at=times[0],
-                               ended_at=times[-1], host=host or None, verified=last_verified, end_kind="imported")
+            rid = store.add_replica(
+                group_id=gid[group],
+                idx=i,
+                name=name,
+                start_order=i,
+                started_at=times[0],
+                ended_at=times[-1],
+                host=host or None,
+                verified=last_verified,
+                end_kind="imported",
+            )
             for p in procs:
-                pid = store.add_process(replica_id=rid, first_seen=p.first, last_seen=p.last,
-                                   verified=None if not p.verified else int(p.verified[-1][1]))
+                pid = store.add_process(
+                    replica_id=rid,
+                    first_seen=p.first,
+                    last_seen=p.last,
+                    verified=None if not p.verified else int(p.verified[-1][1]),
+                )
                 for t, ok in p.verified:
-                    store.add_verification(t=t, process_id=pid, verified=int(ok),
-                                 detail=None if ok else "alloclab_unit_allocator_verified = 0 (Prometheus)")
+                    store.add_verification(
+                        t=t,
+                        process_id=pid,
+                        verified=int(ok),
+                        detail=None if ok else "alloclab_unit_allocator_verified = 0 (Prometheus)",
+                    )
             for t, why in restarts:
                 store.add_event(t, "process_restart", why, rid, group)
             rows = []
             for t in times:
                 kb = {c: (round(v[c][t] / 1024) if t in v.get(c, {}) else None) for c in MEMTYPES}
                 nprocs = v.get("nprocs", {}).get(t)
-                rows.append((t, rid, "load", int(nprocs) if nprocs is not None else None, kb["rss_kb"], kb["pss_kb"],
-                             kb["uss_kb"], kb["anon_kb"], kb["swap_kb"], kb["lazyfree_kb"], kb["cgroup_kb"],
-                             v.get("cpu_s", {}).get(t), "full" if kb["pss_kb"] is not None else "cheap"))
+                rows.append(
+                    (
+                        t,
+                        rid,
+                        "load",
+                        int(nprocs) if nprocs is not None else None,
+                        kb["rss_kb"],
+                        kb["pss_kb"],
+                        kb["uss_kb"],
+                        kb["anon_kb"],
+                        kb["swap_kb"],
+                        kb["lazyfree_kb"],
+                        kb["cgroup_kb"],
+                        v.get("cpu_s", {}).get(t),
+                        "full" if kb["pss_kb"] is not None else "cheap",
+                    )
+                )
             store.add_samples(columns, rows)
             n_samples += len(rows)
     store.close()

@@ -4,6 +4,7 @@ One entry point: the Makefile in alloclab/native. The output lives in the user's
 key made of the sources and the compiler version, so an edited source or a new gcc rebuilds, and a
 file lock lets several alloclab processes ask at once.
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -54,13 +55,26 @@ def _make(goal: str, stamp_name: str) -> Path:
     with open(out / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not stamp.exists():
-            proc = subprocess.run(["make", "-s", "-C", str(SOURCE_DIR), f"OUT={out}", f"CC={settings.compiler()}",
-                                   *([] if goal == "all" else [str(out / goal)])], capture_output=True, text=True)
+            proc = subprocess.run(
+                [
+                    "make",
+                    "-s",
+                    "-C",
+                    str(SOURCE_DIR),
+                    f"OUT={out}",
+                    f"CC={settings.compiler()}",
+                    *([] if goal == "all" else [str(out / goal)]),
+                ],
+                capture_output=True,
+                text=True,
+            )
             (out / "build.log").write_text(proc.stdout + proc.stderr)
             if proc.returncode != 0:
                 last = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
-                raise UserError(f"building alloclab's native programs failed: {last}",
-                                f"see {out / 'build.log'}; install gcc, make and libc6-dev")
+                raise UserError(
+                    f"building alloclab's native programs failed: {last}",
+                    f"see {out / 'build.log'}; install gcc, make and libc6-dev",
+                )
             stamp.write_text("ok\n")
     return out
 

@@ -10,6 +10,7 @@ which serves from its own read-only connection to the store (SQLite WAL: it sees
 tick). The server dies with alloclab (PR_SET_PDEATHSIG and a parent check) and its owner stops it
 when the run ends.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -52,14 +53,28 @@ class Companion:
     def start(self, module: str, db: Path, log: Path, extra: Sequence[str] = ()) -> subprocess.Popen:
         with open(log, "ab") as out:
             self.popen = subprocess.Popen(
-                [sys.executable, "-m", module, "--fd", str(self.sock.fileno()), "--db", str(db),
-                 "--parent", str(os.getpid()), *extra], pass_fds=(self.sock.fileno(),), stdin=subprocess.DEVNULL,
-                stdout=out, stderr=out)
-        self.sock.close()           # the server process holds it now
+                [
+                    sys.executable,
+                    "-m",
+                    module,
+                    "--fd",
+                    str(self.sock.fileno()),
+                    "--db",
+                    str(db),
+                    "--parent",
+                    str(os.getpid()),
+                    *extra,
+                ],
+                pass_fds=(self.sock.fileno(),),
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=out,
+            )
+        self.sock.close()  # the server process holds it now
         return self.popen
 
     def stop(self) -> None:
-        self.sock.close()           # never started: just release the port
+        self.sock.close()  # never started: just release the port
         if self.popen is not None and self.popen.poll() is None:
             self.popen.terminate()
             try:
@@ -71,12 +86,13 @@ class Companion:
 
 # ---- in the server process ---------------------------------------------------------------------------
 
+
 def become_companion(parent: int) -> None:
     """End with alloclab (`parent`): the parent-death signal, a watch on the parent as a second line,
     and a quiet exit on SIGTERM / Ctrl-C (which reaches the whole process group)."""
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-    if os.getppid() != parent:            # the parent died before the line above
+    if os.getppid() != parent:  # the parent died before the line above
         sys.exit(0)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: sys.exit(0))
@@ -92,6 +108,7 @@ def become_companion(parent: int) -> None:
 def companion_args(description: str):
     """The argument parser every companion's `main` shares."""
     import argparse
+
     ap = argparse.ArgumentParser(description=description)
     ap.add_argument("--fd", type=int, required=True, help="listening socket inherited from alloclab")
     ap.add_argument("--db", type=Path, required=True, help="the run's run.db")

@@ -14,6 +14,7 @@ a link), hands both descriptors to the pump over a socket (SCM_RIGHTS), and keep
 write end for the child. The pump ends once the runner closes its socket and every pipe is at
 end of file (every writer gone), or with alloclab (parent-death signal). docs/reference/security.md.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -27,7 +28,7 @@ from pathlib import Path
 
 LOG_CAP_BYTES = 8 << 20
 CHUNK = 1 << 16
-DRAIN_S = 5.0                   # the pump's time to write what is still in the pipes at the end
+DRAIN_S = 5.0  # the pump's time to write what is still in the pipes at the end
 _FILE_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
@@ -43,9 +44,21 @@ class LogPump:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             self.popen = subprocess.Popen(
-                [sys.executable, "-m", "alloclab.process.logcap", "--fd", str(theirs.fileno()), "--cap", str(self.cap),
-                 "--parent", str(os.getpid())], pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
-                start_new_session=True)         # not the terminal's Ctrl-C: it drains until the run's end
+                [
+                    sys.executable,
+                    "-m",
+                    "alloclab.process.logcap",
+                    "--fd",
+                    str(theirs.fileno()),
+                    "--cap",
+                    str(self.cap),
+                    "--parent",
+                    str(os.getpid()),
+                ],
+                pass_fds=(theirs.fileno(),),
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )  # not the terminal's Ctrl-C: it drains until the run's end
         finally:
             theirs.close()
         self.sock = ours
@@ -99,12 +112,12 @@ class CappedFile:
             try:
                 os.write(self.fd, view[:n])
             except OSError:
-                return                 # a full disk: this chunk is dropped, the command never blocks on it
+                return  # a full disk: this chunk is dropped, the command never blocks on it
             self.size += n
             view = view[n:]
 
     def _rotate(self) -> None:
-        os.replace(self.path, self.path + b".1")         # a rename replaces a link at NAME.1, never follows it
+        os.replace(self.path, self.path + b".1")  # a rename replaces a link at NAME.1, never follows it
         os.close(self.fd)
         self.fd = os.open(self.path, _FILE_FLAGS | os.O_TRUNC, 0o644)
         self.size = 0
@@ -134,7 +147,7 @@ def pump(control: socket.socket, cap: int) -> None:
             data = os.read(r, CHUNK)
             if data:
                 files[r].write(data)
-            else:                      # every writer gone
+            else:  # every writer gone
                 sel.unregister(r)
                 os.close(r)
                 files.pop(r).close()
@@ -144,6 +157,7 @@ def main() -> None:
     import argparse
 
     from .companion import become_companion
+
     ap = argparse.ArgumentParser(description="alloclab's log pump (started by `alloclab run`).")
     ap.add_argument("--fd", type=int, required=True)
     ap.add_argument("--cap", type=int, required=True)
@@ -151,7 +165,8 @@ def main() -> None:
     args = ap.parse_args()
     become_companion(args.parent)
     import resource
-    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)    # two descriptors per stream, four streams a replica
+
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)  # two descriptors per stream, four streams a replica
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     pump(socket.socket(fileno=args.fd), args.cap)
 

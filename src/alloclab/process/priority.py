@@ -11,6 +11,7 @@ session is its own scheduling group whose share ignores its processes' nice valu
 replica's autogroup is given the same nice too. When the machine is saturated anyway, the
 `ticks-skipped` warning says so.
 """
+
 from __future__ import annotations
 
 import os
@@ -23,7 +24,7 @@ def lower_this_process() -> None:
     nice = os.nice(REPLICA_NICE)
     try:
         fd = os.open("/proc/self/autogroup", os.O_WRONLY)
-    except OSError:                   # no autogroup scheduling: nice is what counts
+    except OSError:  # no autogroup scheduling: nice is what counts
         return
     try:
         os.write(fd, str(nice).encode())

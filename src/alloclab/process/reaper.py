@@ -14,6 +14,7 @@ Three layers, each covering what the one before cannot:
 Processes are signalled through a pidfd opened after their start time was checked, so a pid
 reused since it was found is never signalled.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -30,7 +31,7 @@ from ..capture import sampler
 from ..common import settings
 
 PR_SET_CHILD_SUBREAPER = 36
-TOKEN_VAR = "ALLOCLAB_RUN_TOKEN"      # set in every replica's (and load client's) environment
+TOKEN_VAR = "ALLOCLAB_RUN_TOKEN"  # set in every replica's (and load client's) environment
 _libc = ctypes.CDLL(None, use_errno=True)
 PR_SET_PDEATHSIG = 1
 
@@ -38,10 +39,12 @@ PR_SET_PDEATHSIG = 1
 def dies_with(parent: int, sig: int = signal.SIGKILL) -> Callable[[], None]:
     """A preexec_fn: the child gets `sig` the moment `parent` (alloclab) dies, however it dies
     (SIGKILL included), and exits at once if the parent died before the prctl took hold."""
-    def setup() -> None:   # between fork and exec: no allocation-heavy work
+
+    def setup() -> None:  # between fork and exec: no allocation-heavy work
         _libc.prctl(PR_SET_PDEATHSIG, sig)
         if os.getppid() != parent:
             os._exit(1)
+
     return setup
 
 
@@ -82,7 +85,7 @@ def signal_identity(identity: tuple[int, int], sig: int) -> bool:
     except OSError:
         return False
     try:
-        st = sampler.read_stat(identity[0])       # checked after the pidfd pinned the process
+        st = sampler.read_stat(identity[0])  # checked after the pidfd pinned the process
         if st is None or st.start_ticks != identity[1]:
             return False
         signal.pidfd_send_signal(fd, sig)
@@ -97,14 +100,15 @@ class RunProcesses:
     """Finds the live processes of one run. `under`: a live ancestor whose descendants all belong
     to the run (alloclab itself); `exclude`: pids never counted (the watchdog, alloclab)."""
 
-    def __init__(self, token: str, cgroups: Iterable[sampler.Cgroup] = (), under: int | None = None,
-                 exclude: Iterable[int] = ()):
+    def __init__(
+        self, token: str, cgroups: Iterable[sampler.Cgroup] = (), under: int | None = None, exclude: Iterable[int] = ()
+    ):
         self.token = token.encode()
         self.cgroups = list(cgroups)
         self.under = under
         self.exclude = set(exclude)
-        self.identities: set[tuple[int, int]] = set()     # seen while sampling
-        self._replica_of: dict[tuple[int, int], str | None] = {}   # environment read once per process
+        self.identities: set[tuple[int, int]] = set()  # seen while sampling
+        self._replica_of: dict[tuple[int, int], str | None] = {}  # environment read once per process
 
     def replica_of(self, st: sampler.ProcStat) -> str | None:
         """The ALLOCLAB_REPLICA of a process carrying this run's token ("" if it names none); None
@@ -132,16 +136,20 @@ class RunProcesses:
 
 @dataclass
 class SweepResult:
-    sigterm: int = 0                                            # processes sent SIGTERM
-    killed: set[tuple[int, int]] = field(default_factory=set)   # still there after the grace period
-    left: set[tuple[int, int]] = field(default_factory=set)     # still there when it gave up
+    sigterm: int = 0  # processes sent SIGTERM
+    killed: set[tuple[int, int]] = field(default_factory=set)  # still there after the grace period
+    left: set[tuple[int, int]] = field(default_factory=set)  # still there when it gave up
 
     def describe(self) -> str:
         return f"{self.sigterm} sent SIGTERM, {len(self.killed)} needed SIGKILL, {len(self.left)} left"
 
 
-def sweep(find: Callable[[], set[tuple[int, int]]], grace: float, kill_timeout: float = 10.0,
-          on_poll: Callable[[], None] | None = None) -> SweepResult:
+def sweep(
+    find: Callable[[], set[tuple[int, int]]],
+    grace: float,
+    kill_timeout: float = 10.0,
+    on_poll: Callable[[], None] | None = None,
+) -> SweepResult:
     """SIGTERM every process `find` returns, wait up to `grace` for them to go, then SIGKILL
     until none is left (processes forked meanwhile are found on the next pass). `on_poll` runs
     while waiting (e.g. to reap exited children). `left` is empty unless a process is stuck in
@@ -174,13 +182,19 @@ class WatchdogLink:
     `cgroup VERSION PATH`, `proc PID START`, `done`."""
 
     def __init__(self, run_dir: Path, token: str, db: Path, grace: float):
-        read_end, self.fd = os.pipe()          # both non-inheritable: replicas never hold the pipe
+        read_end, self.fd = os.pipe()  # both non-inheritable: replicas never hold the pipe
         self.log_path = run_dir / "watchdog.log"
         log = open(self.log_path, "ab")
         try:
-            self.popen = subprocess.Popen([sys.executable, "-m", "alloclab.process.watchdog", str(read_end)],
-                                          pass_fds=(read_end,), stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                          start_new_session=True, env={**os.environ, "PYTHONPATH": _pythonpath()})
+            self.popen = subprocess.Popen(
+                [sys.executable, "-m", "alloclab.process.watchdog", str(read_end)],
+                pass_fds=(read_end,),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                start_new_session=True,
+                env={**os.environ, "PYTHONPATH": _pythonpath()},
+            )
         finally:
             os.close(read_end)
             log.close()
@@ -192,7 +206,7 @@ class WatchdogLink:
             return
         try:
             os.write(self.fd, "".join(line + "\n" for line in lines).encode())
-        except OSError:            # the watchdog is gone (killed by someone): run on without it
+        except OSError:  # the watchdog is gone (killed by someone): run on without it
             self.lost = True
 
     def register_cgroup(self, cg: sampler.Cgroup) -> None:
@@ -213,7 +227,7 @@ class WatchdogLink:
             self.popen.kill()
             self.popen.wait()
         if self.log_path.exists() and self.log_path.stat().st_size == 0:
-            self.log_path.unlink()          # the log exists only when the watchdog had work to do
+            self.log_path.unlink()  # the log exists only when the watchdog had work to do
 
 
 def _pythonpath() -> str:

@@ -7,6 +7,7 @@ removes the run's cgroups, marks the run cut short in its store (end_reason 'kil
 'cut_short'), and exits. It runs in its own session, so signals to alloclab's terminal or
 process group do not reach it, and it keeps nothing open but the pipe and its log.
 """
+
 from __future__ import annotations
 
 import os
@@ -53,10 +54,13 @@ def _read_registrations(fd: int) -> tuple[dict, bool]:
 
 def _mark_cut_short(db: Path, parent: int | None, swept: reaper.SweepResult, leaked: int) -> None:
     from ..store import Store
+
     store = Store.open(db)
     try:
-        detail = (f"alloclab (pid {parent}) died without ending the run; the watchdog ended what it left "
-                  f"({swept.describe()}; {leaked} cgroups could not be removed)")
+        detail = (
+            f"alloclab (pid {parent}) died without ending the run; the watchdog ended what it left "
+            f"({swept.describe()}; {leaked} cgroups could not be removed)"
+        )
         store.mark_cut_short("killed", time.time(), detail)
     finally:
         store.close()
@@ -72,12 +76,15 @@ def main(argv: list[str]) -> int:
     found.identities = state["procs"]
     swept = reaper.sweep(found.find, min(state["grace"], 5.0))
     leaked = sum(not cg.remove(wait=5.0) for cg in state["cgroups"].values())
-    print(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} alloclab pid {state['parent']} died: {swept.describe()}, "
-          f"{leaked} cgroups left", flush=True)
+    print(
+        f"{time.strftime('%Y-%m-%dT%H:%M:%S')} alloclab pid {state['parent']} died: {swept.describe()}, "
+        f"{leaked} cgroups left",
+        flush=True,
+    )
     if state["db"] is not None and state["db"].exists():
         try:
             _mark_cut_short(state["db"], state["parent"], swept, leaked)
-        except Exception as exc:       # the store is the run's; a failure here must not hide the sweep
+        except Exception as exc:  # the store is the run's; a failure here must not hide the sweep
             print(f"could not mark the run cut short: {exc}", flush=True)
     return 0
 

@@ -5,6 +5,7 @@ reporter takes the same ReportInput, built once from the store and the analysis 
 nothing here opens the store or analyses. `write_all` runs the default set in order (charts before
 markdown, which links them).
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -37,6 +38,7 @@ def default_reporters() -> list[Reporter]:
     from .json_summary import JsonReporter
     from .markdown import MarkdownReporter
     from .png import PngReporter
+
     return [JsonReporter(), CsvReporter(), PngReporter(), MarkdownReporter(), HtmlReporter()]
 
 
@@ -48,5 +50,14 @@ def write_all(report: ReportInput, out_dir: Path, reporters: list[Reporter] | No
     return written
 
 
-__all__ = ["Reporter", "ReportInput", "GroupRecord", "Section", "Table", "build_input", "register_section",
-           "default_reporters", "write_all"]
+__all__ = [
+    "Reporter",
+    "ReportInput",
+    "GroupRecord",
+    "Section",
+    "Table",
+    "build_input",
+    "register_section",
+    "default_reporters",
+    "write_all",
+]

@@ -1,5 +1,6 @@
 """bisect.md and bisect.png: a bisect's answer, its evidence step by step, and what changed.
 (bisect.json, the same in data, is written by alloclab.studies.bisection after every step.)"""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -21,42 +22,71 @@ def headline(res) -> str:
     ax = res.axis
     what = {"version": f"{ax.name} version", "tunable": f"{ax.name} value", "param": f"workload {ax.name}"}[ax.kind]
     if res.status == "found":
-        untested = "" if any(s.index == res.hi for s in res.steps) else \
-            " The bad end itself was not run (--no-check-bad): that it is bad is the user's word."
-        return (f"First bad {what}: **{res.first_bad}** (last good: {res.last_good}), after {len(res.steps)} of "
-                f"{res.exhaustive_steps} possible steps.{untested}")
+        untested = (
+            ""
+            if any(s.index == res.hi for s in res.steps)
+            else " The bad end itself was not run (--no-check-bad): that it is bad is the user's word."
+        )
+        return (
+            f"First bad {what}: **{res.first_bad}** (last good: {res.last_good}), after {len(res.steps)} of "
+            f"{res.exhaustive_steps} possible steps.{untested}"
+        )
     lo, hi = ax.values[res.lo], ax.values[res.hi]
     if res.status == "bad-end-not-bad":
         s = res.steps[-1]
-        return (f"Not bisected: the bad end {s.value} was not shown above ×{res.threshold:g} the good end "
-                f"({s.verdict}: {s.reason}).")
-    return (f"Stopped {res.status}: the first bad {what} lies after {lo} and at or before {hi}; step at "
-            f"{res.steps[-1].value} could not be decided ({res.steps[-1].reason}). Run it longer (--max-step) "
-            f"or with more replicas, or raise the threshold.")
+        return (
+            f"Not bisected: the bad end {s.value} was not shown above ×{res.threshold:g} the good end "
+            f"({s.verdict}: {s.reason})."
+        )
+    return (
+        f"Stopped {res.status}: the first bad {what} lies after {lo} and at or before {hi}; step at "
+        f"{res.steps[-1].value} could not be decided ({res.steps[-1].reason}). Run it longer (--max-step) "
+        f"or with more replicas, or raise the threshold."
+    )
 
 
 def write(res, out: Path) -> Path:
     unit = UNIT.get(res.metric, f"{res.metric.upper()} MB")
     chart = out / "bisect.png"
     draw(res, chart, unit)
-    md = [f"# alloclab bisect: {res.axis.kind} {res.axis.name}", "", headline(res), "",
-          f"Rule: a step is **bad** when candidate/good ({unit}, geometric means of the replicas' steady levels) is shown "
-          f"above ×{res.threshold:g}, **good** when shown below it, by the sequential test of `run --until-significant` "
-          "(Welch's t on log levels, alpha spent over looks at doublings of the elapsed time; each wrong call ≤ 5%); "
-          "otherwise **undecided** at the step's maximum duration, and the search stops there.", "",
-          "| step | value | verdict | ratio to good | adjusted p | looks | seconds | run |", "|---|---|---|---|---|---|---|---|"]
+    md = [
+        f"# alloclab bisect: {res.axis.kind} {res.axis.name}",
+        "",
+        headline(res),
+        "",
+        f"Rule: a step is **bad** when candidate/good ({unit}, geometric means of the replicas' steady levels) is shown "
+        f"above ×{res.threshold:g}, **good** when shown below it, by the sequential test of `run --until-significant` "
+        "(Welch's t on log levels, alpha spent over looks at doublings of the elapsed time; each wrong call ≤ 5%); "
+        "otherwise **undecided** at the step's maximum duration, and the search stops there.",
+        "",
+        "| step | value | verdict | ratio to good | adjusted p | looks | seconds | run |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for k, s in enumerate(res.steps, 1):
-        md.append(f"| {k} | {s.value} | {s.verdict} | {_f(s.ratio)} | {_f(s.p, '.2g')} | {s.looks} | {s.elapsed_s:g} | "
-                  f"[{Path(s.run_dir).name}]({Path(s.run_dir).relative_to(out)}/report.md) |")
+        md.append(
+            f"| {k} | {s.value} | {s.verdict} | {_f(s.ratio)} | {_f(s.p, '.2g')} | {s.looks} | {s.elapsed_s:g} | "
+            f"[{Path(s.run_dir).name}]({Path(s.run_dir).relative_to(out)}/report.md) |"
+        )
     md += ["", f"![{unit} across the axis](bisect.png)", "", "## What changed", ""]
     ch = res.changed
     for side in ("before", "after"):
         d = ch.get(side, {})
-        md.append(f"- {side}: {d.get('point', '–')}: {d.get('family') or ''} {d.get('version') or ''}".rstrip()
-                  + (f" ({d['error']})" if d.get("error") else ""))
+        md.append(
+            f"- {side}: {d.get('point', '–')}: {d.get('family') or ''} {d.get('version') or ''}".rstrip()
+            + (f" ({d['error']})" if d.get("error") else "")
+        )
     if ch.get("options_differing"):
-        md += ["", "Options whose values the libraries report differently:", "", "| option | before | after |", "|---|---|---|"]
-        md += [f"| {o['option']} | {o['before'] or '(absent)'} | {o['after'] or '(absent)'} |" for o in ch["options_differing"]]
+        md += [
+            "",
+            "Options whose values the libraries report differently:",
+            "",
+            "| option | before | after |",
+            "|---|---|---|",
+        ]
+        md += [
+            f"| {o['option']} | {o['before'] or '(absent)'} | {o['after'] or '(absent)'} |"
+            for o in ch["options_differing"]
+        ]
     elif ch.get("options_reported"):
         md += ["", "The libraries report the same option values."]
     else:

@@ -1,6 +1,7 @@
 """What the PNG and HTML charts share: the time axis, group colours, per-group bands over
 replicas, phase and event marks, thinning long series to their extremes. Pure numpy on the
 analysis' series."""
+
 from __future__ import annotations
 
 import warnings
@@ -23,9 +24,9 @@ def group_colors(groups: list[str]) -> dict[str, str]:
 
 @dataclass
 class TimeAxis:
-    t0: float          # Unix s at x = 0
-    unit: str          # "seconds", "minutes", "hours", "days"
-    scale: float       # seconds per unit
+    t0: float  # Unix s at x = 0
+    unit: str  # "seconds", "minutes", "hours", "days"
+    scale: float  # seconds per unit
 
     def x(self, t):
         return (np.asarray(t, dtype=float) - self.t0) / self.scale
@@ -49,17 +50,20 @@ def time_axis(series: list[Series]) -> TimeAxis | None:
 
 def treatment_series(a: Analysis, group: str) -> list[Series]:
     """The group's verified replicas that end on its own allocator (each drawn from when that began)."""
-    return [s for s in a.series if s.group == group and len(s.t) and s.verified is not False
-            and s.treatment_start is not None]
+    return [
+        s
+        for s in a.series
+        if s.group == group and len(s.t) and s.verified is not False and s.treatment_start is not None
+    ]
 
 
 @dataclass
 class Band:
-    t: np.ndarray          # Unix s grid
+    t: np.ndarray  # Unix s grid
     median: np.ndarray
     q1: np.ndarray
     q3: np.ndarray
-    n: int                 # replicas
+    n: int  # replicas
 
 
 def band(ss: list[Series], values: str = "mb", points: int = 300) -> Band | None:
@@ -68,8 +72,12 @@ def band(ss: list[Series], values: str = "mb", points: int = 300) -> Band | None
         return None
     lo, hi = min(s.treatment_start for s in ss), max(float(s.t[-1]) for s in ss)
     grid = np.linspace(lo, hi, points)
-    stack = np.vstack([np.where((grid >= s.treatment_start) & (grid <= s.t[-1]),
-                                np.interp(grid, s.t, getattr(s, values)), np.nan) for s in ss])
+    stack = np.vstack(
+        [
+            np.where((grid >= s.treatment_start) & (grid <= s.t[-1]), np.interp(grid, s.t, getattr(s, values)), np.nan)
+            for s in ss
+        ]
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         med = np.nanmedian(stack, axis=0)

@@ -1,4 +1,5 @@
 """summary.csv (one row per group) and replicas.csv (one row per replica)."""
+
 from __future__ import annotations
 
 import csv
@@ -22,5 +23,7 @@ class CsvReporter:
     name = "csv"
 
     def write(self, report: ReportInput, out_dir: Path) -> list[Path]:
-        return [_write(out_dir / "summary.csv", report.rows, "group"),
-                _write(out_dir / "replicas.csv", [asdict(r) for r in report.analysis.replicas], "name")]
+        return [
+            _write(out_dir / "summary.csv", report.rows, "group"),
+            _write(out_dir / "replicas.csv", [asdict(r) for r in report.analysis.replicas], "name"),
+        ]

@@ -4,6 +4,7 @@ points per line instead of 50,000 and still shows every spike and dip (a mean or
 hide them). For the PNG and HTML reporters (reporters/chartdata.thin); the analysis always uses the
 full series.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -38,7 +39,7 @@ def _bucket_extremes(b: np.ndarray, y: np.ndarray) -> np.ndarray:
     bb, yy = b[idx], y[idx]
     # within each bucket (idx is sorted by bucket, since t is increasing): argmin and argmax
     starts = np.flatnonzero(np.r_[True, bb[1:] != bb[:-1]])
-    order_min = np.lexsort((idx, yy, bb))             # by bucket, then value, then time
+    order_min = np.lexsort((idx, yy, bb))  # by bucket, then value, then time
     order_max = np.lexsort((idx, -yy, bb))
     # sorting by bucket first keeps each bucket's rows where they were: its first row after the
     # sort is its minimum (maximum), the earliest of equals

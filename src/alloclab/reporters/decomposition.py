@@ -1,6 +1,7 @@
 """The decomposition (analysis.decomposition) as the report shows it: the intro, the layers table,
 the paragraphs per group, the stacked chart as a plotly figure (HTML) and as a PNG (matplotlib),
 and the layer colours both use."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -17,11 +18,22 @@ def decomposition_data(analysis) -> list[dict] | None:
     return [g.as_dict() for g in d] if d else None
 
 
-INTRO = ("The allocator's own account (introspection helper, docs/how-to/introspection.md) beside the kernel's: live "
-         "requested bytes (when the workload publishes them) → allocator in use → free but held, by kind → RSS. "
-         "Medians across replicas; late load = second half of the load phase.")
-TABLE_HEADERS = ["group", "when", "live MB", "in use MB", "held MB by kind", "committed MB", "rest of RSS MB", "RSS MB",
-                 "LazyFree MB"]
+INTRO = (
+    "The allocator's own account (introspection helper, docs/how-to/introspection.md) beside the kernel's: live "
+    "requested bytes (when the workload publishes them) → allocator in use → free but held, by kind → RSS. "
+    "Medians across replicas; late load = second half of the load phase."
+)
+TABLE_HEADERS = [
+    "group",
+    "when",
+    "live MB",
+    "in use MB",
+    "held MB by kind",
+    "committed MB",
+    "rest of RSS MB",
+    "RSS MB",
+    "LazyFree MB",
+]
 
 
 def decomposition_rows(analysis) -> list[list[str]]:
@@ -31,9 +43,22 @@ def decomposition_rows(analysis) -> list[list[str]]:
         for when, s in (("late load", g.load), ("end", g.end)):
             if s is None:
                 continue
-            held = ", ".join(f"{k} {v / MB:.1f}" for k, v in sorted(s.held.items(), key=lambda kv: -kv[1]) if v >= 0.05 * MB)
-            rows.append([g.group, when, _mbn(s.live), _mbn(s.in_use), held or "–", _mbn(s.committed), _mbn(s.other),
-                         _mbn(s.rss), _mbn(s.lazyfree)])
+            held = ", ".join(
+                f"{k} {v / MB:.1f}" for k, v in sorted(s.held.items(), key=lambda kv: -kv[1]) if v >= 0.05 * MB
+            )
+            rows.append(
+                [
+                    g.group,
+                    when,
+                    _mbn(s.live),
+                    _mbn(s.in_use),
+                    held or "–",
+                    _mbn(s.committed),
+                    _mbn(s.other),
+                    _mbn(s.rss),
+                    _mbn(s.lazyfree),
+                ]
+            )
     return rows
 
 
@@ -45,8 +70,10 @@ def decomposition_paragraphs(analysis) -> list[str]:
         lines += [f"Suggestion: {s.text()}" for s in g.suggestions]
         lines += [f"Note: {n}" for n in g.notes]
         if g.helper_cpu_share is not None:
-            lines.append(f"Helper cost: {g.helper_cpu_share:.2%} of the replicas' CPU, one collection every "
-                         f"{g.helper_interval_s or 0:.1f} s.")
+            lines.append(
+                f"Helper cost: {g.helper_cpu_share:.2%} of the replicas' CPU, one collection every "
+                f"{g.helper_interval_s or 0:.1f} s."
+            )
         out.append(" ".join(lines))
     return out
 
@@ -55,9 +82,19 @@ def _mbn(x: float | None) -> str:
     return "–" if x is None else f"{x / MB:.1f}"
 
 
-LAYER_COLORS = {"in_use": "#4c72b0", "committed": "#4c72b0", "held_bins": "#dd8452", "held_top": "#c44e52",
-                "held_dirty": "#8172b3", "held_muzzy": "#937860", "held_abandoned": "#da8bc3", "held_cached": "#8c8c8c",
-                "held_committed_free": "#ccb974", "held_metadata": "#64b5cd", "other": "#dddddd"}
+LAYER_COLORS = {
+    "in_use": "#4c72b0",
+    "committed": "#4c72b0",
+    "held_bins": "#dd8452",
+    "held_top": "#c44e52",
+    "held_dirty": "#8172b3",
+    "held_muzzy": "#937860",
+    "held_abandoned": "#da8bc3",
+    "held_cached": "#8c8c8c",
+    "held_committed_free": "#ccb974",
+    "held_metadata": "#64b5cd",
+    "other": "#dddddd",
+}
 
 
 def layer_stack(g: GroupDecomposition) -> tuple[np.ndarray, list[tuple[str, np.ndarray]], dict[str, np.ndarray]]:
@@ -85,14 +122,21 @@ def draw_decomposition(analysis, path: Path) -> Path | None:
     if not d:
         return None
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     fig, axes = plt.subplots(len(d), 1, figsize=(10, 3.2 * len(d)), sharex=True, squeeze=False)
     for ax, g in zip(axes[:, 0], d):
         t, stack, lines = layer_stack(g)
         if stack:
-            ax.stackplot(t, *[np.nan_to_num(v) for _, v in stack], labels=[n.replace("held_", "held: ") for n, _ in stack],
-                         colors=[LAYER_COLORS.get(n, "#999999") for n, _ in stack], alpha=0.85)
+            ax.stackplot(
+                t,
+                *[np.nan_to_num(v) for _, v in stack],
+                labels=[n.replace("held_", "held: ") for n, _ in stack],
+                colors=[LAYER_COLORS.get(n, "#999999") for n, _ in stack],
+                alpha=0.85,
+            )
         if "rss" in lines:
             ax.plot(t, lines["rss"], color="black", lw=1.2, label="RSS")
         if "live" in lines:
@@ -113,14 +157,39 @@ def figure(g: GroupDecomposition) -> dict:
     t, stack, lines = layer_stack(g)
     x = [float(v) for v in t]
     clean = lambda v: [None if v_ != v_ else round(float(v_), 2) for v_ in v]  # NaN -> gap
-    data = [{"type": "scatter", "mode": "lines", "x": x, "y": clean(v), "name": n.replace("held_", "held: "),
-             "stackgroup": "layers", "line": {"width": 0.5, "color": LAYER_COLORS.get(n, "#999999")},
-             "hovertemplate": f"{n} %{{y:.1f}} MB at %{{x:.0f}} s<extra>{g.group}</extra>"} for n, v in stack]
+    data = [
+        {
+            "type": "scatter",
+            "mode": "lines",
+            "x": x,
+            "y": clean(v),
+            "name": n.replace("held_", "held: "),
+            "stackgroup": "layers",
+            "line": {"width": 0.5, "color": LAYER_COLORS.get(n, "#999999")},
+            "hovertemplate": f"{n} %{{y:.1f}} MB at %{{x:.0f}} s<extra>{g.group}</extra>",
+        }
+        for n, v in stack
+    ]
     styles = {"rss": {"color": "black", "width": 1.5}, "live": {"color": "green", "width": 1.5, "dash": "dash"}}
-    data += [{"type": "scatter", "mode": "lines", "x": x, "y": clean(v), "name": "RSS" if c == "rss" else "live requested",
-              "line": styles[c], "hovertemplate": f"{c} %{{y:.1f}} MB at %{{x:.0f}} s<extra>{g.group}</extra>"}
-             for c, v in lines.items()]
-    return {"data": data, "layout": {"title": {"text": f"{g.group} ({g.label}): why the memory is held"},
-                                     "xaxis": {"title": {"text": "seconds since start"}},
-                                     "yaxis": {"title": {"text": "MB"}, "rangemode": "tozero"},
-                                     "legend": {"orientation": "h"}, "margin": {"t": 40, "r": 10}}}
+    data += [
+        {
+            "type": "scatter",
+            "mode": "lines",
+            "x": x,
+            "y": clean(v),
+            "name": "RSS" if c == "rss" else "live requested",
+            "line": styles[c],
+            "hovertemplate": f"{c} %{{y:.1f}} MB at %{{x:.0f}} s<extra>{g.group}</extra>",
+        }
+        for c, v in lines.items()
+    ]
+    return {
+        "data": data,
+        "layout": {
+            "title": {"text": f"{g.group} ({g.label}): why the memory is held"},
+            "xaxis": {"title": {"text": "seconds since start"}},
+            "yaxis": {"title": {"text": "MB"}, "rangemode": "tozero"},
+            "legend": {"orientation": "h"},
+            "margin": {"t": 40, "r": 10},
+        },
+    }

@@ -1,6 +1,7 @@
 """report.html: one self-contained page (styles, plotly.js, data and charts inline; no network when
 opened), readable on a laptop and a phone. Everything from the store or the experiment file is
 escaped: text through html.escape, data in a JSON script tag with <, > and & as \\u escapes."""
+
 from __future__ import annotations
 
 import html
@@ -32,17 +33,23 @@ def inline_markdown(text: str) -> str:
 
 def script_json(obj: object) -> str:
     """JSON safe inside <script type="application/json">: no '</script>', no '<!--', no entity games."""
-    return (json.dumps(obj, allow_nan=False, separators=(",", ":"), default=str)
-            .replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
-            .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
+    return (
+        json.dumps(obj, allow_nan=False, separators=(",", ":"), default=str)
+        .replace("<", "\\u003c")
+        .replace(">", "\\u003e")
+        .replace("&", "\\u0026")
+        .replace("\u2028", "\\u2028")
+        .replace("\u2029", "\\u2029")
+    )
 
 
 @lru_cache(maxsize=1)
 def plotly_js() -> str:
     """plotly.js as shipped inside the plotly Python package (one copy per page, no CDN)."""
     from plotly.offline import get_plotlyjs
+
     js = get_plotlyjs()
-    if "</script" in js.lower():      # would end the inline script early
+    if "</script" in js.lower():  # would end the inline script early
         js = re.sub(r"</(script)", r"<\\/\1", js, flags=re.I)
     return js
 
@@ -50,8 +57,9 @@ def plotly_js() -> str:
 def table(headers: list[str], rows: list[list[str]], cls: str = "", raw_cols: tuple[int, ...] = ()) -> str:
     """An escaped table in a horizontally scrolling wrapper (phones). raw_cols: cells already HTML."""
     head = "".join(f"<th>{esc(h)}</th>" for h in headers)
-    body = "".join("<tr>" + "".join(f"<td>{c if i in raw_cols else esc(c)}</td>" for i, c in enumerate(r)) + "</tr>"
-                   for r in rows)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{c if i in raw_cols else esc(c)}</td>" for i, c in enumerate(r)) + "</tr>" for r in rows
+    )
     return f'<div class="scroll"><table class="{esc(cls)}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
 
 
@@ -97,7 +105,7 @@ RENDER_JS = """
 """
 
 
-TOP_MARGIN = 44        # room above the plot for plotly's toolbar, so it never covers a legend or a phase name
+TOP_MARGIN = 44  # room above the plot for plotly's toolbar, so it never covers a legend or a phase name
 
 
 def lift_title(figure: dict) -> str:
@@ -139,64 +147,126 @@ def render(report: ReportInput) -> str:
     captions = {i: c for i, c, _ in drawn}
     titles = {f["id"]: lift_title(f["figure"]) for f in figures}
     warn = sorted(a.warnings, key=lambda w: SEVERITY_ORDER.index(w.severity) if w.severity in SEVERITY_ORDER else 9)
-    body = [f"<header><h1>alloclab report: {esc(report.run_name)}</h1>",
-            f'<p class="sub">{esc(a.metric.upper())} · baseline {esc(a.baseline)} · {esc(report.meta.get("host", ""))} · '
-            f'{esc(report.meta.get("source", "run"))}</p></header>']
-    links = [("recommendation", "Recommendation"), ("warnings", f"Warnings ({len(warn)})"), ("summary", "Summary"),
-             ("charts", "Charts"), *((f"sec-{s.key}", s.title) for s in report.sections), ("provenance", "Allocator builds"),
-             ("host", "Host and run"), ("replicas", "Replicas"), ("experiment", "Experiment file"), ("method", "Method")]
+    body = [
+        f"<header><h1>alloclab report: {esc(report.run_name)}</h1>",
+        f'<p class="sub">{esc(a.metric.upper())} · baseline {esc(a.baseline)} · {esc(report.meta.get("host", ""))} · '
+        f"{esc(report.meta.get('source', 'run'))}</p></header>",
+    ]
+    links = [
+        ("recommendation", "Recommendation"),
+        ("warnings", f"Warnings ({len(warn)})"),
+        ("summary", "Summary"),
+        ("charts", "Charts"),
+        *((f"sec-{s.key}", s.title) for s in report.sections),
+        ("provenance", "Allocator builds"),
+        ("host", "Host and run"),
+        ("replicas", "Replicas"),
+        ("experiment", "Experiment file"),
+        ("method", "Method"),
+    ]
     body.append("<nav>" + "".join(f'<a href="#{esc(k)}">{esc(t)}</a>' for k, t in links) + "</nav>")
     conf = esc(rec.confidence if rec else "none")
-    body.append(f'<section id="recommendation" class="rec conf-{conf}"><h2>Recommendation</h2>'
-                + (f'<p class="headline">{inline_markdown(rec.headline())}</p><p>{inline_markdown(rec.detail())}</p>'
-                   if rec else "<p>No recommendation.</p>") + "</section>")
+    body.append(
+        f'<section id="recommendation" class="rec conf-{conf}"><h2>Recommendation</h2>'
+        + (
+            f'<p class="headline">{inline_markdown(rec.headline())}</p><p>{inline_markdown(rec.detail())}</p>'
+            if rec
+            else "<p>No recommendation.</p>"
+        )
+        + "</section>"
+    )
     body.append(f'<section id="warnings"><h2>Warnings ({len(warn)})</h2>')
     if warn:
-        body.append('<ul class="warnings">' + "".join(
-            f'<li class="sev-{esc(w.severity)}" data-kind="{esc(w.kind)}"><span class="badge">{esc(w.severity)}</span>'
-            f"<strong>{esc(w.kind)}</strong>: {esc(w.message)}</li>" for w in warn) + "</ul>")
+        body.append(
+            '<ul class="warnings">'
+            + "".join(
+                f'<li class="sev-{esc(w.severity)}" data-kind="{esc(w.kind)}"><span class="badge">{esc(w.severity)}</span>'
+                f"<strong>{esc(w.kind)}</strong>: {esc(w.message)}</li>"
+                for w in warn
+            )
+            + "</ul>"
+        )
     else:
         body.append("<p>None.</p>")
     body.append("</section>")
-    body.append(f'<section id="summary"><h2>Summary</h2><p>{esc(summary_note(a))}</p>'
-                + table(TABLE_HEADERS, [_key_cells(table_cells(r)) for r in report.rows], "summary", raw_cols=(2,))
-                + table(*extra_table_rows(report)) + "<h3>Growth across replicas</h3><ul>"
-                + "".join(f"<li><strong>{esc(g.name)}</strong> ({esc(status_phrase(g.status, g.growth_shape))}): {esc(g.growth.reason or 'not tested')}</li>"
-                          for g in a.groups if g.growth) + "</ul>"
-                + (f"<p>{esc(BESIDE_INTRO)}</p><ul>" + "".join(
-                    f"<li><strong>{esc(name)}</strong> {esc(word)}: {esc(why)}</li>" for name, word, why in beside_lines(a))
-                   + "</ul>" if beside_lines(a) else "") + "</section>")
+    body.append(
+        f'<section id="summary"><h2>Summary</h2><p>{esc(summary_note(a))}</p>'
+        + table(TABLE_HEADERS, [_key_cells(table_cells(r)) for r in report.rows], "summary", raw_cols=(2,))
+        + table(*extra_table_rows(report))
+        + "<h3>Growth across replicas</h3><ul>"
+        + "".join(
+            f"<li><strong>{esc(g.name)}</strong> ({esc(status_phrase(g.status, g.growth_shape))}): {esc(g.growth.reason or 'not tested')}</li>"
+            for g in a.groups
+            if g.growth
+        )
+        + "</ul>"
+        + (
+            f"<p>{esc(BESIDE_INTRO)}</p><ul>"
+            + "".join(
+                f"<li><strong>{esc(name)}</strong> {esc(word)}: {esc(why)}</li>" for name, word, why in beside_lines(a)
+            )
+            + "</ul>"
+            if beside_lines(a)
+            else ""
+        )
+        + "</section>"
+    )
     body.append('<section id="charts"><h2>Charts</h2>')
     for f in figures:
-        body.append(f'<figure><h3>{esc(titles[f["id"]])}</h3><div class="chart" id="chart-{esc(f["id"])}"></div>'
-                    f"<figcaption>{esc(captions.get(f['id'], ''))}</figcaption></figure>")
+        body.append(
+            f'<figure><h3>{esc(titles[f["id"]])}</h3><div class="chart" id="chart-{esc(f["id"])}"></div>'
+            f"<figcaption>{esc(captions.get(f['id'], ''))}</figcaption></figure>"
+        )
     body.append("</section>")
     for s in report.sections:
         body.append(section_html(s, figures))
     body.append('<section id="provenance"><h2>Allocator builds</h2>' + table(*group_rows(report)))
     for g in report.groups:
-        detail = json.dumps(g.provenance, indent=2, sort_keys=True) if g.provenance else \
-            "no catalog build record (a system library, a path given in the experiment, or glibc)"
-        body.append(f"<details><summary>{esc(g.name)}: provenance</summary><pre>{esc(detail)}</pre>"
-                    f"<p>library {esc(g.library_path or '–')}<br>sha256 {esc(g.library_sha256 or '–')}</p></details>")
+        detail = (
+            json.dumps(g.provenance, indent=2, sort_keys=True)
+            if g.provenance
+            else "no catalog build record (a system library, a path given in the experiment, or glibc)"
+        )
+        body.append(
+            f"<details><summary>{esc(g.name)}: provenance</summary><pre>{esc(detail)}</pre>"
+            f"<p>library {esc(g.library_path or '–')}<br>sha256 {esc(g.library_sha256 or '–')}</p></details>"
+        )
     body.append("</section>")
-    body.append('<section id="host"><h2>Host and run</h2>' + table(["run fact", "value"], metadata_rows(report))
-                + table(["host fact", "value"], [[k, v] for k, v in report.host.items()]) + "</section>")
-    body.append('<section id="replicas"><h2>Replicas</h2>' + table(*replica_rows(report, strong=lambda s: s.upper()))
-                + "</section>")
-    body.append('<section id="experiment"><h2>Experiment file</h2>'
-                + (f'<pre id="experiment-text">{esc(report.experiment_text)}</pre>' if report.experiment_text is not None
-                   else "<p>None recorded (imported data).</p>") + "</section>")
-    body.append('<section id="method"><h2>How the status words are decided</h2><ul>'
-                + "".join(f"<li><strong>{esc(w)}</strong>: {esc(rule)}</li>" for w, rule in STATUS_RULES.items())
-                + f"</ul><p>{esc(METHOD_NOTE)}</p></section>")
+    body.append(
+        '<section id="host"><h2>Host and run</h2>'
+        + table(["run fact", "value"], metadata_rows(report))
+        + table(["host fact", "value"], [[k, v] for k, v in report.host.items()])
+        + "</section>"
+    )
+    body.append(
+        '<section id="replicas"><h2>Replicas</h2>'
+        + table(*replica_rows(report, strong=lambda s: s.upper()))
+        + "</section>"
+    )
+    body.append(
+        '<section id="experiment"><h2>Experiment file</h2>'
+        + (
+            f'<pre id="experiment-text">{esc(report.experiment_text)}</pre>'
+            if report.experiment_text is not None
+            else "<p>None recorded (imported data).</p>"
+        )
+        + "</section>"
+    )
+    body.append(
+        '<section id="method"><h2>How the status words are decided</h2><ul>'
+        + "".join(f"<li><strong>{esc(w)}</strong>: {esc(rule)}</li>" for w, rule in STATUS_RULES.items())
+        + f"</ul><p>{esc(METHOD_NOTE)}</p></section>"
+    )
     payload = {"figures": figures, "summary": report.rows}
-    return ("<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            '<meta name="viewport" content="width=device-width, initial-scale=1">'
-            f"<title>alloclab report: {esc(report.run_name)}</title><style>{CSS}</style></head><body><main>"
-            + "\n".join(body) + "</main>\n"
-            f'<script type="application/json" id="alloclab-data">{script_json(payload)}</script>\n'
-            f"<script>{plotly_js()}</script>\n<script>{RENDER_JS}</script>\n</body></html>\n")
+    return (
+        '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>alloclab report: {esc(report.run_name)}</title><style>{CSS}</style></head><body><main>"
+        + "\n".join(body)
+        + "</main>\n"
+        f'<script type="application/json" id="alloclab-data">{script_json(payload)}</script>\n'
+        f"<script>{plotly_js()}</script>\n<script>{RENDER_JS}</script>\n</body></html>\n"
+    )
 
 
 class HtmlReporter:

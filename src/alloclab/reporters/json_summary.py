@@ -1,5 +1,6 @@
 """summary.json: the summary figures, warnings and recommendation, with the run's metadata, the host,
 the provenance of every group's allocator build and the experiment file — one machine-readable record."""
+
 from __future__ import annotations
 
 import json
@@ -9,14 +10,17 @@ from ..common.outputs import write_output
 from ..store import decode_meta
 from .input import ReportInput
 
-FORMAT = 2      # 2: adds run, host, allocator_builds, experiment, sections
+FORMAT = 2  # 2: adds run, host, allocator_builds, experiment, sections
 
 
 def summary_document(report: ReportInput) -> dict:
     a = report.analysis
     return {
         "format": FORMAT,
-        "metric": a.metric, "baseline": a.baseline, "groups": report.rows, "basis": a.level_basis,
+        "metric": a.metric,
+        "baseline": a.baseline,
+        "groups": report.rows,
+        "basis": a.level_basis,
         "window": {"start": a.window.start, "end": a.window.end, "basis": a.window.basis} if a.window else None,
         "warnings": [w.as_dict() for w in a.warnings],
         "recommendation": a.recommendation.as_dict() if a.recommendation else None,

@@ -1,5 +1,6 @@
 """charts/*.png (matplotlib): memory over time per group, the distribution of levels, per-replica
 trajectories, idle release, and memory against live bytes — the same charts as report.html, static."""
+
 from __future__ import annotations
 
 import io
@@ -32,8 +33,10 @@ class PngReporter:
 
 def _plt():
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     return plt
 
 
@@ -44,8 +47,17 @@ def _draw_marks(ax, report: ReportInput, axis, label_phases: bool = True) -> Non
         if m.is_phase:
             ax.axvline(x, color="grey", ls=":", lw=0.9)
             if label_phases:
-                ax.annotate(m.label, (x, 1.0), xycoords=("data", "axes fraction"), xytext=(2, -2),
-                            textcoords="offset points", fontsize=7, color="dimgrey", va="top", rotation=90)
+                ax.annotate(
+                    m.label,
+                    (x, 1.0),
+                    xycoords=("data", "axes fraction"),
+                    xytext=(2, -2),
+                    textcoords="offset points",
+                    fontsize=7,
+                    color="dimgrey",
+                    va="top",
+                    rotation=90,
+                )
         else:
             ax.axvline(x, color="black", ls="--", lw=0.6, alpha=0.4)
 
@@ -60,6 +72,7 @@ CHART_FILES = ("timeseries.png", "distribution.png", "trajectories.png", "idle_r
 
 class _Ctx:
     """What every chart needs: the input, pyplot, the time axis, group names and colours."""
+
     def __init__(self, report: ReportInput):
         self.report, self.a, self.plt = report, report.analysis, _plt()
         self.axis = time_axis(self.a.series)
@@ -82,14 +95,23 @@ def timeseries_figure(c: _Ctx):
         else:
             for i, s in enumerate(ss):
                 m = s.t >= s.treatment_start
-                ax.plot(axis.x(s.t[m]), s.mb[m], color=c.colors[g], lw=1.0, alpha=0.85,
-                        label=f"{g} (n={len(ss)}, each replica)" if i == 0 else None)
+                ax.plot(
+                    axis.x(s.t[m]),
+                    s.mb[m],
+                    color=c.colors[g],
+                    lw=1.0,
+                    alpha=0.85,
+                    label=f"{g} (n={len(ss)}, each replica)" if i == 0 else None,
+                )
     _draw_marks(ax, c.report, axis)
     ax.set_xlabel(axis.label)
     ax.set_ylabel(c.label)
-    ax.set_title("Memory over time on each group's own allocator\n"
-                 f"median and interquartile band over replicas (groups under {MIN_BAND_REPLICAS} replicas: each replica); "
-                 "dotted: phases, dashed: events", fontsize=10)
+    ax.set_title(
+        "Memory over time on each group's own allocator\n"
+        f"median and interquartile band over replicas (groups under {MIN_BAND_REPLICAS} replicas: each replica); "
+        "dotted: phases, dashed: events",
+        fontsize=10,
+    )
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
     return fig
@@ -99,8 +121,14 @@ def distribution_figure(c: _Ctx):
     """Steady level per replica by group; the axis starts at zero so a gap reads at its size."""
     a, groups = c.a, c.groups
     fig, ax = c.plt.subplots(figsize=(max(6, 1.3 * len(groups) + 2), 5))
-    data = [[r.steady_mean_mb for r in a.replicas if r.group == g and r.steady_mean_mb is not None and r.verified is not False]
-            for g in groups]
+    data = [
+        [
+            r.steady_mean_mb
+            for r in a.replicas
+            if r.group == g and r.steady_mean_mb is not None and r.verified is not False
+        ]
+        for g in groups
+    ]
     ax.boxplot([d if d else [np.nan] for d in data], showfliers=False)
     ax.set_xticks(range(1, len(groups) + 1), groups, rotation=20)
     for i, (g, d) in enumerate(zip(groups, data), 1):
@@ -122,7 +150,7 @@ def _group_panels(c: _Ctx, groups: list[str], draw, ylabel: str, title: str):
         _draw_marks(ax, c.report, c.axis, label_phases=False)
         ax.set_title(g, fontsize=9)
         ax.grid(alpha=0.3)
-    for ax in axes.flat[len(groups):]:
+    for ax in axes.flat[len(groups) :]:
         ax.axis("off")
     fig.supxlabel(c.axis.label)
     fig.supylabel(ylabel)
@@ -140,18 +168,36 @@ def trajectories_figure(c: _Ctx):
                 continue
             for seg in s.segments or []:
                 m = (s.t >= seg.start) & (s.t <= seg.end)
-                other = s.verified is False or seg.group != g    # another or an unknown allocator: not the group's data
-                ax.plot(axis.x(s.t[m]), s.mb[m], lw=0.8, color="black" if other else c.colors[g],
-                        ls="--" if other else "-", alpha=0.5 if other else 0.8)
-    return _group_panels(c, c.groups, draw, c.label,
-                         "Per-replica trajectories (black dashed: unverified or another/unknown allocator, excluded)")
+                other = s.verified is False or seg.group != g  # another or an unknown allocator: not the group's data
+                ax.plot(
+                    axis.x(s.t[m]),
+                    s.mb[m],
+                    lw=0.8,
+                    color="black" if other else c.colors[g],
+                    ls="--" if other else "-",
+                    alpha=0.5 if other else 0.8,
+                )
+
+    return _group_panels(
+        c,
+        c.groups,
+        draw,
+        c.label,
+        "Per-replica trajectories (black dashed: unverified or another/unknown allocator, excluded)",
+    )
 
 
 def idle_release_figure(c: _Ctx):
     """The share of its load level each replica no longer held at the end of idle (None: no idle data)."""
     a, groups = c.a, c.groups
-    idle = {g: [r.idle_released_share for r in a.replicas if r.group == g and r.idle_released_share is not None
-                and r.verified is not False] for g in groups}
+    idle = {
+        g: [
+            r.idle_released_share
+            for r in a.replicas
+            if r.group == g and r.idle_released_share is not None and r.verified is not False
+        ]
+        for g in groups
+    }
     if not any(idle.values()):
         return None
     fig, ax = c.plt.subplots(figsize=(max(6, 1.3 * len(groups) + 2), 4.5))
@@ -182,13 +228,23 @@ def fragmentation_figure(c: _Ctx):
                 x, y, live = thin(axis.x(s.t), s.mb, s.live_mb)
                 ax.plot(x, y, color=c.colors[g], lw=0.9, alpha=0.8)
                 ax.plot(x, live, color="black", lw=0.8, ls="--", alpha=0.6)
-    return _group_panels(c, live_groups, draw, "MB",
-                         f"{a.metric.upper()} (solid) against live requested bytes (black dashed): the gap is allocator overhead")
+
+    return _group_panels(
+        c,
+        live_groups,
+        draw,
+        "MB",
+        f"{a.metric.upper()} (solid) against live requested bytes (black dashed): the gap is allocator overhead",
+    )
 
 
-CHARTS = {"timeseries.png": timeseries_figure, "distribution.png": distribution_figure,
-          "trajectories.png": trajectories_figure, "idle_release.png": idle_release_figure,
-          "fragmentation.png": fragmentation_figure}
+CHARTS = {
+    "timeseries.png": timeseries_figure,
+    "distribution.png": distribution_figure,
+    "trajectories.png": trajectories_figure,
+    "idle_release.png": idle_release_figure,
+    "fragmentation.png": fragmentation_figure,
+}
 
 
 def draw_charts(report: ReportInput, out: Path) -> list[Path]:

@@ -1,6 +1,7 @@
 """A run's report: analyse once, read the store once into a ReportInput, run every reporter
 (alloclab.reporters: report.md, report.html, summary.json, summary.csv, replicas.csv, charts/*.png,
 the terminal summary). The names below stay importable from here for older callers."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -13,8 +14,12 @@ from .tables import STATUS_RULES, TABLE_HEADERS, summary_rows, table_cells  # no
 from .terminal import TerminalReporter, print_summary  # noqa: F401  (re-exported)
 
 
-def prepare(run: str | Path | Store, metric: str | None = None, sections: list[Section] | None = None,
-            baseline: str | None = None) -> ReportInput:
+def prepare(
+    run: str | Path | Store,
+    metric: str | None = None,
+    sections: list[Section] | None = None,
+    baseline: str | None = None,
+) -> ReportInput:
     """Analyse the run (against `baseline`, by default the run's) and read what the reporters need
     from its store, once. `run`: a run directory or run.db, or a store the caller opened (and closes)."""
     store = run if isinstance(run, Store) else Store.open_checked(run)
@@ -25,8 +30,13 @@ def prepare(run: str | Path | Store, metric: str | None = None, sections: list[S
             store.close()
 
 
-def report_run(run: str | Path | Store, out_dir: Path | None = None, metric: str | None = None,
-               console=None, baseline: str | None = None) -> tuple[Path, ReportInput]:
+def report_run(
+    run: str | Path | Store,
+    out_dir: Path | None = None,
+    metric: str | None = None,
+    console=None,
+    baseline: str | None = None,
+) -> tuple[Path, ReportInput]:
     """Write every default report file into out_dir (the run's directory by default) and, given a
     console, print the terminal summary; returns report.md's path and the report input."""
     report = prepare(run, metric, baseline=baseline)

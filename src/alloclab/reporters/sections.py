@@ -2,6 +2,7 @@
 decomposition (analysis.decomposition, laid out by reporters.decomposition) and the Tor test
 network (read from the run's meta `tor_network`, which tornet records). Each is plain data;
 markdown, HTML, PNG and JSON reporters render it their own way."""
+
 from __future__ import annotations
 
 import json
@@ -26,12 +27,17 @@ def decomposition(store: Store, analysis: Analysis) -> Section | None:
     d = analysis.decomposition
     if not d:
         return None
-    return Section(key="decomposition", title="Why the memory is held",
-                   paragraphs=[INTRO] + decomposition_paragraphs(analysis),
-                   table=Table(TABLE_HEADERS, decomposition_rows(analysis)),
-                   figures=[figure(g) for g in d if g.times],
-                   pngs=[("decomposition.png", lambda path: draw_decomposition(analysis, path))] if any(g.times for g in d) else [],
-                   data={"groups": decomposition_data(analysis)})
+    return Section(
+        key="decomposition",
+        title="Why the memory is held",
+        paragraphs=[INTRO] + decomposition_paragraphs(analysis),
+        table=Table(TABLE_HEADERS, decomposition_rows(analysis)),
+        figures=[figure(g) for g in d if g.times],
+        pngs=[("decomposition.png", lambda path: draw_decomposition(analysis, path))]
+        if any(g.times for g in d)
+        else [],
+        data={"groups": decomposition_data(analysis)},
+    )
 
 
 LOAD_HEADERS = ["group", "relays", "requests", "served (200)", "consensus diffs", "MB served", "by compression"]
@@ -47,15 +53,25 @@ def tor_summary(meta: dict[str, str], replicas: list[dict]) -> tuple[str, list[l
     load = info.get("load", {})
     started = float(meta.get("started_at") or 0)
     routers = info.get("routers") or {}
-    paragraph = (f"Private test network on loopback ({meta.get('network_namespace', 'namespace not recorded')}); "
-                 f"{info.get('relays_listed', 0)} relays listed in the authorities' last consensus"
-                 + (f" ({routers.get('routers', 0):,} of them descriptor-only routers filling the directory to "
-                    f"{info.get('consensus_bytes', 0) / 1e6:.1f} MB, {routers.get('accepted', 0):,} descriptors uploaded "
-                    f"in {routers.get('rounds', 0)} rounds)" if routers.get("routers") else "")
-                 + (f"; every relay held a consensus {info['relays_ready_at'] - started:.0f} s after the start"
-                    if info.get("relays_ready_at") and started else "; not every relay fetched a consensus") + ". "
-                 "Directory requests per relay (median over the group's relays); the network (keys, torrcs, logs) is in "
-                 f"`{TOR_NETWORK_DIR}/` and each relay's data directory in `replicas/NAME/work/data`.")
+    paragraph = (
+        f"Private test network on loopback ({meta.get('network_namespace', 'namespace not recorded')}); "
+        f"{info.get('relays_listed', 0)} relays listed in the authorities' last consensus"
+        + (
+            f" ({routers.get('routers', 0):,} of them descriptor-only routers filling the directory to "
+            f"{info.get('consensus_bytes', 0) / 1e6:.1f} MB, {routers.get('accepted', 0):,} descriptors uploaded "
+            f"in {routers.get('rounds', 0)} rounds)"
+            if routers.get("routers")
+            else ""
+        )
+        + (
+            f"; every relay held a consensus {info['relays_ready_at'] - started:.0f} s after the start"
+            if info.get("relays_ready_at") and started
+            else "; not every relay fetched a consensus"
+        )
+        + ". "
+        "Directory requests per relay (median over the group's relays); the network (keys, torrcs, logs) is in "
+        f"`{TOR_NETWORK_DIR}/` and each relay's data directory in `replicas/NAME/work/data`."
+    )
     by_group: dict[str, list[dict]] = {}
     for r in replicas:
         by_group.setdefault(r["group"], []).append(load.get(r["name"]) or {})
@@ -69,10 +85,17 @@ def tor_summary(meta: dict[str, str], replicas: list[dict]) -> tuple[str, list[l
         for c in counts:
             for k, v in (c.get("by_encoding") or {}).items():
                 enc[k] = enc.get(k, 0) + v
-        rows.append([g, str(len(counts)), str(med([c.get('requests', 0) for c in counts])),
-                     str(med([c.get('served', 0) for c in counts])), str(med([c.get('diffs_served', 0) for c in counts])),
-                     f"{med([c.get('bytes', 0) for c in counts]) / 1e6:.1f}",
-                     ", ".join(f"{k} {v}" for k, v in sorted(enc.items()))])
+        rows.append(
+            [
+                g,
+                str(len(counts)),
+                str(med([c.get("requests", 0) for c in counts])),
+                str(med([c.get("served", 0) for c in counts])),
+                str(med([c.get("diffs_served", 0) for c in counts])),
+                f"{med([c.get('bytes', 0) for c in counts]) / 1e6:.1f}",
+                ", ".join(f"{k} {v}" for k, v in sorted(enc.items())),
+            ]
+        )
     return paragraph, rows, info
 
 
@@ -82,8 +105,9 @@ def tor_network(store: Store, analysis: Analysis) -> Section | None:
     if got is None:
         return None
     paragraph, rows, info = got
-    return Section(key="tor-network", title="Tor test network", paragraphs=[paragraph],
-                   table=Table(LOAD_HEADERS, rows), data=info)
+    return Section(
+        key="tor-network", title="Tor test network", paragraphs=[paragraph], table=Table(LOAD_HEADERS, rows), data=info
+    )
 
 
 __all__ = ["decomposition", "tor_network"]

@@ -1,6 +1,7 @@
 """The terminal summary (rich): the summary table narrowed to the console's width, warnings coloured
 by severity, the recommendation. Group, level, ratio with its interval and status always show in
 full: secondary columns are dropped first, and cells wrap at spaces rather than being cut."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -10,10 +11,18 @@ from .input import ReportInput
 from .tables import TABLE_HEADERS, summary_rows, table_cells
 
 # (column in TABLE_HEADERS, terminal header, priority: lower is kept longer; 0 is never dropped)
-COLUMNS = [("group", "group", 0), ("allocator", "allocator", 2), ("verified", "verified", 3),
-           ("level MB", "level MB", 0), ("final MB", "final MB", 4), ("change over window", "change", 5),
-           ("vs baseline [CI]", "× baseline [CI]", 0), ("p (Holm)", "p Holm", 1), ("letters", "letters", 1),
-           ("status", "status", 0)]
+COLUMNS = [
+    ("group", "group", 0),
+    ("allocator", "allocator", 2),
+    ("verified", "verified", 3),
+    ("level MB", "level MB", 0),
+    ("final MB", "final MB", 4),
+    ("change over window", "change", 5),
+    ("vs baseline [CI]", "× baseline [CI]", 0),
+    ("p (Holm)", "p Holm", 1),
+    ("letters", "letters", 1),
+    ("status", "status", 0),
+]
 SEVERITY_STYLE = {"serious": "bold red", "caution": "yellow", "info": "cyan"}
 
 
@@ -25,13 +34,21 @@ def summary_table(a: Analysis, rows: list[dict], width: int, console):
     cells_of = [table_cells(r) for r in rows]
     kept = list(COLUMNS)
     while True:
-        table = Table(title=f"{a.metric.upper()} by group (baseline: {a.baseline}; {a.level_basis})",
-                      box=box.SIMPLE_HEAD, pad_edge=False, title_justify="left")
+        table = Table(
+            title=f"{a.metric.upper()} by group (baseline: {a.baseline}; {a.level_basis})",
+            box=box.SIMPLE_HEAD,
+            pad_edge=False,
+            title_justify="left",
+        )
         for key, header, _ in kept:
             numeric = key not in ("group", "allocator", "status")
             # a number, a status word or the ratio never splits mid-token: wrap only at spaces
-            table.add_column(header, justify="right" if numeric else "left", overflow="fold",
-                             no_wrap=key in ("level MB", "status", "p (Holm)", "final MB"))
+            table.add_column(
+                header,
+                justify="right" if numeric else "left",
+                overflow="fold",
+                no_wrap=key in ("level MB", "status", "p (Holm)", "final MB"),
+            )
         for cells in cells_of:
             table.add_row(*(cells[TABLE_HEADERS.index(key)] for key, _, _ in kept))
         droppable = [c for c in kept if c[2] > 0]
@@ -43,6 +60,7 @@ def summary_table(a: Analysis, rows: list[dict], width: int, console):
 def _natural_width(console, table) -> int:
     """The width the table takes when nothing wraps; above the console's width it would wrap cells."""
     from rich.measure import Measurement
+
     return Measurement.get(console, console.options.update_width(10_000), table).maximum
 
 
@@ -50,9 +68,11 @@ def print_summary(a: Analysis, console, rows: list[dict] | None = None) -> None:
     """The summary table (rows: summary_rows(a), computed when not given), warnings, recommendation."""
     console.print(summary_table(a, rows if rows is not None else summary_rows(a), console.width, console))
     from rich.text import Text
-    for w in a.warnings:        # one Text per warning: wrapped as a whole, nothing read as markup
-        console.print(Text.assemble((w.severity, SEVERITY_STYLE.get(w.severity, "")), f" {w.kind}: {w.message}"),
-                      highlight=False)
+
+    for w in a.warnings:  # one Text per warning: wrapped as a whole, nothing read as markup
+        console.print(
+            Text.assemble((w.severity, SEVERITY_STYLE.get(w.severity, "")), f" {w.kind}: {w.message}"), highlight=False
+        )
     if a.recommendation:
         rec = a.recommendation
         console.print(plain(rec.headline()), style="bold", markup=False, highlight=False)
@@ -65,6 +85,7 @@ def plain(markdown: str) -> str:
 
 class TerminalReporter:
     """Prints the summary; writes no file."""
+
     name = "terminal"
 
     def __init__(self, console) -> None:

@@ -3,6 +3,7 @@
 Not in the default set: the export reads every raw sample (not the analysis) and is written on
 request (`alloclab export RUN --csv DIR`) into its own directory; this adapter lets code that
 drives reporters ask for it too."""
+
 from __future__ import annotations
 
 from pathlib import Path

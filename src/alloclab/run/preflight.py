@@ -2,6 +2,7 @@
 callable on its own: `alloclab check` runs all of it, and Runner.__init__ calls `prepare` for its
 allocator specs and commands, so `alloclab check` and `run` refuse exactly the same files.
 """
+
 from __future__ import annotations
 
 import os
@@ -31,13 +32,16 @@ def resolve_program(argv0: str, base_dir: Path) -> str:
     else:
         path = shutil.which(argv0) or ""
     if not path or not os.path.isfile(path):
-        raise UserError(f"command {argv0!r} not found", "give a path to an executable (relative to the experiment file) or a program on PATH")
+        raise UserError(
+            f"command {argv0!r} not found",
+            "give a path to an executable (relative to the experiment file) or a program on PATH",
+        )
     _check_executable(path, 0)
     return path
 
 
-SHEBANG_MAX = 256              # the kernel reads this much of a script's first line (BINPRM_BUF_SIZE)
-INTERPRETER_DEPTH = 4          # a script's interpreter may itself be a script, this many times
+SHEBANG_MAX = 256  # the kernel reads this much of a script's first line (BINPRM_BUF_SIZE)
+INTERPRETER_DEPTH = 4  # a script's interpreter may itself be a script, this many times
 
 
 def _check_executable(path: str, depth: int) -> None:
@@ -50,16 +54,22 @@ def _check_executable(path: str, depth: int) -> None:
     if head.startswith(b"\x7fELF"):
         return
     if not head.startswith(b"#!"):
-        raise UserError(f"command {path} is neither a program nor a script with #!", "give a compiled program or a script")
+        raise UserError(
+            f"command {path} is neither a program nor a script with #!", "give a compiled program or a script"
+        )
     line = head[2:].split(b"\n", 1)[0]
     words = line.replace(b"\t", b" ").split()
     if b"\n" not in head and len(head) == SHEBANG_MAX or not words:
-        raise UserError(f"script {path} has no interpreter on its #! line (or the line is over {SHEBANG_MAX} bytes)",
-                        "start it with e.g. #!/bin/sh")
+        raise UserError(
+            f"script {path} has no interpreter on its #! line (or the line is over {SHEBANG_MAX} bytes)",
+            "start it with e.g. #!/bin/sh",
+        )
     interpreter = os.fsdecode(words[0])
     if not os.path.isabs(interpreter) or not os.path.isfile(interpreter):
-        raise UserError(f"script {path} names the interpreter {interpreter!r} on its #! line, which does not exist",
-                        "install it, or fix the #! line (e.g. #!/usr/bin/env python3)")
+        raise UserError(
+            f"script {path} names the interpreter {interpreter!r} on its #! line, which does not exist",
+            "install it, or fix the #! line (e.g. #!/usr/bin/env python3)",
+        )
     if depth >= INTERPRETER_DEPTH:
         raise UserError(f"script {path}: its #! interpreters nest more than {INTERPRETER_DEPTH} deep", "name a program")
     try:
@@ -85,8 +95,11 @@ def check_load_command(exp: Experiment) -> None:
     than when the load phase begins (after the replicas have started)."""
     if not exp.load_command:
         return
-    programs = {substitute(exp.load_command[:1], _sample_values(exp, g.name, i))[0]
-                for g in exp.groups for i in range(1, exp.replicas + 1)}
+    programs = {
+        substitute(exp.load_command[:1], _sample_values(exp, g.name, i))[0]
+        for g in exp.groups
+        for i in range(1, exp.replicas + 1)
+    }
     for program in sorted(programs):
         try:
             resolve_program(program, exp.base_dir)
@@ -105,9 +118,9 @@ def command_template(exp: Experiment, g: Group, scenario: Scenario | None = None
 
 @dataclass(frozen=True)
 class Preparation:
-    specs: dict[str, AllocatorSpec]             # group name -> its resolved allocator
-    commands: dict[str, tuple[str, ...]]        # group name -> command_template
-    scenario: Scenario | None                   # the experiment's scenario, prepared (checked)
+    specs: dict[str, AllocatorSpec]  # group name -> its resolved allocator
+    commands: dict[str, tuple[str, ...]]  # group name -> command_template
+    scenario: Scenario | None  # the experiment's scenario, prepared (checked)
 
 
 def _resolve_group(exp: Experiment, g: Group) -> AllocatorSpec:
@@ -122,7 +135,7 @@ def prepare(exp: Experiment) -> Preparation:
     """Every check `alloclab run` makes before creating anything; the groups' allocator specs and commands."""
     inherited = {k: v for k, v in settings.environment_without_preload().items() if loaderenv.affects_loading(k)}
     loaderenv.check(inherited, "alloclab's own environment (replicas inherit it)")
-    for g in exp.groups:                 # before anything runs under them, the probe included
+    for g in exp.groups:  # before anything runs under them, the probe included
         loaderenv.check(g.env, f"group {g.name}: env")
     specs = {g.name: _resolve_group(exp, g) for g in exp.groups}
     scenario = scenarios.of(exp)
@@ -136,4 +149,3 @@ def prepare(exp: Experiment) -> Preparation:
     if scenario is not None:
         scenario.prepare(lambda program: resolve_program(program, exp.base_dir))
     return Preparation(specs, commands, scenario)
-

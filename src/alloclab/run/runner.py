@@ -12,6 +12,7 @@ A process is always known by (pid, start ticks): a pid reused after its process 
 taken for that process. Replica roots are not reaped until the end (their exit is read with
 WNOWAIT), so a root's pid, and with it its process group, cannot be reused during the run.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -41,13 +42,13 @@ from ..store import DB_NAME, RESUMABLE_REASONS, Store, disk_full_error
 from . import preflight, workloads
 
 PR_SET_PDEATHSIG = 1
-RESERVE_NAME = ".space-reserve"        # freed when the disk fills, so the end of the run can still be written
+RESERVE_NAME = ".space-reserve"  # freed when the disk fills, so the end of the run can still be written
 RESERVE_BYTES = 1 << 20
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
-TICKS_SKIPPED = "ticks_skipped"        # event kind: the sampler overran and skipped ticks
-ERROR_TEXT_CHARS = 200                 # an exception's text kept in the end reason
+TICKS_SKIPPED = "ticks_skipped"  # event kind: the sampler overran and skipped ticks
+ERROR_TEXT_CHARS = 200  # an exception's text kept in the end reason
 
 
 def error_end(exc: BaseException) -> str:
@@ -60,6 +61,7 @@ def error_end(exc: BaseException) -> str:
 class SkippedTicks:
     """Ticks skipped because a tick overran the interval, gathered into at most one event a minute
     (a saturated host would otherwise write one event per tick)."""
+
     EVERY_S = 60.0
 
     def __init__(self) -> None:
@@ -78,9 +80,11 @@ class SkippedTicks:
         """The event text for the ticks gathered since the last one (None if none); resets."""
         if not self.count:
             return None
-        text = (f"{self.count} sampling tick{'s' if self.count != 1 else ''} skipped: the sampler fell behind its "
-                f"{interval:g} s schedule {self.overruns} time{'s' if self.overruns != 1 else ''} (by up to "
-                f"{self.longest_s:.2f} s)")
+        text = (
+            f"{self.count} sampling tick{'s' if self.count != 1 else ''} skipped: the sampler fell behind its "
+            f"{interval:g} s schedule {self.overruns} time{'s' if self.overruns != 1 else ''} (by up to "
+            f"{self.longest_s:.2f} s)"
+        )
         self.count, self.overruns, self.longest_s, self.last_record = 0, 0, 0.0, time.time()
         return text
 
@@ -98,10 +102,10 @@ class Replica(Tracked):
     popen: subprocess.Popen | None = None
     load_popen: subprocess.Popen | None = None
     exited_at: float | None = None
-    root: tuple[int, int] | None = None          # the started process's (pid, start ticks)
-    root_exit: int | None = None                 # its exit code, or -signal (read without reaping it)
+    root: tuple[int, int] | None = None  # the started process's (pid, start ticks)
+    root_exit: int | None = None  # its exit code, or -signal (read without reaping it)
     root_exit_t: float | None = None
-    cgroup_lost: bool = False                    # its processes were moved out of its cgroup (by someone else)
+    cgroup_lost: bool = False  # its processes were moved out of its cgroup (by someone else)
 
     @property
     def stats_path(self) -> Path:
@@ -117,7 +121,7 @@ class RunResult:
     run_dir: Path
     end_reason: str
     interrupted: bool
-    cut_short: str | None = None      # 'disk-full' when the run could not go on (an error is raised, not returned)
+    cut_short: str | None = None  # 'disk-full' when the run could not go on (an error is raised, not returned)
 
 
 def _exit_status(pid: int) -> int | None:
@@ -148,44 +152,50 @@ def default_run_dir(exp: Experiment) -> Path:
 
 
 class Runner:
-    def __init__(self, exp: Experiment, run_dir: Path | None = None,
-                 on_tick: Callable[[Runner, float, str], None] | None = None,
-                 stop_check: Callable[[Runner, float], str | None] | None = None,
-                 max_duration: float | None = None, deadline: float | None = None):
+    def __init__(
+        self,
+        exp: Experiment,
+        run_dir: Path | None = None,
+        on_tick: Callable[[Runner, float, str], None] | None = None,
+        stop_check: Callable[[Runner, float], str | None] | None = None,
+        max_duration: float | None = None,
+        deadline: float | None = None,
+    ):
         self.exp = exp
         self.on_tick = on_tick
         self.stop_check = stop_check
         self.max_duration = max_duration or exp.max_duration
-        self.deadline = deadline               # time.monotonic() the run ends by, set-up included (_plan_to_deadline)
+        self.deadline = deadline  # time.monotonic() the run ends by, set-up included (_plan_to_deadline)
         self.stop_reason: str | None = None
-        self.error: str | None = None          # error_end() of the exception that stopped the run
-        prepared = preflight.prepare(exp)      # the very checks of `alloclab check`
+        self.error: str | None = None  # error_end() of the exception that stopped the run
+        prepared = preflight.prepare(exp)  # the very checks of `alloclab check`
         self.specs, self.templates, self.scenario = prepared.specs, prepared.commands, prepared.scenario
         self.run_dir = self._make_run_dir(run_dir or default_run_dir(exp))
         self._reserve_space()
         self.store = Store.create(self.run_dir / DB_NAME)
         self.recorder = Recorder(self.store, exp.verify_every, exp.metric)
-        self.collector = introspect.Collector(self.store, introspect.helper_path(), exp.verify_every) \
-            if exp.introspect else None
+        self.collector = (
+            introspect.Collector(self.store, introspect.helper_path(), exp.verify_every) if exp.introspect else None
+        )
         self.replicas: list[Replica] = []
         self.budget = sampler.SmapsBudget(exp.smaps_budget)
         self.started_mono = 0.0
         self.started_wall = 0.0
-        self.spawned_s = 0.0                   # how long starting every replica took (long on a saturated machine)
+        self.spawned_s = 0.0  # how long starting every replica took (long on a saturated machine)
         self.skips = SkippedTicks()
         self.cgroup_note = ""
-        self.token = uuid.uuid4().hex          # in every replica's environment: finds what escaped the tree
+        self.token = uuid.uuid4().hex  # in every replica's environment: finds what escaped the tree
         self.watchdog: reaper.WatchdogLink | None = None
         self.finder = reaper.RunProcesses(self.token, under=os.getpid())
-        self.registered: set[tuple[int, int]] = set()         # identities sent to the watchdog
+        self.registered: set[tuple[int, int]] = set()  # identities sent to the watchdog
         self.cut_short: str | None = None
-        self.companions: list[subprocess.Popen] = []        # alloclab's own helpers (the live view): not the run's
-        self.logs = logcap.LogPump(self.add_companion)       # replicas' stdout/stderr, capped by bytes written
+        self.companions: list[subprocess.Popen] = []  # alloclab's own helpers (the live view): not the run's
+        self.logs = logcap.LogPump(self.add_companion)  # replicas' stdout/stderr, capped by bytes written
         self.load_template = self.scenario.load_command() if self.scenario is not None else exp.load_command
-        self.support: list[subprocess.Popen] = []       # the scenario's supporting processes (start_support)
-        self.phases = exp.phases              # as run: the scenario may hold the warm-up (_warmup_held)
-        self.planned = exp.planned_duration(self.max_duration)    # seconds the run lasts (moves with a held warm-up)
-        self.on_setup: Callable[[str], None] = lambda text: None     # progress while the scenario sets up
+        self.support: list[subprocess.Popen] = []  # the scenario's supporting processes (start_support)
+        self.phases = exp.phases  # as run: the scenario may hold the warm-up (_warmup_held)
+        self.planned = exp.planned_duration(self.max_duration)  # seconds the run lasts (moves with a held warm-up)
+        self.on_setup: Callable[[str], None] = lambda text: None  # progress while the scenario sets up
 
     def add_companion(self, popen: subprocess.Popen) -> None:
         """A helper process alloclab started beside the run (the live view): never swept as part of
@@ -203,8 +213,10 @@ class Runner:
                 os.fsync(f.fileno())
         except OSError as exc:
             shutil.rmtree(self.run_dir, ignore_errors=True)
-            raise UserError(f"cannot write to output directory {self.run_dir}: {exc.strerror}",
-                            "free some space or choose another directory with -o") from None
+            raise UserError(
+                f"cannot write to output directory {self.run_dir}: {exc.strerror}",
+                "free some space or choose another directory with -o",
+            ) from None
 
     def _release_space(self) -> None:
         (self.run_dir / RESERVE_NAME).unlink(missing_ok=True)
@@ -219,21 +231,41 @@ class Runner:
         exp, st = self.exp, self.store
         order = start_order([g.name for g in exp.groups], exp.replicas, exp.seed)
         st.begin()
-        st.set_meta(name=exp.name, experiment=exp.source_text, seed=exp.seed, interval=exp.interval,
-                    metric=exp.metric, baseline=exp.baseline, replicas_per_group=exp.replicas,
-                    phases={"warmup": exp.phases.warmup, "load": exp.phases.load, "idle": exp.phases.idle},
-                    start_order=[f"{g}-{i}" for g, i in order], smaps_budget=exp.smaps_budget,
-                    command_line=sys.argv, source="run", run_token=self.token,
-                    runner=list(sampler.read_stat(os.getpid()).identity), **host.host_metadata())
+        st.set_meta(
+            name=exp.name,
+            experiment=exp.source_text,
+            seed=exp.seed,
+            interval=exp.interval,
+            metric=exp.metric,
+            baseline=exp.baseline,
+            replicas_per_group=exp.replicas,
+            phases={"warmup": exp.phases.warmup, "load": exp.phases.load, "idle": exp.phases.idle},
+            start_order=[f"{g}-{i}" for g, i in order],
+            smaps_budget=exp.smaps_budget,
+            command_line=sys.argv,
+            source="run",
+            run_token=self.token,
+            runner=list(sampler.read_stat(os.getpid()).identity),
+            **host.host_metadata(),
+        )
         group_ids = {}
         for g in exp.groups:
             spec = self.specs[g.name]
             group_ids[g.name] = st.add_group(
-                name=g.name, allocator=g.allocator, kind=spec.kind, library_path=spec.path,
-                library_sha256=spec.sha256, family=spec.family, version=spec.version,
-                env_json=json.dumps(g.env), command_json=json.dumps(list(self.templates[g.name])),
-                is_baseline=int(g.name == exp.baseline), provenance_json=resolution.provenance(spec),
-                hardening_json=resolution.hardening_json(spec, g.env), tunables_json=resolution.tunables_json(spec))
+                name=g.name,
+                allocator=g.allocator,
+                kind=spec.kind,
+                library_path=spec.path,
+                library_sha256=spec.sha256,
+                family=spec.family,
+                version=spec.version,
+                env_json=json.dumps(g.env),
+                command_json=json.dumps(list(self.templates[g.name])),
+                is_baseline=int(g.name == exp.baseline),
+                provenance_json=resolution.provenance(spec),
+                hardening_json=resolution.hardening_json(spec, g.env),
+                tunables_json=resolution.tunables_json(spec),
+            )
         notes = []
         use_cgroups = settings.cgroups_enabled()
         for n, (gname, idx) in enumerate(order):
@@ -251,18 +283,41 @@ class Runner:
             spec = self.specs[gname]
             if spec.kind == "preload":
                 env["LD_PRELOAD"] = spec.path
-            if self.collector:         # after the allocator: it must not serve malloc
+            if self.collector:  # after the allocator: it must not serve malloc
                 env["LD_PRELOAD"] = introspect.preload_with_helper(env.get("LD_PRELOAD"), self.collector.helper)
                 (log_dir / "introspect").mkdir()
                 env.update(introspect.helper_env(log_dir / "introspect", exp.interval, exp.introspect_budget))
-            cg, why = sampler.make_cgroup(f"alloclab-{os.getpid()}-{name}") if use_cgroups \
+            cg, why = (
+                sampler.make_cgroup(f"alloclab-{os.getpid()}-{name}")
+                if use_cgroups
                 else (None, f"{settings.CGROUPS}=off")
+            )
             if cg is None:
                 notes.append(why)
-            rid = st.add_replica(group_id=group_ids[gname], idx=idx, name=name, workdir=str(workdir),
-                                 start_order=n, cgroup=str(cg.path) if cg else None)
-            self.replicas.append(Replica(id=rid, name=name, group_name=gname, spec=spec, idx=idx, group=g, argv=argv,
-                                         env=env, workdir=workdir, log_dir=log_dir, port=port, cgroup=cg))
+            rid = st.add_replica(
+                group_id=group_ids[gname],
+                idx=idx,
+                name=name,
+                workdir=str(workdir),
+                start_order=n,
+                cgroup=str(cg.path) if cg else None,
+            )
+            self.replicas.append(
+                Replica(
+                    id=rid,
+                    name=name,
+                    group_name=gname,
+                    spec=spec,
+                    idx=idx,
+                    group=g,
+                    argv=argv,
+                    env=env,
+                    workdir=workdir,
+                    log_dir=log_dir,
+                    port=port,
+                    cgroup=cg,
+                )
+            )
         self.cgroup_note = f"no per-replica memory cgroup ({notes[0]}); cgroup figures are left empty" if notes else ""
         st.set_meta(cgroups="none: " + notes[0] if notes else "per replica")
         if self.collector:
@@ -272,20 +327,30 @@ class Runner:
     # ---- process control ----
     @staticmethod
     def _child_setup(cgroup_procs: str | None) -> Callable[[], None]:
-        def setup() -> None:   # runs in the child between fork and exec: no allocation-heavy work
+        def setup() -> None:  # runs in the child between fork and exec: no allocation-heavy work
             if cgroup_procs:
                 fd = os.open(cgroup_procs, os.O_WRONLY)
                 os.write(fd, str(os.getpid()).encode())
                 os.close(fd)
-            _libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)   # if alloclab dies, so do its replicas
-            priority.lower_this_process()       # below alloclab's sampler (priority.py)
+            _libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)  # if alloclab dies, so do its replicas
+            priority.lower_this_process()  # below alloclab's sampler (priority.py)
+
         return setup
 
-    def _spawn(self, argv: list[str], env: dict, cwd: Path, out: Path, err: Path,
-               cgroup_procs: str | None) -> subprocess.Popen:
+    def _spawn(
+        self, argv: list[str], env: dict, cwd: Path, out: Path, err: Path, cgroup_procs: str | None
+    ) -> subprocess.Popen:
         with self.logs.stream(out) as so, self.logs.stream(err) as se:
-            return subprocess.Popen(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=so, stderr=se,
-                                    start_new_session=True, preexec_fn=self._child_setup(cgroup_procs))
+            return subprocess.Popen(
+                argv,
+                env=env,
+                cwd=cwd,
+                stdin=subprocess.DEVNULL,
+                stdout=so,
+                stderr=se,
+                start_new_session=True,
+                preexec_fn=self._child_setup(cgroup_procs),
+            )
 
     def _start_replicas(self) -> None:
         self.started_wall = time.time()
@@ -293,13 +358,20 @@ class Runner:
         self.store.begin()
         for r in self.replicas:
             try:
-                r.popen = self._spawn(r.argv, r.env, r.workdir, r.log_dir / "stdout.log", r.log_dir / "stderr.log",
-                                      r.cgroup.procs_file if r.cgroup else None)
+                r.popen = self._spawn(
+                    r.argv,
+                    r.env,
+                    r.workdir,
+                    r.log_dir / "stdout.log",
+                    r.log_dir / "stderr.log",
+                    r.cgroup.procs_file if r.cgroup else None,
+                )
             except (OSError, subprocess.SubprocessError) as exc:
                 self._abandon()
                 why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-                raise UserError(f"cannot start {r.argv[0]} for {r.name}: {why}",
-                                "check that the command runs on its own") from None
+                raise UserError(
+                    f"cannot start {r.argv[0]} for {r.name}: {why}", "check that the command runs on its own"
+                ) from None
             # not reaped until the end, so this pid stays this process's (and its group's)
             st = sampler.read_stat(r.popen.pid)
             r.root = st.identity if st else (r.popen.pid, -1)
@@ -340,15 +412,17 @@ class Runner:
             return
         for r in self.replicas:
             if self.scenario is not None and not self.scenario.has_load(r):
-                continue            # e.g. a DirCache 0 relay: no DirPort, nothing to fetch from it
+                continue  # e.g. a DirCache 0 relay: no DirPort, nothing to fetch from it
             if r.alive:
-                argv = substitute(self.load_template,
-                                  self.exp.placeholder_values(r.group.name, r.idx, r.port, r.workdir))
+                argv = substitute(
+                    self.load_template, self.exp.placeholder_values(r.group.name, r.idx, r.port, r.workdir)
+                )
                 argv[0] = preflight.resolve_program(argv[0], self.exp.base_dir)
                 env = settings.environment_without_preload()
                 env[reaper.TOKEN_VAR] = self.token
-                r.load_popen = self._spawn(argv, env, r.workdir, r.log_dir / "load.stdout.log",
-                                           r.log_dir / "load.stderr.log", None)
+                r.load_popen = self._spawn(
+                    argv, env, r.workdir, r.log_dir / "load.stdout.log", r.log_dir / "load.stderr.log", None
+                )
                 st = sampler.read_stat(r.load_popen.pid)
                 if st:
                     self._register([st.identity])
@@ -417,13 +491,25 @@ class Runner:
         members = []
         for r in self.replicas:
             pids = r.cgroup.procs() if r.cgroup and not r.cgroup_lost else []
-            if r.cgroup and not pids and r.root_exit is None and r.popen is not None and not r.cgroup_lost \
-                    and _exit_status(r.popen.pid) is None:
+            if (
+                r.cgroup
+                and not pids
+                and r.root_exit is None
+                and r.popen is not None
+                and not r.cgroup_lost
+                and _exit_status(r.popen.pid) is None
+            ):
                 # its root lives but the cgroup is empty: something moved the processes out (e.g. a
                 # service manager re-homing init.scope); follow the process tree from now on
                 r.cgroup_lost = True
-                self.store.add_event(now, "cgroup_lost", f"{r.name}: its processes left its cgroup {r.cgroup.path} while "
-                                 "running; sampled by process tree from now on (cgroup figures left empty)", r.id, r.group.name)
+                self.store.add_event(
+                    now,
+                    "cgroup_lost",
+                    f"{r.name}: its processes left its cgroup {r.cgroup.path} while "
+                    "running; sampled by process tree from now on (cgroup figures left empty)",
+                    r.id,
+                    r.group.name,
+                )
             if r.cgroup and not r.cgroup_lost:
                 expected = None
             else:
@@ -437,11 +523,19 @@ class Runner:
         for r, readings in zip(self.replicas, sampler.sample_replicas(members, self.budget)):
             if not readings and not r.alive:
                 continue
-            self.recorder.observe(r, readings, now, phase, None if r.cgroup_lost else r.cgroup,
-                                  workloads.read_stats(r.stats_path))
+            self.recorder.observe(
+                r, readings, now, phase, None if r.cgroup_lost else r.cgroup, workloads.read_stats(r.stats_path)
+            )
             if self.collector:
-                self.collector.observe(r.log_dir / "introspect", r.id, r.name, r.group.name, r.processes,
-                                       {(rd.stat.pid, rd.stat.start_ticks) for rd in readings}, now)
+                self.collector.observe(
+                    r.log_dir / "introspect",
+                    r.id,
+                    r.name,
+                    r.group.name,
+                    r.processes,
+                    {(rd.stat.pid, rd.stat.start_ticks) for rd in readings},
+                    now,
+                )
             self._register(r.processes)
         self.recorder.flush(now)
         if self.collector:
@@ -495,14 +589,14 @@ class Runner:
             self.stop_reason = self.stop_reason or self._loop()
             self._record_skips(time.time())
         except Exception as exc:
-            if not disk_full_error(exc):   # recorded as the run's end (cut short: error), then raised on
+            if not disk_full_error(exc):  # recorded as the run's end (cut short: error), then raised on
                 self.error = error_end(exc)
                 self.stop_reason = f"error: {self.error}"
                 raise
-            self.cut_short = self.stop_reason = "disk-full"    # wherever it filled: resumable, exit code 3
+            self.cut_short = self.stop_reason = "disk-full"  # wherever it filled: resumable, exit code 3
         finally:
             if not self.abandoned:
-                self._finish()     # also on errors: replicas stopped, data kept
+                self._finish()  # also on errors: replicas stopped, data kept
             for s, h in previous.items():
                 signal.signal(s, h)
         return RunResult(self.run_dir, self.stop_reason, self.stop_reason == "interrupted", self.cut_short)
@@ -512,13 +606,17 @@ class Runner:
         machine's load): the run lasts what set-up left of it, at most its max duration."""
         if self.deadline is None:
             return
-        left = max(self.exp.interval, float(int(self.deadline - self.started_mono)))     # whole seconds: a readable plan
+        left = max(self.exp.interval, float(int(self.deadline - self.started_mono)))  # whole seconds: a readable plan
         if self.max_duration is None or left < self.max_duration:
             self.max_duration = left
             self.planned = self.exp.planned_duration(self.max_duration)
             with self.store.transaction():
-                self.store.add_event(time.time(), "deadline", f"the run ends within {left:.0f} s of the replicas' "
-                                     "start (what the set-up left before the deadline)")
+                self.store.add_event(
+                    time.time(),
+                    "deadline",
+                    f"the run ends within {left:.0f} s of the replicas' "
+                    "start (what the set-up left before the deadline)",
+                )
 
     def _on_signal(self, signum: int, frame) -> None:
         # a signal while the run is being ended (stopping replicas takes the grace period) does not
@@ -549,7 +647,7 @@ class Runner:
         exp = self.exp
         planned = self.planned
         need_procs = any(r.cgroup is None for r in self.replicas)
-        phase, next_tick = None, time.monotonic()      # the grid starts with the first tick, not before the replicas' start
+        phase, next_tick = None, time.monotonic()  # the grid starts with the first tick, not before the replicas' start
         while True:
             elapsed = time.monotonic() - self.started_mono
             now = time.time()
@@ -557,14 +655,20 @@ class Runner:
             with self.store.tick():
                 if phase in (None, "warmup") and new_phase != "warmup" and exp.phases.warmup > 0:
                     held = self._warmup_held(elapsed, now)
-                    if held or self.phases is not exp.phases:      # held (now or until now): the later phases move on with it
+                    if (
+                        held or self.phases is not exp.phases
+                    ):  # held (now or until now): the later phases move on with it
                         self.phases = replace(exp.phases, warmup=elapsed)
                         planned = self.planned = replace(exp, phases=self.phases).planned_duration(self.max_duration)
                     if held:
                         new_phase = "warmup"
-                    elif self.phases is not exp.phases:            # the held warm-up ends: the load starts now, as long as planned
-                        self.store.set_meta(phases={"warmup": elapsed, "load": exp.phases.load, "idle": exp.phases.idle},
-                                            planned_warmup=exp.phases.warmup)
+                    elif (
+                        self.phases is not exp.phases
+                    ):  # the held warm-up ends: the load starts now, as long as planned
+                        self.store.set_meta(
+                            phases={"warmup": elapsed, "load": exp.phases.load, "idle": exp.phases.idle},
+                            planned_warmup=exp.phases.warmup,
+                        )
                         new_phase = self.phases.at(elapsed)
                 if new_phase != phase:
                     self.store.add_event(now, "phase", f"{new_phase} phase begins")
@@ -584,15 +688,18 @@ class Runner:
             if all(not r.alive for r in self.replicas):
                 return "all replicas exited"
             if planned is not None and elapsed >= planned:
-                return "planned duration reached" if self.max_duration is None or (self.phases.total or 0) <= self.max_duration \
+                return (
+                    "planned duration reached"
+                    if self.max_duration is None or (self.phases.total or 0) <= self.max_duration
                     else "max duration reached"
-            if self.stop_check and phase != "warmup":        # a look spent on a held warm-up has no load to test
+                )
+            if self.stop_check and phase != "warmup":  # a look spent on a held warm-up has no load to test
                 verdict = self.stop_check(self, elapsed)
                 if verdict:
                     return verdict
             next_tick += exp.interval
             late = time.monotonic() - next_tick
-            if late >= 0:                              # overran: skip ticks rather than bunch them
+            if late >= 0:  # overran: skip ticks rather than bunch them
                 skipped = int(late // exp.interval) + 1
                 next_tick += skipped * exp.interval
                 self.skips.add(skipped, late + exp.interval)
@@ -625,17 +732,17 @@ class Runner:
                 self.store.commit()
         except (StoreError, OSError):
             if not self.error:
-                raise                  # after an error the replicas are stopped first, the error raised on
+                raise  # after an error the replicas are stopped first, the error raised on
         swept = self._stop_all()
         if self.scenario is not None:
             self.scenario.teardown()
-        self.logs.close()              # after every writer ended: the pump drains the pipes and ends
+        self.logs.close()  # after every writer ended: the pump drains the pipes and ends
         leaked = [r.cgroup for r in self.replicas if r.cgroup and not r.cgroup.remove(wait=5.0)]
         try:
             self._record_end(swept, leaked)
         except (StoreError, OSError) as exc:
             if not disk_full_error(exc):
-                if self.error:         # its end could not be recorded either: the first error is the one raised
+                if self.error:  # its end could not be recorded either: the first error is the one raised
                     self._release_watchdog_and_space()
                     return
                 raise
@@ -658,12 +765,18 @@ class Runner:
                 self.store.update_replica(r.id, ended_at=now, exit_code=r.popen.returncode, end_kind="stopped")
                 r.exited_at = now
             if swept.killed & ({r.root} | set(r.processes)):
-                self.store.add_event(now, "sigkill", f"{r.name} ignored SIGTERM for {self.exp.grace:g}s", r.id, r.group.name)
+                self.store.add_event(
+                    now, "sigkill", f"{r.name} ignored SIGTERM for {self.exp.grace:g}s", r.id, r.group.name
+                )
         if self.scenario is not None:
             self.scenario.finish(self, now)
         if swept.left:
-            self.store.add_event(now, "processes_left", f"{len(swept.left)} processes of the run could not be ended: "
-                             + ", ".join(str(pid) for pid, _ in sorted(swept.left)))
+            self.store.add_event(
+                now,
+                "processes_left",
+                f"{len(swept.left)} processes of the run could not be ended: "
+                + ", ".join(str(pid) for pid, _ in sorted(swept.left)),
+            )
         if leaked:
             self.store.add_event(now, "cgroup_leaked", "could not remove " + ", ".join(str(c.path) for c in leaked))
         self.store.commit()
@@ -673,8 +786,13 @@ class Runner:
             self.store.begin()
             self.store.add_event(now, "end", f"error: {self.error}")
             self.store.commit()
-            self.store.mark_cut_short("error", now, f"alloclab stopped the run on an error ({self.error}): sampling "
-                                      "stopped, replicas were stopped, what was recorded is kept", end_reason=f"error: {self.error}")
+            self.store.mark_cut_short(
+                "error",
+                now,
+                f"alloclab stopped the run on an error ({self.error}): sampling "
+                "stopped, replicas were stopped, what was recorded is kept",
+                end_reason=f"error: {self.error}",
+            )
         else:
             self.store.begin()
             self.store.add_event(now, "end", self.stop_reason or "run ended")
@@ -684,11 +802,12 @@ class Runner:
 
 # ---- resuming a run whose alloclab died ------------------------------------------------------------
 
+
 @dataclass
 class ResumeResult:
     run_dir: Path
     end_reason: str
-    survivors: int            # processes of the run found alive when resuming
+    survivors: int  # processes of the run found alive when resuming
     sampled_ticks: int
     interrupted: bool
 
@@ -704,7 +823,9 @@ def resume(run: Path, grace: float = 5.0, on_tick: Callable[[int, int], None] | 
     if meta.get("source") is None and not store.replicas():
         # killed between creating the store and recording the run in it: nothing ran, nothing to
         # sample; closed as cut short so the directory is never a store `--resume` refuses
-        store.mark_cut_short("killed", time.time(), "alloclab died while setting the run up, before any replica started")
+        store.mark_cut_short(
+            "killed", time.time(), "alloclab died while setting the run up, before any replica started"
+        )
         store.close()
         return ResumeResult(store.run_dir, "killed", 0, 0, False)
     if meta.get("source") != "run":
@@ -713,20 +834,29 @@ def resume(run: Path, grace: float = 5.0, on_tick: Callable[[int, int], None] | 
     # an ended run first: it is not being recorded, whatever now runs under its runner's pid
     if meta.get("cut_short") == "error":
         store.close()
-        raise UserError(f"{run} was stopped by an {meta.get('end_reason')}: its replicas were stopped and its end "
-                        "recorded, so there is nothing to resume",
-                        f"see what it recorded: alloclab report {run}; fix the error, then run the experiment again")
+        raise UserError(
+            f"{run} was stopped by an {meta.get('end_reason')}: its replicas were stopped and its end "
+            "recorded, so there is nothing to resume",
+            f"see what it recorded: alloclab report {run}; fix the error, then run the experiment again",
+        )
     if meta.get("end_reason") and meta["end_reason"] not in RESUMABLE_REASONS:
         store.close()
-        raise UserError(f"{run} ended normally ({meta['end_reason']}); there is nothing to resume",
-                        f"see its report: alloclab report {run}")
+        raise UserError(
+            f"{run} ended normally ({meta['end_reason']}); there is nothing to resume",
+            f"see its report: alloclab report {run}",
+        )
     runner_id = json.loads(meta.get("runner", "null"))
     if runner_id and sampler.is_alive(tuple(runner_id)) and "alloclab" in sampler.read_cmdline(runner_id[0]):
         store.close()
-        raise UserError(f"{run} is still being recorded by alloclab (pid {runner_id[0]})",
-                        f"wait for it to end, or stop it: kill -INT {runner_id[0]}")
-    cgroups = [sampler.Cgroup(Path(path), 1 if path.startswith("/sys/fs/cgroup/memory/") else 2)
-               for path in store.cgroup_paths() if Path(path).is_dir()]
+        raise UserError(
+            f"{run} is still being recorded by alloclab (pid {runner_id[0]})",
+            f"wait for it to end, or stop it: kill -INT {runner_id[0]}",
+        )
+    cgroups = [
+        sampler.Cgroup(Path(path), 1 if path.startswith("/sys/fs/cgroup/memory/") else 2)
+        for path in store.cgroup_paths()
+        if Path(path).is_dir()
+    ]
     finder = reaper.RunProcesses(meta.get("run_token", ""), cgroups, exclude={os.getpid()})
     finder.identities = {(p["pid"], p["start_ticks"]) for p in store.processes()}
     survivors = finder.find() if meta.get("run_token") else set()
@@ -736,7 +866,9 @@ def resume(run: Path, grace: float = 5.0, on_tick: Callable[[int, int], None] | 
     store.commit()
     ticks, interrupted = 0, False
     if survivors:
-        ticks, interrupted = _sample_survivors(store, meta, finder, Phases(**json.loads(meta.get("phases", "{}"))), on_tick)
+        ticks, interrupted = _sample_survivors(
+            store, meta, finder, Phases(**json.loads(meta.get("phases", "{}"))), on_tick
+        )
         reaper.sweep(finder.find, grace)
     leaked = [c for c in cgroups if not c.remove(wait=5.0)]
     if not store.mark_cut_short("killed", time.time(), "alloclab died during the run (found by run --resume)"):
@@ -760,8 +892,14 @@ def _sample_survivors(store: Store, meta: dict, finder: reaper.RunProcesses, pha
     groups = {g["name"]: g for g in store.groups()}
     for row in store.replicas():
         g = groups[row["group"]]
-        spec = AllocatorSpec(kind=g["kind"], request=g["allocator"], path=g["library_path"],
-                             sha256=g["library_sha256"], family=g["family"], version=g["version"])
+        spec = AllocatorSpec(
+            kind=g["kind"],
+            request=g["allocator"],
+            path=g["library_path"],
+            sha256=g["library_sha256"],
+            family=g["family"],
+            version=g["version"],
+        )
         t = Tracked(id=row["id"], name=row["name"], group_name=row["group"], spec=spec)
         for p in store.processes(row["id"]):
             t.processes[(p["pid"], p["start_ticks"])] = p["id"]
@@ -771,7 +909,7 @@ def _sample_survivors(store: Store, meta: dict, finder: reaper.RunProcesses, pha
     interval = float(meta.get("interval", "1"))
     started = float(meta.get("started_at") or time.time())
     planned_end = started + phases.total if phases.total is not None else None
-    recorder = Recorder(store, float("inf"), meta.get("metric", "rss"))   # verdicts were recorded before
+    recorder = Recorder(store, float("inf"), meta.get("metric", "rss"))  # verdicts were recorded before
     budget = sampler.SmapsBudget(float(meta.get("smaps_budget", "0.02")))
     stop = {"now": False}
     previous = {s: signal.signal(s, lambda *a: stop.update(now=True)) for s in (signal.SIGINT, signal.SIGTERM)}

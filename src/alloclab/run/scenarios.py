@@ -17,6 +17,7 @@ The calls, in order:
   teardown()          every process of the run has been stopped
   finish(run, now)    inside the transaction recording the run's end: what the scenario measured
 """
+
 from __future__ import annotations
 
 import subprocess
@@ -30,13 +31,14 @@ from ..experiment_file import Experiment, Group
 
 class Run(Protocol):
     """What a scenario may use of the run it is part of (the runner)."""
+
     exp: Experiment
     run_dir: Path
-    store: Any                      # its store.Store (not imported: preflight, before the store, loads this module)
-    replicas: list                  # runner.Replica: name, group, port, workdir, log_dir, id
-    started_wall: float             # when the replicas started (Unix seconds)
-    stop_reason: str | None         # set when the run is asked to stop (a signal)
-    on_setup: Callable[[str], None]     # progress while the scenario sets up
+    store: Any  # its store.Store (not imported: preflight, before the store, loads this module)
+    replicas: list  # runner.Replica: name, group, port, workdir, log_dir, id
+    started_wall: float  # when the replicas started (Unix seconds)
+    stop_reason: str | None  # set when the run is asked to stop (a signal)
+    on_setup: Callable[[str], None]  # progress while the scenario sets up
 
     def start_support(self, argv: list[str], cwd: Path, stdout: Path, stderr: Path) -> subprocess.Popen:
         """A supporting process, owned like a replica (run token, parent-death signal, watchdog)."""
@@ -86,5 +88,6 @@ def of(exp: Experiment) -> Scenario | None:
         return None
     if exp.scenario.name == "tor-network":
         from ..tor.network import TorScenario
+
         return TorScenario(exp)
-    raise ValueError(f"no scenario named {exp.scenario.name!r}")      # config refuses unknown names first
+    raise ValueError(f"no scenario named {exp.scenario.name!r}")  # config refuses unknown names first

@@ -10,6 +10,7 @@ levels it is given:
 - ThresholdStop (one bisect / sweep step): is the candidate worse than the good value by more
   than a threshold?
 """
+
 from __future__ import annotations
 
 import math
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
 class SequentialStop:
     """The shared part: due -> analyse -> decide -> record. Subclasses say when a look is due,
     which metric the analysis reads (None: the experiment's), and what the look decides."""
+
     metric: str | None = None
 
     def due(self, elapsed: float) -> bool:
@@ -40,6 +42,7 @@ class SequentialStop:
         if not self.due(elapsed):
             return None
         from .. import analysis
+
         reason = self.decide(analysis.analyse(runner.store, self.metric), elapsed)
         if reason:
             runner.store.add_event(time.time(), "sequential_stop", reason)
@@ -72,35 +75,54 @@ class SignificanceStop(SequentialStop):
     of load behind it; a planned end that moved (the demo's cap includes the tor network's set-up:
     Runner.deadline) moves the last look. Neither depends on the levels compared."""
 
-    def __init__(self, first_look: float, n_comparisons: int, planned_s: float | None = None, interval: float = 0.0,
-                 every: bool = False):
+    def __init__(
+        self,
+        first_look: float,
+        n_comparisons: int,
+        planned_s: float | None = None,
+        interval: float = 0.0,
+        every: bool = False,
+    ):
         self.first_look, self.n_comparisons, self.interval, self.every = first_look, n_comparisons, interval, every
-        self.last = None            # the last look's decision (its reason says what is undecided)
-        self.checked = False        # the first check re-plans for the run as it turned out (_replan)
+        self.last = None  # the last look's decision (its reason says what is undecided)
+        self.checked = False  # the first check re-plans for the run as it turned out (_replan)
         self._plan(planned_s, first_look)
 
     def _plan(self, planned_s: float | None, first_look: float) -> None:
         from .. import analysis, stats
+
         times = planned_look_times(first_look, planned_s, self.interval)
         self.planned_s = planned_s
         self.max_looks = None if times is None else len(times)
-        self.test = stats.SequentialTest(alpha=analysis.RULES["alpha"], n_comparisons=self.n_comparisons,
-                                         first_look_s=first_look, look_times_s=times,
-                                         until="every" if self.every else "best")
+        self.test = stats.SequentialTest(
+            alpha=analysis.RULES["alpha"],
+            n_comparisons=self.n_comparisons,
+            first_look_s=first_look,
+            look_times_s=times,
+            until="every" if self.every else "best",
+        )
 
     def _replan(self, runner: Runner) -> None:
         """The looks for the warm-up and planned end the run has now (see the class's docstring)."""
         phases, exp = getattr(runner, "phases", None), getattr(runner, "exp", None)
-        held = float(max(0, math.ceil(phases.warmup - exp.phases.warmup))) if phases is not None and exp is not None else 0.0
+        held = (
+            float(max(0, math.ceil(phases.warmup - exp.phases.warmup)))
+            if phases is not None and exp is not None
+            else 0.0
+        )
         planned = getattr(runner, "planned", None)
         end = planned if planned is not None and self.planned_s is not None else self.planned_s
         if held <= 0 and end == self.planned_s:
             return
-        why = ([f"the warm-up held {held:.0f} s longer"] if held > 0 else []) + \
-              ([f"the run's planned end at {end:.0f} s"] if end is not None else [])
+        why = ([f"the warm-up held {held:.0f} s longer"] if held > 0 else []) + (
+            [f"the run's planned end at {end:.0f} s"] if end is not None else []
+        )
         self._plan(end, self.first_look + held)
-        runner.store.add_event(time.time(), "sequential_plan", f"looks laid out again ({'; '.join(why)}), elapsed s "
-                               f"at level: {self.schedule()}")
+        runner.store.add_event(
+            time.time(),
+            "sequential_plan",
+            f"looks laid out again ({'; '.join(why)}), elapsed s at level: {self.schedule()}",
+        )
 
     def __call__(self, runner: Runner, elapsed: float) -> str | None:
         if not self.checked:
@@ -108,7 +130,7 @@ class SignificanceStop(SequentialStop):
             self._replan(runner)
         looks = self.test.looks
         reason = super().__call__(runner, elapsed)
-        if reason is None and self.test.looks > looks:      # a look spent without a stop: what it left open, as data
+        if reason is None and self.test.looks > looks:  # a look spent without a stop: what it left open, as data
             runner.store.add_event(time.time(), "sequential_look", self.last.reason)
         return reason
 
@@ -119,17 +141,20 @@ class SignificanceStop(SequentialStop):
 
     def due(self, elapsed: float) -> bool:
         due = self.test.next_look_s()
-        return due is not None and elapsed >= due           # not between looks, nor after every planned look
+        return due is not None and elapsed >= due  # not between looks, nor after every planned look
 
     def decide(self, a, elapsed: float) -> str | None:
         # the replicas the final comparison will use: a stop must not rest on one it will leave out
-        levels = {g.name: np.array([r.steady_mean_mb for r in a.replicas if r.group == g.name and usable(r)])
-                  for g in a.groups}
+        levels = {
+            g.name: np.array([r.steady_mean_mb for r in a.replicas if r.group == g.name and usable(r)])
+            for g in a.groups
+        }
         d = self.last = self.test.update(levels, a.baseline, elapsed_s=elapsed)
         if not d.stop:
             return None
-        return (f"stopped early at look {d.look}: {d.reason} (sequential test, total false-stop rate "
-                f"≤ {self.test.alpha:g})")
+        return (
+            f"stopped early at look {d.look}: {d.reason} (sequential test, total false-stop rate ≤ {self.test.alpha:g})"
+        )
 
 
 def planned_look_times(first_look: float, planned_s: float | None, interval: float = 0.0) -> list[float] | None:
@@ -149,14 +174,24 @@ class ThresholdStop(SequentialStop):
     """One bisect / sweep step: stats.ThresholdTest of the `candidate` group against the `good`
     one, at doublings of `first_look_s` until the planned end."""
 
-    def __init__(self, threshold: float, first_look_s: float, planned_s: float, interval: float, metric: str,
-                 good: str, candidate: str):
+    def __init__(
+        self,
+        threshold: float,
+        first_look_s: float,
+        planned_s: float,
+        interval: float,
+        metric: str,
+        good: str,
+        candidate: str,
+    ):
         from .. import analysis, stats
-        usable = max(first_look_s, planned_s - 2 * interval)      # the last look must come before the planned end
+
+        usable = max(first_look_s, planned_s - 2 * interval)  # the last look must come before the planned end
         self.max_looks = int(math.floor(math.log2(usable / first_look_s))) + 1
-        self.test = stats.ThresholdTest(threshold, analysis.RULES["alpha"], max_looks=self.max_looks,
-                                        first_look_s=first_look_s)
-        self.metric = None if metric == "cpu_per_op" else metric      # CPU per op: the analysis computes it anyway
+        self.test = stats.ThresholdTest(
+            threshold, analysis.RULES["alpha"], max_looks=self.max_looks, first_look_s=first_look_s
+        )
+        self.metric = None if metric == "cpu_per_op" else metric  # CPU per op: the analysis computes it anyway
         self.level_metric, self.good, self.candidate = metric, good, candidate
         self.last = None
         self.levels: dict[str, np.ndarray] = {}
@@ -166,8 +201,9 @@ class ThresholdStop(SequentialStop):
 
     def decide(self, a, elapsed: float) -> str | None:
         self.levels = replica_levels(a, self.level_metric)
-        self.last = self.test.update(self.levels.get(self.good, np.array([])),
-                                     self.levels.get(self.candidate, np.array([])), elapsed_s=elapsed)
+        self.last = self.test.update(
+            self.levels.get(self.good, np.array([])), self.levels.get(self.candidate, np.array([])), elapsed_s=elapsed
+        )
         if self.last.verdict is None:
             return None
         return f"step decided {self.last.verdict}: {self.last.reason} (sequential test, error rate ≤ {self.test.test.alpha:g})"

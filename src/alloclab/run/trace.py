@@ -4,6 +4,7 @@ The format is defined once, in native/trace_format.h; the recorder, the reader a
 are C (native/tracer.c, trace_reader.c, replay.c). This module runs them and turns their JSON
 answers into tables, charts and experiment commands.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -32,15 +33,22 @@ READ_TIMEOUT_PER_MB_S = 5.0
 REPLAY_TIMEOUT_PER_OP_S = 5e-6
 
 # The replayer's limits, as keyword -> option (defaults live in native/replay.c).
-LIMIT_OPTIONS = {"max_gap": "--max-gap", "max_duration": "--max-duration", "max_threads": "--max-threads",
-                 "max_alloc": "--max-alloc", "max_live": "--max-live"}
+LIMIT_OPTIONS = {
+    "max_gap": "--max-gap",
+    "max_duration": "--max-duration",
+    "max_threads": "--max-threads",
+    "max_alloc": "--max-alloc",
+    "max_live": "--max-live",
+}
 
 
 def _check_trace(path: Path) -> Path:
     if not path.exists():
         raise UserError(f"trace {path} does not exist", "record one with: alloclab trace record -o FILE -- CMD")
     if not path.is_file():
-        raise UserError(f"trace {path} is not a regular file", "give the file written by: alloclab trace record -o FILE")
+        raise UserError(
+            f"trace {path} is not a regular file", "give the file written by: alloclab trace record -o FILE"
+        )
     return path
 
 
@@ -71,7 +79,10 @@ def _kill_group(proc: subprocess.Popen) -> None:
 _REPLAY_ERRORS = {
     2: ("the replayer refused its options: {}", "check the numbers given to alloclab trace replay"),
     3: ("cannot use the trace: {}", "record it again; a trace cut short or changed cannot be replayed"),
-    4: ("cannot use the trace: {}", "raise that limit if this machine can take it (docs/reference/trace-format.md, Limits)"),
+    4: (
+        "cannot use the trace: {}",
+        "raise that limit if this machine can take it (docs/reference/trace-format.md, Limits)",
+    ),
     5: ("cannot replay the trace here: {}", "free memory or raise the limits named, then retry"),
 }
 
@@ -85,6 +96,7 @@ def _sigterm_exits() -> Iterator[None]:
 
     def stop(signum, frame):
         raise SystemExit(128 + signum)
+
     previous = signal.signal(signal.SIGTERM, stop)
     try:
         yield
@@ -98,24 +110,33 @@ def _replay(args: list[str], env: dict | None = None, timeout: float | None = No
     timeout = timeout if timeout is not None else READ_TIMEOUT_BASE_S
     # its own process group (ended whole), SIGKILL if alloclab dies (even by SIGKILL), and a SIGTERM
     # to alloclab becomes an exit through the `finally` below, which ends the group
-    proc = subprocess.Popen([str(build.program("replay")), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            stdin=subprocess.DEVNULL, text=True, errors="replace", env={**environment_without_preload(), **(env or {})},
-                            start_new_session=True, preexec_fn=reaper.dies_with(os.getpid()))
+    proc = subprocess.Popen(
+        [str(build.program("replay")), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        errors="replace",
+        env={**environment_without_preload(), **(env or {})},
+        start_new_session=True,
+        preexec_fn=reaper.dies_with(os.getpid()),
+    )
     try:
         with _sigterm_exits():
             out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         _kill_group(proc)
-        raise UserError(f"the replayer did not finish within {timeout:.0f} s and was stopped",
-                        "give a longer --timeout if the trace is that large or slow") from None
+        raise UserError(
+            f"the replayer did not finish within {timeout:.0f} s and was stopped",
+            "give a longer --timeout if the trace is that large or slow",
+        ) from None
     finally:
-        if proc.returncode is None:      # interrupted: nothing alloclab starts outlives it
+        if proc.returncode is None:  # interrupted: nothing alloclab starts outlives it
             _kill_group(proc)
     if proc.returncode != 0:
         msg = (err.strip().splitlines() or [f"exit code {proc.returncode}"])[-1].removeprefix("replay: ")
         if proc.returncode < 0:
-            raise UserError(f"the replayer was {how_ended(proc.returncode)} ({msg})",
-                            "report it with the trace file")
+            raise UserError(f"the replayer was {how_ended(proc.returncode)} ({msg})", "report it with the trace file")
         problem, fix = _REPLAY_ERRORS.get(proc.returncode, ("the replayer failed: {}", "report it with the trace file"))
         raise UserError(problem.format(msg), fix)
     line = next((ln for ln in out.splitlines() if ln.startswith("{")), None)
@@ -124,7 +145,7 @@ def _replay(args: list[str], env: dict | None = None, timeout: float | None = No
     return json.loads(line)
 
 
-WRITE_ERRNO_AT = 48                      # native/trace_format.h, TRACE_WRITE_ERRNO_AT
+WRITE_ERRNO_AT = 48  # native/trace_format.h, TRACE_WRITE_ERRNO_AT
 
 
 def write_errno(path: Path) -> int:
@@ -148,14 +169,18 @@ def record(output: Path, command: list[str], allocator: str | None = None) -> di
     lib = None
     if allocator and allocator != "glibc":
         from ..allocators.resolution import resolve
+
         lib = resolve(allocator).path
     try:
         output.parent.mkdir(parents=True, exist_ok=True)
         output.touch()
     except OSError as exc:
         raise UserError(f"cannot write {output}: {exc.strerror}", "choose a writable path with -o") from None
-    env = {**os.environ, "ALLOCLAB_TRACE_FILE": str(output.resolve()),
-           "LD_PRELOAD": preload_chain(build.program("liballoclab_trace.so"), lib)}
+    env = {
+        **os.environ,
+        "ALLOCLAB_TRACE_FILE": str(output.resolve()),
+        "LD_PRELOAD": preload_chain(build.program("liballoclab_trace.so"), lib),
+    }
     try:
         proc = subprocess.run(command, env=env)
     except FileNotFoundError:
@@ -168,8 +193,10 @@ def record(output: Path, command: list[str], allocator: str | None = None) -> di
         with contextlib.suppress(UserError):
             kept = f"; it holds the first {info(output, points=2)['events']:,} events, marked incomplete"
         what = "the disk was full" if lost in (errno.ENOSPC, errno.EDQUOT) else os.strerror(lost)
-        raise CutShortError(f"the recording of {command[0]} into {output} lost its end: {what}{kept}",
-                        f"free space on {output.parent} (or record to another disk with -o) and record again")
+        raise CutShortError(
+            f"the recording of {command[0]} into {output} lost its end: {what}{kept}",
+            f"free space on {output.parent} (or record to another disk with -o) and record again",
+        )
     result = info(output)
     result["exit_code"] = proc.returncode
     result["bytes"] = output.stat().st_size
@@ -185,20 +212,35 @@ def info(path: Path, points: int = 200, timeout: float | None = None) -> dict:
 def check(path: Path, speed: float = 1.0, limits: dict | None = None, timeout: float | None = None) -> dict:
     """What a replay at `speed` would need (threads, schedule, peak live bytes); UserError past a limit."""
     path = _check_trace(path)
-    return _replay([str(path), "--check", "--speed", f"{speed:g}", *_limit_args(limits)],
-                   timeout=timeout or read_timeout(path))
+    return _replay(
+        [str(path), "--check", "--speed", f"{speed:g}", *_limit_args(limits)], timeout=timeout or read_timeout(path)
+    )
 
 
-def serial_curve(path: Path, points: int = 200, allocator_lib: str | None = None, limits: dict | None = None,
-                 timeout: float | None = None) -> list[list[int]]:
+def serial_curve(
+    path: Path,
+    points: int = 200,
+    allocator_lib: str | None = None,
+    limits: dict | None = None,
+    timeout: float | None = None,
+) -> list[list[int]]:
     path = _check_trace(path)
     env = {"LD_PRELOAD": allocator_lib} if allocator_lib else None
-    return _replay([str(path), "--serial", "--points", str(points), *_limit_args(limits)], env,
-                   timeout=timeout or 2 * read_timeout(path))["live_curve"]
+    return _replay(
+        [str(path), "--serial", "--points", str(points), *_limit_args(limits)],
+        env,
+        timeout=timeout or 2 * read_timeout(path),
+    )["live_curve"]
 
 
-def replay(path: Path, speed: float = 1.0, allocator_lib: str | None = None, direct: bool = False,
-           limits: dict | None = None, timeout: float | None = None) -> dict:
+def replay(
+    path: Path,
+    speed: float = 1.0,
+    allocator_lib: str | None = None,
+    direct: bool = False,
+    limits: dict | None = None,
+    timeout: float | None = None,
+) -> dict:
     """Replay under `allocator_lib`; without `timeout`, the deadline follows from a --check first."""
     path = _check_trace(path)
     if timeout is None:
@@ -214,19 +256,31 @@ def replay_command(exp: Experiment) -> tuple[str, ...]:
     trace = params.pop("trace", None)
     speed = params.pop("speed", 1.0)
     if params:
-        raise UserError(f"[workload] with a trace takes only trace and speed, not {', '.join(sorted(params))}", "remove them")
+        raise UserError(
+            f"[workload] with a trace takes only trace and speed, not {', '.join(sorted(params))}", "remove them"
+        )
     if not isinstance(speed, (int, float)) or isinstance(speed, bool) or speed < 0:
-        raise UserError(f"[workload] speed = {speed!r} must be a number >= 0", "1 keeps the recorded timing; 0 replays flat out")
+        raise UserError(
+            f"[workload] speed = {speed!r} must be a number >= 0", "1 keeps the recorded timing; 0 replays flat out"
+        )
     path = Path(trace) if os.path.isabs(str(trace)) else exp.base_dir / str(trace)
-    check(path, float(speed))     # a corrupt trace, or one over a limit, is refused before the run starts
-    return (str(build.program("replay")), str(path.resolve()), "--speed", f"{speed:g}",
-            "--linger", f"{exp.phases.idle + 3600:g}")
+    check(path, float(speed))  # a corrupt trace, or one over a limit, is refused before the run starts
+    return (
+        str(build.program("replay")),
+        str(path.resolve()),
+        "--speed",
+        f"{speed:g}",
+        "--linger",
+        f"{exp.phases.idle + 3600:g}",
+    )
 
 
 def write_chart(data: dict, out: Path) -> Path:
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     curve = data["live_curve"]
     fig, (a, b) = plt.subplots(1, 2, figsize=(12, 4.5))
     a.plot([t / 1e9 for t, _ in curve], [v / 1048576 for _, v in curve], lw=1.2)
@@ -236,7 +290,7 @@ def write_chart(data: dict, out: Path) -> Path:
     a.grid(alpha=0.3)
     hist = data["size_histogram_log2"]
     top = max((i for i, h in enumerate(hist) if h), default=0)
-    b.bar(range(top + 1), hist[:top + 1])
+    b.bar(range(top + 1), hist[: top + 1])
     b.set_xticks(range(0, top + 1, 2), [f"{1 << i}" for i in range(0, top + 1, 2)], rotation=60, fontsize=7)
     b.set_xlabel("request size (bytes, log2 bucket)")
     b.set_ylabel("allocations")

@@ -12,6 +12,7 @@ bundles and servers"):
   REQUEST_DEADLINE_S in all, and no read or write waits more than IDLE_TIMEOUT_S: an idle client,
   one trickling a byte at a time, or one not reading its answer is dropped and frees its thread.
 """
+
 from __future__ import annotations
 
 import ipaddress
@@ -42,9 +43,9 @@ def host_allowed(header: str | None, bound: str) -> bool:
     if not header:
         return False
     host = header.strip()
-    if host.startswith("["):                        # [V6]:PORT
-        host = host[1:host.find("]")] if "]" in host else ""
-    elif host.count(":") == 1:                      # NAME:PORT, V4:PORT
+    if host.startswith("["):  # [V6]:PORT
+        host = host[1 : host.find("]")] if "]" in host else ""
+    elif host.count(":") == 1:  # NAME:PORT, V4:PORT
         host = host.rsplit(":", 1)[0]
     host = host.rstrip(".").lower()
     return bool(host) and (host == bound or is_loopback(host))
@@ -113,7 +114,7 @@ def guarded(handler: type[BaseHTTPRequestHandler], check_host: bool = True) -> t
             except RequestTooLarge:
                 self._refuse_raw(431, "Request Header Fields Too Large")
             except (TimeoutError, OSError):
-                pass                    # idle, too slow, gone: the connection is simply closed
+                pass  # idle, too slow, gone: the connection is simply closed
 
         def _refuse_raw(self, code: int, reason: str) -> None:
             try:
@@ -137,7 +138,7 @@ def guarded(handler: type[BaseHTTPRequestHandler], check_host: bool = True) -> t
                 return False
             return True
 
-        def log_message(self, fmt, *args) -> None:     # quiet: a server's log is for its errors
+        def log_message(self, fmt, *args) -> None:  # quiet: a server's log is for its errors
             pass
 
     Guarded.__name__ = Guarded.__qualname__ = f"Guarded{handler.__name__}"
@@ -146,12 +147,19 @@ def guarded(handler: type[BaseHTTPRequestHandler], check_host: bool = True) -> t
 
 class GuardedServer(ThreadingHTTPServer):
     """ThreadingHTTPServer with at most MAX_CONNECTIONS connections served at once."""
+
     daemon_threads = True
-    block_on_close = False              # a stuck client never holds up the end of a run
+    block_on_close = False  # a stuck client never holds up the end of a run
     request_queue_size = 64
 
-    def __init__(self, address, handler, bind_and_activate: bool = True, max_connections: int | None = None,
-                 check_host: bool = True):
+    def __init__(
+        self,
+        address,
+        handler,
+        bind_and_activate: bool = True,
+        max_connections: int | None = None,
+        check_host: bool = True,
+    ):
         if ":" in address[0]:
             self.address_family = socket.AF_INET6
         self.slots = threading.BoundedSemaphore(max_connections or MAX_CONNECTIONS)
@@ -178,7 +186,7 @@ class GuardedServer(ThreadingHTTPServer):
             self.slots.release()
 
     def handle_error(self, request, client_address) -> None:
-        pass                            # a client's misbehaviour is not alloclab's error to print
+        pass  # a client's misbehaviour is not alloclab's error to print
 
 
 def server_on_socket(sock: socket.socket, handler, check_host: bool = True) -> GuardedServer:

@@ -9,6 +9,7 @@ Endpoints: / (the page), /plotly.min.js (served from the installed plotly packag
 network), /api/state (run, groups, replicas' current levels, events), /api/series?since=T (samples
 after T), /api/warnings (the analysis' warnings so far, recomputed at most every WARNINGS_EVERY_S).
 """
+
 from __future__ import annotations
 
 import ipaddress
@@ -31,6 +32,7 @@ EVENTS_SHOWN = 100
 
 # ---- in alloclab: address, socket, the server process ----------------------------------------------
 
+
 def parse_address(text: str, public: bool = False) -> tuple[str, int]:
     """'PORT', 'ADDR:PORT' or '[V6ADDR]:PORT' -> (address, port); loopback unless `public`."""
     text = text.strip()
@@ -43,15 +45,21 @@ def parse_address(text: str, public: bool = False) -> tuple[str, int]:
     else:
         addr, port = "", ""
     if not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise UserError(f"--serve {text!r} is not [ADDR:]PORT", "e.g. --serve 8765 or --serve 127.0.0.1:8765 (0: any free port)")
+        raise UserError(
+            f"--serve {text!r} is not [ADDR:]PORT", "e.g. --serve 8765 or --serve 127.0.0.1:8765 (0: any free port)"
+        )
     addr = addr or "127.0.0.1"
     try:
         ip = ipaddress.ip_address(addr)
     except ValueError:
-        raise UserError(f"--serve address {addr!r} is not an IP address", "give a numeric address, e.g. 127.0.0.1") from None
+        raise UserError(
+            f"--serve address {addr!r} is not an IP address", "give a numeric address, e.g. 127.0.0.1"
+        ) from None
     if not ip.is_loopback and not public:
-        raise UserError(f"--serve {addr} is not a loopback address: the page shows the run's commands and data",
-                        "serve on 127.0.0.1 (and forward it, e.g. ssh -L), or add --serve-public")
+        raise UserError(
+            f"--serve {addr} is not a loopback address: the page shows the run's commands and data",
+            "serve on 127.0.0.1 (and forward it, e.g. ssh -L), or add --serve-public",
+        )
     return str(ip), int(port)
 
 
@@ -69,11 +77,13 @@ class LiveServer(Companion):
 
 # ---- in the server process ---------------------------------------------------------------------------
 
+
 class LiveData:
     """Everything the page shows, read from the store through its API (one connection, one lock)."""
 
     def __init__(self, db: Path):
         from ..store import Store
+
         self.db = db
         self.store = Store.open_readonly(db)
         self.lock = threading.Lock()
@@ -101,29 +111,55 @@ class LiveData:
         replicas = []
         for r in reps:
             t, kb = latest.get(r["id"], (None, None))
-            replicas.append({"name": r["name"], "group": r["group"], "started_at": r["started_at"],
-                             "ended_at": r["ended_at"], "exit_code": r["exit_code"], "end_kind": r["end_kind"],
-                             "verified": r["verified"], "last_t": t, "last_mb": None if kb is None else kb / 1024})
+            replicas.append(
+                {
+                    "name": r["name"],
+                    "group": r["group"],
+                    "started_at": r["started_at"],
+                    "ended_at": r["ended_at"],
+                    "exit_code": r["exit_code"],
+                    "end_kind": r["end_kind"],
+                    "verified": r["verified"],
+                    "last_t": t,
+                    "last_mb": None if kb is None else kb / 1024,
+                }
+            )
         by_group = {}
         for g in groups:
             vals = sorted(x["last_mb"] for x in replicas if x["group"] == g["name"] and x["last_mb"] is not None)
-            by_group[g["name"]] = vals[(len(vals) - 1) // 2] if vals else None   # lower median: a real replica's level
+            by_group[g["name"]] = vals[(len(vals) - 1) // 2] if vals else None  # lower median: a real replica's level
         phases = json.loads(meta["phases"]) if meta.get("phases") else None
         started, ended = _num(meta.get("started_at")), _num(meta.get("ended_at"))
         report = self.store.run_dir / "report.html"
-        return {"name": meta.get("name"), "metric": metric, "started_at": started,
-                **run_clock(phases, started, ended, time.time()),
-                "report": "/report.html" if ended is not None and report.is_file() else None,
-                "report_path": str(report) if ended is not None and report.is_file() else None,
-                "ended_at": _num(meta.get("ended_at")), "end_reason": meta.get("end_reason"),
-                "interval": _num(meta.get("interval")), "phases": phases,
-                "host": meta.get("host"), "now": time.time(),
-                "last_sample": max((x["last_t"] for x in replicas if x["last_t"] is not None), default=None),
-                "groups": [{"name": g["name"], "allocator": g["family"] or g["allocator"], "version": g["version"],
-                            "baseline": bool(g["is_baseline"]), "median_mb": by_group[g["name"]]} for g in groups],
-                "replicas": replicas,
-                "events": [{"t": e["t"], "kind": e["kind"], "group": e["group_name"], "text": e["description"]}
-                           for e in events]}
+        return {
+            "name": meta.get("name"),
+            "metric": metric,
+            "started_at": started,
+            **run_clock(phases, started, ended, time.time()),
+            "report": "/report.html" if ended is not None and report.is_file() else None,
+            "report_path": str(report) if ended is not None and report.is_file() else None,
+            "ended_at": _num(meta.get("ended_at")),
+            "end_reason": meta.get("end_reason"),
+            "interval": _num(meta.get("interval")),
+            "phases": phases,
+            "host": meta.get("host"),
+            "now": time.time(),
+            "last_sample": max((x["last_t"] for x in replicas if x["last_t"] is not None), default=None),
+            "groups": [
+                {
+                    "name": g["name"],
+                    "allocator": g["family"] or g["allocator"],
+                    "version": g["version"],
+                    "baseline": bool(g["is_baseline"]),
+                    "median_mb": by_group[g["name"]],
+                }
+                for g in groups
+            ],
+            "replicas": replicas,
+            "events": [
+                {"t": e["t"], "kind": e["kind"], "group": e["group_name"], "text": e["description"]} for e in events
+            ],
+        }
 
     def series(self, since: float) -> dict:
         with self.lock:
@@ -146,9 +182,14 @@ class LiveData:
             return self.warnings
         try:
             last = self.analysis_store.last_sample_time()
-            if last is None or last == self.analysed_at_sample or time.monotonic() - self.analysed_mono < WARNINGS_EVERY_S:
+            if (
+                last is None
+                or last == self.analysed_at_sample
+                or time.monotonic() - self.analysed_mono < WARNINGS_EVERY_S
+            ):
                 return self.warnings
             from ..analysis import analyse
+
             self.analysed_mono, self.analysed_at_sample = time.monotonic(), last
             try:
                 a = analyse(self.analysis_store)
@@ -156,37 +197,56 @@ class LiveData:
                 # "too short: run longer" is a verdict on the finished run: while it goes on, replicas
                 # simply have not had their load yet (issue 27: the warning 18 s into a 76 s run)
                 shown = [w for w in a.warnings if ended or w.kind not in WHEN_ENDED]
-                self.warnings = {"computed_at": time.time(), "up_to": last, "note": None if ended else
-                                 f"judged when the run ends: {', '.join(WHEN_ENDED)}",
-                                 "warnings": [w.as_dict() for w in shown]}
-            except Exception as exc:      # partial data the analysis cannot use yet: say so, keep serving
-                self.warnings = {"computed_at": time.time(), "up_to": last, "warnings": self.warnings["warnings"],
-                                 "note": f"analysis not available yet: {type(exc).__name__}: {exc}"}
+                self.warnings = {
+                    "computed_at": time.time(),
+                    "up_to": last,
+                    "note": None if ended else f"judged when the run ends: {', '.join(WHEN_ENDED)}",
+                    "warnings": [w.as_dict() for w in shown],
+                }
+            except Exception as exc:  # partial data the analysis cannot use yet: say so, keep serving
+                self.warnings = {
+                    "computed_at": time.time(),
+                    "up_to": last,
+                    "warnings": self.warnings["warnings"],
+                    "note": f"analysis not available yet: {type(exc).__name__}: {exc}",
+                }
             return self.warnings
         finally:
             self.analysis_lock.release()
 
 
-WHEN_ENDED = ("too-short",)       # warnings held back while the run goes on
+WHEN_ENDED = ("too-short",)  # warnings held back while the run goes on
 
 
 def run_clock(phases: dict | None, started: float | None, ended: float | None, now: float) -> dict:
     """The run's phase, seconds elapsed, planned length and time left (also in the phase), for the
     page's status line and its phase lines; after the end: phase "ended", nothing left."""
-    out = {"phase": "ended" if ended is not None else None, "elapsed_s": None, "planned_s": None,
-           "left_s": None, "phase_left_s": None, "phase_starts": []}
+    out = {
+        "phase": "ended" if ended is not None else None,
+        "elapsed_s": None,
+        "planned_s": None,
+        "left_s": None,
+        "phase_left_s": None,
+        "phase_starts": [],
+    }
     if not phases or started is None:
         return out
     warm, load, idle = (float(phases.get(k) or 0) for k in ("warmup", "load", "idle"))
     load_set = phases.get("load") is not None
-    out["phase_starts"] = [x for x in ([("load", warm)] if warm else []) + ([("idle", warm + load)] if idle and load_set else [])]
+    out["phase_starts"] = [
+        x for x in ([("load", warm)] if warm else []) + ([("idle", warm + load)] if idle and load_set else [])
+    ]
     elapsed = (ended if ended is not None else now) - started
     out["elapsed_s"] = max(0.0, elapsed)
     if load_set:
         out["planned_s"] = warm + load + idle
     if ended is not None:
         return out
-    bounds = [("warmup", warm), ("load", warm + load if load_set else None), ("idle", warm + load + idle if load_set else None)]
+    bounds = [
+        ("warmup", warm),
+        ("load", warm + load if load_set else None),
+        ("idle", warm + load + idle if load_set else None),
+    ]
     for name, end in bounds:
         if end is None or elapsed < end:
             out["phase"] = name
@@ -212,6 +272,7 @@ def _page() -> bytes:
 
 def _plotly_js() -> bytes:
     from plotly.offline import get_plotlyjs
+
     return get_plotlyjs().encode()
 
 
@@ -221,7 +282,7 @@ def make_handler(data: LiveData) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         server_version = "alloclab-live"
 
-        def log_message(self, fmt, *args) -> None:     # quiet: the log is for errors
+        def log_message(self, fmt, *args) -> None:  # quiet: the log is for errors
             pass
 
         def _send(self, body: bytes, ctype: str, status: int = 200, csp: str | None = None) -> None:
@@ -230,8 +291,12 @@ def make_handler(data: LiveData) -> type[BaseHTTPRequestHandler]:
             self.send_header("Content-Length", str(len(body)))
             self.send_header("Cache-Control", "no-store")
             self.send_header("X-Content-Type-Options", "nosniff")
-            self.send_header("Content-Security-Policy", csp or "default-src 'self'; style-src 'self' 'unsafe-inline'; "
-                             "script-src 'self' 'unsafe-inline' 'unsafe-eval'; connect-src 'self'; img-src 'self' data:")
+            self.send_header(
+                "Content-Security-Policy",
+                csp
+                or "default-src 'self'; style-src 'self' 'unsafe-inline'; "
+                "script-src 'self' 'unsafe-inline' 'unsafe-eval'; connect-src 'self'; img-src 'self' data:",
+            )
             self.end_headers()
             self.wfile.write(body)
 
@@ -239,7 +304,7 @@ def make_handler(data: LiveData) -> type[BaseHTTPRequestHandler]:
             self._send(json.dumps(obj, default=str).encode(), "application/json", status)
 
         def do_GET(self) -> None:
-            url = urlparse(self.path)         # the Host header is checked by the server (httpguard)
+            url = urlparse(self.path)  # the Host header is checked by the server (httpguard)
             try:
                 if url.path in ("/", "/index.html"):
                     self._send(cache.setdefault("page", _page()), "text/html; charset=utf-8")
@@ -260,22 +325,25 @@ def make_handler(data: LiveData) -> type[BaseHTTPRequestHandler]:
                     self._json(data.analysed_warnings())
                 elif url.path == "/report.html":
                     run_dir = data.store.run_dir
-                    try:        # never through a link planted in the run directory (docs/reference/security.md)
+                    try:  # never through a link planted in the run directory (docs/reference/security.md)
                         body = Root(run_dir, "the run directory").read_bytes(run_dir / "report.html", one_link=True)
                     except FileNotFoundError:
                         return self._json({"error": "no report yet"}, 404)
                     except UserError as err:
                         return self._json({"error": err.problem}, 403)
                     # the report is self-contained: inline scripts and styles, nothing fetched
-                    self._send(body, "text/html; charset=utf-8",
-                               csp="default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline' "
-                                   "'unsafe-eval'; img-src data:")
+                    self._send(
+                        body,
+                        "text/html; charset=utf-8",
+                        csp="default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline' "
+                        "'unsafe-eval'; img-src data:",
+                    )
                 else:
                     self._json({"error": "not found"}, 404)
             except (BrokenPipeError, ConnectionResetError):
                 pass
 
-        def do_POST(self) -> None:      # read-only
+        def do_POST(self) -> None:  # read-only
             self._json({"error": "the live view is read-only"}, 405)
 
         do_PUT = do_DELETE = do_PATCH = do_POST

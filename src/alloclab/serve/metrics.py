@@ -12,6 +12,7 @@ conventions (base units, `_bytes`, `_seconds_total`) and process-exporter's wher
 `num_procs`; `cpu_seconds_total`). The collector adds its own health (tick durations, late ticks,
 errors, build info, `process_*`). `import prometheus` reads these names back.
 """
+
 from __future__ import annotations
 
 import ipaddress
@@ -26,8 +27,15 @@ from .httpguard import serve_on_fd
 
 PREFIX = "alloclab_"
 # store column -> memtype label value (process-exporter's names where it has the figure)
-MEMTYPES = {"rss_kb": "resident", "pss_kb": "proportionalResident", "uss_kb": "unique", "anon_kb": "anonymous",
-            "lazyfree_kb": "lazyfree", "swap_kb": "swapped", "cgroup_kb": "cgroup"}
+MEMTYPES = {
+    "rss_kb": "resident",
+    "pss_kb": "proportionalResident",
+    "uss_kb": "unique",
+    "anon_kb": "anonymous",
+    "lazyfree_kb": "lazyfree",
+    "swap_kb": "swapped",
+    "cgroup_kb": "cgroup",
+}
 UNIT_LABELS = ("host", "unit")
 INFO_LABELS = ("host", "unit", "group", "allocator", "version", "library_sha256", "generation")
 GROUP_LABELS = ("host", "group")
@@ -47,18 +55,19 @@ def allocator_label(group: dict) -> str:
 @dataclass
 class UnitFigures:
     """One unit (fleet) or replica (run) at one tick; kB as stored, None where not measured."""
+
     unit: str
     group: str
     allocator: str
     version: str
     nprocs: int
-    memory_kb: dict[str, int | None]           # store column -> kB
+    memory_kb: dict[str, int | None]  # store column -> kB
     cpu_s: float | None
     verified: bool | None
     restarts: int
     up: bool = True
     sha256: str = ""
-    start_time: float | None = None            # unix time the unit's main process started
+    start_time: float | None = None  # unix time the unit's main process started
     # the deployed state the unit follows (fleet/deployed.py): which apply or deploy, its number
     # (0: none), when it was applied, and the unit's mean resident memory in the day before it
     generation: str = "none"
@@ -80,15 +89,23 @@ class CollectorHealth:
 
     def __init__(self) -> None:
         from prometheus_client import Counter, Histogram
-        self.durations = Histogram(PREFIX + "collector_tick_duration_seconds",
-                                   "Time one collector tick took (reading every unit, storing, publishing).",
-                                   buckets=TICK_BUCKETS, registry=None)
-        self.ticks_late = Counter(PREFIX + "collector_ticks_late",
-                                  "Ticks that started more than 10% of the interval after their slot.", registry=None)
-        self.errors = Counter(PREFIX + "collector_errors", "Errors the collector survived, by kind.", ["kind"],
-                              registry=None)
+
+        self.durations = Histogram(
+            PREFIX + "collector_tick_duration_seconds",
+            "Time one collector tick took (reading every unit, storing, publishing).",
+            buckets=TICK_BUCKETS,
+            registry=None,
+        )
+        self.ticks_late = Counter(
+            PREFIX + "collector_ticks_late",
+            "Ticks that started more than 10% of the interval after their slot.",
+            registry=None,
+        )
+        self.errors = Counter(
+            PREFIX + "collector_errors", "Errors the collector survived, by kind.", ["kind"], registry=None
+        )
         for kind in ("systemd",):
-            self.errors.labels(kind)          # present at 0 from the start, so rate() works from the first scrape
+            self.errors.labels(kind)  # present at 0 from the start, so rate() works from the first scrape
 
     def tick(self, seconds: float) -> None:
         self.durations.observe(seconds)
@@ -107,8 +124,10 @@ def build_info():
     import platform
 
     from prometheus_client.core import GaugeMetricFamily
-    info = GaugeMetricFamily(PREFIX + "collector_build_info", "alloclab's version and Python's, 1.",
-                             labels=["version", "python_version"])
+
+    info = GaugeMetricFamily(
+        PREFIX + "collector_build_info", "alloclab's version and Python's, 1.", labels=["version", "python_version"]
+    )
     info.add_metric([__version__, platform.python_version()], 1.0)
     return info
 
@@ -129,7 +148,7 @@ class Exposition:
         with self._lock:
             return self._snapshot
 
-    def describe(self):      # no describe-time metrics: registration must not call collect()
+    def describe(self):  # no describe-time metrics: registration must not call collect()
         return []
 
     def collect(self):
@@ -142,41 +161,77 @@ class Exposition:
 def families(snap: Snapshot):
     """The metric families of one snapshot (the layout in docs/how-to/fleet.md)."""
     from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
-    up = GaugeMetricFamily(PREFIX + "unit_up", "1 when the unit has a running process this tick, 0 when it has none.",
-                           labels=list(UNIT_LABELS))
-    info = GaugeMetricFamily(PREFIX + "unit_info", "What the unit runs (group, allocator, version, library sha256) in "
-                             "the generation it follows, 1; join on host and unit.", labels=list(INFO_LABELS))
-    generation = GaugeMetricFamily(PREFIX + "unit_generation", "Number of the apply or deploy the unit follows "
-                                   "(1, 2, ... in the order applied; 0: none).", labels=list(UNIT_LABELS))
-    generation_time = GaugeMetricFamily(PREFIX + "unit_generation_timestamp_seconds", "Unix time the apply or deploy "
-                                        "the unit follows began (absent: none).", labels=list(UNIT_LABELS))
-    pre_deploy = GaugeMetricFamily(PREFIX + "unit_pre_deploy_bytes", "The unit's mean memory in the day before the "
-                                   "apply or deploy it follows, from the collector's run (absent: not sampled then).",
-                                   labels=[*UNIT_LABELS, "memtype"])
-    unit_mem = GaugeMetricFamily(PREFIX + "unit_memory_bytes", "Memory of a unit's processes (summed), by memtype; "
-                                 "absent when not measured.", labels=[*UNIT_LABELS, "memtype"])
+
+    up = GaugeMetricFamily(
+        PREFIX + "unit_up",
+        "1 when the unit has a running process this tick, 0 when it has none.",
+        labels=list(UNIT_LABELS),
+    )
+    info = GaugeMetricFamily(
+        PREFIX + "unit_info",
+        "What the unit runs (group, allocator, version, library sha256) in "
+        "the generation it follows, 1; join on host and unit.",
+        labels=list(INFO_LABELS),
+    )
+    generation = GaugeMetricFamily(
+        PREFIX + "unit_generation",
+        "Number of the apply or deploy the unit follows (1, 2, ... in the order applied; 0: none).",
+        labels=list(UNIT_LABELS),
+    )
+    generation_time = GaugeMetricFamily(
+        PREFIX + "unit_generation_timestamp_seconds",
+        "Unix time the apply or deploy the unit follows began (absent: none).",
+        labels=list(UNIT_LABELS),
+    )
+    pre_deploy = GaugeMetricFamily(
+        PREFIX + "unit_pre_deploy_bytes",
+        "The unit's mean memory in the day before the "
+        "apply or deploy it follows, from the collector's run (absent: not sampled then).",
+        labels=[*UNIT_LABELS, "memtype"],
+    )
+    unit_mem = GaugeMetricFamily(
+        PREFIX + "unit_memory_bytes",
+        "Memory of a unit's processes (summed), by memtype; absent when not measured.",
+        labels=[*UNIT_LABELS, "memtype"],
+    )
     procs = GaugeMetricFamily(PREFIX + "unit_num_procs", "Processes of the unit this tick.", labels=list(UNIT_LABELS))
-    cpu = CounterMetricFamily(PREFIX + "unit_cpu_seconds", "CPU time (user + system) of the unit's live processes.",
-                              labels=list(UNIT_LABELS))
-    verified = GaugeMetricFamily(PREFIX + "unit_allocator_verified",
-                                 "1 when every process maps the allocator of the generation the unit follows, 0 when one does not "
-                                 "(absent: not yet known).",
-                                 labels=list(UNIT_LABELS))
-    restarts = CounterMetricFamily(PREFIX + "unit_restarts", "Main-process changes seen by the collector.",
-                                   labels=list(UNIT_LABELS))
-    started = GaugeMetricFamily(PREFIX + "unit_process_start_time_seconds",
-                                "Unix time the unit's main process started.", labels=list(UNIT_LABELS))
-    group_mem = GaugeMetricFamily(PREFIX + "group_memory_bytes", "Memory of a group's units on this host (summed over "
-                                  "alloclab_group_units of them), by memtype.", labels=[*GROUP_LABELS, "memtype"])
-    group_units = GaugeMetricFamily(PREFIX + "group_units", "Units in the group's memory sum of that memtype this tick.",
-                                    labels=[*GROUP_LABELS, "memtype"])
-    expected = GaugeMetricFamily(PREFIX + "group_units_expected", "Units in the group on this host (each as the generation "
-                                 "it follows puts it).",
-                                 labels=list(GROUP_LABELS))
-    sampled = GaugeMetricFamily(PREFIX + "last_sample_timestamp_seconds", "Unix time of the tick these figures are from.",
-                                labels=["host"])
+    cpu = CounterMetricFamily(
+        PREFIX + "unit_cpu_seconds", "CPU time (user + system) of the unit's live processes.", labels=list(UNIT_LABELS)
+    )
+    verified = GaugeMetricFamily(
+        PREFIX + "unit_allocator_verified",
+        "1 when every process maps the allocator of the generation the unit follows, 0 when one does not "
+        "(absent: not yet known).",
+        labels=list(UNIT_LABELS),
+    )
+    restarts = CounterMetricFamily(
+        PREFIX + "unit_restarts", "Main-process changes seen by the collector.", labels=list(UNIT_LABELS)
+    )
+    started = GaugeMetricFamily(
+        PREFIX + "unit_process_start_time_seconds",
+        "Unix time the unit's main process started.",
+        labels=list(UNIT_LABELS),
+    )
+    group_mem = GaugeMetricFamily(
+        PREFIX + "group_memory_bytes",
+        "Memory of a group's units on this host (summed over alloclab_group_units of them), by memtype.",
+        labels=[*GROUP_LABELS, "memtype"],
+    )
+    group_units = GaugeMetricFamily(
+        PREFIX + "group_units",
+        "Units in the group's memory sum of that memtype this tick.",
+        labels=[*GROUP_LABELS, "memtype"],
+    )
+    expected = GaugeMetricFamily(
+        PREFIX + "group_units_expected",
+        "Units in the group on this host (each as the generation it follows puts it).",
+        labels=list(GROUP_LABELS),
+    )
+    sampled = GaugeMetricFamily(
+        PREFIX + "last_sample_timestamp_seconds", "Unix time of the tick these figures are from.", labels=["host"]
+    )
     sampled.add_metric([snap.host], snap.t)
-    sums: dict[tuple[str, str], list[int]] = {}        # (group, memtype) -> [bytes, units]
+    sums: dict[tuple[str, str], list[int]] = {}  # (group, memtype) -> [bytes, units]
     counts: dict[str, int] = {}
     for u in snap.units:
         labels = [snap.host, u.unit]
@@ -211,12 +266,27 @@ def families(snap: Snapshot):
         group_units.add_metric([snap.host, group, memtype], n)
     for group, n in sorted(counts.items()):
         expected.add_metric([snap.host, group], n)
-    yield from (up, info, generation, generation_time, pre_deploy, unit_mem, procs, cpu, verified, restarts, started,
-                group_mem, group_units, expected, sampled)
+    yield from (
+        up,
+        info,
+        generation,
+        generation_time,
+        pre_deploy,
+        unit_mem,
+        procs,
+        cpu,
+        verified,
+        restarts,
+        started,
+        group_mem,
+        group_units,
+        expected,
+        sampled,
+    )
 
 
 def parse_listen(addr: str, option: str = "--listen") -> tuple[str, int]:
-    """"PORT", ":PORT", "HOST:PORT" or "[V6]:PORT"; a bare port binds to loopback only."""
+    """ "PORT", ":PORT", "HOST:PORT" or "[V6]:PORT"; a bare port binds to loopback only."""
     text = addr.strip()
     host, sep, port = text.rpartition(":")
     if not sep:
@@ -229,14 +299,17 @@ def parse_listen(addr: str, option: str = "--listen") -> tuple[str, int]:
         if host != "localhost":
             ipaddress.ip_address(host)
     except ValueError:
-        raise UserError(f"{option} {addr!r} is not an address to serve on",
-                        "give PORT (loopback), or HOST:PORT with an IP address, e.g. 127.0.0.1:9464") from None
+        raise UserError(
+            f"{option} {addr!r} is not an address to serve on",
+            "give PORT (loopback), or HOST:PORT with an IP address, e.g. 127.0.0.1:9464",
+        ) from None
     return host, number
 
 
 def registry_for(exposition: Exposition):
     """A registry with the exposition, its collector's health and the standard process_* metrics."""
     from prometheus_client import CollectorRegistry, ProcessCollector
+
     registry = CollectorRegistry(auto_describe=False)
     registry.register(exposition)
     ProcessCollector(registry=registry)
@@ -251,12 +324,15 @@ def serve(exposition: Exposition, addr: str):
     from prometheus_client.exposition import MetricsHandler
 
     from .httpguard import serve_in_thread
+
     host, port = parse_listen(addr)
     registry = registry_for(exposition)
     try:
         server = serve_in_thread((host, port), MetricsHandler.factory(registry))
     except OSError as exc:
-        raise UserError(f"cannot serve metrics on {host}:{port}: {exc.strerror}", "choose a free port with --listen") from None
+        raise UserError(
+            f"cannot serve metrics on {host}:{port}: {exc.strerror}", "choose a free port with --listen"
+        ) from None
     return server, server.server_address[1]
 
 
@@ -277,14 +353,22 @@ def snapshot_from_store(store, host: str) -> Snapshot | None:
     for r in replicas:
         row = rows.get(r["name"])
         g = groups[r["group"]]
-        up = row is not None and row["t"] >= snap.t and not r["ended_at"]        # sampled in the last tick
-        snap.units.append(UnitFigures(unit=r["name"], group=r["group"], allocator=allocator_label(g),
-                                      version=g["version"] or "", sha256=g["library_sha256"] or "", up=up,
-                                      nprocs=row["nprocs"] or 0 if up else 0,
-                                      memory_kb={c: row[c] for c in MEMTYPES} if up else {},
-                                      cpu_s=row["cpu_s"] if up else None,
-                                      verified=None if not up or r["verified"] is None else bool(r["verified"]),
-                                      restarts=restarts.get(r["id"], 0)))
+        up = row is not None and row["t"] >= snap.t and not r["ended_at"]  # sampled in the last tick
+        snap.units.append(
+            UnitFigures(
+                unit=r["name"],
+                group=r["group"],
+                allocator=allocator_label(g),
+                version=g["version"] or "",
+                sha256=g["library_sha256"] or "",
+                up=up,
+                nprocs=row["nprocs"] or 0 if up else 0,
+                memory_kb={c: row[c] for c in MEMTYPES} if up else {},
+                cpu_s=row["cpu_s"] if up else None,
+                verified=None if not up or r["verified"] is None else bool(r["verified"]),
+                restarts=restarts.get(r["id"], 0),
+            )
+        )
     return snap
 
 
@@ -297,7 +381,7 @@ class StoreExposition(Exposition):
         self.store, self.host = store, host
 
     def latest(self) -> Snapshot | None:
-        with self._lock:                 # one connection, scrapes served by several threads
+        with self._lock:  # one connection, scrapes served by several threads
             return snapshot_from_store(self.store, self.host)
 
 
@@ -318,6 +402,7 @@ def main() -> None:
     from prometheus_client.exposition import MetricsHandler
 
     from ..store import Store
+
     ap = companion_args("alloclab's Prometheus exposition of a run (started by `alloclab run --metrics`).")
     ap.add_argument("--host", required=True, help="the host label")
     args = ap.parse_args()

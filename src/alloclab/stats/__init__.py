@@ -84,44 +84,76 @@ calibration.py
 Changes from the brief: classify takes the steady window's arrays and returns a StatusCall (word
 plus the evidence behind it) rather than a bare string; growth takes an optional `level`.
 """
+
 from .added_growth import GrowthBeside, growth_beside
 from .checks import SeriesMatch, identical_series, median_present
 from .group_tests import Comparison, compare_to_baseline, design_min_p, design_warning, letters
 from .growth import (
-                     GroupGrowth,
-                     Growth,
-                     GrowthPool,
-                     change_phrase,
-                     group_growth,
-                     growth,
-                     growth_bar_share,
-                     growth_pool,
-                     pooled,
-                     rate_phrase,
-                     trend_edges,
+    GroupGrowth,
+    Growth,
+    GrowthPool,
+    change_phrase,
+    group_growth,
+    growth,
+    growth_bar_share,
+    growth_pool,
+    pooled,
+    rate_phrase,
+    trend_edges,
 )
 from .ratchet_shared import SharedRatchet, ratchet_shared
 from .rules import RULES
 from .sequential import SequentialDecision, SequentialTest
 from .status import (
-                     STATUS_ORDER,
-                     STEPS,
-                     Releases,
-                     StatusCall,
-                     classify,
-                     release_events,
-                     status_phrase,
+    STATUS_ORDER,
+    STEPS,
+    Releases,
+    StatusCall,
+    classify,
+    release_events,
+    status_phrase,
 )
 from .steps import GroupRatchet, StepEvidence, ratchet_group, step_evidence
 from .threshold import ThresholdDecision, ThresholdTest
 
 __all__ = [
     "median_present",
-    "Growth", "growth", "change_phrase", "GrowthPool", "growth_pool", "pooled", "GroupGrowth", "group_growth", "trend_edges", "RULES", "STATUS_ORDER", "Releases", "StatusCall", "classify", "release_events",
-    "STEPS", "status_phrase", "growth_bar_share", "rate_phrase",
-    "GroupRatchet", "ratchet_group", "StepEvidence", "step_evidence", "SharedRatchet", "ratchet_shared",
-    "Comparison", "compare_to_baseline", "letters", "design_min_p", "design_warning",
-    "GrowthBeside", "growth_beside",
-    "SequentialDecision", "SequentialTest", "SeriesMatch", "identical_series",
-    "ThresholdDecision", "ThresholdTest",
+    "Growth",
+    "growth",
+    "change_phrase",
+    "GrowthPool",
+    "growth_pool",
+    "pooled",
+    "GroupGrowth",
+    "group_growth",
+    "trend_edges",
+    "RULES",
+    "STATUS_ORDER",
+    "Releases",
+    "StatusCall",
+    "classify",
+    "release_events",
+    "STEPS",
+    "status_phrase",
+    "growth_bar_share",
+    "rate_phrase",
+    "GroupRatchet",
+    "ratchet_group",
+    "StepEvidence",
+    "step_evidence",
+    "SharedRatchet",
+    "ratchet_shared",
+    "Comparison",
+    "compare_to_baseline",
+    "letters",
+    "design_min_p",
+    "design_warning",
+    "GrowthBeside",
+    "growth_beside",
+    "SequentialDecision",
+    "SequentialTest",
+    "SeriesMatch",
+    "identical_series",
+    "ThresholdDecision",
+    "ThresholdTest",
 ]

@@ -6,6 +6,7 @@ interval at each group's Holm level (so it excludes 1 exactly when the adjusted 
 alpha), equivalence within the margin. `gate` is the CI gate on top of it (three outcomes),
 `rose_beyond` its "shown above" half.
 """
+
 from __future__ import annotations
 
 import math
@@ -18,8 +19,9 @@ from scipy import special
 from .group_tests import Comparison, _clean, holm, holm_levels, settle, test_pair
 
 
-def compare_pairs(pairs: dict[str, tuple[np.ndarray, np.ndarray]], *, alpha: float = 0.05, margin: float = 0.05,
-                  seed: int = 0) -> dict[str, Comparison]:
+def compare_pairs(
+    pairs: dict[str, tuple[np.ndarray, np.ndarray]], *, alpha: float = 0.05, margin: float = 0.05, seed: int = 0
+) -> dict[str, Comparison]:
     """pairs: group -> (levels in run A, levels in run B), MB per replica. Returns B's comparison
     with A per group (ratio = geometric mean B / A). A side with fewer than 2 replicas is
     "untestable", never "no change"."""
@@ -28,14 +30,19 @@ def compare_pairs(pairs: dict[str, tuple[np.ndarray, np.ndarray]], *, alpha: flo
     tests = {}
     for g, (a_raw, b_raw) in pairs.items():
         a, b = _clean(a_raw), _clean(b_raw)
-        c = Comparison(g, len(b), float(np.exp(np.log(b).mean())) if len(b) else None,
-                       float(b.mean()) if len(b) else None, margin=margin)
+        c = Comparison(
+            g,
+            len(b),
+            float(np.exp(np.log(b).mean())) if len(b) else None,
+            float(b.mean()) if len(b) else None,
+            margin=margin,
+        )
         out[g] = c
         w = test_pair(c, b, a, rng, ("run B", "run A"), f"a change of {g} cannot be tested")
         if c.testable:
             tests[g] = w
     tested = [g for g in out if out[g].testable]
-    p = [cast(float, out[g].p_raw) for g in tested]                    # testable: p_raw is set
+    p = [cast(float, out[g].p_raw) for g in tested]  # testable: p_raw is set
     for g, pa, gam in zip(tested, holm(p), holm_levels(p, alpha)):
         settle(out[g], tests[g], pa, gam, alpha, margin)
     return out
@@ -52,16 +59,16 @@ def rose_beyond(c: Comparison, pct: float) -> bool:
 
 
 GATE_OUTCOMES = ("within", "above", "inconclusive")
-GATE_POWER = 0.8          # the power at which the smallest detectable increase is stated
+GATE_POWER = 0.8  # the power at which the smallest detectable increase is stated
 
 
 @dataclass(frozen=True)
 class GateResult:
-    outcome: str                          # within | above | inconclusive
-    limit: float                          # 1 + pct/100
-    upper_pct: float | None               # the interval rules out increases above this (%), None: no interval
-    detectable_pct: float | None          # smallest true increase (%) this spread would show above the limit 80% of the time
-    reason: str                           # one plain line: why this outcome
+    outcome: str  # within | above | inconclusive
+    limit: float  # 1 + pct/100
+    upper_pct: float | None  # the interval rules out increases above this (%), None: no interval
+    detectable_pct: float | None  # smallest true increase (%) this spread would show above the limit 80% of the time
+    reason: str  # one plain line: why this outcome
 
 
 def log_se(c: Comparison) -> float | None:
@@ -77,7 +84,7 @@ def smallest_detectable(c: Comparison, pct: float, power: float = GATE_POWER) ->
     given power, for replicas as spread as these (the same df and Holm level): log r = log limit +
     (t_{1-γ/2} + t_power)·se. None when the comparison has no interval."""
     se = log_se(c)
-    if se is None or c.ci_level is None:           # (no se without a ci_level)
+    if se is None or c.ci_level is None:  # (no se without a ci_level)
         return None
     gamma = 1 - c.ci_level
     t = float(special.stdtrit(c.df, 1 - gamma / 2)) + float(special.stdtrit(c.df, power))
@@ -100,5 +107,10 @@ def gate(c: Comparison, pct: float) -> GateResult:
         return GateResult("above", limit, upper, detect, f"the whole interval {lo:.3f}–{hi:.3f} lies above {limit:g}")
     if hi <= limit or math.isclose(hi, limit):
         return GateResult("within", limit, upper, detect, f"the interval rules out increases above {upper:+.1f}%")
-    return GateResult("inconclusive", limit, upper, detect,
-                      f"the interval {lo:.3f}–{hi:.3f} reaches past {limit:g}: it allows increases up to {upper:+.1f}%")
+    return GateResult(
+        "inconclusive",
+        limit,
+        upper,
+        detect,
+        f"the interval {lo:.3f}–{hi:.3f} reaches past {limit:g}: it allows increases up to {upper:+.1f}%",
+    )

@@ -25,6 +25,7 @@ interval at the Holm level 1 − γ, a true excess at the margin is called one o
 ≤ 2.5% of the time (Welch's approximation aside; measured in benchmarks/calibration.py --part
 beside).
 """
+
 from __future__ import annotations
 
 import math
@@ -43,29 +44,30 @@ AS = "grows as the baseline does"
 NO_MORE = "grows no more than the baseline"
 UNKNOWN = "cannot tell"
 WORDS = (BEYOND, AS, LESS, NO_MORE, UNKNOWN)
-NOT_BEYOND = (AS, LESS, NO_MORE)    # words under which the group's growth is the baseline's (the workload's) or less
+NOT_BEYOND = (AS, LESS, NO_MORE)  # words under which the group's growth is the baseline's (the workload's) or less
 
 
 @dataclass(frozen=True)
 class GrowthBeside:
     """One group's change against the baseline's over the window common to the two."""
+
     group: str
     baseline: str
-    n: int                          # the group's replicas with a change
+    n: int  # the group's replicas with a change
     n_baseline: int
     window_s: float
-    changes_mb: tuple[float, ...]   # per replica, end − start (MB)
+    changes_mb: tuple[float, ...]  # per replica, end − start (MB)
     baseline_changes_mb: tuple[float, ...]
-    change_mb: float                # mean of changes_mb
+    change_mb: float  # mean of changes_mb
     baseline_change_mb: float
-    level_mb: float                 # the group's mean level at the window's start (shares are of this)
-    margin_mb: float                # beside_margin_share × level_mb (pro rata for a measured span shorter than the window)
-    excess_mb: float                # change_mb − baseline_change_mb
-    excess_lo: float | None         # interval at ci_level (Holm level); None: untested
+    level_mb: float  # the group's mean level at the window's start (shares are of this)
+    margin_mb: float  # beside_margin_share × level_mb (pro rata for a measured span shorter than the window)
+    excess_mb: float  # change_mb − baseline_change_mb
+    excess_lo: float | None  # interval at ci_level (Holm level); None: untested
     excess_hi: float | None
     ci_level: float | None
-    p_raw: float | None             # Welch's t, two-sided
-    p_adj: float | None             # Holm across the groups compared with the baseline
+    p_raw: float | None  # Welch's t, two-sided
+    p_adj: float | None  # Holm across the groups compared with the baseline
     word: str
     reason: str = ""
 
@@ -97,8 +99,9 @@ def _word(lo: float, hi: float, significant: bool, excess: float, margin: float)
     return UNKNOWN
 
 
-def growth_beside(pairs: dict[str, tuple[Any, ...]], baseline: str, *,
-                  alpha: float | None = None, margin_share: float | None = None) -> dict[str, GrowthBeside]:
+def growth_beside(
+    pairs: dict[str, tuple[Any, ...]], baseline: str, *, alpha: float | None = None, margin_share: float | None = None
+) -> dict[str, GrowthBeside]:
     """pairs: group -> (its per-replica changes MB, the baseline's over the same window, the group's
     level at the window's start MB, the window s[, the span s the changes measure]). Welch's t per
     group, Holm across the groups with ≥ 2 changes on both sides (the others: "cannot tell",
@@ -122,11 +125,27 @@ def growth_beside(pairs: dict[str, tuple[Any, ...]], baseline: str, *,
     out = {}
     for g, (a, b, level, window, margin) in base.items():
         if g not in tests:
-            out[g] = GrowthBeside(g, baseline, len(a), len(b), window, tuple(a), tuple(b),
-                                  float(a.mean()) if len(a) else math.nan, float(b.mean()) if len(b) else math.nan,
-                                  level, margin, float(a.mean() - b.mean()) if len(a) and len(b) else math.nan,
-                                  None, None, None, None, None, UNKNOWN,
-                                  f"untested: {min(len(a), len(b))} replica(s) with a change on one side, 2 needed")
+            out[g] = GrowthBeside(
+                g,
+                baseline,
+                len(a),
+                len(b),
+                window,
+                tuple(a),
+                tuple(b),
+                float(a.mean()) if len(a) else math.nan,
+                float(b.mean()) if len(b) else math.nan,
+                level,
+                margin,
+                float(a.mean() - b.mean()) if len(a) and len(b) else math.nan,
+                None,
+                None,
+                None,
+                None,
+                None,
+                UNKNOWN,
+                f"untested: {min(len(a), len(b))} replica(s) with a change on one side, 2 needed",
+            )
     tested = list(tests)
     p = [tests[g].p for g in tested]
     for g, pa, gam in zip(tested, holm(p), holm_levels(p, alpha)):
@@ -137,11 +156,30 @@ def growth_beside(pairs: dict[str, tuple[Any, ...]], baseline: str, *,
         lo, hi = d - half, d + half
         word = _word(lo, hi, pa < alpha, d, margin)
         pct = f"{d / level:+.1%}" if level > 0 else "–"
-        reason = (f"{len(a)} replicas changed {a.mean():+.1f} MB, {baseline}'s {len(b)} {b.mean():+.1f} MB over the same "
-                  f"window: {d:+.1f} MB ({pct} of its {level:.0f} MB at the window's start), {1 - gam:.1%} interval "
-                  f"{lo:+.1f} to {hi:+.1f} MB, margin ±{margin:.1f} MB, Holm p = {pa:.2g}")
-        out[g] = GrowthBeside(g, baseline, len(a), len(b), window, tuple(float(x) for x in a),
-                              tuple(float(x) for x in b), float(a.mean()), float(b.mean()), level, margin, d, lo, hi,
-                              1 - gam, w.p, pa, word, reason)
+        reason = (
+            f"{len(a)} replicas changed {a.mean():+.1f} MB, {baseline}'s {len(b)} {b.mean():+.1f} MB over the same "
+            f"window: {d:+.1f} MB ({pct} of its {level:.0f} MB at the window's start), {1 - gam:.1%} interval "
+            f"{lo:+.1f} to {hi:+.1f} MB, margin ±{margin:.1f} MB, Holm p = {pa:.2g}"
+        )
+        out[g] = GrowthBeside(
+            g,
+            baseline,
+            len(a),
+            len(b),
+            window,
+            tuple(float(x) for x in a),
+            tuple(float(x) for x in b),
+            float(a.mean()),
+            float(b.mean()),
+            level,
+            margin,
+            d,
+            lo,
+            hi,
+            1 - gam,
+            w.p,
+            pa,
+            word,
+            reason,
+        )
     return out
-

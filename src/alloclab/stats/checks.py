@@ -1,4 +1,5 @@
 """Data checks that are statistics: one process sampled under two names."""
+
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -11,10 +12,10 @@ from .rules import RULES
 
 @dataclass(frozen=True)
 class SeriesMatch:
-    shared: int        # shared timestamps
-    equal: int         # of which the values are equal
-    share: float       # equal / shared
-    identical: bool    # the verdict of the rule
+    shared: int  # shared timestamps
+    equal: int  # of which the values are equal
+    share: float  # equal / shared
+    identical: bool  # the verdict of the rule
 
     def __bool__(self) -> bool:
         return self.identical
@@ -33,13 +34,16 @@ def identical_series(a_t: np.ndarray, a_y: np.ndarray, b_t: np.ndarray, b_y: np.
     eq = a_y[ia] == b_y[ib]
     equal = int(eq.sum())
     share = equal / shared if shared else 0.0
-    identical = (shared >= RULES["identical_min_shared"] and share >= RULES["identical_min_share"]
-                 and len(np.unique(a_y[ia][eq])) >= RULES["identical_min_distinct"])
+    identical = (
+        shared >= RULES["identical_min_shared"]
+        and share >= RULES["identical_min_share"]
+        and len(np.unique(a_y[ia][eq])) >= RULES["identical_min_distinct"]
+    )
     return SeriesMatch(shared, equal, float(share), bool(identical))
 
 
 def median_present(values: Iterable[float | None]) -> float | None:
     """Median of the values that are there (None and NaN left out); None when none is."""
     v = [float(x) for x in values if x is not None]
-    v = [x for x in v if x == x]          # NaN is the one value not equal to itself
+    v = [x for x in v if x == x]  # NaN is the one value not equal to itself
     return float(np.median(v)) if v else None

@@ -7,6 +7,7 @@ permutation test cannot go below p = 0.1, whatever the effect; the t test on log
 when the effect is large relative to the spread, and its calibration (coverage, family-wise error)
 is measured in benchmarks/calibration.py. The permutation p stays as a cross-check field.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -27,28 +28,28 @@ class Comparison:
     n: int
     geo_mean_mb: float | None
     mean_mb: float | None
-    status: str = "untestable"        # baseline | lower | higher | equivalent | inconclusive | untestable
-    testable: bool = False            # n ≥ 2 in both this group and the baseline
-    ratio: float | None = None        # geometric-mean ratio group / baseline
-    ratio_ci: tuple[float, float] | None = None   # at ci_level (the comparison's Holm level)
-    ci_level: float | None = None     # e.g. 0.975 when Holm tested this one at α/2
-    diff_mb: float | None = None      # difference of arithmetic means
+    status: str = "untestable"  # baseline | lower | higher | equivalent | inconclusive | untestable
+    testable: bool = False  # n ≥ 2 in both this group and the baseline
+    ratio: float | None = None  # geometric-mean ratio group / baseline
+    ratio_ci: tuple[float, float] | None = None  # at ci_level (the comparison's Holm level)
+    ci_level: float | None = None  # e.g. 0.975 when Holm tested this one at α/2
+    diff_mb: float | None = None  # difference of arithmetic means
     p_raw: float | None = None
-    p_adj: float | None = None        # Holm across the comparisons to the baseline
-    significant: bool = False         # p_adj < alpha  ⇔  ratio_ci excludes 1
-    equivalent: bool = False          # ratio_ci inside [1/(1+margin), 1+margin]
+    p_adj: float | None = None  # Holm across the comparisons to the baseline
+    significant: bool = False  # p_adj < alpha  ⇔  ratio_ci excludes 1
+    equivalent: bool = False  # ratio_ci inside [1/(1+margin), 1+margin]
     margin: float = 0.05
-    method: str = ""                  # "welch-log" or a fallback, e.g. "permutation-log (zero variance)"
-    df: float | None = None           # Welch–Satterthwaite degrees of freedom
+    method: str = ""  # "welch-log" or a fallback, e.g. "permutation-log (zero variance)"
+    df: float | None = None  # Welch–Satterthwaite degrees of freedom
     cliffs_delta: float | None = None
-    replicas_needed: int | None = None    # per group for 80% power (ratio, or the margin when near 1); None: > 1000
-    p_permutation: float | None = None    # exact/sampled permutation p on log levels (cross-check)
-    notes: list[str] = field(default_factory=list)   # assumption checks that failed or are weak
+    replicas_needed: int | None = None  # per group for 80% power (ratio, or the margin when near 1); None: > 1000
+    p_permutation: float | None = None  # exact/sampled permutation p on log levels (cross-check)
+    notes: list[str] = field(default_factory=list)  # assumption checks that failed or are weak
 
 
 @dataclass(frozen=True)
 class Welch:
-    d: float        # difference of log means
+    d: float  # difference of log means
     se: float
     df: float
     p: float
@@ -67,7 +68,7 @@ def welch(la: np.ndarray, lb: np.ndarray) -> Welch | None:
     d = float(la.mean() - lb.mean())
     if se2 <= 1e-24:
         return None
-    df = se2 ** 2 / ((va / na) ** 2 / (na - 1) + (vb / nb) ** 2 / (nb - 1))
+    df = se2**2 / ((va / na) ** 2 / (na - 1) + (vb / nb) ** 2 / (nb - 1))
     se = math.sqrt(se2)
     return Welch(d, se, float(df), float(2 * special.stdtr(df, -abs(d) / se)))
 
@@ -125,8 +126,9 @@ def cliffs_delta(a: np.ndarray, b: np.ndarray) -> float:
     return float((np.sum(diff > 0) - np.sum(diff < 0)) / diff.size)
 
 
-def replicas_needed(d: float, sd: float, *, gamma: float, margin: float | None = None,
-                    power: float | None = None, max_n: int = 1000) -> int | None:
+def replicas_needed(
+    d: float, sd: float, *, gamma: float, margin: float | None = None, power: float | None = None, max_n: int = 1000
+) -> int | None:
     """Replicas per group for `power` (default RULES power_target) with a two-sided t test at
     level gamma on log levels: for a true log-ratio d when margin is None, otherwise for showing
     equivalence within ±log(1+margin) (TOST) when the true log-ratio is d. None when > max_n."""
@@ -155,15 +157,22 @@ def replicas_needed(d: float, sd: float, *, gamma: float, margin: float | None =
         delta = math.log1p(margin)
         if abs(d) >= delta:
             return None
-        tc = special.stdtrit(df, 1 - gamma / 2)   # the interval at 1 − γ inside the margin
+        tc = special.stdtrit(df, 1 - gamma / 2)  # the interval at 1 − γ inside the margin
         # P(lower bound > −Δ and upper bound < Δ) for the interval d̂ ± tc·se
         pw = np.clip(special.nctdtr(df, (d - delta) / se, -tc) - special.nctdtr(df, (d + delta) / se, tc), 0, 1)
     ok = np.nonzero(pw >= power)[0]
     return int(n[ok[0]]) if len(ok) else None
 
 
-def test_pair(c: Comparison, a: np.ndarray, ref: np.ndarray, rng: np.random.Generator,
-              sides: tuple[str, str], untestable: str, cross_check: bool = True) -> Welch | None:
+def test_pair(
+    c: Comparison,
+    a: np.ndarray,
+    ref: np.ndarray,
+    rng: np.random.Generator,
+    sides: tuple[str, str],
+    untestable: str,
+    cross_check: bool = True,
+) -> Welch | None:
     """One comparison of `a` against `ref` (per-replica levels, MB) into `c`: ratio of geometric
     means, difference, Welch's t on log levels (permutation p beside it, and instead of it when
     neither side has any spread), Cliff's delta and notes. `sides` names a and ref in the note
@@ -178,7 +187,7 @@ def test_pair(c: Comparison, a: np.ndarray, ref: np.ndarray, rng: np.random.Gene
     c.testable = True
     la, lb = np.log(a), np.log(ref)
     w = welch(la, lb)
-    if cross_check or w is None:        # (a fleet's 28 looks skip it: ~0.1 s a comparison at 80 + 80, and unused)
+    if cross_check or w is None:  # (a fleet's 28 looks skip it: ~0.1 s a comparison at 80 + 80, and unused)
         c.p_permutation = permutation_p(la, lb, rng)
     c.cliffs_delta = cliffs_delta(a, ref)
     if w is None:
@@ -195,8 +204,15 @@ def test_pair(c: Comparison, a: np.ndarray, ref: np.ndarray, rng: np.random.Gene
     return w
 
 
-def compare_to_baseline(levels: dict[str, np.ndarray], baseline: str, *, alpha: float = 0.05,
-                        margin: float = 0.05, seed: int = 0, cross_check: bool = True) -> dict[str, Comparison]:
+def compare_to_baseline(
+    levels: dict[str, np.ndarray],
+    baseline: str,
+    *,
+    alpha: float = 0.05,
+    margin: float = 0.05,
+    seed: int = 0,
+    cross_check: bool = True,
+) -> dict[str, Comparison]:
     """Compare every group's per-replica steady levels (MB) with the baseline's.
 
     Each group gets geometric and arithmetic means. A group with ≥ 2 replicas, against a baseline
@@ -210,8 +226,13 @@ def compare_to_baseline(levels: dict[str, np.ndarray], baseline: str, *, alpha: 
     out: dict[str, Comparison] = {}
     tests: dict[str, Welch | None] = {}
     for g, a in clean.items():
-        c = Comparison(g, len(a), float(np.exp(np.log(a).mean())) if len(a) else None,
-                       float(a.mean()) if len(a) else None, margin=margin)
+        c = Comparison(
+            g,
+            len(a),
+            float(np.exp(np.log(a).mean())) if len(a) else None,
+            float(a.mean()) if len(a) else None,
+            margin=margin,
+        )
         out[g] = c
         if g == baseline:
             c.status, c.method = "baseline", "baseline"
@@ -220,14 +241,14 @@ def compare_to_baseline(levels: dict[str, np.ndarray], baseline: str, *, alpha: 
         if c.testable:
             tests[g] = w
     tested = [g for g in out if out[g].testable]
-    p = [cast(float, out[g].p_raw) for g in tested]                    # testable: p_raw is set
+    p = [cast(float, out[g].p_raw) for g in tested]  # testable: p_raw is set
     for g, pa, gam in zip(tested, holm(p), holm_levels(p, alpha)):
         c, w = out[g], tests[g]
         settle(c, w, pa, gam, alpha, margin)
         if w is not None:
             la, lb = np.log(clean[g]), np.log(base)
             pooled_sd = math.sqrt((la.var(ddof=1) + lb.var(ddof=1)) / 2)
-            plan = alpha / max(1, len(tested))          # Bonferroni level for planning
+            plan = alpha / max(1, len(tested))  # Bonferroni level for planning
             if abs(w.d) >= math.log1p(margin) / 2:
                 c.replicas_needed = replicas_needed(w.d, pooled_sd, gamma=plan)
             else:
@@ -273,8 +294,8 @@ def letters(levels: dict[str, np.ndarray], *, alpha: float = 0.05) -> dict[str, 
     clean = {g: _clean(v) for g, v in levels.items()}
     names = sorted((g for g in clean if len(clean[g])), key=lambda g: np.log(clean[g]).mean())
     sig = _pairwise_significant(clean, alpha)
-    columns: list[set[str]] = [set(names)] if names else []     # no group with data: no letters
-    for pair in sig:                                   # insert: split every column holding both
+    columns: list[set[str]] = [set(names)] if names else []  # no group with data: no letters
+    for pair in sig:  # insert: split every column holding both
         i, j = tuple(pair)
         new = []
         for col in columns:
@@ -310,8 +331,9 @@ def _design(replicas: dict[str, int] | tuple[int, int], baseline: str | None) ->
     return counts, baseline
 
 
-def design_min_p(replicas: dict[str, int] | tuple[int, int], baseline: str | None = None, *,
-                 method: str = "welch") -> float:
+def design_min_p(
+    replicas: dict[str, int] | tuple[int, int], baseline: str | None = None, *, method: str = "welch"
+) -> float:
     """Smallest Holm-adjusted p any comparison to the baseline can reach with this design.
     `replicas` is {group: n} or (n_groups, n_per_group). Welch: 0 when the baseline and at least
     one other group have ≥ 2 replicas (the t statistic is unbounded; with n = 2 a side the df can
@@ -340,11 +362,12 @@ def design_power(n_a: int, n_b: int, ratio: float, cv: float, *, gamma: float) -
     nc = abs(math.log(ratio)) / (cv * math.sqrt(1 / n_a + 1 / n_b))
     tc = special.stdtrit(df, 1 - gamma / 2)
     pw = float(1 - special.nctdtr(df, nc, tc) + special.nctdtr(df, nc, -tc))
-    return pw if math.isfinite(pw) else 1.0          # nctdtr gives NaN far in the tail
+    return pw if math.isfinite(pw) else 1.0  # nctdtr gives NaN far in the tail
 
 
-def design_spread_warning(counts: dict[str, int], baseline: str, *, alpha: float, cv: float | None = None,
-                          ratio: float | None = None) -> str | None:
+def design_spread_warning(
+    counts: dict[str, int], baseline: str, *, alpha: float, cv: float | None = None, ratio: float | None = None
+) -> str | None:
     """When replicas differ by `cv` (RULES design_replica_cv, 20%: Tor relays can), can this
     design show a `ratio` (RULES design_ratio, 0.7×, and its inverse) at 80% power? The test is
     taken at α/m (Holm's first step, m comparisons to the baseline), the smallest group against
@@ -361,29 +384,42 @@ def design_spread_warning(counts: dict[str, int], baseline: str, *, alpha: float
     if low >= RULES["power_target"]:
         return None
     need = replicas_needed(math.log(ratio), cv, gamma=gamma)
-    return (f"if replicas differ by {cv:.0%} (coefficient of variation; Tor relays can), {n} replicas per group "
-            f"show a {ratio:.2f}× (or {1 / ratio:.2f}×) difference from the baseline in only about {low:.0%} of runs (Holm over {m} comparison{'s' if m > 1 else ''}); about "
-            f"{need if need is not None else 'more than 1000'} replicas per group give {RULES['power_target']:.0%}")
+    return (
+        f"if replicas differ by {cv:.0%} (coefficient of variation; Tor relays can), {n} replicas per group "
+        f"show a {ratio:.2f}× (or {1 / ratio:.2f}×) difference from the baseline in only about {low:.0%} of runs (Holm over {m} comparison{'s' if m > 1 else ''}); about "
+        f"{need if need is not None else 'more than 1000'} replicas per group give {RULES['power_target']:.0%}"
+    )
 
 
-def design_warning(replicas: dict[str, int] | tuple[int, int], baseline: str | None = None, *,
-                   alpha: float = 0.05, cv: float | None = None) -> str | None:
+def design_warning(
+    replicas: dict[str, int] | tuple[int, int],
+    baseline: str | None = None,
+    *,
+    alpha: float = 0.05,
+    cv: float | None = None,
+) -> str | None:
     """None, or one sentence on why a significant result is impossible or unlikely with this
     design (groups × replicas), to show before a run starts; `cv`: the replicas' expected spread
     (default RULES design_replica_cv)."""
     counts, baseline = _design(replicas, baseline)
     if counts[baseline] < 2:
-        return (f"the baseline {baseline} has {counts[baseline]} replica: no difference from it can be "
-                "tested; run at least 3 replicas per group")
+        return (
+            f"the baseline {baseline} has {counts[baseline]} replica: no difference from it can be "
+            "tested; run at least 3 replicas per group"
+        )
     single = [g for g, n in counts.items() if n < 2 and g != baseline]
     if single:
-        return (f"{', '.join(single)} {'has' if len(single) == 1 else 'have'} a single replica: "
-                "untestable against the baseline; run at least 3 replicas per group")
+        return (
+            f"{', '.join(single)} {'has' if len(single) == 1 else 'have'} a single replica: "
+            "untestable against the baseline; run at least 3 replicas per group"
+        )
     if len(counts) < 2:
         return "only one group: nothing to compare"
     two = [g for g, n in counts.items() if n == 2]
     if two:
-        return (f"{', '.join(two)} {'has' if len(two) == 1 else 'have'} 2 replicas: Welch's test then has "
-                "as little as 1 degree of freedom and only differences far larger than the replica "
-                "spread can be significant; run at least 3 replicas per group")
+        return (
+            f"{', '.join(two)} {'has' if len(two) == 1 else 'have'} 2 replicas: Welch's test then has "
+            "as little as 1 degree of freedom and only differences far larger than the replica "
+            "spread can be significant; run at least 3 replicas per group"
+        )
     return design_spread_warning(counts, baseline, alpha=alpha, cv=cv)

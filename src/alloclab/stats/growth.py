@@ -21,6 +21,7 @@ the variance the coarse scales add is widened, since one series under-states it 
 without a pool). Calibration:
 benchmarks/calibration.py.
 """
+
 from __future__ import annotations
 
 import functools
@@ -39,21 +40,21 @@ from .rules import RULES
 
 @dataclass(frozen=True)
 class Growth:
-    window_s: float            # length of the window analysed
-    n: int                     # samples in it
-    level_mb: float            # median level (the denominator of change_share)
-    change_mb: float           # Theil–Sen slope × window
-    change_lo: float | None    # 95% interval of the change (None: no finite interval)
+    window_s: float  # length of the window analysed
+    n: int  # samples in it
+    level_mb: float  # median level (the denominator of change_share)
+    change_mb: float  # Theil–Sen slope × window
+    change_lo: float | None  # 95% interval of the change (None: no finite interval)
     change_hi: float | None
-    change_share: float        # change_mb / level_mb
-    rate_mb_h: float | None    # only where the window supports a rate (RULES rate_min_*)
+    change_share: float  # change_mb / level_mb
+    rate_mb_h: float | None  # only where the window supports a rate (RULES rate_min_*)
     rate_lo: float | None
     rate_hi: float | None
-    significant: bool          # the interval excludes 0
-    blocks: int                # effective independent samples the interval rests on, n·(1−φ)/(1+φ) at the bound
-    tau_s: float               # autocorrelation time of the residuals (median-unbiased φ), seconds
-    se_fine: float | None = None   # SE of change_mb from the finest scale's AR(1) bound alone (before the coarse scales)
-    pooled: str = ""           # how pooled() set the interval (the group's replicas, or the slow part widened), "" if it did not
+    significant: bool  # the interval excludes 0
+    blocks: int  # effective independent samples the interval rests on, n·(1−φ)/(1+φ) at the bound
+    tau_s: float  # autocorrelation time of the residuals (median-unbiased φ), seconds
+    se_fine: float | None = None  # SE of change_mb from the finest scale's AR(1) bound alone (before the coarse scales)
+    pooled: str = ""  # how pooled() set the interval (the group's replicas, or the slow part widened), "" if it did not
 
 
 def change_phrase(g: Growth) -> str:
@@ -125,6 +126,7 @@ def _table_file(n: int, q: float, reps: int) -> Path:
     import hashlib
 
     from ..common.settings import cache_root
+
     key = hashlib.sha256(f"lag1-v1 {n} {q!r} {reps} {PHI_GRID.tobytes().hex()}".encode()).hexdigest()[:20]
     return cache_root() / "stats" / f"lag1-{key}.npy"
 
@@ -145,12 +147,13 @@ def lag1_quantiles(n: int, q: float, reps: int = 1000) -> np.ndarray:
     table = _simulate_lag1_quantiles(n, q, reps)
     try:
         import os
+
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{os.getpid()}.tmp.npy")
         np.save(tmp, table)
         os.replace(tmp, path)
     except OSError:
-        pass                                        # a read-only cache: simulate each time
+        pass  # a read-only cache: simulate each time
     return table
 
 
@@ -192,7 +195,7 @@ def ar1_slope_var(tb: np.ndarray, phi: float, innov_var: float) -> float:
     if phi <= 0:
         return innov_var / (1 - phi * phi) * float(c @ c) if phi > -1 else math.inf
     lags = np.abs(np.subtract.outer(np.arange(len(tb)), np.arange(len(tb))))
-    if phi >= 1 - 1e-9:        # random walk: Var = −σ²/2 · c'|i−j|c
+    if phi >= 1 - 1e-9:  # random walk: Var = −σ²/2 · c'|i−j|c
         return innov_var * -0.5 * float(c @ lags @ c)
     q = float(c @ np.expm1(lags * math.log(phi)) @ c)
     return innov_var / (1 - phi * phi) * q
@@ -261,10 +264,22 @@ def growth(t_s: np.ndarray, y: np.ndarray, *, level: float | None = None, seed: 
         lo = hi = change
         significant = abs(change) > RULES["growth_exact_rel"] * scale
         rate: float | None
-        rate = rate_lo = rate_hi = (change / window * 3600 if rate_ok else None)
-        return Growth(window, int(len(y)), level, float(change), float(lo), float(hi),
-                      float(change / level) if level > 0 else math.inf, rate, rate_lo, rate_hi,
-                      bool(significant), int(nb), 0.0)
+        rate = rate_lo = rate_hi = change / window * 3600 if rate_ok else None
+        return Growth(
+            window,
+            int(len(y)),
+            level,
+            float(change),
+            float(lo),
+            float(hi),
+            float(change / level) if level > 0 else math.inf,
+            rate,
+            rate_lo,
+            rate_hi,
+            bool(significant),
+            int(nb),
+            0.0,
+        )
     # the AR(1)-bound variance at several time scales (the series averaged into fewer, longer
     # bins), the largest kept: noise on two scales (a fast wander beside a slow one) shows its
     # slow part only where the fast one has averaged out, and one AR(1) fitted at the finest
@@ -291,23 +306,37 @@ def growth(t_s: np.ndarray, y: np.ndarray, *, level: float | None = None, seed: 
         significant = bool(lo > 0 or hi < 0)
         if rate_ok and blocks >= RULES["rate_min_blocks"]:
             rate, rate_lo, rate_hi = (v / window * 3600 for v in (change, lo, hi))
-    return Growth(window, int(len(y)), level, float(change), lo, hi,
-                  float(change / level) if level > 0 else math.inf, rate, rate_lo, rate_hi,
-                  significant, blocks, float(tau * spacing),
-                  se_fine=math.sqrt(var_fine) * window if math.isfinite(var_fine) and var_fine >= 0 else None)
+    return Growth(
+        window,
+        int(len(y)),
+        level,
+        float(change),
+        lo,
+        hi,
+        float(change / level) if level > 0 else math.inf,
+        rate,
+        rate_lo,
+        rate_hi,
+        significant,
+        blocks,
+        float(tau * spacing),
+        se_fine=math.sqrt(var_fine) * window if math.isfinite(var_fine) and var_fine >= 0 else None,
+    )
 
 
 # ---- one replica's interval, set by its group's replicas ------------------------------------------
+
 
 @dataclass(frozen=True)
 class GrowthPool:
     """How far a group's replicas' changes scatter over windows of about the same length: a direct,
     model-free measurement of the change estimate's sampling spread at every time scale the window
     holds (a slow wander that one series cannot tell from a trend shows as spread across replicas)."""
-    share_sd: float            # SD of the replicas' change shares (ddof 1)
-    n: int                     # replicas it rests on (df = n − 1)
-    window_s: float            # their median window
-    shares: tuple[float, ...] = ()   # the change shares themselves (each replica's peers: others_sd)
+
+    share_sd: float  # SD of the replicas' change shares (ddof 1)
+    n: int  # replicas it rests on (df = n − 1)
+    window_s: float  # their median window
+    shares: tuple[float, ...] = ()  # the change shares themselves (each replica's peers: others_sd)
     keys: tuple[Hashable, ...] = ()  # whose each share is (growth_pool's keys)
 
     def others_sd(self, key: Hashable) -> tuple[float, int] | None:
@@ -325,8 +354,11 @@ def growth_pool(shares: list[float], windows_s: list[float], keys: list[Hashable
     are within RULES growth_pool_window_ratio of the median window (a change over a longer window
     scatters more)."""
     keys = list(range(len(shares))) if keys is None else keys
-    ok = [(c, w, key) for c, w, key in zip(shares, windows_s, keys, strict=True)
-          if c is not None and w and math.isfinite(c) and w > 0]
+    ok = [
+        (c, w, key)
+        for c, w, key in zip(shares, windows_s, keys, strict=True)
+        if c is not None and w and math.isfinite(c) and w > 0
+    ]
     if not ok:
         return None
     mid = float(np.median([w for _, w, _ in ok]))
@@ -335,11 +367,19 @@ def growth_pool(shares: list[float], windows_s: list[float], keys: list[Hashable
     c = np.array([c for c, _ in members])
     if len(c) < RULES["growth_pool_min_replicas"]:
         return None
-    return GrowthPool(float(c.std(ddof=1)), int(len(c)), mid, tuple(float(x) for x in c), tuple(key for _, key in members))
+    return GrowthPool(
+        float(c.std(ddof=1)), int(len(c)), mid, tuple(float(x) for x in c), tuple(key for _, key in members)
+    )
 
 
-def pooled(g: Growth | None, pool: GrowthPool | None, *, key: Hashable, widen: float | None = None,
-           slow_widen: float | None = None) -> Growth | None:
+def pooled(
+    g: Growth | None,
+    pool: GrowthPool | None,
+    *,
+    key: Hashable,
+    widen: float | None = None,
+    slow_widen: float | None = None,
+) -> Growth | None:
     """g's interval set by its group's spread: narrowed where the group scatters less than g's own
     interval assumes, widened where its peers scatter more; with no pool (fewer than 3 replicas,
     or unlike windows), its own interval with the slow part widened.
@@ -380,59 +420,83 @@ def pooled(g: Growth | None, pool: GrowthPool | None, *, key: Hashable, widen: f
     if g is None or g.change_lo is None or g.se_fine is None or g.level_mb <= 0:
         return g
     z = float(sps.norm.ppf(0.5 + RULES["growth_level"] / 2))
-    assert g.change_hi is not None                  # set with change_lo
+    assert g.change_hi is not None  # set with change_lo
     own = g.change_hi - g.change_mb
     fine = z * g.se_fine
     k = RULES["growth_slow_widen"] if slow_widen is None else slow_widen
     half, how = own, ""
-    if own > fine * (1 + 1e-9) and k != 1:      # a coarse scale set it (rounding aside)
+    if own > fine * (1 + 1e-9) and k != 1:  # a coarse scale set it (rounding aside)
         half = math.sqrt(fine * fine + k * k * (own * own - fine * fine))
-        how = (f"widened: the part a slow wander adds to it counted {k:g}× (one series under-states a wander "
-               "its window holds few autocorrelation times of)")
-    if pool is None or not (pool.window_s / RULES["growth_pool_window_ratio"] <= g.window_s
-                            <= pool.window_s * RULES["growth_pool_window_ratio"]):
+        how = (
+            f"widened: the part a slow wander adds to it counted {k:g}× (one series under-states a wander "
+            "its window holds few autocorrelation times of)"
+        )
+    if pool is None or not (
+        pool.window_s / RULES["growth_pool_window_ratio"]
+        <= g.window_s
+        <= pool.window_s * RULES["growth_pool_window_ratio"]
+    ):
         return _with_half(g, half, how) if half != own else g
     tq = float(sps.t.ppf(0.5 + RULES["growth_level"] / 2, pool.n - 1))
     narrow = max(fine, tq * pool.share_sd * g.level_mb)
     if narrow < half:
-        half, how = narrow, (f"narrowed by the spread of {pool.n} replicas' changes over their windows "
-                             f"(SD {pool.share_sd:.1%} of the level, t with {pool.n - 1} df)")
+        half, how = (
+            narrow,
+            (
+                f"narrowed by the spread of {pool.n} replicas' changes over their windows "
+                f"(SD {pool.share_sd:.1%} of the level, t with {pool.n - 1} df)"
+            ),
+        )
     peers = pool.others_sd(key)
     k = RULES["growth_pool_widen"] if widen is None else widen
     if peers is not None and k * peers[0] * g.level_mb > half:
-        half, how = k * peers[0] * g.level_mb, (
-            f"widened to the spread of the other {peers[1]} replicas' changes (SD {peers[0]:.1%} of the level: "
-            "a wander slower than this series shows)")
+        half, how = (
+            k * peers[0] * g.level_mb,
+            (
+                f"widened to the spread of the other {peers[1]} replicas' changes (SD {peers[0]:.1%} of the level: "
+                "a wander slower than this series shows)"
+            ),
+        )
     return _with_half(g, half, how) if half != own else g
 
 
 def _with_half(g: Growth, half: float, how: str) -> Growth:
     """g with its interval (and rate interval) half width `half` about its change, and why."""
     from dataclasses import replace
+
     lo, hi = g.change_mb - half, g.change_mb + half
     scale = 3600 / g.window_s if g.rate_mb_h is not None else None
-    return replace(g, change_lo=lo, change_hi=hi, significant=bool(lo > 0 or hi < 0),
-                   rate_lo=lo * scale if scale else None, rate_hi=hi * scale if scale else None, pooled=how)
+    return replace(
+        g,
+        change_lo=lo,
+        change_hi=hi,
+        significant=bool(lo > 0 or hi < 0),
+        rate_lo=lo * scale if scale else None,
+        rate_hi=hi * scale if scale else None,
+        pooled=how,
+    )
 
 
 # ---- across replicas ------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class GroupGrowth:
     """A group's growth over a common window, tested across its replicas (the independent units)."""
-    n: int                        # replicas tested
-    window_s: float               # the common window
-    start_mb: float | None        # geometric mean level at the window's start
-    end_mb: float | None          # ... and at its end
-    change_mb: float | None       # end_mb − start_mb
-    change_share: float | None    # geometric-mean ratio end/start − 1
-    share_lo: float | None        # interval of change_share at ci_level (Holm level; excludes 0 ⇔ significant)
+
+    n: int  # replicas tested
+    window_s: float  # the common window
+    start_mb: float | None  # geometric mean level at the window's start
+    end_mb: float | None  # ... and at its end
+    change_mb: float | None  # end_mb − start_mb
+    change_share: float | None  # geometric-mean ratio end/start − 1
+    share_lo: float | None  # interval of change_share at ci_level (Holm level; excludes 0 ⇔ significant)
     share_hi: float | None
     ci_level: float | None
-    p_raw: float | None           # one-sample t on log(end/start), two-sided
-    p_adj: float | None           # Holm across the groups tested together
+    p_raw: float | None  # one-sample t on log(end/start), two-sided
+    p_adj: float | None  # Holm across the groups tested together
     significant: bool
-    word: str | None              # "Bloating" / "Growing" when the group grows beyond the growth bar (growth_bar_share), else None
+    word: str | None  # "Bloating" / "Growing" when the group grows beyond the growth bar (growth_bar_share), else None
     reason: str = ""
 
 
@@ -440,11 +504,15 @@ def cycle_columns(t_s: np.ndarray) -> np.ndarray:
     """cos/sin(2πkt/P), k = 1..growth_cycle_harmonics, P = growth_cycle_period_s (a day): the daily
     cycle a fit takes out (n × 2k; t_s in seconds)."""
     w = 2 * math.pi * np.asarray(t_s, dtype=float) / RULES["growth_cycle_period_s"]
-    return np.column_stack([f(j * w) for j in range(1, int(RULES["growth_cycle_harmonics"]) + 1) for f in (np.cos, np.sin)]
-                           or [np.zeros((len(w), 0))])
+    return np.column_stack(
+        [f(j * w) for j in range(1, int(RULES["growth_cycle_harmonics"]) + 1) for f in (np.cos, np.sin)]
+        or [np.zeros((len(w), 0))]
+    )
 
 
-def trend_edges(t_s: np.ndarray, y: np.ndarray, start: float, end: float, edge_s: float) -> tuple[float, float, str] | None:
+def trend_edges(
+    t_s: np.ndarray, y: np.ndarray, start: float, end: float, edge_s: float
+) -> tuple[float, float, str] | None:
     """A replica's level at a span's start and end, free of a cycle shared by every replica.
 
     Span at least RULES growth_cycle_period_s (a day) long: the trend of a least-squares fit of
@@ -484,14 +552,20 @@ def _log_change_test(d: np.ndarray) -> tuple[float, float, float, float]:
     return m, se, float(n - 1), float(2 * sps.t.sf(abs(m / se), n - 1))
 
 
-def group_growth(start_mb: dict[str, np.ndarray], end_mb: dict[str, np.ndarray], window_s: dict[str, float], *,
-                 alpha: float | None = None) -> dict[str, GroupGrowth]:
+def group_growth(
+    start_mb: dict[str, np.ndarray],
+    end_mb: dict[str, np.ndarray],
+    window_s: dict[str, float],
+    *,
+    alpha: float | None = None,
+) -> dict[str, GroupGrowth]:
     """Each group's change over its common window, tested across replicas: d_i = log(end_i / start_i)
     per clean replica (replica effects cancel; replicas are independent, so the within-series
     autocorrelation does not matter), one-sample t, Holm across the groups (a group with fewer than
     2 replicas is untested). The group grows when Holm-significant, the geometric-mean change exceeds
     growth_bar_share (RULES flat_max_growth_share, or the rate a day over a day or more) and growing_min_change_mb; Bloating from bloating_window_share."""
     from .group_tests import holm, holm_levels
+
     alpha = RULES["alpha"] if alpha is None else alpha
     tests, out = {}, {}
     for g in start_mb:
@@ -499,15 +573,42 @@ def group_growth(start_mb: dict[str, np.ndarray], end_mb: dict[str, np.ndarray],
         ok = np.isfinite(a) & np.isfinite(b) & (a > 0) & (b > 0)
         a, b = a[ok], b[ok]
         if not len(a):
-            out[g] = GroupGrowth(0, window_s.get(g, 0.0), None, None, None, None, None, None, None, None, None, False,
-                                 None, "no replica with a level at both ends of the window")
+            out[g] = GroupGrowth(
+                0,
+                window_s.get(g, 0.0),
+                None,
+                None,
+                None,
+                None,
+                None,
+                None,
+                None,
+                None,
+                None,
+                False,
+                None,
+                "no replica with a level at both ends of the window",
+            )
             continue
         d = np.log(b / a)
         tests[g] = _log_change_test(d)
         gs, ge = float(np.exp(np.log(a).mean())), float(np.exp(np.log(b).mean()))
-        out[g] = GroupGrowth(len(a), window_s.get(g, 0.0), gs, ge, ge - gs, float(np.exp(d.mean()) - 1), None, None,
-                             None, None, None, False, None,
-                             "one replica: untested" if len(a) < 2 else "")
+        out[g] = GroupGrowth(
+            len(a),
+            window_s.get(g, 0.0),
+            gs,
+            ge,
+            ge - gs,
+            float(np.exp(d.mean()) - 1),
+            None,
+            None,
+            None,
+            None,
+            None,
+            False,
+            None,
+            "one replica: untested" if len(a) < 2 else "",
+        )
     tested = [g for g in tests if out[g].n >= 2]
     p = [tests[g][3] for g in tested]
     for g, pa, gam in zip(tested, holm(p), holm_levels(p, alpha)):
@@ -515,15 +616,35 @@ def group_growth(start_mb: dict[str, np.ndarray], end_mb: dict[str, np.ndarray],
         half = float(sps.t.ppf(1 - gam / 2, df)) * se if se > 0 else 0.0
         lo, hi = float(np.exp(m - half) - 1), float(np.exp(m + half) - 1)
         o = out[g]
-        assert o.change_share is not None and o.change_mb is not None    # a tested group has its change
+        assert o.change_share is not None and o.change_mb is not None  # a tested group has its change
         sig = bool(pa < alpha)
-        grows = sig and m > 0 and o.change_share > growth_bar_share(o.window_s) \
+        grows = (
+            sig
+            and m > 0
+            and o.change_share > growth_bar_share(o.window_s)
             and o.change_mb >= RULES["growing_min_change_mb"]
+        )
         word = ("Bloating" if o.change_share >= RULES["bloating_window_share"] else "Growing") if grows else None
-        reason = (f"{o.n} replicas changed {o.change_share:+.1%} (geometric mean, {o.change_mb:+.1f} MB) over "
-                  f"{span(o.window_s)}, {1 - gam:.1%} interval {lo:+.1%} to {hi:+.1%}, Holm p = {pa:.2g}")
+        reason = (
+            f"{o.n} replicas changed {o.change_share:+.1%} (geometric mean, {o.change_mb:+.1f} MB) over "
+            f"{span(o.window_s)}, {1 - gam:.1%} interval {lo:+.1%} to {hi:+.1%}, Holm p = {pa:.2g}"
+        )
         rate = rate_phrase(o.change_share, lo, hi, o.window_s, 1 - gam)
         reason += f"; a rate of {rate}" if rate else ""
-        out[g] = GroupGrowth(o.n, o.window_s, o.start_mb, o.end_mb, o.change_mb, o.change_share, lo, hi, 1 - gam,
-                             pr, pa, sig, word, reason)
+        out[g] = GroupGrowth(
+            o.n,
+            o.window_s,
+            o.start_mb,
+            o.end_mb,
+            o.change_mb,
+            o.change_share,
+            lo,
+            hi,
+            1 - gam,
+            pr,
+            pa,
+            sig,
+            word,
+            reason,
+        )
     return out

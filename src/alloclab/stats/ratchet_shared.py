@@ -5,6 +5,7 @@ Ratcheting only where its OWN series climbs at those times, and beside its own s
 the times the others step (a flat replica is never called because its neighbours step, nor every
 replica of a group whose shared smooth climb looked like steps). Beside steps.ratchet_group (each replica its own step times).
 Figures: docs/lab/calibration.md, "Steps a group shares"; thresholds RULES ratchet_shared_*."""
+
 from __future__ import annotations
 
 import hashlib
@@ -33,17 +34,18 @@ from .steps import (
 @dataclass(frozen=True)
 class SharedRatchet:
     """A group's shared steps and, per replica, whether its own series climbs at them."""
-    called: tuple[bool, ...]            # per replica: Ratcheting on the steps its group shares
-    reasons: tuple[str, ...]            # per replica: why, for those called
-    climb: tuple[float | None, ...]     # per replica: its own climb at the shared steps (share of its level)
-    climb_t: tuple[float | None, ...]   # ... and that climb's t (generalised least squares, its own AR(1))
-    apart_t: tuple[float | None, ...]   # ... its climb's t beside its own smooth curve at the steps of the OTHERS'
-                                        # average (_apart_t; None: not asked, its climb above fell short)
-    at_s: tuple[float, ...]             # the shared steps' times, s from the common window's start
-    second_t: float | None              # the average's sharpest up-step beside a level and its sharpest one
-    p: float | None                     # the larger of its two nulls' p's; None: not simulated (pre-screen)
-    found: bool                         # the group's shared steps found (each null below its level)
-    simulations: int                    # step fits run on simulated averages
+
+    called: tuple[bool, ...]  # per replica: Ratcheting on the steps its group shares
+    reasons: tuple[str, ...]  # per replica: why, for those called
+    climb: tuple[float | None, ...]  # per replica: its own climb at the shared steps (share of its level)
+    climb_t: tuple[float | None, ...]  # ... and that climb's t (generalised least squares, its own AR(1))
+    apart_t: tuple[float | None, ...]  # ... its climb's t beside its own smooth curve at the steps of the OTHERS'
+    # average (_apart_t; None: not asked, its climb above fell short)
+    at_s: tuple[float, ...]  # the shared steps' times, s from the common window's start
+    second_t: float | None  # the average's sharpest up-step beside a level and its sharpest one
+    p: float | None  # the larger of its two nulls' p's; None: not simulated (pre-screen)
+    found: bool  # the group's shared steps found (each null below its level)
+    simulations: int  # step fits run on simulated averages
 
 
 def _common_bins(windows: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, float] | None:
@@ -88,7 +90,7 @@ def _second_sharp(x: np.ndarray, fit: StepFit) -> tuple[int, float]:
     first = int(np.argmax(_step_scan(xt, line, fit.phi, cand)))
     step = (1 - fit.phi) * (idx > cand[first]) + (idx == cand[first])
     tz = _step_scan(xt, np.column_stack([line[:, :1], step]), fit.phi, cand)
-    tz[max(first - 1, 0):first + 2] = -np.inf
+    tz[max(first - 1, 0) : first + 2] = -np.inf
     return first, float(tz.max())
 
 
@@ -102,8 +104,9 @@ def _statistic(x: np.ndarray) -> tuple[StepFit | None, int, float | None]:
     return fit, first, second
 
 
-def _shared_null_p(x: np.ndarray, first: int, second: float, rng: np.random.Generator, sims: int,
-                   decide_at: float | None = None) -> tuple[float, int]:
+def _shared_null_p(
+    x: np.ndarray, first: int, second: float, rng: np.random.Generator, sims: int, decide_at: float | None = None
+) -> tuple[float, int]:
     """Where the average's statistic falls among simulations of "one step (at its sharpest) on a
     level, plus AR(1) noise" fitted to the average itself (ordinary least squares; median-unbiased
     φ and the SD of those residuals), same length; the step fit and the statistic (_statistic,
@@ -124,6 +127,7 @@ def _shared_null_p(x: np.ndarray, first: int, second: float, rng: np.random.Gene
     def as_sharp(series: np.ndarray) -> bool:
         s = _statistic(series)[2]
         return bool(s is not None and s >= second)
+
     return simulated_p(mean, phi, sd, as_sharp, rng, sims, decide_at)
 
 
@@ -202,13 +206,24 @@ def ratchet_shared(windows: list[tuple[np.ndarray, np.ndarray]], *, sims: int | 
         return SharedRatchet(*none, (None,) * m, (None,) * m, (None,) * m, (), second, None, False, 0)
     at = fit.at
     climbs = [_climb_at(x, at) for x in xs]
-    apart = [_apart_t(xs, i) if c >= RULES["ratchet_min_climb_share"] and tc >= RULES["ratchet_shared_replica_t"] else None
-             for i, (c, tc) in enumerate(climbs)]
+    apart = [
+        _apart_t(xs, i) if c >= RULES["ratchet_min_climb_share"] and tc >= RULES["ratchet_shared_replica_t"] else None
+        for i, (c, tc) in enumerate(climbs)
+    ]
     confirms = [a is not None and a >= RULES["ratchet_shared_apart_t"] for a in apart]
     at_s = tuple(float(a) / len(avg) * span for a in at)
     if not any(confirms):
-        return SharedRatchet(*none, tuple(c for c, _ in climbs), tuple(tc for _, tc in climbs), tuple(apart), at_s,
-                             second, None, False, 0)
+        return SharedRatchet(
+            *none,
+            tuple(c for c, _ in climbs),
+            tuple(tc for _, tc in climbs),
+            tuple(apart),
+            at_s,
+            second,
+            None,
+            False,
+            0,
+        )
     digest = hashlib.blake2b(np.round(avg, 9).tobytes(), digest_size=8).digest()
     rng = np.random.default_rng(int.from_bytes(digest, "little"))
     # both nulls must fall (an intersection–union test, valid at the larger of the two levels): a smooth
@@ -216,9 +231,14 @@ def ratchet_shared(windows: list[tuple[np.ndarray, np.ndarray]], *, sims: int | 
     # steps._null_p, its sharpest step beside that curve) at ratchet_shared_sharp_alpha, and one step on
     # a level (a level shift: _shared_null_p) at ratchet_shared_alpha
     # each simulated only until its decision is known (a p that must end above its level stops there)
-    p_sharp, done = _null_p(avg, fit.sharp_t, rng, sims, unbiased_phi=True, decide_at=RULES["ratchet_shared_sharp_alpha"])
-    p_second, more = (_shared_null_p(avg, first, second, rng, sims, RULES["ratchet_shared_alpha"])
-                      if p_sharp <= RULES["ratchet_shared_sharp_alpha"] else (1.0, 0))
+    p_sharp, done = _null_p(
+        avg, fit.sharp_t, rng, sims, unbiased_phi=True, decide_at=RULES["ratchet_shared_sharp_alpha"]
+    )
+    p_second, more = (
+        _shared_null_p(avg, first, second, rng, sims, RULES["ratchet_shared_alpha"])
+        if p_sharp <= RULES["ratchet_shared_sharp_alpha"]
+        else (1.0, 0)
+    )
     p, done = max(p_sharp, p_second), done + more
     found = p_sharp <= RULES["ratchet_shared_sharp_alpha"] and p_second <= RULES["ratchet_shared_alpha"]
     hours = ", ".join(f"{s / 3600:.1f}" for s in at_s)
@@ -229,6 +249,19 @@ def ratchet_shared(windows: list[tuple[np.ndarray, np.ndarray]], *, sims: int | 
         f"climb at the steps of the others' average (t {a:.1f}); the average's sharpest step "
         f"(t {fit.sharp_t:.1f}) beyond a smooth climb in AR(1) noise and its second (t {second:.1f}) beyond one "
         f"step (p {p:.2g}, {done} simulations)"
-        if call else "" for call, (c, tc), a in zip(called, climbs, apart))
-    return SharedRatchet(called, reasons, tuple(c for c, _ in climbs), tuple(tc for _, tc in climbs), tuple(apart), at_s,
-                         second, p, found, done)
+        if call
+        else ""
+        for call, (c, tc), a in zip(called, climbs, apart)
+    )
+    return SharedRatchet(
+        called,
+        reasons,
+        tuple(c for c, _ in climbs),
+        tuple(tc for _, tc in climbs),
+        tuple(apart),
+        at_s,
+        second,
+        p,
+        found,
+        done,
+    )

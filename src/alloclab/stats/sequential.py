@@ -11,6 +11,7 @@ looks). Looks are cheap to make and costly to spend, so with elapsed time they a
 doublings of the elapsed time (the information in a level grows with the window, not with the
 number of peeks). Calibrated in benchmarks/calibration.py.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -24,15 +25,15 @@ from .group_tests import compare_to_baseline
 @dataclass(frozen=True)
 class SequentialDecision:
     stop: bool
-    winner: str | None              # the group with the lowest level, shown different from the baseline
-    evidence: dict[str, float]      # Holm-adjusted p of each group vs the baseline at this look
-    boundary: float                 # the level this look is tested at (its share of alpha)
-    look: int                       # index of this look (1-based); 0 when no test was spent
+    winner: str | None  # the group with the lowest level, shown different from the baseline
+    evidence: dict[str, float]  # Holm-adjusted p of each group vs the baseline at this look
+    boundary: float  # the level this look is tested at (its share of alpha)
+    look: int  # index of this look (1-based); 0 when no test was spent
     reason: str
 
 
-UNTIL = ("best", "every")      # what a look must show to stop (SequentialTest's until)
-DECIDED = ("lower", "higher", "equivalent")     # a comparison's decided statuses (as fleet status's)
+UNTIL = ("best", "every")  # what a look must show to stop (SequentialTest's until)
+DECIDED = ("lower", "higher", "equivalent")  # a comparison's decided statuses (as fleet status's)
 
 
 class SequentialTest:
@@ -63,15 +64,22 @@ class SequentialTest:
     look, which the same spending bounds by alpha over all looks (benchmarks/demo_stop_rule.py
     measures the "every" rule)."""
 
-    def __init__(self, alpha: float = 0.05, n_comparisons: int = 1, *, max_looks: int | None = None,
-                 first_look_s: float | None = None, look_times_s: list[float] | None = None,
-                 until: str = "best") -> None:
+    def __init__(
+        self,
+        alpha: float = 0.05,
+        n_comparisons: int = 1,
+        *,
+        max_looks: int | None = None,
+        first_look_s: float | None = None,
+        look_times_s: list[float] | None = None,
+        until: str = "best",
+    ) -> None:
         if not 0 < alpha < 1:
             raise ValueError("alpha must be between 0 and 1")
         if until not in UNTIL:
             raise ValueError(f"until must be one of {', '.join(UNTIL)}")
         self.until = until
-        self.decided: dict[str, tuple[str, int, float]] = {}     # until="every": group -> (status, look, adjusted p)
+        self.decided: dict[str, tuple[str, int, float]] = {}  # until="every": group -> (status, look, adjusted p)
         self.look_times_s = None
         if look_times_s is not None:
             times = [float(x) for x in look_times_s]
@@ -90,7 +98,7 @@ class SequentialTest:
             return self.look_times_s[self.looks] if self.looks < len(self.look_times_s) else None
         if self.max_looks is not None and self.looks >= self.max_looks:
             return None
-        return None if self.first_look_s is None else self.first_look_s * 2 ** self.looks
+        return None if self.first_look_s is None else self.first_look_s * 2**self.looks
 
     def look_plan(self, unplanned: int = 4) -> list[tuple[float, float]]:
         """(elapsed seconds, level) of every planned look; without planned look times, of the first
@@ -99,14 +107,16 @@ class SequentialTest:
             times = self.look_times_s
         else:
             n = unplanned if self.max_looks is None else min(unplanned, self.max_looks)
-            times = [(self.first_look_s or 0.0) * 2 ** k for k in range(n)]
+            times = [(self.first_look_s or 0.0) * 2**k for k in range(n)]
         return [(t, self.alpha_at(k)) for k, t in enumerate(times, 1)]
 
     def alpha_at(self, k: int) -> float:
         if self.look_times_s is not None:
-            return self.alpha * self.look_times_s[k - 1] / sum(self.look_times_s) if k <= len(self.look_times_s) else 0.0
-        if self.max_looks is not None:      # share proportional to the look's elapsed time
-            return self.alpha * 2 ** (k - 1) / (2 ** self.max_looks - 1) if k <= self.max_looks else 0.0
+            return (
+                self.alpha * self.look_times_s[k - 1] / sum(self.look_times_s) if k <= len(self.look_times_s) else 0.0
+            )
+        if self.max_looks is not None:  # share proportional to the look's elapsed time
+            return self.alpha * 2 ** (k - 1) / (2**self.max_looks - 1) if k <= self.max_looks else 0.0
         return self.alpha / (k * (k + 1))
 
     def _due(self, elapsed_s: float | None) -> bool:
@@ -116,12 +126,13 @@ class SequentialTest:
             self.first_look_s = max(float(elapsed_s), 1e-9)
         if self.look_times_s is not None:
             return self.looks >= len(self.look_times_s) or elapsed_s >= self.look_times_s[self.looks]
-        return elapsed_s >= self.first_look_s * 2.0 ** self.looks
+        return elapsed_s >= self.first_look_s * 2.0**self.looks
 
-    def update(self, levels_by_group: dict[str, np.ndarray], baseline: str, *,
-               elapsed_s: float | None = None) -> SequentialDecision:
+    def update(
+        self, levels_by_group: dict[str, np.ndarray], baseline: str, *, elapsed_s: float | None = None
+    ) -> SequentialDecision:
         due = self._due(elapsed_s)
-        if not due:         # cheap: nothing is computed or spent between looks
+        if not due:  # cheap: nothing is computed or spent between looks
             return SequentialDecision(False, None, dict(self._last), 0.0, 0, "between looks: no test spent")
         k = self.looks + 1
         level = self.alpha_at(k)
@@ -129,7 +140,7 @@ class SequentialTest:
         # Holm at this look's level over n_comparisons (at least the groups present)
         evidence = {g: c.p_adj for g, c in comps.items() if c.p_adj is not None}
         m_present = max(1, len(evidence))
-        if self.n_comparisons > m_present:     # groups not yet testable still count in the family
+        if self.n_comparisons > m_present:  # groups not yet testable still count in the family
             evidence = {g: min(1.0, p * self.n_comparisons / m_present) for g, p in evidence.items()}
         self._last = evidence
         if level <= 0:
@@ -144,33 +155,65 @@ class SequentialTest:
         if self.until == "every":
             return self._every_decided(comps, evidence, baseline, best, level)
         if best != baseline and best in shown and geo[best] < geo[baseline]:
-            return SequentialDecision(True, best, evidence, level, self.looks,
-                                      f"{best} below {baseline} at look {self.looks} "
-                                      f"(adjusted p {evidence[best]:.3g} < {level:.3g})")
+            return SequentialDecision(
+                True,
+                best,
+                evidence,
+                level,
+                self.looks,
+                f"{best} below {baseline} at look {self.looks} (adjusted p {evidence[best]:.3g} < {level:.3g})",
+            )
         others = [g for g in geo if g != baseline]
         if best == baseline and others and all(g in shown for g in others):
-            return SequentialDecision(True, baseline, evidence, level, self.looks,
-                                      f"every group above {baseline} at look {self.looks} (boundary {level:.3g})")
-        return SequentialDecision(False, None, evidence, level, self.looks,
-                                  f"look {self.looks}: no group shown below the baseline at {level:.3g}")
+            return SequentialDecision(
+                True,
+                baseline,
+                evidence,
+                level,
+                self.looks,
+                f"every group above {baseline} at look {self.looks} (boundary {level:.3g})",
+            )
+        return SequentialDecision(
+            False,
+            None,
+            evidence,
+            level,
+            self.looks,
+            f"look {self.looks}: no group shown below the baseline at {level:.3g}",
+        )
 
-    def _every_decided(self, comps: dict[str, Any], evidence: dict[str, float], baseline: str, best: str,
-                       level: float) -> SequentialDecision:
+    def _every_decided(
+        self, comps: dict[str, Any], evidence: dict[str, float], baseline: str, best: str, level: float
+    ) -> SequentialDecision:
         """until="every": stop once each of the n_comparisons groups is decided (lower, higher or
         equivalent at some look's level, at a look where every group has a level)."""
         others = [g for g, c in comps.items() if g != baseline and c.p_adj is not None]
-        missing = self.n_comparisons - len(others)          # groups with no level yet: undecided, and no decision
-        if missing <= 0:                                    # is taken on a smaller family than planned
+        missing = self.n_comparisons - len(others)  # groups with no level yet: undecided, and no decision
+        if missing <= 0:  # is taken on a smaller family than planned
             for g in others:
                 if g not in self.decided and comps[g].status in DECIDED:
                     self.decided[g] = (comps[g].status, self.looks, evidence[g])
         undecided = [g for g in others if g not in self.decided]
         if others and not undecided and missing <= 0:
-            said = ", ".join(f"{g} {status} (adjusted p {p:.3g}, look {k})" for g, (status, k, p) in self.decided.items())
-            return SequentialDecision(True, best, evidence, level, self.looks,
-                                      f"every comparison decided against {baseline} by look {self.looks}: {said}")
+            said = ", ".join(
+                f"{g} {status} (adjusted p {p:.3g}, look {k})" for g, (status, k, p) in self.decided.items()
+            )
+            return SequentialDecision(
+                True,
+                best,
+                evidence,
+                level,
+                self.looks,
+                f"every comparison decided against {baseline} by look {self.looks}: {said}",
+            )
         open_ = [f"{g} (adjusted p {evidence[g]:.3g})" for g in undecided]
         if missing > 0:
             open_.append(f"{missing} group{'s' if missing > 1 else ''} without a level")
-        return SequentialDecision(False, None, evidence, level, self.looks,
-                                  f"look {self.looks}: not decided at {level:.3g}: {', '.join(open_)}")
+        return SequentialDecision(
+            False,
+            None,
+            evidence,
+            level,
+            self.looks,
+            f"look {self.looks}: not decided at {level:.3g}: {', '.join(open_)}",
+        )

@@ -22,6 +22,7 @@ Rules, in STATUS_ORDER order (thresholds in RULES, see docs/method/index.md):
 - Variable: IQR > variable_iqr_share of the median.
 - Flat: none of the above.
 """
+
 from __future__ import annotations
 
 import math
@@ -41,8 +42,8 @@ from .rules import RULES
 from .steps import StepEvidence, _robust_sd, _step_evidence
 
 STATUS_ORDER = ["Unverified", "Too short", "Bloating", "Growing", "Variable", "Flat"]
-GROWTH_WORDS = ("Growing", "Bloating")   # the words of a series that climbs ("Growing in steps" is Growing, shape STEPS)
-STEPS = "steps"             # StatusCall.shape / the reports' growth_shape: Growing, and the step evidence holds
+GROWTH_WORDS = ("Growing", "Bloating")  # the words of a series that climbs ("Growing in steps" is Growing, shape STEPS)
+STEPS = "steps"  # StatusCall.shape / the reports' growth_shape: Growing, and the step evidence holds
 
 
 def status_phrase(word: str, shape: str | None = None) -> str:
@@ -53,22 +54,24 @@ def status_phrase(word: str, shape: str | None = None) -> str:
 
 @dataclass(frozen=True)
 class Releases:
-    count: int                 # release events in the window
-    largest_mb: float          # the largest fall from a running peak (counted or not)
-    threshold_mb: float        # the fall that counts as a release here
-    last_release_s: float | None   # time (from window start) of the last release's trough, None if none
-    quiet_s: float             # time from the last release's trough (or window start) to the window end
+    count: int  # release events in the window
+    largest_mb: float  # the largest fall from a running peak (counted or not)
+    threshold_mb: float  # the fall that counts as a release here
+    last_release_s: float | None  # time (from window start) of the last release's trough, None if none
+    quiet_s: float  # time from the last release's trough (or window start) to the window end
 
 
 @dataclass(frozen=True)
 class StatusCall:
-    word: str                  # one of STATUS_ORDER
-    reason: str                # plain words: which rule fired and on what figures
+    word: str  # one of STATUS_ORDER
+    reason: str  # plain words: which rule fired and on what figures
     growth: Growth | None
     releases: Releases | None
     iqr_share: float | None
-    ratchet: StepEvidence | None = None   # the step fit and its verdict (None: not reached), for classify(earlier=) and ratchet_group
-    shape: str | None = None   # STEPS: Growing in steps (the step evidence holds); None otherwise
+    ratchet: StepEvidence | None = (
+        None  # the step fit and its verdict (None: not reached), for classify(earlier=) and ratchet_group
+    )
+    shape: str | None = None  # STEPS: Growing in steps (the step evidence holds); None otherwise
 
 
 def bin_medians(t: np.ndarray, y: np.ndarray, bins: int = 50) -> tuple[np.ndarray, np.ndarray]:
@@ -84,7 +87,7 @@ def bin_medians(t: np.ndarray, y: np.ndarray, bins: int = 50) -> tuple[np.ndarra
     bounds = np.searchsorted(idx[order], np.arange(b + 1))
     for k in range(b):
         if bounds[k + 1] > bounds[k]:
-            med[k] = np.median(y[order[bounds[k]:bounds[k + 1]]])
+            med[k] = np.median(y[order[bounds[k] : bounds[k + 1]]])
     return idx, med
 
 
@@ -118,7 +121,7 @@ def release_events(t_s: np.ndarray, y: np.ndarray, level: float) -> Releases:
     # alternately outside a release (the running peak since the last one ended) and in one (the
     # running trough since it began), each scanned with numpy over chunks that double: about one
     # pass over the samples (the per-sample loop it replaces: 7–13 ms a 9-day 15-s window)
-    count, largest, last = 0, 0.0, None          # last: the index of the last release's trough
+    count, largest, last = 0, 0.0, None  # last: the index of the last release's trough
     i, peak = 0, float(y[0])
     while True:
         start_at, peak, fall = _until_fall(y, i, peak, thr)
@@ -133,8 +136,13 @@ def release_events(t_s: np.ndarray, y: np.ndarray, level: float) -> Releases:
         i, peak = end_at + 1, float(y[end_at])
     start, stop = float(t_s[0]), float(t_s[-1])
     last_t = None if last is None else float(t_s[last])
-    return Releases(count, float(largest), float(thr), None if last_t is None else last_t - start,
-                    stop - (start if last_t is None else last_t))
+    return Releases(
+        count,
+        float(largest),
+        float(thr),
+        None if last_t is None else last_t - start,
+        stop - (start if last_t is None else last_t),
+    )
 
 
 def _chunks(n: int, i: int) -> Iterator[tuple[int, int]]:
@@ -181,8 +189,15 @@ def _until_climb(y: np.ndarray, i: int, thr: float) -> tuple[int | None, float, 
     return None, trough, at
 
 
-def classify(t_s: np.ndarray, y: np.ndarray, *, verified: bool | None = True,
-             growth: Growth | None = None, seed: int = 0, earlier: StatusCall | None = None) -> StatusCall:
+def classify(
+    t_s: np.ndarray,
+    y: np.ndarray,
+    *,
+    verified: bool | None = True,
+    growth: Growth | None = None,
+    seed: int = 0,
+    earlier: StatusCall | None = None,
+) -> StatusCall:
     """The status word of one replica from its steady window (t_s seconds, y MB). `earlier`: a call
     on the same t_s and y whose release events and step fit (they depend on t_s and y alone, not on
     `growth`) are reused: the word decided again on another growth interval (analysis' pooled pass)."""
@@ -200,13 +215,25 @@ def classify(t_s: np.ndarray, y: np.ndarray, *, verified: bool | None = True,
     iqr = float((q3 - q1) / level) if level > 0 else None
     rel = earlier.releases if earlier is not None and earlier.releases is not None else release_events(t_s, y, level)
     known = earlier.ratchet if earlier is not None else None
-    growing = bool(g is not None and g.significant and g.change_mb > 0 and g.change_share > growth_bar_share(window) \
-            and g.change_mb >= RULES["growing_min_change_mb"])
+    growing = bool(
+        g is not None
+        and g.significant
+        and g.change_mb > 0
+        and g.change_share > growth_bar_share(window)
+        and g.change_mb >= RULES["growing_min_change_mb"]
+    )
     grown = g if growing else None
     rate = rate_phrase(grown.change_share, *_share_interval(grown), window) if grown is not None else ""
-    grew = (f"grew {grown.change_mb:.1f} MB ({grown.change_share:.1%}) over {window:.0f} s, 95% interval "
-            f"{grown.change_lo:.1f}–{grown.change_hi:.1f} MB" + (f", {rate}" if rate else "")
-            + (f", {grown.pooled}" if grown.pooled else "")) if grown is not None else ""
+    grew = (
+        (
+            f"grew {grown.change_mb:.1f} MB ({grown.change_share:.1%}) over {window:.0f} s, 95% interval "
+            f"{grown.change_lo:.1f}–{grown.change_hi:.1f} MB"
+            + (f", {rate}" if rate else "")
+            + (f", {grown.pooled}" if grown.pooled else "")
+        )
+        if grown is not None
+        else ""
+    )
     if grown is not None and grown.change_share >= RULES["bloating_window_share"]:
         return StatusCall("Bloating", grew, g, rel, iqr, known)
     ratchet = known or _step_evidence(t_s, y, level)
@@ -216,7 +243,9 @@ def classify(t_s: np.ndarray, y: np.ndarray, *, verified: bool | None = True,
         return StatusCall("Growing", grew, g, rel, iqr, ratchet)
     if iqr is not None and iqr > RULES["variable_iqr_share"]:
         return StatusCall("Variable", f"interquartile range {iqr:.0%} of the median", g, rel, iqr, ratchet)
-    return StatusCall("Flat", "; ".join(x for x in (_not_growing(g, window), ratchet.reason) if x), g, rel, iqr, ratchet)
+    return StatusCall(
+        "Flat", "; ".join(x for x in (_not_growing(g, window), ratchet.reason) if x), g, rel, iqr, ratchet
+    )
 
 
 def _share_interval(g: Growth) -> tuple[float | None, float | None]:
@@ -239,7 +268,13 @@ def _not_growing(g: Growth | None, window_s: float = 0.0) -> str:
     else:
         bar = growth_bar_share(window_s)
         rate = rate_phrase(g.change_share, *_share_interval(g), window_s)
-        why = (f"under the {bar:.1%} of the level and {RULES['growing_min_change_mb']:g} MB that Growing needs over this window"
-               + (f" (a rate of {rate}; the bar: {RULES['growing_min_rate_share_day']:.0%}/day over a day or more, "
-                  f"at most {RULES['flat_max_growth_share']:.0%})" if rate else ""))
+        why = (
+            f"under the {bar:.1%} of the level and {RULES['growing_min_change_mb']:g} MB that Growing needs over this window"
+            + (
+                f" (a rate of {rate}; the bar: {RULES['growing_min_rate_share_day']:.0%}/day over a day or more, "
+                f"at most {RULES['flat_max_growth_share']:.0%})"
+                if rate
+                else ""
+            )
+        )
     return f"{change_phrase(g)}: {why}"

@@ -15,6 +15,7 @@ word "Growing in steps" (stats.status.classify, shape STEPS; retired as "Ratchet
   used by stats.ratchet_shared).
 Thresholds in RULES ratchet_*; figures in docs/lab/calibration.md, "Ratcheting".
 """
+
 from __future__ import annotations
 
 import functools
@@ -59,7 +60,8 @@ def _step_scan(xt: np.ndarray, base: np.ndarray, phi: float, cand: np.ndarray) -
         after = np.zeros_like(m)
         after[:-1] = np.cumsum(m[::-1], axis=0)[::-1][1:]
         return m[cand] + (1 - phi) * after[cand]
-    num = against(r)                                 # r is orthogonal to the base already
+
+    num = against(r)  # r is orthogonal to the base already
     qz = against(q)
     den = 1 + (1 - phi) ** 2 * (n - 1 - cand) - np.einsum("ij,ij->i", qz, qz)
     sd = max(_robust_sd(r), 1e-12)
@@ -68,13 +70,13 @@ def _step_scan(xt: np.ndarray, base: np.ndarray, phi: float, cand: np.ndarray) -
 
 @dataclass(frozen=True)
 class StepFit:
-    phi: float                 # AR(1) φ of the noise between the steps (per bin; _step_noise)
-    sizes: np.ndarray          # the fitted steps as shares of the level, in time order
-    t: np.ndarray              # their t statistics (generalised least squares at φ)
-    at: np.ndarray             # their bins
-    bins: int                  # bins the window was averaged into
-    sharp_t: float             # the largest t of one up-step beside a smooth curve (_smooth_basis)
-    white: float = 0.0         # the share of the noise's variance that is white, beside that AR(1) (_step_noise)
+    phi: float  # AR(1) φ of the noise between the steps (per bin; _step_noise)
+    sizes: np.ndarray  # the fitted steps as shares of the level, in time order
+    t: np.ndarray  # their t statistics (generalised least squares at φ)
+    at: np.ndarray  # their bins
+    bins: int  # bins the window was averaged into
+    sharp_t: float  # the largest t of one up-step beside a smooth curve (_smooth_basis)
+    white: float = 0.0  # the share of the noise's variance that is white, beside that AR(1) (_step_noise)
 
 
 def step_fit(t: np.ndarray, y: np.ndarray, level: float) -> StepFit | None:
@@ -107,7 +109,7 @@ def _step_fit_x(x: np.ndarray) -> StepFit | None:
     if n < 12:
         return None
     idx = np.arange(n)
-    cand = np.arange(2, n - 1)                       # a step at the very edge is one odd bin, not a step
+    cand = np.arange(2, n - 1)  # a step at the very edge is one odd bin, not a step
 
     def steps(phi: float, chosen: list[int]) -> np.ndarray:
         # the prewhitened step columns at the chosen candidates: 0 before s, 1 at s, 1 − φ after
@@ -120,7 +122,7 @@ def _step_fit_x(x: np.ndarray) -> StepFit | None:
         for _ in range(int(RULES["ratchet_max_steps"])):
             tz = _step_scan(xt, np.column_stack([ones, steps(phi, chosen)]), phi, cand)
             for c in chosen:
-                tz[max(c - 1, 0):c + 2] = 0.0
+                tz[max(c - 1, 0) : c + 2] = 0.0
             best = int(np.argmax(np.abs(tz)))
             if abs(tz[best]) < RULES["ratchet_step_t"]:
                 break
@@ -138,8 +140,15 @@ def _step_fit_x(x: np.ndarray) -> StepFit | None:
     coef, *_ = np.linalg.lstsq(levels, x, rcond=None)
     phi, white = _step_noise(x - levels @ coef)
     chosen, sizes, tt = fit(phi)
-    return StepFit(phi, sizes, tt, cand[chosen] if chosen else np.zeros(0, dtype=int), n,
-                   _sharpest_beside(x, phi, _smooth_basis(n)), white)
+    return StepFit(
+        phi,
+        sizes,
+        tt,
+        cand[chosen] if chosen else np.zeros(0, dtype=int),
+        n,
+        _sharpest_beside(x, phi, _smooth_basis(n)),
+        white,
+    )
 
 
 def _lag_corr(r: np.ndarray, k: int) -> float:
@@ -171,7 +180,7 @@ def _step_noise(r: np.ndarray) -> tuple[float, float]:
     phi = _residual_phi(r)
     if len(r) < 4:
         return phi, 0.0
-    lag1, lag2 = _lag_corr(r, 1), _lag_corr(r, 2)       # both 0 for all-zero residuals: AR(1)
+    lag1, lag2 = _lag_corr(r, 1), _lag_corr(r, 2)  # both 0 for all-zero residuals: AR(1)
     # a wander shows at lag 2 beyond chance; in white noise lag-2 / lag-1 is noise, and the remains of
     # a step the fit missed read as a wander, which prewhitened at φ ≈ 1 costs staircases in
     # near-white noise their steps (+8% in 1% white, 1.5 d: 90.8% read as AR(1), 80.8% with this
@@ -186,8 +195,10 @@ def _step_noise(r: np.ndarray) -> tuple[float, float]:
 
 # the Whittle fit's starting grid (_whittle_noise), every (φ, white share) pair: φ dense towards 1,
 # where a slow wander's lies
-_WHITTLE_GRID = np.stack([g.ravel() for g in np.meshgrid(1.0 - np.logspace(0.0, -3.0, 61)[:-1],
-                                                         np.linspace(0.0, 1.0, 21), indexing="ij")], axis=1)
+_WHITTLE_GRID = np.stack(
+    [g.ravel() for g in np.meshgrid(1.0 - np.logspace(0.0, -3.0, 61)[:-1], np.linspace(0.0, 1.0, 21), indexing="ij")],
+    axis=1,
+)
 
 
 def _whittle_noise(r: np.ndarray, dropped: int = 0) -> tuple[float, float, float]:
@@ -210,22 +221,26 @@ def _whittle_noise(r: np.ndarray, dropped: int = 0) -> tuple[float, float, float
     n = len(r)
     power = np.abs(np.fft.rfft(r)) ** 2 / n
     cos = np.cos(2 * np.pi * np.arange(len(power)) / n)
-    keep = slice(1 + dropped, len(power) - (1 if n % 2 == 0 else 0))   # the mean is the curve's; the Nyquist term a half-weight one
+    keep = slice(
+        1 + dropped, len(power) - (1 if n % 2 == 0 else 0)
+    )  # the mean is the curve's; the Nyquist term a half-weight one
     power, cos = power[keep], cos[keep]
     if len(power) < 8 or not np.any(power > 0):
         return _residual_phi(r), 0.0, float(np.std(r))
 
-    def shape(phi: Any, white: Any) -> Any:          # floats or arrays of them
+    def shape(phi: Any, white: Any) -> Any:  # floats or arrays of them
         # the spectral density's shape at unit marginal variance: AR(1) part and white part
         return (1 - white) * (1 - phi * phi) / (1 - 2 * phi * cos + phi * phi) + white
 
     def objective(g: np.ndarray) -> np.ndarray:
         # Whittle's −2 log-likelihood with the scale profiled out, per shape along the last axis
         return len(power) * np.log(np.mean(power / g, axis=-1)) + np.log(g).sum(axis=-1)
+
     grid = objective(shape(_WHITTLE_GRID[:, :1], _WHITTLE_GRID[:, 1:]))
     start = _WHITTLE_GRID[int(np.argmin(grid))]
-    best = minimize(lambda params: float(objective(shape(*params))), start, method="L-BFGS-B",
-                    bounds=[(0.0, 0.999), (0.0, 1.0)])
+    best = minimize(
+        lambda params: float(objective(shape(*params))), start, method="L-BFGS-B", bounds=[(0.0, 0.999), (0.0, 1.0)]
+    )
     phi, white = (float(v) for v in (best.x if best.fun <= grid.min() else start))
     return phi, white, math.sqrt(float(np.mean(power / shape(phi, white))))
 
@@ -249,9 +264,14 @@ def _curve_phi(r: np.ndarray, basis: np.ndarray) -> float:
         c = q.T @ sq
         # trace and first off-diagonal of M Σ M, M = I − q qᵀ
         trace = n - float(np.trace(c))
-        off = ((n - 1) * phi - float(np.einsum("ik,ik->", q[:-1], sq[1:])) - float(np.einsum("ik,ik->", sq[:-1], q[1:]))
-               + float(np.einsum("ik,kl,il->", q[:-1], c, q[1:])))
+        off = (
+            (n - 1) * phi
+            - float(np.einsum("ik,ik->", q[:-1], sq[1:]))
+            - float(np.einsum("ik,ik->", sq[:-1], q[1:]))
+            + float(np.einsum("ik,kl,il->", q[:-1], c, q[1:]))
+        )
         return off / trace
+
     lo, hi = 0.0, 0.999
     if expected(lo) >= observed:
         return 0.0
@@ -271,18 +291,28 @@ def _smooth_basis(n: int) -> np.ndarray:
     return np.polynomial.legendre.legvander(np.linspace(-1.0, 1.0, n), int(RULES["ratchet_smooth_degree"]))
 
 
-def _staircase_shape(fit: StepFit, fall_t: float | None = None, min_steps: int | None = None) -> tuple[bool, str, float, int]:
+def _staircase_shape(
+    fit: StepFit, fall_t: float | None = None, min_steps: int | None = None
+) -> tuple[bool, str, float, int]:
     """The shape part of Ratcheting: ≥ ratchet_min_steps (or `min_steps`) up-steps climbing ≥
     ratchet_min_climb_share of the level together, and no down-step (|t| ≥ fall_t, ratchet_step_t
     unless given) of ≥ ratchet_max_drawdown of that climb (a release). (ok, why not, the climb, the up-steps)."""
     up = int((fit.sizes > 0).sum())
-    climb = float(fit.sizes.sum())                   # net: what the steps added up to, down-steps taken off
+    climb = float(fit.sizes.sum())  # net: what the steps added up to, down-steps taken off
     fall_t = RULES["ratchet_step_t"] if fall_t is None else fall_t
     falls = (fit.sizes < 0) & (fit.t <= -fall_t) & (-fit.sizes >= RULES["ratchet_max_drawdown"] * climb)
-    if up < (RULES["ratchet_min_steps"] if min_steps is None else min_steps) or climb < RULES["ratchet_min_climb_share"]:
+    if (
+        up < (RULES["ratchet_min_steps"] if min_steps is None else min_steps)
+        or climb < RULES["ratchet_min_climb_share"]
+    ):
         return False, f"{up} up-step(s) beyond the noise, {climb:+.1%} together", climb, up
     if falls.any():
-        return False, f"climbed {climb:.1%} in steps but fell back {float(-fit.sizes[falls].max()):.1%} in one", climb, up
+        return (
+            False,
+            f"climbed {climb:.1%} in steps but fell back {float(-fit.sizes[falls].max()):.1%} in one",
+            climb,
+            up,
+        )
     return True, "", climb, up
 
 
@@ -296,13 +326,14 @@ def _sharp_bar(bins: int) -> float:
 class StepEvidence:
     """A replica's step fit and Ratcheting's verdict on it (step_evidence), fitted once: classify
     words the replica with it, ratchet_group lends it to the replica's group."""
-    x: np.ndarray | None       # the window averaged into ≤ ratchet_step_points bins, as shares of the level
-                               # (None: no positive level or fewer than 12 samples)
-    tb: np.ndarray | None      # those bins' times, seconds from the window's start (the daily cycle's clock)
-    span_s: float              # the window's span, seconds
-    fit: StepFit | None        # the step fit on x (None: no x or fewer than 12 bins)
-    ratcheting: bool           # Ratcheting on its own evidence (_ratchet_in_noise)
-    reason: str                # why, or why not ("" when there was no fit)
+
+    x: np.ndarray | None  # the window averaged into ≤ ratchet_step_points bins, as shares of the level
+    # (None: no positive level or fewer than 12 samples)
+    tb: np.ndarray | None  # those bins' times, seconds from the window's start (the daily cycle's clock)
+    span_s: float  # the window's span, seconds
+    fit: StepFit | None  # the step fit on x (None: no x or fewer than 12 bins)
+    ratcheting: bool  # Ratcheting on its own evidence (_ratchet_in_noise)
+    reason: str  # why, or why not ("" when there was no fit)
 
 
 def step_evidence(t: np.ndarray, y: np.ndarray) -> StepEvidence:
@@ -332,25 +363,31 @@ def _ratchet_in_noise(fit: StepFit | None, level: float) -> tuple[bool, str]:
         return False, why
     sharp = _sharp_bar(fit.bins)
     if fit.sharp_t < sharp:
-        return False, (f"its step fit climbed {climb:.1%}, but no step sharper than a smooth climb's "
-                       f"(t {fit.sharp_t:.1f} < {sharp:.2f})")
-    return True, (f"climbed {climb * level:.1f} MB ({climb:.1%}) in {up} steps without a release beyond "
-                  f"its noise (sharpest step t {fit.sharp_t:.1f} beside a smooth climb; AR(1) φ {fit.phi:.2f} "
-                  f"per 1/{fit.bins} of the window" + (f" plus white noise, {fit.white:.0%} of its variance" if fit.white else "")
-                  + ")")
+        return False, (
+            f"its step fit climbed {climb:.1%}, but no step sharper than a smooth climb's "
+            f"(t {fit.sharp_t:.1f} < {sharp:.2f})"
+        )
+    return True, (
+        f"climbed {climb * level:.1f} MB ({climb:.1%}) in {up} steps without a release beyond "
+        f"its noise (sharpest step t {fit.sharp_t:.1f} beside a smooth climb; AR(1) φ {fit.phi:.2f} "
+        f"per 1/{fit.bins} of the window"
+        + (f" plus white noise, {fit.white:.0%} of its variance" if fit.white else "")
+        + ")"
+    )
 
 
 @dataclass(frozen=True)
 class GroupRatchet:
     """A group's replicas lending each other step evidence (ratchet_group)."""
-    own: tuple[bool, ...]               # per replica: Ratcheting on its own evidence (StepEvidence.ratcheting)
-    called: tuple[bool, ...]            # per replica: Ratcheting on the group's evidence (not on its own)
-    reasons: tuple[str, ...]            # per replica: why, for those called
-    p: float | None                     # the group's combined p; None: not simulated (the pre-screen said it could not reach)
-    own_p: tuple[float | None, ...]     # each replica's p against its own simulated null (None: not simulated)
-    simulations: int                    # step fits run on simulated series
+
+    own: tuple[bool, ...]  # per replica: Ratcheting on its own evidence (StepEvidence.ratcheting)
+    called: tuple[bool, ...]  # per replica: Ratcheting on the group's evidence (not on its own)
+    reasons: tuple[str, ...]  # per replica: why, for those called
+    p: float | None  # the group's combined p; None: not simulated (the pre-screen said it could not reach)
+    own_p: tuple[float | None, ...]  # each replica's p against its own simulated null (None: not simulated)
+    simulations: int  # step fits run on simulated series
     shaped_p: tuple[float | None, ...]  # each replica's p among those simulations with the staircase's shape (its call;
-                                        # own-route replicas carry own_p's 1/(sims + 1), None: not simulated)
+    # own-route replicas carry own_p's 1/(sims + 1), None: not simulated)
 
 
 def _group_shape(fit: StepFit, min_steps: int | None = None) -> bool:
@@ -361,8 +398,16 @@ def _group_shape(fit: StepFit, min_steps: int | None = None) -> bool:
     return _staircase_shape(fit, _sharp_bar(fit.bins), min_steps)[0]
 
 
-def _null_p(x: np.ndarray, sharp_t: float, rng: np.random.Generator, sims: int, *,
-            unbiased_phi: bool = False, decide_at: float | None = None, gated: bool = True) -> tuple[float, int]:
+def _null_p(
+    x: np.ndarray,
+    sharp_t: float,
+    rng: np.random.Generator,
+    sims: int,
+    *,
+    unbiased_phi: bool = False,
+    decide_at: float | None = None,
+    gated: bool = True,
+) -> tuple[float, int]:
     """The replica's p: where its step statistic (sharp_t, the fit having the staircase's shape)
     falls among simulations of its null — its own smooth curve (_smooth_basis: flat, a climb, one
     that levels off) plus the noise of the curve's residuals (_whittle_noise's AR(1) plus white
@@ -372,15 +417,23 @@ def _null_p(x: np.ndarray, sharp_t: float, rng: np.random.Generator, sims: int, 
     and a replica far from a staircase costs ~10–30 fits, not `sims`. `gated` False: a simulation
     counts by its sharpest step alone, shape or not (calibration's --part ratchet-combine asks
     what a replica without the shape could be called). (p, simulations run)."""
+
     def as_sharp(series: np.ndarray) -> bool:
         fit = _step_fit_x(series)
         return bool(fit is not None and (not gated or _group_shape(fit)) and fit.sharp_t >= sharp_t)
+
     return _curve_null_p(x, _smooth_basis(len(x)), as_sharp, rng, sims, decide_at, unbiased_phi)
 
 
-def _curve_null_p(x: np.ndarray, basis: np.ndarray, as_extreme: Callable[[np.ndarray], bool],
-                  rng: np.random.Generator, sims: int, decide_at: float | None = None,
-                  unbiased_phi: bool = False) -> tuple[float, int]:
+def _curve_null_p(
+    x: np.ndarray,
+    basis: np.ndarray,
+    as_extreme: Callable[[np.ndarray], bool],
+    rng: np.random.Generator,
+    sims: int,
+    decide_at: float | None = None,
+    unbiased_phi: bool = False,
+) -> tuple[float, int]:
     """simulated_p of x's least-squares curve on `basis` plus the noise of its residuals: AR(1)
     plus white noise fitted by Whittle's likelihood (_whittle_noise: φ, white share, marginal SD) or,
     `unbiased_phi`, AR(1) at φ unbiased for this basis's fit (_curve_phi) at its upper
@@ -398,12 +451,20 @@ def _curve_null_p(x: np.ndarray, basis: np.ndarray, as_extreme: Callable[[np.nda
     return simulated_p(curve, phi, sd, as_extreme, rng, sims, decide_at, white)
 
 
-def simulated_p(mean: np.ndarray, phi: float, sd: float, as_extreme: Callable[[np.ndarray], bool],
-                rng: np.random.Generator, sims: int, decide_at: float | None = None,
-                white: float = 0.0) -> tuple[float, int]:
+def simulated_p(
+    mean: np.ndarray,
+    phi: float,
+    sd: float,
+    as_extreme: Callable[[np.ndarray], bool],
+    rng: np.random.Generator,
+    sims: int,
+    decide_at: float | None = None,
+    white: float = 0.0,
+) -> tuple[float, int]:
     """sequential_p over simulations of `mean` plus AR(1) noise (φ, marginal SD; `white`: that share
     of the variance white instead: _whittle_noise's model), drawn ten at a time as they are needed;
     `as_extreme(series)`: whether that simulation is as extreme as the data."""
+
     def extreme() -> Iterator[bool]:
         done = 0
         while done < sims:
@@ -414,6 +475,7 @@ def simulated_p(mean: np.ndarray, phi: float, sd: float, as_extreme: Callable[[n
             for one in noise:
                 done += 1
                 yield as_extreme(mean + one)
+
     return sequential_p(extreme(), sims, decide_at)
 
 
@@ -453,7 +515,9 @@ def _levelling_bases(n: int, cycle: np.ndarray | None = None) -> list[np.ndarray
     return [np.column_stack(fixed + [1 - np.exp(-u / tau)]) for tau in LEVELLING_TAUS]
 
 
-def _levelling_basis(x: np.ndarray, cycle: np.ndarray | None = None, bases: list[np.ndarray] | None = None) -> np.ndarray:
+def _levelling_basis(
+    x: np.ndarray, cycle: np.ndarray | None = None, bases: list[np.ndarray] | None = None
+) -> np.ndarray:
     """The group route's smooth curve: the one of _levelling_bases (or `bases`, built for x's length
     and cycle) whose least-squares fit to x leaves the smallest residual. A climb that levels off
     early (a relay growing to its ceiling) bends more sharply than a cubic can, and beside a cubic
@@ -473,7 +537,11 @@ def _cycle_of(e: StepEvidence) -> np.ndarray | None:
     cycling group is not found without these columns either. Kept: the columns were calibrated
     with the rule, and a curve that holds the cycle leaves the null less to guess."""
     cols = 2 * int(RULES["growth_cycle_harmonics"])
-    if e.tb is None or e.span_s < RULES["growth_cycle_period_s"] or len(e.tb) < 4 * (cols + int(RULES["ratchet_smooth_degree"]) + 2):
+    if (
+        e.tb is None
+        or e.span_s < RULES["growth_cycle_period_s"]
+        or len(e.tb) < 4 * (cols + int(RULES["ratchet_smooth_degree"]) + 2)
+    ):
         return None
     return cycle_columns(e.tb)
 
@@ -487,11 +555,12 @@ def _sharpest_beside(x: np.ndarray, phi: float, basis: np.ndarray) -> float:
 @dataclass(frozen=True)
 class LevellingP:
     """A replica's evidence in the group route (_levelling_null_p)."""
-    p: float                   # among all simulations: the shape and a step as sharp (what the group's p combines)
-    statistic: float           # its sharpest up-step's t beside its levelling curve
-    simulations: int           # simulations run
-    shaped: int                # of them, with the staircase's shape
-    as_sharp: int              # of those, with a step as sharp
+
+    p: float  # among all simulations: the shape and a step as sharp (what the group's p combines)
+    statistic: float  # its sharpest up-step's t beside its levelling curve
+    simulations: int  # simulations run
+    shaped: int  # of them, with the staircase's shape
+    as_sharp: int  # of those, with a step as sharp
 
     @property
     def shaped_p(self) -> float:
@@ -500,8 +569,9 @@ class LevellingP:
         return besag_clifford_p(self.as_sharp, self.shaped, self.shaped)
 
 
-def _levelling_null_p(x: np.ndarray, fit: StepFit, rng: np.random.Generator, sims: int,
-                      cycle: np.ndarray | None = None) -> LevellingP:
+def _levelling_null_p(
+    x: np.ndarray, fit: StepFit, rng: np.random.Generator, sims: int, cycle: np.ndarray | None = None
+) -> LevellingP:
     """A replica's p in the group route: its sharpest up-step beside its own levelling curve
     (_levelling_basis with `cycle`, at its step fit's φ) among simulations of that curve plus the
     noise of the curve's residuals (_whittle_noise's model), same bins; each simulation is
@@ -513,7 +583,7 @@ def _levelling_null_p(x: np.ndarray, fit: StepFit, rng: np.random.Generator, sim
     small whatever its steps: such replicas had p ≤ ratchet_group_replica_p in 88–95% of cases,
     and were called wherever their group was found; among the shaped simulations, in 30–38%
     (session 19, docs/method/index.md)."""
-    bases = _levelling_bases(len(x), cycle)          # the simulations have x's bins: built once
+    bases = _levelling_bases(len(x), cycle)  # the simulations have x's bins: built once
     basis = _levelling_basis(x, bases=bases)
     observed = _sharpest_beside(x, fit.phi, basis)
     shaped = hits = 0
@@ -527,6 +597,7 @@ def _levelling_null_p(x: np.ndarray, fit: StepFit, rng: np.random.Generator, sim
         hit = _sharpest_beside(series, f.phi, _levelling_basis(series, bases=bases)) >= observed
         hits += hit
         return bool(hit)
+
     p, done = _curve_null_p(x, basis, as_sharp, rng, sims)
     return LevellingP(p, observed, done, shaped, hits)
 
@@ -537,7 +608,7 @@ def _truncated_product_null(m: int, tau: float) -> np.ndarray:
     independent uniform p's: 400,000 draws seeded by m, sorted (its 0.25% point to ±0.00008), read-only."""
     u = np.sort(np.random.default_rng(m).uniform(size=(400_000, m)), axis=1)[:, 1:]
     null = np.sort(np.where(u <= tau, np.log(u), 0.0).sum(-1))
-    null.flags.writeable = False                     # cached: shared by every call
+    null.flags.writeable = False  # cached: shared by every call
     return null
 
 
@@ -595,11 +666,11 @@ def ratchet_group(replicas: list[StepEvidence], *, sims: int | None = None) -> G
     tested = min(m, int(RULES["ratchet_group_max_tested"]))
     candidates = [a or b for a, b in zip(shape[:tested], own[:tested])]
     if sum(candidates) < 2 or truncated_product_p([p_min if c else 1.0 for c in candidates]) > alpha:
-        return none                                  # even the smallest p's of the candidates could not reach it
+        return none  # even the smallest p's of the candidates could not reach it
     digest = hashlib.blake2b(b"".join(np.round(x, 9).tobytes() for x in xs if x is not None), digest_size=8).digest()
     rng = np.random.default_rng(int.from_bytes(digest, "little"))
     done = 0
-    evidence: dict[int, LevellingP] = {}             # per simulated replica: its evidence, and beside what
+    evidence: dict[int, LevellingP] = {}  # per simulated replica: its evidence, and beside what
     beside: dict[int, str] = {}
 
     def replica_p(i: int) -> float | None:
@@ -614,11 +685,12 @@ def ratchet_group(replicas: list[StepEvidence], *, sims: int | None = None) -> G
         beside[i] = "a smooth climb that may level off" + ("" if cycle is None else " and the daily cycle")
         done += e.simulations
         return e.p
+
     own_p = [replica_p(i) for i in range(tested)]
     p = float(truncated_product_p([1.0 if q is None else q for q in own_p]))
     own_p += [replica_p(i) if p <= alpha else None for i in range(tested, m)]
     called, reasons = [], []
-    shaped_p = [evidence[i].shaped_p if i in evidence else q for i, q in enumerate(own_p)]   # own route: p_min
+    shaped_p = [evidence[i].shaped_p if i in evidence else q for i, q in enumerate(own_p)]  # own route: p_min
     for i, (fit, sh, mine, q) in enumerate(zip(fits, shape, own, shaped_p)):
         call = bool(p <= alpha and sh and not mine and q is not None and q <= RULES["ratchet_group_replica_p"])
         called.append(call)
@@ -626,10 +698,12 @@ def ratchet_group(replicas: list[StepEvidence], *, sims: int | None = None) -> G
         if not call:
             reasons.append("")
             continue
-        assert fit is not None and e is not None        # called: it has the shape and was simulated
-        reasons.append(f"{_staircase_shape(fit)[3]} up-steps climbing {float(fit.sizes.sum()):.1%} without a release "
-                       f"beyond its noise; its sharpest step (t {e.statistic:.1f} beside {beside[i]}) "
-                       f"sharper than {e.shaped - e.as_sharp} of the {e.shaped} simulations of that curve in "
-                       f"its own noise that have the staircase's shape (p {q:.2g} among them), and {tested} of its "
-                       f"group's replicas together beyond theirs (combined p {p:.2g})")
+        assert fit is not None and e is not None  # called: it has the shape and was simulated
+        reasons.append(
+            f"{_staircase_shape(fit)[3]} up-steps climbing {float(fit.sizes.sum()):.1%} without a release "
+            f"beyond its noise; its sharpest step (t {e.statistic:.1f} beside {beside[i]}) "
+            f"sharper than {e.shaped - e.as_sharp} of the {e.shaped} simulations of that curve in "
+            f"its own noise that have the staircase's shape (p {q:.2g} among them), and {tested} of its "
+            f"group's replicas together beyond theirs (combined p {p:.2g})"
+        )
     return GroupRatchet(tuple(own), tuple(called), tuple(reasons), p, tuple(own_p), done, tuple(shaped_p))

@@ -16,6 +16,7 @@ Each wrong call (bad when the true ratio is at or below the threshold, good when
 has probability ≤ alpha whatever the dependence between looks. Calibrated in
 benchmarks/bisect_calibration.py (docs/method/index.md, calibration table).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -29,11 +30,11 @@ GOOD, CANDIDATE = "good", "candidate"
 
 @dataclass(frozen=True)
 class ThresholdDecision:
-    verdict: str | None          # "bad", "good", or None (no decision at this look)
-    ratio: float | None          # geometric-mean ratio candidate / good
-    p: float | None              # adjusted p of "ratio = threshold" at this look
-    boundary: float              # this look's share of alpha (0: between looks)
-    look: int                    # 1-based; 0 when no test was spent
+    verdict: str | None  # "bad", "good", or None (no decision at this look)
+    ratio: float | None  # geometric-mean ratio candidate / good
+    p: float | None  # adjusted p of "ratio = threshold" at this look
+    boundary: float  # this look's share of alpha (0: between looks)
+    look: int  # 1-based; 0 when no test was spent
     reason: str
 
 
@@ -46,8 +47,9 @@ def _geo(a: np.ndarray) -> float | None:
 class ThresholdTest:
     """Sequential test of candidate/good against `threshold` (> 0), family-wise error ≤ alpha."""
 
-    def __init__(self, threshold: float, alpha: float = 0.05, *, max_looks: int | None = None,
-                 first_look_s: float | None = None) -> None:
+    def __init__(
+        self, threshold: float, alpha: float = 0.05, *, max_looks: int | None = None, first_look_s: float | None = None
+    ) -> None:
         if not threshold > 0:
             raise ValueError("threshold must be positive")
         self.threshold = float(threshold)
@@ -60,7 +62,7 @@ class ThresholdTest:
     def due(self, elapsed_s: float) -> bool:
         """Whether a look would be spent at this elapsed time (callers skip the analysis otherwise)."""
         first = self.test.first_look_s
-        return first is None or elapsed_s >= first * 2 ** self.test.looks
+        return first is None or elapsed_s >= first * 2**self.test.looks
 
     def update(self, good: np.ndarray, candidate: np.ndarray, *, elapsed_s: float | None = None) -> ThresholdDecision:
         good, candidate = np.asarray(good, dtype=float), np.asarray(candidate, dtype=float)
@@ -70,12 +72,21 @@ class ThresholdTest:
         p = d.evidence.get(CANDIDATE)
         shown = f"ratio {ratio:.3f}" if ratio is not None else "no ratio yet"
         if not d.stop:
-            why = (f"adjusted p {p:.3g} at look {d.look}, which is tested at {d.boundary:.3g}" if d.look and p is not None
-                   else d.reason)
-            return ThresholdDecision(None, ratio, p, d.boundary, d.look,
-                                     f"{shown}: not shown above or below ×{self.threshold:g} ({why})")
+            why = (
+                f"adjusted p {p:.3g} at look {d.look}, which is tested at {d.boundary:.3g}"
+                if d.look and p is not None
+                else d.reason
+            )
+            return ThresholdDecision(
+                None, ratio, p, d.boundary, d.look, f"{shown}: not shown above or below ×{self.threshold:g} ({why})"
+            )
         verdict = "good" if d.winner == CANDIDATE else "bad"
         side = "below" if verdict == "good" else "above"
-        return ThresholdDecision(verdict, ratio, p, d.boundary, d.look,
-                                 f"{shown} shown {side} ×{self.threshold:g} at look {d.look} "
-                                 f"(adjusted p {p:.3g} < {d.boundary:.3g})")
+        return ThresholdDecision(
+            verdict,
+            ratio,
+            p,
+            d.boundary,
+            d.look,
+            f"{shown} shown {side} ×{self.threshold:g} at look {d.look} (adjusted p {p:.3g} < {d.boundary:.3g})",
+        )

@@ -7,6 +7,7 @@ parameters). It is written out as an experiment file and parsed again by config.
 so every derived experiment passes the very checks `alloclab check` makes, and the run stores the
 file it really ran.
 """
+
 from __future__ import annotations
 
 import json
@@ -25,6 +26,7 @@ _GROUP_NAME_BAD = re.compile(r"[^A-Za-z0-9_.+-]+")
 @dataclass(frozen=True)
 class Point:
     """One setting to run: an allocator, tunables (environment) and workload parameters."""
+
     allocator: str
     env: dict[str, str] = field(default_factory=dict)
     params: dict[str, Any] = field(default_factory=dict)
@@ -43,36 +45,54 @@ def group_name(index: int, label: str) -> str:
 @dataclass(frozen=True)
 class Base:
     experiment: Experiment
-    allocator: str                 # the base experiment's baseline allocator (the default for tunable axes)
-    env: dict[str, str]            # ... and its environment, kept under every point
+    allocator: str  # the base experiment's baseline allocator (the default for tunable axes)
+    env: dict[str, str]  # ... and its environment, kept under every point
     command: tuple[str, ...] | None
 
 
-def base_experiment(target: str, *, replicas: int | None = None, interval: str | None = None,
-                    warmup: str | None = None, metric: str | None = None,
-                    params: dict[str, Any] | None = None) -> Base:
+def base_experiment(
+    target: str,
+    *,
+    replicas: int | None = None,
+    interval: str | None = None,
+    warmup: str | None = None,
+    metric: str | None = None,
+    params: dict[str, Any] | None = None,
+) -> Base:
     """An experiment file (its baseline group gives the allocator and environment every point
     starts from) or a built-in workload's name (glibc, no environment)."""
     path = Path(target)
     if target.endswith(".toml") or path.is_file():
         exp = load_experiment(path)
         if params:
-            raise UserError("--workload-param applies to a built-in workload's name, not an experiment file",
-                            "set the workload's parameters in the file's [workload] table")
+            raise UserError(
+                "--workload-param applies to a built-in workload's name, not an experiment file",
+                "set the workload's parameters in the file's [workload] table",
+            )
         base = exp.group(exp.baseline)
         if any(v is not None for v in (replicas, interval, warmup, metric)):
             exp = _reparse(exp, replicas=replicas, interval=interval, warmup=warmup, metric=metric)
         return Base(exp, base.allocator, dict(base.env), base.command)
     if target not in workloads.MODELS:
-        raise UserError(f"{target!r} is neither an experiment file nor a built-in workload",
-                        f"give a .toml experiment file or one of: {', '.join(sorted(workloads.MODELS))}")
-    lines = [f"name = {_v(target)}", f"replicas = {3 if replicas is None else replicas}", f"interval = {_v(interval or '2s')}",
-             f"metric = {_v(metric or 'rss')}", "[phases]", f"warmup = {_v(warmup or '20s')}", "load = \"10m\"",
-             "[workload]", f"name = {_v(target)}"]
+        raise UserError(
+            f"{target!r} is neither an experiment file nor a built-in workload",
+            f"give a .toml experiment file or one of: {', '.join(sorted(workloads.MODELS))}",
+        )
+    lines = [
+        f"name = {_v(target)}",
+        f"replicas = {3 if replicas is None else replicas}",
+        f"interval = {_v(interval or '2s')}",
+        f"metric = {_v(metric or 'rss')}",
+        "[phases]",
+        f"warmup = {_v(warmup or '20s')}",
+        'load = "10m"',
+        "[workload]",
+        f"name = {_v(target)}",
+    ]
     lines += [f"{k} = {_v(v)}" for k, v in (params or {}).items()]
     lines += ["[[group]]", 'name = "base"', 'allocator = "glibc"']
     exp = parse_experiment("\n".join(lines) + "\n", f"workload {target}", Path.cwd())
-    workloads.command_for(exp)            # unknown or bad parameters: refused now, in the workload's words
+    workloads.command_for(exp)  # unknown or bad parameters: refused now, in the workload's words
     return Base(exp, "glibc", {}, None)
 
 
@@ -81,8 +101,15 @@ def _reparse(exp: Experiment, **overrides: Any) -> Experiment:
     return parse_experiment(text, exp.name, exp.base_dir)
 
 
-def derive(base: Base, name: str, points: list[tuple[str, Point]], baseline: str, *, load_s: float | None = None,
-           seed: int | None = None) -> Experiment:
+def derive(
+    base: Base,
+    name: str,
+    points: list[tuple[str, Point]],
+    baseline: str,
+    *,
+    load_s: float | None = None,
+    seed: int | None = None,
+) -> Experiment:
     """The experiment that runs `points` (group name, point) side by side; baseline names one of
     them. load_s replaces the load phase (bisect steps: the longest a step may run); no idle phase then."""
     exp = base.experiment
@@ -95,16 +122,20 @@ def derive(base: Base, name: str, points: list[tuple[str, Point]], baseline: str
         command = base.command
         if p.params:
             if exp.workload is None or exp.workload.name == "trace":
-                raise UserError(f"{p.label}: workload parameters need a built-in workload",
-                                "give a workload's name (alloclab workloads) instead of a command")
-            command = workloads.command_for(replace(exp, workload=Workload(exp.workload.name,
-                                                                           {**exp.workload.params, **p.params})))
+                raise UserError(
+                    f"{p.label}: workload parameters need a built-in workload",
+                    "give a workload's name (alloclab workloads) instead of a command",
+                )
+            command = workloads.command_for(
+                replace(exp, workload=Workload(exp.workload.name, {**exp.workload.params, **p.params}))
+            )
         groups.append(Group(gname, p.allocator, {**base.env, **p.env}, command))
     exp = replace(exp, name=name[:64], groups=tuple(groups), baseline=baseline)
     return parse_experiment(to_toml(exp), f"{name} (derived)", exp.base_dir)
 
 
 # ---- writing an Experiment back as an experiment file -----------------------------------------------
+
 
 def _v(value: Any) -> str:
     """A TOML value (strings as JSON strings: a subset of TOML's basic strings)."""
@@ -121,14 +152,27 @@ def _v(value: Any) -> str:
     raise TypeError(type(value))
 
 
-def to_toml(exp: Experiment, *, replicas: int | None = None, interval: str | None = None, warmup: str | None = None,
-            metric: str | None = None) -> str:
+def to_toml(
+    exp: Experiment,
+    *,
+    replicas: int | None = None,
+    interval: str | None = None,
+    warmup: str | None = None,
+    metric: str | None = None,
+) -> str:
     """The experiment file that parses back into `exp` (durations in seconds)."""
-    lines = [f"name = {_v(exp.name)}", f"replicas = {exp.replicas if replicas is None else replicas}",
-             f"interval = {_v(interval) if interval else _v(exp.interval)}", f"baseline = {_v(exp.baseline)}",
-             f"seed = {exp.seed}", f"metric = {_v(metric or exp.metric)}", f"grace = {_v(exp.grace)}",
-             f"smaps_budget = {_v(exp.smaps_budget)}", f"verify_every = {_v(exp.verify_every)}",
-             f"port_base = {exp.port_base}"]
+    lines = [
+        f"name = {_v(exp.name)}",
+        f"replicas = {exp.replicas if replicas is None else replicas}",
+        f"interval = {_v(interval) if interval else _v(exp.interval)}",
+        f"baseline = {_v(exp.baseline)}",
+        f"seed = {exp.seed}",
+        f"metric = {_v(metric or exp.metric)}",
+        f"grace = {_v(exp.grace)}",
+        f"smaps_budget = {_v(exp.smaps_budget)}",
+        f"verify_every = {_v(exp.verify_every)}",
+        f"port_base = {exp.port_base}",
+    ]
     if exp.max_duration is not None:
         lines.append(f"max_duration = {_v(exp.max_duration)}")
     if exp.command is not None:

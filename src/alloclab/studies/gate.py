@@ -14,6 +14,7 @@ called above in at most α/2 = 2.5% of gates, and a true increase beyond PCT% wi
 2.5%, whatever the dependence between looks (Bonferroni). Calibration: benchmarks/gate_decisive.py,
 docs/tutorials/ci-memory-gate.md.
 """
+
 from __future__ import annotations
 
 import json
@@ -43,6 +44,7 @@ GATE_FILE = "gate.json"
 class Side:
     """What one side runs: a command (argv), a recorded trace, or the experiment's workload; under
     an allocator with an environment."""
+
     command: tuple[str, ...] | None = None
     trace: Path | None = None
     allocator: str = "glibc"
@@ -54,14 +56,14 @@ class Plan:
     baseline: Side
     candidate: Side
     pct: float
-    workload: str | None = None        # a built-in workload's name (both sides)
+    workload: str | None = None  # a built-in workload's name (both sides)
     replicas: int = 4
     interval_s: float = 1.0
     warmup_s: float = 10.0
     max_duration_s: float = 300.0
     first_look_s: float | None = None  # default: warm-up + 10 intervals
     metric: str = "rss"
-    speed: float = 0.0                 # trace replay speed (0: flat out, the same work every time)
+    speed: float = 0.0  # trace replay speed (0: flat out, the same work every time)
     seed: int = 0
 
 
@@ -81,7 +83,9 @@ def parse_command(text: str, option: str) -> tuple[str, ...]:
     except ValueError as e:
         raise UserError(f"{option} {text!r} cannot be split into words ({e})", "quote it as a shell would") from None
     if not argv:
-        raise UserError(f"{option} is empty", "give the program and its arguments, e.g. --baseline './app --input fixed.dat'")
+        raise UserError(
+            f"{option} is empty", "give the program and its arguments, e.g. --baseline './app --input fixed.dat'"
+        )
     return argv
 
 
@@ -95,29 +99,44 @@ def experiment(plan: Plan, base_dir: Path | None = None) -> Experiment:
     file is written back and parsed again: experiments.derive.to_toml)."""
     from ..experiment_file import parse_experiment
     from .derive import to_toml
+
     check_pct(plan.pct)
     if plan.replicas < 2:
-        raise UserError(f"--replicas {plan.replicas} is too few", "the gate needs at least 2 replicas a side (4 is the default)")
+        raise UserError(
+            f"--replicas {plan.replicas} is too few", "the gate needs at least 2 replicas a side (4 is the default)"
+        )
     if plan.warmup_s + 10 * plan.interval_s >= plan.max_duration_s:
-        raise UserError(f"--max-duration {plan.max_duration_s:g}s leaves no time after the warm-up for a look",
-                        "give a longer --max-duration or a shorter --warmup")
+        raise UserError(
+            f"--max-duration {plan.max_duration_s:g}s leaves no time after the warm-up for a look",
+            "give a longer --max-duration or a shorter --warmup",
+        )
     base_dir = base_dir or Path.cwd()
     workload = None
     if plan.workload is not None:
         workload = Workload(plan.workload)
     elif plan.baseline.trace is not None:
         workload = Workload("trace", {"trace": str(plan.baseline.trace.resolve()), "speed": plan.speed})
-    exp = Experiment(name="gate", command=None, groups=(Group(BASELINE, "glibc"),), replicas=plan.replicas,
-                     interval=plan.interval_s, baseline=BASELINE, seed=plan.seed,
-                     phases=Phases(plan.warmup_s, plan.max_duration_s - plan.warmup_s, 0.0), workload=workload,
-                     metric=plan.metric)
+    exp = Experiment(
+        name="gate",
+        command=None,
+        groups=(Group(BASELINE, "glibc"),),
+        replicas=plan.replicas,
+        interval=plan.interval_s,
+        baseline=BASELINE,
+        seed=plan.seed,
+        phases=Phases(plan.warmup_s, plan.max_duration_s - plan.warmup_s, 0.0),
+        workload=workload,
+        metric=plan.metric,
+    )
     groups = []
     for name, side in ((BASELINE, plan.baseline), (CANDIDATE, plan.candidate)):
         command = side.command
         if side.trace is not None:
             from ..run import trace
-            command = trace.replay_command(replace(exp, workload=Workload("trace", {"trace": str(side.trace.resolve()),
-                                                                                     "speed": plan.speed})))
+
+            command = trace.replay_command(
+                replace(exp, workload=Workload("trace", {"trace": str(side.trace.resolve()), "speed": plan.speed}))
+            )
         groups.append(Group(name, side.allocator, dict(side.env), command))
     exp = replace(exp, groups=tuple(groups))
     return parse_experiment(to_toml(exp), "gate (derived)", base_dir)
@@ -127,8 +146,10 @@ def from_file(exp: Experiment, pct: float) -> Experiment:
     """An experiment file as a gate: exactly two groups, its baseline and the candidate."""
     check_pct(pct)
     if len(exp.groups) != 2:
-        raise UserError(f"the experiment has {len(exp.groups)} groups; a gate compares two",
-                        "keep the baseline group and one candidate group")
+        raise UserError(
+            f"the experiment has {len(exp.groups)} groups; a gate compares two",
+            "keep the baseline group and one candidate group",
+        )
     return exp
 
 
@@ -139,7 +160,7 @@ def candidate_of(exp: Experiment) -> str:
 @dataclass
 class Look:
     elapsed_s: float
-    level: float                       # this look's share of α (its interval is at 1 − level)
+    level: float  # this look's share of α (its interval is at 1 − level)
     baseline_mb: list[float]
     candidate_mb: list[float]
     outcome: str
@@ -153,9 +174,18 @@ class Look:
 class GateStop(SequentialStop):
     """The runner's stop_check: at each planned look, the gate on the replicas' levels so far."""
 
-    def __init__(self, pct: float, first_look_s: float, planned_s: float, interval: float, metric: str,
-                 baseline: str, candidate: str):
+    def __init__(
+        self,
+        pct: float,
+        first_look_s: float,
+        planned_s: float,
+        interval: float,
+        metric: str,
+        baseline: str,
+        candidate: str,
+    ):
         from .. import analysis, stats
+
         times = planned_look_times(min(first_look_s, planned_s), planned_s, interval)
         self.plan = stats.SequentialTest(alpha=analysis.RULES["alpha"], look_times_s=times).look_plan()
         self.alpha = analysis.RULES["alpha"]
@@ -169,8 +199,10 @@ class GateStop(SequentialStop):
         gone = [r.name for r in runner.replicas if not r.alive]
         if gone:
             self.exited = gone
-            reason = (f"replica(s) {', '.join(gone)} ended before the gate was decided: the gate measures memory "
-                      "held until alloclab stops the program (make it wait at the end, or gate a recorded trace)")
+            reason = (
+                f"replica(s) {', '.join(gone)} ended before the gate was decided: the gate measures memory "
+                "held until alloclab stops the program (make it wait at the end, or gate a recorded trace)"
+            )
             runner.store.add_event(time.time(), "sequential_stop", reason)
             return reason
         return super().__call__(runner, elapsed)
@@ -182,31 +214,51 @@ class GateStop(SequentialStop):
         return len(self.looks) < len(self.plan) and elapsed >= self.plan[len(self.looks)][0]
 
     def decide(self, a, elapsed: float) -> str | None:
-        look = decide_look(replica_levels(a, self.metric, LEVEL), self.baseline, self.candidate, self.pct,
-                           self.plan[len(self.looks)][1], elapsed)
+        look = decide_look(
+            replica_levels(a, self.metric, LEVEL),
+            self.baseline,
+            self.candidate,
+            self.pct,
+            self.plan[len(self.looks)][1],
+            elapsed,
+        )
         self.looks.append(look)
         if look.outcome == "inconclusive":
             return None
-        return (f"gate decided {look.outcome} at look {len(self.looks)} ({elapsed:.0f} s): {look.reason} "
-                f"(interval at {1 - look.level:.4g}; each wrong call ≤ {self.alpha / 2:g} over all looks)")
+        return (
+            f"gate decided {look.outcome} at look {len(self.looks)} ({elapsed:.0f} s): {look.reason} "
+            f"(interval at {1 - look.level:.4g}; each wrong call ≤ {self.alpha / 2:g} over all looks)"
+        )
 
 
-def decide_look(levels: dict[str, np.ndarray], baseline: str, candidate: str, pct: float, level: float,
-                elapsed: float) -> Look:
+def decide_look(
+    levels: dict[str, np.ndarray], baseline: str, candidate: str, pct: float, level: float, elapsed: float
+) -> Look:
     """One look: compare's comparison and gate of the candidate against the baseline, with the
     interval at this look's level."""
     from .. import analysis
     from ..stats.across_runs import compare_pairs, gate
+
     base, cand = levels.get(baseline, np.array([])), levels.get(candidate, np.array([]))
     c = compare_pairs({candidate: (base, cand)}, alpha=level, margin=analysis.RULES["equivalence_margin"])[candidate]
     g = gate(c, pct)
-    return Look(round(elapsed, 1), level, [float(x) for x in base], [float(x) for x in cand], g.outcome, c.ratio,
-                None if c.ratio_ci is None else [float(x) for x in c.ratio_ci], g.upper_pct, g.detectable_pct, g.reason)
+    return Look(
+        round(elapsed, 1),
+        level,
+        [float(x) for x in base],
+        [float(x) for x in cand],
+        g.outcome,
+        c.ratio,
+        None if c.ratio_ci is None else [float(x) for x in c.ratio_ci],
+        g.upper_pct,
+        g.detectable_pct,
+        g.reason,
+    )
 
 
 @dataclass
 class GateResult:
-    outcome: str                       # within | above | inconclusive
+    outcome: str  # within | above | inconclusive
     pct: float
     run_dir: str
     end_reason: str
@@ -218,7 +270,7 @@ class GateResult:
     schedule: list[tuple[float, float]]
     interrupted: bool = False
     cut_short: str | None = None
-    replicas_ended: bool = False       # a replica ended by itself before the gate was decided
+    replicas_ended: bool = False  # a replica ended by itself before the gate was decided
 
     @property
     def last(self) -> Look | None:
@@ -241,8 +293,10 @@ class GateResult:
         for k, lk in enumerate(self.looks, 1):
             ratio = "–" if lk.ratio is None else f"{lk.ratio:.4f}×"
             ci = "" if lk.ratio_ci is None else f" [{lk.ratio_ci[0]:.4f}–{lk.ratio_ci[1]:.4f}] at {1 - lk.level:.4g}"
-            out.append(f"  look {k} at {lk.elapsed_s:g} s: {self.candidate}/{self.baseline} {ratio}{ci} "
-                       f"(n={len(lk.baseline_mb)}/{len(lk.candidate_mb)}): {lk.outcome}")
+            out.append(
+                f"  look {k} at {lk.elapsed_s:g} s: {self.candidate}/{self.baseline} {ratio}{ci} "
+                f"(n={len(lk.baseline_mb)}/{len(lk.candidate_mb)}): {lk.outcome}"
+            )
         last = self.last
         out.append(f"run ended: {self.end_reason}; data in {self.run_dir}")
         if self.outcome == "above":
@@ -250,33 +304,55 @@ class GateResult:
         elif self.outcome == "within":
             head = f"gate PASSED (--fail-on-increase {self.pct:g}): {self.candidate} shown within {limit:g}× of {self.baseline}: {last.reason}"
         elif self.replicas_ended:
-            head = (f"gate INCONCLUSIVE (--fail-on-increase {self.pct:g}): {self.end_reason}"
-                    + ("" if "held until" in self.end_reason else ": the gate measures memory held until alloclab stops "
-                       "the program (make it wait at the end, or gate a recorded trace)"))
+            head = f"gate INCONCLUSIVE (--fail-on-increase {self.pct:g}): {self.end_reason}" + (
+                ""
+                if "held until" in self.end_reason
+                else ": the gate measures memory held until alloclab stops "
+                "the program (make it wait at the end, or gate a recorded trace)"
+            )
         elif last is None:
-            head = (f"gate INCONCLUSIVE (--fail-on-increase {self.pct:g}): no look was reached ({self.end_reason}); "
-                    "give a longer --max-duration or a shorter --warmup")
+            head = (
+                f"gate INCONCLUSIVE (--fail-on-increase {self.pct:g}): no look was reached ({self.end_reason}); "
+                "give a longer --max-duration or a shorter --warmup"
+            )
         else:
-            det = ("" if last.detectable_pct is None else
-                   f"; the smallest increase these replicas would show above the limit (80% power) is {last.detectable_pct:+.1f}%")
-            head = (f"gate INCONCLUSIVE (--fail-on-increase {self.pct:g}): not decided within {self.elapsed_s:.0f} s: "
-                    f"{last.reason}{det}; more replicas (--replicas), a longer --max-duration or a steadier workload "
-                    "(a recorded trace) would settle it")
+            det = (
+                ""
+                if last.detectable_pct is None
+                else f"; the smallest increase these replicas would show above the limit (80% power) is {last.detectable_pct:+.1f}%"
+            )
+            head = (
+                f"gate INCONCLUSIVE (--fail-on-increase {self.pct:g}): not decided within {self.elapsed_s:.0f} s: "
+                f"{last.reason}{det}; more replicas (--replicas), a longer --max-duration or a steadier workload "
+                "(a recorded trace) would settle it"
+            )
         return out + [head]
 
 
-def run(exp: Experiment, pct: float, out: Path | None, first_look_s: float | None = None, on_tick=None,
-        on_setup=None, runner_hook=None) -> GateResult:
+def run(
+    exp: Experiment,
+    pct: float,
+    out: Path | None,
+    first_look_s: float | None = None,
+    on_tick=None,
+    on_setup=None,
+    runner_hook=None,
+) -> GateResult:
     """Run the gate's experiment with its sequential stop; writes gate.json in the run directory."""
     from ..run.runner import Runner
+
     preflight.check_output(out)
     planned = exp.planned_duration()
     if planned is None:
-        raise UserError("the gate's experiment has no planned end", "give the load phase a duration (or --max-duration)")
+        raise UserError(
+            "the gate's experiment has no planned end", "give the load phase a duration (or --max-duration)"
+        )
     first = first_look_s if first_look_s is not None else exp.phases.warmup + 10 * exp.interval
     if first >= planned:
-        raise UserError(f"the first look ({first:g} s) is not before the planned end ({planned:g} s)",
-                        "give a longer --max-duration or an earlier --first-look")
+        raise UserError(
+            f"the first look ({first:g} s) is not before the planned end ({planned:g} s)",
+            "give a longer --max-duration or an earlier --first-look",
+        )
     cand = candidate_of(exp)
     stop = GateStop(pct, first, planned, exp.interval, exp.metric, exp.baseline, cand)
     runner = Runner(exp, out, stop_check=stop)
@@ -291,14 +367,32 @@ def run(exp: Experiment, pct: float, out: Path | None, first_look_s: float | Non
     last = stop.looks[-1] if stop.looks else None
     ended = stop.exited or result.end_reason == "all replicas exited"
     outcome = last.outcome if last is not None and not result.interrupted and not ended else "inconclusive"
-    res = GateResult(outcome, pct, str(result.run_dir), result.end_reason, round(time.monotonic() - started, 1),
-                     exp.replicas, exp.baseline, cand, stop.looks, stop.plan, result.interrupted, result.cut_short,
-                     replicas_ended=bool(ended))
+    res = GateResult(
+        outcome,
+        pct,
+        str(result.run_dir),
+        result.end_reason,
+        round(time.monotonic() - started, 1),
+        exp.replicas,
+        exp.baseline,
+        cand,
+        stop.looks,
+        stop.plan,
+        result.interrupted,
+        result.cut_short,
+        replicas_ended=bool(ended),
+    )
     if result.cut_short is None:
         (Path(result.run_dir) / GATE_FILE).write_text(json.dumps(res.as_dict(), indent=2))
     return res
 
 
-def plan_durations(max_duration: str, warmup: str, interval: str, first_look: str | None) -> tuple[float, float, float, float | None]:
-    return (parse_duration(max_duration, "--max-duration"), parse_duration(warmup, "--warmup"),
-            parse_duration(interval, "--interval"), None if first_look is None else parse_duration(first_look, "--first-look"))
+def plan_durations(
+    max_duration: str, warmup: str, interval: str, first_look: str | None
+) -> tuple[float, float, float, float | None]:
+    return (
+        parse_duration(max_duration, "--max-duration"),
+        parse_duration(warmup, "--warmup"),
+        parse_duration(interval, "--interval"),
+        None if first_look is None else parse_duration(first_look, "--first-look"),
+    )

@@ -9,6 +9,7 @@ refuses any other address before a socket is made (tests/integration/test_tor_ne
 The counts (requests sent, served with 200, bytes, by kind and by compression, diffs served) are
 written to --out as JSON every few seconds and at the end (SIGTERM included).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,13 +28,13 @@ import zlib
 from collections.abc import Callable, Sequence
 
 LOOPBACK = ipaddress.ip_network("127.0.0.0/8")
-MAX_RESPONSE = 64 << 20        # a consensus of ~7,000 routers is ~3 MB; 64 MiB bounds a broken reply
+MAX_RESPONSE = 64 << 20  # a consensus of ~7,000 routers is ~3 MB; 64 MiB bounds a broken reply
 TIMEOUT = 10.0
 # what tor offers (compress.c's names); one request per encoding exercises each compressor
 ENCODINGS = ("identity", "deflate", "gzip", "x-zstd", "x-tor-lzma")
 MICRODESC_BATCH = 64
-FP_BATCH = 96                  # descriptors by fingerprint per request (tor's own batch size)
-LARGE_DIRECTORY = 500          # above this many routers, descriptors are fetched in batches, not all at once
+FP_BATCH = 96  # descriptors by fingerprint per request (tor's own batch size)
+LARGE_DIRECTORY = 500  # above this many routers, descriptors are fetched in batches, not all at once
 
 
 class NotLoopback(ValueError):
@@ -103,7 +104,7 @@ def consensus_digests(text: bytes) -> list[str]:
     out = [hashlib.sha3_256(text).hexdigest()]
     cut = text.find(b"\ndirectory-signature ")
     if cut >= 0:
-        out.append(hashlib.sha3_256(text[:cut + len(b"\ndirectory-signature ")]).hexdigest())
+        out.append(hashlib.sha3_256(text[: cut + len(b"\ndirectory-signature ")]).hexdigest())
     return out
 
 
@@ -111,7 +112,7 @@ def decoded(body: bytes, encoding: str) -> bytes | None:
     """The start of a reply in any compression the standard library reads (zstd it does not: None)."""
     try:
         if encoding in ("deflate", "gzip"):
-            return zlib.decompressobj(47).decompress(body, 4096)      # 47: zlib or gzip header
+            return zlib.decompressobj(47).decompress(body, 4096)  # 47: zlib or gzip header
         if encoding == "x-tor-lzma":
             return lzma.LZMADecompressor().decompress(body, 4096)
     except (zlib.error, lzma.LZMAError):
@@ -138,9 +139,17 @@ class Counts:
         self.by_encoding[enc] = self.by_encoding.get(enc, 0) + 1
 
     def as_dict(self) -> dict:
-        return {"requests": self.requests, "served": self.served, "bytes": self.bytes, "errors": self.errors,
-                "diffs_served": self.diffs, "diff_replies_zstd_unread": self.diffs_unread, "by_kind": self.by_kind, "by_encoding": self.by_encoding,
-                "seconds": round(time.time() - self.started, 1)}
+        return {
+            "requests": self.requests,
+            "served": self.served,
+            "bytes": self.bytes,
+            "errors": self.errors,
+            "diffs_served": self.diffs,
+            "diff_replies_zstd_unread": self.diffs_unread,
+            "by_kind": self.by_kind,
+            "by_encoding": self.by_encoding,
+            "seconds": round(time.time() - self.started, 1),
+        }
 
     def write(self, path: str) -> None:
         tmp = path + ".tmp"
@@ -149,8 +158,9 @@ class Counts:
         os.replace(tmp, path)
 
 
-def request_plan(rng: random.Random, seen_digests: list[str], micro_digests: list[str],
-                 fingerprints: Sequence[str] = ()):
+def request_plan(
+    rng: random.Random, seen_digests: list[str], micro_digests: list[str], fingerprints: Sequence[str] = ()
+):
     """The next request: (kind, path, headers). Consensus fetches dominate, as on a real cache. In a
     directory of more than LARGE_DIRECTORY routers, descriptors are asked for by fingerprint in
     batches (as relays fetch them) rather than all at once (tens of MB a reply)."""
@@ -164,8 +174,11 @@ def request_plan(rng: random.Random, seen_digests: list[str], micro_digests: lis
         return f"{flavour}.z", base + ".z", {}
     if choice < 0.55 and seen_digests:
         earlier = rng.sample(seen_digests, min(3, len(seen_digests)))
-        return f"{flavour}-diff", base, {"X-Or-Diff-From-Consensus": ", ".join(earlier),
-                                          "Accept-Encoding": rng.choice(ENCODINGS)}
+        return (
+            f"{flavour}-diff",
+            base,
+            {"X-Or-Diff-From-Consensus": ", ".join(earlier), "Accept-Encoding": rng.choice(ENCODINGS)},
+        )
     if choice < 0.75 and len(fingerprints) > LARGE_DIRECTORY:
         which = "server" if choice < 0.65 else "extra"
         batch = rng.sample(fingerprints, FP_BATCH)
@@ -181,7 +194,7 @@ def request_plan(rng: random.Random, seen_digests: list[str], micro_digests: lis
 
 
 def run(host: str, port: int, out: str, max_requests: int, duration: float, rate: float, seed: int) -> Counts:
-    check_loopback(host)           # refuse before anything is sent
+    check_loopback(host)  # refuse before anything is sent
     counts = Counts()
     rng = random.Random(seed)
     stop = {"now": False}
@@ -199,7 +212,9 @@ def run(host: str, port: int, out: str, max_requests: int, duration: float, rate
         if not last_plain.get(flavour) or rng.random() < 0.1:
             kind, path, headers = flavour, f"/tor/status-vote/current/{flavour}", {}
         else:
-            kind, path, headers = request_plan(rng, seen["consensus"] + seen["consensus-microdesc"], micro, fingerprints)
+            kind, path, headers = request_plan(
+                rng, seen["consensus"] + seen["consensus-microdesc"], micro, fingerprints
+            )
         try:
             status, hdrs, body = http_get(host, port, path, headers)
         except OSError:
@@ -223,8 +238,11 @@ def run(host: str, port: int, out: str, max_requests: int, duration: float, rate
             if flavour == "consensus-microdesc":
                 micro = [line.split()[1].decode() for line in body.split(b"\n") if line.startswith(b"m ")]
             else:
-                fingerprints = [base64.b64decode(line.split()[2] + b"=").hex().upper()
-                                for line in body.split(b"\n") if line.startswith(b"r ")]
+                fingerprints = [
+                    base64.b64decode(line.split()[2] + b"=").hex().upper()
+                    for line in body.split(b"\n")
+                    if line.startswith(b"r ")
+                ]
         if time.monotonic() >= next_write:
             counts.write(out)
             next_write = time.monotonic() + 2.0
@@ -234,14 +252,17 @@ def run(host: str, port: int, out: str, max_requests: int, duration: float, rate
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description="Directory load for one relay of a private Tor test network (loopback only).")
+    p = argparse.ArgumentParser(
+        description="Directory load for one relay of a private Tor test network (loopback only)."
+    )
     p.add_argument("--host", default="127.0.0.1", help="relay address: must be inside 127.0.0.0/8")
     p.add_argument("--port", type=int, required=True, help="the relay's DirPort")
     p.add_argument("--requests", type=int, default=100_000, help="at most this many requests")
     p.add_argument("--rate", type=float, default=4.0, help="requests per second at most")
     add_run_arguments(p)
-    return loopback_main("tor_dirload", p, argv,
-                         lambda a: run(a.host, a.port, a.out, a.requests, a.duration, max(a.rate, 0.01), a.seed))
+    return loopback_main(
+        "tor_dirload", p, argv, lambda a: run(a.host, a.port, a.out, a.requests, a.duration, max(a.rate, 0.01), a.seed)
+    )
 
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
@@ -252,8 +273,12 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0)
 
 
-def loopback_main(program: str, parser: argparse.ArgumentParser, argv: list[str] | None,
-                  run_with: Callable[[argparse.Namespace], object]) -> int:
+def loopback_main(
+    program: str,
+    parser: argparse.ArgumentParser,
+    argv: list[str] | None,
+    run_with: Callable[[argparse.Namespace], object],
+) -> int:
     """A loopback-only script's command line (this one's, traffic.py's): the arguments parsed and
     handed to `run_with`; an address outside 127.0.0.0/8 is one line on stderr, exit 2."""
     args = parser.parse_args(argv)

@@ -22,6 +22,7 @@ Identity keys are products of pairs from a small pool of primes (`make_keys`: a 
 keys, where generating each costs ~20 ms). Only 127.0.0.0/8 is ever addressed (tor_dirload's
 `connect_loopback`). Status (routers made, uploads accepted/refused, seconds) goes to --out as JSON.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,15 +40,18 @@ sys.path.insert(0, str(Path(__file__).parent))
 from dirload import check_loopback, connect_loopback  # stdlib-only sibling
 
 PLATFORM = "Tor 0.4.9.11 on Linux"
-PROTO = ("Conflux=1 Cons=1-2 Desc=1-2 DirCache=2 FlowCtrl=1-2 HSDir=2 HSIntro=4-5 HSRend=1-2 Link=1-5 "
-         "LinkAuth=1,3 Microdesc=1-2 Padding=2 Relay=1-4")
-BATCH = 100                  # descriptors per upload POST
+PROTO = (
+    "Conflux=1 Cons=1-2 Desc=1-2 DirCache=2 FlowCtrl=1-2 HSDir=2 HSIntro=4-5 HSRend=1-2 Link=1-5 "
+    "LinkAuth=1,3 Microdesc=1-2 Padding=2 Relay=1-4"
+)
+BATCH = 100  # descriptors per upload POST
 KEY_BITS = 1024
-NTOR_POOL = 64               # ntor keys the routers share (each key's cross-certificate is per router)
-ROTATE = 0.1                 # share of a churn round's routers that move to another ntor key
+NTOR_POOL = 64  # ntor keys the routers share (each key's cross-certificate is per router)
+ROTATE = 0.1  # share of a churn round's routers that move to another ntor key
 
 
 # ---- keys ------------------------------------------------------------------------------------------
+
 
 class Key:
     """An RSA key as tor uses it: the DER of the public key (PKCS#1), and raw signing with CRT."""
@@ -56,7 +60,7 @@ class Key:
         self.n, self.p, self.q = p * q, p, q
         d = pow(e, -1, (p - 1) * (q - 1))
         self.dp, self.dq, self.qinv = d % (p - 1), d % (q - 1), pow(q, -1, p)
-        self.der = _der_seq(_der_int(self.n) + _der_int(e))       # RSAPublicKey (PKCS#1)
+        self.der = _der_seq(_der_int(self.n) + _der_int(e))  # RSAPublicKey (PKCS#1)
         self.fingerprint = hashlib.sha1(self.der).hexdigest().upper()
 
     def pem(self) -> str:
@@ -73,11 +77,15 @@ class Key:
 
 
 def _der_len(n: int) -> bytes:
-    return bytes([n]) if n < 128 else bytes([0x80 | ((n.bit_length() + 7) // 8)]) + n.to_bytes((n.bit_length() + 7) // 8, "big")
+    return (
+        bytes([n])
+        if n < 128
+        else bytes([0x80 | ((n.bit_length() + 7) // 8)]) + n.to_bytes((n.bit_length() + 7) // 8, "big")
+    )
 
 
 def _der_int(v: int) -> bytes:
-    body = v.to_bytes(v.bit_length() // 8 + 1, "big")          # a leading 0 keeps it positive
+    body = v.to_bytes(v.bit_length() // 8 + 1, "big")  # a leading 0 keeps it positive
     return b"\x02" + _der_len(len(body)) + body
 
 
@@ -87,10 +95,12 @@ def _der_seq(body: bytes) -> bytes:
 
 def _armor(kind: str, data: bytes) -> str:
     b = base64.b64encode(data).decode()
-    return "\n".join([f"-----BEGIN {kind}-----", *[b[i:i + 64] for i in range(0, len(b), 64)], f"-----END {kind}-----"])
+    return "\n".join(
+        [f"-----BEGIN {kind}-----", *[b[i : i + 64] for i in range(0, len(b), 64)], f"-----END {kind}-----"]
+    )
 
 
-_SMALL_PRIMES = [p for p in range(3, 2000) if all(p % d for d in range(2, int(p ** 0.5) + 1))]
+_SMALL_PRIMES = [p for p in range(3, 2000) if all(p % d for d in range(2, int(p**0.5) + 1))]
 
 
 def _is_prime(n: int, rng: random.Random) -> bool:
@@ -99,7 +109,7 @@ def _is_prime(n: int, rng: random.Random) -> bool:
     d, r = n - 1, 0
     while d % 2 == 0:
         d, r = d // 2, r + 1
-    for _ in range(24):                             # Miller-Rabin, error < 4^-24
+    for _ in range(24):  # Miller-Rabin, error < 4^-24
         x = pow(rng.randrange(2, n - 1), d, n)
         if x in (1, n - 1):
             continue
@@ -113,7 +123,7 @@ def _is_prime(n: int, rng: random.Random) -> bool:
 
 
 def _prime(rng: random.Random, bits: int = KEY_BITS // 2) -> int:
-    while True:                                     # top two bits set: any two multiply to exactly KEY_BITS
+    while True:  # top two bits set: any two multiply to exactly KEY_BITS
         n = rng.getrandbits(bits) | (3 << (bits - 2)) | 1
         if n % 65537 != 1 and _is_prime(n, rng):
             return n
@@ -136,8 +146,8 @@ def make_keys(count: int, rng: random.Random) -> list[Key]:
 # (an expanded secret, which no library here signs with), so that one signature is made by the few
 # lines of curve arithmetic below (RFC 8032); everything else uses `cryptography`.
 
-_P = 2 ** 255 - 19
-_L = 2 ** 252 + 27742317777372353535851937790883648493
+_P = 2**255 - 19
+_L = 2**252 + 27742317777372353535851937790883648493
 _D = -121665 * pow(121666, _P - 2, _P) % _P
 _BY = 4 * pow(5, _P - 2, _P) % _P
 _BX = None
@@ -203,13 +213,21 @@ def ed_cert(cert_type: int, certified: bytes, expires: float, sign, signer_pub: 
     """A tor Ed25519 certificate (cert-spec): version 1, type, expiry in hours, the certified key,
     the signing key as extension 4 when given, the signature over all of it."""
     ext = b"" if signer_pub is None else len(signer_pub).to_bytes(2, "big") + b"\x04\x00" + signer_pub
-    body = (b"\x01" + bytes([cert_type]) + int(expires // 3600).to_bytes(4, "big") + b"\x01" + certified
-            + bytes([1 if ext else 0]) + ext)
+    body = (
+        b"\x01"
+        + bytes([cert_type])
+        + int(expires // 3600).to_bytes(4, "big")
+        + b"\x01"
+        + certified
+        + bytes([1 if ext else 0])
+        + ext
+    )
     return body + sign(body)
 
 
 def _raw(pub) -> bytes:
     from cryptography.hazmat.primitives import serialization
+
     return pub.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
 
 
@@ -218,6 +236,7 @@ def _b64(data: bytes) -> str:
 
 
 # ---- descriptors ------------------------------------------------------------------------------------
+
 
 def _time(t: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(t))
@@ -239,6 +258,7 @@ class Router:
 
     def __init__(self, index: int, key: Key, onion: Key, ntor_pool: list[NtorKey], rng: random.Random) -> None:
         from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
         self.index, self.key, self.onion, self.ntor_pool, self.rng = index, key, onion, ntor_pool, rng
         self.master = Ed25519PrivateKey.from_private_bytes(rng.randbytes(32))
         self.signing = Ed25519PrivateKey.from_private_bytes(rng.randbytes(32))
@@ -247,10 +267,10 @@ class Router:
         self.ntor_certs: dict[int, str] = {}
         self.id_cert = ""
         self.nick = f"fake{index:05d}"
-        n = index + 1                                           # 127.100.0.1 on: loopback, one per router
+        n = index + 1  # 127.100.0.1 on: loopback, one per router
         self.address = f"127.{100 + (n >> 16)}.{(n >> 8) & 255}.{n & 255}"
         self.or_port = 9001
-        self.capacity = int(rng.lognormvariate(15.5, 1.3))        # bytes/s: a public relay's spread
+        self.capacity = int(rng.lognormvariate(15.5, 1.3))  # bytes/s: a public relay's spread
         self.version = 0
 
     def _ed_signed(self, body: str, key: Key) -> str:
@@ -267,63 +287,124 @@ class Router:
         if rotate:
             self.ntor = (self.ntor + 1 + rng.randrange(len(self.ntor_pool) - 1)) % len(self.ntor_pool)
         if not self.id_cert:
-            self.id_cert = _armor("ED25519 CERT", ed_cert(4, self.signing_pub, now + 30 * 86400, self.master.sign,
-                                                          self.master_pub))
+            self.id_cert = _armor(
+                "ED25519 CERT", ed_cert(4, self.signing_pub, now + 30 * 86400, self.master.sign, self.master_pub)
+            )
             cc = self.onion.sign_digest(bytes.fromhex(self.key.fingerprint) + self.master_pub)
             self.onion_cc = _armor("CROSSCERT", cc)
         ntor = self.ntor_pool[self.ntor]
         if self.ntor not in self.ntor_certs:
-            self.ntor_certs[self.ntor] = _armor("ED25519 CERT", ed_cert(10, self.master_pub, now + 30 * 86400,
-                                                                        ntor.sign, None))
+            self.ntor_certs[self.ntor] = _armor(
+                "ED25519 CERT", ed_cert(10, self.master_pub, now + 30 * 86400, ntor.sign, None)
+            )
         published = _time(now)
         observed = max(20_000, int(self.capacity * rng.uniform(0.3, 1.0)))
         fp = self.key.fingerprint
         # extra-info of a public relay's shape: 24 h of 15-minute histories and directory statistics
-        extra = self._ed_signed("".join(line + "\n" for line in (
-            f"extra-info {self.nick} {fp}", "identity-ed25519", self.id_cert, f"published {published}",
-            f"write-history {published} (900 s) {_history(rng, observed * 600)}",
-            f"read-history {published} (900 s) {_history(rng, observed * 600)}",
-            f"dirreq-write-history {published} (900 s) {_history(rng, observed * 20)}",
-            f"dirreq-read-history {published} (900 s) {_history(rng, observed)}",
-            f"geoip-db-digest {hashlib.sha1(b'geoip').hexdigest().upper()}",
-            f"geoip6-db-digest {hashlib.sha1(b'geoip6').hexdigest().upper()}",
-            f"dirreq-stats-end {published} (86400 s)",
-            "dirreq-v3-ips " + ",".join(f"{cc}={rng.randint(8, 900) // 8 * 8}" for cc in _COUNTRIES),
-            "dirreq-v3-reqs " + ",".join(f"{cc}={rng.randint(8, 2000) // 8 * 8}" for cc in _COUNTRIES),
-            f"dirreq-v3-resp ok={rng.randint(1000, 90000) // 8 * 8},not-enough-sigs=0,unavailable=0,not-found=0,"
-            "not-modified=0,busy=0",
-            "dirreq-v3-direct-dl complete=0,timeout=0,running=0",
-            f"dirreq-v3-tunneled-dl complete={rng.randint(1000, 90000) // 4 * 4},timeout=4,running=0",
-            f"hidserv-stats-end {published} (86400 s)",
-            f"hidserv-rend-relayed-cells {rng.randint(-5000, 90000)} delta_f=2048 epsilon=0.30 bin_size=1024",
-            f"hidserv-dir-onions-seen {rng.randint(-30, 90)} delta_f=8 epsilon=0.30 bin_size=8",
-            f"padding-counts {published} (86400 s) bin-size=10000 write-drop=0 write-pad=10000 write-total=10000 "
-            "read-drop=0 read-pad=10000 read-total=10000 enabled-read-pad=0 enabled-read-total=0 "
-            "enabled-write-pad=0 enabled-write-total=0 max-chanpad-timers=0")), self.key)
-        extra_digest = hashlib.sha1(extra[:extra.index("router-signature\n") + len("router-signature\n")].encode())
+        extra = self._ed_signed(
+            "".join(
+                line + "\n"
+                for line in (
+                    f"extra-info {self.nick} {fp}",
+                    "identity-ed25519",
+                    self.id_cert,
+                    f"published {published}",
+                    f"write-history {published} (900 s) {_history(rng, observed * 600)}",
+                    f"read-history {published} (900 s) {_history(rng, observed * 600)}",
+                    f"dirreq-write-history {published} (900 s) {_history(rng, observed * 20)}",
+                    f"dirreq-read-history {published} (900 s) {_history(rng, observed)}",
+                    f"geoip-db-digest {hashlib.sha1(b'geoip').hexdigest().upper()}",
+                    f"geoip6-db-digest {hashlib.sha1(b'geoip6').hexdigest().upper()}",
+                    f"dirreq-stats-end {published} (86400 s)",
+                    "dirreq-v3-ips " + ",".join(f"{cc}={rng.randint(8, 900) // 8 * 8}" for cc in _COUNTRIES),
+                    "dirreq-v3-reqs " + ",".join(f"{cc}={rng.randint(8, 2000) // 8 * 8}" for cc in _COUNTRIES),
+                    f"dirreq-v3-resp ok={rng.randint(1000, 90000) // 8 * 8},not-enough-sigs=0,unavailable=0,not-found=0,"
+                    "not-modified=0,busy=0",
+                    "dirreq-v3-direct-dl complete=0,timeout=0,running=0",
+                    f"dirreq-v3-tunneled-dl complete={rng.randint(1000, 90000) // 4 * 4},timeout=4,running=0",
+                    f"hidserv-stats-end {published} (86400 s)",
+                    f"hidserv-rend-relayed-cells {rng.randint(-5000, 90000)} delta_f=2048 epsilon=0.30 bin_size=1024",
+                    f"hidserv-dir-onions-seen {rng.randint(-30, 90)} delta_f=8 epsilon=0.30 bin_size=8",
+                    f"padding-counts {published} (86400 s) bin-size=10000 write-drop=0 write-pad=10000 write-total=10000 "
+                    "read-drop=0 read-pad=10000 read-total=10000 enabled-read-pad=0 enabled-read-total=0 "
+                    "enabled-write-pad=0 enabled-write-total=0 max-chanpad-timers=0",
+                )
+            ),
+            self.key,
+        )
+        extra_digest = hashlib.sha1(extra[: extra.index("router-signature\n") + len("router-signature\n")].encode())
         extra_sha256 = _b64(hashlib.sha256(extra.encode()).digest())
-        server = self._ed_signed("".join(line + "\n" for line in (
-            f"router {self.nick} {self.address} {self.or_port} 0 0", "identity-ed25519", self.id_cert,
-            f"master-key-ed25519 {_b64(self.master_pub)}",
-            f"platform {PLATFORM}", f"proto {PROTO}", f"published {published}",
-            "fingerprint " + " ".join(fp[i:i + 4] for i in range(0, 40, 4)),
-            f"uptime {rng.randint(3600, 40 * 86400)}",
-            f"bandwidth {max(observed, self.capacity)} {max(observed, self.capacity) * 2} {observed}",
-            f"extra-info-digest {extra_digest.hexdigest().upper()} {extra_sha256}",
-            "onion-key", self.onion.pem(), "signing-key", self.key.pem(),
-            "onion-key-crosscert", self.onion_cc, f"ntor-onion-key-crosscert {ntor.signbit}", self.ntor_certs[self.ntor],
-            "hidden-service-dir", f"contact fake router {self.index} <alloclab@test.invalid>",
-            # no tunnelled-dir-server: a router that cannot answer must not be voted V2Dir, or the relays
-            # (DirCache 0 ones above all) spend their bootstrap connecting to 7,000 closed ports for directory info
-            f"ntor-onion-key {ntor.line}", "reject *:*")), self.key)
+        server = self._ed_signed(
+            "".join(
+                line + "\n"
+                for line in (
+                    f"router {self.nick} {self.address} {self.or_port} 0 0",
+                    "identity-ed25519",
+                    self.id_cert,
+                    f"master-key-ed25519 {_b64(self.master_pub)}",
+                    f"platform {PLATFORM}",
+                    f"proto {PROTO}",
+                    f"published {published}",
+                    "fingerprint " + " ".join(fp[i : i + 4] for i in range(0, 40, 4)),
+                    f"uptime {rng.randint(3600, 40 * 86400)}",
+                    f"bandwidth {max(observed, self.capacity)} {max(observed, self.capacity) * 2} {observed}",
+                    f"extra-info-digest {extra_digest.hexdigest().upper()} {extra_sha256}",
+                    "onion-key",
+                    self.onion.pem(),
+                    "signing-key",
+                    self.key.pem(),
+                    "onion-key-crosscert",
+                    self.onion_cc,
+                    f"ntor-onion-key-crosscert {ntor.signbit}",
+                    self.ntor_certs[self.ntor],
+                    "hidden-service-dir",
+                    f"contact fake router {self.index} <alloclab@test.invalid>",
+                    # no tunnelled-dir-server: a router that cannot answer must not be voted V2Dir, or the relays
+                    # (DirCache 0 ones above all) spend their bootstrap connecting to 7,000 closed ports for directory info
+                    f"ntor-onion-key {ntor.line}",
+                    "reject *:*",
+                )
+            ),
+            self.key,
+        )
         return server, extra
 
 
-_COUNTRIES = ("us", "de", "ru", "fr", "gb", "nl", "ca", "in", "ir", "br", "ua", "pl", "it", "es", "jp", "cn",
-              "se", "ch", "at", "fi", "au", "tr", "id", "mx", "kr", "ro", "cz", "by", "??")
+_COUNTRIES = (
+    "us",
+    "de",
+    "ru",
+    "fr",
+    "gb",
+    "nl",
+    "ca",
+    "in",
+    "ir",
+    "br",
+    "ua",
+    "pl",
+    "it",
+    "es",
+    "jp",
+    "cn",
+    "se",
+    "ch",
+    "at",
+    "fi",
+    "au",
+    "tr",
+    "id",
+    "mx",
+    "kr",
+    "ro",
+    "cz",
+    "by",
+    "??",
+)
 
 
 # ---- upload -----------------------------------------------------------------------------------------
+
 
 def post(host: str, port: int, body: bytes, timeout: float = 60.0) -> int:
     """POST /tor/ (a relay's descriptor upload) to an authority's DirPort; the HTTP status."""
@@ -345,8 +426,17 @@ def post(host: str, port: int, body: bytes, timeout: float = 60.0) -> int:
 class Status:
     def __init__(self, path: str, routers: int) -> None:
         self.path, self.started = path, time.time()
-        self.data = {"routers": routers, "keys": 0, "uploaded": 0, "accepted": 0, "refused": 0, "errors": 0,
-                     "rounds": 0, "first_upload_s": None, "last_refusal": ""}
+        self.data = {
+            "routers": routers,
+            "keys": 0,
+            "uploaded": 0,
+            "accepted": 0,
+            "refused": 0,
+            "errors": 0,
+            "rounds": 0,
+            "first_upload_s": None,
+            "last_refusal": "",
+        }
 
     def write(self) -> None:
         self.data["seconds"] = round(time.time() - self.started, 1)
@@ -356,16 +446,18 @@ class Status:
         os.replace(tmp, self.path)
 
 
-def upload(authorities: list[tuple[str, int]], routers: list[Router], status: Status, stop: dict,
-           rotate: float = 0.0) -> None:
+def upload(
+    authorities: list[tuple[str, int]], routers: list[Router], status: Status, stop: dict, rotate: float = 0.0
+) -> None:
     now = time.time()
     for i in range(0, len(routers), BATCH):
         if stop["now"]:
             return
-        body = "".join(s + e for s, e in (r.descriptors(now, r.rng.random() < rotate)
-                                          for r in routers[i:i + BATCH])).encode()
+        body = "".join(
+            s + e for s, e in (r.descriptors(now, r.rng.random() < rotate) for r in routers[i : i + BATCH])
+        ).encode()
         for host, port in authorities:
-            for _attempt in range(30):               # an authority still starting: its DirPort opens soon
+            for _attempt in range(30):  # an authority still starting: its DirPort opens soon
                 try:
                     code = post(host, port, body)
                     break
@@ -375,17 +467,18 @@ def upload(authorities: list[tuple[str, int]], routers: list[Router], status: St
                     time.sleep(1.0)
             else:
                 continue
-            status.data["uploaded"] += len(routers[i:i + BATCH])
+            status.data["uploaded"] += len(routers[i : i + BATCH])
             if code == 200:
-                status.data["accepted"] += len(routers[i:i + BATCH])
+                status.data["accepted"] += len(routers[i : i + BATCH])
             else:
-                status.data["refused"] += len(routers[i:i + BATCH])
+                status.data["refused"] += len(routers[i : i + BATCH])
                 status.data["last_refusal"] = f"{host}:{port}: HTTP {code}"
         status.write()
 
 
-def run(authorities: list[tuple[str, int]], count: int, interval: float, churn: float, out: str, seed: int,
-        duration: float) -> Status:
+def run(
+    authorities: list[tuple[str, int]], count: int, interval: float, churn: float, out: str, seed: int, duration: float
+) -> Status:
     for host, _ in authorities:
         check_loopback(host)
     stop = {"now": False}
@@ -396,7 +489,7 @@ def run(authorities: list[tuple[str, int]], count: int, interval: float, churn: 
     rng = random.Random(seed)
     keys = make_keys(count + 1, rng)
     status.data["keys"] = len(keys)
-    onion = keys[-1]                       # one TAP onion key for all (only the ntor key must differ)
+    onion = keys[-1]  # one TAP onion key for all (only the ntor key must differ)
     ntor_pool = [NtorKey(rng) for _ in range(NTOR_POOL)]
     routers = [Router(i, keys[i], onion, ntor_pool, random.Random(rng.getrandbits(64))) for i in range(count)]
     end = time.monotonic() + duration

@@ -15,6 +15,7 @@ Only 127.0.0.0/8 is ever addressed: the SOCKS port and the target go through `ch
 (the target is sent to tor as an IPv4 address, never a name). Counts go to --out as JSON every
 few seconds and at the end (SIGTERM included).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,9 +31,9 @@ import sys
 import threading
 import time
 
-try:                                   # as the scenario runs it: a script beside dirload.py
+try:  # as the scenario runs it: a script beside dirload.py
     from dirload import NotLoopback, add_run_arguments, check_loopback, connect_loopback, loopback_main
-except ImportError:                    # imported as alloclab.tor.traffic (tests)
+except ImportError:  # imported as alloclab.tor.traffic (tests)
     from .dirload import NotLoopback, add_run_arguments, check_loopback, connect_loopback, loopback_main  # noqa: F401
 
 MEDIAN_BYTES = 48 << 10
@@ -55,9 +56,15 @@ class Counts:
 
     def write(self, path: str) -> None:
         with self.lock:
-            d = {"streams": self.streams, "failed": self.failed, "bytes_down": self.bytes_down, "bytes_up": self.bytes_up,
-                 "circuits": self.circuits, "seconds": round(time.time() - self.started, 1),
-                 "first_stream_s": None if self.first_ok is None else round(self.first_ok - self.started, 1)}
+            d = {
+                "streams": self.streams,
+                "failed": self.failed,
+                "bytes_down": self.bytes_down,
+                "bytes_up": self.bytes_up,
+                "circuits": self.circuits,
+                "seconds": round(time.time() - self.started, 1),
+                "first_stream_s": None if self.first_ok is None else round(self.first_ok - self.started, 1),
+            }
         tmp = path + ".tmp"
         with open(tmp, "w") as f:
             json.dump(d, f, sort_keys=True)
@@ -75,6 +82,7 @@ def _recv_exact(sock: socket.socket, n: int) -> bytes:
 
 
 # ---- the sink (the exit's destination) ----------------------------------------------------------
+
 
 def serve_sink(port: int, out: str, stop: threading.Event) -> None:
     counts = Counts()
@@ -111,6 +119,7 @@ def serve_sink(port: int, out: str, stop: threading.Event) -> None:
 
 
 # ---- the client (streams through tor's SOCKS port) ----------------------------------------------
+
 
 def socks_connect(socks_port: int, target: str, port: int, username: str) -> socket.socket:
     """A SOCKS5 CONNECT through tor to an IPv4 address on loopback, with username/password
@@ -162,8 +171,17 @@ class Bucket:
             stop.wait(wait)
 
 
-def run_client(socks_port: int, target_port: int, rate: float, out: str, stop: threading.Event, concurrency: int = 16,
-               circuit_streams: int = 4, seed: int = 0, duration: float = 3600.0) -> Counts:
+def run_client(
+    socks_port: int,
+    target_port: int,
+    rate: float,
+    out: str,
+    stop: threading.Event,
+    concurrency: int = 16,
+    circuit_streams: int = 4,
+    seed: int = 0,
+    duration: float = 3600.0,
+) -> Counts:
     check_loopback("127.0.0.1")
     counts = Counts()
     bucket = Bucket(rate)
@@ -196,7 +214,7 @@ def run_client(socks_port: int, target_port: int, rate: float, out: str, stop: t
                     sock.close()
             except OSError:
                 counts.add(failed=1)
-                stop.wait(1.0)               # tor still bootstrapping, or a circuit failed: try again shortly
+                stop.wait(1.0)  # tor still bootstrapping, or a circuit failed: try again shortly
                 continue
             with counts.lock:
                 counts.first_ok = counts.first_ok or time.time()
@@ -236,8 +254,17 @@ def _run_role(a: argparse.Namespace) -> None:
     if a.role == "sink":
         serve_sink(a.port, a.out, stop)
     else:
-        run_client(a.socks, a.target, max(a.rate, 1.0), a.out, stop, max(1, a.concurrency),
-                   max(1, a.circuit_streams), a.seed, a.duration)
+        run_client(
+            a.socks,
+            a.target,
+            max(a.rate, 1.0),
+            a.out,
+            stop,
+            max(1, a.concurrency),
+            max(1, a.circuit_streams),
+            a.seed,
+            a.duration,
+        )
 
 
 if __name__ == "__main__":

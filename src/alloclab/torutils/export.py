@@ -1,5 +1,6 @@
 """`alloclab export --csv`: a run written in the TorUtils layout (memory.csv, events.csv,
 diagnostics.csv, experiment.json)."""
+
 from __future__ import annotations
 
 import csv
@@ -29,12 +30,13 @@ from .layout import (
 
 # ---- export -------------------------------------------------------------------------------------
 
+
 def _cell(v: object) -> object:
     return "" if v is None else v
 
 
 EXPORTED_FILES = ("memory.csv", "events.csv", "diagnostics.csv", "experiment.json")
-EXPORT_DESCRIPTION = "exported by alloclab"          # how experiment.json says an export wrote the files beside it
+EXPORT_DESCRIPTION = "exported by alloclab"  # how experiment.json says an export wrote the files beside it
 
 
 def _refuse_foreign_files(out_dir: Path) -> None:
@@ -44,12 +46,16 @@ def _refuse_foreign_files(out_dir: Path) -> None:
     if not present:
         return
     try:
-        ours = json.loads((out_dir / "experiment.json").read_text()).get("description", "").startswith(EXPORT_DESCRIPTION)
+        ours = (
+            json.loads((out_dir / "experiment.json").read_text()).get("description", "").startswith(EXPORT_DESCRIPTION)
+        )
     except (OSError, ValueError, AttributeError):
         ours = False
     if not ours:
-        raise UserError(f"{out_dir} already holds {', '.join(present)} that alloclab did not export",
-                        "give --csv a new or empty directory (those files are kept)")
+        raise UserError(
+            f"{out_dir} already holds {', '.join(present)} that alloclab did not export",
+            "give --csv a new or empty directory (those files are kept)",
+        )
 
 
 @contextmanager
@@ -76,19 +82,55 @@ def export_csv(run: str | Path, out_dir: Path) -> list[Path]:
         by_time: dict[float, list] = {}
         for r in rows:
             by_time.setdefault(r["t"], []).append(r)
-        totals: dict[float, tuple[int, int | None]] = {}     # time -> (replica samples, summed RSS): diagnostics
+        totals: dict[float, tuple[int, int | None]] = {}  # time -> (replica samples, summed RSS): diagnostics
         for t, batch in by_time.items():
             rss = [r["rss_kb"] for r in batch if r["rss_kb"] is not None]
             totals[t] = (len(batch), sum(rss) if rss else None)
             if rss:
-                w.writerow([utc_iso(t), host, "aggregate", "", "", "", "", "", "", "", len(rss), sum(rss),
-                            sum(rss) // len(rss), min(rss), max(rss)] + [""] * len(EXTRA_COLUMNS))
+                w.writerow(
+                    [
+                        utc_iso(t),
+                        host,
+                        "aggregate",
+                        "",
+                        "",
+                        "",
+                        "",
+                        "",
+                        "",
+                        "",
+                        len(rss),
+                        sum(rss),
+                        sum(rss) // len(rss),
+                        min(rss),
+                        max(rss),
+                    ]
+                    + [""] * len(EXTRA_COLUMNS)
+                )
             for r in batch:
                 vms = r["vmsize_kb"]
                 frag = f"{vms / r['rss_kb']:.2f}" if vms and r["rss_kb"] else ""
-                w.writerow([utc_iso(t), host, "relay", "", r["replica"], r["grp"], _cell(r["rss_kb"]), _cell(vms),
-                            _cell(r["hwm_kb"]), frag, "", "", "", "", ""] +
-                           [_cell(r[c]) for c in EXTRA_COLUMNS[:-1]] + [repr(t)])
+                w.writerow(
+                    [
+                        utc_iso(t),
+                        host,
+                        "relay",
+                        "",
+                        r["replica"],
+                        r["grp"],
+                        _cell(r["rss_kb"]),
+                        _cell(vms),
+                        _cell(r["hwm_kb"]),
+                        frag,
+                        "",
+                        "",
+                        "",
+                        "",
+                        "",
+                    ]
+                    + [_cell(r[c]) for c in EXTRA_COLUMNS[:-1]]
+                    + [repr(t)]
+                )
     events = out_dir / "events.csv"
     with _csv_output(out_dir, "events.csv") as f:
         w = csv.writer(f)
@@ -105,26 +147,57 @@ def export_csv(run: str | Path, out_dir: Path) -> list[Path]:
             d = datetime.fromtimestamp(h["t"], UTC)
             count, total = totals.get(h["t"], (0, 0))
             mb = lambda kb: "" if kb is None else kb // 1024
-            w.writerow([d.strftime("%Y-%m-%d"), d.strftime("%H:%M:%S"), host, "", meta.get("os", ""), meta.get("kernel", ""),
-                        allocators, mb(h["mem_total_kb"]), "", mb(h["mem_available_kb"]), "", mb(h["swap_total_kb"]),
-                        mb(h["swap_free_kb"]), "", "", "", count, mb(total or 0), mb((total or 0) // count) if count else ""] +
-                       [repr(h["t"])] + [_cell(h[c]) for c in DIAG_EXTRA_COLUMNS[1:]])
+            w.writerow(
+                [
+                    d.strftime("%Y-%m-%d"),
+                    d.strftime("%H:%M:%S"),
+                    host,
+                    "",
+                    meta.get("os", ""),
+                    meta.get("kernel", ""),
+                    allocators,
+                    mb(h["mem_total_kb"]),
+                    "",
+                    mb(h["mem_available_kb"]),
+                    "",
+                    mb(h["swap_total_kb"]),
+                    mb(h["swap_free_kb"]),
+                    "",
+                    "",
+                    "",
+                    count,
+                    mb(total or 0),
+                    mb((total or 0) // count) if count else "",
+                ]
+                + [repr(h["t"])]
+                + [_cell(h[c]) for c in DIAG_EXTRA_COLUMNS[1:]]
+            )
     experiment = out_dir / "experiment.json"
     section = {
         "format": EXPORT_FORMAT,
         "meta": {k: v for k, v in meta.items() if k in EXPORTED_META},
         "groups": [{k: g.get(k) for k in _GROUP_FIELDS} for g in groups],
-        "replicas": [{"group": r["group"], **{k: r.get(k) for k in _REPLICA_FIELDS}}
-                     for r in sorted(store.replicas(), key=lambda r: r["id"])],
+        "replicas": [
+            {"group": r["group"], **{k: r.get(k) for k in _REPLICA_FIELDS}}
+            for r in sorted(store.replicas(), key=lambda r: r["id"])
+        ],
         "processes": [{"replica": p["replica"], **{k: p[k] for k in _PROCESS_FIELDS}} for p in store.processes()],
         "verifications": store.verification_history(),
     }
-    doc = {"id": Path(store.run_dir).name, "name": meta.get("name", ""),
-           "description": f"{EXPORT_DESCRIPTION}: the TorUtils groups below, and under \"alloclab\" what an import "
-                          "needs to reproduce the run's analysis",
-           "groups": {g["name"]: {"name": g["name"], "config": {"allocator": g["family"] or g["allocator"],
-                                                               "version": g["version"]}} for g in groups},
-           "alloclab": section}
+    doc = {
+        "id": Path(store.run_dir).name,
+        "name": meta.get("name", ""),
+        "description": f'{EXPORT_DESCRIPTION}: the TorUtils groups below, and under "alloclab" what an import '
+        "needs to reproduce the run's analysis",
+        "groups": {
+            g["name"]: {
+                "name": g["name"],
+                "config": {"allocator": g["family"] or g["allocator"], "version": g["version"]},
+            }
+            for g in groups
+        },
+        "alloclab": section,
+    }
     write_output(out_dir, "experiment.json", json.dumps(doc, indent=1, allow_nan=False) + "\n")
     store.close()
     return [memory, events, diagnostics, experiment]

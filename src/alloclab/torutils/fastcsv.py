@@ -7,6 +7,7 @@ plain numbers within LIMITS, known type, phase and tier, ISO times). Anything el
 `NotSimple`, and the caller reads the file again with the row-by-row checks of torutils, which
 name the first bad cell exactly as before; the same rows land either way (tests compare stores).
 """
+
 from __future__ import annotations
 
 import csv
@@ -18,13 +19,13 @@ from pathlib import Path
 import numpy as np
 
 BLOCK_BYTES = 16 << 20
-PROGRESS_ROWS = 1_000_000           # a progress call per this many rows read
+PROGRESS_ROWS = 1_000_000  # a progress call per this many rows read
 PHASE_CODES = {b"": 0, b"warmup": 1, b"load": 2, b"idle": 3}
-TIER_CODES = {b"": 3, b"cheap": 1, b"full": 2, b"imported": 3}      # empty: imported
+TIER_CODES = {b"": 3, b"cheap": 1, b"full": 2, b"imported": 3}  # empty: imported
 PHASE_VALUES = np.array([None, "warmup", "load", "idle"], dtype=object)
 TIER_VALUES = np.array([None, "cheap", "full", "imported"], dtype=object)
 _NUMBER = re.compile(rb"[0-9]+(\.[0-9]*)?([eE][+-]?[0-9]{1,3})?")
-_WIDEST_NUMBER = 64                      # a wider cell is left to the row-by-row checks
+_WIDEST_NUMBER = 64  # a wider cell is left to the row-by-row checks
 
 
 class NotSimple(Exception):
@@ -35,7 +36,8 @@ class NotSimple(Exception):
 class RelayRows:
     """Every relay row with a group, in file order, as columns. `figures` holds the SAMPLE_FIGURES
     columns the file has (float64, NaN where empty; integer kinds already rounded)."""
-    names: list[str] = field(default_factory=list)         # nickname by id, in order of first row
+
+    names: list[str] = field(default_factory=list)  # nickname by id, in order of first row
     nick_id: np.ndarray = field(default_factory=lambda: np.empty(0, np.int32))
     t: np.ndarray = field(default_factory=lambda: np.empty(0))
     line: np.ndarray = field(default_factory=lambda: np.empty(0, np.int32))
@@ -46,7 +48,7 @@ class RelayRows:
     unlisted: set[str] = field(default_factory=set)
     unlisted_rows: int = 0
     server: str = ""
-    rows: int = 0                                            # data lines read (all types)
+    rows: int = 0  # data lines read (all types)
 
 
 def header_line(path: Path) -> list[str] | None:
@@ -61,16 +63,24 @@ def header_line(path: Path) -> list[str] | None:
     return [h.strip() for h in first[:-1].decode().split(",")]
 
 
-def scan(path: Path, header: list[str], limits: dict[str, tuple[str, float]], figures: tuple[str, ...],
-         time_of: Callable[[str], float], groups: Callable[[str], str] | None, exported: dict[str, str] | None,
-         max_name: int, progress: Callable[[int, int, int], None] | None = None) -> RelayRows:
+def scan(
+    path: Path,
+    header: list[str],
+    limits: dict[str, tuple[str, float]],
+    figures: tuple[str, ...],
+    time_of: Callable[[str], float],
+    groups: Callable[[str], str] | None,
+    exported: dict[str, str] | None,
+    max_name: int,
+    progress: Callable[[int, int, int], None] | None = None,
+) -> RelayRows:
     """All relay rows of the memory CSV as columns. `time_of(text)` parses a timestamp (raising
     on a bad one), `groups(nick)` gives the group when there is no group column; `exported` is the
     replica -> group map of an export. Raises NotSimple on anything it cannot decide."""
     scan = _Scan(header, limits, figures, time_of, groups, exported, max_name)
     size = path.stat().st_size
     done = 0
-    line_no = 1                                  # the header is line 1
+    line_no = 1  # the header is line 1
     reported = 0
     with open(path, "rb") as f:
         done += len(f.readline())
@@ -78,7 +88,7 @@ def scan(path: Path, header: list[str], limits: dict[str, tuple[str, float]], fi
         while True:
             chunk = f.read(BLOCK_BYTES)
             if not chunk:
-                if pending:                          # the last line, without its newline
+                if pending:  # the last line, without its newline
                     line_no = scan.block(pending + b"\n", line_no)
                 break
             data = pending + chunk
@@ -99,7 +109,7 @@ def _check_plain(block: bytes) -> int:
     """Refuse what the fast path cannot read exactly; returns the number of carriage returns."""
     if not block.isascii() or b'"' in block or b"\0" in block:
         raise NotSimple("not plain ASCII without quotes")
-    crlf = block.count(b"\r")                   # a carriage return only as part of a CRLF line end
+    crlf = block.count(b"\r")  # a carriage return only as part of a CRLF line end
     if crlf and crlf != block.count(b"\r\n"):
         raise NotSimple("a carriage return inside a line")
     return crlf
@@ -108,16 +118,18 @@ def _check_plain(block: bytes) -> int:
 @dataclass
 class _Fields:
     """One block's non-blank lines cut at their commas: each field's byte offsets, by row and column."""
+
     block: bytes
-    buf: np.ndarray                 # the block as bytes
+    buf: np.ndarray  # the block as bytes
     col: dict[str, int]
-    start: np.ndarray               # (rows, columns): where each field starts
-    end: np.ndarray                 # ...and ends (exclusive)
-    lines: np.ndarray               # each row's line number in the file
+    start: np.ndarray  # (rows, columns): where each field starts
+    end: np.ndarray  # ...and ends (exclusive)
+    lines: np.ndarray  # each row's line number in the file
     max_name: int
 
-    def cells(self, name: str, rows: np.ndarray | slice = slice(None), widest: int | None = None
-              ) -> tuple[np.ndarray, np.ndarray]:
+    def cells(
+        self, name: str, rows: np.ndarray | slice = slice(None), widest: int | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
         """The column's cells as fixed-width bytes (NUL-padded) and their byte matrix."""
         widest = self.max_name if widest is None else widest
         i = self.col[name]
@@ -130,16 +142,16 @@ class _Fields:
             return np.zeros(len(s), "S1"), np.zeros((len(s), 1), np.uint8)
         offsets = np.arange(width, dtype=np.int32)
         matrix = self.buf.take(s.astype(np.int32)[:, None] + offsets, mode="clip")
-        matrix[offsets >= lengths[:, None]] = 0          # NUL padding: what numpy's bytes type strips
+        matrix[offsets >= lengths[:, None]] = 0  # NUL padding: what numpy's bytes type strips
         return matrix.view(f"S{width}").ravel(), matrix
 
     def first_server(self) -> str:
         """The first non-blank server cell of the block ("" when none)."""
         i = self.col["server"]
         for r in np.flatnonzero(self.end[:, i] > self.start[:, i]).tolist():
-            text = self.block[self.start[r, i]:self.end[r, i]].decode().strip()
+            text = self.block[self.start[r, i] : self.end[r, i]].decode().strip()
             if text:
-                return text[:self.max_name]
+                return text[: self.max_name]
         return ""
 
     def relay_rows(self) -> np.ndarray:
@@ -170,7 +182,7 @@ def _fields(block: bytes, first_line: int, ncols: int, col: dict[str, int], max_
     if crlf:
         ends = newlines - (buf[np.maximum(newlines - 1, 0)] == 13) * (newlines > 0)
     lines = first_line + 1 + np.arange(len(newlines))
-    filled = ends > starts                       # blank lines are skipped, as the csv reader's are
+    filled = ends > starts  # blank lines are skipped, as the csv reader's are
     starts, ends, lines = starts[filled], ends[filled], lines[filled]
     commas = np.flatnonzero(buf == 44)
     per_line = np.diff(np.searchsorted(commas, np.concatenate([starts[:1], ends])))
@@ -188,17 +200,32 @@ class _Scan:
     """What a scan carries from block to block: the file's columns, the checks it was given, the
     relay ids and parsed times so far, and each column's blocks of rows."""
 
-    def __init__(self, header: list[str], limits: dict[str, tuple[str, float]], figures: tuple[str, ...],
-                 time_of: Callable[[str], float], groups: Callable[[str], str] | None,
-                 exported: dict[str, str] | None, max_name: int):
+    def __init__(
+        self,
+        header: list[str],
+        limits: dict[str, tuple[str, float]],
+        figures: tuple[str, ...],
+        time_of: Callable[[str], float],
+        groups: Callable[[str], str] | None,
+        exported: dict[str, str] | None,
+        max_name: int,
+    ):
         self.col = {h: i for i, h in enumerate(header)}
         self.ncols = len(header)
         self.present = [c for c in figures if c in self.col]
-        self.limits, self.time_of, self.groups, self.exported, self.max_name = limits, time_of, groups, exported, max_name
+        self.limits, self.time_of, self.groups, self.exported, self.max_name = (
+            limits,
+            time_of,
+            groups,
+            exported,
+            max_name,
+        )
         self.out = RelayRows()
         self.ids: dict[str, int] = {}
         self.times: dict[bytes, float] = {}
-        self.parts: dict[str, list[np.ndarray]] = {k: [] for k in ("nick_id", "t", "line", "phase", "tier", *self.present)}
+        self.parts: dict[str, list[np.ndarray]] = {
+            k: [] for k in ("nick_id", "t", "line", "phase", "tier", *self.present)
+        }
 
     def block(self, block: bytes, first_line: int) -> int:
         """One block of whole lines; returns the number of the next line."""
@@ -214,13 +241,23 @@ class _Scan:
         pair_index, pair_nick, pair_group = self._pairs(f, rows)
         t = self._times(f, rows)
         values = {c: _numbers(f.cells(c, rows, _WIDEST_NUMBER), c, self.limits) for c in self.present}
-        phase = _codes(f.cells("phase", rows, 16)[0], PHASE_CODES) if "phase" in self.col else np.zeros(len(rows), np.int8)
-        tier = _codes(f.cells("tier", rows, 16)[0], TIER_CODES) if "tier" in self.col else np.full(len(rows), 3, np.int8)
+        phase = (
+            _codes(f.cells("phase", rows, 16)[0], PHASE_CODES) if "phase" in self.col else np.zeros(len(rows), np.int8)
+        )
+        tier = (
+            _codes(f.cells("tier", rows, 16)[0], TIER_CODES) if "tier" in self.col else np.full(len(rows), 3, np.int8)
+        )
         keep, pair_id = self._relay_ids(pair_nick, pair_group)
         grouped = keep[pair_index]
         self.out.unlisted_rows += int(len(grouped) - grouped.sum())
-        for name, column in (("nick_id", pair_id[pair_index]), ("t", t), ("line", f.lines[rows].astype(np.int32)),
-                             ("phase", phase), ("tier", tier), *((c, values[c]) for c in self.present)):
+        for name, column in (
+            ("nick_id", pair_id[pair_index]),
+            ("t", t),
+            ("line", f.lines[rows].astype(np.int32)),
+            ("phase", phase),
+            ("tier", tier),
+            *((c, values[c]) for c in self.present),
+        ):
             self.parts[name].append(column[grouped])
         return next_line
 
@@ -233,8 +270,11 @@ class _Scan:
         group_values, group_index = f.names("group", rows, True)
         pair_code = nick_index.astype(np.int64) * len(group_values) + group_index
         pairs, pair_index = np.unique(pair_code, return_inverse=True)
-        return (pair_index, [nicks[p // len(group_values)] for p in pairs],
-                [group_values[p % len(group_values)].decode() for p in pairs])
+        return (
+            pair_index,
+            [nicks[p // len(group_values)] for p in pairs],
+            [group_values[p % len(group_values)].decode() for p in pairs],
+        )
 
     def _times(self, f: _Fields, rows: np.ndarray) -> np.ndarray:
         """Each row's time: rows of one sampling time are adjacent, so each distinct text is parsed
@@ -249,7 +289,7 @@ class _Scan:
             if known is None:
                 try:
                     known = self.time_of(text.decode())
-                except Exception as exc:                 # the row-by-row checks name it
+                except Exception as exc:  # the row-by-row checks name it
                     raise NotSimple("a bad timestamp") from exc
                 if len(self.times) > 1_000_000:
                     self.times.clear()

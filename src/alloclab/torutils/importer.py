@@ -1,5 +1,6 @@
 """`alloclab import torutils`: a TorUtils folder (or an `alloclab export`) read, checked in full,
 and only then written as a new run."""
+
 from __future__ import annotations
 
 import csv
@@ -56,7 +57,9 @@ def _memory_rows(path: Path) -> Iterator[tuple[int, dict[str, str]]]:
 def naive_timezone(hours: float) -> timezone:
     """The zone of timestamps written without an offset, from --naive-utc-offset."""
     if not math.isfinite(hours) or not -24 < hours < 24:
-        raise UserError(f"--naive-utc-offset {hours} is not a UTC offset", "give hours east of UTC between -23.99 and 23.99")
+        raise UserError(
+            f"--naive-utc-offset {hours} is not a UTC offset", "give hours east of UTC between -23.99 and 23.99"
+        )
     return timezone(timedelta(hours=hours))
 
 
@@ -81,8 +84,10 @@ def _read_group_lists(folder: Path) -> tuple[dict[str, str], dict[str, tuple[str
             seen_in.setdefault(nick, set()).add(letter)
             if not historical:
                 if nick in assignment and assignment[nick] != letter:
-                    raise UserError(f"{nick} is in two current group lists ({assignment[nick]} and {letter})",
-                                    "fix the lists in groups/")
+                    raise UserError(
+                        f"{nick} is in two current group lists ({assignment[nick]} and {letter})",
+                        "fix the lists in groups/",
+                    )
                 assignment[nick] = letter
     return assignment, labels, seen_in
 
@@ -103,7 +108,7 @@ def _read_experiment_json(folder: Path) -> tuple[dict[str, tuple[str, str | None
     labels: dict[str, tuple[str, str | None]] = {}
     groups = doc.get("groups", {})
     if not isinstance(groups, dict):
-        raise UserError("experiment.json: \"groups\" is not an object of group -> description", fix)
+        raise UserError('experiment.json: "groups" is not an object of group -> description', fix)
     for g, spec in groups.items():
         spec = spec if isinstance(spec, dict) else {}
         cfg = spec.get("config") if isinstance(spec.get("config"), dict) else {}
@@ -138,11 +143,19 @@ def _default_baseline(groups: list[str], labels: dict[str, tuple[str, str | None
         if found:
             return found[0]
     return groups[0] if groups else ""
-PROGRESS_ROWS = 1_000_000           # a progress line per this many rows read or samples written
 
 
-def import_torutils(folder: Path, out: Path, naive_tz: timezone = UTC, baseline: str | None = None,
-                    progress: Callable[[str], None] | None = None, fast: bool = True) -> Path:
+PROGRESS_ROWS = 1_000_000  # a progress line per this many rows read or samples written
+
+
+def import_torutils(
+    folder: Path,
+    out: Path,
+    naive_tz: timezone = UTC,
+    baseline: str | None = None,
+    progress: Callable[[str], None] | None = None,
+    fast: bool = True,
+) -> Path:
     """A TorUtils experiment folder (or an `alloclab export`) as a new run in `out`. Every file is
     read and checked first; `out` is created only once all of it is sound. The memory CSV is
     streamed: a plain file by the columnar fast path (torutils.fastcsv), anything else (or
@@ -161,7 +174,9 @@ def import_torutils(folder: Path, out: Path, naive_tz: timezone = UTC, baseline:
             if store is not None:
                 store.discard()
             if isinstance(exc, (OSError, StoreError)):
-                raise UserError(f"writing {out} failed ({exc}); nothing was kept", "check free space and permissions") from None
+                raise UserError(
+                    f"writing {out} failed ({exc}); nothing was kept", "check free space and permissions"
+                ) from None
             raise
     return out
 
@@ -169,11 +184,12 @@ def import_torutils(folder: Path, out: Path, naive_tz: timezone = UTC, baseline:
 @dataclass
 class _GroupSources:
     """What says which relay is in which group, besides the memory CSV's own group column."""
-    assignment: dict[str, str]                          # relay -> group, from groups/ lists
-    labels: dict[str, tuple[str, str | None]]           # group -> (allocator family, version)
-    seen_in: dict[str, set[str]]                        # relay -> every group list naming it
+
+    assignment: dict[str, str]  # relay -> group, from groups/ lists
+    labels: dict[str, tuple[str, str | None]]  # group -> (allocator family, version)
+    seen_in: dict[str, set[str]]  # relay -> every group list naming it
     memberships: dict[str, list[tuple[str, str, str]]]  # relay -> (group, list kind, source)
-    section: dict | None                                # an export's "alloclab" section
+    section: dict | None  # an export's "alloclab" section
 
     def exported_groups(self) -> dict[str, str] | None:
         """An export's relay -> group (its section's replicas); None for data not exported by alloclab."""
@@ -183,6 +199,7 @@ class _GroupSources:
 @dataclass
 class _Folder:
     """A TorUtils folder read and checked in full: everything the import writes."""
+
     folder: Path
     memory: Path
     naive_tz: timezone
@@ -194,8 +211,14 @@ class _Folder:
     baseline: str
 
 
-def _read_folder(folder: Path, out: Path, naive_tz: timezone, baseline: str | None,
-                 progress: Callable[[str], None] | None, fast: bool) -> _Folder:
+def _read_folder(
+    folder: Path,
+    out: Path,
+    naive_tz: timezone,
+    baseline: str | None,
+    progress: Callable[[str], None] | None,
+    fast: bool,
+) -> _Folder:
     """Every file of the folder read and checked, in the order the problems are named; UserError
     on the first."""
     if not folder.is_dir():
@@ -214,7 +237,7 @@ def _read_folder(folder: Path, out: Path, naive_tz: timezone, baseline: str | No
     try:
         sources = _read_group_sources(folder, "group" in header)
     except UserError:
-        if not structure_checked:           # the memory CSV's own problems are named first, as ever
+        if not structure_checked:  # the memory CSV's own problems are named first, as ever
             _memory_structure(memory, MEMORY_REQUIRED, MEMORY_FIX)
         raise
     relays = _read_relays(memory, header, structure_checked, naive_tz, sources, progress)
@@ -243,12 +266,20 @@ def _read_group_sources(folder: Path, has_group_column: bool) -> _GroupSources:
     config_labels, sources.section = _read_experiment_json(folder)
     sources.labels.update({k: v for k, v in config_labels.items() if k not in sources.labels})
     if not has_group_column and not sources.assignment:
-        raise UserError(f"{folder} has neither a group column nor groups/ lists", "add groups/group_<L>_<allocator>.txt files")
+        raise UserError(
+            f"{folder} has neither a group column nor groups/ lists", "add groups/group_<L>_<allocator>.txt files"
+        )
     return sources
 
 
-def _read_relays(memory: Path, header: list[str], structure_checked: bool, naive_tz: timezone,
-                 sources: _GroupSources, progress: Callable[[str], None] | None) -> _SampleTable:
+def _read_relays(
+    memory: Path,
+    header: list[str],
+    structure_checked: bool,
+    naive_tz: timezone,
+    sources: _GroupSources,
+    progress: Callable[[str], None] | None,
+) -> _SampleTable:
     """The memory CSV's relay rows: by the fast path when its header was simple and the file turns
     out so, else row by row (after the structure checks the fast path skipped)."""
     if not structure_checked:
@@ -270,32 +301,52 @@ def _write_run(store: Store, data: _Folder, progress: Callable[[str], None] | No
         pid_of = {}
         for p in section["processes"]:
             pid_of[(p["pid"], p.get("start_ticks"))] = store.add_process(
-                replica_id=rid[p["replica"]], **{k: v for k, v in p.items() if k != "replica"})
+                replica_id=rid[p["replica"]], **{k: v for k, v in p.items() if k != "replica"}
+            )
         for v in section["verifications"]:
-            store.add_verification(t=v["t"], process_id=pid_of[(v["pid"], v.get("start_ticks"))],
-                                   verified=v.get("verified"), detail=v.get("detail"),
-                                   mapped_allocator=v.get("mapped_allocator"))
+            store.add_verification(
+                t=v["t"],
+                process_id=pid_of[(v["pid"], v.get("start_ticks"))],
+                verified=v.get("verified"),
+                detail=v.get("detail"),
+                mapped_allocator=v.get("mapped_allocator"),
+            )
     for t, kind, description, group, replica in data.events:
         store.add_event(t, kind, description, rid.get(replica) if replica else None, group_name=group)
     if data.host:
         store.add_host_samples(("t",) + tuple(DIAG_EXTRA_COLUMNS[1:]), data.host)
     if relays.unlisted:
-        store.add_event(first_t, "note", f"{relays.unlisted_rows} rows of {len(relays.unlisted)} relays had no group "
-                        "(other relays, or a relay before it joined a group) and were left out")
+        store.add_event(
+            first_t,
+            "note",
+            f"{relays.unlisted_rows} rows of {len(relays.unlisted)} relays had no group "
+            "(other relays, or a relay before it joined a group) and were left out",
+        )
     if relays.duplicate_times:
-        store.add_event(first_t, "note", f"{sum(relays.duplicate_times.values())} rows repeat a relay's timestamp with "
-                        f"other figures ({', '.join(sorted(relays.duplicate_times)[:6])}): two processes under one nickname?")
+        store.add_event(
+            first_t,
+            "note",
+            f"{sum(relays.duplicate_times.values())} rows repeat a relay's timestamp with "
+            f"other figures ({', '.join(sorted(relays.duplicate_times)[:6])}): two processes under one nickname?",
+        )
 
 
 def _run_meta(data: _Folder) -> dict:
     """The run's meta: what the data says, an export's own meta over it, then where it came from."""
     relays, all_t = data.relays, data.relays.t
     exported_meta = data.sources.section["meta"] if data.sources.section else {}
-    meta = {"name": data.folder.name, "metric": "rss", "seed": 0, "interval": _typical_interval(all_t),
-            "started_at": float(all_t.min()), "ended_at": float(all_t.max()), "host": relays.server,
-            "end_reason": "imported",
-            "replicas_in_several_groups": sorted(n for n, gs in data.sources.seen_in.items() if len(gs) > 1),
-            "unlisted_relays": sorted(relays.unlisted)}
+    meta = {
+        "name": data.folder.name,
+        "metric": "rss",
+        "seed": 0,
+        "interval": _typical_interval(all_t),
+        "started_at": float(all_t.min()),
+        "ended_at": float(all_t.max()),
+        "host": relays.server,
+        "end_reason": "imported",
+        "replicas_in_several_groups": sorted(n for n, gs in data.sources.seen_in.items() if len(gs) > 1),
+        "unlisted_relays": sorted(relays.unlisted),
+    }
     meta.update(exported_meta)
     meta.update(source=f"import torutils {data.folder}", baseline=data.baseline, naive_timezone=str(data.naive_tz))
     if exported_meta:
@@ -311,14 +362,16 @@ def _write_groups(store: Store, data: _Folder) -> dict[str, int]:
     gid = {}
     for g in data.groups:
         family, version = data.sources.labels.get(g, (g, None))
-        row = exported_groups.get(g) or dict(name=g, allocator=family, kind="imported", family=family, version=version,
-                                             env_json="{}", command_json="[]")
+        row = exported_groups.get(g) or dict(
+            name=g, allocator=family, kind="imported", family=family, version=version, env_json="{}", command_json="[]"
+        )
         gid[g] = store.add_group(**{**row, "is_baseline": int(g == data.baseline)})
     return gid
 
 
-def _write_replicas(store: Store, data: _Folder, gid: dict[str, int],
-                    progress: Callable[[str], None] | None) -> dict[str, int]:
+def _write_replicas(
+    store: Store, data: _Folder, gid: dict[str, int], progress: Callable[[str], None] | None
+) -> dict[str, int]:
     """An export's replicas, then one per relay not among them, each with its samples and
     memberships; replica name -> id."""
     relays, section = data.relays, data.sources.section
@@ -331,17 +384,25 @@ def _write_replicas(store: Store, data: _Folder, gid: dict[str, int],
         lo, hi = relays.bounds[i]
         if nick not in rid:
             first, last = (float(relays.t[lo]), float(relays.t[hi - 1])) if hi > lo else (None, None)
-            rid[nick] = store.add_replica(group_id=gid[relays.group_of[nick]], idx=i, name=nick, start_order=i,
-                                          started_at=first, ended_at=last, verified=None,
-                                          verify_detail="imported: allocator not verified by alloclab")
+            rid[nick] = store.add_replica(
+                group_id=gid[relays.group_of[nick]],
+                idx=i,
+                name=nick,
+                start_order=i,
+                started_at=first,
+                ended_at=last,
+                verified=None,
+                verify_detail="imported: allocator not verified by alloclab",
+            )
         for start in range(lo, hi, 200_000):
             store.add_samples(relays.columns(), relays.rows(start, min(hi, start + 200_000), rid[nick]))
         written += hi - lo
         if progress and written - reported >= PROGRESS_ROWS:
             reported = written
             progress(f"wrote {written:,} of {len(relays.t):,} samples")
-        for group_name, kind, source in data.sources.memberships.get(nick, [(relays.group_of[nick], "current",
-                                                                             data.memory.name)]):
+        for group_name, kind, source in data.sources.memberships.get(
+            nick, [(relays.group_of[nick], "current", data.memory.name)]
+        ):
             store.add_membership(replica_id=rid[nick], group_name=group_name, list_kind=kind, source=source)
     return rid
 
@@ -358,12 +419,12 @@ def _check_output(out: Path) -> None:
 
 class _Relays:
     def __init__(self) -> None:
-        self.samples: dict[str, list[tuple]] = {}       # nickname -> (t, phase, tier, *SAMPLE_FIGURES)
+        self.samples: dict[str, list[tuple]] = {}  # nickname -> (t, phase, tier, *SAMPLE_FIGURES)
         self.group_of: dict[str, str] = {}
         self.unlisted: set[str] = set()
         self.unlisted_rows = 0
-        self.duplicate_times: dict[str, int] = {}        # nickname -> rows repeating one of its timestamps
-        self.server = ""                                 # the first row's (of any type) non-blank server
+        self.duplicate_times: dict[str, int] = {}  # nickname -> rows repeating one of its timestamps
+        self.server = ""  # the first row's (of any type) non-blank server
 
     def table(self, header: list[str]) -> _SampleTable:
         names = sorted(self.group_of)
@@ -396,9 +457,17 @@ class _SampleTable:
     integer kinds exact); `constant` figures have one value for every sample. The columns are
     taken from the dict one by one as they are sorted, so the caller should hold no other
     reference to them (ten million samples: each column copy is 80 MB)."""
-    def __init__(self, names: list[str], rank: np.ndarray, columns: dict[str, np.ndarray], constant: dict[str, int],
-                 relays: _Relays | fastcsv.RelayRows, duplicate_times: dict[str, int]) -> None:
-        order = np.lexsort((columns["t"], rank))         # stable: equal times keep file order
+
+    def __init__(
+        self,
+        names: list[str],
+        rank: np.ndarray,
+        columns: dict[str, np.ndarray],
+        constant: dict[str, int],
+        relays: _Relays | fastcsv.RelayRows,
+        duplicate_times: dict[str, int],
+    ) -> None:
+        order = np.lexsort((columns["t"], rank))  # stable: equal times keep file order
         self.names = names
         self.columns_: dict[str, np.ndarray] = {}
         for c in list(columns):
@@ -416,7 +485,13 @@ class _SampleTable:
         """The SAMPLE_COLUMNS with any value: the others are left to their default, NULL (fewer
         values to bind per row: most of the time of writing ten million samples)."""
         phase = ("phase",) if self.has_phase else ()
-        return ("t", "replica_id", *phase, "tier", *(c for c in SAMPLE_FIGURES if c in self.columns_ or c in self.constant))
+        return (
+            "t",
+            "replica_id",
+            *phase,
+            "tier",
+            *(c for c in SAMPLE_FIGURES if c in self.columns_ or c in self.constant),
+        )
 
     def rows(self, lo: int, hi: int, replica_id: int) -> Iterator[tuple]:
         """Samples lo..hi as tuples of Python values (None for NULL) in the order of columns()."""
@@ -443,19 +518,30 @@ def _python_values(v: np.ndarray, kind: str) -> list:
     return boxed.tolist()
 
 
-def _read_relay_columns(path: Path, header: list[str], naive_tz: timezone, sources: _GroupSources,
-                        progress: Callable[[str], None] | None) -> _SampleTable:
+def _read_relay_columns(
+    path: Path, header: list[str], naive_tz: timezone, sources: _GroupSources, progress: Callable[[str], None] | None
+) -> _SampleTable:
     """The fast path (fastcsv.scan), then the one check it leaves: rows repeating a relay's
     time, found by sorting (relay, time) and judged by the row-by-row rules on just those rows.
     The same inputs as the row-by-row reader's (the group column's presence read from the header)."""
-    shown = (lambda rows, done, size: progress(f"read {rows:,} rows of {path.name} ({100 * done // max(size, 1)}%)")) \
-        if progress else None
-    relays = fastcsv.scan(path, header, LIMITS, SAMPLE_FIGURES,
-                                lambda text: _timestamp(text, path, 0, "timestamp", naive_tz),
-                                None if "group" in header else (lambda nick: sources.assignment.get(nick, "")),
-                                sources.exported_groups(), MAX_NAME_CHARS, shown)
+    shown = (
+        (lambda rows, done, size: progress(f"read {rows:,} rows of {path.name} ({100 * done // max(size, 1)}%)"))
+        if progress
+        else None
+    )
+    relays = fastcsv.scan(
+        path,
+        header,
+        LIMITS,
+        SAMPLE_FIGURES,
+        lambda text: _timestamp(text, path, 0, "timestamp", naive_tz),
+        None if "group" in header else (lambda nick: sources.assignment.get(nick, "")),
+        sources.exported_groups(),
+        MAX_NAME_CHARS,
+        shown,
+    )
     duplicate_times = _repeated_times(path, relays, sources.section is not None)
-    measured = ~np.isnan(relays.figures["rss_kb"])       # no rss_kb: nothing measured at this time
+    measured = ~np.isnan(relays.figures["rss_kb"])  # no rss_kb: nothing measured at this time
     names = sorted(relays.group_of)
     rank_of_id = np.empty(len(relays.names), np.int64)
     id_of = {n: i for i, n in enumerate(relays.names)}
@@ -463,14 +549,14 @@ def _read_relay_columns(path: Path, header: list[str], naive_tz: timezone, sourc
     every = bool(measured.all())
     rank = rank_of_id[relays.nick_id if every else relays.nick_id[measured]]
     columns = {"t": relays.t, "phase": relays.phase, "tier": relays.tier, **relays.figures}
-    relays.t = relays.phase = relays.tier = relays.nick_id = relays.line = None      # free as they are sorted
+    relays.t = relays.phase = relays.tier = relays.nick_id = relays.line = None  # free as they are sorted
     relays.figures = {}
     for c in list(columns):
         if not every:
             columns[c] = columns[c][measured]
         if c in SAMPLE_FIGURES and np.all(np.isnan(columns[c])):
             del columns[c]
-    constant = {} if "nprocs" in header else {"nprocs": 1}           # a TorUtils row is one tor process
+    constant = {} if "nprocs" in header else {"nprocs": 1}  # a TorUtils row is one tor process
     return _SampleTable(names, rank, columns, constant, relays, duplicate_times)
 
 
@@ -486,9 +572,9 @@ def _repeated_times(path: Path, relays: fastcsv.RelayRows, exported: bool) -> di
     involved = np.zeros(len(order), bool)
     involved[1:] |= same
     involved[:-1] |= same
-    rows = np.sort(order[involved])                      # positions, in file order
+    rows = np.sort(order[involved])  # positions, in file order
     wanted = dict.fromkeys(relays.line[rows].tolist())
-    with open(path, "rb") as f:                          # the fast path's files: one row per line
+    with open(path, "rb") as f:  # the fast path's files: one row per line
         for number, text in enumerate(f, 1):
             if number in wanted:
                 wanted[number] = text.removesuffix(b"\n").removesuffix(b"\r").decode().split(",")
@@ -506,15 +592,24 @@ def _repeated_times(path: Path, relays: fastcsv.RelayRows, exported: bool) -> di
             continue
         if (name, when) in first_line:
             if exported:
-                raise UserError(f"{_where(path, line)}: relay {_show(name)} has a second row for the time of line "
-                                f"{first_line[(name, when)]}", "delete one of the two rows")
+                raise UserError(
+                    f"{_where(path, line)}: relay {_show(name)} has a second row for the time of line "
+                    f"{first_line[(name, when)]}",
+                    "delete one of the two rows",
+                )
             out[name] = out.get(name, 0) + 1
         first_line.setdefault((name, when), line)
     return out
 
 
-def _read_relay_rows(path: Path, header: list[str], rows: Iterable[tuple[int, dict[str, str]]], naive_tz: timezone,
-                     sources: _GroupSources, progress: Callable[[str], None] | None = None) -> _Relays:
+def _read_relay_rows(
+    path: Path,
+    header: list[str],
+    rows: Iterable[tuple[int, dict[str, str]]],
+    naive_tz: timezone,
+    sources: _GroupSources,
+    progress: Callable[[str], None] | None = None,
+) -> _Relays:
     """Row by row, each cell checked in turn: the reader for files the fast path cannot decide,
     and the one that names the first bad cell."""
     reader = _RelayRowReader(path, header, naive_tz, sources)
@@ -538,7 +633,7 @@ class _RelayRowReader:
         self.exported = sources.exported_groups()
         self.from_export = sources.section is not None
         self.first_line: dict[tuple, int] = {}
-        self.seen_rows: dict[tuple, int] = {}      # (nickname, time, hash of the whole row) -> line: a row is not kept
+        self.seen_rows: dict[tuple, int] = {}  # (nickname, time, hash of the whole row) -> line: a row is not kept
         self.group_line: dict[str, int] = {}
         self.out = _Relays()
 
@@ -555,11 +650,11 @@ class _RelayRowReader:
             return
         self._check_membership(line, nick, group)
         self._check_not_repeated(line, r, nick, t)
-        if values[0] is None:            # no rss_kb: nothing measured at this time
+        if values[0] is None:  # no rss_kb: nothing measured at this time
             return
         self._note_second_row_at(line, nick, t)
         if not self.has_nprocs:
-            values = values[:-1] + (1,)              # a TorUtils row is one tor process
+            values = values[:-1] + (1,)  # a TorUtils row is one tor process
         self.out.samples.setdefault(nick, []).append((t, phase, tier, *values))
 
     def _is_relay(self, line: int, r: dict[str, str]) -> bool:
@@ -568,16 +663,19 @@ class _RelayRowReader:
         if kind == "aggregate":
             return False
         if kind != "relay":
-            raise UserError(f"{_where(self.path, line, 'type')}: {_show(kind)} is neither relay nor aggregate",
-                            "correct or delete the row")
+            raise UserError(
+                f"{_where(self.path, line, 'type')}: {_show(kind)} is neither relay nor aggregate",
+                "correct or delete the row",
+            )
         return True
 
     def _relay(self, line: int, r: dict[str, str]) -> tuple[str, str]:
         """(nickname, group): the group column's, else the groups/ lists' ("" for a relay in none)."""
         nick = _name(r["nickname"], self.path, line, "nickname")
         if not nick:
-            raise UserError(f"{_where(self.path, line, 'nickname')}: a relay row without a nickname",
-                            "correct or delete the row")
+            raise UserError(
+                f"{_where(self.path, line, 'nickname')}: a relay row without a nickname", "correct or delete the row"
+            )
         group = _name(r["group"], self.path, line, "group") if self.has_group_column else self.assignment.get(nick, "")
         return nick, group
 
@@ -586,30 +684,43 @@ class _RelayRowReader:
         path = self.path
         t = _row_time(r, path, line, self.naive_tz)
         values = tuple(_number(r[c], path, line, c) if c in self.figures else None for c in SAMPLE_FIGURES)
-        phase = (r.get("phase") or "").strip() or None      # no phase column: unknown (NULL), never guessed
+        phase = (r.get("phase") or "").strip() or None  # no phase column: unknown (NULL), never guessed
         if phase is not None and phase not in PHASES:
-            raise UserError(f"{_where(path, line, 'phase')}: {_show(phase)} is not a phase", f"use {', '.join(PHASES)} or leave it empty")
+            raise UserError(
+                f"{_where(path, line, 'phase')}: {_show(phase)} is not a phase",
+                f"use {', '.join(PHASES)} or leave it empty",
+            )
         tier = (r.get("tier") or "").strip() or "imported"
         if tier not in TIERS:
-            raise UserError(f"{_where(path, line, 'tier')}: {_show(tier)} is not a tier", f"use {', '.join(TIERS)} or leave it empty")
+            raise UserError(
+                f"{_where(path, line, 'tier')}: {_show(tier)} is not a tier",
+                f"use {', '.join(TIERS)} or leave it empty",
+            )
         return t, phase, tier, values
 
     def _check_membership(self, line: int, nick: str, group: str) -> None:
         """One relay, one group, and (in an export) the group experiment.json gives it."""
         if self.exported is not None and self.exported.get(nick) != group:
-            raise UserError(f"{_where(self.path, line, 'nickname')}: {_show(nick)} in group {_show(group)} is not a replica of "
-                            "that group in experiment.json", "export the run again: the files do not belong together")
+            raise UserError(
+                f"{_where(self.path, line, 'nickname')}: {_show(nick)} in group {_show(group)} is not a replica of "
+                "that group in experiment.json",
+                "export the run again: the files do not belong together",
+            )
         previous = self.out.group_of.setdefault(nick, group)
         self.group_line.setdefault(nick, line)
         if previous != group:
-            raise UserError(f"{_where(self.path, line, 'group')}: relay {_show(nick)} is in group {_show(group)} here and "
-                            f"{_show(previous)} at line {self.group_line[nick]}",
-                            "one relay, one group: give the relay a new nickname in its new group")
+            raise UserError(
+                f"{_where(self.path, line, 'group')}: relay {_show(nick)} is in group {_show(group)} here and "
+                f"{_show(previous)} at line {self.group_line[nick]}",
+                "one relay, one group: give the relay a new nickname in its new group",
+            )
 
     def _check_not_repeated(self, line: int, r: dict[str, str], nick: str, t: float) -> None:
         whole = (nick, t, hash(tuple(v.strip() for v in r.values())))
         if whole in self.seen_rows:
-            raise UserError(f"{_where(self.path, line)}: repeats line {self.seen_rows[whole]}", "delete one of the two rows")
+            raise UserError(
+                f"{_where(self.path, line)}: repeats line {self.seen_rows[whole]}", "delete one of the two rows"
+            )
         self.seen_rows[whole] = line
 
     def _note_second_row_at(self, line: int, nick: str, t: float) -> None:
@@ -618,8 +729,11 @@ class _RelayRowReader:
         key = (nick, t)
         if key in self.first_line:
             if self.from_export:
-                raise UserError(f"{_where(self.path, line)}: relay {_show(nick)} has a second row for the time of line "
-                                f"{self.first_line[key]}", "delete one of the two rows")
+                raise UserError(
+                    f"{_where(self.path, line)}: relay {_show(nick)} has a second row for the time of line "
+                    f"{self.first_line[key]}",
+                    "delete one of the two rows",
+                )
             self.out.duplicate_times[nick] = self.out.duplicate_times.get(nick, 0) + 1
         self.first_line.setdefault(key, line)
 
@@ -628,7 +742,9 @@ def _read_events(path: Path, naive_tz: timezone, replicas: set[str]) -> list[tup
     """(t, kind, description, group, replica name or None) from events.csv, if there is one."""
     if not path.exists() and not path.is_symlink():
         return []
-    header, rows = _csv_rows(path, {"timestamp"}, "events.csv needs a timestamp column (and event_type, description, group)")
+    header, rows = _csv_rows(
+        path, {"timestamp"}, "events.csv needs a timestamp column (and event_type, description, group)"
+    )
     out = []
     for line, e in rows:
         t = _row_time(e, path, line, naive_tz)
@@ -637,8 +753,10 @@ def _read_events(path: Path, naive_tz: timezone, replicas: set[str]) -> list[tup
         group = _name(e.get("group", ""), path, line, "group") or "all"
         replica = _name(e.get("replica", ""), path, line, "replica") or None
         if replica is not None and replica not in replicas:
-            raise UserError(f"{_where(path, line, 'replica')}: {_show(replica)} has no rows in the memory CSV",
-                            "correct the name or leave the column empty")
+            raise UserError(
+                f"{_where(path, line, 'replica')}: {_show(replica)} has no rows in the memory CSV",
+                "correct the name or leave the column empty",
+            )
         out.append((t, kind, description, group, replica))
     return out
 
@@ -655,8 +773,10 @@ def _read_host_samples(path: Path, naive_tz: timezone) -> list[tuple]:
     for line, h in rows:
         t = _number(h["unix_time"], path, line, "unix_time")
         if t is None or t < EARLIEST:
-            raise UserError(f"{_where(path, line, 'unix_time')}: {_show(h['unix_time'])} is not a time after 1990",
-                            "correct or delete the row")
+            raise UserError(
+                f"{_where(path, line, 'unix_time')}: {_show(h['unix_time'])} is not a time after 1990",
+                "correct or delete the row",
+            )
         out.append((t, *(_number(h[c], path, line, c) for c in DIAG_EXTRA_COLUMNS[1:])))
     return out
 

@@ -1,5 +1,5 @@
-"""Which noise model the group route's null should simulate (steps._curve_null_p): replica p's of
-the group route (steps._levelling_null_p, as ratchet_group runs it) on flat and climbing series,
+"""Which noise model the group route's null should simulate (steps.curve_null_p): replica p's of
+the group route (steps.levelling_null_p, as ratchet_group runs it) on flat and climbing series,
 under several models of the noise beside the replica's smooth curve.
 
     python benchmarks/null_models.py [--series 400 --seed 7 --models whittle,lags,oracle]
@@ -9,9 +9,9 @@ Series (each its own, no group): a smooth +10% climb in AR(1) 2% φ 0.9 over 1.5
 over 9 days at 15 minutes. A replica the own route calls Ratcheting, or without the staircase's
 shape, gets p = 1 as in ratchet_group. Models:
 
-  whittle        the rule: AR(1) + white by Whittle's likelihood on every Fourier frequency (_whittle_noise)
+  whittle        the rule: AR(1) + white by Whittle's likelihood on every Fourier frequency (whittle_noise)
   whittle-drop   the same above the k lowest frequencies, k the curve's columns
-  lags           session 16's: _step_noise's lag-1 and lag-2 reading (no lag-2 floor) at the residuals' SD
+  lags           session 16's: step_noise's lag-1 and lag-2 reading (no lag-2 floor) at the residuals' SD
   oracle         the noise as generated (φ, white share and SD known)
 
 Prints, per series kind and model, the share of series given p ≤ 0.01 / 0.05 / 0.25 (valid p's:
@@ -60,11 +60,11 @@ KINDS = {  # name: (window s, interval s, make(rng, n, t), the generated noise (
 
 
 def lags_model(r: np.ndarray, k: int) -> tuple[float, float, float]:
-    """Session 16's null: _step_noise's reading without its lag-2 floor, at the residuals' SD."""
+    """Session 16's null: step_noise's reading without its lag-2 floor, at the residuals' SD."""
     saved = RULES["ratchet_white_min_lag2_se"]
     RULES["ratchet_white_min_lag2_se"] = -math.inf
     try:
-        phi, white = steps._step_noise(r)
+        phi, white = steps.step_noise(r)
     finally:
         RULES["ratchet_white_min_lag2_se"] = saved
     return min(phi, 0.999), white, float(np.std(r, ddof=k))
@@ -102,7 +102,7 @@ def main() -> int:
             file=sys.stderr,
         )
         return 2
-    curve_null = steps._curve_null_p
+    curve_null = steps.curve_null_p
     for kind in kinds:
         window, dt, make, truth = KINDS[kind]
         t = sim.times(window, dt)
@@ -114,29 +114,29 @@ def main() -> int:
                 res = x - curve
                 k = basis.shape[1]
                 phi, white, sd = {
-                    "whittle": lambda: steps._whittle_noise(res),
-                    "whittle-drop": lambda: steps._whittle_noise(res, k),
+                    "whittle": lambda: steps.whittle_noise(res),
+                    "whittle-drop": lambda: steps.whittle_noise(res, k),
                     "lags": lambda: lags_model(res, k),
                     "oracle": lambda: truth,
                 }[model]()
                 read.append((phi, white, sd))
                 return steps.simulated_p(curve, phi, sd, as_extreme, rng, sims, decide_at, white)
 
-            steps._curve_null_p = null_p
+            steps.curve_null_p = null_p
             rng = np.random.default_rng(args.seed)  # every model sees the same series
             started = time.monotonic()
             ps = []
             try:
                 for y in make(rng, args.series, t):
                     e = step_evidence(t, y)
-                    if e.fit is None or e.ratcheting or not steps._group_shape(e.fit):
+                    if e.fit is None or e.ratcheting or not steps.group_shape(e.fit):
                         ps.append(1.0)
                         continue
                     ps.append(
-                        steps._levelling_null_p(e.x, e.fit, rng, int(RULES["ratchet_group_sims"]), steps._cycle_of(e)).p
+                        steps.levelling_null_p(e.x, e.fit, rng, int(RULES["ratchet_group_sims"]), steps.cycle_of(e)).p
                     )
             finally:
-                steps._curve_null_p = curve_null
+                steps.curve_null_p = curve_null
             p = np.array(ps)
             m = np.array(read) if read else np.full((1, 3), np.nan)
             bins = len(step_evidence(t, make(np.random.default_rng(0), 1, t)[0]).x)
@@ -145,7 +145,7 @@ def main() -> int:
             noise = sim.ar1(
                 np.random.default_rng(args.seed), 400, bins, min(phi, 0.999), sd * math.sqrt(1 - white)
             ) + np.random.default_rng(args.seed + 1).normal(scale=sd * math.sqrt(white), size=(400, bins))
-            shaped = np.mean([(f := steps._step_fit_x(climb + e)) is not None and steps._group_shape(f) for e in noise])
+            shaped = np.mean([(f := steps.step_fit_x(climb + e)) is not None and steps.group_shape(f) for e in noise])
             print(
                 f"{kind} | {model:12s} | p ≤ 0.01 / 0.05 / 0.25: {np.mean(p <= 0.01):.1%} / {np.mean(p <= 0.05):.1%} / "
                 f"{np.mean(p <= 0.25):.1%} of {len(p)} ({len(read)} with the shape) | read φ {phi:.3f}, white {white:.2f}, "

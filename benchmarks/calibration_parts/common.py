@@ -99,7 +99,7 @@ SHORT_DESIGNS = (
 
 
 # a slow wander sampled with white measurement noise (φ, SD, white SD): the step fit's lag-1 read it as fast
-# noise until status._step_noise (own route 1.0–3.2% Ratcheting at φ 0.995, 0–2.0% at φ 0.98)
+# noise until steps.step_noise (own route 1.0–3.2% Ratcheting at φ 0.995, 0–2.0% at φ 0.98)
 JITTERED = ((0.995, 0.02, 0.005), (0.98, 0.01, 0.005))
 
 
@@ -160,18 +160,18 @@ def ratchet_cells(stairs, climbs: bool = True) -> list:
 def _levelling_basis_by_bic(
     x: np.ndarray, cycle: np.ndarray | None = None, bases: list[np.ndarray] | None = None
 ) -> np.ndarray:
-    """--group-curve bic (session 18's exploration, not the rule): status._levelling_basis choosing
+    """--group-curve bic (session 18's exploration, not the rule): steps.levelling_basis choosing
     among the cubic (+ the day's harmonics) alone and each levelling curve by BIC on the fit
     prewhitened at the cubic's residual φ, so the levelling term enters only where it earns its column."""
     from alloclab.stats import steps
 
-    bases = steps._levelling_bases(len(x), cycle) if bases is None else bases
+    bases = steps.levelling_bases(len(x), cycle) if bases is None else bases
     cubic = bases[0][:, :-1]
-    phi = steps._residual_phi(x - cubic @ np.linalg.lstsq(cubic, x, rcond=None)[0])
-    xt = steps._quasi_difference(x, phi)
+    phi = steps.residual_phi(x - cubic @ np.linalg.lstsq(cubic, x, rcond=None)[0])
+    xt = steps.quasi_difference(x, phi)
 
     def bic(b: np.ndarray) -> float:
-        bt = steps._quasi_difference(b, phi)
+        bt = steps.quasi_difference(b, phi)
         r = xt - bt @ np.linalg.lstsq(bt, xt, rcond=None)[0]
         return len(x) * np.log(max(float(r @ r), 1e-300) / len(x)) + b.shape[1] * np.log(len(x))
 
@@ -198,11 +198,11 @@ def rules_set(**entries: float) -> Iterator[None]:
 def growth_scales(divs: tuple[int, ...]) -> Iterator[None]:
     """stats.growth's coarse scales for the block: growth_max_points divided by each of `divs` (the
     rule's 4, 16, 32: 128, 32 and 16 bins), each kept while it holds ≥ growth_min_scale_points and
-    fewer bins than the series. They are growth._scales, a private function that growth() takes no
-    parameter for: it is swapped for the block and put back (--part growth-frontier)."""
+    fewer bins than the series. growth() takes no parameter for its scales: growth.bin_scales is
+    swapped for the block and put back (--part growth-frontier)."""
     gm = importlib.import_module("alloclab.stats.growth")  # the module (stats' `growth` is the function)
-    saved = gm._scales
-    gm._scales = lambda nb: (
+    saved = gm.bin_scales
+    gm.bin_scales = lambda nb: (
         [nb]
         + [
             k
@@ -213,11 +213,11 @@ def growth_scales(divs: tuple[int, ...]) -> Iterator[None]:
     try:
         yield
     finally:
-        gm._scales = saved
+        gm.bin_scales = saved
 
 
-# --group-curve: which private function of stats.steps each choice swaps
-GROUP_CURVES = {"rule": None, "cubic": "_levelling_bases", "bic": "_levelling_basis", "no-cycle": "_cycle_of"}
+# --group-curve: which function of stats.steps each choice swaps
+GROUP_CURVES = {"rule": None, "cubic": "levelling_bases", "bic": "levelling_basis", "no-cycle": "cycle_of"}
 
 
 @contextmanager
@@ -226,7 +226,7 @@ def group_curve(kind: str) -> Iterator[None]:
     'cubic' the rule's curves without their last column, the levelling term (the cubic + the day's
     harmonics); 'bic' the levelling term only where it earns its column (_levelling_basis_by_bic);
     'no-cycle' without the day's harmonics. ratchet_group takes no parameter for its curve, so the
-    private function of stats.steps that builds it is swapped for the block and put back after."""
+    function of stats.steps that builds it is swapped for the block and put back after."""
     name = GROUP_CURVES[kind]
     if name is None:
         yield

@@ -296,12 +296,12 @@ def _interval_tested_trigger(t: np.ndarray, y: np.ndarray, q: float) -> tuple[fl
     tb, yb = g.bin_series(t, y, 512)
     nb = len(tb)
     change = g.theil_sen_slope(tb, yb) * t[-1]
-    var, phi_hi, _ = g._ar1_bound_var(tb, yb)
+    var, phi_hi, _ = g.ar1_bound_var(tb, yb)
     for points in [k for k in (128, 32, 16) if 12 <= k < nb]:
         tk, yk = g.bin_series(tb, yb, points)
         r = yk - np.polyval(np.polyfit(tk, yk, 1), tk)
         if g.phi_for_lag1(float(np.sum(r[1:] * r[:-1]) / np.sum(r * r)), points, q) > _bin_lag1(phi_hi, nb / points):
-            var = max(var, g._ar1_bound_var(tk, yk, 0.9)[0])
+            var = max(var, g.ar1_bound_var(tk, yk, 0.9)[0])
     half = 1.96 * math.sqrt(var) * t[-1]
     return change, change - half, change + half
 

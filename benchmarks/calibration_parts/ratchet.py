@@ -95,7 +95,7 @@ def staircases(rng: np.random.Generator, n: int) -> None:
                 "≤ 1%",
                 n,
             )
-        for sd, phi in ((0.01, 0.0), (0.015, 0.2)):  # what reading a wander in the residuals costs (status._step_noise)
+        for sd, phi in ((0.01, 0.0), (0.015, 0.2)):  # what reading a wander in the residuals costs (steps.step_noise)
             row(
                 f"Ratcheting on +8% five-step staircases in near-white noise, AR(1) {sd:.1%} φ {phi}, {label}",
                 said(t, sim.staircase(rng, n, t, climb_share=0.08, steps=5, sd_share=sd, phi=phi), STEPS),
@@ -231,7 +231,7 @@ def ratchet_group_cal(
         )
         for phi, sd, white in JITTERED
     ]
-    # last, so that the cells above draw as before: what the step fit's lag-2 floor keeps (status._step_noise)
+    # last, so that the cells above draw as before: what the step fit's lag-2 floor keeps (steps.step_noise)
     near_white = [
         (f"+8% five-step staircases in near-white noise, AR(1) {sd:.1%} φ {phi}", staircase_maker(sd, phi), "stated")
         for sd, phi in ((0.01, 0.0), (0.015, 0.2))
@@ -314,7 +314,7 @@ def noise_shapes(
 ) -> None:
     """Flat series whose noise is not the one AR(1) the rules' nulls simulate (session 16): AR(1)
     with heavy-tailed innovations (t, 3 and 2.5 degrees of freedom), two short AR(1) scales, and a
-    slow wander read with white measurement noise (the case that needed status._step_noise).
+    slow wander read with white measurement noise (the case that needed steps.step_noise).
     Groups of 5 and 3, each replica its own series: per replica the word classify gives (Ratcheting
     on its own evidence, Growing/Bloating) and Ratcheting with the group route (status.ratchet_group)."""
     from alloclab.stats.steps import ratchet_group, step_evidence
@@ -367,7 +367,7 @@ def ratchet_shared_cal(
     only: tuple[str, ...] | None = None,
 ) -> None:
     """Ratcheting on steps a group shares in time (stats.ratchet_shared) beside each replica's own
-    route (status._ratchet_in_noise): groups of 5 and 3. Detection per replica (own or shared) on +8%
+    route (steps.ratchet_in_noise): groups of 5 and 3. Detection per replica (own or shared) on +8%
     five-step staircases with step times shared by the group at AR(1) 1–2%, φ 0.5 / 0.9, and on
     staircases with their own step times (the shared route may only add); false Ratcheting added by
     the shared route on flat AR(1) 2% φ 0.5–0.99, two-scale noise (own wander, and a slow wander
@@ -513,22 +513,22 @@ def ratchet_shared_cal(
 
 
 def one_step_shape(fit) -> bool:
-    """The group route's staircase shape (status._group_shape) with one up-step enough: what a call
+    """The group route's staircase shape (steps.group_shape) with one up-step enough: what a call
     on one visible step would ask of a replica (--part ratchet-combine's "relaxed" calls, ratchet-shape)."""
-    from alloclab.stats.steps import _group_shape
+    from alloclab.stats.steps import group_shape
 
-    return _group_shape(fit, min_steps=1)
+    return group_shape(fit, min_steps=1)
 
 
 def ratchet_shape(rng: np.random.Generator, n: int) -> None:
-    """How many replicas show the staircase's shape on their own step fit (status._group_shape: ≥ 2
+    """How many replicas show the staircase's shape on their own step fit (steps.group_shape: ≥ 2
     up-steps beyond the noise climbing ≥ 2% together, no release as sharp as the own bar): a rule
     that calls a replica Ratcheting only with that shape (both routes: the own route's shape is the
     stricter) finds at most this share, whatever its group's evidence. n series a cell, +8% five-step
     staircases at AR(1) 1–2%, and flat and smoothly climbing series beside them. Beside it the share
     with one up-step enough (one_step_shape): what a call on one visible step would let through, of
     staircases and of flat series (session 19)."""
-    from alloclab.stats.steps import _group_shape, step_evidence
+    from alloclab.stats.steps import group_shape, step_evidence
 
     cells = [
         (f"+8% five-step staircases, AR(1) {sd:.0%} φ {phi}", staircase_maker(sd, phi))
@@ -548,11 +548,11 @@ def ratchet_shape(rng: np.random.Generator, n: int) -> None:
             t = sim.times(window, dt)
             for name, make in batch:
                 fits = [step_evidence(t, y).fit for y in make(rng, n, t)]
-                shaped = sum(f is not None and _group_shape(f) for f in fits)
+                shaped = sum(f is not None and group_shape(f) for f in fits)
                 one = sum(f is None or int((f.sizes > 0).sum()) < RULES["ratchet_min_steps"] for f in fits)
                 single = sum(f is not None and one_step_shape(f) for f in fits)
                 row(
-                    f"the staircase's shape (status._group_shape) on {name}, {label} (fewer than 2 up-steps beyond the noise) "
+                    f"the staircase's shape (steps.group_shape) on {name}, {label} (fewer than 2 up-steps beyond the noise) "
                     f"/ one up-step enough (one_step_shape)",
                     f"{rate(shaped, n)} ({rate(one, n)}) / {rate(single, n)}",
                     "stated (a bound on Ratcheting found)",

@@ -211,7 +211,7 @@ def ratchet_combine(
 ) -> None:
     """What combining a group's replicas otherwise would buy (staircases) and cost (climbs that level
     off, shifts, cycles), measured in session 14 against the rule of then: each replica's p beside
-    its own cubic (status._null_p: its sharpest step among simulations of its cubic + its noise,
+    its own cubic (steps.null_p: its sharpest step among simulations of its cubic + its noise,
     AR(1), since session 16 AR(1) + white, since session 17 fitted by Whittle's likelihood — the
     docs' figures are session 14's — that also have the staircase's shape) from 399 simulations instead of 99; then the group by Fisher's method (that rule's) or by
     the truncated product of the p's ≤ 0.05 (a replica without the shape costs nothing), each
@@ -221,7 +221,7 @@ def ratchet_combine(
     release, at its ungated p ≤ ratchet_group_replica_p. The rule itself (ratchet_group, now the
     levelling curve and the truncated product) on the same groups. Groups of 5, and of 3 made of their first three replicas;
     per replica with grouped_rate's intervals; n groups a cell."""
-    from alloclab.stats.steps import _group_shape, _null_p, ratchet_group, step_evidence
+    from alloclab.stats.steps import group_shape, null_p, ratchet_group, step_evidence
 
     sims, tau = 399, 0.05
     alpha, replica_p = FISHER_ALPHA, RULES["ratchet_group_replica_p"]
@@ -246,10 +246,10 @@ def ratchet_combine(
                 ev = [step_evidence(t, y) for y in make(rng, 5, t)]
                 rule5, rule3 = ratchet_group(ev), ratchet_group(ev[:3])
                 for i, e in enumerate(ev):
-                    shape = e.fit is not None and _group_shape(e.fit)
+                    shape = e.fit is not None and group_shape(e.fit)
                     relaxed = e.fit is not None and not shape and not e.ratcheting and one_step_shape(e.fit)
-                    p = _null_p(e.x, e.fit.sharp_t, rng, sims)[0] if shape and not e.ratcheting else 1.0
-                    q = _null_p(e.x, e.fit.sharp_t, rng, sims, gated=False)[0] if relaxed else 1.0
+                    p = null_p(e.x, e.fit.sharp_t, rng, sims)[0] if shape and not e.ratcheting else 1.0
+                    q = null_p(e.x, e.fit.sharp_t, rng, sims, gated=False)[0] if relaxed else 1.0
                     cols.append(
                         (
                             shape,
@@ -289,15 +289,15 @@ def ratchet_combine(
 def ratchet_curve(
     rng: np.random.Generator, n: int, designs=POOLED_DESIGNS, only: tuple[str, ...] | None = None
 ) -> None:
-    """Does a smooth curve that a climb levelling off fits (status._levelling_basis) take away the false
+    """Does a smooth curve that a climb levelling off fits (steps.levelling_basis) take away the false
     Ratcheting the truncated product added on such climbs (--part ratchet-combine), and at what
     cost in staircases found? Each replica with the staircase's shape gets its p beside the cubic
-    (status._null_p) and beside the levelling curve (status._levelling_null_p), 399 simulations each; the
+    (steps.null_p) and beside the levelling curve (steps.levelling_null_p), 399 simulations each; the
     group by Fisher's method (session 14's rule) and by the truncated product at half FISHER_ALPHA,
     without the smallest p; a found group's replicas called as the rule calls them. An exploration
     of a direction, not a rule: per replica, groups of 5 and of 3 (their first three), grouped
     intervals, n groups a cell."""
-    from alloclab.stats.steps import _group_shape, _levelling_null_p, _null_p, step_evidence
+    from alloclab.stats.steps import group_shape, levelling_null_p, null_p, step_evidence
 
     sims, tau, alpha = 399, 0.05, FISHER_ALPHA
     cells = ratchet_cells(((0.02, 0.9), (0.01, 0.5)))
@@ -308,13 +308,13 @@ def ratchet_curve(
             cols = []  # per replica: shape, own, p beside the cubic, p beside the levelling curve
             for _ in range(n):
                 for e in (step_evidence(t, y) for y in make(rng, 5, t)):
-                    shape = e.fit is not None and _group_shape(e.fit) and not e.ratcheting
+                    shape = e.fit is not None and group_shape(e.fit) and not e.ratcheting
                     cols.append(
                         (
                             shape,
                             e.ratcheting,
-                            _null_p(e.x, e.fit.sharp_t, rng, sims)[0] if shape else 1.0,
-                            _levelling_null_p(e.x, e.fit, rng, sims).p if shape else 1.0,
+                            null_p(e.x, e.fit.sharp_t, rng, sims)[0] if shape else 1.0,
+                            levelling_null_p(e.x, e.fit, rng, sims).p if shape else 1.0,
                         )
                     )
             a = np.array(cols, dtype=float).reshape(n, 5, 4)

@@ -198,8 +198,8 @@ def test_the_pooled_pass_does_not_compute_growth_again(tmp_path, monkeypatch):
     from alloclab.stats import status, steps
 
     st = _store(tmp_path, {}, grow={"a-1"})
-    calls = {"growth": 0, "_step_fit_x": 0, "release_events": 0}
-    for module, name in ((stats, "growth"), (steps, "_step_fit_x"), (status, "release_events")):
+    calls = {"growth": 0, "step_fit_x": 0, "release_events": 0}
+    for module, name in ((stats, "growth"), (steps, "step_fit_x"), (status, "release_events")):
         real = getattr(module, name)
         monkeypatch.setattr(
             module,
@@ -210,7 +210,7 @@ def test_the_pooled_pass_does_not_compute_growth_again(tmp_path, monkeypatch):
     assert sum("widened to the spread" in r.status_reason for r in a.replicas) == 4  # a-2..a-5 decided again
     # every replica once (a-1's step fit for the group route: classify settled its word, Bloating,
     # before fitting); no simulated series here (the group route's pre-screen stops it)
-    assert calls == {"growth": 10, "_step_fit_x": 10, "release_events": 10} and len(a.replicas) == 10
+    assert calls == {"growth": 10, "step_fit_x": 10, "release_events": 10} and len(a.replicas) == 10
     monkeypatch.undo()
     series = load_series(st, "rss")
     segment(st, series)

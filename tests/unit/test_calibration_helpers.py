@@ -15,7 +15,7 @@ import calibration as cal
 from calibration_parts.common import grouped_rate
 
 from alloclab.stats import calibration as sim, step_evidence
-from alloclab.stats.steps import _group_shape, _null_p
+from alloclab.stats.steps import group_shape, null_p
 
 
 def test_grouped_rate_widens_with_calls_that_come_by_group():
@@ -44,13 +44,13 @@ def test_an_ungated_null_counts_at_least_the_simulations_the_gated_one_counts():
     pairs = []
     for y in sim.staircase(rng, 12, t, climb_share=0.08, steps=5, sd_share=0.02, phi=0.9):
         e = step_evidence(t, y)
-        if e.fit is None or not _group_shape(e.fit):
+        if e.fit is None or not group_shape(e.fit):
             continue
         # the same simulations (one seed): the ungated null counts every one the gated null counts
         pairs.append(
             (
-                _null_p(e.x, e.fit.sharp_t, np.random.default_rng(11), 99)[0],
-                _null_p(e.x, e.fit.sharp_t, np.random.default_rng(11), 99, gated=False)[0],
+                null_p(e.x, e.fit.sharp_t, np.random.default_rng(11), 99)[0],
+                null_p(e.x, e.fit.sharp_t, np.random.default_rng(11), 99, gated=False)[0],
             )
         )
     assert len(pairs) >= 4 and all(ungated >= gated for gated, ungated in pairs)

@@ -238,7 +238,7 @@ def test_the_monte_carlo_p_stops_at_the_tenth_as_extreme_and_counts_a_subset_ali
     # sequential_p over scripted draws: every third as extreme stops at the tenth hit, after 30 draws
     assert sequential_p(iter([i % 3 == 2 for i in range(399)]), 399) == (stop / 30, 30)
     assert sequential_p(iter([False] * 399), 399) == (1 / 400, 399)
-    # a subset of the draws (those with the shape), as _levelling_null_p reads it: 10 hits among 25
+    # a subset of the draws (those with the shape), as levelling_null_p reads it: 10 hits among 25
     # shaped draws of the 30 run is p 1/3 among them, 1/3 ≥ the p among all (10/30)
     assert besag_clifford_p(stop, 25, 25) == stop / 25 >= besag_clifford_p(stop, 30, 399)
 
@@ -356,7 +356,7 @@ def test_truncated_product_p_is_valid_under_the_null_and_ignores_a_p_of_one():
 
 
 def test_the_levelling_curve_fits_a_climb_that_levels_off_where_the_cubic_leaves_a_bend():
-    from alloclab.stats.steps import _levelling_basis, _smooth_basis
+    from alloclab.stats.steps import _smooth_basis, levelling_basis
 
     u = np.linspace(0.0, 1.0, 217)
     x = 0.15 * (1 - np.exp(-u / 0.12))  # levels off within a third of the window
@@ -365,9 +365,9 @@ def test_the_levelling_curve_fits_a_climb_that_levels_off_where_the_cubic_leaves
     def rss(b: np.ndarray, y: np.ndarray) -> float:
         return float(np.sum((y - b @ np.linalg.lstsq(b, y, rcond=None)[0]) ** 2))
 
-    assert rss(_levelling_basis(x), x) < 1e-6 * rss(cubic, x)
+    assert rss(levelling_basis(x), x) < 1e-6 * rss(cubic, x)
     line = 0.1 * u  # a straight climb: the cubic already fits it
-    assert rss(_levelling_basis(line), line) < 1e-12
+    assert rss(levelling_basis(line), line) < 1e-12
 
 
 @pytest.mark.simulation
@@ -383,15 +383,15 @@ def test_a_daily_cycle_over_nine_days_lends_no_step_evidence_because_the_curve_h
         1 + 0.04 * np.sin(2 * np.pi * t / 86400.0 + rng.uniform(0, 2 * np.pi)) + sim.ar1(rng, 5, len(t), 0.9, 0.01)
     )
     ev = [step_evidence(t, y) for y in ys]
-    assert steps._cycle_of(ev[0]) is not None and steps._cycle_of(ev[0]).shape == (len(ev[0].x), 4)
+    assert steps.cycle_of(ev[0]) is not None and steps.cycle_of(ev[0]).shape == (len(ev[0].x), 4)
     call = ratchet_group(ev)
     assert not any(call.called) and not any(call.own), call
-    monkeypatch.setattr(steps, "_cycle_of", lambda e: None)
+    monkeypatch.setattr(steps, "cycle_of", lambda e: None)
     # without the harmonics the null read by Whittle's likelihood still holds this group (the cycle's
     # rises left in the residuals read as a slower wander, and the null wanders as far) ...
     assert ratchet_group(ev).p > RULES["ratchet_group_alpha"]
     # ... where a null of AR(1) alone at the residuals' lag-1 φ and SD (session 15's) did not
-    monkeypatch.setattr(steps, "_whittle_noise", lambda r: (steps._residual_phi(r), 0.0, float(np.std(r))))
+    monkeypatch.setattr(steps, "whittle_noise", lambda r: (steps.residual_phi(r), 0.0, float(np.std(r))))
     without = ratchet_group(ev)
     bar = RULES["ratchet_group_replica_p"]
     assert without.p <= RULES["ratchet_group_alpha"], without
@@ -402,12 +402,12 @@ def test_a_daily_cycle_over_nine_days_lends_no_step_evidence_because_the_curve_h
 
 
 def test_the_cycle_enters_the_curve_only_over_a_day_or_more():
-    from alloclab.stats.steps import _cycle_of
+    from alloclab.stats.steps import cycle_of
 
     for days, want in ((0.9, False), (1.5, True)):
         t = sim.times(days * 86400.0, 600.0)
         e = step_evidence(t, sim.flat(np.random.default_rng(1), 1, t, phi=0.5, sd_share=0.01)[0])
-        assert (_cycle_of(e) is not None) is want, days
+        assert (cycle_of(e) is not None) is want, days
 
 
 def test_a_slow_wander_sampled_with_measurement_noise_is_not_ratcheting(monkeypatch):
@@ -425,7 +425,7 @@ def test_a_slow_wander_sampled_with_measurement_noise_is_not_ratcheting(monkeypa
     ev = [step_evidence(t, y) for y in ys]
     assert not any(e.ratcheting for e in ev), [e.fit.phi for e in ev]
     assert all(e.fit.phi >= 0.65 for e in ev), [e.fit.phi for e in ev]
-    monkeypatch.setattr(steps, "_step_noise", lambda r, **_: (steps._residual_phi(r), 0.0))
+    monkeypatch.setattr(steps, "step_noise", lambda r, **_: (steps.residual_phi(r), 0.0))
     assert all(step_evidence(t, y).ratcheting for y in ys)
 
 
@@ -444,16 +444,16 @@ def test_a_staircase_in_white_noise_keeps_its_steps_because_a_missed_steps_remai
 
 
 def test_the_step_noise_is_ar1_at_the_lag_one_phi_for_ar1_noise_alone_and_a_wander_plus_white_noise_else():
-    from alloclab.stats.steps import _residual_phi, _step_noise
+    from alloclab.stats.steps import residual_phi, step_noise
 
     rng = np.random.default_rng(5)
     for phi in (0.5, 0.9):
         rs = sim.ar1(rng, 200, 217, phi, 1.0)
-        same = np.mean([_step_noise(r) == (_residual_phi(r), 0.0) for r in rs])
+        same = np.mean([step_noise(r) == (residual_phi(r), 0.0) for r in rs])
         assert same >= 0.9, (phi, same)
     jittered = sim.ar1(rng, 1, 217, 0.995, 1.0)[0] + 0.5 * rng.normal(size=217)
-    phi, white = _step_noise(jittered - jittered.mean())
-    assert phi >= _residual_phi(jittered - jittered.mean()) + RULES["ratchet_white_gap"], phi
+    phi, white = step_noise(jittered - jittered.mean())
+    assert phi >= residual_phi(jittered - jittered.mean()) + RULES["ratchet_white_gap"], phi
     assert 0.05 < white < 0.8, white  # 0.5² of 1.25 is white: 0.2
 
 
@@ -477,23 +477,23 @@ def test_the_group_routes_null_simulates_the_white_part_of_the_noise():
 
 def test_the_group_routes_null_reads_ar1_plus_white_noise_by_whittles_likelihood_at_its_marginal_sd(monkeypatch):
     # AR(1) 1% φ 0.9 plus 2% white noise, 3 days at 5 minutes (865 bins), the residuals of the cubic:
-    # Whittle's likelihood reads the model (φ, white share 0.8, SD 2.24%); lag-2 / lag-1 (_step_noise,
+    # Whittle's likelihood reads the model (φ, white share 0.8, SD 2.24%); lag-2 / lag-1 (step_noise,
     # the null before session 17) reads φ ≥ 0.99 in a quarter of them, where a null at the residuals'
     # SD wanders too little within the window
-    from alloclab.stats.steps import _smooth_basis, _step_noise, _whittle_noise
+    from alloclab.stats.steps import _smooth_basis, step_noise, whittle_noise
 
     rng = np.random.default_rng(11)
     basis = _smooth_basis(865)
     xs = sim.jittered(rng, 40, sim.times(3 * 86400.0, 300.0), level=1.0, sd_share=0.01, phi=0.9, white_share=0.02) - 1
     rs = [x - basis @ np.linalg.lstsq(basis, x, rcond=None)[0] for x in xs]
-    read = np.array([_whittle_noise(r) for r in rs])
+    read = np.array([whittle_noise(r) for r in rs])
     phi, white, sd = np.median(read, axis=0)
     assert abs(phi - 0.9) < 0.04 and abs(white - 0.8) < 0.08 and abs(sd - 0.0224) < 0.002, (phi, white, sd)
     assert np.max(read[:, 0]) < 0.99
     monkeypatch.setitem(RULES, "ratchet_white_min_lag2_se", -np.inf)  # session 16's null read no lag-2 floor
-    assert np.mean([_step_noise(r)[0] >= 0.99 for r in rs]) >= 0.15
+    assert np.mean([step_noise(r)[0] >= 0.99 for r in rs]) >= 0.15
     # AR(1) alone reads no white part; its φ and SD as they are
     pure = sim.ar1(rng, 40, 865, 0.5, 0.02)
-    read = np.array([_whittle_noise(r - basis @ np.linalg.lstsq(basis, r, rcond=None)[0]) for r in pure])
+    read = np.array([whittle_noise(r - basis @ np.linalg.lstsq(basis, r, rcond=None)[0]) for r in pure])
     phi, white, sd = np.median(read, axis=0)
     assert abs(phi - 0.5) < 0.05 and white < 0.05 and abs(sd - 0.02) < 0.002, (phi, white, sd)

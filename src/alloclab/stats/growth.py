@@ -201,7 +201,7 @@ def ar1_slope_var(tb: np.ndarray, phi: float, innov_var: float) -> float:
     return innov_var / (1 - phi * phi) * q
 
 
-def _scales(nb: int) -> list[int]:
+def bin_scales(nb: int) -> list[int]:
     """Numbers of bins the interval is evaluated at: the series' own, then 1/4, 1/16 and 1/32 of
     RULES growth_max_points (128, 32, 16), while they hold ≥ RULES growth_min_scale_points."""
     out = [nb]
@@ -212,7 +212,7 @@ def _scales(nb: int) -> list[int]:
     return out
 
 
-def _ar1_bound_var(tb: np.ndarray, yb: np.ndarray, bound: float | None = None) -> tuple[float, float, float]:
+def ar1_bound_var(tb: np.ndarray, yb: np.ndarray, bound: float | None = None) -> tuple[float, float, float]:
     """(variance of the least-squares slope at the 90% upper bound on φ, that bound, the
     median-unbiased φ) for the series (tb, yb) under AR(1) noise on its index."""
     nb = len(tb)
@@ -284,16 +284,16 @@ def growth(t_s: np.ndarray, y: np.ndarray, *, level: float | None = None, seed: 
     # bins), the largest kept: noise on two scales (a fast wander beside a slow one) shows its
     # slow part only where the fast one has averaged out, and one AR(1) fitted at the finest
     # scale stands for the fast part alone (coverage 79% under 2% fast + 3% slow wander)
-    var, phi_hi, phi_mid = _ar1_bound_var(tb, yb)
+    var, phi_hi, phi_mid = ar1_bound_var(tb, yb)
     var_fine = var
     spacing = window / max(nb - 1, 1)
-    for points in _scales(nb)[1:]:
+    for points in bin_scales(nb)[1:]:
         tk, yk = bin_series(tb, yb, points)
         # the fine AR(1) fails at this scale when the median-unbiased φ here gives more than
         # RULES growth_coarse_trigger × its variance: this scale's own bound then stands for the
         # slow part (trigger 1: coverage 87% under two scales; 0.25: 94%, power 94% -> 64%)
-        if _ar1_bound_var(tk, yk, 0.5)[0] > RULES["growth_coarse_trigger"] * var:
-            v, ph, _ = _ar1_bound_var(tk, yk, RULES["growth_phi_bound_coarse"])
+        if ar1_bound_var(tk, yk, 0.5)[0] > RULES["growth_coarse_trigger"] * var:
+            v, ph, _ = ar1_bound_var(tk, yk, RULES["growth_phi_bound_coarse"])
             if v > var:
                 var, _phi_hi = v, ph
     tau = (1 + phi_mid) / max(1 - phi_mid, 1e-9)

@@ -18,16 +18,16 @@ from .rules import RULES
 from .steps import (
     StepFit,
     _curve_phi,
-    _group_shape,
-    _null_p,
-    _quasi_difference,
-    _residual_phi,
     _robust_sd,
     _sharp_bar,
     _smooth_basis,
-    _step_fit_x,
     _step_scan,
+    group_shape,
+    null_p,
+    quasi_difference,
+    residual_phi,
     simulated_p,
+    step_fit_x,
 )
 
 
@@ -85,8 +85,8 @@ def _second_sharp(x: np.ndarray, fit: StepFit) -> tuple[int, float]:
     n = len(x)
     idx = np.arange(n)
     cand = np.arange(2, n - 1)
-    xt = _quasi_difference(x, fit.phi)
-    line = _quasi_difference(np.column_stack([np.ones(n), idx / n]), fit.phi)
+    xt = quasi_difference(x, fit.phi)
+    line = quasi_difference(np.column_stack([np.ones(n), idx / n]), fit.phi)
     first = int(np.argmax(_step_scan(xt, line, fit.phi, cand)))
     step = (1 - fit.phi) * (idx > cand[first]) + (idx == cand[first])
     tz = _step_scan(xt, np.column_stack([line[:, :1], step]), fit.phi, cand)
@@ -96,9 +96,9 @@ def _second_sharp(x: np.ndarray, fit: StepFit) -> tuple[int, float]:
 
 def _statistic(x: np.ndarray) -> tuple[StepFit | None, int, float | None]:
     """The average's step fit, its sharpest step and, where the fit has the staircase's shape as
-    steps._group_shape asks it, its second sharp step (_second_sharp); else None."""
-    fit = _step_fit_x(x)
-    if fit is None or not _group_shape(fit):
+    steps.group_shape asks it, its second sharp step (_second_sharp); else None."""
+    fit = step_fit_x(x)
+    if fit is None or not group_shape(fit):
         return fit, 0, None
     first, second = _second_sharp(x, fit)
     return fit, first, second
@@ -145,8 +145,8 @@ def _climb_at(x: np.ndarray, at: np.ndarray, *, curve: bool = False) -> tuple[fl
     design = np.column_stack([base] + [(idx >= a).astype(float) for a in at])
     coef, *_ = np.linalg.lstsq(design, x, rcond=None)
     r = x - design @ coef
-    phi = min(_curve_phi(r, design) if curve else _residual_phi(r), 0.999)
-    xt, dt = _quasi_difference(x, phi), _quasi_difference(design, phi)
+    phi = min(_curve_phi(r, design) if curve else residual_phi(r), 0.999)
+    xt, dt = quasi_difference(x, phi), quasi_difference(design, phi)
     beta, *_ = np.linalg.lstsq(dt, xt, rcond=None)
     sd = max(_robust_sd(xt - dt @ beta), 1e-12)
     cov = np.linalg.pinv(dt.T @ dt)[k:, k:]
@@ -161,7 +161,7 @@ def _apart_t(xs: np.ndarray, i: int) -> float:
     a smooth climb the group shares (every replica climbs, at no step) it is a t of noise, ~N(0, 1);
     at the group's own times it was not (the replica's noise is 1/n of the average that chose them:
     t 2–5 beside a cubic in the smooth-climb groups that passed)."""
-    fit = _step_fit_x(np.delete(xs, i, axis=0).mean(axis=0))
+    fit = step_fit_x(np.delete(xs, i, axis=0).mean(axis=0))
     if fit is None:
         return 0.0
     return _climb_at(xs[i], fit.at[fit.sizes > 0], curve=True)[1]
@@ -170,10 +170,10 @@ def _apart_t(xs: np.ndarray, i: int) -> float:
 def ratchet_shared(windows: list[tuple[np.ndarray, np.ndarray]], *, sims: int | None = None) -> SharedRatchet | None:
     """Ratcheting on steps the group's replicas share in time (their steady windows, t s on one
     clock and y MB). The replicas' relative series are averaged on one grid (_common_bins); the
-    average's step fit must have the staircase's shape (steps._group_shape) and a step sharper
+    average's step fit must have the staircase's shape (steps.group_shape) and a step sharper
     than a smooth curve explains (t ≥ steps._sharp_bar, classify's own bar); that sharpest step
     must lie beyond every simulation of the average's own smooth curve in AR(1) noise
-    (steps._null_p at φ unbiased for the curve and at its upper bound: p ≤
+    (steps.null_p at φ unbiased for the curve and at its upper bound: p ≤
     ratchet_shared_sharp_alpha) and its second sharp step (_second_sharp) beyond one step on a
     level in AR(1) noise fitted to it (_shared_null_p, p ≤ ratchet_shared_alpha), over
     ratchet_shared_sims simulations each. Then a replica is Ratcheting where its own climb at the
@@ -228,10 +228,10 @@ def ratchet_shared(windows: list[tuple[np.ndarray, np.ndarray]], *, sims: int | 
     rng = np.random.default_rng(int.from_bytes(digest, "little"))
     # both nulls must fall (an intersection–union test, valid at the larger of the two levels): a smooth
     # climb in AR(1) noise (its cubic: a leak, a climb levelling off, a cycle's rise, a slow wander:
-    # steps._null_p, its sharpest step beside that curve) at ratchet_shared_sharp_alpha, and one step on
+    # steps.null_p, its sharpest step beside that curve) at ratchet_shared_sharp_alpha, and one step on
     # a level (a level shift: _shared_null_p) at ratchet_shared_alpha
     # each simulated only until its decision is known (a p that must end above its level stops there)
-    p_sharp, done = _null_p(
+    p_sharp, done = null_p(
         avg, fit.sharp_t, rng, sims, unbiased_phi=True, decide_at=RULES["ratchet_shared_sharp_alpha"]
     )
     p_second, more = (

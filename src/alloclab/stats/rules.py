@@ -57,14 +57,14 @@ RULES: dict[str, float] = {
     # false Ratcheting ≤ 1% on flat AR(1) φ ≤ 0.99, two-scale noise, cycles, linear growth
     "ratchet_white_gap": 0.2,  # the noise between the step fit's steps read as a slow AR(1) plus
     # white measurement noise where its lag-2 / lag-1 says φ ≥ 0.2 above its lag-1
-    # (steps._step_noise; AR(1) alone: 90% of +8% staircases at φ 0.5 within 0.14):
+    # (steps.step_noise; AR(1) alone: 90% of +8% staircases at φ 0.5 within 0.14):
     # read as AR(1), own-route false Ratcheting 1.0–3.2% on AR(1) φ 0.995 + 0.5% white,
     # 0–2.0% at φ 0.98 (--part staircases; 0–1.0% since)
     "ratchet_white_min_lag2_se": 3.0,  # ... and only where the residuals' lag-2 is ≥ 3/√n (3 standard errors): else a missed
     # step's remains in white noise read as a wander (+8% staircases in 1% white noise,
     # 1.5 d: 90.8% read as AR(1), 80.8% with this floor, --part staircases; on an
     # exploration's draw 88.6% → 46% without it). The step fit's reading only: the
-    # group route's null is fitted by likelihood (steps._whittle_noise)
+    # group route's null is fitted by likelihood (steps.whittle_noise)
     "ratchet_smooth_degree": 3,  # the smooth curve: a cubic in time (a line left a levelling-off climb's bend to the
     # steps: Ratcheting 16–44% on saturating climbs; 0–1% with the cubic)
     # -- growth beside the baseline's (stats.added_growth): per-replica changes in MB, Welch, Holm
@@ -73,7 +73,7 @@ RULES: dict[str, float] = {
     # a group's replicas lend each other step evidence (steps.ratchet_group, --part ratchet-group): each replica's
     # sharpest up-step beside its own smooth curve that may level off (a cubic + 1 − e^(−u/τ), + the daily cycle's
     # harmonics over ≥ growth_cycle_period_s) against its own null
-    # simulated ratchet_group_sims times (that curve + its noise: AR(1) + white by Whittle's likelihood, steps._whittle_noise; everything fitted again in every
+    # simulated ratchet_group_sims times (that curve + its noise: AR(1) + white by Whittle's likelihood, steps.whittle_noise; everything fitted again in every
     # simulation), the replicas' p's combined by the truncated product (Zaykin 2002) without the smallest ...
     "ratchet_group_min_replicas": 3,  # ... in groups of ≥ 3 usable replicas ...
     "ratchet_group_sims": 399,  # ... 399 simulations a replica (a replica's p ≥ 1/400; 99 lost 4–6 points of

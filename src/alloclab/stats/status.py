@@ -5,7 +5,7 @@ Rules, in STATUS_ORDER order (thresholds in RULES, see docs/method/index.md):
 - Too short: fewer than min_samples samples or a window shorter than min_window_s.
 - Bloating: growing (below) by ≥ bloating_window_share of the level within the window.
 - Growing in steps (the shape "steps"; the word retired as "Ratcheting"): climbing in steps without
-  giving back (stats.steps: step_fit, _ratchet_in_noise): a
+  giving back (stats.steps: step_fit, ratchet_in_noise): a
   piecewise-constant mean fitted under AR(1) noise by generalised least squares has
   ≥ ratchet_min_steps up-steps, all steps together ≥ ratchet_min_climb_share of the level, no down-step of
   ≥ ratchet_max_drawdown of that climb, and one step sharper than a smooth curve explains

@@ -3,13 +3,13 @@ word "Growing in steps" (stats.status.classify, shape STEPS; retired as "Ratchet
 
 - step_fit / StepFit: a piecewise-constant mean fitted under AR(1) noise by generalised least
   squares on the window averaged into ≤ ratchet_step_points bins, the noise between the steps read
-  from the fit's residuals (_step_noise), and the sharpest up-step beside a smooth curve.
+  from the fit's residuals (step_noise), and the sharpest up-step beside a smooth curve.
 - step_evidence / StepEvidence: a window's step fit and Ratcheting's verdict on the replica's own
-  evidence (_ratchet_in_noise: the staircase's shape, _staircase_shape, and a step sharper than a
+  evidence (ratchet_in_noise: the staircase's shape, _staircase_shape, and a step sharper than a
   smooth climb explains, _sharp_bar), fitted once: classify words the replica with it.
 - ratchet_group / GroupRatchet: the group route, each replica's sharpest step beside its own
-  levelling curve against simulations of its own null (_levelling_null_p: that curve plus the
-  noise of its residuals, AR(1) plus white by Whittle's likelihood, _whittle_noise), their p's
+  levelling curve against simulations of its own null (levelling_null_p: that curve plus the
+  noise of its residuals, AR(1) plus white by Whittle's likelihood, whittle_noise), their p's
   combined by the truncated product (truncated_product_p).
 - the Monte Carlo p's those simulations give: simulated_p, sequential_p, besag_clifford_p (also
   used by stats.ratchet_shared).
@@ -35,7 +35,7 @@ from .growth import bin_series, cycle_columns, detrended_lag1, phi_for_lag1
 from .rules import RULES
 
 
-def _quasi_difference(m: np.ndarray, phi: float) -> np.ndarray:
+def quasi_difference(m: np.ndarray, phi: float) -> np.ndarray:
     """Rows of m (index = time) prewhitened for AR(1) noise with this φ (Prais–Winsten): least
     squares on the result is generalised least squares under that noise."""
     out = m.copy()
@@ -70,13 +70,15 @@ def _step_scan(xt: np.ndarray, base: np.ndarray, phi: float, cand: np.ndarray) -
 
 @dataclass(frozen=True)
 class StepFit:
-    phi: float  # AR(1) φ of the noise between the steps (per bin; _step_noise)
+    """A replica's window fitted as steps on a noise model: the steps, their t statistics and the noise."""
+
+    phi: float  # AR(1) φ of the noise between the steps (per bin; step_noise)
     sizes: np.ndarray  # the fitted steps as shares of the level, in time order
     t: np.ndarray  # their t statistics (generalised least squares at φ)
     at: np.ndarray  # their bins
     bins: int  # bins the window was averaged into
     sharp_t: float  # the largest t of one up-step beside a smooth curve (_smooth_basis)
-    white: float = 0.0  # the share of the noise's variance that is white, beside that AR(1) (_step_noise)
+    white: float = 0.0  # the share of the noise's variance that is white, beside that AR(1) (step_noise)
 
 
 def step_fit(t: np.ndarray, y: np.ndarray, level: float) -> StepFit | None:
@@ -86,14 +88,14 @@ def step_fit(t: np.ndarray, y: np.ndarray, level: float) -> StepFit | None:
     median-unbiased lag-1 of the residuals of a first fit (at the φ of a straight line's
     residuals, which steps inflate), so the wander between steps is noise, not steps — or, where
     their lag-2 / lag-1 says the noise is a slow wander read with white noise, that wander's φ
-    (_step_noise). Also the
+    (step_noise). Also the
     sharpest single up-step beside a smooth curve (a cubic) instead of the steps: a smooth climb
     (a leak, a climb that levels off, a cycle's rise, a slow wander) has none beyond the noise, a
     staircase has its tallest step there.
     None with fewer than 12 bins or no positive level."""
     if level <= 0:
         return None
-    return _step_fit_x(_relative_bins(t, y, level)[1])
+    return step_fit_x(_relative_bins(t, y, level)[1])
 
 
 def _relative_bins(t: np.ndarray, y: np.ndarray, level: float) -> tuple[np.ndarray, np.ndarray]:
@@ -103,7 +105,7 @@ def _relative_bins(t: np.ndarray, y: np.ndarray, level: float) -> tuple[np.ndarr
     return tb - t[0], yb / level - 1
 
 
-def _step_fit_x(x: np.ndarray) -> StepFit | None:
+def step_fit_x(x: np.ndarray) -> StepFit | None:
     """step_fit on the binned window x (shares of the level): what a group's null simulations re-run."""
     n = len(x)
     if n < 12:
@@ -116,8 +118,8 @@ def _step_fit_x(x: np.ndarray) -> StepFit | None:
         return (1 - phi) * (idx[:, None] > cand[chosen][None, :]) + (idx[:, None] == cand[chosen][None, :])
 
     def fit(phi: float) -> tuple[list[int], np.ndarray, np.ndarray]:
-        xt = _quasi_difference(x, phi)
-        ones = _quasi_difference(np.ones((n, 1)), phi)
+        xt = quasi_difference(x, phi)
+        ones = quasi_difference(np.ones((n, 1)), phi)
         chosen: list[int] = []
         for _ in range(int(RULES["ratchet_max_steps"])):
             tz = _step_scan(xt, np.column_stack([ones, steps(phi, chosen)]), phi, cand)
@@ -138,7 +140,7 @@ def _step_fit_x(x: np.ndarray) -> StepFit | None:
     chosen, _, _ = fit(phi)
     levels = np.column_stack([np.ones(n)] + [(idx >= cand[c]).astype(float) for c in chosen])
     coef, *_ = np.linalg.lstsq(levels, x, rcond=None)
-    phi, white = _step_noise(x - levels @ coef)
+    phi, white = step_noise(x - levels @ coef)
     chosen, sizes, tt = fit(phi)
     return StepFit(
         phi,
@@ -157,14 +159,14 @@ def _lag_corr(r: np.ndarray, k: int) -> float:
     return float(np.sum(r[k:] * r[:-k]) / denom) if denom > 0 else 0.0
 
 
-def _residual_phi(r: np.ndarray) -> float:
+def residual_phi(r: np.ndarray) -> float:
     """AR(1) φ of a fit's residuals r (≥ 0): median-unbiased from their lag-1 (0 when there are none)."""
     return max(0.0, phi_for_lag1(_lag_corr(r, 1), len(r), 0.5))
 
 
-def _step_noise(r: np.ndarray) -> tuple[float, float]:
+def step_noise(r: np.ndarray) -> tuple[float, float]:
     """The noise between a step fit's steps, from its residuals r: (AR(1) φ, the share of the
-    variance that is white). AR(1) alone, φ from their lag-1 (_residual_phi); or, where their
+    variance that is white). AR(1) alone, φ from their lag-1 (residual_phi); or, where their
     lag-2 / lag-1 reads a φ ≥ ratchet_white_gap higher, a slow AR(1) wander at that φ plus white
     measurement noise (RSS sampled with jitter): lag-1 c·φ and lag-2 c·φ², c the wander's share.
     Read as AR(1), such noise gave φ ~0.45 where the wander's is 0.995 (the steps take part of the
@@ -176,8 +178,8 @@ def _step_noise(r: np.ndarray) -> tuple[float, float]:
     ratchet_white_min_lag2_se standard errors (1/√n) keeps white noise, and a missed step's remains
     in it, AR(1) (+8% staircases in 1% white noise, 1.5 d: group route 90% with the floor, 67%
     without). The step fit's reading (what its steps are prewhitened for); the group route's null
-    reads its model by likelihood instead (_whittle_noise)."""
-    phi = _residual_phi(r)
+    reads its model by likelihood instead (whittle_noise)."""
+    phi = residual_phi(r)
     if len(r) < 4:
         return phi, 0.0
     lag1, lag2 = _lag_corr(r, 1), _lag_corr(r, 2)  # both 0 for all-zero residuals: AR(1)
@@ -193,7 +195,7 @@ def _step_noise(r: np.ndarray) -> tuple[float, float]:
     return persistent, 1.0 - phi / persistent
 
 
-# the Whittle fit's starting grid (_whittle_noise), every (φ, white share) pair: φ dense towards 1,
+# the Whittle fit's starting grid (whittle_noise), every (φ, white share) pair: φ dense towards 1,
 # where a slow wander's lies
 _WHITTLE_GRID = np.stack(
     [g.ravel() for g in np.meshgrid(1.0 - np.logspace(0.0, -3.0, 61)[:-1], np.linspace(0.0, 1.0, 21), indexing="ij")],
@@ -201,12 +203,12 @@ _WHITTLE_GRID = np.stack(
 )
 
 
-def _whittle_noise(r: np.ndarray, dropped: int = 0) -> tuple[float, float, float]:
+def whittle_noise(r: np.ndarray, dropped: int = 0) -> tuple[float, float, float]:
     """The noise of a curve's residuals r as AR(1) plus white noise (ARMA(1,1)): (φ, the share of
     the variance that is white, the marginal SD), by Whittle's likelihood on their periodogram.
-    Unlike _step_noise's lag-1 and lag-2 it reads every lag, so a white part and a wander are told
+    Unlike step_noise's lag-1 and lag-2 it reads every lag, so a white part and a wander are told
     apart: on AR(1) 1% φ 0.9 + 2% white over 3 days, the replicas with the staircase's shape got
-    p ≤ 0.01 in 4.2% of series with _step_noise's model (lag-2 / lag-1 read φ ≈ 0.999 in them),
+    p ≤ 0.01 in 4.2% of series with step_noise's model (lag-2 / lag-1 read φ ≈ 0.999 in them),
     1.2% with this (benchmarks/null_models.py, 400 series; 0.8% with the noise as generated).
     Every Fourier frequency is read, the lowest too, which the curve's fit has taken part of: the
     φ read is then lower than the noise's, as the lag readings' were. Dropping them (`dropped`, as
@@ -217,7 +219,7 @@ def _whittle_noise(r: np.ndarray, dropped: int = 0) -> tuple[float, float, float
     reading every frequency. A grid, then L-BFGS-B from its best point. Fewer than 8 frequencies
     to read (under 18 residuals): AR(1) at their median-unbiased lag-1 φ and their SD."""
     if not np.all(np.isfinite(r)):
-        raise ValueError("_whittle_noise: residuals must be finite")
+        raise ValueError("whittle_noise: residuals must be finite")
     n = len(r)
     power = np.abs(np.fft.rfft(r)) ** 2 / n
     cos = np.cos(2 * np.pi * np.arange(len(power)) / n)
@@ -226,7 +228,7 @@ def _whittle_noise(r: np.ndarray, dropped: int = 0) -> tuple[float, float, float
     )  # the mean is the curve's; the Nyquist term a half-weight one
     power, cos = power[keep], cos[keep]
     if len(power) < 8 or not np.any(power > 0):
-        return _residual_phi(r), 0.0, float(np.std(r))
+        return residual_phi(r), 0.0, float(np.std(r))
 
     def shape(phi: Any, white: Any) -> Any:  # floats or arrays of them
         # the spectral density's shape at unit marginal variance: AR(1) part and white part
@@ -248,8 +250,8 @@ def _whittle_noise(r: np.ndarray, dropped: int = 0) -> tuple[float, float, float
 def _curve_phi(r: np.ndarray, basis: np.ndarray) -> float:
     """AR(1) φ of the residuals r of a least-squares fit on `basis` (n × k), unbiased for that fit:
     the φ whose expected lag-1 of such residuals (ratio of expectations, exact for the projection)
-    equals theirs. _residual_phi's map is a line's; a cubic takes more of the slow wander with it
-    (AR(1) φ 0.9 on 217 bins: median 0.876 from _residual_phi, 0.894 from this; a null simulated at
+    equals theirs. residual_phi's map is a line's; a cubic takes more of the slow wander with it
+    (AR(1) φ 0.9 on 217 bins: median 0.876 from residual_phi, 0.894 from this; a null simulated at
     the lower φ wanders less than the data and calls them steps)."""
     n = len(r)
     denom = float(r @ r)
@@ -332,7 +334,7 @@ class StepEvidence:
     tb: np.ndarray | None  # those bins' times, seconds from the window's start (the daily cycle's clock)
     span_s: float  # the window's span, seconds
     fit: StepFit | None  # the step fit on x (None: no x or fewer than 12 bins)
-    ratcheting: bool  # Ratcheting on its own evidence (_ratchet_in_noise)
+    ratcheting: bool  # Ratcheting on its own evidence (ratchet_in_noise)
     reason: str  # why, or why not ("" when there was no fit)
 
 
@@ -347,11 +349,11 @@ def step_evidence(t: np.ndarray, y: np.ndarray) -> StepEvidence:
 
 def _step_evidence(t: np.ndarray, y: np.ndarray, level: float) -> StepEvidence:
     tb, x = _relative_bins(t, y, level) if level > 0 and len(y) >= 12 else (None, None)
-    fit = _step_fit_x(x) if x is not None else None
-    return StepEvidence(x, tb, float(t[-1] - t[0]) if len(t) else 0.0, fit, *_ratchet_in_noise(fit, level))
+    fit = step_fit_x(x) if x is not None else None
+    return StepEvidence(x, tb, float(t[-1] - t[0]) if len(t) else 0.0, fit, *ratchet_in_noise(fit, level))
 
 
-def _ratchet_in_noise(fit: StepFit | None, level: float) -> tuple[bool, str]:
+def ratchet_in_noise(fit: StepFit | None, level: float) -> tuple[bool, str]:
     """Ratcheting where the noise is as tall as the steps (1–2% AR noise against +1.6% steps),
     from the step fit: the staircase's shape (_staircase_shape) and a step sharper than a smooth
     curve explains (sharp_t ≥ _sharp_bar), which a smooth leak, a climb that levels off, a daily
@@ -390,7 +392,7 @@ class GroupRatchet:
     # own-route replicas carry own_p's 1/(sims + 1), None: not simulated)
 
 
-def _group_shape(fit: StepFit, min_steps: int | None = None) -> bool:
+def group_shape(fit: StepFit, min_steps: int | None = None) -> bool:
     """The staircase's shape as the group route asks it: a release must be a down-step as sharp as
     the bar a step beside a line must pass on its own (_sharp_bar), not one at ratchet_step_t: AR(1)
     wander at φ 0.9 and 2% makes down-steps at t 3–4 in a sixth of the +8% staircases (1.5 days),
@@ -398,7 +400,7 @@ def _group_shape(fit: StepFit, min_steps: int | None = None) -> bool:
     return _staircase_shape(fit, _sharp_bar(fit.bins), min_steps)[0]
 
 
-def _null_p(
+def null_p(
     x: np.ndarray,
     sharp_t: float,
     rng: np.random.Generator,
@@ -410,7 +412,7 @@ def _null_p(
 ) -> tuple[float, int]:
     """The replica's p: where its step statistic (sharp_t, the fit having the staircase's shape)
     falls among simulations of its null — its own smooth curve (_smooth_basis: flat, a climb, one
-    that levels off) plus the noise of the curve's residuals (_whittle_noise's AR(1) plus white
+    that levels off) plus the noise of the curve's residuals (whittle_noise's AR(1) plus white
     noise; `unbiased_phi`: AR(1) at φ unbiased for the curve's fit, _curve_phi), same length.
     step_fit runs in full on each, φ estimated again, so what the estimation does on this design
     is in the null too. Sequential (sequential_p, `decide_at` passed on): a valid p either way,
@@ -419,13 +421,13 @@ def _null_p(
     what a replica without the shape could be called). (p, simulations run)."""
 
     def as_sharp(series: np.ndarray) -> bool:
-        fit = _step_fit_x(series)
-        return bool(fit is not None and (not gated or _group_shape(fit)) and fit.sharp_t >= sharp_t)
+        fit = step_fit_x(series)
+        return bool(fit is not None and (not gated or group_shape(fit)) and fit.sharp_t >= sharp_t)
 
-    return _curve_null_p(x, _smooth_basis(len(x)), as_sharp, rng, sims, decide_at, unbiased_phi)
+    return curve_null_p(x, _smooth_basis(len(x)), as_sharp, rng, sims, decide_at, unbiased_phi)
 
 
-def _curve_null_p(
+def curve_null_p(
     x: np.ndarray,
     basis: np.ndarray,
     as_extreme: Callable[[np.ndarray], bool],
@@ -435,11 +437,11 @@ def _curve_null_p(
     unbiased_phi: bool = False,
 ) -> tuple[float, int]:
     """simulated_p of x's least-squares curve on `basis` plus the noise of its residuals: AR(1)
-    plus white noise fitted by Whittle's likelihood (_whittle_noise: φ, white share, marginal SD) or,
+    plus white noise fitted by Whittle's likelihood (whittle_noise: φ, white share, marginal SD) or,
     `unbiased_phi`, AR(1) at φ unbiased for this basis's fit (_curve_phi) at its upper
     one-standard-error bound √((1 − φ²)/n) and the residuals' SD — the data whose steps look
     sharpest are those whose φ reads low, and a null at the low reading wanders less than they do.
-    Until session 17 the model was _step_noise's, at the residuals' SD: on AR(1) 1% φ 0.9 + 2%
+    Until session 17 the model was step_noise's, at the residuals' SD: on AR(1) 1% φ 0.9 + 2%
     white the group route erred in 1.8% / 1.3% of replicas over 3 days (noise-shapes; 0.3% / 0 with this)."""
     curve = basis @ np.linalg.lstsq(basis, x, rcond=None)[0]
     res = x - curve
@@ -447,7 +449,7 @@ def _curve_null_p(
         phi = _curve_phi(res, basis)
         phi = min(phi + math.sqrt(max(1 - phi * phi, 0.0) / len(x)), 0.999)
         return simulated_p(curve, phi, float(np.std(res, ddof=basis.shape[1])), as_extreme, rng, sims, decide_at)
-    phi, white, sd = _whittle_noise(res)
+    phi, white, sd = whittle_noise(res)
     return simulated_p(curve, phi, sd, as_extreme, rng, sims, decide_at, white)
 
 
@@ -462,7 +464,7 @@ def simulated_p(
     white: float = 0.0,
 ) -> tuple[float, int]:
     """sequential_p over simulations of `mean` plus AR(1) noise (φ, marginal SD; `white`: that share
-    of the variance white instead: _whittle_noise's model), drawn ten at a time as they are needed;
+    of the variance white instead: whittle_noise's model), drawn ten at a time as they are needed;
     `as_extreme(series)`: whether that simulation is as extreme as the data."""
 
     def extreme() -> Iterator[bool]:
@@ -501,39 +503,39 @@ def besag_clifford_p(hits: int, done: int, sims: int) -> float:
     return hits / done if hits >= int(RULES["ratchet_group_stop"]) else (1 + hits) / (sims + 1)
 
 
-# the levelling-off curve's time constants, as shares of the window (_levelling_basis): from a climb
+# the levelling-off curve's time constants, as shares of the window (levelling_basis): from a climb
 # that bends within the window's first hours to one that bends over its whole span
 LEVELLING_TAUS = (0.03, 0.06, 0.12, 0.25, 0.5)
 
 
-def _levelling_bases(n: int, cycle: np.ndarray | None = None) -> list[np.ndarray]:
+def levelling_bases(n: int, cycle: np.ndarray | None = None) -> list[np.ndarray]:
     """The group route's candidate smooth curves on n bins: the cubic (_smooth_basis), `cycle`
-    (_cycle_of: the daily cycle's columns, or None) and 1 − exp(−u/τ) for each of LEVELLING_TAUS
+    (cycle_of: the daily cycle's columns, or None) and 1 − exp(−u/τ) for each of LEVELLING_TAUS
     (u the bin's share of the bins, as the cubic's time axis)."""
     fixed = [_smooth_basis(n)] + ([] if cycle is None else [cycle])
     u = np.linspace(0.0, 1.0, n)
     return [np.column_stack(fixed + [1 - np.exp(-u / tau)]) for tau in LEVELLING_TAUS]
 
 
-def _levelling_basis(
+def levelling_basis(
     x: np.ndarray, cycle: np.ndarray | None = None, bases: list[np.ndarray] | None = None
 ) -> np.ndarray:
-    """The group route's smooth curve: the one of _levelling_bases (or `bases`, built for x's length
+    """The group route's smooth curve: the one of levelling_bases (or `bases`, built for x's length
     and cycle) whose least-squares fit to x leaves the smallest residual. A climb that levels off
     early (a relay growing to its ceiling) bends more sharply than a cubic can, and beside a cubic
     that bend reads as a step (--part ratchet-curve)."""
-    bases = _levelling_bases(len(x), cycle) if bases is None else bases
+    bases = levelling_bases(len(x), cycle) if bases is None else bases
     return min(bases, key=lambda b: float(np.sum((x - b @ np.linalg.lstsq(b, x, rcond=None)[0]) ** 2)))
 
 
-def _cycle_of(e: StepEvidence) -> np.ndarray | None:
+def cycle_of(e: StepEvidence) -> np.ndarray | None:
     """The daily cycle's columns at e's bins (growth.cycle_columns) where its window spans a day
     (growth_cycle_period_s) and holds ≥ 4 bins a column, else None. A cycle every replica shares
     rises like steps beside a curve without it, and an AR(1) null does not cycle: over 9 days a
     ±4% cycle in 1% noise gave p ≤ 0.05 to 75% of the replicas with the staircase's shape and was
     called Ratcheting in 3% (groups of 5), 0.6% with these columns (--part ratchet-group). That
     was with an AR(1) null at the residuals' lag-1 φ; the null fitted by likelihood since session 17
-    (_whittle_noise) reads a cycle left in the residuals as a slower wander, and the unit test's
+    (whittle_noise) reads a cycle left in the residuals as a slower wander, and the unit test's
     cycling group is not found without these columns either. Kept: the columns were calibrated
     with the rule, and a curve that holds the cycle leaves the null less to guess."""
     cols = 2 * int(RULES["growth_cycle_harmonics"])
@@ -549,12 +551,12 @@ def _cycle_of(e: StepEvidence) -> np.ndarray | None:
 def _sharpest_beside(x: np.ndarray, phi: float, basis: np.ndarray) -> float:
     """The largest t of one up-step added to `basis` (GLS at AR(1) φ), as StepFit.sharp_t is beside the cubic."""
     cand = np.arange(2, len(x) - 1)
-    return float(_step_scan(_quasi_difference(x, phi), _quasi_difference(basis, phi), phi, cand).max())
+    return float(_step_scan(quasi_difference(x, phi), quasi_difference(basis, phi), phi, cand).max())
 
 
 @dataclass(frozen=True)
 class LevellingP:
-    """A replica's evidence in the group route (_levelling_null_p)."""
+    """A replica's evidence in the group route (levelling_null_p)."""
 
     p: float  # among all simulations: the shape and a step as sharp (what the group's p combines)
     statistic: float  # its sharpest up-step's t beside its levelling curve
@@ -569,12 +571,12 @@ class LevellingP:
         return besag_clifford_p(self.as_sharp, self.shaped, self.shaped)
 
 
-def _levelling_null_p(
+def levelling_null_p(
     x: np.ndarray, fit: StepFit, rng: np.random.Generator, sims: int, cycle: np.ndarray | None = None
 ) -> LevellingP:
     """A replica's p in the group route: its sharpest up-step beside its own levelling curve
-    (_levelling_basis with `cycle`, at its step fit's φ) among simulations of that curve plus the
-    noise of the curve's residuals (_whittle_noise's model), same bins; each simulation is
+    (levelling_basis with `cycle`, at its step fit's φ) among simulations of that curve plus the
+    noise of the curve's residuals (whittle_noise's model), same bins; each simulation is
     fitted in full (step_fit, φ again, the staircase's shape as the group route asks it, its own τ)
     and counts where it has the shape and a step as sharp. Sequential (sequential_p).
     Also its p among the simulations that have the shape (the same draws, Besag–Clifford's
@@ -583,22 +585,22 @@ def _levelling_null_p(
     small whatever its steps: such replicas had p ≤ ratchet_group_replica_p in 88–95% of cases,
     and were called wherever their group was found; among the shaped simulations, in 30–38%
     (session 19, docs/method/index.md)."""
-    bases = _levelling_bases(len(x), cycle)  # the simulations have x's bins: built once
-    basis = _levelling_basis(x, bases=bases)
+    bases = levelling_bases(len(x), cycle)  # the simulations have x's bins: built once
+    basis = levelling_basis(x, bases=bases)
     observed = _sharpest_beside(x, fit.phi, basis)
     shaped = hits = 0
 
     def as_sharp(series: np.ndarray) -> bool:
         nonlocal shaped, hits
-        f = _step_fit_x(series)
-        if f is None or not _group_shape(f):
+        f = step_fit_x(series)
+        if f is None or not group_shape(f):
             return False
         shaped += 1
-        hit = _sharpest_beside(series, f.phi, _levelling_basis(series, bases=bases)) >= observed
+        hit = _sharpest_beside(series, f.phi, levelling_basis(series, bases=bases)) >= observed
         hits += hit
         return bool(hit)
 
-    p, done = _curve_null_p(x, basis, as_sharp, rng, sims)
+    p, done = curve_null_p(x, basis, as_sharp, rng, sims)
     return LevellingP(p, observed, done, shaped, hits)
 
 
@@ -633,9 +635,9 @@ def truncated_product_p(ps: ArrayLike, m: int | None = None, tau: float | None =
 def ratchet_group(replicas: list[StepEvidence], *, sims: int | None = None) -> GroupRatchet | None:
     """Ratcheting on a group's combined step evidence (its replicas' step_evidence, as classify
     found it in their steady windows: only simulated series are fitted here). Each replica with
-    the staircase's shape (_group_shape; else p = 1) gets its p from its sharpest up-step beside
-    its own levelling curve (with the daily cycle over a day or more: _cycle_of), among `sims`
-    simulations of its own null (_levelling_null_p); one Ratcheting on its own counts the smallest
+    the staircase's shape (group_shape; else p = 1) gets its p from its sharpest up-step beside
+    its own levelling curve (with the daily cycle over a day or more: cycle_of), among `sims`
+    simulations of its own null (levelling_null_p); one Ratcheting on its own counts the smallest
     p, 1/(sims + 1) (the own route errs on flat series in < 0.1% and on climbs in ≤ 1.3%; two such
     in one group — ~0.1% of groups of 5 on a climb — do find it, as the group's p drops only the
     smallest). The replicas' p's but the smallest are combined by the truncated product
@@ -657,7 +659,7 @@ def ratchet_group(replicas: list[StepEvidence], *, sims: int | None = None) -> G
     p_min = 1.0 / (sims + 1)
     xs = [e.x for e in replicas]
     fits = [e.fit for e in replicas]
-    shape = [bool(fit is not None and _group_shape(fit)) for fit in fits]
+    shape = [bool(fit is not None and group_shape(fit)) for fit in fits]
     own = [e.ratcheting for e in replicas]
     alpha = RULES["ratchet_group_alpha"]
     none = GroupRatchet(tuple(own), (False,) * m, ("",) * m, None, (None,) * m, 0, (None,) * m)
@@ -679,9 +681,9 @@ def ratchet_group(replicas: list[StepEvidence], *, sims: int | None = None) -> G
             return p_min
         if not shape[i]:
             return None
-        cycle = _cycle_of(replicas[i])
+        cycle = cycle_of(replicas[i])
         # (a replica with the shape has its fit and its series)
-        e = evidence[i] = _levelling_null_p(cast(np.ndarray, xs[i]), cast(StepFit, fits[i]), rng, sims, cycle)
+        e = evidence[i] = levelling_null_p(cast(np.ndarray, xs[i]), cast(StepFit, fits[i]), rng, sims, cycle)
         beside[i] = "a smooth climb that may level off" + ("" if cycle is None else " and the daily cycle")
         done += e.simulations
         return e.p

@@ -154,7 +154,7 @@ def real_fleet(root: Path, n: int, seed: int) -> tuple[systemd.LocalUnits, list[
 def settled(units, names, timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        ages = [deploy._old_process(units, u, None)["age"] or 0 for u in names]
+        ages = [deploy.old_process(units, u, None)["age"] or 0 for u in names]
         if min(ages) > 5:  # five regrowth time constants: settled
             return
         time.sleep(0.2)

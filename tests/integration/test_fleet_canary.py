@@ -38,7 +38,7 @@ def fleet(tmp_path):
         units.restart(name)
     # settled before alloclab arrives: four regrowth time constants old (the old level a deploy reads)
     wait_for(
-        lambda: all((deploy._old_process(units, n, None)["age"] or 0) > 4 for n in names), 60, "every unit to settle"
+        lambda: all((deploy.old_process(units, n, None)["age"] or 0) > 4 for n in names), 60, "every unit to settle"
     )
     yield root, units, names
     _stop_every_unit(root)

@@ -180,7 +180,7 @@ def apply_plan(
     watched: dict[str, dict] = {}
     for i, b in enumerate(batches, 1):
         names = [u for u, _, _ in b]
-        old = {u: _old_process(units, u, past) for u in names}  # each unit's level on its old allocator
+        old = {u: old_process(units, u, past) for u in names}  # each unit's level on its old allocator
         peers = judge if i == 1 else None
         for _unit, path, text in b:  # later batches keep their old drop-ins until their turn
             fs.write(path, text)
@@ -336,7 +336,7 @@ def _open_history(run: Path | None):
     return Store.open_readonly(db)
 
 
-def _old_process(units: Units, unit: str, past) -> dict:
+def old_process(units: Units, unit: str, past) -> dict:
     """A unit's process before its restart: its level now (kB), its age (s), and its level along its
     life by age, [(age, kB)], from the collector's store where it has the process."""
     ident = _identity(units, unit)

@@ -29,7 +29,7 @@ from .replica import usable
 from .warnings import LevelTime, Warning, times_of_day_differ
 
 MATCH_BY = ("group", "allocator")
-# run-level provenance shown when it differs (meta keys written by runner/host.py)
+# run-level provenance shown when it differs (meta keys written by run/runner.py and capture/host.py)
 RUN_FIELDS = (
     "host",
     "kernel",

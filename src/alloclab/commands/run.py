@@ -341,7 +341,7 @@ def run_command(
     if live is not None:
         runner.add_companion(live.start(runner.store.path, runner.run_dir / "live-view.log"))
         err.print(f"live view: {live.url}", markup=False, highlight=False)
-    if exposition is not None:  # each scrape reads the last committed tick (metrics.py)
+    if exposition is not None:  # each scrape reads the last committed tick (serve/metrics.py)
         runner.add_companion(exposition.start(runner.store.path, runner.run_dir / "metrics.log", socket.gethostname()))
         err.print(f"serving /metrics on {exposition.host}:{exposition.port}", markup=False, highlight=False)
     runner.on_setup = _SetupProgress(err)

@@ -1,5 +1,5 @@
 """The fleet collector (`alloclab fleet collect`): samples a plan's systemd units into a run store,
-resumable, and optionally publishes every tick for Prometheus (metrics.py).
+resumable, and optionally publishes every tick for Prometheus (serve/metrics.py).
 
 Cost (issue 25): systemd is asked only about units whose main process was lost since the last
 tick, all of them in one batched query (fleet.Units.unit_states) by a background thread, so a
@@ -504,7 +504,7 @@ def collect(
 ) -> dict:
     """Sample every unit of the plan into RUN until stopped (or for `duration` seconds). A run that
     exists is resumed: same groups and replicas, a `collector_resumed` event marks the gap. With an
-    `exposition`, every tick's rows are also published for Prometheus (metrics.py), labelled `host`
+    `exposition`, every tick's rows are also published for Prometheus (serve/metrics.py), labelled `host`
     (default: this machine's name, also stored with each replica). Refuses (UserError) when none
     of the plan's units has a process whose memory can be read, before anything is stored."""
     groups = {g["name"]: g for g in plan.data["groups"]}

@@ -4,7 +4,7 @@
  * helper and rewritten in place at every collection under a sequence lock: `seq` is odd while a
  * collection is being written. A reader takes seq (one read), the whole record (a second read),
  * seq again (a third read) and keeps the record only when both are equal and even.
- * Figures are bytes; -1 means the allocator does not tell. Mirrored in alloclab/introspect.py
+ * Figures are bytes; -1 means the allocator does not tell. Mirrored in alloclab/capture/introspect.py
  * (HEADER, FIELDS); change both.
  */
 #ifndef ALLOCLAB_INTROSPECT_H

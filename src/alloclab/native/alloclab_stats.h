@@ -4,7 +4,7 @@
  * file named by $ALLOCLAB_STATS (64 bytes) and updates it under a sequence lock: `seq` is odd
  * while a write is under way. alloclab reads the file with one pread and keeps a snapshot only
  * when `seq` is even and equal at both ends, so a workload killed mid-write leaves the last good
- * value readable. The layout is mirrored in alloclab/workloads.py (STATS_FORMAT); change both.
+ * value readable. The layout is mirrored in alloclab/run/workloads.py (STATS_FORMAT); change both.
  * Test hook: with ALLOCLAB_STATS_CRASH_AFTER=N the built-in workloads SIGKILL themselves in the
  * middle of their (N+1)th write, leaving a torn record behind.
  */

@@ -9,7 +9,7 @@ to NAME.1 (the previous NAME.1 dropped) and a new NAME begun. So per stream the 
 disk is full a chunk is dropped rather than blocking the command.
 
 Why a process: the runner forks replicas with a pre-exec hook, which is unsafe next to other
-threads (companion.py). The runner creates each pipe and the log file (O_NOFOLLOW: never through
+threads (process/companion.py). The runner creates each pipe and the log file (O_NOFOLLOW: never through
 a link), hands both descriptors to the pump over a socket (SCM_RIGHTS), and keeps only the pipe's
 write end for the child. The pump ends once the runner closes its socket and every pipe is at
 end of file (every writer gone), or with alloclab (parent-death signal). docs/reference/security.md.

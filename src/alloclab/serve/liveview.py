@@ -1,6 +1,6 @@
 """`alloclab run --serve`: a read-only web page that follows a run while it goes on.
 
-A companion process (companion.py says why not a thread): alloclab binds the socket, then
+A companion process (process/companion.py says why not a thread): alloclab binds the socket, then
 `python -m alloclab.serve.liveview` serves it from its own read-only connection to the store (it sees
 every committed interval); the analysis it runs for the warnings would otherwise hold alloclab's GIL
 for seconds between sampling ticks.

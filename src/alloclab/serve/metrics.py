@@ -387,7 +387,7 @@ class StoreExposition(Exposition):
 
 class MetricsServer(Companion):
     """`alloclab run --metrics ADDR`: the exposition in its own process beside the run
-    (companion.py: the runner forks replicas, so no server thread in it). Bound now, started
+    (process/companion.py: the runner forks replicas, so no server thread in it). Bound now, started
     once the run's store exists, stopped with the run."""
 
     def __init__(self, addr: str):

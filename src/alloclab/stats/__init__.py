@@ -40,7 +40,7 @@ steps.py
 ratchet_shared.py
     ratchet_shared(windows, *, sims=None) -> SharedRatchet | None: Ratcheting on steps a group's replicas
         share in time (their average's step fit), each replica climbing at them on its own series
-compare.py
+group_tests.py
     compare_to_baseline(levels, baseline, *, alpha=0.05, margin=0.05, seed=0) -> dict[str, Comparison]
         Welch t on log levels (replicas are the units), Holm across comparisons to the baseline,
         geometric-mean-ratio intervals at each comparison's Holm level (interval excludes 1 ⇔
@@ -50,8 +50,8 @@ compare.py
     design_min_p(replicas, baseline=None, *, method="welch") -> float
     design_warning(replicas, baseline=None, *, alpha=0.05, cv=None) -> str | None
         also the power to show a 0.7× difference when replicas differ by cv (RULES design_replica_cv,
-        20%), with the replicas needed (compare.design_power, design_spread_warning)
-beside.py
+        20%), with the replicas needed (group_tests.design_power, design_spread_warning)
+added_growth.py
     growth_beside(pairs, baseline, *, alpha=None, margin_share=None) -> dict[str, GrowthBeside]
         Each group's per-replica changes (MB) against the baseline's over the window common to the
         two: Welch's t, Holm across groups, the excess's interval at its Holm level, and a word

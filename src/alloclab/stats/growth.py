@@ -122,7 +122,7 @@ N_GRID = (8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512)
 
 
 def _table_file(n: int, q: float, reps: int) -> Path:
-    """Where a simulated table is kept between processes (the cache directory, settings.py)."""
+    """Where a simulated table is kept between processes (the cache directory, common/settings.py)."""
     import hashlib
 
     from ..common.settings import cache_root

@@ -34,14 +34,14 @@ import sys
 import tempfile
 from pathlib import Path
 
-from alloclab.native import build as nativebuild
+from alloclab.native import build as native_build
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.trace_codec: the format in Python
 from tests.trace_codec import FREE, MALLOC, REALLOC, Trace, encode_blocks, ev
 
 
 def build(d: Path) -> Path:
-    src = Path(nativebuild.__file__).parent
+    src = Path(native_build.__file__).parent
     out = d / "replay_asan"
     subprocess.run(
         [

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import trace_workloads
 
-from alloclab.native import build as nativebuild
+from alloclab.native import build as native_build
 
 CLOCK_COST_C = r"""
 #include <stdint.h>
@@ -66,7 +66,7 @@ def timed(cmd: list[str], env: dict | None = None) -> tuple[float, float]:
 
 
 def build(d: Path) -> tuple[Path, Path]:
-    src = Path(nativebuild.__file__).parent
+    src = Path(native_build.__file__).parent
     fake = d / "liballoclab_trace_fake_clock.so"
     subprocess.run(
         [
@@ -102,8 +102,8 @@ def main() -> None:
     args = ap.parse_args()
     print(json.dumps({"load_average": [round(x, 2) for x in os.getloadavg()]}), flush=True)
     prog, argv = trace_workloads.loop(1, args.rounds)
-    loop = [str(nativebuild.program(prog)), *argv]
-    tracer = str(nativebuild.program("liballoclab_trace.so"))
+    loop = [str(native_build.program(prog)), *argv]
+    tracer = str(native_build.program("liballoclab_trace.so"))
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp)
         fake, clock_cost = build(d)

@@ -9,7 +9,7 @@ Other input kinds (traces, plans, CSV folders) can add a subcommand here.
 
 A mutant must end in exit 0 (it was a valid file and ran) or 2 (one line on stderr, naming the problem);
 after exit 2 nothing may exist: no run directory, no alloclab cgroup, no process of its session.
-Outside the default test run; tests/unit/test_config.py replays a few hundred mutants in-process.
+Outside the default test run; tests/unit/test_experiment_file.py replays a few hundred mutants in-process.
 """
 
 from __future__ import annotations

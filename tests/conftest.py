@@ -39,6 +39,14 @@ def native_dir() -> Path:
     return build.build_dir()
 
 
+@pytest.fixture(scope="session")
+def test_native_dir() -> Path:
+    """The tests' own native programs (tests/native): lazyfree, frag-static."""
+    from tests.prebuild import native_tooling
+
+    return native_tooling()
+
+
 def own_cache(path: Path, native_dir: Path) -> Path:
     """An alloclab cache of a test's own (for ALLOCLAB_CACHE): its allocator builds and registry
     listings start empty; its native programs are the session's, not built again for it."""

@@ -21,7 +21,9 @@ _FIRST = ("name", "command", "replicas", "interval", "seed", "baseline")
 def frag(
     native_dir: Path, mb: int = 8, load: float = 30, idle: float | None = None, threads: int = 1, static: bool = False
 ) -> list[str]:
-    """The frag workload as a replica command, seeded per replica ({seed}; the static build takes no seed)."""
+    """The frag workload as a replica command, seeded per replica ({seed}; the static build takes no seed).
+    `native_dir` holds the program: alloclab's (the native_dir fixture), or the tests' own for the
+    static build (test_native_dir, tests/native)."""
     argv = [str(native_dir / ("frag-static" if static else "frag")), "--load", f"{load:g}"]
     argv += ["--idle", f"{idle:g}"] if idle is not None else []
     argv += ["--mb", str(mb)]

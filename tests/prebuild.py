@@ -22,6 +22,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 EMBEDDED_CRATE = REPO / "tests" / "data" / "embedded-rust"
+TEST_NATIVE = REPO / "tests" / "native"  # the tests' own C programs (lazyfree, frag-static): not shipped
 # Allocator ids the suite provisions from the default cache (tests that need their own cache build
 # their routes themselves, on purpose).
 ALLOCATOR_IDS = (
@@ -92,11 +93,19 @@ def embedded_rust(binary: str, feature: str, timeout: float = 1200) -> Path:
     return exe
 
 
+def native_tooling() -> Path:
+    """Directory holding tests/native's programs, built as alloclab builds its own (into the cache,
+    keyed by their sources and the compiler) if needed."""
+    from alloclab.native import build
+
+    return build.build_dir(TEST_NATIVE)
+
+
 def _jobs() -> dict[str, object]:
     from alloclab.allocators import resolution
     from alloclab.native import build
 
-    jobs: dict[str, object] = {"native programs": build.build_dir}
+    jobs: dict[str, object] = {"native programs": build.build_dir, "the tests' native programs": native_tooling}
     for allocator_id in ALLOCATOR_IDS:
         jobs[allocator_id] = lambda i=allocator_id: resolution.BUILDS.library(i)
     # one job for both programs: one cargo at a time, they share a target directory

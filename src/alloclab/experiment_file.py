@@ -21,7 +21,7 @@ from typing import Any
 from .common.errors import UserError, did_you_mean
 from .common.text import CONTROL as _CONTROL  # incl. U+0085, U+2028/9: no line break in any path
 
-# ---- limits (documented in docs/reference/security.md; tests/unit/test_config.py holds each one) ----
+# ---- limits (documented in docs/reference/security.md; tests/unit/test_experiment_file.py holds each one) ----
 MAX_FILE_BYTES = 1 << 20  # an experiment file is a page of settings, not data
 MAX_DEPTH = 16  # tables/arrays inside each other (tomllib recurses; 1,000 deep overflows)
 MIN_INTERVAL = 0.1  # seconds: one sampling pass over /proc takes milliseconds per process

@@ -23,12 +23,14 @@ INTERVAL = 0.5
 WARMUP, LOAD, IDLE = 1.0, 5.0, 2.0
 
 
-def experiment(tmp: Path, native_dir: Path, jemalloc: str, mimalloc: str, load: float = LOAD) -> Path:
+def experiment(
+    tmp: Path, native_dir: Path, test_native_dir: Path, jemalloc: str, mimalloc: str, load: float = LOAD
+) -> Path:
     groups = {
         "glibc": "glibc",
         "jemalloc": {"allocator": jemalloc, "env": {"MALLOC_CONF": "dirty_decay_ms:1000"}},
         "mimalloc": mimalloc,
-        "static": {"allocator": jemalloc, "command": frag(native_dir, mb=8, static=True)},
+        "static": {"allocator": jemalloc, "command": frag(test_native_dir, mb=8, static=True)},
     }
     return write_experiment(
         tmp / "exp.toml",
@@ -44,9 +46,9 @@ def experiment(tmp: Path, native_dir: Path, jemalloc: str, mimalloc: str, load: 
 
 
 @pytest.fixture(scope="module")
-def finished_run(tmp_path_factory, native_dir, jemalloc, mimalloc):
+def finished_run(tmp_path_factory, native_dir, test_native_dir, jemalloc, mimalloc):
     tmp = tmp_path_factory.mktemp("e2e")
-    exp = experiment(tmp, native_dir, jemalloc, mimalloc)
+    exp = experiment(tmp, native_dir, test_native_dir, jemalloc, mimalloc)
     proc = run_cli("run", str(exp), "-o", str(tmp / "run"))
     assert proc.returncode == 0, proc.stderr
     return tmp / "run", proc
@@ -195,8 +197,8 @@ def _is_frag(pid: int) -> bool:
     return "(frag" in stat and stat.rsplit(")", 1)[1].split()[0] != "Z"  # a zombie has exited
 
 
-def test_kill_minus_nine_keeps_a_readable_store(tmp_path, native_dir, jemalloc, mimalloc):
-    exp = experiment(tmp_path, native_dir, jemalloc, mimalloc, load=60)
+def test_kill_minus_nine_keeps_a_readable_store(tmp_path, native_dir, test_native_dir, jemalloc, mimalloc):
+    exp = experiment(tmp_path, native_dir, test_native_dir, jemalloc, mimalloc, load=60)
     out = tmp_path / "run"
     p = _start_in_background(exp, out)
     _wait_for_samples(out / "run.db", 6)
@@ -224,8 +226,8 @@ def test_kill_minus_nine_keeps_a_readable_store(tmp_path, native_dir, jemalloc, 
     assert not alive
 
 
-def test_ctrl_c_stops_cleanly_and_keeps_data(tmp_path, native_dir, jemalloc, mimalloc):
-    exp = experiment(tmp_path, native_dir, jemalloc, mimalloc, load=60)
+def test_ctrl_c_stops_cleanly_and_keeps_data(tmp_path, native_dir, test_native_dir, jemalloc, mimalloc):
+    exp = experiment(tmp_path, native_dir, test_native_dir, jemalloc, mimalloc, load=60)
     out = tmp_path / "run"
     p = _start_in_background(exp, out)
     _wait_for_samples(out / "run.db", 4)

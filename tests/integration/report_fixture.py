@@ -12,8 +12,8 @@ from tests.experiments import experiment_toml, frag
 HOSTILE_COMMENT = "# markup in a comment: </script><script>window.__pwned = 1</script> & <b>bold</b> </pre>"
 
 
-def experiment_text(native_dir: Path, jemalloc: str) -> str:
-    lazy = [str(native_dir / "lazyfree"), "--mb", "24", "--free-mb", "16", "--seconds", "120"]
+def experiment_text(native_dir: Path, test_native_dir: Path, jemalloc: str) -> str:
+    lazy = [str(test_native_dir / "lazyfree"), "--mb", "24", "--free-mb", "16", "--seconds", "120"]
     return (
         HOSTILE_COMMENT
         + "\n"
@@ -30,9 +30,9 @@ def experiment_text(native_dir: Path, jemalloc: str) -> str:
     )
 
 
-def make_run(tmp: Path, native_dir: Path, jemalloc: str) -> Path:
+def make_run(tmp: Path, native_dir: Path, test_native_dir: Path, jemalloc: str) -> Path:
     exp = tmp / "exp.toml"
-    exp.write_text(experiment_text(native_dir, jemalloc))
+    exp.write_text(experiment_text(native_dir, test_native_dir, jemalloc))
     proc = run_cli("run", str(exp), "-o", str(tmp / "run"), "--no-report")
     assert proc.returncode == 0, proc.stderr
     return tmp / "run"

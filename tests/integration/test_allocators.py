@@ -223,9 +223,9 @@ def test_verify_preloaded_process(jemalloc, native_dir):
     assert v.verified is True and "libjemalloc" in v.mapped_allocator
 
 
-def test_static_binary_is_unverified(jemalloc, native_dir):
+def test_static_binary_is_unverified(jemalloc, test_native_dir):
     spec = resolution.resolve(jemalloc)
-    with running(frag(native_dir, static=True), "frag-static", {"LD_PRELOAD": jemalloc}) as pid:  # nothing to load
+    with running(frag(test_native_dir, static=True), "frag-static", {"LD_PRELOAD": jemalloc}) as pid:  # nothing to load
         v = library.verify_process(pid, spec)
     assert v.verified is False and "statically linked" in v.detail
 

@@ -108,12 +108,12 @@ def test_apply_writes_dropins_restarts_in_batches_and_verifies(root, jemalloc):
     assert not (root / "etc" / "systemd" / "system" / "other.service.d").exists()  # nothing outside the plan
 
 
-def test_apply_stops_at_the_first_failed_verification(root, native_dir):
+def test_apply_stops_at_the_first_failed_verification(root, test_native_dir):
     plan = make_plan(root)
     bad = next(a for a in plan.assignments if a["group"] != "glibc")
     unit_file = root / "etc" / "systemd" / "system" / bad["unit"]
     unit_file.write_text(
-        f"[Service]\nExecStart={native_dir / 'frag-static'} --load 3600 --mb 2\n"
+        f"[Service]\nExecStart={test_native_dir / 'frag-static'} --load 3600 --mb 2\n"
     )  # LD_PRELOAD cannot reach it
     units = systemd.LocalUnits(root)
     with pytest.raises(UserError, match="statically linked"):

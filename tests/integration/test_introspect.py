@@ -168,11 +168,11 @@ def _exe(pid: int) -> str | None:
         return None
 
 
-def test_fork_exec_and_exit(tmp_path, frag):
+def test_fork_exec_and_exit(tmp_path, frag, test_native_dir):
     """A forked child gets its own record (not the parent's); exec into a static binary leaves the
     record stale (never read as current); the parent exiting mid-run leaves a readable record; no
     read waits on a process."""
-    static = os.path.realpath(build.program("frag-static"))
+    static = os.path.realpath(test_native_dir / "frag-static")
     env = _env(tmp_path, system_lib("libjemalloc.so.2"), interval=0.2)
     proc = subprocess.Popen(
         [sys.executable, "-c", FORK_EXEC, static, "--load", "3", "--mb", "4"],
@@ -282,7 +282,7 @@ command = ["{static}", "--load", "5", "--idle", "30", "--mb", "8"]
 
 
 @pytest.fixture(scope="module")
-def decomposed_run(tmp_path_factory, jemalloc, mimalloc) -> Path:
+def decomposed_run(tmp_path_factory, jemalloc, mimalloc, test_native_dir) -> Path:
     """One real run (glibc, jemalloc and mimalloc with the helper; a static binary without): the
     preloaded libraries are copies in their own directory, so a test can take them away."""
     tmp = tmp_path_factory.mktemp("decomposed")
@@ -291,7 +291,7 @@ def decomposed_run(tmp_path_factory, jemalloc, mimalloc) -> Path:
     for lib in (jemalloc, mimalloc):
         shutil.copyfile(lib, libs / Path(lib).name)
     text = EXPERIMENT.format(
-        jemalloc=libs / Path(jemalloc).name, mimalloc=libs / Path(mimalloc).name, static=build.program("frag-static")
+        jemalloc=libs / Path(jemalloc).name, mimalloc=libs / Path(mimalloc).name, static=test_native_dir / "frag-static"
     )
     return Runner(parse_experiment(text, "introspect.toml", tmp), tmp / "run").run().run_dir
 

@@ -23,9 +23,9 @@ PROVENANCE_ROWS = ("| source |",)
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory, native_dir, jemalloc):
+def runs(tmp_path_factory, native_dir, test_native_dir, jemalloc):
     tmp = tmp_path_factory.mktemp("roundtrip")
-    frag, lazy = native_dir / "frag", native_dir / "lazyfree"
+    frag, lazy = native_dir / "frag", test_native_dir / "lazyfree"
     exp = tmp / "exp.toml"
     exp.write_text(f"""
 name = "roundtrip"
@@ -51,7 +51,7 @@ command = ["{lazy}", "--mb", "{LAZY_MB}", "--free-mb", "{LAZY_FREE_MB}", "--seco
 [[group]]
 name = "static"
 allocator = "{jemalloc}"
-command = ["{native_dir / "frag-static"}", "--load", "30", "--mb", "8"]
+command = ["{test_native_dir / "frag-static"}", "--load", "30", "--mb", "8"]
 """)
     original = tmp / "run"
     proc = run_cli("run", str(exp), "-o", str(original), "--no-report")

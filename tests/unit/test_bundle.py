@@ -11,7 +11,7 @@ import pytest
 
 from alloclab.common.errors import UserError
 from alloclab.interchange.bundle import replayed_traces, write_bundle
-from tests.unit.test_runcompare import make_run
+from tests.unit.test_two_runs import make_run
 
 
 def test_replayed_trace_is_bundled(tmp_path, monkeypatch):

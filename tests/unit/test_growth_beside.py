@@ -1,7 +1,7 @@
 """A group's growth beside the baseline's, in MB (issue 26 item 2): the workload's own growth, the
 same megabytes under every allocator, is a large share of a small relay's level and a small share of
 a large one's; judged beside the baseline's it is not the allocator's. Seeded; real stores
-(tests.unit.test_runcompare.make_run) through the real analysis and `alloclab report`."""
+(tests.unit.test_two_runs.make_run) through the real analysis and `alloclab report`."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from alloclab.stats import RULES, growth_beside
 from alloclab.stats.added_growth import AS, BEYOND, LESS, NO_MORE, NOT_BEYOND, UNKNOWN
 from alloclab.stats.rules import RULES as ANALYSIS_RULES
 from alloclab.store import Store
-from tests.unit.test_runcompare import make_run
+from tests.unit.test_two_runs import make_run
 
 LEVELS = {"glibc": [400, 410, 395, 405, 398], "mi": [100, 102, 99, 101, 98]}  # 4× apart, as in the tor run
 

@@ -12,7 +12,7 @@ import pytest
 from alloclab.common.errors import UserError
 from alloclab.common.outputs import new_output, write_output
 from alloclab.interchange.bundle import write_bundle
-from tests.unit.test_runcompare import make_run
+from tests.unit.test_two_runs import make_run
 
 SECRET = b"root:$6$not-for-upstream:19000:0:99999:7:::\n"
 

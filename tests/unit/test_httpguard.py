@@ -86,7 +86,7 @@ def test_request_size_is_bounded(collector_server):
 
 def test_run_metrics_companion_checks_host(tmp_path):
     """`run --metrics`: the companion process serves the run's store on the guarded server."""
-    from tests.unit.test_runcompare import make_run
+    from tests.unit.test_two_runs import make_run
 
     run = make_run(tmp_path / "run", {"g": [100, 101]})
     server = metrics.MetricsServer("127.0.0.1:0")
@@ -104,7 +104,7 @@ def test_run_metrics_companion_checks_host(tmp_path):
 
 def test_live_view_serves_no_report_through_a_link(tmp_path):
     from alloclab.serve.liveview import LiveData, make_handler
-    from tests.unit.test_runcompare import make_run
+    from tests.unit.test_two_runs import make_run
 
     run = make_run(tmp_path / "run", {"g": [100, 101]})
     secret = tmp_path / "shadow"

@@ -55,7 +55,7 @@ STORE_USERS = {
 }  # the generated metrics reference reads metrics' declarations (as reference does)
 STORE_USER_PACKAGES = ("analysis", "commands", "reporters")
 # What the analysis and the reporters may not reach: what they need from the host is recorded in
-# the store at run time (docs/architecture.md).
+# the store at run time (docs/reference/architecture.md).
 PURE_PACKAGES = ("analysis", "reporters")
 PURE_FORBIDDEN = {
     "allocators.library",

@@ -56,7 +56,7 @@ def test_too_short_waits_for_the_end_of_the_run(tmp_path):
     """Issue 27: no "run longer" warning 18 s into a 76 s run; at the end it is shown."""
     from alloclab.serve.liveview import LiveData
     from alloclab.store import Store
-    from tests.unit.test_runcompare import make_run
+    from tests.unit.test_two_runs import make_run
 
     run = make_run(tmp_path / "r", {"a": [100, 101], "b": [60, 61]})
     st = Store.open(run)

@@ -9,7 +9,7 @@ import pytest
 
 from alloclab.common.errors import UserError
 from alloclab.interchange.merge import merge_runs
-from tests.unit.test_runcompare import make_run
+from tests.unit.test_two_runs import make_run
 
 
 def _run(path, host: str, sql: str | None = None):

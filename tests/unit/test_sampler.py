@@ -137,10 +137,10 @@ def test_the_stalest_first_record_keeps_only_processes_still_read():
     assert len(b.last_full) == 1 and next(iter(b.last_full))[0] == os.getpid()
 
 
-def test_lazyfree_pages_are_counted_while_rss_still_holds_them(native_dir):
+def test_lazyfree_pages_are_counted_while_rss_still_holds_them(test_native_dir):
     # a real process maps 64 MB, touches it, frees 40 MB with MADV_FREE: the pages stay resident
     p = subprocess.Popen(
-        [str(native_dir / "lazyfree"), "--mb", "64", "--free-mb", "40", "--seconds", "30"],
+        [str(test_native_dir / "lazyfree"), "--mb", "64", "--free-mb", "40", "--seconds", "30"],
         stdout=subprocess.PIPE,
         text=True,
     )

@@ -8,7 +8,7 @@ import sqlite3
 import pytest
 
 from tests.conftest import run_cli
-from tests.unit.test_runcompare import make_run
+from tests.unit.test_two_runs import make_run
 
 
 @pytest.mark.parametrize("value", [9.9e307, "text", float("inf"), -5])

@@ -1,6 +1,6 @@
 """The recommendation reads in one line (issue 27): a headline first, "cannot be told apart" said as
 such with the interval, and a baseline that wins significantly is a confident verdict. Real stores
-(tests.unit.test_runcompare.make_run) through the real analysis."""
+(tests.unit.test_two_runs.make_run) through the real analysis."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import re
 from alloclab.analysis import analyse
 from alloclab.reporters.terminal import print_summary
 from alloclab.store import Store
-from tests.unit.test_runcompare import make_run
+from tests.unit.test_two_runs import make_run
 
 
 def _rec(tmp_path, groups):

@@ -33,7 +33,7 @@ from typing import Any
 
 from ..common import settings
 from ..common.errors import UserError, did_you_mean
-from ..native import build as nativebuild
+from ..native import build as native_build
 from . import hardening
 from .library import check_preload_safe, normalise_version, probe, sha256_file
 
@@ -135,7 +135,7 @@ def short_version(allocator_id: str) -> UserError | None:
 
 
 def cache_dir() -> Path:
-    return nativebuild.cache_root() / "allocators"
+    return native_build.cache_root() / "allocators"
 
 
 def _safe(allocator_id: str) -> str:

@@ -262,7 +262,7 @@ def _environ(pid: int) -> dict[str, str]:
 
 def scan_process(pid: int, mappings, skip) -> list[Embedded]:
     """Allocators embedded in the executable or any mapped object of pid. `mappings` are
-    allocators.Mapping items; `skip(mapping)` says which to leave out (libc, the loader, the
+    allocators.library.Mapping items; `skip(mapping)` says which to leave out (libc, the loader, the
     preloaded library, allocator libraries already named by their file name)."""
     try:
         exe_ino = os.stat(f"/proc/{pid}/exe").st_ino

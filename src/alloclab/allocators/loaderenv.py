@@ -1,6 +1,6 @@
 """Environment variables that choose code or data for the dynamic loader and libc.
 
-The preloaded library is checked by the preload rule (allocators.check_preload_safe: owned by root
+The preloaded library is checked by the preload rule (allocators.library.check_preload_safe: owned by root
 or the user running alloclab, writable by no one else, every directory and link on the way too).
 A replica or a service loads code through other variables as well: `LD_LIBRARY_PATH` picks where
 libc itself comes from, `LD_AUDIT` loads auditing libraries, `GCONV_PATH` loads iconv modules,

@@ -3,9 +3,12 @@
 One module per job: `load` (store -> series, segments by the allocator that really ran, event
 labels mapped by evidence), `windows` (the comparable window, levels at its end, published-style
 beside clean figures, the process-age table), `replica` (per-replica estimators on clean spans),
-`compare` (groups against the baseline via alloclab.stats), `beside` (each group's growth in MB
-beside the baseline's), `warnings` (typed confounds) and
-`verdict` (the structured recommendation). Thresholds: `rules.RULES` (docs/method/index.md).
+`comparisons` (groups against the baseline via alloclab.stats), `growth_beside` (each group's growth
+in MB beside the baseline's), `regrowth` (how a restarted process climbs back), `hosts` (the host
+factor of a fleet run), `duplicates` (replicas that report the same series), `decomposition` (where
+the memory went), `warnings` (typed confounds), `verdict` (the structured recommendation), `design`
+(a planned experiment judged before it runs) and `two_runs` (two runs side by side). Thresholds:
+`stats.rules.RULES` (docs/method/index.md).
 """
 
 from __future__ import annotations

@@ -133,7 +133,7 @@ def day_levels(w: Window) -> bool:
 def daily_swing(s: Series, w: Window) -> float | None:
     """The replica's daily swing over the window (a day or more): the amplitude of its fitted 24-hour
     harmonic, as a share of its level (a least-squares fit of log level on a line and the daily
-    cycle's harmonics, stats.cycle_columns) over the window's part in the process covering its end;
+    cycle's harmonics, stats.growth.cycle_columns) over the window's part in the process covering its end;
     None when that part is shorter than a day or holds too few samples."""
     from ..stats.growth import cycle_columns
 

@@ -1,7 +1,7 @@
 """The command line's conventions, one definition each, used by every verb in cli.py (and checked
 for every verb by tests/unit/test_cli_conventions.py):
 
-- a duration is one syntax everywhere: config.parse_duration's ("90s", "5m", "2h", "1d", "250ms";
+- a duration is one syntax everywhere: experiment_file.parse_duration's ("90s", "5m", "2h", "1d", "250ms";
   a bare number is seconds, as the options that took a number of seconds accepted);
 - a unit batch is N units or a share "P%" (fleet.rollout.batch_sizes);
 - `-o/--output` is a directory for a verb that writes several files and a file for a verb that
@@ -26,7 +26,7 @@ LOG_WIDTH = 160
 
 
 class Duration(click.ParamType):
-    """A duration option, parsed by config.parse_duration (bad input: its one line, exit 2).
+    """A duration option, parsed by experiment_file.parse_duration (bad input: its one line, exit 2).
     `seconds`: the value as float seconds (options that took a number of seconds); otherwise the
     text as given, checked (the command parses it with its own bounds). `words`: other values
     allowed as they are (e.g. "auto")."""

@@ -98,4 +98,6 @@ def info_command(trace_file: Path, chart: Path | None, as_json: bool, timeout: f
     t.add_row("sizes", ", ".join(f"{1 << i}-{(1 << (i + 1)) - 1} B: {h:,}" for i, h in enumerate(hist) if h))
     console.print(t)
     if chart:
-        console.print(f"chart: {trace.write_chart(d, chart)}")
+        from ..reporters.trace import write_chart  # here: the reporters package takes seconds to import
+
+        console.print(f"chart: {write_chart(d, chart)}")

@@ -81,7 +81,7 @@ def writable_file(path: Path, what: str = "output file", option: str = "-o") -> 
 def write_output(out_dir: Path, name: str, data: bytes | str) -> Path:
     """OUT_DIR/NAME (NAME may go through subdirectories, e.g. charts/x.png) written without following
     a link: each directory below OUT_DIR is opened relative to its parent with O_NOFOLLOW and the
-    file is a fresh temporary renamed into place (fleet.rootfs.Root), so a link someone planted in
+    file is a fresh temporary renamed into place (common.rootfs.Root), so a link someone planted in
     a run directory is replaced or refused, never written through (docs/reference/security.md)."""
     from .rootfs import Root
 

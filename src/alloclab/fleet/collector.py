@@ -2,7 +2,7 @@
 resumable, and optionally publishes every tick for Prometheus (serve/metrics.py).
 
 Cost (issue 25): systemd is asked only about units whose main process was lost since the last
-tick, all of them in one batched query (fleet.Units.unit_states) by a background thread, so a
+tick, all of them in one batched query (fleet.systemd.Units.unit_states) by a background thread, so a
 tick never waits for systemd (SystemdQuestions); every tick reads each unit's memory from /proc,
 its members from its cgroup.procs every MEMBERSHIP_SECONDS or as soon as a known member is gone
 (fleet_reader.c; docs/how-to/fleet.md gives what that can miss), with the full tier under its CPU
@@ -37,7 +37,7 @@ from ..experiment_file import parse_duration
 from ..serve import metrics
 from ..store import DB_NAME, Store
 from . import deployed, fleetread, unitfile
-from .deploy import _dev_inode
+from .deploy import library_identity
 from .plan import Plan
 from .systemd import START_STATES_TIMEOUT, Units, cgroup_files, read_cgroup_procs
 
@@ -129,7 +129,7 @@ class Watch:
 def allocator_spec(g: dict) -> library.AllocatorSpec:
     """What verification looks for in a unit of group `g` (a plan's group)."""
     try:
-        where = _dev_inode(g["library"])
+        where = library_identity(g["library"])
     except OSError:  # a generation's library gone since: matched by path and sha256
         where = {}
     return library.AllocatorSpec(

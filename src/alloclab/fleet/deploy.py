@@ -18,13 +18,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from ..allocators import library as allocators, loaderenv
+from ..allocators import library as allocator_library, loaderenv
 from ..capture import sampler
 from ..common import rootfs, timefmt
 from ..common.errors import UserError
 from ..experiment_file import load_experiment
 from . import canary, rollout, unitfile
-from .plan import Plan, _check_loadable, check_group, make_plan
+from .plan import Plan, check_group, check_loadable, make_plan
 from .systemd import Units, validate_unit
 
 DROPIN_NAME = "50-alloclab.conf"
@@ -65,8 +65,8 @@ def _check_library(group: dict) -> None:
         lib = Path(group["library"])
         if not lib.exists():
             raise UserError(f"group {group['name']}: {lib} is gone", "rebuild it or make a new plan")
-        allocators.check_preload_safe(lib)
-        if allocators.sha256_file(lib) != group["sha256"]:
+        allocator_library.check_preload_safe(lib)
+        if allocator_library.sha256_file(lib) != group["sha256"]:
             raise UserError(f"group {group['name']}: {lib} changed since the plan was made", "make a new plan")
 
 
@@ -112,7 +112,7 @@ def apply_plan(
         _check_library(g)
     # on the host the units run on: their sandbox as systemd has it now, and the files' permissions
     states = units.unit_states([a["unit"] for a in plan.assignments], sandbox=True)
-    _check_loadable(plan.assignments, groups, lambda a: states[a["unit"]].sandbox, True)
+    check_loadable(plan.assignments, groups, lambda a: states[a["unit"]].sandbox, True)
     plan_id = hashlib.sha256(plan.path.read_bytes()).hexdigest()[:12]
     writes = [
         (a["unit"], dropin_path(root, a["unit"]), dropin_text(groups[a["group"]], plan_id)) for a in plan.assignments
@@ -446,14 +446,14 @@ def _verify_unit(units: Units, unit: str, group: dict, timeout: float) -> str | 
         if time.monotonic() > deadline:
             return f"not active {timeout:g}s after restart"
         time.sleep(0.1)
-    spec = allocators.AllocatorSpec(
+    spec = allocator_library.AllocatorSpec(
         kind=group["kind"],
         request=group["allocator"],
         path=group["library"],
         sha256=group["sha256"],
         family=group["family"],
         version=group["version"],
-        **_dev_inode(group["library"]),
+        **library_identity(group["library"]),
     )
     time.sleep(0.2)  # let the new process map its libraries
     pid = units.main_pid(unit)
@@ -465,7 +465,7 @@ def _verify_unit(units: Units, unit: str, group: dict, timeout: float) -> str | 
     if pid is None:
         return "no main process after restart"
     try:
-        verdict = allocators.verify_process(pid, spec)
+        verdict = allocator_library.verify_process(pid, spec)
     except OSError as exc:
         return f"cannot read its maps ({exc.strerror})"
     return None if verdict.verified else verdict.detail
@@ -480,7 +480,9 @@ def _still_the_manager(pid: int) -> bool:
     return exe in ("systemd", "systemd-executor")
 
 
-def _dev_inode(library: str | None) -> dict:
+def library_identity(library: str | None) -> dict:
+    """The library file's device and inode (what a process's maps show), so a verification can tell
+    the deployed file from another at the same path; {} without a library."""
     if not library:
         return {}
     st = os.stat(library)

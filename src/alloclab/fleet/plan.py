@@ -176,7 +176,7 @@ def assign(facts_by_host: dict[str, list[dict]], names: list[str], seed: int) ->
     return out
 
 
-def _check_loadable(assignments: list[dict], groups: dict[str, dict], sandbox_of, check_files: bool) -> None:
+def check_loadable(assignments: list[dict], groups: dict[str, dict], sandbox_of, check_files: bool) -> None:
     """Refuse, in one line naming the unit, its user and the path, a group library a unit cannot load."""
     for a in assignments:
         lib = groups[a["group"]]["library"]
@@ -202,7 +202,7 @@ def make_plan(units: Units, pattern: str, groups_file: Path, seed: int, out: Pat
     assignments = [
         {k: v for k, v in a.items() if k != "host"} for a in assign({"": facts}, [g["name"] for g in groups], seed)
     ]
-    _check_loadable(assignments, {g["name"]: g for g in groups}, lambda a: sandboxes[a["unit"]], True)
+    check_loadable(assignments, {g["name"]: g for g in groups}, lambda a: sandboxes[a["unit"]], True)
     data = {
         "version": 1,
         "created": time.time(),
@@ -236,7 +236,7 @@ def make_fleet_plan(facts_files: list[Path], groups_file: Path, seed: int, out: 
         for f in facts
     }
     assignments = assign(by_host, [g["name"] for g in groups], seed)
-    _check_loadable(assignments, {g["name"]: g for g in groups}, lambda a: unitaccess.from_dict(a["sandbox"]), False)
+    check_loadable(assignments, {g["name"]: g for g in groups}, lambda a: unitaccess.from_dict(a["sandbox"]), False)
     data = {
         "version": 1,
         "created": time.time(),

@@ -10,7 +10,7 @@ file set. Members are plain files with relative names (no links, no owners), so 
 
 Only files alloclab wrote go in (docs/reference/security.md, "Run directories, bundles and
 servers"): the report's own names, read
-relative to the run directory without following a link (fleet.rootfs.Root) and refused when a
+relative to the run directory without following a link (common.rootfs.Root) and refused when a
 link or a file with another hard link stands there; never a path the store names — a store may
 come from another host (`merge`), so `groups.command_json` naming /etc/shadow as "the trace" must
 not make root archive it. The archive is mode 0640: it holds the run's store.

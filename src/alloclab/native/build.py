@@ -32,22 +32,25 @@ def _compiler_version(cc: str) -> str:
 
 
 @cache
-def _output_dir() -> Path:
-    """This build's directory: keyed by the sources and the compiler, so either changing rebuilds."""
+def _output_dir(source: Path = SOURCE_DIR) -> Path:
+    """This build's directory: keyed by the sources and the compiler, so either changing rebuilds.
+    Another source directory (the tests' own programs, tests/native) is keyed by these sources too:
+    its Makefile compiles some of them."""
     cc = settings.compiler()
     if shutil.which("make") is None:
         raise UserError("`make` is not installed", "install it: apt-get install make")
     h = hashlib.sha256(_compiler_version(cc).encode())
-    for f in sorted(SOURCE_DIR.iterdir()):
-        if f.suffix in (".c", ".h") or f.name == "Makefile":
-            h.update(f.name.encode() + b"\0" + f.read_bytes())
+    for d in dict.fromkeys((SOURCE_DIR, source)):
+        for f in sorted(d.iterdir()):
+            if f.suffix in (".c", ".h") or f.name == "Makefile":
+                h.update(f.name.encode() + b"\0" + f.read_bytes())
     return cache_root() / "native" / h.hexdigest()[:16]
 
 
-def _make(goal: str, stamp_name: str) -> Path:
-    """`make GOAL` into the output directory once (a stamp says it is done; a file lock lets
-    several processes ask at once)."""
-    out = _output_dir()
+def _make(goal: str, stamp_name: str, source: Path = SOURCE_DIR) -> Path:
+    """`make GOAL` in `source` into the output directory once (a stamp says it is done; a file
+    lock lets several processes ask at once)."""
+    out = _output_dir(source)
     stamp = out / stamp_name
     if stamp.exists():
         return out
@@ -60,7 +63,7 @@ def _make(goal: str, stamp_name: str) -> Path:
                     "make",
                     "-s",
                     "-C",
-                    str(SOURCE_DIR),
+                    str(source),
                     f"OUT={out}",
                     f"CC={settings.compiler()}",
                     *([] if goal == "all" else [str(out / goal)]),
@@ -80,14 +83,15 @@ def _make(goal: str, stamp_name: str) -> Path:
 
 
 @cache
-def build_dir() -> Path:
-    """Directory holding the built native programs; builds them if needed."""
-    return _make("all", ".built")
+def build_dir(source: Path = SOURCE_DIR) -> Path:
+    """Directory holding the built native programs (of `source`: alloclab's, or the tests' own);
+    builds them if needed."""
+    return _make("all", ".built", source)
 
 
 def target(name: str) -> Path:
     """One native program, building only it if the whole set is not built yet: the fleet
-    collector's reader needs a C compiler, not the workloads' static libc or zstd."""
+    collector's reader needs a C compiler, not the workloads' zstd."""
     out = _output_dir()
     if not (out / ".built").exists():
         _make(name, f".built-{name}")

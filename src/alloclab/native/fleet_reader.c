@@ -2,7 +2,7 @@
  * For every unit (a cgroup.procs file) it reads the member pids, then /proc/PID/stat and
  * /proc/PID/statm of each (statm for the sizes: stat's rss is the kernel's per-CPU approximation,
  * measured 10% below statm on a fresh 1 MiB process), into one array of records (fleet_record.h)
- * that alloclab/fleetread.py unpacks. Why native: the same reads cost ~50 us a unit-tick in Python, ~10 in C
+ * that alloclab/fleet/fleetread.py unpacks. Why native: the same reads cost ~50 us a unit-tick in Python, ~10 in C
  * (benchmarks/fleet_collector.py), and a 2,000-unit fleet at 1 s must stay under 5% of a core.
  *
  * /proc descriptors stay open between ticks and are re-read with pread (open and close cost more

@@ -1,5 +1,5 @@
 /* fleet_record.h — the one definition of the fleet collector's process record: written by
- * fleet_reader.c (liballoclab_fleet.so), read by alloclab/fleetread.py, which builds its struct
+ * fleet_reader.c (liballoclab_fleet.so), read by alloclab/fleet/fleetread.py, which builds its struct
  * layout from alloclab_fleet_record_layout() (generated from this list) and checks the size.
  * X(C type, name, array suffix, Python struct code). The record is packed: no padding. */
 #ifndef ALLOCLAB_FLEET_RECORD_H

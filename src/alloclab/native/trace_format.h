@@ -1,7 +1,7 @@
 /* trace_format.h — alloclab's allocation trace format, version 3 (versions 1 and 2 still read):
  * the one definition shared by the recorder (tracer.c, encoding in trace_encode.h), the reader
  * (trace_reader.c) and, through them, the replayer and `alloclab trace info`.
- * docs/reference/trace-format.md describes it in prose; trace_codec.py mirrors it.
+ * docs/reference/trace-format.md describes it in prose; tests/trace_codec.py mirrors it.
  *
  *   file   := header block*
  *   header := 64 bytes: magic "ALCTRACE", u32 version, u32 flags, u64 start_realtime_ns,

@@ -1,9 +1,13 @@
-"""Reporters: one small module per output, all behind one interface (hyperfine's export/ style).
+"""Every output of alloclab. A run's report: one small module per format, all behind one interface
+(hyperfine's export/ style), and what they share (input, tables, sections, hosts, decomposition,
+chartdata with decimate, plots); `report` analyses once and runs them. Other outputs beside it:
+two runs side by side (two_runs), bisect and sweep (bisect, sweep), fleet status (fleet_status),
+a trace's chart (trace).
 
 A reporter has a `name` and `write(report_input, out_dir) -> list[Path]` (the files it wrote). Every
-reporter takes the same ReportInput, built once from the store and the analysis (`build_input`):
-nothing here opens the store or analyses. `write_all` runs the default set in order (charts before
-markdown, which links them).
+reporter takes the same ReportInput, built once from the store and the analysis (`build_input`, the
+only reading of the store here; `report` also analyses): no reporter opens the store or analyses.
+`write_all` runs the default set in order (charts before markdown, which links them).
 """
 
 from __future__ import annotations

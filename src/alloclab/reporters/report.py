@@ -1,6 +1,6 @@
 """A run's report: analyse once, read the store once into a ReportInput, run every reporter
 (alloclab.reporters: report.md, report.html, summary.json, summary.csv, replicas.csv, charts/*.png,
-the terminal summary). The names below stay importable from here for older callers."""
+the terminal summary)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,7 @@ from pathlib import Path
 from ..analysis import Analysis, analyse
 from ..store import Store
 from . import ReportInput, Section, build_input, write_all
-from .png import draw_charts  # noqa: F401  (re-exported)
-from .tables import STATUS_RULES, TABLE_HEADERS, summary_rows, table_cells  # noqa: F401  (re-exported)
-from .terminal import TerminalReporter, print_summary  # noqa: F401  (re-exported)
+from .terminal import TerminalReporter
 
 
 def prepare(

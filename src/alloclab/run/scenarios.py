@@ -2,7 +2,7 @@
 
 A scenario provides the replicas' command and their load, and may run supporting processes that
 the runner starts, owns and stops with the replicas. The runner and preflight know a scenario only
-through `Scenario`; `of(exp)` is the one place a scenario's name ([scenario] name, config.SCENARIOS)
+through `Scenario`; `of(exp)` is the one place a scenario's name ([scenario] name, experiment_file.SCENARIOS)
 picks its module.
 
 The calls, in order:
@@ -90,4 +90,4 @@ def of(exp: Experiment) -> Scenario | None:
         from ..tor.network import TorScenario
 
         return TorScenario(exp)
-    raise ValueError(f"no scenario named {exp.scenario.name!r}")  # config refuses unknown names first
+    raise ValueError(f"no scenario named {exp.scenario.name!r}")  # experiment_file refuses unknown names first

@@ -18,7 +18,6 @@ from .rules import RULES
 from .steps import (
     StepFit,
     _curve_phi,
-    _robust_sd,
     _sharp_bar,
     _smooth_basis,
     _step_scan,
@@ -26,6 +25,7 @@ from .steps import (
     null_p,
     quasi_difference,
     residual_phi,
+    robust_sd,
     simulated_p,
     step_fit_x,
 )
@@ -148,7 +148,7 @@ def _climb_at(x: np.ndarray, at: np.ndarray, *, curve: bool = False) -> tuple[fl
     phi = min(_curve_phi(r, design) if curve else residual_phi(r), 0.999)
     xt, dt = quasi_difference(x, phi), quasi_difference(design, phi)
     beta, *_ = np.linalg.lstsq(dt, xt, rcond=None)
-    sd = max(_robust_sd(xt - dt @ beta), 1e-12)
+    sd = max(robust_sd(xt - dt @ beta), 1e-12)
     cov = np.linalg.pinv(dt.T @ dt)[k:, k:]
     climb = float(beta[k:].sum())
     se = math.sqrt(max(float(cov.sum()), 1e-300)) * sd

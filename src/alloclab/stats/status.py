@@ -39,7 +39,7 @@ from .growth import (
     rate_phrase,
 )
 from .rules import RULES
-from .steps import StepEvidence, _robust_sd, _step_evidence
+from .steps import StepEvidence, robust_sd, step_evidence_at
 
 STATUS_ORDER = ["Unverified", "Too short", "Bloating", "Growing", "Variable", "Flat"]
 GROWTH_WORDS = ("Growing", "Bloating")  # the words of a series that climbs ("Growing in steps" is Growing, shape STEPS)
@@ -97,7 +97,7 @@ def noise_mb(t: np.ndarray, y: np.ndarray) -> float:
     if len(y) < 8:
         return 0.0
     idx, med = bin_medians(t, y)
-    return _robust_sd(y - med[idx])
+    return robust_sd(y - med[idx])
 
 
 def release_threshold(t: np.ndarray, y: np.ndarray, level: float) -> float:
@@ -236,7 +236,7 @@ def classify(
     )
     if grown is not None and grown.change_share >= RULES["bloating_window_share"]:
         return StatusCall("Bloating", grew, g, rel, iqr, known)
-    ratchet = known or _step_evidence(t_s, y, level)
+    ratchet = known or step_evidence_at(t_s, y, level)
     if ratchet.ratcheting:
         return StatusCall("Growing", ratchet.reason, g, rel, iqr, ratchet, STEPS)
     if growing:

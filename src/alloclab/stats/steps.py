@@ -44,7 +44,8 @@ def quasi_difference(m: np.ndarray, phi: float) -> np.ndarray:
     return out
 
 
-def _robust_sd(r: np.ndarray) -> float:
+def robust_sd(r: np.ndarray) -> float:
+    """The SD read from the median absolute deviation (1.4826 × MAD): steps and spikes barely move it."""
     return 1.4826 * float(np.median(np.abs(r - np.median(r))))
 
 
@@ -64,7 +65,7 @@ def _step_scan(xt: np.ndarray, base: np.ndarray, phi: float, cand: np.ndarray) -
     num = against(r)  # r is orthogonal to the base already
     qz = against(q)
     den = 1 + (1 - phi) ** 2 * (n - 1 - cand) - np.einsum("ij,ij->i", qz, qz)
-    sd = max(_robust_sd(r), 1e-12)
+    sd = max(robust_sd(r), 1e-12)
     return np.where(den > 1e-9, num / np.sqrt(np.maximum(den, 1e-300)), 0.0) / sd
 
 
@@ -132,7 +133,7 @@ def step_fit_x(x: np.ndarray) -> StepFit | None:
         chosen.sort()
         design = np.column_stack([ones, steps(phi, chosen)])
         beta, *_ = np.linalg.lstsq(design, xt, rcond=None)
-        sd = max(_robust_sd(xt - design @ beta), 1e-12)
+        sd = max(robust_sd(xt - design @ beta), 1e-12)
         se = np.sqrt(np.diag(np.linalg.pinv(design.T @ design))) * sd
         return chosen, beta[1:], beta[1:] / se[1:]
 
@@ -344,10 +345,11 @@ def step_evidence(t: np.ndarray, y: np.ndarray) -> StepEvidence:
     t, y = np.asarray(t, dtype=float), np.asarray(y, dtype=float)
     ok = np.isfinite(t) & np.isfinite(y)
     t, y = t[ok], y[ok]
-    return _step_evidence(t, y, float(np.median(y)) if len(y) else 0.0)
+    return step_evidence_at(t, y, float(np.median(y)) if len(y) else 0.0)
 
 
-def _step_evidence(t: np.ndarray, y: np.ndarray, level: float) -> StepEvidence:
+def step_evidence_at(t: np.ndarray, y: np.ndarray, level: float) -> StepEvidence:
+    """step_evidence at a level the caller has already read (classify's), not the window's median."""
     tb, x = _relative_bins(t, y, level) if level > 0 and len(y) >= 12 else (None, None)
     fit = step_fit_x(x) if x is not None else None
     return StepEvidence(x, tb, float(t[-1] - t[0]) if len(t) else 0.0, fit, *ratchet_in_noise(fit, level))

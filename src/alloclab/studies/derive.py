@@ -3,7 +3,7 @@
 The base is an experiment file or a built-in workload's name (with defaults for everything else).
 A derived experiment keeps the base's command or workload, phases, replicas, interval and seed,
 and replaces its groups by "points" (an allocator, tunables in the environment, workload
-parameters). It is written out as an experiment file and parsed again by config.parse_experiment,
+parameters). It is written out as an experiment file and parsed again by experiment_file.parse_experiment,
 so every derived experiment passes the very checks `alloclab check` makes, and the run stores the
 file it really ran.
 """
@@ -38,7 +38,7 @@ class Point:
 
 
 def group_name(index: int, label: str) -> str:
-    """A group name (config._NAME: it names directories) that still says which point it is."""
+    """A group name (experiment_file._NAME: it names directories) that still says which point it is."""
     return f"p{index:02d}-{_GROUP_NAME_BAD.sub('-', label).strip('-')}"[:64]
 
 

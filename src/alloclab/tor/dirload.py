@@ -2,10 +2,10 @@
 from a directory cache over its DirPort (HTTP/1.0), bounded in requests and time.
 
 Run as a script by the runner in the load phase (stdlib only, so it needs no import path):
-    python tor_dirload.py --port DIRPORT --out FILE [--requests N] [--duration S] [--rate R]
+    python dirload.py --port DIRPORT --out FILE [--requests N] [--duration S] [--rate R]
 
 It only ever connects to 127.0.0.0/8: every connect goes through `connect_loopback`, which
-refuses any other address before a socket is made (tests/integration/test_tor_network.py holds it).
+refuses any other address before a socket is made (tests/e2e/test_tor_network.py holds it).
 The counts (requests sent, served with 200, bytes, by kind and by compression, diffs served) are
 written to --out as JSON every few seconds and at the end (SIGTERM included).
 """

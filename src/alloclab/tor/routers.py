@@ -2,7 +2,7 @@
 descriptors, so the consensus the relays under test cache is the public network's size.
 
 Run as a script by the runner (a supporting process, like the authorities):
-    python tor_routers.py --authority 127.0.0.1:PORT ... --routers N --interval S --churn F --out FILE
+    python routers.py --authority 127.0.0.1:PORT ... --routers N --interval S --churn F --out FILE
 
 Each router has its own 1024-bit RSA identity key (tor refuses any other size), a server descriptor
 (platform, proto, bandwidth, family-free reject-all policy, ntor and TAP onion keys) and an extra-info
@@ -19,7 +19,7 @@ public network (bandwidth weights, flags, relays' rotated keys). Routers carry n
 (authorities accept RSA-only descriptors; their consensus entries read `id ed25519 none`).
 
 Identity keys are products of pairs from a small pool of primes (`make_keys`: a second for 7,000
-keys, where generating each costs ~20 ms). Only 127.0.0.0/8 is ever addressed (tor_dirload's
+keys, where generating each costs ~20 ms). Only 127.0.0.0/8 is ever addressed (dirload's
 `connect_loopback`). Status (routers made, uploads accepted/refused, seconds) goes to --out as JSON.
 """
 

@@ -25,7 +25,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from alloclab.stats import ThresholdTest, calibration as sim
+from alloclab.stats import ThresholdTest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: tests.simulated_series
+from tests import simulated_series as sim
 
 INTERVAL, WARMUP, FIRST, MAX = 2.0, 20.0, 60.0, 600.0
 THRESHOLD = 1.10

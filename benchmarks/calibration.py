@@ -23,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 # the parts live in calibration_parts/, one module a topic; this file is the command that runs them
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: tests.simulated_series
 from calibration_parts.beside import beside, beside_cycle_restart
 from calibration_parts.common import POOLED_DESIGNS, ROWS, SHORT_DESIGNS, group_curve, rules_set
 from calibration_parts.comparisons import comparisons, gates, identical, sequential, tor_verdict

@@ -63,8 +63,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from alloclab.fleet import canary, deploy, rollout, systemd
-from alloclab.stats import calibration as sim
 from benchmarks.fleet_decision import wilson
+from tests import simulated_series as sim
 
 DAY = 86400.0
 WORKLOAD = Path(__file__).resolve().parent / "canary_workload.py"

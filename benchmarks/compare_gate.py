@@ -31,8 +31,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from alloclab.stats import calibration as sim
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: tests.simulated_series
 from alloclab.stats.across_runs import compare_pairs, gate, rose_beyond
+from tests import simulated_series as sim
 
 DATASETS = Path(__file__).resolve().parents[1] / "tests" / "data" / "1aeo-torutils"
 

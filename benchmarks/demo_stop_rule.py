@@ -33,14 +33,16 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: tests.simulated_series
 from calibration_parts.common import clopper_pearson
 
 from alloclab.commands import demo
 from alloclab.run.stopping import planned_look_times
-from alloclab.stats import SequentialTest, calibration as sim
+from alloclab.stats import SequentialTest
 from alloclab.stats.group_tests import compare_to_baseline
 from alloclab.stats.rules import RULES
 from alloclab.stats.sequential import DECIDED
+from tests import simulated_series as sim
 
 INTERVAL = 2.0
 WARMUP = float(demo.REAL_WARMUP_S)

@@ -41,12 +41,13 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: tests.simulated_series
 from calibration_parts.common import clopper_pearson
 from fleet_decision import wilson
 from torutils_scenarios import GROUPS, T0, analyse_folder, relay_name, write_experiment
 
-from alloclab.stats import calibration as sim
 from alloclab.stats.added_growth import BEYOND
+from tests import simulated_series as sim
 
 GROWING = ("Growing", "Bloating", "Ratcheting")  # "Ratcheting": the word before it was retired (a before-run)
 

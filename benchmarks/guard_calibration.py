@@ -5,7 +5,7 @@ simulation on realistic series (outside the default test run).
 
 A healthy unit: its level on the old allocator is one reading of a flat AR(1) series (what
 `fleet deploy` reads just before the restart); after the restart the new allocator holds the same
-level, again AR(1) around it (alloclab.stats.calibration.flat: marginal SD a share of the level,
+level, again AR(1) around it (tests/simulated_series.py flat: marginal SD a share of the level,
 phi per guard sample). A guard trips when `persist` consecutive samples exceed the bound. The
 false-trip rate is per unit per settle window; a fleet of 100 units is 1 - (1 - p)^100. Detection:
 the same with a true increase of the level. Prints one markdown table.
@@ -32,7 +32,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from alloclab.fleet import rollout
-from alloclab.stats import calibration as sim
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: tests.simulated_series
+from tests import simulated_series as sim
 
 
 def trip_rate(

@@ -7,13 +7,17 @@ Run: .venv/bin/python benchmarks/identical_series_false_alarm.py [--relays 200] 
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
 from alloclab.analysis.load import Segment, Series
 from alloclab.analysis.warnings import identical_pairs
-from alloclab.stats import calibration as sim
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: tests.simulated_series
+from tests import simulated_series as sim
 
 
 def relays(rng: np.random.Generator, n: int, days: float) -> list[Series]:

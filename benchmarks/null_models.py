@@ -33,8 +33,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from alloclab.stats import calibration as sim, step_evidence, steps
+from alloclab.stats import step_evidence, steps
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: tests.simulated_series
 from alloclab.stats.rules import RULES
+from tests import simulated_series as sim
 
 KINDS = {  # name: (window s, interval s, make(rng, n, t), the generated noise (φ, white share, SD))
     # the step fit reads a series as shares of its median, ~1.05 × the climb's start: the noise's SD there is 2% / 1.05

@@ -28,7 +28,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from alloclab.stats import calibration as sim, classify, ratchet_group, ratchet_shared, step_evidence
+from alloclab.stats import classify, ratchet_group, ratchet_shared, step_evidence
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: tests.simulated_series
+from tests import simulated_series as sim
 
 
 def main() -> int:

@@ -21,8 +21,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from alloclab.stats import calibration as sim
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: tests.simulated_series
 from alloclab.stats.status import release_events, release_threshold
+from tests import simulated_series as sim
 
 
 def cpu_ms(f, repeat: int) -> float:

@@ -22,7 +22,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from alloclab.stats import calibration as sim
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: tests.simulated_series
+from tests import simulated_series as sim
 
 GROUPS = {"A": ("jemalloc", "5.3.0"), "B": ("mimalloc", "2.1.2"), "C": ("tcmalloc", "2.15"), "Z": ("glibc", None)}
 T0 = datetime(2026, 3, 2, tzinfo=UTC).timestamp()  # a Monday, 00:00 UTC

@@ -43,13 +43,14 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: tests.simulated_series
 from calibration_parts.common import clopper_pearson
 from demo_stop_rule import pct, wrong
 
 from alloclab.analysis import regrowth
 from alloclab.analysis.replica import detect_warmup
 from alloclab.run.stopping import SignificanceStop
-from alloclab.stats import calibration as sim
+from tests import simulated_series as sim
 
 WARMUP = 600.0  # the experiment's warm-up phase (s)
 STABLE_FOR = 60.0  # --stable-for's default

@@ -25,7 +25,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from alloclab.stats import calibration as sim
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: tests.simulated_series
+from tests import simulated_series as sim
 
 STEP = 300.0  # seconds between samples
 BEFORE, AFTER = 2 * 86400.0, 14 * 86400.0

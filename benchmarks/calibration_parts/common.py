@@ -15,9 +15,10 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from alloclab.stats import calibration as sim, classify
+from alloclab.stats import classify
 from alloclab.stats.rules import RULES
 from alloclab.stats.status import status_phrase
+from tests import simulated_series as sim
 
 # (window, sampling interval) pairs from the demo to the operators' relays
 DESIGNS = [("1 h @ 1 s", 3600.0, 1.0), ("6 h @ 60 s", 6 * 3600.0, 60.0), ("9 d @ 15 min", 9 * 86400.0, 900.0)]

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import numpy as np
 
-from alloclab.stats import SequentialTest, calibration as sim, compare_to_baseline, identical_series
+from alloclab.stats import SequentialTest, compare_to_baseline, identical_series
 from alloclab.stats.group_tests import holm
+from tests import simulated_series as sim
 
 from .common import rate, row
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from alloclab.stats import calibration as sim, classify, group_growth, growth
+from alloclab.stats import classify, group_growth, growth
+from tests import simulated_series as sim
 
 from .common import (
     DESIGNS,

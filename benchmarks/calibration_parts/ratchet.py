@@ -10,8 +10,9 @@ import time
 
 import numpy as np
 
-from alloclab.stats import calibration as sim, classify
+from alloclab.stats import classify
 from alloclab.stats.rules import RULES
+from tests import simulated_series as sim
 
 from .common import (
     JITTERED,

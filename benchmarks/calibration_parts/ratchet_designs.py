@@ -10,9 +10,9 @@ import time
 
 import numpy as np
 
-from alloclab.stats import calibration as sim
 from alloclab.stats.rules import RULES
 from alloclab.stats.steps import truncated_product_p
+from tests import simulated_series as sim
 
 from .common import POOLED_DESIGNS, grouped_rate, ratchet_cells, row, shared_daily_cycle
 from .ratchet import one_step_shape

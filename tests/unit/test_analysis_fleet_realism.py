@@ -11,7 +11,7 @@ import pytest
 from alloclab.analysis import analyse, regrowth
 from alloclab.analysis.load import Segment, Series
 from alloclab.analysis.windows import Window, day_level, level_at
-from alloclab.stats.calibration import ar1
+from alloclab.stats.steps import ar1
 from alloclab.store import Store
 
 T0 = 1_760_000_000.0

@@ -14,8 +14,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import calibration as cal
 from calibration_parts.common import grouped_rate
 
-from alloclab.stats import calibration as sim, step_evidence
+from alloclab.stats import step_evidence
 from alloclab.stats.steps import group_shape, null_p
+from tests import simulated_series as sim
 
 
 def test_grouped_rate_widens_with_calls_that_come_by_group():

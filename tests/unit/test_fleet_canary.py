@@ -9,7 +9,7 @@ import pytest
 
 from alloclab.common.errors import UserError
 from alloclab.fleet import canary
-from alloclab.stats import calibration as sim
+from tests import simulated_series as sim
 
 
 def test_looks_double_from_half_the_settle_time_up_to_the_maximum():

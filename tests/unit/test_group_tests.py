@@ -5,8 +5,9 @@ import itertools
 import numpy as np
 from hypothesis import given, settings, strategies as st
 
-from alloclab.stats import calibration as sim, compare_to_baseline, design_min_p, design_warning, letters
+from alloclab.stats import compare_to_baseline, design_min_p, design_warning, letters
 from alloclab.stats.group_tests import design_power
+from tests import simulated_series as sim
 
 
 def test_three_tor_relays_a_side_at_0_44x_are_significant():

@@ -5,7 +5,8 @@ import numpy as np
 from alloclab import stats
 from alloclab.analysis import _group_status
 from alloclab.reporters.tables import STATUS_RULES, table_cells
-from alloclab.stats import RULES, calibration as sim, classify, growth_bar_share, status_phrase
+from alloclab.stats import RULES, classify, growth_bar_share, status_phrase
+from tests import simulated_series as sim
 
 
 def test_the_step_rule_says_growing_in_steps_and_no_report_word_is_ratcheting():

@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 from alloclab.run.stopping import SignificanceStop, planned_look_times
-from alloclab.stats import SequentialTest, calibration as sim
+from alloclab.stats import SequentialTest
+from tests import simulated_series as sim
 
 
 def test_looks_are_doublings_then_the_planned_end():

@@ -3,8 +3,9 @@
 import numpy as np
 from hypothesis import given, settings, strategies as st
 
-from alloclab.stats import calibration as sim, classify, growth
+from alloclab.stats import classify, growth
 from alloclab.stats.growth import ar1_slope_var, phi_for_lag1
+from tests import simulated_series as sim
 
 
 def test_flat_autocorrelated_series_are_rarely_growing():

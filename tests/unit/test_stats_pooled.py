@@ -2,7 +2,8 @@
 
 import numpy as np
 
-from alloclab.stats import RULES, calibration as sim, growth, growth_pool, pooled
+from alloclab.stats import RULES, growth, growth_pool, pooled
+from tests import simulated_series as sim
 
 T = sim.times(3 * 86400.0, 1800.0)  # 3 days every 30 min: the coarse scales apply, and it is quick
 

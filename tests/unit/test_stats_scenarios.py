@@ -15,7 +15,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
 import torutils_scenarios as ts
 
-from alloclab.stats import RULES, calibration as sim, classify, growth
+from alloclab.stats import RULES, classify, growth
+from tests import simulated_series as sim
 
 
 def _analyse(tmp_path, seed: int, sc: ts.Scenario):

@@ -2,7 +2,8 @@
 
 import numpy as np
 
-from alloclab.stats import SequentialTest, calibration as sim
+from alloclab.stats import SequentialTest
+from tests import simulated_series as sim
 
 
 def run(rng, ratio, n_sims=120):

@@ -6,13 +6,13 @@ import pytest
 from alloclab.stats import (
     RULES,
     STATUS_ORDER,
-    calibration as sim,
     classify,
     ratchet_group,
     release_events,
     status_phrase,
     step_evidence,
 )
+from tests import simulated_series as sim
 
 STEPS = "Growing in steps"  # the word the step rule gives (retired as a status word: "Ratcheting")
 

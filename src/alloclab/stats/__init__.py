@@ -77,9 +77,6 @@ threshold.py
         SequentialTest on candidate/threshold against good: is the ratio above or below a threshold?
 checks.py
     identical_series(a_t, a_y, b_t, b_y) -> SeriesMatch   (truthy when one process was sampled twice)
-calibration.py
-    simulators of realistic memory series (AR(1) noise, replica effects, restarts, level shifts,
-    sinusoids, staircases, slow growth) used by benchmarks/calibration.py and the unit tests.
 
 Changes from the brief: classify takes the steady window's arrays and returns a StatusCall (word
 plus the evidence behind it) rather than a bare string; growth takes an optional `level`.

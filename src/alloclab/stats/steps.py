@@ -30,9 +30,22 @@ from numpy.typing import ArrayLike
 from scipy.optimize import minimize
 from scipy.signal import lfilter
 
-from .calibration import ar1
 from .growth import bin_series, cycle_columns, detrended_lag1, phi_for_lag1
 from .rules import RULES
+
+
+def ar1(
+    rng: np.random.Generator, n_series: int, n: int, phi: float, sd: float = 1.0, df: float | None = None
+) -> np.ndarray:
+    """Stationary AR(1) noise (the null simulations below; tests/simulated_series.py builds on it) with marginal standard deviation sd; innovations normal, or (`df`)
+    Student's t with df > 2 degrees of freedom scaled to unit variance (heavy tails)."""
+    e = (
+        rng.normal(size=(n_series, n))
+        if df is None
+        else rng.standard_t(df, size=(n_series, n)) / np.sqrt(df / (df - 2))
+    )
+    e[:, 0] /= np.sqrt(max(1 - phi**2, 1e-12))
+    return np.asarray(lfilter([1.0], [1.0, -phi], e, axis=1)) * sd * np.sqrt(1 - phi**2)
 
 
 def quasi_difference(m: np.ndarray, phi: float) -> np.ndarray:

@@ -1,4 +1,5 @@
-"""Simulators of realistic memory series, for calibration (benchmarks/calibration.py) and tests.
+"""Simulators of realistic memory series, for calibration (benchmarks/) and the unit tests: test
+and benchmark tooling, kept out of the package.
 
 All series are (n_series, n_samples) arrays in MB sampled at times t (seconds). Noise is AR(1)
 (the discrete-time form of the slowly mean-reverting wander of real RSS) with a *marginal*
@@ -9,25 +10,12 @@ amplitude. Replica effects are lognormal (a coefficient of variation between rep
 from __future__ import annotations
 
 import numpy as np
-from scipy.signal import lfilter
+
+from alloclab.stats.steps import ar1
 
 
 def times(window_s: float, interval_s: float) -> np.ndarray:
     return np.arange(0.0, window_s + interval_s / 2, interval_s)
-
-
-def ar1(
-    rng: np.random.Generator, n_series: int, n: int, phi: float, sd: float = 1.0, df: float | None = None
-) -> np.ndarray:
-    """Stationary AR(1) noise with marginal standard deviation sd; innovations normal, or (`df`)
-    Student's t with df > 2 degrees of freedom scaled to unit variance (heavy tails)."""
-    e = (
-        rng.normal(size=(n_series, n))
-        if df is None
-        else rng.standard_t(df, size=(n_series, n)) / np.sqrt(df / (df - 2))
-    )
-    e[:, 0] /= np.sqrt(max(1 - phi**2, 1e-12))
-    return np.asarray(lfilter([1.0], [1.0, -phi], e, axis=1)) * sd * np.sqrt(1 - phi**2)
 
 
 def flat(

@@ -112,6 +112,12 @@ def one_sim(rng, n: int, effect: float, rule: canary.PeerRule, restart_baseline:
     }
 
 
+def outcomes(rows: list[dict]) -> tuple[dict[str, int], list[float]]:
+    """How many watches ended in each outcome, and the minutes of those that decided."""
+    k = {o: sum(r["outcome"] == o for r in rows) for o in (canary.PASS, canary.FAIL, canary.MORE_TIME)}
+    return k, [r["at"] / 60 for r in rows if r["outcome"] in (canary.PASS, canary.FAIL)]
+
+
 def rate(k: int, n: int) -> str:
     lo, hi = wilson(k, n)
     return f"{k / n:.3f} [{lo:.3f}–{hi:.3f}]"
@@ -133,8 +139,7 @@ def part_sim(args) -> None:
             for effect in (1.0, 1.25):
                 t0 = time.time()
                 rows = [one_sim(rng, n, effect, rule, restart) for _ in range(args.reps)]
-                k = {o: sum(r["outcome"] == o for r in rows) for o in (canary.PASS, canary.FAIL, canary.MORE_TIME)}
-                decided = [r["at"] / 60 for r in rows if r["outcome"] in (canary.PASS, canary.FAIL)]
+                k, decided = outcomes(rows)
                 trips = sum(r["guard_trip"] for r in rows)
                 print(
                     f"| {'restarted' if restart else 'not restarted'} | {n} | {'A/A' if effect == 1.0 else '+25%'} | "
@@ -251,8 +256,7 @@ def part_sim_realism(args) -> None:
                 for effect in (1.0, 1.25):
                     t0 = time.time()
                     rows = [one_realism(rng, n, effect, rule, restart, condition) for _ in range(args.reps)]
-                    k = {o: sum(r["outcome"] == o for r in rows) for o in (canary.PASS, canary.FAIL, canary.MORE_TIME)}
-                    decided = [r["at"] / 60 for r in rows if r["outcome"] in (canary.PASS, canary.FAIL)]
+                    k, decided = outcomes(rows)
                     print(
                         f"| {condition} | {'restarted' if restart else 'not restarted'} | {n} | "
                         f"{'A/A' if effect == 1.0 else '+25%'} | {rate(k[canary.PASS], args.reps)} | "
